@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Installs every dependency of qwenserve on Debian 12 (bookworm): the C++ toolchain and libraries
+# from Debian, and the Python test oracles from PyPI into .venv/. Idempotent; versions pinned.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PACKAGES=(
+  build-essential cmake ninja-build pkg-config
+  libboost1.81-dev=1.81.0-5+deb12u1
+  nlohmann-json3-dev=3.11.2-2
+  libpcre2-dev
+  libutf8proc-dev=2.8.0-1
+  libfmt-dev=9.1.0+ds1-2
+  libgtest-dev=1.12.1-0.2 libgmock-dev=1.12.1-0.2
+  libbenchmark-dev=1.7.1-1
+  python3-venv
+)
+
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  name="${p%%=*}"
+  want="${p#*=}"
+  have=$(dpkg-query -W -f='${Status} ${Version}' "$name" 2>/dev/null || true)
+  if [[ "$have" != "install ok installed"* ]] || { [ "$want" != "$p" ] && [[ "$have" != *" $want" ]]; }; then
+    missing+=("$p")
+  fi
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# Python test oracles (reference implementations), pinned.
+if [ ! -x .venv/bin/python ]; then python3 -m venv .venv; fi
+want_hash=$(sha256sum scripts/requirements-test.txt | cut -d' ' -f1)
+if [ "$(cat .venv/.requirements-hash 2>/dev/null)" != "$want_hash" ]; then
+  .venv/bin/python -m pip install -q --disable-pip-version-check -r scripts/requirements-test.txt
+  echo "$want_hash" > .venv/.requirements-hash
+fi
+echo "setup: ok"

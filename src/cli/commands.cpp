@@ -1,0 +1,31 @@
+// The subcommand table and shared CLI error reporting.
+#include "cli/commands.h"
+
+#include <cstdio>
+
+namespace qs::cli {
+
+namespace {
+const Command kCommands[] = {
+    {"logits", "write float32 .npy logits for a token sequence (prefill or incremental decode)", run_logits},
+    {"generate", "greedy generation from prompt ids, printing ids and tokens/s", run_generate},
+};
+}  // namespace
+
+const Command* find_command(const std::string& name) {
+    for (const auto& c : kCommands)
+        if (name == c.name) return &c;
+    return nullptr;
+}
+
+void print_usage() {
+    std::fprintf(stderr, "usage: qwenserve <command> [options]\n\ncommands:\n");
+    for (const auto& c : kCommands) std::fprintf(stderr, "  %-10s %s\n", c.name, c.summary);
+}
+
+int fail(const char* command, const Status& status) {
+    std::fprintf(stderr, "qwenserve %s: %s\n", command, status.message().c_str());
+    return exit_code_for(status.kind());
+}
+
+}  // namespace qs::cli

@@ -1,0 +1,28 @@
+// The subcommands of the qwenserve binary. Each takes the arguments after its name and returns
+// the process exit code; errors are printed as one line naming the problem.
+#pragma once
+
+#include <string>
+
+#include "core/status.h"
+
+namespace qs::cli {
+
+struct Command {
+    const char* name;
+    const char* summary;
+    int (*run)(int argc, char** argv);
+};
+
+// Looks a subcommand up in the table (commands.cpp); nullptr if there is none.
+const Command* find_command(const std::string& name);
+void print_usage();
+
+// Prints "qwenserve <command>: <message>" to stderr and returns the exit code for the status.
+int fail(const char* command, const Status& status);
+
+// Subcommand entry points, one file each.
+int run_logits(int argc, char** argv);
+int run_generate(int argc, char** argv);
+
+}  // namespace qs::cli

@@ -1,0 +1,93 @@
+// ModelConfig: the text model's hyper-parameters, read from a checkpoint's config.json
+// (nested `qwen3_5_moe` with `text_config`, or flat `qwen3_5_moe_text`) and validated once.
+// Field names follow config.json so code can be grepped against it. Spec: shared/spec/model.md §1.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "core/status.h"
+
+namespace qs {
+
+enum class LayerType : uint8_t { kLinearAttention, kFullAttention };
+
+struct ModelConfig {
+    std::string model_type;  // "qwen3_5_moe_text" after resolution of the nested layout
+    int64_t hidden_size = 0;
+    int64_t num_hidden_layers = 0;
+    std::vector<LayerType> layer_types;  // resolved from layer_types or full_attention_interval
+    int64_t full_attention_interval = 4;
+
+    // Gated full attention.
+    int64_t num_attention_heads = 0;
+    int64_t num_key_value_heads = 0;
+    int64_t head_dim = 0;
+    bool attn_output_gate = true;
+    bool attention_bias = false;
+
+    // Gated DeltaNet.
+    int64_t linear_num_key_heads = 0;
+    int64_t linear_num_value_heads = 0;
+    int64_t linear_key_head_dim = 0;
+    int64_t linear_value_head_dim = 0;
+    int64_t linear_conv_kernel_dim = 0;
+    std::string mamba_ssm_dtype = "float32";
+
+    // MoE.
+    int64_t num_experts = 0;
+    int64_t num_experts_per_tok = 0;
+    int64_t moe_intermediate_size = 0;
+    int64_t shared_expert_intermediate_size = 0;
+    bool norm_topk_prob = true;
+
+    int64_t vocab_size = 0;
+    std::string hidden_act = "silu";
+    double rms_norm_eps = 1e-6;
+    int64_t max_position_embeddings = 0;
+    bool tie_word_embeddings = false;
+
+    // RoPE (text positions are 1-D; mrope sections only matter for images).
+    std::string rope_type = "default";
+    double rope_theta = 10000.0;
+    double partial_rotary_factor = 1.0;
+    std::vector<int64_t> mrope_section;
+    bool mrope_interleaved = false;
+
+    int64_t mtp_num_hidden_layers = 0;
+    bool mtp_use_dedicated_embeddings = false;
+
+    int64_t bos_token_id = -1;
+    std::vector<int64_t> eos_token_ids;
+    int64_t pad_token_id = -1;
+
+    std::string dtype = "bfloat16";  // checkpoint dtype as declared
+
+    // Derived sizes (spec §1.2 "Derived sizes").
+    int64_t rotary_dim() const { return int64_t(double(head_dim) * partial_rotary_factor); }
+    int64_t linear_key_dim() const { return linear_num_key_heads * linear_key_head_dim; }      // Kdim
+    int64_t linear_value_dim() const { return linear_num_value_heads * linear_value_head_dim; }// Vdim
+    int64_t linear_conv_dim() const { return 2 * linear_key_dim() + linear_value_dim(); }     // Cdim
+    int64_t q_proj_out() const { return num_attention_heads * head_dim * (attn_output_gate ? 2 : 1); }
+    int64_t num_full_attention_layers() const;
+    int64_t num_linear_attention_layers() const;
+    bool is_full_attention(int64_t layer) const { return layer_types[size_t(layer)] == LayerType::kFullAttention; }
+
+    // Checks every field and relation; the message names the field and the problem.
+    Status validate() const;
+};
+
+// Parses a config.json document (either layout). Does not validate.
+Result<ModelConfig> parse_model_config(const nlohmann::json& j);
+// Reads and parses a config.json file (or DIR/config.json), then validates.
+Result<ModelConfig> load_model_config(const std::string& path);
+
+// The real Qwen3.6-35B-A3B text config (spec §1.2).
+ModelConfig qwen36_35b_a3b_config();
+// The shape-faithful tiny config of spec §1.4.
+ModelConfig tiny_model_config();
+
+}  // namespace qs
