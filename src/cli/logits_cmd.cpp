@@ -1,6 +1,69 @@
-// `qwenserve logits`: float32 .npy logits from the CPU reference forward.
+// `qwenserve logits --model DIR --ids 1,2,3 [--incremental-from K] --out F.npy`
+// Writes float32 logits from the CPU reference forward. Without --incremental-from: [T, vocab],
+// all positions from one prefill. With it: prefill ids[0, K), then ids K..T-1 one at a time
+// through the decode path; rows for positions K-1..T-1 ([T-K+1, vocab]). With --mtp-out M.npy,
+// also the MTP draft logits over the whole sequence ([T-1, vocab], row p predicts token p+2).
+#include <fmt/format.h>
+
+#include "backend/cpu/cpu_ops.h"
 #include "cli/commands.h"
+#include "cli/model_args.h"
+#include "io/npy.h"
+#include "model/single_sequence.h"
 
 namespace qs::cli {
-int run_logits(int argc, char** argv) { return fail("logits", unsupported("not implemented yet")); }
+
+namespace {
+
+Status run(const Args& args) {
+    QS_ASSIGN_OR_RETURN(std::string ids_text, args.require("ids"));
+    QS_ASSIGN_OR_RETURN(std::string out_path, args.require("out"));
+    QS_ASSIGN_OR_RETURN(std::vector<int64_t> ids64, parse_int_list(ids_text, "--ids"));
+    QS_ASSIGN_OR_RETURN(int64_t K, args.get_int("incremental-from", 0));
+    const bool incremental = args.get("incremental-from").has_value();
+    const int64_t T = int64_t(ids64.size());
+    if (incremental && (K < 1 || K > T))
+        return invalid_argument(fmt::format("--incremental-from must be in [1, {}] (the number of ids), got {}", T, K));
+    const auto mtp_out = args.get("mtp-out");
+
+    QS_ASSIGN_OR_RETURN(ModelWeights weights, load_model_from_args(args));
+    const ModelConfig& c = weights.config;
+    QS_RETURN_IF_ERROR(check_token_ids(ids64, c.vocab_size));
+    if (mtp_out && !weights.mtp.present) return invalid_argument("--mtp-out: the model has no MTP block");
+    if (mtp_out && T < 2) return invalid_argument("--mtp-out needs at least 2 ids");
+
+    std::vector<int32_t> ids(ids64.begin(), ids64.end());
+    CpuOps ops;
+    Qwen36Model model(weights, ops);
+    SingleSequence seq(model, T);
+    std::vector<float> logits;
+    int64_t rows = T;
+    if (!incremental) {
+        logits = seq.feed(ids, /*all_rows=*/true);
+    } else {
+        logits = seq.feed(std::vector<int32_t>(ids.begin(), ids.begin() + K), /*all_rows=*/false);
+        for (int64_t t = K; t < T; ++t) {
+            std::vector<float> row = seq.feed({ids[size_t(t)]}, /*all_rows=*/false);
+            logits.insert(logits.end(), row.begin(), row.end());
+        }
+        rows = T - K + 1;
+    }
+    if (mtp_out) {
+        std::vector<float> mtp = seq.mtp_over_history(0);
+        QS_RETURN_IF_ERROR(write_npy(*mtp_out, mtp.data(), {T - 1, c.vocab_size}));
+    }
+    return write_npy(out_path, logits.data(), {rows, c.vocab_size});
+}
+
+}  // namespace
+
+int run_logits(int argc, char** argv) {
+    std::set<std::string> valued = model_valued_options();
+    valued.insert({"ids", "incremental-from", "out", "mtp-out"});
+    auto args = Args::parse(argc, argv, model_flag_options(), valued);
+    if (!args.is_ok()) return fail("logits", args.status());
+    Status st = run(*args);
+    return st.is_ok() ? 0 : fail("logits", st);
+}
+
 }  // namespace qs::cli

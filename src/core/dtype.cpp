@@ -116,11 +116,13 @@ float fp4e2m1_to_f32(uint8_t code) {
 }
 
 float load_as_f32(const void* data, DType t, size_t i) {
+    // Tensors inside safetensors files may be unaligned: read element bytes with memcpy.
+    const uint8_t* p = static_cast<const uint8_t*>(data);
     switch (t) {
-        case DType::kF32: return static_cast<const float*>(data)[i];
-        case DType::kBF16: return bf16_to_f32(static_cast<const bf16*>(data)[i]);
-        case DType::kF16: return f16_to_f32(static_cast<const f16*>(data)[i]);
-        case DType::kF8E4M3: return fp8e4m3_to_f32(static_cast<const fp8e4m3*>(data)[i]);
+        case DType::kF32: { float f; std::memcpy(&f, p + 4 * i, 4); return f; }
+        case DType::kBF16: { bf16 b; std::memcpy(&b.bits, p + 2 * i, 2); return bf16_to_f32(b); }
+        case DType::kF16: { f16 h; std::memcpy(&h.bits, p + 2 * i, 2); return f16_to_f32(h); }
+        case DType::kF8E4M3: return fp8e4m3_to_f32(fp8e4m3{p[i]});
         default: QS_CHECK_MSG(false, "load_as_f32: not a float dtype");
     }
     return 0.0f;

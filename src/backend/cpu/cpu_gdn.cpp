@@ -1,0 +1,112 @@
+// CPU Gated DeltaNet (spec §2.4), the recurrent form token by token (mathematically identical to
+// the chunked form; it is the reference for the CUDA chunked-prefill and decode kernels):
+//   conv:  c_t = silu(Σ_j W[ch, j] · x_{t-(K-1)+j}[ch]), window from the slot's conv state
+//   q̂, k̂ = l2norm(q), l2norm(k) (eps inside the sum); q̂ *= 1/sqrt(Dk)
+//   β = sigmoid(b), g = -exp(A_log) · softplus(a + dt_bias)
+//   S ← exp(g)·S;  δ = β·(v − Sᵀk̂);  S ← S + k̂ δᵀ;  o = Sᵀ q̂      (S is [Dk, Dv] per value head)
+//   y = w · rmsnorm(o) · silu(z)   per value head
+// Value head h reads key head h / (Nv / Nk).
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "backend/cpu/cpu_ops.h"
+#include "core/check.h"
+
+namespace qs {
+
+namespace {
+
+// Runs the causal depthwise conv + SiLU for one sequence's rows and advances its conv window.
+// in [n, C] (pre-conv qkv), out [n, C]; window [K-1, C], oldest row first.
+void conv_sequence(const float* in, int64_t n, const std::vector<float>& w, int64_t C, int64_t K, float* window,
+                   float* out) {
+    const int64_t W = K - 1;
+    // Rows of the extended input: window rows then the new rows.
+    auto ext = [&](int64_t r) -> const float* { return r < W ? window + r * C : in + (r - W) * C; };
+#pragma omp parallel for schedule(static)
+    for (int64_t ch = 0; ch < C; ++ch) {
+        const float* wc = w.data() + ch * K;
+        for (int64_t t = 0; t < n; ++t) {
+            float acc = 0.0f;
+            for (int64_t j = 0; j < K; ++j) acc += wc[j] * ext(t + j)[ch];
+            out[t * C + ch] = cpu::silu(acc);
+        }
+    }
+    // New window = the last W rows of the extended input.
+    std::vector<float> next(size_t(W * C));
+    for (int64_t r = 0; r < W; ++r) std::memcpy(next.data() + r * C, ext(n + r), size_t(C) * sizeof(float));
+    std::memcpy(window, next.data(), next.size() * sizeof(float));
+}
+
+void l2norm(float* x, int64_t n) {
+    float ss = 0.0f;
+    for (int64_t i = 0; i < n; ++i) ss += x[i] * x[i];
+    const float inv = 1.0f / std::sqrt(ss + 1e-6f);
+    for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+}  // namespace
+
+void CpuOps::gated_delta_net(const float* qkv, const float* z, const float* b, const float* a, const GdnWeights& w,
+                             const GdnDims& d, const ForwardBatch& batch, ModelCache& cache, int64_t gdn_layer,
+                             float* out) {
+    const int64_t C = d.conv_dim(), K = d.conv_kernel, Nk = d.num_key_heads, Nv = d.num_value_heads;
+    const int64_t Dk = d.key_head_dim, Dv = d.value_head_dim, Kdim = d.key_dim();
+    const CacheGeometry& g = cache.geometry();
+    QS_CHECK(g.conv_dim == C && g.conv_window == K - 1 && g.num_value_heads == Nv && g.key_head_dim == Dk &&
+             g.value_head_dim == Dv && Nv % Nk == 0);
+    const int64_t ratio = Nv / Nk;
+    const float q_scale = 1.0f / std::sqrt(float(Dk));
+    std::vector<float> conv_out(size_t(batch.num_tokens() * C));
+
+    for (const SeqSpan& s : batch.seqs) {
+        QS_CHECK(s.state_slot >= 0 && s.state_slot < g.num_state_slots);
+        float* window = cache.conv(gdn_layer) + int64_t(s.state_slot) * (K - 1) * C;
+        conv_sequence(qkv + int64_t(s.row_begin) * C, s.num_tokens, w.conv1d, C, K, window,
+                      conv_out.data() + int64_t(s.row_begin) * C);
+
+        float* state_base = cache.ssm(gdn_layer) + int64_t(s.state_slot) * Nv * Dk * Dv;
+#pragma omp parallel for schedule(static)
+        for (int64_t h = 0; h < Nv; ++h) {
+            const int64_t kh = h / ratio;
+            float* S = state_base + h * Dk * Dv;  // [Dk, Dv]
+            std::vector<float> q(static_cast<size_t>(Dk)), k(static_cast<size_t>(Dk)), delta(static_cast<size_t>(Dv));
+            const float A = std::exp(w.A_log[size_t(h)]);
+            for (int32_t i = 0; i < s.num_tokens; ++i) {
+                const int64_t row = s.row_begin + i;
+                const float* c = conv_out.data() + row * C;
+                std::memcpy(q.data(), c + kh * Dk, size_t(Dk) * sizeof(float));
+                std::memcpy(k.data(), c + Kdim + kh * Dk, size_t(Dk) * sizeof(float));
+                const float* v = c + 2 * Kdim + h * Dv;
+                l2norm(q.data(), Dk);
+                l2norm(k.data(), Dk);
+                for (float& x : q) x *= q_scale;
+                const float beta = cpu::sigmoid(b[row * Nv + h]);
+                const float decay = std::exp(-A * cpu::softplus(a[row * Nv + h] + w.dt_bias[size_t(h)]));
+
+                for (int64_t j = 0; j < Dk * Dv; ++j) S[j] *= decay;
+                for (int64_t vv = 0; vv < Dv; ++vv) {
+                    float m = 0.0f;
+                    for (int64_t kk = 0; kk < Dk; ++kk) m += S[kk * Dv + vv] * k[size_t(kk)];
+                    delta[size_t(vv)] = beta * (v[vv] - m);
+                }
+                for (int64_t kk = 0; kk < Dk; ++kk)
+                    for (int64_t vv = 0; vv < Dv; ++vv) S[kk * Dv + vv] += k[size_t(kk)] * delta[size_t(vv)];
+                float* o = out + row * Nv * Dv + h * Dv;
+                for (int64_t vv = 0; vv < Dv; ++vv) o[vv] = 0.0f;
+                for (int64_t kk = 0; kk < Dk; ++kk)
+                    for (int64_t vv = 0; vv < Dv; ++vv) o[vv] += S[kk * Dv + vv] * q[size_t(kk)];
+
+                // Gated RMSNorm over this head's Dv outputs: plain weight, then × silu(z).
+                float ss = 0.0f;
+                for (int64_t vv = 0; vv < Dv; ++vv) ss += o[vv] * o[vv];
+                const float inv = 1.0f / std::sqrt(ss / float(Dv) + float(d.eps));
+                const float* zh = z + row * Nv * Dv + h * Dv;
+                for (int64_t vv = 0; vv < Dv; ++vv) o[vv] = w.norm[size_t(vv)] * (o[vv] * inv) * cpu::silu(zh[vv]);
+            }
+        }
+    }
+}
+
+}  // namespace qs

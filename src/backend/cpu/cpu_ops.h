@@ -1,0 +1,54 @@
+// CpuOps: the CPU backend, the specification every other backend is checked against.
+// Plain loops in fp32 with OpenMP across output rows / heads; one file per op family.
+// Used from the engine thread only.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "backend/ops.h"
+
+namespace qs {
+
+class CpuOps final : public Ops {
+public:
+    float* alloc(int64_t n) override;
+    void free_all() override { buffers_.clear(); }
+    void copy_to_host(const float* src, int64_t n, float* dst) override { std::copy_n(src, n, dst); }
+    void copy_from_host(const float* src, int64_t n, float* dst) override { std::copy_n(src, n, dst); }
+
+    void embed(const WeightBuffer& table, const int32_t* ids, int64_t T, float* x) override;
+    void rms_norm_zc(const float* x, const float* w, int64_t T, int64_t n, double eps, float* y) override;
+    void linear(const float* x, int64_t T, const LinearWeight& w, float* y) override;
+    void add(float* x, const float* y, int64_t n) override;
+    void gather_rows(const float* src, const int32_t* rows, int64_t R, int64_t n, float* out) override;
+    void concat_columns(const float* a, const float* b, int64_t T, int64_t n, float* out) override;
+    void gated_attention(const float* qg, float* k, const float* v, const std::vector<float>& q_norm,
+                         const std::vector<float>& k_norm, const AttentionDims& d, const ForwardBatch& batch,
+                         const int32_t* positions, ModelCache& cache, int64_t kv_layer, float* out) override;
+    void gated_delta_net(const float* qkv, const float* z, const float* b, const float* a, const GdnWeights& w,
+                         const GdnDims& d, const ForwardBatch& batch, ModelCache& cache, int64_t gdn_layer,
+                         float* out) override;
+    void moe(const float* x, int64_t T, const MoeWeights& w, int64_t top_k, bool norm_topk_prob, float* y) override;
+
+private:
+    std::vector<std::unique_ptr<float[]>> buffers_;
+};
+
+namespace cpu {
+// Building blocks shared by the op files (and by tests as references).
+float dot(const float* a, const float* b, int64_t n);
+// y [T, out] = x [T, in] · Wᵀ, parallel over output rows.
+void linear(const float* x, int64_t T, const LinearWeight& w, float* y);
+// In place zero-centred RMSNorm of one vector of n values.
+void rms_norm_zc_row(float* x, const float* w, int64_t n, double eps);
+inline float silu(float x) { return x / (1.0f + std::exp(-x)); }
+inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+inline float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
+// Rounds a K/V value as the cache's storage dtype would.
+float round_for_kv(float x, KvCacheDtype t);
+}  // namespace cpu
+
+}  // namespace qs

@@ -1,0 +1,82 @@
+// Ops: the operations the model's forward is written against, at fused-layer granularity.
+// backend/cpu implements them as the specification (plain loops, fp32 math); backend/cuda
+// mirrors them file for file. Activations are [num_tokens, width] row-major buffers in the
+// backend's memory; the model never dereferences them. Shapes are noted next to each argument.
+#pragma once
+
+#include <cstdint>
+
+#include "model/forward_batch.h"
+#include "model/model_cache.h"
+#include "model/weights.h"
+
+namespace qs {
+
+// Dimensions of one gated full-attention layer.
+struct AttentionDims {
+    int64_t num_heads;     // query heads
+    int64_t num_kv_heads;
+    int64_t head_dim;
+    int64_t rotary_dim;    // first rotary_dim dims of each head are rotated (NeoX half split)
+    double rope_theta;
+    double eps;            // q/k norm epsilon
+};
+
+// Dimensions of one Gated DeltaNet layer.
+struct GdnDims {
+    int64_t num_key_heads, num_value_heads, key_head_dim, value_head_dim, conv_kernel;
+    double eps;  // gated-norm epsilon
+    int64_t key_dim() const { return num_key_heads * key_head_dim; }
+    int64_t value_dim() const { return num_value_heads * value_head_dim; }
+    int64_t conv_dim() const { return 2 * key_dim() + value_dim(); }
+};
+
+class Ops {
+public:
+    virtual ~Ops() = default;
+
+    // Allocates an activation buffer of n floats (zeroed) in the backend's memory.
+    virtual float* alloc(int64_t n) = 0;
+    virtual void free_all() = 0;  // releases every buffer from alloc()
+    // Copies n floats from a backend buffer to host memory.
+    virtual void copy_to_host(const float* src, int64_t n, float* dst) = 0;
+    // Copies n floats from host memory into a backend buffer.
+    virtual void copy_from_host(const float* src, int64_t n, float* dst) = 0;
+
+    // x[t] = table[ids[t]]. table [vocab, hidden]; x [T, hidden].
+    virtual void embed(const WeightBuffer& table, const int32_t* ids, int64_t T, float* x) = 0;
+    // Zero-centred RMSNorm: y = x * rsqrt(mean(x²) + eps) * (1 + w). x, y [T, n]; w [n].
+    virtual void rms_norm_zc(const float* x, const float* w, int64_t T, int64_t n, double eps, float* y) = 0;
+    // y = x · Wᵀ for selected rows: x [T, in], y [T, out].
+    virtual void linear(const float* x, int64_t T, const LinearWeight& w, float* y) = 0;
+    // x += y, n elements.
+    virtual void add(float* x, const float* y, int64_t n) = 0;
+    // out [R, n] = src[rows[r]] for src [*, n]; rows is a host array.
+    virtual void gather_rows(const float* src, const int32_t* rows, int64_t R, int64_t n, float* out) = 0;
+    // out [T, 2n] = [a | b] row by row, for a, b [T, n].
+    virtual void concat_columns(const float* a, const float* b, int64_t T, int64_t n, float* out) = 0;
+
+    // Gated full attention core: from the projections qg [T, heads, 2*head_dim] (query | gate per
+    // head), k, v [T, kv_heads, head_dim]: q/k norm, partial RoPE, store k/v into the paged cache
+    // at each row's position, causal attention over the cache, and o = attn ⊙ sigmoid(gate).
+    // out [T, heads * head_dim].
+    virtual void gated_attention(const float* qg, float* k, const float* v, const std::vector<float>& q_norm,
+                                 const std::vector<float>& k_norm, const AttentionDims& d,
+                                 const ForwardBatch& batch, const int32_t* positions, ModelCache& cache,
+                                 int64_t kv_layer, float* out) = 0;
+
+    // Gated DeltaNet core: causal conv1d + SiLU over qkv [T, conv_dim] using and updating the
+    // slot's conv window; L2-normalised q/k, beta = sigmoid(b), g = -exp(A_log)·softplus(a + dt_bias);
+    // the delta-rule recurrence on the slot's state; gated RMSNorm with z. b, a [T, value_heads];
+    // z [T, value_dim]; out [T, value_dim].
+    virtual void gated_delta_net(const float* qkv, const float* z, const float* b, const float* a,
+                                 const GdnWeights& w, const GdnDims& d, const ForwardBatch& batch,
+                                 ModelCache& cache, int64_t gdn_layer, float* out) = 0;
+
+    // Sparse MoE with shared expert: router softmax (fp32), top-k, renormalise, SiLU-gated experts,
+    // shared expert × sigmoid(shared_expert_gate). x, y [T, hidden].
+    virtual void moe(const float* x, int64_t T, const MoeWeights& w, int64_t top_k, bool norm_topk_prob,
+                     float* y) = 0;
+};
+
+}  // namespace qs

@@ -1,0 +1,73 @@
+// Model loading from command-line options (see model_args.h).
+#include "cli/model_args.h"
+
+#include <fmt/format.h>
+
+#include "core/log.h"
+#include "core/timer.h"
+
+namespace qs::cli {
+
+const std::set<std::string>& model_flag_options() {
+    static const std::set<std::string> s = {"no-mtp"};
+    return s;
+}
+
+const std::set<std::string>& model_valued_options() {
+    static const std::set<std::string> s = {"model", "load-format", "seed", "num-layers"};
+    return s;
+}
+
+Result<ModelWeights> load_model_from_args(const Args& args) {
+    QS_ASSIGN_OR_RETURN(std::string model, args.require("model"));
+    const std::string format = args.get_or("load-format", "auto");
+    if (format != "auto" && format != "dummy")
+        return invalid_argument("--load-format must be 'auto' or 'dummy', got '" + format + "'");
+    QS_ASSIGN_OR_RETURN(int64_t seed, args.get_int("seed", 0));
+    QS_ASSIGN_OR_RETURN(int64_t num_layers, args.get_int("num-layers", 0));
+    const bool with_mtp = !args.has("no-mtp");
+
+    ModelConfig config;
+    const bool builtin = model.rfind("builtin:", 0) == 0;
+    if (builtin) {
+        if (format != "dummy") return invalid_argument("--model " + model + " has no weights: add --load-format dummy");
+        const std::string name = model.substr(8);
+        if (name == "qwen36-35b-a3b") config = qwen36_35b_a3b_config();
+        else if (name == "tiny") config = tiny_model_config();
+        else return invalid_argument("unknown builtin model '" + name + "' (known: qwen36-35b-a3b, tiny)");
+    } else {
+        QS_ASSIGN_OR_RETURN(config, load_model_config(model));
+    }
+    if (num_layers > 0) {
+        if (format != "dummy") return invalid_argument("--num-layers is only for --load-format dummy");
+        if (num_layers > config.num_hidden_layers)
+            return invalid_argument(fmt::format("--num-layers {} exceeds num_hidden_layers {}", num_layers,
+                                                config.num_hidden_layers));
+        config.num_hidden_layers = num_layers;
+        config.layer_types.resize(size_t(num_layers));
+    }
+    Timer timer;
+    if (format == "dummy") {
+        ModelWeights w = make_dummy_weights(config, uint64_t(seed), with_mtp);
+        log_info("dummy weights: {} layers, {:.2f} GB, {:.1f} s", config.num_hidden_layers,
+                 double(w.storage_bytes()) / 1e9, timer.elapsed_s());
+        return w;
+    }
+    LoadOptions options;
+    options.load_mtp = with_mtp;
+    QS_ASSIGN_OR_RETURN(ModelWeights w, load_model_dir(model, options));
+    log_info("loaded {}: {} layers, {:.2f} GB, {:.2f} s", model, config.num_hidden_layers,
+             double(w.storage_bytes()) / 1e9, timer.elapsed_s());
+    return w;
+}
+
+Status check_token_ids(const std::vector<int64_t>& ids, int64_t vocab_size) {
+    if (ids.empty()) return invalid_argument("no token ids given");
+    for (size_t i = 0; i < ids.size(); ++i)
+        if (ids[i] < 0 || ids[i] >= vocab_size)
+            return invalid_argument(fmt::format("token id {} at index {} is outside the vocabulary (vocab_size {})",
+                                                ids[i], i, vocab_size));
+    return Status::ok();
+}
+
+}  // namespace qs::cli

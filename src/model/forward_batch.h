@@ -1,0 +1,31 @@
+// ForwardBatch: what one forward step computes. Sequences are laid back to back: rows
+// [row_begin, row_begin + num_tokens) belong to sequence s. Each sequence has a GDN state slot and
+// a block table of KV pages covering positions [0, start_pos + num_tokens). The engine builds it;
+// the model and the backends read it. Owned by the engine thread.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace qs {
+
+struct SeqSpan {
+    int32_t row_begin = 0;   // first row of this sequence in the batch
+    int32_t num_tokens = 0;  // rows in this forward
+    int32_t start_pos = 0;   // tokens already in the caches (position of the first row)
+    int32_t state_slot = 0;  // GDN conv + recurrent state slot
+    std::vector<int32_t> block_table;  // KV page ids; page i holds positions [i*bs, (i+1)*bs)
+};
+
+struct ForwardBatch {
+    std::vector<int32_t> token_ids;  // [num_tokens]
+    std::vector<SeqSpan> seqs;
+    std::vector<int32_t> logits_rows;  // rows whose logits are wanted (sorted)
+
+    int64_t num_tokens() const { return int64_t(token_ids.size()); }
+    // Position of every row: start_pos + index within its sequence.
+    std::vector<int32_t> positions() const;
+};
+
+}  // namespace qs

@@ -1,0 +1,115 @@
+// The Qwen3.6 text forward and MTP step against backend Ops (see qwen36.h, spec §2.2 and §3.2).
+#include "model/qwen36.h"
+
+#include "core/check.h"
+
+namespace qs {
+
+Qwen36Model::Qwen36Model(const ModelWeights& weights, Ops& ops) : w_(weights), ops_(ops) {
+    const ModelConfig& c = w_.config;
+    QS_CHECK_MSG(c.attn_output_gate, "only gated attention (attn_output_gate: true) is implemented");
+    attn_dims_ = {c.num_attention_heads, c.num_key_value_heads, c.head_dim, c.rotary_dim(), c.rope_theta, c.rms_norm_eps};
+    gdn_dims_ = {c.linear_num_key_heads, c.linear_num_value_heads, c.linear_key_head_dim, c.linear_value_head_dim,
+                 c.linear_conv_kernel_dim, c.rms_norm_eps};
+}
+
+void Qwen36Model::decoder_layer(const DecoderLayerWeights& l, float* x, const ForwardBatch& batch,
+                                const int32_t* positions, ModelCache& cache, int64_t kv_layer, int64_t gdn_layer) {
+    const ModelConfig& c = w_.config;
+    const int64_t T = batch.num_tokens(), H = c.hidden_size;
+    float* h = ops_.alloc(T * H);    // [T, H]
+    float* out = ops_.alloc(T * H);  // [T, H]
+    ops_.rms_norm_zc(x, l.input_layernorm.data(), T, H, c.rms_norm_eps, h);
+    if (l.type == LayerType::kFullAttention) {
+        const AttentionDims& d = attn_dims_;
+        float* qg = ops_.alloc(T * c.q_proj_out());                // [T, heads, 2*head_dim]
+        float* k = ops_.alloc(T * d.num_kv_heads * d.head_dim);    // [T, kv_heads, head_dim]
+        float* v = ops_.alloc(T * d.num_kv_heads * d.head_dim);    // [T, kv_heads, head_dim]
+        float* attn = ops_.alloc(T * d.num_heads * d.head_dim);    // [T, heads * head_dim]
+        ops_.linear(h, T, l.attn.q_proj, qg);
+        ops_.linear(h, T, l.attn.k_proj, k);
+        ops_.linear(h, T, l.attn.v_proj, v);
+        ops_.gated_attention(qg, k, v, l.attn.q_norm, l.attn.k_norm, d, batch, positions, cache, kv_layer, attn);
+        ops_.linear(attn, T, l.attn.o_proj, out);
+    } else {
+        const GdnDims& d = gdn_dims_;
+        float* qkv = ops_.alloc(T * d.conv_dim());         // [T, conv_dim]
+        float* z = ops_.alloc(T * d.value_dim());          // [T, value_dim]
+        float* b = ops_.alloc(T * d.num_value_heads);      // [T, value_heads]
+        float* a = ops_.alloc(T * d.num_value_heads);      // [T, value_heads]
+        float* o = ops_.alloc(T * d.value_dim());          // [T, value_dim]
+        ops_.linear(h, T, l.gdn.in_proj_qkv, qkv);
+        ops_.linear(h, T, l.gdn.in_proj_z, z);
+        ops_.linear(h, T, l.gdn.in_proj_b, b);
+        ops_.linear(h, T, l.gdn.in_proj_a, a);
+        ops_.gated_delta_net(qkv, z, b, a, l.gdn, d, batch, cache, gdn_layer, o);
+        ops_.linear(o, T, l.gdn.out_proj, out);
+    }
+    ops_.add(x, out, T * H);
+    ops_.rms_norm_zc(x, l.post_attention_layernorm.data(), T, H, c.rms_norm_eps, h);
+    ops_.moe(h, T, l.moe, c.num_experts_per_tok, c.norm_topk_prob, out);
+    ops_.add(x, out, T * H);
+}
+
+Qwen36Model::Output Qwen36Model::finish(const float* x_final, const ForwardBatch& batch, bool want_hidden) {
+    const ModelConfig& c = w_.config;
+    const int64_t T = batch.num_tokens(), H = c.hidden_size, V = c.vocab_size;
+    Output result;
+    if (want_hidden) {
+        result.hidden.resize(size_t(T * H));
+        ops_.copy_to_host(x_final, T * H, result.hidden.data());
+    }
+    const int64_t R = int64_t(batch.logits_rows.size());
+    if (R > 0) {
+        for (int32_t row : batch.logits_rows) QS_CHECK(row >= 0 && row < T);
+        float* rows = ops_.alloc(R * H);    // [R, H]
+        float* logits = ops_.alloc(R * V);  // [R, V]
+        ops_.gather_rows(x_final, batch.logits_rows.data(), R, H, rows);
+        ops_.linear(rows, R, w_.lm_head, logits);
+        result.logits.resize(size_t(R * V));
+        ops_.copy_to_host(logits, R * V, result.logits.data());
+    }
+    ops_.free_all();
+    return result;
+}
+
+Qwen36Model::Output Qwen36Model::forward(const ForwardBatch& batch, ModelCache& cache, bool want_hidden) {
+    const ModelConfig& c = w_.config;
+    const int64_t T = batch.num_tokens(), H = c.hidden_size;
+    const std::vector<int32_t> positions = batch.positions();
+    float* x = ops_.alloc(T * H);  // [T, H] residual stream
+    ops_.embed(w_.embed_tokens, batch.token_ids.data(), T, x);
+    int64_t kv_layer = 0, gdn_layer = 0;
+    for (const DecoderLayerWeights& l : w_.layers) {
+        decoder_layer(l, x, batch, positions.data(), cache, kv_layer, gdn_layer);
+        (l.type == LayerType::kFullAttention ? kv_layer : gdn_layer) += 1;
+    }
+    ops_.rms_norm_zc(x, w_.norm.data(), T, H, c.rms_norm_eps, x);
+    return finish(x, batch, want_hidden);
+}
+
+Qwen36Model::Output Qwen36Model::mtp_forward(const ForwardBatch& batch, const std::vector<float>& hidden,
+                                             ModelCache& cache, bool want_hidden) {
+    const ModelConfig& c = w_.config;
+    const MtpWeights& m = w_.mtp;
+    QS_CHECK_MSG(m.present, "the model has no MTP block");
+    const int64_t T = batch.num_tokens(), H = c.hidden_size;
+    QS_CHECK(int64_t(hidden.size()) == T * H);
+    const std::vector<int32_t> positions = batch.positions();
+    // u = [norm_e(embed(x_{p+1})) ; norm_h(h_p)]  [T, 2H], embedding first.
+    float* e = ops_.alloc(T * H);
+    float* hid = ops_.alloc(T * H);
+    float* u = ops_.alloc(T * 2 * H);
+    float* x = ops_.alloc(T * H);
+    ops_.embed(w_.embed_tokens, batch.token_ids.data(), T, e);
+    ops_.copy_from_host(hidden.data(), T * H, hid);
+    ops_.rms_norm_zc(e, m.pre_fc_norm_embedding.data(), T, H, c.rms_norm_eps, e);
+    ops_.rms_norm_zc(hid, m.pre_fc_norm_hidden.data(), T, H, c.rms_norm_eps, hid);
+    ops_.concat_columns(e, hid, T, H, u);
+    ops_.linear(u, T, m.fc, x);
+    decoder_layer(m.layer, x, batch, positions.data(), cache, mtp_kv_layer(), -1);
+    ops_.rms_norm_zc(x, m.norm.data(), T, H, c.rms_norm_eps, x);
+    return finish(x, batch, want_hidden);
+}
+
+}  // namespace qs

@@ -1,0 +1,50 @@
+// Qwen36Model: the Qwen3.6-35B-A3B text forward (spec §2) and its MTP draft block (spec §3),
+// written once against backend Ops. It holds no per-sequence state: the caches live in a
+// ModelCache indexed through the ForwardBatch. Used from the engine thread.
+#pragma once
+
+#include <vector>
+
+#include "backend/ops.h"
+#include "model/weights.h"
+
+namespace qs {
+
+class Qwen36Model {
+public:
+    Qwen36Model(const ModelWeights& weights, Ops& ops);
+
+    struct Output {
+        std::vector<float> logits;  // [batch.logits_rows.size(), vocab_size]
+        std::vector<float> hidden;  // [num_tokens, hidden]: final-normed hidden (MTP input); if asked
+    };
+
+    // One forward over the batch: writes K/V and GDN state for every row, returns logits for
+    // batch.logits_rows (and the final hidden states of all rows if want_hidden).
+    Output forward(const ForwardBatch& batch, ModelCache& cache, bool want_hidden = false);
+
+    // One MTP draft step per row: row r has token x_{p+1} (batch.token_ids[r]) at position p
+    // (the position of the hidden state), and hidden[r] = the target's final-normed hidden h_p.
+    // Writes the MTP layer's K/V at position p. Returns draft logits for batch.logits_rows and
+    // (if want_hidden) the MTP output after mtp.norm, which feeds the next draft step.
+    Output mtp_forward(const ForwardBatch& batch, const std::vector<float>& hidden, ModelCache& cache,
+                       bool want_hidden = false);
+
+    const ModelConfig& config() const { return w_.config; }
+    const ModelWeights& weights() const { return w_; }
+    // Index of the MTP layer among the cache's KV layers.
+    int64_t mtp_kv_layer() const { return config().num_full_attention_layers(); }
+
+private:
+    // Runs decoder layer `l` in place on x [T, hidden].
+    void decoder_layer(const DecoderLayerWeights& l, float* x, const ForwardBatch& batch, const int32_t* positions,
+                       ModelCache& cache, int64_t kv_layer, int64_t gdn_layer);
+    Output finish(const float* x_final, const ForwardBatch& batch, bool want_hidden);
+
+    const ModelWeights& w_;
+    Ops& ops_;
+    AttentionDims attn_dims_;
+    GdnDims gdn_dims_;
+};
+
+}  // namespace qs

@@ -1,0 +1,105 @@
+// ModelWeights: every tensor of the Qwen3.6 text model and its MTP block, grouped by layer.
+// Filled from a checkpoint (load_model_weights) or with random values (make_dummy_weights).
+// Large matrices stay in their storage format (LinearWeight); small vectors (norms, A_log,
+// dt_bias, conv taps) are converted to float32 at load. Spec: shared/spec/model.md §2.0, §3.1.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "config/model_config.h"
+#include "core/status.h"
+#include "model/linear_weight.h"
+
+namespace qs {
+
+class Checkpoint;
+
+// Gated full attention (spec §2.3).
+struct AttentionWeights {
+    LinearWeight q_proj;  // [num_heads * head_dim * 2, hidden]: per head, query then gate
+    LinearWeight k_proj;  // [num_kv_heads * head_dim, hidden]
+    LinearWeight v_proj;  // [num_kv_heads * head_dim, hidden]
+    LinearWeight o_proj;  // [hidden, num_heads * head_dim]
+    std::vector<float> q_norm;  // [head_dim], zero-centred (scale 1 + w)
+    std::vector<float> k_norm;  // [head_dim], zero-centred
+};
+
+// Gated DeltaNet (spec §2.4).
+struct GdnWeights {
+    LinearWeight in_proj_qkv;  // [conv_dim = 2*Kdim + Vdim, hidden]
+    LinearWeight in_proj_z;    // [Vdim, hidden]
+    LinearWeight in_proj_b;    // [linear_num_value_heads, hidden]
+    LinearWeight in_proj_a;    // [linear_num_value_heads, hidden]
+    LinearWeight out_proj;     // [hidden, Vdim]
+    std::vector<float> conv1d;   // [conv_dim, conv_kernel]; tap conv_kernel-1 multiplies the current token
+    std::vector<float> A_log;    // [linear_num_value_heads]
+    std::vector<float> dt_bias;  // [linear_num_value_heads]
+    std::vector<float> norm;     // [linear_value_head_dim], plain scale (not 1 + w)
+};
+
+struct ExpertWeights {
+    LinearWeight gate_proj;  // [intermediate, hidden]
+    LinearWeight up_proj;    // [intermediate, hidden]
+    LinearWeight down_proj;  // [hidden, intermediate]
+};
+
+// Sparse MoE block with a shared expert (spec §2.5).
+struct MoeWeights {
+    LinearWeight router;                // mlp.gate: [num_experts, hidden]
+    std::vector<ExpertWeights> experts; // [num_experts]
+    ExpertWeights shared_expert;        // intermediate = shared_expert_intermediate_size
+    LinearWeight shared_expert_gate;    // [1, hidden]
+};
+
+struct DecoderLayerWeights {
+    LayerType type = LayerType::kLinearAttention;
+    std::vector<float> input_layernorm;           // [hidden], zero-centred
+    std::vector<float> post_attention_layernorm;  // [hidden], zero-centred
+    AttentionWeights attn;  // when type == kFullAttention
+    GdnWeights gdn;         // when type == kLinearAttention
+    MoeWeights moe;
+};
+
+// The MTP draft block (spec §3): shares embed_tokens and lm_head with the main model.
+struct MtpWeights {
+    bool present = false;
+    std::vector<float> pre_fc_norm_embedding;  // [hidden], zero-centred
+    std::vector<float> pre_fc_norm_hidden;     // [hidden], zero-centred
+    LinearWeight fc;                           // [hidden, 2 * hidden]; input = [embedding ; hidden]
+    DecoderLayerWeights layer;                 // a full-attention MoE decoder layer
+    std::vector<float> norm;                   // [hidden], zero-centred
+};
+
+struct ModelWeights {
+    ModelConfig config;
+    WeightBuffer embed_tokens;  // [vocab_size, hidden]
+    std::vector<DecoderLayerWeights> layers;
+    std::vector<float> norm;  // [hidden], zero-centred final norm
+    LinearWeight lm_head;     // [vocab_size, hidden]
+    MtpWeights mtp;
+
+    // Total bytes of weight storage.
+    size_t storage_bytes() const;
+};
+
+struct LoadOptions {
+    bool load_mtp = true;  // load mtp.* when present
+};
+
+// Maps a checkpoint's tensors onto ModelWeights. Accepts the `model.language_model.` and
+// `model.` prefixes, fused 3-D or per-expert MoE tensors, any float dtype per tensor; skips
+// `model.visual.*`. Missing, mis-shaped and unexpected tensors are errors that name them.
+Result<ModelWeights> load_model_weights(const std::shared_ptr<Checkpoint>& checkpoint,
+                                        const ModelConfig& config, const LoadOptions& options = {});
+
+// Opens DIR (config.json + safetensors) and loads it.
+Result<ModelWeights> load_model_dir(const std::string& dir, const LoadOptions& options = {});
+
+// Random weights with the config's shapes, stored as BF16 (A_log/norms as f32), deterministic
+// by seed (each tensor's values depend only on the seed and its name), scaled so activations
+// stay finite and O(1) through every layer of the real config.
+ModelWeights make_dummy_weights(const ModelConfig& config, uint64_t seed, bool with_mtp = true);
+
+}  // namespace qs
