@@ -1,0 +1,50 @@
+// EngineApi: what the HTTP server (and the batch CLI) need from an engine. The real engine runs
+// its loop on its own thread; submit/abort/stats may be called from any thread and never block
+// on a forward. Outputs are delivered to a per-request sink, called on the engine thread: a sink
+// must only enqueue and return (never block, never call back into the engine).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "engine/request.h"
+
+namespace qs {
+
+// Receives a request's outputs in order; the last one has finish_reason != kNone for every
+// completion index. Called on the engine thread.
+using OutputSink = std::function<void(RequestOutput&&)>;
+
+struct EngineStats {
+    int64_t num_running = 0;
+    int64_t num_waiting = 0;
+    int64_t num_prompt_tokens_total = 0;
+    int64_t num_completion_tokens_total = 0;
+    int64_t num_preemptions_total = 0;
+    double kv_usage = 0.0;            // fraction of KV pages in use
+    double state_slot_usage = 0.0;    // fraction of GDN state slots in use
+    int64_t prefix_cache_queries = 0; // prompt tokens looked up
+    int64_t prefix_cache_hits = 0;    // prompt tokens served from cache
+    int64_t mtp_draft_tokens = 0;
+    int64_t mtp_accepted_tokens = 0;
+    int64_t steps_total = 0;
+    double last_step_age_s = 0.0;     // seconds since the loop last made progress or idled
+};
+
+class EngineApi {
+public:
+    virtual ~EngineApi() = default;
+
+    // Queues a request. Errors: kInvalidArgument (bad params, prompt longer than max_model_len,
+    // duplicate id), kResourceExhausted (waiting queue full: retry later).
+    virtual Status submit(GenerationRequest request, OutputSink sink) = 0;
+    // Aborts a request (its sink gets a final kAbort output). Unknown or finished ids are ignored.
+    virtual void abort(const std::string& request_id) = 0;
+    virtual EngineStats stats() const = 0;
+    // True while the loop is alive and making progress (or idle).
+    virtual bool healthy() const = 0;
+    virtual int64_t max_model_len() const = 0;
+};
+
+}  // namespace qs

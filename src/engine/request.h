@@ -1,0 +1,66 @@
+// A generation request as the engine sees it (token ids in, token ids + text out) and the
+// events it streams back. Shared by the engine (engine thread) and its callers (any thread).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace qs {
+
+struct SamplingParams {
+    double temperature = 1.0;          // 0 = greedy
+    double top_p = 1.0;                // (0, 1]
+    int64_t top_k = 0;                 // 0 = off
+    double min_p = 0.0;                // [0, 1]
+    double repetition_penalty = 1.0;   // > 0; 1 = off
+    double presence_penalty = 0.0;     // [-2, 2]
+    double frequency_penalty = 0.0;    // [-2, 2]
+    std::optional<uint64_t> seed;      // reproducible sampling regardless of batching
+    int64_t max_tokens = 16;           // >= 1 completion tokens
+    bool ignore_eos = false;
+    std::vector<int32_t> stop_token_ids;  // in addition to the model's EOS ids (unless ignore_eos)
+    std::vector<std::string> stop;        // stop strings, matched on detokenized text
+    bool include_stop_str_in_output = false;
+    int64_t logprobs = -1;             // -1: none; k >= 0: sampled token's logprob + top k
+    int64_t n = 1;                     // completions sharing the prompt
+
+    // Checks ranges; the message names the parameter.
+    Status validate() const;
+};
+
+enum class FinishReason : uint8_t { kNone, kStop, kLength, kAbort, kError };
+const char* finish_reason_name(FinishReason r);  // "stop", "length", "abort", "error"
+
+struct GenerationRequest {
+    std::string id;                    // unique among live requests
+    std::vector<int32_t> prompt_ids;
+    SamplingParams params;
+    int32_t priority = 0;              // lower runs first; FIFO within a priority
+};
+
+struct TokenLogprob {
+    int32_t token_id;
+    float logprob;
+};
+
+// One step's output for one completion (index < n) of a request.
+struct RequestOutput {
+    std::string request_id;
+    int32_t index = 0;                    // which of the n completions
+    std::vector<int32_t> token_ids;       // new tokens this step (MTP can emit several)
+    std::string text;                     // new text (complete UTF-8 only; stop strings cut)
+    std::vector<TokenLogprob> logprobs;   // per new token (when asked)
+    std::vector<std::vector<TokenLogprob>> top_logprobs;  // per new token, k entries
+    FinishReason finish_reason = FinishReason::kNone;
+    std::string stop_reason;              // the stop string or token that ended it, if any
+    std::string error;                    // with kError
+    int64_t num_prompt_tokens = 0;
+    int64_t num_cached_prompt_tokens = 0; // prefix-cache hits
+    int64_t num_completion_tokens = 0;    // so far, this completion
+};
+
+}  // namespace qs
