@@ -14,6 +14,8 @@
 namespace qs {
 
 enum class LayerType : uint8_t { kLinearAttention, kFullAttention };
+// "linear_attention" / "full_attention", as in config.json.
+const char* layer_type_name(LayerType t);
 
 struct ModelConfig {
     std::string model_type;  // "qwen3_5_moe_text" after resolution of the nested layout
@@ -78,14 +80,23 @@ struct ModelConfig {
 
     // Checks every field and relation; the message names the field and the problem.
     Status validate() const;
+
+    bool operator==(const ModelConfig&) const = default;
 };
 
-// Parses a config.json document (either layout). Does not validate.
+// Parses a config.json document (either layout). Does not validate. Messages name the field with
+// its path ("config.json: missing field text_config.hidden_size"); the second form names `source`
+// instead of "config.json".
 Result<ModelConfig> parse_model_config(const nlohmann::json& j);
+Result<ModelConfig> parse_model_config(const nlohmann::json& j, const std::string& source);
 // Reads and parses a config.json file (or DIR/config.json), then validates.
 Result<ModelConfig> load_model_config(const std::string& path);
 
-// The real Qwen3.6-35B-A3B text config (spec §1.2).
+// The config as a nested-layout config.json document (model_type qwen3_5_moe, text_config);
+// parse_model_config() of it gives back an equal struct. Used to write test checkpoints.
+nlohmann::json model_config_to_json(const ModelConfig& c);
+
+// The real Qwen3.6-35B-A3B text config (spec §1.2), eos_token_ids from generation_config.json.
 ModelConfig qwen36_35b_a3b_config();
 // The shape-faithful tiny config of spec §1.4.
 ModelConfig tiny_model_config();

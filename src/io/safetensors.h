@@ -16,6 +16,8 @@
 namespace qs {
 
 // A read-only view of one tensor inside an mmap'd file (lifetime: its SafetensorsFile).
+// `data` is not necessarily aligned to the element size (the format packs tensors back to back):
+// read through memcpy / load_as_f32, or check alignment before casting.
 struct TensorInfo {
     std::string name;
     DType dtype = DType::kF32;
@@ -41,6 +43,9 @@ public:
     const std::map<std::string, TensorInfo>& tensors() const { return tensors_; }
     const TensorInfo* find(const std::string& name) const;
     const std::map<std::string, std::string>& metadata() const { return metadata_; }
+    // The whole mapped file; every TensorInfo::data range lies inside it (tests check this).
+    const uint8_t* map_data() const { return static_cast<const uint8_t*>(map_); }
+    size_t map_bytes() const { return map_bytes_; }
 
 private:
     SafetensorsFile() = default;
@@ -52,6 +57,10 @@ private:
 };
 
 // Writes tensors to a safetensors file (used by `quantize`, tests and fixtures). Data is copied.
+// Tensors appear in the order given, packed back to back after a header padded with spaces to a
+// multiple of 8 bytes (so the data section is 8-byte aligned; tensors are aligned only if the
+// sizes before them are multiples of 8 — gaps would make the reference library reject the file).
+// Atomic: written to path + ".tmp" and renamed; on any error no file (partial or tmp) is left.
 struct TensorToWrite {
     std::string name;
     DType dtype;

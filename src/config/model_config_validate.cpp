@@ -1,0 +1,258 @@
+// ModelConfig::validate() (every field and relation, one clear message per problem), the
+// nested-layout writer model_config_to_json(), and the two presets (real 35B-A3B, tiny).
+// Pure functions; called on the loading thread before anything is allocated from the config.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "config/model_config.h"
+
+namespace qs {
+
+const char* layer_type_name(LayerType t) {
+    return t == LayerType::kFullAttention ? "full_attention" : "linear_attention";
+}
+
+Status ModelConfig::validate() const {
+    if (model_type != "qwen3_5_moe_text" && model_type != "qwen3_5_moe" &&
+        model_type != "qwen3_next")
+        return unsupported(
+            fmt::format("model_type \"{}\" is not supported (expected qwen3_5_moe, "
+                        "qwen3_5_moe_text or qwen3_next)",
+                        model_type));
+
+    const std::pair<const char*, int64_t> positive[] = {
+        {"hidden_size", hidden_size},
+        {"num_hidden_layers", num_hidden_layers},
+        {"full_attention_interval", full_attention_interval},
+        {"num_attention_heads", num_attention_heads},
+        {"num_key_value_heads", num_key_value_heads},
+        {"head_dim", head_dim},
+        {"linear_num_key_heads", linear_num_key_heads},
+        {"linear_num_value_heads", linear_num_value_heads},
+        {"linear_key_head_dim", linear_key_head_dim},
+        {"linear_value_head_dim", linear_value_head_dim},
+        {"linear_conv_kernel_dim", linear_conv_kernel_dim},
+        {"num_experts", num_experts},
+        {"num_experts_per_tok", num_experts_per_tok},
+        {"moe_intermediate_size", moe_intermediate_size},
+        {"shared_expert_intermediate_size", shared_expert_intermediate_size},
+        {"vocab_size", vocab_size},
+        {"max_position_embeddings", max_position_embeddings},
+    };
+    for (const auto& [name, value] : positive)
+        if (value <= 0)
+            return corrupt_data(fmt::format("{} must be positive (got {})", name, value));
+    if (!(rms_norm_eps > 0) || !std::isfinite(rms_norm_eps))
+        return corrupt_data(fmt::format("rms_norm_eps must be positive (got {})", rms_norm_eps));
+    if (!(rope_theta > 0) || !std::isfinite(rope_theta))
+        return corrupt_data(fmt::format("rope_theta must be positive (got {})", rope_theta));
+
+    if (int64_t(layer_types.size()) != num_hidden_layers)
+        return corrupt_data(fmt::format("layer_types has {} entries but num_hidden_layers is {}",
+                                        layer_types.size(), num_hidden_layers));
+    if (num_attention_heads % num_key_value_heads != 0)
+        return corrupt_data(
+            fmt::format("num_attention_heads ({}) is not a multiple of num_key_value_heads ({})",
+                        num_attention_heads, num_key_value_heads));
+    if (linear_num_value_heads % linear_num_key_heads != 0)
+        return corrupt_data(fmt::format(
+            "linear_num_value_heads ({}) is not a multiple of linear_num_key_heads ({})",
+            linear_num_value_heads, linear_num_key_heads));
+    if (num_experts_per_tok > num_experts)
+        return corrupt_data(fmt::format("num_experts_per_tok ({}) exceeds num_experts ({})",
+                                        num_experts_per_tok, num_experts));
+
+    // Rotary dims: head_dim * partial_rotary_factor must be a whole, even number ≤ head_dim.
+    if (!(partial_rotary_factor > 0) || !std::isfinite(partial_rotary_factor))
+        return corrupt_data(
+            fmt::format("partial_rotary_factor must be positive (got {})", partial_rotary_factor));
+    double rot = double(head_dim) * partial_rotary_factor;
+    if (rot > double(head_dim))
+        return corrupt_data(
+            fmt::format("rotary dim ({}) exceeds head_dim ({}): partial_rotary_factor is {}", rot,
+                        head_dim, partial_rotary_factor));
+    if (rot != std::floor(rot))
+        return corrupt_data(fmt::format(
+            "rotary dim head_dim * partial_rotary_factor = {} * {} = {} is not an integer",
+            head_dim, partial_rotary_factor, rot));
+    if (rotary_dim() % 2 != 0)
+        return corrupt_data(fmt::format("rotary dim ({}) must be even", rotary_dim()));
+    if (!mrope_section.empty()) {
+        int64_t sum = 0;
+        for (int64_t s : mrope_section) {
+            if (s < 0)
+                return corrupt_data(
+                    fmt::format("mrope_section {} has a negative entry", mrope_section));
+            sum += s;
+        }
+        if (sum != rotary_dim() / 2)
+            return corrupt_data(fmt::format("mrope_section {} sums to {} but rotary_dim/2 is {}",
+                                            mrope_section, sum, rotary_dim() / 2));
+    }
+    if (rope_type != "default" && rope_type != "mrope")
+        return unsupported(
+            fmt::format("rope_type \"{}\" is unsupported (only default)", rope_type));
+
+    if (hidden_act != "silu")
+        return unsupported(fmt::format("hidden_act \"{}\" is unsupported (only silu)", hidden_act));
+    if (attention_bias)
+        return unsupported("attention_bias true is unsupported (the model has no biases)");
+    if (mamba_ssm_dtype != "float32" && mamba_ssm_dtype != "bfloat16" &&
+        mamba_ssm_dtype != "float16")
+        return unsupported(
+            fmt::format("mamba_ssm_dtype \"{}\" is unsupported (float32, bfloat16 or float16)",
+                        mamba_ssm_dtype));
+    if (mtp_num_hidden_layers < 0)
+        return corrupt_data(fmt::format("mtp_num_hidden_layers must not be negative (got {})",
+                                        mtp_num_hidden_layers));
+    if (mtp_use_dedicated_embeddings)
+        return unsupported(
+            "mtp_use_dedicated_embeddings true is unsupported (MTP shares embed_tokens)");
+
+    auto check_token = [&](const char* name, int64_t id, bool allow_absent) -> Status {
+        if (allow_absent && id == -1) return Status::ok();
+        if (id < 0 || id >= vocab_size)
+            return corrupt_data(fmt::format("{} {} is outside the vocabulary (vocab_size {})", name,
+                                            id, vocab_size));
+        return Status::ok();
+    };
+    QS_RETURN_IF_ERROR(check_token("bos_token_id", bos_token_id, true));
+    QS_RETURN_IF_ERROR(check_token("pad_token_id", pad_token_id, true));
+    for (int64_t id : eos_token_ids) QS_RETURN_IF_ERROR(check_token("eos_token_id", id, false));
+    return Status::ok();
+}
+
+nlohmann::json model_config_to_json(const ModelConfig& c) {
+    using json = nlohmann::json;
+    json lt = json::array();
+    for (LayerType t : c.layer_types) lt.push_back(layer_type_name(t));
+    json rope = {{"rope_type", c.rope_type},
+                 {"rope_theta", c.rope_theta},
+                 {"partial_rotary_factor", c.partial_rotary_factor},
+                 {"mrope_interleaved", c.mrope_interleaved}};
+    if (!c.mrope_section.empty()) rope["mrope_section"] = c.mrope_section;
+    json t = {{"model_type", c.model_type},
+              {"hidden_size", c.hidden_size},
+              {"num_hidden_layers", c.num_hidden_layers},
+              {"layer_types", lt},
+              {"full_attention_interval", c.full_attention_interval},
+              {"num_attention_heads", c.num_attention_heads},
+              {"num_key_value_heads", c.num_key_value_heads},
+              {"head_dim", c.head_dim},
+              {"attn_output_gate", c.attn_output_gate},
+              {"attention_bias", c.attention_bias},
+              {"linear_num_key_heads", c.linear_num_key_heads},
+              {"linear_num_value_heads", c.linear_num_value_heads},
+              {"linear_key_head_dim", c.linear_key_head_dim},
+              {"linear_value_head_dim", c.linear_value_head_dim},
+              {"linear_conv_kernel_dim", c.linear_conv_kernel_dim},
+              {"mamba_ssm_dtype", c.mamba_ssm_dtype},
+              {"num_experts", c.num_experts},
+              {"num_experts_per_tok", c.num_experts_per_tok},
+              {"moe_intermediate_size", c.moe_intermediate_size},
+              {"shared_expert_intermediate_size", c.shared_expert_intermediate_size},
+              {"norm_topk_prob", c.norm_topk_prob},
+              {"vocab_size", c.vocab_size},
+              {"hidden_act", c.hidden_act},
+              {"rms_norm_eps", c.rms_norm_eps},
+              {"max_position_embeddings", c.max_position_embeddings},
+              {"tie_word_embeddings", c.tie_word_embeddings},
+              {"rope_parameters", rope},
+              {"mtp_num_hidden_layers", c.mtp_num_hidden_layers},
+              {"mtp_use_dedicated_embeddings", c.mtp_use_dedicated_embeddings},
+              {"dtype", c.dtype}};
+    if (c.bos_token_id >= 0) t["bos_token_id"] = c.bos_token_id;
+    if (c.pad_token_id >= 0) t["pad_token_id"] = c.pad_token_id;
+    if (c.eos_token_ids.size() == 1) t["eos_token_id"] = c.eos_token_ids[0];
+    if (c.eos_token_ids.size() > 1) t["eos_token_id"] = c.eos_token_ids;
+    return json{{"architectures", {"Qwen3_5MoeForConditionalGeneration"}},
+                {"model_type", "qwen3_5_moe"},
+                {"tie_word_embeddings", c.tie_word_embeddings},
+                {"text_config", t}};
+}
+
+ModelConfig qwen36_35b_a3b_config() {
+    ModelConfig c;
+    c.model_type = "qwen3_5_moe_text";
+    c.hidden_size = 2048;
+    c.num_hidden_layers = 40;
+    c.full_attention_interval = 4;
+    for (int64_t i = 0; i < 40; ++i)
+        c.layer_types.push_back(i % 4 == 3 ? LayerType::kFullAttention
+                                           : LayerType::kLinearAttention);
+    c.num_attention_heads = 16;
+    c.num_key_value_heads = 2;
+    c.head_dim = 256;
+    c.attn_output_gate = true;
+    c.attention_bias = false;
+    c.linear_num_key_heads = 16;
+    c.linear_num_value_heads = 32;
+    c.linear_key_head_dim = 128;
+    c.linear_value_head_dim = 128;
+    c.linear_conv_kernel_dim = 4;
+    c.mamba_ssm_dtype = "float32";
+    c.num_experts = 256;
+    c.num_experts_per_tok = 8;
+    c.moe_intermediate_size = 512;
+    c.shared_expert_intermediate_size = 512;
+    c.norm_topk_prob = true;
+    c.vocab_size = 248320;
+    c.hidden_act = "silu";
+    c.rms_norm_eps = 1e-6;
+    c.max_position_embeddings = 262144;
+    c.tie_word_embeddings = false;
+    c.rope_type = "default";
+    c.rope_theta = 10000000.0;
+    c.partial_rotary_factor = 0.25;
+    c.mrope_section = {11, 11, 10};
+    c.mrope_interleaved = true;
+    c.mtp_num_hidden_layers = 1;
+    c.mtp_use_dedicated_embeddings = false;
+    c.bos_token_id = 248044;
+    c.eos_token_ids = {248046, 248044};  // generation_config.json; config.json lists only 248044
+    c.pad_token_id = -1;
+    c.dtype = "bfloat16";
+    return c;
+}
+
+ModelConfig tiny_model_config() {
+    ModelConfig c;
+    c.model_type = "qwen3_5_moe_text";
+    c.hidden_size = 64;
+    c.num_hidden_layers = 4;
+    c.full_attention_interval = 4;
+    c.layer_types = {LayerType::kLinearAttention, LayerType::kLinearAttention,
+                     LayerType::kLinearAttention, LayerType::kFullAttention};
+    c.num_attention_heads = 4;
+    c.num_key_value_heads = 2;
+    c.head_dim = 32;
+    c.attn_output_gate = true;
+    c.linear_num_key_heads = 2;
+    c.linear_num_value_heads = 4;
+    c.linear_key_head_dim = 16;
+    c.linear_value_head_dim = 16;
+    c.linear_conv_kernel_dim = 4;
+    c.mamba_ssm_dtype = "float32";
+    c.num_experts = 8;
+    c.num_experts_per_tok = 2;
+    c.moe_intermediate_size = 32;
+    c.shared_expert_intermediate_size = 32;
+    c.vocab_size = 512;
+    c.hidden_act = "silu";
+    c.rms_norm_eps = 1e-6;
+    c.max_position_embeddings = 4096;
+    c.tie_word_embeddings = false;
+    c.rope_type = "default";
+    c.rope_theta = 10000000.0;
+    c.partial_rotary_factor = 0.25;
+    c.mrope_section = {2, 1, 1};
+    c.mrope_interleaved = true;
+    c.mtp_num_hidden_layers = 1;
+    c.mtp_use_dedicated_embeddings = false;
+    return c;
+}
+
+}  // namespace qs
