@@ -2,6 +2,8 @@
 //   --tokenizer PATH        tokenizer.json or a model directory (required)
 //   (default)               each input line is a JSON string; prints a JSON array of ids
 //   --decode                each input line is a JSON array of ids; prints a JSON string
+//   --hex                   input lines are hex-encoded bytes instead of JSON strings (to pass
+//                           text that is not valid UTF-8)
 //   --add-special-tokens    HF's add_special_tokens (post-processor tokens; none for Qwen)
 //   --skip-special-tokens   with --decode: drop special tokens
 //   --benchmark             reads all lines, then times single-thread encode over them and
@@ -27,14 +29,36 @@ Status line_error(size_t line_no, const std::string& what) {
     return invalid_argument("input line " + std::to_string(line_no) + ": " + what);
 }
 
-Status run_encode(const tok::Tokenizer& t, bool add_special) {
-    std::string line, out;
+bool parse_hex(const std::string& line, std::string& bytes) {
+    auto nibble = [](char c) -> int {
+        if (c >= '0' && c <= '9') return c - '0';
+        if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+        if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+        return -1;
+    };
+    if (line.size() % 2 != 0) return false;
+    bytes.clear();
+    for (size_t i = 0; i < line.size(); i += 2) {
+        const int hi = nibble(line[i]), lo = nibble(line[i + 1]);
+        if (hi < 0 || lo < 0) return false;
+        bytes.push_back(static_cast<char>(hi * 16 + lo));
+    }
+    return true;
+}
+
+Status run_encode(const tok::Tokenizer& t, bool add_special, bool hex) {
+    std::string line, out, text;
     size_t line_no = 0;
     while (std::getline(std::cin, line)) {
         ++line_no;
-        Json j = Json::parse(line, nullptr, false);
-        if (j.is_discarded() || !j.is_string()) return line_error(line_no, "expected a JSON string");
-        const std::vector<int32_t> ids = t.encode(j.get_ref<const std::string&>(), add_special);
+        if (hex) {
+            if (!parse_hex(line, text)) return line_error(line_no, "expected hex-encoded bytes");
+        } else {
+            Json j = Json::parse(line, nullptr, false);
+            if (j.is_discarded() || !j.is_string()) return line_error(line_no, "expected a JSON string");
+            text = j.get<std::string>();
+        }
+        const std::vector<int32_t> ids = t.encode(text, add_special);
         out.clear();
         out.push_back('[');
         for (size_t i = 0; i < ids.size(); ++i) {
@@ -96,7 +120,7 @@ Status run_benchmark(const tok::Tokenizer& t, int64_t repeat) {
 }  // namespace
 
 int run_tokenize(int argc, char** argv) {
-    auto args = Args::parse(argc, argv, {"decode", "add-special-tokens", "skip-special-tokens", "benchmark"},
+    auto args = Args::parse(argc, argv, {"decode", "add-special-tokens", "skip-special-tokens", "benchmark", "hex"},
                             {"tokenizer", "repeat"});
     if (!args.is_ok()) return fail("tokenize", args.status());
     auto path = args->require("tokenizer");
@@ -112,7 +136,7 @@ int run_tokenize(int argc, char** argv) {
     } else if (args->has("decode")) {
         status = run_decode(**tokenizer, args->has("skip-special-tokens"));
     } else {
-        status = run_encode(**tokenizer, args->has("add-special-tokens"));
+        status = run_encode(**tokenizer, args->has("add-special-tokens"), args->has("hex"));
     }
     std::fflush(stdout);
     if (!status.is_ok()) return fail("tokenize", status);

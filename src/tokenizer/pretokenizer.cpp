@@ -31,6 +31,22 @@ struct MatchState {
     }
 };
 
+// Code points of Unicode 16.0 (Oniguruma's tables in HF tokenizers) that PCRE2's \p{X} lacks
+// (tools/unicode_class_table.py; tests/unit/tokenizer_unicode_test.cpp checks the union).
+struct ClassFix {
+    const char* name;
+    const char* ranges;
+};
+constexpr ClassFix kClassFixes[] = {
+#include "tokenizer/unicode_class_fixes.inc"
+};
+
+const char* class_fix(const std::string& name) {
+    for (const ClassFix& fix : kClassFixes)
+        if (name == fix.name) return fix.ranges;
+    return nullptr;
+}
+
 MatchState& thread_match_state() {
     thread_local MatchState state;
     return state;
@@ -51,6 +67,30 @@ Result<std::string> translate_regex(const std::string& pattern) {
             } else if (e == 'S') {
                 if (in_class) return unsupported("regex uses \\S inside a character class: " + pattern);
                 out += "[^" + std::string(kSpaceSetBody) + "]";
+            } else if (e == 'p' || e == 'P') {
+                // \pL or \p{Name}: general categories get the Unicode 16.0 code points PCRE2 lacks.
+                std::string name;
+                size_t end = i + 1;
+                if (end < pattern.size() && pattern[end] == '{') {
+                    const size_t close = pattern.find('}', end);
+                    if (close == std::string::npos) return invalid_argument("regex has an unterminated \\p{: " + pattern);
+                    name = pattern.substr(end + 1, close - end - 1);
+                    end = close + 1;
+                } else if (end < pattern.size()) {
+                    name = pattern.substr(end, 1);
+                    end += 1;
+                }
+                const std::string property = "\\p{" + name + "}";
+                const char* fix = class_fix(name);
+                if (fix == nullptr) {
+                    out += std::string("\\") + e + "{" + name + "}";
+                } else if (e == 'p') {
+                    out += in_class ? property + fix : "[" + property + fix + "]";
+                } else {
+                    if (in_class) return unsupported("regex uses \\P{...} inside a character class: " + pattern);
+                    out += "[^" + property + fix + "]";
+                }
+                i = end - 1;
             } else {
                 out += c;
                 out += e;

@@ -2,7 +2,9 @@
 // tokenizer.json ("Isolated" behaviour: every match and every gap between matches is a piece).
 // The pattern is compiled with PCRE2 (UTF, Unicode properties, JIT). Hugging Face runs these
 // patterns with Oniguruma, whose \s is the Unicode White_Space property; PCRE2's \s lacks
-// U+0085, so \s and \S are rewritten to that exact set before compiling (see translate_regex).
+// U+0085, so \s and \S are rewritten to that exact set before compiling, and \p{L}, \p{M},
+// \p{N}, \p{Z} get the code points Oniguruma's Unicode 16.0 tables have and PCRE2's lack
+// (see translate_regex).
 // Immutable after construction; split() may run on many threads at once.
 #pragma once
 
@@ -15,7 +17,7 @@
 
 namespace qs::tok {
 
-// Rewrites \s / \S to explicit White_Space classes; an error names an unsupported construct.
+// Rewrites \s / \S and general-category classes as above; an error names an unsupported construct.
 Result<std::string> translate_regex(const std::string& pattern);
 
 class RegexSplitter {

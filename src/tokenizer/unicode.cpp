@@ -1,6 +1,7 @@
 // UTF-8 decoding and repair, NFC, and the ByteLevel alphabet (see unicode.h).
 #include "tokenizer/unicode.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <utf8proc.h>
 
@@ -51,6 +52,29 @@ bool nfc_stable(uint32_t cp) {
            (cp >= 0xAC00 && cp <= 0xD7A3) || (cp >= 0x3000 && cp <= 0x3029) ||
            (cp >= 0x3041 && cp <= 0x3096) || (cp >= 0x30A1 && cp <= 0x30FA) ||
            (cp >= 0xFF01 && cp <= 0xFF60);
+}
+
+// Characters HF tokenizers' NFC (Unicode 9.0 tables) leaves alone but utf8proc would reorder,
+// decompose or compose (see tools/nfc_gap_table.py).
+constexpr uint32_t kNfcGaps[] = {
+#include "tokenizer/nfc_gaps.inc"
+};
+
+bool is_nfc_gap(uint32_t cp) {
+    return std::binary_search(std::begin(kNfcGaps), std::end(kNfcGaps), cp);
+}
+
+std::string utf8proc_nfc(std::string_view s) {
+    if (s.empty()) return {};
+    utf8proc_uint8_t* out = nullptr;
+    const utf8proc_ssize_t n =
+        utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(s.data()),
+                     static_cast<utf8proc_ssize_t>(s.size()), &out,
+                     static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
+    if (n < 0) return std::string(s);  // only on invalid input, which callers repair first
+    std::string result(reinterpret_cast<char*>(out), static_cast<size_t>(n));
+    std::free(out);
+    return result;
 }
 
 }  // namespace
@@ -133,23 +157,36 @@ size_t utf8_incomplete_tail(std::string_view s) {
 
 std::string nfc(std::string_view s) {
     bool stable = true;
+    bool has_gap = false;
     for (size_t i = 0; i < s.size();) {
         const uint8_t b = static_cast<uint8_t>(s[i]);
         if (b < 0x80) { ++i; continue; }
         const size_t len = utf8_valid_length(s, i);
-        if (len == 0 || !nfc_stable(utf8_decode_at(s, i, len))) { stable = false; break; }
+        if (len == 0) return std::string(s);  // callers repair UTF-8 first
+        const uint32_t cp = utf8_decode_at(s, i, len);
+        if (!nfc_stable(cp)) {
+            stable = false;
+            if (is_nfc_gap(cp)) has_gap = true;
+        }
         i += len;
     }
     if (stable) return std::string(s);
-    utf8proc_uint8_t* out = nullptr;
-    const utf8proc_ssize_t n =
-        utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(s.data()),
-                     static_cast<utf8proc_ssize_t>(s.size()), &out,
-                     static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
-    if (n < 0) return std::string(s);  // only on invalid input, which callers repair first
-    std::string result(reinterpret_cast<char*>(out), static_cast<size_t>(n));
-    std::free(out);
-    return result;
+    if (!has_gap) return utf8proc_nfc(s);
+    // A gap character acts as an unassigned starter: it blocks reordering and composition
+    // across it, so the text on each side is normalised on its own.
+    std::string out;
+    size_t start = 0;
+    for (size_t i = 0; i < s.size();) {
+        const size_t len = static_cast<uint8_t>(s[i]) < 0x80 ? 1 : utf8_valid_length(s, i);
+        if (len > 1 && is_nfc_gap(utf8_decode_at(s, i, len))) {
+            out += utf8proc_nfc(s.substr(start, i - start));
+            out.append(s.substr(i, len));
+            start = i + len;
+        }
+        i += len;
+    }
+    out += utf8proc_nfc(s.substr(start));
+    return out;
 }
 
 const ByteLevelMap& byte_level_map() {
