@@ -6,6 +6,10 @@
 //                           text that is not valid UTF-8)
 //   --add-special-tokens    HF's add_special_tokens (post-processor tokens; none for Qwen)
 //   --skip-special-tokens   with --decode: drop special tokens
+//   --chat                  each input line is {"messages": [...], "tools": [...],
+//                           "add_generation_prompt", "enable_thinking", "preserve_thinking",
+//                           "add_vision_id"}; prints {"text": prompt} or {"error": message}
+//   --template NAME         with --chat: qwen3 or qwen3.6 instead of the model's own template
 //   --benchmark             reads all lines, then times single-thread encode over them and
 //                           prints MB/s (input UTF-8 bytes) instead of ids; --repeat N passes
 #include <chrono>
@@ -17,6 +21,7 @@
 
 #include "cli/commands.h"
 #include "core/args.h"
+#include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
 namespace qs::cli {
@@ -91,6 +96,34 @@ Status run_decode(const tok::Tokenizer& t, bool skip_special) {
     return Status::ok();
 }
 
+Status run_chat(const tok::ChatTemplate& chat) {
+    using OJson = nlohmann::ordered_json;
+    std::string line;
+    size_t line_no = 0;
+    while (std::getline(std::cin, line)) {
+        ++line_no;
+        OJson j = OJson::parse(line, nullptr, false);
+        if (j.is_discarded() || !j.is_object()) return line_error(line_no, "expected a JSON object");
+        tok::ChatOptions options;
+        auto flag = [&](const char* key, bool& slot) {
+            if (j.contains(key) && j[key].is_boolean()) slot = j[key].get<bool>();
+        };
+        flag("add_generation_prompt", options.add_generation_prompt);
+        flag("enable_thinking", options.enable_thinking);
+        flag("preserve_thinking", options.preserve_thinking);
+        flag("add_vision_id", options.add_vision_id);
+        const OJson messages = j.contains("messages") ? j["messages"] : OJson();
+        const OJson tools = j.contains("tools") ? j["tools"] : OJson();
+        auto text = chat.render(messages, tools, options);
+        OJson out;
+        if (text.is_ok()) out["text"] = *text;
+        else out["error"] = text.status().message();
+        const std::string s = out.dump(-1, ' ', false, OJson::error_handler_t::replace) + "\n";
+        std::fwrite(s.data(), 1, s.size(), stdout);
+    }
+    return Status::ok();
+}
+
 Status run_benchmark(const tok::Tokenizer& t, int64_t repeat) {
     std::vector<std::string> texts;
     std::string line;
@@ -120,8 +153,8 @@ Status run_benchmark(const tok::Tokenizer& t, int64_t repeat) {
 }  // namespace
 
 int run_tokenize(int argc, char** argv) {
-    auto args = Args::parse(argc, argv, {"decode", "add-special-tokens", "skip-special-tokens", "benchmark", "hex"},
-                            {"tokenizer", "repeat"});
+    auto args = Args::parse(argc, argv, {"decode", "add-special-tokens", "skip-special-tokens", "benchmark", "hex", "chat"},
+                            {"tokenizer", "repeat", "template"});
     if (!args.is_ok()) return fail("tokenize", args.status());
     auto path = args->require("tokenizer");
     if (!path.is_ok()) return fail("tokenize", path.status());
@@ -129,7 +162,12 @@ int run_tokenize(int argc, char** argv) {
     if (!tokenizer.is_ok()) return fail("tokenize", tokenizer.status());
     std::ios::sync_with_stdio(false);
     Status status;
-    if (args->has("benchmark")) {
+    if (args->has("chat")) {
+        auto chat = args->get("template") ? tok::ChatTemplate::from_name(*args->get("template"))
+                                          : tok::ChatTemplate::detect((*tokenizer)->chat_template());
+        if (!chat.is_ok()) return fail("tokenize", chat.status());
+        status = run_chat(*chat);
+    } else if (args->has("benchmark")) {
         auto repeat = args->get_int("repeat", 3);
         if (!repeat.is_ok()) return fail("tokenize", repeat.status());
         status = run_benchmark(**tokenizer, *repeat);
