@@ -24,7 +24,7 @@ struct EngineConfig {
     int64_t max_waiting = 4096;              // bounded waiting queue: beyond it submit() says retry
     int64_t num_speculative_tokens = 0;      // MTP proposals per step, 0..3
     int64_t num_state_snapshots = 0;         // prefix-cache GDN snapshots; 0: max(4, max_num_seqs / 4)
-    int64_t cache_memory_mb = 1024;          // KV + state budget (CPU backend; GPU derives it)
+    int64_t cache_memory_mb = 256;           // KV + state budget (CPU backend; GPU derives it)
     int64_t num_kv_blocks = 0;               // 0: derived from cache_memory_mb
 
     Status validate() const;

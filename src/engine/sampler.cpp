@@ -121,16 +121,18 @@ void raw_logprobs(const float* logits, int64_t vocab, int32_t token, int64_t k, 
     }
 }
 
-SampleResult sample_token(const float* logits_in, int64_t vocab, const SamplingParams& p, SamplerState& s) {
+int32_t pick_token(const float* logits_in, int64_t vocab, const SamplingParams& p, SamplerState& s) {
     std::vector<float> logits(logits_in, logits_in + vocab);
     apply_penalties(logits.data(), vocab, p, s);
+    if (p.temperature == 0.0 || p.top_k == 1)
+        return int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    return draw_from(sampling_distribution(logits.data(), vocab, p), s.next_uniform());
+}
+
+SampleResult sample_token(const float* logits, int64_t vocab, const SamplingParams& p, SamplerState& s) {
     SampleResult r;
-    if (p.temperature == 0.0 || p.top_k == 1) {
-        r.token = int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
-    } else {
-        r.token = draw_from(sampling_distribution(logits.data(), vocab, p), s.next_uniform());
-    }
-    if (p.logprobs >= 0) raw_logprobs(logits_in, vocab, r.token, p.logprobs, &r.logprob, &r.top);
+    r.token = pick_token(logits, vocab, p, s);
+    if (p.logprobs >= 0) raw_logprobs(logits, vocab, r.token, p.logprobs, &r.logprob, &r.top);
     s.record_output(r.token);
     return r;
 }

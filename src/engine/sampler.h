@@ -49,6 +49,10 @@ std::vector<float> sampling_distribution(const float* penalised_logits, int64_t 
 // Index i with cumulative probability crossing u (u in [0, 1)); skips zero-probability tokens.
 int32_t draw_from(const std::vector<float>& probs, double u);
 
+// Picks the next token from one logits row (penalties, temperature, top-k/p, min-p; greedy when
+// temperature is 0), advancing the generator unless greedy. Does not record it.
+int32_t pick_token(const float* logits, int64_t vocab, const SamplingParams& p, SamplerState& s);
+
 // Samples one token (advancing the state's generator unless greedy) and fills logprobs if asked.
 SampleResult sample_token(const float* logits, int64_t vocab, const SamplingParams& p, SamplerState& s);
 

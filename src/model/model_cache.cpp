@@ -62,4 +62,12 @@ void ModelCache::copy_slot(int64_t from, int64_t to) {
     for (auto& s : ssm_) std::copy_n(s.begin() + ptrdiff_t(size_t(from) * ssm_n), ssm_n, s.begin() + ptrdiff_t(size_t(to) * ssm_n));
 }
 
+void ModelCache::copy_block(int64_t from, int64_t to) {
+    QS_CHECK(from >= 0 && from < g_.num_blocks && to >= 0 && to < g_.num_blocks);
+    const size_t n = size_t(g_.block_size * g_.num_kv_heads * g_.head_dim);
+    for (auto* pool : {&k_, &v_})
+        for (auto& layer : *pool)
+            std::copy_n(layer.begin() + ptrdiff_t(size_t(from) * n), n, layer.begin() + ptrdiff_t(size_t(to) * n));
+}
+
 }  // namespace qs

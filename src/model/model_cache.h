@@ -54,6 +54,8 @@ public:
     void reset_slot(int64_t slot);
     // Copies a slot's whole GDN state (all layers) to another slot (snapshots, rollback).
     void copy_slot(int64_t from, int64_t to);
+    // Copies one KV page (all layers, K and V) to another page (forking a partial page).
+    void copy_block(int64_t from, int64_t to);
 
 private:
     CacheGeometry g_;

@@ -1,0 +1,131 @@
+// CacheManager (see cache_manager.h).
+#include "engine/cache_manager.h"
+
+#include "core/check.h"
+
+namespace qs {
+
+CacheManager::CacheManager(ModelCache& cache, const CapacityPlan& plan, const EngineConfig& config)
+    : cache_(cache),
+      pool_(plan.num_kv_blocks),
+      snapshots_(plan.num_running_slots, plan.num_snapshot_slots),
+      block_size_(config.kv_block_size),
+      prefix_caching_(config.enable_prefix_caching),
+      num_running_slots_(plan.num_running_slots),
+      backup_base_(plan.num_backup_slots > 0 ? plan.num_running_slots + plan.num_snapshot_slots : -1) {
+    QS_CHECK(cache.geometry().num_state_slots >= plan.total_state_slots());
+    for (int64_t s = num_running_slots_ - 1; s >= 0; --s) free_slots_.push_back(int32_t(s));
+}
+
+int32_t CacheManager::acquire_slot() {
+    QS_CHECK(!free_slots_.empty());
+    const int32_t s = free_slots_.back();
+    free_slots_.pop_back();
+    cache_.reset_slot(s);
+    return s;
+}
+
+bool CacheManager::ensure_blocks(Sequence& s, int64_t num_positions) {
+    const int64_t need = (num_positions + block_size_ - 1) / block_size_ - int64_t(s.block_table.size());
+    if (need <= 0) return true;
+    if (pool_.num_available() < need) return false;
+    for (int64_t i = 0; i < need; ++i) s.block_table.push_back(*pool_.allocate());
+    return true;
+}
+
+void CacheManager::free_sequence(Sequence& s) {
+    for (int32_t b : s.block_table) pool_.release(b);
+    s.block_table.clear();
+    s.block_hashes.clear();
+    if (s.slot >= 0) free_slots_.push_back(s.slot);
+    s.slot = -1;
+    s.num_computed = 0;
+    s.draft.clear();
+}
+
+int64_t CacheManager::snapshot_boundary(const Sequence& s) const {
+    if (!prefix_caching_ || snapshots_.capacity() == 0) return -1;
+    // The prompt's last page boundary: the state there serves every request that extends this
+    // prompt (a shared system prompt, the next turn of a conversation). Decode positions are not
+    // snapshotted: that would copy the whole state every page and evict the useful snapshots.
+    const int64_t b = (s.num_prompt - 1) / block_size_ * block_size_;
+    return b > 0 ? b : -1;
+}
+
+int64_t CacheManager::apply_prefix_hit(Sequence& s) {
+    QS_CHECK(s.num_computed == 0 && s.block_table.empty() && s.slot >= 0);
+    if (!prefix_caching_) return 0;
+    // Pages wholly before the last known token (that one must be computed to get logits).
+    const int64_t max_pages = (int64_t(s.tokens.size()) - 1) / block_size_;
+    std::vector<uint64_t> hashes;
+    uint64_t h = 0;
+    for (int64_t i = 0; i < max_pages; ++i) {
+        h = chain_block_hash(h, s.tokens.data() + i * block_size_, block_size_);
+        if (!pool_.contains(h)) break;
+        hashes.push_back(h);
+    }
+    int64_t m = int64_t(hashes.size());
+    while (m > 0 && !snapshots_.contains(hashes[size_t(m - 1)])) --m;
+    if (m == 0) return 0;
+    for (int64_t i = 0; i < m; ++i) {
+        s.block_table.push_back(*pool_.acquire_cached(hashes[size_t(i)]));
+        s.block_hashes.push_back(hashes[size_t(i)]);
+    }
+    cache_.copy_slot(*snapshots_.lookup(hashes[size_t(m - 1)]), s.slot);
+    s.num_computed = m * block_size_;
+    return s.num_computed;
+}
+
+void CacheManager::after_forward(Sequence& s) {
+    if (!prefix_caching_) return;
+    const int64_t full = s.num_computed / block_size_;
+    for (int64_t i = int64_t(s.block_hashes.size()); i < full; ++i) {
+        const uint64_t prev = i ? s.block_hashes[size_t(i - 1)] : 0;
+        const uint64_t h = chain_block_hash(prev, s.tokens.data() + i * block_size_, block_size_);
+        s.block_hashes.push_back(h);
+        pool_.register_hash(s.block_table[size_t(i)], h);
+    }
+    if (s.num_computed == snapshot_boundary(s) && full > 0) {
+        const uint64_t h = s.block_hashes[size_t(full - 1)];
+        if (auto slot = snapshots_.insert(h)) cache_.copy_slot(s.slot, *slot);
+    }
+}
+
+bool CacheManager::fork(const Sequence& parent, Sequence& child) {
+    QS_CHECK(child.block_table.empty() && child.slot < 0);
+    const int64_t full = parent.num_computed / block_size_;
+    const bool partial = parent.num_computed % block_size_ != 0;
+    if (free_slots_.empty() || (partial && pool_.num_available() < 1)) return false;
+    child.slot = free_slots_.back();
+    free_slots_.pop_back();
+    cache_.copy_slot(parent.slot, child.slot);
+    for (int64_t i = 0; i < full; ++i) {
+        pool_.retain(parent.block_table[size_t(i)]);
+        child.block_table.push_back(parent.block_table[size_t(i)]);
+    }
+    if (partial) {
+        const int32_t b = *pool_.allocate();
+        cache_.copy_block(parent.block_table[size_t(full)], b);
+        child.block_table.push_back(b);
+    }
+    child.block_hashes = parent.block_hashes;
+    child.num_computed = parent.num_computed;
+    return true;
+}
+
+void CacheManager::backup_state(const Sequence& s) {
+    QS_CHECK(backup_base_ >= 0 && s.slot >= 0);
+    cache_.copy_slot(s.slot, backup_base_ + s.slot);
+}
+
+void CacheManager::restore_state(const Sequence& s) {
+    QS_CHECK(backup_base_ >= 0 && s.slot >= 0);
+    cache_.copy_slot(backup_base_ + s.slot, s.slot);
+}
+
+void CacheManager::clear_prefix_cache() {
+    pool_.clear_cache();
+    snapshots_.clear();
+}
+
+}  // namespace qs

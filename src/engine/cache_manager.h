@@ -1,0 +1,69 @@
+// CacheManager: the memory a running sequence owns, in one place. KV pages (BlockPool, with the
+// prefix cache), GDN state slots (running slots, snapshot slots, MTP backup slots) and the copies
+// between them: prefix hits restore a snapshot, forks share pages and copy state, MTP rollback
+// restores a backup. Owned by the engine thread.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/block_pool.h"
+#include "engine/engine_config.h"
+#include "engine/sequence.h"
+#include "engine/snapshot_cache.h"
+#include "model/model_cache.h"
+
+namespace qs {
+
+class CacheManager {
+public:
+    CacheManager(ModelCache& cache, const CapacityPlan& plan, const EngineConfig& config);
+
+    int64_t block_size() const { return block_size_; }
+    bool prefix_caching() const { return prefix_caching_; }
+
+    // Running slots.
+    bool has_free_slot() const { return !free_slots_.empty(); }
+    int32_t acquire_slot();  // zeroes the slot's state
+    int64_t num_slots_in_use() const { return num_running_slots_ - int64_t(free_slots_.size()); }
+    int64_t num_running_slots() const { return num_running_slots_; }
+
+    // Pages so that positions [0, num_positions) are backed; false (allocating nothing) if the
+    // pool cannot supply them.
+    bool ensure_blocks(Sequence& s, int64_t num_positions);
+    // Gives back the sequence's pages and slot; its KV/state are gone (num_computed = 0).
+    void free_sequence(Sequence& s);
+
+    // On admission: reuses the longest cached page prefix that ends at a stored GDN snapshot
+    // (pages retained, state restored, num_computed advanced). Returns the tokens reused.
+    int64_t apply_prefix_hit(Sequence& s);
+    // The position where a snapshot is worth taking for this sequence (the last page boundary
+    // before its final prompt token), or -1.
+    int64_t snapshot_boundary(const Sequence& s) const;
+    // After a forward: registers pages that became full and snapshots the state at the boundary.
+    void after_forward(Sequence& s);
+    // Makes `child` a copy of `parent` (same tokens computed): full pages shared, the partial
+    // page copied, state copied. Needs a slot and possibly one page; false if unavailable.
+    bool fork(const Sequence& parent, Sequence& child);
+
+    // MTP rollback: the backup slot paired with a running slot.
+    void backup_state(const Sequence& s);
+    void restore_state(const Sequence& s);
+
+    BlockPool& pool() { return pool_; }
+    const BlockPool& pool() const { return pool_; }
+    const SnapshotCache& snapshots() const { return snapshots_; }
+    void clear_prefix_cache();
+
+private:
+    ModelCache& cache_;
+    BlockPool pool_;
+    SnapshotCache snapshots_;
+    int64_t block_size_;
+    bool prefix_caching_;
+    int64_t num_running_slots_;
+    int64_t backup_base_;  // first backup slot; -1 without MTP
+    std::vector<int32_t> free_slots_;
+};
+
+}  // namespace qs

@@ -1,0 +1,492 @@
+// Engine: submission, the loop, and what happens around one forward (see engine.h).
+#include "engine/engine.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "core/log.h"
+#include "core/timer.h"
+#include "engine/spec_decode.h"
+
+namespace qs {
+
+namespace {
+constexpr double kWedgedAfterS = 120.0;  // no loop progress for this long: unhealthy
+}  // namespace
+
+// What a sequence produced during one step; becomes one RequestOutput.
+struct Engine::PendingOutput {
+    std::vector<int32_t> token_ids;
+    std::string text;
+    std::vector<TokenLogprob> logprobs;
+    std::vector<std::vector<TokenLogprob>> top_logprobs;
+    FinishReason finish_reason = FinishReason::kNone;
+    std::string stop_reason;
+};
+
+Result<std::unique_ptr<Engine>> Engine::create(const ModelWeights& weights, Ops& ops, const EngineConfig& config,
+                                               std::shared_ptr<const TextDecoder> decoder) {
+    QS_RETURN_IF_ERROR(config.validate());
+    if (config.num_speculative_tokens > 0 && !weights.mtp.present)
+        return invalid_argument("num_speculative_tokens > 0 needs a checkpoint with an MTP block (mtp.*)");
+    QS_ASSIGN_OR_RETURN(CapacityPlan plan, plan_capacity(weights.config, config, weights.mtp.present));
+    return std::unique_ptr<Engine>(new Engine(weights, ops, config, plan, std::move(decoder)));
+}
+
+Engine::Engine(const ModelWeights& weights, Ops& ops, const EngineConfig& config, const CapacityPlan& plan,
+               std::shared_ptr<const TextDecoder> decoder)
+    : weights_(weights),
+      ops_(ops),
+      config_(config),
+      plan_(plan),
+      decoder_(std::move(decoder)),
+      model_(weights, ops),
+      num_spec_(config.num_speculative_tokens) {
+    cache_ = std::make_unique<ModelCache>(CacheGeometry::for_model(weights.config, plan.num_kv_blocks, config.kv_block_size,
+                                                                  plan.total_state_slots(), num_spec_ > 0,
+                                                                  config.kv_cache_dtype));
+    cache_mgr_ = std::make_unique<CacheManager>(*cache_, plan_, config_);
+    scheduler_ = std::make_unique<Scheduler>(config_, *cache_mgr_);
+    mtp_proposed_.assign(size_t(num_spec_), 0);
+    mtp_accepted_.assign(size_t(num_spec_), 0);
+    heartbeat_ = now_seconds();
+}
+
+Engine::~Engine() { stop(); }
+
+Status Engine::submit(GenerationRequest request, OutputSink sink) {
+    QS_RETURN_IF_ERROR(request.params.validate());
+    const int64_t n = int64_t(request.prompt_ids.size());
+    if (request.id.empty()) return invalid_argument("request id must not be empty");
+    if (n == 0) return invalid_argument("prompt is empty");
+    for (int64_t i = 0; i < n; ++i)
+        if (request.prompt_ids[size_t(i)] < 0 || request.prompt_ids[size_t(i)] >= weights_.config.vocab_size)
+            return invalid_argument(fmt::format("prompt token {} at index {} is outside the vocabulary (vocab_size {})",
+                                                request.prompt_ids[size_t(i)], i, weights_.config.vocab_size));
+    if (n >= plan_.max_model_len)
+        return invalid_argument(fmt::format("prompt has {} tokens but max_model_len is {} (the prompt and at least one "
+                                            "generated token must fit)",
+                                            n, plan_.max_model_len));
+    if (!request.params.stop.empty() && !decoder_)
+        return invalid_argument("stop strings need a tokenizer, and this engine has none");
+    std::lock_guard<std::mutex> lock(inbox_mu_);
+    if (live_ids_.count(request.id)) return invalid_argument("duplicate request id '" + request.id + "'");
+    int64_t running;
+    {
+        std::lock_guard<std::mutex> s(stats_mu_);
+        running = stats_.num_running;
+    }
+    if (int64_t(live_ids_.size()) - running >= config_.max_waiting)
+        return Status(ErrorKind::kResourceExhausted,
+                      fmt::format("the waiting queue is full ({} requests); retry later", config_.max_waiting));
+    live_ids_[request.id] = true;
+    inbox_.push_back({Command::kSubmit, std::move(request), std::move(sink), {}});
+    inbox_cv_.notify_one();
+    return Status::ok();
+}
+
+void Engine::abort(const std::string& request_id) {
+    std::lock_guard<std::mutex> lock(inbox_mu_);
+    if (!live_ids_.count(request_id)) return;
+    inbox_.push_back({Command::kAbort, {}, {}, request_id});
+    inbox_cv_.notify_one();
+}
+
+EngineStats Engine::stats() const {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    EngineStats s = stats_;
+    s.last_step_age_s = now_seconds() - heartbeat_.load();
+    return s;
+}
+
+bool Engine::healthy() const { return now_seconds() - heartbeat_.load() < kWedgedAfterS; }
+
+void Engine::start() {
+    if (running_.exchange(true)) return;
+    thread_ = std::thread([this] {
+        while (running_.load()) {
+            heartbeat_ = now_seconds();
+            if (step()) continue;
+            std::unique_lock<std::mutex> lock(inbox_mu_);
+            inbox_cv_.wait_for(lock, std::chrono::milliseconds(100),
+                               [this] { return !inbox_.empty() || !running_.load(); });
+        }
+    });
+}
+
+void Engine::stop() {
+    if (!running_.exchange(false)) return;
+    inbox_cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+}
+
+void Engine::run_until_idle() {
+    for (;;) {
+        step();
+        std::lock_guard<std::mutex> lock(inbox_mu_);
+        if (inbox_.empty() && live_ids_.empty()) return;
+    }
+}
+
+void Engine::drain_inbox() {
+    std::deque<Command> commands;
+    {
+        std::lock_guard<std::mutex> lock(inbox_mu_);
+        commands.swap(inbox_);
+    }
+    for (Command& c : commands) {
+        if (c.kind == Command::kSubmit) admit(std::move(c));
+        else abort_request(c.abort_id);
+    }
+}
+
+void Engine::admit(Command&& c) {
+    auto rs = std::make_unique<RequestState>();
+    rs->request = std::move(c.request);
+    rs->sink = std::move(c.sink);
+    auto seq = std::make_unique<Sequence>();
+    seq->id = next_seq_id_++;
+    seq->request = rs.get();
+    seq->index = 0;
+    seq->tokens = rs->request.prompt_ids;
+    seq->num_prompt = int64_t(seq->tokens.size());
+    seq->sampler = std::make_unique<SamplerState>(rs->request.params, rs->request.prompt_ids, 0);
+    if (decoder_) seq->decoder = decoder_->start();
+    seq->stop = std::make_unique<StopChecker>(rs->request.params.stop, rs->request.params.include_stop_str_in_output);
+    counters_.num_prompt_tokens_total += seq->num_prompt;
+    scheduler_->add_waiting(seq.get());
+    rs->seqs.push_back(std::move(seq));
+    const std::string id = rs->request.id;
+    requests_[id] = std::move(rs);
+}
+
+void Engine::abort_request(const std::string& id) {
+    auto it = requests_.find(id);
+    if (it == requests_.end()) return;
+    for (auto& s : it->second->seqs) {
+        if (s->status == SeqStatus::kFinished) continue;
+        auto& out = pending_[s.get()];
+        if (!out) out = std::make_unique<PendingOutput>();
+        finish(*s, FinishReason::kAbort, *out);
+    }
+    // Completions not yet forked will never exist: count them as finished.
+    if (!it->second->forked) {
+        it->second->num_finished = it->second->request.params.n;
+        it->second->forked = true;
+    }
+}
+
+void Engine::append_token(Sequence& s, int32_t token, const float* logits_row, PendingOutput& out) {
+    const SamplingParams& p = s.request->request.params;
+    s.tokens.push_back(token);
+    s.sampler->record_output(token);
+    ++counters_.num_completion_tokens_total;
+    out.token_ids.push_back(token);
+    if (p.logprobs >= 0) {
+        float lp = 0.0f;
+        std::vector<TokenLogprob> top;
+        raw_logprobs(logits_row, weights_.config.vocab_size, token, p.logprobs, &lp, &top);
+        out.logprobs.push_back({token, lp});
+        out.top_logprobs.push_back(std::move(top));
+    }
+    const auto& eos = weights_.config.eos_token_ids;
+    const bool is_eos = !p.ignore_eos && std::find(eos.begin(), eos.end(), token) != eos.end();
+    const bool is_stop_token = std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), token) != p.stop_token_ids.end();
+    if (is_eos || is_stop_token) {
+        finish(s, FinishReason::kStop, out, std::to_string(token));
+        return;
+    }
+    if (s.decoder) {
+        out.text += s.stop->add(s.decoder->push(token));
+        if (s.stop->stopped()) {
+            finish(s, FinishReason::kStop, out, s.stop->matched());
+            return;
+        }
+    }
+    if (s.num_output() >= p.max_tokens || int64_t(s.tokens.size()) >= plan_.max_model_len)
+        finish(s, FinishReason::kLength, out);
+}
+
+void Engine::finish(Sequence& s, FinishReason reason, PendingOutput& out, const std::string& stop_reason) {
+    if (s.status == SeqStatus::kFinished) return;
+    if (reason != FinishReason::kStop || !s.stop->stopped()) {
+        // Flush what the detokenizer and the stop checker still hold (a stop string can still match).
+        if (s.decoder) out.text += s.stop->add(s.decoder->finish());
+        if (s.stop->stopped()) {
+            reason = FinishReason::kStop;
+            out.stop_reason = s.stop->matched();
+        } else {
+            out.text += s.stop->flush();
+            out.stop_reason = stop_reason;
+        }
+    } else {
+        out.stop_reason = stop_reason;
+    }
+    out.finish_reason = reason;
+    scheduler_->remove(&s);
+    s.status = SeqStatus::kFinished;
+    ++s.request->num_finished;
+}
+
+void Engine::fork_siblings(Sequence& parent, const float* logits_row) {
+    RequestState& rs = *parent.request;
+    rs.forked = true;
+    for (int32_t i = 1; i < int32_t(rs.request.params.n); ++i) {
+        auto child = std::make_unique<Sequence>();
+        child->id = next_seq_id_++;
+        child->request = &rs;
+        child->index = i;
+        child->tokens = rs.request.prompt_ids;
+        child->num_prompt = parent.num_prompt;
+        child->num_cached_prompt = parent.num_cached_prompt;
+        child->sampler = std::make_unique<SamplerState>(rs.request.params, rs.request.prompt_ids, i);
+        if (decoder_) child->decoder = decoder_->start();
+        child->stop = std::make_unique<StopChecker>(rs.request.params.stop, rs.request.params.include_stop_str_in_output);
+        Sequence* c = child.get();
+        rs.seqs.push_back(std::move(child));
+        if (scheduler_->num_running() < config_.max_num_seqs && cache_mgr_->fork(parent, *c)) {
+            scheduler_->add_running(c);
+            auto& out = pending_[c];
+            out = std::make_unique<PendingOutput>();
+            const int32_t token = pick_token(logits_row, weights_.config.vocab_size, rs.request.params, *c->sampler);
+            append_token(*c, token, logits_row, *out);
+        } else {
+            scheduler_->add_waiting(c);  // recomputes the prompt (a prefix-cache hit when possible)
+        }
+    }
+}
+
+bool Engine::step() {
+    drain_inbox();
+    SchedulerOutput sched;
+    if (!requests_.empty()) sched = scheduler_->schedule();
+    if (!sched.scheduled.empty()) {
+        run_batch(sched);
+        ++counters_.steps_total;
+    }
+    flush_outputs();
+    publish_stats();
+    return !sched.scheduled.empty();
+}
+
+void Engine::run_batch(const SchedulerOutput& sched) {
+    const int64_t V = weights_.config.vocab_size;
+    ForwardBatch batch;
+    for (const ScheduledSeq& ss : sched.scheduled) {
+        Sequence& s = *ss.seq;
+        SeqSpan span;
+        span.row_begin = int32_t(batch.token_ids.size());
+        span.num_tokens = int32_t(ss.num_tokens);
+        span.start_pos = int32_t(s.num_computed);
+        span.state_slot = s.slot;
+        span.block_table = s.block_table;
+        if (ss.verify) {
+            batch.token_ids.push_back(s.tokens.back());
+            batch.token_ids.insert(batch.token_ids.end(), s.draft.begin(), s.draft.end());
+            for (int64_t r = 0; r < ss.num_tokens; ++r) batch.logits_rows.push_back(span.row_begin + int32_t(r));
+            cache_mgr_->backup_state(s);
+        } else {
+            batch.token_ids.insert(batch.token_ids.end(), s.tokens.begin() + s.num_computed,
+                                   s.tokens.begin() + s.num_computed + ss.num_tokens);
+            if (s.num_computed + ss.num_tokens == int64_t(s.tokens.size()))
+                batch.logits_rows.push_back(span.row_begin + ss.num_tokens - 1);
+        }
+        batch.seqs.push_back(std::move(span));
+    }
+    Qwen36Model::Output out = model_.forward(batch, *cache_, /*want_hidden=*/num_spec_ > 0);
+
+    // Sampling and verification, sequence by sequence.
+    ForwardBatch rollback;  // rows to recompute after a rejected draft (state restored first)
+    std::vector<Sequence*> mtp_seqs;
+    std::vector<int64_t> mtp_first_row, mtp_num_rows;
+    size_t logits_at = 0;
+    for (size_t i = 0; i < sched.scheduled.size(); ++i) {
+        const ScheduledSeq& ss = sched.scheduled[i];
+        Sequence& s = *ss.seq;
+        const SeqSpan& span = batch.seqs[i];
+        auto& pout = pending_[&s];
+        if (!pout) pout = std::make_unique<PendingOutput>();
+        if (s.status == SeqStatus::kFinished) {  // aborted before this step (cannot happen mid-step)
+            logits_at += ss.verify ? size_t(ss.num_tokens) : 0;
+            continue;
+        }
+        if (!ss.verify) {
+            s.num_computed += ss.num_tokens;
+            cache_mgr_->after_forward(s);
+            const bool has_logits = s.num_computed == int64_t(s.tokens.size());
+            if (has_logits) {
+                const float* row = out.logits.data() + int64_t(logits_at++) * V;
+                const SamplingParams& p = s.request->request.params;
+                // n > 1: the other completions share the prompt just computed (fork before the
+                // parent's first token, while its pages and state are still the prompt's).
+                if (p.n > 1 && s.index == 0 && !s.request->forked && s.num_output() == 0) fork_siblings(s, row);
+                append_token(s, pick_token(row, V, p, *s.sampler), row, *pout);
+            }
+            if (s.status != SeqStatus::kFinished) {
+                mtp_seqs.push_back(&s);
+                mtp_first_row.push_back(span.row_begin);
+                mtp_num_rows.push_back(ss.num_tokens);
+            }
+            continue;
+        }
+        // Verify: rows are [last token, d_1..d_k]; emit target tokens while drafts match.
+        const int64_t c = s.num_computed;
+        const std::vector<int32_t> draft = s.draft;
+        s.draft.clear();
+        int64_t accepted = 0;
+        for (int64_t r = 0; r < ss.num_tokens; ++r) {
+            const float* row = out.logits.data() + int64_t(logits_at + size_t(r)) * V;
+            const SamplingParams& p = s.request->request.params;
+            if (r < int64_t(draft.size())) {
+                ++mtp_proposed_[size_t(r)];
+                const DraftVerdict v = verify_draft(row, V, p, *s.sampler, draft[size_t(r)]);
+                append_token(s, v.token, row, *pout);
+                if (!v.accepted || s.status == SeqStatus::kFinished) {
+                    if (v.accepted) {
+                        ++mtp_accepted_[size_t(r)];
+                        ++accepted;
+                    }
+                    break;
+                }
+                ++mtp_accepted_[size_t(r)];
+                ++accepted;
+            } else {
+                append_token(s, pick_token(row, V, p, *s.sampler), row, *pout);  // bonus token
+            }
+        }
+        logits_at += size_t(ss.num_tokens);
+        counters_.mtp_draft_tokens += int64_t(draft.size());
+        counters_.mtp_accepted_tokens += accepted;
+        if (s.status == SeqStatus::kFinished) continue;
+        s.num_computed = c + accepted + 1;
+        if (accepted < int64_t(draft.size())) {
+            // Rejected drafts advanced the GDN state too far: restore it and recompute the kept rows.
+            cache_mgr_->restore_state(s);
+            SeqSpan r;
+            r.row_begin = int32_t(rollback.token_ids.size());
+            r.num_tokens = int32_t(accepted + 1);
+            r.start_pos = int32_t(c);
+            r.state_slot = s.slot;
+            r.block_table = s.block_table;
+            rollback.token_ids.insert(rollback.token_ids.end(), s.tokens.begin() + c, s.tokens.begin() + c + accepted + 1);
+            rollback.seqs.push_back(std::move(r));
+        }
+        cache_mgr_->after_forward(s);
+        mtp_seqs.push_back(&s);
+        mtp_first_row.push_back(span.row_begin);
+        mtp_num_rows.push_back(accepted + 1);
+    }
+    if (!rollback.seqs.empty()) model_.forward(rollback, *cache_);
+    run_mtp(mtp_seqs, mtp_first_row, mtp_num_rows, out.hidden);
+}
+
+void Engine::run_mtp(const std::vector<Sequence*>& seqs, const std::vector<int64_t>& first_row,
+                     const std::vector<int64_t>& num_rows, const std::vector<float>& hidden) {
+    if (num_spec_ == 0 || seqs.empty()) return;
+    const int64_t H = weights_.config.hidden_size, V = weights_.config.vocab_size;
+    // Catch-up: MTP row p (position p) reads hidden h_p and token x_{p+1}; this fills the MTP
+    // layer's KV for the rows just computed and yields the first draft from the last row.
+    ForwardBatch b;
+    std::vector<float> h;
+    std::vector<Sequence*> drafting;
+    for (size_t i = 0; i < seqs.size(); ++i) {
+        Sequence& s = *seqs[i];
+        const int64_t n = num_rows[i], start = s.num_computed - n;
+        SeqSpan span;
+        span.row_begin = int32_t(b.token_ids.size());
+        span.num_tokens = int32_t(n);
+        span.start_pos = int32_t(start);
+        span.state_slot = s.slot;
+        for (int64_t p = start; p < start + n; ++p) b.token_ids.push_back(s.tokens[size_t(p + 1)]);
+        h.insert(h.end(), hidden.begin() + first_row[i] * H, hidden.begin() + (first_row[i] + n) * H);
+        // Draft only for decode-ready sequences with pages for the next verify (positions up to c + k).
+        const bool ready = s.num_uncomputed() == 1 && cache_mgr_->ensure_blocks(s, s.num_computed + num_spec_ + 1);
+        span.block_table = s.block_table;
+        if (ready) {
+            b.logits_rows.push_back(span.row_begin + int32_t(n) - 1);
+            drafting.push_back(&s);
+        }
+        b.seqs.push_back(std::move(span));
+    }
+    Qwen36Model::Output out = model_.mtp_forward(b, h, *cache_, /*want_hidden=*/num_spec_ > 1);
+    std::vector<float> prev_hidden;
+    for (size_t d = 0; d < drafting.size(); ++d) {
+        const float* row = out.logits.data() + int64_t(d) * V;
+        drafting[d]->draft = {int32_t(std::max_element(row, row + V) - row)};
+        if (num_spec_ > 1) {
+            const int64_t r = b.logits_rows[d];
+            prev_hidden.insert(prev_hidden.end(), out.hidden.begin() + r * H, out.hidden.begin() + (r + 1) * H);
+        }
+    }
+    // Further drafts: one MTP row per sequence, fed its own output hidden and last draft.
+    for (int64_t step = 2; step <= num_spec_ && !drafting.empty(); ++step) {
+        ForwardBatch db;
+        for (size_t d = 0; d < drafting.size(); ++d) {
+            Sequence& s = *drafting[d];
+            SeqSpan span;
+            span.row_begin = int32_t(d);
+            span.num_tokens = 1;
+            span.start_pos = int32_t(s.num_computed + step - 2);
+            span.state_slot = s.slot;
+            span.block_table = s.block_table;
+            db.token_ids.push_back(s.draft.back());
+            db.logits_rows.push_back(int32_t(d));
+            db.seqs.push_back(std::move(span));
+        }
+        Qwen36Model::Output o = model_.mtp_forward(db, prev_hidden, *cache_, /*want_hidden=*/true);
+        for (size_t d = 0; d < drafting.size(); ++d) {
+            const float* row = o.logits.data() + int64_t(d) * V;
+            drafting[d]->draft.push_back(int32_t(std::max_element(row, row + V) - row));
+        }
+        prev_hidden = std::move(o.hidden);
+    }
+}
+
+void Engine::flush_outputs() {
+    for (auto& [seq, out] : pending_) {
+        if (out->token_ids.empty() && out->text.empty() && out->finish_reason == FinishReason::kNone) continue;
+        RequestState& rs = *seq->request;
+        RequestOutput ro;
+        ro.request_id = rs.request.id;
+        ro.index = seq->index;
+        ro.token_ids = std::move(out->token_ids);
+        ro.text = std::move(out->text);
+        ro.logprobs = std::move(out->logprobs);
+        ro.top_logprobs = std::move(out->top_logprobs);
+        ro.finish_reason = out->finish_reason;
+        ro.stop_reason = std::move(out->stop_reason);
+        ro.num_prompt_tokens = seq->num_prompt;
+        ro.num_cached_prompt_tokens = seq->num_cached_prompt;
+        ro.num_completion_tokens = seq->num_output();
+        if (rs.sink) rs.sink(std::move(ro));
+    }
+    pending_.clear();
+    // Requests whose completions have all finished are gone.
+    std::vector<std::string> done;
+    for (const auto& [id, rs] : requests_)
+        if (rs->num_finished >= rs->request.params.n && (rs->forked || rs->request.params.n == 1)) done.push_back(id);
+    if (done.empty()) return;
+    {
+        std::lock_guard<std::mutex> lock(inbox_mu_);
+        for (const auto& id : done) live_ids_.erase(id);
+    }
+    for (const auto& id : done) requests_.erase(id);
+}
+
+void Engine::publish_stats() {
+    EngineStats s = counters_;
+    s.prefix_cache_queries = scheduler_->prefix_cache_queries();
+    s.prefix_cache_hits = scheduler_->prefix_cache_hits();
+    s.num_running = scheduler_->num_running();
+    s.num_waiting = scheduler_->num_waiting();
+    s.num_preemptions_total = scheduler_->num_preemptions_total();
+    const BlockPool& pool = cache_mgr_->pool();
+    s.kv_usage = pool.num_blocks() ? double(pool.num_in_use()) / double(pool.num_blocks()) : 0.0;
+    s.state_slot_usage = double(cache_mgr_->num_slots_in_use()) / double(cache_mgr_->num_running_slots());
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    stats_ = s;
+}
+
+}  // namespace qs

@@ -1,0 +1,116 @@
+// Engine: the serving loop. One thread owns the model, the caches and the scheduler; callers on
+// any thread submit and abort through a locked inbox that the loop drains between steps (no lock
+// is held across a forward). Each step: schedule, one forward over the batch, sample / verify MTP
+// drafts (rolling GDN state back on rejection), detokenize, stop checks, outputs to the
+// per-request sinks, then the MTP draft steps for the next verify. step() can also be driven
+// directly (no thread) for deterministic tests.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include "backend/ops.h"
+#include "engine/cache_manager.h"
+#include "engine/engine_api.h"
+#include "engine/engine_config.h"
+#include "engine/scheduler.h"
+#include "engine/text_decoder.h"
+#include "model/qwen36.h"
+
+namespace qs {
+
+class Engine final : public EngineApi {
+public:
+    // `decoder` may be null: outputs then carry token ids only and stop strings are rejected.
+    static Result<std::unique_ptr<Engine>> create(const ModelWeights& weights, Ops& ops, const EngineConfig& config,
+                                                  std::shared_ptr<const TextDecoder> decoder);
+    ~Engine() override;
+
+    Status submit(GenerationRequest request, OutputSink sink) override;
+    void abort(const std::string& request_id) override;
+    EngineStats stats() const override;
+    bool healthy() const override;
+    int64_t max_model_len() const override { return plan_.max_model_len; }
+
+    // Runs the loop on its own thread until stop().
+    void start();
+    void stop();
+    // One iteration (drain inbox, schedule, forward, outputs). Returns false when there was
+    // nothing to do. Only when the loop thread is not running.
+    bool step();
+    // Steps until no request is left (tests, batch CLI).
+    void run_until_idle();
+
+    const CapacityPlan& capacity() const { return plan_; }
+    const EngineConfig& config() const { return config_; }
+    // Accounting for tests: pages and running slots owned by sequences, live requests.
+    int64_t num_blocks_in_use() const { return cache_mgr_->pool().num_in_use(); }
+    int64_t num_slots_in_use() const { return cache_mgr_->num_slots_in_use(); }
+    int64_t num_live_requests() const { return int64_t(requests_.size()); }
+    void clear_prefix_cache() { cache_mgr_->clear_prefix_cache(); }
+    // Per draft position i (0-based): drafts proposed and accepted so far.
+    const std::vector<int64_t>& mtp_proposed_by_position() const { return mtp_proposed_; }
+    const std::vector<int64_t>& mtp_accepted_by_position() const { return mtp_accepted_; }
+
+private:
+    Engine(const ModelWeights& weights, Ops& ops, const EngineConfig& config, const CapacityPlan& plan,
+           std::shared_ptr<const TextDecoder> decoder);
+
+    struct Command {
+        enum Kind { kSubmit, kAbort } kind;
+        GenerationRequest request;
+        OutputSink sink;
+        std::string abort_id;
+    };
+    struct PendingOutput;  // per sequence, what this step produced
+
+    void drain_inbox();
+    void admit(Command&& c);
+    void abort_request(const std::string& id);
+    void run_batch(const SchedulerOutput& sched);
+    // Appends `token` to the sequence (sampled or accepted), detokenizes, checks stops.
+    void append_token(Sequence& s, int32_t token, const float* logits_row, PendingOutput& out);
+    void finish(Sequence& s, FinishReason reason, PendingOutput& out, const std::string& stop_reason = "");
+    void fork_siblings(Sequence& parent, const float* logits_row);
+    void run_mtp(const std::vector<Sequence*>& seqs, const std::vector<int64_t>& first_row,
+                 const std::vector<int64_t>& num_rows, const std::vector<float>& hidden);
+    void flush_outputs();
+    void publish_stats();
+
+    const ModelWeights& weights_;
+    Ops& ops_;
+    EngineConfig config_;
+    CapacityPlan plan_;
+    std::shared_ptr<const TextDecoder> decoder_;
+    Qwen36Model model_;
+    std::unique_ptr<ModelCache> cache_;
+    std::unique_ptr<CacheManager> cache_mgr_;
+    std::unique_ptr<Scheduler> scheduler_;
+    int64_t num_spec_;  // MTP proposals per step (0 if the model has no MTP block)
+
+    // Engine-thread state.
+    std::unordered_map<std::string, std::unique_ptr<RequestState>> requests_;
+    int64_t next_seq_id_ = 0;
+    std::unordered_map<Sequence*, std::unique_ptr<PendingOutput>> pending_;
+    std::vector<int64_t> mtp_proposed_, mtp_accepted_;
+    EngineStats counters_;
+
+    // Shared with other threads.
+    mutable std::mutex inbox_mu_;
+    std::condition_variable inbox_cv_;
+    std::deque<Command> inbox_;
+    int64_t inbox_waiting_ = 0;   // submits in the inbox (counted against max_waiting)
+    std::unordered_map<std::string, bool> live_ids_;  // submitted and not yet finished
+    mutable std::mutex stats_mu_;
+    EngineStats stats_;
+    std::atomic<double> heartbeat_{0.0};
+    std::atomic<bool> running_{false};
+    std::thread thread_;
+};
+
+}  // namespace qs

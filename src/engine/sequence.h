@@ -1,0 +1,56 @@
+// Sequence: one completion being generated (a request with n > 1 has n of them, forked after the
+// shared prompt is computed). It owns its KV pages and GDN state slot while running; preemption
+// gives both back and the sequence later recomputes prompt + output so far. Engine thread only.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/request.h"
+#include "engine/sampler.h"
+#include "engine/stop_checker.h"
+#include "engine/text_decoder.h"
+
+namespace qs {
+
+struct RequestState;
+
+enum class SeqStatus : uint8_t { kWaiting, kRunning, kFinished };
+
+struct Sequence {
+    int64_t id = 0;                  // engine-wide, increasing: arrival order (FIFO within priority)
+    RequestState* request = nullptr;
+    int32_t index = 0;               // which of the request's n completions
+    SeqStatus status = SeqStatus::kWaiting;
+
+    std::vector<int32_t> tokens;     // prompt then output
+    int64_t num_prompt = 0;
+    int64_t num_computed = 0;        // positions [0, num_computed) are in the KV pages and GDN state
+    int64_t num_cached_prompt = 0;   // prompt tokens restored from the prefix cache
+    std::vector<int32_t> block_table;
+    std::vector<uint64_t> block_hashes;  // prefix hash of each full page registered so far
+    int32_t slot = -1;               // GDN state slot while running
+
+    std::unique_ptr<SamplerState> sampler;
+    std::unique_ptr<StreamDecoder> decoder;
+    std::unique_ptr<StopChecker> stop;
+    std::vector<int32_t> draft;      // MTP proposals for the positions after tokens.back()
+
+    int64_t num_output() const { return int64_t(tokens.size()) - num_prompt; }
+    // Tokens known but not yet computed (prompt left to prefill, or the last sampled token).
+    int64_t num_uncomputed() const { return int64_t(tokens.size()) - num_computed; }
+};
+
+// A request and its completions.
+struct RequestState {
+    GenerationRequest request;
+    std::function<void(RequestOutput&&)> sink;
+    std::vector<std::unique_ptr<Sequence>> seqs;  // seqs[0] first; the rest forked after prefill
+    int64_t num_finished = 0;
+    bool forked = false;
+};
+
+}  // namespace qs
