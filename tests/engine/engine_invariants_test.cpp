@@ -98,8 +98,12 @@ TEST_P(GreedyInvariance, MatchesSingleSequenceReference) {
     } else {
         EXPECT_EQ(st.prefix_cache_hits, 0);
     }
-    if (sc.num_kv_blocks) EXPECT_GT(st.num_preemptions_total, 0) << sc.name;
-    if (sc.spec) EXPECT_GT(st.mtp_draft_tokens, 0) << sc.name;
+    if (sc.num_kv_blocks) {
+        EXPECT_GT(st.num_preemptions_total, 0) << sc.name;
+    }
+    if (sc.spec) {
+        EXPECT_GT(st.mtp_draft_tokens, 0) << sc.name;
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(
