@@ -24,5 +24,6 @@ int fail(const char* command, const Status& status);
 // Subcommand entry points, one file each.
 int run_logits(int argc, char** argv);
 int run_generate(int argc, char** argv);
+int run_serve(int argc, char** argv);
 
 }  // namespace qs::cli
