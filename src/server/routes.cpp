@@ -70,8 +70,8 @@ void Router::handle(HttpRequest request, std::shared_ptr<Exchange> exchange) {
         r.headers.emplace_back("Retry-After", "5");
         return exchange->respond(std::move(r));
     }
-    handle_generation(state_, path == "/v1/chat/completions" ? ApiKind::kChat : ApiKind::kCompletion,
-                      std::move(request), std::move(exchange));
+    const ApiKind kind = path == "/v1/chat/completions" ? ApiKind::kChat : ApiKind::kCompletion;
+    handle_generation(state_, kind, std::move(request), std::move(exchange));
 }
 
 HttpResponse Router::models() const {
