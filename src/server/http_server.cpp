@@ -24,7 +24,6 @@ using boost::system::error_code;
 namespace {
 
 constexpr size_t kHeaderLimitBytes = 64 * 1024;
-constexpr size_t kMaxPipelinedBytes = 64 * 1024;
 
 std::string lower(std::string_view s) {
     std::string out(s);
@@ -235,11 +234,11 @@ void Session::on_watch(error_code ec, size_t n) {
         close();  // the peer went away: close callbacks abort the request
         return;
     }
-    buffer_.commit(n);  // a pipelined request: parsed after this exchange
-    if (exchange_) {
-        if (buffer_.size() < kMaxPipelinedBytes) watch();
-        return;
-    }
+    // The next (pipelined) request has begun: it is parsed once this exchange ends. The client
+    // is evidently alive, so the watch is not re-armed; re-arming would leave the buffered bytes
+    // unparsed until yet more bytes arrived.
+    buffer_.commit(n);
+    if (exchange_) return;
     if (!writing_) read_request();
 }
 

@@ -99,7 +99,7 @@ public:
         switch (mode_) {
             case Mode::kReasoning: d.reasoning += buf_; break;
             case Mode::kContent: emit_content(d, buf_, /*final=*/true); break;
-            case Mode::kToolCall: emit_content(d, std::string(kToolOpen) + buf_, /*final=*/true); break;
+            case Mode::kToolCall: emit_content(d, ws_before_tool_ + std::string(kToolOpen) + buf_, /*final=*/true); break;
         }
         if (!saw_tool_call_ && !ws_hold_.empty()) d.content += ws_hold_;
         ws_hold_.clear();
@@ -137,8 +137,9 @@ private:
                 saw_tool_call_ = true;
                 ws_hold_.clear();
             } else {
-                emit_content(d, std::string(kToolOpen) + buf_.substr(0, p + kToolClose.size()), false);
+                emit_content(d, ws_before_tool_ + std::string(kToolOpen) + buf_.substr(0, p + kToolClose.size()), false);
             }
+            ws_before_tool_.clear();
             buf_.erase(0, p + kToolClose.size());
             mode_ = Mode::kContent;
             strip_leading_ = true;
@@ -164,7 +165,8 @@ private:
         }
         if (p_tool != std::string::npos) {
             emit_content(d, buf_.substr(0, p_tool), false);
-            ws_hold_.clear();  // whitespace before a tool call is formatting
+            ws_before_tool_ = std::move(ws_hold_);  // formatting, unless the call fails to parse
+            ws_hold_.clear();
             buf_.erase(0, p_tool + kToolOpen.size());
             mode_ = Mode::kToolCall;
             return true;
@@ -199,6 +201,7 @@ private:
     Mode mode_;
     std::string buf_;      // undecided text
     std::string ws_hold_;  // trailing whitespace of content, not yet sent
+    std::string ws_before_tool_;  // whitespace held when a tool call opened
     bool strip_leading_ = false;
     bool emitted_content_ = false;
     bool saw_think_ = false;

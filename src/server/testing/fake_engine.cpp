@@ -111,7 +111,9 @@ void FakeEngine::loop() {
             std::unique_lock<std::mutex> lock(inbox_mu_);
             const bool busy = !running_.empty() || !waiting_.empty();
             // Idle: sleep until work arrives (waking now and then to show liveness).
-            auto deadline = busy ? next : std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+            const auto idle_wake = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                std::chrono::duration<double>(std::min(0.1, opts_.health_stall_s / 4)));
+            auto deadline = busy ? next : std::chrono::steady_clock::now() + idle_wake;
             inbox_cv_.wait_until(lock, deadline, [&] {
                 return stop_ || (!busy && (!inbox_submits_.empty() || !inbox_aborts_.empty()));
             });
