@@ -49,6 +49,15 @@ void GenerationStream::mark_submitted() {
     submitted_ = true;
     if (client_closed_.load())
         if (EngineApi* e = state_.engine()) e->abort(header_.id);
+    // Streams get their 200 and headers as soon as the engine has the request, so a client
+    // whose request waits in the queue knows it was accepted.
+    if (spec_.stream) exchange_->post([self = shared_from_this()] { self->start_stream_once(); });
+}
+
+void GenerationStream::start_stream_once() {
+    if (stream_started_ || done_ || exchange_->closed()) return;
+    exchange_->start_stream("text/event-stream");
+    stream_started_ = true;
 }
 
 void GenerationStream::drain() {
@@ -109,10 +118,7 @@ void GenerationStream::handle(RequestOutput& out) {
     }
     c.num_tokens += int64_t(out.token_ids.size());
     num_cached_prompt_tokens_ = std::max(num_cached_prompt_tokens_, out.num_cached_prompt_tokens);
-    if (spec_.stream && !stream_started_ && !exchange_->closed()) {
-        exchange_->start_stream("text/event-stream");
-        stream_started_ = true;
-    }
+    if (spec_.stream) start_stream_once();
     const bool finishing = out.finish_reason != FinishReason::kNone;
     if (spec_.kind == ApiKind::kChat) {
         ParsedDelta d = c.parser->feed(out.text);

@@ -50,6 +50,7 @@ private:
     };
 
     void drain();
+    void start_stream_once();
     void handle(RequestOutput& out);
     void stream_chat(Choice& c, int32_t index, const ParsedDelta& d, nlohmann::json logprobs, const char* finish);
     void finish_request();
