@@ -55,7 +55,7 @@ struct ModelConfig {
     // RoPE (text positions are 1-D; mrope sections only matter for images).
     std::string rope_type = "default";
     double rope_theta = 10000.0;
-    double partial_rotary_factor = 1.0;
+    double partial_rotary_factor = 0.25;  // transformers' qwen3_5_moe default when no file sets it
     std::vector<int64_t> mrope_section;
     bool mrope_interleaved = false;
 

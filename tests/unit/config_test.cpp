@@ -238,7 +238,8 @@ TEST(ModelConfig, PartialRotaryFactorPrecedence) {
     j["text_config"].erase("partial_rotary_factor");
     EXPECT_EQ(parse_ok(j).partial_rotary_factor, 0.125);
     j.erase("partial_rotary_factor");
-    EXPECT_EQ(parse_ok(j).partial_rotary_factor, 1.0);  // default: full rotary
+    // Absent everywhere: transformers' Qwen3_5MoeTextConfig default (0.25), verified against 5.17.
+    EXPECT_EQ(parse_ok(j).partial_rotary_factor, 0.25);
 }
 
 TEST(ModelConfig, LegacyRopeKeys) {

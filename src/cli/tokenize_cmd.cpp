@@ -1,0 +1,184 @@
+// `qwenserve tokenize`: JSON lines in, JSON lines out, on the main thread.
+//   --tokenizer PATH        tokenizer.json or a model directory (required)
+//   (default)               each input line is a JSON string; prints a JSON array of ids
+//   --decode                each input line is a JSON array of ids; prints a JSON string
+//   --hex                   input lines are hex-encoded bytes instead of JSON strings (to pass
+//                           text that is not valid UTF-8)
+//   --add-special-tokens    HF's add_special_tokens (post-processor tokens; none for Qwen)
+//   --skip-special-tokens   with --decode: drop special tokens
+//   --chat                  each input line is {"messages": [...], "tools": [...],
+//                           "add_generation_prompt", "enable_thinking", "preserve_thinking",
+//                           "add_vision_id"}; prints {"text": prompt} or {"error": message}
+//   --template NAME         with --chat: qwen3 or qwen3.6 instead of the model's own template
+//   --benchmark             reads all lines, then times single-thread encode over them and
+//                           prints MB/s (input UTF-8 bytes) instead of ids; --repeat N passes
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+#include "core/args.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace qs::cli {
+
+namespace {
+
+using Json = nlohmann::json;
+
+Status line_error(size_t line_no, const std::string& what) {
+    return invalid_argument("input line " + std::to_string(line_no) + ": " + what);
+}
+
+bool parse_hex(const std::string& line, std::string& bytes) {
+    auto nibble = [](char c) -> int {
+        if (c >= '0' && c <= '9') return c - '0';
+        if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+        if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+        return -1;
+    };
+    if (line.size() % 2 != 0) return false;
+    bytes.clear();
+    for (size_t i = 0; i < line.size(); i += 2) {
+        const int hi = nibble(line[i]), lo = nibble(line[i + 1]);
+        if (hi < 0 || lo < 0) return false;
+        bytes.push_back(static_cast<char>(hi * 16 + lo));
+    }
+    return true;
+}
+
+Status run_encode(const tok::Tokenizer& t, bool add_special, bool hex) {
+    std::string line, out, text;
+    size_t line_no = 0;
+    while (std::getline(std::cin, line)) {
+        ++line_no;
+        if (hex) {
+            if (!parse_hex(line, text)) return line_error(line_no, "expected hex-encoded bytes");
+        } else {
+            Json j = Json::parse(line, nullptr, false);
+            if (j.is_discarded() || !j.is_string()) return line_error(line_no, "expected a JSON string");
+            text = j.get<std::string>();
+        }
+        const std::vector<int32_t> ids = t.encode(text, add_special);
+        out.clear();
+        out.push_back('[');
+        for (size_t i = 0; i < ids.size(); ++i) {
+            if (i) out.push_back(',');
+            out += std::to_string(ids[i]);
+        }
+        out += "]\n";
+        std::fwrite(out.data(), 1, out.size(), stdout);
+    }
+    return Status::ok();
+}
+
+Status run_decode(const tok::Tokenizer& t, bool skip_special) {
+    std::string line;
+    size_t line_no = 0;
+    std::vector<int32_t> ids;
+    while (std::getline(std::cin, line)) {
+        ++line_no;
+        Json j = Json::parse(line, nullptr, false);
+        if (j.is_discarded() || !j.is_array()) return line_error(line_no, "expected a JSON array of ids");
+        ids.clear();
+        for (const Json& id : j) {
+            if (!id.is_number_integer()) return line_error(line_no, "an id is not an integer");
+            ids.push_back(id.get<int32_t>());
+        }
+        const std::string text = t.decode(ids, skip_special);
+        const std::string out = Json(text).dump(-1, ' ', false, Json::error_handler_t::replace) + "\n";
+        std::fwrite(out.data(), 1, out.size(), stdout);
+    }
+    return Status::ok();
+}
+
+Status run_chat(const tok::ChatTemplate& chat) {
+    using OJson = nlohmann::ordered_json;
+    std::string line;
+    size_t line_no = 0;
+    while (std::getline(std::cin, line)) {
+        ++line_no;
+        OJson j = OJson::parse(line, nullptr, false);
+        if (j.is_discarded() || !j.is_object()) return line_error(line_no, "expected a JSON object");
+        tok::ChatOptions options;
+        auto flag = [&](const char* key, bool& slot) {
+            if (j.contains(key) && j[key].is_boolean()) slot = j[key].get<bool>();
+        };
+        flag("add_generation_prompt", options.add_generation_prompt);
+        flag("enable_thinking", options.enable_thinking);
+        flag("preserve_thinking", options.preserve_thinking);
+        flag("add_vision_id", options.add_vision_id);
+        const OJson messages = j.contains("messages") ? j["messages"] : OJson();
+        const OJson tools = j.contains("tools") ? j["tools"] : OJson();
+        auto text = chat.render(messages, tools, options);
+        OJson out;
+        if (text.is_ok()) out["text"] = *text;
+        else out["error"] = text.status().message();
+        const std::string s = out.dump(-1, ' ', false, OJson::error_handler_t::replace) + "\n";
+        std::fwrite(s.data(), 1, s.size(), stdout);
+    }
+    return Status::ok();
+}
+
+Status run_benchmark(const tok::Tokenizer& t, int64_t repeat) {
+    std::vector<std::string> texts;
+    std::string line;
+    size_t num_bytes = 0;
+    while (std::getline(std::cin, line)) {
+        Json j = Json::parse(line, nullptr, false);
+        if (j.is_discarded() || !j.is_string()) return line_error(texts.size() + 1, "expected a JSON string");
+        texts.push_back(j.get<std::string>());
+        num_bytes += texts.back().size();
+    }
+    size_t num_ids = 0;
+    double best = 1e30;
+    for (int64_t r = 0; r < repeat; ++r) {
+        const auto start = std::chrono::steady_clock::now();
+        num_ids = 0;
+        for (const std::string& s : texts) num_ids += t.encode(s).size();
+        const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        best = std::min(best, secs);
+        std::printf("pass %lld: %.3f s, %.2f MB/s\n", static_cast<long long>(r + 1), secs,
+                    num_bytes / secs / 1e6);
+    }
+    std::printf("qwenserve encode: %zu strings, %zu bytes, %zu ids, best %.3f s, %.2f MB/s\n",
+                texts.size(), num_bytes, num_ids, best, num_bytes / best / 1e6);
+    return Status::ok();
+}
+
+}  // namespace
+
+int run_tokenize(int argc, char** argv) {
+    auto args = Args::parse(argc, argv, {"decode", "add-special-tokens", "skip-special-tokens", "benchmark", "hex", "chat"},
+                            {"tokenizer", "repeat", "template"});
+    if (!args.is_ok()) return fail("tokenize", args.status());
+    auto path = args->require("tokenizer");
+    if (!path.is_ok()) return fail("tokenize", path.status());
+    auto tokenizer = tok::Tokenizer::from_path(*path);
+    if (!tokenizer.is_ok()) return fail("tokenize", tokenizer.status());
+    std::ios::sync_with_stdio(false);
+    Status status;
+    if (args->has("chat")) {
+        auto chat = args->get("template") ? tok::ChatTemplate::from_name(*args->get("template"))
+                                          : tok::ChatTemplate::detect((*tokenizer)->chat_template());
+        if (!chat.is_ok()) return fail("tokenize", chat.status());
+        status = run_chat(*chat);
+    } else if (args->has("benchmark")) {
+        auto repeat = args->get_int("repeat", 3);
+        if (!repeat.is_ok()) return fail("tokenize", repeat.status());
+        status = run_benchmark(**tokenizer, *repeat);
+    } else if (args->has("decode")) {
+        status = run_decode(**tokenizer, args->has("skip-special-tokens"));
+    } else {
+        status = run_encode(**tokenizer, args->has("add-special-tokens"), args->has("hex"));
+    }
+    std::fflush(stdout);
+    if (!status.is_ok()) return fail("tokenize", status);
+    return 0;
+}
+
+}  // namespace qs::cli

@@ -1,0 +1,124 @@
+// Engine knobs, their validation and the capacity arithmetic (see engine_config.h).
+#include "engine/engine_config.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace qs {
+
+const char* kv_cache_dtype_name(KvCacheDtype t) {
+    switch (t) {
+        case KvCacheDtype::kF32: return "f32";
+        case KvCacheDtype::kBF16: return "bf16";
+        case KvCacheDtype::kFP8E4M3: return "fp8_e4m3";
+    }
+    return "?";
+}
+
+Status EngineConfig::validate() const {
+    auto bad = [](const char* name, int64_t v, const char* want) {
+        return invalid_argument(fmt::format("{} must be {}, got {}", name, want, v));
+    };
+    if (max_num_seqs < 1) return bad("max_num_seqs", max_num_seqs, ">= 1");
+    if (max_num_batched_tokens < 1) return bad("max_num_batched_tokens", max_num_batched_tokens, ">= 1");
+    if (max_model_len < 0) return bad("max_model_len", max_model_len, ">= 0");
+    if (kv_block_size < 1 || kv_block_size > 1024) return bad("kv_block_size", kv_block_size, "in [1, 1024]");
+    if (max_waiting < 0) return bad("max_waiting", max_waiting, ">= 0");
+    if (num_speculative_tokens < 0 || num_speculative_tokens > 3)
+        return bad("num_speculative_tokens", num_speculative_tokens, "in [0, 3]");
+    if (num_state_snapshots < 0) return bad("num_state_snapshots", num_state_snapshots, ">= 0");
+    if (cache_memory_mb < 1) return bad("cache_memory_mb", cache_memory_mb, ">= 1");
+    if (num_kv_blocks < 0) return bad("num_kv_blocks", num_kv_blocks, ">= 0");
+    if (max_num_batched_tokens < max_num_seqs * (1 + num_speculative_tokens) && !enable_chunked_prefill)
+        return invalid_argument("max_num_batched_tokens is too small for max_num_seqs decodes without chunked prefill");
+    return Status::ok();
+}
+
+std::string EngineConfig::describe() const {
+    return fmt::format(
+        "max_num_seqs={} max_num_batched_tokens={} max_model_len={} kv_block_size={} kv_cache_dtype={} "
+        "chunked_prefill={} prefix_caching={} max_waiting={} num_speculative_tokens={} num_state_snapshots={} "
+        "cache_memory_mb={} num_kv_blocks={}",
+        max_num_seqs, max_num_batched_tokens, max_model_len, kv_block_size, kv_cache_dtype_name(kv_cache_dtype),
+        enable_chunked_prefill, enable_prefix_caching, max_waiting, num_speculative_tokens, num_state_snapshots,
+        cache_memory_mb, num_kv_blocks);
+}
+
+const std::set<std::string>& EngineConfig::flag_options() {
+    static const std::set<std::string> s = {"no-chunked-prefill", "no-prefix-caching"};
+    return s;
+}
+
+const std::set<std::string>& EngineConfig::valued_options() {
+    static const std::set<std::string> s = {"max-num-seqs",  "max-num-batched-tokens", "max-model-len",
+                                            "kv-block-size", "kv-cache-dtype",         "max-waiting",
+                                            "num-speculative-tokens", "num-state-snapshots", "cache-memory-mb",
+                                            "num-kv-blocks"};
+    return s;
+}
+
+Result<EngineConfig> EngineConfig::from_args(const Args& a) {
+    EngineConfig c;
+    QS_ASSIGN_OR_RETURN(c.max_num_seqs, a.get_int("max-num-seqs", c.max_num_seqs));
+    QS_ASSIGN_OR_RETURN(c.max_num_batched_tokens, a.get_int("max-num-batched-tokens", c.max_num_batched_tokens));
+    QS_ASSIGN_OR_RETURN(c.max_model_len, a.get_int("max-model-len", c.max_model_len));
+    QS_ASSIGN_OR_RETURN(c.kv_block_size, a.get_int("kv-block-size", c.kv_block_size));
+    QS_ASSIGN_OR_RETURN(c.max_waiting, a.get_int("max-waiting", c.max_waiting));
+    QS_ASSIGN_OR_RETURN(c.num_speculative_tokens, a.get_int("num-speculative-tokens", c.num_speculative_tokens));
+    QS_ASSIGN_OR_RETURN(c.num_state_snapshots, a.get_int("num-state-snapshots", c.num_state_snapshots));
+    QS_ASSIGN_OR_RETURN(c.cache_memory_mb, a.get_int("cache-memory-mb", c.cache_memory_mb));
+    QS_ASSIGN_OR_RETURN(c.num_kv_blocks, a.get_int("num-kv-blocks", c.num_kv_blocks));
+    const std::string dt = a.get_or("kv-cache-dtype", "bf16");
+    if (dt == "bf16") c.kv_cache_dtype = KvCacheDtype::kBF16;
+    else if (dt == "fp8_e4m3" || dt == "fp8") c.kv_cache_dtype = KvCacheDtype::kFP8E4M3;
+    else if (dt == "f32") c.kv_cache_dtype = KvCacheDtype::kF32;
+    else return invalid_argument("--kv-cache-dtype must be bf16, fp8_e4m3 or f32, got '" + dt + "'");
+    c.enable_chunked_prefill = !a.has("no-chunked-prefill");
+    c.enable_prefix_caching = !a.has("no-prefix-caching");
+    QS_RETURN_IF_ERROR(c.validate());
+    return c;
+}
+
+std::string CapacityPlan::describe() const {
+    return fmt::format(
+        "KV: {} pages = {} tokens ({} B/token); state slots: {} running + {} snapshots + {} MTP backups "
+        "({:.2f} MB each); max_model_len {}; {:.1f} MB in all",
+        num_kv_blocks, kv_capacity_tokens, kv_bytes_per_token, num_running_slots, num_snapshot_slots,
+        num_backup_slots, double(state_bytes_per_slot) / 1e6, max_model_len, double(total_bytes) / 1e6);
+}
+
+Result<CapacityPlan> plan_capacity(const ModelConfig& model, const EngineConfig& c, bool with_mtp) {
+    QS_RETURN_IF_ERROR(c.validate());
+    CapacityPlan p;
+    const CacheGeometry g =
+        CacheGeometry::for_model(model, 1, c.kv_block_size, 1, with_mtp && c.num_speculative_tokens > 0, c.kv_cache_dtype);
+    p.kv_bytes_per_token = g.kv_bytes_per_block() / size_t(c.kv_block_size);
+    p.state_bytes_per_slot = g.state_bytes_per_slot();
+    p.num_running_slots = c.max_num_seqs;
+    p.num_snapshot_slots = !c.enable_prefix_caching ? 0
+                           : c.num_state_snapshots  ? c.num_state_snapshots
+                                                    : std::max<int64_t>(4, c.max_num_seqs / 4);
+    p.num_backup_slots = c.num_speculative_tokens > 0 ? c.max_num_seqs : 0;
+    const size_t state_bytes = size_t(p.total_state_slots()) * p.state_bytes_per_slot;
+    const size_t budget = size_t(c.cache_memory_mb) << 20;
+    if (c.num_kv_blocks > 0) {
+        p.num_kv_blocks = c.num_kv_blocks;
+    } else {
+        if (state_bytes >= budget)
+            return Status(ErrorKind::kResourceExhausted,
+                          fmt::format("cache_memory_mb {} cannot hold {} GDN state slots of {:.2f} MB; lower "
+                                      "max_num_seqs or raise the budget",
+                                      c.cache_memory_mb, p.total_state_slots(), double(p.state_bytes_per_slot) / 1e6));
+        p.num_kv_blocks = int64_t((budget - state_bytes) / g.kv_bytes_per_block());
+    }
+    p.kv_capacity_tokens = p.num_kv_blocks * c.kv_block_size;
+    const int64_t wanted = c.max_model_len > 0 ? c.max_model_len : model.max_position_embeddings;
+    p.max_model_len = std::min(wanted, p.kv_capacity_tokens);
+    if (p.max_model_len < 1)
+        return Status(ErrorKind::kResourceExhausted, "the KV budget holds no page: raise cache_memory_mb");
+    p.total_bytes = state_bytes + size_t(p.num_kv_blocks) * g.kv_bytes_per_block();
+    return p;
+}
+
+}  // namespace qs

@@ -1,0 +1,60 @@
+// EngineConfig: every runtime knob of the serving engine with its default, bound to CLI flags
+// (--max-num-seqs) and QS_* environment variables (QS_MAX_NUM_SEQS). Derived sizes (KV pages,
+// state slots, max_model_len) are computed in one place: plan_capacity().
+#pragma once
+
+#include <cstdint>
+#include <set>
+#include <string>
+
+#include "config/model_config.h"
+#include "core/args.h"
+#include "model/model_cache.h"
+
+namespace qs {
+
+struct EngineConfig {
+    int64_t max_num_seqs = 512;              // resident (running) sequences = GDN state slots
+    int64_t max_num_batched_tokens = 16384;  // rows per forward step
+    int64_t max_model_len = 0;               // 0: the model's max_position_embeddings, capped by memory
+    int64_t kv_block_size = 16;              // tokens per KV page
+    KvCacheDtype kv_cache_dtype = KvCacheDtype::kBF16;
+    bool enable_chunked_prefill = true;
+    bool enable_prefix_caching = true;
+    int64_t max_waiting = 4096;              // bounded waiting queue: beyond it submit() says retry
+    int64_t num_speculative_tokens = 0;      // MTP proposals per step, 0..3
+    int64_t num_state_snapshots = 0;         // prefix-cache GDN snapshots; 0: max(4, max_num_seqs / 4)
+    int64_t cache_memory_mb = 1024;          // KV + state budget (CPU backend; GPU derives it)
+    int64_t num_kv_blocks = 0;               // 0: derived from cache_memory_mb
+
+    Status validate() const;
+    std::string describe() const;  // one line, for the start-up log
+
+    // Option names for Args::parse, and reading them back.
+    static const std::set<std::string>& flag_options();
+    static const std::set<std::string>& valued_options();
+    static Result<EngineConfig> from_args(const Args& args);
+};
+
+const char* kv_cache_dtype_name(KvCacheDtype t);
+
+// What fits in the budget, computed with the GPU's storage sizes (bf16/fp8 KV, bf16 conv window,
+// fp32 recurrent state).
+struct CapacityPlan {
+    int64_t num_kv_blocks = 0;
+    int64_t kv_capacity_tokens = 0;
+    int64_t num_running_slots = 0;   // = max_num_seqs
+    int64_t num_snapshot_slots = 0;
+    int64_t num_backup_slots = 0;    // MTP rollback
+    int64_t max_model_len = 0;
+    size_t kv_bytes_per_token = 0;
+    size_t state_bytes_per_slot = 0;
+    size_t total_bytes = 0;
+
+    int64_t total_state_slots() const { return num_running_slots + num_snapshot_slots + num_backup_slots; }
+    std::string describe() const;
+};
+
+Result<CapacityPlan> plan_capacity(const ModelConfig& model, const EngineConfig& config, bool with_mtp);
+
+}  // namespace qs

@@ -1,0 +1,43 @@
+// Chat template selection and dispatch (see chat_template.h).
+#include "tokenizer/chat_template.h"
+
+namespace qs::tok {
+
+Result<ChatTemplate> ChatTemplate::detect(const std::string& text) {
+    if (text.find("<function=") != std::string::npos && text.find("<parameter=") != std::string::npos)
+        return ChatTemplate(ChatFormat::kQwen35);
+    if (text.find("<tool_call>\\n{\\\"name\\\": <function-name>") != std::string::npos ||
+        (text.find("<tool_call>") != std::string::npos && text.find("\"arguments\": ") != std::string::npos))
+        return ChatTemplate(ChatFormat::kQwen3);
+    if (text.empty()) return not_found("the model has no chat template");
+    return unsupported("the model's chat template is neither the Qwen3 nor the Qwen3.5/3.6 one");
+}
+
+Result<ChatTemplate> ChatTemplate::from_name(const std::string& name) {
+    if (name == "qwen3") return ChatTemplate(ChatFormat::kQwen3);
+    if (name == "qwen3.5" || name == "qwen3.6" || name == "qwen35" || name == "qwen36")
+        return ChatTemplate(ChatFormat::kQwen35);
+    return invalid_argument("unknown chat template '" + name + "' (qwen3, qwen3.5, qwen3.6)");
+}
+
+Result<std::string> ChatTemplate::render(const nlohmann::ordered_json& messages,
+                                         const nlohmann::ordered_json& tools,
+                                         const ChatOptions& options) const {
+    if (!messages.is_array()) return invalid_argument("chat template: messages must be an array");
+    for (size_t i = 0; i < messages.size(); ++i) {
+        const auto& m = messages[i];
+        if (!m.is_object()) return invalid_argument("chat template: messages[" + std::to_string(i) + "] is not an object");
+        if (!m.contains("role") || !m["role"].is_string())
+            return invalid_argument("chat template: messages[" + std::to_string(i) + "].role must be a string");
+    }
+    if (!tools.is_null() && !tools.is_array())
+        return invalid_argument("chat template: tools must be an array or null");
+    try {
+        return format_ == ChatFormat::kQwen3 ? render_qwen3(messages, tools, options)
+                                             : render_qwen35(messages, tools, options);
+    } catch (const nlohmann::json::exception& e) {
+        return invalid_argument(std::string("chat template: a value has the wrong type: ") + e.what());
+    }
+}
+
+}  // namespace qs::tok

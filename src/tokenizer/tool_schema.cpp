@@ -1,0 +1,99 @@
+// Tool schemas and XML parameter typing (see tool_schema.h).
+#include "tokenizer/tool_schema.h"
+
+#include <cctype>
+#include <cerrno>
+#include <cstdlib>
+
+namespace qs::tok {
+
+namespace {
+using Json = nlohmann::ordered_json;
+
+std::string lower(std::string s) {
+    for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return s;
+}
+
+std::string declared_type(const Json& schema) {
+    if (!schema.is_object() || !schema.contains("type")) return "";
+    const Json& t = schema["type"];
+    if (t.is_string()) return lower(t.get<std::string>());
+    if (t.is_array())  // e.g. ["integer", "null"]: the first non-null type
+        for (const Json& x : t)
+            if (x.is_string() && x != "null") return lower(x.get<std::string>());
+    return "";
+}
+}  // namespace
+
+Result<ToolSchemas> ToolSchemas::from_json(const Json& tools) {
+    ToolSchemas schemas;
+    if (tools.is_null()) return schemas;
+    if (!tools.is_array()) return invalid_argument("tools must be an array");
+    for (size_t i = 0; i < tools.size(); ++i) {
+        const Json& tool = tools[i];
+        const std::string where = "tools[" + std::to_string(i) + "]";
+        const Json* fn = tool.is_object() && tool.contains("function") ? &tool["function"] : &tool;
+        if (!fn->is_object() || !fn->contains("name") || !(*fn)["name"].is_string())
+            return invalid_argument(where + " has no function name");
+        auto& params = schemas.types_[(*fn)["name"].get<std::string>()];
+        if (!fn->contains("parameters") || (*fn)["parameters"].is_null()) continue;
+        const Json& p = (*fn)["parameters"];
+        if (!p.is_object()) return invalid_argument(where + ".function.parameters is not an object");
+        if (!p.contains("properties")) continue;
+        if (!p["properties"].is_object())
+            return invalid_argument(where + ".function.parameters.properties is not an object");
+        for (const auto& [name, schema] : p["properties"].items()) params[name] = declared_type(schema);
+    }
+    return schemas;
+}
+
+Result<ToolSchemas> ToolSchemas::from_text(std::string_view text) {
+    Json tools = Json::parse(text, nullptr, false);
+    if (tools.is_discarded()) return invalid_argument("the tool schema is not valid JSON");
+    return from_json(tools);
+}
+
+Json ToolSchemas::convert(const std::string& function, const std::string& parameter,
+                          const std::string& raw) const {
+    if (lower(raw) == "null") return nullptr;
+    auto fn = types_.find(function);
+    if (fn == types_.end()) return raw;
+    auto param = fn->second.find(parameter);
+    if (param == fn->second.end()) return raw;
+    const std::string& type = param->second;
+    if (type == "string" || type == "str" || type == "text" || type == "varchar" || type == "char" ||
+        type == "enum")
+        return raw;
+    if (type.rfind("int", 0) == 0 || type.rfind("uint", 0) == 0 || type == "long" || type == "short") {
+        errno = 0;
+        char* end = nullptr;
+        const long long v = std::strtoll(raw.c_str(), &end, 10);
+        if (!raw.empty() && *end == '\0' && errno == 0) return v;
+        return raw;
+    }
+    if (type.rfind("num", 0) == 0 || type.rfind("float", 0) == 0 || type == "double") {
+        errno = 0;
+        char* end = nullptr;
+        const bool is_float = raw.find_first_of(".eE") != std::string::npos;
+        if (!is_float) {
+            const long long v = std::strtoll(raw.c_str(), &end, 10);
+            if (!raw.empty() && *end == '\0' && errno == 0) return v;
+        }
+        const double d = std::strtod(raw.c_str(), &end);
+        if (!raw.empty() && *end == '\0' && errno == 0) return d;
+        return raw;
+    }
+    if (type == "boolean" || type == "bool" || type == "binary") {
+        const std::string l = lower(raw);
+        if (l == "true") return true;
+        if (l == "false") return false;
+        return raw;
+    }
+    // object, array and anything else: JSON if it parses.
+    Json parsed = Json::parse(raw, nullptr, false);
+    if (!parsed.is_discarded()) return parsed;
+    return raw;
+}
+
+}  // namespace qs::tok

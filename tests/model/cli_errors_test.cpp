@@ -1,0 +1,104 @@
+// The `logits` and `generate` commands on bad input: one line naming the problem on stderr, a
+// non-zero exit code, no crash and no partial output file.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "model/weights_writer.h"
+#include "test_util.h"
+
+using namespace qs;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct RunResult {
+    int exit_code;
+    std::string output;  // stdout + stderr
+};
+
+RunResult run(const std::string& args) {
+    const std::string cmd = std::string(QS_BINARY) + " " + args + " 2>&1";
+    FILE* p = popen(cmd.c_str(), "r");
+    std::string out;
+    std::array<char, 4096> buf;
+    size_t n;
+    while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
+    const int status = pclose(p);
+    return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out};
+}
+
+class CliErrors : public ::testing::Test {
+protected:
+    void SetUp() override {
+        dir_ = (fs::temp_directory_path() / ("qs_cli_test_" + std::to_string(::getpid()))).string();
+        fs::remove_all(dir_);
+        ASSERT_TRUE(save_model_dir(make_dummy_weights(tiny_model_config(), 3), dir_ + "/model").is_ok());
+        out_ = dir_ + "/out.npy";
+    }
+    void TearDown() override { fs::remove_all(dir_); }
+
+    // The command must fail with exit code `code`, print `needle`, write no output file and
+    // not crash (exit codes >= 128 are signals).
+    void expect_failure(const std::string& args, int code, const std::string& needle) {
+        RunResult r = run(args);
+        EXPECT_EQ(r.exit_code, code) << r.output;
+        EXPECT_NE(r.output.find(needle), std::string::npos) << r.output;
+        EXPECT_FALSE(fs::exists(out_)) << args;
+        EXPECT_FALSE(fs::exists(out_ + ".tmp")) << args;
+    }
+
+    std::string dir_, out_;
+};
+
+}  // namespace
+
+TEST_F(CliErrors, LogitsWorksOnGoodInput) {
+    RunResult r = run("logits --model " + dir_ + "/model --ids 1,2,3 --out " + out_);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_TRUE(fs::exists(out_));
+}
+
+TEST_F(CliErrors, IdOutsideVocabulary) {
+    expect_failure("logits --model " + dir_ + "/model --ids 1,2,512 --out " + out_, 2,
+                   "token id 512 at index 2 is outside the vocabulary (vocab_size 512)");
+    expect_failure("logits --model " + dir_ + "/model --ids 1,x --out " + out_, 2, "'x' is not an integer");
+}
+
+TEST_F(CliErrors, MissingConfigField) {
+    std::ifstream in(dir_ + "/model/config.json");
+    std::string text((std::istreambuf_iterator<char>(in)), {});
+    auto pos = text.find("\"hidden_size\"");
+    ASSERT_NE(pos, std::string::npos);
+    text.replace(pos, std::string("\"hidden_size\"").size(), "\"hidden_sizeX\"");
+    std::ofstream(dir_ + "/model/config.json") << text;
+    expect_failure("logits --model " + dir_ + "/model --ids 1,2 --out " + out_, 3,
+                   "config.json: missing field text_config.hidden_size");
+}
+
+TEST_F(CliErrors, CorruptSafetensors) {
+    fs::resize_file(dir_ + "/model/model.safetensors", 1000);
+    expect_failure("logits --model " + dir_ + "/model --ids 1,2 --out " + out_, 3, "model.safetensors");
+}
+
+TEST_F(CliErrors, WrongTensorShape) {
+    // A checkpoint of a config whose hidden size differs from the config.json it ships with.
+    ModelConfig other = tiny_model_config();
+    other.moe_intermediate_size = 16;
+    ASSERT_TRUE(save_model_dir(make_dummy_weights(other, 3), dir_ + "/other").is_ok());
+    fs::copy_file(dir_ + "/model/config.json", dir_ + "/other/config.json", fs::copy_options::overwrite_existing);
+    expect_failure("logits --model " + dir_ + "/other --ids 1,2 --out " + out_, 3,
+                   "mlp.experts.gate_up_proj has shape [8, 32, 64] but the config implies [8, 64, 64]");
+}
+
+TEST_F(CliErrors, BadOptions) {
+    expect_failure("logits --model " + dir_ + "/model --ids 1,2,3 --incremental-from 4 --out " + out_, 2,
+                   "--incremental-from must be in [1, 3]");
+    expect_failure("logits --model " + dir_ + "/nope --ids 1 --out " + out_, 2, "nope");
+    expect_failure("logits --bogus 1", 2, "unknown option --bogus");
+    expect_failure("generate --model " + dir_ + "/model --prompt-ids 1 --max-tokens 0", 2, "--max-tokens must be at least 1");
+}
