@@ -16,6 +16,7 @@
 #include "cli/commands.h"
 #include "core/args.h"
 #include "core/log.h"
+#include "engine/engine_config.h"
 #include "server/http_server.h"
 #include "server/routes.h"
 #include "server/testing/byte_text_pipeline.h"
@@ -31,9 +32,7 @@ struct ServeConfig {
     bool fake_engine = false;
     double fake_step_ms = 20.0;
     double fake_load_s = 0.0;
-    int64_t max_model_len = 32768;
-    int64_t max_num_seqs = 256;
-    int64_t max_waiting_requests = 1024;
+    EngineConfig engine;  // every engine knob (engine/engine_config.h), flags and QS_* variables
 };
 
 std::vector<std::string> split_names(const std::string& s) {
@@ -83,9 +82,8 @@ Result<ServeConfig> resolve(const Args& args) {
     QS_RETURN_IF_ERROR(seconds("idle-timeout-s", s.idle_timeout_s, s.idle_timeout_s));
     QS_RETURN_IF_ERROR(seconds("write-stall-timeout-s", s.write_stall_timeout_s, s.write_stall_timeout_s));
     QS_RETURN_IF_ERROR(seconds("shutdown-grace-s", s.shutdown_grace_s, s.shutdown_grace_s));
-    QS_RETURN_IF_ERROR(positive("max-model-len", c.max_model_len, c.max_model_len));
-    QS_RETURN_IF_ERROR(positive("max-num-seqs", c.max_num_seqs, c.max_num_seqs));
-    QS_RETURN_IF_ERROR(positive("max-waiting-requests", c.max_waiting_requests, c.max_waiting_requests));
+    QS_ASSIGN_OR_RETURN(c.engine, EngineConfig::from_args(args));
+    QS_RETURN_IF_ERROR(c.engine.validate());
     c.fake_engine = args.has("fake-engine");
     QS_RETURN_IF_ERROR(seconds("fake-step-ms", c.fake_step_ms, c.fake_step_ms));
     QS_RETURN_IF_ERROR(seconds("fake-load-s", c.fake_load_s, c.fake_load_s));
@@ -102,11 +100,12 @@ void log_config(const ServeConfig& c) {
              "write-stall-timeout-s={} shutdown-grace-s={}",
              s.max_body_bytes, s.stream_buffer_bytes, s.max_in_flight, s.idle_timeout_s, s.write_stall_timeout_s,
              s.shutdown_grace_s);
-    log_info("serve: engine={} max-model-len={} max-num-seqs={} max-waiting-requests={}",
-             c.fake_engine ? fmt::format("FAKE (scripted test double, byte-level tokenizer, step {} ms) - not a model",
+    log_info("serve: engine={} {}",
+             c.fake_engine ? fmt::format("FAKE (scripted test double, byte-level tokenizer, step {} ms) - not a model;"
+                                         " it uses max-num-seqs, max-waiting, max-model-len (0: 32768) only",
                                          c.fake_step_ms)
                            : std::string("batched"),
-             c.max_model_len, c.max_num_seqs, c.max_waiting_requests);
+             c.engine.describe());
 }
 
 Status serve(const Args& args) {
@@ -133,9 +132,9 @@ Status serve(const Args& args) {
 
     FakeEngineOptions fo;
     fo.step_interval = std::chrono::microseconds(int64_t(c.fake_step_ms * 1000));
-    fo.max_running = c.max_num_seqs;
-    fo.max_waiting = c.max_waiting_requests;
-    fo.max_model_len = c.max_model_len;
+    fo.max_running = c.engine.max_num_seqs;
+    fo.max_waiting = c.engine.max_waiting;
+    fo.max_model_len = c.engine.max_model_len > 0 ? c.engine.max_model_len : 32768;
     fo.load_s = c.fake_load_s;
     fo.eos_ids = {ByteTextPipeline::kImEnd, ByteTextPipeline::kEndOfText};
     fo.token_bytes = [&text](int32_t id) { return text.token_text(id); };
@@ -176,9 +175,11 @@ Status serve(const Args& args) {
 int run_serve(int argc, char** argv) {
     std::set<std::string> valued = {"model", "host", "port", "api-key", "served-model-name", "io-threads",
                                     "worker-threads", "max-body-bytes", "stream-buffer-bytes", "max-in-flight",
-                                    "idle-timeout-s", "write-stall-timeout-s", "shutdown-grace-s", "max-model-len",
-                                    "max-num-seqs", "max-waiting-requests", "fake-step-ms", "fake-load-s"};
+                                    "idle-timeout-s", "write-stall-timeout-s", "shutdown-grace-s", "fake-step-ms",
+                                    "fake-load-s"};
+    valued.insert(EngineConfig::valued_options().begin(), EngineConfig::valued_options().end());
     std::set<std::string> flags = {"fake-engine"};
+    flags.insert(EngineConfig::flag_options().begin(), EngineConfig::flag_options().end());
     auto args = Args::parse(argc, argv, flags, valued);
     if (!args.is_ok()) return fail("serve", args.status());
     Status st = serve(*args);

@@ -89,7 +89,7 @@ def test_raw_http_errors(server):
 
 
 def test_overload_is_429_with_retry_after():
-    proc, base = start_server("--max-num-seqs", "1", "--max-waiting-requests", "1", "--fake-step-ms", "5", api_key=None)
+    proc, base = start_server("--max-num-seqs", "1", "--max-waiting", "1", "--fake-step-ms", "5", api_key=None)
     try:
         c = openai.OpenAI(base_url=base + "/v1", api_key="x", max_retries=0)
         streams = [c.completions.create(model=MODEL, prompt="[[repeat]]", max_tokens=1000, stream=True) for _ in range(2)]
