@@ -3,13 +3,15 @@
 // from a QS_* environment variable (QS_PORT, QS_API_KEY, ...). The resolved configuration is
 // logged at start. SIGTERM/SIGINT: stop accepting, let in-flight requests finish within
 // --shutdown-grace-s, then abort the rest and exit.
-// Until the batched engine (src/engine/engine.h) and the tokenizer are wired in, only
-// --fake-engine serves: a scripted test double with a byte-level tokenizer, and it says so.
+// The tokenizer comes from --tokenizer or the model directory (src/tokenizer behind the
+// TextPipeline seam); without one, the byte-level test double. Until the batched engine
+// (src/engine/engine.h) is wired in, only --fake-engine serves (a scripted test double; it says so).
 // Threads: the main thread waits for signals; the HTTP server, worker pool and engine own theirs.
 #include <fmt/format.h>
 #include <pthread.h>
 
 #include <csignal>
+#include <filesystem>
 #include <set>
 #include <thread>
 
@@ -21,6 +23,7 @@
 #include "server/routes.h"
 #include "server/testing/byte_text_pipeline.h"
 #include "server/testing/fake_engine.h"
+#include "server/tokenizer_text_pipeline.h"
 
 namespace qs::cli {
 
@@ -29,6 +32,7 @@ namespace {
 struct ServeConfig {
     ServerOptions server;
     std::string model;
+    std::string tokenizer;  // empty: the byte-level test double (fake engine only)
     bool fake_engine = false;
     double fake_step_ms = 20.0;
     double fake_load_s = 0.0;
@@ -85,6 +89,8 @@ Result<ServeConfig> resolve(const Args& args) {
     QS_ASSIGN_OR_RETURN(c.engine, EngineConfig::from_args(args));
     QS_RETURN_IF_ERROR(c.engine.validate());
     c.fake_engine = args.has("fake-engine");
+    c.tokenizer = args.get_or("tokenizer", "");
+    if (c.tokenizer.empty() && std::filesystem::exists(c.model + "/tokenizer.json")) c.tokenizer = c.model;
     QS_RETURN_IF_ERROR(seconds("fake-step-ms", c.fake_step_ms, c.fake_step_ms));
     QS_RETURN_IF_ERROR(seconds("fake-load-s", c.fake_load_s, c.fake_load_s));
     return c;
@@ -101,7 +107,7 @@ void log_config(const ServeConfig& c) {
              s.max_body_bytes, s.stream_buffer_bytes, s.max_in_flight, s.idle_timeout_s, s.write_stall_timeout_s,
              s.shutdown_grace_s);
     log_info("serve: engine={} {}",
-             c.fake_engine ? fmt::format("FAKE (scripted test double, byte-level tokenizer, step {} ms) - not a model;"
+             c.fake_engine ? fmt::format("FAKE (scripted test double, step {} ms) - not a model;"
                                          " it uses max-num-seqs, max-waiting, max-model-len (0: 32768) only",
                                          c.fake_step_ms)
                            : std::string("batched"),
@@ -122,7 +128,20 @@ Status serve(const Args& args) {
     sigaddset(&signals, SIGINT);
     pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-    ByteTextPipeline text;
+    std::unique_ptr<TextPipeline> text_owner;
+    std::vector<int32_t> eos_ids;
+    if (!c.tokenizer.empty()) {
+        QS_ASSIGN_OR_RETURN(auto tp, TokenizerTextPipeline::load(c.tokenizer));
+        eos_ids = tp->eos_token_ids();
+        log_info("serve: tokenizer {} ({} ids, {} chat template)", c.tokenizer, tp->vocab_size(),
+                 tp->chat_format() == tok::ChatFormat::kQwen35 ? "Qwen3.5/3.6" : "Qwen3");
+        text_owner = std::move(tp);
+    } else {
+        log_info("serve: tokenizer = byte-level test double (no tokenizer.json in --model, no --tokenizer)");
+        eos_ids = {ByteTextPipeline::kImEnd, ByteTextPipeline::kEndOfText};
+        text_owner = std::make_unique<ByteTextPipeline>();
+    }
+    const TextPipeline& text = *text_owner;
     auto state = std::make_unique<ServerState>(c.server, &text);
     Router router(*state);
     HttpServer server(c.server, [&router](HttpRequest r, std::shared_ptr<Exchange> ex) { router.handle(std::move(r), std::move(ex)); },
@@ -136,7 +155,7 @@ Status serve(const Args& args) {
     fo.max_waiting = c.engine.max_waiting;
     fo.max_model_len = c.engine.max_model_len > 0 ? c.engine.max_model_len : 32768;
     fo.load_s = c.fake_load_s;
-    fo.eos_ids = {ByteTextPipeline::kImEnd, ByteTextPipeline::kEndOfText};
+    fo.eos_ids = eos_ids;
     fo.token_bytes = [&text](int32_t id) { return text.token_text(id); };
     fo.encode = [&text](std::string_view s) { return text.encode(s); };
     auto engine = std::make_unique<FakeEngine>(fo);
@@ -173,7 +192,7 @@ Status serve(const Args& args) {
 }  // namespace
 
 int run_serve(int argc, char** argv) {
-    std::set<std::string> valued = {"model", "host", "port", "api-key", "served-model-name", "io-threads",
+    std::set<std::string> valued = {"model", "tokenizer", "host", "port", "api-key", "served-model-name", "io-threads",
                                     "worker-threads", "max-body-bytes", "stream-buffer-bytes", "max-in-flight",
                                     "idle-timeout-s", "write-stall-timeout-s", "shutdown-grace-s", "fake-step-ms",
                                     "fake-load-s"};

@@ -18,6 +18,7 @@ GenerationStream::GenerationStream(ServerState& state, std::shared_ptr<Exchange>
             OutputParserOptions o;
             o.starts_in_reasoning = starts_in_reasoning;
             o.parse_tool_calls = !spec_.tools.is_null() && !spec_.tool_choice_none;
+            o.tools = spec_.tools;
             c.parser = state_.text().make_output_parser(o);
             c.logprobs = J::array();
         } else {

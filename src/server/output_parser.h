@@ -8,6 +8,7 @@
 #pragma once
 
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -28,6 +29,7 @@ struct ParsedDelta {
 };
 
 struct OutputParserOptions {
+    nlohmann::ordered_json tools;      // the request's tools (schemas type XML parameters)
     bool starts_in_reasoning = false;  // the prompt opened <think>
     bool parse_reasoning = true;       // false: "<think>" is ordinary content
     bool parse_tool_calls = false;     // false: "<tool_call>" is ordinary content
