@@ -1,0 +1,208 @@
+// `qwenserve serve --model DIR [--host H] [--port P] [--api-key K] [--served-model-name NAME]
+//  [server and engine knobs...]`: the OpenAI-compatible HTTP server. Every option can also come
+// from a QS_* environment variable (QS_PORT, QS_API_KEY, ...). The resolved configuration is
+// logged at start. SIGTERM/SIGINT: stop accepting, let in-flight requests finish within
+// --shutdown-grace-s, then abort the rest and exit.
+// The tokenizer comes from --tokenizer or the model directory (src/tokenizer behind the
+// TextPipeline seam); without one, the byte-level test double. Until the batched engine
+// (src/engine/engine.h) is wired in, only --fake-engine serves (a scripted test double; it says so).
+// Threads: the main thread waits for signals; the HTTP server, worker pool and engine own theirs.
+#include <fmt/format.h>
+#include <pthread.h>
+
+#include <csignal>
+#include <filesystem>
+#include <set>
+#include <thread>
+
+#include "cli/commands.h"
+#include "core/args.h"
+#include "core/log.h"
+#include "engine/engine_config.h"
+#include "server/http_server.h"
+#include "server/routes.h"
+#include "server/testing/byte_text_pipeline.h"
+#include "server/testing/fake_engine.h"
+#include "server/tokenizer_text_pipeline.h"
+
+namespace qs::cli {
+
+namespace {
+
+struct ServeConfig {
+    ServerOptions server;
+    std::string model;
+    std::string tokenizer;  // empty: the byte-level test double (fake engine only)
+    bool fake_engine = false;
+    double fake_step_ms = 20.0;
+    double fake_load_s = 0.0;
+    EngineConfig engine;  // every engine knob (engine/engine_config.h), flags and QS_* variables
+};
+
+std::vector<std::string> split_names(const std::string& s) {
+    std::vector<std::string> out;
+    size_t pos = 0;
+    while (pos <= s.size()) {
+        size_t c = s.find(',', pos);
+        std::string item = s.substr(pos, c == std::string::npos ? std::string::npos : c - pos);
+        if (!item.empty()) out.push_back(item);
+        if (c == std::string::npos) break;
+        pos = c + 1;
+    }
+    return out;
+}
+
+Result<ServeConfig> resolve(const Args& args) {
+    ServeConfig c;
+    QS_ASSIGN_OR_RETURN(c.model, args.require("model"));
+    ServerOptions& s = c.server;
+    s.host = args.get_or("host", s.host);
+    QS_ASSIGN_OR_RETURN(int64_t port, args.get_int("port", 8000));
+    if (port < 0 || port > 65535) return invalid_argument(fmt::format("--port must be in [0, 65535], got {}", port));
+    s.port = int(port);
+    s.api_key = args.get_or("api-key", "");
+    s.served_model_names = split_names(args.get_or("served-model-name", c.model));
+    if (s.served_model_names.empty()) return invalid_argument("--served-model-name must name at least one model");
+    auto positive = [&](const char* name, int64_t fallback, int64_t& out) -> Status {
+        QS_ASSIGN_OR_RETURN(out, args.get_int(name, fallback));
+        if (out < 1) return invalid_argument(fmt::format("--{} must be >= 1, got {}", name, out));
+        return Status::ok();
+    };
+    auto seconds = [&](const char* name, double fallback, double& out) -> Status {
+        QS_ASSIGN_OR_RETURN(out, args.get_double(name, fallback));
+        if (!(out >= 0)) return invalid_argument(fmt::format("--{} must be >= 0, got {}", name, out));
+        return Status::ok();
+    };
+    int64_t v = 0;
+    QS_RETURN_IF_ERROR(positive("io-threads", s.io_threads, v));
+    s.io_threads = int(v);
+    QS_RETURN_IF_ERROR(positive("worker-threads", s.worker_threads, v));
+    s.worker_threads = int(v);
+    QS_RETURN_IF_ERROR(positive("max-body-bytes", int64_t(s.max_body_bytes), v));
+    s.max_body_bytes = size_t(v);
+    QS_RETURN_IF_ERROR(positive("stream-buffer-bytes", int64_t(s.stream_buffer_bytes), v));
+    s.stream_buffer_bytes = size_t(v);
+    QS_RETURN_IF_ERROR(positive("max-in-flight", s.max_in_flight, s.max_in_flight));
+    QS_RETURN_IF_ERROR(seconds("idle-timeout-s", s.idle_timeout_s, s.idle_timeout_s));
+    QS_RETURN_IF_ERROR(seconds("write-stall-timeout-s", s.write_stall_timeout_s, s.write_stall_timeout_s));
+    QS_RETURN_IF_ERROR(seconds("shutdown-grace-s", s.shutdown_grace_s, s.shutdown_grace_s));
+    QS_ASSIGN_OR_RETURN(c.engine, EngineConfig::from_args(args));
+    QS_RETURN_IF_ERROR(c.engine.validate());
+    c.fake_engine = args.has("fake-engine");
+    c.tokenizer = args.get_or("tokenizer", "");
+    if (c.tokenizer.empty() && std::filesystem::exists(c.model + "/tokenizer.json")) c.tokenizer = c.model;
+    QS_RETURN_IF_ERROR(seconds("fake-step-ms", c.fake_step_ms, c.fake_step_ms));
+    QS_RETURN_IF_ERROR(seconds("fake-load-s", c.fake_load_s, c.fake_load_s));
+    return c;
+}
+
+void log_config(const ServeConfig& c) {
+    const ServerOptions& s = c.server;
+    std::string names;
+    for (const auto& n : s.served_model_names) names += (names.empty() ? "" : ",") + n;
+    log_info("serve: model={} served-model-name={} host={} port={} api-key={} io-threads={} worker-threads={}",
+             c.model, names, s.host, s.port, s.api_key.empty() ? "off" : "set", s.io_threads, s.worker_threads);
+    log_info("serve: max-body-bytes={} stream-buffer-bytes={} max-in-flight={} idle-timeout-s={} "
+             "write-stall-timeout-s={} shutdown-grace-s={}",
+             s.max_body_bytes, s.stream_buffer_bytes, s.max_in_flight, s.idle_timeout_s, s.write_stall_timeout_s,
+             s.shutdown_grace_s);
+    log_info("serve: engine={} {}",
+             c.fake_engine ? fmt::format("FAKE (scripted test double, step {} ms) - not a model;"
+                                         " it uses max-num-seqs, max-waiting, max-model-len (0: 32768) only",
+                                         c.fake_step_ms)
+                           : std::string("batched"),
+             c.engine.describe());
+}
+
+Status serve(const Args& args) {
+    QS_ASSIGN_OR_RETURN(ServeConfig c, resolve(args));
+    log_config(c);
+    if (!c.fake_engine)
+        return unsupported("the batched engine is not wired into `serve` yet (it lands as src/engine/engine.h); "
+                           "--fake-engine serves the scripted test double");
+
+    // Signals are taken by this thread only (blocked before any other thread starts).
+    sigset_t signals;
+    sigemptyset(&signals);
+    sigaddset(&signals, SIGTERM);
+    sigaddset(&signals, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+    std::unique_ptr<TextPipeline> text_owner;
+    std::vector<int32_t> eos_ids;
+    if (!c.tokenizer.empty()) {
+        QS_ASSIGN_OR_RETURN(auto tp, TokenizerTextPipeline::load(c.tokenizer));
+        eos_ids = tp->eos_token_ids();
+        log_info("serve: tokenizer {} ({} ids, {} chat template)", c.tokenizer, tp->vocab_size(),
+                 tp->chat_format() == tok::ChatFormat::kQwen35 ? "Qwen3.5/3.6" : "Qwen3");
+        text_owner = std::move(tp);
+    } else {
+        log_info("serve: tokenizer = byte-level test double (no tokenizer.json in --model, no --tokenizer)");
+        eos_ids = {ByteTextPipeline::kImEnd, ByteTextPipeline::kEndOfText};
+        text_owner = std::make_unique<ByteTextPipeline>();
+    }
+    const TextPipeline& text = *text_owner;
+    auto state = std::make_unique<ServerState>(c.server, &text);
+    Router router(*state);
+    HttpServer server(c.server, [&router](HttpRequest r, std::shared_ptr<Exchange> ex) { router.handle(std::move(r), std::move(ex)); },
+                      &state->metrics());
+    QS_RETURN_IF_ERROR(server.start());
+    log_info("serve: listening on http://{}:{}", c.server.host, server.port());
+
+    FakeEngineOptions fo;
+    fo.step_interval = std::chrono::microseconds(int64_t(c.fake_step_ms * 1000));
+    fo.max_running = c.engine.max_num_seqs;
+    fo.max_waiting = c.engine.max_waiting;
+    fo.max_model_len = c.engine.max_model_len > 0 ? c.engine.max_model_len : 32768;
+    fo.load_s = c.fake_load_s;
+    fo.eos_ids = eos_ids;
+    fo.token_bytes = [&text](int32_t id) { return text.token_text(id); };
+    fo.encode = [&text](std::string_view s) { return text.encode(s); };
+    auto engine = std::make_unique<FakeEngine>(fo);
+    state->set_engine(engine.get());
+
+    int sig = 0;
+    sigwait(&signals, &sig);
+    const auto deadline = std::chrono::steady_clock::now() +
+                          std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                              std::chrono::duration<double>(c.server.shutdown_grace_s));
+    log_info("serve: {} received: draining {} in-flight requests (grace {} s)", sig == SIGTERM ? "SIGTERM" : "SIGINT",
+             state->metrics().in_flight.load(), c.server.shutdown_grace_s);
+    state->set_draining();
+    server.stop_accepting();
+    while (state->metrics().in_flight.load() > 0 && std::chrono::steady_clock::now() < deadline) {
+        server.close_idle_connections();
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    if (state->metrics().in_flight.load() > 0) {
+        log_warn("serve: grace period over: aborting {} requests", state->metrics().in_flight.load());
+        state->abort_all();
+        const auto abort_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+        while (state->metrics().in_flight.load() > 0 && std::chrono::steady_clock::now() < abort_deadline)
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    server.stop();
+    state.reset();   // joins the workers (they may still use the engine)
+    state = nullptr;
+    engine.reset();  // drops the sinks (and with them the last connections) before the server goes
+    log_info("serve: stopped");
+    return Status::ok();
+}
+
+}  // namespace
+
+int run_serve(int argc, char** argv) {
+    std::set<std::string> valued = {"model", "tokenizer", "host", "port", "api-key", "served-model-name", "io-threads",
+                                    "worker-threads", "max-body-bytes", "stream-buffer-bytes", "max-in-flight",
+                                    "idle-timeout-s", "write-stall-timeout-s", "shutdown-grace-s", "fake-step-ms",
+                                    "fake-load-s"};
+    valued.insert(EngineConfig::valued_options().begin(), EngineConfig::valued_options().end());
+    std::set<std::string> flags = {"fake-engine"};
+    flags.insert(EngineConfig::flag_options().begin(), EngineConfig::flag_options().end());
+    auto args = Args::parse(argc, argv, flags, valued);
+    if (!args.is_ok()) return fail("serve", args.status());
+    Status st = serve(*args);
+    return st.is_ok() ? 0 : fail("serve", st);
+}
+
+}  // namespace qs::cli

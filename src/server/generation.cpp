@@ -1,0 +1,130 @@
+// The generation route (see generation.h). Everything CPU-heavy runs on the worker pool; the
+// strand only sees the outcome.
+#include "server/generation.h"
+
+#include <fmt/format.h>
+
+#include <atomic>
+#include <chrono>
+#include <random>
+
+#include "server/generation_stream.h"
+
+namespace qs {
+
+namespace {
+
+std::string new_request_id(ApiKind kind) {
+    static std::atomic<uint64_t> counter{uint64_t(std::random_device{}()) << 32};
+    const uint64_t x = counter.fetch_add(1, std::memory_order_relaxed);
+    return fmt::format("{}-{:016x}", kind == ApiKind::kChat ? "chatcmpl" : "cmpl", x);
+}
+
+int64_t unix_seconds() {
+    return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+void reply_error(ServerState& state, const std::shared_ptr<Exchange>& exchange, ApiError error) {
+    state.metrics().in_flight.fetch_sub(1, std::memory_order_relaxed);
+    exchange->post([exchange, error = std::move(error)] { exchange->respond(api_error_response(error)); });
+}
+
+// Worker thread.
+void prepare_and_submit(ServerState& state, ApiKind kind, const HttpRequest& request,
+                        const std::shared_ptr<Exchange>& exchange, std::chrono::steady_clock::time_point arrival) {
+    GenerationSpec spec;
+    if (auto e = parse_generation_request(kind, request.body, state.options().served_model_names, spec))
+        return reply_error(state, exchange, std::move(*e));
+    EngineApi* engine = state.engine();
+    if (!engine) {
+        ApiError e;
+        e.http_status = 503;
+        e.type = "server_error";
+        e.message = "the model is still loading";
+        e.retry_after_s = 5;
+        return reply_error(state, exchange, std::move(e));
+    }
+    const TextPipeline& text = state.text();
+    std::vector<int32_t> prompt_ids;
+    bool starts_in_reasoning = false;
+    if (kind == ApiKind::kChat) {
+        ChatRenderOptions ro;
+        ro.enable_thinking = spec.enable_thinking;
+        auto rendered = text.render_chat(spec.messages, spec.tools, ro);
+        if (!rendered.is_ok()) return reply_error(state, exchange, api_error_from_status(rendered.status(), "messages"));
+        prompt_ids = text.encode(rendered.value());
+        starts_in_reasoning = text.prompt_opens_reasoning(ro);
+    } else if (spec.prompt_text) {
+        prompt_ids = text.encode(*spec.prompt_text);
+    } else {
+        prompt_ids = spec.prompt_ids;
+        for (int32_t id : prompt_ids)
+            if (id >= text.vocab_size())
+                return reply_error(state, exchange, ApiError::bad_request(
+                    fmt::format("token id {} is outside the vocabulary (size {})", id, text.vocab_size()), "prompt"));
+    }
+    const int64_t max_len = engine->max_model_len();
+    const int64_t num_prompt = int64_t(prompt_ids.size());
+    if (num_prompt == 0) return reply_error(state, exchange, ApiError::bad_request("the prompt is empty", "prompt"));
+    if (num_prompt >= max_len) {
+        ApiError e = ApiError::bad_request(
+            fmt::format("the prompt is {} tokens long; this model's maximum context length is {} tokens", num_prompt, max_len),
+            kind == ApiKind::kChat ? "messages" : "prompt");
+        e.code = "context_length_exceeded";
+        return reply_error(state, exchange, std::move(e));
+    }
+    if (!spec.max_tokens_given) {
+        spec.params.max_tokens = max_len - num_prompt;
+    } else if (num_prompt + spec.params.max_tokens > max_len) {
+        ApiError e = ApiError::bad_request(
+            fmt::format("max_tokens ({}) plus the prompt ({} tokens) exceeds this model's maximum context length ({} tokens)",
+                        spec.params.max_tokens, num_prompt, max_len),
+            "max_tokens");
+        e.code = "context_length_exceeded";
+        return reply_error(state, exchange, std::move(e));
+    }
+
+    ResponseHeader header{new_request_id(kind), unix_seconds(), spec.model};
+    GenerationRequest gen;
+    gen.id = header.id;
+    gen.prompt_ids = std::move(prompt_ids);
+    gen.params = spec.params;
+    auto stream = std::make_shared<GenerationStream>(state, exchange, std::move(spec), header, num_prompt,
+                                                     starts_in_reasoning, arrival);
+    // Registered before submit: the strand runs posts in order, so the close hook is in place
+    // before any output can arrive; a close before submit is caught by mark_submitted.
+    exchange->post([exchange, stream] { exchange->on_close([stream] { stream->on_client_closed(); }); });
+    state.add_live(header.id);
+    Status st = engine->submit(std::move(gen), [stream](RequestOutput&& out) { stream->on_output(std::move(out)); });
+    if (!st.is_ok()) {
+        state.remove_live(header.id);
+        ApiError e = api_error_from_status(st);
+        if (st.kind() == ErrorKind::kInvalidArgument) e.param = st.message().substr(0, st.message().find(' '));
+        if (st.kind() == ErrorKind::kResourceExhausted) e.type = "rate_limit_error";
+        return reply_error(state, exchange, std::move(e));
+    }
+    stream->mark_submitted();
+}
+
+}  // namespace
+
+void handle_generation(ServerState& state, ApiKind kind, HttpRequest request, std::shared_ptr<Exchange> exchange) {
+    const auto arrival = std::chrono::steady_clock::now();
+    const int64_t in_flight = state.metrics().in_flight.fetch_add(1, std::memory_order_relaxed);
+    if (in_flight >= state.options().max_in_flight) {
+        ApiError e;
+        e.http_status = 503;
+        e.type = "server_error";
+        e.code = "server_overloaded";
+        e.message = fmt::format("the server has {} requests in flight; retry later", in_flight);
+        e.retry_after_s = 1;
+        state.metrics().in_flight.fetch_sub(1, std::memory_order_relaxed);
+        exchange->respond(api_error_response(e));
+        return;
+    }
+    state.workers().post([&state, kind, request = std::move(request), exchange, arrival] {
+        prepare_and_submit(state, kind, request, exchange, arrival);
+    });
+}
+
+}  // namespace qs

@@ -1,0 +1,263 @@
+// GenerationStream (see generation_stream.h).
+#include "server/generation_stream.h"
+
+#include <fmt/format.h>
+
+namespace qs {
+
+using J = nlohmann::json;
+
+GenerationStream::GenerationStream(ServerState& state, std::shared_ptr<Exchange> exchange, GenerationSpec spec,
+                                   ResponseHeader header, int64_t num_prompt_tokens, bool starts_in_reasoning,
+                                   std::chrono::steady_clock::time_point arrival)
+    : state_(state), exchange_(std::move(exchange)), spec_(std::move(spec)), header_(std::move(header)),
+      num_prompt_tokens_(num_prompt_tokens), arrival_(arrival) {
+    choices_.resize(size_t(spec_.params.n));
+    for (auto& c : choices_) {
+        if (spec_.kind == ApiKind::kChat) {
+            OutputParserOptions o;
+            o.starts_in_reasoning = starts_in_reasoning;
+            o.parse_tool_calls = !spec_.tools.is_null() && !spec_.tool_choice_none;
+            o.tools = spec_.tools;
+            c.parser = state_.text().make_output_parser(o);
+            c.logprobs = J::array();
+        } else {
+            c.logprobs = empty_completion_logprobs();
+        }
+    }
+}
+
+void GenerationStream::on_output(RequestOutput&& out) {
+    bool post = false;
+    {
+        std::lock_guard<std::mutex> lock(outbox_mu_);
+        outbox_.push_back(std::move(out));
+        post = !drain_posted_;
+        drain_posted_ = true;
+    }
+    if (post) exchange_->post([self = shared_from_this()] { self->drain(); });
+}
+
+void GenerationStream::on_client_closed() {
+    if (done_) return;
+    client_closed_ = true;
+    state_.metrics().client_disconnects.fetch_add(1, std::memory_order_relaxed);
+    if (submitted_.load())
+        if (EngineApi* e = state_.engine()) e->abort(header_.id);
+}
+
+void GenerationStream::mark_submitted() {
+    submitted_ = true;
+    if (client_closed_.load())
+        if (EngineApi* e = state_.engine()) e->abort(header_.id);
+    // Streams get their 200 and headers as soon as the engine has the request, so a client
+    // whose request waits in the queue knows it was accepted.
+    if (spec_.stream) exchange_->post([self = shared_from_this()] { self->start_stream_once(); });
+}
+
+void GenerationStream::start_stream_once() {
+    if (stream_started_ || done_ || exchange_->closed()) return;
+    exchange_->start_stream("text/event-stream");
+    stream_started_ = true;
+}
+
+void GenerationStream::drain() {
+    std::vector<RequestOutput> batch;
+    {
+        std::lock_guard<std::mutex> lock(outbox_mu_);
+        batch.swap(outbox_);
+        drain_posted_ = false;
+    }
+    for (auto& out : batch) {
+        if (done_) break;
+        handle(out);
+    }
+}
+
+std::string GenerationStream::finish_reason_for(const Choice& c, FinishReason r) const {
+    switch (r) {
+        case FinishReason::kStop:
+            if (!c.tool_calls.empty()) return "tool_calls";
+            break;
+        case FinishReason::kLength: return "length";
+        case FinishReason::kAbort: return "abort";
+        case FinishReason::kError: return "error";
+        case FinishReason::kNone: return "";
+    }
+    if (spec_.json_object) {
+        const auto j = J::parse(c.content, nullptr, false);
+        if (j.is_discarded() || !j.is_object()) return "invalid_json";
+    }
+    return "stop";
+}
+
+void GenerationStream::stream_chat(Choice& c, int32_t index, const ParsedDelta& d, J logprobs, const char* finish) {
+    J delta = J::object();
+    if (!c.role_sent) {
+        delta["role"] = "assistant";
+        delta["content"] = "";
+        c.role_sent = true;
+    }
+    if (!d.reasoning.empty()) delta["reasoning_content"] = d.reasoning;
+    if (!d.content.empty()) delta["content"] = d.content;
+    if (!d.tool_calls.empty()) delta["tool_calls"] = tool_calls_json(d.tool_calls, c.tool_calls.size() - d.tool_calls.size(), true);
+    const bool has_logprobs = logprobs.is_array() && !logprobs.empty();
+    if (delta.empty() && !has_logprobs && !finish) return;
+    J choice = {{"index", index}, {"delta", std::move(delta)},
+                {"logprobs", has_logprobs ? J{{"content", std::move(logprobs)}} : J(nullptr)},
+                {"finish_reason", finish ? J(finish) : J(nullptr)}};
+    exchange_->write_stream(sse_event(chat_chunk(header_, J::array({std::move(choice)}), spec_.include_usage)));
+}
+
+void GenerationStream::handle(RequestOutput& out) {
+    QS_CHECK(out.index >= 0 && size_t(out.index) < choices_.size());
+    Choice& c = choices_[size_t(out.index)];
+    if (c.finished) return;
+    if (!out.token_ids.empty() && first_token_time_ == std::chrono::steady_clock::time_point{}) {
+        first_token_time_ = std::chrono::steady_clock::now();
+        state_.metrics().ttft_s.observe(std::chrono::duration<double>(first_token_time_ - arrival_).count());
+    }
+    c.num_tokens += int64_t(out.token_ids.size());
+    num_cached_prompt_tokens_ = std::max(num_cached_prompt_tokens_, out.num_cached_prompt_tokens);
+    if (spec_.stream) start_stream_once();
+    const bool finishing = out.finish_reason != FinishReason::kNone;
+    if (spec_.kind == ApiKind::kChat) {
+        ParsedDelta d = c.parser->feed(out.text);
+        if (finishing) {
+            ParsedDelta rest = c.parser->finish();
+            d.reasoning += rest.reasoning;
+            d.content += rest.content;
+            for (auto& t : rest.tool_calls) d.tool_calls.push_back(std::move(t));
+        }
+        c.reasoning += d.reasoning;
+        c.content += d.content;
+        for (const auto& t : d.tool_calls) c.tool_calls.push_back(t);
+        J lp = J::array();
+        if (spec_.logprobs) append_chat_logprobs(out, state_.text(), spec_.stream ? lp : c.logprobs);
+        if (finishing) {
+            c.finish_reason = finish_reason_for(c, out.finish_reason);
+            c.error = out.error;
+        }
+        if (spec_.stream) {
+            stream_chat(c, out.index, d, std::move(lp), nullptr);
+            if (finishing && out.finish_reason != FinishReason::kError)
+                stream_chat(c, out.index, ParsedDelta{}, J::array(), c.finish_reason.c_str());
+        }
+    } else {
+        c.content += out.text;
+        J lp = empty_completion_logprobs();
+        if (spec_.logprobs) append_completion_logprobs(out, state_.text(), c.text_offset, spec_.stream ? lp : c.logprobs);
+        if (finishing) {
+            c.finish_reason = finish_reason_for(c, out.finish_reason);
+            c.error = out.error;
+        }
+        if (spec_.stream && (!out.text.empty() || finishing || !lp["tokens"].empty()) &&
+            !(finishing && out.finish_reason == FinishReason::kError && out.text.empty())) {
+            J choice = {{"index", out.index}, {"text", out.text},
+                        {"logprobs", spec_.logprobs ? lp : J(nullptr)},
+                        {"finish_reason", finishing && out.finish_reason != FinishReason::kError ? J(c.finish_reason) : J(nullptr)}};
+            exchange_->write_stream(sse_event(completion_chunk(header_, J::array({std::move(choice)}), spec_.include_usage)));
+        }
+    }
+    if (finishing) {
+        c.finished = true;
+        if (++num_finished_ == int64_t(choices_.size())) finish_request();
+    }
+}
+
+void GenerationStream::record_metrics_at_finish() {
+    ServerMetrics& m = state_.metrics();
+    int64_t completion = 0;
+    for (const auto& c : choices_) {
+        completion += c.num_tokens;
+        const std::string& r = c.finish_reason;
+        auto& counter = r == "length" ? m.finished_length : r == "tool_calls" ? m.finished_tool_calls
+                      : r == "abort" ? m.finished_abort : r == "error" ? m.finished_error : m.finished_stop;
+        counter.fetch_add(1, std::memory_order_relaxed);
+    }
+    m.prompt_tokens.fetch_add(uint64_t(num_prompt_tokens_), std::memory_order_relaxed);
+    m.completion_tokens.fetch_add(uint64_t(completion), std::memory_order_relaxed);
+    const auto now = std::chrono::steady_clock::now();
+    m.e2e_s.observe(std::chrono::duration<double>(now - arrival_).count());
+    if (first_token_time_ != std::chrono::steady_clock::time_point{} && completion > int64_t(choices_.size())) {
+        const double decode_s = std::chrono::duration<double>(now - first_token_time_).count();
+        m.tpot_s.observe(decode_s / double(completion / int64_t(choices_.size()) - 1));
+    }
+}
+
+void GenerationStream::finish_request() {
+    done_ = true;
+    record_metrics_at_finish();
+    state_.remove_live(header_.id);
+    state_.metrics().in_flight.fetch_sub(1, std::memory_order_relaxed);
+    int64_t completion = 0;
+    for (const auto& c : choices_) completion += c.num_tokens;
+    const J usage = usage_json(num_prompt_tokens_, completion, num_cached_prompt_tokens_);
+    std::string error;
+    for (const auto& c : choices_)
+        if (c.finish_reason == "error") error = c.error.empty() ? "engine error" : c.error;
+    if (exchange_->closed()) return;
+    if (spec_.stream) {
+        if (!error.empty()) {
+            ApiError e;
+            e.http_status = 500;
+            e.type = "internal_error";
+            e.message = error;
+            exchange_->write_stream("data: " + api_error_body(e) + "\n\n");
+        }
+        if (spec_.include_usage) {
+            J chunk = spec_.kind == ApiKind::kChat ? chat_chunk(header_, J::array(), false)
+                                                   : completion_chunk(header_, J::array(), false);
+            chunk["usage"] = usage;
+            exchange_->write_stream(sse_event(chunk));
+        }
+        exchange_->write_stream(kSseDone);
+        exchange_->end_stream();
+        return;
+    }
+    if (!error.empty()) {
+        ApiError e;
+        e.http_status = 500;
+        e.type = "internal_error";
+        e.message = error;
+        exchange_->respond(api_error_response(e));
+        return;
+    }
+    bool aborted = false;
+    for (const auto& c : choices_) aborted |= c.finish_reason == "abort";
+    if (aborted) {
+        ApiError e;
+        e.http_status = 503;
+        e.type = "server_error";
+        e.code = "request_aborted";
+        e.message = "the request was aborted (server shutting down)";
+        exchange_->respond(api_error_response(e));
+        return;
+    }
+    J choices = J::array();
+    for (size_t i = 0; i < choices_.size(); ++i) {
+        const Choice& c = choices_[i];
+        if (spec_.kind == ApiKind::kChat) {
+            J msg = {{"role", "assistant"}};
+            msg["content"] = c.content.empty() && !c.tool_calls.empty() ? J(nullptr) : J(c.content);
+            msg["reasoning_content"] = c.reasoning.empty() ? J(nullptr) : J(c.reasoning);
+            if (!c.tool_calls.empty()) msg["tool_calls"] = tool_calls_json(c.tool_calls, 0, false);
+            choices.push_back({{"index", i}, {"message", std::move(msg)},
+                               {"logprobs", spec_.logprobs ? J{{"content", c.logprobs}} : J(nullptr)},
+                               {"finish_reason", c.finish_reason}});
+        } else {
+            choices.push_back({{"index", i}, {"text", c.content},
+                               {"logprobs", spec_.logprobs ? c.logprobs : J(nullptr)},
+                               {"finish_reason", c.finish_reason}});
+        }
+    }
+    J body = {{"id", header_.id},
+              {"object", spec_.kind == ApiKind::kChat ? "chat.completion" : "text_completion"},
+              {"created", header_.created}, {"model", header_.model}, {"choices", std::move(choices)},
+              {"usage", usage}};
+    HttpResponse r;
+    r.body = dump(body);
+    exchange_->respond(std::move(r));
+}
+
+}  // namespace qs

@@ -1,0 +1,83 @@
+// GenerationStream: one accepted generation request from engine submit to the last byte. The
+// engine's sink (engine thread) only appends outputs to an outbox and posts a drain to the
+// connection strand; the drain (strand) parses reasoning/tool calls, builds SSE chunks or the
+// final JSON body, counts usage and records metrics. If the client goes away the request is
+// aborted in the engine; the stream still runs until the engine's final output so that the
+// accounting (in-flight count, live ids) is exact.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "server/http_types.h"
+#include "server/openai_parse.h"
+#include "server/openai_write.h"
+#include "server/server_state.h"
+
+namespace qs {
+
+class GenerationStream : public std::enable_shared_from_this<GenerationStream> {
+public:
+    GenerationStream(ServerState& state, std::shared_ptr<Exchange> exchange, GenerationSpec spec,
+                     ResponseHeader header, int64_t num_prompt_tokens, bool starts_in_reasoning,
+                     std::chrono::steady_clock::time_point arrival);
+
+    // Engine thread: queue and schedule a drain. Never blocks on the connection.
+    void on_output(RequestOutput&& out);
+    // Strand: the client went away (or overflowed its buffer).
+    void on_client_closed();
+    // Worker thread, after a successful submit: aborts at once if the client already left.
+    void mark_submitted();
+
+    const std::string& id() const { return header_.id; }
+
+private:
+    struct Choice {
+        std::unique_ptr<OutputParser> parser;  // chat only
+        bool role_sent = false;
+        bool finished = false;
+        std::string content, reasoning;
+        std::vector<ToolCall> tool_calls;
+        nlohmann::json logprobs;  // accumulated (non-streaming)
+        size_t text_offset = 0;
+        int64_t num_tokens = 0;
+        std::string finish_reason;
+        std::string error;
+    };
+
+    void drain();
+    void start_stream_once();
+    void handle(RequestOutput& out);
+    void stream_chat(Choice& c, int32_t index, const ParsedDelta& d, nlohmann::json logprobs, const char* finish);
+    void finish_request();
+    std::string finish_reason_for(const Choice& c, FinishReason r) const;
+    void record_metrics_at_finish();
+
+    ServerState& state_;
+    std::shared_ptr<Exchange> exchange_;
+    GenerationSpec spec_;
+    ResponseHeader header_;
+    const int64_t num_prompt_tokens_;
+    const std::chrono::steady_clock::time_point arrival_;
+
+    std::mutex outbox_mu_;
+    std::vector<RequestOutput> outbox_;
+    bool drain_posted_ = false;
+
+    std::atomic<bool> client_closed_{false};
+    std::atomic<bool> submitted_{false};
+
+    // Strand-only state.
+    std::vector<Choice> choices_;
+    int64_t num_finished_ = 0;
+    int64_t num_cached_prompt_tokens_ = 0;
+    bool stream_started_ = false;
+    bool done_ = false;
+    std::chrono::steady_clock::time_point first_token_time_{};
+};
+
+}  // namespace qs

@@ -1,0 +1,332 @@
+// Validation of /v1/chat/completions and /v1/completions bodies (see openai_parse.h). Fields
+// that are null count as absent, as in OpenAI's API; unknown fields are ignored (vLLM does so).
+#include "server/openai_parse.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <limits>
+
+namespace qs {
+
+namespace {
+
+using J = nlohmann::ordered_json;
+using MaybeError = std::optional<ApiError>;
+
+#define QS_TRY_API(expr)                  \
+    do {                                  \
+        if (auto qs_e_ = (expr)) return qs_e_; \
+    } while (0)
+
+ApiError bad(const std::string& param, const std::string& message) {
+    return ApiError::bad_request(message, param);
+}
+
+const J* field(const J& o, const char* name) {
+    auto it = o.find(name);
+    if (it == o.end() || it->is_null()) return nullptr;
+    return &*it;
+}
+
+const char* type_name(const J& v) {
+    if (v.is_string()) return "string";
+    if (v.is_boolean()) return "boolean";
+    if (v.is_number_integer() || v.is_number_unsigned()) return "integer";
+    if (v.is_number()) return "number";
+    if (v.is_array()) return "array";
+    if (v.is_object()) return "object";
+    return "null";
+}
+
+MaybeError opt_double(const J& o, const char* name, double lo, double hi, bool lo_open, double& out) {
+    const J* v = field(o, name);
+    if (!v) return std::nullopt;
+    if (!v->is_number()) return bad(name, fmt::format("'{}' must be a number, got {}", name, type_name(*v)));
+    const double x = v->get<double>();
+    if (!std::isfinite(x) || x < lo || x > hi || (lo_open && x == lo))
+        return bad(name, fmt::format("'{}' must be in {}{}, {}], got {}", name, lo_open ? "(" : "[", lo, hi, x));
+    out = x;
+    return std::nullopt;
+}
+
+MaybeError opt_int(const J& o, const char* name, int64_t lo, int64_t hi, int64_t& out, bool* present = nullptr) {
+    const J* v = field(o, name);
+    if (!v) return std::nullopt;
+    if (!v->is_number_integer() && !v->is_number_unsigned())
+        return bad(name, fmt::format("'{}' must be an integer, got {}", name, type_name(*v)));
+    if (v->is_number_unsigned() && v->get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max()))
+        return bad(name, fmt::format("'{}' is out of range", name));
+    const int64_t x = v->get<int64_t>();
+    if (x < lo || x > hi) return bad(name, fmt::format("'{}' must be in [{}, {}], got {}", name, lo, hi, x));
+    out = x;
+    if (present) *present = true;
+    return std::nullopt;
+}
+
+MaybeError opt_bool(const J& o, const char* name, bool& out) {
+    const J* v = field(o, name);
+    if (!v) return std::nullopt;
+    if (!v->is_boolean()) return bad(name, fmt::format("'{}' must be a boolean, got {}", name, type_name(*v)));
+    out = v->get<bool>();
+    return std::nullopt;
+}
+
+MaybeError parse_stop(const J& o, SamplingParams& p) {
+    const J* v = field(o, "stop");
+    if (!v) return std::nullopt;
+    if (v->is_string()) {
+        if (v->get<std::string>().empty()) return bad("stop", "'stop' must not be empty");
+        p.stop.push_back(v->get<std::string>());
+        return std::nullopt;
+    }
+    if (!v->is_array()) return bad("stop", fmt::format("'stop' must be a string or an array of strings, got {}", type_name(*v)));
+    if (v->size() > 16) return bad("stop", fmt::format("'stop' takes at most 16 strings, got {}", v->size()));
+    for (const auto& s : *v) {
+        if (!s.is_string() || s.get<std::string>().empty()) return bad("stop", "'stop' entries must be non-empty strings");
+        p.stop.push_back(s.get<std::string>());
+    }
+    return std::nullopt;
+}
+
+MaybeError parse_sampling(const J& o, ApiKind kind, GenerationSpec& s) {
+    SamplingParams& p = s.params;
+    QS_TRY_API(opt_double(o, "temperature", 0.0, 2.0, false, p.temperature));
+    QS_TRY_API(opt_double(o, "top_p", 0.0, 1.0, true, p.top_p));
+    int64_t top_k = 0;
+    QS_TRY_API(opt_int(o, "top_k", -1, 1 << 20, top_k));
+    p.top_k = top_k < 0 ? 0 : top_k;  // -1 (vLLM) and 0 both mean off
+    QS_TRY_API(opt_double(o, "min_p", 0.0, 1.0, false, p.min_p));
+    QS_TRY_API(opt_double(o, "presence_penalty", -2.0, 2.0, false, p.presence_penalty));
+    QS_TRY_API(opt_double(o, "frequency_penalty", -2.0, 2.0, false, p.frequency_penalty));
+    QS_TRY_API(opt_double(o, "repetition_penalty", 0.0, 2.0, true, p.repetition_penalty));
+    QS_TRY_API(opt_int(o, "n", 1, 64, p.n));
+    const int64_t kMaxTokens = int64_t(1) << 30;
+    bool given = false;
+    QS_TRY_API(opt_int(o, "max_tokens", 1, kMaxTokens, p.max_tokens, &given));
+    if (kind == ApiKind::kChat) QS_TRY_API(opt_int(o, "max_completion_tokens", 1, kMaxTokens, p.max_tokens, &given));
+    s.max_tokens_given = given;
+    if (const J* seed = field(o, "seed")) {
+        int64_t x = 0;
+        QS_TRY_API(opt_int(o, "seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), x));
+        (void)seed;
+        p.seed = uint64_t(x);
+    }
+    QS_TRY_API(parse_stop(o, p));
+    QS_TRY_API(opt_bool(o, "ignore_eos", p.ignore_eos));
+    QS_TRY_API(opt_bool(o, "include_stop_str_in_output", p.include_stop_str_in_output));
+    if (const J* ids = field(o, "stop_token_ids")) {
+        if (!ids->is_array()) return bad("stop_token_ids", "'stop_token_ids' must be an array of integers");
+        for (const auto& id : *ids) {
+            if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > std::numeric_limits<int32_t>::max())
+                return bad("stop_token_ids", "'stop_token_ids' must hold token ids");
+            p.stop_token_ids.push_back(int32_t(id.get<int64_t>()));
+        }
+    }
+    // Logprobs: chat has a boolean plus top_logprobs; completions an integer count.
+    if (kind == ApiKind::kChat) {
+        QS_TRY_API(opt_bool(o, "logprobs", s.logprobs));
+        int64_t top = 0;
+        bool top_given = false;
+        QS_TRY_API(opt_int(o, "top_logprobs", 0, 20, top, &top_given));
+        if (top_given && !s.logprobs) return bad("top_logprobs", "'top_logprobs' needs 'logprobs' set to true");
+        p.logprobs = s.logprobs ? top : -1;
+    } else {
+        int64_t k = -1;
+        bool given_lp = false;
+        QS_TRY_API(opt_int(o, "logprobs", 0, 20, k, &given_lp));
+        s.logprobs = given_lp;
+        p.logprobs = given_lp ? k : -1;
+    }
+    // Stream.
+    QS_TRY_API(opt_bool(o, "stream", s.stream));
+    if (const J* so = field(o, "stream_options")) {
+        if (!so->is_object()) return bad("stream_options", "'stream_options' must be an object");
+        if (!s.stream) return bad("stream_options", "'stream_options' is only allowed when 'stream' is true");
+        QS_TRY_API(opt_bool(*so, "include_usage", s.include_usage));
+    }
+    if (const J* rf = field(o, "response_format")) {
+        if (!rf->is_object() || !rf->contains("type") || !(*rf)["type"].is_string())
+            return bad("response_format", "'response_format' must be an object with a string 'type'");
+        const std::string t = (*rf)["type"].get<std::string>();
+        if (t == "json_object") {
+            s.json_object = true;
+        } else if (t != "text") {
+            ApiError e = bad("response_format", fmt::format("response_format type '{}' is not supported (text, json_object)", t));
+            e.code = "unsupported_value";
+            return e;
+        }
+    }
+    if (const J* bo = field(o, "best_of")) {
+        if (!bo->is_number_integer() || bo->get<int64_t>() != p.n)
+            return bad("best_of", "'best_of' is not supported (it must equal n)");
+    }
+    const Status st = p.validate();
+    if (!st.is_ok()) {
+        const std::string& m = st.message();
+        return bad(m.substr(0, m.find(' ')), m);
+    }
+    return std::nullopt;
+}
+
+MaybeError parse_tools(const J& o, GenerationSpec& s) {
+    if (const J* tools = field(o, "tools")) {
+        if (!tools->is_array()) return bad("tools", "'tools' must be an array");
+        for (size_t i = 0; i < tools->size(); ++i) {
+            const J& t = (*tools)[i];
+            const std::string param = fmt::format("tools[{}]", i);
+            if (!t.is_object() || t.value("type", "") != "function")
+                return bad(param, fmt::format("{} must be an object with type 'function'", param));
+            if (!t.contains("function") || !t["function"].is_object())
+                return bad(param, fmt::format("{}.function must be an object", param));
+            const J& f = t["function"];
+            if (!f.contains("name") || !f["name"].is_string() || f["name"].get<std::string>().empty())
+                return bad(param + ".function.name", fmt::format("{}.function.name must be a non-empty string", param));
+            if (f.contains("parameters") && !f["parameters"].is_null() && !f["parameters"].is_object())
+                return bad(param + ".function.parameters", fmt::format("{}.function.parameters must be an object", param));
+        }
+        if (!tools->empty()) s.tools = *tools;
+    }
+    if (const J* tc = field(o, "tool_choice")) {
+        if (tc->is_string()) {
+            const std::string v = tc->get<std::string>();
+            if (v == "none") {
+                s.tool_choice_none = true;
+            } else if (v == "required") {
+                ApiError e = bad("tool_choice", "tool_choice 'required' needs constrained decoding, which is not supported yet");
+                e.code = "unsupported_value";
+                return e;
+            } else if (v != "auto") {
+                return bad("tool_choice", fmt::format("tool_choice must be 'none', 'auto' or a function, got '{}'", v));
+            }
+        } else if (tc->is_object()) {
+            ApiError e = bad("tool_choice", "a named tool_choice needs constrained decoding, which is not supported yet");
+            e.code = "unsupported_value";
+            return e;
+        } else {
+            return bad("tool_choice", "'tool_choice' must be a string or an object");
+        }
+        if (!s.tool_choice_none && s.tools.is_null())
+            return bad("tool_choice", "'tool_choice' needs 'tools'");
+    }
+    return std::nullopt;
+}
+
+MaybeError parse_messages(const J& o, GenerationSpec& s) {
+    const J* m = field(o, "messages");
+    if (!m) return bad("messages", "'messages' is required");
+    if (!m->is_array()) return bad("messages", fmt::format("'messages' must be an array, got {}", type_name(*m)));
+    if (m->empty()) return bad("messages", "'messages' must not be empty");
+    for (size_t i = 0; i < m->size(); ++i) {
+        const J& msg = (*m)[i];
+        const std::string param = fmt::format("messages[{}]", i);
+        if (!msg.is_object()) return bad(param, fmt::format("{} must be an object", param));
+        if (!msg.contains("role") || !msg["role"].is_string())
+            return bad(param + ".role", fmt::format("{}.role must be a string", param));
+        const std::string role = msg["role"].get<std::string>();
+        if (role != "system" && role != "developer" && role != "user" && role != "assistant" && role != "tool")
+            return bad(param + ".role", fmt::format("{}.role '{}' is not one of system, developer, user, assistant, tool", param, role));
+        if (msg.contains("content")) {
+            const J& c = msg["content"];
+            if (!c.is_null() && !c.is_string() && !c.is_array())
+                return bad(param + ".content", fmt::format("{}.content must be a string, an array of parts or null", param));
+        } else if (role != "assistant") {
+            return bad(param + ".content", fmt::format("{}.content is required", param));
+        }
+    }
+    s.messages = *m;
+    if (const J* kw = field(o, "chat_template_kwargs")) {
+        if (!kw->is_object()) return bad("chat_template_kwargs", "'chat_template_kwargs' must be an object");
+        QS_TRY_API(opt_bool(*kw, "enable_thinking", s.enable_thinking));
+    }
+    return std::nullopt;
+}
+
+MaybeError parse_prompt(const J& o, GenerationSpec& s) {
+    const J* p = field(o, "prompt");
+    if (!p) return bad("prompt", "'prompt' is required");
+    auto ids_of = [&](const J& arr) -> MaybeError {
+        if (arr.empty()) return bad("prompt", "'prompt' must not be empty");
+        for (const auto& id : arr) {
+            if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > std::numeric_limits<int32_t>::max())
+                return bad("prompt", "'prompt' token arrays must hold non-negative integers");
+            s.prompt_ids.push_back(int32_t(id.get<int64_t>()));
+        }
+        return std::nullopt;
+    };
+    if (p->is_string()) {
+        if (p->get<std::string>().empty()) return bad("prompt", "'prompt' must not be empty");
+        s.prompt_text = p->get<std::string>();
+        return std::nullopt;
+    }
+    if (!p->is_array()) return bad("prompt", fmt::format("'prompt' must be a string or an array, got {}", type_name(*p)));
+    if (p->empty()) return bad("prompt", "'prompt' must not be empty");
+    if ((*p)[0].is_number()) return ids_of(*p);
+    if (p->size() != 1) {
+        ApiError e = bad("prompt", "batched prompts are not supported; send one prompt per request");
+        e.code = "unsupported_value";
+        return e;
+    }
+    const J& only = (*p)[0];
+    if (only.is_string()) {
+        if (only.get<std::string>().empty()) return bad("prompt", "'prompt' must not be empty");
+        s.prompt_text = only.get<std::string>();
+        return std::nullopt;
+    }
+    if (only.is_array()) return ids_of(only);
+    return bad("prompt", "'prompt' must be a string, an array of token ids, or a one-element array of either");
+}
+
+}  // namespace
+
+std::optional<ApiError> parse_json_object(std::string_view body, J& out) {
+    out = J::parse(body, nullptr, /*allow_exceptions=*/false);
+    if (out.is_discarded()) return bad("", "the request body is not valid JSON");
+    if (!out.is_object()) return bad("", "the request body must be a JSON object");
+    return std::nullopt;
+}
+
+std::optional<ApiError> parse_generation_request(ApiKind kind, std::string_view body,
+                                                 const std::vector<std::string>& model_names,
+                                                 GenerationSpec& s) {
+    J o;
+    QS_TRY_API(parse_json_object(body, o));
+    s.kind = kind;
+    const J* model = field(o, "model");
+    if (!model) return bad("model", "'model' is required");
+    if (!model->is_string()) return bad("model", "'model' must be a string");
+    s.model = model->get<std::string>();
+    bool known = false;
+    for (const auto& n : model_names) known |= n == s.model;
+    if (!known) {
+        ApiError e;
+        e.http_status = 404;
+        e.message = fmt::format("The model '{}' does not exist", s.model);
+        e.param = "model";
+        e.code = "model_not_found";
+        return e;
+    }
+    if (kind == ApiKind::kChat) {
+        QS_TRY_API(parse_messages(o, s));
+        QS_TRY_API(parse_tools(o, s));
+    } else {
+        QS_TRY_API(parse_prompt(o, s));
+        bool echo = false;
+        QS_TRY_API(opt_bool(o, "echo", echo));
+        if (echo) {
+            ApiError e = bad("echo", "'echo' is not supported");
+            e.code = "unsupported_value";
+            return e;
+        }
+        if (const J* suffix = field(o, "suffix")) {
+            (void)suffix;
+            ApiError e = bad("suffix", "'suffix' is not supported");
+            e.code = "unsupported_value";
+            return e;
+        }
+    }
+    QS_TRY_API(parse_sampling(o, kind, s));
+    return std::nullopt;
+}
+
+}  // namespace qs

@@ -1,0 +1,47 @@
+// OpenAI request bodies → validated generation specs. Every rejection is an ApiError naming the
+// offending parameter (param) with the OpenAI error shape; nothing here throws. Checks that need
+// the tokenizer or the engine (prompt length vs max_model_len) happen later, in generation.cpp.
+// Stateless; runs on the worker pool.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/request.h"
+#include "server/api_error.h"
+
+namespace qs {
+
+enum class ApiKind { kChat, kCompletion };
+
+struct GenerationSpec {
+    ApiKind kind = ApiKind::kChat;
+    std::string model;
+    // Chat.
+    nlohmann::ordered_json messages;            // non-empty array
+    nlohmann::ordered_json tools;               // null or a non-empty array
+    bool tool_choice_none = false;              // "none": tools rendered, calls not parsed
+    bool enable_thinking = true;                // chat_template_kwargs.enable_thinking
+    // Completions: exactly one of the two.
+    std::optional<std::string> prompt_text;
+    std::vector<int32_t> prompt_ids;
+    SamplingParams params;                      // max_tokens only meaningful if max_tokens_given
+    bool max_tokens_given = false;
+    bool stream = false;
+    bool include_usage = false;                 // stream_options.include_usage
+    bool logprobs = false;                      // chat: logprobs; completions: logprobs != null
+    bool json_object = false;                   // response_format {"type": "json_object"}
+};
+
+// model_names: the names this server answers to (--served-model-name).
+std::optional<ApiError> parse_generation_request(ApiKind kind, std::string_view body,
+                                                 const std::vector<std::string>& model_names,
+                                                 GenerationSpec& out);
+
+// Parses a body into a JSON object or explains why it is not one.
+std::optional<ApiError> parse_json_object(std::string_view body, nlohmann::ordered_json& out);
+
+}  // namespace qs

@@ -1,0 +1,86 @@
+// What the routes share: options, the engine (null while it loads), the text pipeline, metrics,
+// the worker pool, the draining flag and the ids of live generation requests (so that shutdown
+// can abort them). Owned by the serve command (or a test); outlives the HTTP server's threads.
+// All members are safe to use from any thread.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "engine/engine_api.h"
+#include "server/metrics.h"
+#include "server/text_pipeline.h"
+#include "server/worker_pool.h"
+
+namespace qs {
+
+struct ServerOptions {
+    std::string host = "127.0.0.1";
+    int port = 8000;                      // 0: any free port (tests)
+    std::string api_key;                  // empty: no authentication
+    std::vector<std::string> served_model_names = {"qwen3.6-35b-a3b"};
+    int io_threads = 2;
+    int worker_threads = 2;
+    size_t max_body_bytes = 8u << 20;
+    size_t stream_buffer_bytes = 1u << 20;  // per connection: unsent bytes before the request is aborted
+    int64_t max_in_flight = 4096;           // generation requests in the HTTP layer; beyond: 503
+    double idle_timeout_s = 60.0;           // keep-alive connections waiting for a request
+    double write_stall_timeout_s = 30.0;    // a write that makes no progress this long closes the connection
+    double shutdown_grace_s = 30.0;         // SIGTERM: in-flight requests get this long to finish
+};
+
+class ServerState {
+public:
+    ServerState(ServerOptions options, const TextPipeline* text)
+        : options_(std::move(options)), text_(text), workers_(options_.worker_threads) {}
+
+    const ServerOptions& options() const { return options_; }
+    const TextPipeline& text() const { return *text_; }
+    ServerMetrics& metrics() { return metrics_; }
+    WorkerPool& workers() { return workers_; }
+
+    EngineApi* engine() const { return engine_.load(std::memory_order_acquire); }
+    void set_engine(EngineApi* engine) { engine_.store(engine, std::memory_order_release); }
+
+    bool draining() const { return draining_.load(); }
+    void set_draining() { draining_ = true; }
+
+    void add_live(const std::string& id) {
+        std::lock_guard<std::mutex> lock(live_mu_);
+        live_.insert(id);
+    }
+    void remove_live(const std::string& id) {
+        std::lock_guard<std::mutex> lock(live_mu_);
+        live_.erase(id);
+    }
+    size_t num_live() {
+        std::lock_guard<std::mutex> lock(live_mu_);
+        return live_.size();
+    }
+    // Asks the engine to abort every live generation request (their streams end with "abort").
+    void abort_all() {
+        std::vector<std::string> ids;
+        {
+            std::lock_guard<std::mutex> lock(live_mu_);
+            ids.assign(live_.begin(), live_.end());
+        }
+        if (EngineApi* e = engine())
+            for (const auto& id : ids) e->abort(id);
+    }
+
+private:
+    ServerOptions options_;
+    const TextPipeline* text_;
+    ServerMetrics metrics_;
+    std::atomic<EngineApi*> engine_{nullptr};
+    std::atomic<bool> draining_{false};
+    std::mutex live_mu_;
+    std::unordered_set<std::string> live_;
+    WorkerPool workers_;  // last: its threads stop before the rest is destroyed
+};
+
+}  // namespace qs

@@ -1,0 +1,103 @@
+// TokenizerTextPipeline (see tokenizer_text_pipeline.h): adapts src/tokenizer to the seam.
+#include "server/tokenizer_text_pipeline.h"
+
+#include <algorithm>
+
+#include "tokenizer/reasoning_parser.h"
+#include "tokenizer/tool_call_parser.h"
+
+namespace qs {
+
+namespace {
+
+// Reasoning first, then tool calls on the answer text. Calls come whole from ToolCallParser
+// (an id+name chunk then the arguments), so they are reassembled per delta.
+class TokenizerOutputParser final : public OutputParser {
+public:
+    TokenizerOutputParser(const OutputParserOptions& o, tok::ChatFormat format)
+        : reasoning_(o.starts_in_reasoning), parse_reasoning_(o.parse_reasoning) {
+        if (o.parse_tool_calls) {
+            auto schemas = tok::ToolSchemas::from_json(o.tools);
+            tools_.emplace(format == tok::ChatFormat::kQwen35 ? tok::ToolCallFormat::kQwen35Xml
+                                                               : tok::ToolCallFormat::kQwen3Json,
+                           schemas.is_ok() ? std::move(schemas).value() : tok::ToolSchemas());
+        }
+    }
+    ParsedDelta feed(std::string_view text) override { return convert(split(text, false)); }
+    // The reasoning parser's held text first, then the tool parser's.
+    ParsedDelta finish() override {
+        ParsedDelta d = convert(split("", true));
+        if (tools_) add(d, tools_->finish());
+        return d;
+    }
+
+private:
+    tok::ReasoningDelta split(std::string_view text, bool final) {
+        if (!parse_reasoning_) return tok::ReasoningDelta{"", std::string(text)};
+        return final ? reasoning_.finish() : reasoning_.feed(text);
+    }
+    ParsedDelta convert(tok::ReasoningDelta r) {
+        ParsedDelta d;
+        d.reasoning = std::move(r.reasoning);
+        if (!tools_) {
+            d.content = std::move(r.content);
+            return d;
+        }
+        add(d, tools_->feed(r.content));
+        return d;
+    }
+    void add(ParsedDelta& d, tok::ToolParseDelta t) {
+        d.content += t.content;
+        for (auto& c : t.tool_calls) {
+            if (!c.id.empty()) {
+                d.tool_calls.push_back(ToolCall{c.id, c.name, c.arguments});
+            } else if (!d.tool_calls.empty()) {
+                d.tool_calls.back().arguments += c.arguments;
+            }
+        }
+    }
+
+private:
+    tok::ReasoningParser reasoning_;
+    bool parse_reasoning_;
+    std::optional<tok::ToolCallParser> tools_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<TokenizerTextPipeline>> TokenizerTextPipeline::load(const std::string& path) {
+    QS_ASSIGN_OR_RETURN(std::unique_ptr<tok::Tokenizer> tok, tok::Tokenizer::from_path(path));
+    Result<tok::ChatTemplate> t = tok->chat_template().empty() ? tok::ChatTemplate::from_name("qwen3.6")
+                                                               : tok::ChatTemplate::detect(tok->chat_template());
+    if (!t.is_ok()) return t.status().with_context(path);
+    return std::unique_ptr<TokenizerTextPipeline>(new TokenizerTextPipeline(std::move(tok), t.value()));
+}
+
+Result<std::string> TokenizerTextPipeline::render_chat(const nlohmann::ordered_json& messages,
+                                                       const nlohmann::ordered_json& tools,
+                                                       const ChatRenderOptions& options) const {
+    tok::ChatOptions o;
+    o.add_generation_prompt = options.add_generation_prompt;
+    o.enable_thinking = options.enable_thinking;
+    return template_.render(messages, tools, o);
+}
+
+bool TokenizerTextPipeline::prompt_opens_reasoning(const ChatRenderOptions& options) const {
+    // Qwen3.5/3.6's generation prompt opens <think>; Qwen3's lets the model write it.
+    return options.add_generation_prompt && options.enable_thinking && template_.format() == tok::ChatFormat::kQwen35;
+}
+
+std::unique_ptr<OutputParser> TokenizerTextPipeline::make_output_parser(const OutputParserOptions& options) const {
+    return std::make_unique<TokenizerOutputParser>(options, template_.format());
+}
+
+std::vector<int32_t> TokenizerTextPipeline::eos_token_ids() const {
+    std::vector<int32_t> ids;
+    if (auto e = tok_->eos_token_id()) ids.push_back(*e);
+    for (const char* name : {"<|im_end|>", "<|endoftext|>"})
+        if (auto id = tok_->token_to_id(name))
+            if (std::find(ids.begin(), ids.end(), *id) == ids.end()) ids.push_back(*id);
+    return ids;
+}
+
+}  // namespace qs

@@ -1,0 +1,55 @@
+# Starts a live `qwenserve serve --fake-engine` for the e2e tests (the official openai client
+# against real HTTP). QS_BINARY names the binary (ctest sets it).
+import os
+import socket
+import subprocess
+import time
+
+import httpx
+import openai
+import pytest
+
+BINARY = os.environ.get("QS_BINARY", os.path.join(os.path.dirname(__file__), "../../build/qwenserve"))
+API_KEY = "e2e-key"
+MODEL = "tiny"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(*extra, api_key=API_KEY):
+    port = free_port()
+    args = [BINARY, "serve", "--model", "builtin:tiny", "--served-model-name", MODEL, "--fake-engine",
+            "--port", str(port), "--fake-step-ms", "1", "--max-model-len", "2048", *extra]
+    if api_key:
+        args += ["--api-key", api_key]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 20
+    while time.time() < deadline:
+        try:
+            if httpx.get(base + "/health", timeout=1).status_code == 200:
+                return proc, base
+        except httpx.HTTPError:
+            pass
+        if proc.poll() is not None:
+            raise RuntimeError("server exited: " + proc.stdout.read())
+        time.sleep(0.05)
+    proc.kill()
+    raise RuntimeError("server did not become healthy")
+
+
+@pytest.fixture(scope="session")
+def server():
+    proc, base = start_server("--max-body-bytes", "65536")
+    yield base
+    proc.terminate()
+    proc.wait(timeout=30)
+
+
+@pytest.fixture()
+def client(server):
+    return openai.OpenAI(base_url=server + "/v1", api_key=API_KEY, max_retries=0)
