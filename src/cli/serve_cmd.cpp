@@ -4,20 +4,25 @@
 // logged at start. SIGTERM/SIGINT: stop accepting, let in-flight requests finish within
 // --shutdown-grace-s, then abort the rest and exit.
 // The tokenizer comes from --tokenizer or the model directory (src/tokenizer behind the
-// TextPipeline seam); without one, the byte-level test double. Until the batched engine
-// (src/engine/engine.h) is wired in, only --fake-engine serves (a scripted test double; it says so).
+// TextPipeline seam). The engine is the batched Engine on the CPU backend; --fake-engine serves
+// a scripted test double instead (with the byte-level tokenizer double when there is no
+// tokenizer), and says so in its log line.
 // Threads: the main thread waits for signals; the HTTP server, worker pool and engine own theirs.
 #include <fmt/format.h>
 #include <pthread.h>
 
+#include <algorithm>
 #include <csignal>
 #include <filesystem>
 #include <set>
 #include <thread>
 
+#include "backend/cpu/cpu_ops.h"
 #include "cli/commands.h"
+#include "cli/model_args.h"
 #include "core/args.h"
 #include "core/log.h"
+#include "engine/engine.h"
 #include "engine/engine_config.h"
 #include "server/http_server.h"
 #include "server/routes.h"
@@ -117,9 +122,8 @@ void log_config(const ServeConfig& c) {
 Status serve(const Args& args) {
     QS_ASSIGN_OR_RETURN(ServeConfig c, resolve(args));
     log_config(c);
-    if (!c.fake_engine)
-        return unsupported("the batched engine is not wired into `serve` yet (it lands as src/engine/engine.h); "
-                           "--fake-engine serves the scripted test double");
+    if (!c.fake_engine && c.tokenizer.empty())
+        return invalid_argument("--model " + c.model + " has no tokenizer.json: pass --tokenizer PATH");
 
     // Signals are taken by this thread only (blocked before any other thread starts).
     sigset_t signals;
@@ -149,16 +153,36 @@ Status serve(const Args& args) {
     QS_RETURN_IF_ERROR(server.start());
     log_info("serve: listening on http://{}:{}", c.server.host, server.port());
 
-    FakeEngineOptions fo;
-    fo.step_interval = std::chrono::microseconds(int64_t(c.fake_step_ms * 1000));
-    fo.max_running = c.engine.max_num_seqs;
-    fo.max_waiting = c.engine.max_waiting;
-    fo.max_model_len = c.engine.max_model_len > 0 ? c.engine.max_model_len : 32768;
-    fo.load_s = c.fake_load_s;
-    fo.eos_ids = eos_ids;
-    fo.token_bytes = [&text](int32_t id) { return text.token_text(id); };
-    fo.encode = [&text](std::string_view s) { return text.encode(s); };
-    auto engine = std::make_unique<FakeEngine>(fo);
+    // The engine: the real one on the CPU backend, or the scripted test double.
+    std::unique_ptr<ModelWeights> weights;
+    CpuOps ops;
+    std::unique_ptr<EngineApi> engine;
+    if (c.fake_engine) {
+        FakeEngineOptions fo;
+        fo.step_interval = std::chrono::microseconds(int64_t(c.fake_step_ms * 1000));
+        fo.max_running = c.engine.max_num_seqs;
+        fo.max_waiting = c.engine.max_waiting;
+        fo.max_model_len = c.engine.max_model_len > 0 ? c.engine.max_model_len : 32768;
+        fo.load_s = c.fake_load_s;
+        fo.eos_ids = eos_ids;
+        fo.token_bytes = [&text](int32_t id) { return text.token_text(id); };
+        fo.encode = [&text](std::string_view s) { return text.encode(s); };
+        engine = std::make_unique<FakeEngine>(fo);
+    } else {
+        QS_ASSIGN_OR_RETURN(ModelWeights w, load_model_from_args(args));
+        weights = std::make_unique<ModelWeights>(std::move(w));
+        // Stop on the chat EOS as well as the config's (generation_config lists both).
+        for (int32_t id : eos_ids)
+            if (std::find(weights->config.eos_token_ids.begin(), weights->config.eos_token_ids.end(), id) ==
+                weights->config.eos_token_ids.end())
+                weights->config.eos_token_ids.push_back(id);
+        auto* tp = static_cast<const TokenizerTextPipeline*>(&text);
+        QS_ASSIGN_OR_RETURN(std::unique_ptr<Engine> real,
+                            Engine::create(*weights, ops, c.engine, std::make_shared<TokenizerTextDecoder>(tp->tokenizer())));
+        log_info("serve: capacity: {}", real->capacity().describe());
+        real->start();
+        engine = std::move(real);
+    }
     state->set_engine(engine.get());
 
     int sig = 0;
@@ -197,7 +221,9 @@ int run_serve(int argc, char** argv) {
                                     "idle-timeout-s", "write-stall-timeout-s", "shutdown-grace-s", "fake-step-ms",
                                     "fake-load-s"};
     valued.insert(EngineConfig::valued_options().begin(), EngineConfig::valued_options().end());
+    valued.insert(model_valued_options().begin(), model_valued_options().end());
     std::set<std::string> flags = {"fake-engine"};
+    flags.insert(model_flag_options().begin(), model_flag_options().end());
     flags.insert(EngineConfig::flag_options().begin(), EngineConfig::flag_options().end());
     auto args = Args::parse(argc, argv, flags, valued);
     if (!args.is_ok()) return fail("serve", args.status());

@@ -402,7 +402,10 @@ void Engine::run_mtp(const std::vector<Sequence*>& seqs, const std::vector<int64
         for (int64_t p = start; p < start + n; ++p) b.token_ids.push_back(s.tokens[size_t(p + 1)]);
         h.insert(h.end(), hidden.begin() + first_row[i] * H, hidden.begin() + (first_row[i] + n) * H);
         // Draft only for decode-ready sequences with pages for the next verify (positions up to c + k).
-        const bool ready = s.num_uncomputed() == 1 && cache_mgr_->ensure_blocks(s, s.num_computed + num_spec_ + 1);
+        // (A request with n > 1 forks at its first token, which must come from a plain row.)
+        const bool fork_pending = s.request->request.params.n > 1 && !s.request->forked;
+        const bool ready = s.num_uncomputed() == 1 && !fork_pending &&
+                           cache_mgr_->ensure_blocks(s, s.num_computed + num_spec_ + 1);
         span.block_table = s.block_table;
         if (ready) {
             b.logits_rows.push_back(span.row_begin + int32_t(n) - 1);

@@ -30,11 +30,13 @@ public:
     // EOS ids for the engine: the tokenizer's eos plus <|im_end|> / <|endoftext|> when present.
     std::vector<int32_t> eos_token_ids() const;
     tok::ChatFormat chat_format() const { return template_.format(); }
+    // The tokenizer itself (the engine detokenizes with it).
+    std::shared_ptr<const tok::Tokenizer> tokenizer() const { return tok_; }
 
 private:
     TokenizerTextPipeline(std::unique_ptr<tok::Tokenizer> tok, tok::ChatTemplate t)
         : tok_(std::move(tok)), template_(t) {}
-    std::unique_ptr<tok::Tokenizer> tok_;
+    std::shared_ptr<tok::Tokenizer> tok_;
     tok::ChatTemplate template_;
 };
 

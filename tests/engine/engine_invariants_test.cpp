@@ -220,9 +220,10 @@ TEST(EngineInvariants, SeededSamplingIsReproducibleAcrossBatching) {
             EngineConfig cfg;
             cfg.num_speculative_tokens = spec;
             cfg.max_num_batched_tokens = 11;
+            cfg.max_num_seqs = 16;
             cfg.cache_memory_mb = 16;
             auto engine = Engine::create(w, ops, cfg, nullptr);
-            ASSERT_TRUE(engine.is_ok());
+            ASSERT_TRUE(engine.is_ok()) << engine.status().message();
             Collector col;
             for (int i = 0; i < others; ++i) {
                 auto o = greedy_request("o" + std::to_string(i), random_prompt(rng, 1 + int(rng() % 25), V), 15);
@@ -258,9 +259,10 @@ TEST(EngineInvariants, StopStringsSpanningTokens) {
             CpuOps ops;
             EngineConfig cfg;
             cfg.num_speculative_tokens = spec;
+            cfg.max_num_seqs = 16;
             cfg.cache_memory_mb = 16;
             auto engine = Engine::create(w, ops, cfg, std::make_shared<FakeDecoder>());
-            ASSERT_TRUE(engine.is_ok());
+            ASSERT_TRUE(engine.is_ok()) << engine.status().message();
             Collector col;
             auto r = greedy_request("s", prompt, 12);
             r.params.stop = {"zz-never", stop};
@@ -271,8 +273,9 @@ TEST(EngineInvariants, StopStringsSpanningTokens) {
             EXPECT_EQ(c.finish, FinishReason::kStop);
             EXPECT_EQ(c.stop_reason, stop);
             EXPECT_EQ(c.text, full.substr(0, first + (include ? stop.size() : 0)));
-            // Generation stopped at the token that completed the stop string.
-            EXPECT_EQ(c.tokens, std::vector<int32_t>(ref.begin(), ref.begin() + int64_t((first + 2) / 2)));
+            // Generation stopped at the token that completed the stop string (2 characters a token).
+            const int64_t last_char = int64_t(first + stop.size()) - 1;
+            EXPECT_EQ(c.tokens, std::vector<int32_t>(ref.begin(), ref.begin() + last_char / 2 + 1));
         }
     }
 }
