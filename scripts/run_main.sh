@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Sets up, builds and runs the main job on the embedded default model (models/default).
+# Sets up, builds and runs the main job on the embedded default model (models/qwen36-tiny).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 bash scripts/build.sh
-build/qwenserve generate --model models/default --prompt-ids 1,2,3,4,5 --max-tokens 32
+build/qwenserve generate --model models/qwen36-tiny --prompt-ids 1,2,3,4,5 --max-tokens 32

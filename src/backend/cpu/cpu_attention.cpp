@@ -62,7 +62,8 @@ void CpuOps::gated_attention(const float* qg, float* k, const float* v, const st
 
     const float scale = 1.0f / std::sqrt(float(D));
     for (const SeqSpan& s : batch.seqs) {
-#pragma omp parallel for collapse(2) schedule(dynamic)
+        const int64_t work = int64_t(s.num_tokens) * Hq * D * 2 * (s.start_pos + s.num_tokens);
+#pragma omp parallel for collapse(2) schedule(dynamic) if (work >= cpu::kParallelWork)
         for (int32_t i = 0; i < s.num_tokens; ++i) {
             for (int64_t h = 0; h < Hq; ++h) {
                 const int64_t row = s.row_begin + i;

@@ -1,5 +1,6 @@
 // CPU ops: buffers, embedding, zero-centred RMSNorm, dense linear, residual add.
 #include <cmath>
+#include <algorithm>
 #include <cstring>
 
 #include "backend/cpu/cpu_ops.h"
@@ -31,7 +32,8 @@ float dot(const float* a, const float* b, int64_t n) {
 
 void linear(const float* x, int64_t T, const LinearWeight& w, float* y) {
     const int64_t in = w.in_features, out = w.out_features;
-#pragma omp parallel
+    const bool parallel = out * in * std::max<int64_t>(T, 4) >= kParallelWork;
+#pragma omp parallel if (parallel)
     {
         std::vector<float> row(static_cast<size_t>(in));
 #pragma omp for schedule(static)

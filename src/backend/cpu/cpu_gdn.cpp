@@ -24,7 +24,7 @@ void conv_sequence(const float* in, int64_t n, const std::vector<float>& w, int6
     const int64_t W = K - 1;
     // Rows of the extended input: window rows then the new rows.
     auto ext = [&](int64_t r) -> const float* { return r < W ? window + r * C : in + (r - W) * C; };
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (C * n * K >= cpu::kParallelWork)
     for (int64_t ch = 0; ch < C; ++ch) {
         const float* wc = w.data() + ch * K;
         for (int64_t t = 0; t < n; ++t) {
@@ -67,7 +67,7 @@ void CpuOps::gated_delta_net(const float* qkv, const float* z, const float* b, c
                       conv_out.data() + int64_t(s.row_begin) * C);
 
         float* state_base = cache.ssm(gdn_layer) + int64_t(s.state_slot) * Nv * Dk * Dv;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (Nv * Dk * Dv * 4 * s.num_tokens >= cpu::kParallelWork)
         for (int64_t h = 0; h < Nv; ++h) {
             const int64_t kh = h / ratio;
             float* S = state_base + h * Dk * Dv;  // [Dk, Dv]

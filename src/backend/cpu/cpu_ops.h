@@ -38,6 +38,9 @@ private:
 };
 
 namespace cpu {
+// Work (multiply-adds) below which a loop runs on one thread: a fork/join costs tens of
+// microseconds, and much more when another process holds the other cores.
+constexpr int64_t kParallelWork = int64_t(1) << 22;
 // Building blocks shared by the op files (and by tests as references).
 float dot(const float* a, const float* b, int64_t n);
 // y [T, out] = x [T, in] · Wᵀ, parallel over output rows.
