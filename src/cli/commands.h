@@ -24,6 +24,7 @@ int fail(const char* command, const Status& status);
 // Subcommand entry points, one file each.
 int run_logits(int argc, char** argv);
 int run_generate(int argc, char** argv);
+int run_capacity(int argc, char** argv);
 int run_serve(int argc, char** argv);
 int run_tokenize(int argc, char** argv);
 
