@@ -10,6 +10,7 @@ import torch
 
 
 def time_ms(fn, warmup=3, reps=20):
+    # bytes / ms / 1e9 = TB/s; flops / ms / 1e9 = TFLOP/s.
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
@@ -36,7 +37,7 @@ def main():
     src = torch.rand(n, device=dev)
     dst = torch.empty_like(src)
     med, lo, hi = time_ms(lambda: dst.copy_(src))
-    rows.append(("d2d copy 4 GiB (read+write)", f"{2 * n * 4 / med / 1e9:.0f} GB/s", med, lo, hi))
+    rows.append(("d2d copy 4 GiB (read+write)", f"{2 * n * 4 / med / 1e9:.2f} TB/s", med, lo, hi))
     del src, dst
 
     m = 8192
@@ -57,7 +58,7 @@ def main():
     x = torch.randn(e, 16, hidden, device=dev, dtype=torch.bfloat16)
     med, lo, hi = time_ms(lambda: torch.bmm(x, w.transpose(1, 2)))
     rows.append(("bmm 256 experts x 16 tokens, gate_up [1024x2048] bf16",
-                 f"{w.numel() * 2 / med / 1e9:.0f} GB/s of weights", med, lo, hi))
+                 f"{w.numel() * 2 / med / 1e9:.2f} TB/s of weights", med, lo, hi))
 
     print("| what | rate | median ms | min ms | max ms |")
     print("|---|---|---|---|---|")
