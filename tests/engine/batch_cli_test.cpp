@@ -142,8 +142,9 @@ TEST_F(BatchCli, GreedyEqualsSingleSequenceMode) {
         EXPECT_NE(r.output.find("completion tokens: " + std::to_string(kMaxTokens * prompts.size())),
                   std::string::npos)
             << r.output;
-        if (engine_flags.find("speculative") != std::string::npos)
+        if (engine_flags.find("speculative") != std::string::npos) {
             EXPECT_NE(r.output.find("MTP draft 2:"), std::string::npos) << r.output;
+        }
         const std::vector<json> got = read_lines(out);
         ASSERT_EQ(got.size(), prompts.size());
         for (size_t i = 0; i < got.size(); ++i) {

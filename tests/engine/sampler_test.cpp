@@ -319,7 +319,9 @@ TEST(Sampler, EmpiricalFrequenciesMatchTheDistribution) {
         const std::vector<double> got = frequencies(draws, 7);
         EXPECT_LT(max_abs_diff(got, want), 0.01) << "T=" << c.temperature << " top_p=" << c.top_p;
         for (int t = 0; t < 7; ++t)
-            if (!keep.count(t)) EXPECT_EQ(got[size_t(t)], 0.0) << "token " << t << " must never be drawn";
+            if (!keep.count(t)) {
+                EXPECT_EQ(got[size_t(t)], 0.0) << "token " << t << " must never be drawn";
+            }
     }
 }
 
@@ -347,7 +349,9 @@ TEST(Sampler, RawLogprobsAreLogSoftmaxAndTopKSorted) {
         for (size_t i = 0; i < 5; ++i) {
             EXPECT_EQ(top[i].token_id, order[i]);
             EXPECT_NEAR(top[i].logprob, std::log(probs[size_t(order[i])]), 1e-4);
-            if (i) EXPECT_GE(top[i - 1].logprob, top[i].logprob);
+            if (i) {
+                EXPECT_GE(top[i - 1].logprob, top[i].logprob);
+            }
         }
     }
     // Logprobs come from the raw logits: sampling knobs do not change them.
