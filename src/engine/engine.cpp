@@ -168,9 +168,7 @@ void Engine::abort_request(const std::string& id) {
     if (it == requests_.end()) return;
     for (auto& s : it->second->seqs) {
         if (s->status == SeqStatus::kFinished) continue;
-        auto& out = pending_[s.get()];
-        if (!out) out = std::make_unique<PendingOutput>();
-        finish(*s, FinishReason::kAbort, *out);
+        finish(*s, FinishReason::kAbort, pending_for(*s));
     }
     // Completions not yet forked will never exist: count them as finished.
     if (!it->second->forked) {
@@ -249,10 +247,8 @@ void Engine::fork_siblings(Sequence& parent, const float* logits_row) {
         rs.seqs.push_back(std::move(child));
         if (scheduler_->num_running() < config_.max_num_seqs && cache_mgr_->fork(parent, *c)) {
             scheduler_->add_running(c);
-            auto& out = pending_[c];
-            out = std::make_unique<PendingOutput>();
             const int32_t token = pick_token(logits_row, weights_.config.vocab_size, rs.request.params, *c->sampler);
-            append_token(*c, token, logits_row, *out);
+            append_token(*c, token, logits_row, pending_for(*c));
         } else {
             scheduler_->add_waiting(c);  // recomputes the prompt (a prefix-cache hit when possible)
         }
@@ -316,8 +312,6 @@ void Engine::run_batch(const SchedulerOutput& sched) {
         const ScheduledSeq& ss = sched.scheduled[i];
         Sequence& s = *ss.seq;
         const SeqSpan& span = batch.seqs[i];
-        auto& pout = pending_[&s];
-        if (!pout) pout = std::make_unique<PendingOutput>();
         if (s.status == SeqStatus::kFinished) {  // aborted before this step (cannot happen mid-step)
             logits_at += ss.verify ? size_t(ss.num_tokens) : 0;
             continue;
@@ -335,7 +329,7 @@ void Engine::run_batch(const SchedulerOutput& sched) {
                 t = now_seconds();
                 const int32_t token = pick_token(row, V, p, *s.sampler);
                 profile_.sample_s += now_seconds() - t;
-                append_token(s, token, row, *pout);
+                append_token(s, token, row, pending_for(s));
             }
             if (s.status != SeqStatus::kFinished) {
                 mtp_seqs.push_back(&s);
@@ -357,7 +351,7 @@ void Engine::run_batch(const SchedulerOutput& sched) {
                 t = now_seconds();
                 const DraftVerdict v = verify_draft(row, V, p, *s.sampler, draft[size_t(r)]);
                 profile_.sample_s += now_seconds() - t;
-                append_token(s, v.token, row, *pout);
+                append_token(s, v.token, row, pending_for(s));
                 if (!v.accepted || s.status == SeqStatus::kFinished) {
                     if (v.accepted) {
                         ++mtp_accepted_[size_t(r)];
@@ -371,7 +365,7 @@ void Engine::run_batch(const SchedulerOutput& sched) {
                 t = now_seconds();
                 const int32_t token = pick_token(row, V, p, *s.sampler);  // bonus token
                 profile_.sample_s += now_seconds() - t;
-                append_token(s, token, row, *pout);
+                append_token(s, token, row, pending_for(s));
             }
         }
         logits_at += size_t(ss.num_tokens);
@@ -480,30 +474,46 @@ void Engine::run_mtp(const std::vector<Sequence*>& seqs, const std::vector<int64
     mtp_buf_ = std::move(out);
 }
 
-void Engine::flush_outputs() {
-    for (auto& [seq, out] : pending_) {
-        if (out->token_ids.empty() && out->text.empty() && out->finish_reason == FinishReason::kNone) continue;
-        RequestState& rs = *seq->request;
-        RequestOutput ro;
-        ro.request_id = rs.request.id;
-        ro.index = seq->index;
-        ro.token_ids = std::move(out->token_ids);
-        ro.text = std::move(out->text);
-        ro.logprobs = std::move(out->logprobs);
-        ro.top_logprobs = std::move(out->top_logprobs);
-        ro.finish_reason = out->finish_reason;
-        ro.stop_reason = std::move(out->stop_reason);
-        ro.num_prompt_tokens = seq->num_prompt;
-        ro.num_cached_prompt_tokens = seq->num_cached_prompt;
-        ro.num_completion_tokens = seq->num_output();
-        if (rs.sink) rs.sink(std::move(ro));
+Engine::PendingOutput& Engine::pending_for(Sequence& s) {
+    if (s.pending_index < 0) {
+        s.pending_index = int32_t(pending_seqs_.size());
+        pending_seqs_.push_back(&s);
+        if (pending_.size() < pending_seqs_.size()) pending_.emplace_back();
     }
-    pending_.clear();
-    // Requests whose completions have all finished are gone.
+    return pending_[size_t(s.pending_index)];
+}
+
+void Engine::flush_outputs() {
+    // Only requests with output this step can have finished this step.
     std::vector<std::string> done;
-    for (const auto& [id, rs] : requests_)
-        if (rs->num_finished >= rs->request.params.n && (rs->forked || rs->request.params.n == 1)) done.push_back(id);
+    for (size_t i = 0; i < pending_seqs_.size(); ++i) {
+        Sequence* seq = pending_seqs_[i];
+        PendingOutput& out = pending_[i];
+        seq->pending_index = -1;
+        RequestState& rs = *seq->request;
+        if (!out.token_ids.empty() || !out.text.empty() || out.finish_reason != FinishReason::kNone) {
+            RequestOutput ro;
+            ro.request_id = rs.request.id;
+            ro.index = seq->index;
+            ro.token_ids = std::move(out.token_ids);
+            ro.text = std::move(out.text);
+            ro.logprobs = std::move(out.logprobs);
+            ro.top_logprobs = std::move(out.top_logprobs);
+            ro.finish_reason = out.finish_reason;
+            ro.stop_reason = std::move(out.stop_reason);
+            ro.num_prompt_tokens = seq->num_prompt;
+            ro.num_cached_prompt_tokens = seq->num_cached_prompt;
+            ro.num_completion_tokens = seq->num_output();
+            if (rs.sink) rs.sink(std::move(ro));
+        }
+        out = PendingOutput();
+        const bool complete = rs.num_finished >= rs.request.params.n && (rs.forked || rs.request.params.n == 1);
+        if (complete && (done.empty() || done.back() != rs.request.id)) done.push_back(rs.request.id);
+    }
+    pending_seqs_.clear();
     if (done.empty()) return;
+    std::sort(done.begin(), done.end());
+    done.erase(std::unique(done.begin(), done.end()), done.end());
     {
         std::lock_guard<std::mutex> lock(inbox_mu_);
         for (const auto& id : done) live_ids_.erase(id);

@@ -91,6 +91,7 @@ private:
     void fork_siblings(Sequence& parent, const float* logits_row);
     void run_mtp(const std::vector<Sequence*>& seqs, const std::vector<int64_t>& first_row,
                  const std::vector<int64_t>& num_rows, const std::vector<float>& hidden);
+    PendingOutput& pending_for(Sequence& s);
     void flush_outputs();
     void publish_stats();
 
@@ -108,7 +109,10 @@ private:
     // Engine-thread state.
     std::unordered_map<std::string, std::unique_ptr<RequestState>> requests_;
     int64_t next_seq_id_ = 0;
-    std::unordered_map<Sequence*, std::unique_ptr<PendingOutput>> pending_;
+    // This step's outputs: pending_[i] belongs to pending_seqs_[i] (= its Sequence::pending_index);
+    // the vectors keep their capacity from step to step.
+    std::vector<PendingOutput> pending_;
+    std::vector<Sequence*> pending_seqs_;
     std::vector<int64_t> mtp_proposed_, mtp_accepted_;
     EngineStats counters_;
     EngineProfile profile_;

@@ -38,6 +38,7 @@ struct Sequence {
     std::unique_ptr<StreamDecoder> decoder;
     std::unique_ptr<StopChecker> stop;
     std::vector<int32_t> draft;      // MTP proposals for the positions after tokens.back()
+    int32_t pending_index = -1;      // this step's output slot in the engine, or -1
 
     int64_t num_output() const { return int64_t(tokens.size()) - num_prompt; }
     // Tokens known but not yet computed (prompt left to prefill, or the last sampled token).
