@@ -11,6 +11,7 @@ const Command kCommands[] = {
     {"capacity", "KV pages, state slots and max_model_len that a cache budget holds", run_capacity},
     {"generate", "greedy generation from prompt ids, printing ids and tokens/s", run_generate},
     {"serve", "OpenAI-compatible HTTP server (chat, completions, streaming, metrics)", run_serve},
+    {"bench", "load generator (closed-loop streaming replay of a fixture) and `bench fixture`", run_bench},
     {"tokenize", "JSON lines: strings to token ids, or ids to text with --decode", run_tokenize},
 };
 }  // namespace
