@@ -12,6 +12,7 @@ const Command kCommands[] = {
     {"generate", "greedy generation from prompt ids, printing ids and tokens/s", run_generate},
     {"serve", "OpenAI-compatible HTTP server (chat, completions, streaming, metrics)", run_serve},
     {"bench", "load generator (closed-loop streaming replay of a fixture) and `bench fixture`", run_bench},
+    {"campaign", "benchmark ledger: `campaign record` a bench result, `campaign compare` A vs B", run_campaign},
     {"tokenize", "JSON lines: strings to token ids, or ids to text with --decode", run_tokenize},
 };
 }  // namespace
