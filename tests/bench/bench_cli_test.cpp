@@ -1,0 +1,53 @@
+// `qwenserve bench fixture` and `qwenserve campaign compare` through the real binary: the same
+// seed writes the same file, bad options fail with a message, compare's exit code is the verdict.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace {
+
+std::string tmp(const std::string& name) {
+    return ::testing::TempDir() + "qs_bench_cli_" + std::to_string(::getpid()) + "_" + name;
+}
+
+int sh(const std::string& args) {
+    int rc = std::system((std::string(QS_BINARY) + " " + args + " 2>/dev/null").c_str());
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+std::string slurp(const std::string& path) {
+    std::ifstream f(path, std::ios::binary);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+}
+
+TEST(BenchCli, FixtureIsReproducible) {
+    std::string a = tmp("a.jsonl"), b = tmp("b.jsonl");
+    ASSERT_EQ(sh("bench fixture --out " + a + " --requests 30 --seed 11"), 0);
+    ASSERT_EQ(sh("bench fixture --out " + b + " --requests 30 --seed 11"), 0);
+    std::string text = slurp(a);
+    EXPECT_EQ(text, slurp(b));
+    EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 30);
+    EXPECT_NE(sh("bench fixture --out " + a + " --requests 30 --max-prompt 5000"), 0);
+    EXPECT_NE(sh("bench fixture --requests 30"), 0);  // no --out
+    std::remove(a.c_str()), std::remove(b.c_str());
+}
+
+TEST(BenchCli, CampaignCompareExitCodeIsTheVerdict) {
+    std::string l = tmp("ledger.jsonl");
+    std::ofstream(l) << R"({"config":"A","steady_output_throughput":1000})" "\n"
+                     << R"({"config":"A","steady_output_throughput":1000})" "\n"
+                     << R"({"config":"B","steady_output_throughput":1010})" "\n"
+                     << R"({"config":"B","steady_output_throughput":1012})" "\n";
+    EXPECT_EQ(sh("campaign compare --ledger " + l + " --control A --candidate B >/dev/null"), 0);
+    EXPECT_EQ(sh("campaign compare --ledger " + l + " --control B --candidate A >/dev/null"), 1);
+    EXPECT_NE(sh("campaign compare --ledger " + l + " --control A --candidate Z >/dev/null"), 0);
+    std::remove(l.c_str());
+}
+
+}  // namespace
