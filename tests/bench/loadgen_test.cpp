@@ -135,6 +135,27 @@ TEST(BenchLoadgen, HttpAndConnectErrorsAreCountedByKind) {
     EXPECT_EQ(summarize(refused->records, 2).errors["connect"], 4);
 }
 
+TEST(BenchLoadgen, PassTimeoutCutsOpenStreams) {
+    testing::TestServerConfig cfg;
+    cfg.engine.step_interval = std::chrono::microseconds(20000);
+    testing::TestServer server(cfg);
+    LoadgenOptions o;
+    o.url = parse_url("http://127.0.0.1:" + std::to_string(server.port())).value();
+    o.clients = 4;
+    o.requests = 100;
+    o.pass_timeout_s = 0.3;  // each request wants 1000 tokens x 20 ms = 20 s
+    auto t0 = std::chrono::steady_clock::now();
+    auto pass = run_pass(o, repeat_fixture(4, 1000, "test-model"));
+    double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    ASSERT_TRUE(pass.is_ok());
+    EXPECT_LT(took, 5.0);
+    ASSERT_EQ(pass->records.size(), 4u);  // only the claimed requests are kept
+    Summary s = summarize(pass->records, 4);
+    EXPECT_EQ(s.num_completed, 0);
+    EXPECT_EQ(s.num_incomplete + int64_t(s.errors.size() ? s.errors.begin()->second : 0), 4);
+    for (const auto& r : pass->records) EXPECT_GT(r.latency_s, 0.2);
+}
+
 TEST(BenchLoadgen, ParseUrl) {
     auto u = parse_url("http://localhost:8000/v1");
     ASSERT_TRUE(u.is_ok());
