@@ -1,8 +1,9 @@
 // Fixture generation and JSONL I/O (see fixtures.h). Randomness is a SplitMix64 stream with our
 // own uniform and normal draws, so the bytes do not depend on the standard library's
-// distributions. Text prompts are words from a list of common English words; each is one token
-// with its leading space in the Qwen3 BPE vocabulary, so N words are about N tokens. Every prompt
-// opens with a request-unique number so prompts share no prefix beyond one token.
+// distributions. Text prompts open with a 6-digit request-unique number (6 tokens: Qwen splits
+// digits) so prompts share no cached prefix, then common English words, each one token with its
+// leading space in the Qwen3 BPE vocabulary: the Qwen3 tokenizer gives exactly `prompt_tokens`
+// (tests/bench/fixtures_test.cpp checks it when the tokenizer is present).
 #include "bench/fixtures.h"
 
 #include <algorithm>
@@ -45,12 +46,13 @@ const char* const kWords[] = {
     "work", "world", "city", "house", "light", "music", "story", "system", "number", "river",
     "table", "market", "paper"};
 constexpr int64_t kNumWords = sizeof(kWords) / sizeof(kWords[0]);
+constexpr int64_t kPrefixTokens = 6;  // Qwen's pre-tokenizer splits digits one by one
 constexpr int32_t kMinTokenId = 1000;   // token-id prompts draw ids from a plain-text range
 constexpr int32_t kMaxTokenId = 50000;
 
 Status validate(const FixtureOptions& o) {
     if (o.num_requests <= 0) return invalid_argument("--requests must be positive");
-    if (o.min_prompt <= 0 || o.max_prompt < o.min_prompt)
+    if (o.min_prompt <= kPrefixTokens || o.max_prompt < o.min_prompt)
         return invalid_argument(fmt::format("prompt range [{}, {}] is empty or not positive",
                                             o.min_prompt, o.max_prompt));
     if (o.max_tokens <= 0) return invalid_argument("--max-tokens must be positive");
@@ -91,8 +93,8 @@ Result<std::vector<FixtureRequest>> generate_fixture(const FixtureOptions& o) {
             body["prompt"] = ids;
         } else {
             r.endpoint = "/v1/chat/completions";
-            std::string text = std::to_string(rng.next() % 1000000);
-            for (int64_t w = 1; w < r.prompt_tokens; ++w) {
+            std::string text = fmt::format("{:06d}", rng.next() % 1000000);  // 6 digit tokens
+            for (int64_t w = kPrefixTokens; w < r.prompt_tokens; ++w) {
                 text += ' ';
                 text += kWords[rng.uniform(0, kNumWords - 1)];
             }

@@ -1,8 +1,8 @@
 // Benchmark fixtures: a JSONL file of requests for the load generator, one request per line:
 //   {"endpoint": "/v1/chat/completions" | "/v1/completions", "prompt_tokens": N, "body": {...}}
 // `body` is the OpenAI request without the streaming fields (the load generator adds "stream" and
-// "stream_options"); "prompt_tokens" is the intended prompt length (exact for token-id prompts,
-// approximate for text). Also a seeded generator shaped like the seed workload. Used on the bench
+// "stream_options"); "prompt_tokens" is the prompt length (exact for token-id prompts; for the
+// generated text, exact with the Qwen3 tokenizer before the chat template is applied). Also a seeded generator shaped like the seed workload. Used on the bench
 // main thread (`qwenserve bench fixture`, and loading before a run).
 #pragma once
 
@@ -25,7 +25,7 @@ struct FixtureRequest {
 struct FixtureOptions {
     int64_t num_requests = 1024;
     uint64_t seed = 0;
-    int64_t min_prompt = 200;      // prompt tokens, inclusive
+    int64_t min_prompt = 200;      // prompt tokens, inclusive (text prompts need > 6)
     int64_t max_prompt = 1800;
     int64_t max_tokens = 256;      // completion limit
     int64_t context_len = 2048;    // prompt + max_tokens + template overhead stays within this

@@ -2,6 +2,8 @@
 // limit, and JSONL round trips with errors that name the line.
 #include "bench/fixtures.h"
 
+#include "../tokenizer/tokenizer_test_util.h"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -62,13 +64,27 @@ TEST(BenchFixtures, SeedWorkloadShapeWithinBounds) {
             full_completion += mt == 256;
             EXPECT_EQ(r.endpoint, "/v1/chat/completions");
             const std::string& text = r.body["messages"][0]["content"].get_ref<const std::string&>();
-            EXPECT_EQ(word_count(text), size_t(r.prompt_tokens));
+            EXPECT_EQ(word_count(text), size_t(r.prompt_tokens - 5));  // 6-digit number + words
             EXPECT_EQ(r.body["chat_template_kwargs"]["enable_thinking"], false);
             EXPECT_EQ(r.body["ignore_eos"], true);
         }
         EXPECT_GT(full_completion, 300) << dist;  // only the longest prompts lose completion room
         EXPECT_LT(lo, 500) << dist;               // the range is actually used
         EXPECT_GT(hi, 1500) << dist;
+    }
+}
+
+TEST(BenchFixtures, TextPromptLengthIsExactWithTheQwenTokenizer) {
+    const tok::Tokenizer* t = tok::testing::qwen3();
+    if (!t) GTEST_SKIP() << "no Qwen3 tokenizer at " << tok::testing::qwen3_dir();
+    FixtureOptions o;
+    o.num_requests = 40;
+    o.seed = 5;
+    o.min_prompt = 7, o.max_prompt = 1800;
+    auto reqs = generate_fixture(o).value();
+    for (const auto& r : reqs) {
+        const auto& text = r.body["messages"][0]["content"].get_ref<const std::string&>();
+        EXPECT_EQ(int64_t(t->encode(text).size()), r.prompt_tokens);
     }
 }
 
