@@ -101,32 +101,30 @@ private:
         RequestRecord& r = (*sh_.records)[size_t(i)];
         const std::string& wire = sh_.wire[size_t(i) % sh_.wire.size()];
         r.start_s = sh_.now();
-        bool reused = open_;
+        // A kept-alive connection the server closed while idle fails the write or ends before
+        // the response head: retry once on a fresh connection. A fresh connection is not retried.
+        size_t hend = std::string::npos;
         for (int attempt = 0;; ++attempt) {
+            bool fresh = !open_;
             if (!open_ && !co_await connect()) {
                 r.error = "connect";
                 r.latency_s = sh_.now() - r.start_s;
                 co_return;
             }
             auto [ec, n] = co_await asio::async_write(sock_, asio::buffer(wire), kTok);
-            if (!ec) break;
-            close();  // a kept-alive connection the server had closed: retry once on a fresh one
-            if (!reused || attempt > 0) {
-                r.error = "write";
+            if (!ec) {
+                while ((hend = buf_.find("\r\n\r\n")) == std::string::npos)
+                    if (!co_await read_more()) break;
+                if (hend != std::string::npos) break;
+            }
+            close();
+            if (fresh || attempt > 0 || sh_.expired.load()) {
+                r.error = ec ? "write" : "read";
                 r.latency_s = sh_.now() - r.start_s;
                 co_return;
             }
         }
         SseReader reader(&r);
-        size_t hend;
-        while ((hend = buf_.find("\r\n\r\n")) == std::string::npos) {
-            if (!co_await read_more()) {
-                r.error = reused ? "closed" : "read";
-                close();
-                reader.finish(sh_.now());
-                co_return;
-            }
-        }
         Head h = parse_head(std::string_view(buf_).substr(0, hend));
         buf_.erase(0, hend + 4);
         if (h.status != 200) {
