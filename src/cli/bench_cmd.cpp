@@ -104,7 +104,8 @@ int run_bench(int argc, char** argv) {
     raise_fd_limit();
 
     nlohmann::json out = {{"url", *url_s}, {"fixture", *fixture_path}, {"clients", o.clients},
-                          {"requests", o.requests}, {"passes", nlohmann::json::array()}};
+                          {"requests", o.requests}, {"threads", o.threads},
+                          {"gpu_hourly_cost", *cost}, {"passes", nlohmann::json::array()}};
     for (int64_t p = 0; p < *passes; ++p) {
         auto pass = bench::run_pass(o, *fixture);
         if (!pass.is_ok()) return fail("bench", pass.status());
