@@ -17,7 +17,7 @@ namespace qs::bench {
 namespace {
 
 class Rng {
-public:
+   public:
     explicit Rng(uint64_t seed) : state_(seed) {}
     uint64_t next() {
         uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
@@ -26,7 +26,7 @@ public:
         return z ^ (z >> 31);
     }
     double unit() { return double(next() >> 11) * (1.0 / 9007199254740992.0); }  // [0, 1)
-    int64_t uniform(int64_t lo, int64_t hi) {  // inclusive
+    int64_t uniform(int64_t lo, int64_t hi) {                                    // inclusive
         return lo + int64_t(next() % uint64_t(hi - lo + 1));
     }
     double normal() {  // Box-Muller
@@ -34,20 +34,21 @@ public:
         return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
     }
 
-private:
+   private:
     uint64_t state_;
 };
 
 const char* const kWords[] = {
-    "the", "of", "and", "to", "in", "is", "that", "for", "it", "as", "was", "with", "be", "by",
-    "on", "not", "he", "this", "are", "or", "his", "from", "at", "which", "but", "have", "an",
-    "had", "they", "you", "were", "their", "one", "all", "we", "can", "her", "has", "there",
-    "been", "if", "more", "when", "will", "would", "who", "so", "no", "time", "people", "water",
-    "work", "world", "city", "house", "light", "music", "story", "system", "number", "river",
-    "table", "market", "paper"};
+    "the",   "of",    "and",    "to",    "in",    "is",    "that",  "for",   "it",     "as",
+    "was",   "with",  "be",     "by",    "on",    "not",   "he",    "this",  "are",    "or",
+    "his",   "from",  "at",     "which", "but",   "have",  "an",    "had",   "they",   "you",
+    "were",  "their", "one",    "all",   "we",    "can",   "her",   "has",   "there",  "been",
+    "if",    "more",  "when",   "will",  "would", "who",   "so",    "no",    "time",   "people",
+    "water", "work",  "world",  "city",  "house", "light", "music", "story", "system", "number",
+    "river", "table", "market", "paper"};
 constexpr int64_t kNumWords = sizeof(kWords) / sizeof(kWords[0]);
-constexpr int64_t kPrefixTokens = 6;  // Qwen's pre-tokenizer splits digits one by one
-constexpr int32_t kMinTokenId = 1000;   // token-id prompts draw ids from a plain-text range
+constexpr int64_t kPrefixTokens = 6;   // Qwen's pre-tokenizer splits digits one by one
+constexpr int32_t kMinTokenId = 1000;  // token-id prompts draw ids from a plain-text range
 constexpr int32_t kMaxTokenId = 50000;
 
 Status validate(const FixtureOptions& o) {
@@ -57,8 +58,10 @@ Status validate(const FixtureOptions& o) {
                                             o.min_prompt, o.max_prompt));
     if (o.max_tokens <= 0) return invalid_argument("--max-tokens must be positive");
     if (o.max_prompt + 1 + kChatTemplateOverhead > o.context_len)
-        return invalid_argument(fmt::format("--max-prompt {} leaves no room for a completion in a "
-                                            "{}-token context", o.max_prompt, o.context_len));
+        return invalid_argument(
+            fmt::format("--max-prompt {} leaves no room for a completion in a "
+                        "{}-token context",
+                        o.max_prompt, o.context_len));
     if (o.distribution != "uniform" && o.distribution != "normal")
         return invalid_argument("--distribution must be 'uniform' or 'normal', not '" +
                                 o.distribution + "'");
@@ -83,9 +86,12 @@ Result<std::vector<FixtureRequest>> generate_fixture(const FixtureOptions& o) {
     for (int64_t i = 0; i < o.num_requests; ++i) {
         FixtureRequest r;
         r.prompt_tokens = draw_length(rng, o);
-        int64_t max_tokens = std::min(o.max_tokens, o.context_len - r.prompt_tokens - kChatTemplateOverhead);
-        nlohmann::json body = {{"model", o.model}, {"max_tokens", max_tokens},
-                               {"temperature", o.temperature}, {"ignore_eos", o.ignore_eos}};
+        int64_t max_tokens =
+            std::min(o.max_tokens, o.context_len - r.prompt_tokens - kChatTemplateOverhead);
+        nlohmann::json body = {{"model", o.model},
+                               {"max_tokens", max_tokens},
+                               {"temperature", o.temperature},
+                               {"ignore_eos", o.ignore_eos}};
         if (o.token_ids) {
             r.endpoint = "/v1/completions";
             std::vector<int32_t> ids(size_t(r.prompt_tokens));
@@ -108,7 +114,8 @@ Result<std::vector<FixtureRequest>> generate_fixture(const FixtureOptions& o) {
 }
 
 std::string fixture_line(const FixtureRequest& r) {
-    nlohmann::json j = {{"endpoint", r.endpoint}, {"prompt_tokens", r.prompt_tokens}, {"body", r.body}};
+    nlohmann::json j = {
+        {"endpoint", r.endpoint}, {"prompt_tokens", r.prompt_tokens}, {"body", r.body}};
     return j.dump();
 }
 

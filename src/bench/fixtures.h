@@ -2,8 +2,9 @@
 //   {"endpoint": "/v1/chat/completions" | "/v1/completions", "prompt_tokens": N, "body": {...}}
 // `body` is the OpenAI request without the streaming fields (the load generator adds "stream" and
 // "stream_options"); "prompt_tokens" is the prompt length (exact for token-id prompts; for the
-// generated text, exact with the Qwen3 tokenizer before the chat template is applied). Also a seeded generator shaped like the seed workload. Used on the bench
-// main thread (`qwenserve bench fixture`, and loading before a run).
+// generated text, exact with the Qwen3 tokenizer before the chat template is applied). Also a
+// seeded generator shaped like the seed workload. Used on the bench main thread (`qwenserve bench
+// fixture`, and loading before a run).
 #pragma once
 
 #include <cstdint>
@@ -17,20 +18,21 @@
 namespace qs::bench {
 
 struct FixtureRequest {
-    std::string endpoint;          // path on the server
-    int64_t prompt_tokens = 0;     // intended prompt length
-    nlohmann::json body;           // request body; body["max_tokens"] is the completion limit
+    std::string endpoint;       // path on the server
+    int64_t prompt_tokens = 0;  // intended prompt length
+    nlohmann::json body;        // request body; body["max_tokens"] is the completion limit
 };
 
 struct FixtureOptions {
     int64_t num_requests = 1024;
     uint64_t seed = 0;
-    int64_t min_prompt = 200;      // prompt tokens, inclusive (text prompts need > 6)
+    int64_t min_prompt = 200;  // prompt tokens, inclusive (text prompts need > 6)
     int64_t max_prompt = 1800;
-    int64_t max_tokens = 256;      // completion limit
-    int64_t context_len = 2048;    // prompt + max_tokens + template overhead stays within this
-    std::string distribution = "uniform";  // "uniform" or "normal" (mean mid-range, sd range/6, clipped)
-    bool token_ids = false;        // true: /v1/completions with "prompt" as token ids (exact length)
+    int64_t max_tokens = 256;    // completion limit
+    int64_t context_len = 2048;  // prompt + max_tokens + template overhead stays within this
+    std::string distribution =
+        "uniform";           // "uniform" or "normal" (mean mid-range, sd range/6, clipped)
+    bool token_ids = false;  // true: /v1/completions with "prompt" as token ids (exact length)
     std::string model = "qwen3.6-35b-a3b";
     double temperature = 0.0;
     bool ignore_eos = true;

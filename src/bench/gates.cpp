@@ -36,19 +36,24 @@ Result<Decision> compare(const std::vector<LedgerEntry>& ledger, const std::stri
     d.candidate_mean = mean(b);
     if (d.control_mean <= 0) return invalid_argument("control '" + control + "' has no throughput");
     d.mean_improvement = d.candidate_mean / d.control_mean - 1.0;
-    auto gain = [&](const LedgerEntry* e) { return e->steady_output_throughput / d.control_mean - 1.0; };
+    auto gain = [&](const LedgerEntry* e) {
+        return e->steady_output_throughput / d.control_mean - 1.0;
+    };
 
     int64_t dirty = 0;
     for (auto* e : b) dirty += e->errors > 0 || e->incomplete > 0 || e->completed < e->num_requests;
-    d.gates.push_back({"clean", dirty == 0, fmt::format("{} of {} candidate runs unclean", dirty, b.size())});
+    d.gates.push_back(
+        {"clean", dirty == 0, fmt::format("{} of {} candidate runs unclean", dirty, b.size())});
 
     bool replicated = int(a.size()) >= kMinReplicates && int(b.size()) >= kMinReplicates;
-    d.gates.push_back({"replicated", replicated, fmt::format("{} control, {} candidate runs", a.size(), b.size())});
+    d.gates.push_back({"replicated", replicated,
+                       fmt::format("{} control, {} candidate runs", a.size(), b.size())});
 
     double worst = 1e300;
     for (auto* e : b) worst = std::min(worst, gain(e));
     d.gates.push_back({"improvement", worst >= kMinImprovement,
-                       fmt::format("worst candidate run {:+.2f}%, mean {:+.2f}%", worst * 100, d.mean_improvement * 100)});
+                       fmt::format("worst candidate run {:+.2f}%, mean {:+.2f}%", worst * 100,
+                                   d.mean_improvement * 100)});
 
     bool fresh_ok = true;
     std::string fresh_detail = "not needed (mean improvement <= 3%)";
@@ -57,12 +62,14 @@ Result<Decision> compare(const std::vector<LedgerEntry>& ledger, const std::stri
         for (auto* e : b)
             if (e->fresh_start) best_fresh = std::max(best_fresh, gain(e));
         fresh_ok = best_fresh > kFreshStartAbove;
-        fresh_detail = best_fresh == -1e300 ? "no fresh-start candidate run"
-                                            : fmt::format("best fresh-start run {:+.2f}%", best_fresh * 100);
+        fresh_detail = best_fresh == -1e300
+                           ? "no fresh-start candidate run"
+                           : fmt::format("best fresh-start run {:+.2f}%", best_fresh * 100);
     }
     d.gates.push_back({"fresh_start", fresh_ok, fresh_detail});
 
-    d.adopt = std::all_of(d.gates.begin(), d.gates.end(), [](const GateResult& g) { return g.passed; });
+    d.adopt =
+        std::all_of(d.gates.begin(), d.gates.end(), [](const GateResult& g) { return g.passed; });
     return d;
 }
 

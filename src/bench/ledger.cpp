@@ -16,9 +16,12 @@ Result<std::vector<LedgerEntry>> read_ledger(const std::string& path) {
     for (int64_t n = 1; std::getline(f, line); ++n) {
         if (line.empty()) continue;
         nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-        auto bad = [&](const std::string& what) { return corrupt_data(fmt::format("{}:{}: {}", path, n, what)); };
+        auto bad = [&](const std::string& what) {
+            return corrupt_data(fmt::format("{}:{}: {}", path, n, what));
+        };
         if (j.is_discarded() || !j.is_object()) return bad("not a JSON object");
-        if (!j.contains("config") || !j["config"].is_string()) return bad("missing string 'config'");
+        if (!j.contains("config") || !j["config"].is_string())
+            return bad("missing string 'config'");
         if (!j.contains("steady_output_throughput") || !j["steady_output_throughput"].is_number())
             return bad("missing number 'steady_output_throughput'");
         LedgerEntry e;
@@ -37,10 +40,15 @@ Result<std::vector<LedgerEntry>> read_ledger(const std::string& path) {
 }
 
 Status append_ledger(const std::string& path, const LedgerEntry& e) {
-    nlohmann::json j = {{"config", e.config}, {"run", e.run}, {"fresh_start", e.fresh_start},
+    nlohmann::json j = {{"config", e.config},
+                        {"run", e.run},
+                        {"fresh_start", e.fresh_start},
                         {"steady_output_throughput", e.steady_output_throughput},
-                        {"output_throughput", e.output_throughput}, {"num_requests", e.num_requests},
-                        {"completed", e.completed}, {"incomplete", e.incomplete}, {"errors", e.errors}};
+                        {"output_throughput", e.output_throughput},
+                        {"num_requests", e.num_requests},
+                        {"completed", e.completed},
+                        {"incomplete", e.incomplete},
+                        {"errors", e.errors}};
     std::ofstream f(path, std::ios::binary | std::ios::app);
     if (!f) return io_error("cannot open ledger '" + path + "' for appending");
     f << j.dump() << '\n';

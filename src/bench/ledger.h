@@ -15,9 +15,9 @@
 namespace qs::bench {
 
 struct LedgerEntry {
-    std::string config;            // configuration label (control / candidate name)
-    std::string run;               // free-form run id
-    bool fresh_start = false;      // measured on a freshly started server
+    std::string config;                   // configuration label (control / candidate name)
+    std::string run;                      // free-form run id
+    bool fresh_start = false;             // measured on a freshly started server
     double steady_output_throughput = 0;  // tokens/s: the figure of merit
     double output_throughput = 0;
     int64_t num_requests = 0, completed = 0, incomplete = 0, errors = 0;

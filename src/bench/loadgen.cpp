@@ -59,7 +59,7 @@ struct Shared {
 };
 
 class Client {
-public:
+   public:
     Client(asio::io_context& io, Shared& sh) : sock_(io), sh_(sh) {}
 
     awaitable<void> run() {
@@ -71,7 +71,7 @@ public:
         close();
     }
 
-private:
+   private:
     void close() {
         boost::system::error_code ec;
         sock_.close(ec);
@@ -152,9 +152,11 @@ private:
         size_t pos = head.find("\r\n");
         while (pos != std::string_view::npos) {
             size_t end = head.find("\r\n", pos + 2);
-            std::string line(head.substr(pos + 2, end == std::string_view::npos ? end : end - pos - 2));
+            std::string line(
+                head.substr(pos + 2, end == std::string_view::npos ? end : end - pos - 2));
             for (auto& c : line) c = char(std::tolower(static_cast<unsigned char>(c)));
-            if (line.rfind("transfer-encoding:", 0) == 0 && line.find("chunked") != std::string::npos)
+            if (line.rfind("transfer-encoding:", 0) == 0 &&
+                line.find("chunked") != std::string::npos)
                 h.chunked = true;
             else if (line.rfind("content-length:", 0) == 0)
                 h.content_length = std::strtoll(line.c_str() + 15, nullptr, 10);
@@ -212,7 +214,7 @@ private:
 
     tcp::socket sock_;
     Shared& sh_;
-    std::string buf_;   // bytes read and not yet consumed
+    std::string buf_;  // bytes read and not yet consumed
     bool open_ = false;
     double last_read_s_ = 0;
 };
@@ -223,9 +225,10 @@ std::string wire_request(const Url& url, const std::string& api_key, const Fixtu
     body["stream_options"] = {{"include_usage", true}};
     std::string b = body.dump();
     std::string auth = api_key.empty() ? "" : "Authorization: Bearer " + api_key + "\r\n";
-    return fmt::format("POST {} HTTP/1.1\r\nHost: {}:{}\r\nContent-Type: application/json\r\n"
-                       "Accept: text/event-stream\r\n{}Content-Length: {}\r\n\r\n{}",
-                       f.endpoint, url.host, url.port, auth, b.size(), b);
+    return fmt::format(
+        "POST {} HTTP/1.1\r\nHost: {}:{}\r\nContent-Type: application/json\r\n"
+        "Accept: text/event-stream\r\n{}Content-Length: {}\r\n\r\n{}",
+        f.endpoint, url.host, url.port, auth, b.size(), b);
 }
 
 }  // namespace
@@ -278,7 +281,8 @@ Result<PassResult> run_pass(const LoadgenOptions& o, const std::vector<FixtureRe
     if (sh.expired) {
         double end = result.wall_s;
         for (auto& r : result.records)
-            if (!r.done && r.error.empty() && r.latency_s == 0) r.latency_s = std::max(0.0, end - r.start_s);
+            if (!r.done && r.error.empty() && r.latency_s == 0)
+                r.latency_s = std::max(0.0, end - r.start_s);
     }
     all.clear();
     return result;

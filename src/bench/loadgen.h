@@ -36,6 +36,7 @@ struct PassResult {
     double wall_s = 0;
 };
 
-Result<PassResult> run_pass(const LoadgenOptions& options, const std::vector<FixtureRequest>& fixture);
+Result<PassResult> run_pass(const LoadgenOptions& options,
+                            const std::vector<FixtureRequest>& fixture);
 
 }  // namespace qs::bench

@@ -13,15 +13,15 @@ namespace qs::bench {
 
 // What one request did. Times are seconds on one monotonic clock, relative to the pass start.
 struct RequestRecord {
-    double start_s = 0.0;              // request written to the socket
-    double ttft_s = -1.0;              // first content chunk after start; < 0: none arrived
-    std::vector<double> itl_s;         // gap between each content chunk and the previous one
-    double latency_s = 0.0;            // start to the end of the response ([DONE] or failure)
-    int64_t prompt_tokens = 0;         // from the usage chunk
-    int64_t completion_tokens = 0;     // from the usage chunk (not from counting chunks)
-    std::string finish_reason;         // "stop", "length", ...; empty if none was seen
-    std::string error;                 // empty: no error; else a kind ("connect", "http_503", ...)
-    bool done = false;                 // the stream ended with "data: [DONE]"
+    double start_s = 0.0;           // request written to the socket
+    double ttft_s = -1.0;           // first content chunk after start; < 0: none arrived
+    std::vector<double> itl_s;      // gap between each content chunk and the previous one
+    double latency_s = 0.0;         // start to the end of the response ([DONE] or failure)
+    int64_t prompt_tokens = 0;      // from the usage chunk
+    int64_t completion_tokens = 0;  // from the usage chunk (not from counting chunks)
+    std::string finish_reason;      // "stop", "length", ...; empty if none was seen
+    std::string error;              // empty: no error; else a kind ("connect", "http_503", ...)
+    bool done = false;              // the stream ended with "data: [DONE]"
 };
 
 // Mean, median and percentiles of one quantity (seconds). Percentiles interpolate linearly
@@ -34,16 +34,16 @@ Distribution distribution(std::vector<double> values);
 double percentile(const std::vector<double>& sorted, double p);
 
 struct Summary {
-    int64_t num_requests = 0;     // records given
-    int64_t num_completed = 0;    // no error, [DONE] seen: the set every latency metric uses
-    int64_t num_incomplete = 0;   // no error but the stream ended without [DONE]
+    int64_t num_requests = 0;    // records given
+    int64_t num_completed = 0;   // no error, [DONE] seen: the set every latency metric uses
+    int64_t num_incomplete = 0;  // no error but the stream ended without [DONE]
     std::map<std::string, int64_t> errors;  // error kind -> count
-    int64_t total_prompt_tokens = 0;      // over completed requests
-    int64_t total_completion_tokens = 0;  // over completed requests
+    int64_t total_prompt_tokens = 0;        // over completed requests
+    int64_t total_completion_tokens = 0;    // over completed requests
     // duration = (latest end of any request) - (earliest start of any request).
     double duration_s = 0;
-    double request_throughput = 0;     // completed / duration
-    double output_throughput = 0;      // total_completion_tokens / duration
+    double request_throughput = 0;  // completed / duration
+    double output_throughput = 0;   // total_completion_tokens / duration
     // Steady state (see metrics.cpp for the window): completion tokens arriving in
     // [steady_begin_s, steady_end_s] / its length. steady_valid false when the window is empty.
     bool steady_valid = false;

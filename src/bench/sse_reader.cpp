@@ -54,11 +54,14 @@ void SseReader::on_data(std::string_view payload, double now_s) {
     const auto& c = (*choices)[0];
     bool content = non_empty_string(c, "text");
     if (auto d = c.find("delta"); d != c.end() && d->is_object())
-        content = content || non_empty_string(*d, "content") || non_empty_string(*d, "reasoning_content");
+        content =
+            content || non_empty_string(*d, "content") || non_empty_string(*d, "reasoning_content");
     if (content) {
         double rel = now_s - record_->start_s;
-        if (num_chunks_ == 0) record_->ttft_s = rel;
-        else record_->itl_s.push_back(now_s - last_chunk_s_);
+        if (num_chunks_ == 0)
+            record_->ttft_s = rel;
+        else
+            record_->itl_s.push_back(now_s - last_chunk_s_);
         last_chunk_s_ = now_s;
         ++num_chunks_;
     }

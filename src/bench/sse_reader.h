@@ -12,7 +12,7 @@
 namespace qs::bench {
 
 class SseReader {
-public:
+   public:
     // record->start_s must be set; times passed to feed() are on the same clock.
     explicit SseReader(RequestRecord* record) : record_(record) {}
 
@@ -24,11 +24,11 @@ public:
     bool done() const { return record_->done; }
     int64_t num_content_chunks() const { return num_chunks_; }
 
-private:
+   private:
     void on_data(std::string_view payload, double now_s);
 
     RequestRecord* record_;
-    std::string pending_;   // bytes after the last newline
+    std::string pending_;  // bytes after the last newline
     double last_chunk_s_ = -1.0;
     int64_t num_chunks_ = 0;
     bool saw_usage_ = false;

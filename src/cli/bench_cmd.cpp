@@ -40,9 +40,12 @@ int run_fixture(int argc, char** argv) {
         return Status::ok();
     };
     int64_t seed = 0;
-    for (auto [name, ptr] : {std::pair{"requests", &o.num_requests}, {"seed", &seed},
-                             {"min-prompt", &o.min_prompt}, {"max-prompt", &o.max_prompt},
-                             {"max-tokens", &o.max_tokens}, {"context", &o.context_len}}) {
+    for (auto [name, ptr] : {std::pair{"requests", &o.num_requests},
+                             {"seed", &seed},
+                             {"min-prompt", &o.min_prompt},
+                             {"max-prompt", &o.max_prompt},
+                             {"max-tokens", &o.max_tokens},
+                             {"context", &o.context_len}}) {
         Status s = get(name, *ptr);
         if (!s.is_ok()) return fail("bench fixture", s);
     }
@@ -90,11 +93,12 @@ int run_bench(int argc, char** argv) {
     auto clients = args->get_int("clients", 64);
     auto requests = args->get_int("requests", int64_t(fixture->size()));
     auto passes = args->get_int("passes", 1);
-    auto threads = args->get_int("threads", std::min<int64_t>(4, std::thread::hardware_concurrency()));
+    auto threads =
+        args->get_int("threads", std::min<int64_t>(4, std::thread::hardware_concurrency()));
     auto cost = args->get_double("gpu-hourly-cost", 0.0);
     auto timeout = args->get_double("pass-timeout-s", 0.0);
-    for (const Status* s : {&clients.status(), &requests.status(), &passes.status(), &threads.status(),
-                            &cost.status(), &timeout.status()})
+    for (const Status* s : {&clients.status(), &requests.status(), &passes.status(),
+                            &threads.status(), &cost.status(), &timeout.status()})
         if (!s->is_ok()) return fail("bench", *s);
     if (*passes <= 0) return fail("bench", invalid_argument("--passes must be positive"));
     o.clients = *clients;
@@ -103,15 +107,19 @@ int run_bench(int argc, char** argv) {
     o.pass_timeout_s = *timeout;
     raise_fd_limit();
 
-    nlohmann::json out = {{"url", *url_s}, {"fixture", *fixture_path}, {"clients", o.clients},
-                          {"requests", o.requests}, {"threads", o.threads},
-                          {"gpu_hourly_cost", *cost}, {"passes", nlohmann::json::array()}};
+    nlohmann::json out = {{"url", *url_s},
+                          {"fixture", *fixture_path},
+                          {"clients", o.clients},
+                          {"requests", o.requests},
+                          {"threads", o.threads},
+                          {"gpu_hourly_cost", *cost},
+                          {"passes", nlohmann::json::array()}};
     for (int64_t p = 0; p < *passes; ++p) {
         auto pass = bench::run_pass(o, *fixture);
         if (!pass.is_ok()) return fail("bench", pass.status());
         bench::Summary s = bench::summarize(pass->records, o.clients);
         std::string title = *passes > 1 && p + 1 < *passes ? fmt::format("Pass {} (warm-up)", p + 1)
-                                                          : fmt::format("Pass {}", p + 1);
+                                                           : fmt::format("Pass {}", p + 1);
         std::fputs(bench::format_table(s, *cost, title).c_str(), stdout);
         std::fflush(stdout);
         out["passes"].push_back(bench::summary_json(s, *cost));

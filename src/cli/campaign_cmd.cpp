@@ -30,7 +30,8 @@ int run_record(int argc, char** argv) {
     if (!f) return fail("campaign record", not_found("cannot open '" + *result + "'"));
     nlohmann::json j = nlohmann::json::parse(f, nullptr, false);
     if (j.is_discarded() || !j.contains("result") || !j["result"].is_object())
-        return fail("campaign record", corrupt_data("'" + *result + "' is not a bench --json-out file"));
+        return fail("campaign record",
+                    corrupt_data("'" + *result + "' is not a bench --json-out file"));
     const auto& r = j["result"];
     bench::LedgerEntry e;
     e.config = *config;
@@ -63,7 +64,8 @@ int run_compare(int argc, char** argv) {
     std::printf("control %s: %.2f tok/s   candidate %s: %.2f tok/s   (%+.2f%%)\n", control->c_str(),
                 d->control_mean, candidate->c_str(), d->candidate_mean, d->mean_improvement * 100);
     for (const auto& g : d->gates)
-        std::printf("  %-12s %s  %s\n", g.name.c_str(), g.passed ? "pass" : "FAIL", g.detail.c_str());
+        std::printf("  %-12s %s  %s\n", g.name.c_str(), g.passed ? "pass" : "FAIL",
+                    g.detail.c_str());
     std::printf("%s\n", d->adopt ? "ADOPT" : "REJECT");
     return d->adopt ? 0 : 1;
 }

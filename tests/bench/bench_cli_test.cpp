@@ -41,10 +41,14 @@ TEST(BenchCli, FixtureIsReproducible) {
 
 TEST(BenchCli, CampaignCompareExitCodeIsTheVerdict) {
     std::string l = tmp("ledger.jsonl");
-    std::ofstream(l) << R"({"config":"A","steady_output_throughput":1000})" "\n"
-                     << R"({"config":"A","steady_output_throughput":1000})" "\n"
-                     << R"({"config":"B","steady_output_throughput":1010})" "\n"
-                     << R"({"config":"B","steady_output_throughput":1012})" "\n";
+    std::ofstream(l) << R"({"config":"A","steady_output_throughput":1000})"
+                        "\n"
+                     << R"({"config":"A","steady_output_throughput":1000})"
+                        "\n"
+                     << R"({"config":"B","steady_output_throughput":1010})"
+                        "\n"
+                     << R"({"config":"B","steady_output_throughput":1012})"
+                        "\n";
     EXPECT_EQ(sh("campaign compare --ledger " + l + " --control A --candidate B >/dev/null"), 0);
     EXPECT_EQ(sh("campaign compare --ledger " + l + " --control B --candidate A >/dev/null"), 1);
     EXPECT_NE(sh("campaign compare --ledger " + l + " --control A --candidate Z >/dev/null"), 0);

@@ -63,7 +63,8 @@ TEST(BenchFixtures, SeedWorkloadShapeWithinBounds) {
             EXPECT_LE(r.prompt_tokens + mt + kChatTemplateOverhead, 2048);
             full_completion += mt == 256;
             EXPECT_EQ(r.endpoint, "/v1/chat/completions");
-            const std::string& text = r.body["messages"][0]["content"].get_ref<const std::string&>();
+            const std::string& text =
+                r.body["messages"][0]["content"].get_ref<const std::string&>();
             EXPECT_EQ(word_count(text), size_t(r.prompt_tokens - 5));  // 6-digit number + words
             EXPECT_EQ(r.body["chat_template_kwargs"]["enable_thinking"], false);
             EXPECT_EQ(r.body["ignore_eos"], true);

@@ -29,7 +29,8 @@ bool gate(const Decision& d, const std::string& name) {
 
 TEST(BenchGates, ReplicatedImprovementIsAdopted) {
     // control mean 1000; candidate runs +1.0% and +2.0% -> mean +1.5%, no fresh start needed
-    auto d = compare({run("A", 990), run("A", 1010), run("B", 1010), run("B", 1020)}, "A", "B").value();
+    auto d =
+        compare({run("A", 990), run("A", 1010), run("B", 1010), run("B", 1020)}, "A", "B").value();
     EXPECT_DOUBLE_EQ(d.control_mean, 1000);
     EXPECT_NEAR(d.mean_improvement, 0.015, 1e-12);
     EXPECT_TRUE(d.adopt);
@@ -38,7 +39,8 @@ TEST(BenchGates, ReplicatedImprovementIsAdopted) {
 
 TEST(BenchGates, OneRunBelowThresholdRejects) {
     // +0.5% and +3.0%: the mean (+1.75%) clears 0.75% but one replicate does not
-    auto d = compare({run("A", 1000), run("A", 1000), run("B", 1005), run("B", 1030)}, "A", "B").value();
+    auto d =
+        compare({run("A", 1000), run("A", 1000), run("B", 1005), run("B", 1030)}, "A", "B").value();
     EXPECT_FALSE(gate(d, "improvement"));
     EXPECT_FALSE(d.adopt);
 }
@@ -62,7 +64,9 @@ TEST(BenchGates, LargeGainNeedsFreshStart) {
 }
 
 TEST(BenchGates, ErrorsBlockAndMissingConfigsAreErrors) {
-    auto d = compare({run("A", 1000), run("A", 1000), run("B", 1020), run("B", 1020, false, 3)}, "A", "B").value();
+    auto d = compare({run("A", 1000), run("A", 1000), run("B", 1020), run("B", 1020, false, 3)},
+                     "A", "B")
+                 .value();
     EXPECT_FALSE(gate(d, "clean"));
     EXPECT_FALSE(d.adopt);
     auto missing = compare({run("A", 1000)}, "A", "C");

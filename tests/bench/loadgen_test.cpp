@@ -23,13 +23,18 @@ struct Emits {
     std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
 };
 
-std::vector<FixtureRequest> repeat_fixture(int64_t n, int64_t max_tokens, const std::string& model) {
+std::vector<FixtureRequest> repeat_fixture(int64_t n, int64_t max_tokens,
+                                           const std::string& model) {
     std::vector<FixtureRequest> v;
     for (int64_t i = 0; i < n; ++i) {
         FixtureRequest r;
         r.endpoint = "/v1/chat/completions";
-        r.body = {{"model", model}, {"max_tokens", max_tokens}, {"ignore_eos", true},
-                  {"messages", nlohmann::json::array({{{"role", "user"}, {"content", "[[repeat]] " + std::to_string(i)}}})}};
+        r.body = {{"model", model},
+                  {"max_tokens", max_tokens},
+                  {"ignore_eos", true},
+                  {"messages",
+                   nlohmann::json::array(
+                       {{{"role", "user"}, {"content", "[[repeat]] " + std::to_string(i)}}})}};
         v.push_back(std::move(r));
     }
     return v;
@@ -37,8 +42,8 @@ std::vector<FixtureRequest> repeat_fixture(int64_t n, int64_t max_tokens, const 
 
 struct Measured {
     Summary client;
-    double server_rate = 0;     // tokens / (last emit - first emit)
-    double server_itl_mean = 0; // pooled gaps between a request's emits
+    double server_rate = 0;      // tokens / (last emit - first emit)
+    double server_itl_mean = 0;  // pooled gaps between a request's emits
     int64_t server_tokens = 0;
 };
 
@@ -49,7 +54,8 @@ Measured run(int64_t clients, int64_t requests, int64_t max_tokens, int step_us,
     cfg.engine.max_running = 512;
     cfg.engine.on_emit = [&emits](const RequestOutput& out) {
         if (out.token_ids.empty()) return;
-        double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - emits.t0).count();
+        double t =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - emits.t0).count();
         std::lock_guard lock(emits.mu);
         for (size_t k = 0; k < out.token_ids.size(); ++k) emits.times[out.request_id].push_back(t);
         emits.tokens += int64_t(out.token_ids.size());
@@ -98,9 +104,11 @@ TEST(BenchLoadgen, MeasuresWhatTheServerProduced) {
     // Client duration includes connect, TTFT and the last [DONE]; within 15% of the emit span.
     EXPECT_NEAR(m.client.output_throughput, m.server_rate, 0.15 * m.server_rate);
     EXPECT_TRUE(m.client.steady_valid);
-    std::printf("16 clients: client %.0f tok/s (steady %.0f), server %.0f tok/s; ITL client %.3f ms, "
-                "server %.3f ms\n", m.client.output_throughput, m.client.steady_output_throughput,
-                m.server_rate, m.client.itl.mean * 1e3, m.server_itl_mean * 1e3);
+    std::printf(
+        "16 clients: client %.0f tok/s (steady %.0f), server %.0f tok/s; ITL client %.3f ms, "
+        "server %.3f ms\n",
+        m.client.output_throughput, m.client.steady_output_throughput, m.server_rate,
+        m.client.itl.mean * 1e3, m.server_itl_mean * 1e3);
 }
 
 TEST(BenchLoadgen, ManyClientsOnTwoThreads) {
@@ -112,9 +120,11 @@ TEST(BenchLoadgen, ManyClientsOnTwoThreads) {
     EXPECT_EQ(m.server_tokens, 256 * 60);
     EXPECT_NEAR(m.client.itl.mean, m.server_itl_mean, 0.15 * m.server_itl_mean);
     EXPECT_NEAR(m.client.output_throughput, m.server_rate, 0.2 * m.server_rate);
-    std::printf("128 clients: client %.0f tok/s (steady %.0f), server %.0f tok/s; ITL client %.3f ms, "
-                "server %.3f ms\n", m.client.output_throughput, m.client.steady_output_throughput,
-                m.server_rate, m.client.itl.mean * 1e3, m.server_itl_mean * 1e3);
+    std::printf(
+        "128 clients: client %.0f tok/s (steady %.0f), server %.0f tok/s; ITL client %.3f ms, "
+        "server %.3f ms\n",
+        m.client.output_throughput, m.client.steady_output_throughput, m.server_rate,
+        m.client.itl.mean * 1e3, m.server_itl_mean * 1e3);
 }
 
 TEST(BenchLoadgen, HttpAndConnectErrorsAreCountedByKind) {

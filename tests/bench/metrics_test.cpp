@@ -7,8 +7,8 @@
 namespace qs::bench {
 namespace {
 
-RequestRecord rec(double start, double ttft, std::vector<double> itl, double latency, int64_t tokens,
-                  int64_t prompt = 0) {
+RequestRecord rec(double start, double ttft, std::vector<double> itl, double latency,
+                  int64_t tokens, int64_t prompt = 0) {
     RequestRecord r;
     r.start_s = start;
     r.ttft_s = ttft;
@@ -48,9 +48,9 @@ TEST(BenchMetrics, CountsThroughputAndErrors) {
     EXPECT_EQ(s.errors.at("http_503"), 1);
     EXPECT_EQ(s.total_completion_tokens, 8);
     EXPECT_EQ(s.total_prompt_tokens, 35);
-    EXPECT_DOUBLE_EQ(s.duration_s, 2.5);           // first start 0, last end B at 2.5
-    EXPECT_DOUBLE_EQ(s.request_throughput, 1.2);   // 3 / 2.5
-    EXPECT_DOUBLE_EQ(s.output_throughput, 3.2);    // 8 / 2.5
+    EXPECT_DOUBLE_EQ(s.duration_s, 2.5);          // first start 0, last end B at 2.5
+    EXPECT_DOUBLE_EQ(s.request_throughput, 1.2);  // 3 / 2.5
+    EXPECT_DOUBLE_EQ(s.output_throughput, 3.2);   // 8 / 2.5
 }
 
 TEST(BenchMetrics, LatencyDistributions) {

@@ -15,7 +15,8 @@ TEST(BenchSseReader, ChatStreamSplitAcrossReads) {
     s.feed("data: {\"choices\":[{\"delta\":{\"content\":\"He\"}}]}\n\ndata: {\"choi", 1.5);
     s.feed("ces\":[{\"delta\":{\"content\":\"llo\"}}]}\r\n\r\n", 1.75);
     s.feed("data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"length\"}]}\n\n", 2.0);
-    s.feed("data: {\"choices\":[],\"usage\":{\"prompt_tokens\":7,\"completion_tokens\":3}}\n\n", 2.0);
+    s.feed("data: {\"choices\":[],\"usage\":{\"prompt_tokens\":7,\"completion_tokens\":3}}\n\n",
+           2.0);
     EXPECT_FALSE(s.done());
     s.feed("data: [DONE]\n\n", 2.25);
     s.finish(2.5);
@@ -34,7 +35,10 @@ TEST(BenchSseReader, ChatStreamSplitAcrossReads) {
 TEST(BenchSseReader, CompletionsTextChunks) {
     RequestRecord r;
     SseReader s(&r);
-    s.feed("data: {\"choices\":[{\"text\":\"a\"}]}\n\ndata: {\"choices\":[{\"text\":\"b\",\"finish_reason\":\"stop\"}]}\n\n", 0.5);
+    s.feed(
+        "data: {\"choices\":[{\"text\":\"a\"}]}\n\ndata: "
+        "{\"choices\":[{\"text\":\"b\",\"finish_reason\":\"stop\"}]}\n\n",
+        0.5);
     s.feed("data: {\"choices\":[],\"usage\":{\"completion_tokens\":2}}\n\ndata: [DONE]\n\n", 0.5);
     s.finish(0.5);
     EXPECT_EQ(s.num_content_chunks(), 2);
