@@ -9,6 +9,10 @@
 #include <sstream>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
+#include "../server/test_server.h"
+
 namespace {
 
 std::string tmp(const std::string& name) {
@@ -37,6 +41,27 @@ TEST(BenchCli, FixtureIsReproducible) {
     EXPECT_NE(sh("bench fixture --out " + a + " --requests 30 --max-prompt 5000"), 0);
     EXPECT_NE(sh("bench fixture --requests 30"), 0);  // no --out
     std::remove(a.c_str()), std::remove(b.c_str());
+}
+
+TEST(BenchCli, BenchWritesJsonAgainstALiveServer) {
+    qs::testing::TestServer server;
+    std::string f = tmp("f.jsonl"), out = tmp("r.json");
+    std::ofstream(f) << R"({"endpoint":"/v1/chat/completions","body":{"model":"test-model",)"
+                     << R"("max_tokens":12,"ignore_eos":true,"messages":[{"role":"user","content":"[[repeat]]"}]}})"
+                     << "\n";
+    std::string url = "http://127.0.0.1:" + std::to_string(server.port());
+    ASSERT_EQ(sh("bench --url " + url + " --fixture " + f + " --clients 3 --requests 9 --passes 2 " +
+                 "--gpu-hourly-cost 5 --json-out " + out + " >/dev/null"),
+              0);
+    std::ifstream in(out);
+    auto j = nlohmann::json::parse(in, nullptr, false);
+    ASSERT_FALSE(j.is_discarded());
+    ASSERT_EQ(j["passes"].size(), 2u);
+    EXPECT_EQ(j["result"]["completed"], 9);
+    EXPECT_EQ(j["result"]["total_completion_tokens"], 9 * 12);
+    EXPECT_GT(j["result"]["usd_per_m_completion_tokens"].get<double>(), 0.0);
+    EXPECT_NE(sh("bench --url " + url + " --fixture " + tmp("missing.jsonl")), 0);
+    std::remove(f.c_str()), std::remove(out.c_str());
 }
 
 TEST(BenchCli, CampaignCompareExitCodeIsTheVerdict) {
