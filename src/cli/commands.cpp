@@ -11,6 +11,8 @@ const Command kCommands[] = {
     {"capacity", "KV pages, state slots and max_model_len that a cache budget holds", run_capacity},
     {"generate", "greedy generation from prompt ids, or a JSONL batch through the engine (--input/--output)", run_generate},
     {"serve", "OpenAI-compatible HTTP server (chat, completions, streaming, metrics)", run_serve},
+    {"bench", "load generator (closed-loop streaming replay of a fixture) and `bench fixture`", run_bench},
+    {"campaign", "benchmark ledger: `campaign record` a bench result, `campaign compare` A vs B", run_campaign},
     {"tokenize", "JSON lines: strings to token ids, or ids to text with --decode", run_tokenize},
 };
 }  // namespace

@@ -27,5 +27,7 @@ int run_generate(int argc, char** argv);
 int run_capacity(int argc, char** argv);
 int run_serve(int argc, char** argv);
 int run_tokenize(int argc, char** argv);
+int run_bench(int argc, char** argv);
+int run_campaign(int argc, char** argv);
 
 }  // namespace qs::cli

@@ -1,0 +1,37 @@
+// Client side of an OpenAI streaming response: splits the decoded HTTP body into SSE `data:` lines
+// and interprets each (content chunk, finish reason, usage, "[DONE]"), filling a RequestRecord.
+// No sockets here (bench/loadgen feeds it), so the parsing is tested on its own. One reader per
+// request; used on the load generator's I/O thread that owns the request.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "bench/metrics.h"
+
+namespace qs::bench {
+
+class SseReader {
+   public:
+    // record->start_s must be set; times passed to feed() are on the same clock.
+    explicit SseReader(RequestRecord* record) : record_(record) {}
+
+    // Bytes of the (de-chunked) body that arrived at time now_s.
+    void feed(std::string_view bytes, double now_s);
+    // The body ended at now_s (connection closed or last chunk): sets latency and checks usage.
+    void finish(double now_s);
+
+    bool done() const { return record_->done; }
+    int64_t num_content_chunks() const { return num_chunks_; }
+
+   private:
+    void on_data(std::string_view payload, double now_s);
+
+    RequestRecord* record_;
+    std::string pending_;  // bytes after the last newline
+    double last_chunk_s_ = -1.0;
+    int64_t num_chunks_ = 0;
+    bool saw_usage_ = false;
+};
+
+}  // namespace qs::bench

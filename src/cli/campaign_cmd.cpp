@@ -1,0 +1,82 @@
+// `qwenserve campaign`: the benchmark ledger and the adoption decision, on the main thread.
+//   campaign record  --ledger L.jsonl --config NAME --result R.json [--run ID] [--fresh-start]
+//                    appends the "result" pass of a `bench --json-out` file to the ledger
+//   campaign compare --ledger L.jsonl --control A --candidate B
+//                    prints each gate and ADOPT or REJECT; exit 0 adopt, 1 reject
+#include <cstdio>
+#include <fstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "bench/gates.h"
+#include "bench/ledger.h"
+#include "cli/commands.h"
+#include "core/args.h"
+
+namespace qs::cli {
+
+namespace {
+
+int run_record(int argc, char** argv) {
+    auto args = Args::parse(argc, argv, {"fresh-start"}, {"ledger", "config", "result", "run"});
+    if (!args.is_ok()) return fail("campaign record", args.status());
+    auto ledger = args->require("ledger");
+    auto config = args->require("config");
+    auto result = args->require("result");
+    for (const Status* s : {&ledger.status(), &config.status(), &result.status()})
+        if (!s->is_ok()) return fail("campaign record", *s);
+    std::ifstream f(*result);
+    if (!f) return fail("campaign record", not_found("cannot open '" + *result + "'"));
+    nlohmann::json j = nlohmann::json::parse(f, nullptr, false);
+    if (j.is_discarded() || !j.contains("result") || !j["result"].is_object())
+        return fail("campaign record",
+                    corrupt_data("'" + *result + "' is not a bench --json-out file"));
+    const auto& r = j["result"];
+    bench::LedgerEntry e;
+    e.config = *config;
+    e.run = args->get_or("run", "");
+    e.fresh_start = args->has("fresh-start");
+    e.steady_output_throughput = r.value("steady_output_throughput", 0.0);
+    e.output_throughput = r.value("output_throughput", 0.0);
+    e.num_requests = r.value("num_requests", int64_t(0));
+    e.completed = r.value("completed", int64_t(0));
+    e.incomplete = r.value("incomplete", int64_t(0));
+    if (r.contains("errors") && r["errors"].is_object())
+        for (const auto& [k, v] : r["errors"].items()) e.errors += v.get<int64_t>();
+    Status s = bench::append_ledger(*ledger, e);
+    if (!s.is_ok()) return fail("campaign record", s);
+    return 0;
+}
+
+int run_compare(int argc, char** argv) {
+    auto args = Args::parse(argc, argv, {}, {"ledger", "control", "candidate"});
+    if (!args.is_ok()) return fail("campaign compare", args.status());
+    auto ledger_path = args->require("ledger");
+    auto control = args->require("control");
+    auto candidate = args->require("candidate");
+    for (const Status* s : {&ledger_path.status(), &control.status(), &candidate.status()})
+        if (!s->is_ok()) return fail("campaign compare", *s);
+    auto ledger = bench::read_ledger(*ledger_path);
+    if (!ledger.is_ok()) return fail("campaign compare", ledger.status());
+    auto d = bench::compare(*ledger, *control, *candidate);
+    if (!d.is_ok()) return fail("campaign compare", d.status());
+    std::printf("control %s: %.2f tok/s   candidate %s: %.2f tok/s   (%+.2f%%)\n", control->c_str(),
+                d->control_mean, candidate->c_str(), d->candidate_mean, d->mean_improvement * 100);
+    for (const auto& g : d->gates)
+        std::printf("  %-12s %s  %s\n", g.name.c_str(), g.passed ? "pass" : "FAIL",
+                    g.detail.c_str());
+    std::printf("%s\n", d->adopt ? "ADOPT" : "REJECT");
+    return d->adopt ? 0 : 1;
+}
+
+}  // namespace
+
+int run_campaign(int argc, char** argv) {
+    std::string sub = argc >= 1 ? argv[0] : "";
+    if (sub == "record") return run_record(argc - 1, argv + 1);
+    if (sub == "compare") return run_compare(argc - 1, argv + 1);
+    return fail("campaign", invalid_argument("expected 'campaign record' or 'campaign compare'"));
+}
+
+}  // namespace qs::cli
