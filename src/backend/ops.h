@@ -42,6 +42,9 @@ public:
     virtual void copy_to_host(const float* src, int64_t n, float* dst) = 0;
     // Copies n floats from host memory into a backend buffer.
     virtual void copy_from_host(const float* src, int64_t n, float* dst) = 0;
+    // Whether the ModelCache must hold K/V and state storage for this backend (false for NullOps,
+    // which only runs the engine's bookkeeping).
+    virtual bool needs_cache_storage() const { return true; }
 
     // x[t] = table[ids[t]]. table [vocab, hidden]; x [T, hidden].
     virtual void embed(const WeightBuffer& table, const int32_t* ids, int64_t T, float* x) = 0;

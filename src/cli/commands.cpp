@@ -9,7 +9,7 @@ namespace {
 const Command kCommands[] = {
     {"logits", "write float32 .npy logits for a token sequence (prefill or incremental decode)", run_logits},
     {"capacity", "KV pages, state slots and max_model_len that a cache budget holds", run_capacity},
-    {"generate", "greedy generation from prompt ids, printing ids and tokens/s", run_generate},
+    {"generate", "greedy generation from prompt ids, or a JSONL batch through the engine (--input/--output)", run_generate},
     {"serve", "OpenAI-compatible HTTP server (chat, completions, streaming, metrics)", run_serve},
     {"tokenize", "JSON lines: strings to token ids, or ids to text with --decode", run_tokenize},
 };

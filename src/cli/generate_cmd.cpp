@@ -1,14 +1,18 @@
 // `qwenserve generate --model DIR --prompt-ids 1,2,3 --max-tokens N [--ignore-eos]`
-// Greedy decoding on the CPU backend; prints the generated ids and prefill/decode tokens/s.
+// Greedy decoding of one sequence on the CPU backend; prints the generated ids and prefill/decode
+// tokens/s. With `--input prompts.jsonl --output out.jsonl` it runs a batch through the Engine
+// instead (batch_generate.h). Main thread.
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cstdio>
 
 #include "backend/cpu/cpu_ops.h"
+#include "cli/batch_generate.h"
 #include "cli/commands.h"
 #include "cli/model_args.h"
 #include "core/timer.h"
+#include "engine/engine_config.h"
 #include "model/single_sequence.h"
 
 namespace qs::cli {
@@ -63,11 +67,16 @@ Status run(const Args& args) {
 int run_generate(int argc, char** argv) {
     std::set<std::string> valued = model_valued_options();
     valued.insert({"prompt-ids", "max-tokens"});
+    valued.insert(batch_valued_options().begin(), batch_valued_options().end());
+    valued.insert(EngineConfig::valued_options().begin(), EngineConfig::valued_options().end());
     std::set<std::string> flags = model_flag_options();
     flags.insert("ignore-eos");
+    flags.insert(EngineConfig::flag_options().begin(), EngineConfig::flag_options().end());
     auto args = Args::parse(argc, argv, flags, valued);
     if (!args.is_ok()) return fail("generate", args.status());
-    Status st = run(*args);
+    if (args->has("input") && args->has("prompt-ids"))
+        return fail("generate", invalid_argument("give either --prompt-ids (one sequence) or --input (a batch)"));
+    Status st = args->has("input") || args->has("output") ? run_batch_generate(*args) : run(*args);
     return st.is_ok() ? 0 : fail("generate", st);
 }
 

@@ -46,7 +46,8 @@ Engine::Engine(const ModelWeights& weights, Ops& ops, const EngineConfig& config
       num_spec_(config.num_speculative_tokens) {
     cache_ = std::make_unique<ModelCache>(CacheGeometry::for_model(weights.config, plan.num_kv_blocks, config.kv_block_size,
                                                                   plan.total_state_slots(), num_spec_ > 0,
-                                                                  config.kv_cache_dtype));
+                                                                  config.kv_cache_dtype),
+                                          ops.needs_cache_storage());
     cache_mgr_ = std::make_unique<CacheManager>(*cache_, plan_, config_);
     scheduler_ = std::make_unique<Scheduler>(config_, *cache_mgr_);
     mtp_proposed_.assign(size_t(num_spec_), 0);
@@ -262,15 +263,22 @@ std::vector<Sequence*> Engine::fork_siblings(Sequence& parent, const float* logi
 }
 
 bool Engine::step() {
+    const double t0 = now_seconds();
     drain_inbox();
     SchedulerOutput sched;
     if (!requests_.empty()) sched = scheduler_->schedule();
+    const double t1 = now_seconds();
     if (!sched.scheduled.empty()) {
         run_batch(sched);
         ++counters_.steps_total;
     }
     flush_outputs();
     publish_stats();
+    if (!sched.scheduled.empty()) {
+        ++profile_.steps;
+        profile_.schedule_s += t1 - t0;
+        profile_.total_s += now_seconds() - t0;
+    }
     return !sched.scheduled.empty();
 }
 
@@ -298,7 +306,9 @@ void Engine::run_batch(const SchedulerOutput& sched) {
         }
         batch.seqs.push_back(std::move(span));
     }
-    Qwen36Model::Output out = model_.forward(batch, *cache_, /*want_hidden=*/num_spec_ > 0);
+    double t = now_seconds();
+    Qwen36Model::Output out = model_.forward(batch, *cache_, /*want_hidden=*/num_spec_ > 0, std::move(forward_buf_));
+    profile_.forward_s += now_seconds() - t;
 
     // Sampling and verification, sequence by sequence.
     ForwardBatch rollback;  // rows to recompute after a rejected draft (state restored first)
@@ -326,7 +336,10 @@ void Engine::run_batch(const SchedulerOutput& sched) {
                 // parent's first token, while its pages and state are still the prompt's).
                 std::vector<Sequence*> forked;
                 if (p.n > 1 && s.index == 0 && !s.request->forked && s.num_output() == 0) forked = fork_siblings(s, row);
-                append_token(s, pick_token(row, V, p, *s.sampler), row, *pout);
+                t = now_seconds();
+                const int32_t token = pick_token(row, V, p, *s.sampler);
+                profile_.sample_s += now_seconds() - t;
+                append_token(s, token, row, *pout);
                 // The forked completions were copied before the MTP catch-up below wrote this
                 // step's rows: each runs the catch-up over the same rows (same hidden states)
                 // into its own pages, with its own first token for the last row.
@@ -353,7 +366,9 @@ void Engine::run_batch(const SchedulerOutput& sched) {
             const SamplingParams& p = s.request->request.params;
             if (r < int64_t(draft.size())) {
                 ++mtp_proposed_[size_t(r)];
+                t = now_seconds();
                 const DraftVerdict v = verify_draft(row, V, p, *s.sampler, draft[size_t(r)]);
+                profile_.sample_s += now_seconds() - t;
                 append_token(s, v.token, row, *pout);
                 if (!v.accepted || s.status == SeqStatus::kFinished) {
                     if (v.accepted) {
@@ -365,7 +380,10 @@ void Engine::run_batch(const SchedulerOutput& sched) {
                 ++mtp_accepted_[size_t(r)];
                 ++accepted;
             } else {
-                append_token(s, pick_token(row, V, p, *s.sampler), row, *pout);  // bonus token
+                t = now_seconds();
+                const int32_t token = pick_token(row, V, p, *s.sampler);  // bonus token
+                profile_.sample_s += now_seconds() - t;
+                append_token(s, token, row, *pout);
             }
         }
         logits_at += size_t(ss.num_tokens);
@@ -390,8 +408,11 @@ void Engine::run_batch(const SchedulerOutput& sched) {
         mtp_first_row.push_back(span.row_begin);
         mtp_num_rows.push_back(accepted + 1);
     }
-    if (!rollback.seqs.empty()) model_.forward(rollback, *cache_);
+    t = now_seconds();
+    if (!rollback.seqs.empty()) rollback_buf_ = model_.forward(rollback, *cache_, false, std::move(rollback_buf_));
+    profile_.forward_s += now_seconds() - t;
     run_mtp(mtp_seqs, mtp_first_row, mtp_num_rows, out.hidden);
+    forward_buf_ = std::move(out);
 }
 
 void Engine::run_mtp(const std::vector<Sequence*>& seqs, const std::vector<int64_t>& first_row,
@@ -425,11 +446,17 @@ void Engine::run_mtp(const std::vector<Sequence*>& seqs, const std::vector<int64
         }
         b.seqs.push_back(std::move(span));
     }
-    Qwen36Model::Output out = model_.mtp_forward(b, h, *cache_, /*want_hidden=*/num_spec_ > 1);
+    double t = now_seconds();
+    Qwen36Model::Output out = model_.mtp_forward(b, h, *cache_, /*want_hidden=*/num_spec_ > 1, std::move(mtp_buf_));
+    profile_.forward_s += now_seconds() - t;
     std::vector<float> prev_hidden;
+    t = now_seconds();
     for (size_t d = 0; d < drafting.size(); ++d) {
         const float* row = out.logits.data() + int64_t(d) * V;
         drafting[d]->draft = {int32_t(std::max_element(row, row + V) - row)};
+    }
+    profile_.sample_s += now_seconds() - t;
+    for (size_t d = 0; d < drafting.size(); ++d) {
         if (num_spec_ > 1) {
             const int64_t r = b.logits_rows[d];
             prev_hidden.insert(prev_hidden.end(), out.hidden.begin() + r * H, out.hidden.begin() + (r + 1) * H);
@@ -450,13 +477,19 @@ void Engine::run_mtp(const std::vector<Sequence*>& seqs, const std::vector<int64
             db.logits_rows.push_back(int32_t(d));
             db.seqs.push_back(std::move(span));
         }
-        Qwen36Model::Output o = model_.mtp_forward(db, prev_hidden, *cache_, /*want_hidden=*/true);
+        t = now_seconds();
+        Qwen36Model::Output o = model_.mtp_forward(db, prev_hidden, *cache_, /*want_hidden=*/true, std::move(mtp_step_buf_));
+        profile_.forward_s += now_seconds() - t;
+        t = now_seconds();
         for (size_t d = 0; d < drafting.size(); ++d) {
             const float* row = o.logits.data() + int64_t(d) * V;
             drafting[d]->draft.push_back(int32_t(std::max_element(row, row + V) - row));
         }
-        prev_hidden = std::move(o.hidden);
+        profile_.sample_s += now_seconds() - t;
+        prev_hidden.swap(o.hidden);
+        mtp_step_buf_ = std::move(o);
     }
+    mtp_buf_ = std::move(out);
 }
 
 void Engine::flush_outputs() {

@@ -24,6 +24,16 @@
 
 namespace qs {
 
+// Where the engine thread's time went, cumulative seconds over step() calls. Bookkeeping (what
+// the engine itself costs per step) = total - forward - sample.
+struct EngineProfile {
+    int64_t steps = 0;        // steps that ran a batch
+    double total_s = 0.0;     // whole step() calls that ran a batch
+    double schedule_s = 0.0;  // inbox drain + Scheduler::schedule
+    double forward_s = 0.0;   // model forwards: target, MTP rollback, MTP drafts
+    double sample_s = 0.0;    // sampling, draft verification, draft argmax (CPU, over the vocabulary)
+};
+
 class Engine final : public EngineApi {
 public:
     // `decoder` may be null: outputs then carry token ids only and stop strings are rejected.
@@ -56,6 +66,8 @@ public:
     // Per draft position i (0-based): drafts proposed and accepted so far.
     const std::vector<int64_t>& mtp_proposed_by_position() const { return mtp_proposed_; }
     const std::vector<int64_t>& mtp_accepted_by_position() const { return mtp_accepted_; }
+    const EngineProfile& profile() const { return profile_; }
+    void reset_profile() { profile_ = {}; }
 
 private:
     Engine(const ModelWeights& weights, Ops& ops, const EngineConfig& config, const CapacityPlan& plan,
@@ -100,6 +112,9 @@ private:
     std::unordered_map<Sequence*, std::unique_ptr<PendingOutput>> pending_;
     std::vector<int64_t> mtp_proposed_, mtp_accepted_;
     EngineStats counters_;
+    EngineProfile profile_;
+    // Forward outputs kept between steps so their [rows, vocab] buffers are reused.
+    Qwen36Model::Output forward_buf_, rollback_buf_, mtp_buf_, mtp_step_buf_;
 
     // Shared with other threads.
     mutable std::mutex inbox_mu_;

@@ -48,6 +48,13 @@ void apply_penalties(float* logits, int64_t vocab, const SamplingParams& p, cons
     }
 }
 
+bool has_penalties(const SamplingParams& p, const SamplerState& s) {
+    if (p.repetition_penalty != 1.0) return true;
+    return (p.presence_penalty != 0.0 || p.frequency_penalty != 0.0) && !s.output_counts().empty();
+}
+
+int32_t argmax(const float* x, int64_t n) { return int32_t(std::max_element(x, x + n) - x); }
+
 std::vector<float> sampling_distribution(const float* logits, int64_t vocab, const SamplingParams& p) {
     QS_CHECK(p.temperature > 0);
     std::vector<float> probs(static_cast<size_t>(vocab));
@@ -122,11 +129,17 @@ void raw_logprobs(const float* logits, int64_t vocab, int32_t token, int64_t k, 
 }
 
 int32_t pick_token(const float* logits_in, int64_t vocab, const SamplingParams& p, SamplerState& s) {
-    std::vector<float> logits(logits_in, logits_in + vocab);
-    apply_penalties(logits.data(), vocab, p, s);
-    if (p.temperature == 0.0 || p.top_k == 1)
-        return int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
-    return draw_from(sampling_distribution(logits.data(), vocab, p), s.next_uniform());
+    // The row is copied only when penalties change it (a copy of the vocabulary per token is
+    // most of the cost of greedy decoding).
+    std::vector<float> penalised;
+    const float* logits = logits_in;
+    if (has_penalties(p, s)) {
+        penalised.assign(logits_in, logits_in + vocab);
+        apply_penalties(penalised.data(), vocab, p, s);
+        logits = penalised.data();
+    }
+    if (p.temperature == 0.0 || p.top_k == 1) return argmax(logits, vocab);
+    return draw_from(sampling_distribution(logits, vocab, p), s.next_uniform());
 }
 
 SampleResult sample_token(const float* logits, int64_t vocab, const SamplingParams& p, SamplerState& s) {

@@ -41,6 +41,10 @@ struct SampleResult {
 
 // Applies the penalties to logits in place (needs the state's token history).
 void apply_penalties(float* logits, int64_t vocab, const SamplingParams& p, const SamplerState& s);
+// Whether apply_penalties would change anything (else callers read the logits row in place).
+bool has_penalties(const SamplingParams& p, const SamplerState& s);
+// Index of the largest value (the first one on ties).
+int32_t argmax(const float* x, int64_t n);
 
 // The distribution tokens are drawn from, after penalties, temperature, top-k, top-p and min-p:
 // probs [vocab] summing to 1 (zeros outside the kept set). Requires temperature > 0.

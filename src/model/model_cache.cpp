@@ -37,7 +37,8 @@ size_t CacheGeometry::state_bytes_per_slot() const {
            (size_t(conv_window * conv_dim) * 2 + size_t(num_value_heads * key_head_dim * value_head_dim) * 4);
 }
 
-ModelCache::ModelCache(const CacheGeometry& g) : g_(g) {
+ModelCache::ModelCache(const CacheGeometry& g, bool with_storage) : g_(g), storage_(with_storage) {
+    if (!storage_) return;
     const size_t kv = size_t(g.num_blocks * g.block_size * g.num_kv_heads * g.head_dim);
     k_.assign(size_t(g.num_kv_layers), std::vector<float>(kv, 0.0f));
     v_.assign(size_t(g.num_kv_layers), std::vector<float>(kv, 0.0f));
@@ -48,6 +49,7 @@ ModelCache::ModelCache(const CacheGeometry& g) : g_(g) {
 
 void ModelCache::reset_slot(int64_t slot) {
     QS_CHECK(slot >= 0 && slot < g_.num_state_slots);
+    if (!storage_) return;
     const size_t conv_n = size_t(g_.conv_window * g_.conv_dim);
     const size_t ssm_n = size_t(g_.num_value_heads * g_.key_head_dim * g_.value_head_dim);
     for (auto& c : conv_) std::fill_n(c.begin() + ptrdiff_t(size_t(slot) * conv_n), conv_n, 0.0f);
@@ -56,6 +58,7 @@ void ModelCache::reset_slot(int64_t slot) {
 
 void ModelCache::copy_slot(int64_t from, int64_t to) {
     QS_CHECK(from >= 0 && from < g_.num_state_slots && to >= 0 && to < g_.num_state_slots);
+    if (!storage_) return;
     const size_t conv_n = size_t(g_.conv_window * g_.conv_dim);
     const size_t ssm_n = size_t(g_.num_value_heads * g_.key_head_dim * g_.value_head_dim);
     for (auto& c : conv_) std::copy_n(c.begin() + ptrdiff_t(size_t(from) * conv_n), conv_n, c.begin() + ptrdiff_t(size_t(to) * conv_n));
@@ -64,6 +67,7 @@ void ModelCache::copy_slot(int64_t from, int64_t to) {
 
 void ModelCache::copy_block(int64_t from, int64_t to) {
     QS_CHECK(from >= 0 && from < g_.num_blocks && to >= 0 && to < g_.num_blocks);
+    if (!storage_) return;
     const size_t n = size_t(g_.block_size * g_.num_kv_heads * g_.head_dim);
     for (auto* pool : {&k_, &v_})
         for (auto& layer : *pool)

@@ -39,16 +39,18 @@ struct CacheGeometry {
 
 class ModelCache {
 public:
-    explicit ModelCache(const CacheGeometry& g);
+    // with_storage false: bookkeeping only (slot and page ids are checked, nothing is stored and
+    // k()/v()/conv()/ssm() return null); for backends that compute nothing (NullOps).
+    explicit ModelCache(const CacheGeometry& g, bool with_storage = true);
 
     const CacheGeometry& geometry() const { return g_; }
     // [num_blocks, block_size, num_kv_heads, head_dim]
-    float* k(int64_t kv_layer) { return k_[size_t(kv_layer)].data(); }
-    float* v(int64_t kv_layer) { return v_[size_t(kv_layer)].data(); }
+    float* k(int64_t kv_layer) { return storage_ ? k_[size_t(kv_layer)].data() : nullptr; }
+    float* v(int64_t kv_layer) { return storage_ ? v_[size_t(kv_layer)].data() : nullptr; }
     // [num_state_slots, conv_window, conv_dim] (token-major window, oldest first)
-    float* conv(int64_t gdn_layer) { return conv_[size_t(gdn_layer)].data(); }
+    float* conv(int64_t gdn_layer) { return storage_ ? conv_[size_t(gdn_layer)].data() : nullptr; }
     // [num_state_slots, num_value_heads, key_head_dim, value_head_dim]
-    float* ssm(int64_t gdn_layer) { return ssm_[size_t(gdn_layer)].data(); }
+    float* ssm(int64_t gdn_layer) { return storage_ ? ssm_[size_t(gdn_layer)].data() : nullptr; }
 
     // Zeroes a slot's conv window and recurrent state (a new sequence starts from zero state).
     void reset_slot(int64_t slot);
@@ -59,6 +61,7 @@ public:
 
 private:
     CacheGeometry g_;
+    bool storage_;
     std::vector<std::vector<float>> k_, v_, conv_, ssm_;
 };
 

@@ -51,10 +51,13 @@ void Qwen36Model::decoder_layer(const DecoderLayerWeights& l, float* x, const Fo
     ops_.add(x, out, T * H);
 }
 
-Qwen36Model::Output Qwen36Model::finish(const float* x_final, const ForwardBatch& batch, bool want_hidden) {
+Qwen36Model::Output Qwen36Model::finish(const float* x_final, const ForwardBatch& batch, bool want_hidden,
+                                        Output recycled) {
     const ModelConfig& c = w_.config;
     const int64_t T = batch.num_tokens(), H = c.hidden_size, V = c.vocab_size;
-    Output result;
+    Output result = std::move(recycled);
+    result.hidden.clear();
+    result.logits.clear();
     if (want_hidden) {
         result.hidden.resize(size_t(T * H));
         ops_.copy_to_host(x_final, T * H, result.hidden.data());
@@ -73,7 +76,8 @@ Qwen36Model::Output Qwen36Model::finish(const float* x_final, const ForwardBatch
     return result;
 }
 
-Qwen36Model::Output Qwen36Model::forward(const ForwardBatch& batch, ModelCache& cache, bool want_hidden) {
+Qwen36Model::Output Qwen36Model::forward(const ForwardBatch& batch, ModelCache& cache, bool want_hidden,
+                                         Output recycled) {
     const ModelConfig& c = w_.config;
     const int64_t T = batch.num_tokens(), H = c.hidden_size;
     const std::vector<int32_t> positions = batch.positions();
@@ -85,11 +89,11 @@ Qwen36Model::Output Qwen36Model::forward(const ForwardBatch& batch, ModelCache& 
         (l.type == LayerType::kFullAttention ? kv_layer : gdn_layer) += 1;
     }
     ops_.rms_norm_zc(x, w_.norm.data(), T, H, c.rms_norm_eps, x);
-    return finish(x, batch, want_hidden);
+    return finish(x, batch, want_hidden, std::move(recycled));
 }
 
 Qwen36Model::Output Qwen36Model::mtp_forward(const ForwardBatch& batch, const std::vector<float>& hidden,
-                                             ModelCache& cache, bool want_hidden) {
+                                             ModelCache& cache, bool want_hidden, Output recycled) {
     const ModelConfig& c = w_.config;
     const MtpWeights& m = w_.mtp;
     QS_CHECK_MSG(m.present, "the model has no MTP block");
@@ -109,7 +113,7 @@ Qwen36Model::Output Qwen36Model::mtp_forward(const ForwardBatch& batch, const st
     ops_.linear(u, T, m.fc, x);
     decoder_layer(m.layer, x, batch, positions.data(), cache, mtp_kv_layer(), -1);
     ops_.rms_norm_zc(x, m.norm.data(), T, H, c.rms_norm_eps, x);
-    return finish(x, batch, want_hidden);
+    return finish(x, batch, want_hidden, std::move(recycled));
 }
 
 }  // namespace qs

@@ -20,15 +20,17 @@ public:
     };
 
     // One forward over the batch: writes K/V and GDN state for every row, returns logits for
-    // batch.logits_rows (and the final hidden states of all rows if want_hidden).
-    Output forward(const ForwardBatch& batch, ModelCache& cache, bool want_hidden = false);
+    // batch.logits_rows (and the final hidden states of all rows if want_hidden). `recycled` is a
+    // previous Output whose buffers are reused (a loop passes its last one back to avoid
+    // allocating and faulting in [rows, vocab] floats every step).
+    Output forward(const ForwardBatch& batch, ModelCache& cache, bool want_hidden = false, Output recycled = {});
 
     // One MTP draft step per row: row r has token x_{p+1} (batch.token_ids[r]) at position p
     // (the position of the hidden state), and hidden[r] = the target's final-normed hidden h_p.
     // Writes the MTP layer's K/V at position p. Returns draft logits for batch.logits_rows and
     // (if want_hidden) the MTP output after mtp.norm, which feeds the next draft step.
     Output mtp_forward(const ForwardBatch& batch, const std::vector<float>& hidden, ModelCache& cache,
-                       bool want_hidden = false);
+                       bool want_hidden = false, Output recycled = {});
 
     const ModelConfig& config() const { return w_.config; }
     const ModelWeights& weights() const { return w_; }
@@ -39,7 +41,7 @@ private:
     // Runs decoder layer `l` in place on x [T, hidden].
     void decoder_layer(const DecoderLayerWeights& l, float* x, const ForwardBatch& batch, const int32_t* positions,
                        ModelCache& cache, int64_t kv_layer, int64_t gdn_layer);
-    Output finish(const float* x_final, const ForwardBatch& batch, bool want_hidden);
+    Output finish(const float* x_final, const ForwardBatch& batch, bool want_hidden, Output recycled);
 
     const ModelWeights& w_;
     Ops& ops_;

@@ -1,0 +1,48 @@
+// NullOps: a backend that does no arithmetic, so the engine loop (scheduling, cache bookkeeping,
+// batch building, sampling, outputs) can be measured at real shapes without a forward. Buffers
+// are zeroed host memory (calloc: untouched pages cost nothing), every op leaves its output as
+// zeros, and the ModelCache needs no storage. Used from the engine thread (benchmarks, tests).
+#pragma once
+
+#include <cstdlib>
+#include <memory>
+#include <vector>
+
+#include "backend/ops.h"
+
+namespace qs {
+
+class NullOps final : public Ops {
+public:
+    float* alloc(int64_t n) override;
+    void free_all() override { buffers_.clear(); }
+    void copy_to_host(const float* src, int64_t n, float* dst) override;
+    void copy_from_host(const float* src, int64_t n, float* dst) override {}
+    bool needs_cache_storage() const override { return false; }
+
+    void embed(const WeightBuffer& table, const int32_t* ids, int64_t T, float* x) override {}
+    void rms_norm_zc(const float* x, const float* w, int64_t T, int64_t n, double eps, float* y) override {}
+    void linear(const float* x, int64_t T, const LinearWeight& w, float* y) override {}
+    void add(float* x, const float* y, int64_t n) override {}
+    void gather_rows(const float* src, const int32_t* rows, int64_t R, int64_t n, float* out) override {}
+    void concat_columns(const float* a, const float* b, int64_t T, int64_t n, float* out) override {}
+    void gated_attention(const float* qg, float* k, const float* v, const std::vector<float>& q_norm,
+                         const std::vector<float>& k_norm, const AttentionDims& d, const ForwardBatch& batch,
+                         const int32_t* positions, ModelCache& cache, int64_t kv_layer, float* out) override {}
+    void gated_delta_net(const float* qkv, const float* z, const float* b, const float* a, const GdnWeights& w,
+                         const GdnDims& d, const ForwardBatch& batch, ModelCache& cache, int64_t gdn_layer,
+                         float* out) override {}
+    void moe(const float* x, int64_t T, const MoeWeights& w, int64_t top_k, bool norm_topk_prob, float* y) override {}
+
+private:
+    struct Free {
+        void operator()(float* p) const { std::free(p); }
+    };
+    std::vector<std::unique_ptr<float, Free>> buffers_;
+};
+
+// Weights with the config's layer structure (types, MTP presence) and no tensors: enough for
+// Qwen36Model on NullOps, which never reads a weight.
+ModelWeights make_shape_only_weights(const ModelConfig& config, bool with_mtp);
+
+}  // namespace qs
