@@ -176,6 +176,15 @@ Status serve(const Args& args) {
             if (std::find(weights->config.eos_token_ids.begin(), weights->config.eos_token_ids.end(), id) ==
                 weights->config.eos_token_ids.end())
                 weights->config.eos_token_ids.push_back(id);
+        if (!args.has("max-num-seqs")) {
+            const int64_t fit = fit_max_num_seqs(weights->config, c.engine, weights->mtp.present);
+            if (fit < c.engine.max_num_seqs) {
+                log_info("serve: max_num_seqs {} -> {}: the GDN states of more would not leave half of "
+                         "cache_memory_mb {} for KV (pass --max-num-seqs or --cache-memory-mb to choose)",
+                         c.engine.max_num_seqs, fit, c.engine.cache_memory_mb);
+                c.engine.max_num_seqs = fit;
+            }
+        }
         auto* tp = static_cast<const TokenizerTextPipeline*>(&text);
         QS_ASSIGN_OR_RETURN(std::unique_ptr<Engine> real,
                             Engine::create(*weights, ops, c.engine, std::make_shared<TokenizerTextDecoder>(tp->tokenizer())));

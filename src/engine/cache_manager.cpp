@@ -93,19 +93,23 @@ void CacheManager::after_forward(Sequence& s) {
 
 bool CacheManager::fork(const Sequence& parent, Sequence& child) {
     QS_CHECK(child.block_table.empty() && child.slot < 0);
-    const int64_t full = parent.num_computed / block_size_;
+    int64_t shared = parent.num_computed / block_size_;
     const bool partial = parent.num_computed % block_size_ != 0;
-    if (free_slots_.empty() || (partial && pool_.num_available() < 1)) return false;
+    // With MTP the page holding the last computed position is private even when full: the MTP
+    // KV at that position is computed from the sequence's own next token, which differs.
+    const bool copy_last = partial || (backup_base_ >= 0 && shared > 0);
+    if (!partial && copy_last) --shared;
+    if (free_slots_.empty() || (copy_last && pool_.num_available() < 1)) return false;
     child.slot = free_slots_.back();
     free_slots_.pop_back();
     cache_.copy_slot(parent.slot, child.slot);
-    for (int64_t i = 0; i < full; ++i) {
+    for (int64_t i = 0; i < shared; ++i) {
         pool_.retain(parent.block_table[size_t(i)]);
         child.block_table.push_back(parent.block_table[size_t(i)]);
     }
-    if (partial) {
+    if (copy_last) {
         const int32_t b = *pool_.allocate();
-        cache_.copy_block(parent.block_table[size_t(full)], b);
+        cache_.copy_block(parent.block_table[size_t(shared)], b);
         child.block_table.push_back(b);
     }
     child.block_hashes = parent.block_hashes;

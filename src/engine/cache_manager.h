@@ -43,7 +43,8 @@ public:
     // After a forward: registers pages that became full and snapshots the state at the boundary.
     void after_forward(Sequence& s);
     // Makes `child` a copy of `parent` (same tokens computed): full pages shared, the partial
-    // page copied, state copied. Needs a slot and possibly one page; false if unavailable.
+    // page copied (with MTP, the page of the last computed position even when full), state
+    // copied. Needs a slot and possibly one page; false if unavailable.
     bool fork(const Sequence& parent, Sequence& child);
 
     // MTP rollback: the backup slot paired with a running slot.

@@ -229,9 +229,10 @@ void Engine::finish(Sequence& s, FinishReason reason, PendingOutput& out, const 
     ++s.request->num_finished;
 }
 
-void Engine::fork_siblings(Sequence& parent, const float* logits_row) {
+std::vector<Sequence*> Engine::fork_siblings(Sequence& parent, const float* logits_row) {
     RequestState& rs = *parent.request;
     rs.forked = true;
+    std::vector<Sequence*> running;
     for (int32_t i = 1; i < int32_t(rs.request.params.n); ++i) {
         auto child = std::make_unique<Sequence>();
         child->id = next_seq_id_++;
@@ -249,10 +250,12 @@ void Engine::fork_siblings(Sequence& parent, const float* logits_row) {
             scheduler_->add_running(c);
             const int32_t token = pick_token(logits_row, weights_.config.vocab_size, rs.request.params, *c->sampler);
             append_token(*c, token, logits_row, pending_for(*c));
+            if (c->status != SeqStatus::kFinished) running.push_back(c);
         } else {
             scheduler_->add_waiting(c);  // recomputes the prompt (a prefix-cache hit when possible)
         }
     }
+    return running;
 }
 
 bool Engine::step() {
@@ -325,11 +328,20 @@ void Engine::run_batch(const SchedulerOutput& sched) {
                 const SamplingParams& p = s.request->request.params;
                 // n > 1: the other completions share the prompt just computed (fork before the
                 // parent's first token, while its pages and state are still the prompt's).
-                if (p.n > 1 && s.index == 0 && !s.request->forked && s.num_output() == 0) fork_siblings(s, row);
+                std::vector<Sequence*> forked;
+                if (p.n > 1 && s.index == 0 && !s.request->forked && s.num_output() == 0) forked = fork_siblings(s, row);
                 t = now_seconds();
                 const int32_t token = pick_token(row, V, p, *s.sampler);
                 profile_.sample_s += now_seconds() - t;
                 append_token(s, token, row, pending_for(s));
+                // The forked completions were copied before the MTP catch-up below wrote this
+                // step's rows: each runs the catch-up over the same rows (same hidden states)
+                // into its own pages, with its own first token for the last row.
+                for (Sequence* c : forked) {
+                    mtp_seqs.push_back(c);
+                    mtp_first_row.push_back(span.row_begin);
+                    mtp_num_rows.push_back(ss.num_tokens);
+                }
             }
             if (s.status != SeqStatus::kFinished) {
                 mtp_seqs.push_back(&s);

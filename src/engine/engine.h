@@ -88,7 +88,8 @@ private:
     // Appends `token` to the sequence (sampled or accepted), detokenizes, checks stops.
     void append_token(Sequence& s, int32_t token, const float* logits_row, PendingOutput& out);
     void finish(Sequence& s, FinishReason reason, PendingOutput& out, const std::string& stop_reason = "");
-    void fork_siblings(Sequence& parent, const float* logits_row);
+    // Returns the completions forked into the running set (they share the parent's rows this step).
+    std::vector<Sequence*> fork_siblings(Sequence& parent, const float* logits_row);
     void run_mtp(const std::vector<Sequence*>& seqs, const std::vector<int64_t>& first_row,
                  const std::vector<int64_t>& num_rows, const std::vector<float>& hidden);
     PendingOutput& pending_for(Sequence& s);

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdint>
 
 namespace qs {
 
@@ -119,6 +120,27 @@ Result<CapacityPlan> plan_capacity(const ModelConfig& model, const EngineConfig&
         return Status(ErrorKind::kResourceExhausted, "the KV budget holds no page: raise cache_memory_mb");
     p.total_bytes = state_bytes + size_t(p.num_kv_blocks) * g.kv_bytes_per_block();
     return p;
+}
+
+int64_t fit_max_num_seqs(const ModelConfig& model, const EngineConfig& config, bool with_mtp) {
+    if (config.num_kv_blocks > 0) return config.max_num_seqs;
+    const size_t half_budget = (size_t(config.cache_memory_mb) << 20) / 2;
+    auto state_bytes = [&](int64_t seqs) {
+        EngineConfig c = config;
+        c.max_num_seqs = seqs;
+        c.num_kv_blocks = 1;  // only the state arithmetic matters here
+        auto p = plan_capacity(model, c, with_mtp);
+        return p.is_ok() ? size_t(p->total_state_slots()) * p->state_bytes_per_slot : SIZE_MAX;
+    };
+    // Monotone in seqs: binary search for the largest that fits.
+    int64_t lo = 1, hi = config.max_num_seqs;
+    if (state_bytes(hi) <= half_budget) return hi;
+    while (lo < hi) {
+        const int64_t mid = lo + (hi - lo + 1) / 2;
+        if (state_bytes(mid) <= half_budget) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
 }
 
 }  // namespace qs

@@ -57,4 +57,11 @@ struct CapacityPlan {
 
 Result<CapacityPlan> plan_capacity(const ModelConfig& model, const EngineConfig& config, bool with_mtp);
 
+// The largest max_num_seqs <= config.max_num_seqs whose GDN state slots (running + snapshots +
+// MTP backups) take at most half of cache_memory_mb, so that the rest holds KV pages. The
+// default of 512 is sized for a GPU budget; a CPU budget of a few hundred MB cannot hold 512
+// states even for the tiny test model, so `serve` applies this when --max-num-seqs is not given.
+// Returns config.max_num_seqs when it already fits or num_kv_blocks is fixed; at least 1.
+int64_t fit_max_num_seqs(const ModelConfig& model, const EngineConfig& config, bool with_mtp);
+
 }  // namespace qs
