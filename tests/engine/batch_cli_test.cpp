@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "engine_test_util.h"
+#include "../common/run_binary.h"
 #include "model/weights_writer.h"
 
 using namespace qs;
@@ -23,21 +24,8 @@ using nlohmann::json;
 
 namespace {
 
-struct RunResult {
-    int exit_code;
-    std::string output;  // stdout + stderr
-};
-
-RunResult run(const std::string& args) {
-    const std::string cmd = std::string(QS_BINARY) + " " + args + " 2>&1";
-    FILE* p = popen(cmd.c_str(), "r");
-    std::string out;
-    std::array<char, 4096> buf;
-    size_t n;
-    while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-    const int status = pclose(p);
-    return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out};
-}
+using test::RunResult;
+RunResult run(const std::string& args) { return test::run_binary(args); }
 
 // A byte-level BPE tokenizer.json without merges: token id b is byte b (GPT-2 byte alphabet).
 std::string byte_tokenizer_json() {
