@@ -315,10 +315,8 @@ void Engine::run_batch(const SchedulerOutput& sched) {
         const ScheduledSeq& ss = sched.scheduled[i];
         Sequence& s = *ss.seq;
         const SeqSpan& span = batch.seqs[i];
-        if (s.status == SeqStatus::kFinished) {  // aborted before this step (cannot happen mid-step)
-            logits_at += ss.verify ? size_t(ss.num_tokens) : 0;
-            continue;
-        }
+        // Aborts are applied before scheduling and finished sequences leave the scheduler at once.
+        QS_CHECK(s.status != SeqStatus::kFinished);
         if (!ss.verify) {
             s.num_computed += ss.num_tokens;
             cache_mgr_->after_forward(s);
