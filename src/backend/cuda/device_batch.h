@@ -1,0 +1,41 @@
+// DeviceBatch: the ForwardBatch as the CUDA kernels read it, uploaded once per forward by
+// CudaOps::begin_forward into buffers that keep their addresses (so CUDA graphs can replay a
+// captured step after new values are copied in). Plain structs, passed by value to kernels.
+// Kernel grids may depend on num_tokens/num_seqs (fixed per graph bucket) but never on the
+// context lengths, which change every step: read those from `seqs` on the device.
+#pragma once
+
+#include <cstdint>
+
+namespace qs::cuda {
+
+struct DeviceSeq {
+    int32_t row_begin;          // first row of this sequence in the batch
+    int32_t num_tokens;         // rows in this forward
+    int32_t start_pos;          // tokens already cached; row i has position start_pos + i
+    int32_t state_slot;         // GDN conv + recurrent state slot
+    int32_t block_table_begin;  // offset of this sequence's page ids in DeviceBatch::block_tables
+    int32_t num_blocks;         // page ids available (cover positions [0, start_pos + num_tokens))
+};
+
+struct DeviceBatch {
+    const int32_t* token_ids = nullptr;     // [num_tokens]
+    const int32_t* positions = nullptr;     // [num_tokens]
+    const int32_t* row_seq = nullptr;       // [num_tokens] index into seqs of each row
+    const DeviceSeq* seqs = nullptr;        // [num_seqs]
+    const int32_t* block_tables = nullptr;  // concatenated page ids of all sequences
+    int32_t num_tokens = 0;
+    int32_t num_seqs = 0;
+    int32_t max_seq_tokens = 0;  // max num_tokens of one sequence (1 for a plain decode batch)
+};
+
+// Storage dtype of the paged K/V cache on the device (KvCacheDtype::kF32 is CPU-only).
+enum class DeviceKvDtype : uint8_t { kBF16, kFP8E4M3 };
+
+// Storage format of a linear layer's weight on the device.
+//  kBF16:     w [out, in] bf16 row-major.
+//  kFP8Block: w [out, in] fp8 e4m3 row-major + scale_inv [ceil(out/128), ceil(in/128)] fp32;
+//             W[r][c] = float(w[r][c]) * scale_inv[r / 128][c / 128]  (Qwen's official FP8).
+enum class DeviceWeightFormat : uint8_t { kBF16, kFP8Block };
+
+}  // namespace qs::cuda
