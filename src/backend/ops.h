@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
 #include "model/forward_batch.h"
 #include "model/model_cache.h"
@@ -35,7 +36,8 @@ class Ops {
 public:
     virtual ~Ops() = default;
 
-    // Allocates an activation buffer of n floats (zeroed) in the backend's memory.
+    // Allocates an activation buffer of n floats in the backend's memory (CPU: zeroed; CUDA:
+    // contents undefined — every op writes all of its output).
     virtual float* alloc(int64_t n) = 0;
     virtual void free_all() = 0;  // releases every buffer from alloc()
     // Copies n floats from a backend buffer to host memory.
@@ -45,6 +47,18 @@ public:
     // Whether the ModelCache must hold K/V and state storage for this backend (false for NullOps,
     // which only runs the engine's bookkeeping).
     virtual bool needs_cache_storage() const { return true; }
+    // Creates the per-sequence cache (KV pages, GDN state slots) in the backend's memory.
+    virtual std::unique_ptr<ModelCache> make_cache(const CacheGeometry& g) {
+        return std::make_unique<ModelCache>(g, needs_cache_storage());
+    }
+    // Moves the weights into the backend's memory before the first forward (CUDA: upload). The
+    // weights must outlive the backend and keep their addresses.
+    virtual void prepare_weights(const ModelWeights& w) {}
+    // Called once at the start of every forward with the batch the following ops will see
+    // (CUDA: uploads token ids, positions and block tables once instead of per op).
+    virtual void begin_forward(const ForwardBatch& batch, const int32_t* positions) {}
+    // Waits until queued work is done (CUDA: stream synchronize); for timing.
+    virtual void synchronize() {}
 
     // x[t] = table[ids[t]]. table [vocab, hidden]; x [T, hidden].
     virtual void embed(const WeightBuffer& table, const int32_t* ids, int64_t T, float* x) = 0;

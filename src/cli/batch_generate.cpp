@@ -10,7 +10,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "backend/cpu/cpu_ops.h"
+#include "cli/backend_args.h"
 #include "cli/batch_input.h"
 #include "cli/model_args.h"
 #include "core/log.h"
@@ -204,9 +204,9 @@ Status run_batch_generate(const Args& args) {
         QS_ASSIGN_OR_RETURN(std::unique_ptr<tok::Tokenizer> t, tok::Tokenizer::from_dir(model));
         tokenizer = std::move(t);
     }
-    CpuOps ops;
+    QS_ASSIGN_OR_RETURN(std::unique_ptr<Ops> ops, make_backend_from_args(args, weights));
     QS_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine,
-                        Engine::create(weights, ops, engine_config,
+                        Engine::create(weights, *ops, engine_config,
                                        tokenizer ? std::make_shared<TokenizerTextDecoder>(tokenizer) : nullptr));
     log_info("generate: {} requests; engine: {}; capacity: {}", items.size(), engine_config.describe(),
              engine->capacity().describe());

@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "backend/cpu/cpu_ops.h"
+#include "cli/backend_args.h"
 #include "cli/batch_generate.h"
 #include "cli/commands.h"
 #include "cli/model_args.h"
@@ -35,9 +35,10 @@ Status run(const Args& args) {
     QS_RETURN_IF_ERROR(check_token_ids(ids64, c.vocab_size));
     std::vector<int32_t> prompt(ids64.begin(), ids64.end());
 
-    CpuOps ops;
-    Qwen36Model model(weights, ops);
-    SingleSequence seq(model, int64_t(prompt.size()) + max_tokens);
+    QS_ASSIGN_OR_RETURN(std::unique_ptr<Ops> ops, make_backend_from_args(args, weights));
+    QS_ASSIGN_OR_RETURN(KvCacheDtype kv_dtype, single_sequence_kv_dtype(args));
+    Qwen36Model model(weights, *ops);
+    SingleSequence seq(model, int64_t(prompt.size()) + max_tokens, kv_dtype);
     Timer t_prefill;
     std::vector<float> logits = seq.feed(prompt, /*all_rows=*/false);
     const double prefill_s = t_prefill.elapsed_s();

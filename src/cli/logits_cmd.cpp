@@ -5,7 +5,7 @@
 // also the MTP draft logits over the whole sequence ([T-1, vocab], row p predicts token p+2).
 #include <fmt/format.h>
 
-#include "backend/cpu/cpu_ops.h"
+#include "cli/backend_args.h"
 #include "cli/commands.h"
 #include "cli/model_args.h"
 #include "io/npy.h"
@@ -33,9 +33,10 @@ Status run(const Args& args) {
     if (mtp_out && T < 2) return invalid_argument("--mtp-out needs at least 2 ids");
 
     std::vector<int32_t> ids(ids64.begin(), ids64.end());
-    CpuOps ops;
-    Qwen36Model model(weights, ops);
-    SingleSequence seq(model, T);
+    QS_ASSIGN_OR_RETURN(std::unique_ptr<Ops> ops, make_backend_from_args(args, weights));
+    QS_ASSIGN_OR_RETURN(KvCacheDtype kv_dtype, single_sequence_kv_dtype(args));
+    Qwen36Model model(weights, *ops);
+    SingleSequence seq(model, T, kv_dtype);
     std::vector<float> logits;
     int64_t rows = T;
     if (!incremental) {
@@ -59,7 +60,7 @@ Status run(const Args& args) {
 
 int run_logits(int argc, char** argv) {
     std::set<std::string> valued = model_valued_options();
-    valued.insert({"ids", "incremental-from", "out", "mtp-out"});
+    valued.insert({"ids", "incremental-from", "out", "mtp-out", "kv-cache-dtype"});
     auto args = Args::parse(argc, argv, model_flag_options(), valued);
     if (!args.is_ok()) return fail("logits", args.status());
     Status st = run(*args);

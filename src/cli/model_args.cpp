@@ -14,7 +14,7 @@ const std::set<std::string>& model_flag_options() {
 }
 
 const std::set<std::string>& model_valued_options() {
-    static const std::set<std::string> s = {"model", "load-format", "seed", "num-layers"};
+    static const std::set<std::string> s = {"model", "load-format", "seed", "num-layers", "device", "gdn-state-dtype"};
     return s;
 }
 

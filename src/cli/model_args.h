@@ -1,5 +1,6 @@
 // Shared model options of the subcommands: --model DIR | builtin:NAME, --load-format auto|dummy,
-// --seed N (dummy weights), --no-mtp, --num-layers N (truncate, for dummy experiments).
+// --seed N (dummy weights), --no-mtp, --num-layers N (truncate, for dummy experiments), and the
+// backend: --device cpu|cuda, --gdn-state-dtype f32|bf16 (read by cli/backend_args.h).
 #pragma once
 
 #include <set>

@@ -17,7 +17,7 @@
 #include <set>
 #include <thread>
 
-#include "backend/cpu/cpu_ops.h"
+#include "cli/backend_args.h"
 #include "cli/commands.h"
 #include "cli/model_args.h"
 #include "core/args.h"
@@ -155,7 +155,7 @@ Status serve(const Args& args) {
 
     // The engine: the real one on the CPU backend, or the scripted test double.
     std::unique_ptr<ModelWeights> weights;
-    CpuOps ops;
+    std::unique_ptr<Ops> ops;
     std::unique_ptr<EngineApi> engine;
     if (c.fake_engine) {
         FakeEngineOptions fo;
@@ -186,8 +186,9 @@ Status serve(const Args& args) {
             }
         }
         auto* tp = static_cast<const TokenizerTextPipeline*>(&text);
+        QS_ASSIGN_OR_RETURN(ops, make_backend_from_args(args, *weights));
         QS_ASSIGN_OR_RETURN(std::unique_ptr<Engine> real,
-                            Engine::create(*weights, ops, c.engine, std::make_shared<TokenizerTextDecoder>(tp->tokenizer())));
+                            Engine::create(*weights, *ops, c.engine, std::make_shared<TokenizerTextDecoder>(tp->tokenizer())));
         log_info("serve: capacity: {}", real->capacity().describe());
         real->start();
         engine = std::move(real);

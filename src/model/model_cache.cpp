@@ -47,8 +47,14 @@ ModelCache::ModelCache(const CacheGeometry& g, bool with_storage) : g_(g), stora
                 std::vector<float>(size_t(g.num_state_slots * g.num_value_heads * g.key_head_dim * g.value_head_dim), 0.0f));
 }
 
+ModelCache::ModelCache(const CacheGeometry& g, std::unique_ptr<CacheStorage> external)
+    : g_(g), storage_(false), external_(std::move(external)) {
+    QS_CHECK(external_ != nullptr);
+}
+
 void ModelCache::reset_slot(int64_t slot) {
     QS_CHECK(slot >= 0 && slot < g_.num_state_slots);
+    if (external_) return external_->reset_slot(slot);
     if (!storage_) return;
     const size_t conv_n = size_t(g_.conv_window * g_.conv_dim);
     const size_t ssm_n = size_t(g_.num_value_heads * g_.key_head_dim * g_.value_head_dim);
@@ -58,6 +64,7 @@ void ModelCache::reset_slot(int64_t slot) {
 
 void ModelCache::copy_slot(int64_t from, int64_t to) {
     QS_CHECK(from >= 0 && from < g_.num_state_slots && to >= 0 && to < g_.num_state_slots);
+    if (external_) return external_->copy_slot(from, to);
     if (!storage_) return;
     const size_t conv_n = size_t(g_.conv_window * g_.conv_dim);
     const size_t ssm_n = size_t(g_.num_value_heads * g_.key_head_dim * g_.value_head_dim);
@@ -67,6 +74,7 @@ void ModelCache::copy_slot(int64_t from, int64_t to) {
 
 void ModelCache::copy_block(int64_t from, int64_t to) {
     QS_CHECK(from >= 0 && from < g_.num_blocks && to >= 0 && to < g_.num_blocks);
+    if (external_) return external_->copy_block(from, to);
     if (!storage_) return;
     const size_t n = size_t(g_.block_size * g_.num_kv_heads * g_.head_dim);
     for (auto* pool : {&k_, &v_})

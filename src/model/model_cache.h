@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "config/model_config.h"
@@ -37,11 +38,26 @@ struct CacheGeometry {
     size_t state_bytes_per_slot() const;
 };
 
+// Cache storage that lives outside host memory (the CUDA backend's device buffers). The
+// ModelCache checks ids and delegates the slot/page copies to it; the owning backend reads its
+// own storage through ModelCache::external_storage().
+class CacheStorage {
+public:
+    virtual ~CacheStorage() = default;
+    virtual void reset_slot(int64_t slot) = 0;
+    virtual void copy_slot(int64_t from, int64_t to) = 0;
+    virtual void copy_block(int64_t from, int64_t to) = 0;
+};
+
 class ModelCache {
 public:
     // with_storage false: bookkeeping only (slot and page ids are checked, nothing is stored and
     // k()/v()/conv()/ssm() return null); for backends that compute nothing (NullOps).
     explicit ModelCache(const CacheGeometry& g, bool with_storage = true);
+    // Storage owned by a backend (k()/v()/conv()/ssm() return null; host code never touches it).
+    ModelCache(const CacheGeometry& g, std::unique_ptr<CacheStorage> external);
+
+    CacheStorage* external_storage() { return external_.get(); }
 
     const CacheGeometry& geometry() const { return g_; }
     // [num_blocks, block_size, num_kv_heads, head_dim]
@@ -62,6 +78,7 @@ public:
 private:
     CacheGeometry g_;
     bool storage_;
+    std::unique_ptr<CacheStorage> external_;
     std::vector<std::vector<float>> k_, v_, conv_, ssm_;
 };
 

@@ -81,6 +81,7 @@ Qwen36Model::Output Qwen36Model::forward(const ForwardBatch& batch, ModelCache& 
     const ModelConfig& c = w_.config;
     const int64_t T = batch.num_tokens(), H = c.hidden_size;
     const std::vector<int32_t> positions = batch.positions();
+    ops_.begin_forward(batch, positions.data());
     float* x = ops_.alloc(T * H);  // [T, H] residual stream
     ops_.embed(w_.embed_tokens, batch.token_ids.data(), T, x);
     int64_t kv_layer = 0, gdn_layer = 0;
@@ -100,6 +101,7 @@ Qwen36Model::Output Qwen36Model::mtp_forward(const ForwardBatch& batch, const st
     const int64_t T = batch.num_tokens(), H = c.hidden_size;
     QS_CHECK(int64_t(hidden.size()) == T * H);
     const std::vector<int32_t> positions = batch.positions();
+    ops_.begin_forward(batch, positions.data());
     // u = [norm_e(embed(x_{p+1})) ; norm_h(h_p)]  [T, 2H], embedding first.
     float* e = ops_.alloc(T * H);
     float* hid = ops_.alloc(T * H);

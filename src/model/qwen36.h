@@ -34,6 +34,7 @@ public:
 
     const ModelConfig& config() const { return w_.config; }
     const ModelWeights& weights() const { return w_; }
+    Ops& ops() { return ops_; }
     // Index of the MTP layer among the cache's KV layers.
     int64_t mtp_kv_layer() const { return config().num_full_attention_layers(); }
 

@@ -10,7 +10,7 @@ namespace qs {
 SingleSequence::SingleSequence(Qwen36Model& model, int64_t max_tokens, KvCacheDtype kv_dtype, int64_t block_size)
     : model_(model) {
     const int64_t num_blocks = (max_tokens + block_size - 1) / block_size;
-    cache_ = std::make_unique<ModelCache>(
+    cache_ = model.ops().make_cache(
         CacheGeometry::for_model(model.config(), num_blocks, block_size, 1, model.weights().mtp.present, kv_dtype));
     block_table_.resize(static_cast<size_t>(num_blocks));
     std::iota(block_table_.begin(), block_table_.end(), 0);

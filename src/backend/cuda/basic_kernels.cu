@@ -1,0 +1,150 @@
+// Elementwise and row kernels (see basic_kernels.h). CPU references: backend/cpu/cpu_basic.cpp.
+// Grid mapping: row kernels use one block per row (blockDim 256, strided over the row);
+// elementwise kernels a grid-stride loop.
+#include "backend/cuda/basic_kernels.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include <cmath>
+
+#include "backend/cuda/cuda_check.h"
+
+namespace qs::cuda {
+
+namespace {
+
+constexpr int kThreads = 256;
+
+int grid_for(int64_t n) {
+    const int64_t blocks = (n + kThreads - 1) / kThreads;
+    return int(blocks < 4096 ? (blocks > 0 ? blocks : 1) : 4096);
+}
+
+__device__ float block_sum(float v) {
+    __shared__ float warp_sums[32];
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    if (lane == 0) warp_sums[warp] = v;
+    __syncthreads();
+    const int num_warps = (blockDim.x + 31) >> 5;
+    v = lane < num_warps ? warp_sums[lane] : 0.0f;
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    __syncthreads();  // warp_sums may be reused by a following call
+    return v;
+}
+
+__global__ void embed_kernel(const void* table, TableDtype dtype, const int32_t* ids, int64_t H, float* x) {
+    const int64_t t = blockIdx.x;
+    const int64_t row = ids[t];
+    float* out = x + t * H;
+    for (int64_t i = threadIdx.x; i < H; i += blockDim.x) {
+        const int64_t k = row * H + i;
+        float v;
+        if (dtype == TableDtype::kBF16) v = __bfloat162float(static_cast<const __nv_bfloat16*>(table)[k]);
+        else if (dtype == TableDtype::kF16) v = __half2float(static_cast<const __half*>(table)[k]);
+        else v = static_cast<const float*>(table)[k];
+        out[i] = v;
+    }
+}
+
+__global__ void rms_norm_zc_kernel(const float* x, const float* w, int64_t n, float eps, float* y) {
+    const float* xr = x + int64_t(blockIdx.x) * n;
+    float* yr = y + int64_t(blockIdx.x) * n;
+    float ss = 0.0f;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) ss += xr[i] * xr[i];
+    const float inv = rsqrtf(block_sum(ss) / float(n) + eps);
+    // Every read of x precedes the block_sum barrier, so y may alias x.
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) yr[i] = xr[i] * inv * (1.0f + w[i]);
+}
+
+__global__ void add_kernel(float* x, const float* y, int64_t n) {
+    for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+        x[i] += y[i];
+}
+
+__global__ void gather_rows_kernel(const float* src, const int32_t* rows, int64_t n, float* out) {
+    const float* s = src + int64_t(rows[blockIdx.x]) * n;
+    float* o = out + int64_t(blockIdx.x) * n;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) o[i] = s[i];
+}
+
+__global__ void concat_columns_kernel(const float* a, const float* b, int64_t n, float* out) {
+    const int64_t t = blockIdx.x;
+    for (int64_t i = threadIdx.x; i < 2 * n; i += blockDim.x) out[t * 2 * n + i] = i < n ? a[t * n + i] : b[t * n + i - n];
+}
+
+__global__ void f32_to_bf16_kernel(const float* src, int64_t n, __nv_bfloat16* dst) {
+    for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+        dst[i] = __float2bfloat16_rn(src[i]);
+}
+
+__global__ void dequant_fp8_block_kernel(const __nv_fp8_e4m3* src, const float* scale_inv, int64_t rows, int64_t cols,
+                                         __nv_bfloat16* dst) {
+    const int64_t scale_cols = (cols + 127) / 128, n = rows * cols;
+    for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+        const int64_t r = i / cols, c = i % cols;
+        dst[i] = __float2bfloat16_rn(float(src[i]) * scale_inv[(r / 128) * scale_cols + c / 128]);
+    }
+}
+
+__global__ void fill_nan_kernel(float* x, int64_t n) {
+    for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+        x[i] = NAN;
+}
+
+}  // namespace
+
+void launch_embed(const void* table, TableDtype dtype, const int32_t* ids, int64_t T, int64_t H, float* x,
+                  cudaStream_t stream) {
+    if (T == 0) return;
+    embed_kernel<<<unsigned(T), kThreads, 0, stream>>>(table, dtype, ids, H, x);
+    QS_CUDA_CHECK_LAUNCH();
+}
+
+void launch_rms_norm_zc(const float* x, const float* w, int64_t T, int64_t n, float eps, float* y, cudaStream_t stream) {
+    if (T == 0) return;
+    rms_norm_zc_kernel<<<unsigned(T), kThreads, 0, stream>>>(x, w, n, eps, y);
+    QS_CUDA_CHECK_LAUNCH();
+}
+
+void launch_add(float* x, const float* y, int64_t n, cudaStream_t stream) {
+    if (n == 0) return;
+    add_kernel<<<grid_for(n), kThreads, 0, stream>>>(x, y, n);
+    QS_CUDA_CHECK_LAUNCH();
+}
+
+void launch_gather_rows(const float* src, const int32_t* rows, int64_t R, int64_t n, float* out, cudaStream_t stream) {
+    if (R == 0) return;
+    gather_rows_kernel<<<unsigned(R), kThreads, 0, stream>>>(src, rows, n, out);
+    QS_CUDA_CHECK_LAUNCH();
+}
+
+void launch_concat_columns(const float* a, const float* b, int64_t T, int64_t n, float* out, cudaStream_t stream) {
+    if (T == 0) return;
+    concat_columns_kernel<<<unsigned(T), kThreads, 0, stream>>>(a, b, n, out);
+    QS_CUDA_CHECK_LAUNCH();
+}
+
+void launch_f32_to_bf16(const float* src, int64_t n, uint16_t* dst, cudaStream_t stream) {
+    if (n == 0) return;
+    f32_to_bf16_kernel<<<grid_for(n), kThreads, 0, stream>>>(src, n, reinterpret_cast<__nv_bfloat16*>(dst));
+    QS_CUDA_CHECK_LAUNCH();
+}
+
+void launch_dequant_fp8_block(const uint8_t* src, const float* scale_inv, int64_t rows, int64_t cols, uint16_t* dst,
+                              cudaStream_t stream) {
+    if (rows * cols == 0) return;
+    dequant_fp8_block_kernel<<<grid_for(rows * cols), kThreads, 0, stream>>>(
+        reinterpret_cast<const __nv_fp8_e4m3*>(src), scale_inv, rows, cols, reinterpret_cast<__nv_bfloat16*>(dst));
+    QS_CUDA_CHECK_LAUNCH();
+}
+
+void launch_fill_nan(float* x, int64_t n, cudaStream_t stream) {
+    if (n == 0) return;
+    fill_nan_kernel<<<grid_for(n), kThreads, 0, stream>>>(x, n);
+    QS_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace qs::cuda

@@ -1,0 +1,34 @@
+// Elementwise and row kernels of the CUDA backend: the counterparts of backend/cpu/cpu_basic.cpp
+// (embed, zero-centred RMSNorm, add, gather_rows, concat_columns) plus the conversions the GEMM
+// path needs. All activations fp32 row-major. Launchers enqueue on `stream` and never sync.
+#pragma once
+
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+namespace qs::cuda {
+
+enum class TableDtype : uint8_t { kF32, kBF16, kF16 };
+
+// x [T, H] = table[ids[t]] for a table [V, H] of `dtype`; ids on the device.
+void launch_embed(const void* table, TableDtype dtype, const int32_t* ids, int64_t T, int64_t H, float* x,
+                  cudaStream_t stream);
+// y = x · rsqrt(mean(x²) + eps) · (1 + w) per row; x, y [T, n] (y may equal x); w [n].
+void launch_rms_norm_zc(const float* x, const float* w, int64_t T, int64_t n, float eps, float* y,
+                        cudaStream_t stream);
+// x += y, n elements.
+void launch_add(float* x, const float* y, int64_t n, cudaStream_t stream);
+// out [R, n] = src[rows[r]]; rows on the device.
+void launch_gather_rows(const float* src, const int32_t* rows, int64_t R, int64_t n, float* out, cudaStream_t stream);
+// out [T, 2n] = [a | b].
+void launch_concat_columns(const float* a, const float* b, int64_t T, int64_t n, float* out, cudaStream_t stream);
+// dst (bf16 bits) = round-to-nearest-even(src), n elements.
+void launch_f32_to_bf16(const float* src, int64_t n, uint16_t* dst, cudaStream_t stream);
+// dst [rows, cols] (bf16 bits) = fp8 e4m3 src [rows, cols] · scale_inv[r/128][c/128] (fp32 scales).
+void launch_dequant_fp8_block(const uint8_t* src, const float* scale_inv, int64_t rows, int64_t cols, uint16_t* dst,
+                              cudaStream_t stream);
+// Writes NaN into n floats (tests poison activations to catch unwritten outputs).
+void launch_fill_nan(float* x, int64_t n, cudaStream_t stream);
+
+}  // namespace qs::cuda

@@ -1,0 +1,62 @@
+// CudaCacheStorage (see cuda_cache.h).
+#include "backend/cuda/cuda_cache.h"
+
+#include "backend/cuda/cuda_check.h"
+#include "core/check.h"
+
+namespace qs::cuda {
+
+CudaCacheStorage::CudaCacheStorage(const CacheGeometry& g, bool ssm_bf16, cudaStream_t stream)
+    : g_(g), ssm_bf16_(ssm_bf16), stream_(stream) {
+    QS_CHECK_MSG(g.kv_dtype != KvCacheDtype::kF32, "the CUDA backend stores K/V in bf16 or fp8_e4m3, not f32");
+    kv_dtype_ = g.kv_dtype == KvCacheDtype::kBF16 ? DeviceKvDtype::kBF16 : DeviceKvDtype::kFP8E4M3;
+    const size_t kv_elem = kv_dtype_ == DeviceKvDtype::kBF16 ? 2 : 1;
+    kv_block_bytes_ = size_t(g.block_size * g.num_kv_heads * g.head_dim) * kv_elem;
+    kv_layer_bytes_ = kv_block_bytes_ * size_t(g.num_blocks);
+    conv_slot_bytes_ = size_t(g.conv_window * g.conv_dim) * sizeof(float);
+    conv_layer_bytes_ = conv_slot_bytes_ * size_t(g.num_state_slots);
+    ssm_slot_bytes_ = size_t(g.num_value_heads * g.key_head_dim * g.value_head_dim) * (ssm_bf16 ? 2 : 4);
+    ssm_layer_bytes_ = ssm_slot_bytes_ * size_t(g.num_state_slots);
+    k_ = DeviceBuffer(kv_layer_bytes_ * size_t(g.num_kv_layers));
+    v_ = DeviceBuffer(kv_layer_bytes_ * size_t(g.num_kv_layers));
+    conv_ = DeviceBuffer(conv_layer_bytes_ * size_t(g.num_gdn_layers));
+    ssm_ = DeviceBuffer(ssm_layer_bytes_ * size_t(g.num_gdn_layers));
+    // Zero everything once: a page or slot is only read after it was written, but a defined
+    // starting value keeps any bug reproducible.
+    for (const DeviceBuffer* b : {&k_, &v_, &conv_, &ssm_})
+        if (b->bytes() > 0) QS_CUDA_CHECK(cudaMemsetAsync(b->get(), 0, b->bytes(), stream_));
+}
+
+void CudaCacheStorage::reset_slot(int64_t slot) {
+    for (int64_t l = 0; l < g_.num_gdn_layers; ++l) {
+        QS_CUDA_CHECK(cudaMemsetAsync(bytes_at(conv_, size_t(l) * conv_layer_bytes_ + size_t(slot) * conv_slot_bytes_), 0,
+                                      conv_slot_bytes_, stream_));
+        QS_CUDA_CHECK(cudaMemsetAsync(bytes_at(ssm_, size_t(l) * ssm_layer_bytes_ + size_t(slot) * ssm_slot_bytes_), 0,
+                                      ssm_slot_bytes_, stream_));
+    }
+}
+
+void CudaCacheStorage::copy_slot(int64_t from, int64_t to) {
+    for (int64_t l = 0; l < g_.num_gdn_layers; ++l) {
+        const size_t conv_base = size_t(l) * conv_layer_bytes_, ssm_base = size_t(l) * ssm_layer_bytes_;
+        QS_CUDA_CHECK(cudaMemcpyAsync(bytes_at(conv_, conv_base + size_t(to) * conv_slot_bytes_),
+                                      bytes_at(conv_, conv_base + size_t(from) * conv_slot_bytes_), conv_slot_bytes_,
+                                      cudaMemcpyDeviceToDevice, stream_));
+        QS_CUDA_CHECK(cudaMemcpyAsync(bytes_at(ssm_, ssm_base + size_t(to) * ssm_slot_bytes_),
+                                      bytes_at(ssm_, ssm_base + size_t(from) * ssm_slot_bytes_), ssm_slot_bytes_,
+                                      cudaMemcpyDeviceToDevice, stream_));
+    }
+}
+
+void CudaCacheStorage::copy_block(int64_t from, int64_t to) {
+    for (int64_t l = 0; l < g_.num_kv_layers; ++l) {
+        for (const DeviceBuffer* b : {&k_, &v_}) {
+            const size_t base = size_t(l) * kv_layer_bytes_;
+            QS_CUDA_CHECK(cudaMemcpyAsync(bytes_at(*b, base + size_t(to) * kv_block_bytes_),
+                                          bytes_at(*b, base + size_t(from) * kv_block_bytes_), kv_block_bytes_,
+                                          cudaMemcpyDeviceToDevice, stream_));
+        }
+    }
+}
+
+}  // namespace qs::cuda

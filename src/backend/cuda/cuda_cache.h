@@ -1,0 +1,46 @@
+// CudaCacheStorage: the ModelCache's memory on the GPU, in the layouts backend/cpu uses
+// (model_cache.h): per KV layer K and V [num_blocks, block_size, num_kv_heads, head_dim] in bf16
+// or fp8 e4m3; per GDN layer the conv window [num_state_slots, conv_window, conv_dim] fp32 and
+// the recurrent state [num_state_slots, num_value_heads, key_head_dim, value_head_dim] in fp32
+// (or bf16 storage, math in fp32). Slot/page copies are enqueued on the backend's stream, so
+// they are ordered with the forwards. Used from the engine thread.
+#pragma once
+
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+#include "backend/cuda/device_batch.h"
+#include "backend/cuda/device_memory.h"
+#include "model/model_cache.h"
+
+namespace qs::cuda {
+
+class CudaCacheStorage final : public CacheStorage {
+public:
+    CudaCacheStorage(const CacheGeometry& g, bool ssm_bf16, cudaStream_t stream);
+
+    void* k(int64_t kv_layer) const { return bytes_at(k_, kv_layer * kv_layer_bytes_); }
+    void* v(int64_t kv_layer) const { return bytes_at(v_, kv_layer * kv_layer_bytes_); }
+    float* conv(int64_t gdn_layer) const { return static_cast<float*>(bytes_at(conv_, gdn_layer * conv_layer_bytes_)); }
+    void* ssm(int64_t gdn_layer) const { return bytes_at(ssm_, gdn_layer * ssm_layer_bytes_); }
+    DeviceKvDtype kv_dtype() const { return kv_dtype_; }
+    bool ssm_bf16() const { return ssm_bf16_; }
+    size_t device_bytes() const { return k_.bytes() + v_.bytes() + conv_.bytes() + ssm_.bytes(); }
+
+    void reset_slot(int64_t slot) override;
+    void copy_slot(int64_t from, int64_t to) override;
+    void copy_block(int64_t from, int64_t to) override;
+
+private:
+    static void* bytes_at(const DeviceBuffer& b, size_t offset) { return static_cast<char*>(b.get()) + offset; }
+
+    CacheGeometry g_;
+    DeviceKvDtype kv_dtype_;
+    bool ssm_bf16_;
+    cudaStream_t stream_;
+    size_t kv_block_bytes_, kv_layer_bytes_, conv_slot_bytes_, conv_layer_bytes_, ssm_slot_bytes_, ssm_layer_bytes_;
+    DeviceBuffer k_, v_, conv_, ssm_;
+};
+
+}  // namespace qs::cuda

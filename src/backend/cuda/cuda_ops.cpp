@@ -1,0 +1,232 @@
+// CudaOps (see cuda_ops.h).
+#include "backend/cuda/cuda_ops.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "backend/cuda/attention_kernels.h"
+#include "backend/cuda/basic_kernels.h"
+#include "backend/cuda/cuda_cache.h"
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/gdn_kernels.h"
+#include "backend/cuda/moe_kernels.h"
+#include "core/check.h"
+
+namespace qs::cuda {
+
+bool cuda_device_available() {
+    int n = 0;
+    return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+CudaOps::CudaOps(const CudaOptions& options) : options_(options) {
+    QS_CUDA_CHECK(cudaSetDevice(options.device));
+    cudaDeviceProp prop{};
+    QS_CUDA_CHECK(cudaGetDeviceProperties(&prop, options.device));
+    device_name_ = prop.name;
+    QS_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    gemm_ = std::make_unique<Gemm>();
+}
+
+CudaOps::~CudaOps() {
+    if (stream_) cudaStreamSynchronize(stream_);
+    if (staging_) cudaFreeHost(staging_);
+    gemm_.reset();
+    if (stream_) cudaStreamDestroy(stream_);
+}
+
+float* CudaOps::alloc(int64_t n) {
+    auto* p = static_cast<float*>(arena_.allocate(size_t(n) * sizeof(float)));
+    if (options_.poison) launch_fill_nan(p, n, stream_);
+    return p;
+}
+
+void CudaOps::free_all() {
+    // Work already enqueued may still read arena memory; the next forward's kernels are ordered
+    // after it on the same stream, so reuse is safe without a sync.
+    arena_.reset();
+}
+
+void CudaOps::copy_to_host(const float* src, int64_t n, float* dst) {
+    QS_CUDA_CHECK(cudaMemcpyAsync(dst, src, size_t(n) * sizeof(float), cudaMemcpyDeviceToHost, stream_));
+    QS_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void CudaOps::copy_from_host(const float* src, int64_t n, float* dst) {
+    QS_CUDA_CHECK(cudaMemcpyAsync(dst, src, size_t(n) * sizeof(float), cudaMemcpyHostToDevice, stream_));
+    // The host buffer may be reused by the caller right after return.
+    QS_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void CudaOps::synchronize() { QS_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+
+std::unique_ptr<ModelCache> CudaOps::make_cache(const CacheGeometry& g) {
+    return std::make_unique<ModelCache>(g, std::make_unique<CudaCacheStorage>(g, options_.ssm_bf16, stream_));
+}
+
+void CudaOps::prepare_weights(const ModelWeights& w) {
+    weights_.upload(w, stream_);
+    QS_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+int32_t* CudaOps::upload_ints(const int32_t* host, int64_t n) {
+    auto* d = static_cast<int32_t*>(arena_.allocate(size_t(std::max<int64_t>(n, 1)) * sizeof(int32_t)));
+    if (n > 0) QS_CUDA_CHECK(cudaMemcpyAsync(d, host, size_t(n) * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
+    // Pageable source: cudaMemcpyAsync returns once the data is staged, so `host` may go away.
+    return d;
+}
+
+void CudaOps::begin_forward(const ForwardBatch& batch, const int32_t* positions) {
+    const int64_t T = batch.num_tokens(), S = int64_t(batch.seqs.size());
+    int64_t num_pages = 0;
+    for (const SeqSpan& s : batch.seqs) num_pages += int64_t(s.block_table.size());
+    constexpr int64_t kSeqInts = sizeof(DeviceSeq) / sizeof(int32_t);
+    static_assert(sizeof(DeviceSeq) % sizeof(int32_t) == 0);
+    const size_t total = size_t(3 * T + S * kSeqInts + num_pages);
+    if (total > staging_ints_) {
+        // The previous forward's copy out of staging_ finished: every forward ends in a sync.
+        if (staging_) QS_CUDA_CHECK(cudaFreeHost(staging_));
+        staging_ints_ = std::max(total, staging_ints_ * 2);
+        QS_CUDA_CHECK(cudaMallocHost(&staging_, staging_ints_ * sizeof(int32_t)));
+        batch_ints_ = DeviceBuffer(staging_ints_ * sizeof(int32_t));
+    }
+    int32_t* h = staging_;
+    std::memcpy(h, batch.token_ids.data(), size_t(T) * 4);
+    std::memcpy(h + T, positions, size_t(T) * 4);
+    int32_t* row_seq = h + 2 * T;
+    auto* seqs = reinterpret_cast<DeviceSeq*>(h + 3 * T);
+    int32_t* pages = h + 3 * T + S * kSeqInts;
+    int32_t page_offset = 0, max_seq_tokens = 0;
+    for (int64_t i = 0; i < S; ++i) {
+        const SeqSpan& s = batch.seqs[size_t(i)];
+        for (int32_t r = 0; r < s.num_tokens; ++r) row_seq[s.row_begin + r] = int32_t(i);
+        seqs[i] = DeviceSeq{s.row_begin, s.num_tokens, s.start_pos, s.state_slot, page_offset,
+                            int32_t(s.block_table.size())};
+        std::memcpy(pages + page_offset, s.block_table.data(), s.block_table.size() * 4);
+        page_offset += int32_t(s.block_table.size());
+        max_seq_tokens = std::max(max_seq_tokens, s.num_tokens);
+    }
+    QS_CUDA_CHECK(cudaMemcpyAsync(batch_ints_.get(), staging_, total * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
+    const int32_t* d = batch_ints_.as<int32_t>();
+    batch_.token_ids = d;
+    batch_.positions = d + T;
+    batch_.row_seq = d + 2 * T;
+    batch_.seqs = reinterpret_cast<const DeviceSeq*>(d + 3 * T);
+    batch_.block_tables = d + 3 * T + S * kSeqInts;
+    batch_.num_tokens = int32_t(T);
+    batch_.num_seqs = int32_t(S);
+    batch_.max_seq_tokens = max_seq_tokens;
+    batch_host_ = &batch;
+}
+
+void CudaOps::check_batch(const ForwardBatch& batch) const {
+    QS_CHECK_MSG(&batch == batch_host_ && batch.num_tokens() == batch_.num_tokens,
+                 "CudaOps: begin_forward was not called for this batch");
+}
+
+void CudaOps::embed(const WeightBuffer& table, const int32_t* ids, int64_t T, float* x) {
+    const DeviceTable& t = weights_.table(table);
+    // The model embeds the batch's own token ids (forward and MTP): use the uploaded copy.
+    const int32_t* d_ids = (batch_host_ && ids == batch_host_->token_ids.data()) ? batch_.token_ids : upload_ints(ids, T);
+    launch_embed(t.data, t.dtype, d_ids, T, table.shape.at(1), x, stream_);
+}
+
+void CudaOps::rms_norm_zc(const float* x, const float* w, int64_t T, int64_t n, double eps, float* y) {
+    launch_rms_norm_zc(x, weights_.vec(w), T, n, float(eps), y, stream_);
+}
+
+void CudaOps::linear(const float* x, int64_t T, const LinearWeight& w, float* y) {
+    gemm_->linear(weights_.linear(w), x, T, y, arena_, stream_);
+}
+
+void CudaOps::add(float* x, const float* y, int64_t n) { launch_add(x, y, n, stream_); }
+
+void CudaOps::gather_rows(const float* src, const int32_t* rows, int64_t R, int64_t n, float* out) {
+    launch_gather_rows(src, upload_ints(rows, R), R, n, out, stream_);
+}
+
+void CudaOps::concat_columns(const float* a, const float* b, int64_t T, int64_t n, float* out) {
+    launch_concat_columns(a, b, T, n, out, stream_);
+}
+
+void CudaOps::gated_attention(const float* qg, float* k, const float* v, const std::vector<float>& q_norm,
+                              const std::vector<float>& k_norm, const AttentionDims& d, const ForwardBatch& batch,
+                              const int32_t* positions, ModelCache& cache, int64_t kv_layer, float* out) {
+    check_batch(batch);
+    auto* st = static_cast<CudaCacheStorage*>(cache.external_storage());
+    QS_CHECK_MSG(st != nullptr, "CudaOps needs a cache made by CudaOps::make_cache");
+    const CacheGeometry& g = cache.geometry();
+    GatedAttentionParams p{};
+    p.qg = qg;
+    p.k = k;
+    p.v = v;
+    p.q_norm_w = weights_.vec(q_norm);
+    p.k_norm_w = weights_.vec(k_norm);
+    p.k_cache = st->k(kv_layer);
+    p.v_cache = st->v(kv_layer);
+    p.kv_dtype = st->kv_dtype();
+    p.Hq = int(d.num_heads);
+    p.Hkv = int(d.num_kv_heads);
+    p.D = int(d.head_dim);
+    p.rotary_dim = int(d.rotary_dim);
+    p.block_size = int(g.block_size);
+    p.rope_theta = float(d.rope_theta);
+    p.eps = float(d.eps);
+    p.batch = batch_;
+    p.workspace = arena_.allocate(attention_workspace_bytes(batch_.num_tokens, d.num_heads, d.head_dim));
+    p.out = out;
+    launch_gated_attention(p, stream_);
+}
+
+void CudaOps::gated_delta_net(const float* qkv, const float* z, const float* b, const float* a, const GdnWeights& w,
+                              const GdnDims& d, const ForwardBatch& batch, ModelCache& cache, int64_t gdn_layer,
+                              float* out) {
+    check_batch(batch);
+    auto* st = static_cast<CudaCacheStorage*>(cache.external_storage());
+    QS_CHECK_MSG(st != nullptr, "CudaOps needs a cache made by CudaOps::make_cache");
+    GatedDeltaNetParams p{};
+    p.qkv = qkv;
+    p.z = z;
+    p.b = b;
+    p.a = a;
+    p.conv_w = weights_.vec(w.conv1d);
+    p.A_log = weights_.vec(w.A_log);
+    p.dt_bias = weights_.vec(w.dt_bias);
+    p.norm_w = weights_.vec(w.norm);
+    p.conv_state = st->conv(gdn_layer);
+    p.ssm_state = st->ssm(gdn_layer);
+    p.ssm_bf16 = st->ssm_bf16();
+    p.Nk = int(d.num_key_heads);
+    p.Nv = int(d.num_value_heads);
+    p.Dk = int(d.key_head_dim);
+    p.Dv = int(d.value_head_dim);
+    p.K = int(d.conv_kernel);
+    p.eps = float(d.eps);
+    p.batch = batch_;
+    p.workspace = arena_.allocate(gdn_workspace_bytes(batch_.num_tokens, d.conv_dim()));
+    p.out = out;
+    launch_gated_delta_net(p, stream_);
+}
+
+void CudaOps::moe(const float* x, int64_t T, const MoeWeights& w, int64_t top_k, bool norm_topk_prob, float* y) {
+    const DeviceExperts& e = weights_.experts(w);
+    float* router_logits = alloc(T * e.E);  // [T, E]
+    float* shared_gate = alloc(T);           // [T]
+    linear(x, T, w.router, router_logits);
+    linear(x, T, w.shared_expert_gate, shared_gate);
+    MoeParams p{};
+    p.x = x;
+    p.router_logits = router_logits;
+    p.shared_gate_logit = shared_gate;
+    p.experts = MoeExpertTable{e.format, e.gate, e.up, e.down, e.gate_scale, e.up_scale, e.down_scale,
+                               e.E, e.H, e.I, e.I_shared};
+    p.T = int(T);
+    p.top_k = int(top_k);
+    p.norm_topk_prob = norm_topk_prob;
+    p.workspace = arena_.allocate(moe_workspace_bytes(T, e.H, e.I, e.I_shared, e.E, top_k));
+    p.y = y;
+    launch_moe(p, stream_);
+}
+
+}  // namespace qs::cuda

@@ -1,0 +1,84 @@
+// CudaOps: the CUDA backend (Hopper, sm_90a). Mirrors backend/cpu op for op: activations are
+// fp32 device buffers from an arena; weights are uploaded once (DeviceWeights); the batch's ids,
+// positions and block tables are uploaded once per forward (begin_forward → DeviceBatch); the
+// caches live in CudaCacheStorage. Dense linears go through cuBLASLt (gemm.h), attention, GDN
+// and MoE through their kernel files. Everything is enqueued on one stream; copy_to_host is the
+// only synchronisation in a forward. Used from the engine thread.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <cuda_runtime.h>
+
+#include "backend/cuda/device_batch.h"
+#include "backend/cuda/device_memory.h"
+#include "backend/cuda/device_weights.h"
+#include "backend/cuda/gemm.h"
+#include "backend/ops.h"
+
+namespace qs::cuda {
+
+struct CudaOptions {
+    int device = 0;
+    bool ssm_bf16 = false;  // GDN recurrent state stored in bf16 (math stays fp32)
+    bool poison = false;    // fill every alloc() with NaN (tests: catches unwritten outputs)
+};
+
+class CudaOps final : public Ops {
+public:
+    explicit CudaOps(const CudaOptions& options = {});
+    ~CudaOps() override;
+
+    float* alloc(int64_t n) override;
+    void free_all() override;
+    void copy_to_host(const float* src, int64_t n, float* dst) override;
+    void copy_from_host(const float* src, int64_t n, float* dst) override;
+    std::unique_ptr<ModelCache> make_cache(const CacheGeometry& g) override;
+    void prepare_weights(const ModelWeights& w) override;
+    void begin_forward(const ForwardBatch& batch, const int32_t* positions) override;
+    void synchronize() override;
+
+    void embed(const WeightBuffer& table, const int32_t* ids, int64_t T, float* x) override;
+    void rms_norm_zc(const float* x, const float* w, int64_t T, int64_t n, double eps, float* y) override;
+    void linear(const float* x, int64_t T, const LinearWeight& w, float* y) override;
+    void add(float* x, const float* y, int64_t n) override;
+    void gather_rows(const float* src, const int32_t* rows, int64_t R, int64_t n, float* out) override;
+    void concat_columns(const float* a, const float* b, int64_t T, int64_t n, float* out) override;
+    void gated_attention(const float* qg, float* k, const float* v, const std::vector<float>& q_norm,
+                         const std::vector<float>& k_norm, const AttentionDims& d, const ForwardBatch& batch,
+                         const int32_t* positions, ModelCache& cache, int64_t kv_layer, float* out) override;
+    void gated_delta_net(const float* qkv, const float* z, const float* b, const float* a, const GdnWeights& w,
+                         const GdnDims& d, const ForwardBatch& batch, ModelCache& cache, int64_t gdn_layer,
+                         float* out) override;
+    void moe(const float* x, int64_t T, const MoeWeights& w, int64_t top_k, bool norm_topk_prob, float* y) override;
+
+    cudaStream_t stream() const { return stream_; }
+    const DeviceWeights& weights() const { return weights_; }
+    size_t arena_high_water() const { return arena_.high_water(); }
+    std::string device_name() const { return device_name_; }
+
+private:
+    // Uploads n int32 host values into the arena (ordered on the stream).
+    int32_t* upload_ints(const int32_t* host, int64_t n);
+    void check_batch(const ForwardBatch& batch) const;
+
+    CudaOptions options_;
+    cudaStream_t stream_ = nullptr;
+    std::string device_name_;
+    DeviceArena arena_;
+    DeviceWeights weights_;
+    std::unique_ptr<Gemm> gemm_;
+    // begin_forward: one pinned staging buffer and one device buffer that keep their addresses.
+    int32_t* staging_ = nullptr;
+    size_t staging_ints_ = 0;
+    DeviceBuffer batch_ints_;
+    DeviceBatch batch_{};
+    const ForwardBatch* batch_host_ = nullptr;
+};
+
+// Whether a CUDA device is present (false on CI machines without a GPU).
+bool cuda_device_available();
+
+}  // namespace qs::cuda

@@ -1,0 +1,57 @@
+// DeviceBuffer and DeviceArena (see device_memory.h).
+#include "backend/cuda/device_memory.h"
+
+#include <algorithm>
+
+#include "backend/cuda/cuda_check.h"
+
+namespace qs::cuda {
+
+DeviceBuffer::DeviceBuffer(size_t bytes) : bytes_(bytes) {
+    if (bytes > 0) QS_CUDA_CHECK(cudaMalloc(&ptr_, bytes));
+}
+
+DeviceBuffer::~DeviceBuffer() {
+    if (ptr_) cudaFree(ptr_);
+}
+
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
+    if (this != &o) {
+        if (ptr_) cudaFree(ptr_);
+        ptr_ = o.ptr_, bytes_ = o.bytes_;
+        o.ptr_ = nullptr, o.bytes_ = 0;
+    }
+    return *this;
+}
+
+void* DeviceArena::allocate(size_t bytes) {
+    bytes = (std::max<size_t>(bytes, 1) + 255) / 256 * 256;
+    for (Chunk& c : chunks_) {
+        if (c.buffer.bytes() - c.used >= bytes) {
+            void* p = static_cast<char*>(c.buffer.get()) + c.used;
+            c.used += bytes;
+            in_use_ += bytes;
+            high_water_ = std::max(high_water_, in_use_);
+            return p;
+        }
+    }
+    Chunk c{DeviceBuffer(std::max(chunk_bytes_, bytes)), bytes};
+    void* p = c.buffer.get();
+    chunks_.push_back(std::move(c));
+    in_use_ += bytes;
+    high_water_ = std::max(high_water_, in_use_);
+    return p;
+}
+
+void DeviceArena::reset() {
+    for (Chunk& c : chunks_) c.used = 0;
+    in_use_ = 0;
+}
+
+size_t DeviceArena::reserved() const {
+    size_t n = 0;
+    for (const Chunk& c : chunks_) n += c.buffer.bytes();
+    return n;
+}
+
+}  // namespace qs::cuda

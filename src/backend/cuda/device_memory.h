@@ -1,0 +1,53 @@
+// Device memory for the CUDA backend: an owning buffer, and the activation arena the model's
+// Ops::alloc() calls draw from (bump pointer, reset by free_all at the end of every forward).
+// The arena never frees chunks during a forward, so pointers stay valid until free_all; once
+// warmed up to the largest batch it stops allocating (CUDA graphs need fixed addresses).
+// Used from the engine thread.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace qs::cuda {
+
+class DeviceBuffer {
+public:
+    DeviceBuffer() = default;
+    explicit DeviceBuffer(size_t bytes);
+    ~DeviceBuffer();
+    DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(o.ptr_), bytes_(o.bytes_) { o.ptr_ = nullptr, o.bytes_ = 0; }
+    DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
+    DeviceBuffer(const DeviceBuffer&) = delete;
+    DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+    void* get() const { return ptr_; }
+    template <class T>
+    T* as() const { return static_cast<T*>(ptr_); }
+    size_t bytes() const { return bytes_; }
+
+private:
+    void* ptr_ = nullptr;
+    size_t bytes_ = 0;
+};
+
+class DeviceArena {
+public:
+    explicit DeviceArena(size_t chunk_bytes = size_t(256) << 20) : chunk_bytes_(chunk_bytes) {}
+    // 256-byte aligned block of `bytes`; contents undefined.
+    void* allocate(size_t bytes);
+    void reset();              // every block handed out since the last reset becomes free
+    size_t high_water() const { return high_water_; }
+    size_t reserved() const;   // bytes held from the device
+
+private:
+    struct Chunk {
+        DeviceBuffer buffer;
+        size_t used = 0;
+    };
+    size_t chunk_bytes_;
+    std::vector<Chunk> chunks_;
+    size_t in_use_ = 0, high_water_ = 0;
+};
+
+}  // namespace qs::cuda

@@ -1,0 +1,156 @@
+// DeviceWeights (see device_weights.h).
+#include "backend/cuda/device_weights.h"
+
+#include <cstring>
+
+#include "backend/cuda/cuda_check.h"
+#include "core/check.h"
+#include "core/dtype.h"
+
+namespace qs::cuda {
+
+void* DeviceWeights::upload_bytes(const void* src, size_t bytes, cudaStream_t stream) {
+    buffers_.emplace_back(bytes);
+    // Synchronous copy: the host source may be a temporary conversion buffer.
+    QS_CUDA_CHECK(cudaMemcpy(buffers_.back().get(), src, bytes, cudaMemcpyHostToDevice));
+    bytes_ += bytes;
+    return buffers_.back().get();
+}
+
+DeviceLinear DeviceWeights::upload_linear(const LinearWeight& w, DeviceLinear::Dtype dtype, cudaStream_t stream) {
+    DeviceLinear d;
+    d.dtype = dtype;
+    d.out = w.out_features;
+    d.in = w.in_features;
+    const size_t n = size_t(w.out_features * w.in_features);
+    QS_CHECK_MSG(w.format == WeightFormat::kDense, "the CUDA backend does not load this weight format yet");
+    if (dtype == DeviceLinear::Dtype::kBF16 && w.weight.dtype == DType::kBF16) {
+        d.w = upload_bytes(w.weight.data, n * 2, stream);
+        return d;
+    }
+    // Convert row by row through the format's reference dequantisation.
+    std::vector<float> row(size_t(w.in_features));
+    if (dtype == DeviceLinear::Dtype::kF32) {
+        std::vector<float> all(n);
+        for (int64_t r = 0; r < w.out_features; ++r) w.row_to_f32(r, all.data() + size_t(r * w.in_features));
+        d.w = upload_bytes(all.data(), n * 4, stream);
+    } else {
+        QS_CHECK(dtype == DeviceLinear::Dtype::kBF16);
+        std::vector<uint16_t> all(n);
+        for (int64_t r = 0; r < w.out_features; ++r) {
+            w.row_to_f32(r, row.data());
+            for (int64_t i = 0; i < w.in_features; ++i) all[size_t(r * w.in_features + i)] = f32_to_bf16(row[size_t(i)]).bits;
+        }
+        d.w = upload_bytes(all.data(), n * 2, stream);
+    }
+    return d;
+}
+
+void DeviceWeights::add_linear(const LinearWeight& w, bool keep_f32, cudaStream_t stream) {
+    if (linears_.count(w.weight.data)) return;
+    DeviceLinear::Dtype dtype = DeviceLinear::Dtype::kBF16;
+    if (keep_f32 || (w.format == WeightFormat::kDense && w.weight.dtype != DType::kBF16)) dtype = DeviceLinear::Dtype::kF32;
+    linears_.emplace(w.weight.data, upload_linear(w, dtype, stream));
+}
+
+void DeviceWeights::add_vec(const std::vector<float>& v, cudaStream_t stream) {
+    if (v.empty() || vectors_.count(v.data())) return;
+    vectors_.emplace(v.data(), static_cast<const float*>(upload_bytes(v.data(), v.size() * 4, stream)));
+}
+
+void DeviceWeights::add_experts(const MoeWeights& m, cudaStream_t stream) {
+    const int64_t E = int64_t(m.experts.size());
+    std::vector<const void*> gate, up, down;
+    auto add = [&](const ExpertWeights& e) {
+        gate.push_back(upload_linear(e.gate_proj, DeviceLinear::Dtype::kBF16, stream).w);
+        up.push_back(upload_linear(e.up_proj, DeviceLinear::Dtype::kBF16, stream).w);
+        down.push_back(upload_linear(e.down_proj, DeviceLinear::Dtype::kBF16, stream).w);
+    };
+    for (const ExpertWeights& e : m.experts) add(e);
+    add(m.shared_expert);
+    DeviceExperts d;
+    d.format = DeviceWeightFormat::kBF16;
+    d.gate = static_cast<const void* const*>(upload_bytes(gate.data(), gate.size() * sizeof(void*), stream));
+    d.up = static_cast<const void* const*>(upload_bytes(up.data(), up.size() * sizeof(void*), stream));
+    d.down = static_cast<const void* const*>(upload_bytes(down.data(), down.size() * sizeof(void*), stream));
+    d.E = int(E);
+    d.H = int(m.router.in_features);
+    d.I = E > 0 ? int(m.experts[0].gate_proj.out_features) : 0;
+    d.I_shared = int(m.shared_expert.gate_proj.out_features);
+    experts_.emplace(&m, d);
+}
+
+void DeviceWeights::add_layer(const DecoderLayerWeights& l, cudaStream_t stream) {
+    add_vec(l.input_layernorm, stream);
+    add_vec(l.post_attention_layernorm, stream);
+    if (l.type == LayerType::kFullAttention) {
+        add_linear(l.attn.q_proj, false, stream);
+        add_linear(l.attn.k_proj, false, stream);
+        add_linear(l.attn.v_proj, false, stream);
+        add_linear(l.attn.o_proj, false, stream);
+        add_vec(l.attn.q_norm, stream);
+        add_vec(l.attn.k_norm, stream);
+    } else {
+        add_linear(l.gdn.in_proj_qkv, false, stream);
+        add_linear(l.gdn.in_proj_z, false, stream);
+        add_linear(l.gdn.in_proj_b, true, stream);
+        add_linear(l.gdn.in_proj_a, true, stream);
+        add_linear(l.gdn.out_proj, false, stream);
+        add_vec(l.gdn.conv1d, stream);
+        add_vec(l.gdn.A_log, stream);
+        add_vec(l.gdn.dt_bias, stream);
+        add_vec(l.gdn.norm, stream);
+    }
+    add_linear(l.moe.router, true, stream);
+    add_linear(l.moe.shared_expert_gate, true, stream);
+    add_experts(l.moe, stream);
+}
+
+size_t DeviceWeights::upload(const ModelWeights& w, cudaStream_t stream) {
+    const WeightBuffer& e = w.embed_tokens;
+    DeviceTable t;
+    t.dtype = e.dtype == DType::kBF16 ? TableDtype::kBF16 : e.dtype == DType::kF16 ? TableDtype::kF16 : TableDtype::kF32;
+    QS_CHECK_MSG(e.dtype == DType::kBF16 || e.dtype == DType::kF16 || e.dtype == DType::kF32,
+                 "embed_tokens must be F32, F16 or BF16");
+    t.data = upload_bytes(e.data, size_t(e.numel()) * dtype_size(e.dtype), stream);
+    tables_.emplace(e.data, t);
+    for (const DecoderLayerWeights& l : w.layers) add_layer(l, stream);
+    add_vec(w.norm, stream);
+    add_linear(w.lm_head, false, stream);
+    if (w.mtp.present) {
+        add_vec(w.mtp.pre_fc_norm_embedding, stream);
+        add_vec(w.mtp.pre_fc_norm_hidden, stream);
+        add_linear(w.mtp.fc, false, stream);
+        add_layer(w.mtp.layer, stream);
+        add_vec(w.mtp.norm, stream);
+    }
+    return bytes_;
+}
+
+const DeviceLinear& DeviceWeights::linear(const LinearWeight& w) const {
+    auto it = linears_.find(w.weight.data);
+    QS_CHECK_MSG(it != linears_.end(), "linear weight was not uploaded (prepare_weights not called?)");
+    return it->second;
+}
+
+const float* DeviceWeights::vec(const float* host) const {
+    auto it = vectors_.find(host);
+    QS_CHECK_MSG(it != vectors_.end(), "parameter vector was not uploaded (prepare_weights not called?)");
+    return it->second;
+}
+
+const float* DeviceWeights::vec(const std::vector<float>& v) const { return vec(v.data()); }
+
+const DeviceTable& DeviceWeights::table(const WeightBuffer& b) const {
+    auto it = tables_.find(b.data);
+    QS_CHECK_MSG(it != tables_.end(), "embedding table was not uploaded");
+    return it->second;
+}
+
+const DeviceExperts& DeviceWeights::experts(const MoeWeights& m) const {
+    auto it = experts_.find(&m);
+    QS_CHECK_MSG(it != experts_.end(), "MoE weights were not uploaded");
+    return it->second;
+}
+
+}  // namespace qs::cuda

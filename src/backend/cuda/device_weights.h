@@ -1,0 +1,71 @@
+// DeviceWeights: the model's weights uploaded to the GPU once (Ops::prepare_weights) and found
+// again by the host address of the tensor the model passes to an op. Linear layers keep their
+// storage format (BF16, FP8 128×128 blocks; F32/F16 fixtures become F32); the MoE experts of a
+// layer (routed, then the shared one as entry E) also get device arrays of per-expert pointers
+// for the grouped GEMM, and are always BF16 or FP8. Precision-critical small linears (router,
+// shared-expert gate, GDN a/b) are kept in F32 so top-k choices and decays match the CPU.
+// Used from the engine thread.
+#pragma once
+
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+#include <cuda_runtime.h>
+
+#include "backend/cuda/basic_kernels.h"
+#include "backend/cuda/device_batch.h"
+#include "backend/cuda/device_memory.h"
+#include "backend/cuda/gemm.h"
+#include "model/weights.h"
+
+namespace qs::cuda {
+
+// One layer's experts for the grouped GEMM: device arrays of E + 1 entries (entry E is the
+// shared expert). Scales are null for BF16.
+struct DeviceExperts {
+    DeviceWeightFormat format = DeviceWeightFormat::kBF16;
+    const void* const* gate = nullptr;        // [E + 1] → [I_e, H]
+    const void* const* up = nullptr;          // [E + 1] → [I_e, H]
+    const void* const* down = nullptr;        // [E + 1] → [H, I_e]
+    const float* const* gate_scale = nullptr; // [E + 1] → [ceil(I_e/128), ceil(H/128)]
+    const float* const* up_scale = nullptr;
+    const float* const* down_scale = nullptr; // [E + 1] → [ceil(H/128), ceil(I_e/128)]
+    int E = 0, H = 0, I = 0, I_shared = 0;
+};
+
+struct DeviceTable {
+    const void* data = nullptr;  // [vocab, hidden]
+    TableDtype dtype = TableDtype::kBF16;
+};
+
+class DeviceWeights {
+public:
+    // Uploads every tensor of w; returns the bytes now held on the device.
+    size_t upload(const ModelWeights& w, cudaStream_t stream);
+
+    const DeviceLinear& linear(const LinearWeight& w) const;
+    const float* vec(const std::vector<float>& v) const;
+    const float* vec(const float* host) const;
+    const DeviceTable& table(const WeightBuffer& b) const;
+    const DeviceExperts& experts(const MoeWeights& m) const;
+    size_t device_bytes() const { return bytes_; }
+
+private:
+    void add_linear(const LinearWeight& w, bool keep_f32, cudaStream_t stream);
+    void add_vec(const std::vector<float>& v, cudaStream_t stream);
+    void add_layer(const DecoderLayerWeights& l, cudaStream_t stream);
+    void add_experts(const MoeWeights& m, cudaStream_t stream);
+    // Uploads a linear's weight as `dtype` (converting on the host when it differs).
+    DeviceLinear upload_linear(const LinearWeight& w, DeviceLinear::Dtype dtype, cudaStream_t stream);
+    void* upload_bytes(const void* src, size_t bytes, cudaStream_t stream);
+
+    std::vector<DeviceBuffer> buffers_;
+    std::unordered_map<const void*, DeviceLinear> linears_;   // by LinearWeight::weight.data
+    std::unordered_map<const float*, const float*> vectors_;  // by host data()
+    std::unordered_map<const void*, DeviceTable> tables_;     // by WeightBuffer::data
+    std::unordered_map<const MoeWeights*, DeviceExperts> experts_;
+    size_t bytes_ = 0;
+};
+
+}  // namespace qs::cuda
