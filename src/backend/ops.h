@@ -66,6 +66,9 @@ public:
     virtual void rms_norm_zc(const float* x, const float* w, int64_t T, int64_t n, double eps, float* y) = 0;
     // y = x · Wᵀ for selected rows: x [T, in], y [T, out].
     virtual void linear(const float* x, int64_t T, const LinearWeight& w, float* y) = 0;
+    // out[r] = index of the largest of x[r, 0..n) (the first one on ties), for x [R, n] in the
+    // backend's memory; out is a host array. Greedy batches take tokens without copying logits.
+    virtual void argmax_rows(const float* x, int64_t R, int64_t n, int32_t* out);
     // x += y, n elements.
     virtual void add(float* x, const float* y, int64_t n) = 0;
     // out [R, n] = src[rows[r]] for src [*, n]; rows is a host array.

@@ -22,6 +22,9 @@ struct ForwardBatch {
     std::vector<int32_t> token_ids;  // [num_tokens]
     std::vector<SeqSpan> seqs;
     std::vector<int32_t> logits_rows;  // rows whose logits are wanted (sorted)
+    // Only the argmax of each logits row is wanted (an all-greedy batch): the logits stay in the
+    // backend's memory and Output::argmax is filled instead of Output::logits.
+    bool argmax_only = false;
 
     int64_t num_tokens() const { return int64_t(token_ids.size()); }
     // Position of every row: start_pos + index within its sequence.

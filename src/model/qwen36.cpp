@@ -58,6 +58,7 @@ Qwen36Model::Output Qwen36Model::finish(const float* x_final, const ForwardBatch
     Output result = std::move(recycled);
     result.hidden.clear();
     result.logits.clear();
+    result.argmax.clear();
     if (want_hidden) {
         result.hidden.resize(size_t(T * H));
         ops_.copy_to_host(x_final, T * H, result.hidden.data());
@@ -69,8 +70,13 @@ Qwen36Model::Output Qwen36Model::finish(const float* x_final, const ForwardBatch
         float* logits = ops_.alloc(R * V);  // [R, V]
         ops_.gather_rows(x_final, batch.logits_rows.data(), R, H, rows);
         ops_.linear(rows, R, w_.lm_head, logits);
-        result.logits.resize(size_t(R * V));
-        ops_.copy_to_host(logits, R * V, result.logits.data());
+        if (batch.argmax_only) {
+            result.argmax.resize(size_t(R));
+            ops_.argmax_rows(logits, R, V, result.argmax.data());
+        } else {
+            result.logits.resize(size_t(R * V));
+            ops_.copy_to_host(logits, R * V, result.logits.data());
+        }
     }
     ops_.free_all();
     return result;

@@ -17,6 +17,7 @@ public:
     struct Output {
         std::vector<float> logits;  // [batch.logits_rows.size(), vocab_size]
         std::vector<float> hidden;  // [num_tokens, hidden]: final-normed hidden (MTP input); if asked
+        std::vector<int32_t> argmax;  // [batch.logits_rows.size()] when batch.argmax_only
     };
 
     // One forward over the batch: writes K/V and GDN state for every row, returns logits for

@@ -89,6 +89,31 @@ __global__ void dequant_fp8_block_kernel(const __nv_fp8_e4m3* src, const float* 
     }
 }
 
+__global__ void argmax_rows_kernel(const float* x, int64_t n, int32_t* out) {
+    const float* row = x + int64_t(blockIdx.x) * n;
+    float best = -INFINITY;
+    int64_t best_i = n;  // n: nothing seen yet (all NaN or -inf rows resolve to index 0 below)
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+        const float v = row[i];
+        if (!(v != v) && (best_i == n || v > best)) best = v, best_i = i;  // ascending i: first max wins
+    }
+    __shared__ float sv[kThreads];
+    __shared__ int64_t si[kThreads];
+    sv[threadIdx.x] = best;
+    si[threadIdx.x] = best_i;
+    __syncthreads();
+    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s) {
+            const float ov = sv[threadIdx.x + s];
+            const int64_t oi = si[threadIdx.x + s];
+            if (oi != n && (si[threadIdx.x] == n || ov > sv[threadIdx.x] || (ov == sv[threadIdx.x] && oi < si[threadIdx.x])))
+                sv[threadIdx.x] = ov, si[threadIdx.x] = oi;
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) out[blockIdx.x] = int32_t(si[0] == n ? 0 : si[0]);
+}
+
 __global__ void fill_nan_kernel(float* x, int64_t n) {
     for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
         x[i] = NAN;
@@ -138,6 +163,12 @@ void launch_dequant_fp8_block(const uint8_t* src, const float* scale_inv, int64_
     if (rows * cols == 0) return;
     dequant_fp8_block_kernel<<<grid_for(rows * cols), kThreads, 0, stream>>>(
         reinterpret_cast<const __nv_fp8_e4m3*>(src), scale_inv, rows, cols, reinterpret_cast<__nv_bfloat16*>(dst));
+    QS_CUDA_CHECK_LAUNCH();
+}
+
+void launch_argmax_rows(const float* x, int64_t R, int64_t n, int32_t* out, cudaStream_t stream) {
+    if (R == 0) return;
+    argmax_rows_kernel<<<unsigned(R), kThreads, 0, stream>>>(x, n, out);
     QS_CUDA_CHECK_LAUNCH();
 }
 

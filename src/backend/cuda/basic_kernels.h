@@ -28,6 +28,8 @@ void launch_f32_to_bf16(const float* src, int64_t n, uint16_t* dst, cudaStream_t
 // dst [rows, cols] (bf16 bits) = fp8 e4m3 src [rows, cols] · scale_inv[r/128][c/128] (fp32 scales).
 void launch_dequant_fp8_block(const uint8_t* src, const float* scale_inv, int64_t rows, int64_t cols, uint16_t* dst,
                               cudaStream_t stream);
+// out[r] = argmax of x[r, 0..n) (first index on ties; NaN never wins), x [R, n].
+void launch_argmax_rows(const float* x, int64_t R, int64_t n, int32_t* out, cudaStream_t stream);
 // Writes NaN into n floats (tests poison activations to catch unwritten outputs).
 void launch_fill_nan(float* x, int64_t n, cudaStream_t stream);
 

@@ -140,6 +140,13 @@ void CudaOps::linear(const float* x, int64_t T, const LinearWeight& w, float* y)
     gemm_->linear(weights_.linear(w), x, T, y, arena_, stream_);
 }
 
+void CudaOps::argmax_rows(const float* x, int64_t R, int64_t n, int32_t* out) {
+    auto* d = static_cast<int32_t*>(arena_.allocate(size_t(std::max<int64_t>(R, 1)) * sizeof(int32_t)));
+    launch_argmax_rows(x, R, n, d, stream_);
+    QS_CUDA_CHECK(cudaMemcpyAsync(out, d, size_t(R) * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_));
+    QS_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
 void CudaOps::add(float* x, const float* y, int64_t n) { launch_add(x, y, n, stream_); }
 
 void CudaOps::gather_rows(const float* src, const int32_t* rows, int64_t R, int64_t n, float* out) {
@@ -171,10 +178,11 @@ void CudaOps::gated_attention(const float* qg, float* k, const float* v, const s
     p.D = int(d.head_dim);
     p.rotary_dim = int(d.rotary_dim);
     p.block_size = int(g.block_size);
-    p.rope_theta = float(d.rope_theta);
+    p.rope_theta = d.rope_theta;
     p.eps = float(d.eps);
     p.batch = batch_;
-    p.workspace = arena_.allocate(attention_workspace_bytes(batch_.num_tokens, d.num_heads, d.head_dim));
+    p.max_splits = kAttentionMaxSplits;
+    p.workspace = arena_.allocate(attention_workspace_bytes(batch_.num_tokens, d.num_heads, d.head_dim, p.max_splits));
     p.out = out;
     launch_gated_attention(p, stream_);
 }

@@ -1,0 +1,159 @@
+// First full-size numbers of the CUDA backend (issue #6 item 7): load time, cache capacity for
+// the memory left after weights and activations, single-stream prefill and decode speed, and
+// offline batch throughput through the real engine. A benchmark that prints a table, never a
+// test. Needs a GPU.
+// Usage: build/bench/gpu_forward_bench --model builtin:qwen36-35b-a3b --load-format dummy
+//          [--kv-cache-dtype bf16|fp8_e4m3] [--gdn-state-dtype f32|bf16] [--gpu-memory-utilization 0.90]
+//          [--mode all|single|batch] [--requests 1024] [--prompt 1000] [--completion 256]
+//          [--max-num-seqs 512] [--max-num-batched-tokens 16384] [--decode-steps 128]
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <random>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_ops.h"
+#include "cli/model_args.h"
+#include "core/args.h"
+#include "core/timer.h"
+#include "engine/engine.h"
+#include "model/single_sequence.h"
+
+using namespace qs;
+
+namespace {
+
+double gib(size_t b) { return double(b) / double(size_t(1) << 30); }
+
+std::vector<int32_t> random_ids(std::mt19937& rng, int64_t n, int64_t vocab) {
+    std::vector<int32_t> v(size_t(n));
+    for (auto& t : v) t = int32_t(rng() % uint32_t(std::min<int64_t>(vocab, 150000)));
+    return v;
+}
+
+int run(const Args& args) {
+    const std::string mode = args.get_or("mode", "all");
+    const double util = std::stod(args.get_or("gpu-memory-utilization", "0.90"));
+    const int64_t requests = std::stoll(args.get_or("requests", "1024"));
+    const int64_t prompt = std::stoll(args.get_or("prompt", "1000"));
+    const int64_t completion = std::stoll(args.get_or("completion", "256"));
+    const int64_t decode_steps = std::stoll(args.get_or("decode-steps", "128"));
+    const std::string kv_name = args.get_or("kv-cache-dtype", "bf16");
+    const KvCacheDtype kv = kv_name == "fp8_e4m3" ? KvCacheDtype::kFP8E4M3 : KvCacheDtype::kBF16;
+
+    Timer t_load;
+    auto w = cli::load_model_from_args(args);
+    if (!w.is_ok()) {
+        std::fprintf(stderr, "%s\n", w.status().message().c_str());
+        return 1;
+    }
+    const double host_s = t_load.elapsed_s();
+    cuda::CudaOptions co;
+    co.ssm_bf16 = args.get_or("gdn-state-dtype", "f32") == "bf16";
+    cuda::CudaOps ops(co);
+    Timer t_up;
+    ops.prepare_weights(*w);
+    const double upload_s = t_up.elapsed_s();
+    Qwen36Model model(*w, ops);
+    const ModelConfig& c = w->config;
+    std::printf("| item | value |\n|---|---|\n");
+    std::printf("| device | %s |\n", ops.device_name().c_str());
+    std::printf("| weights | %.2f GB on the device |\n", double(ops.weights().device_bytes()) / 1e9);
+    std::printf("| load: host weights | %.1f s |\n| load: upload | %.1f s |\n", host_s, upload_s);
+
+    // Warm-up: the largest prefill chunk sizes the activation arena.
+    const int64_t max_batched = std::stoll(args.get_or("max-num-batched-tokens", "16384"));
+    {
+        std::mt19937 rng(1);
+        SingleSequence warm(model, max_batched + 1, kv);
+        Timer t;
+        warm.feed(random_ids(rng, max_batched, c.vocab_size), false);
+        std::printf("| warm-up prefill of %lld tokens | %.3f s (arena %.2f GiB) |\n", (long long)max_batched,
+                    t.elapsed_s(), gib(ops.arena_high_water()));
+    }
+    size_t free_b = 0, total_b = 0;
+    QS_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+    const double budget = double(total_b) * util - double(total_b - free_b);
+    std::printf("| memory | total %.1f GiB, free after weights+arena %.1f GiB, cache budget at %.2f: %.1f GiB |\n",
+                gib(total_b), gib(free_b), util, budget / double(1 << 30));
+
+    EngineConfig ec;
+    ec.max_num_seqs = std::stoll(args.get_or("max-num-seqs", "512"));
+    ec.max_num_batched_tokens = max_batched;
+    ec.kv_cache_dtype = kv;
+    ec.cache_memory_mb = int64_t(budget / double(1 << 20));
+    ec.enable_prefix_caching = false;
+    auto plan = plan_capacity(c, ec, false);
+    if (!plan.is_ok()) {
+        std::fprintf(stderr, "capacity: %s\n", plan.status().message().c_str());
+        return 1;
+    }
+    std::printf("| capacity | %s |\n", plan->describe().c_str());
+
+    if (mode == "all" || mode == "single") {
+        std::mt19937 rng(2);
+        SingleSequence seq(model, prompt + decode_steps + 2, kv);
+        Timer tp;
+        std::vector<float> logits = seq.feed(random_ids(rng, prompt, c.vocab_size), false);
+        const double prefill_s = tp.elapsed_s();
+        Timer td;
+        for (int64_t i = 0; i < decode_steps; ++i) {
+            const int32_t next = int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
+            logits = seq.feed({next}, false);
+        }
+        const double decode_s = td.elapsed_s();
+        std::printf("| single stream prefill (%lld tokens) | %.3f s, %.0f tokens/s |\n", (long long)prompt, prefill_s,
+                    double(prompt) / prefill_s);
+        std::printf("| single stream decode (%lld steps after the prompt) | %.2f ms/token, %.1f tokens/s |\n",
+                    (long long)decode_steps, decode_s / double(decode_steps) * 1e3, double(decode_steps) / decode_s);
+    }
+
+    if (mode == "all" || mode == "batch") {
+        auto engine = Engine::create(*w, ops, ec, nullptr);
+        if (!engine.is_ok()) {
+            std::fprintf(stderr, "engine: %s\n", engine.status().message().c_str());
+            return 1;
+        }
+        std::mt19937 rng(3);
+        std::uniform_int_distribution<int64_t> len(prompt * 3 / 4, prompt * 5 / 4);
+        int64_t prompt_tokens = 0;
+        for (int64_t i = 0; i < requests; ++i) {
+            GenerationRequest r;
+            r.id = "b" + std::to_string(i);
+            r.prompt_ids = random_ids(rng, len(rng), c.vocab_size);
+            prompt_tokens += int64_t(r.prompt_ids.size());
+            r.params.temperature = 0.0;
+            r.params.max_tokens = completion;
+            r.params.ignore_eos = true;
+            if (!(*engine)->submit(std::move(r), [](RequestOutput&&) {}).is_ok()) return 1;
+        }
+        Timer tb;
+        (*engine)->run_until_idle();
+        const double s = tb.elapsed_s();
+        const EngineStats st = (*engine)->stats();
+        const EngineProfile& p = (*engine)->profile();
+        std::printf("| batch: %lld requests, %lld prompt tokens, %lld completion tokens | %.1f s |\n",
+                    (long long)requests, (long long)prompt_tokens, (long long)st.num_completion_tokens_total, s);
+        std::printf("| batch: completion tokens/s | %.0f |\n| batch: total tokens/s | %.0f |\n",
+                    double(st.num_completion_tokens_total) / s,
+                    double(st.num_completion_tokens_total + prompt_tokens) / s);
+        std::printf("| batch: engine steps %lld; forward %.1f s, host sampling %.1f s, other %.1f s | |\n",
+                    (long long)p.steps, p.forward_s, p.sample_s, p.total_s - p.forward_s - p.sample_s);
+    }
+    return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    std::set<std::string> valued = cli::model_valued_options();
+    valued.insert({"mode", "gpu-memory-utilization", "requests", "prompt", "completion", "decode-steps", "kv-cache-dtype",
+                   "max-num-seqs", "max-num-batched-tokens"});
+    auto args = Args::parse(argc, argv, cli::model_flag_options(), valued);
+    if (!args.is_ok()) {
+        std::fprintf(stderr, "%s\n", args.status().message().c_str());
+        return 2;
+    }
+    return run(*args);
+}

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Runs the carried GPU binaries (gpu-bundle/, made by scripts/build_gpu_bundle.sh) on the GPU
+# machine and writes every log under $OUT (default: gpu-logs/). Stages, in the order given:
+#   labs    every kernel lab (CPU reference check + timing)
+#   tests   the GPU test binary (ctest label `gpu` runs the same tests where ctest is available)
+#   bf16 | fp8   gpu_forward_bench on the real config with dummy weights (BF16 / FP8 blocks)
+#   single  single-stream numbers only (both formats)
+# Usage: bash scripts/gpu_run.sh labs tests bf16
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT="${OUT:-gpu-logs}"
+mkdir -p "$OUT"
+export QS_SOURCE_DIR="$PWD"
+B=gpu-bundle
+nvidia-smi --query-gpu=name,memory.total,memory.used,clocks.sm,clocks.max.sm --format=csv > "$OUT/gpu.txt" 2>&1
+summary="$OUT/summary.txt"
+: > "$summary"
+run() {  # name, command...
+    local name="$1"; shift
+    local t0=$(date +%s.%N)
+    "$@" > "$OUT/$name.log" 2>&1
+    local rc=$?
+    printf '%-28s rc=%-3s %6.1f s\n' "$name" "$rc" "$(echo "$(date +%s.%N) - $t0" | bc)" | tee -a "$summary"
+}
+for stage in "$@"; do
+    case "$stage" in
+        labs) for lab in "$B"/*_lab; do [ -x "$lab" ] && run "$(basename "$lab")" "$lab"; done ;;
+        tests) run gpu_tests "$B/qs_gpu_tests" --gtest_color=no ;;
+        bf16) run bench_bf16 "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b --load-format dummy --no-mtp ;;
+        fp8) run bench_fp8 "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b --load-format dummy --no-mtp \
+                 --dummy-format fp8-block ;;
+        single) run single_bf16 "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b --load-format dummy --no-mtp --mode single ;;
+        *) echo "unknown stage $stage" | tee -a "$summary" ;;
+    esac
+done
+echo "---- summary"; cat "$summary"
+for f in "$OUT"/*.log; do echo "---- tail $f"; tail -n 25 "$f"; done

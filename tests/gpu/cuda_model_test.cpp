@@ -1,0 +1,173 @@
+// The whole model on the GPU: logits against the transformers fixtures (tests/data/parity), 64
+// greedy tokens per prompt against transformers' own generate on the trained tiny model
+// (models/qwen36-tiny/greedy_samples.json), and the engine on CudaOps reproducing the
+// single-sequence greedy reference with batching, chunked prefill, prefix caching and MTP.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "engine/engine.h"
+#include "gpu_test_util.h"
+#include "io/npy.h"
+#include "model/single_sequence.h"
+
+using namespace qs;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::vector<float> read_floats(const std::string& path) {
+    auto r = read_npy_float(path);
+    EXPECT_TRUE(r.is_ok()) << r.status().message();
+    return r.is_ok() ? r->data : std::vector<float>();
+}
+
+// Share of rows whose argmax agrees.
+double argmax_agreement(const std::vector<float>& a, const std::vector<float>& b, int64_t V) {
+    const int64_t R = int64_t(a.size()) / V;
+    int64_t same = 0;
+    for (int64_t r = 0; r < R; ++r) {
+        auto ia = std::max_element(a.begin() + r * V, a.begin() + (r + 1) * V) - (a.begin() + r * V);
+        auto ib = std::max_element(b.begin() + r * V, b.begin() + (r + 1) * V) - (b.begin() + r * V);
+        same += ia == ib;
+    }
+    return double(same) / double(std::max<int64_t>(R, 1));
+}
+
+cuda::CudaOptions test_options() {
+    cuda::CudaOptions o;
+    o.poison = true;
+    return o;
+}
+
+}  // namespace
+
+TEST(CudaModel, TransformersFixtures) {
+    QS_REQUIRE_GPU();
+    const fs::path root = gpu_test::source_path("tests/data/parity");
+    int checked = 0;
+    for (const auto& e : fs::directory_iterator(root)) {
+        if (!fs::exists(e.path() / "reference.json")) continue;
+        std::ifstream f(e.path() / "reference.json");
+        const nlohmann::json j = nlohmann::json::parse(f);
+        const std::string refs = (e.path() / j.at("refs_dir").get<std::string>()).string();
+        auto weights = load_model_dir(e.path().string());
+        ASSERT_TRUE(weights.is_ok()) << weights.status().message();
+        const int64_t V = weights->config.vocab_size;
+        auto ids_npy = read_npy_int(refs + "/ids.npy");
+        ASSERT_TRUE(ids_npy.is_ok());
+        const std::vector<int32_t> ids(ids_npy->data.begin(), ids_npy->data.end());
+        cuda::CudaOps ops(test_options());
+        ops.prepare_weights(*weights);
+        Qwen36Model model(*weights, ops);
+        SingleSequence seq(model, int64_t(ids.size()), KvCacheDtype::kBF16);
+        const std::vector<float> logits = seq.feed(ids, /*all_rows=*/true);
+        const std::vector<float> ref = read_floats(refs + "/logits_prefill.npy");
+        const double err = gpu_test::normalised_error(logits, ref);
+        const double agree = argmax_agreement(logits, ref, V);
+        const std::vector<float> mtp = seq.mtp_over_history(0);
+        const double mtp_err = gpu_test::normalised_error(mtp, read_floats(refs + "/mtp_logits.npy"));
+        std::printf("[fixture] %s: logits err %.2e, argmax agreement %.4f, mtp err %.2e\n",
+                    e.path().filename().c_str(), err, agree, mtp_err);
+        // bf16 K/V and bf16-rounded GEMM inputs (the fixtures' reference is fp32 throughout).
+        EXPECT_LT(err, 2e-2) << e.path();
+        EXPECT_GE(agree, 0.97) << e.path();
+        EXPECT_LT(mtp_err, 2e-2) << e.path();
+        ++checked;
+    }
+    EXPECT_GE(checked, 6);
+}
+
+TEST(CudaModel, TinyModelGreedy64MatchesTransformers) {
+    QS_REQUIRE_GPU();
+    const std::string dir = gpu_test::source_path("models/qwen36-tiny");
+    auto weights = load_model_dir(dir);
+    ASSERT_TRUE(weights.is_ok()) << weights.status().message();
+    std::ifstream f(dir + "/greedy_samples.json");
+    const nlohmann::json j = nlohmann::json::parse(f);
+    cuda::CudaOps ops(test_options());
+    ops.prepare_weights(*weights);
+    Qwen36Model model(*weights, ops);
+    int total = 0, matched = 0;
+    for (const auto& s : j.at("samples")) {
+        const auto prompt = s.at("prompt_ids").get<std::vector<int32_t>>();
+        const auto expect = s.at("output_ids").get<std::vector<int32_t>>();
+        SingleSequence seq(model, int64_t(prompt.size() + expect.size()) + 1, KvCacheDtype::kBF16);
+        std::vector<float> logits = seq.feed(prompt, false);
+        std::vector<int32_t> got;
+        for (size_t i = 0; i < expect.size(); ++i) {
+            got.push_back(int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin()));
+            if (i + 1 < expect.size()) logits = seq.feed({got.back()}, false);
+        }
+        size_t prefix = 0;
+        while (prefix < got.size() && got[prefix] == expect[prefix]) ++prefix;
+        std::printf("[greedy] %s: %zu/%zu tokens equal before the first difference\n",
+                    s.at("kind").get<std::string>().c_str(), prefix, expect.size());
+        EXPECT_EQ(got, expect) << s.at("kind");
+        total += int(expect.size());
+        matched += int(prefix);
+    }
+    EXPECT_GT(total, 0);
+    std::printf("[greedy] %d/%d tokens before first differences\n", matched, total);
+}
+
+TEST(CudaModel, EngineOnGpuEqualsSingleSequence) {
+    QS_REQUIRE_GPU();
+    auto weights = load_model_dir(gpu_test::source_path("models/qwen36-tiny"));
+    ASSERT_TRUE(weights.is_ok()) << weights.status().message();
+    cuda::CudaOps ops(test_options());
+    ops.prepare_weights(*weights);
+    Qwen36Model ref_model(*weights, ops);
+    std::mt19937 rng(7);
+    std::vector<GenerationRequest> reqs;
+    for (int i = 0; i < 24; ++i) {
+        GenerationRequest r;
+        r.id = "r" + std::to_string(i);
+        const int len = 1 + int(rng() % 120);
+        for (int t = 0; t < len; ++t) r.prompt_ids.push_back(int32_t(rng() % uint32_t(weights->config.vocab_size)));
+        r.params.temperature = 0.0;
+        r.params.max_tokens = 24;
+        r.params.ignore_eos = true;
+        reqs.push_back(r);
+    }
+    std::vector<std::vector<int32_t>> expect;
+    for (const auto& r : reqs) {
+        SingleSequence seq(ref_model, int64_t(r.prompt_ids.size()) + 26, KvCacheDtype::kBF16);
+        std::vector<float> logits = seq.feed(r.prompt_ids, false);
+        std::vector<int32_t> out;
+        for (int i = 0; i < 24; ++i) {
+            out.push_back(int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin()));
+            if (i + 1 < 24) logits = seq.feed({out.back()}, false);
+        }
+        expect.push_back(out);
+    }
+    for (int spec : {0, 2}) {
+        for (int64_t budget : {int64_t(37), int64_t(4096)}) {
+            EngineConfig cfg;
+            cfg.max_num_batched_tokens = budget;
+            cfg.enable_prefix_caching = true;
+            cfg.num_speculative_tokens = spec;
+            cfg.max_num_seqs = 16;
+            cfg.cache_memory_mb = 64;
+            auto engine = Engine::create(*weights, ops, cfg, nullptr);
+            ASSERT_TRUE(engine.is_ok()) << engine.status().message();
+            std::map<std::string, std::vector<int32_t>> got;
+            for (const auto& r : reqs)
+                ASSERT_TRUE((*engine)->submit(r, [&got, id = r.id](RequestOutput&& o) {
+                    got[id].insert(got[id].end(), o.token_ids.begin(), o.token_ids.end());
+                }).is_ok());
+            (*engine)->run_until_idle();
+            int equal = 0;
+            for (size_t i = 0; i < reqs.size(); ++i) {
+                EXPECT_EQ(got[reqs[i].id], expect[i]) << "spec " << spec << " budget " << budget << " " << reqs[i].id;
+                equal += got[reqs[i].id] == expect[i];
+            }
+            std::printf("[engine] mtp k=%d budget %lld: %d/%zu requests equal to the reference\n", spec,
+                        (long long)budget, equal, reqs.size());
+            EXPECT_EQ((*engine)->num_blocks_in_use(), 0);
+            EXPECT_EQ((*engine)->num_slots_in_use(), 0);
+        }
+    }
+}

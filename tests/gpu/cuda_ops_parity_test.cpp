@@ -1,0 +1,294 @@
+// Every CudaOps op against the CPU specification (CpuOps) on fresh random inputs, at the tiny
+// test model's shapes and the real Qwen3.6-35B-A3B shapes (experts cut to 32 to keep the test
+// small; every per-expert dimension is real). GPU activations are poisoned with NaN at alloc so
+// an unwritten output fails. Errors are ‖gpu − cpu‖ / ‖cpu‖; bounds per path: fp32 math 1e-4,
+// bf16-rounded GEMM inputs 1e-2 (bf16 has 8 mantissa bits: 2^-9 ≈ 2e-3 per element).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <numeric>
+
+#include "backend/cpu/cpu_ops.h"
+#include "backend/cuda/cuda_cache.h"
+#include "config/model_config.h"
+#include "gpu_test_util.h"
+#include "model/weights.h"
+
+using namespace qs;
+using gpu_test::normalised_error;
+
+namespace {
+
+constexpr double kFp32Bound = 1e-4;
+constexpr double kBf16Bound = 1e-2;
+
+struct Case {
+    std::string name;
+    ModelConfig config;
+};
+
+ModelConfig real_shapes() {
+    ModelConfig c = qwen36_35b_a3b_config();
+    c.num_hidden_layers = 4;
+    c.layer_types.resize(4);
+    c.num_experts = 32;
+    return c;
+}
+
+std::vector<Case> cases() { return {{"tiny", tiny_model_config()}, {"real", real_shapes()}}; }
+
+class CudaOpsParity : public ::testing::TestWithParam<Case> {
+protected:
+    void SetUp() override {
+        QS_REQUIRE_GPU();
+        config_ = GetParam().config;
+        weights_ = std::make_unique<ModelWeights>(make_dummy_weights(config_, 77, /*with_mtp=*/false));
+        cuda::CudaOptions o;
+        o.poison = true;
+        gpu_ = std::make_unique<cuda::CudaOps>(o);
+        gpu_->prepare_weights(*weights_);
+    }
+    const DecoderLayerWeights& layer(LayerType t) const {
+        for (const auto& l : weights_->layers)
+            if (l.type == t) return l;
+        throw std::runtime_error("no layer of that type");
+    }
+
+    ModelConfig config_;
+    std::unique_ptr<ModelWeights> weights_;
+    CpuOps cpu_;
+    std::unique_ptr<cuda::CudaOps> gpu_;
+    std::mt19937 rng_{std::random_device{}()};
+};
+
+// A batch of sequences: (start_pos, num_tokens, slot) each; pages handed out shuffled.
+ForwardBatch make_batch(const std::vector<std::array<int, 3>>& seqs, int block_size, int pages_per_seq,
+                        std::mt19937& rng, int vocab) {
+    ForwardBatch b;
+    std::vector<int32_t> pages(seqs.size() * size_t(pages_per_seq));
+    std::iota(pages.begin(), pages.end(), 0);
+    std::shuffle(pages.begin(), pages.end(), std::mt19937(1234));  // same tables in every batch
+    for (size_t s = 0; s < seqs.size(); ++s) {
+        SeqSpan span;
+        span.row_begin = int32_t(b.token_ids.size());
+        span.start_pos = seqs[s][0];
+        span.num_tokens = seqs[s][1];
+        span.state_slot = seqs[s][2];
+        span.block_table.assign(pages.begin() + int64_t(s) * pages_per_seq, pages.begin() + int64_t(s + 1) * pages_per_seq);
+        for (int i = 0; i < span.num_tokens; ++i) b.token_ids.push_back(int32_t(rng() % uint32_t(vocab)));
+        b.seqs.push_back(span);
+    }
+    (void)block_size;
+    return b;
+}
+
+}  // namespace
+
+TEST_P(CudaOpsParity, RowOps) {
+    const int64_t T = 37, H = config_.hidden_size;
+    const auto x = gpu_test::random_floats(size_t(T * H), rng_);
+    const auto y = gpu_test::random_floats(size_t(T * H), rng_);
+    const std::vector<float>& w = weights_->layers[0].input_layernorm;
+
+    std::vector<float> ref(size_t(T * H));
+    cpu_.rms_norm_zc(x.data(), w.data(), T, H, config_.rms_norm_eps, ref.data());
+    float* dx = gpu_test::to_device(*gpu_, x);
+    float* dy = gpu_->alloc(T * H);
+    gpu_->rms_norm_zc(dx, w.data(), T, H, config_.rms_norm_eps, dy);
+    EXPECT_LT(normalised_error(gpu_test::to_host(*gpu_, dy, ref.size()), ref), kFp32Bound) << "rms_norm_zc";
+    gpu_->rms_norm_zc(dx, w.data(), T, H, config_.rms_norm_eps, dx);  // in place, as the final norm runs
+    EXPECT_LT(normalised_error(gpu_test::to_host(*gpu_, dx, ref.size()), ref), kFp32Bound) << "rms_norm_zc in place";
+
+    std::vector<float> sum = x;
+    cpu_.add(sum.data(), y.data(), T * H);
+    float* da = gpu_test::to_device(*gpu_, x);
+    gpu_->add(da, gpu_test::to_device(*gpu_, y), T * H);
+    EXPECT_EQ(gpu_test::to_host(*gpu_, da, sum.size()), sum) << "add";
+
+    const std::vector<int32_t> rows = {36, 0, 5, 5, 17};
+    std::vector<float> gathered(rows.size() * size_t(H));
+    cpu_.gather_rows(x.data(), rows.data(), int64_t(rows.size()), H, gathered.data());
+    float* dg = gpu_->alloc(int64_t(gathered.size()));
+    gpu_->gather_rows(gpu_test::to_device(*gpu_, x), rows.data(), int64_t(rows.size()), H, dg);
+    EXPECT_EQ(gpu_test::to_host(*gpu_, dg, gathered.size()), gathered) << "gather_rows";
+
+    std::vector<float> cat(size_t(2 * T * H));
+    cpu_.concat_columns(x.data(), y.data(), T, H, cat.data());
+    float* dc = gpu_->alloc(2 * T * H);
+    gpu_->concat_columns(gpu_test::to_device(*gpu_, x), gpu_test::to_device(*gpu_, y), T, H, dc);
+    EXPECT_EQ(gpu_test::to_host(*gpu_, dc, cat.size()), cat) << "concat_columns";
+
+    // argmax over vocabulary-sized rows, with a tie planted in row 1 (the first index must win).
+    const int64_t V = config_.vocab_size, R = 5;
+    std::vector<float> logits = gpu_test::random_floats(size_t(R * V), rng_);
+    logits[size_t(V + 7)] = logits[size_t(V + V - 3)] = 100.0f;
+    std::vector<int32_t> want(R), got(R);
+    cpu_.argmax_rows(logits.data(), R, V, want.data());
+    gpu_->argmax_rows(gpu_test::to_device(*gpu_, logits), R, V, got.data());
+    EXPECT_EQ(got, want) << "argmax_rows";
+    EXPECT_EQ(got[1], 7);
+
+    ForwardBatch b = make_batch({{{0, int(T), 0}}}, 16, 4, rng_, int(config_.vocab_size));
+    const auto pos = b.positions();
+    std::vector<float> emb(size_t(T * H));
+    cpu_.embed(weights_->embed_tokens, b.token_ids.data(), T, emb.data());
+    gpu_->begin_forward(b, pos.data());
+    float* de = gpu_->alloc(T * H);
+    gpu_->embed(weights_->embed_tokens, b.token_ids.data(), T, de);
+    EXPECT_EQ(gpu_test::to_host(*gpu_, de, emb.size()), emb) << "embed";
+    gpu_->free_all();
+}
+
+TEST_P(CudaOpsParity, Linear) {
+    const DecoderLayerWeights& gdn = layer(LayerType::kLinearAttention);
+    struct L {
+        const char* name;
+        const LinearWeight* w;
+        double bound;
+    };
+    // bf16 weights: x is rounded to bf16 on the GPU; f32-kept linears (router, a/b) are exact fp32.
+    const std::vector<L> linears = {{"in_proj_qkv", &gdn.gdn.in_proj_qkv, kBf16Bound},
+                                    {"out_proj", &gdn.gdn.out_proj, kBf16Bound},
+                                    {"in_proj_a (f32)", &gdn.gdn.in_proj_a, kFp32Bound},
+                                    {"router (f32)", &gdn.moe.router, kFp32Bound},
+                                    {"lm_head", &weights_->lm_head, kBf16Bound}};
+    for (int64_t T : {1, 7, 300}) {
+        for (const L& l : linears) {
+            const auto x = gpu_test::random_floats(size_t(T * l.w->in_features), rng_);
+            std::vector<float> ref(size_t(T * l.w->out_features));
+            cpu_.linear(x.data(), T, *l.w, ref.data());
+            float* dy = gpu_->alloc(T * l.w->out_features);
+            gpu_->linear(gpu_test::to_device(*gpu_, x), T, *l.w, dy);
+            const double err = normalised_error(gpu_test::to_host(*gpu_, dy, ref.size()), ref);
+            EXPECT_LT(err, l.bound) << l.name << " T=" << T;
+            gpu_->free_all();
+        }
+    }
+}
+
+TEST_P(CudaOpsParity, MoE) {
+    const MoeWeights& m = weights_->layers[0].moe;
+    for (int64_t T : {1, 5, 64, 300}) {
+        const auto x = gpu_test::random_floats(size_t(T * config_.hidden_size), rng_);
+        std::vector<float> ref(x.size());
+        cpu_.moe(x.data(), T, m, config_.num_experts_per_tok, config_.norm_topk_prob, ref.data());
+        float* dy = gpu_->alloc(int64_t(ref.size()));
+        gpu_->moe(gpu_test::to_device(*gpu_, x), T, m, config_.num_experts_per_tok, config_.norm_topk_prob, dy);
+        EXPECT_LT(normalised_error(gpu_test::to_host(*gpu_, dy, ref.size()), ref), kBf16Bound) << "T=" << T;
+        gpu_->free_all();
+    }
+}
+
+TEST_P(CudaOpsParity, GatedAttentionWithPagedCache) {
+    const DecoderLayerWeights& l = layer(LayerType::kFullAttention);
+    const ModelConfig& c = config_;
+    const AttentionDims d{c.num_attention_heads, c.num_key_value_heads, c.head_dim, c.rotary_dim(), c.rope_theta,
+                          c.rms_norm_eps};
+    for (KvCacheDtype kv : {KvCacheDtype::kBF16, KvCacheDtype::kFP8E4M3}) {
+        const int bs = 16, pages = 8;
+        const CacheGeometry g = CacheGeometry::for_model(c, 3 * pages, bs, 3, false, kv);
+        ModelCache cpu_cache(g);
+        auto gpu_cache = gpu_->make_cache(g);
+        // A prefill batch, then a mixed one: a decode row, a chunk continuing a prompt, a fresh prompt.
+        const std::vector<ForwardBatch> batches = {
+            make_batch({{{0, 40, 0}, {0, 17, 1}}}, bs, pages, rng_, int(c.vocab_size)),
+            make_batch({{{40, 1, 0}, {17, 9, 1}, {0, 25, 2}}}, bs, pages, rng_, int(c.vocab_size))};
+        for (size_t bi = 0; bi < batches.size(); ++bi) {
+            const ForwardBatch& b = batches[bi];
+            const int64_t T = b.num_tokens();
+            const auto pos = b.positions();
+            const auto qg = gpu_test::random_floats(size_t(T * d.num_heads * 2 * d.head_dim), rng_);
+            const auto k = gpu_test::random_floats(size_t(T * d.num_kv_heads * d.head_dim), rng_);
+            const auto v = gpu_test::random_floats(size_t(T * d.num_kv_heads * d.head_dim), rng_);
+            std::vector<float> k_cpu = k, ref(size_t(T * d.num_heads * d.head_dim));
+            cpu_.begin_forward(b, pos.data());
+            cpu_.gated_attention(qg.data(), k_cpu.data(), v.data(), l.attn.q_norm, l.attn.k_norm, d, b, pos.data(),
+                                 cpu_cache, 0, ref.data());
+            gpu_->begin_forward(b, pos.data());
+            float* out = gpu_->alloc(int64_t(ref.size()));
+            gpu_->gated_attention(gpu_test::to_device(*gpu_, qg), gpu_test::to_device(*gpu_, k),
+                                  gpu_test::to_device(*gpu_, v), l.attn.q_norm, l.attn.k_norm, d, b, pos.data(),
+                                  *gpu_cache, 0, out);
+            const std::string what = std::string(kv == KvCacheDtype::kBF16 ? "bf16" : "fp8") + " batch " +
+                                     std::to_string(bi);
+            // fp8 K/V: a 1-ulp rounding flip (1/16 relative) moves scores more than bf16's 1/256.
+            const double bound = kv == KvCacheDtype::kBF16 ? 1e-3 : 2e-2;
+            EXPECT_LT(normalised_error(gpu_test::to_host(*gpu_, out, ref.size()), ref), bound) << "out " << what;
+            auto* st = static_cast<cuda::CudaCacheStorage*>(gpu_cache->external_storage());
+            const size_t n = size_t(g.num_blocks * bs * g.num_kv_heads * g.head_dim);
+            const int elem = kv == KvCacheDtype::kBF16 ? 2 : 1;
+            const std::vector<float> k_ref(cpu_cache.k(0), cpu_cache.k(0) + n), v_ref(cpu_cache.v(0), cpu_cache.v(0) + n);
+            EXPECT_LT(normalised_error(gpu_test::read_device(st->k(0), n, elem), k_ref), bound) << "K cache " << what;
+            EXPECT_LT(normalised_error(gpu_test::read_device(st->v(0), n, elem), v_ref), 1e-6) << "V cache " << what;
+            gpu_->free_all();
+        }
+    }
+}
+
+TEST_P(CudaOpsParity, GatedDeltaNetWithStateSlots) {
+    const DecoderLayerWeights& l = layer(LayerType::kLinearAttention);
+    const ModelConfig& c = config_;
+    const GdnDims d{c.linear_num_key_heads, c.linear_num_value_heads, c.linear_key_head_dim, c.linear_value_head_dim,
+                    c.linear_conv_kernel_dim, c.rms_norm_eps};
+    for (bool ssm_bf16 : {false, true}) {
+        cuda::CudaOptions o;
+        o.poison = true;
+        o.ssm_bf16 = ssm_bf16;
+        cuda::CudaOps gpu(o);
+        gpu.prepare_weights(*weights_);
+        const CacheGeometry g = CacheGeometry::for_model(c, 4, 16, 4, false, KvCacheDtype::kBF16);
+        ModelCache cpu_cache(g);
+        auto gpu_cache = gpu.make_cache(g);
+        // Slots out of order; sequences of 1 and 2 tokens (shorter than the conv window) too.
+        const std::vector<ForwardBatch> batches = {
+            make_batch({{{0, 70, 2}, {0, 2, 0}, {0, 13, 3}}}, 16, 1, rng_, int(c.vocab_size)),
+            make_batch({{{70, 1, 2}, {2, 1, 0}, {13, 150, 3}, {0, 5, 1}}}, 16, 1, rng_, int(c.vocab_size))};
+        for (size_t bi = 0; bi < batches.size(); ++bi) {
+            const ForwardBatch& b = batches[bi];
+            const int64_t T = b.num_tokens();
+            const auto pos = b.positions();
+            const auto qkv = gpu_test::random_floats(size_t(T * d.conv_dim()), rng_);
+            const auto z = gpu_test::random_floats(size_t(T * d.value_dim()), rng_);
+            const auto bb = gpu_test::random_floats(size_t(T * d.num_value_heads), rng_);
+            const auto a = gpu_test::random_floats(size_t(T * d.num_value_heads), rng_);
+            std::vector<float> ref(size_t(T * d.value_dim()));
+            cpu_.gated_delta_net(qkv.data(), z.data(), bb.data(), a.data(), l.gdn, d, b, cpu_cache, 0, ref.data());
+            gpu.begin_forward(b, pos.data());
+            float* out = gpu.alloc(int64_t(ref.size()));
+            gpu.gated_delta_net(gpu_test::to_device(gpu, qkv), gpu_test::to_device(gpu, z),
+                                gpu_test::to_device(gpu, bb), gpu_test::to_device(gpu, a), l.gdn, d, b, *gpu_cache, 0, out);
+            const std::string what = std::string(ssm_bf16 ? "bf16 state" : "fp32 state") + " batch " + std::to_string(bi);
+            // bf16 state storage rounds the state once per call (math stays fp32).
+            const double bound = ssm_bf16 ? 1e-2 : kFp32Bound;
+            EXPECT_LT(normalised_error(gpu_test::to_host(gpu, out, ref.size()), ref), bound) << "out " << what;
+            auto* st = static_cast<cuda::CudaCacheStorage*>(gpu_cache->external_storage());
+            const size_t nc = size_t(g.num_state_slots * g.conv_window * g.conv_dim);
+            const size_t ns = size_t(g.num_state_slots * g.num_value_heads * g.key_head_dim * g.value_head_dim);
+            EXPECT_LT(normalised_error(gpu_test::read_device(st->conv(0), nc, 4),
+                                       std::vector<float>(cpu_cache.conv(0), cpu_cache.conv(0) + nc)),
+                      1e-6)
+                << "conv state " << what;
+            EXPECT_LT(normalised_error(gpu_test::read_device(st->ssm(0), ns, ssm_bf16 ? 2 : 4),
+                                       std::vector<float>(cpu_cache.ssm(0), cpu_cache.ssm(0) + ns)),
+                      bound)
+                << "recurrent state " << what;
+            gpu.free_all();
+        }
+    }
+}
+
+TEST_P(CudaOpsParity, CacheSlotAndPageCopies) {
+    const CacheGeometry g = CacheGeometry::for_model(config_, 6, 16, 3, false, KvCacheDtype::kBF16);
+    auto cache = gpu_->make_cache(g);
+    auto* st = static_cast<cuda::CudaCacheStorage*>(cache->external_storage());
+    const size_t slot = size_t(g.num_value_heads * g.key_head_dim * g.value_head_dim);
+    const auto values = gpu_test::random_floats(slot, rng_);
+    QS_CUDA_CHECK(cudaMemcpy(static_cast<float*>(st->ssm(0)) + slot, values.data(), slot * 4, cudaMemcpyHostToDevice));
+    cache->copy_slot(1, 2);
+    EXPECT_EQ(gpu_test::read_device(static_cast<float*>(st->ssm(0)) + 2 * slot, slot, 4), values);
+    cache->reset_slot(1);
+    EXPECT_EQ(gpu_test::read_device(static_cast<float*>(st->ssm(0)) + slot, slot, 4), std::vector<float>(slot, 0.0f));
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, CudaOpsParity, ::testing::ValuesIn(cases()),
+                         [](const auto& info) { return info.param.name; });

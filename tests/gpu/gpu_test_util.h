@@ -1,0 +1,76 @@
+// Helpers of the GPU tests (label `gpu`): skip where no CUDA device is visible, random inputs,
+// device round trips, normalised error ‖a − b‖ / ‖b‖ (NaN counts as failure).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_ops.h"
+#include "core/dtype.h"
+
+#define QS_REQUIRE_GPU()                                                               \
+    do {                                                                               \
+        if (!qs::cuda::cuda_device_available()) GTEST_SKIP() << "no CUDA device visible"; \
+    } while (0)
+
+namespace qs::gpu_test {
+
+inline std::string source_path(const std::string& rel) {
+    // The GPU machine runs binaries built elsewhere: QS_SOURCE_DIR in the environment wins.
+    const char* env = std::getenv("QS_SOURCE_DIR");
+    return std::string(env ? env : QS_SOURCE_DIR) + "/" + rel;
+}
+
+inline std::vector<float> random_floats(size_t n, std::mt19937& rng, float scale = 1.0f) {
+    std::normal_distribution<float> d(0.0f, scale);
+    std::vector<float> v(n);
+    for (float& x : v) x = d(rng);
+    return v;
+}
+
+inline double normalised_error(const std::vector<float>& got, const std::vector<float>& ref) {
+    if (got.size() != ref.size()) return INFINITY;
+    double num = 0, den = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+        const double d = double(got[i]) - double(ref[i]);
+        if (!std::isfinite(got[i])) return INFINITY;
+        num += d * d;
+        den += double(ref[i]) * double(ref[i]);
+    }
+    return std::sqrt(num / std::max(den, 1e-30));
+}
+
+// A device copy of host floats, in the backend's arena.
+inline float* to_device(cuda::CudaOps& ops, const std::vector<float>& h) {
+    float* d = ops.alloc(int64_t(h.size()));
+    ops.copy_from_host(h.data(), int64_t(h.size()), d);
+    return d;
+}
+
+inline std::vector<float> to_host(cuda::CudaOps& ops, const float* d, size_t n) {
+    std::vector<float> h(n);
+    ops.copy_to_host(d, int64_t(n), h.data());
+    return h;
+}
+
+// Reads n raw elements of a device cache buffer as floats (bf16, fp8 e4m3 or f32 storage).
+inline std::vector<float> read_device(const void* d, size_t n, int elem_bytes, bool fp8 = false) {
+    std::vector<uint8_t> raw(n * size_t(elem_bytes));
+    QS_CUDA_CHECK(cudaDeviceSynchronize());
+    QS_CUDA_CHECK(cudaMemcpy(raw.data(), d, raw.size(), cudaMemcpyDeviceToHost));
+    std::vector<float> out(n);
+    for (size_t i = 0; i < n; ++i) {
+        if (elem_bytes == 4) std::memcpy(&out[i], raw.data() + 4 * i, 4);
+        else if (elem_bytes == 2) out[i] = bf16_to_f32(bf16{uint16_t(raw[2 * i] | (raw[2 * i + 1] << 8))});
+        else out[i] = fp8e4m3_to_f32(fp8e4m3{raw[i]});
+        (void)fp8;
+    }
+    return out;
+}
+
+}  // namespace qs::gpu_test
