@@ -15,8 +15,9 @@
 //     computed on the device from the position, so the grid (splits, num_seqs, Hkv*chunks) is
 //     context-independent. splits > 1 writes partials, combine_kernel (3.) finishes.
 //  4. attention_kernel<kDecode=false>: sequences with >= 2 rows (prefill chunks, MTP verify).
-//     Block = 4 warps = 64 mma rows = BQ query rows x min(G, 64) heads packed (row-major in
+//     Block = W warps = 16W mma rows = BQ query rows x min(G, 16W) heads packed (row-major in
 //     (query row, head)), all sharing one kv head: each K/V tile is read once for the group.
+//     W = 4, or 8 for D = 256 when max_seq_tokens >= 64 (K/V tile reuse: L2 traffic per FLOP).
 //     Grid (num_seqs*Hkv*chunks, ceil(max_seq_tokens/BQ)); the heaviest (last) query tiles of
 //     every sequence are scheduled first. Causal mask: key <= position of the mma row.
 // Both attention variants: q-norm + RoPE of the tile's queries in the prologue (fp32, rounded to
@@ -38,6 +39,7 @@
 #include <cuda_fp8.h>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/ptx_helpers.cuh"
 #include "core/check.h"
 
 // Tuning knobs (compile-time; the lab may override them with -D to compare variants).
@@ -50,6 +52,12 @@
 #ifndef QS_ATTN_PRE_WARPS
 #define QS_ATTN_PRE_WARPS 4
 #endif
+#ifndef QS_ATTN_PRE_LONG_WARPS  // D = 256 prefill with max_seq_tokens >= QS_ATTN_PRE_LONG_ROWS
+#define QS_ATTN_PRE_LONG_WARPS 8
+#endif
+#ifndef QS_ATTN_PRE_LONG_ROWS
+#define QS_ATTN_PRE_LONG_ROWS 64
+#endif
 #ifndef QS_ATTN_PRE_BK
 #define QS_ATTN_PRE_BK 32
 #endif
@@ -59,6 +67,13 @@
 
 namespace qs::cuda {
 namespace {
+
+using ptx::cp_async16;
+using ptx::cp_async_commit;
+using ptx::cp_async_wait;
+using ptx::ldsm_x4;
+using ptx::ldsm_x4_t;
+using ptx::smem_u32;
 
 constexpr int kMaxRotaryHalf = 128;   // rotary_dim <= D <= 256
 constexpr int kMaxSplitsHard = 64;    // combine kernel's shared array
@@ -100,33 +115,6 @@ __device__ __forceinline__ float warp_sum(float x) {
     return x;
 }
 
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, int src_bytes) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes)
-                 : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-
-__device__ __forceinline__ void ldsm_x4(uint32_t addr, uint32_t (&r)[4]) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(addr)
-                 : "memory");
-}
-__device__ __forceinline__ void ldsm_x4_t(uint32_t addr, uint32_t (&r)[4]) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(addr)
-                 : "memory");
-}
-
 // 16-bit operand type of the products: bf16 for a bf16 cache, f16 for an fp8 cache.
 template <typename T>
 struct Op16;
@@ -145,11 +133,7 @@ struct Op16<__nv_bfloat16> {
     }
     static __device__ __forceinline__ __nv_bfloat16 from_float(float x) { return __float2bfloat16_rn(x); }
     static __device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-        asm volatile(
-            "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-            "{%8,%9}, {%0,%1,%2,%3};\n"
-            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+        ptx::mma_16816_bf16(c, a, b0, b1);
     }
 };
 template <>
@@ -167,11 +151,7 @@ struct Op16<__half> {
     }
     static __device__ __forceinline__ __half from_float(float x) { return __float2half_rn(x); }
     static __device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-        asm volatile(
-            "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-            "{%8,%9}, {%0,%1,%2,%3};\n"
-            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+        ptx::mma_16816_f16(c, a, b0, b1);
     }
 };
 
@@ -294,7 +274,7 @@ __global__ void __launch_bounds__(WARPS * 32) attention_kernel(const __grid_cons
     constexpr int KSTEP = NT / CPR;    // keys covered by one pass of the block over a tile
     constexpr int KS = BK / 8 >= 4 ? 1 : 2;  // independent S accumulator sets (mma ILP)
 
-    extern __shared__ __align__(16) uint8_t smem[];
+    uint8_t* smem = ptx::dynamic_smem();
     T16* sQ = reinterpret_cast<T16*>(smem);
     uint8_t* ring = smem + Cfg::kQBytes;
     T16* opK = reinterpret_cast<T16*>(ring + Cfg::kRingBytes);  // fp8 only
@@ -357,7 +337,10 @@ __global__ void __launch_bounds__(WARPS * 32) attention_kernel(const __grid_cons
         const int k0 = kbeg + j * BK;
         uint8_t* dK = ring + size_t(stage) * 2 * Cfg::kRingTileBytes;
         uint8_t* dV = dK + Cfg::kRingTileBytes;
-        for (int kl = tid / CPR; kl < BK; kl += KSTEP) {
+#pragma unroll
+        for (int it = 0; it < (BK + KSTEP - 1) / KSTEP; ++it) {  // compile-time trip: loads batch up
+            const int kl = tid / CPR + it * KSTEP;
+            if (kl >= BK) break;
             const int key = k0 + kl;
             const bool ok = key < kend;
             int64_t off = 0;
@@ -655,20 +638,36 @@ int prepare_attention_kernel() {
     return blocks;
 }
 
+template <typename CT, int DP, int WARPS, int BK, int STAGES>
+void launch_prefill(const GatedAttentionParams& p, const Args& a, cudaStream_t stream) {
+    using Cfg = AttnCfg<CT, DP, WARPS, BK, STAGES>;
+    prepare_attention_kernel<CT, DP, WARPS, BK, STAGES, false>();
+    const int hg = std::min(a.G, Cfg::kM), nhc = (a.G + hg - 1) / hg, bq = Cfg::kM / hg;
+    const int64_t tiles = (int64_t(p.batch.max_seq_tokens) + bq - 1) / bq;
+    QS_CHECK_MSG(tiles <= 65535, "too many query tiles in one sequence");
+    const dim3 grid(p.batch.num_seqs * p.Hkv * nhc, unsigned(tiles));
+    ptx::launch_kernel(attention_kernel<CT, DP, WARPS, BK, STAGES, false>, grid, dim3(Cfg::kThreads), Cfg::kSmemBytes,
+                       stream, a);
+    QS_CUDA_CHECK_LAUNCH();
+}
+
 template <typename CT, int DP>
 void launch_all(const GatedAttentionParams& p, Args& a, cudaStream_t stream) {
     constexpr int kDecBK = QS_ATTN_DEC_BK, kDecStages = QS_ATTN_DEC_STAGES;
     constexpr int kPreWarps = QS_ATTN_PRE_WARPS, kPreStages = QS_ATTN_PRE_STAGES;
+    constexpr int kPreLongWarps = QS_ATTN_PRE_LONG_WARPS, kPreLongRows = QS_ATTN_PRE_LONG_ROWS;
     constexpr int kPreBK = DP == 256 ? QS_ATTN_PRE_BK : 64;
     const DeviceBatch& b = p.batch;
     const int T = b.num_tokens, S = b.num_seqs;
 
-    kv_store_kernel<CT><<<(T * p.Hkv + kStoreWarps - 1) / kStoreWarps, kStoreWarps * 32, 0, stream>>>(a);
+    ptx::launch_kernel(kv_store_kernel<CT>, dim3((T * p.Hkv + kStoreWarps - 1) / kStoreWarps), dim3(kStoreWarps * 32), 0,
+                       stream, a);
     QS_CUDA_CHECK_LAUNCH();
     if (S == 0) return;
 
-    // Decode rows (sequences with one row); the grid is fixed by num_seqs.
-    {
+    // Decode rows (sequences with one row); the grid is fixed by num_seqs. Skipped when every
+    // sequence has max_seq_tokens > 1 rows (a pure prefill batch).
+    if (b.max_seq_tokens == 1 || int64_t(S) * b.max_seq_tokens != T) {
         using Cfg = AttnCfg<CT, DP, 1, kDecBK, kDecStages>;
         const int per_sm = prepare_attention_kernel<CT, DP, 1, kDecBK, kDecStages, true>();
         const int hg = std::min(a.G, Cfg::kM), nhc = (a.G + hg - 1) / hg;
@@ -683,24 +682,24 @@ void launch_all(const GatedAttentionParams& p, Args& a, cudaStream_t stream) {
         }
         a.splits = splits;
         const dim3 grid(splits, S, p.Hkv * nhc);
-        attention_kernel<CT, DP, 1, kDecBK, kDecStages, true><<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(a);
+        ptx::launch_kernel(attention_kernel<CT, DP, 1, kDecBK, kDecStages, true>, grid, dim3(Cfg::kThreads),
+                           Cfg::kSmemBytes, stream, a);
         QS_CUDA_CHECK_LAUNCH();
         if (splits > 1) {
-            combine_kernel<<<dim3(S, p.Hq), 128, 0, stream>>>(a);
+            ptx::launch_kernel(combine_kernel, dim3(S, p.Hq), dim3(128), 0, stream, a);
             QS_CUDA_CHECK_LAUNCH();
         }
     }
-    // Prefill rows (sequences with several rows).
+    // Prefill rows (sequences with several rows). Long prompts at D = 256 use 8 warps (128 packed
+    // rows share each K/V tile: half the L2 traffic per FLOP of the 4-warp block).
     if (b.max_seq_tokens > 1) {
-        using Cfg = AttnCfg<CT, DP, kPreWarps, kPreBK, kPreStages>;
-        prepare_attention_kernel<CT, DP, kPreWarps, kPreBK, kPreStages, false>();
-        const int hg = std::min(a.G, Cfg::kM), nhc = (a.G + hg - 1) / hg, bq = Cfg::kM / hg;
-        const int64_t tiles = (int64_t(b.max_seq_tokens) + bq - 1) / bq;
-        QS_CHECK_MSG(tiles <= 65535, "too many query tiles in one sequence");
-        const dim3 grid(S * p.Hkv * nhc, unsigned(tiles));
-        attention_kernel<CT, DP, kPreWarps, kPreBK, kPreStages, false>
-            <<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(a);
-        QS_CUDA_CHECK_LAUNCH();
+        if constexpr (DP == 256) {
+            if (b.max_seq_tokens >= kPreLongRows) {
+                launch_prefill<CT, DP, kPreLongWarps, kPreBK, kPreStages>(p, a, stream);
+                return;
+            }
+        }
+        launch_prefill<CT, DP, kPreWarps, kPreBK, kPreStages>(p, a, stream);
     }
 }
 
@@ -729,6 +728,8 @@ void launch_gated_attention(const GatedAttentionParams& p, cudaStream_t stream) 
     QS_CHECK(b.num_tokens >= 0 && b.num_seqs >= 0);
     if (b.num_tokens == 0) return;
     QS_CHECK(b.positions && b.row_seq && b.seqs && b.block_tables);
+    QS_CHECK_MSG(b.max_seq_tokens >= 1 && b.max_seq_tokens <= b.num_tokens,
+                 "DeviceBatch counts inconsistent");
 
     Args a{};
     a.qg = p.qg;

@@ -28,7 +28,7 @@
 namespace qs::cuda {
 
 // Default cap on split-K partitions of one decode row (work of one row across several blocks).
-constexpr int kAttentionMaxSplits = 16;
+constexpr int kAttentionMaxSplits = 32;
 
 struct GatedAttentionParams {
     const float* qg = nullptr;        // [T, Hq, 2*D]: per head the query (D) then the output gate (D)
