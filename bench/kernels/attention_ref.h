@@ -10,8 +10,9 @@
 // by ~1e-3 and each weight by ~1e-3 relative. Measured in the emulator (same roundings as the GPU):
 // ‖out−ref‖/‖ref‖ 2-3e-3 (bf16; 7e-4 once the reference rounds q too), 2-4e-4 (f16): bounds 1e-2
 // (bf16) and 3e-3 (fp8). cache: written entries must equal the reference rounded to the
-// dtype except for rare 1-ulp flips where the fp32 k (same op order; only the sum of squares and
-// sincosf differ in the last bit) sits on a rounding boundary: <= 0.1 % of entries, each <= 1 ulp;
+// dtype except for rare 1-ulp flips where the fp32 k (same op order; only the order of the sum of
+// squares and the sin/cos routine differ) sits on a rounding boundary: <= 0.1 % of entries, each
+// <= 1 ulp;
 // every entry not written this step must keep its bytes (poison included).
 #pragma once
 

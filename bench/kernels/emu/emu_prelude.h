@@ -235,6 +235,8 @@ inline int occupancy(int threads, size_t smem) {
 #define __fmul_rn(a, b) ((a) * (b))
 #define __fadd_rn(a, b) ((a) + (b))
 #define __fsub_rn(a, b) ((a) - (b))
+#define __fdiv_rn(a, b) ((a) / (b))
+#define __fsqrt_rn(a) std::sqrt(a)
 
 using std::max;
 using std::min;

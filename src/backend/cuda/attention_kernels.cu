@@ -183,7 +183,8 @@ __device__ __forceinline__ void norm_rope_warp(const float* __restrict__ x, cons
         ss = fmaf(vals[c], vals[c], ss);
     }
     ss = warp_sum(ss);
-    const float inv = 1.0f / sqrtf(ss / float(D) + eps);
+    // Explicitly rounded operations: the stored k must round like the CPU's, --use_fast_math or not.
+    const float inv = __fdiv_rn(1.0f, __fsqrt_rn(__fadd_rn(__fdiv_rn(ss, float(D)), eps)));
 #pragma unroll
     for (int c = 0; c < C; ++c) {
         const int j = lane + 32 * c;
@@ -200,8 +201,11 @@ __device__ __forceinline__ void norm_rope_warp(const float* __restrict__ x, cons
         if (j < rot) {
             const bool lo = j < half;
             const int i = lo ? j : j - half;
-            float sn, cs;
-            sincosf(__fmul_rn(float(pos), inv_freq[i]), &sn, &cs);
+            // Angles reach ~1e4 rad: sin/cos in double, rounded once, track the CPU's cosf/sinf
+            // (correctly rounded in glibc) better than sincosf's 2 ulp, and fast-math cannot touch it.
+            double sd, cd;
+            sincos(double(__fmul_rn(float(pos), inv_freq[i])), &sd, &cd);
+            const float sn = float(sd), cs = float(cd);
             const float other = scratch[lo ? j + half : j - half];
             vals[c] = lo ? __fsub_rn(__fmul_rn(vals[c], cs), __fmul_rn(other, sn))
                          : __fadd_rn(__fmul_rn(vals[c], cs), __fmul_rn(other, sn));

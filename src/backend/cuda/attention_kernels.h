@@ -18,7 +18,6 @@
 // exact in f16) before the products, as flash attention does.
 #pragma once
 
-#include <cstddef>
 #include <cstdint>
 
 #include <cuda_runtime.h>
