@@ -1,0 +1,368 @@
+// Lab for the gated attention kernels (src/backend/cuda/attention_kernels.cu): correctness against
+// a CPU reference with the maths of CpuOps::gated_attention (src/backend/cpu/cpu_attention.cpp:
+// fp32 q/k norm + RoPE in the CPU's operation order, K/V rounded to the cache dtype, attention in
+// double here), then timings at the real model's decode and prefill shapes.
+// Build (repo root):
+//   nvcc -O3 -std=c++20 -gencode=arch=compute_90a,code=sm_90a -Isrc -Xcompiler -fopenmp bench/kernels/attention_lab.cu src/backend/cuda/attention_kernels.cu -o build-gpu/attention_lab -lgomp
+// Run: build-gpu/attention_lab [seed] [--no-timing | --small]     (exit code 1 on any FAIL)
+//
+// Cases, reference and tolerances: bench/kernels/attention_ref.h.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <cuda_bf16.h>
+#include <cuda_fp8.h>
+#include <cuda_runtime.h>
+
+#include "backend/cuda/attention_kernels.h"
+#include "backend/cuda/cuda_check.h"
+#include "attention_ref.h"
+
+using namespace qs;
+using namespace qs::cuda;
+
+namespace {
+
+using namespace attn_lab;
+
+template <typename T>
+T* dev_upload(const std::vector<T>& h) {
+    T* d = nullptr;
+    QS_CUDA_CHECK(cudaMalloc(&d, std::max<size_t>(h.size(), 1) * sizeof(T)));
+    if (!h.empty()) QS_CUDA_CHECK(cudaMemcpy(d, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
+    return d;
+}
+
+struct DeviceBatchBufs {
+    int32_t *positions = nullptr, *row_seq = nullptr, *block_tables = nullptr;
+    DeviceSeq* seqs = nullptr;
+    DeviceBatch upload(const HostBatch& b) {
+        positions = dev_upload(b.positions);
+        row_seq = dev_upload(b.row_seq);
+        block_tables = dev_upload(b.block_tables);
+        seqs = dev_upload(b.seqs);
+        return batch_view(b, positions, row_seq, seqs, block_tables);
+    }
+    void free_all() {
+        cudaFree(positions);
+        cudaFree(row_seq);
+        cudaFree(block_tables);
+        cudaFree(seqs);
+    }
+};
+
+// One correctness case on the GPU. use_graph: the launch is captured into a CUDA graph while the
+// batch buffers hold a decoy batch (other positions), then the real positions are copied in and
+// the graph replayed: the host side of the launcher must not depend on context lengths.
+bool run_case(const char* label, const Shape& sh, DeviceKvDtype dt, const std::vector<SeqSpec>& specs,
+              std::mt19937_64& rng, bool use_graph = false) {
+    Case c = make_case(sh, dt, specs, rng);
+    const int T = c.b.T;
+    float *d_qg = dev_upload(c.qg), *d_k = dev_upload(c.k), *d_v = dev_upload(c.v), *d_qn = dev_upload(c.qn),
+          *d_kn = dev_upload(c.kn);
+    uint8_t *d_kc = dev_upload(c.k_raw0), *d_vc = dev_upload(c.v_raw0);
+    const size_t out_n = size_t(T) * sh.Hq * sh.D;
+    float* d_out = nullptr;
+    QS_CUDA_CHECK(cudaMalloc(&d_out, out_n * sizeof(float)));
+    QS_CUDA_CHECK(cudaMemset(d_out, 0xff, out_n * sizeof(float)));  // NaN poison
+    const size_t ws_bytes = attention_workspace_bytes(T, sh.Hq, sh.D, kAttentionMaxSplits);
+    void* d_ws = nullptr;
+    if (ws_bytes) {
+        QS_CUDA_CHECK(cudaMalloc(&d_ws, ws_bytes));
+        QS_CUDA_CHECK(cudaMemset(d_ws, 0xff, ws_bytes));
+    }
+    GatedAttentionParams p = make_params(c);
+    p.qg = d_qg;
+    p.k = d_k;
+    p.v = d_v;
+    p.q_norm_w = d_qn;
+    p.k_norm_w = d_kn;
+    p.k_cache = d_kc;
+    p.v_cache = d_vc;
+    p.workspace = d_ws;
+    p.out = d_out;
+    DeviceBatchBufs bufs;
+    cudaStream_t stream;
+    QS_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    if (use_graph) {
+        HostBatch decoy = c.b;
+        for (const DeviceSeq& s : decoy.seqs)
+            for (int r = 0; r < s.num_tokens; ++r) decoy.positions[size_t(s.row_begin + r)] = r;
+        p.batch = bufs.upload(decoy);
+        cudaGraph_t graph;
+        cudaGraphExec_t exec;
+        QS_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+        launch_gated_attention(p, stream);
+        QS_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+        QS_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+        QS_CUDA_CHECK(cudaMemcpy(bufs.positions, c.b.positions.data(), c.b.positions.size() * 4, cudaMemcpyHostToDevice));
+        QS_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+        QS_CUDA_CHECK(cudaStreamSynchronize(stream));
+        QS_CUDA_CHECK(cudaGraphExecDestroy(exec));
+        QS_CUDA_CHECK(cudaGraphDestroy(graph));
+    } else {
+        p.batch = bufs.upload(c.b);
+        launch_gated_attention(p, stream);
+        QS_CUDA_CHECK(cudaStreamSynchronize(stream));
+    }
+    QS_CUDA_CHECK(cudaGetLastError());
+    std::vector<float> out(out_n);
+    std::vector<uint8_t> k_raw(c.k_raw0.size()), v_raw(c.v_raw0.size());
+    QS_CUDA_CHECK(cudaMemcpy(out.data(), d_out, out_n * 4, cudaMemcpyDeviceToHost));
+    QS_CUDA_CHECK(cudaMemcpy(k_raw.data(), d_kc, k_raw.size(), cudaMemcpyDeviceToHost));
+    QS_CUDA_CHECK(cudaMemcpy(v_raw.data(), d_vc, v_raw.size(), cudaMemcpyDeviceToHost));
+    reference(c);
+    const bool ok = compare(c, label, use_graph ? "graph" : "direct", out, k_raw, v_raw);
+    for (void* ptr : std::initializer_list<void*>{d_qg, d_k, d_v, d_qn, d_kn, d_kc, d_vc, d_out, d_ws})
+        if (ptr) cudaFree(ptr);
+    bufs.free_all();
+    QS_CUDA_CHECK(cudaStreamDestroy(stream));
+    return ok;
+}
+
+// ---- Conversion conformance: GPU cvt (the kernels' to_cache) vs the host copies of dtype.cpp.
+__global__ void convert_kernel(const float* in, uint8_t* f8, uint16_t* b16, size_t n) {
+    const size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    f8[i] = __nv_fp8_e4m3(in[i]).__x;
+    const __nv_bfloat16 h = __float2bfloat16_rn(in[i]);
+    uint16_t u;
+    memcpy(&u, &h, 2);
+    b16[i] = u;
+}
+bool conversion_check(std::mt19937_64& rng) {
+    std::vector<float> xs;
+    std::uniform_int_distribution<uint32_t> bits;
+    for (int i = 0; i < (1 << 22); ++i) {  // arbitrary finite floats
+        float f;
+        const uint32_t u = bits(rng);
+        std::memcpy(&f, &u, 4);
+        if (std::isfinite(f)) xs.push_back(f);
+    }
+    std::uniform_real_distribution<float> lg(-12.0f, 9.5f);
+    for (int i = 0; i < (1 << 22); ++i) xs.push_back((i & 1 ? -1.0f : 1.0f) * std::exp2(lg(rng)));  // fp8 range
+    for (int c = 0; c < 0x7e; ++c) {  // fp8 midpoints (ties) and their neighbours
+        const float a = fp8_to_f32(uint8_t(c)), b2 = fp8_to_f32(uint8_t(c + 1)), mid = 0.5f * (a + b2);
+        for (float x : {mid, std::nextafter(mid, 0.0f), std::nextafter(mid, 1e9f)}) {
+            xs.push_back(x);
+            xs.push_back(-x);
+        }
+    }
+    for (float x : {448.0f, 449.0f, 463.9f, 464.0f, 480.0f, 1e6f, 0.0f, -0.0f, 1e-30f}) {
+        xs.push_back(x);
+        xs.push_back(-x);
+    }
+    for (int i = 0; i < (1 << 20); ++i) {  // bf16 ties: low 16 bits exactly 0x8000
+        uint32_t u = (bits(rng) & 0x7f7f0000u) | 0x8000u;
+        float f;
+        std::memcpy(&f, &u, 4);
+        xs.push_back(f);
+    }
+    const size_t n = xs.size();
+    float* d_in = dev_upload(xs);
+    uint8_t* d_f8;
+    uint16_t* d_b16;
+    QS_CUDA_CHECK(cudaMalloc(&d_f8, n));
+    QS_CUDA_CHECK(cudaMalloc(&d_b16, n * 2));
+    convert_kernel<<<unsigned((n + 255) / 256), 256>>>(d_in, d_f8, d_b16, n);
+    QS_CUDA_CHECK_LAUNCH();
+    std::vector<uint8_t> f8(n);
+    std::vector<uint16_t> b16(n);
+    QS_CUDA_CHECK(cudaMemcpy(f8.data(), d_f8, n, cudaMemcpyDeviceToHost));
+    QS_CUDA_CHECK(cudaMemcpy(b16.data(), d_b16, n * 2, cudaMemcpyDeviceToHost));
+    size_t bad8 = 0, bad16 = 0;
+    for (size_t i = 0; i < n; ++i) {
+        if (f8[i] != f32_to_fp8(xs[i])) {
+            if (bad8 < 4) std::printf("  fp8 mismatch x=%a gpu=%02x cpu=%02x\n", xs[i], f8[i], f32_to_fp8(xs[i]));
+            ++bad8;
+        }
+        if (b16[i] != f32_to_bf16(xs[i]).bits) ++bad16;
+    }
+    cudaFree(d_in);
+    cudaFree(d_f8);
+    cudaFree(d_b16);
+    const bool ok = bad8 == 0 && bad16 == 0;
+    std::printf("%-5s conversions: %zu floats, fp8 mismatches %zu, bf16 mismatches %zu\n", ok ? "PASS" : "FAIL", n, bad8,
+                bad16);
+    return ok;
+}
+
+// ---- Timing ---------------------------------------------------------------------------------
+__global__ void fill_cache_kernel(uint8_t* c, size_t bytes, uint32_t seed, int fp8) {
+    // Finite random values in [-3, 3), rounded to the cache dtype.
+    const size_t n = fp8 ? bytes : bytes / 2;
+    for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+        uint32_t h = uint32_t(i) * 2654435761u ^ seed;
+        h ^= h >> 13;
+        h *= 0x5bd1e995u;
+        h ^= h >> 15;
+        const float x = float(h >> 8) * (6.0f / 16777216.0f) - 3.0f;
+        if (fp8) {
+            c[i] = __nv_fp8_e4m3(x).__x;
+        } else {
+            const __nv_bfloat16 b = __float2bfloat16_rn(x);
+            memcpy(c + 2 * i, &b, 2);
+        }
+    }
+}
+
+float median(std::vector<float> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+}
+
+// Times launch_gated_attention (all its kernels) on a random batch, via CUDA graph replay.
+float time_batch(const Shape& sh, DeviceKvDtype dt, const std::vector<SeqSpec>& specs, std::mt19937_64& rng,
+                 int reps = 30) {
+    const HostBatch b = make_batch(sh, specs, rng);
+    const int T = b.T, Hq = sh.Hq, Hkv = sh.Hkv, D = sh.D;
+    const size_t cache_bytes = size_t(b.num_blocks) * sh.bs * Hkv * D * esize(dt);
+    uint8_t *d_kc, *d_vc;
+    QS_CUDA_CHECK(cudaMalloc(&d_kc, cache_bytes));
+    QS_CUDA_CHECK(cudaMalloc(&d_vc, cache_bytes));
+    fill_cache_kernel<<<4096, 256>>>(d_kc, cache_bytes, 17u, dt == DeviceKvDtype::kFP8E4M3);
+    fill_cache_kernel<<<4096, 256>>>(d_vc, cache_bytes, 91u, dt == DeviceKvDtype::kFP8E4M3);
+    QS_CUDA_CHECK_LAUNCH();
+    float* d_qg = dev_upload(randn(size_t(T) * Hq * 2 * D, rng));
+    float* d_k = dev_upload(randn(size_t(T) * Hkv * D, rng));
+    float* d_v = dev_upload(randn(size_t(T) * Hkv * D, rng));
+    float* d_qn = dev_upload(randu(size_t(D), rng, -0.5f, 1.0f));
+    float* d_kn = dev_upload(randu(size_t(D), rng, -0.5f, 1.0f));
+    float* d_out;
+    QS_CUDA_CHECK(cudaMalloc(&d_out, size_t(T) * Hq * D * 4));
+    const size_t ws_bytes = attention_workspace_bytes(T, Hq, D, kAttentionMaxSplits);
+    void* d_ws = nullptr;
+    if (ws_bytes) QS_CUDA_CHECK(cudaMalloc(&d_ws, ws_bytes));
+    DeviceBatchBufs bufs;
+    Case shape_only;
+    shape_only.sh = sh;
+    shape_only.dt = dt;
+    GatedAttentionParams p = make_params(shape_only);
+    p.qg = d_qg;
+    p.k = d_k;
+    p.v = d_v;
+    p.q_norm_w = d_qn;
+    p.k_norm_w = d_kn;
+    p.k_cache = d_kc;
+    p.v_cache = d_vc;
+    p.batch = bufs.upload(b);
+    p.workspace = d_ws;
+    p.out = d_out;
+    cudaStream_t stream;
+    QS_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    launch_gated_attention(p, stream);  // first launch: kernel attributes
+    QS_CUDA_CHECK(cudaStreamSynchronize(stream));
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    QS_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+    launch_gated_attention(p, stream);
+    QS_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+    QS_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    cudaEvent_t e0, e1;
+    QS_CUDA_CHECK(cudaEventCreate(&e0));
+    QS_CUDA_CHECK(cudaEventCreate(&e1));
+    for (int i = 0; i < 5; ++i) QS_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+    std::vector<float> ts;
+    for (int i = 0; i < reps; ++i) {
+        QS_CUDA_CHECK(cudaEventRecord(e0, stream));
+        QS_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+        QS_CUDA_CHECK(cudaEventRecord(e1, stream));
+        QS_CUDA_CHECK(cudaEventSynchronize(e1));
+        float ms;
+        QS_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+        ts.push_back(ms * 1000.0f);
+    }
+    QS_CUDA_CHECK(cudaGetLastError());
+    // The output must be finite (no read of a page outside the tables).
+    std::vector<float> out(size_t(T) * Hq * D);
+    QS_CUDA_CHECK(cudaMemcpy(out.data(), d_out, out.size() * 4, cudaMemcpyDeviceToHost));
+    size_t nonfinite = 0;
+    for (float x : out) nonfinite += !std::isfinite(x);
+    if (nonfinite) std::printf("  WARNING: %zu non-finite outputs in the timing run\n", nonfinite);
+    QS_CUDA_CHECK(cudaGraphExecDestroy(exec));
+    QS_CUDA_CHECK(cudaGraphDestroy(graph));
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    cudaFree(d_kc);
+    cudaFree(d_vc);
+    cudaFree(d_qg);
+    cudaFree(d_k);
+    cudaFree(d_v);
+    cudaFree(d_qn);
+    cudaFree(d_kn);
+    cudaFree(d_out);
+    if (d_ws) cudaFree(d_ws);
+    bufs.free_all();
+    QS_CUDA_CHECK(cudaStreamDestroy(stream));
+    return median(ts);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    uint64_t seed = uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
+    bool timing = true, small = false;
+    for (int i = 1; i < argc; ++i) {
+        if (std::string(argv[i]) == "--no-timing") timing = false;
+        else if (std::string(argv[i]) == "--small") { small = true; timing = false; }
+        else seed = std::strtoull(argv[i], nullptr, 10);
+    }
+    std::printf("attention_lab seed %llu\n", (unsigned long long)seed);
+    std::mt19937_64 rng(seed);
+    cudaDeviceProp prop;
+    QS_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+    std::printf("device %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
+
+    bool all = conversion_check(rng);
+    for (DeviceKvDtype dt : {DeviceKvDtype::kBF16, DeviceKvDtype::kFP8E4M3}) {
+        all &= run_case("tiny mixed", kTiny, dt, kMixed, rng);
+        all &= run_case("tiny decode 40 (splits)", kTiny, dt, decode_specs(40, 0, 2000, rng), rng, true);
+        all &= run_case("tiny prefill 3 fresh (n=1,129,64)", kTiny, dt, {{0, 1}, {0, 129}, {0, 64}}, rng);
+        all &= run_case("real mixed", kReal, dt, kMixed, rng);
+        if (small) continue;  // --small (for compute-sanitizer): tiny cases and the real mixed batch
+        all &= run_case("real mixed (graph)", kReal, dt, kMixed, rng, true);
+        all &= run_case("real decode 4 long (splits)", kReal, dt, decode_specs(4, 2500, 4095, rng), rng, true);
+        all &= run_case("real decode 300 (few splits)", kReal, dt, decode_specs(300, 0, 900, rng), rng, true);
+        all &= run_case("real decode 600 (no split)", kReal, dt, decode_specs(600, 0, 400, rng), rng);
+        all &= run_case("real prefill 2x512 + chunk", kReal, dt, {{0, 512}, {0, 512}, {1000, 200}}, rng);
+        std::vector<SeqSpec> verify;
+        for (int i = 0; i < 64; ++i) verify.push_back({int(rng() % 800), 3});
+        all &= run_case("real verify 64x3 (MTP-like)", kReal, dt, verify, rng);
+        all &= run_case(kGenA.name, kGenA, dt, kMixed, rng);
+        all &= run_case(kGenB.name, kGenB, dt, kMixed, rng);
+        all &= run_case(kGenC.name, kGenC, dt, kMixed, rng);
+        all &= run_case(kGenD.name, kGenD, dt, {{300, 1}, {40, 70}, {0, 5}}, rng);
+    }
+
+    if (timing) {
+        std::printf("\ntimings (median of 30 CUDA-graph replays; copy ceiling 4.25 TB/s; bf16 mma.sync dense ~660 "
+                    "TFLOP/s at best)\n");
+        for (DeviceKvDtype dt : {DeviceKvDtype::kBF16, DeviceKvDtype::kFP8E4M3}) {
+            for (int B : {1, 64, 512}) {
+                const int ctx = 1500;
+                const float us = time_batch(kReal, dt, std::vector<SeqSpec>(size_t(B), SeqSpec{ctx - 1, 1}), rng);
+                const double bytes = double(B) * kReal.Hkv * ctx * kReal.D * esize(dt) * 2;
+                std::printf("decode %-4s B=%-3d ctx=%d: %8.1f us  K/V read %7.1f MB  %6.0f GB/s (%4.1f%% of 4.25 TB/s)\n",
+                            dname(dt), B, ctx, us, bytes / 1e6, bytes / us / 1e3, bytes / us / 1e3 / 4250 * 100);
+            }
+            for (int n : {1024, 4096}) {
+                const int S = n == 1024 ? 16 : 4;
+                const float us = time_batch(kReal, dt, std::vector<SeqSpec>(size_t(S), SeqSpec{0, n}), rng, 20);
+                const double flops = 4.0 * kReal.Hq * kReal.D * S * (double(n) * (n + 1) / 2);
+                std::printf("prefill %-4s %dx%d fresh: %8.1f us  %6.1f TFLOP/s (causal FLOPs %.3g)\n", dname(dt), S, n,
+                            us, flops / us / 1e6, flops);
+            }
+        }
+    }
+    std::printf("%s\n", all ? "ALL PASS" : "SOME FAILED");
+    return all ? 0 : 1;
+}

@@ -1,0 +1,62 @@
+// Gated full attention on the GPU over the paged K/V cache (spec §2.3, §2.7). CUDA twin of
+// CpuOps::gated_attention (src/backend/cpu/cpu_attention.cpp). Called by CudaOps from the engine
+// thread; the launcher only enqueues work on `stream` (no sync, no allocation: graph-capturable).
+//
+// Maths per row r (position pos = positions[r], sequence s = seqs[row_seq[r]]), per head:
+//   q_j  = rope(rmsnorm_zc(qg[r, j, 0:D], q_norm_w), pos)       j < Hq   (query half of qg)
+//   k_h  = rope(rmsnorm_zc(k[r, h], k_norm_w), pos)              h < Hkv
+//   cache[page(s, pos), pos % bs, h] = round_kv(k_h), round_kv(v[r, h])
+//   out[r, j*D:(j+1)*D] = softmax_p≤pos(q_j · Kcache[p, j/G] / sqrt(D)) · Vcache[p, j/G]
+//                         ⊙ sigmoid(qg[r, j, D:2D])                  (G = Hq / Hkv)
+//   rmsnorm_zc(x, w) = x / sqrt(mean(x²) + eps) * (1 + w); rope = NeoX rotate-half on the first
+//   rotary_dim dims, pairs (i, i + rotary_dim/2), inv_freq_i = theta^(-2i/rotary_dim) (computed on
+//   the host in double then rounded to float, as the CPU does), angle = float(pos) * inv_freq_i.
+//   round_kv: bf16 round-to-nearest-even, or fp8 e4m3 satfinite round-to-nearest-even (no scale),
+//   which equals core/dtype.cpp f32_to_fp8e4m3.
+// Precision: norm, RoPE and softmax in fp32; q·k and p·v on tensor cores with fp32 accumulation;
+// q and the softmax weights p are rounded to bf16 (bf16 cache) or f16 (fp8 cache, whose values are
+// exact in f16) before the products, as flash attention does.
+#pragma once
+
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+#include "backend/cuda/device_batch.h"
+
+namespace qs::cuda {
+
+// Default cap on split-K partitions of one decode row (work of one row across several blocks).
+constexpr int kAttentionMaxSplits = 32;
+
+struct GatedAttentionParams {
+    const float* qg = nullptr;        // [T, Hq, 2*D]: per head the query (D) then the output gate (D)
+    const float* k = nullptr;         // [T, Hkv, D] projections, before k-norm and RoPE
+    const float* v = nullptr;         // [T, Hkv, D]
+    const float* q_norm_w = nullptr;  // [D] zero-centred RMSNorm weight (scale 1 + w)
+    const float* k_norm_w = nullptr;  // [D]
+    void* k_cache = nullptr;          // [num_blocks, block_size, Hkv, D] in kv_dtype
+    void* v_cache = nullptr;          // same
+    DeviceKvDtype kv_dtype = DeviceKvDtype::kBF16;
+    int Hq = 0, Hkv = 0, D = 0, rotary_dim = 0, block_size = 0;
+    double rope_theta = 0.0;  // double (not float) so inv_freq is computed exactly as the CPU does
+    float eps = 0.0f;
+    DeviceBatch batch;        // row r belongs to seqs[row_seq[r]] at positions[r]; pages via block_tables
+    void* workspace = nullptr;  // attention_workspace_bytes(num_tokens, Hq, D, max_splits) bytes
+    int max_splits = kAttentionMaxSplits;  // [added] the max_splits the workspace was sized with
+    float* out = nullptr;     // [T, Hq*D]
+};
+
+// Workspace bytes for a batch of at most num_tokens rows (split-K partials of decode rows; 0 when
+// max_splits <= 1). Sizing with a larger num_tokens than the launch uses is fine.
+size_t attention_workspace_bytes(int64_t num_tokens, int64_t Hq, int64_t D,
+                                 int64_t max_splits = kAttentionMaxSplits);
+
+// Enqueues: K/V norm+RoPE+cache store, then attention for decode rows (sequences with one row:
+// split-K over the context + a combine pass) and for prefill rows (sequences with several rows:
+// causal flash attention over the cache). Grids depend on num_tokens / num_seqs /
+// max_seq_tokens only, never on context lengths. Requirements (checked): Hq % Hkv == 0,
+// D % 32 == 0, 32 <= D <= 256, rotary_dim even and <= D, block_size >= 1.
+void launch_gated_attention(const GatedAttentionParams& p, cudaStream_t stream);
+
+}  // namespace qs::cuda
