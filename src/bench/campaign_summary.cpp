@@ -29,8 +29,14 @@ std::string experiment_id(const LedgerEntry& e) {
 void decide(const std::vector<const LedgerEntry*>& control,
             const std::vector<const LedgerEntry*>& candidate, LevelSummary& level) {
     std::vector<LedgerEntry> runs;
-    for (auto* e : control) runs.push_back(*e), runs.back().config = "control";
-    for (auto* e : candidate) runs.push_back(*e), runs.back().config = "candidate";
+    auto add = [&](const std::vector<const LedgerEntry*>& from, const char* as) {
+        for (auto* e : from) {
+            runs.push_back(*e);
+            runs.back().config = as;
+        }
+    };
+    add(control, "control");
+    add(candidate, "candidate");
     auto d = compare(runs, "control", "candidate");
     if (!d.is_ok()) {
         level.decision = d.status().message();
