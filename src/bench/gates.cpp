@@ -21,11 +21,12 @@ Result<Decision> compare(const std::vector<LedgerEntry>& ledger, const std::stri
                          const std::string& candidate) {
     std::vector<const LedgerEntry*> a, b;
     for (const auto& e : ledger) {
+        if (!e.ok()) continue;
         if (e.config == control) a.push_back(&e);
         if (e.config == candidate) b.push_back(&e);
     }
-    if (a.empty()) return not_found("no ledger runs of control '" + control + "'");
-    if (b.empty()) return not_found("no ledger runs of candidate '" + candidate + "'");
+    if (a.empty()) return not_found("no measured ledger runs of control '" + control + "'");
+    if (b.empty()) return not_found("no measured ledger runs of candidate '" + candidate + "'");
     auto mean = [](const std::vector<const LedgerEntry*>& v) {
         double s = 0;
         for (auto* e : v) s += e->steady_output_throughput;

@@ -6,7 +6,7 @@
 //                 on steady output throughput (a replicated improvement, not one lucky run)
 //   fresh_start   a claimed mean improvement above kFreshStartAbove (3%) must be reproduced by a
 //                 candidate run on a freshly started server that itself shows > 3%
-// Used by `qwenserve campaign compare` on the main thread.
+// Used by `qwenserve campaign compare`, `campaign sweep` and `campaign report` on the main thread.
 #pragma once
 
 #include <string>
@@ -28,12 +28,6 @@ struct GateSpec {
 // The gates in the order they are checked (and printed).
 const std::vector<GateSpec>& campaign_gates();
 
-struct GateResult {
-    std::string name;
-    bool passed = false;
-    std::string detail;
-};
-
 struct Decision {
     bool adopt = false;
     double control_mean = 0, candidate_mean = 0;
@@ -41,7 +35,8 @@ struct Decision {
     std::vector<GateResult> gates;
 };
 
-// Errors: no entries for a configuration label.
+// Only entries with status "ok" count (a failed experiment has no numbers to compare).
+// Errors: no such entries for a configuration label.
 Result<Decision> compare(const std::vector<LedgerEntry>& ledger, const std::string& control,
                          const std::string& candidate);
 

@@ -54,6 +54,7 @@ struct Shared {
     std::vector<RequestRecord>* records = nullptr;
     std::atomic<int64_t> next{0};
     std::atomic<bool> expired{false};
+    bool keep_text = false;
     Clock::time_point t0;
     double now() const { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 };
@@ -124,7 +125,7 @@ class Client {
                 co_return;
             }
         }
-        SseReader reader(&r);
+        SseReader reader(&r, sh_.keep_text);
         Head h = parse_head(std::string_view(buf_).substr(0, hend));
         buf_.erase(0, hend + 4);
         if (h.status != 200) {
@@ -246,6 +247,7 @@ Result<PassResult> run_pass(const LoadgenOptions& o, const std::vector<FixtureRe
         if (ec) return not_found(fmt::format("cannot resolve '{}': {}", o.url.host, ec.message()));
     }
     for (const auto& f : fixture) sh.wire.push_back(wire_request(o.url, o.api_key, f));
+    sh.keep_text = o.keep_text;
     PassResult result;
     result.records.resize(size_t(o.requests));
     sh.records = &result.records;

@@ -29,6 +29,7 @@ struct LoadgenOptions {
     int64_t requests = 1;       // per pass; request i is fixture[i % fixture.size()]
     int threads = 1;            // I/O threads; clients are spread over them
     double pass_timeout_s = 0;  // > 0: requests still open then are cut (recorded incomplete)
+    bool keep_text = false;     // keep each completion's text tail (the output screen needs it)
 };
 
 struct PassResult {

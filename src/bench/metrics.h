@@ -22,7 +22,20 @@ struct RequestRecord {
     std::string finish_reason;      // "stop", "length", ...; empty if none was seen
     std::string error;              // empty: no error; else a kind ("connect", "http_503", ...)
     bool done = false;              // the stream ended with "data: [DONE]"
+    bool saw_usage = false;         // a chunk carried a usage object
+    int64_t num_bad_chunks = 0;     // data lines that were not a JSON object
+    int64_t num_error_events = 0;   // data lines carrying an "error" object
+    // The completion text, kept only when the output screen is on (LoadgenOptions::keep_text):
+    // content + reasoning_content (chat) or text (completions) in arrival order. Bounded: only
+    // the last kTextTailBytes are kept once the request ended (up to twice that while it streams;
+    // the loop rule looks only at the end); text_bytes counts every byte.
+    std::string text_tail;
+    int64_t text_bytes = 0;
+    bool text_nonblank = false;  // some character other than ASCII whitespace arrived
 };
+
+// Memory bound of RequestRecord::text_tail (4 KiB per request while screening).
+inline constexpr size_t kTextTailBytes = 4096;
 
 // Mean, median and percentiles of one quantity (seconds). Percentiles interpolate linearly
 // between the closest ranks, as numpy.percentile does (what vllm uses): rank = p/100 * (n-1).

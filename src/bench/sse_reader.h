@@ -13,8 +13,10 @@ namespace qs::bench {
 
 class SseReader {
    public:
-    // record->start_s must be set; times passed to feed() are on the same clock.
-    explicit SseReader(RequestRecord* record) : record_(record) {}
+    // record->start_s must be set; times passed to feed() are on the same clock. keep_text:
+    // append the completion text to record->text_tail (the output screen needs it).
+    explicit SseReader(RequestRecord* record, bool keep_text = false)
+        : record_(record), keep_text_(keep_text) {}
 
     // Bytes of the (de-chunked) body that arrived at time now_s.
     void feed(std::string_view bytes, double now_s);
@@ -26,12 +28,14 @@ class SseReader {
 
    private:
     void on_data(std::string_view payload, double now_s);
+    void keep(const std::string& text);
+    void trim_tail();
 
     RequestRecord* record_;
+    bool keep_text_ = false;
     std::string pending_;  // bytes after the last newline
     double last_chunk_s_ = -1.0;
     int64_t num_chunks_ = 0;
-    bool saw_usage_ = false;
 };
 
 }  // namespace qs::bench

@@ -2,7 +2,7 @@
 // runs its own I/O threads while a pass lasts).
 //   bench fixture --out F.jsonl --requests N --seed S [--min-prompt 200 --max-prompt 1800
 //                 --max-tokens 256 --context 2048 --distribution uniform|normal --token-ids
-//                 --model NAME]
+//                 --model NAME --no-ignore-eos]
 //   bench --url URL --fixture F.jsonl --clients C --requests N [--passes P --threads T
 //         --gpu-hourly-cost USD --api-key K --json-out R.json --pass-timeout-s S]
 // Each pass replays N requests with C clients kept busy; every pass gets a table; with several
@@ -26,7 +26,7 @@ namespace qs::cli {
 namespace {
 
 int run_fixture(int argc, char** argv) {
-    auto args = Args::parse(argc, argv, {"token-ids"},
+    auto args = Args::parse(argc, argv, {"token-ids", "no-ignore-eos"},
                             {"out", "requests", "seed", "min-prompt", "max-prompt", "max-tokens",
                              "context", "distribution", "model"});
     if (!args.is_ok()) return fail("bench fixture", args.status());
@@ -53,6 +53,8 @@ int run_fixture(int argc, char** argv) {
     o.distribution = args->get_or("distribution", o.distribution);
     o.model = args->get_or("model", o.model);
     o.token_ids = args->has("token-ids");
+    // The output screen's loop rule is meant for completions that may stop by themselves.
+    o.ignore_eos = !args->has("no-ignore-eos");
     auto reqs = bench::generate_fixture(o);
     if (!reqs.is_ok()) return fail("bench fixture", reqs.status());
     Status s = bench::write_fixture(*out, *reqs);

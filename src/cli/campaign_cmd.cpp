@@ -1,8 +1,10 @@
 // `qwenserve campaign`: the benchmark ledger and the adoption decision, on the main thread.
 //   campaign record  --ledger L.jsonl --config NAME --result R.json [--run ID] [--fresh-start]
+//                    [--experiment ID]
 //                    appends the "result" pass of a `bench --json-out` file to the ledger
 //   campaign compare --ledger L.jsonl --control A --candidate B
 //                    prints each gate and ADOPT or REJECT; exit 0 adopt, 1 reject
+//   campaign sweep   (campaign_sweep.cpp) and campaign report (campaign_report_cmd.cpp)
 #include <cstdio>
 #include <fstream>
 
@@ -19,7 +21,8 @@ namespace qs::cli {
 namespace {
 
 int run_record(int argc, char** argv) {
-    auto args = Args::parse(argc, argv, {"fresh-start"}, {"ledger", "config", "result", "run"});
+    auto args = Args::parse(argc, argv, {"fresh-start"},
+                            {"ledger", "config", "result", "run", "experiment"});
     if (!args.is_ok()) return fail("campaign record", args.status());
     auto ledger = args->require("ledger");
     auto config = args->require("config");
@@ -36,7 +39,9 @@ int run_record(int argc, char** argv) {
     bench::LedgerEntry e;
     e.config = *config;
     e.run = args->get_or("run", "");
+    e.experiment = args->get_or("experiment", "");
     e.fresh_start = args->has("fresh-start");
+    e.clients = j.value("clients", int64_t(0));
     e.steady_output_throughput = r.value("steady_output_throughput", 0.0);
     e.output_throughput = r.value("output_throughput", 0.0);
     e.num_requests = r.value("num_requests", int64_t(0));
@@ -44,6 +49,13 @@ int run_record(int argc, char** argv) {
     e.incomplete = r.value("incomplete", int64_t(0));
     if (r.contains("errors") && r["errors"].is_object())
         for (const auto& [k, v] : r["errors"].items()) e.errors += v.get<int64_t>();
+    if (r.contains("ttft") && r["ttft"].is_object()) {
+        const auto& t = r["ttft"];
+        e.ttft = {t.value("mean_s", 0.0), t.value("median_s", 0.0), t.value("p90_s", 0.0),
+                  t.value("p99_s", 0.0)};
+    }
+    e.gpu_hourly_cost = r.value("gpu_hourly_cost", 0.0);
+    e.usd_per_m_steady = r.value("usd_per_m_completion_tokens_steady", 0.0);
     Status s = bench::append_ledger(*ledger, e);
     if (!s.is_ok()) return fail("campaign record", s);
     return 0;
@@ -76,7 +88,10 @@ int run_campaign(int argc, char** argv) {
     std::string sub = argc >= 1 ? argv[0] : "";
     if (sub == "record") return run_record(argc - 1, argv + 1);
     if (sub == "compare") return run_compare(argc - 1, argv + 1);
-    return fail("campaign", invalid_argument("expected 'campaign record' or 'campaign compare'"));
+    if (sub == "sweep") return run_campaign_sweep(argc - 1, argv + 1);
+    if (sub == "report") return run_campaign_report(argc - 1, argv + 1);
+    return fail("campaign", invalid_argument("expected 'campaign record', 'compare', 'sweep' or "
+                                             "'report'"));
 }
 
 }  // namespace qs::cli

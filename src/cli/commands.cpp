@@ -12,7 +12,7 @@ const Command kCommands[] = {
     {"generate", "greedy generation from prompt ids, or a JSONL batch through the engine (--input/--output)", run_generate},
     {"serve", "OpenAI-compatible HTTP server (chat, completions, streaming, metrics)", run_serve},
     {"bench", "load generator (closed-loop streaming replay of a fixture) and `bench fixture`", run_bench},
-    {"campaign", "benchmark ledger: `campaign record` a bench result, `campaign compare` A vs B", run_campaign},
+    {"campaign", "benchmark campaign: `campaign sweep` a knob grid, `record`, `compare` A vs B, `report` (HTML)", run_campaign},
     {"tokenize", "JSON lines: strings to token ids, or ids to text with --decode", run_tokenize},
 };
 }  // namespace

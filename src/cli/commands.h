@@ -29,5 +29,7 @@ int run_serve(int argc, char** argv);
 int run_tokenize(int argc, char** argv);
 int run_bench(int argc, char** argv);
 int run_campaign(int argc, char** argv);
+int run_campaign_sweep(int argc, char** argv);   // `campaign sweep` (campaign_sweep.cpp)
+int run_campaign_report(int argc, char** argv);  // `campaign report` (campaign_report_cmd.cpp)
 
 }  // namespace qs::cli

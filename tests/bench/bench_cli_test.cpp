@@ -61,7 +61,23 @@ TEST(BenchCli, BenchWritesJsonAgainstALiveServer) {
     EXPECT_EQ(j["result"]["total_completion_tokens"], 9 * 12);
     EXPECT_GT(j["result"]["usd_per_m_completion_tokens"].get<double>(), 0.0);
     EXPECT_NE(sh("bench --url " + url + " --fixture " + tmp("missing.jsonl")), 0);
-    std::remove(f.c_str()), std::remove(out.c_str());
+
+    // campaign record keeps what the result has: clients, TTFT percentiles, cost.
+    std::string l = tmp("record.jsonl");
+    std::remove(l.c_str());
+    ASSERT_EQ(sh("campaign record --ledger " + l + " --config A --result " + out +
+                 " --experiment manual-1"),
+              0);
+    std::ifstream lin(l);
+    auto e = nlohmann::json::parse(lin, nullptr, false);
+    ASSERT_FALSE(e.is_discarded());
+    EXPECT_EQ(e["experiment"], "manual-1");
+    EXPECT_EQ(e["status"], "ok");
+    EXPECT_EQ(e["clients"], 3);
+    EXPECT_EQ(e["completed"], 9);
+    EXPECT_GT(e["ttft"]["p99_s"].get<double>(), 0.0);
+    EXPECT_EQ(e["gpu_hourly_cost"], 5.0);
+    std::remove(f.c_str()), std::remove(out.c_str()), std::remove(l.c_str());
 }
 
 TEST(BenchCli, CampaignCompareExitCodeIsTheVerdict) {

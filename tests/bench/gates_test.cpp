@@ -92,5 +92,53 @@ TEST(BenchLedger, AppendReadAndBadLine) {
     std::remove(p.c_str());
 }
 
+TEST(BenchLedger, SweepFieldsRoundTripAndFailedLinesDoNotCount) {
+    std::string p = ::testing::TempDir() + "qs_ledger2_" + std::to_string(::getpid()) + ".jsonl";
+    std::remove(p.c_str());
+    LedgerEntry a = run("A", 1000, true);
+    a.experiment = "s-p1";
+    a.clients = 16;
+    a.knobs = {{"max_num_seqs", "64"}, {"kv_cache_dtype", "fp8_e4m3"}};  // not alphabetical
+    a.ttft = {0.01, 0.02, 0.03, 0.04};
+    a.gpu_hourly_cost = 5;
+    a.usd_per_m_steady = 1.25;
+    a.gates = {{"start", true, "/health 200"}, {"stop", false, "killed"}};
+    ASSERT_TRUE(append_ledger(p, a).is_ok());
+    ASSERT_TRUE(append_ledger(p, run("A", 1000)).is_ok());
+    ASSERT_TRUE(append_ledger(p, run("B", 1020)).is_ok());
+    ASSERT_TRUE(append_ledger(p, run("B", 1020)).is_ok());
+    LedgerEntry f;
+    f.config = "B";
+    f.status = "failed";
+    f.reason = "start: server exit code 2";
+    ASSERT_TRUE(append_ledger(p, f).is_ok());
+    auto l = read_ledger(p);
+    ASSERT_TRUE(l.is_ok()) << l.status().message();
+    ASSERT_EQ(l->size(), 5u);
+    const LedgerEntry& r = (*l)[0];
+    EXPECT_EQ(r.experiment, "s-p1");
+    EXPECT_EQ(r.clients, 16);
+    EXPECT_EQ(r.knobs, a.knobs);  // grid order kept
+    EXPECT_DOUBLE_EQ(r.ttft.p90_s, 0.03);
+    EXPECT_DOUBLE_EQ(r.usd_per_m_steady, 1.25);
+    ASSERT_EQ(r.gates.size(), 2u);
+    EXPECT_FALSE(r.gates[1].passed);
+    EXPECT_EQ(r.gates[1].detail, "killed");
+    EXPECT_TRUE(r.ok());
+    EXPECT_FALSE((*l)[4].ok());
+    EXPECT_EQ((*l)[4].reason, "start: server exit code 2");
+    // The failed line has no numbers and does not count as a run of B.
+    auto d = compare(*l, "A", "B").value();
+    EXPECT_TRUE(d.adopt);
+    EXPECT_EQ(d.gates[1].detail, "2 control, 2 candidate runs");
+    EXPECT_FALSE(compare({f, run("A", 1)}, "A", "B").is_ok());
+
+    std::ofstream(p, std::ios::app) << R"({"config":"C","status":"maybe"})" << "\n";
+    auto bad = read_ledger(p);
+    ASSERT_FALSE(bad.is_ok());
+    EXPECT_NE(bad.status().message().find(":6:"), std::string::npos) << bad.status().message();
+    std::remove(p.c_str());
+}
+
 }  // namespace
 }  // namespace qs::bench

@@ -1,0 +1,60 @@
+// `qwenserve campaign report --ledger L.jsonl --output report.html [--markdown report.md]
+//  [--control EXPERIMENT] [--title T] [--gpu-hourly-cost USD]`: the ledger as one self-contained
+// HTML file with inline SVG charts (bench/campaign_report.h) and/or a Markdown summary.
+// Main thread only.
+#include <cstdio>
+#include <fstream>
+
+#include "bench/campaign_report.h"
+#include "bench/campaign_summary.h"
+#include "bench/ledger.h"
+#include "cli/commands.h"
+#include "core/args.h"
+
+namespace qs::cli {
+
+namespace {
+Status write_file(const std::string& path, const std::string& text) {
+    std::ofstream f(path, std::ios::binary | std::ios::trunc);
+    f << text;
+    if (!f) return io_error("cannot write '" + path + "'");
+    return Status::ok();
+}
+}  // namespace
+
+int run_campaign_report(int argc, char** argv) {
+    constexpr const char* kCmd = "campaign report";
+    auto args = Args::parse(
+        argc, argv, {}, {"ledger", "output", "markdown", "control", "title", "gpu-hourly-cost"});
+    if (!args.is_ok()) return fail(kCmd, args.status());
+    auto ledger_path = args->require("ledger");
+    if (!ledger_path.is_ok()) return fail(kCmd, ledger_path.status());
+    auto html_path = args->get("output");
+    auto md_path = args->get("markdown");
+    if (!html_path && !md_path)
+        return fail(kCmd,
+                    invalid_argument("give --output report.html and/or --markdown report.md"));
+    auto cost = args->get_double("gpu-hourly-cost", 0.0);
+    if (!cost.is_ok()) return fail(kCmd, cost.status());
+    auto ledger = bench::read_ledger(*ledger_path);
+    if (!ledger.is_ok()) return fail(kCmd, ledger.status());
+    auto summary = bench::summarize_campaign(*ledger, args->get_or("control", ""), *cost);
+    if (!summary.is_ok()) return fail(kCmd, summary.status());
+    bench::ReportOptions o;
+    o.title = args->get_or("title", o.title);
+    o.ledger_path = *ledger_path;
+    if (html_path) {
+        Status s = write_file(*html_path, bench::html_report(*summary, *ledger, o));
+        if (!s.is_ok()) return fail(kCmd, s);
+    }
+    if (md_path) {
+        Status s = write_file(*md_path, bench::markdown_report(*summary, *ledger, o));
+        if (!s.is_ok()) return fail(kCmd, s);
+    }
+    std::fprintf(stderr, "%zu experiments, %zu ledger lines%s%s\n", summary->experiments.size(),
+                 ledger->size(), html_path ? (" -> " + *html_path).c_str() : "",
+                 md_path ? (" -> " + *md_path).c_str() : "");
+    return 0;
+}
+
+}  // namespace qs::cli
