@@ -1,0 +1,639 @@
+// Lab for the Gated DeltaNet CUDA kernels (src/backend/cuda/gdn_kernels.{h,cu}).
+// Build (from the repository root):
+//   mkdir -p build-gpu && nvcc -O3 -std=c++20 -gencode=arch=compute_90a,code=sm_90a -Isrc bench/kernels/gdn_lab.cu src/backend/cuda/gdn_kernels.cu -o build-gpu/gdn_lab
+// Run: build-gpu/gdn_lab [--quick] [seed]      (exit code != 0 on any FAIL)
+//   --quick: small-shape correctness cases only. Without a GPU, bench/kernels/emu/run_emu.sh runs
+//   the --quick cases with the kernels' own source under a host emulation (slow, CPU only).
+//
+// Reference: a double-precision transcription of src/backend/cpu/cpu_gdn.cpp (conv + SiLU with the
+// slot's window, l2norm with eps 1e-6 inside the sqrt, q/sqrt(Dk), β = sigmoid(b),
+// g = -exp(A_log)·softplus(a + dt_bias), S ← e^g S; δ = β(v − Sᵀk̂); S += k̂δᵀ; o = Sᵀq̂; gated RMSNorm).
+// Every case draws fresh random inputs, non-zero starting conv windows and states in slots that are
+// not in batch order, poisons out / workspace with NaN, and checks out, every conv window and every
+// state slot (slots outside the batch must be unchanged).
+// Tolerances (normalised ‖out−ref‖/‖ref‖): fp32 math vs double, serial path 1e-5 (measured ~2e-7),
+// chunked 3xTF32 path 2e-5 (fp32-level, ~4e-7), chunked plain-TF32 path 5e-3 (10-bit mantissa
+// operands, ~4.5e-4). bf16 state storage: the reference rounds the stored state to bf16 exactly where
+// the kernel does (the load is exact, the store rounds once per call), so out keeps the fp32 bound;
+// the state may differ by one bf16 ulp where the fp32 value sits on a rounding boundary (2e-3).
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <cuda_runtime.h>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/gdn_kernels.h"
+
+using qs::cuda::DeviceBatch;
+using qs::cuda::DeviceSeq;
+using qs::cuda::GatedDeltaNetParams;
+
+namespace {
+
+constexpr double kCopyCeilingGBs = 4250.0;  // device-to-device copy, measured on this H200
+
+int g_failures = 0;
+
+struct Shape {
+    const char* name;
+    int Nk, Nv, Dk, Dv, K;
+    float eps;
+    int C() const { return 2 * Nk * Dk + Nv * Dv; }
+};
+
+const Shape kTiny{"tiny", 2, 4, 64, 64, 4, 1e-6f};
+const Shape kReal{"real", 16, 32, 128, 128, 4, 1e-6f};
+const Shape kOdd32{"odd32", 2, 2, 32, 32, 4, 1e-6f};
+const Shape kOddMix{"odd48x80", 1, 3, 48, 80, 4, 1e-6f};
+
+uint16_t f2bf(float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return uint16_t(u >> 16);
+}
+float bf2f(uint16_t h) {
+    uint32_t u = uint32_t(h) << 16;
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+}
+float bf_round(float f) { return bf2f(f2bf(f)); }
+
+struct Problem {
+    Shape sh;
+    std::vector<int> lens, slots;
+    int num_slots = 0, T = 0;
+    std::vector<float> qkv, z, b, a, conv_w, A_log, dt_bias, norm_w, conv0, ssm0;
+};
+
+Problem make_problem(const Shape& sh, std::vector<int> lens, std::vector<int> slots, int num_slots, std::mt19937_64& rng,
+                     bool bf16_state, bool zero_state = false) {
+    Problem P;
+    P.sh = sh;
+    P.lens = std::move(lens);
+    P.slots = std::move(slots);
+    P.num_slots = num_slots;
+    for (int n : P.lens) P.T += n;
+    const int C = sh.C(), W = sh.K - 1;
+    std::normal_distribution<float> N01(0.f, 1.f);
+    auto uni = [&](float lo, float hi) { return std::uniform_real_distribution<float>(lo, hi)(rng); };
+    auto fill = [&](std::vector<float>& v, size_t n, float sd) {
+        v.resize(n);
+        for (auto& x : v) x = sd * N01(rng);
+    };
+    fill(P.qkv, size_t(P.T) * C, 1.0f);
+    fill(P.z, size_t(P.T) * sh.Nv * sh.Dv, 1.0f);
+    fill(P.b, size_t(P.T) * sh.Nv, 1.5f);
+    fill(P.a, size_t(P.T) * sh.Nv, 1.0f);
+    fill(P.conv_w, size_t(C) * sh.K, 0.5f);
+    P.A_log.resize(sh.Nv);
+    P.dt_bias.resize(sh.Nv);
+    P.norm_w.resize(sh.Dv);
+    for (auto& x : P.A_log) x = uni(-4.f, 1.f);   // A in [0.018, 2.7]: slow and fast heads
+    for (auto& x : P.dt_bias) x = uni(-5.f, 0.f);
+    for (auto& x : P.norm_w) x = uni(0.5f, 1.5f);
+    fill(P.conv0, size_t(num_slots) * W * C, zero_state ? 0.f : 1.0f);
+    fill(P.ssm0, size_t(num_slots) * sh.Nv * sh.Dk * sh.Dv, zero_state ? 0.f : 0.3f);
+    if (bf16_state)
+        for (auto& x : P.ssm0) x = bf_round(x);
+    return P;
+}
+
+std::vector<int> row_begins(const Problem& P) {
+    std::vector<int> rb(P.lens.size());
+    int r = 0;
+    for (size_t s = 0; s < P.lens.size(); ++s) {
+        rb[s] = r;
+        r += P.lens[s];
+    }
+    return rb;
+}
+
+// Double-precision reference; only sequences with check[s] are computed (others leave their state,
+// window and rows alone: the caller compares only what was computed).
+void reference(const Problem& P, const std::vector<char>& check, bool bf16_state, std::vector<double>& conv,
+               std::vector<double>& ssm, std::vector<double>& out) {
+    const Shape& sh = P.sh;
+    const int C = sh.C(), K = sh.K, W = K - 1, Nk = sh.Nk, Nv = sh.Nv, Dk = sh.Dk, Dv = sh.Dv;
+    const int ratio = Nv / Nk, Kdim = Nk * Dk;
+    conv.assign(P.conv0.begin(), P.conv0.end());
+    ssm.assign(P.ssm0.begin(), P.ssm0.end());
+    out.assign(size_t(P.T) * Nv * Dv, 0.0);
+    const std::vector<int> rb = row_begins(P);
+    std::vector<double> q(Dk), k(Dk), delta(Dv), o(Dv);
+    for (size_t s = 0; s < P.lens.size(); ++s) {
+        if (!check[s]) continue;
+        const int n = P.lens[s];
+        double* win = conv.data() + size_t(P.slots[s]) * W * C;
+        std::vector<double> c(size_t(n) * C);
+        auto ext = [&](int r, int ch) -> double {
+            return r < W ? win[size_t(r) * C + ch] : double(P.qkv[size_t(rb[s] + r - W) * C + ch]);
+        };
+        for (int t = 0; t < n; ++t)
+            for (int ch = 0; ch < C; ++ch) {
+                double acc = 0;
+                for (int j = 0; j < K; ++j) acc += double(P.conv_w[size_t(ch) * K + j]) * ext(t + j, ch);
+                c[size_t(t) * C + ch] = acc / (1.0 + std::exp(-acc));
+            }
+        std::vector<double> nw(size_t(W) * C);
+        for (int r = 0; r < W; ++r)
+            for (int ch = 0; ch < C; ++ch) nw[size_t(r) * C + ch] = ext(n + r, ch);
+        std::copy(nw.begin(), nw.end(), win);
+
+        for (int h = 0; h < Nv; ++h) {
+            const int kh = h / ratio;
+            double* S = ssm.data() + (size_t(P.slots[s]) * Nv + h) * Dk * Dv;
+            const double A = std::exp(double(P.A_log[h]));
+            for (int i = 0; i < n; ++i) {
+                const int row = rb[s] + i;
+                const double* cr = c.data() + size_t(i) * C;
+                double qs = 0, ks = 0;
+                for (int e = 0; e < Dk; ++e) {
+                    q[e] = cr[kh * Dk + e];
+                    k[e] = cr[Kdim + kh * Dk + e];
+                    qs += q[e] * q[e];
+                    ks += k[e] * k[e];
+                }
+                const double rq = 1.0 / std::sqrt(qs + 1e-6) / std::sqrt(double(Dk)), rk = 1.0 / std::sqrt(ks + 1e-6);
+                for (int e = 0; e < Dk; ++e) {
+                    q[e] *= rq;
+                    k[e] *= rk;
+                }
+                const double* v = cr + 2 * Kdim + h * Dv;
+                const double beta = 1.0 / (1.0 + std::exp(-double(P.b[size_t(row) * Nv + h])));
+                const double x = double(P.a[size_t(row) * Nv + h]) + double(P.dt_bias[h]);
+                const double sp = x > 20.0 ? x : std::log1p(std::exp(x));
+                const double decay = std::exp(-A * sp);
+                for (int e = 0; e < Dk * Dv; ++e) S[e] *= decay;
+                for (int vv = 0; vv < Dv; ++vv) {
+                    double m = 0;
+                    for (int kk = 0; kk < Dk; ++kk) m += S[kk * Dv + vv] * k[kk];
+                    delta[vv] = beta * (v[vv] - m);
+                }
+                for (int kk = 0; kk < Dk; ++kk)
+                    for (int vv = 0; vv < Dv; ++vv) S[kk * Dv + vv] += k[kk] * delta[vv];
+                for (int vv = 0; vv < Dv; ++vv) o[vv] = 0;
+                for (int kk = 0; kk < Dk; ++kk)
+                    for (int vv = 0; vv < Dv; ++vv) o[vv] += S[kk * Dv + vv] * q[kk];
+                double ss = 0;
+                for (int vv = 0; vv < Dv; ++vv) ss += o[vv] * o[vv];
+                const double inv = 1.0 / std::sqrt(ss / Dv + double(sh.eps));
+                const float* zr = P.z.data() + size_t(row) * Nv * Dv + size_t(h) * Dv;
+                double* orow = out.data() + size_t(row) * Nv * Dv + size_t(h) * Dv;
+                for (int vv = 0; vv < Dv; ++vv) {
+                    const double zz = zr[vv];
+                    orow[vv] = double(P.norm_w[vv]) * o[vv] * inv * (zz / (1.0 + std::exp(-zz)));
+                }
+            }
+            if (bf16_state)
+                for (int e = 0; e < Dk * Dv; ++e) S[e] = bf_round(float(S[e]));
+        }
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Device side
+// ------------------------------------------------------------------------------------------------
+template <typename T>
+T* dalloc(size_t n) {
+    T* p = nullptr;
+    QS_CUDA_CHECK(cudaMalloc(&p, std::max<size_t>(n, 1) * sizeof(T)));
+    return p;
+}
+template <typename T>
+void upload(T* d, const std::vector<T>& h) {
+    QS_CUDA_CHECK(cudaMemcpy(d, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
+}
+template <typename T>
+std::vector<T> download(const T* d, size_t n) {
+    std::vector<T> h(n);
+    QS_CUDA_CHECK(cudaMemcpy(h.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost));
+    return h;
+}
+void poison(void* d, size_t bytes) { QS_CUDA_CHECK(cudaMemset(d, 0xff, bytes)); }  // 0xffffffff = NaN
+
+// Which recurrence kernel takes which sequence: chunk_min <= 0 every sequence token-serial; 1 every
+// sequence chunked; 64 the default split. x3: chunked products in 3xTF32 (else plain TF32).
+struct Path {
+    int chunk_min;
+    bool x3;
+    std::string name() const {
+        if (chunk_min <= 0) return "serial";
+        return std::string(chunk_min == 1 ? "chunked-all" : "auto") + (x3 ? "/3xtf32" : "/tf32");
+    }
+};
+const Path kSerial{0, true}, kChunkAll{1, true}, kAuto{64, true}, kChunkAllTf32{1, false}, kAutoTf32{64, false};
+double tol_for(const Path& p) { return p.chunk_min <= 0 ? 1e-5 : p.x3 ? 2e-5 : 5e-3; }
+
+struct DeviceProblem {
+    const Problem* P = nullptr;
+    bool bf16 = false;
+    float *qkv, *z, *b, *a, *conv_w, *A_log, *dt_bias, *norm_w, *conv, *out;
+    void* ssm;
+    void* ws;
+    int32_t* row_seq;
+    DeviceSeq* seqs;
+    size_t ws_bytes;
+
+    explicit DeviceProblem(const Problem& p, bool bf16_state) : P(&p), bf16(bf16_state) {
+        const Shape& sh = p.sh;
+        qkv = dalloc<float>(p.qkv.size()); upload(qkv, p.qkv);
+        z = dalloc<float>(p.z.size()); upload(z, p.z);
+        b = dalloc<float>(p.b.size()); upload(b, p.b);
+        a = dalloc<float>(p.a.size()); upload(a, p.a);
+        conv_w = dalloc<float>(p.conv_w.size()); upload(conv_w, p.conv_w);
+        A_log = dalloc<float>(p.A_log.size()); upload(A_log, p.A_log);
+        dt_bias = dalloc<float>(p.dt_bias.size()); upload(dt_bias, p.dt_bias);
+        norm_w = dalloc<float>(p.norm_w.size()); upload(norm_w, p.norm_w);
+        conv = dalloc<float>(p.conv0.size());
+        out = dalloc<float>(size_t(p.T) * sh.Nv * sh.Dv);
+        ssm = bf16 ? static_cast<void*>(dalloc<uint16_t>(p.ssm0.size())) : static_cast<void*>(dalloc<float>(p.ssm0.size()));
+        ws_bytes = qs::cuda::gdn_workspace_bytes(p.T, sh.C());
+        ws = dalloc<char>(ws_bytes);
+        std::vector<int32_t> rs(p.T);
+        std::vector<DeviceSeq> ds(p.lens.size());
+        const std::vector<int> rb = row_begins(p);
+        for (size_t s = 0; s < p.lens.size(); ++s) {
+            ds[s] = DeviceSeq{rb[s], p.lens[s], 17, p.slots[s], 0, 0};
+            for (int i = 0; i < p.lens[s]; ++i) rs[rb[s] + i] = int32_t(s);
+        }
+        row_seq = dalloc<int32_t>(rs.size()); upload(row_seq, rs);
+        seqs = dalloc<DeviceSeq>(ds.size()); upload(seqs, ds);
+        reset_state();
+    }
+    ~DeviceProblem() {
+        for (void* p : {(void*)qkv, (void*)z, (void*)b, (void*)a, (void*)conv_w, (void*)A_log, (void*)dt_bias,
+                        (void*)norm_w, (void*)conv, (void*)out, ssm, ws, (void*)row_seq, (void*)seqs})
+            QS_CUDA_CHECK(cudaFree(p));
+    }
+    void reset_state() {
+        upload(conv, P->conv0);
+        if (bf16) {
+            std::vector<uint16_t> h(P->ssm0.size());
+            for (size_t i = 0; i < h.size(); ++i) h[i] = f2bf(P->ssm0[i]);
+            upload(static_cast<uint16_t*>(ssm), h);
+        } else {
+            upload(static_cast<float*>(ssm), P->ssm0);
+        }
+    }
+    std::vector<float> state() const {
+        if (!bf16) return download(static_cast<const float*>(ssm), P->ssm0.size());
+        const std::vector<uint16_t> h = download(static_cast<const uint16_t*>(ssm), P->ssm0.size());
+        std::vector<float> f(h.size());
+        for (size_t i = 0; i < h.size(); ++i) f[i] = bf2f(h[i]);
+        return f;
+    }
+    GatedDeltaNetParams params(const Path& path) const {
+        const Shape& sh = P->sh;
+        GatedDeltaNetParams p;
+        p.qkv = qkv; p.z = z; p.b = b; p.a = a; p.conv_w = conv_w; p.A_log = A_log; p.dt_bias = dt_bias;
+        p.norm_w = norm_w; p.conv_state = conv; p.ssm_state = ssm; p.ssm_bf16 = bf16;
+        p.Nk = sh.Nk; p.Nv = sh.Nv; p.Dk = sh.Dk; p.Dv = sh.Dv; p.K = sh.K; p.eps = sh.eps;
+        DeviceBatch bt;
+        bt.row_seq = row_seq; bt.seqs = seqs; bt.num_tokens = P->T; bt.num_seqs = int32_t(P->lens.size());
+        bt.max_seq_tokens = *std::max_element(P->lens.begin(), P->lens.end());
+        p.batch = bt;
+        p.workspace = ws; p.out = out;
+        p.chunk_min_tokens = path.chunk_min;
+        p.chunk_tf32x3 = path.x3;
+        return p;
+    }
+};
+
+struct Err {
+    double rel = 0, maxabs = 0;
+    size_t bad = 0;  // non-finite values
+};
+Err compare(const float* got, const double* ref, size_t n) {
+    Err e;
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; ++i) {
+        if (!std::isfinite(got[i])) {
+            ++e.bad;
+            continue;
+        }
+        const double d = double(got[i]) - ref[i];
+        num += d * d;
+        den += ref[i] * ref[i];
+        e.maxabs = std::max(e.maxabs, std::fabs(d));
+    }
+    e.rel = std::sqrt(num / std::max(den, 1e-300));
+    return e;
+}
+void report(const std::string& what, const Err& e, double tol) {
+    const bool ok = e.bad == 0 && e.rel <= tol;
+    if (!ok) ++g_failures;
+    std::printf("  %-58s rel %.3e  maxabs %.3e  nonfinite %zu  tol %.1e  %s\n", what.c_str(), e.rel, e.maxabs, e.bad, tol,
+                ok ? "PASS" : "FAIL");
+}
+
+
+// Runs one call on a fresh copy of the starting state and checks out, windows and states against
+// the reference for the sequences in `check` (all when empty).
+struct Ref {
+    std::vector<char> check;
+    std::vector<double> conv, ssm, out;
+};
+Ref make_ref(const Problem& P, bool bf16, std::vector<char> check = {}) {
+    Ref R;
+    R.check = check.empty() ? std::vector<char>(P.lens.size(), 1) : check;
+    reference(P, R.check, bf16, R.conv, R.ssm, R.out);
+    return R;
+}
+
+void check_case(const std::string& name, const Problem& P, const Ref& R, bool bf16, const Path& path, double tol_state = -1) {
+    const double tol_out = tol_for(path);
+    tol_state = std::max(tol_state, tol_out);  // bf16 storage bound, or the path's own bound if larger
+    const std::vector<char>& check = R.check;
+    const std::vector<double>&rconv = R.conv, &rssm = R.ssm, &rout = R.out;
+    DeviceProblem D(P, bf16);
+    poison(D.out, size_t(P.T) * P.sh.Nv * P.sh.Dv * sizeof(float));
+    poison(D.ws, D.ws_bytes);
+    qs::cuda::launch_gated_delta_net(D.params(path), nullptr);
+    QS_CUDA_CHECK(cudaDeviceSynchronize());
+    const std::vector<float> out = download(D.out, size_t(P.T) * P.sh.Nv * P.sh.Dv);
+    const std::vector<float> conv = download(D.conv, P.conv0.size());
+    const std::vector<float> ssm = D.state();
+    // Restrict out to checked rows; windows / states to all slots (unchecked batch slots excluded).
+    const Shape& sh = P.sh;
+    const size_t OW = size_t(sh.Nv) * sh.Dv, WC = size_t(sh.K - 1) * sh.C(), SS = size_t(sh.Nv) * sh.Dk * sh.Dv;
+    std::vector<float> go, gc, gs;
+    std::vector<double> ro, rc, rs;
+    const std::vector<int> rb = row_begins(P);
+    std::vector<char> slot_skip(P.num_slots, 0);
+    for (size_t s = 0; s < P.lens.size(); ++s) {
+        if (!check[s]) {
+            slot_skip[P.slots[s]] = 1;
+            continue;
+        }
+        go.insert(go.end(), out.begin() + rb[s] * OW, out.begin() + (rb[s] + P.lens[s]) * OW);
+        ro.insert(ro.end(), rout.begin() + rb[s] * OW, rout.begin() + (rb[s] + P.lens[s]) * OW);
+    }
+    for (int sl = 0; sl < P.num_slots; ++sl) {
+        if (slot_skip[sl]) continue;
+        gc.insert(gc.end(), conv.begin() + sl * WC, conv.begin() + (sl + 1) * WC);
+        rc.insert(rc.end(), rconv.begin() + sl * WC, rconv.begin() + (sl + 1) * WC);
+        gs.insert(gs.end(), ssm.begin() + sl * SS, ssm.begin() + (sl + 1) * SS);
+        rs.insert(rs.end(), rssm.begin() + sl * SS, rssm.begin() + (sl + 1) * SS);
+    }
+    std::string lens;
+    for (size_t s = 0; s < P.lens.size() && s < 6; ++s) lens += (s ? "," : "") + std::to_string(P.lens[s]);
+    if (P.lens.size() > 6) lens += ",.. (" + std::to_string(P.lens.size()) + " seqs)";
+    std::printf("case %s [%s, lens %s, %s state, %s]\n", name.c_str(), sh.name, lens.c_str(), bf16 ? "bf16" : "fp32",
+                path.name().c_str());
+    report("out", compare(go.data(), ro.data(), go.size()), tol_out);
+    report("conv windows (all slots)", compare(gc.data(), rc.data(), gc.size()), 1e-6);
+    report("ssm states (all slots)", compare(gs.data(), rs.data(), gs.size()), tol_state);
+}
+
+double median(std::vector<float> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+}
+
+template <typename F>
+double time_ms(F&& launch, int reps = 25) {
+    for (int i = 0; i < 3; ++i) launch(i);
+    QS_CUDA_CHECK(cudaDeviceSynchronize());
+    cudaEvent_t e0, e1;
+    QS_CUDA_CHECK(cudaEventCreate(&e0));
+    QS_CUDA_CHECK(cudaEventCreate(&e1));
+    std::vector<float> ts;
+    for (int i = 0; i < reps; ++i) {
+        QS_CUDA_CHECK(cudaEventRecord(e0));
+        launch(i);
+        QS_CUDA_CHECK(cudaEventRecord(e1));
+        QS_CUDA_CHECK(cudaEventSynchronize(e1));
+        float ms = 0;
+        QS_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+        ts.push_back(ms);
+    }
+    QS_CUDA_CHECK(cudaEventDestroy(e0));
+    QS_CUDA_CHECK(cudaEventDestroy(e1));
+    return median(ts);
+}
+
+struct Bytes {
+    double state, conv_win, io, ws;  // io: qkv + z + b + a read, out written
+};
+Bytes count_bytes(const Problem& P, bool bf16) {
+    const Shape& sh = P.sh;
+    const double ns = double(P.lens.size());
+    Bytes B;
+    B.state = 2.0 * ns * sh.Nv * sh.Dk * sh.Dv * (bf16 ? 2 : 4);
+    B.conv_win = 2.0 * ns * (sh.K - 1) * sh.C() * 4;
+    B.io = double(P.T) * (sh.C() + 2.0 * sh.Nv * sh.Dv + 2.0 * sh.Nv) * 4;
+    B.ws = 2.0 * P.T * sh.C() * 4;
+    return B;
+}
+
+void time_case(const std::string& name, const Problem& P, bool bf16, std::vector<Path> paths) {
+    DeviceProblem D(P, bf16);
+    const Bytes B = count_bytes(P, bf16);
+    const double floor_bytes = B.state + B.conv_win + B.io;  // one fused pass
+    const double flops = double(P.T) * P.sh.Nv * P.sh.Dk * P.sh.Dv * 6.0;  // recurrent form
+    std::printf("timing %s [%s, %zu seqs, %d tokens, %s state]: floor %.1f MB (state %.1f MB) = %.1f us at %.2f TB/s; "
+                "recurrent-form %.2f GFLOP\n",
+                name.c_str(), P.sh.name, P.lens.size(), P.T, bf16 ? "bf16" : "fp32", floor_bytes / 1e6, B.state / 1e6,
+                floor_bytes / (kCopyCeilingGBs * 1e3), kCopyCeilingGBs / 1e3, flops / 1e9);
+    // Rotate three copies of the per-token inputs when they are small enough to sit in L2.
+    const bool rotate = (B.io + B.ws) < 200e6;
+    std::vector<float*> extra;
+    std::vector<GatedDeltaNetParams> ps;
+    for (const Path& path : paths) {
+        GatedDeltaNetParams base = D.params(path);
+        std::vector<GatedDeltaNetParams> sets{base};
+        if (rotate)
+            for (int r = 0; r < 2; ++r) {
+                GatedDeltaNetParams q = base;
+                float* x = dalloc<float>(P.qkv.size()); upload(x, P.qkv); q.qkv = x; extra.push_back(x);
+                float* zz = dalloc<float>(P.z.size()); upload(zz, P.z); q.z = zz; extra.push_back(zz);
+                char* w = dalloc<char>(D.ws_bytes); q.workspace = w; extra.push_back(reinterpret_cast<float*>(w));
+                float* o = dalloc<float>(size_t(P.T) * P.sh.Nv * P.sh.Dv); q.out = o; extra.push_back(o);
+                sets.push_back(q);
+            }
+        const double t_all = time_ms([&](int i) { qs::cuda::launch_gated_delta_net(sets[i % sets.size()], nullptr); });
+        const double t_conv = time_ms([&](int i) { qs::cuda::launch_gdn_conv(sets[i % sets.size()], nullptr); });
+        const double t_rec = time_ms([&](int i) { qs::cuda::launch_gdn_recurrence(sets[i % sets.size()], nullptr); });
+        QS_CUDA_CHECK(cudaDeviceSynchronize());
+        const double conv_bytes = B.conv_win + double(P.T) * P.sh.C() * 4 * 2;
+        const double rec_bytes = B.state + B.ws / 2 + double(P.T) * (2.0 * P.sh.Nv * P.sh.Dv + 2.0 * P.sh.Nv) * 4;
+        std::printf("  %-12s total %9.1f us (%6.0f GB/s of floor bytes, %4.1f%% of copy)  conv %8.1f us (%6.0f GB/s)  "
+                    "recurrence %9.1f us (%6.0f GB/s, %.2f TFLOP/s)\n",
+                    path.name().c_str(), t_all * 1e3, floor_bytes / (t_all * 1e6), 100.0 * floor_bytes / (t_all * 1e6) / kCopyCeilingGBs,
+                    t_conv * 1e3, conv_bytes / (t_conv * 1e6), t_rec * 1e3, rec_bytes / (t_rec * 1e6), flops / (t_rec * 1e9));
+    }
+    for (float* x : extra) QS_CUDA_CHECK(cudaFree(x));
+}
+
+// bf16 state storage against fp32 storage on the same inputs: `seqs` sequences of `n` tokens, from
+// a zero state (sequence start), either as n decode calls (bf16 rounding after every token, the
+// worst case) or as one prefill call (rounding once).
+void bf16_drift(const Shape& sh, int seqs, int n, std::mt19937_64& rng, const Path& path) {
+    // The full n-token problem supplies the inputs; each decode step uses a 1-token slice of it.
+    std::vector<int> lens(seqs, n), slots(seqs);
+    for (int s = 0; s < seqs; ++s) slots[s] = (s * 5 + 3) % seqs;
+    const Problem P = make_problem(sh, lens, slots, seqs, rng, true, /*zero_state=*/true);
+    std::printf("bf16-state drift [%s, %d seqs x %d tokens from a zero state] vs fp32 state (GPU, checked above)\n",
+                sh.name, seqs, n);
+    const size_t OW = size_t(sh.Nv) * sh.Dv;
+    for (int mode = 0; mode < 2; ++mode) {  // 0: n decode steps, 1: one prefill call
+        std::vector<float> outs[2], states[2];
+        for (int bf = 0; bf < 2; ++bf) {
+            if (mode == 1) {
+                DeviceProblem D(P, bf == 1);
+                poison(D.out, size_t(P.T) * OW * 4);
+                qs::cuda::launch_gated_delta_net(D.params(path), nullptr);
+                QS_CUDA_CHECK(cudaDeviceSynchronize());
+                outs[bf] = download(D.out, size_t(P.T) * OW);
+                states[bf] = D.state();
+                continue;
+            }
+            // Decode: a 1-token problem per step sharing the state buffers.
+            Problem step = P;
+            step.lens.assign(seqs, 1);
+            step.T = seqs;
+            DeviceProblem D(step, bf == 1);  // holds state + windows for all steps
+            outs[bf].assign(size_t(P.T) * OW, NAN);
+            const int C = sh.C();
+            for (int t = 0; t < n; ++t) {
+                std::vector<float> qkv(size_t(seqs) * C), z(size_t(seqs) * OW), b(size_t(seqs) * sh.Nv), a(size_t(seqs) * sh.Nv);
+                for (int s = 0; s < seqs; ++s) {
+                    const size_t row = size_t(s) * n + t;
+                    std::copy_n(P.qkv.begin() + row * C, C, qkv.begin() + size_t(s) * C);
+                    std::copy_n(P.z.begin() + row * OW, OW, z.begin() + size_t(s) * OW);
+                    std::copy_n(P.b.begin() + row * sh.Nv, sh.Nv, b.begin() + size_t(s) * sh.Nv);
+                    std::copy_n(P.a.begin() + row * sh.Nv, sh.Nv, a.begin() + size_t(s) * sh.Nv);
+                }
+                upload(D.qkv, qkv); upload(D.z, z); upload(D.b, b); upload(D.a, a);
+                poison(D.out, size_t(seqs) * OW * 4);
+                qs::cuda::launch_gated_delta_net(D.params(path), nullptr);
+                const std::vector<float> o = download(D.out, size_t(seqs) * OW);
+                for (int s = 0; s < seqs; ++s)
+                    std::copy_n(o.begin() + size_t(s) * OW, OW, outs[bf].begin() + (size_t(s) * n + t) * OW);
+            }
+            QS_CUDA_CHECK(cudaDeviceSynchronize());
+            states[bf] = D.state();
+        }
+        std::vector<double> ro(outs[0].begin(), outs[0].end()), rs(states[0].begin(), states[0].end());
+        // Error growth: first and last quarter of the tokens.
+        std::vector<float> oq[2];
+        std::vector<double> rq[2];
+        for (int s = 0; s < seqs; ++s)
+            for (int t = 0; t < n; ++t) {
+                const int qtr = t < n / 4 ? 0 : t >= 3 * n / 4 ? 1 : -1;
+                if (qtr < 0) continue;
+                const size_t o0 = (size_t(s) * n + t) * OW;
+                oq[qtr].insert(oq[qtr].end(), outs[1].begin() + o0, outs[1].begin() + o0 + OW);
+                rq[qtr].insert(rq[qtr].end(), ro.begin() + o0, ro.begin() + o0 + OW);
+            }
+        const char* m = mode == 0 ? "decode steps" : "one prefill call";
+        const Err eq0 = compare(oq[0].data(), rq[0].data(), oq[0].size());
+        const Err eq1 = compare(oq[1].data(), rq[1].data(), oq[1].size());
+        std::printf("  %-16s out first quarter rel %.3e, last quarter rel %.3e\n", m, eq0.rel, eq1.rel);
+        report(std::string(m) + ": out, all tokens (bound 5e-2)", compare(outs[1].data(), ro.data(), ro.size()), 5e-2);
+        report(std::string(m) + ": final state (bound 5e-2)", compare(states[1].data(), rs.data(), rs.size()), 5e-2);
+    }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    // Arguments: [--quick] [seed]. --quick: the small-shape correctness cases only (no real shape,
+    // no timing), as run by the host emulation (bench/kernels/emu/run_emu.sh).
+    bool quick = false;
+    uint64_t seed = uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
+    for (int i = 1; i < argc; ++i) {
+        if (std::strcmp(argv[i], "--quick") == 0)
+            quick = true;
+        else
+            seed = std::strtoull(argv[i], nullptr, 10);
+    }
+    std::printf("gdn_lab seed %llu\n", (unsigned long long)seed);
+    std::mt19937_64 rng(seed);
+    cudaDeviceProp prop;
+    QS_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+    std::printf("device %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
+
+    const double kStateBf16Tol = 2e-3;
+    const std::vector<Path> paths{kSerial, kChunkAll, kAuto, kChunkAllTf32};
+
+    if (quick) {
+        for (const Shape* sh : {&kTiny, &kOdd32, &kOddMix}) {
+            const Problem P = make_problem(*sh, {1, 5, 130, 2, 64, 1}, {5, 0, 3, 7, 1, 6}, 9, rng, false);
+            const Ref R = make_ref(P, false);
+            for (const Path& path : paths) check_case("mixed", P, R, false, path);
+        }
+        const Problem P = make_problem(kTiny, {3, 70, 1, 2}, {4, 1, 0, 2}, 5, rng, true);
+        const Ref R = make_ref(P, true);
+        for (const Path& path : paths) check_case("mixed", P, R, true, path, kStateBf16Tol);
+        // No sequence longer than K-1: no conv row part, the sequence part does every row.
+        const Problem Q = make_problem(kTiny, {1, 3, 2, 1, 1}, {2, 4, 0, 3, 1}, 6, rng, false);
+        check_case("short", Q, make_ref(Q, false), false, kAuto);
+        std::printf("\n%s: %d failure(s) (quick)\n", g_failures ? "FAIL" : "PASS", g_failures);
+        return g_failures ? 1 : 0;
+    }
+
+    // Correctness: mixed batches (decode rows, a short sequence n < K-1, prefill chunks), slots out of order.
+    for (const Shape* sh : {&kTiny, &kOdd32, &kOddMix, &kReal}) {
+        const Problem P = make_problem(*sh, {1, 5, 300, 2, 64, 1}, {5, 0, 3, 7, 1, 6}, 9, rng, false);
+        const Ref R = make_ref(P, false);
+        for (const Path& path : paths) check_case("mixed", P, R, false, path);
+    }
+    for (const Shape* sh : {&kTiny, &kReal}) {
+        const Problem P = make_problem(*sh, {3, 130, 1, 2, 65}, {4, 1, 0, 6, 2}, 7, rng, true);
+        const Ref R = make_ref(P, true);
+        for (const Path& path : paths) check_case("mixed", P, R, true, path, kStateBf16Tol);
+    }
+    {  // No sequence longer than K-1 (decode-like, some with 2-3 tokens): no conv row part.
+        const Problem P = make_problem(kReal, {1, 3, 2, 1, 1}, {2, 4, 0, 3, 1}, 6, rng, false);
+        check_case("short", P, make_ref(P, false), false, kAuto);
+    }
+    // Decode batch of 512 sequences (real shape), slots shuffled.
+    std::vector<int> dec_lens(512, 1), dec_slots(512);
+    for (int i = 0; i < 512; ++i) dec_slots[i] = i;
+    std::shuffle(dec_slots.begin(), dec_slots.end(), rng);
+    {
+        const Problem P = make_problem(kReal, dec_lens, dec_slots, 512, rng, false);
+        check_case("decode512", P, make_ref(P, false), false, kAuto);
+        const Problem Q = make_problem(kReal, dec_lens, dec_slots, 512, rng, true);
+        check_case("decode512", Q, make_ref(Q, true), true, kAuto, kStateBf16Tol);
+    }
+    // Prefill 16 x 1024 (real shape): two sequences checked against the reference.
+    std::vector<int> pre_lens(16, 1024), pre_slots(16);
+    for (int i = 0; i < 16; ++i) pre_slots[i] = (i * 7 + 3) % 16;
+    std::vector<char> pre_check(16, 0);
+    pre_check[0] = pre_check[11] = 1;
+    {
+        const Problem P = make_problem(kReal, pre_lens, pre_slots, 16, rng, false);
+        const Ref R = make_ref(P, false, pre_check);
+        for (const Path& path : {kSerial, kAuto, kAutoTf32}) check_case("prefill16x1024", P, R, false, path);
+    }
+    bf16_drift(kReal, 8, 256, rng, kAuto);
+
+    // Timing.
+    std::printf("\n");
+    {
+        const Problem P = make_problem(kReal, dec_lens, dec_slots, 512, rng, false);
+        time_case("decode512", P, false, {kAuto});
+        const Problem Q = make_problem(kReal, dec_lens, dec_slots, 512, rng, true);
+        time_case("decode512", Q, true, {kAuto});
+    }
+    {
+        const Problem P = make_problem(kReal, pre_lens, pre_slots, 16, rng, false);
+        time_case("prefill16x1024", P, false, {kSerial, kAuto, kAutoTf32});
+        const Problem Q = make_problem(kReal, {4096}, {0}, 1, rng, false);
+        time_case("prefill1x4096", Q, false, {kSerial, kAuto, kAutoTf32});
+    }
+    std::printf("\n%s: %d failure(s)\n", g_failures ? "FAIL" : "PASS", g_failures);
+    return g_failures ? 1 : 0;
+}

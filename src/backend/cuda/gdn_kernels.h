@@ -1,0 +1,68 @@
+// Gated DeltaNet (spec §2.4, §2.7) on the GPU. CPU reference: src/backend/cpu/cpu_gdn.cpp
+// (CpuOps::gated_delta_net). Maths, per sequence, per value head h (key head kh = h / (Nv/Nk)):
+//   conv:  c_t[ch] = silu(Σ_j conv_w[ch, j] · x_{t-(K-1)+j}[ch]), x_{<0} from the slot's conv window
+//   q̂ = q / sqrt(Σq² + 1e-6) / sqrt(Dk),  k̂ = k / sqrt(Σk² + 1e-6)        (fp32)
+//   β = sigmoid(b), g = -exp(A_log) · softplus(a + dt_bias) (threshold 20), decay = exp(g)
+//   S ← decay·S;  δ = β·(v − Sᵀk̂);  S ← S + k̂ δᵀ;  o = Sᵀq̂               (S [Dk, Dv] fp32 math)
+//   out = norm_w · o / sqrt(mean(o²) + eps) · silu(z)
+// Two launches on the stream (see gdn_kernels.cu for the grid mappings):
+//   1. conv1d + SiLU of all rows into the workspace ([T, conv_dim] fp32), advancing each sequence's
+//      conv window (read and written by one thread per (sequence, 4 channels): race-free);
+//   2. the recurrence fused with the gates, the l2norms and the gated RMSNorm. Sequences with fewer
+//      than `chunk_min_tokens` tokens (all decode rows) run the token-serial kernel (state in
+//      registers, read once and written once); longer ones run the chunked kernel (chunk 64, WY/UT
+//      form on tensor cores, tf32x3 split = fp32-level accuracy), also one state read and write.
+// Both kernels are launched with grids that depend only on num_tokens / num_seqs / shapes; each
+// block decides on the device which sequences it serves, so the pair is CUDA-graph safe.
+// Requirements (checked in the launcher): Nv % Nk == 0, Dk and Dv multiples of 4 and <= 128,
+// K in [2, 4], all pointers 16-byte aligned, state slots of one call distinct.
+// Fields added to the brief's interface: chunk_min_tokens, chunk_tf32x3.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+#include "backend/cuda/device_batch.h"
+
+namespace qs::cuda {
+
+struct GatedDeltaNetParams {
+    const float* qkv = nullptr;      // [T, conv_dim] pre-conv projections (q | k | v), conv_dim = 2*Nk*Dk + Nv*Dv
+    const float* z = nullptr;        // [T, Nv*Dv]
+    const float* b = nullptr;        // [T, Nv]
+    const float* a = nullptr;        // [T, Nv]
+    const float* conv_w = nullptr;   // [conv_dim, K]; tap K-1 multiplies the current token
+    const float* A_log = nullptr;    // [Nv]
+    const float* dt_bias = nullptr;  // [Nv]
+    const float* norm_w = nullptr;   // [Dv] plain scale
+    float* conv_state = nullptr;     // [num_slots, K-1, conv_dim] fp32, token-major window, oldest first
+    void* ssm_state = nullptr;       // [num_slots, Nv, Dk, Dv] fp32, or bf16 when ssm_bf16 (math always fp32)
+    bool ssm_bf16 = false;
+    int Nk = 0, Nv = 0, Dk = 0, Dv = 0, K = 0;
+    float eps = 1e-6f;               // gated RMSNorm epsilon
+    DeviceBatch batch;               // sequences laid back to back; seqs[s].state_slot, row_begin, num_tokens
+    void* workspace = nullptr;       // gdn_workspace_bytes(T, conv_dim) bytes
+    float* out = nullptr;            // [T, Nv*Dv]
+    // Added: sequences with at least this many tokens in the call use the chunked kernel, the others
+    // the token-serial one. <= 0 means "never chunked" (every sequence token-serial).
+    // Needs batch.max_seq_tokens filled in (0 = unknown: no chunked launch, every sequence serial).
+    int chunk_min_tokens = 64;
+    // Added: chunked-kernel precision. true: 3xTF32 split products (fp32-level error, ~3x the tensor
+    // work); false: plain TF32 operands (10-bit mantissa, ~1e-3 relative error).
+    bool chunk_tf32x3 = true;
+};
+
+// Bytes of scratch the launcher needs for T rows: the conv output [T, conv_dim] fp32.
+size_t gdn_workspace_bytes(int64_t num_tokens, int64_t conv_dim);
+
+// Both launches below, in order. Never synchronises, never allocates.
+void launch_gated_delta_net(const GatedDeltaNetParams& p, cudaStream_t stream);
+
+// The two stages separately (for the lab's timing breakdown; launch_gated_delta_net = conv, then
+// recurrence). The recurrence reads the conv output from p.workspace.
+void launch_gdn_conv(const GatedDeltaNetParams& p, cudaStream_t stream);
+void launch_gdn_recurrence(const GatedDeltaNetParams& p, cudaStream_t stream);
+
+}  // namespace qs::cuda
