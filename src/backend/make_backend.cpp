@@ -1,8 +1,12 @@
 // Backend selection (see make_backend.h).
 #include "backend/make_backend.h"
 
+#include <fmt/format.h>
+
 #include "backend/cpu/cpu_ops.h"
+#include "model/single_sequence.h"
 #ifdef QS_HAVE_CUDA
+#include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
 #endif
 
@@ -13,6 +17,34 @@ bool cuda_backend_available() {
     return cuda::cuda_device_available();
 #else
     return false;
+#endif
+}
+
+Result<int64_t> device_cache_budget_mb(Ops& ops, const ModelWeights& weights, int64_t max_batched_tokens,
+                                       double utilization) {
+    if (!(utilization > 0.0 && utilization <= 1.0))
+        return invalid_argument(fmt::format("--gpu-memory-utilization must be in (0, 1], got {}", utilization));
+#ifdef QS_HAVE_CUDA
+    auto* cuda_ops = dynamic_cast<cuda::CudaOps*>(&ops);
+    if (!cuda_ops) return invalid_argument("device_cache_budget_mb: not a GPU backend");
+    {
+        Qwen36Model model(weights, ops);
+        SingleSequence warm(model, max_batched_tokens + 1, KvCacheDtype::kBF16);
+        std::vector<int32_t> ids(size_t(max_batched_tokens));
+        for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t((i * 7919) % size_t(weights.config.vocab_size));
+        warm.feed(ids, false);
+    }
+    size_t free_b = 0, total_b = 0;
+    QS_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+    const double budget = double(total_b) * utilization - double(total_b - free_b);
+    if (budget < double(64 << 20))
+        return Status(ErrorKind::kResourceExhausted,
+                      fmt::format("--gpu-memory-utilization {} leaves no room for the cache: weights and activations "
+                                  "use {:.1f} of {:.1f} GiB",
+                                  utilization, double(total_b - free_b) / double(1 << 30), double(total_b) / double(1 << 30)));
+    return int64_t(budget / double(1 << 20));
+#else
+    return invalid_argument("device_cache_budget_mb: this build has no GPU backend");
 #endif
 }
 

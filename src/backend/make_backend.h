@@ -18,6 +18,12 @@ struct BackendOptions {
 // Whether this build has the CUDA backend and a GPU is present.
 bool cuda_backend_available();
 
+// GPU backends: the cache budget in MB that leaves `utilization` of the device's memory in use
+// once the weights are loaded and a warm-up forward of `max_batched_tokens` tokens has sized the
+// activation arena. Errors when nothing is left. Not for the CPU backend (its budget is a flag).
+Result<int64_t> device_cache_budget_mb(Ops& ops, const ModelWeights& weights, int64_t max_batched_tokens,
+                                       double utilization);
+
 // Creates the backend and uploads/prepares `weights` for it (they must outlive it). Errors name
 // the problem: unknown device, a build without CUDA, no GPU.
 Result<std::unique_ptr<Ops>> make_backend(const BackendOptions& options, const ModelWeights& weights);

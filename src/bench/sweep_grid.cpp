@@ -85,9 +85,7 @@ Result<const Knob*> find_knob(const std::string& raw) {
         if (k.name == name) return &k;
     std::string known;
     for (const auto& k : sweep_knobs()) known += (known.empty() ? "" : ", ") + k.name;
-    std::string hint = name == "gpu_memory_utilization"
-                           ? " (the CPU backend sizes its cache with cache_memory_mb)"
-                           : "";
+    std::string hint;
     return invalid_argument(fmt::format(
         "unknown knob '{}': `qwenserve serve` has no such option yet{}. Known knobs: {}", raw, hint,
         known));

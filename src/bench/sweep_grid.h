@@ -5,7 +5,7 @@
 // from what `serve` accepts), named with underscores as in EngineConfig: max_num_seqs,
 // max_num_batched_tokens, kv_cache_dtype, num_speculative_tokens, cache_memory_mb, ...; plus
 // two on/off knobs: prefix_caching (off: --no-prefix-caching) and chunked_prefill (off:
-// --no-chunked-prefill). A name `serve` does not know (gpu_memory_utilization, today) is an
+// --no-chunked-prefill). A name `serve` does not know is an
 // error that lists the known knobs. Values of valued knobs are passed through unchecked: `serve`
 // validates them, and a point whose server refuses its values is recorded as failed.
 // Grid file: a JSON object {"max_num_seqs": [64, 128], "prefix_caching": [true, false]}, or

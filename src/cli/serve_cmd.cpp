@@ -176,6 +176,14 @@ Status serve(const Args& args) {
             if (std::find(weights->config.eos_token_ids.begin(), weights->config.eos_token_ids.end(), id) ==
                 weights->config.eos_token_ids.end())
                 weights->config.eos_token_ids.push_back(id);
+        QS_ASSIGN_OR_RETURN(ops, make_backend_from_args(args, *weights));
+        if (args.get_or("device", "cpu") == "cuda" && !args.has("cache-memory-mb")) {
+            QS_ASSIGN_OR_RETURN(c.engine.cache_memory_mb,
+                                device_cache_budget_mb(*ops, *weights, c.engine.max_num_batched_tokens,
+                                                       c.engine.gpu_memory_utilization));
+            log_info("serve: cache budget {} MB (gpu_memory_utilization {})", c.engine.cache_memory_mb,
+                     c.engine.gpu_memory_utilization);
+        }
         if (!args.has("max-num-seqs")) {
             const int64_t fit = fit_max_num_seqs(weights->config, c.engine, weights->mtp.present);
             if (fit < c.engine.max_num_seqs) {
@@ -186,7 +194,6 @@ Status serve(const Args& args) {
             }
         }
         auto* tp = static_cast<const TokenizerTextPipeline*>(&text);
-        QS_ASSIGN_OR_RETURN(ops, make_backend_from_args(args, *weights));
         QS_ASSIGN_OR_RETURN(std::unique_ptr<Engine> real,
                             Engine::create(*weights, *ops, c.engine, std::make_shared<TokenizerTextDecoder>(tp->tokenizer())));
         log_info("serve: capacity: {}", real->capacity().describe());

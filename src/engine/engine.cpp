@@ -175,6 +175,24 @@ void Engine::abort_request(const std::string& id) {
     }
 }
 
+bool Engine::argmax_suffices(const SchedulerOutput& sched) const {
+    // Only plain greedy decoding without MTP: logprobs, penalties, sampling, forking n > 1 and
+    // draft verification all read the logits rows on the host.
+    if (num_spec_ > 0) return false;
+    bool any = false;
+    for (const ScheduledSeq& ss : sched.scheduled) {
+        const Sequence& s = *ss.seq;
+        if (ss.verify) return false;
+        if (s.num_computed + ss.num_tokens != int64_t(s.tokens.size())) continue;  // no logits row
+        const SamplingParams& p = s.request->request.params;
+        const bool greedy = p.temperature == 0.0 || p.top_k == 1;
+        const bool forks = p.n > 1 && s.index == 0 && !s.request->forked && s.num_output() == 0;
+        if (!greedy || p.logprobs >= 0 || forks || has_penalties(p, *s.sampler)) return false;
+        any = true;
+    }
+    return any;
+}
+
 void Engine::append_token(Sequence& s, int32_t token, const float* logits_row, PendingOutput& out) {
     const SamplingParams& p = s.request->request.params;
     s.tokens.push_back(token);
@@ -300,6 +318,7 @@ void Engine::run_batch(const SchedulerOutput& sched) {
         }
         batch.seqs.push_back(std::move(span));
     }
+    batch.argmax_only = argmax_suffices(sched);
     double t = now_seconds();
     Qwen36Model::Output out = model_.forward(batch, *cache_, /*want_hidden=*/num_spec_ > 0, std::move(forward_buf_));
     profile_.forward_s += now_seconds() - t;
@@ -320,14 +339,16 @@ void Engine::run_batch(const SchedulerOutput& sched) {
             cache_mgr_->after_forward(s);
             const bool has_logits = s.num_computed == int64_t(s.tokens.size());
             if (has_logits) {
-                const float* row = out.logits.data() + int64_t(logits_at++) * V;
+                // argmax_only: no logits came back; nothing below reads `row` (argmax_suffices).
+                const float* row = batch.argmax_only ? nullptr : out.logits.data() + int64_t(logits_at) * V;
+                const size_t logits_index = logits_at++;
                 const SamplingParams& p = s.request->request.params;
                 // n > 1: the other completions share the prompt just computed (fork before the
                 // parent's first token, while its pages and state are still the prompt's).
                 std::vector<Sequence*> forked;
                 if (p.n > 1 && s.index == 0 && !s.request->forked && s.num_output() == 0) forked = fork_siblings(s, row);
                 t = now_seconds();
-                const int32_t token = pick_token(row, V, p, *s.sampler);
+                const int32_t token = batch.argmax_only ? out.argmax[logits_index] : pick_token(row, V, p, *s.sampler);
                 profile_.sample_s += now_seconds() - t;
                 append_token(s, token, row, pending_for(s));
                 // The forked completions were copied before the MTP catch-up below wrote this

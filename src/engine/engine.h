@@ -85,6 +85,8 @@ private:
     void admit(Command&& c);
     void abort_request(const std::string& id);
     void run_batch(const SchedulerOutput& sched);
+    // Whether every logits row of this step only needs its argmax (the batch is all plain greedy).
+    bool argmax_suffices(const SchedulerOutput& sched) const;
     // Appends `token` to the sequence (sampled or accepted), detokenizes, checks stops.
     void append_token(Sequence& s, int32_t token, const float* logits_row, PendingOutput& out);
     void finish(Sequence& s, FinishReason reason, PendingOutput& out, const std::string& stop_reason = "");

@@ -55,7 +55,7 @@ const std::set<std::string>& EngineConfig::valued_options() {
     static const std::set<std::string> s = {"max-num-seqs",  "max-num-batched-tokens", "max-model-len",
                                             "kv-block-size", "kv-cache-dtype",         "max-waiting",
                                             "num-speculative-tokens", "num-state-snapshots", "cache-memory-mb",
-                                            "num-kv-blocks"};
+                                            "num-kv-blocks", "gpu-memory-utilization"};
     return s;
 }
 
@@ -70,6 +70,9 @@ Result<EngineConfig> EngineConfig::from_args(const Args& a) {
     QS_ASSIGN_OR_RETURN(c.num_state_snapshots, a.get_int("num-state-snapshots", c.num_state_snapshots));
     QS_ASSIGN_OR_RETURN(c.cache_memory_mb, a.get_int("cache-memory-mb", c.cache_memory_mb));
     QS_ASSIGN_OR_RETURN(c.num_kv_blocks, a.get_int("num-kv-blocks", c.num_kv_blocks));
+    QS_ASSIGN_OR_RETURN(c.gpu_memory_utilization, a.get_double("gpu-memory-utilization", c.gpu_memory_utilization));
+    if (!(c.gpu_memory_utilization > 0.0 && c.gpu_memory_utilization <= 1.0))
+        return invalid_argument(fmt::format("--gpu-memory-utilization must be in (0, 1], got {}", c.gpu_memory_utilization));
     const std::string dt = a.get_or("kv-cache-dtype", "bf16");
     if (dt == "bf16") c.kv_cache_dtype = KvCacheDtype::kBF16;
     else if (dt == "fp8_e4m3" || dt == "fp8") c.kv_cache_dtype = KvCacheDtype::kFP8E4M3;

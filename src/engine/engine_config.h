@@ -25,6 +25,7 @@ struct EngineConfig {
     int64_t num_speculative_tokens = 0;      // MTP proposals per step, 0..3
     int64_t num_state_snapshots = 0;         // prefix-cache GDN snapshots; 0: max(4, max_num_seqs / 4)
     int64_t cache_memory_mb = 256;           // KV + state budget (CPU backend; GPU derives it)
+    double gpu_memory_utilization = 0.90;    // GPU: share of device memory in use once the cache is made
     int64_t num_kv_blocks = 0;               // 0: derived from cache_memory_mb
 
     Status validate() const;

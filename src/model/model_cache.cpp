@@ -32,9 +32,10 @@ size_t CacheGeometry::kv_bytes_per_block() const {
 }
 
 size_t CacheGeometry::state_bytes_per_slot() const {
-    // conv window in bf16, recurrent state in fp32 (spec §2.7).
+    // conv window and recurrent state in fp32, as both backends store them (the CUDA backend's
+    // optional bf16 recurrent state is not counted here: the plan stays conservative).
     return size_t(num_gdn_layers) *
-           (size_t(conv_window * conv_dim) * 2 + size_t(num_value_heads * key_head_dim * value_head_dim) * 4);
+           (size_t(conv_window * conv_dim) * 4 + size_t(num_value_heads * key_head_dim * value_head_dim) * 4);
 }
 
 ModelCache::ModelCache(const CacheGeometry& g, bool with_storage) : g_(g), storage_(with_storage) {

@@ -155,9 +155,9 @@ TEST_F(SweepCli, PointWhoseServerRefusesItsKnobIsRecordedAsFailed) {
 
 TEST_F(SweepCli, UnknownKnobIsRefusedBeforeAnythingStarts) {
     auto r = qs::test::run_binary(
-        sweep_args(fixture(5, "[[reply:Fine.]]", 16), "--grid gpu_memory_utilization=0.9,0.95"));
+        sweep_args(fixture(5, "[[reply:Fine.]]", 16), "--grid tensor_parallel_size=0.9,0.95"));
     EXPECT_EQ(r.exit_code, 2) << r.output;
-    EXPECT_NE(r.output.find("unknown knob 'gpu_memory_utilization'"), std::string::npos)
+    EXPECT_NE(r.output.find("unknown knob 'tensor_parallel_size'"), std::string::npos)
         << r.output;
     EXPECT_FALSE(fs::exists(path("ledger.jsonl")));
     // A knob the grid sweeps may not also be in the serve arguments.

@@ -23,9 +23,9 @@ TEST(BenchSweepGrid, KnobsAreTheServeOptions) {
         EXPECT_TRUE(find_knob(name).is_ok()) << name;
     EXPECT_EQ(find_knob("max-num-seqs").value()->flag, "max-num-seqs");
     EXPECT_EQ(find_knob("enable_prefix_caching").value()->name, "prefix_caching");
-    auto gpu = find_knob("gpu_memory_utilization");
+    auto gpu = find_knob("tensor_parallel_size");
     ASSERT_FALSE(gpu.is_ok());
-    EXPECT_NE(gpu.status().message().find("unknown knob 'gpu_memory_utilization'"),
+    EXPECT_NE(gpu.status().message().find("unknown knob 'tensor_parallel_size'"),
               std::string::npos);
     EXPECT_NE(gpu.status().message().find("max_num_seqs"), std::string::npos);  // the list
 }
@@ -63,7 +63,7 @@ TEST(BenchSweepGrid, BadSpecsAreErrors) {
     EXPECT_FALSE(add_grid_spec(g, "max_num_seqs=").is_ok());         // empty value
     EXPECT_FALSE(add_grid_spec(g, "max_num_seqs=8,8").is_ok());      // repeated value
     EXPECT_FALSE(add_grid_spec(g, "prefix_caching=maybe").is_ok());  // not on/off
-    EXPECT_FALSE(add_grid_spec(g, "gpu_memory_utilization=0.9").is_ok());
+    EXPECT_FALSE(add_grid_spec(g, "tensor_parallel_size=0.9").is_ok());
     ASSERT_TRUE(add_grid_spec(g, "max_num_seqs=8").is_ok());
     auto twice = add_grid_spec(g, "max-num-seqs=16");
     ASSERT_FALSE(twice.is_ok());
@@ -87,12 +87,12 @@ TEST(BenchSweepGrid, GridFilesJsonAndLines) {
     for (size_t i = 0; i < 4; ++i) EXPECT_EQ(pa[i].label, pb[i].label);
     EXPECT_EQ(pa[3].label, "max_num_seqs=16,prefix_caching=off,kv_cache_dtype=bf16");
 
-    std::ofstream(ln) << "max_num_seqs = 8\ngpu_memory_utilization = 0.9, 0.95\n";
+    std::ofstream(ln) << "max_num_seqs = 8\ntensor_parallel_size = 0.9, 0.95\n";
     Grid c;
     auto bad = read_grid_file(c, ln);
     ASSERT_FALSE(bad.is_ok());
     EXPECT_NE(bad.message().find(":2"), std::string::npos) << bad.message();  // names the line
-    EXPECT_NE(bad.message().find("gpu_memory_utilization"), std::string::npos);
+    EXPECT_NE(bad.message().find("tensor_parallel_size"), std::string::npos);
     Grid d;
     EXPECT_FALSE(read_grid_file(d, tmp("missing")).is_ok());
     std::remove(js.c_str()), std::remove(ln.c_str());
