@@ -1,0 +1,175 @@
+// CPU emulation test of the MoE kernels: compiles the real kernel source
+// (src/backend/cuda/moe_kernels.cu) as host C++ with the emulation shim (moe_emu_shim.h) and runs
+// the five stages, with the launch plan built by the same host code as on the GPU, on the tiny
+// model's shapes; compares y with the float64 reference (moe_ref.h). No GPU needed; slow (one OS
+// thread per CUDA thread), so only small T. Build (from the repository root; ASan catches
+// out-of-bounds accesses of the kernels, whose "device" buffers are host allocations):
+//   g++ -O1 -g -std=c++20 -fsanitize=address -x c++ -Isrc -Ibench/kernels -I/usr/local/cuda/include \
+//       bench/kernels/moe_emu.cpp -o build-gpu/moe_emu -lpthread
+// Run: build-gpu/moe_emu [seed [--quick]]
+#include "moe_emu_shim.h"
+
+#include "backend/cuda/moe_kernels.cu"
+#include "moe_ref.h"
+
+#include <chrono>
+#include <string>
+
+using namespace qs::cuda;
+using namespace moe_ref;
+
+namespace {
+
+template <class Cfg>
+void emu_sort_gemms(const MoePlan& pl) {
+    emu_launch(dim3(1), kSortThreads, 0, [&] { moe_sort_kernel<Cfg::BM>(pl.sort); });
+    const int nthr = GemmShape<Cfg, false>::NTHR;
+    if (pl.fp8) {
+        emu_launch(pl.gemm_up_grid, nthr, GemmShape<Cfg, true>::SMEM, [&] { moe_gemm_kernel<Cfg, true, true>(pl.gate_up); });
+        emu_launch(pl.gemm_down_grid, nthr, GemmShape<Cfg, true>::SMEM, [&] { moe_gemm_kernel<Cfg, true, false>(pl.down); });
+    } else {
+        emu_launch(pl.gemm_up_grid, nthr, GemmShape<Cfg, false>::SMEM, [&] { moe_gemm_kernel<Cfg, false, true>(pl.gate_up); });
+        emu_launch(pl.gemm_down_grid, nthr, GemmShape<Cfg, false>::SMEM, [&] { moe_gemm_kernel<Cfg, false, false>(pl.down); });
+    }
+}
+
+void emu_moe(const MoeParams& p) {
+    const MoePlan pl = make_plan(p);
+    const int rt = kRouteWarps * 32;
+    switch (pl.route_vpl) {
+        case 1: emu_launch(pl.route_grid, rt, 0, [&] { moe_route_kernel<1>(pl.route); }); break;
+        case 2: emu_launch(pl.route_grid, rt, 0, [&] { moe_route_kernel<2>(pl.route); }); break;
+        case 4: emu_launch(pl.route_grid, rt, 0, [&] { moe_route_kernel<4>(pl.route); }); break;
+        case 8: emu_launch(pl.route_grid, rt, 0, [&] { moe_route_kernel<8>(pl.route); }); break;
+        default: emu_launch(pl.route_grid, rt, 0, [&] { moe_route_kernel<16>(pl.route); }); break;
+    }
+    if (pl.cfg == 0) emu_sort_gemms<CfgS16>(pl);
+    else if (pl.cfg == 1) emu_sort_gemms<CfgS32>(pl);
+    else if (pl.cfg == 2) emu_sort_gemms<CfgL128>(pl);
+    else emu_sort_gemms<CfgS16N>(pl);
+    emu_launch(pl.combine_grid, kCombineThreads, 0, [&] { moe_combine_kernel(pl.combine); });
+}
+
+struct HostTable {
+    std::vector<const void*> g, u, d;
+    std::vector<const float*> gs, us, ds;
+    MoeExpertTable table{};
+};
+
+HostTable host_table(const HostExperts& h, bool fp8) {
+    HostTable t;
+    const int n = h.s.E + 1;
+    for (int e = 0; e < n; ++e) {
+        if (fp8) {
+            t.g.push_back(&h.qgate[h.gu_off[e]]);
+            t.u.push_back(&h.qup[h.gu_off[e]]);
+            t.d.push_back(&h.qdown[h.d_off[e]]);
+            t.gs.push_back(&h.sgate[h.gus_off[e]]);
+            t.us.push_back(&h.sup[h.gus_off[e]]);
+            t.ds.push_back(&h.sdown[h.ds_off[e]]);
+        } else {
+            t.g.push_back(&h.gate[h.gu_off[e]]);
+            t.u.push_back(&h.up[h.gu_off[e]]);
+            t.d.push_back(&h.down[h.d_off[e]]);
+        }
+    }
+    t.table.format = fp8 ? DeviceWeightFormat::kFP8Block : DeviceWeightFormat::kBF16;
+    t.table.gate = t.g.data();
+    t.table.up = t.u.data();
+    t.table.down = t.d.data();
+    t.table.gate_scale = fp8 ? t.gs.data() : nullptr;
+    t.table.up_scale = fp8 ? t.us.data() : nullptr;
+    t.table.down_scale = fp8 ? t.ds.data() : nullptr;
+    t.table.E = h.s.E;
+    t.table.H = h.s.H;
+    t.table.I = h.s.I;
+    t.table.I_shared = h.s.Is;
+    return t;
+}
+
+int g_fail = 0;
+
+void run_case(const HostExperts& h, bool fp8, int T, Routing routing, bool norm, int cfg, Rng& rng) {
+    const Shape& s = h.s;
+    const Inputs in = make_inputs(s, T, routing, rng);
+    HostTable tab = host_table(h, fp8);
+    const size_t wsb = ws_layout(T, s.H, s.I, s.Is, s.E, s.k).total;  // = moe_workspace_bytes
+    // 256-aligned workspace, pre-filled with garbage.
+    std::vector<unsigned char> ws_store(wsb + 256, 0xC3);
+    void* ws = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(ws_store.data()) + 255) & ~uintptr_t(255));
+    std::vector<float> x = in.x, y(size_t(T) * s.H, std::nanf(""));
+    MoeParams p{};
+    p.x = x.data();
+    p.router_logits = in.logits.data();
+    p.shared_gate_logit = in.sg.data();
+    p.experts = tab.table;
+    p.T = T;
+    p.top_k = s.k;
+    p.norm_topk_prob = norm;
+    p.workspace = ws;
+    p.y = y.data();
+    p.tile_config = cfg;
+    const auto t0 = std::chrono::steady_clock::now();
+    emu_moe(p);
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    double num = 0, den = 0, worst = 0;
+    size_t bad = 0;
+    std::vector<double> ref;
+    for (int t = 0; t < T; ++t) {
+        moe_ref_token(h, fp8, norm, &in.x[size_t(t) * s.H], &in.logits[size_t(t) * s.E], in.sg[t], ref);
+        double tn = 0, td = 0;
+        for (int c = 0; c < s.H; ++c) {
+            const float v = y[size_t(t) * s.H + c];
+            bad += !std::isfinite(v);
+            const double d = double(v) - ref[c];
+            tn += d * d;
+            td += ref[c] * ref[c];
+        }
+        num += tn;
+        den += td;
+        worst = std::max(worst, std::sqrt(tn / std::max(td, 1e-300)));
+    }
+    const double nerr = std::sqrt(num / std::max(den, 1e-300));
+    const bool pass = bad == 0 && nerr < 1e-2 && worst < 3e-2;
+    std::printf("  %-5s %-4s T=%-4d %-7s norm=%d cfg=%d copy@%s  nerr=%.3e worst_tok=%.3e nonfinite=%zu  %s  (%.1f s)\n",
+                s.name, fp8 ? "fp8" : "bf16", T, routing == Routing::kSkewed ? "skewed" : "gapped", int(norm), cfg,
+                g_emu_copy_at_issue ? "issue" : "wait", nerr, worst, bad, pass ? "PASS" : "FAIL", secs);
+    if (!pass) ++g_fail;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    const uint64_t seed = argc > 1 ? std::strtoull(argv[1], nullptr, 10)
+                                   : uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
+    std::setvbuf(stdout, nullptr, _IOLBF, 0);
+    std::printf("moe_emu seed=%llu\n", (unsigned long long)seed);
+    init_e4m3_lut();
+    Rng rng(seed);
+    const Shape tiny{"tiny", 16, 4, 256, 128, 128};
+    const Shape tiny_is{"tinyS", 16, 4, 256, 128, 256};
+    const HostExperts h = make_host_experts(tiny, seed + 1);
+    const HostExperts hs = make_host_experts(tiny_is, seed + 2);
+    const bool quick = argc > 2 && !std::strcmp(argv[2], "--quick");  // two small cases (mutation tests)
+    if (quick) {
+        run_case(h, false, 7, Routing::kGapped, true, 0, rng);
+        run_case(h, true, 7, Routing::kGapped, true, 0, rng);
+        std::printf("%s (%d failing)\n", g_fail ? "FAIL" : "PASS", g_fail);
+        return g_fail ? 1 : 0;
+    }
+    for (int fp8 = 0; fp8 <= 1; ++fp8) {
+        for (int cfg = 0; cfg <= 3; ++cfg) {
+            g_emu_copy_at_issue = cfg == 1;
+            run_case(h, fp8, 7, Routing::kGapped, true, cfg, rng);
+        }
+        g_emu_copy_at_issue = false;
+        run_case(h, fp8, 1, Routing::kGapped, true, 3, rng);
+        run_case(h, fp8, 5, Routing::kGapped, false, 1, rng);
+        run_case(hs, fp8, 6, Routing::kGapped, true, 2, rng);
+        run_case(hs, fp8, 40, Routing::kSkewed, true, 0, rng);
+        run_case(hs, fp8, 9, Routing::kSkewed, true, 3, rng);
+        run_case(h, fp8, 40, Routing::kSkewed, true, 2, rng);
+    }
+    std::printf("%s (%d failing)\n", g_fail ? "FAIL" : "PASS", g_fail);
+    return g_fail ? 1 : 0;
+}

@@ -1,0 +1,462 @@
+// MoE lab: correctness of launch_moe (src/backend/cuda/moe_kernels.cu) against a float64 CPU
+// reference of CpuOps::moe (src/backend/cpu/cpu_moe.cpp), then timings at decode and prefill shapes.
+// Build (from the repository root):
+//   nvcc -O3 -std=c++20 -gencode=arch=compute_90a,code=sm_90a -Isrc bench/kernels/moe_lab.cu \
+//        src/backend/cuda/moe_kernels.cu -o build-gpu/moe_lab
+// Run: build-gpu/moe_lab [seed] [--no-timing] [--quick] [--tiny-only]
+//
+// Correctness: tiny (E=16, k=4, H=256, I=128) and real (E=256, k=8, H=2048, I=512) shapes, T = 1, 7,
+// 512 (+4096 real), bf16 and fp8 weights, every tile configuration; fresh random inputs, y
+// poisoned with NaN before each run. fp8 weights are random bf16 weights quantised with
+// per-128×128-block amax/448 scales; the reference uses the dequantised values. The reference
+// does the routing exactly as the CPU code (float) and the expert maths in double from the fp32
+// x, so the GPU's error is its bf16 rounding of x and of h = silu(g)·u (each ~2^-9 relative per
+// element, random signs): expected normalised error ~2-4e-3; PASS below 1e-2 overall and 3e-2 for
+// the worst token. Router logits are drawn with gaps between ranks (so fp32 rounding differences
+// cannot flip a choice), plus exact ties on some tokens (ties go to the lower index).
+// Also checked: bitwise determinism (two runs), CUDA-graph capture + replay equal to a direct run.
+// Timing: real shapes, T = 1, 64, 512 (decode) and 4096, 16384 (prefill), N(0,1) router logits
+// (uniform expert load), three weight copies and four input sets rotated so L2 holds nothing
+// useful between runs; median of 25; weight bytes actually touched / time and TFLOP/s.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <numeric>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+#include <cuda_runtime.h>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/moe_kernels.h"
+#include "moe_ref.h"
+
+using namespace qs::cuda;
+using namespace moe_ref;
+
+namespace {
+
+constexpr double kCopyTBs = 4.25;       // measured device-to-device copy ceiling (TB/s)
+constexpr double kBf16GemmTflops = 772;  // measured bf16 GEMM ceiling (TFLOP/s)
+
+// ------------------------------------------------------------------------------------------
+// Host helpers
+// ------------------------------------------------------------------------------------------
+
+// ------------------------------------------------------------------------------------------
+// Model weights (host) and their device copies
+// ------------------------------------------------------------------------------------------
+
+struct DevLayer {
+    std::vector<void*> allocs;
+    MoeExpertTable table{};
+    size_t bytes_per_routed = 0, bytes_shared = 0;  // weight (+scale) bytes of one expert
+};
+
+template <class T>
+T* upload(const std::vector<T>& v, std::vector<void*>& allocs) {
+    void* p = nullptr;
+    QS_CUDA_CHECK(cudaMalloc(&p, v.size() * sizeof(T)));
+    QS_CUDA_CHECK(cudaMemcpy(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
+    allocs.push_back(p);
+    return static_cast<T*>(p);
+}
+
+DevLayer make_layer(const HostExperts& h, bool fp8) {
+    DevLayer L;
+    const Shape& s = h.s;
+    const int n = s.E + 1;
+    std::vector<const void*> pg(n), pu(n), pd(n);
+    std::vector<const float*> sg(n, nullptr), su(n, nullptr), sd(n, nullptr);
+    if (fp8) {
+        const uint8_t* g = upload(h.qgate, L.allocs);
+        const uint8_t* u = upload(h.qup, L.allocs);
+        const uint8_t* d = upload(h.qdown, L.allocs);
+        const float* gs = upload(h.sgate, L.allocs);
+        const float* us = upload(h.sup, L.allocs);
+        const float* ds = upload(h.sdown, L.allocs);
+        for (int e = 0; e < n; ++e) {
+            pg[e] = g + h.gu_off[e];
+            pu[e] = u + h.gu_off[e];
+            pd[e] = d + h.d_off[e];
+            sg[e] = gs + h.gus_off[e];
+            su[e] = us + h.gus_off[e];
+            sd[e] = ds + h.ds_off[e];
+        }
+    } else {
+        const uint16_t* g = upload(h.gate, L.allocs);
+        const uint16_t* u = upload(h.up, L.allocs);
+        const uint16_t* d = upload(h.down, L.allocs);
+        for (int e = 0; e < n; ++e) {
+            pg[e] = g + h.gu_off[e];
+            pu[e] = u + h.gu_off[e];
+            pd[e] = d + h.d_off[e];
+        }
+    }
+    L.table.format = fp8 ? DeviceWeightFormat::kFP8Block : DeviceWeightFormat::kBF16;
+    L.table.gate = upload(pg, L.allocs);
+    L.table.up = upload(pu, L.allocs);
+    L.table.down = upload(pd, L.allocs);
+    L.table.gate_scale = fp8 ? upload(sg, L.allocs) : nullptr;
+    L.table.up_scale = fp8 ? upload(su, L.allocs) : nullptr;
+    L.table.down_scale = fp8 ? upload(sd, L.allocs) : nullptr;
+    L.table.E = s.E;
+    L.table.H = s.H;
+    L.table.I = s.I;
+    L.table.I_shared = s.Is;
+    auto expert_bytes = [&](int Ie) {
+        const size_t w = size_t(3) * Ie * s.H * (fp8 ? 1 : 2);
+        const size_t sc = fp8 ? size_t(3) * ((Ie + 127) / 128) * ((s.H + 127) / 128) * 4 : 0;
+        return w + sc;
+    };
+    L.bytes_per_routed = expert_bytes(s.I);
+    L.bytes_shared = expert_bytes(s.Is);
+    return L;
+}
+
+void free_layer(DevLayer& L) {
+    for (void* p : L.allocs) QS_CUDA_CHECK(cudaFree(p));
+    L.allocs.clear();
+}
+
+struct DevInputs {
+    float *x = nullptr, *logits = nullptr, *sg = nullptr;
+    int T = 0;
+};
+DevInputs upload_inputs(const Inputs& in) {
+    DevInputs d;
+    d.T = in.T;
+    QS_CUDA_CHECK(cudaMalloc(&d.x, in.x.size() * 4));
+    QS_CUDA_CHECK(cudaMalloc(&d.logits, in.logits.size() * 4));
+    QS_CUDA_CHECK(cudaMalloc(&d.sg, in.sg.size() * 4));
+    QS_CUDA_CHECK(cudaMemcpy(d.x, in.x.data(), in.x.size() * 4, cudaMemcpyHostToDevice));
+    QS_CUDA_CHECK(cudaMemcpy(d.logits, in.logits.data(), in.logits.size() * 4, cudaMemcpyHostToDevice));
+    QS_CUDA_CHECK(cudaMemcpy(d.sg, in.sg.data(), in.sg.size() * 4, cudaMemcpyHostToDevice));
+    return d;
+}
+void free_inputs(DevInputs& d) {
+    QS_CUDA_CHECK(cudaFree(d.x));
+    QS_CUDA_CHECK(cudaFree(d.logits));
+    QS_CUDA_CHECK(cudaFree(d.sg));
+}
+
+MoeParams params_for(const DevLayer& L, const DevInputs& in, const Shape& s, bool norm, void* ws, float* y, int cfg) {
+    MoeParams p{};
+    p.x = in.x;
+    p.router_logits = in.logits;
+    p.shared_gate_logit = in.sg;
+    p.experts = L.table;
+    p.T = in.T;
+    p.top_k = s.k;
+    p.norm_topk_prob = norm;
+    p.workspace = ws;
+    p.y = y;
+    p.tile_config = cfg;
+    return p;
+}
+
+struct Buffers {
+    void* ws = nullptr;
+    size_t ws_bytes = 0;
+    float* y = nullptr;
+    size_t y_elems = 0;
+    void ensure(size_t wsb, size_t ye) {
+        if (wsb > ws_bytes) {
+            if (ws) QS_CUDA_CHECK(cudaFree(ws));
+            QS_CUDA_CHECK(cudaMalloc(&ws, wsb));
+            ws_bytes = wsb;
+        }
+        if (ye > y_elems) {
+            if (y) QS_CUDA_CHECK(cudaFree(y));
+            QS_CUDA_CHECK(cudaMalloc(&y, ye * 4));
+            y_elems = ye;
+        }
+    }
+};
+
+void poison(float* y, size_t n, cudaStream_t st) {
+    QS_CUDA_CHECK(cudaMemsetAsync(y, 0xff, n * 4, st));  // 0xffffffff is a NaN
+}
+
+int g_failures = 0;
+
+// ------------------------------------------------------------------------------------------
+// Correctness case
+// ------------------------------------------------------------------------------------------
+
+void check_case(const HostExperts& h, const DevLayer& L, bool fp8, int T, Routing routing, bool norm, Rng& rng,
+                Buffers& buf, cudaStream_t st, bool extra_checks) {
+    const Shape& s = h.s;
+    const Inputs in = make_inputs(s, T, routing, rng);
+    DevInputs din = upload_inputs(in);
+    buf.ensure(moe_workspace_bytes(T, s.H, s.I, s.Is, s.E, s.k), size_t(T) * s.H);
+
+    // Reference on a sample of tokens (all when T <= 128).
+    std::vector<int> toks;
+    if (T <= 128) {
+        for (int t = 0; t < T; ++t) toks.push_back(t);
+    } else {
+        toks = {0, T - 1};
+        while (int(toks.size()) < 96) toks.push_back(int(rng.next() % uint64_t(T)));
+    }
+    std::vector<std::vector<double>> ref(toks.size());
+    parallel_for(int64_t(toks.size()), [&](int64_t i) {
+        const int t = toks[i];
+        moe_ref_token(h, fp8, norm, &in.x[size_t(t) * s.H], &in.logits[size_t(t) * s.E], in.sg[t], ref[i]);
+    });
+
+    const char* rname = routing == Routing::kSkewed ? "skewed" : "gapped+ties";
+    std::vector<float> y(size_t(T) * s.H), y_first;
+    for (int cfg = -1; cfg <= 3; ++cfg) {
+        poison(buf.y, size_t(T) * s.H, st);
+        const MoeParams p = params_for(L, din, s, norm, buf.ws, buf.y, cfg);
+        launch_moe(p, st);
+        QS_CUDA_CHECK(cudaStreamSynchronize(st));
+        QS_CUDA_CHECK(cudaMemcpy(y.data(), buf.y, y.size() * 4, cudaMemcpyDeviceToHost));
+        size_t bad = 0;
+        for (float v : y) bad += !std::isfinite(v);
+        double num = 0.0, den = 0.0, max_abs = 0.0, worst_tok = 0.0;
+        for (size_t i = 0; i < toks.size(); ++i) {
+            double tn = 0.0, td = 0.0;
+            for (int c = 0; c < s.H; ++c) {
+                const double d = double(y[size_t(toks[i]) * s.H + c]) - ref[i][c];
+                tn += d * d;
+                td += ref[i][c] * ref[i][c];
+                max_abs = std::max(max_abs, std::fabs(d));
+            }
+            num += tn;
+            den += td;
+            worst_tok = std::max(worst_tok, std::sqrt(tn / std::max(td, 1e-300)));
+        }
+        const double nerr = std::sqrt(num / std::max(den, 1e-300));
+        const bool pass = bad == 0 && nerr < 1e-2 && worst_tok < 3e-2 && std::isfinite(nerr);
+        std::string note;
+        if (cfg == -1) {
+            y_first = y;
+        } else {
+            note = std::memcmp(y.data(), y_first.data(), y.size() * 4) == 0 ? " (bitwise = auto)" : " (differs from auto)";
+        }
+        std::printf("  %-5s %-4s T=%-5d %-11s norm=%d cfg=%2d  nerr=%.3e  max_abs=%.3e  worst_tok=%.3e  nonfinite=%zu "
+                    "[%zu tokens checked]  %s%s\n",
+                    s.name, fp8 ? "fp8" : "bf16", T, rname, int(norm), cfg, nerr, max_abs, worst_tok, bad,
+                    toks.size(), pass ? "PASS" : "FAIL", note.c_str());
+        if (!pass) ++g_failures;
+    }
+
+    if (extra_checks) {
+        // Determinism: a second direct run must be bitwise identical.
+        const MoeParams p = params_for(L, din, s, norm, buf.ws, buf.y, -1);
+        std::vector<float> y1(y.size()), y2(y.size()), y3(y.size());
+        poison(buf.y, y.size(), st);
+        launch_moe(p, st);
+        QS_CUDA_CHECK(cudaStreamSynchronize(st));
+        QS_CUDA_CHECK(cudaMemcpy(y1.data(), buf.y, y.size() * 4, cudaMemcpyDeviceToHost));
+        poison(buf.y, y.size(), st);
+        launch_moe(p, st);
+        QS_CUDA_CHECK(cudaStreamSynchronize(st));
+        QS_CUDA_CHECK(cudaMemcpy(y2.data(), buf.y, y.size() * 4, cudaMemcpyDeviceToHost));
+        const bool det = std::memcmp(y1.data(), y2.data(), y.size() * 4) == 0;
+        // Graph capture and replay (twice) must equal the direct run.
+        cudaGraph_t graph;
+        cudaGraphExec_t exec;
+        QS_CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+        launch_moe(p, st);
+        QS_CUDA_CHECK(cudaStreamEndCapture(st, &graph));
+        QS_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+        poison(buf.y, y.size(), st);
+        QS_CUDA_CHECK(cudaGraphLaunch(exec, st));
+        QS_CUDA_CHECK(cudaGraphLaunch(exec, st));
+        QS_CUDA_CHECK(cudaStreamSynchronize(st));
+        QS_CUDA_CHECK(cudaMemcpy(y3.data(), buf.y, y.size() * 4, cudaMemcpyDeviceToHost));
+        const bool gr = std::memcmp(y1.data(), y3.data(), y.size() * 4) == 0;
+        QS_CUDA_CHECK(cudaGraphExecDestroy(exec));
+        QS_CUDA_CHECK(cudaGraphDestroy(graph));
+        std::printf("  %-5s %-4s T=%-5d determinism (two runs bitwise equal): %s; graph replay == direct: %s\n", s.name,
+                    fp8 ? "fp8" : "bf16", T, det ? "PASS" : "FAIL", gr ? "PASS" : "FAIL");
+        if (!det || !gr) ++g_failures;
+    }
+    free_inputs(din);
+}
+
+// ------------------------------------------------------------------------------------------
+// Timing
+// ------------------------------------------------------------------------------------------
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+int touched_experts(const Inputs& in, const Shape& s) {
+    std::vector<char> hit(s.E, 0);
+    std::vector<int> idx(s.E);
+    for (int t = 0; t < in.T; ++t) {
+        const float* l = &in.logits[size_t(t) * s.E];
+        std::iota(idx.begin(), idx.end(), 0);
+        std::partial_sort(idx.begin(), idx.begin() + s.k, idx.end(),
+                          [&](int i, int j) { return l[i] > l[j] || (l[i] == l[j] && i < j); });
+        for (int j = 0; j < s.k; ++j) hit[idx[j]] = 1;
+    }
+    return int(std::count(hit.begin(), hit.end(), 1));
+}
+
+double measure_copy_tbs(cudaStream_t st) {
+    const size_t n = size_t(1) << 31;  // 2 GiB
+    void *a, *b;
+    QS_CUDA_CHECK(cudaMalloc(&a, n));
+    QS_CUDA_CHECK(cudaMalloc(&b, n));
+    QS_CUDA_CHECK(cudaMemsetAsync(a, 1, n, st));
+    cudaEvent_t e0, e1;
+    QS_CUDA_CHECK(cudaEventCreate(&e0));
+    QS_CUDA_CHECK(cudaEventCreate(&e1));
+    std::vector<double> ts;
+    for (int i = 0; i < 12; ++i) {
+        QS_CUDA_CHECK(cudaEventRecord(e0, st));
+        QS_CUDA_CHECK(cudaMemcpyAsync(b, a, n, cudaMemcpyDeviceToDevice, st));
+        QS_CUDA_CHECK(cudaEventRecord(e1, st));
+        QS_CUDA_CHECK(cudaEventSynchronize(e1));
+        float ms;
+        QS_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+        if (i >= 2) ts.push_back(ms);
+    }
+    QS_CUDA_CHECK(cudaFree(a));
+    QS_CUDA_CHECK(cudaFree(b));
+    return 2.0 * n / (median(ts) * 1e-3) / 1e12;
+}
+
+void time_shapes(const HostExperts& h, Rng& rng, Buffers& buf, cudaStream_t st, bool quick) {
+    const Shape& s = h.s;
+    constexpr int kLayers = 3, kSets = 4, kReps = 25;
+    std::printf("\n== timing: %s shapes (E=%d k=%d H=%d I=%d I_shared=%d); ceilings %.2f TB/s copy, %.0f TFLOP/s bf16\n",
+                s.name, s.E, s.k, s.H, s.I, s.Is, kCopyTBs, kBf16GemmTflops);
+    std::printf("   fmt  T      cfg  experts  weightMB   time_us   wGB/s  %%copy   TFLOP/s  | route  sort  gate_up  down  "
+                "combine (us, auto cfg)\n");
+    cudaEvent_t ev[6];
+    for (auto& e : ev) QS_CUDA_CHECK(cudaEventCreate(&e));
+    const std::vector<int> Ts = quick ? std::vector<int>{1, 512, 4096} : std::vector<int>{1, 64, 512, 4096, 16384};
+    for (int fp8 = 0; fp8 <= 1; ++fp8) {
+        std::vector<DevLayer> layers;
+        for (int l = 0; l < kLayers; ++l) layers.push_back(make_layer(h, fp8 != 0));
+        for (int T : Ts) {
+            std::vector<Inputs> hin;
+            std::vector<DevInputs> din;
+            double touched = 0.0;
+            for (int i = 0; i < kSets; ++i) {
+                hin.push_back(make_inputs(s, T, Routing::kNormal, rng));
+                din.push_back(upload_inputs(hin.back()));
+                touched += touched_experts(hin.back(), s);
+            }
+            touched /= kSets;
+            buf.ensure(moe_workspace_bytes(T, s.H, s.I, s.Is, s.E, s.k), size_t(T) * s.H);
+            const double wbytes = touched * layers[0].bytes_per_routed + layers[0].bytes_shared;
+            const double flops = 2.0 * 3.0 * s.H * (double(T) * s.k * s.I + double(T) * s.Is);
+            for (int cfg = -1; cfg <= 3; ++cfg) {
+                auto run = [&](int i, cudaEvent_t* evs) {
+                    const MoeParams p = params_for(layers[i % kLayers], din[i % kSets], s, true, buf.ws, buf.y, cfg);
+                    if (evs) launch_moe_profiled(p, st, evs);
+                    else launch_moe(p, st);
+                };
+                for (int i = 0; i < 3; ++i) run(i, nullptr);
+                std::vector<double> tot, stage[5];
+                for (int i = 0; i < kReps; ++i) {
+                    run(i, ev);
+                    QS_CUDA_CHECK(cudaEventSynchronize(ev[5]));
+                    float ms;
+                    QS_CUDA_CHECK(cudaEventElapsedTime(&ms, ev[0], ev[5]));
+                    tot.push_back(ms * 1e3);
+                    for (int k = 0; k < 5; ++k) {
+                        QS_CUDA_CHECK(cudaEventElapsedTime(&ms, ev[k], ev[k + 1]));
+                        stage[k].push_back(ms * 1e3);
+                    }
+                }
+                const double us = median(tot);
+                const double gbs = wbytes / (us * 1e-6) / 1e9;
+                std::printf("   %-4s %-6d %3d  %7.1f  %8.1f  %8.1f  %6.0f  %4.0f%%  %7.1f", fp8 ? "fp8" : "bf16", T, cfg,
+                            touched, wbytes / 1e6, us, gbs, 100.0 * gbs / (kCopyTBs * 1e3), flops / (us * 1e-6) / 1e12);
+                std::printf("  | %5.1f %5.1f %8.1f %6.1f %7.1f\n", median(stage[0]), median(stage[1]), median(stage[2]),
+                            median(stage[3]), median(stage[4]));
+                if (cfg == -1) {
+                    const double gu_bytes = wbytes * 2.0 / 3.0;
+                    const double gu_us = median(stage[2]);
+                    std::printf("        gate_up alone: %.1f us = %.0f GB/s of gate+up weights (%.0f%% of copy)%s\n", gu_us,
+                                gu_bytes / (gu_us * 1e-6) / 1e9, 100.0 * gu_bytes / (gu_us * 1e-6) / 1e9 / (kCopyTBs * 1e3),
+                                T == 512 && !fp8 ? "   [torch grouped bf16 gate_up, 256 experts x 16 tokens: 327 us]" : "");
+                }
+            }
+            for (auto& d : din) free_inputs(d);
+        }
+        for (auto& L : layers) free_layer(L);
+    }
+    for (auto& e : ev) QS_CUDA_CHECK(cudaEventDestroy(e));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    uint64_t seed = uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
+    bool timing = true, quick = false, tiny_only = false;
+    for (int i = 1; i < argc; ++i) {
+        if (!std::strcmp(argv[i], "--no-timing")) timing = false;
+        else if (!std::strcmp(argv[i], "--quick")) quick = true;
+        else if (!std::strcmp(argv[i], "--tiny-only")) tiny_only = timing = false, tiny_only = true;
+        else seed = std::strtoull(argv[i], nullptr, 10);
+    }
+    std::printf("moe_lab seed=%llu\n", (unsigned long long)seed);
+    init_e4m3_lut();
+    cudaDeviceProp prop;
+    QS_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+    std::printf("device: %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
+    cudaStream_t st;
+    QS_CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    Rng rng(seed);
+    Buffers buf;
+
+    const Shape tiny{"tiny", 16, 4, 256, 128, 128};
+    const Shape tiny_is{"tinyS", 16, 4, 256, 128, 256};  // I_shared != I
+    const Shape real{"real", 256, 8, 2048, 512, 512};
+
+    auto t0 = std::chrono::steady_clock::now();
+    std::printf("\n== correctness\n");
+    for (const Shape* sp : {&tiny, &tiny_is}) {
+        const HostExperts h = make_host_experts(*sp, seed + 1);
+        for (int fp8 = 0; fp8 <= 1; ++fp8) {
+            DevLayer L = make_layer(h, fp8 != 0);
+            for (int T : {1, 7, 512}) check_case(h, L, fp8 != 0, T, Routing::kGapped, true, rng, buf, st, false);
+            check_case(h, L, fp8 != 0, 7, Routing::kGapped, false, rng, buf, st, false);
+            free_layer(L);
+        }
+    }
+    if (tiny_only) {
+        std::printf("\n%s (%d failing checks)\n", g_failures ? "FAIL" : "PASS", g_failures);
+        return g_failures ? 1 : 0;
+    }
+    const HostExperts hreal = make_host_experts(real, seed + 2);
+    std::printf("  (real weights generated in %.1f s)\n",
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    for (int fp8 = 0; fp8 <= 1; ++fp8) {
+        DevLayer L = make_layer(hreal, fp8 != 0);
+        for (int T : {1, 7, 512, 4096})
+            check_case(hreal, L, fp8 != 0, T, Routing::kGapped, true, rng, buf, st, T == 512);
+        check_case(hreal, L, fp8 != 0, 512, Routing::kSkewed, true, rng, buf, st, false);
+        free_layer(L);
+    }
+    std::printf("  correctness done in %.1f s: %s\n",
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+                g_failures ? "FAILURES" : "all PASS");
+
+    if (timing) {
+        std::printf("\nmeasured device-to-device copy: %.2f TB/s (read + write)\n", measure_copy_tbs(st));
+        time_shapes(hreal, rng, buf, st, quick);
+    }
+    std::printf("\n%s (%d failing checks)\n", g_failures ? "FAIL" : "PASS", g_failures);
+    return g_failures ? 1 : 0;
+}

@@ -1,0 +1,62 @@
+// Sparse MoE block on the GPU (spec §2.5; CPU reference: CpuOps::moe in
+// src/backend/cpu/cpu_moe.cpp). CudaOps computes router_logits = x · routerᵀ and
+// shared_gate_logit = x · shared_expert_gateᵀ (fp32, cuBLAS) and calls launch_moe for the rest:
+//
+//   p_t = softmax(router_logits_t) (fp32, over E);  top-k of p_t by value, ties to the lower index;
+//   w_tj = p_t[e_tj] / Σ_j p_t[e_tj] if norm_topk_prob else p_t[e_tj];
+//   expert_e(x) = down_e( silu(gate_e · x) ⊙ (up_e · x) );
+//   y_t = Σ_{j<k} w_tj · expert_{e_tj}(x_t)  (summed in top-k order)  +  σ(shared_gate_logit_t) · shared(x_t).
+//
+// Pipeline (five launches, no host synchronisation, CUDA-graph capturable; see moe_kernels.cu):
+// route+top-k (+ x to bf16) → one-block sort of the (token, j) pairs by expert + tile list →
+// grouped GEMM gate_up with SiLU·mul → grouped GEMM down into per-(token, j) rows → combine.
+// The shared expert is handled as expert number E with all T tokens routed to it.
+// Included from g++-compiled code: no device-only syntax here.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+#include "backend/cuda/device_batch.h"
+
+namespace qs::cuda {
+
+struct MoeExpertTable {            // device arrays built once at weight upload
+    DeviceWeightFormat format;      // kBF16 or kFP8Block (layouts in device_batch.h)
+    const void* const* gate;        // [E + 1] device pointers to [I_e, H] weights; entry E = shared expert
+    const void* const* up;          // [E + 1] [I_e, H]
+    const void* const* down;        // [E + 1] [H, I_e]
+    const float* const* gate_scale; // [E + 1] fp8 scale_inv [ceil(I_e/128), ceil(H/128)] (null for bf16)
+    const float* const* up_scale;   // [E + 1] same shape as gate_scale
+    const float* const* down_scale; // [E + 1] [ceil(H/128), ceil(I_e/128)]
+    int E, H, I, I_shared;          // routed experts have I_e = I (moe_intermediate_size), the shared I_shared
+};
+
+struct MoeParams {
+    const float* x;                  // [T, H]
+    const float* router_logits;      // [T, E]
+    const float* shared_gate_logit;  // [T]
+    MoeExpertTable experts;
+    int T, top_k;
+    bool norm_topk_prob;
+    void* workspace;                 // moe_workspace_bytes(T, H, I, I_shared, E, top_k) bytes, 256-aligned
+    float* y;                        // [T, H]
+    // Added field (tuning/tests only): GEMM tile configuration; -1 = chosen from T·top_k/E.
+    // 0: 16 rows × 128 weight rows per tile (decode), 1: 32 × 128 (decode, ~16 rows per expert),
+    // 2: 128 × 128 (prefill), 3: 16 × 64 (a few tokens: twice the blocks of 0).
+    int tile_config = -1;
+};
+
+// Scratch bytes launch_moe needs for these sizes (independent of the routing).
+size_t moe_workspace_bytes(int64_t T, int64_t H, int64_t I, int64_t I_shared, int64_t E, int64_t top_k);
+
+// Enqueues the whole MoE block on `stream`. No synchronisation, no allocation.
+void launch_moe(const MoeParams& p, cudaStream_t stream);
+
+// Same as launch_moe, recording events[0..5] before the first and after each of the five stages
+// (route, sort, gate_up, down, combine) for the lab's per-stage timings. Not for graph capture.
+void launch_moe_profiled(const MoeParams& p, cudaStream_t stream, cudaEvent_t events[6]);
+
+}  // namespace qs::cuda
