@@ -312,7 +312,10 @@ inline bool compare(const Case& c, const char* label, const char* how, const std
                     ++flips;
                     const float ulp = c.dt == DeviceKvDtype::kBF16 ? std::ldexp(std::fabs(rv), -7)
                                                                    : std::ldexp(std::fabs(rv), -3) + std::ldexp(1.0f, -9);
-                    if (std::fabs(gv - rv) > ulp * 1.001f) ++bad;
+                    // Near zero, RoPE's x1·c − x2·s cancels and fp32 rounding differences between
+                    // the CPU and GPU sin/cos are no longer small relative to the value (seen on
+                    // the H200: one such entry in 307,200): allow 1e-5 absolute there.
+                    if (std::fabs(gv - rv) > std::max(ulp * 1.001f, 1e-5f)) ++bad;
                 }
             }
         }
