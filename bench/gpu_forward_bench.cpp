@@ -27,7 +27,7 @@ namespace {
 double gib(size_t b) { return double(b) / double(size_t(1) << 30); }
 
 std::vector<int32_t> random_ids(std::mt19937& rng, int64_t n, int64_t vocab) {
-    std::vector<int32_t> v(size_t(n));
+    std::vector<int32_t> v(static_cast<size_t>(n));
     for (auto& t : v) t = int32_t(rng() % uint32_t(std::min<int64_t>(vocab, 150000)));
     return v;
 }

@@ -20,5 +20,10 @@ for t in "${targets[@]}"; do
     [ -f "$f" ] && cp "$f" gpu-bundle/ && strip gpu-bundle/"$t" 2>/dev/null || true
   done
 done
+cp /usr/lib/x86_64-linux-gnu/libgomp.so.1 gpu-bundle/  # the GPU machine may lack it
 ls -la gpu-bundle
 du -sh gpu-bundle
+# The device tool carries at most 64 MiB with the tree: ship the bundle compressed (~2 MB).
+mkdir -p .carry
+tar -C gpu-bundle -cJf .carry/gpu-bundle.tar.xz .
+ls -la .carry/gpu-bundle.tar.xz

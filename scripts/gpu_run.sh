@@ -12,19 +12,25 @@ OUT="${OUT:-gpu-logs}"
 mkdir -p "$OUT"
 export QS_SOURCE_DIR="$PWD"
 B=gpu-bundle
+# Unpack the carried bundle (scripts/build_gpu_bundle.sh) when only the archive travelled.
+if [ -f .carry/gpu-bundle.tar.xz ] && [ ! -x "$B/qs_gpu_tests" ]; then mkdir -p "$B" && tar -C "$B" -xJf .carry/gpu-bundle.tar.xz; fi
+# The bundle carries libgomp in case the machine lacks it; cuBLASLt comes from the CUDA toolkit.
+export LD_LIBRARY_PATH="$PWD/$B:/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}"
+STAGE_TIMEOUT="${STAGE_TIMEOUT:-300}"
 nvidia-smi --query-gpu=name,memory.total,memory.used,clocks.sm,clocks.max.sm --format=csv > "$OUT/gpu.txt" 2>&1
 summary="$OUT/summary.txt"
 : > "$summary"
 run() {  # name, command...
     local name="$1"; shift
     local t0=$(date +%s.%N)
-    "$@" > "$OUT/$name.log" 2>&1
+    timeout "$STAGE_TIMEOUT" stdbuf -oL -eL "$@" > "$OUT/$name.log" 2>&1
     local rc=$?
     printf '%-28s rc=%-3s %6.1f s\n' "$name" "$rc" "$(echo "$(date +%s.%N) - $t0" | bc)" | tee -a "$summary"
 }
 for stage in "$@"; do
     case "$stage" in
         labs) for lab in "$B"/*_lab; do [ -x "$lab" ] && run "$(basename "$lab")" "$lab"; done ;;
+        *_lab) run "$stage" "$B/$stage" ;;
         tests) run gpu_tests "$B/qs_gpu_tests" --gtest_color=no ;;
         bf16) run bench_bf16 "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b --load-format dummy --no-mtp ;;
         fp8) run bench_fp8 "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b --load-format dummy --no-mtp \

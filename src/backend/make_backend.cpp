@@ -30,7 +30,7 @@ Result<int64_t> device_cache_budget_mb(Ops& ops, const ModelWeights& weights, in
     {
         Qwen36Model model(weights, ops);
         SingleSequence warm(model, max_batched_tokens + 1, KvCacheDtype::kBF16);
-        std::vector<int32_t> ids(size_t(max_batched_tokens));
+        std::vector<int32_t> ids(static_cast<size_t>(max_batched_tokens));
         for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t((i * 7919) % size_t(weights.config.vocab_size));
         warm.feed(ids, false);
     }

@@ -40,6 +40,10 @@ public:
     // contents undefined — every op writes all of its output).
     virtual float* alloc(int64_t n) = 0;
     virtual void free_all() = 0;  // releases every buffer from alloc()
+    // Stack discipline inside a forward: release_to(mark()) frees every buffer allocated after
+    // the mark (a layer's temporaries), so memory stays one layer deep, not forty.
+    virtual size_t mark() { return 0; }
+    virtual void release_to(size_t mark) {}
     // Copies n floats from a backend buffer to host memory.
     virtual void copy_to_host(const float* src, int64_t n, float* dst) = 0;
     // Copies n floats from host memory into a backend buffer.

@@ -17,6 +17,7 @@ void Qwen36Model::decoder_layer(const DecoderLayerWeights& l, float* x, const Fo
                                 const int32_t* positions, ModelCache& cache, int64_t kv_layer, int64_t gdn_layer) {
     const ModelConfig& c = w_.config;
     const int64_t T = batch.num_tokens(), H = c.hidden_size;
+    const size_t layer_mark = ops_.mark();  // everything below is this layer's temporaries
     float* h = ops_.alloc(T * H);    // [T, H]
     float* out = ops_.alloc(T * H);  // [T, H]
     ops_.rms_norm_zc(x, l.input_layernorm.data(), T, H, c.rms_norm_eps, h);
@@ -49,6 +50,7 @@ void Qwen36Model::decoder_layer(const DecoderLayerWeights& l, float* x, const Fo
     ops_.rms_norm_zc(x, l.post_attention_layernorm.data(), T, H, c.rms_norm_eps, h);
     ops_.moe(h, T, l.moe, c.num_experts_per_tok, c.norm_topk_prob, out);
     ops_.add(x, out, T * H);
+    ops_.release_to(layer_mark);
 }
 
 Qwen36Model::Output Qwen36Model::finish(const float* x_final, const ForwardBatch& batch, bool want_hidden,

@@ -16,6 +16,8 @@ class CpuOps final : public Ops {
 public:
     float* alloc(int64_t n) override;
     void free_all() override { buffers_.clear(); }
+    size_t mark() override { return buffers_.size(); }
+    void release_to(size_t mark) override { buffers_.resize(std::min(mark, buffers_.size())); }
     void copy_to_host(const float* src, int64_t n, float* dst) override { std::copy_n(src, n, dst); }
     void copy_from_host(const float* src, int64_t n, float* dst) override { std::copy_n(src, n, dst); }
 

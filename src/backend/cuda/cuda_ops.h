@@ -16,6 +16,7 @@
 #include "backend/cuda/device_memory.h"
 #include "backend/cuda/device_weights.h"
 #include "backend/cuda/gemm.h"
+#include "backend/cpu/cpu_ops.h"
 #include "backend/ops.h"
 
 namespace qs::cuda {
@@ -33,6 +34,8 @@ public:
 
     float* alloc(int64_t n) override;
     void free_all() override;
+    size_t mark() override;
+    void release_to(size_t mark) override;
     void copy_to_host(const float* src, int64_t n, float* dst) override;
     void copy_from_host(const float* src, int64_t n, float* dst) override;
     std::unique_ptr<ModelCache> make_cache(const CacheGeometry& g) override;
@@ -69,8 +72,10 @@ private:
     cudaStream_t stream_ = nullptr;
     std::string device_name_;
     DeviceArena arena_;
+    std::vector<DeviceArena::Mark> marks_;  // mark() hands out indices into this stack
     DeviceWeights weights_;
     std::unique_ptr<Gemm> gemm_;
+    CpuOps host_fallback_;  // MoE shapes the grouped GEMM does not tile (test fixtures only)
     // begin_forward: one pinned staging buffer and one device buffer that keep their addresses.
     int32_t* staging_ = nullptr;
     size_t staging_ints_ = 0;

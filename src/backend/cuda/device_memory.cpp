@@ -26,10 +26,14 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
 
 void* DeviceArena::allocate(size_t bytes) {
     bytes = (std::max<size_t>(bytes, 1) + 255) / 256 * 256;
-    for (Chunk& c : chunks_) {
+    // Stack order: the current chunk, else the next chunk that is large enough (skipped chunks
+    // stay empty until a release), else a new one.
+    for (size_t i = current_; i < chunks_.size(); ++i) {
+        Chunk& c = chunks_[i];
         if (c.buffer.bytes() - c.used >= bytes) {
             void* p = static_cast<char*>(c.buffer.get()) + c.used;
             c.used += bytes;
+            current_ = i;
             in_use_ += bytes;
             high_water_ = std::max(high_water_, in_use_);
             return p;
@@ -38,6 +42,7 @@ void* DeviceArena::allocate(size_t bytes) {
     Chunk c{DeviceBuffer(std::max(chunk_bytes_, bytes)), bytes};
     void* p = c.buffer.get();
     chunks_.push_back(std::move(c));
+    current_ = chunks_.size() - 1;
     in_use_ += bytes;
     high_water_ = std::max(high_water_, in_use_);
     return p;
@@ -45,7 +50,16 @@ void* DeviceArena::allocate(size_t bytes) {
 
 void DeviceArena::reset() {
     for (Chunk& c : chunks_) c.used = 0;
+    current_ = 0;
     in_use_ = 0;
+}
+
+void DeviceArena::release_to(const Mark& m) {
+    if (chunks_.empty()) return;
+    for (size_t i = m.chunk + 1; i < chunks_.size(); ++i) chunks_[i].used = 0;
+    chunks_[m.chunk].used = m.used;
+    current_ = m.chunk;
+    in_use_ = m.in_use;
 }
 
 size_t DeviceArena::reserved() const {

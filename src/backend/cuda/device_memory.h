@@ -34,9 +34,15 @@ private:
 class DeviceArena {
 public:
     explicit DeviceArena(size_t chunk_bytes = size_t(256) << 20) : chunk_bytes_(chunk_bytes) {}
-    // 256-byte aligned block of `bytes`; contents undefined.
+    // 256-byte aligned block of `bytes`; contents undefined. Blocks are handed out as a stack.
     void* allocate(size_t bytes);
     void reset();              // every block handed out since the last reset becomes free
+    // The current top of the stack, and a release of every block handed out after it.
+    struct Mark {
+        size_t chunk = 0, used = 0, in_use = 0;
+    };
+    Mark mark() const { return {current_, chunks_.empty() ? 0 : chunks_[current_].used, in_use_}; }
+    void release_to(const Mark& m);
     size_t high_water() const { return high_water_; }
     size_t reserved() const;   // bytes held from the device
 
@@ -47,6 +53,7 @@ private:
     };
     size_t chunk_bytes_;
     std::vector<Chunk> chunks_;
+    size_t current_ = 0;  // chunk the next block comes from; chunks after it are empty
     size_t in_use_ = 0, high_water_ = 0;
 };
 
