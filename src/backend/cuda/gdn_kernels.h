@@ -19,7 +19,6 @@
 // Fields added to the brief's interface: chunk_min_tokens, chunk_tf32x3.
 #pragma once
 
-#include <cstddef>
 #include <cstdint>
 
 #include <cuda_runtime.h>
