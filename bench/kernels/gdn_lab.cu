@@ -1,7 +1,7 @@
 // Lab for the Gated DeltaNet CUDA kernels (src/backend/cuda/gdn_kernels.{h,cu}).
 // Build (from the repository root):
 //   mkdir -p build-gpu && nvcc -O3 -std=c++20 -gencode=arch=compute_90a,code=sm_90a -Isrc bench/kernels/gdn_lab.cu src/backend/cuda/gdn_kernels.cu -o build-gpu/gdn_lab
-// Run: build-gpu/gdn_lab [--quick] [seed]      (exit code != 0 on any FAIL)
+// Run: build-gpu/gdn_lab [--quick | --quick-real] [seed]      (exit code != 0 on any FAIL)
 //   --quick: small-shape correctness cases only. Without a GPU, bench/kernels/emu/run_emu.sh runs
 //   the --quick cases with the kernels' own source under a host emulation (slow, CPU only).
 //
@@ -550,11 +550,13 @@ void bf16_drift(const Shape& sh, int seqs, int n, std::mt19937_64& rng, const Pa
 int main(int argc, char** argv) {
     // Arguments: [--quick] [seed]. --quick: the small-shape correctness cases only (no real shape,
     // no timing), as run by the host emulation (bench/kernels/emu/run_emu.sh).
-    bool quick = false;
+    bool quick = false, quick_real = false;
     uint64_t seed = uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
     for (int i = 1; i < argc; ++i) {
         if (std::strcmp(argv[i], "--quick") == 0)
             quick = true;
+        else if (std::strcmp(argv[i], "--quick-real") == 0)
+            quick_real = true;
         else
             seed = std::strtoull(argv[i], nullptr, 10);
     }
@@ -567,6 +569,12 @@ int main(int argc, char** argv) {
     const double kStateBf16Tol = 2e-3;
     const std::vector<Path> paths{kSerial, kChunkAll, kAuto, kChunkAllTf32};
 
+    if (quick_real) {  // one small real-shape batch (for the emulation: serial and chunked, 128 × 128)
+        const Problem P = make_problem(kReal, {2, 70, 1}, {3, 0, 1}, 4, rng, false);
+        check_case("mixed", P, make_ref(P, false), false, kAuto);
+        std::printf("\n%s: %d failure(s) (quick-real)\n", g_failures ? "FAIL" : "PASS", g_failures);
+        return g_failures ? 1 : 0;
+    }
     if (quick) {
         for (const Shape* sh : {&kTiny, &kOdd32, &kOddMix}) {
             const Problem P = make_problem(*sh, {1, 5, 130, 2, 64, 1}, {5, 0, 3, 7, 1, 6}, 9, rng, false);

@@ -12,14 +12,16 @@
 //      than `chunk_min_tokens` tokens (all decode rows) run the token-serial kernel (state in
 //      registers, read once and written once); longer ones run the chunked kernel (chunk 64, WY/UT
 //      form on tensor cores, tf32x3 split = fp32-level accuracy), also one state read and write.
-// Both kernels are launched with grids that depend only on num_tokens / num_seqs / shapes; each
-// block decides on the device which sequences it serves, so the pair is CUDA-graph safe.
+// Grids depend only on num_tokens / num_seqs / shapes; each block decides on the device which
+// sequences it serves. The host also reads batch.max_seq_tokens to skip launches nobody needs (the
+// chunked kernel when max < chunk_min_tokens, the conv row part when max <= K-1); the kernels are
+// told what was skipped, so a stale max_seq_tokens in a replayed CUDA graph costs time, never
+// correctness (0 = unknown: the conv row part runs, the chunked kernel does not).
 // Requirements (checked in the launcher): Nv % Nk == 0, Dk and Dv multiples of 4 and <= 128,
-// K in [2, 4], all pointers 16-byte aligned, state slots of one call distinct.
+// K in [2, 4], all pointers 16-byte aligned. Not checked: state slots of one call distinct.
 // Fields added to the brief's interface: chunk_min_tokens, chunk_tf32x3.
 #pragma once
 
-#include <cstddef>
 #include <cstdint>
 
 #include <cuda_runtime.h>
