@@ -14,6 +14,7 @@ const Command kCommands[] = {
     {"bench", "load generator (closed-loop streaming replay of a fixture) and `bench fixture`", run_bench},
     {"campaign", "benchmark ledger: `campaign record` a bench result, `campaign compare` A vs B", run_campaign},
     {"tokenize", "JSON lines: strings to token ids, or ids to text with --decode", run_tokenize},
+    {"quantize", "convert a BF16/F32 checkpoint to FP8 E4M3 with 128x128 block scales (Qwen's FP8 layout)", run_quantize},
 };
 }  // namespace
 

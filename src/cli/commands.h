@@ -29,5 +29,6 @@ int run_serve(int argc, char** argv);
 int run_tokenize(int argc, char** argv);
 int run_bench(int argc, char** argv);
 int run_campaign(int argc, char** argv);
+int run_quantize(int argc, char** argv);
 
 }  // namespace qs::cli

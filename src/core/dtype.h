@@ -40,8 +40,29 @@ f16 f32_to_f16(float f);
 
 // FP8 E4M3 ("e4m3fn"): bias 7, no infinities, 0x7F/0xFF are NaN, max finite 448.
 float fp8e4m3_to_f32(fp8e4m3 x);
-// Round to nearest even; values beyond ±448 saturate to ±448 (the GPU's satfinite mode).
-fp8e4m3 f32_to_fp8e4m3(float f);
+// The 256 decoded values, indexed by code (for loops that decode many: one load per element).
+const float* fp8e4m3_table();
+// Round to nearest even; values beyond ±448 (and ±inf) saturate to ±448 (the GPU's satfinite
+// mode); NaN → 0x7F. Bit arithmetic on the f32 encoding, inline: it sits in quantisation loops.
+inline fp8e4m3 f32_to_fp8e4m3(float f) {
+    const uint32_t u = f32_to_bits(f);
+    const uint8_t sign = uint8_t((u >> 24) & 0x80u);
+    const uint32_t a = u & 0x7fffffffu;
+    if (a > 0x7f800000u) return fp8e4m3{0x7f};                      // NaN
+    if (a >= 0x43e00000u) return fp8e4m3{uint8_t(sign | 0x7eu)};   // >= 448 (incl. inf): saturate
+    if (a >= 0x3c800000u) {                                          // >= 2^-6: normal in e4m3
+        // Keep 3 of 23 mantissa bits with round-to-nearest-even; a carry moves into the exponent.
+        const uint32_t r = a + 0x7ffffu + ((a >> 20) & 1u);
+        uint32_t code = (r >> 20) - (120u << 3);  // rebias the exponent: 127 → 7
+        if (code > 0x7eu) code = 0x7eu;           // [448 - 16, 448) cannot round past 448
+        return fp8e4m3{uint8_t(sign | code)};
+    }
+    // Subnormal: value = m * 2^-9, m in 0..8 (8 is the smallest normal, code 0x08). Adding 2^23
+    // rounds |f| * 512 to an integer with the FPU's round-to-nearest-even.
+    const float scaled = bits_to_f32(a) * 512.0f;
+    const float rounded = (scaled + 8388608.0f) - 8388608.0f;
+    return fp8e4m3{uint8_t(sign | uint8_t(rounded))};
+}
 
 // FP4 E2M1 code (low 4 bits) → value: 0, .5, 1, 1.5, 2, 3, 4, 6 and negatives.
 float fp4e2m1_to_f32(uint8_t code);
