@@ -10,7 +10,7 @@ Writes one safetensors file with, for each case C:
   C.dequant    F32                 q.float() * scale_inv (broadcast over each 128x128 block)
 The quantisation follows transformers' Fp8Quantize (integrations/finegrained_fp8.py): per block
 amax, scale = 448 / amax (1 for an all-zero block), scale_inv = 1 / scale, q = fp8(clamp(w * scale,
--448, 448)). Edge blocks (shapes that are not multiples of 128) use the valid elements only (zero
+-448, 448)); note that PyTorch evaluates `448.0 / amax` as reciprocal(amax) * 448. Edge blocks (shapes that are not multiples of 128) use the valid elements only (zero
 padding does not change amax). For the divisible case the script also runs transformers' own
 Fp8Quantize (when transformers is importable) and checks that it gives the same bytes.
 With a BF16 scale_inv the inverse is rounded to bf16 and the factor is 1 / that value.

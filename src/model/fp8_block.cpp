@@ -2,6 +2,7 @@
 #include "model/fp8_block.h"
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <cstring>
 #include <set>
@@ -81,7 +82,10 @@ float fp8_block_scale(float amax, DType scale_dtype, float* scale_inv) {
         *scale_inv = 1.0f;
         return 1.0f;
     }
-    float scale = kFp8E4M3Max / amax;
+    // transformers writes `448.0 / amax`; PyTorch evaluates a Python number divided by a tensor
+    // as reciprocal(tensor) · number, which can differ from 448 / amax in the last bit. Same here,
+    // so scales and codes match the reference byte for byte.
+    float scale = kFp8E4M3Max * (1.0f / amax);
     float inv = 1.0f / scale;
     if (scale_dtype == DType::kBF16) {
         inv = round_to_bf16(inv);
@@ -105,11 +109,16 @@ bool quantize_fp8_block_row(const float* w, int64_t num_rows, int64_t cols, DTyp
             for (int64_t b = b0; b < b1; ++b) {
                 const int64_t c0 = b * kFp8BlockSize, c1 = std::min(cols, c0 + kFp8BlockSize);
                 float m = amax[b - b0];
-                for (int64_t c = c0; c < c1; ++c) m = std::max(m, std::fabs(row[c]));
+                bool ok = true;
+                for (int64_t c = c0; c < c1; ++c) {
+                    const float a = std::fabs(row[c]);
+                    m = std::max(m, a);
+                    ok &= a <= FLT_MAX;  // false for inf and NaN (which std::max would skip)
+                }
                 amax[b - b0] = m;
+                finite &= ok;
             }
         }
-        for (int64_t b = b0; b < b1; ++b) finite &= std::isfinite(amax[b - b0]);
         if (!finite) return false;
         for (int64_t b = b0; b < b1; ++b) {
             float inv = 0.0f;

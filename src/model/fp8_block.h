@@ -4,7 +4,8 @@
 //     W[i][j] = fp8(Wq[i][j]) · scale_inv[i / 128][j / 128]
 // Quantisation (what `qwenserve quantize` and the FP8 dummy weights do) follows transformers'
 // FP8 quantizer (integrations/finegrained_fp8.py, Fp8Quantize): per block amax over the valid
-// elements, scale = 448 / amax, stored scale_inv = 1 / scale, Wq = e4m3(clamp(W · scale, ±448))
+// elements, scale = 448 / amax (evaluated as 448 · (1 / amax), as PyTorch does), stored
+// scale_inv = 1 / scale, Wq = e4m3(clamp(W · scale, ±448))
 // with round-to-nearest-even; an all-zero block gets scale 1. Edge blocks (shapes that are not
 // multiples of 128) cover only the valid rows/columns.
 // Also: which linear modules the format quantises (one table for loader, writer, converter and

@@ -75,7 +75,7 @@ TEST_P(Fp8Fixture, RowToF32MatchesTorchDequant) {
     w.in_features = cols_;
     w.weight = view(*c_.q, file_);
     w.scale_inv = view(*c_.scale_inv, file_);
-    std::vector<float> row(size_t(cols_));
+    std::vector<float> row(static_cast<size_t>(cols_));
     for (int64_t r = 0; r < rows_; ++r) {
         w.row_to_f32(r, row.data());
         for (int64_t c = 0; c < cols_; ++c)

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -77,6 +78,19 @@ double argmax_agreement(const std::vector<float>& a, const std::vector<float>& b
     return double(same) / double(rows);
 }
 
+// Mean next-token negative log-likelihood of ids[1..] under logits rows [0, T-1).
+double mean_nll(const std::vector<float>& logits, const std::vector<int32_t>& ids, int64_t vocab) {
+    double sum = 0;
+    for (size_t t = 0; t + 1 < ids.size(); ++t) {
+        const float* row = logits.data() + int64_t(t) * vocab;
+        const float m = *std::max_element(row, row + vocab);
+        double z = 0;
+        for (int64_t v = 0; v < vocab; ++v) z += std::exp(double(row[v] - m));
+        sum += std::log(z) + m - row[ids[t + 1]];
+    }
+    return sum / double(ids.size() - 1);
+}
+
 double rms(const std::vector<float>& a, const std::vector<float>& b) {
     double s = 0;
     for (size_t i = 0; i < a.size(); ++i) s += double(a[i] - b[i]) * double(a[i] - b[i]);
@@ -129,16 +143,22 @@ TEST_F(Quantize, TinyModelRoundTripIsCloseToBf16) {
     const float max_diff = test::max_abs_diff(a.logits, b.logits);
     const double agree = argmax_agreement(a.logits, b.logits, V);
     const double agree_mtp = argmax_agreement(a.mtp, b.mtp, V);
-    std::printf("fp8 vs bf16 on ref_ids (%zu tokens): logits max |d| %.3f rms %.4f argmax agreement %.3f; "
-                "mtp max |d| %.3f argmax agreement %.3f\n",
-                ids.size(), max_diff, rms(a.logits, b.logits), agree, test::max_abs_diff(a.mtp, b.mtp), agree_mtp);
-    // Bounds (measured 2026-11-30 on this model: see the printed line and docs/ARCHITECTURE.md).
-    // E4M3 keeps 3 mantissa bits: a weight's relative rounding error is at most 2^-4, about 16×
-    // bf16's 2^-8. models/qwen36-tiny/README.md measured bf16 vs f32 inference at max |Δlogit|
-    // 1.218 and argmax agreement 0.969; FP8 weights may perturb more, not beyond a few logits.
-    EXPECT_LT(max_diff, 3.0f);
-    EXPECT_LT(rms(a.logits, b.logits), 0.5);
-    EXPECT_GE(agree, 0.9);
+    const double nll_bf16 = mean_nll(a.logits, ids, V), nll_fp8 = mean_nll(b.logits, ids, V);
+    std::printf("fp8 vs bf16 on ref_ids (%zu tokens): logits max |d| %.3f rms %.4f argmax agreement %.3f, "
+                "NLL %.4f -> %.4f; mtp max |d| %.3f argmax agreement %.3f\n",
+                ids.size(), max_diff, rms(a.logits, b.logits), agree, nll_bf16, nll_fp8,
+                test::max_abs_diff(a.mtp, b.mtp), agree_mtp);
+    // Measured 2026-11-30: max |d| 2.33, rms 0.232 (the BF16 logits' std is 2.49), argmax
+    // agreement 0.865 (83/96), NLL 2.452 -> 2.515 nats/token (+2.6%), MTP agreement 0.916.
+    // Why this much: E4M3 keeps 3 mantissa bits (bf16 7), so each quantised matrix is off by
+    // ~2.6% in Frobenius norm (measured on all 489, 16× bf16's rounding error), and this
+    // 20M-parameter model trained for 98 s has many near-tied top-2 logits and router choices.
+    // The bounds leave ~1.5× headroom; a wrong scale or a misplaced block (the errors this test is
+    // for) gives garbage: max |d| ≫ 10, agreement near 0, NLL far above 3.
+    EXPECT_LT(max_diff, 3.5f);
+    EXPECT_LT(rms(a.logits, b.logits), 0.35);
+    EXPECT_GE(agree, 0.8);
+    EXPECT_LT(nll_fp8 - nll_bf16, 0.1);
     EXPECT_GE(agree_mtp, 0.85);
 
     // Sharded output and BF16 scales: the same kind of model.
@@ -160,7 +180,7 @@ TEST_F(Quantize, TinyModelRoundTripIsCloseToBf16) {
     auto fp8_bs = load_model_dir(bf16_scales);
     ASSERT_TRUE(fp8_bs.is_ok()) << fp8_bs.status().message();
     EXPECT_EQ(fp8_bs->layers[3].attn.o_proj.scale_inv.dtype, DType::kBF16);
-    EXPECT_GE(argmax_agreement(run(*fp8_bs, ids).logits, a.logits, V), 0.9);
+    EXPECT_GE(argmax_agreement(run(*fp8_bs, ids).logits, a.logits, V), 0.8);
 }
 
 TEST_F(Quantize, CommandLineWorksAndRefusesBadInput) {
