@@ -36,7 +36,8 @@ uint64_t name_hash(const std::string& s) {
 constexpr int64_t kChunk = 4096;
 constexpr uint64_t kGamma = 0x9e3779b97f4a7c15ull;
 
-inline float to_unit(uint64_t r) { return float(r >> 40) * (1.0f / 16777216.0f); }
+// The top 24 bits as a float in [0, 1) (through int32, which vectorises; exact either way).
+inline float to_unit(uint64_t r) { return float(int32_t(r >> 40)) * (1.0f / 16777216.0f); }
 
 inline uint64_t mix(uint64_t z) {
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -50,12 +51,10 @@ void fill_stream(uint64_t key, int64_t first, int64_t n, float lo, float hi, flo
     for (int64_t k = first; k < first + n;) {
         const int64_t c = k / kChunk, i0 = k % kChunk;
         const int64_t m = std::min(kChunk - i0, first + n - k);
-        uint64_t state = splitmix64(key ^ uint64_t(c)) + uint64_t(i0) * kGamma;
+        const uint64_t state = splitmix64(key ^ uint64_t(c)) + uint64_t(i0) * kGamma;
         float* dst = out + (k - first);
-        for (int64_t i = 0; i < m; ++i) {
-            state += kGamma;
-            dst[i] = lo + span * to_unit(mix(state));
-        }
+#pragma omp simd
+        for (int64_t i = 0; i < m; ++i) dst[i] = lo + span * to_unit(mix(state + uint64_t(i + 1) * kGamma));
         k += m;
     }
 }

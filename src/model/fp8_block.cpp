@@ -109,14 +109,15 @@ bool quantize_fp8_block_row(const float* w, int64_t num_rows, int64_t cols, DTyp
             for (int64_t b = b0; b < b1; ++b) {
                 const int64_t c0 = b * kFp8BlockSize, c1 = std::min(cols, c0 + kFp8BlockSize);
                 float m = amax[b - b0];
-                bool ok = true;
+                int bad = 0;
+#pragma omp simd reduction(max : m) reduction(| : bad)
                 for (int64_t c = c0; c < c1; ++c) {
                     const float a = std::fabs(row[c]);
                     m = std::max(m, a);
-                    ok &= a <= FLT_MAX;  // false for inf and NaN (which std::max would skip)
+                    bad |= !(a <= FLT_MAX);  // inf and NaN (which max would skip)
                 }
                 amax[b - b0] = m;
-                finite &= ok;
+                finite &= !bad;
             }
         }
         if (!finite) return false;
@@ -134,6 +135,7 @@ bool quantize_fp8_block_row(const float* w, int64_t num_rows, int64_t cols, DTyp
                 const float* row = w + r * cols;
                 uint8_t* dst = q + r * cols;
                 // f32_to_fp8e4m3 saturates, which is the clamp to ±448.
+#pragma omp simd
                 for (int64_t c = c0; c < c1; ++c) dst[c] = f32_to_fp8e4m3(row[c] * scale).bits;
             }
         }
