@@ -3,11 +3,12 @@
 // values do not depend on thread count or load order. Scales keep activations O(1): each linear
 // has std ≈ gain/sqrt(in_features), output projections use a smaller gain so the residual stream
 // grows slowly over 40 layers, zero-centred norm weights are near 0 (scale ≈ 1).
+// FP8 block format: the same BF16 values, quantised one 128-row block row at a time as they are
+// generated (fp8_block.h); all work of all tensors runs in one OpenMP loop (DummyFactory::run).
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
-#include <functional>
 
 #include "core/check.h"
 #include "model/fp8_block.h"
