@@ -14,6 +14,7 @@ const Command kCommands[] = {
     {"bench", "load generator (closed-loop streaming replay of a fixture) and `bench fixture`", run_bench},
     {"campaign", "benchmark campaign: `campaign sweep` a knob grid, `record`, `compare` A vs B, `report` (HTML)", run_campaign},
     {"tokenize", "JSON lines: strings to token ids, or ids to text with --decode", run_tokenize},
+    {"quantize", "convert a BF16/F32 checkpoint to FP8 E4M3 with 128x128 block scales (Qwen's FP8 layout)", run_quantize},
 };
 }  // namespace
 

@@ -31,5 +31,6 @@ int run_bench(int argc, char** argv);
 int run_campaign(int argc, char** argv);
 int run_campaign_sweep(int argc, char** argv);   // `campaign sweep` (campaign_sweep.cpp)
 int run_campaign_report(int argc, char** argv);  // `campaign report` (campaign_report_cmd.cpp)
+int run_quantize(int argc, char** argv);
 
 }  // namespace qs::cli

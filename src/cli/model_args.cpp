@@ -14,7 +14,8 @@ const std::set<std::string>& model_flag_options() {
 }
 
 const std::set<std::string>& model_valued_options() {
-    static const std::set<std::string> s = {"model", "load-format", "seed", "num-layers", "device", "gdn-state-dtype"};
+    static const std::set<std::string> s = {"model", "load-format", "dummy-format", "seed", "num-layers", "device",
+                                            "gdn-state-dtype"};
     return s;
 }
 
@@ -26,6 +27,11 @@ Result<ModelWeights> load_model_from_args(const Args& args) {
     QS_ASSIGN_OR_RETURN(int64_t seed, args.get_int("seed", 0));
     QS_ASSIGN_OR_RETURN(int64_t num_layers, args.get_int("num-layers", 0));
     const bool with_mtp = !args.has("no-mtp");
+    const std::string dummy_format = args.get_or("dummy-format", "auto");
+    if (dummy_format != "auto" && dummy_format != "bf16" && dummy_format != "fp8-block")
+        return invalid_argument("--dummy-format must be 'auto', 'bf16' or 'fp8-block', got '" + dummy_format + "'");
+    if (args.has("dummy-format") && format != "dummy")
+        return invalid_argument("--dummy-format is only for --load-format dummy (a checkpoint's format is its own)");
 
     ModelConfig config;
     const bool builtin = model.rfind("builtin:", 0) == 0;
@@ -48,9 +54,12 @@ Result<ModelWeights> load_model_from_args(const Args& args) {
     }
     Timer timer;
     if (format == "dummy") {
-        ModelWeights w = make_dummy_weights(config, uint64_t(seed), with_mtp);
-        log_info("dummy weights: {} layers, {:.2f} GB, {:.1f} s", config.num_hidden_layers,
-                 double(w.storage_bytes()) / 1e9, timer.elapsed_s());
+        // auto: what the config declares (a quantization_config → FP8 block), else BF16.
+        const bool fp8 = dummy_format == "fp8-block" || (dummy_format == "auto" && config.quantization.quantized());
+        const WeightFormat wf = fp8 ? WeightFormat::kFP8Block : WeightFormat::kDense;
+        ModelWeights w = make_dummy_weights(config, uint64_t(seed), with_mtp, wf);
+        log_info("dummy weights ({}): {} layers, {:.2f} GB, {:.1f} s", fp8 ? "fp8-block" : "bf16",
+                 config.num_hidden_layers, double(w.storage_bytes()) / 1e9, timer.elapsed_s());
         return w;
     }
     LoadOptions options;

@@ -1,5 +1,7 @@
 // Shared model options of the subcommands: --model DIR | builtin:NAME, --load-format auto|dummy,
-// --seed N (dummy weights), --no-mtp, --num-layers N (truncate, for dummy experiments), and the
+// --dummy-format auto|bf16|fp8-block (dummy weights' linears; auto = FP8 when the config has a
+// quantization_config), --seed N (dummy weights), --no-mtp, --num-layers N (truncate, for dummy
+// experiments), and the
 // backend: --device cpu|cuda, --gdn-state-dtype f32|bf16 (read by cli/backend_args.h).
 #pragma once
 

@@ -294,6 +294,13 @@ Result<ModelConfig> parse_model_config(const nlohmann::json& j, const std::strin
         } else if (const FieldReader* f2 = first_with(text_then_top, "torch_dtype")) {
             QS_RETURN_IF_ERROR(f2->read_string("torch_dtype", &c.dtype, false));
         }
+        for (const FieldReader* f : text_then_top) {
+            const json* q = f->get("quantization_config");
+            if (!q) continue;
+            QS_ASSIGN_OR_RETURN(c.quantization,
+                                parse_quantization_config(*q, "config.json: " + f->field("quantization_config")));
+            break;
+        }
         return c;
     }();
     if (r.is_ok() || source == "config.json") return r;

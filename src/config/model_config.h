@@ -9,6 +9,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "config/quantization_config.h"
 #include "core/status.h"
 
 namespace qs {
@@ -67,6 +68,8 @@ struct ModelConfig {
     int64_t pad_token_id = -1;
 
     std::string dtype = "bfloat16";  // checkpoint dtype as declared
+    // `quantization_config` (top level, or inside text_config); kNone when absent.
+    QuantizationConfig quantization;
 
     // Derived sizes (spec §1.2 "Derived sizes").
     int64_t rotary_dim() const { return int64_t(double(head_dim) * partial_rotary_factor); }

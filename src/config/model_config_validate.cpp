@@ -168,10 +168,12 @@ nlohmann::json model_config_to_json(const ModelConfig& c) {
     if (c.pad_token_id >= 0) t["pad_token_id"] = c.pad_token_id;
     if (c.eos_token_ids.size() == 1) t["eos_token_id"] = c.eos_token_ids[0];
     if (c.eos_token_ids.size() > 1) t["eos_token_id"] = c.eos_token_ids;
-    return json{{"architectures", {"Qwen3_5MoeForConditionalGeneration"}},
+    json top = {{"architectures", {"Qwen3_5MoeForConditionalGeneration"}},
                 {"model_type", "qwen3_5_moe"},
                 {"tie_word_embeddings", c.tie_word_embeddings},
                 {"text_config", t}};
+    if (c.quantization.quantized()) top["quantization_config"] = quantization_config_to_json(c.quantization);
+    return top;
 }
 
 ModelConfig qwen36_35b_a3b_config() {

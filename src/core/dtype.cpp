@@ -1,6 +1,7 @@
 // Scalar conversions for the checkpoint and cache number formats (see dtype.h).
 #include "core/dtype.h"
 
+#include <array>
 #include <cmath>
 
 #include "core/check.h"
@@ -87,26 +88,13 @@ float fp8e4m3_to_f32(fp8e4m3 x) {
     return sign ? -v : v;
 }
 
-fp8e4m3 f32_to_fp8e4m3(float f) {
-    if (std::isnan(f)) return fp8e4m3{0x7f};
-    uint8_t sign = std::signbit(f) ? 0x80 : 0;
-    float a = std::fabs(f);
-    if (a >= 448.0f) return fp8e4m3{uint8_t(sign | 0x7e)};
-    if (a < std::ldexp(1.0f, -6)) {  // subnormal range: step 2^-9
-        float r = std::nearbyint(a * 512.0f);  // 0..8; 8 means the smallest normal (0x08)
-        return fp8e4m3{uint8_t(sign | uint8_t(r))};
-    }
-    int e;
-    std::frexp(a, &e);  // a = m * 2^e, m in [0.5, 1)
-    int exp = e - 1;    // a = 1.xxx * 2^exp
-    float scaled = std::ldexp(a, 3 - exp);  // in [8, 16): mantissa with 3 fraction bits
-    float r = std::nearbyint(scaled);
-    if (r >= 16.0f) { r = 8.0f; exp += 1; }
-    int code_exp = exp + 7;
-    QS_CHECK(code_exp >= 1 && code_exp <= 15);
-    uint8_t bits = uint8_t((code_exp << 3) | (int(r) - 8));
-    if (bits > 0x7e) bits = 0x7e;
-    return fp8e4m3{uint8_t(sign | bits)};
+const float* fp8e4m3_table() {
+    static const auto table = [] {
+        std::array<float, 256> t{};
+        for (int c = 0; c < 256; ++c) t[size_t(c)] = fp8e4m3_to_f32(fp8e4m3{uint8_t(c)});
+        return t;
+    }();
+    return table.data();
 }
 
 float fp4e2m1_to_f32(uint8_t code) {

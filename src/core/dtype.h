@@ -3,6 +3,7 @@
 // which is what the GPU's conversion instructions do, so CPU emulation matches the GPU bit for bit.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <optional>
@@ -40,8 +41,32 @@ f16 f32_to_f16(float f);
 
 // FP8 E4M3 ("e4m3fn"): bias 7, no infinities, 0x7F/0xFF are NaN, max finite 448.
 float fp8e4m3_to_f32(fp8e4m3 x);
-// Round to nearest even; values beyond ±448 saturate to ±448 (the GPU's satfinite mode).
-fp8e4m3 f32_to_fp8e4m3(float f);
+// The 256 decoded values, indexed by code (for loops that decode many: one load per element).
+const float* fp8e4m3_table();
+// Round to nearest even; values beyond ±448 (and ±inf) saturate to ±448 (the GPU's satfinite
+// mode); NaN → 0x7F. Branch-free bit arithmetic on the f32 encoding, inline, so that quantisation
+// loops vectorise.
+inline fp8e4m3 f32_to_fp8e4m3(float f) {
+    const uint32_t u = f32_to_bits(f);
+    const uint32_t sign = (u >> 24) & 0x80u;
+    const uint32_t a = u & 0x7fffffffu;
+    // Normal range [2^-6, 448): keep 3 of 23 mantissa bits with round-to-nearest-even (a carry
+    // moves into the exponent) and rebias the exponent from 127 to 7.
+    const uint32_t normal = ((a + 0x7ffffu + ((a >> 20) & 1u)) >> 20) - (120u << 3);
+    // Below 2^-6: value = m · 2^-9, m in 0..8 (8 is the smallest normal, code 0x08). Adding 2^23
+    // rounds |f| · 512 to an integer with the FPU's round-to-nearest-even. |f| is capped first so
+    // the float → int conversion stays in range whatever the path taken.
+    const float scaled = bits_to_f32(std::min(a, 0x3c800000u)) * 512.0f;
+    const uint32_t subnormal = uint32_t(int32_t((scaled + 8388608.0f) - 8388608.0f));
+    // Selections with masks rather than branches, so the loops calling this vectorise.
+    const uint32_t is_normal = 0u - uint32_t(a >= 0x3c800000u);
+    const uint32_t saturate = 0u - uint32_t(a >= 0x43e00000u);  // >= 448 and inf ([432, 448) rounds to 0x7E)
+    const uint32_t is_nan = 0u - uint32_t(a > 0x7f800000u);
+    uint32_t code = (normal & is_normal) | (subnormal & ~is_normal);
+    code = ((code & ~saturate) | (0x7eu & saturate)) | sign;
+    code = (code & ~is_nan) | (0x7fu & is_nan);
+    return fp8e4m3{uint8_t(code)};
+}
 
 // FP4 E2M1 code (low 4 bits) → value: 0, .5, 1, 1.5, 2, 3, 4, 6 and negatives.
 float fp4e2m1_to_f32(uint8_t code);

@@ -3,12 +3,15 @@
 // values do not depend on thread count or load order. Scales keep activations O(1): each linear
 // has std ≈ gain/sqrt(in_features), output projections use a smaller gain so the residual stream
 // grows slowly over 40 layers, zero-centred norm weights are near 0 (scale ≈ 1).
+// FP8 block format: the same BF16 values, quantised one 128-row block row at a time as they are
+// generated (fp8_block.h); all work of all tensors runs in one OpenMP loop (DummyFactory::run).
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
-#include <functional>
 
+#include "core/check.h"
+#include "model/fp8_block.h"
 #include "model/weights.h"
 
 namespace qs {
@@ -28,68 +31,186 @@ uint64_t name_hash(const std::string& s) {
     return h;
 }
 
-// Values come in chunks of kChunk elements; chunk c of a tensor keyed by `key` is the splitmix64
-// sequence started at splitmix64(key ^ c), so any thread can fill any chunk.
+// Values come in chunks of kChunk elements; element i of chunk c of a tensor keyed by `key` is
+// mix(splitmix64(key ^ c) + (i + 1)·γ) (the splitmix64 sequence started at splitmix64(key ^ c)),
+// so any element can be made on its own: any thread can fill any range.
 constexpr int64_t kChunk = 4096;
+constexpr uint64_t kGamma = 0x9e3779b97f4a7c15ull;
 
-inline float to_unit(uint64_t r) { return float(r >> 40) * (1.0f / 16777216.0f); }
+// The top 24 bits as a float in [0, 1) (through int32, which vectorises; exact either way).
+inline float to_unit(uint64_t r) { return float(int32_t(r >> 40)) * (1.0f / 16777216.0f); }
 
-// Fills out[0, n) (n <= kChunk) with uniform values in [lo, hi) for chunk c of stream `key`.
-template <typename Store>
-void fill_chunk(uint64_t key, int64_t c, int64_t n, float lo, float hi, Store store) {
-    uint64_t state = splitmix64(key ^ uint64_t(c));
-    for (int64_t i = 0; i < n; ++i) {
-        state += 0x9e3779b97f4a7c15ull;
-        uint64_t z = state;
-        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-        store(i, lo + (hi - lo) * to_unit(z ^ (z >> 31)));
+inline uint64_t mix(uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+// out[0, n) = elements [first, first + n) of stream `key`, uniform in [lo, hi).
+void fill_stream(uint64_t key, int64_t first, int64_t n, float lo, float hi, float* out) {
+    const float span = hi - lo;
+    for (int64_t k = first; k < first + n;) {
+        const int64_t c = k / kChunk, i0 = k % kChunk;
+        const int64_t m = std::min(kChunk - i0, first + n - k);
+        const uint64_t state = splitmix64(key ^ uint64_t(c)) + uint64_t(i0) * kGamma;
+        float* dst = out + (k - first);
+#pragma omp simd
+        for (int64_t i = 0; i < m; ++i) dst[i] = lo + span * to_unit(mix(state + uint64_t(i + 1) * kGamma));
+        k += m;
     }
+}
+
+// Work collected while the weights are laid out, then done by run() in one parallel loop (so
+// many small per-expert matrices keep every thread busy). Each task fills a part of one tensor:
+// dense: values [first, first + n) of its stream as bf16; fp8: one 128-row block row of a matrix
+// [rows, cols] whose element (r, c) is stream element base + r·cols + c, rounded to bf16 (so the
+// FP8 weights are exactly the quantised BF16 dummy weights) and then quantised.
+constexpr int64_t kDenseTask = 16 * kChunk;  // elements per dense task
+
+struct FillJob {
+    uint64_t key = 0;
+    float a = 0.0f;  // values uniform in [-a, a)
+    int64_t base = 0;
+    int64_t rows = 0, cols = 0;  // dense: rows = 1, cols = numel
+    uint16_t* bf16_out = nullptr;
+    uint8_t* fp8_out = nullptr;  // [rows, cols]
+    float* scale_out = nullptr;  // [⌈rows/128⌉, ⌈cols/128⌉]
+    int64_t num_tasks() const { return bf16_out ? (cols + kDenseTask - 1) / kDenseTask : fp8_num_blocks(rows); }
+};
+
+void run_task(const FillJob& j, int64_t t, std::vector<float>& scratch) {
+    if (j.bf16_out) {
+        const int64_t first = t * kDenseTask, n = std::min(kDenseTask, j.cols - first);
+        scratch.resize(size_t(n));
+        fill_stream(j.key, j.base + first, n, -j.a, j.a, scratch.data());
+        for (int64_t i = 0; i < n; ++i) j.bf16_out[first + i] = f32_to_bf16(scratch[size_t(i)]).bits;
+        return;
+    }
+    const int64_t r0 = t * kFp8BlockSize, n = std::min(kFp8BlockSize, j.rows - r0);
+    scratch.resize(size_t(n * j.cols));
+    fill_stream(j.key, j.base + r0 * j.cols, n * j.cols, -j.a, j.a, scratch.data());
+    for (float& v : scratch) v = round_to_bf16(v);
+    const bool ok = quantize_fp8_block_row(scratch.data(), n, j.cols, DType::kF32, j.fp8_out + r0 * j.cols,
+                                           j.scale_out + t * fp8_num_blocks(j.cols));
+    QS_CHECK(ok);
+}
+
+// Owned storage of `n` elements of T, as a WeightBuffer owner.
+template <typename T>
+std::shared_ptr<T[]> storage(int64_t n) {
+    return std::shared_ptr<T[]>(new T[size_t(n)]);
 }
 
 class DummyFactory {
 public:
-    explicit DummyFactory(uint64_t seed) : seed_(seed) {}
+    DummyFactory(uint64_t seed, WeightFormat format) : seed_(seed), format_(format) {}
 
-    // BF16 buffer of `shape` with values uniform in [-a, a].
+    uint64_t key_of(const std::string& name) const { return splitmix64(seed_ ^ name_hash(name)); }
+
+    // BF16 buffer of `shape` with values uniform in [-a, a] (filled by run()).
     WeightBuffer bf16_uniform(const std::string& name, std::vector<int64_t> shape, float a) {
         WeightBuffer b;
         b.dtype = DType::kBF16;
         b.shape = std::move(shape);
         const int64_t n = b.numel();
-        auto storage = std::shared_ptr<uint16_t[]>(new uint16_t[size_t(n)]);
-        const uint64_t key = splitmix64(seed_ ^ name_hash(name));
-        uint16_t* out = storage.get();
-        const int64_t num_chunks = (n + kChunk - 1) / kChunk;
-#pragma omp parallel for schedule(static)
-        for (int64_t c = 0; c < num_chunks; ++c) {
-            uint16_t* dst = out + c * kChunk;
-            fill_chunk(key, c, std::min(kChunk, n - c * kChunk), -a, a,
-                       [dst](int64_t i, float v) { dst[i] = f32_to_bf16(v).bits; });
-        }
-        b.data = out;
-        b.owner = std::shared_ptr<const void>(storage, storage.get());
+        auto st = storage<uint16_t>(n);
+        FillJob j;
+        j.key = key_of(name);
+        j.a = a;
+        j.rows = 1;
+        j.cols = n;
+        j.bf16_out = st.get();
+        add(j);
+        b.data = st.get();
+        b.owner = std::shared_ptr<const void>(st, st.get());
+        names_.push_back(name);
         return b;
     }
 
-    // A linear with std = gain / sqrt(in): uniform bound a = std * sqrt(3).
+    // An FP8 linear [out, in] made of elements [base, base + out·in) of stream `stream`, codes and
+    // scales placed at the given offsets of shared buffers.
+    LinearWeight fp8_part(const std::string& stream, int64_t base, int64_t out, int64_t in, float a,
+                          const std::shared_ptr<uint8_t[]>& codes, int64_t code_offset,
+                          const std::shared_ptr<float[]>& scales, int64_t scale_offset) {
+        LinearWeight w;
+        w.format = WeightFormat::kFP8Block;
+        w.out_features = out;
+        w.in_features = in;
+        w.weight.dtype = DType::kF8E4M3;
+        w.weight.shape = {out, in};
+        w.weight.data = codes.get() + code_offset;
+        w.weight.owner = std::shared_ptr<const void>(codes, codes.get());
+        w.scale_inv.dtype = DType::kF32;
+        w.scale_inv.shape = {fp8_num_blocks(out), fp8_num_blocks(in)};
+        w.scale_inv.data = scales.get() + scale_offset;
+        w.scale_inv.owner = std::shared_ptr<const void>(scales, scales.get());
+        FillJob j;
+        j.key = key_of(stream);
+        j.a = a;
+        j.base = base;
+        j.rows = out;
+        j.cols = in;
+        j.fp8_out = codes.get() + code_offset;
+        j.scale_out = scales.get() + scale_offset;
+        add(j);
+        return w;
+    }
+
+    bool fp8(const std::string& module) const {
+        return format_ == WeightFormat::kFP8Block && fp8_role(module) == Fp8Role::kQuantized;
+    }
+
+    // A linear with std = gain / sqrt(in): uniform bound a = std * sqrt(3). FP8 when the format
+    // asks for it and the module is one the FP8 format quantises.
     LinearWeight linear(const std::string& name, int64_t out, int64_t in, float gain = 1.0f) {
-        float a = gain * std::sqrt(3.0f / float(in));
-        return {WeightFormat::kDense, out, in, bf16_uniform(name, {out, in}, a)};
+        const float a = gain * std::sqrt(3.0f / float(in));
+        if (!fp8(name.substr(0, name.size() - 7))) {
+            LinearWeight w;
+            w.out_features = out;
+            w.in_features = in;
+            w.weight = bf16_uniform(name, {out, in}, a);
+            return w;
+        }
+        names_.push_back(name);
+        return fp8_part(name, 0, out, in, a, storage<uint8_t>(out * in), 0,
+                        storage<float>(fp8_num_blocks(out) * fp8_num_blocks(in)), 0);
     }
 
     std::vector<float> vec(const std::string& name, int64_t n, float lo, float hi) {
         std::vector<float> v(static_cast<size_t>(n));
-        const uint64_t key = splitmix64(seed_ ^ name_hash(name));
-        for (int64_t c = 0; c * kChunk < n; ++c) {
-            float* dst = v.data() + c * kChunk;
-            fill_chunk(key, c, std::min(kChunk, n - c * kChunk), lo, hi, [dst](int64_t i, float x) { dst[i] = x; });
-        }
+        fill_stream(key_of(name), 0, n, lo, hi, v.data());
         return v;
     }
 
+    // Runs every collected job: one parallel loop over all tasks.
+    void run() {
+        std::vector<int64_t> starts = {0};  // [jobs + 1] first task of each job
+        for (const FillJob& j : jobs_) starts.push_back(starts.back() + j.num_tasks());
+        const int64_t total = starts.back();
+#pragma omp parallel
+        {
+            std::vector<float> scratch;
+#pragma omp for schedule(dynamic, 1)
+            for (int64_t t = 0; t < total; ++t) {
+                const size_t j = size_t(std::upper_bound(starts.begin(), starts.end(), t) - starts.begin() - 1);
+                run_task(jobs_[j], t - starts[j], scratch);
+            }
+        }
+        jobs_.clear();
+    }
+
+    const std::vector<std::string>& names() const { return names_; }
+    WeightFormat format() const { return format_; }
+
 private:
+    void add(const FillJob& j) {
+        if (j.num_tasks() > 0) jobs_.push_back(j);
+    }
+
     uint64_t seed_;
+    WeightFormat format_;
+    std::vector<FillJob> jobs_;
+    std::vector<std::string> names_;  // tensor names of the linears and buffers made
 };
 
 constexpr float kOutGain = 0.5f;  // output projections: residual grows ~sqrt(layers)/2
@@ -97,14 +218,35 @@ constexpr float kOutGain = 0.5f;  // output projections: residual grows ~sqrt(la
 void make_moe(DummyFactory& f, const std::string& p, const ModelConfig& c, MoeWeights& moe) {
     const int64_t H = c.hidden_size, E = c.num_experts, I = c.moe_intermediate_size;
     moe.router = f.linear(p + "mlp.gate.weight", E, H);
-    WeightBuffer gate_up = f.bf16_uniform(p + "mlp.experts.gate_up_proj", {E, 2 * I, H}, std::sqrt(3.0f / float(H)));
-    WeightBuffer down = f.bf16_uniform(p + "mlp.experts.down_proj", {E, H, I}, kOutGain * std::sqrt(3.0f / float(I)));
     moe.experts.resize(static_cast<size_t>(E));
-    for (int64_t e = 0; e < E; ++e) {
-        ExpertWeights& x = moe.experts[size_t(e)];
-        x.gate_proj = {WeightFormat::kDense, I, H, gate_up.slice(e * 2 * I * H, {I, H})};
-        x.up_proj = {WeightFormat::kDense, I, H, gate_up.slice(e * 2 * I * H + I * H, {I, H})};
-        x.down_proj = {WeightFormat::kDense, H, I, down.slice(e * H * I, {H, I})};
+    const std::string gate_up_name = p + "mlp.experts.gate_up_proj", down_name = p + "mlp.experts.down_proj";
+    const float gate_up_a = std::sqrt(3.0f / float(H)), down_a = kOutGain * std::sqrt(3.0f / float(I));
+    if (f.fp8(gate_up_name)) {
+        // The values of the fused BF16 tensors, quantised per expert matrix (the official FP8
+        // checkpoints store experts per expert); codes laid out as the fused tensors.
+        const int64_t gate_scales = fp8_num_blocks(I) * fp8_num_blocks(H);
+        const int64_t down_scales = fp8_num_blocks(H) * fp8_num_blocks(I);
+        auto gate_up_codes = storage<uint8_t>(E * 2 * I * H);
+        auto down_codes = storage<uint8_t>(E * H * I);
+        auto gate_up_sc = storage<float>(E * 2 * gate_scales);
+        auto down_sc = storage<float>(E * down_scales);
+        for (int64_t e = 0; e < E; ++e) {
+            ExpertWeights& x = moe.experts[size_t(e)];
+            const int64_t g = e * 2 * I * H;
+            x.gate_proj = f.fp8_part(gate_up_name, g, I, H, gate_up_a, gate_up_codes, g, gate_up_sc, e * 2 * gate_scales);
+            x.up_proj = f.fp8_part(gate_up_name, g + I * H, I, H, gate_up_a, gate_up_codes, g + I * H, gate_up_sc,
+                                   (e * 2 + 1) * gate_scales);
+            x.down_proj = f.fp8_part(down_name, e * H * I, H, I, down_a, down_codes, e * H * I, down_sc, e * down_scales);
+        }
+    } else {
+        WeightBuffer gate_up = f.bf16_uniform(gate_up_name, {E, 2 * I, H}, gate_up_a);
+        WeightBuffer down = f.bf16_uniform(down_name, {E, H, I}, down_a);
+        for (int64_t e = 0; e < E; ++e) {
+            ExpertWeights& x = moe.experts[size_t(e)];
+            x.gate_proj = {WeightFormat::kDense, I, H, gate_up.slice(e * 2 * I * H, {I, H}), {}};
+            x.up_proj = {WeightFormat::kDense, I, H, gate_up.slice(e * 2 * I * H + I * H, {I, H}), {}};
+            x.down_proj = {WeightFormat::kDense, H, I, down.slice(e * H * I, {H, I}), {}};
+        }
     }
     const int64_t Is = c.shared_expert_intermediate_size;
     moe.shared_expert.gate_proj = f.linear(p + "mlp.shared_expert.gate_proj.weight", Is, H);
@@ -150,8 +292,8 @@ void make_layer(DummyFactory& f, const std::string& p, const ModelConfig& c, Lay
 
 }  // namespace
 
-ModelWeights make_dummy_weights(const ModelConfig& c, uint64_t seed, bool with_mtp) {
-    DummyFactory f(seed);
+ModelWeights make_dummy_weights(const ModelConfig& c, uint64_t seed, bool with_mtp, WeightFormat format) {
+    DummyFactory f(seed, format);
     ModelWeights w;
     w.config = c;
     const int64_t H = c.hidden_size;
@@ -170,6 +312,12 @@ ModelWeights make_dummy_weights(const ModelConfig& c, uint64_t seed, bool with_m
         make_layer(f, "mtp.layers.0.", c, LayerType::kFullAttention, m.layer);
         m.norm = f.vec("mtp.norm.weight", H, -0.1f, 0.1f);
     }
+    f.run();
+    // The config describes the weights made: FP8 ones carry the quantization_config a
+    // checkpoint of them would have.
+    w.config.quantization = format == WeightFormat::kFP8Block
+                                ? fp8_block_quantization(fp8_unconverted_modules(f.names()))
+                                : QuantizationConfig{};
     return w;
 }
 

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/check.h"
+#include "model/fp8_block.h"
 
 namespace qs {
 
@@ -54,11 +55,43 @@ void LinearWeight::row_to_f32(int64_t row, float* out) const {
                 }
                 default: QS_CHECK_MSG(false, "dense linear weight must be F32, F16 or BF16");
             }
+            return;
+        }
+        case WeightFormat::kFP8Block: {
+            QS_CHECK(weight.dtype == DType::kF8E4M3);
+            const int64_t nb = fp8_num_blocks(in_features);
+            const int64_t srow = row / kFp8BlockSize;
+            const uint8_t* q = static_cast<const uint8_t*>(weight.data) + size_t(row) * size_t(in_features);
+            const float* lut = fp8e4m3_table();
+            for (int64_t b = 0; b < nb; ++b) {
+                const float s = load_as_f32(scale_inv.data, scale_inv.dtype, size_t(srow * nb + b));
+                const int64_t c0 = b * kFp8BlockSize, c1 = std::min(in_features, c0 + kFp8BlockSize);
+                for (int64_t c = c0; c < c1; ++c) out[c] = lut[q[c]] * s;
+            }
+            return;
         }
     }
 }
 
-size_t LinearWeight::storage_bytes() const { return size_t(weight.numel()) * dtype_size(weight.dtype); }
+std::vector<float> LinearWeight::scale_inv_f32() const {
+    QS_CHECK(format == WeightFormat::kFP8Block);
+    QS_CHECK(scale_inv.numel() == fp8_num_blocks(out_features) * fp8_num_blocks(in_features));
+    return to_f32_vector(scale_inv);
+}
+
+size_t LinearWeight::storage_bytes() const {
+    size_t n = size_t(weight.numel()) * dtype_size(weight.dtype);
+    if (format == WeightFormat::kFP8Block) n += size_t(scale_inv.numel()) * dtype_size(scale_inv.dtype);
+    return n;
+}
+
+const char* weight_format_name(WeightFormat f) {
+    switch (f) {
+        case WeightFormat::kDense: return "dense";
+        case WeightFormat::kFP8Block: return "fp8-block";
+    }
+    return "?";
+}
 
 std::vector<float> to_f32_vector(const WeightBuffer& buffer) {
     std::vector<float> out(size_t(buffer.numel()));

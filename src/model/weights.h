@@ -99,7 +99,11 @@ Result<ModelWeights> load_model_dir(const std::string& dir, const LoadOptions& o
 
 // Random weights with the config's shapes, stored as BF16 (A_log/norms as f32), deterministic
 // by seed (each tensor's values depend only on the seed and its name), scaled so activations
-// stay finite and O(1) through every layer of the real config.
-ModelWeights make_dummy_weights(const ModelConfig& config, uint64_t seed, bool with_mtp = true);
+// stay finite and O(1) through every layer of the real config. With format kFP8Block the linears
+// that Qwen's FP8 checkpoints quantise (fp8_role kQuantized) are FP8 with F32 block scales: the
+// same BF16 values quantised per tensor while they are made (no BF16 copy of the model is ever
+// held), and the returned config carries the matching quantization_config. Multi-threaded.
+ModelWeights make_dummy_weights(const ModelConfig& config, uint64_t seed, bool with_mtp = true,
+                                WeightFormat format = WeightFormat::kDense);
 
 }  // namespace qs

@@ -3,11 +3,13 @@
 // asked for are reported as unexpected. Errors are collected so one run names every problem.
 #include <fmt/format.h>
 
+#include <cmath>
 #include <functional>
 #include <set>
 
 #include "core/log.h"
 #include "io/checkpoint.h"
+#include "model/fp8_block.h"
 #include "model/weights.h"
 
 namespace qs {
@@ -22,14 +24,33 @@ std::string shape_str(const std::vector<int64_t>& s) {
 
 bool is_float_dtype(DType t) { return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16; }
 
+// What a tensor may hold: float values, FP8 E4M3 codes, or block scales (F32/BF16).
+enum class Kind { kFloat, kFp8, kScale };
+
+// The scale tensor of an FP8 weight: `X.weight` → `X.weight_scale_inv`; a fused expert tensor
+// without the `.weight` suffix (`…experts.gate_up_proj`) → `…experts.gate_up_proj_scale_inv`.
+std::string scale_name_of(const std::string& weight) { return weight + "_scale_inv"; }
+
+std::string module_of(const std::string& weight) {
+    const std::string suffix = ".weight";
+    if (weight.size() > suffix.size() && weight.compare(weight.size() - suffix.size(), suffix.size(), suffix) == 0)
+        return weight.substr(0, weight.size() - suffix.size());
+    return weight;
+}
+
 class TensorSource {
 public:
-    explicit TensorSource(std::shared_ptr<Checkpoint> ckpt) : ckpt_(std::move(ckpt)) {}
+    TensorSource(std::shared_ptr<Checkpoint> ckpt, QuantizationConfig quant)
+        : ckpt_(std::move(ckpt)), quant_(std::move(quant)) {}
 
     bool has(const std::string& name) const { return ckpt_->find(name) != nullptr; }
+    bool is_fp8(const std::string& name) const {
+        const TensorInfo* t = ckpt_->find(name);
+        return t && t->dtype == DType::kF8E4M3;
+    }
 
-    // The tensor `name` with the expected shape; on a problem, records it and returns {}.
-    WeightBuffer get(const std::string& name, const std::vector<int64_t>& shape) {
+    // The tensor `name` with the expected shape and kind; on a problem, records it and returns {}.
+    WeightBuffer get(const std::string& name, const std::vector<int64_t>& shape, Kind kind = Kind::kFloat) {
         const TensorInfo* t = ckpt_->find(name);
         if (!t) {
             missing_.push_back(name);
@@ -41,9 +62,12 @@ public:
                                             shape_str(t->shape), shape_str(shape)));
             return {};
         }
-        if (!is_float_dtype(t->dtype)) {
-            problems_.push_back(fmt::format("tensor {} has dtype {}; expected F32, F16 or BF16", name,
-                                            dtype_name(t->dtype)));
+        const bool dtype_ok = kind == Kind::kFloat ? is_float_dtype(t->dtype)
+                              : kind == Kind::kFp8 ? t->dtype == DType::kF8E4M3
+                                                   : t->dtype == DType::kF32 || t->dtype == DType::kBF16;
+        if (!dtype_ok) {
+            const char* expected = kind == Kind::kFloat ? "F32, F16 or BF16" : kind == Kind::kFp8 ? "F8_E4M3" : "F32 or BF16";
+            problems_.push_back(fmt::format("tensor {} has dtype {}; expected {}", name, dtype_name(t->dtype), expected));
             return {};
         }
         WeightBuffer b;
@@ -54,12 +78,90 @@ public:
         return b;
     }
 
+    // The block scales of FP8 weight `weight` whose matrices are [rows, cols] (`groups` of them
+    // stacked for a fused expert tensor): [groups,] ⌈rows/128⌉, ⌈cols/128⌉, finite values.
+    WeightBuffer scales(const std::string& weight, int64_t groups, int64_t rows, int64_t cols) {
+        const std::string name = scale_name_of(weight);
+        std::vector<int64_t> shape = {fp8_num_blocks(rows), fp8_num_blocks(cols)};
+        if (groups > 0) shape.insert(shape.begin(), groups);
+        const TensorInfo* t = ckpt_->find(name);
+        if (!t) {
+            problems_.push_back(fmt::format("tensor {} is F8_E4M3 but its scale tensor {} is missing", weight, name));
+            return {};
+        }
+        if (t->shape != shape) {
+            used_.insert(name);
+            problems_.push_back(fmt::format("tensor {} has shape {} but the FP8 weight {} needs {} (one scale per "
+                                            "128x128 block)",
+                                            name, shape_str(t->shape), weight, shape_str(shape)));
+            return {};
+        }
+        WeightBuffer b = get(name, shape, Kind::kScale);
+        if (!b.data) return b;
+        for (int64_t i = 0; i < b.numel(); ++i) {
+            const float v = load_as_f32(b.data, b.dtype, size_t(i));
+            if (!std::isfinite(v)) {
+                problems_.push_back(fmt::format("tensor {} has a non-finite scale ({}) at flat index {}", name, v, i));
+                return {};
+            }
+        }
+        return b;
+    }
+
+    // Checks that the FP8 weight `weight` may be FP8 at all (module role, quantization_config).
+    bool fp8_allowed(const std::string& weight) {
+        const std::string module = module_of(weight);
+        const Fp8Role role = fp8_role(module);
+        if (role != Fp8Role::kQuantized && role != Fp8Role::kOptional) {
+            problems_.push_back(fmt::format(
+                "tensor {} is F8_E4M3 but {} stays unquantised in the FP8 block format (only attention q/k/v/o, "
+                "GDN in_proj_qkv/in_proj_z/out_proj, routed and shared experts and mtp.fc may be FP8)",
+                weight, module));
+            return false;
+        }
+        if (!quant_.quantized()) {
+            if (!reported_no_quant_config_)
+                problems_.push_back(fmt::format("tensor {} is F8_E4M3 but config.json has no quantization_config "
+                                                "(expected quant_method \"fp8\", weight_block_size [128, 128])",
+                                                weight));
+            reported_no_quant_config_ = true;
+            return false;
+        }
+        if (quant_.excludes(module)) {
+            problems_.push_back(fmt::format(
+                "tensor {} is F8_E4M3 but quantization_config.modules_to_not_convert lists {}", weight, module));
+            return false;
+        }
+        return true;
+    }
+
+    // A linear [out, in]: dense (F32/F16/BF16) or FP8 with block scales, by the weight's dtype.
     LinearWeight linear(const std::string& name, int64_t out, int64_t in) {
         LinearWeight w;
         w.out_features = out;
         w.in_features = in;
+        if (is_fp8(name)) {
+            if (!fp8_allowed(name)) {
+                used_.insert(name);
+                used_.insert(scale_name_of(name));
+                return w;
+            }
+            w.format = WeightFormat::kFP8Block;
+            w.weight = get(name, {out, in}, Kind::kFp8);
+            w.scale_inv = scales(name, 0, out, in);
+            return w;
+        }
         w.weight = get(name, {out, in});
+        stray_scale(name);
         return w;
+    }
+
+    // A scale tensor next to a weight that is not FP8 is an error (it would be silently ignored).
+    void stray_scale(const std::string& weight) {
+        const std::string scale = scale_name_of(weight);
+        if (!has(scale) || is_fp8(weight)) return;
+        used_.insert(scale);
+        problems_.push_back(fmt::format("tensor {} exists but {} is not F8_E4M3", scale, weight));
     }
 
     std::vector<float> vec(const std::string& name, int64_t n) {
@@ -68,6 +170,7 @@ public:
     }
 
     void mark_used(const std::string& name) { used_.insert(name); }
+    void problem(std::string message) { problems_.push_back(std::move(message)); }
 
     Status finish(const std::function<bool(const std::string&)>& ignored) {
         std::vector<std::string> unexpected;
@@ -90,29 +193,75 @@ public:
 
 private:
     std::shared_ptr<Checkpoint> ckpt_;
+    QuantizationConfig quant_;
+    bool reported_no_quant_config_ = false;
     std::set<std::string> used_;
     std::vector<std::string> missing_;
     std::vector<std::string> problems_;
 };
+
+// A fused 3-D expert tensor [E, rows, cols], dense or FP8 with its scales.
+struct Fused {
+    bool fp8 = false;
+    int64_t rows = 0, cols = 0;
+    WeightBuffer weight, scale_inv;
+
+    // The linear [out, in] of expert e starting `offset` elements (and `scale_offset` scales)
+    // into that expert's matrix.
+    LinearWeight part(int64_t e, int64_t offset, int64_t out, int64_t in, int64_t scale_offset) const {
+        LinearWeight w;
+        w.format = fp8 ? WeightFormat::kFP8Block : WeightFormat::kDense;
+        w.out_features = out;
+        w.in_features = in;
+        if (weight.data) w.weight = weight.slice(e * rows * cols + offset, {out, in});
+        if (fp8 && scale_inv.data)
+            w.scale_inv = scale_inv.slice(e * fp8_num_blocks(rows) * fp8_num_blocks(cols) + scale_offset,
+                                          {fp8_num_blocks(out), fp8_num_blocks(in)});
+        return w;
+    }
+};
+
+Fused load_fused(TensorSource& src, const std::string& name, int64_t E, int64_t rows, int64_t cols) {
+    Fused f;
+    f.rows = rows;
+    f.cols = cols;
+    if (src.is_fp8(name)) {
+        if (!src.fp8_allowed(name)) {
+            src.mark_used(name);
+            src.mark_used(scale_name_of(name));
+            return f;
+        }
+        f.fp8 = true;
+        f.weight = src.get(name, {E, rows, cols}, Kind::kFp8);
+        f.scale_inv = src.scales(name, E, rows, cols);
+    } else {
+        f.weight = src.get(name, {E, rows, cols});
+        src.stray_scale(name);
+    }
+    return f;
+}
 
 void load_moe(TensorSource& src, const std::string& p, const ModelConfig& c, MoeWeights& moe) {
     const int64_t H = c.hidden_size, E = c.num_experts, I = c.moe_intermediate_size;
     moe.router = src.linear(p + "mlp.gate.weight", E, H);
     moe.experts.resize(static_cast<size_t>(E));
     if (src.has(p + "mlp.experts.gate_up_proj")) {
-        // Fused layout: gate_up_proj [E, 2I, H] (rows 0..I-1 gate, I..2I-1 up), down_proj [E, H, I].
-        WeightBuffer gate_up = src.get(p + "mlp.experts.gate_up_proj", {E, 2 * I, H});
-        WeightBuffer down = src.get(p + "mlp.experts.down_proj", {E, H, I});
+        // Fused layout: gate_up_proj [E, 2I, H] (rows 0..I-1 gate, I..2I-1 up), down_proj [E, H, I];
+        // FP8: each with `<name>_scale_inv` [E, ⌈rows/128⌉, ⌈cols/128⌉].
+        Fused gate_up = load_fused(src, p + "mlp.experts.gate_up_proj", E, 2 * I, H);
+        const Fused down = load_fused(src, p + "mlp.experts.down_proj", E, H, I);
+        if (gate_up.fp8 && I % kFp8BlockSize != 0) {
+            gate_up.scale_inv = {};
+            src.problem(fmt::format("tensor {}mlp.experts.gate_up_proj is F8_E4M3 but moe_intermediate_size {} is not "
+                                    "a multiple of 128, so gate and up share scale blocks (store experts per expert)",
+                                    p, I));
+        }
+        const int64_t gate_blocks = fp8_num_blocks(I) * fp8_num_blocks(H);
         for (int64_t e = 0; e < E; ++e) {
             ExpertWeights& x = moe.experts[size_t(e)];
-            x.gate_proj = {WeightFormat::kDense, I, H, {}};
-            x.up_proj = {WeightFormat::kDense, I, H, {}};
-            x.down_proj = {WeightFormat::kDense, H, I, {}};
-            if (gate_up.data) {
-                x.gate_proj.weight = gate_up.slice(e * 2 * I * H, {I, H});
-                x.up_proj.weight = gate_up.slice(e * 2 * I * H + I * H, {I, H});
-            }
-            if (down.data) x.down_proj.weight = down.slice(e * H * I, {H, I});
+            x.gate_proj = gate_up.part(e, 0, I, H, 0);
+            x.up_proj = gate_up.part(e, I * H, I, H, gate_blocks);
+            x.down_proj = down.part(e, 0, H, I, 0);
         }
     } else {
         for (int64_t e = 0; e < E; ++e) {
@@ -170,7 +319,7 @@ bool has_prefix(const std::string& s, const std::string& prefix) { return s.rfin
 
 Result<ModelWeights> load_model_weights(const std::shared_ptr<Checkpoint>& ckpt, const ModelConfig& config,
                                         const LoadOptions& options) {
-    TensorSource src(ckpt);
+    TensorSource src(ckpt, config.quantization);
     std::string prefix;
     if (src.has("model.language_model.embed_tokens.weight")) prefix = "model.language_model.";
     else if (src.has("model.embed_tokens.weight")) prefix = "model.";
@@ -190,7 +339,7 @@ Result<ModelWeights> load_model_weights(const std::shared_ptr<Checkpoint>& ckpt,
     if (src.has("lm_head.weight") || !c.tie_word_embeddings) {
         w.lm_head = src.linear("lm_head.weight", c.vocab_size, c.hidden_size);
     } else {
-        w.lm_head = {WeightFormat::kDense, c.vocab_size, c.hidden_size, w.embed_tokens};
+        w.lm_head = {WeightFormat::kDense, c.vocab_size, c.hidden_size, w.embed_tokens, {}};
     }
 
     const bool mtp_in_checkpoint = src.has("mtp.fc.weight");

@@ -1,0 +1,41 @@
+// `qwenserve quantize --model IN_DIR --output OUT_DIR --format fp8-block [--scale-dtype f32|bf16]
+// [--shard-size-mb N]`: converts a BF16/F16/F32 checkpoint to Qwen's official FP8 layout (E4M3
+// weights with one scale per 128×128 block, model/quantize_checkpoint.h). OUT_DIR must not exist;
+// it appears only when complete. Main thread.
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+#include "core/args.h"
+#include "model/quantize_checkpoint.h"
+
+namespace qs::cli {
+
+namespace {
+
+Status run(const Args& args) {
+    QS_ASSIGN_OR_RETURN(std::string in, args.require("model"));
+    QS_ASSIGN_OR_RETURN(std::string out, args.require("output"));
+    QS_ASSIGN_OR_RETURN(std::string format, args.require("format"));
+    if (format != "fp8-block")
+        return invalid_argument("--format must be 'fp8-block' (FP8 E4M3, 128x128 block scales), got '" + format + "'");
+    QuantizeOptions o;
+    const std::string scale = args.get_or("scale-dtype", "f32");
+    if (scale == "f32") o.scale_dtype = DType::kF32;
+    else if (scale == "bf16") o.scale_dtype = DType::kBF16;
+    else return invalid_argument("--scale-dtype must be 'f32' or 'bf16', got '" + scale + "'");
+    QS_ASSIGN_OR_RETURN(int64_t shard_mb, args.get_int("shard-size-mb", 4096));
+    if (shard_mb < 1) return invalid_argument(fmt::format("--shard-size-mb must be at least 1, got {}", shard_mb));
+    o.max_shard_bytes = shard_mb << 20;
+    return quantize_checkpoint(in, out, o);
+}
+
+}  // namespace
+
+int run_quantize(int argc, char** argv) {
+    auto args = Args::parse(argc, argv, {}, {"model", "output", "format", "scale-dtype", "shard-size-mb"});
+    if (!args.is_ok()) return fail("quantize", args.status());
+    Status st = run(*args);
+    return st.is_ok() ? 0 : fail("quantize", st);
+}
+
+}  // namespace qs::cli

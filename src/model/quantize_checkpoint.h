@@ -1,0 +1,33 @@
+// Checkpoint conversion: a BF16/F16/F32 checkpoint directory → Qwen's official FP8 layout
+// (`qwenserve quantize --format fp8-block`). Main thread; quantisation uses OpenMP threads.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/dtype.h"
+#include "core/status.h"
+
+namespace qs {
+
+struct QuantizeOptions {
+    DType scale_dtype = DType::kF32;          // weight_scale_inv dtype: F32 (transformers) or BF16
+    int64_t max_shard_bytes = 4ll << 30;      // output shards stay below this (unless one tensor is larger)
+};
+
+// Reads IN (config.json + safetensors, any layout Checkpoint::open accepts) and writes OUT:
+//  * every linear fp8_role() marks kQuantized becomes `X.weight` F8_E4M3 + `X.weight_scale_inv`
+//    (fp8_block.h); fused expert tensors are split per expert (`…mlp.experts.{e}.gate_proj.weight`,
+//    …), as in the official FP8 release;
+//  * every other tensor (embeddings, lm_head, router, norms, A_log, conv1d, model.visual.*, ...)
+//    is copied unchanged, same dtype and bytes;
+//  * config.json is IN's with a `quantization_config` (quant_method fp8, fmt e4m3, dynamic
+//    activations, weight_block_size [128, 128], modules_to_not_convert = the unquantised linears
+//    and "model.visual"); every other file of IN (tokenizer, generation_config, ...) is copied;
+//  * one model.safetensors, or shards model-0000i-of-0000n.safetensors + index when larger.
+// IN must load as a model and must not be quantised already; OUT must not exist. Everything is
+// written into a sibling temporary directory, checked by loading it, then renamed to OUT: on any
+// error OUT does not exist and the temporary directory is removed.
+Status quantize_checkpoint(const std::string& in_dir, const std::string& out_dir, const QuantizeOptions& options = {});
+
+}  // namespace qs
