@@ -56,6 +56,8 @@ Result<std::unique_ptr<Ops>> make_backend(const BackendOptions& options, const M
     if (options.device != "cuda") return invalid_argument("--device must be 'cpu' or 'cuda', got '" + options.device + "'");
 #ifdef QS_HAVE_CUDA
     if (!cuda::cuda_device_available()) return invalid_argument("--device cuda: no CUDA device is visible");
+    if (const std::string why = cuda::cuda_unsupported_reason(weights.config); !why.empty())
+        return Status(ErrorKind::kUnsupported, "--device cuda: " + why);
     cuda::CudaOptions co;
     co.ssm_bf16 = options.gdn_state_bf16;
     auto ops = std::make_unique<cuda::CudaOps>(co);

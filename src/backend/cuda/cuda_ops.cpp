@@ -11,6 +11,8 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/gdn_kernels.h"
 #include "backend/cuda/moe_kernels.h"
+#include <fmt/format.h>
+
 #include "core/check.h"
 
 namespace qs::cuda {
@@ -18,6 +20,15 @@ namespace qs::cuda {
 bool cuda_device_available() {
     int n = 0;
     return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+std::string cuda_unsupported_reason(const ModelConfig& c) {
+    if (c.head_dim % 32 != 0 || c.head_dim < 32 || c.head_dim > 256)
+        return fmt::format("head_dim {}: the CUDA attention kernels need a multiple of 32 in [32, 256]", c.head_dim);
+    for (int64_t d : {c.linear_key_head_dim, c.linear_value_head_dim})
+        if (d % 4 != 0 || d > 128)
+            return fmt::format("linear head dim {}: the CUDA Gated DeltaNet kernels need a multiple of 4 up to 128", d);
+    return "";
 }
 
 CudaOps::CudaOps(const CudaOptions& options) : options_(options) {
@@ -80,6 +91,8 @@ std::unique_ptr<ModelCache> CudaOps::make_cache(const CacheGeometry& g) {
 }
 
 void CudaOps::prepare_weights(const ModelWeights& w) {
+    const std::string why = cuda_unsupported_reason(w.config);
+    QS_CHECK_MSG(why.empty(), why.c_str());
     weights_.upload(w, stream_);
     QS_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }

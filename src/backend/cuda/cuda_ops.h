@@ -87,4 +87,8 @@ private:
 // Whether a CUDA device is present (false on CI machines without a GPU).
 bool cuda_device_available();
 
+// Why the CUDA kernels cannot run this config (empty when they can): attention head_dim must be
+// a multiple of 32 in [32, 256]; GDN head dims multiples of 4 up to 128.
+std::string cuda_unsupported_reason(const ModelConfig& c);
+
 }  // namespace qs::cuda

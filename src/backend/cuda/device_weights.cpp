@@ -23,8 +23,13 @@ DeviceLinear DeviceWeights::upload_linear(const LinearWeight& w, DeviceLinear::D
     d.out = w.out_features;
     d.in = w.in_features;
     const size_t n = size_t(w.out_features * w.in_features);
-    QS_CHECK_MSG(w.format == WeightFormat::kDense, "the CUDA backend does not load this weight format yet");
-    if (dtype == DeviceLinear::Dtype::kBF16 && w.weight.dtype == DType::kBF16) {
+    if (w.format == WeightFormat::kFP8Block && dtype == DeviceLinear::Dtype::kFP8Block) {
+        d.w = upload_bytes(w.weight.data, n, stream);
+        const std::vector<float> scales = w.scale_inv_f32();
+        d.scale_inv = static_cast<const float*>(upload_bytes(scales.data(), scales.size() * 4, stream));
+        return d;
+    }
+    if (dtype == DeviceLinear::Dtype::kBF16 && w.format == WeightFormat::kDense && w.weight.dtype == DType::kBF16) {
         d.w = upload_bytes(w.weight.data, n * 2, stream);
         return d;
     }
@@ -49,6 +54,7 @@ DeviceLinear DeviceWeights::upload_linear(const LinearWeight& w, DeviceLinear::D
 void DeviceWeights::add_linear(const LinearWeight& w, bool keep_f32, cudaStream_t stream) {
     if (linears_.count(w.weight.data)) return;
     DeviceLinear::Dtype dtype = DeviceLinear::Dtype::kBF16;
+    if (w.format == WeightFormat::kFP8Block) dtype = DeviceLinear::Dtype::kFP8Block;
     if (keep_f32 || (w.format == WeightFormat::kDense && w.weight.dtype != DType::kBF16)) dtype = DeviceLinear::Dtype::kF32;
     linears_.emplace(w.weight.data, upload_linear(w, dtype, stream));
 }
@@ -60,19 +66,33 @@ void DeviceWeights::add_vec(const std::vector<float>& v, cudaStream_t stream) {
 
 void DeviceWeights::add_experts(const MoeWeights& m, cudaStream_t stream) {
     const int64_t E = int64_t(m.experts.size());
+    // One format per table: FP8 only when every expert (and the shared one) is FP8, else BF16
+    // (an FP8 expert is then dequantised on the host: mixed checkpoints are not expected).
+    bool all_fp8 = m.shared_expert.gate_proj.format == WeightFormat::kFP8Block;
+    for (const ExpertWeights& e : m.experts)
+        for (const LinearWeight* l : {&e.gate_proj, &e.up_proj, &e.down_proj}) all_fp8 = all_fp8 && l->format == WeightFormat::kFP8Block;
+    const DeviceLinear::Dtype dtype = all_fp8 ? DeviceLinear::Dtype::kFP8Block : DeviceLinear::Dtype::kBF16;
     std::vector<const void*> gate, up, down;
+    std::vector<const float*> gate_s, up_s, down_s;
     auto add = [&](const ExpertWeights& e) {
-        gate.push_back(upload_linear(e.gate_proj, DeviceLinear::Dtype::kBF16, stream).w);
-        up.push_back(upload_linear(e.up_proj, DeviceLinear::Dtype::kBF16, stream).w);
-        down.push_back(upload_linear(e.down_proj, DeviceLinear::Dtype::kBF16, stream).w);
+        const DeviceLinear g = upload_linear(e.gate_proj, dtype, stream), u = upload_linear(e.up_proj, dtype, stream),
+                           dn = upload_linear(e.down_proj, dtype, stream);
+        gate.push_back(g.w), up.push_back(u.w), down.push_back(dn.w);
+        gate_s.push_back(g.scale_inv), up_s.push_back(u.scale_inv), down_s.push_back(dn.scale_inv);
     };
     for (const ExpertWeights& e : m.experts) add(e);
     add(m.shared_expert);
     DeviceExperts d;
-    d.format = DeviceWeightFormat::kBF16;
-    d.gate = static_cast<const void* const*>(upload_bytes(gate.data(), gate.size() * sizeof(void*), stream));
-    d.up = static_cast<const void* const*>(upload_bytes(up.data(), up.size() * sizeof(void*), stream));
-    d.down = static_cast<const void* const*>(upload_bytes(down.data(), down.size() * sizeof(void*), stream));
+    d.format = all_fp8 ? DeviceWeightFormat::kFP8Block : DeviceWeightFormat::kBF16;
+    auto table = [&](const auto& v) { return upload_bytes(v.data(), v.size() * sizeof(v[0]), stream); };
+    d.gate = static_cast<const void* const*>(table(gate));
+    d.up = static_cast<const void* const*>(table(up));
+    d.down = static_cast<const void* const*>(table(down));
+    if (all_fp8) {
+        d.gate_scale = static_cast<const float* const*>(table(gate_s));
+        d.up_scale = static_cast<const float* const*>(table(up_s));
+        d.down_scale = static_cast<const float* const*>(table(down_s));
+    }
     d.E = int(E);
     d.H = int(m.router.in_features);
     d.I = E > 0 ? int(m.experts[0].gate_proj.out_features) : 0;
