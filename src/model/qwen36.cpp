@@ -55,21 +55,19 @@ Qwen36Model::Output Qwen36Model::finish(const float* x_final, const ForwardBatch
                                         Output recycled) {
     const ModelConfig& c = w_.config;
     const int64_t T = batch.num_tokens(), H = c.hidden_size, V = c.vocab_size;
+    // Resized without clearing first: copy_to_host overwrites every element, so zeroing the
+    // recycled buffers ([rows, vocab] floats) would only double the memory traffic.
     Output result = std::move(recycled);
-    result.hidden.clear();
-    result.logits.clear();
-    if (want_hidden) {
-        result.hidden.resize(size_t(T * H));
-        ops_.copy_to_host(x_final, T * H, result.hidden.data());
-    }
+    result.hidden.resize(want_hidden ? size_t(T * H) : 0);
+    if (want_hidden) ops_.copy_to_host(x_final, T * H, result.hidden.data());
     const int64_t R = int64_t(batch.logits_rows.size());
+    result.logits.resize(size_t(R * V));
     if (R > 0) {
         for (int32_t row : batch.logits_rows) QS_CHECK(row >= 0 && row < T);
         float* rows = ops_.alloc(R * H);    // [R, H]
         float* logits = ops_.alloc(R * V);  // [R, V]
         ops_.gather_rows(x_final, batch.logits_rows.data(), R, H, rows);
         ops_.linear(rows, R, w_.lm_head, logits);
-        result.logits.resize(size_t(R * V));
         ops_.copy_to_host(logits, R * V, result.logits.data());
     }
     ops_.free_all();
