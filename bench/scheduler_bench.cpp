@@ -3,7 +3,12 @@
 // geometry) on NullOps (no arithmetic, no cache storage). Reports per step: scheduling, the whole
 // step minus the forward, and the CPU sampling over the vocabulary separately; then the per-row
 // cost of each sampling mode. A benchmark, never a test; single-threaded.
-// Usage: build/bench/scheduler_bench [--steps 20] [--prompt 512]
+// Usage: build/bench/scheduler_bench [--steps 20] [--prompt 512] [--residents 64,256,512]
+//            [--spec 0,2] [--prefix on,off] [--no-modes] [--vocab V]
+// --residents/--spec/--prefix pick scenarios (default: all nine); --no-modes skips the
+// per-row sampling table; --vocab shrinks the vocabulary (profiling the bookkeeping under
+// callgrind: its instruction count does not depend on the vocabulary, its time partly does,
+// through the cache traffic of the host logits).
 #include <algorithm>
 #include <cstdio>
 #include <random>
@@ -47,13 +52,14 @@ Measured run_scenario(const ModelWeights& w, const Scenario& sc, int64_t prompt_
     Engine& e = **engine;
     // Prompts share a 256-token system prefix (prefix-cache hits when enabled).
     std::mt19937 rng(1);
+    const uint32_t max_id = uint32_t(std::min<int64_t>(150000, w.config.vocab_size));
     std::vector<int32_t> system(256);
-    for (auto& t : system) t = int32_t(rng() % 150000);
+    for (auto& t : system) t = int32_t(rng() % max_id);
     for (int64_t i = 0; i < sc.residents; ++i) {
         GenerationRequest r;
         r.id = "r" + std::to_string(i);
         r.prompt_ids = system;
-        while (int64_t(r.prompt_ids.size()) < prompt_len) r.prompt_ids.push_back(int32_t(rng() % 150000));
+        while (int64_t(r.prompt_ids.size()) < prompt_len) r.prompt_ids.push_back(int32_t(rng() % max_id));
         r.params.temperature = 0.0;
         r.params.max_tokens = max_tokens;
         r.params.ignore_eos = true;
@@ -94,14 +100,22 @@ double sample_row_ms(int64_t V, const SamplingParams& p, int rows) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    auto args = Args::parse(argc, argv, {}, {"steps", "prompt"});
+    auto args = Args::parse(argc, argv, {"no-modes"}, {"steps", "prompt", "residents", "spec", "prefix", "vocab"});
     if (!args.is_ok()) {
         std::fprintf(stderr, "%s\n", args.status().message().c_str());
         return 2;
     }
     const int64_t steps = args->get_int("steps", 20).value();
     const int64_t prompt_len = args->get_int("prompt", 512).value();
-    const ModelConfig config = qwen36_35b_a3b_config();
+    auto residents_list = parse_int_list(args->get_or("residents", "64,256,512"), "--residents");
+    auto spec_list = parse_int_list(args->get_or("spec", "0,2"), "--spec");
+    if (!residents_list.is_ok() || !spec_list.is_ok()) {
+        std::fprintf(stderr, "bad --residents or --spec\n");
+        return 2;
+    }
+    const std::string prefix = args->get_or("prefix", "on,off");
+    ModelConfig config = qwen36_35b_a3b_config();
+    config.vocab_size = args->get_int("vocab", config.vocab_size).value();
     const ModelWeights w = make_shape_only_weights(config, /*with_mtp=*/true);
 
     std::printf("Engine step cost without the forward: qwen36-35b-a3b shapes (vocab %lld), NullOps, greedy,\n"
@@ -110,15 +124,23 @@ int main(int argc, char** argv) {
                 (long long)config.vocab_size, (long long)prompt_len, (long long)steps);
     std::printf("| resident | prefix cache | MTP k | schedule | step - forward | sampling | bookkeeping |\n");
     std::printf("|---------:|:------------:|------:|---------:|---------------:|---------:|------------:|\n");
-    for (int64_t residents : {64, 256, 512})
-        for (const Scenario sc : {Scenario{residents, true, 0}, Scenario{residents, false, 0}, Scenario{residents, true, 2}}) {
-            const Measured m = run_scenario(w, sc, prompt_len, steps);
-            std::printf("| %8lld | %12s | %5lld | %8.3f | %14.3f | %8.3f | %11.3f |\n", (long long)sc.residents,
-                        sc.prefix_caching ? "on" : "off", (long long)sc.spec, m.schedule_ms, m.step_minus_forward_ms,
-                        m.sample_ms, m.bookkeeping_ms);
-            std::fflush(stdout);
-        }
+    // Plain decode with the prefix cache on and off; MTP (k > 0) with it on.
+    std::vector<Scenario> scenarios;
+    for (int64_t residents : *residents_list)
+        for (int64_t spec : *spec_list)
+            for (bool on : {true, false}) {
+                if (prefix.find(on ? "on" : "off") == std::string::npos || (spec > 0 && !on)) continue;
+                scenarios.push_back({residents, on, spec});
+            }
+    for (const Scenario& sc : scenarios) {
+        const Measured m = run_scenario(w, sc, prompt_len, steps);
+        std::printf("| %8lld | %12s | %5lld | %8.3f | %14.3f | %8.3f | %11.3f |\n", (long long)sc.residents,
+                    sc.prefix_caching ? "on" : "off", (long long)sc.spec, m.schedule_ms, m.step_minus_forward_ms,
+                    m.sample_ms, m.bookkeeping_ms);
+        std::fflush(stdout);
+    }
 
+    if (args->has("no-modes")) return 0;
     std::printf("\nCPU sampling per logits row (vocab %lld, random logits):\n\n", (long long)config.vocab_size);
     std::printf("| mode | ms per row | ms per step at 512 rows |\n|:-----|-----------:|------------------------:|\n");
     struct Mode {

@@ -130,15 +130,16 @@ void Engine::run_until_idle() {
 }
 
 void Engine::drain_inbox() {
-    std::deque<Command> commands;
     {
         std::lock_guard<std::mutex> lock(inbox_mu_);
-        commands.swap(inbox_);
+        if (inbox_.empty()) return;
+        drained_.swap(inbox_);
     }
-    for (Command& c : commands) {
+    for (Command& c : drained_) {
         if (c.kind == Command::kSubmit) admit(std::move(c));
         else abort_request(c.abort_id);
     }
+    drained_.clear();
 }
 
 void Engine::admit(Command&& c) {
@@ -296,7 +297,12 @@ bool Engine::step() {
 
 void Engine::run_batch(const SchedulerOutput& sched) {
     const int64_t V = weights_.config.vocab_size;
-    ForwardBatch batch;
+    // The batches are members reused from step to step; their block tables are views of the
+    // sequences' own tables, which stay unchanged until each batch's forward has run (the main
+    // batch runs first; a rollback row's sequence is not touched again before the rollback
+    // forward; run_mtp grows a table before taking its view).
+    ForwardBatch& batch = batch_;
+    batch.clear();
     for (const ScheduledSeq& ss : sched.scheduled) {
         Sequence& s = *ss.seq;
         SeqSpan span;
@@ -316,7 +322,7 @@ void Engine::run_batch(const SchedulerOutput& sched) {
             if (s.num_computed + ss.num_tokens == int64_t(s.tokens.size()))
                 batch.logits_rows.push_back(span.row_begin + ss.num_tokens - 1);
         }
-        batch.seqs.push_back(std::move(span));
+        batch.seqs.push_back(span);
     }
     batch.argmax_only = argmax_suffices(sched);
     double t = now_seconds();
@@ -324,9 +330,16 @@ void Engine::run_batch(const SchedulerOutput& sched) {
     profile_.forward_s += now_seconds() - t;
 
     // Sampling and verification, sequence by sequence.
-    ForwardBatch rollback;  // rows to recompute after a rejected draft (state restored first)
-    std::vector<Sequence*> mtp_seqs;
-    std::vector<int64_t> mtp_first_row, mtp_num_rows;
+    ForwardBatch& rollback = rollback_batch_;  // rows to recompute after a rejected draft (state restored first)
+    rollback.clear();
+    mtp_seqs_.clear();
+    mtp_first_row_.clear();
+    mtp_num_rows_.clear();
+    auto add_mtp = [this](Sequence* seq, int32_t first_row, int32_t num_rows) {
+        mtp_seqs_.push_back(seq);
+        mtp_first_row_.push_back(first_row);
+        mtp_num_rows_.push_back(num_rows);
+    };
     size_t logits_at = 0;
     for (size_t i = 0; i < sched.scheduled.size(); ++i) {
         const ScheduledSeq& ss = sched.scheduled[i];
@@ -354,22 +367,15 @@ void Engine::run_batch(const SchedulerOutput& sched) {
                 // The forked completions were copied before the MTP catch-up below wrote this
                 // step's rows: each runs the catch-up over the same rows (same hidden states)
                 // into its own pages, with its own first token for the last row.
-                for (Sequence* c : forked) {
-                    mtp_seqs.push_back(c);
-                    mtp_first_row.push_back(span.row_begin);
-                    mtp_num_rows.push_back(ss.num_tokens);
-                }
+                for (Sequence* c : forked) add_mtp(c, span.row_begin, span.num_tokens);
             }
-            if (s.status != SeqStatus::kFinished) {
-                mtp_seqs.push_back(&s);
-                mtp_first_row.push_back(span.row_begin);
-                mtp_num_rows.push_back(ss.num_tokens);
-            }
+            if (s.status != SeqStatus::kFinished) add_mtp(&s, span.row_begin, span.num_tokens);
             continue;
         }
         // Verify: rows are [last token, d_1..d_k]; emit target tokens while drafts match.
         const int64_t c = s.num_computed;
-        const std::vector<int32_t> draft = s.draft;
+        std::vector<int32_t>& draft = draft_scratch_;
+        draft.swap(s.draft);  // the sequence keeps the scratch's capacity for its next draft
         s.draft.clear();
         int64_t accepted = 0;
         for (int64_t r = 0; r < ss.num_tokens; ++r) {
@@ -412,72 +418,69 @@ void Engine::run_batch(const SchedulerOutput& sched) {
             r.state_slot = s.slot;
             r.block_table = s.block_table;
             rollback.token_ids.insert(rollback.token_ids.end(), s.tokens.begin() + c, s.tokens.begin() + c + accepted + 1);
-            rollback.seqs.push_back(std::move(r));
+            rollback.seqs.push_back(r);
         }
         cache_mgr_->after_forward(s);
-        mtp_seqs.push_back(&s);
-        mtp_first_row.push_back(span.row_begin);
-        mtp_num_rows.push_back(accepted + 1);
+        add_mtp(&s, span.row_begin, int32_t(accepted + 1));
     }
     t = now_seconds();
     if (!rollback.seqs.empty()) rollback_buf_ = model_.forward(rollback, *cache_, false, std::move(rollback_buf_));
     profile_.forward_s += now_seconds() - t;
-    run_mtp(mtp_seqs, mtp_first_row, mtp_num_rows, out.hidden);
+    run_mtp(out.hidden);
     forward_buf_ = std::move(out);
 }
 
-void Engine::run_mtp(const std::vector<Sequence*>& seqs, const std::vector<int64_t>& first_row,
-                     const std::vector<int64_t>& num_rows, const std::vector<float>& hidden) {
-    if (num_spec_ == 0 || seqs.empty()) return;
-    const int64_t H = weights_.config.hidden_size, V = weights_.config.vocab_size;
+void Engine::run_mtp(const std::vector<float>& hidden) {
+    if (num_spec_ == 0 || mtp_seqs_.empty()) return;
+    const int64_t V = weights_.config.vocab_size;
     // Catch-up: MTP row p (position p) reads hidden h_p and token x_{p+1}; this fills the MTP
-    // layer's KV for the rows just computed and yields the first draft from the last row.
-    ForwardBatch b;
-    std::vector<float> h;
-    std::vector<Sequence*> drafting;
-    for (size_t i = 0; i < seqs.size(); ++i) {
-        Sequence& s = *seqs[i];
-        const int64_t n = num_rows[i], start = s.num_computed - n;
+    // layer's KV for the rows just computed and yields the first draft from the last row. The
+    // hidden rows are picked by index on the backend (usually all rows in order: no gather).
+    ForwardBatch& b = mtp_batch_;
+    b.clear();
+    mtp_hidden_rows_.clear();
+    drafting_.clear();
+    bool identity = true;  // rows of `hidden` used in order, all of them
+    for (size_t i = 0; i < mtp_seqs_.size(); ++i) {
+        Sequence& s = *mtp_seqs_[i];
+        const int32_t n = mtp_num_rows_[i];
+        const int64_t start = s.num_computed - n;
         SeqSpan span;
         span.row_begin = int32_t(b.token_ids.size());
-        span.num_tokens = int32_t(n);
+        span.num_tokens = n;
         span.start_pos = int32_t(start);
         span.state_slot = s.slot;
-        for (int64_t p = start; p < start + n; ++p) b.token_ids.push_back(s.tokens[size_t(p + 1)]);
-        h.insert(h.end(), hidden.begin() + first_row[i] * H, hidden.begin() + (first_row[i] + n) * H);
+        b.token_ids.insert(b.token_ids.end(), s.tokens.begin() + start + 1, s.tokens.begin() + start + 1 + n);
+        identity = identity && mtp_first_row_[i] == span.row_begin;
+        for (int32_t r = 0; r < n; ++r) mtp_hidden_rows_.push_back(mtp_first_row_[i] + r);
         // Draft only for decode-ready sequences with pages for the next verify (positions up to c + k).
         // (A request with n > 1 forks at its first token, which must come from a plain row.)
         const bool fork_pending = s.request->request.params.n > 1 && !s.request->forked;
         const bool ready = s.num_uncomputed() == 1 && !fork_pending &&
                            cache_mgr_->ensure_blocks(s, s.num_computed + num_spec_ + 1);
-        span.block_table = s.block_table;
+        span.block_table = s.block_table;  // after ensure_blocks may have grown the table
         if (ready) {
-            b.logits_rows.push_back(span.row_begin + int32_t(n) - 1);
-            drafting.push_back(&s);
+            b.logits_rows.push_back(span.row_begin + n - 1);
+            drafting_.push_back(&s);
         }
-        b.seqs.push_back(std::move(span));
+        b.seqs.push_back(span);
     }
+    const int64_t H = weights_.config.hidden_size;
+    if (identity && b.num_tokens() * H == int64_t(hidden.size())) mtp_hidden_rows_.clear();
     double t = now_seconds();
-    Qwen36Model::Output out = model_.mtp_forward(b, h, *cache_, /*want_hidden=*/num_spec_ > 1, std::move(mtp_buf_));
+    // With k > 1 the output carries the MTP hidden at the drafting rows, in drafting_ order.
+    Qwen36Model::Output out = model_.mtp_forward(b, hidden, mtp_hidden_rows_, *cache_, /*want_hidden=*/num_spec_ > 1,
+                                                 std::move(mtp_buf_));
     profile_.forward_s += now_seconds() - t;
-    std::vector<float> prev_hidden;
     t = now_seconds();
-    for (size_t d = 0; d < drafting.size(); ++d) {
-        const float* row = out.logits.data() + int64_t(d) * V;
-        drafting[d]->draft = {int32_t(std::max_element(row, row + V) - row)};
-    }
+    for (size_t d = 0; d < drafting_.size(); ++d) drafting_[d]->draft.assign(1, argmax(out.logits.data() + int64_t(d) * V, V));
     profile_.sample_s += now_seconds() - t;
-    for (size_t d = 0; d < drafting.size(); ++d) {
-        if (num_spec_ > 1) {
-            const int64_t r = b.logits_rows[d];
-            prev_hidden.insert(prev_hidden.end(), out.hidden.begin() + r * H, out.hidden.begin() + (r + 1) * H);
-        }
-    }
     // Further drafts: one MTP row per sequence, fed its own output hidden and last draft.
-    for (int64_t step = 2; step <= num_spec_ && !drafting.empty(); ++step) {
-        ForwardBatch db;
-        for (size_t d = 0; d < drafting.size(); ++d) {
-            Sequence& s = *drafting[d];
+    for (int64_t step = 2; step <= num_spec_ && !drafting_.empty(); ++step) {
+        ForwardBatch& db = mtp_step_batch_;
+        db.clear();
+        for (size_t d = 0; d < drafting_.size(); ++d) {
+            Sequence& s = *drafting_[d];
             SeqSpan span;
             span.row_begin = int32_t(d);
             span.num_tokens = 1;
@@ -486,18 +489,16 @@ void Engine::run_mtp(const std::vector<Sequence*>& seqs, const std::vector<int64
             span.block_table = s.block_table;
             db.token_ids.push_back(s.draft.back());
             db.logits_rows.push_back(int32_t(d));
-            db.seqs.push_back(std::move(span));
+            db.seqs.push_back(span);
         }
         t = now_seconds();
-        Qwen36Model::Output o = model_.mtp_forward(db, prev_hidden, *cache_, /*want_hidden=*/true, std::move(mtp_step_buf_));
+        Qwen36Model::Output o =
+            model_.mtp_forward(db, out.hidden, /*hidden_rows=*/{}, *cache_, /*want_hidden=*/true, std::move(mtp_step_buf_));
         profile_.forward_s += now_seconds() - t;
         t = now_seconds();
-        for (size_t d = 0; d < drafting.size(); ++d) {
-            const float* row = o.logits.data() + int64_t(d) * V;
-            drafting[d]->draft.push_back(int32_t(std::max_element(row, row + V) - row));
-        }
+        for (size_t d = 0; d < drafting_.size(); ++d) drafting_[d]->draft.push_back(argmax(o.logits.data() + int64_t(d) * V, V));
         profile_.sample_s += now_seconds() - t;
-        prev_hidden.swap(o.hidden);
+        out.hidden.swap(o.hidden);  // this step's hidden feeds the next; both buffers are kept
         mtp_step_buf_ = std::move(o);
     }
     mtp_buf_ = std::move(out);

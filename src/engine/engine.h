@@ -92,8 +92,9 @@ private:
     void finish(Sequence& s, FinishReason reason, PendingOutput& out, const std::string& stop_reason = "");
     // Returns the completions forked into the running set (they share the parent's rows this step).
     std::vector<Sequence*> fork_siblings(Sequence& parent, const float* logits_row);
-    void run_mtp(const std::vector<Sequence*>& seqs, const std::vector<int64_t>& first_row,
-                 const std::vector<int64_t>& num_rows, const std::vector<float>& hidden);
+    // The MTP catch-up over mtp_seqs_ (rows of the target forward's `hidden` given by
+    // mtp_first_row_ / mtp_num_rows_) and the draft steps for the next verify.
+    void run_mtp(const std::vector<float>& hidden);
     PendingOutput& pending_for(Sequence& s);
     void flush_outputs();
     void publish_stats();
@@ -121,6 +122,14 @@ private:
     EngineProfile profile_;
     // Forward outputs kept between steps so their [rows, vocab] buffers are reused.
     Qwen36Model::Output forward_buf_, rollback_buf_, mtp_buf_, mtp_step_buf_;
+    // Per-step scratch, cleared and refilled every step (capacity kept: no allocation per step).
+    ForwardBatch batch_, rollback_batch_, mtp_batch_, mtp_step_batch_;
+    std::vector<Sequence*> mtp_seqs_;   // sequences for this step's MTP catch-up
+    std::vector<int32_t> mtp_first_row_, mtp_num_rows_;  // their rows in the target batch
+    std::vector<int32_t> mtp_hidden_rows_;  // target row of each catch-up row
+    std::vector<Sequence*> drafting_;   // sequences drafting for the next verify
+    std::vector<int32_t> draft_scratch_;  // the draft being verified
+    std::deque<Command> drained_;         // the inbox taken by drain_inbox (a member: a fresh deque allocates)
 
     // Shared with other threads.
     mutable std::mutex inbox_mu_;

@@ -23,11 +23,16 @@ public:
 
     // Draws a uniform in [0, 1) from this completion's generator.
     double next_uniform();
-    void record_output(int32_t token);
+    // Counts an output token for the penalties; a no-op when the params this state was made
+    // with have none (nothing reads the counts then, and a hash-map update per token is not free).
+    void record_output(int32_t token) {
+        if (counts_outputs_) ++output_counts_[token];
+    }
     const std::unordered_map<int32_t, int32_t>& output_counts() const { return output_counts_; }
     const std::vector<uint8_t>& in_prompt() const { return in_prompt_; }  // by token id (lazy size)
 
 private:
+    bool counts_outputs_;
     std::mt19937_64 rng_;
     std::unordered_map<int32_t, int32_t> output_counts_;
     std::vector<uint8_t> in_prompt_;

@@ -21,18 +21,29 @@ void Scheduler::add_waiting(Sequence* s) {
 
 void Scheduler::add_running(Sequence* s) {
     s->status = SeqStatus::kRunning;
-    running_.push_back(s);
+    insert_running(s);
+}
+
+void Scheduler::insert_running(Sequence* s) {
+    running_.insert(std::upper_bound(running_.begin(), running_.end(), s, ByPriority()), s);
+}
+
+std::vector<Sequence*>::iterator Scheduler::find_running(Sequence* s) {
+    // ByPriority is a strict total order (ids are unique), so the sorted vector has s at its
+    // lower bound if anywhere.
+    auto it = std::lower_bound(running_.begin(), running_.end(), s, ByPriority());
+    return it != running_.end() && *it == s ? it : running_.end();
 }
 
 void Scheduler::remove(Sequence* s) {
     waiting_.erase(s);
-    auto it = std::find(running_.begin(), running_.end(), s);
+    auto it = find_running(s);
     if (it != running_.end()) running_.erase(it);
     cache_.free_sequence(*s);
 }
 
 void Scheduler::preempt(Sequence* s) {
-    auto it = std::find(running_.begin(), running_.end(), s);
+    auto it = find_running(s);
     QS_CHECK(it != running_.end());
     running_.erase(it);
     cache_.free_sequence(*s);  // recompute later: prompt + output so far
@@ -53,12 +64,13 @@ int64_t Scheduler::align_chunk(const Sequence& s, int64_t n) const {
 
 SchedulerOutput Scheduler::schedule() {
     SchedulerOutput out;
+    out.scheduled.reserve(running_.size() + 1);
     int64_t budget = config_.max_num_batched_tokens;
 
-    // Stage 1: running sequences, highest priority first.
-    std::vector<Sequence*> order = running_;
-    std::sort(order.begin(), order.end(), ByPriority());
-    for (Sequence* s : order) {
+    // Stage 1: running sequences, highest priority first (running_ is kept in that order; the
+    // copy is walked because preemption removes sequences from running_).
+    order_.assign(running_.begin(), running_.end());
+    for (Sequence* s : order_) {
         if (s->status != SeqStatus::kRunning) continue;  // preempted earlier in this loop
         if (budget <= 0) break;
         int64_t n = wanted_rows(*s);
@@ -73,7 +85,7 @@ SchedulerOutput Scheduler::schedule() {
         // Make room: preempt the lowest-priority, latest running sequence until the pages fit.
         bool self_preempted = false;
         while (!cache_.ensure_blocks(*s, s->num_computed + n)) {
-            Sequence* victim = *std::max_element(running_.begin(), running_.end(), ByPriority());
+            Sequence* victim = running_.back();  // the maximum under ByPriority
             preempt(victim);
             ++out.num_preempted;
             if (victim == s) {
@@ -109,7 +121,7 @@ SchedulerOutput Scheduler::schedule() {
             s->num_cached_prompt = hit;
         }
         s->status = SeqStatus::kRunning;
-        running_.push_back(s);
+        insert_running(s);
         out.scheduled.push_back({s, n, false});
         budget -= n;
     }

@@ -39,6 +39,7 @@ public:
 
     int64_t num_waiting() const { return int64_t(waiting_.size()); }
     int64_t num_running() const { return int64_t(running_.size()); }
+    // In scheduling order: priority, then arrival.
     const std::vector<Sequence*>& running() const { return running_; }
     int64_t num_preemptions_total() const { return preemptions_total_; }
     // Tokens looked up in / served from the prefix cache at admission.
@@ -50,6 +51,9 @@ private:
         bool operator()(const Sequence* a, const Sequence* b) const;
     };
     void preempt(Sequence* s);
+    // running_ stays sorted by ByPriority: insert at the upper bound, find by binary search.
+    void insert_running(Sequence* s);
+    std::vector<Sequence*>::iterator find_running(Sequence* s);
     // Rows a running sequence wants this step (before the budget cut).
     int64_t wanted_rows(const Sequence& s) const;
     // Cuts a prefill chunk so it ends at the sequence's snapshot boundary when it would cross it.
@@ -58,7 +62,8 @@ private:
     const EngineConfig& config_;
     CacheManager& cache_;
     std::set<Sequence*, ByPriority> waiting_;
-    std::vector<Sequence*> running_;  // admission order
+    std::vector<Sequence*> running_;  // sorted by ByPriority (priority, then arrival)
+    std::vector<Sequence*> order_;    // schedule()'s copy of running_ (capacity kept)
     int64_t preemptions_total_ = 0;
     int64_t prefix_queries_ = 0;
     int64_t prefix_hits_ = 0;

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 namespace qs {
@@ -15,7 +16,10 @@ struct SeqSpan {
     int32_t num_tokens = 0;  // rows in this forward
     int32_t start_pos = 0;   // tokens already in the caches (position of the first row)
     int32_t state_slot = 0;  // GDN conv + recurrent state slot
-    std::vector<int32_t> block_table;  // KV page ids; page i holds positions [i*bs, (i+1)*bs)
+    // KV page ids; page i holds positions [i*bs, (i+1)*bs). A view of the sequence's own table
+    // (the engine's Sequence::block_table), not a copy: whoever builds a batch keeps those tables
+    // unchanged until the batch's forward has run. Qwen36Model checks that it covers the rows.
+    std::span<const int32_t> block_table;
 };
 
 struct ForwardBatch {
@@ -29,6 +33,13 @@ struct ForwardBatch {
     int64_t num_tokens() const { return int64_t(token_ids.size()); }
     // Position of every row: start_pos + index within its sequence.
     std::vector<int32_t> positions() const;
+    // Empties the batch, keeping the vectors' capacity (the engine reuses its batches).
+    void clear() {
+        token_ids.clear();
+        seqs.clear();
+        logits_rows.clear();
+        argmax_only = false;
+    }
 };
 
 }  // namespace qs

@@ -53,30 +53,40 @@ void Qwen36Model::decoder_layer(const DecoderLayerWeights& l, float* x, const Fo
     ops_.release_to(layer_mark);
 }
 
-Qwen36Model::Output Qwen36Model::finish(const float* x_final, const ForwardBatch& batch, bool want_hidden,
+void Qwen36Model::check_batch(const ForwardBatch& batch, const ModelCache& cache) const {
+    const int64_t T = batch.num_tokens(), bs = cache.geometry().block_size;
+    for (const SeqSpan& s : batch.seqs) {
+        QS_CHECK(s.row_begin >= 0 && s.num_tokens >= 0 && int64_t(s.row_begin) + s.num_tokens <= T);
+        QS_CHECK_MSG(int64_t(s.block_table.size()) * bs >= int64_t(s.start_pos) + s.num_tokens,
+                     "ForwardBatch: a block table does not cover its rows");
+    }
+    for (int32_t row : batch.logits_rows) QS_CHECK(row >= 0 && row < T);
+}
+
+Qwen36Model::Output Qwen36Model::finish(const float* x_final, const ForwardBatch& batch, HiddenOut hidden_out,
                                         Output recycled) {
     const ModelConfig& c = w_.config;
     const int64_t T = batch.num_tokens(), H = c.hidden_size, V = c.vocab_size;
-    Output result = std::move(recycled);
-    result.hidden.clear();
-    result.logits.clear();
-    result.argmax.clear();
-    if (want_hidden) {
-        result.hidden.resize(size_t(T * H));
-        ops_.copy_to_host(x_final, T * H, result.hidden.data());
-    }
     const int64_t R = int64_t(batch.logits_rows.size());
+    // Resized without clearing first: copy_to_host overwrites every element, so zeroing the
+    // recycled buffers ([rows, vocab] floats) would only double the memory traffic.
+    Output result = std::move(recycled);
+    const int64_t hidden_rows = hidden_out == HiddenOut::kAllRows ? T : hidden_out == HiddenOut::kLogitsRows ? R : 0;
+    result.hidden.resize(size_t(hidden_rows * H));
+    if (hidden_out == HiddenOut::kAllRows) ops_.copy_to_host(x_final, T * H, result.hidden.data());
+    result.logits.resize(batch.argmax_only ? 0 : size_t(R * V));
+    result.argmax.clear();
     if (R > 0) {
-        for (int32_t row : batch.logits_rows) QS_CHECK(row >= 0 && row < T);
         float* rows = ops_.alloc(R * H);    // [R, H]
         float* logits = ops_.alloc(R * V);  // [R, V]
         ops_.gather_rows(x_final, batch.logits_rows.data(), R, H, rows);
+        if (hidden_out == HiddenOut::kLogitsRows) ops_.copy_to_host(rows, R * H, result.hidden.data());
         ops_.linear(rows, R, w_.lm_head, logits);
         if (batch.argmax_only) {
+            result.logits.clear();
             result.argmax.resize(size_t(R));
             ops_.argmax_rows(logits, R, V, result.argmax.data());
         } else {
-            result.logits.resize(size_t(R * V));
             ops_.copy_to_host(logits, R * V, result.logits.data());
         }
     }
@@ -88,6 +98,7 @@ Qwen36Model::Output Qwen36Model::forward(const ForwardBatch& batch, ModelCache& 
                                          Output recycled) {
     const ModelConfig& c = w_.config;
     const int64_t T = batch.num_tokens(), H = c.hidden_size;
+    check_batch(batch, cache);
     const std::vector<int32_t> positions = batch.positions();
     ops_.begin_forward(batch, positions.data());
     float* x = ops_.alloc(T * H);  // [T, H] residual stream
@@ -98,16 +109,17 @@ Qwen36Model::Output Qwen36Model::forward(const ForwardBatch& batch, ModelCache& 
         (l.type == LayerType::kFullAttention ? kv_layer : gdn_layer) += 1;
     }
     ops_.rms_norm_zc(x, w_.norm.data(), T, H, c.rms_norm_eps, x);
-    return finish(x, batch, want_hidden, std::move(recycled));
+    return finish(x, batch, want_hidden ? HiddenOut::kAllRows : HiddenOut::kNone, std::move(recycled));
 }
 
 Qwen36Model::Output Qwen36Model::mtp_forward(const ForwardBatch& batch, const std::vector<float>& hidden,
-                                             ModelCache& cache, bool want_hidden, Output recycled) {
+                                             const std::vector<int32_t>& hidden_rows, ModelCache& cache,
+                                             bool want_hidden, Output recycled) {
     const ModelConfig& c = w_.config;
     const MtpWeights& m = w_.mtp;
     QS_CHECK_MSG(m.present, "the model has no MTP block");
     const int64_t T = batch.num_tokens(), H = c.hidden_size;
-    QS_CHECK(int64_t(hidden.size()) == T * H);
+    check_batch(batch, cache);
     const std::vector<int32_t> positions = batch.positions();
     ops_.begin_forward(batch, positions.data());
     // u = [norm_e(embed(x_{p+1})) ; norm_h(h_p)]  [T, 2H], embedding first.
@@ -116,14 +128,24 @@ Qwen36Model::Output Qwen36Model::mtp_forward(const ForwardBatch& batch, const st
     float* u = ops_.alloc(T * 2 * H);
     float* x = ops_.alloc(T * H);
     ops_.embed(w_.embed_tokens, batch.token_ids.data(), T, e);
-    ops_.copy_from_host(hidden.data(), T * H, hid);
+    if (hidden_rows.empty()) {
+        QS_CHECK(int64_t(hidden.size()) == T * H);
+        ops_.copy_from_host(hidden.data(), T * H, hid);
+    } else {
+        QS_CHECK(int64_t(hidden_rows.size()) == T && int64_t(hidden.size()) % H == 0);
+        const int64_t S = int64_t(hidden.size()) / H;
+        for (int32_t r : hidden_rows) QS_CHECK(r >= 0 && r < S);
+        float* all = ops_.alloc(S * H);  // [S, H]
+        ops_.copy_from_host(hidden.data(), S * H, all);
+        ops_.gather_rows(all, hidden_rows.data(), T, H, hid);
+    }
     ops_.rms_norm_zc(e, m.pre_fc_norm_embedding.data(), T, H, c.rms_norm_eps, e);
     ops_.rms_norm_zc(hid, m.pre_fc_norm_hidden.data(), T, H, c.rms_norm_eps, hid);
     ops_.concat_columns(e, hid, T, H, u);
     ops_.linear(u, T, m.fc, x);
     decoder_layer(m.layer, x, batch, positions.data(), cache, mtp_kv_layer(), -1);
     ops_.rms_norm_zc(x, m.norm.data(), T, H, c.rms_norm_eps, x);
-    return finish(x, batch, want_hidden, std::move(recycled));
+    return finish(x, batch, want_hidden ? HiddenOut::kLogitsRows : HiddenOut::kNone, std::move(recycled));
 }
 
 }  // namespace qs

@@ -16,7 +16,10 @@ public:
 
     struct Output {
         std::vector<float> logits;  // [batch.logits_rows.size(), vocab_size]
-        std::vector<float> hidden;  // [num_tokens, hidden]: final-normed hidden (MTP input); if asked
+        // If asked: forward(): the final-normed hidden of every row [num_tokens, hidden] (the
+        // MTP input); mtp_forward(): the MTP output after mtp.norm at the logits rows
+        // [batch.logits_rows.size(), hidden] (the next draft step's input).
+        std::vector<float> hidden;
         std::vector<int32_t> argmax;  // [batch.logits_rows.size()] when batch.argmax_only
     };
 
@@ -27,11 +30,15 @@ public:
     Output forward(const ForwardBatch& batch, ModelCache& cache, bool want_hidden = false, Output recycled = {});
 
     // One MTP draft step per row: row r has token x_{p+1} (batch.token_ids[r]) at position p
-    // (the position of the hidden state), and hidden[r] = the target's final-normed hidden h_p.
-    // Writes the MTP layer's K/V at position p. Returns draft logits for batch.logits_rows and
-    // (if want_hidden) the MTP output after mtp.norm, which feeds the next draft step.
-    Output mtp_forward(const ForwardBatch& batch, const std::vector<float>& hidden, ModelCache& cache,
-                       bool want_hidden = false, Output recycled = {});
+    // (the position of the hidden state), and the target's final-normed hidden h_p, which is
+    // hidden[hidden_rows[r]] (hidden [*, hidden_size] on the host; hidden_rows empty: hidden[r],
+    // with hidden holding exactly num_tokens rows). The rows are picked on the backend, so the
+    // caller passes forward()'s hidden as it is. Writes the MTP layer's K/V at position p.
+    // Returns draft logits for batch.logits_rows and (if want_hidden) the MTP output after
+    // mtp.norm at those rows.
+    Output mtp_forward(const ForwardBatch& batch, const std::vector<float>& hidden,
+                       const std::vector<int32_t>& hidden_rows, ModelCache& cache, bool want_hidden = false,
+                       Output recycled = {});
 
     const ModelConfig& config() const { return w_.config; }
     const ModelWeights& weights() const { return w_; }
@@ -43,7 +50,10 @@ private:
     // Runs decoder layer `l` in place on x [T, hidden].
     void decoder_layer(const DecoderLayerWeights& l, float* x, const ForwardBatch& batch, const int32_t* positions,
                        ModelCache& cache, int64_t kv_layer, int64_t gdn_layer);
-    Output finish(const float* x_final, const ForwardBatch& batch, bool want_hidden, Output recycled);
+    enum class HiddenOut : uint8_t { kNone, kAllRows, kLogitsRows };
+    Output finish(const float* x_final, const ForwardBatch& batch, HiddenOut hidden_out, Output recycled);
+    // QS_CHECKs the batch's shape: rows in range, block tables covering every row's position.
+    void check_batch(const ForwardBatch& batch, const ModelCache& cache) const;
 
     const ModelWeights& w_;
     Ops& ops_;

@@ -53,7 +53,7 @@ std::vector<float> SingleSequence::mtp_over_history(int64_t from) {
     std::vector<int32_t> ids(tokens_.begin() + from + 1, tokens_.end());
     ForwardBatch b = make_batch(ids, int32_t(from), /*all_rows=*/true);
     std::vector<float> hidden(hidden_.begin() + from * H, hidden_.begin() + (from + n) * H);
-    return model_.mtp_forward(b, hidden, *cache_).logits;
+    return model_.mtp_forward(b, hidden, /*hidden_rows=*/{}, *cache_).logits;
 }
 
 }  // namespace qs

@@ -61,10 +61,18 @@ protected:
     std::mt19937 rng_{std::random_device{}()};
 };
 
+// A batch and the page tables its spans view (moving it keeps the tables' storage).
+struct OwnedBatch {
+    ForwardBatch batch;
+    std::vector<std::vector<int32_t>> tables;
+};
+
 // A batch of sequences: (start_pos, num_tokens, slot) each; pages handed out shuffled.
-ForwardBatch make_batch(const std::vector<std::array<int, 3>>& seqs, int block_size, int pages_per_seq,
-                        std::mt19937& rng, int vocab) {
-    ForwardBatch b;
+OwnedBatch make_batch(const std::vector<std::array<int, 3>>& seqs, int block_size, int pages_per_seq,
+                      std::mt19937& rng, int vocab) {
+    OwnedBatch owned;
+    ForwardBatch& b = owned.batch;
+    owned.tables.resize(seqs.size());
     std::vector<int32_t> pages(seqs.size() * size_t(pages_per_seq));
     std::iota(pages.begin(), pages.end(), 0);
     std::shuffle(pages.begin(), pages.end(), std::mt19937(1234));  // same tables in every batch
@@ -74,12 +82,13 @@ ForwardBatch make_batch(const std::vector<std::array<int, 3>>& seqs, int block_s
         span.start_pos = seqs[s][0];
         span.num_tokens = seqs[s][1];
         span.state_slot = seqs[s][2];
-        span.block_table.assign(pages.begin() + int64_t(s) * pages_per_seq, pages.begin() + int64_t(s + 1) * pages_per_seq);
+        owned.tables[s].assign(pages.begin() + int64_t(s) * pages_per_seq, pages.begin() + int64_t(s + 1) * pages_per_seq);
+        span.block_table = owned.tables[s];
         for (int i = 0; i < span.num_tokens; ++i) b.token_ids.push_back(int32_t(rng() % uint32_t(vocab)));
         b.seqs.push_back(span);
     }
     (void)block_size;
-    return b;
+    return owned;
 }
 
 }  // namespace
@@ -128,7 +137,8 @@ TEST_P(CudaOpsParity, RowOps) {
     EXPECT_EQ(got, want) << "argmax_rows";
     EXPECT_EQ(got[1], 7);
 
-    ForwardBatch b = make_batch({{{0, int(T), 0}}}, 16, 4, rng_, int(config_.vocab_size));
+    const OwnedBatch owned = make_batch({{{0, int(T), 0}}}, 16, 4, rng_, int(config_.vocab_size));
+    const ForwardBatch& b = owned.batch;
     const auto pos = b.positions();
     std::vector<float> emb(size_t(T * H));
     cpu_.embed(weights_->embed_tokens, b.token_ids.data(), T, emb.data());
@@ -190,11 +200,12 @@ TEST_P(CudaOpsParity, GatedAttentionWithPagedCache) {
         ModelCache cpu_cache(g);
         auto gpu_cache = gpu_->make_cache(g);
         // A prefill batch, then a mixed one: a decode row, a chunk continuing a prompt, a fresh prompt.
-        const std::vector<ForwardBatch> batches = {
-            make_batch({{{0, 40, 0}, {0, 17, 1}}}, bs, pages, rng_, int(c.vocab_size)),
-            make_batch({{{40, 1, 0}, {17, 9, 1}, {0, 25, 2}}}, bs, pages, rng_, int(c.vocab_size))};
+        // Built in place: a copy of an OwnedBatch would leave its spans on the original tables.
+        std::vector<OwnedBatch> batches;
+        batches.push_back(make_batch({{{0, 40, 0}, {0, 17, 1}}}, bs, pages, rng_, int(c.vocab_size)));
+        batches.push_back(make_batch({{{40, 1, 0}, {17, 9, 1}, {0, 25, 2}}}, bs, pages, rng_, int(c.vocab_size)));
         for (size_t bi = 0; bi < batches.size(); ++bi) {
-            const ForwardBatch& b = batches[bi];
+            const ForwardBatch& b = batches[bi].batch;
             const int64_t T = b.num_tokens();
             const auto pos = b.positions();
             const auto qg = gpu_test::random_floats(size_t(T * d.num_heads * 2 * d.head_dim), rng_);
@@ -240,11 +251,12 @@ TEST_P(CudaOpsParity, GatedDeltaNetWithStateSlots) {
         ModelCache cpu_cache(g);
         auto gpu_cache = gpu.make_cache(g);
         // Slots out of order; sequences of 1 and 2 tokens (shorter than the conv window) too.
-        const std::vector<ForwardBatch> batches = {
-            make_batch({{{0, 70, 2}, {0, 2, 0}, {0, 13, 3}}}, 16, 1, rng_, int(c.vocab_size)),
-            make_batch({{{70, 1, 2}, {2, 1, 0}, {13, 150, 3}, {0, 5, 1}}}, 16, 1, rng_, int(c.vocab_size))};
+        // Built in place: a copy of an OwnedBatch would leave its spans on the original tables.
+        std::vector<OwnedBatch> batches;
+        batches.push_back(make_batch({{{0, 70, 2}, {0, 2, 0}, {0, 13, 3}}}, 16, 1, rng_, int(c.vocab_size)));
+        batches.push_back(make_batch({{{70, 1, 2}, {2, 1, 0}, {13, 150, 3}, {0, 5, 1}}}, 16, 1, rng_, int(c.vocab_size)));
         for (size_t bi = 0; bi < batches.size(); ++bi) {
-            const ForwardBatch& b = batches[bi];
+            const ForwardBatch& b = batches[bi].batch;
             const int64_t T = b.num_tokens();
             const auto pos = b.positions();
             const auto qkv = gpu_test::random_floats(size_t(T * d.conv_dim()), rng_);

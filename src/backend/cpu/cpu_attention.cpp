@@ -42,7 +42,8 @@ void CpuOps::gated_attention(const float* qg, float* k, const float* v, const st
         for (int32_t i = 0; i < s.num_tokens; ++i) {
             const int64_t row = s.row_begin + i;
             const int32_t pos = positions[row];
-            const int64_t page = s.block_table.at(size_t(pos / bs));
+            QS_CHECK(size_t(pos / bs) < s.block_table.size());
+            const int64_t page = s.block_table[size_t(pos / bs)];
             QS_CHECK(page >= 0 && page < g.num_blocks);
             const int64_t slot = page * bs + pos % bs;
             for (int64_t h = 0; h < Hkv; ++h) {

@@ -8,10 +8,16 @@
 namespace qs {
 
 float* NullOps::alloc(int64_t n) {
-    float* p = static_cast<float*>(std::calloc(size_t(std::max<int64_t>(n, 1)), sizeof(float)));
-    QS_CHECK(p != nullptr);
-    buffers_.emplace_back(p);
-    return p;
+    // Buffers alias one region: nothing writes them (copy_from_host and every op are no-ops), so
+    // it stays zero. A smaller region outgrown mid-forward is kept until free_all(), so no
+    // pointer handed out in this forward dangles.
+    if (!zeros_ || n > capacity_) {
+        if (zeros_) retired_.push_back(std::move(zeros_));
+        capacity_ = std::max<int64_t>(n, 1);
+        zeros_.reset(static_cast<float*>(std::calloc(size_t(capacity_), sizeof(float))));
+        QS_CHECK(zeros_ != nullptr);
+    }
+    return zeros_.get();
 }
 
 // Every buffer holds zeros, so the copy is a fill (the source pages stay untouched).

@@ -1,7 +1,10 @@
 // NullOps: a backend that does no arithmetic, so the engine loop (scheduling, cache bookkeeping,
-// batch building, sampling, outputs) can be measured at real shapes without a forward. Buffers
-// are zeroed host memory (calloc: untouched pages cost nothing), every op leaves its output as
-// zeros, and the ModelCache needs no storage. Used from the engine thread (benchmarks, tests).
+// batch building, sampling, outputs) can be measured at real shapes without a forward. No op
+// writes an activation buffer, so every alloc() returns the same zeroed region (grown to the
+// largest request, never touched: it costs neither page faults nor memsets per forward); every
+// op's output therefore reads as zeros, and the ModelCache needs no storage. copy_to_host still
+// writes the n floats the engine reads (logits, hidden states). Used from the engine thread
+// (benchmarks, tests).
 #pragma once
 
 #include <cstdlib>
@@ -15,7 +18,7 @@ namespace qs {
 class NullOps final : public Ops {
 public:
     float* alloc(int64_t n) override;
-    void free_all() override { buffers_.clear(); }
+    void free_all() override { retired_.clear(); }
     void copy_to_host(const float* src, int64_t n, float* dst) override;
     void copy_from_host(const float* src, int64_t n, float* dst) override {}
     bool needs_cache_storage() const override { return false; }
@@ -38,7 +41,9 @@ private:
     struct Free {
         void operator()(float* p) const { std::free(p); }
     };
-    std::vector<std::unique_ptr<float, Free>> buffers_;
+    std::unique_ptr<float, Free> zeros_;  // [capacity_] zeros, shared by every alloc()
+    int64_t capacity_ = 0;
+    std::vector<std::unique_ptr<float, Free>> retired_;  // outgrown regions, freed at free_all()
 };
 
 // Weights with the config's layer structure (types, MTP presence) and no tensors: enough for
