@@ -1,7 +1,8 @@
 // The whole model on the GPU: logits against the transformers fixtures (tests/data/parity), 64
-// greedy tokens per prompt against transformers' own generate on the trained tiny model
+// greedy steps per prompt against transformers' own generate on the trained tiny model
 // (models/qwen36-tiny/greedy_samples.json), and the engine on CudaOps reproducing the
-// single-sequence greedy reference with batching, chunked prefill, prefix caching and MTP.
+// single-sequence greedy reference with batching, chunked prefill, prefix caching and MTP, up to
+// near-ties (the GPU's bf16 GEMM inputs and batch-shaped tilings round differently).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -35,6 +36,9 @@ double argmax_agreement(const std::vector<float>& a, const std::vector<float>& b
     }
     return double(same) / double(std::max<int64_t>(R, 1));
 }
+
+// Two tokens whose logits differ by less than this are a tie at the GPU's precision.
+constexpr float kNearTie = 0.1f;
 
 cuda::CudaOptions test_options() {
     cuda::CudaOptions o;
@@ -84,6 +88,10 @@ TEST(CudaModel, TransformersFixtures) {
     EXPECT_GE(checked, 4);  // the fixtures with head_dim 16 are below the attention kernels' minimum
 }
 
+// Every one of the 64 greedy steps of transformers' generate (fp32) on the trained tiny model,
+// teacher-forced so each step is checked: the GPU's argmax equals transformers' token, or the two
+// are a near-tie in the GPU's own logits (bf16 GEMM inputs and a bf16 K/V cache move logits by
+// ~1e-2; a wrong kernel moves them by whole units).
 TEST(CudaModel, TinyModelGreedy64MatchesTransformers) {
     QS_REQUIRE_GPU();
     const std::string dir = gpu_test::source_path("models/qwen36-tiny");
@@ -94,27 +102,35 @@ TEST(CudaModel, TinyModelGreedy64MatchesTransformers) {
     cuda::CudaOps ops(test_options());
     ops.prepare_weights(*weights);
     Qwen36Model model(*weights, ops);
-    int total = 0, matched = 0;
+    int total = 0, equal = 0;
+    float worst_gap = 0.0f;
     for (const auto& s : j.at("samples")) {
         const auto prompt = s.at("prompt_ids").get<std::vector<int32_t>>();
         const auto expect = s.at("output_ids").get<std::vector<int32_t>>();
         SingleSequence seq(model, int64_t(prompt.size() + expect.size()) + 1, KvCacheDtype::kBF16);
         std::vector<float> logits = seq.feed(prompt, false);
-        std::vector<int32_t> got;
+        int sample_equal = 0;
         for (size_t i = 0; i < expect.size(); ++i) {
-            got.push_back(int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin()));
-            if (i + 1 < expect.size()) logits = seq.feed({got.back()}, false);
+            const int32_t mine = int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
+            if (mine == expect[i]) {
+                ++sample_equal;
+            } else {
+                const float gap = logits[size_t(mine)] - logits[size_t(expect[i])];
+                worst_gap = std::max(worst_gap, gap);
+                EXPECT_LE(gap, kNearTie) << s.at("kind") << " step " << i << ": GPU " << mine << ", transformers "
+                                         << expect[i];
+            }
+            if (i + 1 < expect.size()) logits = seq.feed({expect[i]}, false);
         }
-        size_t prefix = 0;
-        while (prefix < got.size() && got[prefix] == expect[prefix]) ++prefix;
-        std::printf("[greedy] %s: %zu/%zu tokens equal before the first difference\n",
-                    s.at("kind").get<std::string>().c_str(), prefix, expect.size());
-        EXPECT_EQ(got, expect) << s.at("kind");
+        std::printf("[greedy] %s: %d/%zu steps equal to transformers\n", s.at("kind").get<std::string>().c_str(),
+                    sample_equal, expect.size());
         total += int(expect.size());
-        matched += int(prefix);
+        equal += sample_equal;
     }
+    std::printf("[greedy] %d/%d steps equal; largest logit gap at a differing step %.4f (near-tie bound %.2f)\n",
+                equal, total, worst_gap, kNearTie);
     EXPECT_GT(total, 0);
-    std::printf("[greedy] %d/%d tokens before first differences\n", matched, total);
+    EXPECT_GE(equal, total * 95 / 100);
 }
 
 TEST(CudaModel, EngineOnGpuEqualsSingleSequence) {
@@ -137,12 +153,15 @@ TEST(CudaModel, EngineOnGpuEqualsSingleSequence) {
         reqs.push_back(r);
     }
     std::vector<std::vector<int32_t>> expect;
+    std::vector<std::vector<std::vector<float>>> expect_logits;  // [request][step][vocab]
     for (const auto& r : reqs) {
         SingleSequence seq(ref_model, int64_t(r.prompt_ids.size()) + 26, KvCacheDtype::kBF16);
         std::vector<float> logits = seq.feed(r.prompt_ids, false);
         std::vector<int32_t> out;
+        expect_logits.emplace_back();
         for (int i = 0; i < 24; ++i) {
             out.push_back(int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin()));
+            expect_logits.back().push_back(logits);
             if (i + 1 < 24) logits = seq.feed({out.back()}, false);
         }
         expect.push_back(out);
@@ -163,13 +182,29 @@ TEST(CudaModel, EngineOnGpuEqualsSingleSequence) {
                     got[id].insert(got[id].end(), o.token_ids.begin(), o.token_ids.end());
                 }).is_ok());
             (*engine)->run_until_idle();
+            // Batching changes the GEMM and attention tilings, so rounding differs from the
+            // single-sequence run: outputs must agree up to the first step where the reference's
+            // two candidates are a near-tie (after it the continuations legitimately differ).
             int equal = 0;
+            float worst_gap = 0.0f;
             for (size_t i = 0; i < reqs.size(); ++i) {
-                EXPECT_EQ(got[reqs[i].id], expect[i]) << "spec " << spec << " budget " << budget << " " << reqs[i].id;
-                equal += got[reqs[i].id] == expect[i];
+                const std::vector<int32_t>& g = got[reqs[i].id];
+                ASSERT_EQ(g.size(), expect[i].size()) << reqs[i].id;
+                size_t d = 0;
+                while (d < g.size() && g[d] == expect[i][d]) ++d;
+                if (d == g.size()) {
+                    ++equal;
+                    continue;
+                }
+                const std::vector<float>& l = expect_logits[i][d];
+                const float gap = l[size_t(expect[i][d])] - l[size_t(g[d])];
+                worst_gap = std::max(worst_gap, gap);
+                EXPECT_LE(gap, kNearTie) << "spec " << spec << " budget " << budget << " " << reqs[i].id << " step " << d;
             }
-            std::printf("[engine] mtp k=%d budget %lld: %d/%zu requests equal to the reference\n", spec,
-                        (long long)budget, equal, reqs.size());
+            std::printf("[engine] mtp k=%d budget %lld: %d/%zu requests equal to the reference; largest logit gap at "
+                        "a first difference %.4f\n",
+                        spec, (long long)budget, equal, reqs.size(), worst_gap);
+            EXPECT_GE(equal, int(reqs.size()) * 3 / 4);
             EXPECT_EQ((*engine)->num_blocks_in_use(), 0);
             EXPECT_EQ((*engine)->num_slots_in_use(), 0);
         }

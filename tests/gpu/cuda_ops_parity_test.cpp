@@ -222,14 +222,16 @@ TEST_P(CudaOpsParity, GatedAttentionWithPagedCache) {
                                   *gpu_cache, 0, out);
             const std::string what = std::string(kv == KvCacheDtype::kBF16 ? "bf16" : "fp8") + " batch " +
                                      std::to_string(bi);
-            // fp8 K/V: a 1-ulp rounding flip (1/16 relative) moves scores more than bf16's 1/256.
-            const double bound = kv == KvCacheDtype::kBF16 ? 1e-3 : 2e-2;
+            // The kernel feeds q and the softmax weights to bf16 tensor-core products (measured
+            // 1.4e-3 against this fp32 reference on the H200); fp8 K/V: a 1-ulp rounding flip
+            // (1/16 relative) moves scores more than bf16's 1/256.
+            const double bound = kv == KvCacheDtype::kBF16 ? 5e-3 : 2e-2;
             EXPECT_LT(normalised_error(gpu_test::to_host(*gpu_, out, ref.size()), ref), bound) << "out " << what;
             auto* st = static_cast<cuda::CudaCacheStorage*>(gpu_cache->external_storage());
             const size_t n = size_t(g.num_blocks * bs * g.num_kv_heads * g.head_dim);
             const int elem = kv == KvCacheDtype::kBF16 ? 2 : 1;
             const std::vector<float> k_ref(cpu_cache.k(0), cpu_cache.k(0) + n), v_ref(cpu_cache.v(0), cpu_cache.v(0) + n);
-            EXPECT_LT(normalised_error(gpu_test::read_device(st->k(0), n, elem), k_ref), bound) << "K cache " << what;
+            EXPECT_LT(normalised_error(gpu_test::read_device(st->k(0), n, elem), k_ref), 1e-3) << "K cache " << what;
             EXPECT_LT(normalised_error(gpu_test::read_device(st->v(0), n, elem), v_ref), 1e-6) << "V cache " << what;
             gpu_->free_all();
         }
