@@ -231,7 +231,8 @@ TEST_P(CudaOpsParity, GatedAttentionWithPagedCache) {
             const size_t n = size_t(g.num_blocks * bs * g.num_kv_heads * g.head_dim);
             const int elem = kv == KvCacheDtype::kBF16 ? 2 : 1;
             const std::vector<float> k_ref(cpu_cache.k(0), cpu_cache.k(0) + n), v_ref(cpu_cache.v(0), cpu_cache.v(0) + n);
-            EXPECT_LT(normalised_error(gpu_test::read_device(st->k(0), n, elem), k_ref), 1e-3) << "K cache " << what;
+            EXPECT_LT(normalised_error(gpu_test::read_device(st->k(0), n, elem), k_ref), kv == KvCacheDtype::kBF16 ? 1e-3 : 2e-2)
+                << "K cache " << what;
             EXPECT_LT(normalised_error(gpu_test::read_device(st->v(0), n, elem), v_ref), 1e-6) << "V cache " << what;
             gpu_->free_all();
         }
