@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs="${QS_JOBS:-2}"
-cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DQS_CUDA=ON -DQS_STATIC_DEPS=ON > build-gpu.configure.log
+cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DQS_CUDA=ON -DQS_STATIC_DEPS=ON -DQS_BUILD_KERNEL_LABS=ON > build-gpu.configure.log
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
   targets=(qwenserve qs_gpu_tests)
