@@ -197,15 +197,16 @@ bool Engine::argmax_suffices(const SchedulerOutput& sched) const {
 void Engine::append_token(Sequence& s, int32_t token, const float* logits_row, PendingOutput& out) {
     const SamplingParams& p = s.request->request.params;
     s.tokens.push_back(token);
-    s.sampler->record_output(token);
     ++counters_.num_completion_tokens_total;
     out.token_ids.push_back(token);
     if (p.logprobs >= 0) {
+        const double t = now_seconds();
         float lp = 0.0f;
         std::vector<TokenLogprob> top;
         raw_logprobs(logits_row, weights_.config.vocab_size, token, p.logprobs, &lp, &top);
         out.logprobs.push_back({token, lp});
         out.top_logprobs.push_back(std::move(top));
+        profile_.sample_s += now_seconds() - t;  // a pass over the vocabulary, like sampling
     }
     const auto& eos = weights_.config.eos_token_ids;
     const bool is_eos = !p.ignore_eos && std::find(eos.begin(), eos.end(), token) != eos.end();
@@ -266,6 +267,7 @@ std::vector<Sequence*> Engine::fork_siblings(Sequence& parent, const float* logi
         if (scheduler_->num_running() < config_.max_num_seqs && cache_mgr_->fork(parent, *c)) {
             scheduler_->add_running(c);
             const int32_t token = pick_token(logits_row, weights_.config.vocab_size, rs.request.params, *c->sampler);
+            c->sampler->record_output(token);
             append_token(*c, token, logits_row, pending_for(*c));
             if (c->status != SeqStatus::kFinished) running.push_back(c);
         } else {
@@ -329,7 +331,11 @@ void Engine::run_batch(const SchedulerOutput& sched) {
     Qwen36Model::Output out = model_.forward(batch, *cache_, /*want_hidden=*/num_spec_ > 0, std::move(forward_buf_));
     profile_.forward_s += now_seconds() - t;
 
-    // Sampling and verification, sequence by sequence.
+    t = now_seconds();
+    sample_rows(sched, out);
+    profile_.sample_s += now_seconds() - t;
+
+    // Emit the picked tokens, sequence by sequence: stop checks, outputs, rollback and MTP rows.
     ForwardBatch& rollback = rollback_batch_;  // rows to recompute after a rejected draft (state restored first)
     rollback.clear();
     mtp_seqs_.clear();
@@ -340,30 +346,29 @@ void Engine::run_batch(const SchedulerOutput& sched) {
         mtp_first_row_.push_back(first_row);
         mtp_num_rows_.push_back(num_rows);
     };
-    size_t logits_at = 0;
+    // argmax_only: no logits came back, and nothing reads a row (argmax_suffices).
+    auto logits_row = [&](const RowPick& pick) -> const float* {
+        return out.logits.empty() ? nullptr : out.logits.data() + int64_t(pick.logits_row) * V;
+    };
     for (size_t i = 0; i < sched.scheduled.size(); ++i) {
         const ScheduledSeq& ss = sched.scheduled[i];
         Sequence& s = *ss.seq;
         const SeqSpan& span = batch.seqs[i];
+        const size_t picks_begin = size_t(pick_begin_[i]), picks_end = size_t(pick_begin_[i + 1]);
         // Aborts are applied before scheduling and finished sequences leave the scheduler at once.
         QS_CHECK(s.status != SeqStatus::kFinished);
         if (!ss.verify) {
             s.num_computed += ss.num_tokens;
             cache_mgr_->after_forward(s);
-            const bool has_logits = s.num_computed == int64_t(s.tokens.size());
-            if (has_logits) {
-                // argmax_only: no logits came back; nothing below reads `row` (argmax_suffices).
-                const float* row = batch.argmax_only ? nullptr : out.logits.data() + int64_t(logits_at) * V;
-                const size_t logits_index = logits_at++;
+            if (picks_begin < picks_end) {  // the last prompt row or a decode row: one token
+                const RowPick& pick = picks_[picks_begin];
                 const SamplingParams& p = s.request->request.params;
                 // n > 1: the other completions share the prompt just computed (fork before the
                 // parent's first token, while its pages and state are still the prompt's).
                 std::vector<Sequence*> forked;
-                if (p.n > 1 && s.index == 0 && !s.request->forked && s.num_output() == 0) forked = fork_siblings(s, row);
-                t = now_seconds();
-                const int32_t token = batch.argmax_only ? out.argmax[logits_index] : pick_token(row, V, p, *s.sampler);
-                profile_.sample_s += now_seconds() - t;
-                append_token(s, token, row, pending_for(s));
+                if (p.n > 1 && s.index == 0 && !s.request->forked && s.num_output() == 0)
+                    forked = fork_siblings(s, logits_row(pick));
+                append_token(s, pick.token, logits_row(pick), pending_for(s));
                 // The forked completions were copied before the MTP catch-up below wrote this
                 // step's rows: each runs the catch-up over the same rows (same hidden states)
                 // into its own pages, with its own first token for the last row.
@@ -372,38 +377,29 @@ void Engine::run_batch(const SchedulerOutput& sched) {
             if (s.status != SeqStatus::kFinished) add_mtp(&s, span.row_begin, span.num_tokens);
             continue;
         }
-        // Verify: rows are [last token, d_1..d_k]; emit target tokens while drafts match.
+        // Verify: rows are [last token, d_1..d_k]; emit the target's tokens while drafts match
+        // (sample_rows judged them; a finish cuts the run short).
         const int64_t c = s.num_computed;
         std::vector<int32_t>& draft = draft_scratch_;
         draft.swap(s.draft);  // the sequence keeps the scratch's capacity for its next draft
         s.draft.clear();
         int64_t accepted = 0;
-        for (int64_t r = 0; r < ss.num_tokens; ++r) {
-            const float* row = out.logits.data() + int64_t(logits_at + size_t(r)) * V;
-            const SamplingParams& p = s.request->request.params;
-            if (r < int64_t(draft.size())) {
-                ++mtp_proposed_[size_t(r)];
-                t = now_seconds();
-                const DraftVerdict v = verify_draft(row, V, p, *s.sampler, draft[size_t(r)]);
-                profile_.sample_s += now_seconds() - t;
-                append_token(s, v.token, row, pending_for(s));
-                if (!v.accepted || s.status == SeqStatus::kFinished) {
-                    if (v.accepted) {
-                        ++mtp_accepted_[size_t(r)];
-                        ++accepted;
-                    }
-                    break;
+        for (size_t k = picks_begin; k < picks_end; ++k) {
+            const RowPick& pick = picks_[k];
+            const size_t r = k - picks_begin;
+            append_token(s, pick.token, logits_row(pick), pending_for(s));
+            if (r >= draft.size()) continue;  // the bonus token
+            ++mtp_proposed_[r];
+            if (!pick.accepted || s.status == SeqStatus::kFinished) {
+                if (pick.accepted) {
+                    ++mtp_accepted_[r];
+                    ++accepted;
                 }
-                ++mtp_accepted_[size_t(r)];
-                ++accepted;
-            } else {
-                t = now_seconds();
-                const int32_t token = pick_token(row, V, p, *s.sampler);  // bonus token
-                profile_.sample_s += now_seconds() - t;
-                append_token(s, token, row, pending_for(s));
+                break;
             }
+            ++mtp_accepted_[r];
+            ++accepted;
         }
-        logits_at += size_t(ss.num_tokens);
         counters_.mtp_draft_tokens += int64_t(draft.size());
         counters_.mtp_accepted_tokens += accepted;
         if (s.status == SeqStatus::kFinished) continue;
@@ -428,6 +424,49 @@ void Engine::run_batch(const SchedulerOutput& sched) {
     profile_.forward_s += now_seconds() - t;
     run_mtp(out.hidden);
     forward_buf_ = std::move(out);
+}
+
+void Engine::sample_rows(const SchedulerOutput& sched, const Qwen36Model::Output& out) {
+    // Every pass over the vocabulary happens here, before any bookkeeping: the per-sequence
+    // state is then walked once with the logits no longer streaming through the caches. Each
+    // sequence's draws depend only on its own sampler (generator and output counts), so picking
+    // ahead of emitting changes nothing; a verify run goes on past a token that will finish the
+    // sequence, which only advances a finished sequence's own sampler.
+    const int64_t V = weights_.config.vocab_size;
+    const std::vector<float>& logits = out.logits;
+    const bool argmax_only = !out.argmax.empty();  // the backend picked every (greedy) row
+    picks_.clear();
+    pick_begin_.clear();
+    int32_t logits_at = 0;
+    for (const ScheduledSeq& ss : sched.scheduled) {
+        Sequence& s = *ss.seq;
+        const SamplingParams& p = s.request->request.params;
+        SamplerState& sampler = *s.sampler;
+        pick_begin_.push_back(int32_t(picks_.size()));
+        if (!ss.verify) {
+            if (s.num_computed + ss.num_tokens != int64_t(s.tokens.size())) continue;  // a prefill chunk
+            const int32_t token = argmax_only ? out.argmax[size_t(logits_at)]
+                                              : pick_token(logits.data() + int64_t(logits_at) * V, V, p, sampler);
+            sampler.record_output(token);
+            picks_.push_back({token, logits_at++, false});
+            continue;
+        }
+        for (int32_t r = 0; r < ss.num_tokens; ++r) {
+            const float* row = logits.data() + int64_t(logits_at + r) * V;
+            if (size_t(r) < s.draft.size()) {
+                const DraftVerdict v = verify_draft(row, V, p, sampler, s.draft[size_t(r)]);
+                sampler.record_output(v.token);
+                picks_.push_back({v.token, logits_at + r, v.accepted});
+                if (!v.accepted) break;
+            } else {
+                const int32_t token = pick_token(row, V, p, sampler);  // bonus token
+                sampler.record_output(token);
+                picks_.push_back({token, logits_at + r, false});
+            }
+        }
+        logits_at += int32_t(ss.num_tokens);
+    }
+    pick_begin_.push_back(int32_t(picks_.size()));
 }
 
 void Engine::run_mtp(const std::vector<float>& hidden) {

@@ -87,6 +87,9 @@ private:
     void run_batch(const SchedulerOutput& sched);
     // Whether every logits row of this step only needs its argmax (the batch is all plain greedy).
     bool argmax_suffices(const SchedulerOutput& sched) const;
+    // Samples / verifies every logits row of the batch into picks_ (the CPU passes over the
+    // vocabulary, timed as sampling), recording each token in its sequence's sampler.
+    void sample_rows(const SchedulerOutput& sched, const Qwen36Model::Output& out);
     // Appends `token` to the sequence (sampled or accepted), detokenizes, checks stops.
     void append_token(Sequence& s, int32_t token, const float* logits_row, PendingOutput& out);
     void finish(Sequence& s, FinishReason reason, PendingOutput& out, const std::string& stop_reason = "");
@@ -129,6 +132,13 @@ private:
     std::vector<int32_t> mtp_hidden_rows_;  // target row of each catch-up row
     std::vector<Sequence*> drafting_;   // sequences drafting for the next verify
     std::vector<int32_t> draft_scratch_;  // the draft being verified
+    struct RowPick {
+        int32_t token;       // sampled, or the verdict on a draft row
+        int32_t logits_row;  // its row of the forward's logits
+        bool accepted;       // draft rows: the draft was accepted (then token is the draft)
+    };
+    std::vector<RowPick> picks_;       // this step's tokens, grouped by scheduled sequence
+    std::vector<int32_t> pick_begin_;  // scheduled sequence i: picks_[pick_begin_[i], pick_begin_[i + 1])
     std::deque<Command> drained_;         // the inbox taken by drain_inbox (a member: a fresh deque allocates)
 
     // Shared with other threads.

@@ -242,6 +242,47 @@ TEST(EngineInvariants, SeededSamplingIsReproducibleAcrossBatching) {
     EXPECT_FALSE(runs[0][0].tokens == runs[0][1].tokens && runs[0][1].tokens == runs[0][2].tokens);
 }
 
+TEST(EngineInvariants, PenalisedGreedyWithLogprobsIsTheSameWithMtp) {
+    // Penalties read the tokens emitted so far, including those accepted earlier in the same
+    // verify run, and logprobs come from each emitted token's own row: MTP must change neither.
+    ModelWeights w = make_dummy_weights(engine_test_config(), 81);
+    std::mt19937 rng(11);
+    const int V = int(w.config.vocab_size);
+    std::vector<GenerationRequest> reqs;
+    for (int i = 0; i < 6; ++i) {
+        GenerationRequest r = greedy_request("p" + std::to_string(i), random_prompt(rng, 5 + int(rng() % 20), V), 24);
+        r.params.repetition_penalty = i % 2 ? 1.3 : 1.0;
+        r.params.frequency_penalty = i % 3 ? 0.7 : 0.0;
+        r.params.presence_penalty = i % 3 == 2 ? 0.4 : 0.0;
+        r.params.logprobs = 2;
+        r.params.ignore_eos = true;
+        reqs.push_back(r);
+    }
+    std::vector<std::map<std::string, std::map<int, Completion>>> runs;
+    for (int spec : {0, 2, 3}) {
+        CpuOps ops;
+        EngineConfig cfg;
+        cfg.num_speculative_tokens = spec;
+        cfg.max_num_seqs = 8;
+        cfg.cache_memory_mb = 16;
+        auto engine = Engine::create(w, ops, cfg, nullptr);
+        ASSERT_TRUE(engine.is_ok()) << engine.status().message();
+        Collector col;
+        for (const auto& r : reqs) ASSERT_TRUE((*engine)->submit(r, col.sink_for(r.id)).is_ok());
+        (*engine)->run_until_idle();
+        runs.push_back(col.got);
+    }
+    for (size_t k = 1; k < runs.size(); ++k)
+        for (const auto& r : reqs) {
+            const Completion& a = runs[0][r.id][0];
+            const Completion& b = runs[k][r.id][0];
+            ASSERT_EQ(a.tokens.size(), 24u);
+            EXPECT_EQ(a.tokens, b.tokens) << r.id << ", run " << k;
+            ASSERT_EQ(a.logprobs.size(), b.logprobs.size()) << r.id;
+            for (size_t i = 0; i < a.logprobs.size(); ++i) EXPECT_NEAR(a.logprobs[i], b.logprobs[i], 1e-4) << r.id;
+        }
+}
+
 TEST(EngineInvariants, StopStringsSpanningTokens) {
     ModelWeights w = make_dummy_weights(engine_test_config(), 81);
     CpuOps ref_ops;
