@@ -51,6 +51,7 @@ int run(const Args& args) {
     const double host_s = t_load.elapsed_s();
     cuda::CudaOptions co;
     co.ssm_bf16 = args.get_or("gdn-state-dtype", "f32") == "bf16";
+    co.graph_max_batch = std::stoll(args.get_or("cuda-graph-max-batch", "512"));
     cuda::CudaOps ops(co);
     Timer t_up;
     ops.prepare_weights(*w);
@@ -90,6 +91,7 @@ int run(const Args& args) {
         return 1;
     }
     std::printf("| capacity | %s |\n", plan->describe().c_str());
+    std::printf("| CUDA graphs | decode batches up to %lld sequences |\n", (long long)co.graph_max_batch);
 
     if (mode == "all" || mode == "single") {
         std::mt19937 rng(2);
@@ -141,6 +143,8 @@ int run(const Args& args) {
         std::printf("| batch: engine steps %lld; forward %.1f s, host sampling %.1f s, other %.1f s | |\n",
                     (long long)p.steps, p.forward_s, p.sample_s, p.total_s - p.forward_s - p.sample_s);
     }
+    std::printf("| CUDA graphs captured / replayed | %lld / %lld |\n", (long long)ops.graphs().captures(),
+                (long long)ops.graphs().replays());
     return 0;
 }
 

@@ -4,7 +4,10 @@
 #   labs    every kernel lab (CPU reference check + timing)
 #   tests   the GPU test binary (ctest label `gpu` runs the same tests where ctest is available)
 #   bf16 | fp8   gpu_forward_bench on the real config with dummy weights (BF16 / FP8 blocks)
-#   single  single-stream numbers only (both formats)
+#   single | single_fp8 | single_nograph   single-stream numbers only (BF16 / FP8 / BF16 without
+#           CUDA graphs)
+#   bf16_nograph   the BF16 benchmark without CUDA graphs
+#   tests:FILTER   the GPU tests matching a gtest filter
 # Usage: bash scripts/gpu_run.sh labs tests bf16
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -36,6 +39,13 @@ for stage in "$@"; do
         fp8) run bench_fp8 "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b --load-format dummy --no-mtp \
                  --dummy-format fp8-block ;;
         single) run single_bf16 "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b --load-format dummy --no-mtp --mode single ;;
+        single_fp8) run single_fp8 "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b --load-format dummy --no-mtp \
+                        --mode single --dummy-format fp8-block ;;
+        single_nograph) run single_bf16_nograph "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b --load-format dummy \
+                            --no-mtp --mode single --cuda-graph-max-batch 0 ;;
+        bf16_nograph) run bench_bf16_nograph "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b --load-format dummy \
+                          --no-mtp --cuda-graph-max-batch 0 ;;
+        tests:*) run "gpu_tests_$(printf %s "${stage#tests:}" | tr -c 'A-Za-z0-9_' '_')" "$B/qs_gpu_tests" --gtest_color=no --gtest_filter="${stage#tests:}" ;;
         *) echo "unknown stage $stage" | tee -a "$summary" ;;
     esac
 done

@@ -36,7 +36,11 @@ Result<int64_t> device_cache_budget_mb(Ops& ops, const ModelWeights& weights, in
     }
     size_t free_b = 0, total_b = 0;
     QS_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
-    const double budget = double(total_b) * utilization - double(total_b - free_b);
+    // The CUDA cache keeps one spare page and state slot for the padding rows of graph-replayed
+    // decode batches (cuda_cache.h), outside the geometry the budget is turned into.
+    const CacheGeometry one = CacheGeometry::for_model(weights.config, 1, 16, 1, true, KvCacheDtype::kBF16);
+    const double spare = double(one.kv_bytes_per_block() + one.state_bytes_per_slot());
+    const double budget = double(total_b) * utilization - double(total_b - free_b) - spare;
     if (budget < double(64 << 20))
         return Status(ErrorKind::kResourceExhausted,
                       fmt::format("--gpu-memory-utilization {} leaves no room for the cache: weights and activations "
@@ -60,6 +64,7 @@ Result<std::unique_ptr<Ops>> make_backend(const BackendOptions& options, const M
         return Status(ErrorKind::kUnsupported, "--device cuda: " + why);
     cuda::CudaOptions co;
     co.ssm_bf16 = options.gdn_state_bf16;
+    co.graph_max_batch = options.cuda_graph_max_batch;
     auto ops = std::make_unique<cuda::CudaOps>(co);
     ops->prepare_weights(weights);
     return std::unique_ptr<Ops>(std::move(ops));

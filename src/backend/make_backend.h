@@ -13,6 +13,7 @@ namespace qs {
 struct BackendOptions {
     std::string device = "cpu";  // cpu | cuda
     bool gdn_state_bf16 = false; // cuda: GDN recurrent state stored in bf16 (math in fp32)
+    int64_t cuda_graph_max_batch = 512;  // cuda: decode batches up to this size replay CUDA graphs (0: off)
 };
 
 // Whether this build has the CUDA backend and a GPU is present.

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "model/forward_batch.h"
@@ -59,8 +60,20 @@ public:
     // weights must outlive the backend and keep their addresses.
     virtual void prepare_weights(const ModelWeights& w) {}
     // Called once at the start of every forward with the batch the following ops will see
-    // (CUDA: uploads token ids, positions and block tables once instead of per op).
-    virtual void begin_forward(const ForwardBatch& batch, const int32_t* positions) {}
+    // (CUDA: uploads token ids, positions and block tables once instead of per op). Returns the
+    // number of rows the forward's ops run over: batch.num_tokens(), or more when the forward is
+    // replayable (`replay_cache`: the cache its layers use, non-null when run_layers follows) and
+    // the backend pads a decode batch to the size of a captured CUDA graph (the extra rows are
+    // dummies after the real ones; their results are to be ignored).
+    virtual int64_t begin_forward(const ForwardBatch& batch, const int32_t* positions,
+                                  ModelCache* replay_cache = nullptr) {
+        return batch.num_tokens();
+    }
+    // Runs `layers` — the part of a forward that only enqueues work on the backend (no copies to
+    // or from the host) and whose work depends only on the padded batch shape — and returns its
+    // result buffer. CUDA: after a replayable begin_forward, the first call for a batch size
+    // captures the work into a CUDA graph and later calls replay it without running `layers`.
+    virtual float* run_layers(const std::function<float*()>& layers) { return layers(); }
     // Waits until queued work is done (CUDA: stream synchronize); for timing.
     virtual void synchronize() {}
 

@@ -4,7 +4,7 @@
 namespace qs::cli {
 
 const std::set<std::string>& backend_valued_options() {
-    static const std::set<std::string> s = {"device", "gdn-state-dtype"};
+    static const std::set<std::string> s = {"device", "gdn-state-dtype", "cuda-graph-max-batch"};
     return s;
 }
 
@@ -15,6 +15,12 @@ Result<BackendOptions> backend_options_from_args(const Args& args) {
     if (state != "f32" && state != "bf16")
         return invalid_argument("--gdn-state-dtype must be 'f32' or 'bf16', got '" + state + "'");
     o.gdn_state_bf16 = state == "bf16";
+    QS_ASSIGN_OR_RETURN(o.cuda_graph_max_batch, args.get_int("cuda-graph-max-batch", o.cuda_graph_max_batch));
+    if (o.cuda_graph_max_batch < 0 || o.cuda_graph_max_batch > 4096)
+        return invalid_argument("--cuda-graph-max-batch must be in [0, 4096] (0 disables CUDA graphs), got " +
+                                std::to_string(o.cuda_graph_max_batch));
+    if (args.has("cuda-graph-max-batch") && o.device != "cuda")
+        return invalid_argument("--cuda-graph-max-batch is only for --device cuda");
     return o;
 }
 

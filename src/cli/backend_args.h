@@ -1,4 +1,5 @@
-// Backend options of the model-running subcommands: --device cpu|cuda, --gdn-state-dtype f32|bf16.
+// Backend options of the model-running subcommands: --device cpu|cuda, --gdn-state-dtype f32|bf16,
+// --cuda-graph-max-batch N.
 #pragma once
 
 #include <memory>

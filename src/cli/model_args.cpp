@@ -15,7 +15,7 @@ const std::set<std::string>& model_flag_options() {
 
 const std::set<std::string>& model_valued_options() {
     static const std::set<std::string> s = {"model", "load-format", "dummy-format", "seed", "num-layers", "device",
-                                            "gdn-state-dtype"};
+                                            "gdn-state-dtype", "cuda-graph-max-batch"};
     return s;
 }
 

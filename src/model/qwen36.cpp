@@ -13,10 +13,10 @@ Qwen36Model::Qwen36Model(const ModelWeights& weights, Ops& ops) : w_(weights), o
                  c.linear_conv_kernel_dim, c.rms_norm_eps};
 }
 
-void Qwen36Model::decoder_layer(const DecoderLayerWeights& l, float* x, const ForwardBatch& batch,
+void Qwen36Model::decoder_layer(const DecoderLayerWeights& l, float* x, int64_t T, const ForwardBatch& batch,
                                 const int32_t* positions, ModelCache& cache, int64_t kv_layer, int64_t gdn_layer) {
     const ModelConfig& c = w_.config;
-    const int64_t T = batch.num_tokens(), H = c.hidden_size;
+    const int64_t H = c.hidden_size;
     const size_t layer_mark = ops_.mark();  // everything below is this layer's temporaries
     float* h = ops_.alloc(T * H);    // [T, H]
     float* out = ops_.alloc(T * H);  // [T, H]
@@ -77,9 +77,16 @@ Qwen36Model::Output Qwen36Model::finish(const float* x_final, const ForwardBatch
     result.logits.resize(batch.argmax_only ? 0 : size_t(R * V));
     result.argmax.clear();
     if (R > 0) {
-        float* rows = ops_.alloc(R * H);    // [R, H]
         float* logits = ops_.alloc(R * V);  // [R, V]
-        ops_.gather_rows(x_final, batch.logits_rows.data(), R, H, rows);
+        // Decode batches ask for rows 0..R-1 in order: those are x_final's first R rows already.
+        bool leading_rows = true;
+        for (int64_t r = 0; r < R && leading_rows; ++r) leading_rows = batch.logits_rows[size_t(r)] == r;
+        const float* rows = x_final;  // [R, H]
+        if (!leading_rows) {
+            float* gathered = ops_.alloc(R * H);
+            ops_.gather_rows(x_final, batch.logits_rows.data(), R, H, gathered);
+            rows = gathered;
+        }
         if (hidden_out == HiddenOut::kLogitsRows) ops_.copy_to_host(rows, R * H, result.hidden.data());
         ops_.linear(rows, R, w_.lm_head, logits);
         if (batch.argmax_only) {
@@ -97,19 +104,23 @@ Qwen36Model::Output Qwen36Model::finish(const float* x_final, const ForwardBatch
 Qwen36Model::Output Qwen36Model::forward(const ForwardBatch& batch, ModelCache& cache, bool want_hidden,
                                          Output recycled) {
     const ModelConfig& c = w_.config;
-    const int64_t T = batch.num_tokens(), H = c.hidden_size;
+    const int64_t H = c.hidden_size;
     check_batch(batch, cache);
     const std::vector<int32_t> positions = batch.positions();
-    ops_.begin_forward(batch, positions.data());
-    float* x = ops_.alloc(T * H);  // [T, H] residual stream
-    ops_.embed(w_.embed_tokens, batch.token_ids.data(), T, x);
-    int64_t kv_layer = 0, gdn_layer = 0;
-    for (const DecoderLayerWeights& l : w_.layers) {
-        decoder_layer(l, x, batch, positions.data(), cache, kv_layer, gdn_layer);
-        (l.type == LayerType::kFullAttention ? kv_layer : gdn_layer) += 1;
-    }
-    ops_.rms_norm_zc(x, w_.norm.data(), T, H, c.rms_norm_eps, x);
-    return finish(x, batch, want_hidden ? HiddenOut::kAllRows : HiddenOut::kNone, std::move(recycled));
+    // T ≥ the batch's rows: a backend may pad a decode batch to replay a captured graph.
+    const int64_t T = ops_.begin_forward(batch, positions.data(), &cache);
+    float* x_final = ops_.run_layers([&] {
+        float* x = ops_.alloc(T * H);  // [T, H] residual stream
+        ops_.embed(w_.embed_tokens, batch.token_ids.data(), T, x);
+        int64_t kv_layer = 0, gdn_layer = 0;
+        for (const DecoderLayerWeights& l : w_.layers) {
+            decoder_layer(l, x, T, batch, positions.data(), cache, kv_layer, gdn_layer);
+            (l.type == LayerType::kFullAttention ? kv_layer : gdn_layer) += 1;
+        }
+        ops_.rms_norm_zc(x, w_.norm.data(), T, H, c.rms_norm_eps, x);
+        return x;
+    });
+    return finish(x_final, batch, want_hidden ? HiddenOut::kAllRows : HiddenOut::kNone, std::move(recycled));
 }
 
 Qwen36Model::Output Qwen36Model::mtp_forward(const ForwardBatch& batch, const std::vector<float>& hidden,
@@ -121,7 +132,7 @@ Qwen36Model::Output Qwen36Model::mtp_forward(const ForwardBatch& batch, const st
     const int64_t T = batch.num_tokens(), H = c.hidden_size;
     check_batch(batch, cache);
     const std::vector<int32_t> positions = batch.positions();
-    ops_.begin_forward(batch, positions.data());
+    ops_.begin_forward(batch, positions.data());  // not replayable: copies hidden in
     // u = [norm_e(embed(x_{p+1})) ; norm_h(h_p)]  [T, 2H], embedding first.
     float* e = ops_.alloc(T * H);
     float* hid = ops_.alloc(T * H);
@@ -143,7 +154,7 @@ Qwen36Model::Output Qwen36Model::mtp_forward(const ForwardBatch& batch, const st
     ops_.rms_norm_zc(hid, m.pre_fc_norm_hidden.data(), T, H, c.rms_norm_eps, hid);
     ops_.concat_columns(e, hid, T, H, u);
     ops_.linear(u, T, m.fc, x);
-    decoder_layer(m.layer, x, batch, positions.data(), cache, mtp_kv_layer(), -1);
+    decoder_layer(m.layer, x, T, batch, positions.data(), cache, mtp_kv_layer(), -1);
     ops_.rms_norm_zc(x, m.norm.data(), T, H, c.rms_norm_eps, x);
     return finish(x, batch, want_hidden ? HiddenOut::kLogitsRows : HiddenOut::kNone, std::move(recycled));
 }

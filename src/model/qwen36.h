@@ -47,8 +47,8 @@ public:
     int64_t mtp_kv_layer() const { return config().num_full_attention_layers(); }
 
 private:
-    // Runs decoder layer `l` in place on x [T, hidden].
-    void decoder_layer(const DecoderLayerWeights& l, float* x, const ForwardBatch& batch, const int32_t* positions,
+    // Runs decoder layer `l` in place on x [T, hidden] (T ≥ batch rows when the backend pads).
+    void decoder_layer(const DecoderLayerWeights& l, float* x, int64_t T, const ForwardBatch& batch, const int32_t* positions,
                        ModelCache& cache, int64_t kv_layer, int64_t gdn_layer);
     enum class HiddenOut : uint8_t { kNone, kAllRows, kLogitsRows };
     Output finish(const float* x_final, const ForwardBatch& batch, HiddenOut hidden_out, Output recycled);

@@ -1,22 +1,28 @@
 // CudaCacheStorage (see cuda_cache.h).
 #include "backend/cuda/cuda_cache.h"
 
+#include <atomic>
+
 #include "backend/cuda/cuda_check.h"
 #include "core/check.h"
 
 namespace qs::cuda {
 
+namespace {
+std::atomic<uint64_t> next_storage_id{1};
+}
+
 CudaCacheStorage::CudaCacheStorage(const CacheGeometry& g, bool ssm_bf16, cudaStream_t stream)
-    : g_(g), ssm_bf16_(ssm_bf16), stream_(stream) {
+    : g_(g), id_(next_storage_id++), ssm_bf16_(ssm_bf16), stream_(stream) {
     QS_CHECK_MSG(g.kv_dtype != KvCacheDtype::kF32, "the CUDA backend stores K/V in bf16 or fp8_e4m3, not f32");
     kv_dtype_ = g.kv_dtype == KvCacheDtype::kBF16 ? DeviceKvDtype::kBF16 : DeviceKvDtype::kFP8E4M3;
     const size_t kv_elem = kv_dtype_ == DeviceKvDtype::kBF16 ? 2 : 1;
     kv_block_bytes_ = size_t(g.block_size * g.num_kv_heads * g.head_dim) * kv_elem;
-    kv_layer_bytes_ = kv_block_bytes_ * size_t(g.num_blocks);
+    kv_layer_bytes_ = kv_block_bytes_ * size_t(g.num_blocks + 1);  // + pad_block()
     conv_slot_bytes_ = size_t(g.conv_window * g.conv_dim) * sizeof(float);
-    conv_layer_bytes_ = conv_slot_bytes_ * size_t(g.num_state_slots);
+    conv_layer_bytes_ = conv_slot_bytes_ * size_t(g.num_state_slots + 1);  // + pad_slot()
     ssm_slot_bytes_ = size_t(g.num_value_heads * g.key_head_dim * g.value_head_dim) * (ssm_bf16 ? 2 : 4);
-    ssm_layer_bytes_ = ssm_slot_bytes_ * size_t(g.num_state_slots);
+    ssm_layer_bytes_ = ssm_slot_bytes_ * size_t(g.num_state_slots + 1);
     k_ = DeviceBuffer(kv_layer_bytes_ * size_t(g.num_kv_layers));
     v_ = DeviceBuffer(kv_layer_bytes_ * size_t(g.num_kv_layers));
     conv_ = DeviceBuffer(conv_layer_bytes_ * size_t(g.num_gdn_layers));

@@ -2,7 +2,9 @@
 // (model_cache.h): per KV layer K and V [num_blocks, block_size, num_kv_heads, head_dim] in bf16
 // or fp8 e4m3; per GDN layer the conv window [num_state_slots, conv_window, conv_dim] fp32 and
 // the recurrent state [num_state_slots, num_value_heads, key_head_dim, value_head_dim] in fp32
-// (or bf16 storage, math in fp32). Slot/page copies are enqueued on the backend's stream, so
+// (or bf16 storage, math in fp32). One page and one slot beyond the geometry's are kept for the
+// dummy rows that pad a decode batch to a captured CUDA graph's size: they write there and
+// nothing reads what they write. Slot/page copies are enqueued on the backend's stream, so
 // they are ordered with the forwards. Used from the engine thread.
 #pragma once
 
@@ -25,6 +27,11 @@ public:
     float* conv(int64_t gdn_layer) const { return static_cast<float*>(bytes_at(conv_, gdn_layer * conv_layer_bytes_)); }
     void* ssm(int64_t gdn_layer) const { return bytes_at(ssm_, gdn_layer * ssm_layer_bytes_); }
     DeviceKvDtype kv_dtype() const { return kv_dtype_; }
+    // The page and GDN slot the padding rows of a graph-replayed batch use (outside the geometry).
+    int32_t pad_block() const { return int32_t(g_.num_blocks); }
+    int32_t pad_slot() const { return int32_t(g_.num_state_slots); }
+    // Unique per storage ever made in this process: captured graphs embed its addresses.
+    uint64_t id() const { return id_; }
     bool ssm_bf16() const { return ssm_bf16_; }
     size_t device_bytes() const { return k_.bytes() + v_.bytes() + conv_.bytes() + ssm_.bytes(); }
 
@@ -36,6 +43,7 @@ private:
     static void* bytes_at(const DeviceBuffer& b, size_t offset) { return static_cast<char*>(b.get()) + offset; }
 
     CacheGeometry g_;
+    uint64_t id_;
     DeviceKvDtype kv_dtype_;
     bool ssm_bf16_;
     cudaStream_t stream_;

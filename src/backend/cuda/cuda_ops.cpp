@@ -31,7 +31,7 @@ std::string cuda_unsupported_reason(const ModelConfig& c) {
     return "";
 }
 
-CudaOps::CudaOps(const CudaOptions& options) : options_(options) {
+CudaOps::CudaOps(const CudaOptions& options) : options_(options), graphs_(options.graph_max_batch) {
     QS_CUDA_CHECK(cudaSetDevice(options.device));
     cudaDeviceProp prop{};
     QS_CUDA_CHECK(cudaGetDeviceProperties(&prop, options.device));
@@ -42,6 +42,7 @@ CudaOps::CudaOps(const CudaOptions& options) : options_(options) {
 
 CudaOps::~CudaOps() {
     if (stream_) cudaStreamSynchronize(stream_);
+    graphs_.clear(stream_);
     if (staging_) cudaFreeHost(staging_);
     gemm_.reset();
     if (stream_) cudaStreamDestroy(stream_);
@@ -86,6 +87,13 @@ void CudaOps::copy_from_host(const float* src, int64_t n, float* dst) {
 
 void CudaOps::synchronize() { QS_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
 
+namespace {
+// The grouped GEMM's tile shapes (moe_kernels.h): hidden a multiple of 128, intermediates of 64.
+bool grouped_gemm_supports(const DeviceExperts& e, int64_t top_k) {
+    return e.H >= 128 && e.H % 128 == 0 && e.I % 64 == 0 && e.I_shared % 64 == 0 && e.E <= 512 && top_k <= 32;
+}
+}  // namespace
+
 std::unique_ptr<ModelCache> CudaOps::make_cache(const CacheGeometry& g) {
     return std::make_unique<ModelCache>(g, std::make_unique<CudaCacheStorage>(g, options_.ssm_bf16, stream_));
 }
@@ -95,6 +103,10 @@ void CudaOps::prepare_weights(const ModelWeights& w) {
     QS_CHECK_MSG(why.empty(), why.c_str());
     weights_.upload(w, stream_);
     QS_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    // A layer whose MoE takes the host fallback copies to the host: it cannot be captured.
+    graphs_possible_ = true;
+    for (const DecoderLayerWeights& l : w.layers)
+        graphs_possible_ = graphs_possible_ && grouped_gemm_supports(weights_.experts(l.moe), w.config.num_experts_per_tok);
 }
 
 int32_t* CudaOps::upload_ints(const int32_t* host, int64_t n) {
@@ -104,26 +116,43 @@ int32_t* CudaOps::upload_ints(const int32_t* host, int64_t n) {
     return d;
 }
 
-void CudaOps::begin_forward(const ForwardBatch& batch, const int32_t* positions) {
+int64_t CudaOps::graph_rows(const ForwardBatch& batch, ModelCache* cache) const {
+    if (!cache || !graphs_possible_ || options_.graph_max_batch <= 0) return 0;
+    if (!dynamic_cast<CudaCacheStorage*>(cache->external_storage())) return 0;
+    if (batch.num_tokens() != int64_t(batch.seqs.size())) return 0;
+    for (const SeqSpan& s : batch.seqs)
+        if (s.num_tokens != 1) return 0;
+    return graphs_.padded_size(batch.num_tokens());
+}
+
+int64_t CudaOps::begin_forward(const ForwardBatch& batch, const int32_t* positions, ModelCache* replay_cache) {
     const int64_t T = batch.num_tokens(), S = int64_t(batch.seqs.size());
-    int64_t num_pages = 0;
+    // A decode batch that runs as a graph gets dummy sequences of one row each up to the padded
+    // size, in the cache's spare page and slot (cuda_cache.h): row r >= T is sequence r.
+    const int64_t padded = graph_rows(batch, replay_cache);
+    const int64_t rows = std::max(T, padded), num_seqs = S + (rows - T);
+    int64_t num_pages = rows > T ? 1 : 0;  // the padding's one page id
     for (const SeqSpan& s : batch.seqs) num_pages += int64_t(s.block_table.size());
     constexpr int64_t kSeqInts = sizeof(DeviceSeq) / sizeof(int32_t);
     static_assert(sizeof(DeviceSeq) % sizeof(int32_t) == 0);
-    const size_t total = size_t(3 * T + S * kSeqInts + num_pages);
+    const size_t total = size_t(3 * rows + num_seqs * kSeqInts + num_pages);
     if (total > staging_ints_) {
         // The previous forward's copy out of staging_ finished: every forward ends in a sync.
         if (staging_) QS_CUDA_CHECK(cudaFreeHost(staging_));
-        staging_ints_ = std::max(total, staging_ints_ * 2);
+        // Captured graphs hold pointers into batch_ints_, which is about to move.
+        graphs_.clear(stream_);
+        staging_ints_ = std::max({total, staging_ints_ * 2, size_t(1) << 20});
         QS_CUDA_CHECK(cudaMallocHost(&staging_, staging_ints_ * sizeof(int32_t)));
         batch_ints_ = DeviceBuffer(staging_ints_ * sizeof(int32_t));
     }
     int32_t* h = staging_;
-    std::memcpy(h, batch.token_ids.data(), size_t(T) * 4);
-    std::memcpy(h + T, positions, size_t(T) * 4);
-    int32_t* row_seq = h + 2 * T;
-    auto* seqs = reinterpret_cast<DeviceSeq*>(h + 3 * T);
-    int32_t* pages = h + 3 * T + S * kSeqInts;
+    int32_t* ids = h;
+    int32_t* pos = h + rows;
+    int32_t* row_seq = h + 2 * rows;
+    auto* seqs = reinterpret_cast<DeviceSeq*>(h + 3 * rows);
+    int32_t* pages = h + 3 * rows + num_seqs * kSeqInts;
+    std::memcpy(ids, batch.token_ids.data(), size_t(T) * 4);
+    std::memcpy(pos, positions, size_t(T) * 4);
     int32_t page_offset = 0, max_seq_tokens = 0;
     for (int64_t i = 0; i < S; ++i) {
         const SeqSpan& s = batch.seqs[size_t(i)];
@@ -134,21 +163,46 @@ void CudaOps::begin_forward(const ForwardBatch& batch, const int32_t* positions)
         page_offset += int32_t(s.block_table.size());
         max_seq_tokens = std::max(max_seq_tokens, s.num_tokens);
     }
+    if (rows > T) {
+        const auto* st = static_cast<const CudaCacheStorage*>(replay_cache->external_storage());
+        pages[page_offset] = st->pad_block();
+        for (int64_t r = T; r < rows; ++r) {
+            const int64_t i = S + (r - T);
+            ids[r] = 0;
+            pos[r] = 0;
+            row_seq[r] = int32_t(i);
+            seqs[i] = DeviceSeq{int32_t(r), 1, 0, st->pad_slot(), page_offset, 1};
+        }
+        max_seq_tokens = 1;
+    }
     QS_CUDA_CHECK(cudaMemcpyAsync(batch_ints_.get(), staging_, total * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
     const int32_t* d = batch_ints_.as<int32_t>();
     batch_.token_ids = d;
-    batch_.positions = d + T;
-    batch_.row_seq = d + 2 * T;
-    batch_.seqs = reinterpret_cast<const DeviceSeq*>(d + 3 * T);
-    batch_.block_tables = d + 3 * T + S * kSeqInts;
-    batch_.num_tokens = int32_t(T);
-    batch_.num_seqs = int32_t(S);
+    batch_.positions = d + rows;
+    batch_.row_seq = d + 2 * rows;
+    batch_.seqs = reinterpret_cast<const DeviceSeq*>(d + 3 * rows);
+    batch_.block_tables = d + 3 * rows + num_seqs * kSeqInts;
+    batch_.num_tokens = int32_t(rows);
+    batch_.num_seqs = int32_t(num_seqs);
     batch_.max_seq_tokens = max_seq_tokens;
     batch_host_ = &batch;
+    replay_pending_ = padded > 0 && !options_.pad_without_graphs;
+    if (replay_pending_) {
+        const DeviceArena::Mark m = arena_.mark();
+        graph_key_ = ForwardGraphs::Key{
+            rows, static_cast<const CudaCacheStorage*>(replay_cache->external_storage())->id(), m.chunk, m.used};
+    }
+    return rows;
+}
+
+float* CudaOps::run_layers(const std::function<float*()>& layers) {
+    if (!replay_pending_) return layers();
+    replay_pending_ = false;
+    return graphs_.run(graph_key_, stream_, arena_, layers);
 }
 
 void CudaOps::check_batch(const ForwardBatch& batch) const {
-    QS_CHECK_MSG(&batch == batch_host_ && batch.num_tokens() == batch_.num_tokens,
+    QS_CHECK_MSG(&batch == batch_host_ && batch.num_tokens() <= batch_.num_tokens,
                  "CudaOps: begin_forward was not called for this batch");
 }
 
@@ -243,13 +297,6 @@ void CudaOps::gated_delta_net(const float* qkv, const float* z, const float* b, 
     p.out = out;
     launch_gated_delta_net(p, stream_);
 }
-
-namespace {
-// The grouped GEMM's tile shapes (moe_kernels.h): hidden a multiple of 128, intermediates of 64.
-bool grouped_gemm_supports(const DeviceExperts& e, int64_t top_k) {
-    return e.H >= 128 && e.H % 128 == 0 && e.I % 64 == 0 && e.I_shared % 64 == 0 && e.E <= 512 && top_k <= 32;
-}
-}  // namespace
 
 void CudaOps::moe(const float* x, int64_t T, const MoeWeights& w, int64_t top_k, bool norm_topk_prob, float* y) {
     const DeviceExperts& e = weights_.experts(w);

@@ -3,7 +3,9 @@
 // positions and block tables are uploaded once per forward (begin_forward → DeviceBatch); the
 // caches live in CudaCacheStorage. Dense linears go through cuBLASLt (gemm.h), attention, GDN
 // and MoE through their kernel files. Everything is enqueued on one stream; copy_to_host is the
-// only synchronisation in a forward. Used from the engine thread.
+// only synchronisation in a forward. Decode batches run their layers as CUDA graphs
+// (forward_graphs.h), padded with dummy rows that use the cache's spare page and slot. Used from
+// the engine thread.
 #pragma once
 
 #include <memory>
@@ -15,6 +17,7 @@
 #include "backend/cuda/device_batch.h"
 #include "backend/cuda/device_memory.h"
 #include "backend/cuda/device_weights.h"
+#include "backend/cuda/forward_graphs.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cpu/cpu_ops.h"
 #include "backend/ops.h"
@@ -25,6 +28,12 @@ struct CudaOptions {
     int device = 0;
     bool ssm_bf16 = false;  // GDN recurrent state stored in bf16 (math stays fp32)
     bool poison = false;    // fill every alloc() with NaN (tests: catches unwritten outputs)
+    // Decode batches (one row per sequence) of up to this many sequences run their layers as a
+    // CUDA graph, padded to the next captured size (forward_graphs.h); 0 disables graphs.
+    int64_t graph_max_batch = 512;
+    // Tests: pad decode batches exactly as for a graph but run the layers eagerly (the replayed
+    // graph must give bit-identical results to this).
+    bool pad_without_graphs = false;
 };
 
 class CudaOps final : public Ops {
@@ -40,7 +49,8 @@ public:
     void copy_from_host(const float* src, int64_t n, float* dst) override;
     std::unique_ptr<ModelCache> make_cache(const CacheGeometry& g) override;
     void prepare_weights(const ModelWeights& w) override;
-    void begin_forward(const ForwardBatch& batch, const int32_t* positions) override;
+    int64_t begin_forward(const ForwardBatch& batch, const int32_t* positions, ModelCache* replay_cache) override;
+    float* run_layers(const std::function<float*()>& layers) override;
     void synchronize() override;
 
     void embed(const WeightBuffer& table, const int32_t* ids, int64_t T, float* x) override;
@@ -62,11 +72,14 @@ public:
     const DeviceWeights& weights() const { return weights_; }
     size_t arena_high_water() const { return arena_.high_water(); }
     std::string device_name() const { return device_name_; }
+    const ForwardGraphs& graphs() const { return graphs_; }
 
 private:
     // Uploads n int32 host values into the arena (ordered on the stream).
     int32_t* upload_ints(const int32_t* host, int64_t n);
     void check_batch(const ForwardBatch& batch) const;
+    // The padded row count if this batch can run as a graph (0: it runs eagerly).
+    int64_t graph_rows(const ForwardBatch& batch, ModelCache* cache) const;
 
     CudaOptions options_;
     cudaStream_t stream_ = nullptr;
@@ -82,6 +95,10 @@ private:
     DeviceBuffer batch_ints_;
     DeviceBatch batch_{};
     const ForwardBatch* batch_host_ = nullptr;
+    ForwardGraphs graphs_;
+    bool graphs_possible_ = false;  // every op of these weights can be captured (prepare_weights)
+    bool replay_pending_ = false;   // begin_forward padded the batch; run_layers uses graph_key_
+    ForwardGraphs::Key graph_key_{};
 };
 
 // Whether a CUDA device is present (false on CI machines without a GPU).

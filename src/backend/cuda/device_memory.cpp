@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "backend/cuda/cuda_check.h"
+#include "core/check.h"
 
 namespace qs::cuda {
 
@@ -60,6 +61,23 @@ void DeviceArena::release_to(const Mark& m) {
     chunks_[m.chunk].used = m.used;
     current_ = m.chunk;
     in_use_ = m.in_use;
+}
+
+DeviceArena::State DeviceArena::state() const {
+    State s;
+    s.used.reserve(chunks_.size());
+    for (const Chunk& c : chunks_) s.used.push_back(c.used);
+    s.current = current_;
+    s.in_use = in_use_;
+    return s;
+}
+
+void DeviceArena::restore(const State& s) {
+    QS_CHECK_MSG(s.used.size() <= chunks_.size(), "DeviceArena::restore: a state from a larger arena");
+    for (size_t i = 0; i < chunks_.size(); ++i) chunks_[i].used = i < s.used.size() ? s.used[i] : 0;
+    current_ = s.current;
+    in_use_ = s.in_use;
+    high_water_ = std::max(high_water_, in_use_);
 }
 
 size_t DeviceArena::reserved() const {

@@ -43,6 +43,14 @@ public:
     };
     Mark mark() const { return {current_, chunks_.empty() ? 0 : chunks_[current_].used, in_use_}; }
     void release_to(const Mark& m);
+    // The whole allocation state, to put back after replaying a captured CUDA graph in place of
+    // the allocations its capture made (chunks are never freed, so a state stays restorable).
+    struct State {
+        std::vector<size_t> used;  // per chunk
+        size_t current = 0, in_use = 0;
+    };
+    State state() const;
+    void restore(const State& s);
     size_t high_water() const { return high_water_; }
     size_t reserved() const;   // bytes held from the device
 
