@@ -52,14 +52,14 @@ TEST(CudaGraphs, ReplayEqualsEagerPaddingAndUnpaddedRun) {
         plain(*weights, options(0, false), S);
     Decoder* all[] = {&graphs, &padded, &plain};
 
-    std::vector<std::vector<int32_t>> tables(size_t(S));
+    std::vector<std::vector<int32_t>> tables(static_cast<size_t>(S));
     for (int64_t s = 0; s < S; ++s) {
         tables[size_t(s)].resize(kPagesPerSeq);
         // Interleaved pages, so a wrong page id reads another sequence's keys.
         for (int64_t p = 0; p < kPagesPerSeq; ++p) tables[size_t(s)][size_t(p)] = int32_t(p * S + s);
     }
     std::vector<int32_t> length(size_t(S), 0);
-    std::vector<int32_t> next(size_t(S));
+    std::vector<int32_t> next(static_cast<size_t>(S));
     std::mt19937 rng(11);
 
     // One forward on every backend over the sequences `active` (each feeds `tokens[s]`);
@@ -92,9 +92,9 @@ TEST(CudaGraphs, ReplayEqualsEagerPaddingAndUnpaddedRun) {
         }
     };
 
-    std::vector<int> everyone(size_t(S));
+    std::vector<int> everyone(static_cast<size_t>(S));
     std::iota(everyone.begin(), everyone.end(), 0);
-    std::vector<std::vector<int32_t>> prompts(size_t(S));
+    std::vector<std::vector<int32_t>> prompts(static_cast<size_t>(S));
     for (int64_t s = 0; s < S; ++s)
         for (int i = 0; i < prompt_lens[size_t(s)]; ++i) prompts[size_t(s)].push_back(int32_t(rng() % uint32_t(V)));
     step(everyone, prompts, "prefill");  // several rows per sequence: never a graph
@@ -104,7 +104,7 @@ TEST(CudaGraphs, ReplayEqualsEagerPaddingAndUnpaddedRun) {
     const std::vector<std::vector<int>> schedule = {everyone, everyone, everyone, {0, 2, 4}, {1, 3, 5, 0, 2},
                                                     {1, 3, 5, 0, 2}, {4}, everyone};
     for (size_t i = 0; i < schedule.size(); ++i) {
-        std::vector<std::vector<int32_t>> tokens(size_t(S));
+        std::vector<std::vector<int32_t>> tokens(static_cast<size_t>(S));
         for (int s : schedule[i]) tokens[size_t(s)] = {next[size_t(s)]};
         step(schedule[i], tokens, "decode step " + std::to_string(i));
     }
