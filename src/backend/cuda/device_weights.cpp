@@ -17,7 +17,8 @@ void* DeviceWeights::upload_bytes(const void* src, size_t bytes, cudaStream_t st
     return buffers_.back().get();
 }
 
-DeviceLinear DeviceWeights::upload_linear(const LinearWeight& w, DeviceLinear::Dtype dtype, cudaStream_t stream) {
+DeviceLinear DeviceWeights::upload_linear(const LinearWeight& w, DeviceLinear::Dtype dtype, cudaStream_t stream,
+                                          bool gemm_scales) {
     DeviceLinear d;
     d.dtype = dtype;
     d.out = w.out_features;
@@ -27,6 +28,19 @@ DeviceLinear DeviceWeights::upload_linear(const LinearWeight& w, DeviceLinear::D
         d.w = upload_bytes(w.weight.data, n, stream);
         const std::vector<float> scales = w.scale_inv_f32();
         d.scale_inv = static_cast<const float*>(upload_bytes(scales.data(), scales.size() * 4, stream));
+        // The block-scaled GEMM's copy (gemm.h, DeviceLinear::scale_blk): rows of in/128 scales
+        // padded to a multiple of 4; the checkpoint's tensor already is that layout when in/128 is.
+        if (gemm_scales && d.out % 128 == 0 && d.in % 128 == 0) {
+            const int64_t rows = d.out / 128, cols = d.in / 128, ld = (cols + 3) / 4 * 4;
+            if (ld == cols) {
+                d.scale_blk = d.scale_inv;
+            } else {
+                std::vector<float> padded(size_t(rows * ld), 0.0f);
+                for (int64_t r = 0; r < rows; ++r)
+                    std::memcpy(padded.data() + r * ld, scales.data() + r * cols, size_t(cols) * 4);
+                d.scale_blk = static_cast<const float*>(upload_bytes(padded.data(), padded.size() * 4, stream));
+            }
+        }
         return d;
     }
     if (dtype == DeviceLinear::Dtype::kBF16 && w.format == WeightFormat::kDense && w.weight.dtype == DType::kBF16) {
@@ -75,8 +89,10 @@ void DeviceWeights::add_experts(const MoeWeights& m, cudaStream_t stream) {
     std::vector<const void*> gate, up, down;
     std::vector<const float*> gate_s, up_s, down_s;
     auto add = [&](const ExpertWeights& e) {
-        const DeviceLinear g = upload_linear(e.gate_proj, dtype, stream), u = upload_linear(e.up_proj, dtype, stream),
-                           dn = upload_linear(e.down_proj, dtype, stream);
+        // The grouped GEMM reads scale_inv itself: no block-scaled GEMM copy of the scales.
+        const DeviceLinear g = upload_linear(e.gate_proj, dtype, stream, false),
+                           u = upload_linear(e.up_proj, dtype, stream, false),
+                           dn = upload_linear(e.down_proj, dtype, stream, false);
         gate.push_back(g.w), up.push_back(u.w), down.push_back(dn.w);
         gate_s.push_back(g.scale_inv), up_s.push_back(u.scale_inv), down_s.push_back(dn.scale_inv);
     };
