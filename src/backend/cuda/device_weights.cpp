@@ -31,14 +31,11 @@ DeviceLinear DeviceWeights::upload_linear(const LinearWeight& w, DeviceLinear::D
         // The block-scaled GEMM's copy (gemm.h, DeviceLinear::scale_blk): rows of in/128 scales
         // padded to a multiple of 4; the checkpoint's tensor already is that layout when in/128 is.
         if (gemm_scales && d.out % 128 == 0 && d.in % 128 == 0) {
-            const int64_t rows = d.out / 128, cols = d.in / 128, ld = (cols + 3) / 4 * 4;
-            if (ld == cols) {
+            if (fp8_blk128_ld(d.in) == d.in / 128) {
                 d.scale_blk = d.scale_inv;
             } else {
-                std::vector<float> padded(size_t(rows * ld), 0.0f);
-                for (int64_t r = 0; r < rows; ++r)
-                    std::memcpy(padded.data() + r * ld, scales.data() + r * cols, size_t(cols) * 4);
-                d.scale_blk = static_cast<const float*>(upload_bytes(padded.data(), padded.size() * 4, stream));
+                const std::vector<float> blk = fp8_blk128_scales(scales.data(), d.out, d.in);
+                d.scale_blk = static_cast<const float*>(upload_bytes(blk.data(), blk.size() * 4, stream));
             }
         }
         return d;

@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <initializer_list>
 
 #include "backend/cuda/basic_kernels.h"
@@ -39,6 +40,14 @@ void Gemm::destroy(Plan& p) {
     if (p.op) cublasLtMatmulDescDestroy(p.op);
     p.a = p.b = p.d = nullptr;
     p.op = nullptr;
+}
+
+std::vector<float> fp8_blk128_scales(const float* scale_inv, int64_t out, int64_t in) {
+    QS_CHECK(out % 128 == 0 && in % 128 == 0);
+    const int64_t rows = out / 128, cols = in / 128, ld = fp8_blk128_ld(in);
+    std::vector<float> padded(size_t(rows * ld), 0.0f);
+    for (int64_t r = 0; r < rows; ++r) std::memcpy(padded.data() + r * ld, scale_inv + r * cols, size_t(cols) * 4);
+    return padded;
 }
 
 bool Gemm::fp8_block_scaling_expected(int device) {

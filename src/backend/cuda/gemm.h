@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <map>
 #include <tuple>
+#include <vector>
 
 #include <cublasLt.h>
 #include <cuda_runtime.h>
@@ -43,6 +44,12 @@ struct DeviceLinear {
     const float* scale_blk = nullptr;
     int64_t out = 0, in = 0;
 };
+
+// The BLK128x128_32F copy of FP8 block scales for out, in multiples of 128: scale_inv
+// [out/128, in/128] row-major → [out/128, fp8_blk128_ld(in)] row-major, padding zero (DeviceLinear::
+// scale_blk; made once at upload by device_weights, and by the lab).
+inline int64_t fp8_blk128_ld(int64_t in) { return (in / 128 + 3) / 4 * 4; }
+std::vector<float> fp8_blk128_scales(const float* scale_inv, int64_t out, int64_t in);
 
 enum class Fp8Path : uint8_t { kNone, kBlockScaled, kDequant };
 enum class Fp8Policy : uint8_t { kAuto, kDequantOnly };
