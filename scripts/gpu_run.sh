@@ -8,6 +8,7 @@
 #           CUDA graphs)
 #   bf16_nograph   the BF16 benchmark without CUDA graphs
 #   tests:FILTER   the GPU tests matching a gtest filter
+#   fp8gemm  the FP8 dense-linear lab (fp8_gemm_lab) and its GPU parity test only
 # Usage: bash scripts/gpu_run.sh labs tests bf16
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -34,6 +35,8 @@ for stage in "$@"; do
     case "$stage" in
         labs) for lab in "$B"/*_lab; do [ -x "$lab" ] && run "$(basename "$lab")" "$lab"; done ;;
         *_lab) run "$stage" "$B/$stage" ;;
+        fp8gemm) run fp8_gemm_lab "$B/fp8_gemm_lab"
+                 run gpu_tests_fp8 "$B/qs_gpu_tests" --gtest_color=no --gtest_filter='*Fp8BlockLinear*' ;;
         tests) run gpu_tests "$B/qs_gpu_tests" --gtest_color=no ;;
         bf16) run bench_bf16 "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b --load-format dummy --no-mtp ;;
         fp8) run bench_fp8 "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b --load-format dummy --no-mtp \

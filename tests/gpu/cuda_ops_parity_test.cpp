@@ -176,6 +176,52 @@ TEST_P(CudaOpsParity, Linear) {
     }
 }
 
+// FP8 128×128-block linears (Qwen's official FP8 format) against CpuOps::linear on the dequantised
+// weights. Where out and in are multiples of 128 (every real shape) the block-scaled cuBLASLt path
+// must run on sm_90 with cuBLASLt >= 12.9 (a silent fallback fails here); it quantises x to e4m3
+// per row and 128-column group, and e4m3's 3 mantissa bits (round-to-nearest relative error up
+// to 2^-4, ~2.4e-2 rms for Gaussian values) pass through the dot products as ~2.5e-2 normalised
+// error (simulated; bench/kernels/fp8_gemm_lab.cu measures it): bound 4e-2. Other shapes (the
+// tiny model) take the dequant path: W and x rounded to bf16, kBf16Bound.
+TEST_P(CudaOpsParity, Fp8BlockLinear) {
+    constexpr double kFp8ActBound = 4e-2;
+    const ModelWeights w8 = make_dummy_weights(config_, 78, /*with_mtp=*/false, WeightFormat::kFP8Block);
+    cuda::CudaOptions o;
+    o.poison = true;
+    cuda::CudaOps gpu(o);
+    gpu.prepare_weights(w8);
+    const bool expected = cuda::Gemm::fp8_block_scaling_expected(o.device);
+    const DecoderLayerWeights *attn = nullptr, *gdn = nullptr;
+    for (const auto& l : w8.layers) (l.type == LayerType::kFullAttention ? attn : gdn) = &l;
+    ASSERT_TRUE(attn && gdn);
+    const std::vector<std::pair<const char*, const LinearWeight*>> linears = {
+        {"q_proj", &attn->attn.q_proj},         {"k_proj", &attn->attn.k_proj},
+        {"o_proj", &attn->attn.o_proj},         {"in_proj_qkv", &gdn->gdn.in_proj_qkv},
+        {"in_proj_z", &gdn->gdn.in_proj_z},     {"out_proj", &gdn->gdn.out_proj}};
+    for (int64_t T : {1, 7, 64, 300}) {
+        for (const auto& [name, w] : linears) {
+            ASSERT_EQ(w->format, WeightFormat::kFP8Block) << name;
+            const auto x = gpu_test::random_floats(size_t(T * w->in_features), rng_);
+            std::vector<float> ref(size_t(T * w->out_features));
+            cpu_.linear(x.data(), T, *w, ref.data());
+            float* dy = gpu.alloc(T * w->out_features);
+            gpu.linear(gpu_test::to_device(gpu, x), T, *w, dy);
+            const double err = normalised_error(gpu_test::to_host(gpu, dy, ref.size()), ref);
+            const cuda::Fp8Path path = gpu.gemm().last_fp8_path();
+            const bool block_shape = w->out_features % 128 == 0 && w->in_features % 128 == 0;
+            if (!block_shape) {
+                EXPECT_EQ(path, cuda::Fp8Path::kDequant) << name << " T=" << T;
+            } else if (expected) {
+                EXPECT_EQ(path, cuda::Fp8Path::kBlockScaled)
+                    << name << " T=" << T << ": fell back to the dequant path on a GPU that supports block scaling";
+            }
+            EXPECT_LT(err, path == cuda::Fp8Path::kBlockScaled ? kFp8ActBound : kBf16Bound)
+                << name << " T=" << T << (path == cuda::Fp8Path::kBlockScaled ? " (block-scaled)" : " (dequant)");
+            gpu.free_all();
+        }
+    }
+}
+
 TEST_P(CudaOpsParity, MoE) {
     const MoeWeights& m = weights_->layers[0].moe;
     for (int64_t T : {1, 5, 64, 300}) {

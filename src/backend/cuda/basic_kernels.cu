@@ -10,6 +10,7 @@
 #include <cmath>
 
 #include "backend/cuda/cuda_check.h"
+#include "core/check.h"
 
 namespace qs::cuda {
 
@@ -89,6 +90,38 @@ __global__ void dequant_fp8_block_kernel(const __nv_fp8_e4m3* src, const float* 
     }
 }
 
+// One warp per (row, 128-column group): 4 consecutive columns per lane (one 16-byte load, one
+// 4-byte store of codes), amax by butterfly shuffles. Groups are numbered row-major.
+__global__ void quant_fp8_rows128_kernel(const float* x, int64_t T, int64_t K, int64_t T_pad, uint8_t* q,
+                                         float* scales) {
+    const int64_t num_groups = K / 128;
+    const int64_t group = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+    const int lane = threadIdx.x & 31;
+    if (group >= T_pad * num_groups) return;
+    const int64_t t = group / num_groups, g = group % num_groups;
+    uint32_t* qw = reinterpret_cast<uint32_t*>(q + t * K + g * 128) + lane;
+    if (t >= T) {
+        *qw = 0u;
+        if (lane == 0) scales[g * T_pad + t] = 1.0f;
+        return;
+    }
+    const float4 v = reinterpret_cast<const float4*>(x + t * K + g * 128)[lane];
+    float amax = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
+    for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    const float scale = amax > 0.0f ? __fdiv_rn(amax, 448.0f) : 1.0f;
+    const __nv_fp8x2_storage_t lo = __nv_cvt_float2_to_fp8x2(
+        make_float2(__fdiv_rn(v.x, scale), __fdiv_rn(v.y, scale)), __NV_SATFINITE, __NV_E4M3);
+    const __nv_fp8x2_storage_t hi = __nv_cvt_float2_to_fp8x2(
+        make_float2(__fdiv_rn(v.z, scale), __fdiv_rn(v.w, scale)), __NV_SATFINITE, __NV_E4M3);
+    *qw = uint32_t(lo) | (uint32_t(hi) << 16);
+    if (lane == 0) scales[g * T_pad + t] = scale;
+}
+
+__global__ void bf16_to_f32_kernel(const __nv_bfloat16* src, int64_t n, float* dst) {
+    for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+        dst[i] = __bfloat162float(src[i]);
+}
+
 __global__ void argmax_rows_kernel(const float* x, int64_t n, int32_t* out) {
     const float* row = x + int64_t(blockIdx.x) * n;
     float best = -INFINITY;
@@ -163,6 +196,23 @@ void launch_dequant_fp8_block(const uint8_t* src, const float* scale_inv, int64_
     if (rows * cols == 0) return;
     dequant_fp8_block_kernel<<<grid_for(rows * cols), kThreads, 0, stream>>>(
         reinterpret_cast<const __nv_fp8_e4m3*>(src), scale_inv, rows, cols, reinterpret_cast<__nv_bfloat16*>(dst));
+    QS_CUDA_CHECK_LAUNCH();
+}
+
+void launch_quant_fp8_rows128(const float* x, int64_t T, int64_t K, int64_t T_pad, uint8_t* q, float* scales,
+                              cudaStream_t stream) {
+    QS_CHECK_MSG(K % 128 == 0 && T_pad >= T && T_pad % 4 == 0, "launch_quant_fp8_rows128: bad shape");
+    const int64_t warps = T_pad * (K / 128);
+    if (warps == 0) return;
+    constexpr int64_t kWarpsPerBlock = kThreads / 32;
+    quant_fp8_rows128_kernel<<<unsigned((warps + kWarpsPerBlock - 1) / kWarpsPerBlock), kThreads, 0, stream>>>(
+        x, T, K, T_pad, q, scales);
+    QS_CUDA_CHECK_LAUNCH();
+}
+
+void launch_bf16_to_f32(const uint16_t* src, int64_t n, float* dst, cudaStream_t stream) {
+    if (n == 0) return;
+    bf16_to_f32_kernel<<<grid_for(n), kThreads, 0, stream>>>(reinterpret_cast<const __nv_bfloat16*>(src), n, dst);
     QS_CUDA_CHECK_LAUNCH();
 }
 

@@ -28,6 +28,17 @@ void launch_f32_to_bf16(const float* src, int64_t n, uint16_t* dst, cudaStream_t
 // dst [rows, cols] (bf16 bits) = fp8 e4m3 src [rows, cols] · scale_inv[r/128][c/128] (fp32 scales).
 void launch_dequant_fp8_block(const uint8_t* src, const float* scale_inv, int64_t rows, int64_t cols, uint16_t* dst,
                               cudaStream_t stream);
+// FP8 activations for the block-scaled GEMM (gemm.cpp), per row and 128-column group g:
+//   scale = amax(x[t, 128g .. 128g+127]) / 448 (1 where amax is 0), q = e4m3_satfinite_rne(x / scale)
+// (x / scale correctly rounded in fp32), so x ≈ q · scale. x [T, K] fp32, K a multiple of 128;
+// q [T_pad, K] e4m3 codes; scales [K/128, T_pad] fp32, t fastest (cuBLASLt's VEC128_32F layout for
+// the K-major B operand: outer dimension contiguous, leading dimension T_pad). Rows T..T_pad-1
+// are written as zeros with scale 1. T_pad >= T, a multiple of 4. CPU reference: the lab's
+// quantise_rows128 (bench/kernels/fp8_gemm_lab.cu).
+void launch_quant_fp8_rows128(const float* x, int64_t T, int64_t K, int64_t T_pad, uint8_t* q, float* scales,
+                              cudaStream_t stream);
+// dst (fp32) = bf16 src, n elements.
+void launch_bf16_to_f32(const uint16_t* src, int64_t n, float* dst, cudaStream_t stream);
 // out[r] = argmax of x[r, 0..n) (first index on ties; NaN never wins), x [R, n].
 void launch_argmax_rows(const float* x, int64_t R, int64_t n, int32_t* out, cudaStream_t stream);
 // Writes NaN into n floats (tests poison activations to catch unwritten outputs).

@@ -70,6 +70,8 @@ public:
 
     cudaStream_t stream() const { return stream_; }
     const DeviceWeights& weights() const { return weights_; }
+    // The dense-linear engine (tests and labs: which FP8 path ran, forcing the dequant path).
+    Gemm& gemm() { return *gemm_; }
     size_t arena_high_water() const { return arena_.high_water(); }
     std::string device_name() const { return device_name_; }
     const ForwardGraphs& graphs() const { return graphs_; }

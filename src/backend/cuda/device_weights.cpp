@@ -17,7 +17,8 @@ void* DeviceWeights::upload_bytes(const void* src, size_t bytes, cudaStream_t st
     return buffers_.back().get();
 }
 
-DeviceLinear DeviceWeights::upload_linear(const LinearWeight& w, DeviceLinear::Dtype dtype, cudaStream_t stream) {
+DeviceLinear DeviceWeights::upload_linear(const LinearWeight& w, DeviceLinear::Dtype dtype, cudaStream_t stream,
+                                          bool gemm_scales) {
     DeviceLinear d;
     d.dtype = dtype;
     d.out = w.out_features;
@@ -27,6 +28,16 @@ DeviceLinear DeviceWeights::upload_linear(const LinearWeight& w, DeviceLinear::D
         d.w = upload_bytes(w.weight.data, n, stream);
         const std::vector<float> scales = w.scale_inv_f32();
         d.scale_inv = static_cast<const float*>(upload_bytes(scales.data(), scales.size() * 4, stream));
+        // The block-scaled GEMM's copy (gemm.h, DeviceLinear::scale_blk): rows of in/128 scales
+        // padded to a multiple of 4; the checkpoint's tensor already is that layout when in/128 is.
+        if (gemm_scales && d.out % 128 == 0 && d.in % 128 == 0) {
+            if (fp8_blk128_ld(d.in) == d.in / 128) {
+                d.scale_blk = d.scale_inv;
+            } else {
+                const std::vector<float> blk = fp8_blk128_scales(scales.data(), d.out, d.in);
+                d.scale_blk = static_cast<const float*>(upload_bytes(blk.data(), blk.size() * 4, stream));
+            }
+        }
         return d;
     }
     if (dtype == DeviceLinear::Dtype::kBF16 && w.format == WeightFormat::kDense && w.weight.dtype == DType::kBF16) {
@@ -75,8 +86,10 @@ void DeviceWeights::add_experts(const MoeWeights& m, cudaStream_t stream) {
     std::vector<const void*> gate, up, down;
     std::vector<const float*> gate_s, up_s, down_s;
     auto add = [&](const ExpertWeights& e) {
-        const DeviceLinear g = upload_linear(e.gate_proj, dtype, stream), u = upload_linear(e.up_proj, dtype, stream),
-                           dn = upload_linear(e.down_proj, dtype, stream);
+        // The grouped GEMM reads scale_inv itself: no block-scaled GEMM copy of the scales.
+        const DeviceLinear g = upload_linear(e.gate_proj, dtype, stream, false),
+                           u = upload_linear(e.up_proj, dtype, stream, false),
+                           dn = upload_linear(e.down_proj, dtype, stream, false);
         gate.push_back(g.w), up.push_back(u.w), down.push_back(dn.w);
         gate_s.push_back(g.scale_inv), up_s.push_back(u.scale_inv), down_s.push_back(dn.scale_inv);
     };

@@ -56,8 +56,10 @@ private:
     void add_vec(const std::vector<float>& v, cudaStream_t stream);
     void add_layer(const DecoderLayerWeights& l, cudaStream_t stream);
     void add_experts(const MoeWeights& m, cudaStream_t stream);
-    // Uploads a linear's weight as `dtype` (converting on the host when it differs).
-    DeviceLinear upload_linear(const LinearWeight& w, DeviceLinear::Dtype dtype, cudaStream_t stream);
+    // Uploads a linear's weight as `dtype` (converting on the host when it differs); FP8 with
+    // gemm_scales also gets the block-scaled GEMM's scale layout (DeviceLinear::scale_blk).
+    DeviceLinear upload_linear(const LinearWeight& w, DeviceLinear::Dtype dtype, cudaStream_t stream,
+                               bool gemm_scales = true);
     void* upload_bytes(const void* src, size_t bytes, cudaStream_t stream);
 
     std::vector<DeviceBuffer> buffers_;

@@ -3,6 +3,8 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <initializer_list>
 
 #include "backend/cuda/basic_kernels.h"
 #include "backend/cuda/cuda_check.h"
@@ -21,18 +23,47 @@ namespace qs::cuda {
 
 namespace {
 constexpr size_t kWorkspaceBytes = size_t(64) << 20;
+constexpr cudaDataType_t kFp8Key = CUDA_R_8F_E4M3;  // marks block-scaled plans in plans_
 }
 
 Gemm::Gemm() : workspace_(kWorkspaceBytes) { QS_CUBLAS_CHECK(cublasLtCreate(&handle_)); }
 
 Gemm::~Gemm() {
-    for (auto& [key, p] : plans_) {
-        cublasLtMatrixLayoutDestroy(p.a);
-        cublasLtMatrixLayoutDestroy(p.b);
-        cublasLtMatrixLayoutDestroy(p.d);
-        cublasLtMatmulDescDestroy(p.op);
-    }
+    for (auto& [key, p] : plans_) destroy(p);
     if (handle_) cublasLtDestroy(handle_);
+}
+
+void Gemm::destroy(Plan& p) {
+    if (p.a) cublasLtMatrixLayoutDestroy(p.a);
+    if (p.b) cublasLtMatrixLayoutDestroy(p.b);
+    if (p.d) cublasLtMatrixLayoutDestroy(p.d);
+    if (p.op) cublasLtMatmulDescDestroy(p.op);
+    p.a = p.b = p.d = nullptr;
+    p.op = nullptr;
+}
+
+std::vector<float> fp8_blk128_scales(const float* scale_inv, int64_t out, int64_t in) {
+    QS_CHECK(out % 128 == 0 && in % 128 == 0);
+    const int64_t rows = out / 128, cols = in / 128, ld = fp8_blk128_ld(in);
+    std::vector<float> padded(size_t(rows * ld), 0.0f);
+    for (int64_t r = 0; r < rows; ++r) std::memcpy(padded.data() + r * ld, scale_inv + r * cols, size_t(cols) * 4);
+    return padded;
+}
+
+bool Gemm::fp8_block_scaling_expected(int device) {
+    cudaDeviceProp prop{};
+    if (cudaGetDeviceProperties(&prop, device) != cudaSuccess) return false;
+    return prop.major == 9 && cublasLtGetVersion() >= 120900;
+}
+
+Gemm::Fp8PlanInfo Gemm::fp8_plan_info(int64_t out, int64_t in, int64_t T) const {
+    Fp8PlanInfo info;
+    auto it = plans_.find(Key{int(kFp8Key), out, fp8_padded_rows(T), in});
+    if (it == plans_.end()) return info;
+    info.planned = true;
+    info.ok = it->second.ok;
+    info.d_type = it->second.d_type;
+    return info;
 }
 
 const Gemm::Plan& Gemm::plan(cudaDataType_t ab_type, int64_t m, int64_t n, int64_t k) {
@@ -70,6 +101,112 @@ void Gemm::matmul(cudaDataType_t ab_type, const void* w, const void* x, int64_t 
                                    workspace_.get(), workspace_.bytes(), stream));
 }
 
+// Column-major view as in plan(): A = W as [k, m] (ld k) transposed, B = x as [k, n] (ld k),
+// D = y as [m, n] (ld m). Scales (cuBLASLt's layouts for K-major operands): A BLK128x128_32F,
+// [m/128 blocks][round_up(k/128, 4)], the k block fastest; B VEC128_32F, [k/128][n], n fastest
+// (n is padded to a multiple of 4 so this leading dimension is 16-byte aligned). Every call
+// below that can fail for lack of support is checked softly: a refusal is a fallback, not an abort.
+bool Gemm::try_fp8_block_plan(Plan& p, cudaDataType_t d_type, int64_t m, int64_t n, int64_t k, const float* a_scale,
+                              const float* b_scale) {
+    p.d_type = d_type;
+    if (cublasLtMatmulDescCreate(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F) != CUBLAS_STATUS_SUCCESS) return false;
+    const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
+    const int32_t a_mode = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F, b_mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+    auto set = [&](cublasLtMatmulDescAttributes_t attr, const void* v, size_t bytes) {
+        return cublasLtMatmulDescSetAttribute(p.op, attr, v, bytes) == CUBLAS_STATUS_SUCCESS;
+    };
+    if (!set(CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof(trans_a)) ||
+        !set(CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof(trans_b)) ||
+        !set(CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &a_mode, sizeof(a_mode)) ||
+        !set(CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &b_mode, sizeof(b_mode)) ||
+        !set(CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scale, sizeof(a_scale)) ||
+        !set(CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_scale, sizeof(b_scale)))
+        return false;
+    if (cublasLtMatrixLayoutCreate(&p.a, CUDA_R_8F_E4M3, uint64_t(k), uint64_t(m), k) != CUBLAS_STATUS_SUCCESS ||
+        cublasLtMatrixLayoutCreate(&p.b, CUDA_R_8F_E4M3, uint64_t(k), uint64_t(n), k) != CUBLAS_STATUS_SUCCESS ||
+        cublasLtMatrixLayoutCreate(&p.d, d_type, uint64_t(m), uint64_t(n), m) != CUBLAS_STATUS_SUCCESS)
+        return false;
+    cublasLtMatmulPreference_t pref;
+    if (cublasLtMatmulPreferenceCreate(&pref) != CUBLAS_STATUS_SUCCESS) return false;
+    const size_t ws = kWorkspaceBytes;
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
+    const bool ok =
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)) ==
+            CUBLAS_STATUS_SUCCESS &&
+        cublasLtMatmulAlgoGetHeuristic(handle_, p.op, p.a, p.b, p.d, p.d, pref, 1, &result, &found) ==
+            CUBLAS_STATUS_SUCCESS &&
+        found > 0;
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (ok) p.algo = result.algo;
+    return ok;
+}
+
+Gemm::Plan& Gemm::fp8_block_plan(int64_t m, int64_t n, int64_t k, const float* a_scale, const float* b_scale) {
+    const Key key{int(kFp8Key), m, n, k};
+    auto it = plans_.find(key);
+    if (it != plans_.end()) return it->second;
+    Plan p;
+    p.ok = false;
+    for (cudaDataType_t d_type : {CUDA_R_32F, CUDA_R_16BF}) {
+        if (try_fp8_block_plan(p, d_type, m, n, k, a_scale, b_scale)) {
+            p.ok = true;
+            break;
+        }
+        destroy(p);
+    }
+    if (!p.ok)
+        std::fprintf(stderr,
+                     "qwenserve: cuBLASLt has no block-scaled FP8 algorithm for out=%lld in=%lld T=%lld (cuBLASLt %zu); "
+                     "this shape uses the dequantise-to-bf16 path\n",
+                     (long long)m, (long long)k, (long long)n, cublasLtGetVersion());
+    return plans_.emplace(key, p).first->second;
+}
+
+bool Gemm::linear_fp8_block(const DeviceLinear& w, const float* x, int64_t T, float* y, DeviceArena& scratch,
+                            cudaStream_t stream) {
+    const int64_t m = w.out, k = w.in, n = fp8_padded_rows(T);
+    const DeviceArena::Mark mark = scratch.mark();
+    auto* xq = static_cast<uint8_t*>(scratch.allocate(size_t(n * k)));                 // [n, k] e4m3
+    auto* xs = static_cast<float*>(scratch.allocate(size_t(n * (k / 128)) * 4));       // [k/128, n]
+    Plan& p = fp8_block_plan(m, n, k, w.scale_blk, xs);
+    if (!p.ok) {
+        scratch.release_to(mark);
+        return false;
+    }
+    QS_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &w.scale_blk,
+                                                   sizeof(w.scale_blk)));
+    QS_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &xs, sizeof(xs)));
+    // D: y itself when no row is padded and D is fp32, else a scratch whose first T rows are y's.
+    void* d = y;
+    if (p.d_type != CUDA_R_32F || n != T) d = scratch.allocate(size_t(m * n) * (p.d_type == CUDA_R_32F ? 4 : 2));
+    launch_quant_fp8_rows128(x, T, k, n, xq, xs, stream);
+    const float alpha = 1.0f, beta = 0.0f;
+    const cublasStatus_t st = cublasLtMatmul(handle_, p.op, &alpha, w.w, p.a, xq, p.b, &beta, d, p.d, d, p.d, &p.algo,
+                                             workspace_.get(), workspace_.bytes(), stream);
+    if (st != CUBLAS_STATUS_SUCCESS) {
+        std::fprintf(stderr,
+                     "qwenserve: block-scaled FP8 cublasLtMatmul failed (status %d) for out=%lld in=%lld T=%lld; "
+                     "this shape uses the dequantise-to-bf16 path from now on\n",
+                     int(st), (long long)m, (long long)k, (long long)T);
+        p.ok = false;
+        return false;
+    }
+    if (p.d_type == CUDA_R_16BF) launch_bf16_to_f32(static_cast<const uint16_t*>(d), T * m, y, stream);
+    else if (d != y)
+        QS_CUDA_CHECK(cudaMemcpyAsync(y, d, size_t(T * m) * 4, cudaMemcpyDeviceToDevice, stream));
+    return true;
+}
+
+void Gemm::linear_fp8_dequant(const DeviceLinear& w, const float* x, int64_t T, float* y, DeviceArena& scratch,
+                              cudaStream_t stream) {
+    auto* wb = static_cast<uint16_t*>(scratch.allocate(size_t(w.out * w.in) * 2));  // [out, in] bf16
+    launch_dequant_fp8_block(static_cast<const uint8_t*>(w.w), w.scale_inv, w.out, w.in, wb, stream);
+    auto* xb = static_cast<uint16_t*>(scratch.allocate(size_t(T * w.in) * 2));
+    launch_f32_to_bf16(x, T * w.in, xb, stream);
+    matmul(CUDA_R_16BF, wb, xb, w.out, T, w.in, y, stream);
+}
+
 void Gemm::linear(const DeviceLinear& w, const float* x, int64_t T, float* y, DeviceArena& scratch,
                   cudaStream_t stream) {
     if (T == 0) return;
@@ -84,11 +221,15 @@ void Gemm::linear(const DeviceLinear& w, const float* x, int64_t T, float* y, De
             return;
         }
         case DeviceLinear::Dtype::kFP8Block: {
-            auto* wb = static_cast<uint16_t*>(scratch.allocate(size_t(w.out * w.in) * 2));  // [out, in] bf16
-            launch_dequant_fp8_block(static_cast<const uint8_t*>(w.w), w.scale_inv, w.out, w.in, wb, stream);
-            auto* xb = static_cast<uint16_t*>(scratch.allocate(size_t(T * w.in) * 2));
-            launch_f32_to_bf16(x, T * w.in, xb, stream);
-            matmul(CUDA_R_16BF, wb, xb, w.out, T, w.in, y, stream);
+            const bool block_shape = w.scale_blk != nullptr && w.out % 128 == 0 && w.in % 128 == 0;
+            if (fp8_policy_ == Fp8Policy::kAuto && block_shape && linear_fp8_block(w, x, T, y, scratch, stream)) {
+                last_fp8_path_ = Fp8Path::kBlockScaled;
+                ++fp8_counts_.block_scaled;
+                return;
+            }
+            linear_fp8_dequant(w, x, T, y, scratch, stream);
+            last_fp8_path_ = Fp8Path::kDequant;
+            ++fp8_counts_.dequant;
             return;
         }
     }

@@ -1,14 +1,29 @@
 // Dense linear layers on the GPU through cuBLASLt: y [T, out] (fp32) = x [T, in] (fp32) · Wᵀ for a
 // weight W [out, in] in device memory. BF16 weights: x is rounded to bf16 (one kernel) and the
 // product accumulates in fp32 on the tensor cores. F32 weights (test fixtures, the router):
-// fp32 GEMM without TF32. FP8 128×128-block weights: dequantised to a bf16 scratch, then the
-// bf16 path (correct, not yet fast). Plans (descriptors + heuristic algorithm) are cached per
-// shape. CPU reference: cpu::linear. Used from the engine thread.
+// fp32 GEMM without TF32.
+// FP8 128×128-block weights, two paths:
+//  - block-scaled (the DeepSeek recipe, cuBLASLt ≥ 12.9 on sm_90): x is quantised to e4m3 per row
+//    and 128-column group (scale = amax/448, launch_quant_fp8_rows128), then one FP8 GEMM with
+//    A = W (BLK128x128_32F scales, DeviceLinear::scale_blk) and B = x (VEC128_32F scales), fp32
+//    accumulation promoted per 128-deep block, fp32 D (bf16 D + a conversion if fp32 is refused).
+//    T is padded to a multiple of 4 (zero rows) so the activation scales' leading dimension is
+//    16-byte aligned; the padded D rows go to a scratch and the first T rows are copied into y.
+//    Adds the activations' fp8 rounding: ~2.5e-2 normalised error for Gaussian x (vs ~2e-3 for
+//    the bf16 path).
+//  - dequant (fallback): W dequantised to a bf16 scratch every call, then the bf16 path. Used when
+//    out or in is not a multiple of 128 (tiny test models), when cuBLASLt has no algorithm for the
+//    block-scaled descriptor at a shape (decided once per shape, never aborts), or on request.
+// Which path ran is recorded (last_fp8_path, fp8_counts) for tests and labs. Plans (descriptors +
+// heuristic algorithm) are cached per shape; a call does no host synchronisation and no device
+// allocation (scratch comes from the arena), so it can be captured into a CUDA graph. CPU
+// reference: cpu::linear. Used from the engine thread.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <tuple>
+#include <vector>
 
 #include <cublasLt.h>
 #include <cuda_runtime.h>
@@ -22,8 +37,22 @@ struct DeviceLinear {
     Dtype dtype = Dtype::kBF16;
     const void* w = nullptr;          // [out, in] in dtype
     const float* scale_inv = nullptr; // kFP8Block: [ceil(out/128), ceil(in/128)]
+    // kFP8Block with out and in multiples of 128: the same scales in cuBLASLt's BLK128x128_32F
+    // layout for the K-major A operand, [out/128, round_up(in/128, 4)] row-major (the block along
+    // `in` fastest, rows padded to 16 bytes); aliases scale_inv when in/128 is a multiple of 4.
+    // Null otherwise (then only the dequant path runs).
+    const float* scale_blk = nullptr;
     int64_t out = 0, in = 0;
 };
+
+// The BLK128x128_32F copy of FP8 block scales for out, in multiples of 128: scale_inv
+// [out/128, in/128] row-major → [out/128, fp8_blk128_ld(in)] row-major, padding zero (DeviceLinear::
+// scale_blk; made once at upload by device_weights, and by the lab).
+inline int64_t fp8_blk128_ld(int64_t in) { return (in / 128 + 3) / 4 * 4; }
+std::vector<float> fp8_blk128_scales(const float* scale_inv, int64_t out, int64_t in);
+
+enum class Fp8Path : uint8_t { kNone, kBlockScaled, kDequant };
+enum class Fp8Policy : uint8_t { kAuto, kDequantOnly };
 
 class Gemm {
 public:
@@ -32,24 +61,61 @@ public:
     Gemm(const Gemm&) = delete;
     Gemm& operator=(const Gemm&) = delete;
 
-    // y [T, w.out] = x [T, w.in] · Wᵀ; scratch for the bf16 copy of x (and of W for FP8).
+    // y [T, w.out] = x [T, w.in] · Wᵀ; scratch for the bf16/fp8 copy of x (and of W for FP8 dequant).
     void linear(const DeviceLinear& w, const float* x, int64_t T, float* y, DeviceArena& scratch,
                 cudaStream_t stream);
+
+    // kAuto: block-scaled FP8 where possible; kDequantOnly: always the dequant path (labs).
+    void set_fp8_policy(Fp8Policy p) { fp8_policy_ = p; }
+    // The path the latest FP8 linear took, and how many calls took each.
+    Fp8Path last_fp8_path() const { return last_fp8_path_; }
+    struct Fp8Counts {
+        int64_t block_scaled = 0, dequant = 0;
+    };
+    const Fp8Counts& fp8_counts() const { return fp8_counts_; }
+    // The cached block-scaled plan of a shape (T as passed to linear): planned = a call at this
+    // shape tried it; ok = cuBLASLt gave an algorithm; d_type = the output type it runs with.
+    struct Fp8PlanInfo {
+        bool planned = false, ok = false;
+        cudaDataType_t d_type = CUDA_R_32F;
+    };
+    Fp8PlanInfo fp8_plan_info(int64_t out, int64_t in, int64_t T) const;
+    // Whether `device` and the loaded cuBLASLt should accept FP8 block scaling (compute capability
+    // 9.x and cuBLASLt ≥ 12.9): where true, a fallback at a real shape is a bug (tests assert it).
+    static bool fp8_block_scaling_expected(int device);
+    // Rows the block-scaled path pads T to (a multiple of 4).
+    static int64_t fp8_padded_rows(int64_t T) { return (T + 3) / 4 * 4; }
 
 private:
     struct Plan {
         cublasLtMatmulDesc_t op = nullptr;
         cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
         cublasLtMatmulAlgo_t algo{};
+        bool ok = true;                 // false: cuBLASLt refused this (block-scaled) shape
+        cudaDataType_t d_type = CUDA_R_32F;
     };
-    using Key = std::tuple<int, int64_t, int64_t, int64_t>;  // (input dtype, m=out, n=T, k=in)
+    // (input dtype, m = out, n = T or padded T, k = in); CUDA_R_8F_E4M3 marks block-scaled plans.
+    using Key = std::tuple<int, int64_t, int64_t, int64_t>;
     const Plan& plan(cudaDataType_t ab_type, int64_t m, int64_t n, int64_t k);
     void matmul(cudaDataType_t ab_type, const void* w, const void* x, int64_t m, int64_t n, int64_t k, float* y,
                 cudaStream_t stream);
+    // Builds (once per shape) the block-scaled plan; the scale pointers are those of the first call.
+    Plan& fp8_block_plan(int64_t m, int64_t n, int64_t k, const float* a_scale, const float* b_scale);
+    bool try_fp8_block_plan(Plan& p, cudaDataType_t d_type, int64_t m, int64_t n, int64_t k, const float* a_scale,
+                            const float* b_scale);
+    // false: cuBLASLt refused the shape (nothing useful written; the caller falls back).
+    bool linear_fp8_block(const DeviceLinear& w, const float* x, int64_t T, float* y, DeviceArena& scratch,
+                          cudaStream_t stream);
+    void linear_fp8_dequant(const DeviceLinear& w, const float* x, int64_t T, float* y, DeviceArena& scratch,
+                            cudaStream_t stream);
+    static void destroy(Plan& p);
 
     cublasLtHandle_t handle_ = nullptr;
     DeviceBuffer workspace_;
     std::map<Key, Plan> plans_;
+    Fp8Policy fp8_policy_ = Fp8Policy::kAuto;
+    Fp8Path last_fp8_path_ = Fp8Path::kNone;
+    Fp8Counts fp8_counts_;
 };
 
 }  // namespace qs::cuda
