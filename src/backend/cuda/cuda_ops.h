@@ -19,7 +19,6 @@
 #include "backend/cuda/device_weights.h"
 #include "backend/cuda/forward_graphs.h"
 #include "backend/cuda/gemm.h"
-#include "backend/cpu/cpu_ops.h"
 #include "backend/ops.h"
 
 namespace qs::cuda {
@@ -28,6 +27,10 @@ struct CudaOptions {
     int device = 0;
     bool ssm_bf16 = false;  // GDN recurrent state stored in bf16 (math stays fp32)
     bool poison = false;    // fill every alloc() with NaN (tests: catches unwritten outputs)
+    // fp32 everywhere (tests, diagnosis): weights uploaded as F32 (fp32 GEMMs without TF32, the
+    // fp32 MoE kernels), so the GPU reproduces the CPU specification to float rounding. Use with
+    // an f32 K/V cache. Slow; never for serving.
+    bool reference_precision = false;
     // Decode batches (one row per sequence) of up to this many sequences run their layers as a
     // CUDA graph, padded to the next captured size (forward_graphs.h); 0 disables graphs.
     int64_t graph_max_batch = 512;
@@ -90,7 +93,6 @@ private:
     std::vector<DeviceArena::Mark> marks_;  // mark() hands out indices into this stack
     DeviceWeights weights_;
     std::unique_ptr<Gemm> gemm_;
-    CpuOps host_fallback_;  // MoE shapes the grouped GEMM does not tile (test fixtures only)
     // begin_forward: one pinned staging buffer and one device buffer that keep their addresses.
     int32_t* staging_ = nullptr;
     size_t staging_ints_ = 0;

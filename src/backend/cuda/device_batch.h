@@ -36,6 +36,7 @@ enum class DeviceKvDtype : uint8_t { kBF16, kFP8E4M3 };
 //  kBF16:     w [out, in] bf16 row-major.
 //  kFP8Block: w [out, in] fp8 e4m3 row-major + scale_inv [ceil(out/128), ceil(in/128)] fp32;
 //             W[r][c] = float(w[r][c]) * scale_inv[r / 128][c / 128]  (Qwen's official FP8).
-enum class DeviceWeightFormat : uint8_t { kBF16, kFP8Block };
+//  kF32:      w [out, in] fp32 row-major (reference precision, shapes the fast kernels do not tile).
+enum class DeviceWeightFormat : uint8_t { kBF16, kFP8Block, kF32 };
 
 }  // namespace qs::cuda

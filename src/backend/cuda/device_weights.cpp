@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/moe_kernels.h"
 #include "core/check.h"
 #include "core/dtype.h"
 
@@ -66,7 +67,8 @@ void DeviceWeights::add_linear(const LinearWeight& w, bool keep_f32, cudaStream_
     if (linears_.count(w.weight.data)) return;
     DeviceLinear::Dtype dtype = DeviceLinear::Dtype::kBF16;
     if (w.format == WeightFormat::kFP8Block) dtype = DeviceLinear::Dtype::kFP8Block;
-    if (keep_f32 || (w.format == WeightFormat::kDense && w.weight.dtype != DType::kBF16)) dtype = DeviceLinear::Dtype::kF32;
+    if (keep_f32 || reference_precision_ || (w.format == WeightFormat::kDense && w.weight.dtype != DType::kBF16))
+        dtype = DeviceLinear::Dtype::kF32;
     linears_.emplace(w.weight.data, upload_linear(w, dtype, stream));
 }
 
@@ -77,12 +79,22 @@ void DeviceWeights::add_vec(const std::vector<float>& v, cudaStream_t stream) {
 
 void DeviceWeights::add_experts(const MoeWeights& m, cudaStream_t stream) {
     const int64_t E = int64_t(m.experts.size());
+    const int64_t H = m.router.in_features, I = E > 0 ? m.experts[0].gate_proj.out_features : 0;
     // One format per table: FP8 only when every expert (and the shared one) is FP8, else BF16
-    // (an FP8 expert is then dequantised on the host: mixed checkpoints are not expected).
+    // (an FP8 expert is then dequantised on the host: mixed checkpoints are not expected); F32
+    // for reference precision, F32/F16 checkpoints and shapes the grouped GEMM does not tile.
     bool all_fp8 = m.shared_expert.gate_proj.format == WeightFormat::kFP8Block;
+    bool any_wide = false;  // dense experts stored wider than bf16 (the transformers fixtures)
     for (const ExpertWeights& e : m.experts)
-        for (const LinearWeight* l : {&e.gate_proj, &e.up_proj, &e.down_proj}) all_fp8 = all_fp8 && l->format == WeightFormat::kFP8Block;
-    const DeviceLinear::Dtype dtype = all_fp8 ? DeviceLinear::Dtype::kFP8Block : DeviceLinear::Dtype::kBF16;
+        for (const LinearWeight* l : {&e.gate_proj, &e.up_proj, &e.down_proj}) {
+            all_fp8 = all_fp8 && l->format == WeightFormat::kFP8Block;
+            any_wide = any_wide || (l->format == WeightFormat::kDense && l->weight.dtype != DType::kBF16);
+        }
+    const bool f32 = reference_precision_ || any_wide ||
+                     !moe_grouped_gemm_tiles(E, H, I, m.shared_expert.gate_proj.out_features, top_k_);
+    all_fp8 = all_fp8 && !f32;
+    const DeviceLinear::Dtype dtype =
+        f32 ? DeviceLinear::Dtype::kF32 : all_fp8 ? DeviceLinear::Dtype::kFP8Block : DeviceLinear::Dtype::kBF16;
     std::vector<const void*> gate, up, down;
     std::vector<const float*> gate_s, up_s, down_s;
     auto add = [&](const ExpertWeights& e) {
@@ -96,7 +108,7 @@ void DeviceWeights::add_experts(const MoeWeights& m, cudaStream_t stream) {
     for (const ExpertWeights& e : m.experts) add(e);
     add(m.shared_expert);
     DeviceExperts d;
-    d.format = all_fp8 ? DeviceWeightFormat::kFP8Block : DeviceWeightFormat::kBF16;
+    d.format = f32 ? DeviceWeightFormat::kF32 : all_fp8 ? DeviceWeightFormat::kFP8Block : DeviceWeightFormat::kBF16;
     auto table = [&](const auto& v) { return upload_bytes(v.data(), v.size() * sizeof(v[0]), stream); };
     d.gate = static_cast<const void* const*>(table(gate));
     d.up = static_cast<const void* const*>(table(up));
@@ -139,7 +151,9 @@ void DeviceWeights::add_layer(const DecoderLayerWeights& l, cudaStream_t stream)
     add_experts(l.moe, stream);
 }
 
-size_t DeviceWeights::upload(const ModelWeights& w, cudaStream_t stream) {
+size_t DeviceWeights::upload(const ModelWeights& w, cudaStream_t stream, bool reference_precision) {
+    reference_precision_ = reference_precision;
+    top_k_ = w.config.num_experts_per_tok;
     const WeightBuffer& e = w.embed_tokens;
     DeviceTable t;
     t.dtype = e.dtype == DType::kBF16 ? TableDtype::kBF16 : e.dtype == DType::kF16 ? TableDtype::kF16 : TableDtype::kF32;

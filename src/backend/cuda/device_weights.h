@@ -2,9 +2,11 @@
 // again by the host address of the tensor the model passes to an op. Linear layers keep their
 // storage format (BF16, FP8 128×128 blocks; F32/F16 fixtures become F32); the MoE experts of a
 // layer (routed, then the shared one as entry E) also get device arrays of per-expert pointers
-// for the grouped GEMM, and are always BF16 or FP8. Precision-critical small linears (router,
-// shared-expert gate, GDN a/b) are kept in F32 so top-k choices and decays match the CPU.
-// Used from the engine thread.
+// for the grouped GEMM (BF16 or FP8), or F32 for the fp32 MoE kernels (moe_reference_kernels.h)
+// when the checkpoint's experts are F32/F16 or the grouped GEMM does not tile their shapes.
+// Precision-critical small linears (router, shared-expert gate, GDN a/b) are kept in F32 so
+// top-k choices and decays match the CPU. With `reference_precision` every linear and expert is
+// uploaded as F32 (fp32 GEMMs, no bf16 rounding anywhere). Used from the engine thread.
 #pragma once
 
 #include <cstdint>
@@ -42,7 +44,7 @@ struct DeviceTable {
 class DeviceWeights {
 public:
     // Uploads every tensor of w; returns the bytes now held on the device.
-    size_t upload(const ModelWeights& w, cudaStream_t stream);
+    size_t upload(const ModelWeights& w, cudaStream_t stream, bool reference_precision = false);
 
     const DeviceLinear& linear(const LinearWeight& w) const;
     const float* vec(const std::vector<float>& v) const;
@@ -68,6 +70,8 @@ private:
     std::unordered_map<const void*, DeviceTable> tables_;     // by WeightBuffer::data
     std::unordered_map<const MoeWeights*, DeviceExperts> experts_;
     size_t bytes_ = 0;
+    bool reference_precision_ = false;
+    int64_t top_k_ = 0;  // the config's experts per token (decides whether the grouped GEMM tiles)
 };
 
 }  // namespace qs::cuda

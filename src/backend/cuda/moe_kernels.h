@@ -49,6 +49,13 @@ struct MoeParams {
     int tile_config = -1;
 };
 
+// Whether the grouped GEMM's tiles cover these shapes: hidden a multiple of 128, intermediates
+// of 64, at most 512 experts and top-k 32. Other shapes take the fp32 kernels
+// (moe_reference_kernels.h) with F32 expert tables.
+inline bool moe_grouped_gemm_tiles(int64_t E, int64_t H, int64_t I, int64_t I_shared, int64_t top_k) {
+    return H >= 128 && H % 128 == 0 && I % 64 == 0 && I_shared % 64 == 0 && E <= 512 && top_k <= 32;
+}
+
 // Scratch bytes launch_moe needs for these sizes (independent of the routing).
 size_t moe_workspace_bytes(int64_t T, int64_t H, int64_t I, int64_t I_shared, int64_t E, int64_t top_k);
 
