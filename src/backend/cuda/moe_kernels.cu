@@ -42,6 +42,9 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "core/check.h"
+#if !defined(QS_MOE_EMULATE)
+#include "backend/cuda/ptx_helpers.cuh"  // the emulation shim defines qs::cuda::ptx itself
+#endif
 
 namespace qs::cuda {
 
@@ -93,35 +96,12 @@ WsLayout ws_layout(int64_t T, int64_t H, int64_t I, int64_t I_shared, int64_t E,
 // Small device helpers
 // ---------------------------------------------------------------------------------------------
 
-// Inline-PTX helpers. QS_MOE_EMULATE (bench/kernels/moe_emu.cpp) compiles this file as host C++ and
-// supplies its own versions that run each block on CPU threads.
-#if defined(QS_MOE_EMULATE)
-#define QS_MOE_DYN_SMEM(name) unsigned char* name = emu_dyn_smem()
-#else
-#define QS_MOE_DYN_SMEM(name) extern __shared__ __align__(128) unsigned char name[]
-
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, int src_bytes) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes)
-                 : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-
-__device__ __forceinline__ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                         uint32_t b0, uint32_t b1) {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-#endif  // QS_MOE_EMULATE
+using ptx::cp_async16;
+using ptx::cp_async_commit;
+using ptx::cp_async_wait;
+using ptx::mma_16816_bf16;
+using ptx::prmt;
+using ptx::smem_u32;
 
 // FP8 operand scaling. Four e4m3 bytes become two bf16x2 words holding value·2^-120 exactly by
 // moving the sign, exponent and mantissa bits into place (3 integer instructions per pair; e4m3
@@ -130,16 +110,6 @@ __device__ __forceinline__ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1
 // and the 128-block promotion multiplies by scale_inv · 2^56: (x·2^64)(w·2^-120)·2^56 = x·w.
 constexpr float kFp8AScale = 18446744073709551616.0f;  // 2^64
 constexpr float kFp8Unscale = 72057594037927936.0f;    // 2^56
-
-#if !defined(QS_MOE_EMULATE)
-// PTX prmt.b32 in its default mode: selector nibble bits 2:0 pick a byte of {b, a}, bit 3 replicates
-// that byte's sign bit (CUDA's __byte_perm ignores bit 3).
-__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t sel) {
-    uint32_t d;
-    asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(0u), "r"(sel));
-    return d;
-}
-#endif
 
 // e4m3 bytes b0..b3 of w (b0 = lowest k) → lo = bf16x2(b0, b1), hi = bf16x2(b2, b3), times 2^-120.
 __device__ __forceinline__ void e4m3x4_to_bf16x2_scaled(uint32_t w, uint32_t& lo, uint32_t& hi) {
@@ -403,7 +373,7 @@ __global__ __launch_bounds__(GemmShape<Cfg, FP8>::NTHR) void moe_gemm_kernel(Gem
     static_assert(BM * 8 % NTHR == 0 && BNW * B_CH % NTHR == 0, "loader split");
     static_assert(!FP8 || (128 % (GATE_UP ? BNW / 2 : BNW) == 0), "fp8 tile inside one scale block");
 
-    QS_MOE_DYN_SMEM(smem);
+    unsigned char* smem = ptx::dynamic_smem();
     unsigned char* sA = smem;
     unsigned char* sB = smem + STAGES * S::A_STAGE;
 
@@ -561,11 +531,11 @@ __global__ __launch_bounds__(GemmShape<Cfg, FP8>::NTHR) void moe_gemm_kernel(Gem
 #pragma unroll
                 for (int j = 0; j < NT; ++j) {
                     if constexpr (FP8) {
-                        mma_bf16(tmp[mt][j], x.x, y.x, x.y, y.y, bf[j][0], bf[j][1]);
-                        mma_bf16(tmp[mt][j], x.z, y.z, x.w, y.w, bf[j][2], bf[j][3]);
+                        mma_16816_bf16(tmp[mt][j], x.x, y.x, x.y, y.y, bf[j][0], bf[j][1]);
+                        mma_16816_bf16(tmp[mt][j], x.z, y.z, x.w, y.w, bf[j][2], bf[j][3]);
                     } else {
-                        mma_bf16(acc[mt][j], x.x, y.x, x.y, y.y, bf[j][0], bf[j][1]);
-                        mma_bf16(acc[mt][j], x.z, y.z, x.w, y.w, bf[j][2], bf[j][3]);
+                        mma_16816_bf16(acc[mt][j], x.x, y.x, x.y, y.y, bf[j][0], bf[j][1]);
+                        mma_16816_bf16(acc[mt][j], x.z, y.z, x.w, y.w, bf[j][2], bf[j][3]);
                     }
                 }
             }

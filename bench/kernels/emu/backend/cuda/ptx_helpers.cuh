@@ -120,8 +120,26 @@ inline void emu_mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t
 inline void mma_16816_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
     emu_mma<true>(c, a, b0, b1);
 }
+inline void mma_16816_bf16(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                           uint32_t b1) {
+    const uint32_t a[4] = {a0, a1, a2, a3};
+    emu_mma<true>(c, a, b0, b1);
+}
 inline void mma_16816_f16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
     emu_mma<false>(c, a, b0, b1);
+}
+
+// prmt.b32, default mode, second source 0.
+inline uint32_t prmt(uint32_t a, uint32_t sel) {
+    const uint8_t src[8] = {uint8_t(a), uint8_t(a >> 8), uint8_t(a >> 16), uint8_t(a >> 24), 0, 0, 0, 0};
+    uint32_t d = 0;
+    for (int n = 0; n < 4; ++n) {
+        const uint32_t nib = (sel >> (4 * n)) & 0xfu;
+        uint8_t b = src[nib & 7u];
+        if (nib & 8u) b = (b & 0x80u) ? 0xffu : 0x00u;
+        d |= uint32_t(b) << (8 * n);
+    }
+    return d;
 }
 
 template <typename... KP, typename... AP>
