@@ -1,5 +1,5 @@
 // CPU emulation test of the MoE kernels: compiles the real kernel source
-// (src/backend/cuda/moe_kernels.cu) as host C++ with the emulation shim (moe_emu_shim.h) and runs
+// (src/backend/cuda/moe_*.cu) as host C++ with the emulation shim (moe_emu_shim.h) and runs
 // the five stages, with the launch plan built by the same host code as on the GPU, on the tiny
 // model's shapes; compares y with the float64 reference (moe_ref.h). No GPU needed; slow (one OS
 // thread per CUDA thread), so only small T. Build (from the repository root; ASan catches
@@ -9,13 +9,17 @@
 // Run: build-gpu/moe_emu [seed [--quick]]
 #include "moe_emu_shim.h"
 
+#include "backend/cuda/moe_combine.cu"
+#include "backend/cuda/moe_gemm.cu"
 #include "backend/cuda/moe_kernels.cu"
+#include "backend/cuda/moe_route.cu"
 #include "moe_ref.h"
 
 #include <chrono>
 #include <string>
 
 using namespace qs::cuda;
+using namespace qs::cuda::moe;
 using namespace moe_ref;
 
 namespace {

@@ -1,5 +1,5 @@
 // CPU emulation of the CUDA features the MoE kernels use, so that moe_emu.cpp can compile
-// src/backend/cuda/moe_kernels.cu as host C++ (QS_MOE_EMULATE) and run the real kernel source:
+// src/backend/cuda/moe_*.cu as host C++ (QS_MOE_EMULATE) and run the real kernel source:
 // one fiber (ucontext) per CUDA thread on a single OS thread, cooperative barriers for __syncthreads
 // and for warp collectives
 // (shuffles, mma.sync m16n8k16 with the PTX fragment layouts), cp.async as a queue of copies
