@@ -1,6 +1,8 @@
 // Emulated stand-in for src/backend/cuda/ptx_helpers.cuh (same names and semantics), used by the
 // host SIMT emulator (emu_prelude.h). Fragment layouts follow the PTX ISA text for
 // ldmatrix.m8n8.x4(.trans).b16 and mma.m16n8k16.row.col, written independently of the kernels.
+// Covers what the attention kernels use (prmt, used by the MoE GEMM only, is emulated in
+// bench/kernels/moe_emu_shim.h).
 #pragma once
 
 #include <cstdint>
@@ -127,19 +129,6 @@ inline void mma_16816_bf16(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2,
 }
 inline void mma_16816_f16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
     emu_mma<false>(c, a, b0, b1);
-}
-
-// prmt.b32, default mode, second source 0.
-inline uint32_t prmt(uint32_t a, uint32_t sel) {
-    const uint8_t src[8] = {uint8_t(a), uint8_t(a >> 8), uint8_t(a >> 16), uint8_t(a >> 24), 0, 0, 0, 0};
-    uint32_t d = 0;
-    for (int n = 0; n < 4; ++n) {
-        const uint32_t nib = (sel >> (4 * n)) & 0xfu;
-        uint8_t b = src[nib & 7u];
-        if (nib & 8u) b = (b & 0x80u) ? 0xffu : 0x00u;
-        d |= uint32_t(b) << (8 * n);
-    }
-    return d;
 }
 
 template <typename... KP, typename... AP>
