@@ -1,9 +1,9 @@
-// Lab for the gated attention kernels (src/backend/cuda/attention_kernels.cu): correctness against
+// Lab for the gated attention kernels (src/backend/cuda/attention_*.cu): correctness against
 // a CPU reference with the maths of CpuOps::gated_attention (src/backend/cpu/cpu_attention.cpp:
 // fp32 q/k norm + RoPE in the CPU's operation order, K/V rounded to the cache dtype, attention in
 // double here), then timings at the real model's decode and prefill shapes.
 // Build (repo root):
-//   nvcc -O3 -std=c++20 -gencode=arch=compute_90a,code=sm_90a -Isrc -Xcompiler -fopenmp bench/kernels/attention_lab.cu src/backend/cuda/attention_kernels.cu -o build-gpu/attention_lab -lgomp
+//   nvcc -O3 -std=c++20 -gencode=arch=compute_90a,code=sm_90a -Isrc -Xcompiler -fopenmp bench/kernels/attention_lab.cu src/backend/cuda/attention_*.cu -o build-gpu/attention_lab -lgomp
 // Run: build-gpu/attention_lab [seed] [--no-timing | --small]     (exit code 1 on any FAIL)
 //
 // Cases, reference and tolerances: bench/kernels/attention_ref.h.
@@ -328,6 +328,8 @@ int main(int argc, char** argv) {
         all &= run_case("tiny decode 40 (splits)", kTiny, dt, decode_specs(40, 0, 2000, rng), rng, true);
         all &= run_case("tiny prefill 3 fresh (n=1,129,64)", kTiny, dt, {{0, 1}, {0, 129}, {0, 64}}, rng);
         all &= run_case("real mixed", kReal, dt, kMixed, rng);
+        for (const Shape* sh : {&kFbA, &kFbB, &kFbC, &kFbD})  // fp32 fallback (D % 32 != 0)
+            all &= run_case(sh->name, *sh, dt, kMixed, rng);
         if (small) continue;  // --small (for compute-sanitizer): tiny cases and the real mixed batch
         all &= run_case("real mixed (graph)", kReal, dt, kMixed, rng, true);
         all &= run_case("real decode 4 long (splits)", kReal, dt, decode_specs(4, 2500, 4095, rng), rng, true);
@@ -341,6 +343,8 @@ int main(int argc, char** argv) {
         all &= run_case(kGenB.name, kGenB, dt, kMixed, rng);
         all &= run_case(kGenC.name, kGenC, dt, kMixed, rng);
         all &= run_case(kGenD.name, kGenD, dt, {{300, 1}, {40, 70}, {0, 5}}, rng);
+        all &= run_case("fallback D16 decode 40 (graph)", kFbA, dt, decode_specs(40, 0, 2000, rng), rng, true);
+        all &= run_case("fallback D48 prefill 2x512 + chunk", kFbC, dt, {{0, 512}, {0, 512}, {1000, 200}}, rng);
     }
 
     if (timing) {

@@ -365,6 +365,13 @@ inline const Shape kGenA{"gen D96 G4 bs12", 8, 2, 96, 32, 12, 1e4, 1e-6f};
 inline const Shape kGenB{"gen D32 G1 bs8 rot32", 4, 4, 32, 32, 8, 1e6, 1e-5f};
 inline const Shape kGenC{"gen D128 G32 rot64", 32, 1, 128, 64, 16, 1e7, 1e-6f};
 inline const Shape kGenD{"gen D192 G8 rot0 bs32", 16, 2, 192, 0, 32, 1e7, 1e-6f};
+// Head dims that are not a multiple of 32 run on the fp32 fallback kernel (attention_fallback.cu):
+// the transformers fixtures' shapes (D 16, rotary 4 or 16) and two more (D 48, and D 200 whose
+// threads own two output dims each).
+inline const Shape kFbA{"fallback D16 G2 rot4", 4, 2, 16, 4, 16, 1e7, 1e-6f};
+inline const Shape kFbB{"fallback D16 G2 rot16 bs8", 6, 3, 16, 16, 8, 1e7, 1e-6f};
+inline const Shape kFbC{"fallback D48 G4 rot24 bs12", 8, 2, 48, 24, 12, 1e6, 1e-6f};
+inline const Shape kFbD{"fallback D200 G1 rot64", 2, 2, 200, 64, 16, 1e7, 1e-6f};
 inline const std::vector<SeqSpec> kMixed = {{700, 1}, {100, 37}, {0, 300}};
 
 inline std::vector<SeqSpec> decode_specs(int n, int lo, int hi, std::mt19937_64& rng) {

@@ -109,10 +109,11 @@ std::vector<float> quantise_rows128(const std::vector<float>& x, int64_t T, int6
     for (int64_t t = 0; t < T; ++t)
         for (int64_t g = 0; g * 128 < in; ++g) {
             const float* v = x.data() + t * in + g * 128;
+            const int n = int(std::min<int64_t>(128, in - g * 128));  // the last group may be short
             float amax = 0.0f;
-            for (int i = 0; i < 128; ++i) amax = std::max(amax, std::fabs(v[i]));
+            for (int i = 0; i < n; ++i) amax = std::max(amax, std::fabs(v[i]));
             const float scale = amax > 0.0f ? amax / 448.0f : 1.0f;
-            for (int i = 0; i < 128; ++i)
+            for (int i = 0; i < n; ++i)
                 out[size_t(t * in + g * 128 + i)] = fp8e4m3_to_f32(f32_to_fp8e4m3(v[i] / scale)) * scale;
         }
     return out;

@@ -1,6 +1,6 @@
 // Lab for the Gated DeltaNet CUDA kernels (src/backend/cuda/gdn_kernels.{h,cu}).
 // Build (from the repository root):
-//   mkdir -p build-gpu && nvcc -O3 -std=c++20 -gencode=arch=compute_90a,code=sm_90a -Isrc bench/kernels/gdn_lab.cu src/backend/cuda/gdn_kernels.cu -o build-gpu/gdn_lab
+//   mkdir -p build-gpu && nvcc -O3 -std=c++20 -gencode=arch=compute_90a,code=sm_90a -Isrc bench/kernels/gdn_lab.cu src/backend/cuda/gdn_*.cu -o build-gpu/gdn_lab
 // Run: build-gpu/gdn_lab [--quick | --quick-real] [seed]      (exit code != 0 on any FAIL)
 //   --quick: small-shape correctness cases only. Without a GPU, bench/kernels/emu/run_emu.sh runs
 //   the --quick cases with the kernels' own source under a host emulation (slow, CPU only).

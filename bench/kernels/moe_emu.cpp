@@ -1,5 +1,5 @@
 // CPU emulation test of the MoE kernels: compiles the real kernel source
-// (src/backend/cuda/moe_kernels.cu) as host C++ with the emulation shim (moe_emu_shim.h) and runs
+// (src/backend/cuda/moe_*.cu) as host C++ with the emulation shim (moe_emu_shim.h) and runs
 // the five stages, with the launch plan built by the same host code as on the GPU, on the tiny
 // model's shapes; compares y with the float64 reference (moe_ref.h). No GPU needed; slow (one OS
 // thread per CUDA thread), so only small T. Build (from the repository root; ASan catches
@@ -9,13 +9,17 @@
 // Run: build-gpu/moe_emu [seed [--quick]]
 #include "moe_emu_shim.h"
 
+#include "backend/cuda/moe_combine.cu"
+#include "backend/cuda/moe_gemm.cu"
 #include "backend/cuda/moe_kernels.cu"
+#include "backend/cuda/moe_route.cu"
 #include "moe_ref.h"
 
 #include <chrono>
 #include <string>
 
 using namespace qs::cuda;
+using namespace qs::cuda::moe;
 using namespace moe_ref;
 
 namespace {
@@ -130,10 +134,16 @@ void run_case(const HostExperts& h, bool fp8, int T, Routing routing, bool norm,
         worst = std::max(worst, std::sqrt(tn / std::max(td, 1e-300)));
     }
     const double nerr = std::sqrt(num / std::max(den, 1e-300));
+    uint64_t y_hash = 1469598103934665603ull;  // FNV-1a of y's bytes: refactors must keep it
+    for (const float v : y) {
+        uint32_t u;
+        std::memcpy(&u, &v, 4);
+        for (int i = 0; i < 4; ++i) y_hash = (y_hash ^ ((u >> (8 * i)) & 0xffu)) * 1099511628211ull;
+    }
     const bool pass = bad == 0 && nerr < 1e-2 && worst < 3e-2;
-    std::printf("  %-5s %-4s T=%-4d %-7s norm=%d cfg=%d copy@%s  nerr=%.3e worst_tok=%.3e nonfinite=%zu  %s  (%.1f s)\n",
+    std::printf("  %-5s %-4s T=%-4d %-7s norm=%d cfg=%d copy@%s  nerr=%.3e worst_tok=%.3e nonfinite=%zu y#%016llx  %s  (%.1f s)\n",
                 s.name, fp8 ? "fp8" : "bf16", T, routing == Routing::kSkewed ? "skewed" : "gapped", int(norm), cfg,
-                g_emu_copy_at_issue ? "issue" : "wait", nerr, worst, bad, pass ? "PASS" : "FAIL", secs);
+                g_emu_copy_at_issue ? "issue" : "wait", nerr, worst, bad, (unsigned long long)y_hash, pass ? "PASS" : "FAIL", secs);
     if (!pass) ++g_fail;
 }
 

@@ -1,5 +1,5 @@
 // CPU emulation of the CUDA features the MoE kernels use, so that moe_emu.cpp can compile
-// src/backend/cuda/moe_kernels.cu as host C++ (QS_MOE_EMULATE) and run the real kernel source:
+// src/backend/cuda/moe_*.cu as host C++ (QS_MOE_EMULATE) and run the real kernel source:
 // one fiber (ucontext) per CUDA thread on a single OS thread, cooperative barriers for __syncthreads
 // and for warp collectives
 // (shuffles, mma.sync m16n8k16 with the PTX fragment layouts), cp.async as a queue of copies
@@ -82,6 +82,12 @@ inline void emu_bar_wait(EmuBar& b) {
 
 inline void __syncthreads() { emu_bar_wait(emu_t.blk->bar); }
 inline unsigned char* emu_dyn_smem() { return emu_t.blk->smem.data(); }
+
+// The emulated stand-ins of src/backend/cuda/ptx_helpers.cuh (same names and semantics); the
+// kernel file skips the real header when QS_MOE_EMULATE is defined.
+namespace qs::cuda::ptx {
+
+inline unsigned char* dynamic_smem() { return emu_dyn_smem(); }
 inline uint32_t smem_u32(const void* p) {
     const auto* b = emu_t.blk->smem.data();
     const auto* c = static_cast<const unsigned char*>(p);
@@ -137,6 +143,8 @@ inline uint32_t prmt(uint32_t a, uint32_t sel) {
     return d;
 }
 
+}  // namespace qs::cuda::ptx
+
 // Shared-memory atomics of the block (all blocks run one at a time).
 inline int atomicAdd(int* p, int v) {
     const int old = *p;
@@ -172,7 +180,10 @@ inline float emu_bf16_half(uint32_t reg, int hi) {
 // mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32, fragments as in the PTX ISA:
 // lane = 4·g + q; A: a0 = A[g][2q..2q+1], a1 = A[g+8][2q..], a2 = A[g][2q+8..], a3 = A[g+8][2q+8..];
 // B: b0 = B[2q..2q+1][g], b1 = B[2q+8..2q+9][g]; C/D: c0,c1 = C[g][2q..2q+1], c2,c3 = C[g+8][2q..].
-inline void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1) {
+namespace qs::cuda::ptx {
+
+inline void mma_16816_bf16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                           uint32_t b1) {
     EmuWarp& w = *emu_t.blk->warps[emu_t.warp];
     const int l = emu_t.lane;
     w.u[l][0] = a0;
@@ -201,6 +212,11 @@ inline void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint3
     emu_bar_wait(w.bar);
     for (int i = 0; i < 4; ++i) d[i] = out[i];
 }
+inline void mma_16816_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    mma_16816_bf16(d, a[0], a[1], a[2], a[3], b0, b1);
+}
+
+}  // namespace qs::cuda::ptx
 
 // Runs body() as a grid of blocks of nthr threads: one block at a time, its threads as fibers
 // scheduled round-robin on this OS thread (they switch only at barriers and warp collectives).

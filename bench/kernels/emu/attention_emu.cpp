@@ -1,10 +1,9 @@
-// Runs the attention lab's correctness cases through the real kernel source (attention_kernels.cu
-// and its launcher) in the host SIMT emulator (emu_prelude.h): no GPU needed, slow (tiny and
+// Runs the attention lab's correctness cases through the real kernel source (attention_*.cu
+// and the launchers) in the host SIMT emulator (emu_prelude.h): no GPU needed, slow (tiny and
 // mid-size cases only). Checks index arithmetic, fragment layouts, the cp.async pipeline, barriers
 // and the launcher's host logic; says nothing about speed.
-// Build (repo root; g++ only):
-//   g++ -std=c++20 -O2 -fopenmp -include bench/kernels/emu/emu_prelude.h -Ibench/kernels/emu -Ibench/kernels -Isrc -I/usr/local/cuda/include -x c++ src/backend/cuda/attention_kernels.cu -x c++ bench/kernels/emu/attention_emu.cpp -o build-gpu/attention_emu
-// Run: build-gpu/attention_emu [seed] [--real]
+// Build and run (repo root; g++ only): sh bench/kernels/emu/run_emu.sh attention [seed] [--real]
+// (compiles every src/backend/cuda/attention_*.cu with this file into build-emu/attention_emu).
 #include <chrono>
 #include <string>
 
@@ -80,6 +79,10 @@ int main(int argc, char** argv) {
         all &= run_case(kGenB.name, kGenB, dt, {{70, 1}, {30, 17}, {0, 80}}, rng);
         all &= run_case(kGenC.name, kGenC, dt, {{70, 1}, {30, 5}, {0, 9}}, rng);
         all &= run_case(kGenD.name, kGenD, dt, {{40, 1}, {20, 9}, {0, 5}}, rng);
+        for (const Shape* sh : {&kFbA, &kFbB, &kFbC, &kFbD})
+            all &= run_case(sh->name, *sh, dt, {{300, 1}, {40, 70}, {0, 130}, {5, 1}}, rng);
+        all &= run_case("fallback D16 decode 6", kFbA, dt, decode_specs(6, 0, 400, rng), rng);
+        all &= run_case("fallback D48 prefill 2 fresh", kFbC, dt, {{0, 129}, {0, 2}}, rng);
         if (real) {
             all &= run_case("real small mixed", kReal, dt, {{90, 1}, {40, 13}, {0, 20}}, rng);
             all &= run_case("real decode 3 (splits)", kReal, dt, decode_specs(3, 100, 400, rng), rng);

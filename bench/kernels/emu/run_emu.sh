@@ -1,12 +1,30 @@
 #!/bin/sh
-# Runs the GDN lab's quick correctness cases on the CPU, the kernels' own source executed by the
-# host emulation in this folder (no GPU needed; slow: a few minutes). From the repository root:
-#   sh bench/kernels/emu/run_emu.sh [--quick-real] [seed]   (default: the lab's --quick cases)
+# Runs kernel correctness cases on the CPU, the kernels' own source executed by the host emulation
+# in this folder (no GPU needed; slow: minutes). From the repository root:
+#   sh bench/kernels/emu/run_emu.sh [gdn] [--quick-real] [seed]   GDN lab's --quick cases (default)
+#   sh bench/kernels/emu/run_emu.sh attention [seed] [--real]      attention cases (attention_emu.cpp)
+# The GDN emulation (prepare.py + gdn/cuda_runtime.h) and the attention one (emu_prelude.h + the
+# emulated backend/cuda/ptx_helpers.cuh, with the real CUDA headers) are separate harnesses.
 set -e
 out=build-emu
 mkdir -p $out
-python3 bench/kernels/emu/prepare.py src/backend/cuda/gdn_kernels.cu $out/gdn_kernels_emu.cpp
-python3 bench/kernels/emu/prepare.py bench/kernels/gdn_lab.cu $out/gdn_lab_emu.cpp
-g++ -std=c++20 -O2 -w -Ibench/kernels/emu -Isrc -Isrc/backend/cuda $out/gdn_kernels_emu.cpp $out/gdn_lab_emu.cpp -o $out/gdn_lab_emu
+cuda_inc=${CUDA_HOME:-/usr/local/cuda}/include
+if [ "$1" = attention ]; then
+    shift
+    objs=
+    for f in src/backend/cuda/attention_*.cu bench/kernels/emu/attention_emu.cpp; do
+        o=$out/$(basename $f).o
+        g++ -std=c++20 -O2 -fopenmp -w -include bench/kernels/emu/emu_prelude.h -Ibench/kernels/emu -Ibench/kernels \
+            -Isrc -I$cuda_inc -x c++ -c $f -o $o
+        objs="$objs $o"
+    done
+    g++ -fopenmp $objs -o $out/attention_emu
+    exec $out/attention_emu "$@"
+fi
+[ "$1" = gdn ] && shift
+for f in src/backend/cuda/gdn_*.cu bench/kernels/gdn_lab.cu; do
+    python3 bench/kernels/emu/prepare.py $f $out/$(basename $f .cu)_emu.cpp
+done
+g++ -std=c++20 -O2 -w -Ibench/kernels/emu/gdn -Isrc -Isrc/backend/cuda $out/gdn_*_emu.cpp -o $out/gdn_lab_emu
 case "$1" in --quick-real) ;; *) set -- --quick "$@" ;; esac
-$out/gdn_lab_emu "$@"
+exec $out/gdn_lab_emu "$@"

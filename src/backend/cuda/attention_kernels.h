@@ -15,7 +15,8 @@
 //   which equals core/dtype.cpp f32_to_fp8e4m3.
 // Precision: norm, RoPE and softmax in fp32; q·k and p·v on tensor cores with fp32 accumulation;
 // q and the softmax weights p are rounded to bf16 (bf16 cache) or f16 (fp8 cache, whose values are
-// exact in f16) before the products, as flash attention does.
+// exact in f16) before the products, as flash attention does. The fallback (D % 32 != 0) keeps q
+// and p in fp32.
 #pragma once
 
 #include <cstdint>
@@ -56,7 +57,9 @@ size_t attention_workspace_bytes(int64_t num_tokens, int64_t Hq, int64_t D,
 // split-K over the context + a combine pass) and for prefill rows (sequences with several rows:
 // causal flash attention over the cache). Grids depend on num_tokens / num_seqs /
 // max_seq_tokens only, never on context lengths. Requirements (checked): Hq % Hkv == 0,
-// D % 32 == 0, 32 <= D <= 256, rotary_dim even and <= D, block_size >= 1.
+// D even in [2, 256], rotary_dim even and <= D, block_size >= 1. D a multiple of 32 runs on the
+// tensor-core kernels; any other D on a simple fp32 CUDA-core fallback (one block per row and
+// query head, decode and prefill alike; meant for small test models, not for speed).
 void launch_gated_attention(const GatedAttentionParams& p, cudaStream_t stream);
 
 }  // namespace qs::cuda

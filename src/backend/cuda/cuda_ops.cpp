@@ -24,8 +24,9 @@ bool cuda_device_available() {
 }
 
 std::string cuda_unsupported_reason(const ModelConfig& c) {
-    if (c.head_dim % 32 != 0 || c.head_dim < 32 || c.head_dim > 256)
-        return fmt::format("head_dim {}: the CUDA attention kernels need a multiple of 32 in [32, 256]", c.head_dim);
+    // Multiples of 32 run on the tensor-core kernels, other even sizes on the fp32 fallback.
+    if (c.head_dim % 2 != 0 || c.head_dim < 2 || c.head_dim > 256)
+        return fmt::format("head_dim {}: the CUDA attention kernels need an even head_dim in [2, 256]", c.head_dim);
     for (int64_t d : {c.linear_key_head_dim, c.linear_value_head_dim})
         if (d % 4 != 0 || d > 128)
             return fmt::format("linear head dim {}: the CUDA Gated DeltaNet kernels need a multiple of 4 up to 128", d);

@@ -5,7 +5,7 @@
 //   β = sigmoid(b), g = -exp(A_log) · softplus(a + dt_bias) (threshold 20), decay = exp(g)
 //   S ← decay·S;  δ = β·(v − Sᵀk̂);  S ← S + k̂ δᵀ;  o = Sᵀq̂               (S [Dk, Dv] fp32 math)
 //   out = norm_w · o / sqrt(mean(o²) + eps) · silu(z)
-// Two launches on the stream (see gdn_kernels.cu for the grid mappings):
+// Two launches on the stream (grid mappings in gdn_conv.cu, gdn_serial.cu, gdn_chunked.cu):
 //   1. conv1d + SiLU of all rows into the workspace ([T, conv_dim] fp32), advancing each sequence's
 //      conv window (read and written by one thread per (sequence, 4 channels): race-free);
 //   2. the recurrence fused with the gates, the l2norms and the gated RMSNorm. Sequences with fewer

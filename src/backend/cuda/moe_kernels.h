@@ -7,7 +7,8 @@
 //   expert_e(x) = down_e( silu(gate_e · x) ⊙ (up_e · x) );
 //   y_t = Σ_{j<k} w_tj · expert_{e_tj}(x_t)  (summed in top-k order)  +  σ(shared_gate_logit_t) · shared(x_t).
 //
-// Pipeline (five launches, no host synchronisation, CUDA-graph capturable; see moe_kernels.cu):
+// Pipeline (five launches, no host synchronisation, CUDA-graph capturable; see moe_kernels.cu
+// and the moe_*.cu files it names):
 // route+top-k (+ x to bf16) → one-block sort of the (token, j) pairs by expert + tile list →
 // grouped GEMM gate_up with SiLU·mul → grouped GEMM down into per-(token, j) rows → combine.
 // The shared expert is handled as expert number E with all T tokens routed to it.

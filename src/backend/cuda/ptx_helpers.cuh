@@ -1,6 +1,7 @@
-// Thin wrappers over the PTX the tensor-core kernels use (cp.async, ldmatrix, mma.sync), the
+// Thin wrappers over the PTX the tensor-core kernels use (cp.async, ldmatrix, mma.sync, prmt), the
 // dynamic shared-memory base and the kernel launch. Device code only (nvcc); included by .cu
-// files. Kept in one header so that a host-side SIMT emulator (bench/kernels/emu/) can stand in
+// files (attention_*, moe_kernels). Kept in one header so that the host-side emulators
+// (bench/kernels/emu/backend/cuda/ptx_helpers.cuh, bench/kernels/moe_emu_shim.h) can stand in
 // for exactly these primitives and run the kernels' own code on a machine without a GPU.
 #pragma once
 
@@ -56,12 +57,26 @@ __device__ __forceinline__ void mma_16816_bf16(float (&c)[4], const uint32_t (&a
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
+// The same with the A fragment as four registers (a0..a3 as in the array form).
+__device__ __forceinline__ void mma_16816_bf16(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                               uint32_t b0, uint32_t b1) {
+    const uint32_t a[4] = {a0, a1, a2, a3};
+    mma_16816_bf16(c, a, b0, b1);
+}
 __device__ __forceinline__ void mma_16816_f16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
     asm volatile(
         "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
         "{%0,%1,%2,%3};\n"
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// PTX prmt.b32 in its default mode with b = 0: selector nibble bits 2:0 pick a byte of {b, a},
+// bit 3 replicates that byte's sign bit (CUDA's __byte_perm ignores bit 3).
+__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t sel) {
+    uint32_t d;
+    asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(0u), "r"(sel));
+    return d;
 }
 
 // kernel<<<grid, block, smem, stream>>>(args...)

@@ -1,6 +1,8 @@
 // Emulated stand-in for src/backend/cuda/ptx_helpers.cuh (same names and semantics), used by the
 // host SIMT emulator (emu_prelude.h). Fragment layouts follow the PTX ISA text for
 // ldmatrix.m8n8.x4(.trans).b16 and mma.m16n8k16.row.col, written independently of the kernels.
+// Covers what the attention kernels use (prmt, used by the MoE GEMM only, is emulated in
+// bench/kernels/moe_emu_shim.h).
 #pragma once
 
 #include <cstdint>
@@ -118,6 +120,11 @@ inline void emu_mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t
     for (int i = 0; i < 4; ++i) c[i] = d[i];
 }
 inline void mma_16816_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    emu_mma<true>(c, a, b0, b1);
+}
+inline void mma_16816_bf16(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                           uint32_t b1) {
+    const uint32_t a[4] = {a0, a1, a2, a3};
     emu_mma<true>(c, a, b0, b1);
 }
 inline void mma_16816_f16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {

@@ -1,0 +1,558 @@
+// Gated DeltaNet, step 2b: the chunked WY recurrence on tensor cores for sequences of at least
+// chunk_min_tokens rows, launched by launch_gdn_recurrence (gdn_kernels.cu). CPU reference:
+// src/backend/cpu/cpu_gdn.cpp.
+#include "backend/cuda/gdn_common.cuh"
+
+namespace qs::cuda::gdn {
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// Kernel 2b: chunked recurrence (WY / UT form, chunk 64) on tensor cores (mma.sync m16n8k8 tf32;
+// X3 = the 3xTF32 split a·b ≈ a_hi·b_hi + a_hi·b_lo + a_lo·b_hi, fp32-level accuracy).
+// Grid (Nv, num_seqs), 256 threads (8 warps), one block per (sequence, value head) with
+// n >= chunk_min_tokens; the state S [Dk, Dv] stays in shared memory (fp32) for the whole call.
+// Per chunk of nc <= 64 tokens (rows >= nc are zero: q = k = v = β = g = 0), with γ = cumsum(g):
+//   L = strict_lower(β_r k̂_r·k̂_s e^{γr-γs});  T = (I + L)^-1   (16×16 diagonal blocks by forward
+//       substitution, off-diagonal blocks T_ij = -T_ii Σ_m L_im T_mj)
+//   W = T (k̂ β e^γ), U = T (v β);  P = lower(q̂_r·k̂_s e^{γr-γs}) (diagonal included)
+//   V' = U - W S;  O = (q̂ e^γ) S + P V';  S ← e^{γ_last} S + (k̂ e^{γ_last-γ})ᵀ V'
+//   out = gated RMSNorm(O) as in the serial kernel.
+// Shared memory (floats; row pitches padded by 4 or 8 against bank conflicts): S [D][D+8],
+// Q̂ [64][D+4], K̂ [64][D+8], V/U/V' [64][D+8], W/X-scratch/O [64][D+4], L/T/P [64][68], 5×64 vectors.
+// D = 128: 225,536 bytes (1 block per SM).
+// mma.m16n8k8 tf32 fragments (g = lane/4, t = lane%4): A a0 (g,t) a1 (g+8,t) a2 (g,t+4) a3 (g+8,t+4);
+// B b0 (k=t, n=g) b1 (k=t+4, n=g); C c0 (g,2t) c1 (g,2t+1) c2 (g+8,2t) c3 (g+8,2t+1).
+// ---------------------------------------------------------------------------------------------
+constexpr int kChunk = 64;
+constexpr int kChunkThreads = 256;
+
+__device__ __forceinline__ uint32_t to_tf32(float x) {
+    uint32_t r;
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+    return r;
+}
+
+__device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+template <bool X3, int N>
+__device__ __forceinline__ void split_tf32(const float (&x)[N], uint32_t (&hi)[N], uint32_t (&lo)[N]) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+        hi[i] = to_tf32(x[i]);
+        lo[i] = X3 ? to_tf32(x[i] - __uint_as_float(hi[i])) : 0u;
+    }
+}
+
+// acc[j] (16 × 8 tile at rows m0.., cols n0 + 8j) += A · B over k in [k0, k1) (multiples of 8).
+// fa(k, a[4]) gives A(g, k+t), A(g+8, k+t), A(g, k+t+4), A(g+8, k+t+4) (rows relative to m0);
+// fb(k, j, b[2]) gives B(k+t, 8j+g), B(k+t+4, 8j+g) (columns relative to n0).
+template <bool X3, int NJ, typename FA, typename FB>
+__device__ __forceinline__ void warp_mma(float (&acc)[NJ][4], int k0, int k1, FA&& fa, FB&& fb) {
+#pragma unroll 2
+    for (int k = k0; k < k1; k += 8) {
+        float a[4];
+        fa(k, a);
+        uint32_t ah[4], al[4];
+        split_tf32<X3>(a, ah, al);
+#pragma unroll
+        for (int j = 0; j < NJ; ++j) {
+            float b[2];
+            fb(k, j, b);
+            uint32_t bh[2], bl[2];
+            split_tf32<X3>(b, bh, bl);
+            if (X3) {
+                mma_tf32(acc[j], al, bh);
+                mma_tf32(acc[j], ah, bl);
+            }
+            mma_tf32(acc[j], ah, bh);
+        }
+    }
+}
+
+template <int D>
+struct ChunkSmem {
+    static constexpr int CT = kChunk;
+    static constexpr int LDQ = D + 4, LDK = D + 8, LDV = D + 8, LDW = D + 4, LDS = D + 8, LDT = CT + 4;
+    static constexpr int oS = 0;
+    static constexpr int oQ = oS + D * LDS;
+    static constexpr int oK = oQ + CT * LDQ;
+    static constexpr int oV = oK + CT * LDK;
+    static constexpr int oW = oV + CT * LDV;
+    static constexpr int oT = oW + CT * LDW;
+    static constexpr int oVec = oT + CT * LDT;  // beta, gam, eg, egl, fk: CT each, then misc[4]
+    static constexpr int floats = oVec + 5 * CT + 4;
+    static constexpr size_t bytes = size_t(floats) * sizeof(float);
+};
+
+template <int D, bool BF16, bool X3>
+__global__ void __launch_bounds__(kChunkThreads, 1) gdn_chunked_kernel(RecArgs p) {
+    using L = ChunkSmem<D>;
+    constexpr int CT = kChunk;
+    constexpr int LDQ = L::LDQ, LDK = L::LDK, LDV = L::LDV, LDW = L::LDW, LDS = L::LDS, LDT = L::LDT;
+    constexpr int NT = kChunkThreads;
+    constexpr int D4 = D / 4;
+    static_assert(D % 32 == 0 && D <= 128, "D");
+
+    const DeviceSeq sq = p.seqs[blockIdx.y];
+    const int n = sq.num_tokens;
+    if (p.chunk_min_tokens <= 0 || n < p.chunk_min_tokens || n <= 0) return;
+
+    extern __shared__ float4 smem4[];
+    float* const sm = reinterpret_cast<float*>(smem4);
+    float* const sS = sm + L::oS;
+    float* const sQ = sm + L::oQ;
+    float* const sK = sm + L::oK;
+    float* const sV = sm + L::oV;
+    float* const sW = sm + L::oW;
+    float* const sT = sm + L::oT;
+    float* const sBeta = sm + L::oVec;
+    float* const sGam = sBeta + CT;
+    float* const sEg = sGam + CT;
+    float* const sEgl = sEg + CT;
+    float* const sFk = sEgl + CT;
+    float* const sMisc = sFk + CT;
+
+    const int h = blockIdx.x;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int g = lane >> 2, t4 = lane & 3;
+    const int dk = p.Dk, dv = p.Dv, Nv = p.Nv;
+    const int kh = h / (Nv / p.Nk);
+    const int64_t C = p.C, ZW = int64_t(Nv) * dv;
+    const float A = expf(p.A_log[h]);
+    const float dtb = p.dt_bias[h];
+
+    // State into shared memory, zero-padded to D × D.
+    const int64_t sbase = (int64_t(sq.state_slot) * Nv + h) * dk * dv;
+#pragma unroll 4
+    for (int idx = tid; idx < D * D4; idx += NT) {
+        const int r = idx / D4, c = 4 * (idx % D4);
+        const float4 v = (r < dk && c < dv) ? StateIO<BF16>::load(p.state, sbase + int64_t(r) * dv + c)
+                                            : make_float4(0.f, 0.f, 0.f, 0.f);
+        *reinterpret_cast<float4*>(sS + r * LDS + c) = v;
+    }
+
+    // Warp tiling of the 64-row products: m-tile mi (16 rows), half of the columns.
+    const int mi = warp >> 1, half = warp & 1;
+    const int m0 = 16 * mi;
+    // Warp tiling of the D × D state update.
+    constexpr int WPM = 128 / D;             // warps per 16-row tile of S
+    constexpr int NJS = (D / 8) / WPM;       // 8-column tiles per warp
+    const int ms0 = 16 * (warp / WPM), ns0 = (warp % WPM) * NJS * 8;
+    constexpr int NJD = D / 16;              // 8-column tiles per warp in 64 × D products
+    const int nd0 = half * (D / 2);
+    constexpr int NJC = 4;                   // 8-column tiles per warp in 64 × 64 products
+    const int nc0 = half * 32;
+
+    for (int t0 = 0; t0 < n; t0 += CT) {
+        const int nc = min(CT, n - t0);
+        const int64_t row0 = int64_t(sq.row_begin) + t0;
+
+        // ---- L0a: raw q, k, v of the chunk (zero rows / columns beyond), gates.
+#pragma unroll 4
+        for (int idx = tid; idx < CT * D4; idx += NT) {
+            const int r = idx / D4, c = 4 * (idx % D4);
+            const float* src = p.conv + (row0 + r) * C;
+            const bool rv = r < nc;
+            const float4 z4 = make_float4(0.f, 0.f, 0.f, 0.f);
+            const float4 q4 = (rv && c < dk) ? ld4(src + kh * dk + c) : z4;
+            const float4 k4 = (rv && c < dk) ? ld4(src + p.Nk * dk + kh * dk + c) : z4;
+            const float4 v4 = (rv && c < dv) ? ld4(src + 2 * p.Nk * dk + h * dv + c) : z4;
+            *reinterpret_cast<float4*>(sQ + r * LDQ + c) = q4;
+            *reinterpret_cast<float4*>(sK + r * LDK + c) = k4;
+            *reinterpret_cast<float4*>(sV + r * LDV + c) = v4;
+        }
+        if (tid < CT) {
+            float beta = 0.f, gg = 0.f;
+            if (tid < nc) {
+                const int64_t row = row0 + tid;
+                beta = sigmoid_f(p.b[row * Nv + h]);
+                gg = -A * softplus_f(p.a[row * Nv + h] + dtb);
+            }
+            sBeta[tid] = beta;
+            sGam[tid] = gg;
+        }
+        __syncthreads();
+
+        // ---- L0b: l2norm rows of q (× 1/sqrt(Dk)) and k; γ = cumsum(g) and its exponentials.
+#pragma unroll 1
+        for (int r = warp; r < CT; r += NT / 32) {
+            float qv[D / 32], kv[D / 32], qs = 0.f, ks = 0.f;
+#pragma unroll
+            for (int j = 0; j < D / 32; ++j) {
+                qv[j] = sQ[r * LDQ + lane + 32 * j];
+                kv[j] = sK[r * LDK + lane + 32 * j];
+                qs = fmaf(qv[j], qv[j], qs);
+                ks = fmaf(kv[j], kv[j], ks);
+            }
+#pragma unroll
+            for (int sh = 16; sh >= 1; sh >>= 1) {
+                qs += __shfl_xor_sync(0xffffffffu, qs, sh);
+                ks += __shfl_xor_sync(0xffffffffu, ks, sh);
+            }
+            const float rq = p.q_scale / sqrtf(qs + 1e-6f), rk = 1.0f / sqrtf(ks + 1e-6f);
+#pragma unroll
+            for (int j = 0; j < D / 32; ++j) {
+                sQ[r * LDQ + lane + 32 * j] = qv[j] * rq;
+                sK[r * LDK + lane + 32 * j] = kv[j] * rk;
+            }
+        }
+        if (warp == 0) {
+            const float g0 = sGam[2 * lane], g1 = sGam[2 * lane + 1];
+            float inc = g0 + g1;
+#pragma unroll
+            for (int off = 1; off < 32; off <<= 1) {
+                const float u = __shfl_up_sync(0xffffffffu, inc, off);
+                if (lane >= off) inc += u;
+            }
+            const float last = __shfl_sync(0xffffffffu, inc, 31);
+            const float ga = inc - g1, gb = inc;  // γ at rows 2·lane, 2·lane + 1
+            sGam[2 * lane] = ga;
+            sGam[2 * lane + 1] = gb;
+            sEg[2 * lane] = expf(ga);
+            sEg[2 * lane + 1] = expf(gb);
+            sEgl[2 * lane] = expf(last - ga);
+            sEgl[2 * lane + 1] = expf(last - gb);
+            sFk[2 * lane] = sBeta[2 * lane] * expf(ga);
+            sFk[2 * lane + 1] = sBeta[2 * lane + 1] * expf(gb);
+            if (lane == 0) sMisc[0] = expf(last);
+        }
+        __syncthreads();
+
+        // ---- L1: L = strict_lower(β_r k̂_r·k̂_s e^{γr-γs}) into sT (all 64 × 64 entries written).
+        {
+            float acc[NJC][4] = {};
+            if (nc0 <= m0 + 15)  // tiles entirely above the diagonal stay zero
+                warp_mma<X3, NJC>(
+                    acc, 0, D,
+                    [&](int k, float (&a)[4]) {
+                        a[0] = sK[(m0 + g) * LDK + k + t4];
+                        a[1] = sK[(m0 + g + 8) * LDK + k + t4];
+                        a[2] = sK[(m0 + g) * LDK + k + t4 + 4];
+                        a[3] = sK[(m0 + g + 8) * LDK + k + t4 + 4];
+                    },
+                    [&](int k, int j, float (&b)[2]) {
+                        b[0] = sK[(nc0 + 8 * j + g) * LDK + k + t4];
+                        b[1] = sK[(nc0 + 8 * j + g) * LDK + k + t4 + 4];
+                    });
+#pragma unroll
+            for (int j = 0; j < NJC; ++j)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const int r = m0 + g + 8 * (e >> 1), c = nc0 + 8 * j + 2 * t4 + (e & 1);
+                    sT[r * LDT + c] = c < r ? sBeta[r] * acc[j][e] * expf(sGam[r] - sGam[c]) : 0.f;
+                }
+        }
+        __syncthreads();
+
+        // ---- L2: T = (I + L)^-1 in place (16 × 16 blocks).
+        {
+            float tcol[16];
+            const int bi = tid >> 4, cc = tid & 15;
+            if (tid < 64) {
+                const float* Lb = sT + (16 * bi) * LDT + 16 * bi;
+#pragma unroll
+                for (int r = 0; r < 16; ++r) {
+                    float v = (r == cc) ? 1.f : 0.f;
+#pragma unroll
+                    for (int s2 = 0; s2 < r; ++s2) v = fmaf(-Lb[r * LDT + s2], tcol[s2], v);
+                    tcol[r] = v;
+                }
+            }
+            __syncthreads();
+            if (tid < 64) {
+                float* Tb = sT + (16 * bi) * LDT + 16 * bi;
+#pragma unroll
+                for (int r = 0; r < 16; ++r) Tb[r * LDT + cc] = tcol[r];
+            }
+            __syncthreads();
+            float* const sX = sW;  // scratch [3][16][16]
+            const int rr = tid >> 4;
+#pragma unroll 1
+            for (int bi2 = 1; bi2 < 4; ++bi2) {
+                for (int j = 0; j < bi2; ++j) {  // X_ij = Σ_{m=j}^{i-1} L_im T_mj
+                    float x = 0.f;
+                    for (int m = j; m < bi2; ++m) {
+                        const float* Lr = sT + (16 * bi2 + rr) * LDT + 16 * m;
+                        const float* Tc = sT + (16 * m) * LDT + 16 * j + cc;
+#pragma unroll
+                        for (int q = 0; q < 16; ++q) x = fmaf(Lr[q], Tc[q * LDT], x);
+                    }
+                    sX[j * 256 + tid] = x;
+                }
+                __syncthreads();
+                for (int j = 0; j < bi2; ++j) {  // T_ij = -T_ii X_ij
+                    const float* Ti = sT + (16 * bi2 + rr) * LDT + 16 * bi2;
+                    float x = 0.f;
+#pragma unroll
+                    for (int q = 0; q < 16; ++q) x = fmaf(Ti[q], sX[j * 256 + q * 16 + cc], x);
+                    sT[(16 * bi2 + rr) * LDT + 16 * j + cc] = -x;
+                }
+                __syncthreads();
+            }
+        }
+
+        // ---- L3: W = T (k̂ β e^γ) -> sW, U = T (v β) -> sV (in place, after a barrier).
+        {
+            float aw[NJD][4] = {}, au[NJD][4] = {};
+            const int kend = m0 + 16;  // T is lower triangular
+#pragma unroll 1
+            for (int k = 0; k < kend; k += 8) {
+                float a[4];
+                a[0] = sT[(m0 + g) * LDT + k + t4];
+                a[1] = sT[(m0 + g + 8) * LDT + k + t4];
+                a[2] = sT[(m0 + g) * LDT + k + t4 + 4];
+                a[3] = sT[(m0 + g + 8) * LDT + k + t4 + 4];
+                uint32_t ah[4], al[4];
+                split_tf32<X3>(a, ah, al);
+                const float f0 = sFk[k + t4], f1 = sFk[k + t4 + 4];
+                const float b0s = sBeta[k + t4], b1s = sBeta[k + t4 + 4];
+#pragma unroll
+                for (int j = 0; j < NJD; ++j) {
+                    const int cn = nd0 + 8 * j + g;
+                    float b[2], bu[2];
+                    b[0] = sK[(k + t4) * LDK + cn] * f0;
+                    b[1] = sK[(k + t4 + 4) * LDK + cn] * f1;
+                    bu[0] = sV[(k + t4) * LDV + cn] * b0s;
+                    bu[1] = sV[(k + t4 + 4) * LDV + cn] * b1s;
+                    uint32_t bh[2], bl[2], uh[2], ul[2];
+                    split_tf32<X3>(b, bh, bl);
+                    split_tf32<X3>(bu, uh, ul);
+                    if (X3) {
+                        mma_tf32(aw[j], al, bh);
+                        mma_tf32(aw[j], ah, bl);
+                        mma_tf32(au[j], al, uh);
+                        mma_tf32(au[j], ah, ul);
+                    }
+                    mma_tf32(aw[j], ah, bh);
+                    mma_tf32(au[j], ah, uh);
+                }
+            }
+            __syncthreads();  // every warp is done reading T, K̂, V
+#pragma unroll
+            for (int j = 0; j < NJD; ++j)
+#pragma unroll
+                for (int e = 0; e < 4; e += 2) {
+                    const int r = m0 + g + 8 * (e >> 1), c = nd0 + 8 * j + 2 * t4;
+                    *reinterpret_cast<float2*>(sW + r * LDW + c) = make_float2(aw[j][e], aw[j][e + 1]);
+                    *reinterpret_cast<float2*>(sV + r * LDV + c) = make_float2(au[j][e], au[j][e + 1]);
+                }
+        }
+
+        // ---- L4: P = lower(q̂_r·k̂_s e^{γr-γs}) (diagonal included) into sT (T is no longer read).
+        {
+            float acc[NJC][4] = {};
+            if (nc0 <= m0 + 15)
+                warp_mma<X3, NJC>(
+                    acc, 0, D,
+                    [&](int k, float (&a)[4]) {
+                        a[0] = sQ[(m0 + g) * LDQ + k + t4];
+                        a[1] = sQ[(m0 + g + 8) * LDQ + k + t4];
+                        a[2] = sQ[(m0 + g) * LDQ + k + t4 + 4];
+                        a[3] = sQ[(m0 + g + 8) * LDQ + k + t4 + 4];
+                    },
+                    [&](int k, int j, float (&b)[2]) {
+                        b[0] = sK[(nc0 + 8 * j + g) * LDK + k + t4];
+                        b[1] = sK[(nc0 + 8 * j + g) * LDK + k + t4 + 4];
+                    });
+#pragma unroll
+            for (int j = 0; j < NJC; ++j)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const int r = m0 + g + 8 * (e >> 1), c = nc0 + 8 * j + 2 * t4 + (e & 1);
+                    sT[r * LDT + c] = c <= r ? acc[j][e] * expf(sGam[r] - sGam[c]) : 0.f;
+                }
+        }
+        __syncthreads();
+
+        // ---- L5: V' = U - W S, in place in sV (each thread rewrites only its own fragment).
+        {
+            float acc[NJD][4];
+#pragma unroll
+            for (int j = 0; j < NJD; ++j)
+#pragma unroll
+                for (int e = 0; e < 4; e += 2) {
+                    const int r = m0 + g + 8 * (e >> 1), c = nd0 + 8 * j + 2 * t4;
+                    const float2 u = *reinterpret_cast<const float2*>(sV + r * LDV + c);
+                    acc[j][e] = u.x;
+                    acc[j][e + 1] = u.y;
+                }
+            warp_mma<X3, NJD>(
+                acc, 0, D,
+                [&](int k, float (&a)[4]) {
+                    a[0] = -sW[(m0 + g) * LDW + k + t4];
+                    a[1] = -sW[(m0 + g + 8) * LDW + k + t4];
+                    a[2] = -sW[(m0 + g) * LDW + k + t4 + 4];
+                    a[3] = -sW[(m0 + g + 8) * LDW + k + t4 + 4];
+                },
+                [&](int k, int j, float (&b)[2]) {
+                    b[0] = sS[(k + t4) * LDS + nd0 + 8 * j + g];
+                    b[1] = sS[(k + t4 + 4) * LDS + nd0 + 8 * j + g];
+                });
+#pragma unroll
+            for (int j = 0; j < NJD; ++j)
+#pragma unroll
+                for (int e = 0; e < 4; e += 2) {
+                    const int r = m0 + g + 8 * (e >> 1), c = nd0 + 8 * j + 2 * t4;
+                    *reinterpret_cast<float2*>(sV + r * LDV + c) = make_float2(acc[j][e], acc[j][e + 1]);
+                }
+        }
+        __syncthreads();
+
+        // ---- L6: O = (q̂ e^γ) S + P V' -> sW (W is dead); then S ← e^{γ_last} S + (k̂ e^{γ_last-γ})ᵀ V'.
+        {
+            float acc[NJD][4] = {};
+            const float e0 = sEg[m0 + g], e1 = sEg[m0 + g + 8];
+            warp_mma<X3, NJD>(
+                acc, 0, D,
+                [&](int k, float (&a)[4]) {
+                    a[0] = sQ[(m0 + g) * LDQ + k + t4] * e0;
+                    a[1] = sQ[(m0 + g + 8) * LDQ + k + t4] * e1;
+                    a[2] = sQ[(m0 + g) * LDQ + k + t4 + 4] * e0;
+                    a[3] = sQ[(m0 + g + 8) * LDQ + k + t4 + 4] * e1;
+                },
+                [&](int k, int j, float (&b)[2]) {
+                    b[0] = sS[(k + t4) * LDS + nd0 + 8 * j + g];
+                    b[1] = sS[(k + t4 + 4) * LDS + nd0 + 8 * j + g];
+                });
+            warp_mma<X3, NJD>(
+                acc, 0, m0 + 16,
+                [&](int k, float (&a)[4]) {
+                    a[0] = sT[(m0 + g) * LDT + k + t4];
+                    a[1] = sT[(m0 + g + 8) * LDT + k + t4];
+                    a[2] = sT[(m0 + g) * LDT + k + t4 + 4];
+                    a[3] = sT[(m0 + g + 8) * LDT + k + t4 + 4];
+                },
+                [&](int k, int j, float (&b)[2]) {
+                    b[0] = sV[(k + t4) * LDV + nd0 + 8 * j + g];
+                    b[1] = sV[(k + t4 + 4) * LDV + nd0 + 8 * j + g];
+                });
+#pragma unroll
+            for (int j = 0; j < NJD; ++j)
+#pragma unroll
+                for (int e = 0; e < 4; e += 2) {
+                    const int r = m0 + g + 8 * (e >> 1), c = nd0 + 8 * j + 2 * t4;
+                    *reinterpret_cast<float2*>(sW + r * LDW + c) = make_float2(acc[j][e], acc[j][e + 1]);
+                }
+        }
+        {
+            float acc[NJS][4];
+            const float el = sMisc[0];
+#pragma unroll
+            for (int j = 0; j < NJS; ++j)
+#pragma unroll
+                for (int e = 0; e < 4; e += 2) {
+                    const int r = ms0 + g + 8 * (e >> 1), c = ns0 + 8 * j + 2 * t4;
+                    const float2 s2 = *reinterpret_cast<const float2*>(sS + r * LDS + c);
+                    acc[j][e] = el * s2.x;
+                    acc[j][e + 1] = el * s2.y;
+                }
+            warp_mma<X3, NJS>(
+                acc, 0, CT,
+                [&](int k, float (&a)[4]) {  // A(d, s) = k̂[s][d] e^{γ_last - γ_s}
+                    const float f0 = sEgl[k + t4], f1 = sEgl[k + t4 + 4];
+                    a[0] = sK[(k + t4) * LDK + ms0 + g] * f0;
+                    a[1] = sK[(k + t4) * LDK + ms0 + g + 8] * f0;
+                    a[2] = sK[(k + t4 + 4) * LDK + ms0 + g] * f1;
+                    a[3] = sK[(k + t4 + 4) * LDK + ms0 + g + 8] * f1;
+                },
+                [&](int k, int j, float (&b)[2]) {
+                    b[0] = sV[(k + t4) * LDV + ns0 + 8 * j + g];
+                    b[1] = sV[(k + t4 + 4) * LDV + ns0 + 8 * j + g];
+                });
+            __syncthreads();  // every warp is done reading S (O and the update); O is in sW
+#pragma unroll
+            for (int j = 0; j < NJS; ++j)
+#pragma unroll
+                for (int e = 0; e < 4; e += 2) {
+                    const int r = ms0 + g + 8 * (e >> 1), c = ns0 + 8 * j + 2 * t4;
+                    *reinterpret_cast<float2*>(sS + r * LDS + c) = make_float2(acc[j][e], acc[j][e + 1]);
+                }
+        }
+
+        // ---- L7: gated RMSNorm of the chunk's rows (O in sW) -> out. The next chunk's loads touch
+        // only sQ, sK, sV and the vectors, which nothing reads any more in this chunk. z of all the
+        // warp's rows is loaded first (one memory round trip per chunk, not one per row).
+        {
+            constexpr int RPW = CT / (NT / 32);  // rows per warp
+            float zr[RPW][D / 32];
+#pragma unroll
+            for (int i = 0; i < RPW; ++i) {
+                const int r = warp + (NT / 32) * i;
+#pragma unroll
+                for (int j = 0; j < D / 32; ++j) {
+                    const int e = lane + 32 * j;
+                    zr[i][j] = (r < nc && e < dv) ? p.z[(row0 + r) * ZW + int64_t(h) * dv + e] : 0.f;
+                }
+            }
+#pragma unroll
+            for (int i = 0; i < RPW; ++i) {
+                const int r = warp + (NT / 32) * i;
+                if (r >= nc) break;
+                float o[D / 32], ss = 0.f;
+#pragma unroll
+                for (int j = 0; j < D / 32; ++j) {
+                    o[j] = sW[r * LDW + lane + 32 * j];  // columns >= dv are 0
+                    ss = fmaf(o[j], o[j], ss);
+                }
+#pragma unroll
+                for (int sh = 16; sh >= 1; sh >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, sh);
+                const float inv = 1.0f / sqrtf(ss / float(dv) + p.eps);
+                const int64_t orow = (row0 + r) * ZW + int64_t(h) * dv;
+#pragma unroll
+                for (int j = 0; j < D / 32; ++j) {
+                    const int e = lane + 32 * j;
+                    if (e < dv) p.out[orow + e] = p.norm_w[e] * (o[j] * inv) * silu_f(zr[i][j]);
+                }
+            }
+        }
+        // sW (O) is next written in the next chunk's L2, after two barriers.
+    }
+    __syncthreads();  // the last chunk's S update is visible
+    for (int idx = tid; idx < D * D4; idx += NT) {
+        const int r = idx / D4, c = 4 * (idx % D4);
+        if (r < dk && c < dv)
+            StateIO<BF16>::store(p.state, sbase + int64_t(r) * dv + c, *reinterpret_cast<const float4*>(sS + r * LDS + c));
+    }
+}
+
+template <int D, bool BF16, bool X3>
+void launch_chunked_t(const RecArgs& a, int num_seqs, cudaStream_t stream) {
+    constexpr size_t smem = ChunkSmem<D>::bytes;
+    // The dynamic shared-memory opt-in is per device; set it once per device (host-side call, no
+    // stream work, so it is harmless inside a graph capture after the first call).
+    static bool attr_set[64] = {};
+    int dev = 0;
+    QS_CUDA_CHECK(cudaGetDevice(&dev));
+    if (dev < 0 || dev >= 64 || !attr_set[dev]) {
+        QS_CUDA_CHECK(cudaFuncSetAttribute(gdn_chunked_kernel<D, BF16, X3>,
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+        if (dev >= 0 && dev < 64) attr_set[dev] = true;
+    }
+    gdn_chunked_kernel<D, BF16, X3><<<dim3(a.Nv, num_seqs), kChunkThreads, smem, stream>>>(a);
+    QS_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+template <int D>
+void launch_chunked(const RecArgs& a, bool bf16, bool x3, int num_seqs, cudaStream_t stream) {
+    if (bf16) {
+        if (x3) launch_chunked_t<D, true, true>(a, num_seqs, stream);
+        else launch_chunked_t<D, true, false>(a, num_seqs, stream);
+    } else {
+        if (x3) launch_chunked_t<D, false, true>(a, num_seqs, stream);
+        else launch_chunked_t<D, false, false>(a, num_seqs, stream);
+    }
+}
+
+template void launch_chunked<32>(const RecArgs&, bool, bool, int, cudaStream_t);
+template void launch_chunked<64>(const RecArgs&, bool, bool, int, cudaStream_t);
+template void launch_chunked<128>(const RecArgs&, bool, bool, int, cudaStream_t);
+
+}  // namespace qs::cuda::gdn

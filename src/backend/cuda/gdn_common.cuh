@@ -1,0 +1,93 @@
+// Shared pieces of the Gated DeltaNet kernels (gdn_*.cu; public API and maths in gdn_kernels.h):
+// the requirement check macro, small device helpers, the recurrence kernels' argument block and
+// state I/O, and the internal launchers that gdn_kernels.cu calls. Included by .cu files only;
+// everything runs on the caller's stream (the engine thread's).
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/gdn_kernels.h"
+
+#define GDN_REQUIRE(cond)                                                                          \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            std::fprintf(stderr, "%s:%d: gated_delta_net: requirement failed: %s\n", __FILE__,     \
+                         __LINE__, #cond);                                                         \
+            std::abort();                                                                          \
+        }                                                                                          \
+    } while (0)
+
+
+namespace qs::cuda::gdn {
+
+__device__ __forceinline__ float silu_f(float x) { return x / (1.0f + expf(-x)); }
+__device__ __forceinline__ float sigmoid_f(float x) { return 1.0f / (1.0f + expf(-x)); }
+__device__ __forceinline__ float softplus_f(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
+
+__device__ __forceinline__ float4 ld4(const float* p) { return *reinterpret_cast<const float4*>(p); }
+__device__ __forceinline__ void st4(float* p, float4 v) { *reinterpret_cast<float4*>(p) = v; }
+
+// Argument block of both recurrence kernels (gdn_serial.cu, gdn_chunked.cu).
+struct RecArgs {
+    const float* conv;  // [T, C] conv output (workspace)
+    const float* z;
+    const float* b;
+    const float* a;
+    const float* A_log;
+    const float* dt_bias;
+    const float* norm_w;
+    void* state;
+    float* out;
+    const DeviceSeq* seqs;
+    int Nk, Nv, Dk, Dv, C;
+    float eps, q_scale;
+    int chunk_min_tokens;  // sequences with n >= this are skipped (chunked kernel); <= 0: none
+};
+
+template <bool BF16>
+struct StateIO;
+
+template <>
+struct StateIO<false> {
+    static __device__ __forceinline__ float4 load(const void* base, int64_t idx) {
+        return __ldcs(reinterpret_cast<const float4*>(static_cast<const float*>(base) + idx));
+    }
+    static __device__ __forceinline__ void store(void* base, int64_t idx, float4 v) {
+        __stcs(reinterpret_cast<float4*>(static_cast<float*>(base) + idx), v);
+    }
+};
+
+template <>
+struct StateIO<true> {
+    static __device__ __forceinline__ float4 load(const void* base, int64_t idx) {
+        const uint2 u = __ldcs(reinterpret_cast<const uint2*>(static_cast<const __nv_bfloat16*>(base) + idx));
+        const float2 lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u.x));
+        const float2 hi = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u.y));
+        return make_float4(lo.x, lo.y, hi.x, hi.y);
+    }
+    static __device__ __forceinline__ void store(void* base, int64_t idx, float4 v) {
+        const __nv_bfloat162 lo = __floats2bfloat162_rn(v.x, v.y);
+        const __nv_bfloat162 hi = __floats2bfloat162_rn(v.z, v.w);
+        uint2 u;
+        u.x = *reinterpret_cast<const uint32_t*>(&lo);
+        u.y = *reinterpret_cast<const uint32_t*>(&hi);
+        __stcs(reinterpret_cast<uint2*>(static_cast<__nv_bfloat16*>(base) + idx), u);
+    }
+};
+
+// Aborts with the failed requirement unless p is a shape and layout the kernels support.
+void check_params(const GatedDeltaNetParams& p);
+
+// Recurrence launchers for state tiles up to D x D (D = 32, 64, 128): gdn_serial.cu and
+// gdn_chunked.cu. The serial kernel skips sequences with n >= a.chunk_min_tokens (> 0).
+template <int D>
+void launch_serial(const RecArgs& a, bool bf16, int num_seqs, cudaStream_t stream);
+template <int D>
+void launch_chunked(const RecArgs& a, bool bf16, bool x3, int num_seqs, cudaStream_t stream);
+
+}  // namespace qs::cuda::gdn

@@ -1,0 +1,162 @@
+// Shared pieces of the MoE kernels (moe_*.cu; public API and maths in moe_kernels.h): block sizes,
+// the workspace layout, the FP8 operand scaling constants, every stage's parameter block, the tile
+// configurations and the launch plan, and the per-stage launchers that moe_kernels.cu sequences.
+// Included by .cu files only (and, through them, by the CPU emulation bench/kernels/moe_emu.cpp,
+// which defines QS_MOE_EMULATE and drives the kernels itself); launches go to the caller's stream.
+#pragma once
+
+#include <algorithm>
+#include <cuda_bf16.h>
+
+#include "backend/cuda/moe_kernels.h"
+
+namespace qs::cuda::moe {
+
+constexpr int kRouteWarps = 8;
+constexpr int kSortThreads = 1024;
+constexpr int kCombineThreads = 256;
+constexpr int kBK = 64;
+
+// ---------------------------------------------------------------------------------------------
+// Workspace layout
+// ---------------------------------------------------------------------------------------------
+
+
+inline int64_t max_tiles_for(int64_t bm, int64_t T, int64_t E, int64_t k) {
+    const int64_t routed = T * k;
+    const int64_t nonempty = std::min(E, routed);
+    return (routed + nonempty * (bm - 1)) / bm + (T + bm - 1) / bm;
+}
+
+struct WsLayout {
+    size_t topk_id, topk_w, xb, num_tiles, work, row_token, row_dest, hbuf, eout, total;
+};
+
+inline WsLayout ws_layout(int64_t T, int64_t H, int64_t I, int64_t I_shared, int64_t E, int64_t k) {
+    WsLayout L{};
+    size_t off = 0;
+    auto take = [&](size_t bytes) {
+        const size_t o = off;
+        off = (off + bytes + 255) & ~size_t(255);
+        return o;
+    };
+    const int64_t R = T * (k + 1);
+    const int64_t imax = std::max(I, I_shared);
+    L.topk_id = take(size_t(T * k) * 4);
+    L.topk_w = take(size_t(T * k) * 4);
+    L.xb = take(size_t(T * H) * 2);
+    L.num_tiles = take(16);
+    L.work = take(size_t(max_tiles_for(16, T, E, k)) * 16);  // BM=16 has the most tiles
+    L.row_token = take(size_t(R) * 4);
+    L.row_dest = take(size_t(R) * 4);
+    L.hbuf = take(size_t(R * imax) * 2);
+    L.eout = take(size_t(R * H) * 4);
+    L.total = off;
+    return L;
+}
+
+// FP8 operand scaling. Four e4m3 bytes become two bf16x2 words holding value·2^-120 exactly by
+// moving the sign, exponent and mantissa bits into place (3 integer instructions per pair; e4m3
+// subnormals become bf16 subnormals, zeros stay zero). So that no product x·w·2^-120 comes near the
+// fp32 subnormal range inside the MMA, the fp8 path stores its A operands (xb and h) times 2^64,
+// and the 128-block promotion multiplies by scale_inv · 2^56: (x·2^64)(w·2^-120)·2^56 = x·w.
+constexpr float kFp8AScale = 18446744073709551616.0f;  // 2^64
+constexpr float kFp8Unscale = 72057594037927936.0f;    // 2^56
+
+__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
+    const __nv_bfloat162 b = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&b);
+}
+
+// Stage parameters (moe_route.cu, moe_gemm.cu, moe_combine.cu).
+struct RouteParams {
+    const float* x;              // [T, H]
+    const float* router_logits;  // [T, E]
+    int T, E, H, k;
+    bool norm_topk_prob;
+    int* topk_id;                // [T, k]
+    float* topk_w;               // [T, k]
+    __nv_bfloat16* xb;           // [T, H] = bf16(x · x_scale)
+    float x_scale;               // 1, or kFp8AScale for fp8 weights
+};
+
+struct SortParams {
+    const int* topk_id;  // [T, k]
+    int T, E, k;
+    int* num_tiles;      // [1]
+    int4* work;          // [max_tiles] {expert, first sorted row, rows, 0}
+    int* row_token;      // [T·(k+1)]
+    int* row_dest;       // [T·(k+1)]
+};
+
+template <int BM_, int BNW_, int WARPS_M_, int WARPS_N_, int STAGES_BF16_, int STAGES_FP8_>
+struct TileCfg {
+    static constexpr int BM = BM_, BNW = BNW_, WARPS_M = WARPS_M_, WARPS_N = WARPS_N_;
+    static constexpr int STAGES_BF16 = STAGES_BF16_, STAGES_FP8 = STAGES_FP8_;
+};
+using CfgS16 = TileCfg<16, 128, 1, 4, 4, 6>;
+using CfgS16N = TileCfg<16, 64, 1, 4, 6, 8>;  // narrow: twice the blocks, for a handful of tokens
+using CfgS32 = TileCfg<32, 128, 1, 4, 4, 6>;
+using CfgL128 = TileCfg<128, 128, 2, 4, 3, 4>;
+
+struct GemmParams {
+    const int4* work;
+    const int* num_tiles;
+    const __nv_bfloat16* a;  // gate_up: xb [T, H]; down: hbuf [R, lda]
+    int lda;                 // elements
+    const int* row_token;    // gate_up: A row of sorted row r
+    const int* row_dest;     // down: output row of sorted row r
+    const void* const* w0;   // gate_up: gate; down: down
+    const void* const* w1;   // gate_up: up
+    const float* const* s0;  // fp8 scale_inv of w0
+    const float* const* s1;  // fp8 scale_inv of w1
+    int E, H, I, I_shared;
+    __nv_bfloat16* h_out;    // gate_up: hbuf [R, ldh]
+    int ldh;
+    float* y_out;            // down: eout [T·(k+1), H]
+};
+
+template <class Cfg, bool FP8>
+struct GemmShape {
+    static constexpr int NTHR = Cfg::WARPS_M * Cfg::WARPS_N * 32;
+    static constexpr int STAGES = FP8 ? Cfg::STAGES_FP8 : Cfg::STAGES_BF16;
+    static constexpr int A_STAGE = Cfg::BM * kBK * 2;
+    static constexpr int B_ROW = FP8 ? kBK : kBK * 2;
+    static constexpr int B_STAGE = Cfg::BNW * B_ROW;
+    static constexpr int SMEM = STAGES * (A_STAGE + B_STAGE);
+};
+
+struct CombineParams {
+    const float* eout;               // [T·(k+1), H]
+    const float* topk_w;             // [T, k]
+    const float* shared_gate_logit;  // [T]
+    int T, H, k;
+    float* y;                        // [T, H]
+};
+
+// The launch plan (parameters and grids of the five stages), built by the same code
+// (moe_kernels.cu) for the GPU and for the CPU emulation.
+struct MoePlan {
+    int cfg = 0;  // 0: CfgS16, 1: CfgS32, 2: CfgL128, 3: CfgS16N
+    bool fp8 = false;
+    int route_vpl = 1;
+    dim3 route_grid, gemm_up_grid, gemm_down_grid, combine_grid;
+    RouteParams route{};
+    SortParams sort{};
+    GemmParams gate_up{}, down{};
+    CombineParams combine{};
+};
+
+MoePlan make_plan(const MoeParams& p);
+
+#if !defined(QS_MOE_EMULATE)
+// Per-stage launchers; Cfg is one of CfgS16, CfgS32, CfgL128, CfgS16N.
+void launch_route(const MoePlan& pl, cudaStream_t stream);                        // moe_route.cu
+template <class Cfg>
+void launch_sort(const MoePlan& pl, cudaStream_t stream);                         // moe_route.cu
+template <class Cfg, bool FP8, bool GATE_UP>
+void launch_gemm(const GemmParams& gp, dim3 grid, cudaStream_t stream);           // moe_gemm.cu
+void launch_combine(const MoePlan& pl, cudaStream_t stream);                      // moe_combine.cu
+#endif
+
+}  // namespace qs::cuda::moe
