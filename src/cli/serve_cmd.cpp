@@ -176,6 +176,8 @@ Status serve(const Args& args) {
             if (std::find(weights->config.eos_token_ids.begin(), weights->config.eos_token_ids.end(), id) ==
                 weights->config.eos_token_ids.end())
                 weights->config.eos_token_ids.push_back(id);
+        if (args.get_or("device", "cpu") == "cuda" && c.engine.kv_cache_dtype == KvCacheDtype::kF32)
+            return invalid_argument("--kv-cache-dtype f32 is CPU-only; on --device cuda use bf16 or fp8_e4m3");
         QS_ASSIGN_OR_RETURN(ops, make_backend_from_args(args, *weights));
         if (args.get_or("device", "cpu") == "cuda" && !args.has("cache-memory-mb")) {
             QS_ASSIGN_OR_RETURN(c.engine.cache_memory_mb,

@@ -69,6 +69,10 @@ __device__ __forceinline__ __nv_bfloat16 to_cache<__nv_bfloat16>(float x) {
     return __float2bfloat16_rn(x);  // round to nearest even, as core/dtype.h f32_to_bf16
 }
 template <>
+__device__ __forceinline__ float to_cache<float>(float x) {
+    return x;  // reference precision: the f32 cache keeps k and v as computed
+}
+template <>
 __device__ __forceinline__ __nv_fp8_e4m3 to_cache<__nv_fp8_e4m3>(float x) {
     return __nv_fp8_e4m3(x);  // cvt.rn.satfinite.e4m3x2.f32, as core/dtype.cpp f32_to_fp8e4m3
 }

@@ -128,5 +128,6 @@ void launch_fallback(const Args& a, cudaStream_t stream) {
 
 template void launch_fallback<__nv_bfloat16>(const Args&, cudaStream_t);
 template void launch_fallback<__nv_fp8_e4m3>(const Args&, cudaStream_t);
+template void launch_fallback<float>(const Args&, cudaStream_t);
 
 }  // namespace qs::cuda::attn

@@ -11,8 +11,9 @@
 //  attention_prefill.cu   4. sequences with >= 2 rows: causal flash attention on the same
 //                         tensor-core kernel (kDecode = false).
 //  attention_fallback.cu  2.-4. for head_dim not a multiple of 32 (the transformers test fixtures;
-//                         never the real model, D = 256): one block per (row, query head), fp32
-//                         on CUDA cores, every row in one launch.
+//                         never the real model, D = 256) and for an f32 cache (reference
+//                         precision): one block per (row, query head), fp32 on CUDA cores, every
+//                         row in one launch.
 #include "backend/cuda/attention_kernels.h"
 
 #include "backend/cuda/attention_common.cuh"
@@ -104,8 +105,14 @@ void launch_gated_attention(const GatedAttentionParams& p, cudaStream_t stream) 
     for (int i = 0; i < p.rotary_dim / 2; ++i)  // exactly the CPU's expression (cpu_attention.cpp)
         a.inv_freq[i] = float(1.0 / std::pow(p.rope_theta, double(2 * i) / double(p.rotary_dim)));
 
-    if (p.kv_dtype == DeviceKvDtype::kBF16) dispatch_d<__nv_bfloat16>(p, a, stream);
-    else dispatch_d<__nv_fp8_e4m3>(p, a, stream);
+    if (p.kv_dtype == DeviceKvDtype::kBF16) {
+        dispatch_d<__nv_bfloat16>(p, a, stream);
+    } else if (p.kv_dtype == DeviceKvDtype::kFP8E4M3) {
+        dispatch_d<__nv_fp8_e4m3>(p, a, stream);
+    } else {  // f32 (reference precision): the fp32 kernel for every head_dim
+        attn::launch_kv_store<float>(a, stream);
+        if (p.batch.num_seqs > 0) attn::launch_fallback<float>(a, stream);
+    }
 }
 
 }  // namespace qs::cuda

@@ -50,5 +50,6 @@ void launch_kv_store(const Args& a, cudaStream_t stream) {
 
 template void launch_kv_store<__nv_bfloat16>(const Args&, cudaStream_t);
 template void launch_kv_store<__nv_fp8_e4m3>(const Args&, cudaStream_t);
+template void launch_kv_store<float>(const Args&, cudaStream_t);
 
 }  // namespace qs::cuda::attn

@@ -14,9 +14,10 @@ std::atomic<uint64_t> next_storage_id{1};
 
 CudaCacheStorage::CudaCacheStorage(const CacheGeometry& g, bool ssm_bf16, cudaStream_t stream)
     : g_(g), id_(next_storage_id++), ssm_bf16_(ssm_bf16), stream_(stream) {
-    QS_CHECK_MSG(g.kv_dtype != KvCacheDtype::kF32, "the CUDA backend stores K/V in bf16 or fp8_e4m3, not f32");
-    kv_dtype_ = g.kv_dtype == KvCacheDtype::kBF16 ? DeviceKvDtype::kBF16 : DeviceKvDtype::kFP8E4M3;
-    const size_t kv_elem = kv_dtype_ == DeviceKvDtype::kBF16 ? 2 : 1;
+    kv_dtype_ = g.kv_dtype == KvCacheDtype::kBF16   ? DeviceKvDtype::kBF16
+                : g.kv_dtype == KvCacheDtype::kF32 ? DeviceKvDtype::kF32
+                                                   : DeviceKvDtype::kFP8E4M3;
+    const size_t kv_elem = kv_dtype_ == DeviceKvDtype::kF32 ? 4 : kv_dtype_ == DeviceKvDtype::kBF16 ? 2 : 1;
     kv_block_bytes_ = size_t(g.block_size * g.num_kv_heads * g.head_dim) * kv_elem;
     kv_layer_bytes_ = kv_block_bytes_ * size_t(g.num_blocks + 1);  // + pad_block()
     conv_slot_bytes_ = size_t(g.conv_window * g.conv_dim) * sizeof(float);

@@ -1,6 +1,6 @@
 // CudaCacheStorage: the ModelCache's memory on the GPU, in the layouts backend/cpu uses
-// (model_cache.h): per KV layer K and V [num_blocks, block_size, num_kv_heads, head_dim] in bf16
-// or fp8 e4m3; per GDN layer the conv window [num_state_slots, conv_window, conv_dim] fp32 and
+// (model_cache.h): per KV layer K and V [num_blocks, block_size, num_kv_heads, head_dim] in bf16,
+// fp8 e4m3 or (reference precision, cuda_ops.h) f32; per GDN layer the conv window [num_state_slots, conv_window, conv_dim] fp32 and
 // the recurrent state [num_state_slots, num_value_heads, key_head_dim, value_head_dim] in fp32
 // (or bf16 storage, math in fp32). One page and one slot beyond the geometry's are kept for the
 // dummy rows that pad a decode batch to a captured CUDA graph's size: they write there and

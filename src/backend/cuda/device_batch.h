@@ -29,8 +29,9 @@ struct DeviceBatch {
     int32_t max_seq_tokens = 0;  // max num_tokens of one sequence (1 for a plain decode batch)
 };
 
-// Storage dtype of the paged K/V cache on the device (KvCacheDtype::kF32 is CPU-only).
-enum class DeviceKvDtype : uint8_t { kBF16, kFP8E4M3 };
+// Storage dtype of the paged K/V cache on the device. kF32 is for reference precision only: it
+// runs the fp32 fallback attention kernel (attention_fallback.cu), not the tensor-core ones.
+enum class DeviceKvDtype : uint8_t { kBF16, kFP8E4M3, kF32 };
 
 // Storage format of a linear layer's weight on the device.
 //  kBF16:     w [out, in] bf16 row-major.
