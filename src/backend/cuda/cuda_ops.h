@@ -109,7 +109,8 @@ private:
 bool cuda_device_available();
 
 // Why the CUDA kernels cannot run this config (empty when they can): attention head_dim must be
-// a multiple of 32 in [32, 256]; GDN head dims multiples of 4 up to 128.
+// even in [2, 256] (multiples of 32 on tensor cores, others on the fp32 fallback); GDN head dims
+// multiples of 4 up to 128.
 std::string cuda_unsupported_reason(const ModelConfig& c);
 
 }  // namespace qs::cuda
