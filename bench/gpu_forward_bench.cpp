@@ -85,6 +85,7 @@ int run(const Args& args) {
     ec.kv_cache_dtype = kv;
     ec.cache_memory_mb = int64_t(budget / double(1 << 20));
     ec.enable_prefix_caching = false;
+    ec.gdn_state_bf16 = co.ssm_bf16;  // the plan counts the state at its stored size
     auto plan = plan_capacity(c, ec, false);
     if (!plan.is_ok()) {
         std::fprintf(stderr, "capacity: %s\n", plan.status().message().c_str());

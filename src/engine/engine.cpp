@@ -44,8 +44,10 @@ Engine::Engine(const ModelWeights& weights, Ops& ops, const EngineConfig& config
       decoder_(std::move(decoder)),
       model_(weights, ops),
       num_spec_(config.num_speculative_tokens) {
-    cache_ = ops.make_cache(CacheGeometry::for_model(weights.config, plan.num_kv_blocks, config.kv_block_size,
-                                                     plan.total_state_slots(), num_spec_ > 0, config.kv_cache_dtype));
+    CacheGeometry geometry = CacheGeometry::for_model(weights.config, plan.num_kv_blocks, config.kv_block_size,
+                                                      plan.total_state_slots(), num_spec_ > 0, config.kv_cache_dtype);
+    geometry.state_bf16 = config.gdn_state_bf16;
+    cache_ = ops.make_cache(geometry);
     cache_mgr_ = std::make_unique<CacheManager>(*cache_, plan_, config_);
     scheduler_ = std::make_unique<Scheduler>(config_, *cache_mgr_);
     mtp_proposed_.assign(size_t(num_spec_), 0);

@@ -40,10 +40,10 @@ std::string EngineConfig::describe() const {
     return fmt::format(
         "max_num_seqs={} max_num_batched_tokens={} max_model_len={} kv_block_size={} kv_cache_dtype={} "
         "chunked_prefill={} prefix_caching={} max_waiting={} num_speculative_tokens={} num_state_snapshots={} "
-        "cache_memory_mb={} num_kv_blocks={}",
+        "cache_memory_mb={} num_kv_blocks={} gdn_state_dtype={}",
         max_num_seqs, max_num_batched_tokens, max_model_len, kv_block_size, kv_cache_dtype_name(kv_cache_dtype),
         enable_chunked_prefill, enable_prefix_caching, max_waiting, num_speculative_tokens, num_state_snapshots,
-        cache_memory_mb, num_kv_blocks);
+        cache_memory_mb, num_kv_blocks, gdn_state_bf16 ? "bf16" : "f32");
 }
 
 const std::set<std::string>& EngineConfig::flag_options() {
@@ -55,7 +55,7 @@ const std::set<std::string>& EngineConfig::valued_options() {
     static const std::set<std::string> s = {"max-num-seqs",  "max-num-batched-tokens", "max-model-len",
                                             "kv-block-size", "kv-cache-dtype",         "max-waiting",
                                             "num-speculative-tokens", "num-state-snapshots", "cache-memory-mb",
-                                            "num-kv-blocks", "gpu-memory-utilization"};
+                                            "num-kv-blocks", "gpu-memory-utilization", "gdn-state-dtype"};
     return s;
 }
 
@@ -78,6 +78,10 @@ Result<EngineConfig> EngineConfig::from_args(const Args& a) {
     else if (dt == "fp8_e4m3" || dt == "fp8") c.kv_cache_dtype = KvCacheDtype::kFP8E4M3;
     else if (dt == "f32") c.kv_cache_dtype = KvCacheDtype::kF32;
     else return invalid_argument("--kv-cache-dtype must be bf16, fp8_e4m3 or f32, got '" + dt + "'");
+    const std::string state = a.get_or("gdn-state-dtype", "f32");
+    if (state != "f32" && state != "bf16")
+        return invalid_argument("--gdn-state-dtype must be 'f32' or 'bf16', got '" + state + "'");
+    c.gdn_state_bf16 = state == "bf16";
     c.enable_chunked_prefill = !a.has("no-chunked-prefill");
     c.enable_prefix_caching = !a.has("no-prefix-caching");
     QS_RETURN_IF_ERROR(c.validate());
@@ -95,8 +99,9 @@ std::string CapacityPlan::describe() const {
 Result<CapacityPlan> plan_capacity(const ModelConfig& model, const EngineConfig& c, bool with_mtp) {
     QS_RETURN_IF_ERROR(c.validate());
     CapacityPlan p;
-    const CacheGeometry g =
+    CacheGeometry g =
         CacheGeometry::for_model(model, 1, c.kv_block_size, 1, with_mtp && c.num_speculative_tokens > 0, c.kv_cache_dtype);
+    g.state_bf16 = c.gdn_state_bf16;
     p.kv_bytes_per_token = g.kv_bytes_per_block() / size_t(c.kv_block_size);
     p.state_bytes_per_slot = g.state_bytes_per_slot();
     p.num_running_slots = c.max_num_seqs;

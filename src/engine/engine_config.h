@@ -19,6 +19,7 @@ struct EngineConfig {
     int64_t max_model_len = 0;               // 0: the model's max_position_embeddings, capped by memory
     int64_t kv_block_size = 16;              // tokens per KV page
     KvCacheDtype kv_cache_dtype = KvCacheDtype::kBF16;
+    bool gdn_state_bf16 = false;             // --gdn-state-dtype bf16 (GPU): recurrent state in bf16
     bool enable_chunked_prefill = true;
     bool enable_prefix_caching = true;
     int64_t max_waiting = 4096;              // bounded waiting queue: beyond it submit() says retry
@@ -39,8 +40,8 @@ struct EngineConfig {
 
 const char* kv_cache_dtype_name(KvCacheDtype t);
 
-// What fits in the budget, computed with the GPU's storage sizes (bf16/fp8 KV, bf16 conv window,
-// fp32 recurrent state).
+// What fits in the budget, computed with the GPU's storage sizes (bf16/fp8 KV, fp32 conv window,
+// fp32 or bf16 recurrent state).
 struct CapacityPlan {
     int64_t num_kv_blocks = 0;
     int64_t kv_capacity_tokens = 0;

@@ -32,10 +32,9 @@ size_t CacheGeometry::kv_bytes_per_block() const {
 }
 
 size_t CacheGeometry::state_bytes_per_slot() const {
-    // conv window and recurrent state in fp32, as both backends store them (the CUDA backend's
-    // optional bf16 recurrent state is not counted here: the plan stays conservative).
-    return size_t(num_gdn_layers) *
-           (size_t(conv_window * conv_dim) * 4 + size_t(num_value_heads * key_head_dim * value_head_dim) * 4);
+    // conv window in fp32; recurrent state in fp32, or bf16 where the CUDA backend stores it so.
+    return size_t(num_gdn_layers) * (size_t(conv_window * conv_dim) * 4 +
+                                     size_t(num_value_heads * key_head_dim * value_head_dim) * (state_bf16 ? 2 : 4));
 }
 
 ModelCache::ModelCache(const CacheGeometry& g, bool with_storage) : g_(g), storage_(with_storage) {

@@ -30,6 +30,9 @@ struct CacheGeometry {
     int64_t key_head_dim = 0;
     int64_t value_head_dim = 0;
     KvCacheDtype kv_dtype = KvCacheDtype::kF32;
+    // The recurrent state stored in bf16 (math in fp32; CUDA only, --gdn-state-dtype bf16): half
+    // the state bytes per slot. The conv window stays fp32.
+    bool state_bf16 = false;
 
     static CacheGeometry for_model(const ModelConfig& c, int64_t num_blocks, int64_t block_size,
                                    int64_t num_state_slots, bool with_mtp, KvCacheDtype kv_dtype);

@@ -55,5 +55,44 @@ TEST(CapacityFit, KeepsWhatFitsAndFixedKvBlocks) {
     EXPECT_GE(fit_max_num_seqs(m, c, false), 1);  // never below one
 }
 
+// Per-slot GDN state of the real model, from the spec's numbers (30 GDN layers; conv window 3 ×
+// conv_dim 8192 fp32; recurrent state 32 value heads × 128 × 128): fp32 65,863,680 bytes, and
+// with --gdn-state-dtype bf16 the recurrent part halves (34,406,400). The freed bytes become KV.
+TEST(CapacityPlan, Bf16StateHalvesTheRecurrentStateAndGivesTheRestToKv) {
+    const ModelConfig m = qwen36_35b_a3b_config();
+    EngineConfig c;
+    c.cache_memory_mb = 60000;
+    c.max_num_seqs = 512;
+    c.enable_prefix_caching = false;
+    const size_t conv = size_t(3) * 8192 * 4, ssm = size_t(32) * 128 * 128;
+    auto f32 = plan_capacity(m, c, false);
+    ASSERT_TRUE(f32.is_ok()) << f32.status().message();
+    EXPECT_EQ(f32->state_bytes_per_slot, 30 * (conv + ssm * 4));
+    c.gdn_state_bf16 = true;
+    auto bf16 = plan_capacity(m, c, false);
+    ASSERT_TRUE(bf16.is_ok()) << bf16.status().message();
+    EXPECT_EQ(bf16->state_bytes_per_slot, 30 * (conv + ssm * 2));
+    const size_t freed = 512 * (f32->state_bytes_per_slot - bf16->state_bytes_per_slot);
+    const int64_t extra_blocks = bf16->num_kv_blocks - f32->num_kv_blocks;
+    const size_t block_bytes = f32->kv_bytes_per_token * size_t(c.kv_block_size);
+    EXPECT_EQ(extra_blocks, int64_t(freed / block_bytes)) << "freed state bytes go to KV pages (±1 for rounding)";
+    EXPECT_NE(c.describe().find("gdn_state_dtype=bf16"), std::string::npos);
+}
+
+TEST(CapacityPlan, GdnStateDtypeFlag) {
+    const char* good[] = {"--gdn-state-dtype", "bf16"};
+    auto a = Args::parse(2, const_cast<char**>(good), EngineConfig::flag_options(), EngineConfig::valued_options());
+    ASSERT_TRUE(a.is_ok());
+    auto c = EngineConfig::from_args(*a);
+    ASSERT_TRUE(c.is_ok());
+    EXPECT_TRUE(c->gdn_state_bf16);
+    const char* bad[] = {"--gdn-state-dtype", "fp16"};
+    auto b = Args::parse(2, const_cast<char**>(bad), EngineConfig::flag_options(), EngineConfig::valued_options());
+    ASSERT_TRUE(b.is_ok());
+    auto e = EngineConfig::from_args(*b);
+    ASSERT_FALSE(e.is_ok());
+    EXPECT_NE(e.status().message().find("--gdn-state-dtype"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace qs

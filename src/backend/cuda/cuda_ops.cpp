@@ -90,7 +90,8 @@ void CudaOps::copy_from_host(const float* src, int64_t n, float* dst) {
 void CudaOps::synchronize() { QS_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
 
 std::unique_ptr<ModelCache> CudaOps::make_cache(const CacheGeometry& g) {
-    return std::make_unique<ModelCache>(g, std::make_unique<CudaCacheStorage>(g, options_.ssm_bf16, stream_));
+    // bf16 state when the backend was made so or the geometry (the engine's plan) asks for it.
+    return std::make_unique<ModelCache>(g, std::make_unique<CudaCacheStorage>(g, options_.ssm_bf16 || g.state_bf16, stream_));
 }
 
 void CudaOps::prepare_weights(const ModelWeights& w) {
