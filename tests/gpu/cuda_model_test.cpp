@@ -49,6 +49,23 @@ cuda::CudaOptions test_options() {
     return o;
 }
 
+// The greedy samples of transformers' generate (fp32) on the trained tiny model.
+struct GreedySample {
+    std::string kind;
+    std::vector<int32_t> prompt, expect;
+    int64_t cache_len() const { return int64_t(prompt.size() + expect.size()) + 1; }
+};
+
+std::vector<GreedySample> greedy_samples(const std::string& model_dir) {
+    std::ifstream f(model_dir + "/greedy_samples.json");
+    const nlohmann::json j = nlohmann::json::parse(f);
+    std::vector<GreedySample> out;
+    for (const auto& s : j.at("samples"))
+        out.push_back({s.kind.get<std::string>(), s.at("prompt_ids").get<std::vector<int32_t>>(),
+                       s.at("output_ids").get<std::vector<int32_t>>()});
+    return out;
+}
+
 }  // namespace
 
 TEST(CudaModel, TransformersFixtures) {
@@ -105,8 +122,6 @@ TEST(CudaModel, TinyModelGreedy64MatchesTransformers) {
     const std::string dir = gpu_test::source_path("models/qwen36-tiny");
     auto weights = load_model_dir(dir);
     ASSERT_TRUE(weights.is_ok()) << weights.status().message();
-    std::ifstream f(dir + "/greedy_samples.json");
-    const nlohmann::json j = nlohmann::json::parse(f);
     cuda::CudaOps ops(test_options());
     ops.prepare_weights(*weights);
     Qwen36Model model(*weights, ops);
@@ -114,17 +129,17 @@ TEST(CudaModel, TinyModelGreedy64MatchesTransformers) {
     Qwen36Model cpu_model(*weights, cpu);
     int total = 0, equal = 0;
     std::vector<double> step_errors;
-    for (const auto& s : j.at("samples")) {
-        const auto prompt = s.at("prompt_ids").get<std::vector<int32_t>>();
-        const auto expect = s.at("output_ids").get<std::vector<int32_t>>();
-        const int64_t len = int64_t(prompt.size() + expect.size()) + 1;
+    for (const GreedySample& s : greedy_samples(dir)) {
+        const std::vector<int32_t>& prompt = s.prompt;
+        const std::vector<int32_t>& expect = s.expect;
+        const int64_t len = s.cache_len();
         SingleSequence seq(model, len, KvCacheDtype::kBF16), ref(cpu_model, len, KvCacheDtype::kBF16);
         std::vector<float> logits = seq.feed(prompt, false), ref_logits = ref.feed(prompt, false);
         int sample_equal = 0;
         for (size_t i = 0; i < expect.size(); ++i) {
             const double err = gpu_test::normalised_error(logits, ref_logits);
             step_errors.push_back(err);
-            EXPECT_LT(err, 0.25) << s.at("kind") << " step " << i;
+            EXPECT_LT(err, 0.25) << s.kind << " step " << i;
             const int32_t mine = int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
             if (mine == expect[i]) {
                 ++sample_equal;
@@ -133,15 +148,15 @@ TEST(CudaModel, TinyModelGreedy64MatchesTransformers) {
                 for (size_t v = 0; v < logits.size(); ++v) max_dev = std::max(max_dev, std::fabs(logits[v] - ref_logits[v]));
                 const float gap = logits[size_t(mine)] - logits[size_t(expect[i])];
                 std::printf("[greedy] %s step %zu: GPU %d, transformers %d, gap %.3f, largest logit error %.3f\n",
-                            s.at("kind").get<std::string>().c_str(), i, mine, expect[i], gap, max_dev);
-                EXPECT_LE(gap, 2.0f * max_dev) << s.at("kind") << " step " << i;
+                            s.kind.c_str(), i, mine, expect[i], gap, max_dev);
+                EXPECT_LE(gap, 2.0f * max_dev) << s.kind << " step " << i;
             }
             if (i + 1 < expect.size()) {
                 logits = seq.feed({expect[i]}, false);
                 ref_logits = ref.feed({expect[i]}, false);
             }
         }
-        std::printf("[greedy] %s: %d/%zu steps equal to transformers\n", s.at("kind").get<std::string>().c_str(),
+        std::printf("[greedy] %s: %d/%zu steps equal to transformers\n", s.kind.c_str(),
                     sample_equal, expect.size());
         total += int(expect.size());
         equal += sample_equal;
@@ -168,8 +183,6 @@ TEST(CudaModel, TinyModelGreedy64FreeRunningInReferencePrecision) {
     const std::string dir = gpu_test::source_path("models/qwen36-tiny");
     auto weights = load_model_dir(dir);
     ASSERT_TRUE(weights.is_ok()) << weights.status().message();
-    std::ifstream f(dir + "/greedy_samples.json");
-    const nlohmann::json j = nlohmann::json::parse(f);
     cuda::CudaOptions o = test_options();
     o.reference_precision = true;
     cuda::CudaOps ops(o);
@@ -179,25 +192,25 @@ TEST(CudaModel, TinyModelGreedy64FreeRunningInReferencePrecision) {
     Qwen36Model cpu_model(*weights, cpu);
     int samples = 0;
     double worst = 0.0;
-    for (const auto& s : j.at("samples")) {
-        const auto prompt = s.at("prompt_ids").get<std::vector<int32_t>>();
-        const auto expect = s.at("output_ids").get<std::vector<int32_t>>();
-        const int64_t len = int64_t(prompt.size() + expect.size()) + 1;
+    for (const GreedySample& s : greedy_samples(dir)) {
+        const std::vector<int32_t>& prompt = s.prompt;
+        const std::vector<int32_t>& expect = s.expect;
+        const int64_t len = s.cache_len();
         SingleSequence seq(model, len, KvCacheDtype::kF32), ref(cpu_model, len, KvCacheDtype::kF32);
         std::vector<float> logits = seq.feed(prompt, false), ref_logits = ref.feed(prompt, false);
         std::vector<int32_t> got;
         for (size_t i = 0; i < expect.size(); ++i) {
             const double err = gpu_test::normalised_error(logits, ref_logits);
             worst = std::max(worst, err);
-            EXPECT_LT(err, 1e-4) << s.at("kind") << " step " << i;
+            EXPECT_LT(err, 1e-4) << s.kind << " step " << i;
             got.push_back(int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin()));
             if (i + 1 < expect.size()) {
                 logits = seq.feed({got.back()}, false);
                 ref_logits = ref.feed({got.back()}, false);
             }
         }
-        EXPECT_EQ(got, expect) << s.at("kind");
-        std::printf("[reference precision] %s: %zu tokens, %s\n", s.at("kind").get<std::string>().c_str(),
+        EXPECT_EQ(got, expect) << s.kind;
+        std::printf("[reference precision] %s: %zu tokens, %s\n", s.kind.c_str(),
                     expect.size(), got == expect ? "all equal to transformers" : "DIFFERENT");
         ++samples;
     }
@@ -214,8 +227,6 @@ TEST(CudaModel, Bf16StateEffectOnLogits) {
     const std::string dir = gpu_test::source_path("models/qwen36-tiny");
     auto weights = load_model_dir(dir);
     ASSERT_TRUE(weights.is_ok()) << weights.status().message();
-    std::ifstream f(dir + "/greedy_samples.json");
-    const nlohmann::json j = nlohmann::json::parse(f);
     cuda::CudaOptions o32 = test_options(), o16 = test_options();
     o16.ssm_bf16 = true;
     cuda::CudaOps ops32(o32), ops16(o16);
@@ -224,10 +235,10 @@ TEST(CudaModel, Bf16StateEffectOnLogits) {
     Qwen36Model m32(*weights, ops32), m16(*weights, ops16);
     std::vector<double> errors;
     int steps = 0, same = 0;
-    for (const auto& s : j.at("samples")) {
-        const auto prompt = s.at("prompt_ids").get<std::vector<int32_t>>();
-        const auto expect = s.at("output_ids").get<std::vector<int32_t>>();
-        const int64_t len = int64_t(prompt.size() + expect.size()) + 1;
+    for (const GreedySample& s : greedy_samples(dir)) {
+        const std::vector<int32_t>& prompt = s.prompt;
+        const std::vector<int32_t>& expect = s.expect;
+        const int64_t len = s.cache_len();
         SingleSequence a(m32, len, KvCacheDtype::kBF16), b(m16, len, KvCacheDtype::kBF16);
         std::vector<float> la = a.feed(prompt, false), lb = b.feed(prompt, false);
         for (size_t i = 0; i < expect.size(); ++i) {
