@@ -61,7 +61,7 @@ std::vector<GreedySample> greedy_samples(const std::string& model_dir) {
     const nlohmann::json j = nlohmann::json::parse(f);
     std::vector<GreedySample> out;
     for (const auto& s : j.at("samples"))
-        out.push_back({s.kind.get<std::string>(), s.at("prompt_ids").get<std::vector<int32_t>>(),
+        out.push_back({s.at("kind").get<std::string>(), s.at("prompt_ids").get<std::vector<int32_t>>(),
                        s.at("output_ids").get<std::vector<int32_t>>()});
     return out;
 }
