@@ -4,12 +4,15 @@
 // test. Needs a GPU.
 // Usage: build/bench/gpu_forward_bench --model builtin:qwen36-35b-a3b --load-format dummy
 //          [--kv-cache-dtype bf16|fp8_e4m3] [--gdn-state-dtype f32|bf16] [--gpu-memory-utilization 0.90]
-//          [--mode all|single|batch] [--requests 1024] [--prompt 1000] [--completion 256]
+//          [--mode all|single|batch|profile] [--requests 1024] [--prompt 1000] [--completion 256]
+//          (profile: GPU time per op of a 16,384-token prefill, single-stream decode and a
+//          512-sequence decode step, CUDA graphs off)
 //          [--max-num-seqs 512] [--max-num-batched-tokens 16384] [--decode-steps 128]
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <random>
 
 #include "backend/cuda/cuda_check.h"
@@ -25,6 +28,74 @@ using namespace qs;
 namespace {
 
 double gib(size_t b) { return double(b) / double(size_t(1) << 30); }
+
+// One table: GPU ms per op for `steps` forwards, largest first.
+void print_profile(const char* title, const std::map<std::string, cuda::OpProfiler::Total>& totals, int64_t steps) {
+    std::vector<std::pair<std::string, cuda::OpProfiler::Total>> rows(totals.begin(), totals.end());
+    std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.ms > b.second.ms; });
+    double all = 0.0;
+    for (const auto& [name, t] : rows) all += t.ms;
+    std::printf("\n%s: %.3f ms of op time per forward\n\n| op | calls per forward | ms per forward | share |\n|---|---|---|---|\n",
+                title, all / double(steps));
+    for (const auto& [name, t] : rows)
+        std::printf("| %s | %.0f | %.3f | %.1f %% |\n", name.c_str(), double(t.calls) / double(steps),
+                    t.ms / double(steps), 100.0 * t.ms / all);
+}
+
+// Per-op GPU time of three forwards that make up the batch workload (opts.profile_ops is on).
+void profile_ops(cuda::CudaOps& ops, Qwen36Model& model, KvCacheDtype kv, int64_t prefill, int64_t context,
+                 int64_t batch) {
+    const ModelConfig& c = model.config();
+    std::mt19937 rng(5);
+    ops.take_op_profile();  // drop the warm-up's
+    {
+        SingleSequence seq(model, prefill + 40, kv);
+        Timer t;
+        std::vector<float> logits = seq.feed(random_ids(rng, prefill, c.vocab_size), false);
+        const double wall = t.elapsed_s();
+        print_profile(("prefill of " + std::to_string(prefill) + " tokens, one sequence (wall " +
+                       std::to_string(int(wall * 1e3)) + " ms)").c_str(),
+                      ops.take_op_profile(), 1);
+        const int64_t steps = 32;
+        Timer td;
+        for (int64_t i = 0; i < steps; ++i) {
+            const int32_t next = int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
+            logits = seq.feed({next}, false);
+        }
+        const double per = td.elapsed_s() / double(steps);
+        print_profile(("single-stream decode after it (wall " + std::to_string(per * 1e3) + " ms per step)").c_str(),
+                      ops.take_op_profile(), steps);
+    }
+    // Decode of `batch` sequences at `context` tokens each: the caches hold zeros, which costs the
+    // same reads as real keys and states.
+    const int64_t bs = 16, pages = (context + 1 + bs - 1) / bs;
+    auto cache = ops.make_cache(CacheGeometry::for_model(c, batch * pages, bs, batch, false, kv));
+    std::vector<std::vector<int32_t>> tables(static_cast<size_t>(batch));
+    ForwardBatch b;
+    for (int64_t s = 0; s < batch; ++s) {
+        auto& t = tables[size_t(s)];
+        for (int64_t p = 0; p < pages; ++p) t.push_back(int32_t(s * pages + p));
+        SeqSpan span;
+        span.row_begin = int32_t(s);
+        span.num_tokens = 1;
+        span.start_pos = int32_t(context);
+        span.state_slot = int32_t(s);
+        span.block_table = t;
+        b.seqs.push_back(span);
+        b.token_ids.push_back(int32_t(rng() % 1000));
+        b.logits_rows.push_back(int32_t(s));
+    }
+    b.argmax_only = true;
+    model.forward(b, *cache);  // first use of these shapes
+    ops.take_op_profile();
+    const int64_t steps = 8;
+    Timer t;
+    for (int64_t i = 0; i < steps; ++i) model.forward(b, *cache);
+    const double per = t.elapsed_s() / double(steps);
+    print_profile(("decode step of " + std::to_string(batch) + " sequences at " + std::to_string(context) +
+                   " tokens of context (wall " + std::to_string(per * 1e3) + " ms per step)").c_str(),
+                  ops.take_op_profile(), steps);
+}
 
 std::vector<int32_t> random_ids(std::mt19937& rng, int64_t n, int64_t vocab) {
     std::vector<int32_t> v(static_cast<size_t>(n));
@@ -52,6 +123,7 @@ int run(const Args& args) {
     cuda::CudaOptions co;
     co.ssm_bf16 = args.get_or("gdn-state-dtype", "f32") == "bf16";
     co.graph_max_batch = std::stoll(args.get_or("cuda-graph-max-batch", "512"));
+    co.profile_ops = mode == "profile";
     cuda::CudaOps ops(co);
     Timer t_up;
     ops.prepare_weights(*w);
@@ -94,6 +166,10 @@ int run(const Args& args) {
     std::printf("| capacity | %s |\n", plan->describe().c_str());
     std::printf("| CUDA graphs | decode batches up to %lld sequences |\n", (long long)co.graph_max_batch);
 
+    if (mode == "profile") {
+        profile_ops(ops, model, kv, max_batched, prompt, ec.max_num_seqs);
+        return 0;
+    }
     if (mode == "all" || mode == "single") {
         std::mt19937 rng(2);
         SingleSequence seq(model, prompt + decode_steps + 2, kv);

@@ -11,6 +11,7 @@
 #   serve   `qwenserve serve --device cuda` on models/qwen36-tiny answering concurrent chat
 #           completions, plain and streaming (scripts/gpu_serve_smoke.py)
 #   fp8_lean   the FP8 benchmark with bf16 GDN state and an fp8 K/V cache
+#   profile | profile_fp8_lean   GPU time per op (prefill, single-stream decode, 512-sequence decode)
 #   fp8gemm  the FP8 dense-linear lab (fp8_gemm_lab) and its GPU parity test only
 # Usage: bash scripts/gpu_run.sh labs tests bf16
 set -uo pipefail
@@ -54,6 +55,10 @@ for stage in "$@"; do
         serve) run serve_smoke python3 scripts/gpu_serve_smoke.py "$B/qwenserve" ;;
         fp8_lean) run bench_fp8_lean "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b --load-format dummy --no-mtp \
                       --dummy-format fp8-block --gdn-state-dtype bf16 --kv-cache-dtype fp8_e4m3 ;;
+        profile) run profile_bf16 "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b --load-format dummy --no-mtp \
+                     --mode profile ;;
+        profile_fp8_lean) run profile_fp8_lean "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b --load-format dummy \
+                              --no-mtp --mode profile --dummy-format fp8-block --gdn-state-dtype bf16 --kv-cache-dtype fp8_e4m3 ;;
         tests:*) run "gpu_tests_$(printf %s "${stage#tests:}" | tr -c 'A-Za-z0-9_' '_')" "$B/qs_gpu_tests" --gtest_color=no --gtest_filter="${stage#tests:}" ;;
         *) echo "unknown stage $stage" | tee -a "$summary" ;;
     esac

@@ -33,7 +33,9 @@ std::string cuda_unsupported_reason(const ModelConfig& c) {
     return "";
 }
 
-CudaOps::CudaOps(const CudaOptions& options) : options_(options), graphs_(options.graph_max_batch) {
+CudaOps::CudaOps(const CudaOptions& options)
+    : options_(options), graphs_(options.profile_ops ? 0 : options.graph_max_batch) {
+    profiler_.enable(options.profile_ops);
     QS_CUDA_CHECK(cudaSetDevice(options.device));
     cudaDeviceProp prop{};
     QS_CUDA_CHECK(cudaGetDeviceProperties(&prop, options.device));
@@ -110,7 +112,7 @@ int32_t* CudaOps::upload_ints(const int32_t* host, int64_t n) {
 }
 
 int64_t CudaOps::graph_rows(const ForwardBatch& batch, ModelCache* cache) const {
-    if (!cache || !graphs_possible_ || options_.graph_max_batch <= 0) return 0;
+    if (!cache || !graphs_possible_ || options_.graph_max_batch <= 0 || options_.profile_ops) return 0;
     if (!dynamic_cast<CudaCacheStorage*>(cache->external_storage())) return 0;
     if (batch.num_tokens() != int64_t(batch.seqs.size())) return 0;
     for (const SeqSpan& s : batch.seqs)
@@ -200,6 +202,7 @@ void CudaOps::check_batch(const ForwardBatch& batch) const {
 }
 
 void CudaOps::embed(const WeightBuffer& table, const int32_t* ids, int64_t T, float* x) {
+    const auto prof = profiler_.scope("embed", stream_);
     const DeviceTable& t = weights_.table(table);
     // The model embeds the batch's own token ids (forward and MTP): use the uploaded copy.
     const int32_t* d_ids = (batch_host_ && ids == batch_host_->token_ids.data()) ? batch_.token_ids : upload_ints(ids, T);
@@ -207,33 +210,42 @@ void CudaOps::embed(const WeightBuffer& table, const int32_t* ids, int64_t T, fl
 }
 
 void CudaOps::rms_norm_zc(const float* x, const float* w, int64_t T, int64_t n, double eps, float* y) {
+    const auto prof = profiler_.scope("rms_norm", stream_);
     launch_rms_norm_zc(x, weights_.vec(w), T, n, float(eps), y, stream_);
 }
 
 void CudaOps::linear(const float* x, int64_t T, const LinearWeight& w, float* y) {
+    const auto prof = profiler_.scope(w.out_features >= 65536 ? "lm_head" : "linear", stream_);
     gemm_->linear(weights_.linear(w), x, T, y, arena_, stream_);
 }
 
 void CudaOps::argmax_rows(const float* x, int64_t R, int64_t n, int32_t* out) {
+    const auto prof = profiler_.scope("argmax", stream_);
     auto* d = static_cast<int32_t*>(arena_.allocate(size_t(std::max<int64_t>(R, 1)) * sizeof(int32_t)));
     launch_argmax_rows(x, R, n, d, stream_);
     QS_CUDA_CHECK(cudaMemcpyAsync(out, d, size_t(R) * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_));
     QS_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
-void CudaOps::add(float* x, const float* y, int64_t n) { launch_add(x, y, n, stream_); }
+void CudaOps::add(float* x, const float* y, int64_t n) {
+    const auto prof = profiler_.scope("add", stream_);
+    launch_add(x, y, n, stream_);
+}
 
 void CudaOps::gather_rows(const float* src, const int32_t* rows, int64_t R, int64_t n, float* out) {
+    const auto prof = profiler_.scope("gather/concat", stream_);
     launch_gather_rows(src, upload_ints(rows, R), R, n, out, stream_);
 }
 
 void CudaOps::concat_columns(const float* a, const float* b, int64_t T, int64_t n, float* out) {
+    const auto prof = profiler_.scope("gather/concat", stream_);
     launch_concat_columns(a, b, T, n, out, stream_);
 }
 
 void CudaOps::gated_attention(const float* qg, float* k, const float* v, const std::vector<float>& q_norm,
                               const std::vector<float>& k_norm, const AttentionDims& d, const ForwardBatch& batch,
                               const int32_t* positions, ModelCache& cache, int64_t kv_layer, float* out) {
+    const auto prof = profiler_.scope("attention", stream_);
     check_batch(batch);
     auto* st = static_cast<CudaCacheStorage*>(cache.external_storage());
     QS_CHECK_MSG(st != nullptr, "CudaOps needs a cache made by CudaOps::make_cache");
@@ -264,6 +276,7 @@ void CudaOps::gated_attention(const float* qg, float* k, const float* v, const s
 void CudaOps::gated_delta_net(const float* qkv, const float* z, const float* b, const float* a, const GdnWeights& w,
                               const GdnDims& d, const ForwardBatch& batch, ModelCache& cache, int64_t gdn_layer,
                               float* out) {
+    const auto prof = profiler_.scope("gated_delta_net", stream_);
     check_batch(batch);
     auto* st = static_cast<CudaCacheStorage*>(cache.external_storage());
     QS_CHECK_MSG(st != nullptr, "CudaOps needs a cache made by CudaOps::make_cache");
@@ -292,6 +305,7 @@ void CudaOps::gated_delta_net(const float* qkv, const float* z, const float* b, 
 }
 
 void CudaOps::moe(const float* x, int64_t T, const MoeWeights& w, int64_t top_k, bool norm_topk_prob, float* y) {
+    const auto prof = profiler_.scope("moe", stream_);
     const DeviceExperts& e = weights_.experts(w);
     float* router_logits = alloc(T * e.E);  // [T, E]
     float* shared_gate = alloc(T);           // [T]

@@ -8,6 +8,7 @@
 // the engine thread.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "backend/cuda/device_weights.h"
 #include "backend/cuda/forward_graphs.h"
 #include "backend/cuda/gemm.h"
+#include "backend/cuda/op_profile.h"
 #include "backend/ops.h"
 
 namespace qs::cuda {
@@ -37,6 +39,8 @@ struct CudaOptions {
     // Tests: pad decode batches exactly as for a graph but run the layers eagerly (the replayed
     // graph must give bit-identical results to this).
     bool pad_without_graphs = false;
+    // GPU time per op (op_profile.h; CUDA graphs are off while it is on). For the bench's profile.
+    bool profile_ops = false;
 };
 
 class CudaOps final : public Ops {
@@ -78,6 +82,8 @@ public:
     size_t arena_high_water() const { return arena_.high_water(); }
     std::string device_name() const { return device_name_; }
     const ForwardGraphs& graphs() const { return graphs_; }
+    // With CudaOptions::profile_ops: GPU ms and calls per op name since the last call (syncs).
+    std::map<std::string, OpProfiler::Total> take_op_profile() { return profiler_.take(stream_); }
 
 private:
     // Uploads n int32 host values into the arena (ordered on the stream).
@@ -100,6 +106,7 @@ private:
     DeviceBatch batch_{};
     const ForwardBatch* batch_host_ = nullptr;
     ForwardGraphs graphs_;
+    OpProfiler profiler_;
     bool graphs_possible_ = false;  // every op of these weights can be captured (prepare_weights)
     bool replay_pending_ = false;   // begin_forward padded the batch; run_layers uses graph_key_
     ForwardGraphs::Key graph_key_{};
