@@ -100,6 +100,7 @@ void CudaOps::prepare_weights(const ModelWeights& w) {
     const std::string why = cuda_unsupported_reason(w.config);
     QS_CHECK_MSG(why.empty(), why.c_str());
     weights_.upload(w, stream_, options_.reference_precision);
+    lm_head_ = w.lm_head.weight.data;
     QS_CUDA_CHECK(cudaStreamSynchronize(stream_));
     graphs_possible_ = true;  // every op of a forward's layers only enqueues work
 }
@@ -215,7 +216,7 @@ void CudaOps::rms_norm_zc(const float* x, const float* w, int64_t T, int64_t n, 
 }
 
 void CudaOps::linear(const float* x, int64_t T, const LinearWeight& w, float* y) {
-    const auto prof = profiler_.scope(w.out_features >= 65536 ? "lm_head" : "linear", stream_);
+    const auto prof = profiler_.scope(w.weight.data == lm_head_ ? "lm_head" : "linear", stream_);
     gemm_->linear(weights_.linear(w), x, T, y, arena_, stream_);
 }
 

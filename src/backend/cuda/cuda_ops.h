@@ -107,6 +107,7 @@ private:
     const ForwardBatch* batch_host_ = nullptr;
     ForwardGraphs graphs_;
     OpProfiler profiler_;
+    const void* lm_head_ = nullptr;  // the lm_head's host weight: its linear is profiled apart
     bool graphs_possible_ = false;  // every op of these weights can be captured (prepare_weights)
     bool replay_pending_ = false;   // begin_forward padded the batch; run_layers uses graph_key_
     ForwardGraphs::Key graph_key_{};
