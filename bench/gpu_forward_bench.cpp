@@ -29,6 +29,12 @@ namespace {
 
 double gib(size_t b) { return double(b) / double(size_t(1) << 30); }
 
+std::vector<int32_t> random_ids(std::mt19937& rng, int64_t n, int64_t vocab) {
+    std::vector<int32_t> v(static_cast<size_t>(n));
+    for (auto& t : v) t = int32_t(rng() % uint32_t(std::min<int64_t>(vocab, 150000)));
+    return v;
+}
+
 // One table: GPU ms per op for `steps` forwards, largest first.
 void print_profile(const char* title, const std::map<std::string, cuda::OpProfiler::Total>& totals, int64_t steps) {
     std::vector<std::pair<std::string, cuda::OpProfiler::Total>> rows(totals.begin(), totals.end());
@@ -95,12 +101,6 @@ void profile_ops(cuda::CudaOps& ops, Qwen36Model& model, KvCacheDtype kv, int64_
     print_profile(("decode step of " + std::to_string(batch) + " sequences at " + std::to_string(context) +
                    " tokens of context (wall " + std::to_string(per * 1e3) + " ms per step)").c_str(),
                   ops.take_op_profile(), steps);
-}
-
-std::vector<int32_t> random_ids(std::mt19937& rng, int64_t n, int64_t vocab) {
-    std::vector<int32_t> v(static_cast<size_t>(n));
-    for (auto& t : v) t = int32_t(rng() % uint32_t(std::min<int64_t>(vocab, 150000)));
-    return v;
 }
 
 int run(const Args& args) {
