@@ -1,6 +1,8 @@
-// FP8 dense linear lab: the two paths of Gemm::linear for DeviceLinear::Dtype::kFP8Block
+// Dense linear lab: the paths of Gemm::linear for DeviceLinear::Dtype::kFP8Block
 // (src/backend/cuda/gemm.{h,cpp}) — block-scaled cuBLASLt (activations quantised to e4m3 per row
-// and 128-column group, VEC128_32F × BLK128x128_32F) and the dequantise-to-bf16 fallback — checked
+// and 128-column group, VEC128_32F × BLK128x128_32F), the dequantise-to-bf16 fallback and, up to
+// 8 rows, the small-rows kernel (small_linear_kernels.h; also timed for BF16 weights against
+// cuBLASLt's bf16 GEMM, last section) — checked
 // against a CPU reference and timed at the real model's FP8 dense shapes (hidden 2048):
 //   q_proj / GDN in_proj_qkv 2048→8192, k_proj / v_proj 2048→512, GDN in_proj_z 2048→4096,
 //   o_proj / GDN out_proj 4096→2048   (spec/model.md).
@@ -15,7 +17,8 @@
 //   exact:    Σ_k Wdq[o][k] · x[t][k], Wdq = fp8 · scale_inv in float (LinearWeight::row_to_f32);
 //   emulated: the same with x replaced by its e4m3 quantisation exactly as the kernel does it
 //             (scale = amax/448 in fp32, q = e4m3_rne_satfinite(x / scale)).
-// Checks (normalised error ‖gpu − ref‖ / ‖ref‖): block-scaled vs emulated < 2e-3 (only fp32
+// Checks (normalised error ‖gpu − ref‖ / ‖ref‖): small-rows vs exact < 1e-5 (fp32 x, exact
+// weights, fp32 sums); block-scaled vs emulated < 2e-3 (only fp32
 // accumulation differs; a layout bug gives O(1)); block-scaled vs exact < 4e-2 (the activations'
 // fp8 rounding: 3 mantissa bits, ~2.5e-2 for these inputs); dequant vs exact < 1e-2 (bf16 x and
 // W: ~2e-3); the block-scaled path must have run wherever Gemm::fp8_block_scaling_expected (sm_90,
@@ -233,7 +236,7 @@ struct Lab {
         const std::vector<double> emu = reference(hw, quantise_rows128(x, T, s.in), rows);
 
         Fp8Path pb = Fp8Path::kNone, pd = Fp8Path::kNone;
-        const std::vector<float> yb = run(dw.lin, dx, T, dy, Fp8Policy::kAuto, &pb);
+        const std::vector<float> yb = run(dw.lin, dx, T, dy, Fp8Policy::kNoSmallRows, &pb);
         const std::vector<float> yd = run(dw.lin, dx, T, dy, Fp8Policy::kDequantOnly, &pd);
         const bool block_shape = s.out % 128 == 0 && s.in % 128 == 0;
         const Gemm::Fp8PlanInfo info = gemm.fp8_plan_info(s.out, s.in, T);
@@ -262,6 +265,19 @@ struct Lab {
             std::snprintf(buf, sizeof buf, ", auto path vs exact %.2e", ex);
             what += buf;
         }
+        // Up to 8 rows the auto path is the small-rows kernel (fp32 x, exact weights): vs exact.
+        Fp8Path ps = Fp8Path::kNone;
+        const std::vector<float> ys = run(dw.lin, dx, T, dy, Fp8Policy::kAuto, &ps);
+        if (ps == Fp8Path::kSmallRows) {
+            const double es = norm_err(ys, s.out, rows, ref);
+            ok = ok && es < 1e-5;
+            char buf[80];
+            std::snprintf(buf, sizeof buf, ", small-rows vs exact %.2e", es);
+            what += buf;
+        } else if (T <= 8 && s.in % 512 == 0) {
+            ok = false;
+            what += ", SMALL-ROWS KERNEL NOT TAKEN";
+        }
         // A graph capture of the auto path replays bit-identically (the forward is captured).
         if (T <= 64) {
             gemm.set_fp8_policy(Fp8Policy::kAuto);
@@ -281,7 +297,7 @@ struct Lab {
             QS_CUDA_CHECK(cudaMemcpyAsync(yg.data(), dy, yg.size() * 4, cudaMemcpyDeviceToHost, stream));
             QS_CUDA_CHECK(cudaStreamSynchronize(stream));
             arena.reset();
-            const bool same = std::memcmp(yg.data(), yb.data(), yg.size() * 4) == 0;
+            const bool same = std::memcmp(yg.data(), ys.data(), yg.size() * 4) == 0;
             ok = ok && same;
             what += same ? ", graph replay identical" : ", GRAPH REPLAY DIFFERS";
             cudaGraphExecDestroy(exec);
@@ -339,16 +355,75 @@ struct Lab {
             const int iters = T >= 4096 ? 20 : 50;
             const double bytes = double(wbytes) + double(T) * double(s.in) * 4 + double(T) * double(s.out) * 4;
             const double flops = 2.0 * double(T) * double(s.out) * double(s.in);
-            for (Fp8Policy policy : {Fp8Policy::kAuto, Fp8Policy::kDequantOnly}) {
+            for (Fp8Policy policy : {Fp8Policy::kAuto, Fp8Policy::kNoSmallRows, Fp8Policy::kDequantOnly}) {
+                if (policy == Fp8Policy::kAuto && !(T <= 8 && s.in % 512 == 0)) continue;  // same as kNoSmallRows
                 Fp8Path path = Fp8Path::kNone;
                 const float us = time_path(copies, dx, T, dy, policy, iters, &path);
-                const char* pname = path == Fp8Path::kBlockScaled ? "block-scaled" : "dequant";
-                if (policy == Fp8Policy::kAuto && path != Fp8Path::kBlockScaled) pname = "dequant(auto)";
+                const char* pname = path == Fp8Path::kSmallRows     ? "small-rows"
+                                    : path == Fp8Path::kBlockScaled ? "block-scaled"
+                                                                    : "dequant";
+                if (policy == Fp8Policy::kNoSmallRows && path != Fp8Path::kBlockScaled) pname = "dequant(auto)";
                 std::printf("%-22s %5lldx%-5lld %5lld  %-14s %9.1f %8.0f %6.1f%% %8.1f\n", s.name, (long long)s.out,
                             (long long)s.in, (long long)T, pname, us, bytes / us * 1e-3,
                             100.0 * bytes / us * 1e-6 / kCopyTBs, flops / us * 1e-6);
                 std::fflush(stdout);
             }
+            QS_CUDA_CHECK(cudaFree(dy));
+            for (void* p : tmp) QS_CUDA_CHECK(cudaFree(p));
+        }
+        for (DevWeight& d : copies) free_weight(d);
+    }
+
+    // BF16 weights (the FP8 weight's dequantised values rounded to bf16): the small-rows kernel
+    // against the exact product (< 1e-5) and cuBLASLt's bf16 GEMM (x rounded to bf16, < 1e-2),
+    // then both timed like the FP8 paths. GB/s counts the bf16 weight + x + y.
+    void bf16_shape(const Shape& s, const std::vector<int64_t>& Ts, std::mt19937& rng, bool timed) {
+        HostWeight hw = make_weight(s.out, s.in, rng);
+        std::vector<uint16_t> wb(hw.wdq.size());
+        for (size_t i = 0; i < wb.size(); ++i) {
+            wb[i] = f32_to_bf16(hw.wdq[i]).bits;
+            hw.wdq[i] = bf16_to_f32(bf16{wb[i]});  // the reference uses exactly the stored weights
+        }
+        const size_t wbytes = wb.size() * 2;
+        const size_t ncopies = std::clamp<size_t>((size_t(128) << 20) / wbytes + 1, 2, 160);
+        std::vector<DevWeight> copies(ncopies);
+        for (DevWeight& d : copies) {
+            d.lin.dtype = DeviceLinear::Dtype::kBF16;
+            d.lin.out = s.out, d.lin.in = s.in;
+            d.lin.w = upload(wb, d.allocs);
+            d.bytes = wbytes;
+        }
+        for (int64_t T : Ts) {
+            const std::vector<float> x = make_x(T, s.in, rng);
+            std::vector<void*> tmp;
+            float* dx = upload(x, tmp);
+            float* dy = nullptr;
+            QS_CUDA_CHECK(cudaMalloc(&dy, size_t(T * s.out) * 4));
+            std::vector<int64_t> rows;
+            for (int64_t t = 0; t < T; ++t) rows.push_back(t);
+            const std::vector<double> ref = reference(hw, x, rows);
+            const double before = double(gemm.small_rows_calls());
+            Fp8Path unused;
+            const double es = norm_err(run(copies[0].lin, dx, T, dy, Fp8Policy::kAuto, &unused), s.out, rows, ref);
+            const bool small = double(gemm.small_rows_calls()) > before;
+            const double ec = norm_err(run(copies[0].lin, dx, T, dy, Fp8Policy::kNoSmallRows, &unused), s.out, rows, ref);
+            const bool ok = small && es < 1e-5 && ec < 1e-2;
+            all_ok = all_ok && ok;
+            std::printf("%-5s bf16 %-17s %5lldx%-5lld T=%-3lld small-rows vs exact %.2e%s | cuBLASLt bf16 vs exact %.2e\n",
+                        ok ? "PASS" : "FAIL", s.name, (long long)s.out, (long long)s.in, (long long)T, es,
+                        small ? "" : " (NOT TAKEN)", ec);
+            if (timed) {
+                const double bytes = double(wbytes) + double(T) * double(s.in) * 4 + double(T) * double(s.out) * 4;
+                for (Fp8Policy policy : {Fp8Policy::kAuto, Fp8Policy::kNoSmallRows}) {
+                    Fp8Path path;
+                    const float us = time_path(copies, dx, T, dy, policy, 50, &path);
+                    std::printf("      bf16 %-17s %5lldx%-5lld T=%-3lld %-14s %9.1f us %8.0f GB/s %6.1f%% of copy\n",
+                                s.name, (long long)s.out, (long long)s.in, (long long)T,
+                                policy == Fp8Policy::kAuto ? "small-rows" : "cuBLASLt bf16", us, bytes / us * 1e-3,
+                                100.0 * bytes / us * 1e-6 / kCopyTBs);
+                }
+            }
+            std::fflush(stdout);
             QS_CUDA_CHECK(cudaFree(dy));
             for (void* p : tmp) QS_CUDA_CHECK(cudaFree(p));
         }
@@ -404,9 +479,11 @@ int main(int argc, char** argv) {
                     "TFLOP/s");
         for (const Shape& s : real) lab.time_shape(s, {1, 8, 64, 512, 4096}, rng);
     }
+    std::printf("\nbf16 weights, up to 8 rows: small-rows kernel vs cuBLASLt\n");
+    for (const Shape& s : real) lab.bf16_shape(s, {1, 4, 8}, rng, timing);
     const Gemm::Fp8Counts& c = lab.gemm.fp8_counts();
-    std::printf("\ncalls: block-scaled %lld, dequant %lld\n%s\n", (long long)c.block_scaled, (long long)c.dequant,
-                lab.all_ok ? "ALL PASS" : "SOME FAILED");
+    std::printf("\ncalls: block-scaled %lld, dequant %lld, small-rows (fp8) %lld\n%s\n", (long long)c.block_scaled,
+                (long long)c.dequant, (long long)c.small_rows, lab.all_ok ? "ALL PASS" : "SOME FAILED");
     QS_CUDA_CHECK(cudaStreamDestroy(lab.stream));
     return lab.all_ok ? 0 : 1;
 }

@@ -14,6 +14,8 @@
 //  - dequant (fallback): W dequantised to a bf16 scratch every call, then the bf16 path. Used when
 //    out or in is not a multiple of 128 (tiny test models), when cuBLASLt has no algorithm for the
 //    block-scaled descriptor at a shape (decided once per shape, never aborts), or on request.
+// Decode-sized calls (T ≤ 8; BF16 with in % 256 == 0, FP8 with in % 512 == 0) take neither:
+// small_linear_kernels.h streams W once in one launch with fp32 x (no rounding of x at all).
 // Which path ran is recorded (last_fp8_path, fp8_counts) for tests and labs. Plans (descriptors +
 // heuristic algorithm) are cached per shape; a call does no host synchronisation and no device
 // allocation (scratch comes from the arena), so it can be captured into a CUDA graph. CPU
@@ -51,8 +53,10 @@ struct DeviceLinear {
 inline int64_t fp8_blk128_ld(int64_t in) { return (in / 128 + 3) / 4 * 4; }
 std::vector<float> fp8_blk128_scales(const float* scale_inv, int64_t out, int64_t in);
 
-enum class Fp8Path : uint8_t { kNone, kBlockScaled, kDequant };
-enum class Fp8Policy : uint8_t { kAuto, kDequantOnly };
+enum class Fp8Path : uint8_t { kNone, kBlockScaled, kDequant, kSmallRows };
+// kAuto: the small-rows kernel for T ≤ 8, else block-scaled where possible; kNoSmallRows: the
+// same without the small-rows kernel; kDequantOnly: always the dequant path (labs).
+enum class Fp8Policy : uint8_t { kAuto, kNoSmallRows, kDequantOnly };
 
 class Gemm {
 public:
@@ -65,13 +69,15 @@ public:
     void linear(const DeviceLinear& w, const float* x, int64_t T, float* y, DeviceArena& scratch,
                 cudaStream_t stream);
 
-    // kAuto: block-scaled FP8 where possible; kDequantOnly: always the dequant path (labs).
+    // Applies to FP8 weights; kNoSmallRows also keeps BF16 calls on cuBLASLt (labs, tests).
     void set_fp8_policy(Fp8Policy p) { fp8_policy_ = p; }
     // The path the latest FP8 linear took, and how many calls took each.
     Fp8Path last_fp8_path() const { return last_fp8_path_; }
     struct Fp8Counts {
-        int64_t block_scaled = 0, dequant = 0;
+        int64_t block_scaled = 0, dequant = 0, small_rows = 0;
     };
+    // Calls of any dtype that took the small-rows kernel.
+    int64_t small_rows_calls() const { return small_rows_calls_; }
     const Fp8Counts& fp8_counts() const { return fp8_counts_; }
     // The cached block-scaled plan of a shape (T as passed to linear): planned = a call at this
     // shape tried it; ok = cuBLASLt gave an algorithm; d_type = the output type it runs with.
@@ -116,6 +122,7 @@ private:
     Fp8Policy fp8_policy_ = Fp8Policy::kAuto;
     Fp8Path last_fp8_path_ = Fp8Path::kNone;
     Fp8Counts fp8_counts_;
+    int64_t small_rows_calls_ = 0;
 };
 
 }  // namespace qs::cuda
