@@ -1,7 +1,7 @@
 // Dense linear lab: the paths of Gemm::linear for DeviceLinear::Dtype::kFP8Block
 // (src/backend/cuda/gemm.{h,cpp}) — block-scaled cuBLASLt (activations quantised to e4m3 per row
 // and 128-column group, VEC128_32F × BLK128x128_32F), the dequantise-to-bf16 fallback and, up to
-// 8 rows, the small-rows kernel (small_linear_kernels.h; also timed for BF16 weights against
+// 2 rows, the small-rows kernel (small_linear_kernels.h; also timed for BF16 weights against
 // cuBLASLt's bf16 GEMM, last section) — checked
 // against a CPU reference and timed at the real model's FP8 dense shapes (hidden 2048):
 //   q_proj / GDN in_proj_qkv 2048→8192, k_proj / v_proj 2048→512, GDN in_proj_z 2048→4096,
@@ -17,8 +17,8 @@
 //   exact:    Σ_k Wdq[o][k] · x[t][k], Wdq = fp8 · scale_inv in float (LinearWeight::row_to_f32);
 //   emulated: the same with x replaced by its e4m3 quantisation exactly as the kernel does it
 //             (scale = amax/448 in fp32, q = e4m3_rne_satfinite(x / scale)).
-// Checks (normalised error ‖gpu − ref‖ / ‖ref‖): small-rows vs exact < 1e-5 (fp32 x, exact
-// weights, fp32 sums); block-scaled vs emulated < 2e-3 (only fp32
+// Checks (normalised error ‖gpu − ref‖ / ‖ref‖): small-rows vs emulated < 2e-4 (the same x
+// quantisation, fp32 sums); block-scaled vs emulated < 2e-3 (only fp32
 // accumulation differs; a layout bug gives O(1)); block-scaled vs exact < 4e-2 (the activations'
 // fp8 rounding: 3 mantissa bits, ~2.5e-2 for these inputs); dequant vs exact < 1e-2 (bf16 x and
 // W: ~2e-3); the block-scaled path must have run wherever Gemm::fp8_block_scaling_expected (sm_90,
@@ -265,16 +265,17 @@ struct Lab {
             std::snprintf(buf, sizeof buf, ", auto path vs exact %.2e", ex);
             what += buf;
         }
-        // Up to 8 rows the auto path is the small-rows kernel (fp32 x, exact weights): vs exact.
+        // Up to 2 rows the auto path is the small-rows kernel, which quantises x like the
+        // block-scaled path: against the emulation as tight as the block-scaled GEMM.
         Fp8Path ps = Fp8Path::kNone;
         const std::vector<float> ys = run(dw.lin, dx, T, dy, Fp8Policy::kAuto, &ps);
         if (ps == Fp8Path::kSmallRows) {
-            const double es = norm_err(ys, s.out, rows, ref);
-            ok = ok && es < 1e-5;
-            char buf[80];
-            std::snprintf(buf, sizeof buf, ", small-rows vs exact %.2e", es);
+            const double es = norm_err(ys, s.out, rows, emu), esx = norm_err(ys, s.out, rows, ref);
+            ok = ok && es < 2e-4 && esx < 4e-2;
+            char buf[96];
+            std::snprintf(buf, sizeof buf, ", small-rows vs emulated %.2e, vs exact %.2e", es, esx);
             what += buf;
-        } else if (T <= 8 && s.in % 512 == 0) {
+        } else if (T <= 2 && s.in % 512 == 0) {
             ok = false;
             what += ", SMALL-ROWS KERNEL NOT TAKEN";
         }
@@ -356,7 +357,7 @@ struct Lab {
             const double bytes = double(wbytes) + double(T) * double(s.in) * 4 + double(T) * double(s.out) * 4;
             const double flops = 2.0 * double(T) * double(s.out) * double(s.in);
             for (Fp8Policy policy : {Fp8Policy::kAuto, Fp8Policy::kNoSmallRows, Fp8Policy::kDequantOnly}) {
-                if (policy == Fp8Policy::kAuto && !(T <= 8 && s.in % 512 == 0)) continue;  // same as kNoSmallRows
+                if (policy == Fp8Policy::kAuto && !(T <= 2 && s.in % 512 == 0)) continue;  // same as kNoSmallRows
                 Fp8Path path = Fp8Path::kNone;
                 const float us = time_path(copies, dx, T, dy, policy, iters, &path);
                 const char* pname = path == Fp8Path::kSmallRows     ? "small-rows"
@@ -375,8 +376,9 @@ struct Lab {
     }
 
     // BF16 weights (the FP8 weight's dequantised values rounded to bf16): the small-rows kernel
-    // against the exact product (< 1e-5) and cuBLASLt's bf16 GEMM (x rounded to bf16, < 1e-2),
-    // then both timed like the FP8 paths. GB/s counts the bf16 weight + x + y.
+    // against the product with x rounded to bf16 as both GPU paths round it (< 1e-5), cuBLASLt's
+    // bf16 GEMM against the same (< 1e-4) and both against the exact product (< 1e-2), then both
+    // timed like the FP8 paths. GB/s counts the bf16 weight + x + y.
     void bf16_shape(const Shape& s, const std::vector<int64_t>& Ts, std::mt19937& rng, bool timed) {
         HostWeight hw = make_weight(s.out, s.in, rng);
         std::vector<uint16_t> wb(hw.wdq.size());
@@ -401,17 +403,22 @@ struct Lab {
             QS_CUDA_CHECK(cudaMalloc(&dy, size_t(T * s.out) * 4));
             std::vector<int64_t> rows;
             for (int64_t t = 0; t < T; ++t) rows.push_back(t);
-            const std::vector<double> ref = reference(hw, x, rows);
+            std::vector<float> xr(x.size());
+            for (size_t i = 0; i < x.size(); ++i) xr[i] = round_to_bf16(x[i]);
+            const std::vector<double> ref = reference(hw, x, rows), ref_r = reference(hw, xr, rows);
             const double before = double(gemm.small_rows_calls());
             Fp8Path unused;
-            const double es = norm_err(run(copies[0].lin, dx, T, dy, Fp8Policy::kAuto, &unused), s.out, rows, ref);
+            const std::vector<float> ys = run(copies[0].lin, dx, T, dy, Fp8Policy::kAuto, &unused);
             const bool small = double(gemm.small_rows_calls()) > before;
-            const double ec = norm_err(run(copies[0].lin, dx, T, dy, Fp8Policy::kNoSmallRows, &unused), s.out, rows, ref);
-            const bool ok = small && es < 1e-5 && ec < 1e-2;
+            const std::vector<float> yc = run(copies[0].lin, dx, T, dy, Fp8Policy::kNoSmallRows, &unused);
+            const double es = norm_err(ys, s.out, rows, ref_r), ec = norm_err(yc, s.out, rows, ref_r);
+            const double esx = norm_err(ys, s.out, rows, ref), ecx = norm_err(yc, s.out, rows, ref);
+            const bool ok = small && es < 1e-5 && ec < 1e-4 && esx < 1e-2 && ecx < 1e-2;
             all_ok = all_ok && ok;
-            std::printf("%-5s bf16 %-17s %5lldx%-5lld T=%-3lld small-rows vs exact %.2e%s | cuBLASLt bf16 vs exact %.2e\n",
+            std::printf("%-5s bf16 %-17s %5lldx%-5lld T=%-3lld vs bf16-rounded x: small-rows %.2e%s, cuBLASLt %.2e | vs "
+                        "exact: %.2e, %.2e\n",
                         ok ? "PASS" : "FAIL", s.name, (long long)s.out, (long long)s.in, (long long)T, es,
-                        small ? "" : " (NOT TAKEN)", ec);
+                        small ? "" : " (NOT TAKEN)", ec, esx, ecx);
             if (timed) {
                 const double bytes = double(wbytes) + double(T) * double(s.in) * 4 + double(T) * double(s.out) * 4;
                 for (Fp8Policy policy : {Fp8Policy::kAuto, Fp8Policy::kNoSmallRows}) {
@@ -477,10 +484,10 @@ int main(int argc, char** argv) {
                     kCopyTBs);
         std::printf("%-22s %11s %5s  %-14s %9s %8s %7s %8s\n", "shape", "out x in", "T", "path", "us", "GB/s", "copy",
                     "TFLOP/s");
-        for (const Shape& s : real) lab.time_shape(s, {1, 8, 64, 512, 4096}, rng);
+        for (const Shape& s : real) lab.time_shape(s, {1, 2, 8, 64, 512, 4096}, rng);
     }
-    std::printf("\nbf16 weights, up to 8 rows: small-rows kernel vs cuBLASLt\n");
-    for (const Shape& s : real) lab.bf16_shape(s, {1, 4, 8}, rng, timing);
+    std::printf("\nbf16 weights, 1-2 rows: small-rows kernel vs cuBLASLt\n");
+    for (const Shape& s : real) lab.bf16_shape(s, {1, 2}, rng, timing);
     const Gemm::Fp8Counts& c = lab.gemm.fp8_counts();
     std::printf("\ncalls: block-scaled %lld, dequant %lld, small-rows (fp8) %lld\n%s\n", (long long)c.block_scaled,
                 (long long)c.dequant, (long long)c.small_rows, lab.all_ok ? "ALL PASS" : "SOME FAILED");

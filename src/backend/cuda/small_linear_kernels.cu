@@ -1,11 +1,11 @@
 // Small-T dense linears (see small_linear_kernels.h).
 //
 // Grid: ceil(out / 8) blocks of 8 warps; warp w of block b computes output feature o = 8b + w for
-// all T rows. Lane l reads 16 bytes of W's row o at a time (8 bf16 or 16 fp8 values: within one
-// 128-column scale block, since 16 divides 128), strided by 32 × 16 bytes over the row; for each
-// row t it multiplies them with x[t] at the same columns (float4 loads; x is shared by every warp
-// and stays in L1/L2), summing per scale block chunk before applying the block's scale. A warp
-// shuffle reduction gives y[t, o].
+// all T rows. Lane l reads 16 bytes of W's row o at a time (8 bf16 or 16 fp8 values, inside one
+// 128-column scale block since 16 divides 128), strided by 32 × 16 bytes over the row; for each
+// row t it rounds x[t] at the same columns as the cuBLASLt path would (bf16; or e4m3 with the
+// group's scale, the group's amax reduced over the 8 lanes that hold it) and accumulates the
+// products, applying the weight block's scale per chunk. A shuffle reduction gives y[t, o].
 #include "backend/cuda/small_linear_kernels.h"
 
 #include <cuda_bf16.h>
@@ -62,16 +62,35 @@ __global__ __launch_bounds__(kWarps * 32) void small_linear_kernel(const uint8_t
 #pragma unroll
         for (int t = 0; t < T; ++t) {
             const float4* xp = reinterpret_cast<const float4*>(x + size_t(t) * in + k0);
-            float d = 0.0f;
+            float xv[V];
 #pragma unroll
             for (int j = 0; j < V / 4; ++j) {
-                const float4 xv = __ldg(xp + j);
-                d = fmaf(wf[4 * j], xv.x, d);
-                d = fmaf(wf[4 * j + 1], xv.y, d);
-                d = fmaf(wf[4 * j + 2], xv.z, d);
-                d = fmaf(wf[4 * j + 3], xv.w, d);
+                const float4 f = __ldg(xp + j);
+                xv[4 * j] = f.x, xv[4 * j + 1] = f.y, xv[4 * j + 2] = f.z, xv[4 * j + 3] = f.w;
             }
-            acc[t] = fmaf(s, d, acc[t]);
+            float x_scale = 1.0f;
+            if constexpr (FP8) {
+                // The 128-column group of these 16 values is held by 8 consecutive lanes.
+                float amax = 0.0f;
+#pragma unroll
+                for (int j = 0; j < V; ++j) amax = fmaxf(amax, fabsf(xv[j]));
+#pragma unroll
+                for (int off = 1; off < 8; off <<= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+                x_scale = amax > 0.0f ? __fdiv_rn(amax, 448.0f) : 1.0f;  // launch_quant_fp8_rows128's ops
+#pragma unroll
+                for (int j = 0; j < V; ++j) {
+                    __nv_fp8_e4m3 q;
+                    q.__x = __nv_cvt_float_to_fp8(__fdiv_rn(xv[j], x_scale), __NV_SATFINITE, __NV_E4M3);
+                    xv[j] = float(q);
+                }
+            } else {
+#pragma unroll
+                for (int j = 0; j < V; ++j) xv[j] = __bfloat162float(__float2bfloat16_rn(xv[j]));
+            }
+            float d = 0.0f;
+#pragma unroll
+            for (int j = 0; j < V; ++j) d = fmaf(wf[j], xv[j], d);
+            acc[t] = fmaf(s * x_scale, d, acc[t]);
         }
     }
 #pragma unroll
@@ -87,16 +106,8 @@ template <bool FP8>
 void launch_for_rows(const uint8_t* w, const float* s, int out, int in, const float* x, int T, float* y,
                      cudaStream_t stream) {
     const dim3 grid((out + kWarps - 1) / kWarps), block(kWarps * 32);
-    switch (T) {
-        case 1: small_linear_kernel<FP8, 1><<<grid, block, 0, stream>>>(w, s, out, in, x, y); break;
-        case 2: small_linear_kernel<FP8, 2><<<grid, block, 0, stream>>>(w, s, out, in, x, y); break;
-        case 3: small_linear_kernel<FP8, 3><<<grid, block, 0, stream>>>(w, s, out, in, x, y); break;
-        case 4: small_linear_kernel<FP8, 4><<<grid, block, 0, stream>>>(w, s, out, in, x, y); break;
-        case 5: small_linear_kernel<FP8, 5><<<grid, block, 0, stream>>>(w, s, out, in, x, y); break;
-        case 6: small_linear_kernel<FP8, 6><<<grid, block, 0, stream>>>(w, s, out, in, x, y); break;
-        case 7: small_linear_kernel<FP8, 7><<<grid, block, 0, stream>>>(w, s, out, in, x, y); break;
-        default: small_linear_kernel<FP8, 8><<<grid, block, 0, stream>>>(w, s, out, in, x, y); break;
-    }
+    if (T == 1) small_linear_kernel<FP8, 1><<<grid, block, 0, stream>>>(w, s, out, in, x, y);
+    else small_linear_kernel<FP8, 2><<<grid, block, 0, stream>>>(w, s, out, in, x, y);
     QS_CUDA_CHECK_LAUNCH();
 }
 

@@ -1,11 +1,15 @@
-// Dense linears for a handful of rows (decode): y [T, out] = x [T, in] · Wᵀ for T ≤ 8, reading
-// the weight once from DRAM and x (fp32, not rounded) from L1/L2. At these sizes cuBLASLt's
-// GEMMs cost ≥ 20 µs per call whatever the weight size (bench/kernels/NOTES.md), plus a launch
-// to round or quantise x; this kernel streams W at close to copy bandwidth in one launch.
-// BF16 weights, or FP8 e4m3 with 128×128 block scales (scale_inv [ceil(out/128), ceil(in/128)],
-// W = w · scale). fp32 products and accumulation: each row's result depends only on its own x
-// (no tiling across rows), so it is the same whatever the batch around it.
-// One warp per output feature, 16-byte weight loads. CPU reference: cpu::linear.
+// Dense linears for one or two rows (single-stream decode): y [T, out] = x [T, in] · Wᵀ, reading
+// the weight once from DRAM and x from L1/L2, in one launch. At these sizes cuBLASLt's GEMMs cost
+// ≥ 18 µs per call whatever the weight size (bench/kernels/NOTES.md), plus a launch to round or
+// quantise x. From 4 rows on cuBLASLt is as fast or faster (every warp re-reads all rows of x).
+// x is rounded exactly as the cuBLASLt path for the same weights does it, so a row's result does
+// not depend on which path its batch size picks (only the fp32 summation order differs):
+//  - BF16 weights: x rounded to bf16 (round to nearest even);
+//  - FP8 e4m3 with 128×128 block scales (scale_inv [ceil(out/128), ceil(in/128)], W = w · scale):
+//    x quantised to e4m3 per row and 128-column group with scale amax/448, as
+//    launch_quant_fp8_rows128 does for the block-scaled GEMM.
+// fp32 products and sums. One warp per output feature, 16-byte weight loads. CPU reference:
+// cpu::linear (on the rounded x).
 // Included from g++-compiled code: no device-only syntax here.
 #pragma once
 
@@ -15,9 +19,9 @@
 
 namespace qs::cuda {
 
-constexpr int64_t kSmallLinearMaxRows = 8;
+constexpr int64_t kSmallLinearMaxRows = 2;
 
-// Whether the kernel takes this call: T in [1, 8], `in` a multiple of 256 (bf16) or 512 (fp8),
+// Whether the kernel takes this call: T in [1, 2], `in` a multiple of 256 (bf16) or 512 (fp8),
 // W and x 16-byte aligned.
 bool small_linear_supports(bool fp8, int64_t T, int64_t in, const void* w, const float* x);
 
