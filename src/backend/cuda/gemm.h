@@ -14,7 +14,7 @@
 //  - dequant (fallback): W dequantised to a bf16 scratch every call, then the bf16 path. Used when
 //    out or in is not a multiple of 128 (tiny test models), when cuBLASLt has no algorithm for the
 //    block-scaled descriptor at a shape (decided once per shape, never aborts), or on request.
-// Single-stream calls (T ≤ 2; BF16 with in % 256 == 0, FP8 with in % 512 == 0) take neither:
+// Single-stream calls (BF16: T ≤ 2, in % 256 == 0; FP8: T = 1, in % 512 == 0) take neither:
 // small_linear_kernels.h streams W once in one launch, rounding x as the path it replaces does.
 // Which path ran is recorded (last_fp8_path, fp8_counts) for tests and labs. Plans (descriptors +
 // heuristic algorithm) are cached per shape; a call does no host synchronisation and no device
@@ -54,7 +54,7 @@ inline int64_t fp8_blk128_ld(int64_t in) { return (in / 128 + 3) / 4 * 4; }
 std::vector<float> fp8_blk128_scales(const float* scale_inv, int64_t out, int64_t in);
 
 enum class Fp8Path : uint8_t { kNone, kBlockScaled, kDequant, kSmallRows };
-// kAuto: the small-rows kernel for T ≤ 2, else block-scaled where possible; kNoSmallRows: the
+// kAuto: the small-rows kernel where it applies (above), else block-scaled where possible; kNoSmallRows: the
 // same without the small-rows kernel; kDequantOnly: always the dequant path (labs).
 enum class Fp8Policy : uint8_t { kAuto, kNoSmallRows, kDequantOnly };
 

@@ -21,7 +21,7 @@ namespace qs::cuda {
 
 constexpr int64_t kSmallLinearMaxRows = 2;
 
-// Whether the kernel takes this call: T in [1, 2], `in` a multiple of 256 (bf16) or 512 (fp8),
+// Whether the kernel takes this call: T in [1, 2] (bf16) or 1 (fp8), `in` a multiple of 256 (bf16) or 512 (fp8),
 // W and x 16-byte aligned.
 bool small_linear_supports(bool fp8, int64_t T, int64_t in, const void* w, const float* x);
 
