@@ -90,3 +90,30 @@ TEST_F(CliErrors, BadOptions) {
     expect_failure("logits --bogus 1", 2, "unknown option --bogus");
     expect_failure("generate --model " + dir_ + "/model --prompt-ids 1 --max-tokens 0", 2, "--max-tokens must be at least 1");
 }
+
+// The GPU-backend options are checked before any GPU is needed, so these errors are the same on
+// a machine without one: a value out of range, a GPU option with the CPU backend, a state dtype
+// that does not exist, and an f32 K/V cache asked of the GPU server.
+TEST_F(CliErrors, GpuBackendOptions) {
+    const std::string model = "--model " + dir_ + "/model ";
+    expect_failure("generate " + model + "--prompt-ids 1,2 --cuda-graph-max-batch 4", 2,
+                   "--cuda-graph-max-batch is only for --device cuda");
+    expect_failure("generate " + model + "--prompt-ids 1,2 --device cuda --cuda-graph-max-batch -1", 2,
+                   "--cuda-graph-max-batch must be in [0, 4096]");
+    expect_failure("generate " + model + "--prompt-ids 1,2 --gdn-state-dtype fp16", 2,
+                   "--gdn-state-dtype must be 'f32' or 'bf16', got 'fp16'");
+    expect_failure("serve " + model + "--port 0 --device cuda --kv-cache-dtype f32", 2,
+                   "--kv-cache-dtype f32 is CPU-only; on --device cuda use bf16 or fp8_e4m3");
+}
+
+// `capacity` counts the recurrent state at its stored size: bf16 halves the 32 × 128 × 128
+// state of each of the 30 GDN layers (spec numbers: 34,406,400 bytes per sequence, fp32 65,863,680).
+TEST_F(CliErrors, CapacityWithBf16State) {
+    RunResult r = run("capacity --model builtin:qwen36-35b-a3b --cache-memory-mb 60000 --no-prefix-caching "
+                      "--gdn-state-dtype bf16");
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("| 34.41 |"), std::string::npos) << r.output;
+    RunResult f = run("capacity --model builtin:qwen36-35b-a3b --cache-memory-mb 60000 --no-prefix-caching");
+    EXPECT_EQ(f.exit_code, 0) << f.output;
+    EXPECT_NE(f.output.find("| 65.86 |"), std::string::npos) << f.output;
+}
