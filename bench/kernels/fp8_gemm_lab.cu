@@ -171,6 +171,25 @@ T* upload(const std::vector<T>& v, std::vector<void*>& allocs) {
     return static_cast<T*>(p);
 }
 
+// One call's operands: x [T, in] (make_x) on the host and the device, and y [T, out] on the
+// device; freed when it goes out of scope.
+struct CallBuffers {
+    std::vector<float> x;
+    std::vector<void*> allocs;
+    float* dx = nullptr;
+    float* dy = nullptr;
+    CallBuffers(int64_t T, const Shape& s, std::mt19937& rng) : x(make_x(T, s.in, rng)) {
+        dx = upload(x, allocs);
+        QS_CUDA_CHECK(cudaMalloc(&dy, size_t(T * s.out) * 4));
+        allocs.push_back(dy);
+    }
+    ~CallBuffers() {
+        for (void* p : allocs) cudaFree(p);
+    }
+    CallBuffers(const CallBuffers&) = delete;
+    CallBuffers& operator=(const CallBuffers&) = delete;
+};
+
 // The device form DeviceWeights::upload_linear makes (scale_blk as there).
 DevWeight upload_weight(const HostWeight& h) {
     DevWeight d;
@@ -199,9 +218,9 @@ struct Lab {
     bool all_ok = true;
     bool refused_any = false;
 
-    std::vector<float> run(const DeviceLinear& w, const float* dx, int64_t T, float* dy, Fp8Policy policy,
+    std::vector<float> run(const DeviceLinear& w, const float* dx, int64_t T, float* dy, LinearPolicy policy,
                            Fp8Path* path) {
-        gemm.set_fp8_policy(policy);
+        gemm.set_policy(policy);
         QS_CUDA_CHECK(cudaMemsetAsync(dy, 0xff, size_t(T * w.out) * 4, stream));  // NaN
         gemm.linear(w, dx, T, dy, arena, stream);
         *path = gemm.last_fp8_path();
@@ -220,11 +239,10 @@ struct Lab {
     }
 
     void check(const Shape& s, const HostWeight& hw, const DevWeight& dw, int64_t T, std::mt19937& rng) {
-        const std::vector<float> x = make_x(T, s.in, rng);
-        std::vector<void*> tmp;
-        float* dx = upload(x, tmp);
-        float* dy = nullptr;
-        QS_CUDA_CHECK(cudaMalloc(&dy, size_t(T * s.out) * 4));
+        const CallBuffers io(T, s, rng);
+        const std::vector<float>& x = io.x;
+        float* dx = io.dx;
+        float* dy = io.dy;
         // Rows checked: all for small T, else 64 spread over T (first and last included).
         std::vector<int64_t> rows;
         if (T <= 64) {
@@ -236,8 +254,8 @@ struct Lab {
         const std::vector<double> emu = reference(hw, quantise_rows128(x, T, s.in), rows);
 
         Fp8Path pb = Fp8Path::kNone, pd = Fp8Path::kNone;
-        const std::vector<float> yb = run(dw.lin, dx, T, dy, Fp8Policy::kNoSmallRows, &pb);
-        const std::vector<float> yd = run(dw.lin, dx, T, dy, Fp8Policy::kDequantOnly, &pd);
+        const std::vector<float> yb = run(dw.lin, dx, T, dy, LinearPolicy::kNoSmallRows, &pb);
+        const std::vector<float> yd = run(dw.lin, dx, T, dy, LinearPolicy::kDequantOnly, &pd);
         const bool block_shape = s.out % 128 == 0 && s.in % 128 == 0;
         const Gemm::Fp8PlanInfo info = gemm.fp8_plan_info(s.out, s.in, T);
         bool ok = pd == Fp8Path::kDequant;
@@ -268,7 +286,7 @@ struct Lab {
         // For one row the auto path is the small-rows kernel, which quantises x like the
         // block-scaled path: against the emulation as tight as the block-scaled GEMM.
         Fp8Path ps = Fp8Path::kNone;
-        const std::vector<float> ys = run(dw.lin, dx, T, dy, Fp8Policy::kAuto, &ps);
+        const std::vector<float> ys = run(dw.lin, dx, T, dy, LinearPolicy::kAuto, &ps);
         if (ps == Fp8Path::kSmallRows) {
             const double es = norm_err(ys, s.out, rows, emu), esx = norm_err(ys, s.out, rows, ref);
             ok = ok && es < 2e-4 && esx < 4e-2;
@@ -281,7 +299,7 @@ struct Lab {
         }
         // A graph capture of the auto path replays bit-identically (the forward is captured).
         if (T <= 64) {
-            gemm.set_fp8_policy(Fp8Policy::kAuto);
+            gemm.set_policy(LinearPolicy::kAuto);
             gemm.linear(dw.lin, dx, T, dy, arena, stream);  // warm: plan and arena chunk exist
             QS_CUDA_CHECK(cudaStreamSynchronize(stream));
             arena.reset();
@@ -308,14 +326,12 @@ struct Lab {
                     (long long)s.out, (long long)s.in, (long long)T, ed, what.c_str());
         std::fflush(stdout);
         all_ok = all_ok && ok;
-        QS_CUDA_CHECK(cudaFree(dy));
-        for (void* p : tmp) QS_CUDA_CHECK(cudaFree(p));
     }
 
     // Median µs of `iters` single calls, the weight rotated over copies.
-    float time_path(std::vector<DevWeight>& copies, const float* dx, int64_t T, float* dy, Fp8Policy policy,
+    float time_path(std::vector<DevWeight>& copies, const float* dx, int64_t T, float* dy, LinearPolicy policy,
                     int iters, Fp8Path* path) {
-        gemm.set_fp8_policy(policy);
+        gemm.set_policy(policy);
         for (int i = 0; i < 3; ++i) {
             gemm.linear(copies[size_t(i) % copies.size()].lin, dx, T, dy, arena, stream);
             arena.reset();
@@ -348,29 +364,25 @@ struct Lab {
         std::vector<DevWeight> copies;
         for (size_t i = 0; i < ncopies; ++i) copies.push_back(upload_weight(hw));
         for (int64_t T : Ts) {
-            const std::vector<float> x = make_x(T, s.in, rng);
-            std::vector<void*> tmp;
-            float* dx = upload(x, tmp);
-            float* dy = nullptr;
-            QS_CUDA_CHECK(cudaMalloc(&dy, size_t(T * s.out) * 4));
+            const CallBuffers io(T, s, rng);
+            float* dx = io.dx;
+            float* dy = io.dy;
             const int iters = T >= 4096 ? 20 : 50;
             const double bytes = double(wbytes) + double(T) * double(s.in) * 4 + double(T) * double(s.out) * 4;
             const double flops = 2.0 * double(T) * double(s.out) * double(s.in);
-            for (Fp8Policy policy : {Fp8Policy::kAuto, Fp8Policy::kNoSmallRows, Fp8Policy::kDequantOnly}) {
-                if (policy == Fp8Policy::kAuto && !(T == 1 && s.in % 512 == 0)) continue;  // same as kNoSmallRows
+            for (LinearPolicy policy : {LinearPolicy::kAuto, LinearPolicy::kNoSmallRows, LinearPolicy::kDequantOnly}) {
+                if (policy == LinearPolicy::kAuto && !(T == 1 && s.in % 512 == 0)) continue;  // same as kNoSmallRows
                 Fp8Path path = Fp8Path::kNone;
                 const float us = time_path(copies, dx, T, dy, policy, iters, &path);
                 const char* pname = path == Fp8Path::kSmallRows     ? "small-rows"
                                     : path == Fp8Path::kBlockScaled ? "block-scaled"
                                                                     : "dequant";
-                if (policy == Fp8Policy::kNoSmallRows && path != Fp8Path::kBlockScaled) pname = "dequant(auto)";
+                if (policy == LinearPolicy::kNoSmallRows && path != Fp8Path::kBlockScaled) pname = "dequant(auto)";
                 std::printf("%-22s %5lldx%-5lld %5lld  %-14s %9.1f %8.0f %6.1f%% %8.1f\n", s.name, (long long)s.out,
                             (long long)s.in, (long long)T, pname, us, bytes / us * 1e-3,
                             100.0 * bytes / us * 1e-6 / kCopyTBs, flops / us * 1e-6);
                 std::fflush(stdout);
             }
-            QS_CUDA_CHECK(cudaFree(dy));
-            for (void* p : tmp) QS_CUDA_CHECK(cudaFree(p));
         }
         for (DevWeight& d : copies) free_weight(d);
     }
@@ -396,11 +408,10 @@ struct Lab {
             d.bytes = wbytes;
         }
         for (int64_t T : Ts) {
-            const std::vector<float> x = make_x(T, s.in, rng);
-            std::vector<void*> tmp;
-            float* dx = upload(x, tmp);
-            float* dy = nullptr;
-            QS_CUDA_CHECK(cudaMalloc(&dy, size_t(T * s.out) * 4));
+            const CallBuffers io(T, s, rng);
+            const std::vector<float>& x = io.x;
+            float* dx = io.dx;
+            float* dy = io.dy;
             std::vector<int64_t> rows;
             for (int64_t t = 0; t < T; ++t) rows.push_back(t);
             std::vector<float> xr(x.size());
@@ -408,9 +419,9 @@ struct Lab {
             const std::vector<double> ref = reference(hw, x, rows), ref_r = reference(hw, xr, rows);
             const double before = double(gemm.small_rows_calls());
             Fp8Path unused;
-            const std::vector<float> ys = run(copies[0].lin, dx, T, dy, Fp8Policy::kAuto, &unused);
+            const std::vector<float> ys = run(copies[0].lin, dx, T, dy, LinearPolicy::kAuto, &unused);
             const bool small = double(gemm.small_rows_calls()) > before;
-            const std::vector<float> yc = run(copies[0].lin, dx, T, dy, Fp8Policy::kNoSmallRows, &unused);
+            const std::vector<float> yc = run(copies[0].lin, dx, T, dy, LinearPolicy::kNoSmallRows, &unused);
             const double es = norm_err(ys, s.out, rows, ref_r), ec = norm_err(yc, s.out, rows, ref_r);
             const double esx = norm_err(ys, s.out, rows, ref), ecx = norm_err(yc, s.out, rows, ref);
             const bool ok = small && es < 1e-5 && ec < 1e-4 && esx < 1e-2 && ecx < 1e-2;
@@ -421,18 +432,16 @@ struct Lab {
                         small ? "" : " (NOT TAKEN)", ec, esx, ecx);
             if (timed) {
                 const double bytes = double(wbytes) + double(T) * double(s.in) * 4 + double(T) * double(s.out) * 4;
-                for (Fp8Policy policy : {Fp8Policy::kAuto, Fp8Policy::kNoSmallRows}) {
+                for (LinearPolicy policy : {LinearPolicy::kAuto, LinearPolicy::kNoSmallRows}) {
                     Fp8Path path;
                     const float us = time_path(copies, dx, T, dy, policy, 50, &path);
                     std::printf("      bf16 %-17s %5lldx%-5lld T=%-3lld %-14s %9.1f us %8.0f GB/s %6.1f%% of copy\n",
                                 s.name, (long long)s.out, (long long)s.in, (long long)T,
-                                policy == Fp8Policy::kAuto ? "small-rows" : "cuBLASLt bf16", us, bytes / us * 1e-3,
+                                policy == LinearPolicy::kAuto ? "small-rows" : "cuBLASLt bf16", us, bytes / us * 1e-3,
                                 100.0 * bytes / us * 1e-6 / kCopyTBs);
                 }
             }
             std::fflush(stdout);
-            QS_CUDA_CHECK(cudaFree(dy));
-            for (void* p : tmp) QS_CUDA_CHECK(cudaFree(p));
         }
         for (DevWeight& d : copies) free_weight(d);
     }

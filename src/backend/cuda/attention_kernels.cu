@@ -16,6 +16,8 @@
 //                         row in one launch.
 #include "backend/cuda/attention_kernels.h"
 
+#include <type_traits>
+
 #include "backend/cuda/attention_common.cuh"
 #include "core/check.h"
 
@@ -41,11 +43,19 @@ void launch_all(const GatedAttentionParams& p, Args& a, cudaStream_t stream) {
     if (b.max_seq_tokens > 1) attn::launch_prefill_rows<CT, DP>(p, a, stream);
 }
 
+// The fp32 kernel: the fixtures' head dims that are not multiples of 32, and the f32 cache.
+template <typename CT>
+void launch_on_cuda_cores(const GatedAttentionParams& p, Args& a, cudaStream_t stream) {
+    attn::launch_kv_store<CT>(a, stream);
+    if (p.batch.num_seqs > 0) attn::launch_fallback<CT>(a, stream);
+}
+
 template <typename CT>
 void dispatch_d(const GatedAttentionParams& p, Args& a, cudaStream_t stream) {
-    if (p.D % 32 != 0) {  // not tiled by the tensor-core kernels
-        attn::launch_kv_store<CT>(a, stream);
-        if (p.batch.num_seqs > 0) attn::launch_fallback<CT>(a, stream);
+    if constexpr (std::is_same_v<CT, float>) {  // reference precision: no tensor-core kernel reads f32
+        launch_on_cuda_cores<CT>(p, a, stream);
+    } else if (p.D % 32 != 0) {  // not tiled by the tensor-core kernels
+        launch_on_cuda_cores<CT>(p, a, stream);
     } else if (p.D <= 64) {
         launch_all<CT, 64>(p, a, stream);
     } else if (p.D <= 128) {
@@ -105,14 +115,9 @@ void launch_gated_attention(const GatedAttentionParams& p, cudaStream_t stream) 
     for (int i = 0; i < p.rotary_dim / 2; ++i)  // exactly the CPU's expression (cpu_attention.cpp)
         a.inv_freq[i] = float(1.0 / std::pow(p.rope_theta, double(2 * i) / double(p.rotary_dim)));
 
-    if (p.kv_dtype == DeviceKvDtype::kBF16) {
-        dispatch_d<__nv_bfloat16>(p, a, stream);
-    } else if (p.kv_dtype == DeviceKvDtype::kFP8E4M3) {
-        dispatch_d<__nv_fp8_e4m3>(p, a, stream);
-    } else {  // f32 (reference precision): the fp32 kernel for every head_dim
-        attn::launch_kv_store<float>(a, stream);
-        if (p.batch.num_seqs > 0) attn::launch_fallback<float>(a, stream);
-    }
+    if (p.kv_dtype == DeviceKvDtype::kBF16) dispatch_d<__nv_bfloat16>(p, a, stream);
+    else if (p.kv_dtype == DeviceKvDtype::kFP8E4M3) dispatch_d<__nv_fp8_e4m3>(p, a, stream);
+    else dispatch_d<float>(p, a, stream);
 }
 
 }  // namespace qs::cuda

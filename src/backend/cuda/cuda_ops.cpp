@@ -112,9 +112,21 @@ int32_t* CudaOps::upload_ints(const int32_t* host, int64_t n) {
     return d;
 }
 
-int64_t CudaOps::graph_rows(const ForwardBatch& batch, ModelCache* cache) const {
-    if (!cache || !graphs_possible_ || options_.graph_max_batch <= 0 || options_.profile_ops) return 0;
-    if (!dynamic_cast<CudaCacheStorage*>(cache->external_storage())) return 0;
+namespace {
+// The device storage of a cache made by CudaOps::make_cache (null for any other cache).
+CudaCacheStorage* cuda_storage(ModelCache* cache) {
+    return cache ? dynamic_cast<CudaCacheStorage*>(cache->external_storage()) : nullptr;
+}
+
+CudaCacheStorage& checked_cuda_storage(ModelCache& cache) {
+    CudaCacheStorage* st = cuda_storage(&cache);
+    QS_CHECK_MSG(st != nullptr, "CudaOps needs a cache made by CudaOps::make_cache");
+    return *st;
+}
+}  // namespace
+
+int64_t CudaOps::graph_rows(const ForwardBatch& batch, const CudaCacheStorage* storage) const {
+    if (!storage || !graphs_possible_ || options_.graph_max_batch <= 0 || options_.profile_ops) return 0;
     if (batch.num_tokens() != int64_t(batch.seqs.size())) return 0;
     for (const SeqSpan& s : batch.seqs)
         if (s.num_tokens != 1) return 0;
@@ -123,9 +135,10 @@ int64_t CudaOps::graph_rows(const ForwardBatch& batch, ModelCache* cache) const 
 
 int64_t CudaOps::begin_forward(const ForwardBatch& batch, const int32_t* positions, ModelCache* replay_cache) {
     const int64_t T = batch.num_tokens(), S = int64_t(batch.seqs.size());
+    const CudaCacheStorage* storage = cuda_storage(replay_cache);
     // A decode batch that runs as a graph gets dummy sequences of one row each up to the padded
     // size, in the cache's spare page and slot (cuda_cache.h): row r >= T is sequence r.
-    const int64_t padded = graph_rows(batch, replay_cache);
+    const int64_t padded = graph_rows(batch, storage);
     const int64_t rows = std::max(T, padded), num_seqs = S + (rows - T);
     int64_t num_pages = rows > T ? 1 : 0;  // the padding's one page id
     for (const SeqSpan& s : batch.seqs) num_pages += int64_t(s.block_table.size());
@@ -160,14 +173,13 @@ int64_t CudaOps::begin_forward(const ForwardBatch& batch, const int32_t* positio
         max_seq_tokens = std::max(max_seq_tokens, s.num_tokens);
     }
     if (rows > T) {
-        const auto* st = static_cast<const CudaCacheStorage*>(replay_cache->external_storage());
-        pages[page_offset] = st->pad_block();
+        pages[page_offset] = storage->pad_block();
         for (int64_t r = T; r < rows; ++r) {
             const int64_t i = S + (r - T);
             ids[r] = 0;
             pos[r] = 0;
             row_seq[r] = int32_t(i);
-            seqs[i] = DeviceSeq{int32_t(r), 1, 0, st->pad_slot(), page_offset, 1};
+            seqs[i] = DeviceSeq{int32_t(r), 1, 0, storage->pad_slot(), page_offset, 1};
         }
         max_seq_tokens = 1;
     }
@@ -185,8 +197,7 @@ int64_t CudaOps::begin_forward(const ForwardBatch& batch, const int32_t* positio
     replay_pending_ = padded > 0 && !options_.pad_without_graphs;
     if (replay_pending_) {
         const DeviceArena::Mark m = arena_.mark();
-        graph_key_ = ForwardGraphs::Key{
-            rows, static_cast<const CudaCacheStorage*>(replay_cache->external_storage())->id(), m.chunk, m.used};
+        graph_key_ = ForwardGraphs::Key{rows, storage->id(), m.chunk, m.used};
     }
     return rows;
 }
@@ -248,8 +259,7 @@ void CudaOps::gated_attention(const float* qg, float* k, const float* v, const s
                               const int32_t* positions, ModelCache& cache, int64_t kv_layer, float* out) {
     const auto prof = profiler_.scope("attention", stream_);
     check_batch(batch);
-    auto* st = static_cast<CudaCacheStorage*>(cache.external_storage());
-    QS_CHECK_MSG(st != nullptr, "CudaOps needs a cache made by CudaOps::make_cache");
+    CudaCacheStorage& st = checked_cuda_storage(cache);
     const CacheGeometry& g = cache.geometry();
     GatedAttentionParams p{};
     p.qg = qg;
@@ -257,9 +267,9 @@ void CudaOps::gated_attention(const float* qg, float* k, const float* v, const s
     p.v = v;
     p.q_norm_w = weights_.vec(q_norm);
     p.k_norm_w = weights_.vec(k_norm);
-    p.k_cache = st->k(kv_layer);
-    p.v_cache = st->v(kv_layer);
-    p.kv_dtype = st->kv_dtype();
+    p.k_cache = st.k(kv_layer);
+    p.v_cache = st.v(kv_layer);
+    p.kv_dtype = st.kv_dtype();
     p.Hq = int(d.num_heads);
     p.Hkv = int(d.num_kv_heads);
     p.D = int(d.head_dim);
@@ -279,8 +289,7 @@ void CudaOps::gated_delta_net(const float* qkv, const float* z, const float* b, 
                               float* out) {
     const auto prof = profiler_.scope("gated_delta_net", stream_);
     check_batch(batch);
-    auto* st = static_cast<CudaCacheStorage*>(cache.external_storage());
-    QS_CHECK_MSG(st != nullptr, "CudaOps needs a cache made by CudaOps::make_cache");
+    CudaCacheStorage& st = checked_cuda_storage(cache);
     GatedDeltaNetParams p{};
     p.qkv = qkv;
     p.z = z;
@@ -290,9 +299,9 @@ void CudaOps::gated_delta_net(const float* qkv, const float* z, const float* b, 
     p.A_log = weights_.vec(w.A_log);
     p.dt_bias = weights_.vec(w.dt_bias);
     p.norm_w = weights_.vec(w.norm);
-    p.conv_state = st->conv(gdn_layer);
-    p.ssm_state = st->ssm(gdn_layer);
-    p.ssm_bf16 = st->ssm_bf16();
+    p.conv_state = st.conv(gdn_layer);
+    p.ssm_state = st.ssm(gdn_layer);
+    p.ssm_bf16 = st.ssm_bf16();
     p.Nk = int(d.num_key_heads);
     p.Nv = int(d.num_value_heads);
     p.Dk = int(d.key_head_dim);

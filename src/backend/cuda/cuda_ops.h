@@ -25,6 +25,8 @@
 
 namespace qs::cuda {
 
+class CudaCacheStorage;
+
 struct CudaOptions {
     int device = 0;
     bool ssm_bf16 = false;  // GDN recurrent state stored in bf16 (math stays fp32)
@@ -90,7 +92,7 @@ private:
     int32_t* upload_ints(const int32_t* host, int64_t n);
     void check_batch(const ForwardBatch& batch) const;
     // The padded row count if this batch can run as a graph (0: it runs eagerly).
-    int64_t graph_rows(const ForwardBatch& batch, ModelCache* cache) const;
+    int64_t graph_rows(const ForwardBatch& batch, const CudaCacheStorage* storage) const;
 
     CudaOptions options_;
     cudaStream_t stream_ = nullptr;

@@ -216,7 +216,7 @@ void Gemm::linear(const DeviceLinear& w, const float* x, int64_t T, float* y, De
             matmul(CUDA_R_32F, w.w, x, w.out, T, w.in, y, stream);
             return;
         case DeviceLinear::Dtype::kBF16: {
-            if (fp8_policy_ == Fp8Policy::kAuto && small_linear_supports(false, T, w.in, w.w, x)) {
+            if (policy_ == LinearPolicy::kAuto && small_linear_supports(false, T, w.in, w.w, x)) {
                 launch_small_linear(w.w, false, nullptr, w.out, w.in, x, T, y, stream);
                 ++small_rows_calls_;
                 return;
@@ -227,7 +227,7 @@ void Gemm::linear(const DeviceLinear& w, const float* x, int64_t T, float* y, De
             return;
         }
         case DeviceLinear::Dtype::kFP8Block: {
-            if (fp8_policy_ == Fp8Policy::kAuto && small_linear_supports(true, T, w.in, w.w, x)) {
+            if (policy_ == LinearPolicy::kAuto && small_linear_supports(true, T, w.in, w.w, x)) {
                 launch_small_linear(w.w, true, w.scale_inv, w.out, w.in, x, T, y, stream);
                 last_fp8_path_ = Fp8Path::kSmallRows;
                 ++fp8_counts_.small_rows;
@@ -235,7 +235,7 @@ void Gemm::linear(const DeviceLinear& w, const float* x, int64_t T, float* y, De
                 return;
             }
             const bool block_shape = w.scale_blk != nullptr && w.out % 128 == 0 && w.in % 128 == 0;
-            if (fp8_policy_ != Fp8Policy::kDequantOnly && block_shape && linear_fp8_block(w, x, T, y, scratch, stream)) {
+            if (policy_ != LinearPolicy::kDequantOnly && block_shape && linear_fp8_block(w, x, T, y, scratch, stream)) {
                 last_fp8_path_ = Fp8Path::kBlockScaled;
                 ++fp8_counts_.block_scaled;
                 return;

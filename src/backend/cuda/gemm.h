@@ -54,9 +54,11 @@ inline int64_t fp8_blk128_ld(int64_t in) { return (in / 128 + 3) / 4 * 4; }
 std::vector<float> fp8_blk128_scales(const float* scale_inv, int64_t out, int64_t in);
 
 enum class Fp8Path : uint8_t { kNone, kBlockScaled, kDequant, kSmallRows };
-// kAuto: the small-rows kernel where it applies (above), else block-scaled where possible; kNoSmallRows: the
-// same without the small-rows kernel; kDequantOnly: always the dequant path (labs).
-enum class Fp8Policy : uint8_t { kAuto, kNoSmallRows, kDequantOnly };
+// Which paths Gemm::linear may take (labs and tests force the others). kAuto: the small-rows
+// kernel where it applies (above), else cuBLASLt (block-scaled for FP8 where possible);
+// kNoSmallRows: the same without the small-rows kernel (BF16 and FP8); kDequantOnly: FP8 always
+// through the dequant path.
+enum class LinearPolicy : uint8_t { kAuto, kNoSmallRows, kDequantOnly };
 
 class Gemm {
 public:
@@ -69,8 +71,7 @@ public:
     void linear(const DeviceLinear& w, const float* x, int64_t T, float* y, DeviceArena& scratch,
                 cudaStream_t stream);
 
-    // Applies to FP8 weights; kNoSmallRows also keeps BF16 calls on cuBLASLt (labs, tests).
-    void set_fp8_policy(Fp8Policy p) { fp8_policy_ = p; }
+    void set_policy(LinearPolicy p) { policy_ = p; }
     // The path the latest FP8 linear took, and how many calls took each.
     Fp8Path last_fp8_path() const { return last_fp8_path_; }
     struct Fp8Counts {
@@ -119,7 +120,7 @@ private:
     cublasLtHandle_t handle_ = nullptr;
     DeviceBuffer workspace_;
     std::map<Key, Plan> plans_;
-    Fp8Policy fp8_policy_ = Fp8Policy::kAuto;
+    LinearPolicy policy_ = LinearPolicy::kAuto;
     Fp8Path last_fp8_path_ = Fp8Path::kNone;
     Fp8Counts fp8_counts_;
     int64_t small_rows_calls_ = 0;
