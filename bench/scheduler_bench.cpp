@@ -1,14 +1,12 @@
 // Engine bookkeeping cost: everything a step costs except the model forward, with N resident
 // sequences decoding, at the real Qwen3.6-35B-A3B shapes (vocabulary 248,320, real cache
 // geometry) on NullOps (no arithmetic, no cache storage). Reports per step: scheduling, the whole
-// step minus the forward, and the CPU sampling over the vocabulary separately; then the per-row
-// cost of each sampling mode. A benchmark, never a test; single-threaded.
+// step minus the forward, and the sampling call (building the SampleRows and NullOps::sample,
+// which draws nothing: the draws themselves run on the backend) separately, for each sampling
+// mode. A benchmark, never a test; single-threaded.
 // Usage: build/bench/scheduler_bench [--steps 20] [--prompt 512] [--residents 64,256,512]
-//            [--spec 0,2] [--prefix on,off] [--no-modes] [--vocab V]
-// --residents/--spec/--prefix pick scenarios (default: all nine); --no-modes skips the
-// per-row sampling table; --vocab shrinks the vocabulary (profiling the bookkeeping under
-// callgrind: its instruction count does not depend on the vocabulary, its time partly does,
-// through the cache traffic of the host logits).
+//            [--spec 0,2] [--prefix on,off] [--modes greedy,sampled,penalties,logprobs] [--vocab V]
+// --residents/--spec/--prefix/--modes pick scenarios; --vocab changes the vocabulary.
 #include <algorithm>
 #include <cstdio>
 #include <random>
@@ -18,7 +16,6 @@
 #include "core/args.h"
 #include "core/timer.h"
 #include "engine/engine.h"
-#include "engine/sampler.h"
 
 using namespace qs;
 
@@ -28,7 +25,23 @@ struct Scenario {
     int64_t residents;
     bool prefix_caching;
     int64_t spec;
+    std::string mode;  // greedy | sampled (T 0.7, top_p 0.95) | penalties (T 1 + all three) | logprobs (5)
 };
+
+void apply_mode(const std::string& mode, SamplingParams& p) {
+    p.temperature = 0.0;
+    if (mode == "sampled") {
+        p.temperature = 0.7;
+        p.top_p = 0.95;
+    } else if (mode == "penalties") {
+        p.temperature = 1.0;
+        p.repetition_penalty = 1.1;
+        p.presence_penalty = 0.5;
+        p.frequency_penalty = 0.5;
+    } else if (mode == "logprobs") {
+        p.logprobs = 5;
+    }
+}
 
 struct Measured {
     double schedule_ms, step_minus_forward_ms, sample_ms, bookkeeping_ms, forward_ms;
@@ -60,7 +73,8 @@ Measured run_scenario(const ModelWeights& w, const Scenario& sc, int64_t prompt_
         r.id = "r" + std::to_string(i);
         r.prompt_ids = system;
         while (int64_t(r.prompt_ids.size()) < prompt_len) r.prompt_ids.push_back(int32_t(rng() % max_id));
-        r.params.temperature = 0.0;
+        apply_mode(sc.mode, r.params);
+        r.params.seed = uint64_t(i);
         r.params.max_tokens = max_tokens;
         r.params.ignore_eos = true;
         if (!e.submit(std::move(r), [](RequestOutput&&) {}).is_ok()) std::exit(1);
@@ -82,25 +96,10 @@ Measured run_scenario(const ModelWeights& w, const Scenario& sc, int64_t prompt_
     return m;
 }
 
-// Milliseconds per logits row for one sampling mode over random logits of the real vocabulary.
-double sample_row_ms(int64_t V, const SamplingParams& p, int rows) {
-    std::mt19937 rng(2);
-    std::normal_distribution<float> nd(0.0f, 2.0f);
-    std::vector<float> logits(static_cast<size_t>(V));
-    for (float& x : logits) x = nd(rng);
-    SamplerState s(p, {1, 2, 3}, 0);
-    Timer t;
-    int64_t sink = 0;
-    for (int i = 0; i < rows; ++i) sink += pick_token(logits.data(), V, p, s);
-    const double ms = t.elapsed_s() / rows * 1e3;
-    if (sink < 0) std::printf("%lld", (long long)sink);
-    return ms;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-    auto args = Args::parse(argc, argv, {"no-modes"}, {"steps", "prompt", "residents", "spec", "prefix", "vocab"});
+    auto args = Args::parse(argc, argv, {}, {"steps", "prompt", "residents", "spec", "prefix", "modes", "vocab"});
     if (!args.is_ok()) {
         std::fprintf(stderr, "%s\n", args.status().message().c_str());
         return 2;
@@ -114,55 +113,46 @@ int main(int argc, char** argv) {
         return 2;
     }
     const std::string prefix = args->get_or("prefix", "on,off");
+    std::vector<std::string> modes;
+    {
+        const std::string list = args->get_or("modes", "greedy");
+        for (size_t at = 0; at <= list.size();) {
+            const size_t comma = std::min(list.find(',', at), list.size());
+            const std::string m = list.substr(at, comma - at);
+            if (m != "greedy" && m != "sampled" && m != "penalties" && m != "logprobs") {
+                std::fprintf(stderr, "--modes: unknown mode '%s' (greedy, sampled, penalties, logprobs)\n", m.c_str());
+                return 2;
+            }
+            modes.push_back(m);
+            at = comma + 1;
+        }
+    }
     ModelConfig config = qwen36_35b_a3b_config();
     config.vocab_size = args->get_int("vocab", config.vocab_size).value();
     const ModelWeights w = make_shape_only_weights(config, /*with_mtp=*/true);
 
-    std::printf("Engine step cost without the forward: qwen36-35b-a3b shapes (vocab %lld), NullOps, greedy,\n"
+    std::printf("Engine step cost without the forward: qwen36-35b-a3b shapes (vocab %lld), NullOps,\n"
                 "prompt %lld tokens (256 shared), %lld measured decode steps; ms per step.\n"
-                "bookkeeping = step - forward - sampling (sampling = argmax/verify over the vocabulary on CPU)\n\n",
+                "sampling = building the SampleRows + the backend call (NullOps draws nothing);\n"
+                "bookkeeping = step - forward - sampling\n\n",
                 (long long)config.vocab_size, (long long)prompt_len, (long long)steps);
-    std::printf("| resident | prefix cache | MTP k | schedule | step - forward | sampling | bookkeeping |\n");
-    std::printf("|---------:|:------------:|------:|---------:|---------------:|---------:|------------:|\n");
+    std::printf("| resident | prefix cache | MTP k | mode | schedule | step - forward | sampling | bookkeeping |\n");
+    std::printf("|---------:|:------------:|------:|:-----|---------:|---------------:|---------:|------------:|\n");
     // Plain decode with the prefix cache on and off; MTP (k > 0) with it on.
     std::vector<Scenario> scenarios;
     for (int64_t residents : *residents_list)
         for (int64_t spec : *spec_list)
             for (bool on : {true, false}) {
                 if (prefix.find(on ? "on" : "off") == std::string::npos || (spec > 0 && !on)) continue;
-                scenarios.push_back({residents, on, spec});
+                for (const std::string& mode : modes) scenarios.push_back({residents, on, spec, mode});
             }
     for (const Scenario& sc : scenarios) {
         const Measured m = run_scenario(w, sc, prompt_len, steps);
-        std::printf("| %8lld | %12s | %5lld | %8.3f | %14.3f | %8.3f | %11.3f |\n", (long long)sc.residents,
-                    sc.prefix_caching ? "on" : "off", (long long)sc.spec, m.schedule_ms, m.step_minus_forward_ms,
-                    m.sample_ms, m.bookkeeping_ms);
+        std::printf("| %8lld | %12s | %5lld | %s | %8.3f | %14.3f | %8.3f | %11.3f |\n", (long long)sc.residents,
+                    sc.prefix_caching ? "on" : "off", (long long)sc.spec, sc.mode.c_str(), m.schedule_ms,
+                    m.step_minus_forward_ms, m.sample_ms, m.bookkeeping_ms);
         std::fflush(stdout);
     }
 
-    if (args->has("no-modes")) return 0;
-    std::printf("\nCPU sampling per logits row (vocab %lld, random logits):\n\n", (long long)config.vocab_size);
-    std::printf("| mode | ms per row | ms per step at 512 rows |\n|:-----|-----------:|------------------------:|\n");
-    struct Mode {
-        const char* name;
-        SamplingParams p;
-    };
-    std::vector<Mode> modes(5);
-    modes[0] = {"greedy", {}};
-    modes[0].p.temperature = 0.0;
-    modes[1] = {"temperature 0.7", {}};
-    modes[1].p.temperature = 0.7;
-    modes[2] = {"top-k 50", {}};
-    modes[2].p.top_k = 50;
-    modes[3] = {"top-p 0.9", {}};
-    modes[3].p.top_p = 0.9;
-    modes[4] = {"top-p 0.9 + repetition 1.1", {}};
-    modes[4].p.top_p = 0.9;
-    modes[4].p.repetition_penalty = 1.1;
-    for (Mode& m : modes) {
-        m.p.seed = 1;
-        const double ms = sample_row_ms(config.vocab_size, m.p, m.p.temperature == 0.0 ? 200 : 20);
-        std::printf("| %s | %.3f | %.1f |\n", m.name, ms, ms * 512);
-    }
     return 0;
 }

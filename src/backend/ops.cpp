@@ -16,4 +16,15 @@ void Ops::argmax_rows(const float* x, int64_t R, int64_t n, int32_t* out) {
     }
 }
 
+void Ops::store_token_ids(const ForwardBatch& batch, const int32_t* positions, ModelCache& cache) {
+    int32_t* pages = cache.token_pages();
+    if (!pages) return;  // no storage (NullOps)
+    const int64_t bs = cache.geometry().block_size;
+    for (const SeqSpan& s : batch.seqs)
+        for (int32_t r = s.row_begin; r < s.row_begin + s.num_tokens; ++r) {
+            const int32_t p = positions[r];
+            pages[int64_t(s.block_table[size_t(p / bs)]) * bs + p % bs] = batch.token_ids[size_t(r)];
+        }
+}
+
 }  // namespace qs

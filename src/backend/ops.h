@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 
+#include "backend/sampling.h"
 #include "model/forward_batch.h"
 #include "model/model_cache.h"
 #include "model/weights.h"
@@ -86,6 +87,14 @@ public:
     // out[r] = index of the largest of x[r, 0..n) (the first one on ties), for x [R, n] in the
     // backend's memory; out is a host array. Greedy batches take tokens without copying logits.
     virtual void argmax_rows(const float* x, int64_t R, int64_t n, int32_t* out);
+    // Draws one token per SampleRow from logits [rows, V] in the backend's memory, by the
+    // contract in backend/sampling.h (the adjustments change the logits rows in place); reads the
+    // penalties' history from the cache's token pages. Fills `out` (host memory) for every row.
+    virtual void sample(float* logits, int64_t V, const SamplingBatch& batch, ModelCache& cache,
+                        SampleOutput& out) = 0;
+    // Writes the batch's token ids into the cache's token pages at their positions (the history
+    // the sampler reads). Target forwards only: an MTP forward's rows hold the next tokens.
+    virtual void store_token_ids(const ForwardBatch& batch, const int32_t* positions, ModelCache& cache);
     // x += y, n elements.
     virtual void add(float* x, const float* y, int64_t n) = 0;
     // out [R, n] = src[rows[r]] for src [*, n]; rows is a host array.

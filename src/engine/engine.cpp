@@ -8,7 +8,7 @@
 
 #include "core/log.h"
 #include "core/timer.h"
-#include "engine/spec_decode.h"
+#include "engine/sample_rows.h"
 
 namespace qs {
 
@@ -70,6 +70,10 @@ Status Engine::submit(GenerationRequest request, OutputSink sink) {
         return invalid_argument(fmt::format("prompt has {} tokens but max_model_len is {} (the prompt and at least one "
                                             "generated token must fit)",
                                             n, plan_.max_model_len));
+    for (const TokenBias& b : request.params.logit_bias)
+        if (b.token < 0 || b.token >= weights_.config.vocab_size)
+            return invalid_argument(fmt::format("logit_bias token {} is outside the vocabulary (vocab_size {})", b.token,
+                                                weights_.config.vocab_size));
     if (!request.params.stop.empty() && !decoder_)
         return invalid_argument("stop strings need a tokenizer, and this engine has none");
     std::lock_guard<std::mutex> lock(inbox_mu_);
@@ -154,7 +158,7 @@ void Engine::admit(Command&& c) {
     seq->index = 0;
     seq->tokens = rs->request.prompt_ids;
     seq->num_prompt = int64_t(seq->tokens.size());
-    seq->sampler = std::make_unique<SamplerState>(rs->request.params, rs->request.prompt_ids, 0);
+    seq->sample_key = sampling_key(rs->request.params, 0);
     if (decoder_) seq->decoder = decoder_->start();
     seq->stop = std::make_unique<StopChecker>(rs->request.params.stop, rs->request.params.include_stop_str_in_output);
     counters_.num_prompt_tokens_total += seq->num_prompt;
@@ -178,37 +182,18 @@ void Engine::abort_request(const std::string& id) {
     }
 }
 
-bool Engine::argmax_suffices(const SchedulerOutput& sched) const {
-    // Only plain greedy decoding without MTP: logprobs, penalties, sampling, forking n > 1 and
-    // draft verification all read the logits rows on the host.
-    if (num_spec_ > 0) return false;
-    bool any = false;
-    for (const ScheduledSeq& ss : sched.scheduled) {
-        const Sequence& s = *ss.seq;
-        if (ss.verify) return false;
-        if (s.num_computed + ss.num_tokens != int64_t(s.tokens.size())) continue;  // no logits row
-        const SamplingParams& p = s.request->request.params;
-        const bool greedy = p.temperature == 0.0 || p.top_k == 1;
-        const bool forks = p.n > 1 && s.index == 0 && !s.request->forked && s.num_output() == 0;
-        if (!greedy || p.logprobs >= 0 || forks || has_penalties(p, *s.sampler)) return false;
-        any = true;
-    }
-    return any;
-}
-
-void Engine::append_token(Sequence& s, int32_t token, const float* logits_row, PendingOutput& out) {
+void Engine::append_token(Sequence& s, int32_t token, int32_t sample_row, PendingOutput& out) {
     const SamplingParams& p = s.request->request.params;
     s.tokens.push_back(token);
     ++counters_.num_completion_tokens_total;
     out.token_ids.push_back(token);
     if (p.logprobs >= 0) {
-        const double t = now_seconds();
-        float lp = 0.0f;
-        std::vector<TokenLogprob> top;
-        raw_logprobs(logits_row, weights_.config.vocab_size, token, p.logprobs, &lp, &top);
-        out.logprobs.push_back({token, lp});
+        const size_t at = size_t(sample_row);
+        out.logprobs.push_back({token, sampled_.logprob[at]});
+        std::vector<TokenLogprob> top(size_t(p.logprobs));
+        for (size_t i = 0; i < top.size(); ++i)
+            top[i] = {sampled_.top_ids[at * kMaxTopLogprobs + i], sampled_.top_logprobs[at * kMaxTopLogprobs + i]};
         out.top_logprobs.push_back(std::move(top));
-        profile_.sample_s += now_seconds() - t;  // a pass over the vocabulary, like sampling
     }
     const auto& eos = weights_.config.eos_token_ids;
     const bool is_eos = !p.ignore_eos && std::find(eos.begin(), eos.end(), token) != eos.end();
@@ -249,7 +234,7 @@ void Engine::finish(Sequence& s, FinishReason reason, PendingOutput& out, const 
     ++s.request->num_finished;
 }
 
-std::vector<Sequence*> Engine::fork_siblings(Sequence& parent, const float* logits_row) {
+std::vector<Sequence*> Engine::fork_siblings(Sequence& parent, int32_t first_sibling_row) {
     RequestState& rs = *parent.request;
     rs.forked = true;
     std::vector<Sequence*> running;
@@ -261,16 +246,16 @@ std::vector<Sequence*> Engine::fork_siblings(Sequence& parent, const float* logi
         child->tokens = rs.request.prompt_ids;
         child->num_prompt = parent.num_prompt;
         child->num_cached_prompt = parent.num_cached_prompt;
-        child->sampler = std::make_unique<SamplerState>(rs.request.params, rs.request.prompt_ids, i);
+        child->sample_key = sampling_key_for(parent, i);
         if (decoder_) child->decoder = decoder_->start();
         child->stop = std::make_unique<StopChecker>(rs.request.params.stop, rs.request.params.include_stop_str_in_output);
         Sequence* c = child.get();
         rs.seqs.push_back(std::move(child));
         if (scheduler_->num_running() < config_.max_num_seqs && cache_mgr_->fork(parent, *c)) {
             scheduler_->add_running(c);
-            const int32_t token = pick_token(logits_row, weights_.config.vocab_size, rs.request.params, *c->sampler);
-            c->sampler->record_output(token);
-            append_token(*c, token, logits_row, pending_for(*c));
+            // Its first token was drawn with the parent's (sample_rows: the keys agree).
+            const int32_t row = first_sibling_row + i - 1;
+            append_token(*c, sampled_.token[size_t(row)], row, pending_for(*c));
             if (c->status != SeqStatus::kFinished) running.push_back(c);
         } else {
             scheduler_->add_waiting(c);  // recomputes the prompt (a prefix-cache hit when possible)
@@ -300,7 +285,6 @@ bool Engine::step() {
 }
 
 void Engine::run_batch(const SchedulerOutput& sched) {
-    const int64_t V = weights_.config.vocab_size;
     // The batches are members reused from step to step; their block tables are views of the
     // sequences' own tables, which stay unchanged until each batch's forward has run (the main
     // batch runs first; a rollback row's sequence is not touched again before the rollback
@@ -328,7 +312,7 @@ void Engine::run_batch(const SchedulerOutput& sched) {
         }
         batch.seqs.push_back(span);
     }
-    batch.argmax_only = argmax_suffices(sched);
+    batch.logits_on_device = true;
     double t = now_seconds();
     Qwen36Model::Output out = model_.forward(batch, *cache_, /*want_hidden=*/num_spec_ > 0, std::move(forward_buf_));
     profile_.forward_s += now_seconds() - t;
@@ -348,10 +332,6 @@ void Engine::run_batch(const SchedulerOutput& sched) {
         mtp_first_row_.push_back(first_row);
         mtp_num_rows_.push_back(num_rows);
     };
-    // argmax_only: no logits came back, and nothing reads a row (argmax_suffices).
-    auto logits_row = [&](const RowPick& pick) -> const float* {
-        return out.logits.empty() ? nullptr : out.logits.data() + int64_t(pick.logits_row) * V;
-    };
     for (size_t i = 0; i < sched.scheduled.size(); ++i) {
         const ScheduledSeq& ss = sched.scheduled[i];
         Sequence& s = *ss.seq;
@@ -364,13 +344,11 @@ void Engine::run_batch(const SchedulerOutput& sched) {
             cache_mgr_->after_forward(s);
             if (picks_begin < picks_end) {  // the last prompt row or a decode row: one token
                 const RowPick& pick = picks_[picks_begin];
-                const SamplingParams& p = s.request->request.params;
                 // n > 1: the other completions share the prompt just computed (fork before the
                 // parent's first token, while its pages and state are still the prompt's).
                 std::vector<Sequence*> forked;
-                if (p.n > 1 && s.index == 0 && !s.request->forked && s.num_output() == 0)
-                    forked = fork_siblings(s, logits_row(pick));
-                append_token(s, pick.token, logits_row(pick), pending_for(s));
+                if (pick.first_sibling_row >= 0) forked = fork_siblings(s, pick.first_sibling_row);
+                append_token(s, pick.token, pick.sample_row, pending_for(s));
                 // The forked completions were copied before the MTP catch-up below wrote this
                 // step's rows: each runs the catch-up over the same rows (same hidden states)
                 // into its own pages, with its own first token for the last row.
@@ -389,7 +367,7 @@ void Engine::run_batch(const SchedulerOutput& sched) {
         for (size_t k = picks_begin; k < picks_end; ++k) {
             const RowPick& pick = picks_[k];
             const size_t r = k - picks_begin;
-            append_token(s, pick.token, logits_row(pick), pending_for(s));
+            append_token(s, pick.token, pick.sample_row, pending_for(s));
             if (r >= draft.size()) continue;  // the bonus token
             ++mtp_proposed_[r];
             if (!pick.accepted || s.status == SeqStatus::kFinished) {
@@ -429,51 +407,71 @@ void Engine::run_batch(const SchedulerOutput& sched) {
 }
 
 void Engine::sample_rows(const SchedulerOutput& sched, const Qwen36Model::Output& out) {
-    // Every pass over the vocabulary happens here, before any bookkeeping: the per-sequence
-    // state is then walked once with the logits no longer streaming through the caches. Each
-    // sequence's draws depend only on its own sampler (generator and output counts), so picking
-    // ahead of emitting changes nothing; a verify run goes on past a token that will finish the
-    // sequence, which only advances a finished sequence's own sampler.
-    const int64_t V = weights_.config.vocab_size;
-    const std::vector<float>& logits = out.logits;
-    const bool argmax_only = !out.argmax.empty();  // the backend picked every (greedy) row
+    // One SampleRow per draw: the last row of a prompt or a decode row, every row of a verify
+    // (its drafts judged on the backend), and the first tokens of a fork's siblings (from the
+    // parent's row). Each draw's noise is keyed by (sequence key, completion position), so the
+    // tokens do not depend on the batch, and rows past a rejected draft are simply not used.
+    const int64_t V = weights_.config.vocab_size, bs = cache_mgr_->block_size();
+    const std::vector<int64_t>& eos = weights_.config.eos_token_ids;
+    SamplingBatch& b = sampling_;
+    b.clear();
     picks_.clear();
     pick_begin_.clear();
     int32_t logits_at = 0;
     for (const ScheduledSeq& ss : sched.scheduled) {
         Sequence& s = *ss.seq;
         const SamplingParams& p = s.request->request.params;
-        SamplerState& sampler = *s.sampler;
         pick_begin_.push_back(int32_t(picks_.size()));
         if (!ss.verify) {
             if (s.num_computed + ss.num_tokens != int64_t(s.tokens.size())) continue;  // a prefill chunk
-            const int32_t token = argmax_only ? out.argmax[size_t(logits_at)]
-                                              : pick_token(logits.data() + int64_t(logits_at) * V, V, p, sampler);
-            sampler.record_output(token);
-            picks_.push_back({token, logits_at++, false});
+            SampleRowSpec spec;
+            spec.logits_row = logits_at++;
+            spec.position = int64_t(s.tokens.size()) - 1;
+            spec.draw = s.num_output();
+            const int32_t row = int32_t(b.rows.size());
+            add_sample_row(b, s, s.sample_key, spec, eos, bs);
+            int32_t first_sibling = -1;
+            if (p.n > 1 && s.index == 0 && !s.request->forked && s.num_output() == 0) {
+                first_sibling = int32_t(b.rows.size());
+                spec.adjusts_row = false;  // same history and parameters: the parent's adjustments hold
+                for (int32_t i = 1; i < int32_t(p.n); ++i) add_sample_row(b, s, sampling_key_for(s, i), spec, eos, bs);
+            }
+            picks_.push_back({0, row, false, first_sibling});
             continue;
         }
         for (int32_t r = 0; r < ss.num_tokens; ++r) {
-            const float* row = logits.data() + int64_t(logits_at + r) * V;
-            if (size_t(r) < s.draft.size()) {
-                const DraftVerdict v = verify_draft(row, V, p, sampler, s.draft[size_t(r)]);
-                sampler.record_output(v.token);
-                picks_.push_back({v.token, logits_at + r, v.accepted});
-                if (!v.accepted) break;
-            } else {
-                const int32_t token = pick_token(row, V, p, sampler);  // bonus token
-                sampler.record_output(token);
-                picks_.push_back({token, logits_at + r, false});
-            }
+            SampleRowSpec spec;
+            spec.logits_row = logits_at + r;
+            spec.position = s.num_computed + r;
+            spec.draw = s.num_output() + r;
+            spec.draft = size_t(r) < s.draft.size() ? s.draft[size_t(r)] : -1;  // the last row: the bonus token
+            picks_.push_back({0, int32_t(b.rows.size()), false, -1});
+            add_sample_row(b, s, s.sample_key, spec, eos, bs);
         }
         logits_at += int32_t(ss.num_tokens);
     }
     pick_begin_.push_back(int32_t(picks_.size()));
+    QS_CHECK(out.device_logits != nullptr || b.rows.empty());
+    if (!b.rows.empty()) ops_.sample(out.device_logits, V, b, *cache_, sampled_);
+    for (RowPick& pick : picks_) {
+        pick.token = sampled_.token[size_t(pick.sample_row)];
+        pick.accepted = sampled_.accepted[size_t(pick.sample_row)] != 0;
+    }
+}
+
+uint64_t Engine::sampling_key_for(const Sequence& parent, int32_t completion_index) {
+    // Seeded: a pure function of the request (a sibling that cannot fork now and recomputes its
+    // prompt later draws its first token again with the same key). Unseeded: one random key per
+    // sibling, made once.
+    RequestState& rs = *parent.request;
+    if (rs.sibling_keys.empty())
+        for (int32_t i = 0; i < int32_t(rs.request.params.n); ++i)
+            rs.sibling_keys.push_back(i == 0 ? parent.sample_key : sampling_key(rs.request.params, i));
+    return rs.sibling_keys[size_t(completion_index)];
 }
 
 void Engine::run_mtp(const std::vector<float>& hidden) {
     if (num_spec_ == 0 || mtp_seqs_.empty()) return;
-    const int64_t V = weights_.config.vocab_size;
     // Catch-up: MTP row p (position p) reads hidden h_p and token x_{p+1}; this fills the MTP
     // layer's KV for the rows just computed and yields the first draft from the last row. The
     // hidden rows are picked by index on the backend (usually all rows in order: no gather).
@@ -508,13 +506,14 @@ void Engine::run_mtp(const std::vector<float>& hidden) {
     }
     const int64_t H = weights_.config.hidden_size;
     if (identity && b.num_tokens() * H == int64_t(hidden.size())) mtp_hidden_rows_.clear();
+    b.argmax_only = true;  // drafts are greedy: only the argmax of each row comes back
     double t = now_seconds();
     // With k > 1 the output carries the MTP hidden at the drafting rows, in drafting_ order.
     Qwen36Model::Output out = model_.mtp_forward(b, hidden, mtp_hidden_rows_, *cache_, /*want_hidden=*/num_spec_ > 1,
                                                  std::move(mtp_buf_));
     profile_.forward_s += now_seconds() - t;
     t = now_seconds();
-    for (size_t d = 0; d < drafting_.size(); ++d) drafting_[d]->draft.assign(1, argmax(out.logits.data() + int64_t(d) * V, V));
+    for (size_t d = 0; d < drafting_.size(); ++d) drafting_[d]->draft.assign(1, out.argmax[d]);
     profile_.sample_s += now_seconds() - t;
     // Further drafts: one MTP row per sequence, fed its own output hidden and last draft.
     for (int64_t step = 2; step <= num_spec_ && !drafting_.empty(); ++step) {
@@ -532,12 +531,13 @@ void Engine::run_mtp(const std::vector<float>& hidden) {
             db.logits_rows.push_back(int32_t(d));
             db.seqs.push_back(span);
         }
+        db.argmax_only = true;
         t = now_seconds();
         Qwen36Model::Output o =
             model_.mtp_forward(db, out.hidden, /*hidden_rows=*/{}, *cache_, /*want_hidden=*/true, std::move(mtp_step_buf_));
         profile_.forward_s += now_seconds() - t;
         t = now_seconds();
-        for (size_t d = 0; d < drafting_.size(); ++d) drafting_[d]->draft.push_back(argmax(o.logits.data() + int64_t(d) * V, V));
+        for (size_t d = 0; d < drafting_.size(); ++d) drafting_[d]->draft.push_back(o.argmax[d]);
         profile_.sample_s += now_seconds() - t;
         out.hidden.swap(o.hidden);  // this step's hidden feeds the next; both buffers are kept
         mtp_step_buf_ = std::move(o);

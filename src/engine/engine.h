@@ -85,16 +85,18 @@ private:
     void admit(Command&& c);
     void abort_request(const std::string& id);
     void run_batch(const SchedulerOutput& sched);
-    // Whether every logits row of this step only needs its argmax (the batch is all plain greedy).
-    bool argmax_suffices(const SchedulerOutput& sched) const;
-    // Samples / verifies every logits row of the batch into picks_ (the CPU passes over the
-    // vocabulary, timed as sampling), recording each token in its sequence's sampler.
+    // Draws every token this step needs on the backend (Ops::sample over the forward's device
+    // logits) into picks_ and sampled_.
     void sample_rows(const SchedulerOutput& sched, const Qwen36Model::Output& out);
-    // Appends `token` to the sequence (sampled or accepted), detokenizes, checks stops.
-    void append_token(Sequence& s, int32_t token, const float* logits_row, PendingOutput& out);
+    // The sampling key of completion `completion_index` of parent's request.
+    uint64_t sampling_key_for(const Sequence& parent, int32_t completion_index);
+    // Appends `token` (drawn by sampled_ row `sample_row`) to the sequence, detokenizes, checks
+    // stops.
+    void append_token(Sequence& s, int32_t token, int32_t sample_row, PendingOutput& out);
     void finish(Sequence& s, FinishReason reason, PendingOutput& out, const std::string& stop_reason = "");
-    // Returns the completions forked into the running set (they share the parent's rows this step).
-    std::vector<Sequence*> fork_siblings(Sequence& parent, const float* logits_row);
+    // Returns the completions forked into the running set (they share the parent's rows this
+    // step); their first tokens are sampled_ rows first_sibling_row.. (one per sibling).
+    std::vector<Sequence*> fork_siblings(Sequence& parent, int32_t first_sibling_row);
     // The MTP catch-up over mtp_seqs_ (rows of the target forward's `hidden` given by
     // mtp_first_row_ / mtp_num_rows_) and the draft steps for the next verify.
     void run_mtp(const std::vector<float>& hidden);
@@ -133,10 +135,13 @@ private:
     std::vector<Sequence*> drafting_;   // sequences drafting for the next verify
     std::vector<int32_t> draft_scratch_;  // the draft being verified
     struct RowPick {
-        int32_t token;       // sampled, or the verdict on a draft row
-        int32_t logits_row;  // its row of the forward's logits
-        bool accepted;       // draft rows: the draft was accepted (then token is the draft)
+        int32_t token;              // drawn (on a draft row: the draft when accepted)
+        int32_t sample_row;         // its row of sampling_ / sampled_
+        bool accepted;              // draft rows: the draft was accepted
+        int32_t first_sibling_row;  // a fork point: the siblings' first draws, else -1
     };
+    SamplingBatch sampling_;           // this step's draws
+    SampleOutput sampled_;             // and what they drew
     std::vector<RowPick> picks_;       // this step's tokens, grouped by scheduled sequence
     std::vector<int32_t> pick_begin_;  // scheduled sequence i: picks_[pick_begin_[i], pick_begin_[i + 1])
     std::deque<Command> drained_;         // the inbox taken by drain_inbox (a member: a fresh deque allocates)

@@ -11,6 +11,11 @@
 
 namespace qs {
 
+struct TokenBias {
+    int32_t token;
+    float bias;
+};
+
 struct SamplingParams {
     double temperature = 1.0;          // 0 = greedy
     double top_p = 1.0;                // (0, 1]
@@ -27,6 +32,8 @@ struct SamplingParams {
     bool include_stop_str_in_output = false;
     int64_t logprobs = -1;             // -1: none; k >= 0: sampled token's logprob + top k
     int64_t n = 1;                     // completions sharing the prompt
+    std::vector<TokenBias> logit_bias;  // added to the raw logits before penalties; token ids < vocab
+    int64_t min_tokens = 0;  // EOS and stop_token_ids are banned until this many completion tokens
 
     // Checks ranges; the message names the parameter.
     Status validate() const;

@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "engine/request.h"
-#include "engine/sampler.h"
 #include "engine/stop_checker.h"
 #include "engine/text_decoder.h"
 
@@ -34,7 +33,7 @@ struct Sequence {
     std::vector<uint64_t> block_hashes;  // prefix hash of each full page registered so far
     int32_t slot = -1;               // GDN state slot while running
 
-    std::unique_ptr<SamplerState> sampler;
+    uint64_t sample_key = 0;         // its sampling noise stream (sampling_key)
     std::unique_ptr<StreamDecoder> decoder;
     std::unique_ptr<StopChecker> stop;
     std::vector<int32_t> draft;      // MTP proposals for the positions after tokens.back()
@@ -52,6 +51,7 @@ struct RequestState {
     std::vector<std::unique_ptr<Sequence>> seqs;  // seqs[0] first; the rest forked after prefill
     int64_t num_finished = 0;
     bool forked = false;
+    std::vector<uint64_t> sibling_keys;  // [n] sampling keys of the completions, made at the fork
 };
 
 }  // namespace qs

@@ -29,6 +29,9 @@ struct ForwardBatch {
     // Only the argmax of each logits row is wanted (an all-greedy batch): the logits stay in the
     // backend's memory and Output::argmax is filled instead of Output::logits.
     bool argmax_only = false;
+    // The logits stay in the backend's memory (Output::device_logits, for Ops::sample) and are
+    // not copied to the host. Wins over argmax_only.
+    bool logits_on_device = false;
 
     int64_t num_tokens() const { return int64_t(token_ids.size()); }
     // Position of every row: start_pos + index within its sequence.
@@ -39,6 +42,7 @@ struct ForwardBatch {
         seqs.clear();
         logits_rows.clear();
         argmax_only = false;
+        logits_on_device = false;
     }
 };
 

@@ -41,6 +41,7 @@ ModelCache::ModelCache(const CacheGeometry& g, bool with_storage) : g_(g), stora
     if (!storage_) return;
     const size_t kv = size_t(g.num_blocks * g.block_size * g.num_kv_heads * g.head_dim);
     k_.assign(size_t(g.num_kv_layers), std::vector<float>(kv, 0.0f));
+    tokens_.assign(size_t(g.num_blocks * g.block_size), 0);
     v_.assign(size_t(g.num_kv_layers), std::vector<float>(kv, 0.0f));
     conv_.assign(size_t(g.num_gdn_layers), std::vector<float>(size_t(g.num_state_slots * g.conv_window * g.conv_dim), 0.0f));
     ssm_.assign(size_t(g.num_gdn_layers),
@@ -80,6 +81,8 @@ void ModelCache::copy_block(int64_t from, int64_t to) {
     for (auto* pool : {&k_, &v_})
         for (auto& layer : *pool)
             std::copy_n(layer.begin() + ptrdiff_t(size_t(from) * n), n, layer.begin() + ptrdiff_t(size_t(to) * n));
+    const size_t bs = size_t(g_.block_size);
+    std::copy_n(tokens_.begin() + ptrdiff_t(size_t(from) * bs), bs, tokens_.begin() + ptrdiff_t(size_t(to) * bs));
 }
 
 }  // namespace qs

@@ -70,12 +70,16 @@ public:
     float* conv(int64_t gdn_layer) { return storage_ ? conv_[size_t(gdn_layer)].data() : nullptr; }
     // [num_state_slots, num_value_heads, key_head_dim, value_head_dim]
     float* ssm(int64_t gdn_layer) { return storage_ ? ssm_[size_t(gdn_layer)].data() : nullptr; }
+    // [num_blocks, block_size]: the token id at each cached position (the sampler's penalties
+    // read a sequence's history here, so it never travels with the batch).
+    int32_t* token_pages() { return storage_ ? tokens_.data() : nullptr; }
 
     // Zeroes a slot's conv window and recurrent state (a new sequence starts from zero state).
     void reset_slot(int64_t slot);
     // Copies a slot's whole GDN state (all layers) to another slot (snapshots, rollback).
     void copy_slot(int64_t from, int64_t to);
-    // Copies one KV page (all layers, K and V) to another page (forking a partial page).
+    // Copies one KV page (all layers, K and V, and its token ids) to another page (forking a
+    // partial page).
     void copy_block(int64_t from, int64_t to);
 
 private:
@@ -83,6 +87,7 @@ private:
     bool storage_;
     std::unique_ptr<CacheStorage> external_;
     std::vector<std::vector<float>> k_, v_, conv_, ssm_;
+    std::vector<int32_t> tokens_;
 };
 
 }  // namespace qs

@@ -74,8 +74,10 @@ Qwen36Model::Output Qwen36Model::finish(const float* x_final, const ForwardBatch
     const int64_t hidden_rows = hidden_out == HiddenOut::kAllRows ? T : hidden_out == HiddenOut::kLogitsRows ? R : 0;
     result.hidden.resize(size_t(hidden_rows * H));
     if (hidden_out == HiddenOut::kAllRows) ops_.copy_to_host(x_final, T * H, result.hidden.data());
-    result.logits.resize(batch.argmax_only ? 0 : size_t(R * V));
+    const bool host_logits = !batch.argmax_only && !batch.logits_on_device;
+    result.logits.resize(host_logits ? size_t(R * V) : 0);
     result.argmax.clear();
+    result.device_logits = nullptr;
     if (R > 0) {
         float* logits = ops_.alloc(R * V);  // [R, V]
         // Decode batches ask for rows 0..R-1 in order: those are x_final's first R rows already.
@@ -89,7 +91,9 @@ Qwen36Model::Output Qwen36Model::finish(const float* x_final, const ForwardBatch
         }
         if (hidden_out == HiddenOut::kLogitsRows) ops_.copy_to_host(rows, R * H, result.hidden.data());
         ops_.linear(rows, R, w_.lm_head, logits);
-        if (batch.argmax_only) {
+        if (batch.logits_on_device) {
+            result.device_logits = logits;
+        } else if (batch.argmax_only) {
             result.logits.clear();
             result.argmax.resize(size_t(R));
             ops_.argmax_rows(logits, R, V, result.argmax.data());
@@ -97,7 +101,7 @@ Qwen36Model::Output Qwen36Model::finish(const float* x_final, const ForwardBatch
             ops_.copy_to_host(logits, R * V, result.logits.data());
         }
     }
-    ops_.free_all();
+    // The backend's buffers (the device logits among them) live until the next forward's free_all.
     return result;
 }
 
@@ -106,9 +110,11 @@ Qwen36Model::Output Qwen36Model::forward(const ForwardBatch& batch, ModelCache& 
     const ModelConfig& c = w_.config;
     const int64_t H = c.hidden_size;
     check_batch(batch, cache);
+    ops_.free_all();  // the previous forward's buffers (its logits were read by now)
     const std::vector<int32_t> positions = batch.positions();
     // T ≥ the batch's rows: a backend may pad a decode batch to replay a captured graph.
     const int64_t T = ops_.begin_forward(batch, positions.data(), &cache);
+    ops_.store_token_ids(batch, positions.data(), cache);
     float* x_final = ops_.run_layers([&] {
         float* x = ops_.alloc(T * H);  // [T, H] residual stream
         ops_.embed(w_.embed_tokens, batch.token_ids.data(), T, x);
@@ -131,6 +137,7 @@ Qwen36Model::Output Qwen36Model::mtp_forward(const ForwardBatch& batch, const st
     QS_CHECK_MSG(m.present, "the model has no MTP block");
     const int64_t T = batch.num_tokens(), H = c.hidden_size;
     check_batch(batch, cache);
+    ops_.free_all();
     const std::vector<int32_t> positions = batch.positions();
     ops_.begin_forward(batch, positions.data());  // not replayable: copies hidden in
     // u = [norm_e(embed(x_{p+1})) ; norm_h(h_p)]  [T, 2H], embedding first.

@@ -21,6 +21,9 @@ public:
         // [batch.logits_rows.size(), hidden] (the next draft step's input).
         std::vector<float> hidden;
         std::vector<int32_t> argmax;  // [batch.logits_rows.size()] when batch.argmax_only
+        // [batch.logits_rows.size(), vocab_size] in the backend's memory when
+        // batch.logits_on_device; valid until the next forward or mtp_forward.
+        float* device_logits;  // (no initializer: Output{} is a default argument of this class)
     };
 
     // One forward over the batch: writes K/V and GDN state for every row, returns logits for

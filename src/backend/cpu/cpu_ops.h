@@ -24,6 +24,7 @@ public:
     void embed(const WeightBuffer& table, const int32_t* ids, int64_t T, float* x) override;
     void rms_norm_zc(const float* x, const float* w, int64_t T, int64_t n, double eps, float* y) override;
     void linear(const float* x, int64_t T, const LinearWeight& w, float* y) override;
+    void sample(float* logits, int64_t V, const SamplingBatch& batch, ModelCache& cache, SampleOutput& out) override;
     void add(float* x, const float* y, int64_t n) override;
     void gather_rows(const float* src, const int32_t* rows, int64_t R, int64_t n, float* out) override;
     void concat_columns(const float* a, const float* b, int64_t T, int64_t n, float* out) override;
@@ -49,6 +50,10 @@ float dot(const float* a, const float* b, int64_t n);
 void linear(const float* x, int64_t T, const LinearWeight& w, float* y);
 // In place zero-centred RMSNorm of one vector of n values.
 void rms_norm_zc_row(float* x, const float* w, int64_t n, double eps);
+// The sampler's specification (backend/sampling.h) over host logits [rows, V] and token pages
+// [num_blocks, block_size] (null when no row has penalties).
+void sample_rows(float* logits, int64_t V, const SamplingBatch& b, const int32_t* token_pages, int64_t block_size,
+                 SampleOutput& out);
 inline float silu(float x) { return x / (1.0f + std::exp(-x)); }
 inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 inline float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }

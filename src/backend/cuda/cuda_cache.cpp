@@ -28,9 +28,10 @@ CudaCacheStorage::CudaCacheStorage(const CacheGeometry& g, bool ssm_bf16, cudaSt
     v_ = DeviceBuffer(kv_layer_bytes_ * size_t(g.num_kv_layers));
     conv_ = DeviceBuffer(conv_layer_bytes_ * size_t(g.num_gdn_layers));
     ssm_ = DeviceBuffer(ssm_layer_bytes_ * size_t(g.num_gdn_layers));
+    tokens_ = DeviceBuffer(size_t((g.num_blocks + 1) * g.block_size) * sizeof(int32_t));
     // Zero everything once: a page or slot is only read after it was written, but a defined
     // starting value keeps any bug reproducible.
-    for (const DeviceBuffer* b : {&k_, &v_, &conv_, &ssm_})
+    for (const DeviceBuffer* b : {&k_, &v_, &conv_, &ssm_, &tokens_})
         if (b->bytes() > 0) QS_CUDA_CHECK(cudaMemsetAsync(b->get(), 0, b->bytes(), stream_));
 }
 
@@ -64,6 +65,9 @@ void CudaCacheStorage::copy_block(int64_t from, int64_t to) {
                                           cudaMemcpyDeviceToDevice, stream_));
         }
     }
+    const size_t tok_bytes = size_t(g_.block_size) * sizeof(int32_t);
+    QS_CUDA_CHECK(cudaMemcpyAsync(bytes_at(tokens_, size_t(to) * tok_bytes), bytes_at(tokens_, size_t(from) * tok_bytes),
+                                  tok_bytes, cudaMemcpyDeviceToDevice, stream_));
 }
 
 }  // namespace qs::cuda

@@ -26,6 +26,9 @@ public:
     void* v(int64_t kv_layer) const { return bytes_at(v_, kv_layer * kv_layer_bytes_); }
     float* conv(int64_t gdn_layer) const { return static_cast<float*>(bytes_at(conv_, gdn_layer * conv_layer_bytes_)); }
     void* ssm(int64_t gdn_layer) const { return bytes_at(ssm_, gdn_layer * ssm_layer_bytes_); }
+    // [num_blocks + 1, block_size] token id at each cached position (the sampler's history).
+    int32_t* token_pages() const { return tokens_.as<int32_t>(); }
+    int64_t block_size() const { return g_.block_size; }
     DeviceKvDtype kv_dtype() const { return kv_dtype_; }
     // The page and GDN slot the padding rows of a graph-replayed batch use (outside the geometry).
     int32_t pad_block() const { return int32_t(g_.num_blocks); }
@@ -33,7 +36,7 @@ public:
     // Unique per storage ever made in this process: captured graphs embed its addresses.
     uint64_t id() const { return id_; }
     bool ssm_bf16() const { return ssm_bf16_; }
-    size_t device_bytes() const { return k_.bytes() + v_.bytes() + conv_.bytes() + ssm_.bytes(); }
+    size_t device_bytes() const { return k_.bytes() + v_.bytes() + conv_.bytes() + ssm_.bytes() + tokens_.bytes(); }
 
     void reset_slot(int64_t slot) override;
     void copy_slot(int64_t from, int64_t to) override;
@@ -48,7 +51,7 @@ private:
     bool ssm_bf16_;
     cudaStream_t stream_;
     size_t kv_block_bytes_, kv_layer_bytes_, conv_slot_bytes_, conv_layer_bytes_, ssm_slot_bytes_, ssm_layer_bytes_;
-    DeviceBuffer k_, v_, conv_, ssm_;
+    DeviceBuffer k_, v_, conv_, ssm_, tokens_;
 };
 
 }  // namespace qs::cuda

@@ -66,6 +66,8 @@ public:
     void rms_norm_zc(const float* x, const float* w, int64_t T, int64_t n, double eps, float* y) override;
     void linear(const float* x, int64_t T, const LinearWeight& w, float* y) override;
     void argmax_rows(const float* x, int64_t R, int64_t n, int32_t* out) override;
+    void sample(float* logits, int64_t V, const SamplingBatch& batch, ModelCache& cache, SampleOutput& out) override;
+    void store_token_ids(const ForwardBatch& batch, const int32_t* positions, ModelCache& cache) override;
     void add(float* x, const float* y, int64_t n) override;
     void gather_rows(const float* src, const int32_t* rows, int64_t R, int64_t n, float* out) override;
     void concat_columns(const float* a, const float* b, int64_t T, int64_t n, float* out) override;
@@ -113,6 +115,8 @@ private:
     bool graphs_possible_ = false;  // every op of these weights can be captured (prepare_weights)
     bool replay_pending_ = false;   // begin_forward padded the batch; run_layers uses graph_key_
     ForwardGraphs::Key graph_key_{};
+    std::vector<char> sample_upload_;        // sample(): the SamplingBatch packed for one copy
+    std::vector<int32_t> sample_download_;   // sample(): what comes back
 };
 
 // Whether a CUDA device is present (false on CI machines without a GPU).

@@ -23,6 +23,15 @@ float* NullOps::alloc(int64_t n) {
 // Every buffer holds zeros, so the copy is a fill (the source pages stay untouched).
 void NullOps::copy_to_host(const float* src, int64_t n, float* dst) { std::fill_n(dst, n, 0.0f); }
 
+void NullOps::sample(float* logits, int64_t V, const SamplingBatch& batch, ModelCache& cache, SampleOutput& out) {
+    out.resize(batch.rows.size());
+    for (size_t i = 0; i < batch.rows.size(); ++i) {
+        out.token[i] = 0;
+        out.accepted[i] = batch.rows[i].draft == 0;
+        out.logprob[i] = 0.0f;
+    }
+}
+
 ModelWeights make_shape_only_weights(const ModelConfig& config, bool with_mtp) {
     ModelWeights w;
     w.config = config;

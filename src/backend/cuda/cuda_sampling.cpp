@@ -1,0 +1,126 @@
+// CudaOps::sample and store_token_ids: the SamplingBatch goes up in one copy, the three sampling
+// launches run on the forward's device logits, and only [rows] tokens, verdicts and logprobs and
+// [rows, 20] top logprobs come back (one copy, one sync). Engine thread.
+#include <algorithm>
+#include <cstring>
+
+#include "backend/cuda/cuda_cache.h"
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/sampling_kernels.h"
+#include "core/check.h"
+
+namespace qs::cuda {
+
+namespace {
+
+// Appends the bytes of `v` to `buf` at a 16-byte boundary; returns their offset.
+template <class T>
+size_t pack(std::vector<char>& buf, const T* v, size_t n) {
+    const size_t at = (buf.size() + 15) / 16 * 16;
+    buf.resize(at + n * sizeof(T));
+    if (n) std::memcpy(buf.data() + at, v, n * sizeof(T));
+    return at;
+}
+
+}  // namespace
+
+void CudaOps::store_token_ids(const ForwardBatch& batch, const int32_t* positions, ModelCache& cache) {
+    check_batch(batch);
+    CudaCacheStorage* st = dynamic_cast<CudaCacheStorage*>(cache.external_storage());
+    QS_CHECK_MSG(st != nullptr, "CudaOps needs a cache made by CudaOps::make_cache");
+    launch_store_token_ids(batch_, st->token_pages(), int32_t(st->block_size()), stream_);
+}
+
+void CudaOps::sample(float* logits, int64_t V, const SamplingBatch& batch, ModelCache& cache, SampleOutput& out) {
+    const auto prof = profiler_.scope("sample", stream_);
+    const int32_t R = int32_t(batch.rows.size());
+    out.resize(size_t(R));
+    if (R == 0) return;
+    CudaCacheStorage* st = dynamic_cast<CudaCacheStorage*>(cache.external_storage());
+    QS_CHECK_MSG(st != nullptr, "CudaOps needs a cache made by CudaOps::make_cache");
+
+    // Raw-value lists: one per adjusted logits row that some row wants logprobs of (siblings
+    // share their parent's logits row, so the lookups go by logits row).
+    bool any_logprobs = false, any_adjust = false;
+    int32_t num_logits_rows = 0;
+    for (const SampleRow& r : batch.rows) {
+        QS_CHECK(r.logits_row >= 0 && r.num_top_logprobs <= kMaxTopLogprobs);
+        any_logprobs |= r.num_top_logprobs >= 0;
+        any_adjust |= r.adjusts();
+        num_logits_rows = std::max(num_logits_rows, r.logits_row + 1);
+    }
+    std::vector<int32_t> raw_list(size_t(R), -1), list_begin, list_cap;
+    if (any_logprobs && any_adjust) {
+        std::vector<uint8_t> wanted(size_t(num_logits_rows), 0);
+        std::vector<int32_t> list_of(size_t(num_logits_rows), -1);
+        for (const SampleRow& r : batch.rows) wanted[size_t(r.logits_row)] |= r.num_top_logprobs >= 0;
+        for (const SampleRow& a : batch.rows) {
+            if (!a.adjusts() || !wanted[size_t(a.logits_row)]) continue;
+            QS_CHECK_MSG(list_of[size_t(a.logits_row)] < 0, "sampling: two rows adjust the same logits row");
+            list_of[size_t(a.logits_row)] = int32_t(list_begin.size());
+            list_begin.push_back(list_begin.empty() ? 0 : list_begin.back() + list_cap.back());
+            list_cap.push_back((a.adjust_end - a.adjust_begin) + (a.has_penalties() ? a.history_len : 0));
+        }
+        for (int32_t i = 0; i < R; ++i) raw_list[size_t(i)] = list_of[size_t(batch.rows[size_t(i)].logits_row)];
+    }
+    const size_t L = list_begin.size();
+    const size_t saved_n = L ? size_t(list_begin.back() + list_cap.back()) : 0;
+
+    // Inputs up in one copy.
+    std::vector<char>& up = sample_upload_;
+    up.clear();
+    const size_t o_rows = pack(up, batch.rows.data(), batch.rows.size());
+    const size_t o_adjust = pack(up, batch.adjust.data(), batch.adjust.size());
+    const size_t o_tables = pack(up, batch.block_tables.data(), batch.block_tables.size());
+    const size_t o_raw = pack(up, raw_list.data(), raw_list.size());
+    const size_t o_begin = pack(up, list_begin.data(), L);
+    const size_t o_cap = pack(up, list_cap.data(), L);
+    char* d_in = static_cast<char*>(arena_.allocate(up.size()));
+    QS_CUDA_CHECK(cudaMemcpyAsync(d_in, up.data(), up.size(), cudaMemcpyHostToDevice, stream_));
+
+    // Outputs (and the zeroed list counts) in one region: token, accepted, logprob [R];
+    // top ids and logprobs [R, 20]; then scratch.
+    const size_t top_n = size_t(R) * kMaxTopLogprobs;
+    const size_t out_bytes = (3 * size_t(R) + 2 * top_n) * 4;
+    char* d_out = static_cast<char*>(arena_.allocate(out_bytes + (L + size_t(R)) * 4 + saved_n * sizeof(SavedLogit)));
+    if (L) QS_CUDA_CHECK(cudaMemsetAsync(d_out + out_bytes, 0, L * 4, stream_));
+
+    SamplingLaunch p;
+    p.logits = logits;
+    p.V = V;
+    p.rows = reinterpret_cast<const SampleRow*>(d_in + o_rows);
+    p.R = R;
+    p.adjust = reinterpret_cast<const TokenAdjust*>(d_in + o_adjust);
+    p.block_tables = reinterpret_cast<const int32_t*>(d_in + o_tables);
+    p.token_pages = st->token_pages();
+    p.block_size = int32_t(st->block_size());
+    p.raw_list = reinterpret_cast<const int32_t*>(d_in + o_raw);
+    p.list_begin = reinterpret_cast<const int32_t*>(d_in + o_begin);
+    p.list_cap = reinterpret_cast<const int32_t*>(d_in + o_cap);
+    p.list_count = reinterpret_cast<int32_t*>(d_out + out_bytes);
+    p.lse = reinterpret_cast<float*>(d_out + out_bytes + L * 4);
+    p.saved = reinterpret_cast<SavedLogit*>(d_out + out_bytes + (L + size_t(R)) * 4);
+    p.token = reinterpret_cast<int32_t*>(d_out);
+    p.accepted = p.token + R;
+    p.logprob = reinterpret_cast<float*>(p.accepted + R);
+    p.top_ids = reinterpret_cast<int32_t*>(p.logprob + R);
+    p.top_logprobs = reinterpret_cast<float*>(p.top_ids + top_n);
+    launch_sampling(p, any_logprobs, any_adjust, stream_);
+
+    // Back in one copy: the top logprobs only when some row asked for them.
+    sample_download_.resize(out_bytes / 4);
+    const size_t back = any_logprobs ? out_bytes : 3 * size_t(R) * 4;
+    QS_CUDA_CHECK(cudaMemcpyAsync(sample_download_.data(), d_out, back, cudaMemcpyDeviceToHost, stream_));
+    QS_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    const int32_t* h = sample_download_.data();
+    std::memcpy(out.token.data(), h, size_t(R) * 4);
+    for (int32_t i = 0; i < R; ++i) out.accepted[size_t(i)] = uint8_t(h[R + i] != 0);
+    std::memcpy(out.logprob.data(), h + 2 * R, size_t(R) * 4);
+    if (any_logprobs) {
+        std::memcpy(out.top_ids.data(), h + 3 * R, top_n * 4);
+        std::memcpy(out.top_logprobs.data(), h + 3 * R + top_n, top_n * 4);
+    }
+}
+
+}  // namespace qs::cuda

@@ -1,0 +1,434 @@
+// The GPU sampler (see sampling_kernels.h; the maths: backend/sampling.h; CPU reference:
+// backend/cpu/cpu_sampling.cpp). Grid: one block of kThreads per SampleRow; every pass over a
+// row reads it with a stride of kThreads, and every reduction runs in a fixed order, so a
+// row's result depends only on its own inputs.
+#include "backend/cuda/sampling_kernels.h"
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_batch.h"
+#include "backend/sampling_math.h"
+
+namespace qs::cuda {
+
+namespace {
+
+constexpr int kThreads = 512;
+constexpr int kWarps = kThreads / 32;
+constexpr int kMaxBins = 4096;  // the widest radix digit (12 bits)
+constexpr unsigned kFull = 0xffffffffu;
+
+using u64 = unsigned long long;
+
+struct ReduceSmem {
+    double d[kWarps];
+    u64 u[kWarps];
+    float f[kWarps];
+    int32_t i[kWarps];
+};
+
+__device__ float block_max(float v, ReduceSmem& sm) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(kFull, v, o));
+    __syncthreads();
+    if (threadIdx.x % 32 == 0) sm.f[threadIdx.x / 32] = v;
+    __syncthreads();
+    v = sm.f[0];
+    for (int w = 1; w < kWarps; ++w) v = fmaxf(v, sm.f[w]);
+    return v;
+}
+
+__device__ double block_sum(double v, ReduceSmem& sm) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFull, v, o);
+    __syncthreads();
+    if (threadIdx.x % 32 == 0) sm.d[threadIdx.x / 32] = v;
+    __syncthreads();
+    v = sm.d[0];
+    for (int w = 1; w < kWarps; ++w) v += sm.d[w];
+    return v;
+}
+
+// The exclusive prefix sum of v over threads in thread order.
+__device__ u64 block_exclusive_scan(u64 v, ReduceSmem& sm) {
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    u64 inc = v;
+    for (int o = 1; o < 32; o <<= 1) {
+        const u64 x = __shfl_up_sync(kFull, inc, o);
+        if (lane >= o) inc += x;
+    }
+    __syncthreads();
+    if (lane == 31) sm.u[warp] = inc;
+    __syncthreads();
+    u64 before = 0;
+    for (int w = 0; w < warp; ++w) before += sm.u[w];
+    return before + inc - v;
+}
+
+// The best (score, index) of a block: the largest score, the lowest index on ties; index -1
+// (nothing eligible) loses to everything.
+template <class Score>
+__device__ int32_t block_argmax(Score score, int32_t index, Score* s_score, int32_t* s_index) {
+    for (int o = 16; o > 0; o >>= 1) {
+        const Score os = __shfl_xor_sync(kFull, score, o);
+        const int32_t oi = __shfl_xor_sync(kFull, index, o);
+        if (oi >= 0 && (index < 0 || os > score || (os == score && oi < index))) score = os, index = oi;
+    }
+    __syncthreads();
+    if (threadIdx.x % 32 == 0) s_score[threadIdx.x / 32] = score, s_index[threadIdx.x / 32] = index;
+    __syncthreads();
+    score = s_score[0], index = s_index[0];
+    for (int w = 1; w < kWarps; ++w) {
+        const Score os = s_score[w];
+        const int32_t oi = s_index[w];
+        if (oi >= 0 && (index < 0 || os > score || (os == score && oi < index))) score = os, index = oi;
+    }
+    return index;
+}
+
+struct SelectSmem {
+    u64 hist[kMaxBins];
+    uint32_t sel;
+    double above;
+    double target;
+};
+
+// Radix selection: walking the eligible elements in descending key order and summing their
+// weights, the key of the element at which the sum first reaches the target. The target is
+// `target`, or (fraction > 0) fraction × the total weight. Digits of 12, 12 and 8 bits from the
+// top; `key_weight(i, key, weight)` returns whether element i takes part. Zero weights never
+// move the sum and are skipped.
+template <class KeyWeight>
+__device__ uint32_t radix_select(int64_t V, KeyWeight key_weight, double target, double fraction, SelectSmem& sm,
+                                 ReduceSmem& red) {
+    constexpr int kShift[3] = {20, 8, 0};
+    constexpr int kWidth[3] = {12, 12, 8};
+    uint32_t prefix = 0;
+    int fixed = 0;  // top bits of the key already chosen
+    double above = 0.0;
+    for (int round = 0; round < 3; ++round) {
+        const int shift = kShift[round], bins = 1 << kWidth[round];
+        for (int b = threadIdx.x; b < bins; b += kThreads) sm.hist[b] = 0;
+        if (threadIdx.x == 0) sm.sel = 0, sm.above = above;
+        __syncthreads();
+        for (int64_t i = threadIdx.x; i < V; i += kThreads) {
+            uint32_t key;
+            u64 w;
+            if (!key_weight(i, key, w) || w == 0) continue;
+            if (fixed > 0 && (key >> (32 - fixed)) != (prefix >> (32 - fixed))) continue;
+            atomicAdd(&sm.hist[(key >> shift) & uint32_t(bins - 1)], w);
+        }
+        __syncthreads();
+        // Thread t owns `per` bins counted from the top; the one whose range crosses the target
+        // walks them.
+        const int per = bins >= kThreads ? bins / kThreads : 1;
+        const int owners = bins / per;
+        const int t = threadIdx.x;
+        u64 local = 0;
+        if (t < owners)
+            for (int j = 0; j < per; ++j) local += sm.hist[bins - 1 - (t * per + j)];
+        const u64 excl = block_exclusive_scan(local, red);
+        if (round == 0 && fraction > 0.0) {
+            // The total is the last owner's inclusive sum.
+            if (t == owners - 1) sm.target = fraction * double(excl + local);
+            __syncthreads();
+            target = sm.target;
+        }
+        if (t < owners && local > 0) {
+            const double before = above + double(excl);
+            if (before < target && before + double(local) >= target) {
+                double cum = before;
+                for (int j = 0; j < per; ++j) {
+                    const int b = bins - 1 - (t * per + j);
+                    if (cum + double(sm.hist[b]) >= target) {
+                        sm.sel = uint32_t(b);
+                        sm.above = cum;
+                        break;
+                    }
+                    cum += double(sm.hist[b]);
+                }
+            }
+        }
+        __syncthreads();
+        prefix |= sm.sel << shift;
+        above = sm.above;
+        fixed += kWidth[round];
+        __syncthreads();
+    }
+    return prefix;
+}
+
+// ---- 1. raw logprob statistics --------------------------------------------------------------
+
+struct StatsSmem {
+    ReduceSmem red;
+    SelectSmem sel;
+    int32_t count;
+    int32_t ids[kMaxTopLogprobs];
+    float vals[kMaxTopLogprobs];
+};
+
+__global__ void __launch_bounds__(kThreads) logprob_stats_kernel(SamplingLaunch p) {
+    __shared__ StatsSmem sm;
+    const SampleRow r = p.rows[blockIdx.x];
+    if (r.num_top_logprobs < 0) return;
+    const float* l = p.logits + int64_t(r.logits_row) * p.V;
+    float mx = -INFINITY;
+    for (int64_t i = threadIdx.x; i < p.V; i += kThreads) mx = fmaxf(mx, l[i]);
+    mx = block_max(mx, sm.red);
+    double sum = 0.0;
+    for (int64_t i = threadIdx.x; i < p.V; i += kThreads) sum += double(expf(l[i] - mx));
+    sum = block_sum(sum, sm.red);
+    const float lse = float(double(mx) + log(sum));
+    if (threadIdx.x == 0) p.lse[blockIdx.x] = lse;
+    const int32_t n = r.num_top_logprobs;
+    if (n == 0) return;
+    // The key of the n-th largest raw logit; then everything above it, and the lowest ids of
+    // the ties at it.
+    const uint32_t kth = radix_select(
+        p.V,
+        [&](int64_t i, uint32_t& key, u64& w) {
+            key = float_order_key(l[i]);
+            w = 1;
+            return true;
+        },
+        double(n), 0.0, sm.sel, sm.red);
+    if (threadIdx.x == 0) sm.count = 0;
+    __syncthreads();
+    for (int64_t i = threadIdx.x; i < p.V; i += kThreads)
+        if (float_order_key(l[i]) > kth) {
+            const int32_t at = atomicAdd(&sm.count, 1);
+            sm.ids[at] = int32_t(i), sm.vals[at] = l[i];
+        }
+    __syncthreads();
+    const int32_t above = sm.count;
+    const int64_t chunk = (p.V + kThreads - 1) / kThreads;  // contiguous ids per thread: ranks by id
+    const int64_t lo = threadIdx.x * chunk < p.V ? threadIdx.x * chunk : p.V;
+    const int64_t hi = lo + chunk < p.V ? lo + chunk : p.V;
+    u64 ties = 0;
+    for (int64_t i = lo; i < hi; ++i) ties += float_order_key(l[i]) == kth;
+    int64_t rank = int64_t(block_exclusive_scan(ties, sm.red));
+    for (int64_t i = lo; i < hi && above + rank < n; ++i)
+        if (float_order_key(l[i]) == kth) {
+            sm.ids[above + rank] = int32_t(i), sm.vals[above + rank] = l[i];
+            ++rank;
+        }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        // Insertion sort of n <= 20 entries: value descending, id ascending.
+        for (int a = 1; a < n; ++a)
+            for (int b = a; b > 0; --b) {
+                const bool swap = sm.vals[b] > sm.vals[b - 1] || (sm.vals[b] == sm.vals[b - 1] && sm.ids[b] < sm.ids[b - 1]);
+                if (!swap) break;
+                const float tv = sm.vals[b];
+                const int32_t ti = sm.ids[b];
+                sm.vals[b] = sm.vals[b - 1], sm.ids[b] = sm.ids[b - 1];
+                sm.vals[b - 1] = tv, sm.ids[b - 1] = ti;
+            }
+        for (int a = 0; a < n; ++a) {
+            p.top_ids[int64_t(blockIdx.x) * kMaxTopLogprobs + a] = sm.ids[a];
+            p.top_logprobs[int64_t(blockIdx.x) * kMaxTopLogprobs + a] = sm.vals[a] - lse;
+        }
+    }
+}
+
+// ---- 2. adjustments ----------------------------------------------------------------------------
+
+__device__ bool row_has_penalties(const SampleRow& r) {
+    return r.repetition_penalty != 1.0f || r.presence_penalty != 0.0f || r.frequency_penalty != 0.0f;
+}
+
+__device__ int32_t history_token(const SamplingLaunch& p, const SampleRow& r, int32_t pos) {
+    const int32_t page = p.block_tables[r.table_begin + pos / p.block_size];
+    return p.token_pages[int64_t(page) * p.block_size + pos % p.block_size];
+}
+
+// Dynamic shared memory: three bitmaps of ceil(V / 32) words: prompt tokens, output tokens,
+// biased tokens.
+__global__ void __launch_bounds__(kThreads) adjust_kernel(SamplingLaunch p) {
+    extern __shared__ uint32_t bits[];
+    const SampleRow r = p.rows[blockIdx.x];
+    const bool pen = row_has_penalties(r);
+    if (!r.adjusts_row || (r.adjust_end == r.adjust_begin && !pen)) return;
+    float* l = p.logits + int64_t(r.logits_row) * p.V;
+    const int32_t W = int32_t((p.V + 31) / 32);
+    uint32_t* prompt_bits = bits;
+    uint32_t* out_bits = bits + W;
+    uint32_t* bias_bits = bits + 2 * W;
+    for (int32_t w = threadIdx.x; w < 3 * W; w += kThreads) bits[w] = 0;
+    __syncthreads();
+    if (pen)
+        for (int32_t pos = threadIdx.x; pos < r.history_len; pos += kThreads) {
+            const int32_t t = history_token(p, r, pos);
+            if (t < 0 || t >= p.V) continue;
+            atomicOr(&(pos < r.num_prompt ? prompt_bits : out_bits)[t >> 5], 1u << (t & 31));
+        }
+    for (int32_t a = r.adjust_begin + threadIdx.x; a < r.adjust_end; a += kThreads) {
+        const int32_t t = p.adjust[a].token;
+        atomicOr(&bias_bits[t >> 5], 1u << (t & 31));
+    }
+    __syncthreads();
+    const bool rep = r.repetition_penalty != 1.0f;
+    const int32_t list = p.raw_list[blockIdx.x];
+    if (list >= 0) {
+        // Save every raw value this row is about to overwrite (each token once).
+        auto save = [&](int32_t t) {
+            const int32_t at = atomicAdd(&p.list_count[list], 1);
+            if (at < p.list_cap[list]) p.saved[p.list_begin[list] + at] = SavedLogit{t, l[t]};
+        };
+        for (int32_t a = r.adjust_begin + threadIdx.x; a < r.adjust_end; a += kThreads) save(p.adjust[a].token);
+        if (pen)
+            for (int32_t w = threadIdx.x; w < W; w += kThreads) {
+                uint32_t m = (rep ? prompt_bits[w] | out_bits[w] : out_bits[w]) & ~bias_bits[w];
+                for (; m; m &= m - 1) save(w * 32 + __ffs(int(m)) - 1);
+            }
+        __syncthreads();
+    }
+    for (int32_t a = r.adjust_begin + threadIdx.x; a < r.adjust_end; a += kThreads) {
+        const TokenAdjust e = p.adjust[a];
+        l[e.token] = (isinf(e.bias) && e.bias < 0) ? -INFINITY : l[e.token] + e.bias;
+    }
+    __syncthreads();
+    if (!pen) return;
+    for (int32_t w = threadIdx.x; w < W; w += kThreads) {
+        const uint32_t seen = rep ? prompt_bits[w] | out_bits[w] : out_bits[w];
+        for (uint32_t m = seen; m; m &= m - 1) {
+            const int32_t t = w * 32 + __ffs(int(m)) - 1;
+            float v = l[t];
+            if (rep) v = v > 0 ? v / r.repetition_penalty : v * r.repetition_penalty;
+            if (out_bits[w] >> (t & 31) & 1) v -= r.presence_penalty;
+            l[t] = v;
+        }
+    }
+    __syncthreads();
+    // One subtraction per output occurrence, as the specification does: every update is the
+    // same "v - f", so the order of the atomics cannot change the result.
+    if (r.frequency_penalty != 0.0f)
+        for (int32_t pos = r.num_prompt + threadIdx.x; pos < r.history_len; pos += kThreads) {
+            const int32_t t = history_token(p, r, pos);
+            if (t >= 0 && t < p.V) atomicAdd(&l[t], -r.frequency_penalty);
+        }
+}
+
+// ---- 3. the draw ------------------------------------------------------------------------------
+
+struct DrawSmem {
+    ReduceSmem red;
+    SelectSmem sel;
+    double score[kWarps];
+    float fscore[kWarps];
+    int32_t index[kWarps];
+    float raw;
+};
+
+__global__ void __launch_bounds__(kThreads) draw_kernel(SamplingLaunch p) {
+    __shared__ DrawSmem sm;
+    const SampleRow r = p.rows[blockIdx.x];
+    const float* l = p.logits + int64_t(r.logits_row) * p.V;
+    int32_t token;
+    if (r.temperature == 0.0f || r.top_k == 1) {
+        float best = -INFINITY;
+        int32_t best_i = -1;
+        for (int64_t i = threadIdx.x; i < p.V; i += kThreads) {
+            const float v = l[i];
+            if (best_i < 0 || v > best) best = v, best_i = int32_t(i);  // ascending i: the first maximum
+        }
+        token = block_argmax(best, best_i, sm.fscore, sm.index);
+    } else {
+        const float inv_t = float(1.0 / double(r.temperature));
+        float m = -INFINITY;
+        for (int64_t i = threadIdx.x; i < p.V; i += kThreads) m = fmaxf(m, l[i] * inv_t);
+        m = block_max(m, sm.red);
+        float tau = -INFINITY;
+        if (r.top_k > 0 && r.top_k < p.V) {
+            const uint32_t k = radix_select(
+                p.V,
+                [&](int64_t i, uint32_t& key, u64& w) {
+                    key = float_order_key(l[i] * inv_t);
+                    w = 1;
+                    return true;
+                },
+                double(r.top_k), 0.0, sm.sel, sm.red);
+            tau = float_from_order_key(k);
+        }
+        if (r.top_p < 1.0f) {
+            const float tau_k = tau;
+            const uint32_t k = radix_select(
+                p.V,
+                [&](int64_t i, uint32_t& key, u64& w) {
+                    const float s = l[i] * inv_t;
+                    if (!(s >= tau_k)) return false;
+                    key = float_order_key(s);
+                    w = sampling_weight_fixed(s, m);
+                    return true;
+                },
+                0.0, double(r.top_p), sm.sel, sm.red);
+            tau = fmaxf(tau, float_from_order_key(k));
+        }
+        double best = -INFINITY;
+        int32_t best_i = -1;
+        for (int64_t i = threadIdx.x; i < p.V; i += kThreads) {
+            const float s = l[i] * inv_t;
+            if (!(s >= tau) || !sampling_min_p_keeps(s, m, r.min_p)) continue;
+            const double score = double(s) + sampling_gumbel(r.seed, r.draw, uint32_t(i));
+            if (best_i < 0 || score > best) best = score, best_i = int32_t(i);
+        }
+        token = block_argmax(best, best_i, sm.score, sm.index);
+        if (token < 0) token = 0;  // every logit -inf: nothing to draw (the CPU specification aborts)
+    }
+    if (r.num_top_logprobs >= 0) {
+        // The raw logit of the token: saved by the adjustment that overwrote it, else in place.
+        if (threadIdx.x == 0) sm.raw = l[token];
+        __syncthreads();
+        const int32_t list = p.raw_list[blockIdx.x];
+        if (list >= 0) {
+            const int32_t n = min(p.list_count[list], p.list_cap[list]);
+            for (int32_t j = threadIdx.x; j < n; j += kThreads) {
+                const SavedLogit s = p.saved[p.list_begin[list] + j];
+                if (s.token == token) sm.raw = s.raw;  // tokens are unique in a list
+            }
+        }
+        __syncthreads();
+        if (threadIdx.x == 0) p.logprob[blockIdx.x] = sm.raw - p.lse[blockIdx.x];
+    }
+    if (threadIdx.x == 0) {
+        p.token[blockIdx.x] = token;
+        p.accepted[blockIdx.x] = r.draft >= 0 && token == r.draft;
+    }
+}
+
+__global__ void store_token_ids_kernel(DeviceBatch b, int32_t* token_pages, int32_t block_size) {
+    const int32_t r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= b.num_tokens) return;
+    const DeviceSeq s = b.seqs[b.row_seq[r]];
+    const int32_t pos = b.positions[r];
+    const int32_t page = b.block_tables[s.block_table_begin + pos / block_size];
+    token_pages[int64_t(page) * block_size + pos % block_size] = b.token_ids[r];
+}
+
+}  // namespace
+
+void launch_sampling(const SamplingLaunch& p, bool any_logprobs, bool any_adjust, cudaStream_t stream) {
+    if (p.R == 0) return;
+    if (any_logprobs) {
+        logprob_stats_kernel<<<unsigned(p.R), kThreads, 0, stream>>>(p);
+        QS_CUDA_CHECK_LAUNCH();
+    }
+    if (any_adjust) {
+        const size_t smem = size_t(3 * ((p.V + 31) / 32)) * sizeof(uint32_t);
+        static size_t smem_set = 0;  // the attribute is per function: raise it once, as needed
+        if (smem > smem_set) {
+            QS_CUDA_CHECK(cudaFuncSetAttribute(adjust_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+            smem_set = smem;
+        }
+        adjust_kernel<<<unsigned(p.R), kThreads, smem, stream>>>(p);
+        QS_CUDA_CHECK_LAUNCH();
+    }
+    draw_kernel<<<unsigned(p.R), kThreads, 0, stream>>>(p);
+    QS_CUDA_CHECK_LAUNCH();
+}
+
+void launch_store_token_ids(const DeviceBatch& batch, int32_t* token_pages, int32_t block_size, cudaStream_t stream) {
+    if (batch.num_tokens == 0) return;
+    store_token_ids_kernel<<<unsigned((batch.num_tokens + 255) / 256), 256, 0, stream>>>(batch, token_pages, block_size);
+    QS_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace qs::cuda

@@ -1,0 +1,65 @@
+// SampleRows from requests (see sample_rows.h).
+#include "engine/sample_rows.h"
+
+#include <algorithm>
+#include <random>
+
+#include "core/check.h"
+#include "engine/sequence.h"
+
+namespace qs {
+
+uint64_t sampling_key(const SamplingParams& p, int32_t completion_index) {
+    uint64_t seed = p.seed ? *p.seed : (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}();
+    // Completions of one request draw from distinct, reproducible streams.
+    return seed + 0x632be59bd9b4e019ull * uint64_t(completion_index);
+}
+
+void add_sample_row(SamplingBatch& b, const Sequence& s, uint64_t key, const SampleRowSpec& spec,
+                    const std::vector<int64_t>& eos_ids, int64_t block_size) {
+    const SamplingParams& p = s.request->request.params;
+    SampleRow r;
+    r.logits_row = spec.logits_row;
+    r.temperature = float(p.temperature);
+    r.top_k = int32_t(std::min<int64_t>(p.top_k, INT32_MAX));
+    r.top_p = float(p.top_p);
+    r.min_p = float(p.min_p);
+    r.repetition_penalty = float(p.repetition_penalty);
+    r.presence_penalty = float(p.presence_penalty);
+    r.frequency_penalty = float(p.frequency_penalty);
+    r.seed = key;
+    r.draw = uint64_t(spec.draw);
+    r.draft = spec.draft;
+    r.num_top_logprobs = int32_t(p.logprobs);
+    r.adjusts_row = spec.adjusts_row;
+    r.adjust_begin = r.adjust_end = int32_t(b.adjust.size());
+    if (spec.adjusts_row) {
+        for (const TokenBias& t : p.logit_bias) b.adjust.push_back({t.token, t.bias});
+        if (spec.draw < p.min_tokens) {
+            // A ban replaces a bias on the same token (entries stay unique per row).
+            auto ban = [&](int32_t token) {
+                for (int32_t a = r.adjust_begin; a < int32_t(b.adjust.size()); ++a)
+                    if (b.adjust[size_t(a)].token == token) {
+                        b.adjust[size_t(a)].bias = -INFINITY;
+                        return;
+                    }
+                b.adjust.push_back({token, -INFINITY});
+            };
+            if (!p.ignore_eos)
+                for (int64_t t : eos_ids) ban(int32_t(t));
+            for (int32_t t : p.stop_token_ids) ban(t);
+        }
+        r.adjust_end = int32_t(b.adjust.size());
+        if (r.has_penalties()) {
+            r.history_len = int32_t(spec.position + 1);
+            r.num_prompt = int32_t(s.num_prompt);
+            r.table_begin = int32_t(b.block_tables.size());
+            const int64_t pages = (spec.position + block_size) / block_size;
+            QS_CHECK(pages <= int64_t(s.block_table.size()));
+            b.block_tables.insert(b.block_tables.end(), s.block_table.begin(), s.block_table.begin() + pages);
+        }
+    }
+    b.rows.push_back(r);
+}
+
+}  // namespace qs
