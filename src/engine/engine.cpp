@@ -457,6 +457,24 @@ void Engine::sample_rows(const SchedulerOutput& sched, const Qwen36Model::Output
         pick.token = sampled_.token[size_t(pick.sample_row)];
         pick.accepted = sampled_.accepted[size_t(pick.sample_row)] != 0;
     }
+    if (config_.benchmark_mtp_acceptance >= 0.0) force_acceptance();
+}
+
+void Engine::force_acceptance() {
+    // Benchmark only: a draft row accepts its draft with the configured probability, decided by
+    // a hash of (sequence key, position), and emits the draft then; a refused draft emits what
+    // the target drew. Outputs are no longer the model's.
+    const uint64_t threshold = uint64_t(config_.benchmark_mtp_acceptance * 18446744073709551615.0);
+    for (RowPick& pick : picks_) {
+        const SampleRow& r = sampling_.rows[size_t(pick.sample_row)];
+        if (r.draft < 0) continue;
+        uint64_t h = (r.seed ^ (r.draw * 0x9e3779b97f4a7c15ull)) + 0x632be59bd9b4e019ull;
+        h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ull;
+        h = (h ^ (h >> 27)) * 0x94d049bb133111ebull;
+        h ^= h >> 31;
+        pick.accepted = config_.benchmark_mtp_acceptance >= 1.0 || h < threshold;
+        if (pick.accepted) pick.token = r.draft;
+    }
 }
 
 uint64_t Engine::sampling_key_for(const Sequence& parent, int32_t completion_index) {

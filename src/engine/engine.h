@@ -88,6 +88,8 @@ private:
     // Draws every token this step needs on the backend (Ops::sample over the forward's device
     // logits) into picks_ and sampled_.
     void sample_rows(const SchedulerOutput& sched, const Qwen36Model::Output& out);
+    // --benchmark-mtp-acceptance: overrides the draft verdicts of picks_ (benchmark only).
+    void force_acceptance();
     // The sampling key of completion `completion_index` of parent's request.
     uint64_t sampling_key_for(const Sequence& parent, int32_t completion_index);
     // Appends `token` (drawn by sampled_ row `sample_row`) to the sequence, detokenizes, checks

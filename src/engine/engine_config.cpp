@@ -31,6 +31,9 @@ Status EngineConfig::validate() const {
     if (num_state_snapshots < 0) return bad("num_state_snapshots", num_state_snapshots, ">= 0");
     if (cache_memory_mb < 1) return bad("cache_memory_mb", cache_memory_mb, ">= 1");
     if (num_kv_blocks < 0) return bad("num_kv_blocks", num_kv_blocks, ">= 0");
+    if (benchmark_mtp_acceptance != -1.0 && !(benchmark_mtp_acceptance >= 0.0 && benchmark_mtp_acceptance <= 1.0))
+        return invalid_argument(fmt::format("benchmark_mtp_acceptance must be in [0, 1] (or -1: off), got {}",
+                                            benchmark_mtp_acceptance));
     if (max_num_batched_tokens < max_num_seqs * (1 + num_speculative_tokens) && !enable_chunked_prefill)
         return invalid_argument("max_num_batched_tokens is too small for max_num_seqs decodes without chunked prefill");
     return Status::ok();
@@ -43,7 +46,11 @@ std::string EngineConfig::describe() const {
         "cache_memory_mb={} num_kv_blocks={} gdn_state_dtype={}",
         max_num_seqs, max_num_batched_tokens, max_model_len, kv_block_size, kv_cache_dtype_name(kv_cache_dtype),
         enable_chunked_prefill, enable_prefix_caching, max_waiting, num_speculative_tokens, num_state_snapshots,
-        cache_memory_mb, num_kv_blocks, gdn_state_bf16 ? "bf16" : "f32");
+        cache_memory_mb, num_kv_blocks, gdn_state_bf16 ? "bf16" : "f32") +
+           (benchmark_mtp_acceptance >= 0.0
+                ? fmt::format(" benchmark_mtp_acceptance={} (BENCHMARK ONLY: outputs are not the model's)",
+                              benchmark_mtp_acceptance)
+                : std::string());
 }
 
 const std::set<std::string>& EngineConfig::flag_options() {
@@ -55,7 +62,8 @@ const std::set<std::string>& EngineConfig::valued_options() {
     static const std::set<std::string> s = {"max-num-seqs",  "max-num-batched-tokens", "max-model-len",
                                             "kv-block-size", "kv-cache-dtype",         "max-waiting",
                                             "num-speculative-tokens", "num-state-snapshots", "cache-memory-mb",
-                                            "num-kv-blocks", "gpu-memory-utilization", "gdn-state-dtype"};
+                                            "num-kv-blocks", "gpu-memory-utilization", "gdn-state-dtype",
+                                            "benchmark-mtp-acceptance"};
     return s;
 }
 
@@ -71,6 +79,9 @@ Result<EngineConfig> EngineConfig::from_args(const Args& a) {
     QS_ASSIGN_OR_RETURN(c.cache_memory_mb, a.get_int("cache-memory-mb", c.cache_memory_mb));
     QS_ASSIGN_OR_RETURN(c.num_kv_blocks, a.get_int("num-kv-blocks", c.num_kv_blocks));
     QS_ASSIGN_OR_RETURN(c.gpu_memory_utilization, a.get_double("gpu-memory-utilization", c.gpu_memory_utilization));
+    QS_ASSIGN_OR_RETURN(c.benchmark_mtp_acceptance, a.get_double("benchmark-mtp-acceptance", c.benchmark_mtp_acceptance));
+    if (a.has("benchmark-mtp-acceptance") && !(c.benchmark_mtp_acceptance >= 0.0 && c.benchmark_mtp_acceptance <= 1.0))
+        return invalid_argument(fmt::format("--benchmark-mtp-acceptance must be in [0, 1], got {}", c.benchmark_mtp_acceptance));
     if (!(c.gpu_memory_utilization > 0.0 && c.gpu_memory_utilization <= 1.0))
         return invalid_argument(fmt::format("--gpu-memory-utilization must be in (0, 1], got {}", c.gpu_memory_utilization));
     const std::string dt = a.get_or("kv-cache-dtype", "bf16");

@@ -28,6 +28,10 @@ struct EngineConfig {
     int64_t cache_memory_mb = 256;           // KV + state budget (CPU backend; GPU derives it)
     double gpu_memory_utilization = 0.90;    // GPU: share of device memory in use once the cache is made
     int64_t num_kv_blocks = 0;               // 0: derived from cache_memory_mb
+    // BENCHMARK ONLY, CHANGES OUTPUTS (--benchmark-mtp-acceptance P): each MTP draft is accepted
+    // with probability P whatever the target says, so MTP can be timed at a chosen acceptance
+    // on dummy weights. -1: off (the real verdicts).
+    double benchmark_mtp_acceptance = -1.0;
 
     Status validate() const;
     std::string describe() const;  // one line, for the start-up log
