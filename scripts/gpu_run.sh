@@ -13,6 +13,9 @@
 #   fp8_lean   the FP8 benchmark with bf16 GDN state and an fp8 K/V cache
 #   profile | profile_fp8_lean   GPU time per op (prefill, single-stream decode, 512-sequence decode)
 #   fp8gemm  the FP8 dense-linear lab (fp8_gemm_lab) and its GPU parity test only
+#   sampling the sampling lab and the GPU sampling tests only
+#   http:MODE,MODE[:SERVE_ARGS]   scripts/gpu_serve_bench.sh: serve FP8 lean + qwenserve bench per
+#           mode (greedy, sampled, penalties, logprobs, default), e.g. http:greedy,sampled
 # Usage: bash scripts/gpu_run.sh labs tests bf16
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -42,6 +45,13 @@ for stage in "$@"; do
         fp8gemm) run fp8_gemm_lab "$B/fp8_gemm_lab"
                  run gpu_tests_fp8 "$B/qs_gpu_tests" --gtest_color=no --gtest_filter='*Fp8BlockLinear*' ;;
         tests) run gpu_tests "$B/qs_gpu_tests" --gtest_color=no ;;
+        sampling) run sampling_lab "$B/sampling_lab"
+                  run gpu_tests_sampling "$B/qs_gpu_tests" --gtest_color=no --gtest_filter='CudaSampling*' ;;
+        http:*) spec="${stage#http:}"; modes="${spec%%:*}"; serve_args=""; [ "$spec" != "$modes" ] && serve_args="${spec#*:}"
+                tag=$(printf %s "$serve_args" | tr -c 'A-Za-z0-9' '_' | cut -c1-40)
+                STAGE_TIMEOUT=${HTTP_TIMEOUT:-560} run "http_${tag:-base}" bash scripts/gpu_serve_bench.sh \
+                    --requests "${HTTP_REQUESTS:-1024}" --clients "${HTTP_CLIENTS:-1280}" --name "fp8_lean${tag:+_$tag}" \
+                    --serve "$serve_args" ${modes//,/ } ;;
         bf16) run bench_bf16 "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b --load-format dummy --no-mtp ;;
         fp8) run bench_fp8 "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b --load-format dummy --no-mtp \
                  --dummy-format fp8-block ;;

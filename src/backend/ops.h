@@ -46,6 +46,12 @@ public:
     // the mark (a layer's temporaries), so memory stays one layer deep, not forty.
     virtual size_t mark() { return 0; }
     virtual void release_to(size_t mark) {}
+    // A buffer of n floats in the backend's memory that free_all does not release: one per id,
+    // kept (and grown, losing its contents) across forwards. For results that outlive their
+    // forward (the final hidden states the MTP head reads after a rollback forward ran).
+    virtual float* persistent(int id, int64_t n) = 0;
+    // Copies n floats between two backend buffers.
+    virtual void copy(const float* src, int64_t n, float* dst) = 0;
     // Copies n floats from a backend buffer to host memory.
     virtual void copy_to_host(const float* src, int64_t n, float* dst) = 0;
     // Copies n floats from host memory into a backend buffer.

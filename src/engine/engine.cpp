@@ -402,7 +402,7 @@ void Engine::run_batch(const SchedulerOutput& sched) {
     t = now_seconds();
     if (!rollback.seqs.empty()) rollback_buf_ = model_.forward(rollback, *cache_, false, std::move(rollback_buf_));
     profile_.forward_s += now_seconds() - t;
-    run_mtp(out.hidden);
+    run_mtp(out.device_hidden, out.num_hidden_rows);
     forward_buf_ = std::move(out);
 }
 
@@ -488,7 +488,7 @@ uint64_t Engine::sampling_key_for(const Sequence& parent, int32_t completion_ind
     return rs.sibling_keys[size_t(completion_index)];
 }
 
-void Engine::run_mtp(const std::vector<float>& hidden) {
+void Engine::run_mtp(const float* hidden, int64_t num_hidden_rows) {
     if (num_spec_ == 0 || mtp_seqs_.empty()) return;
     // Catch-up: MTP row p (position p) reads hidden h_p and token x_{p+1}; this fills the MTP
     // layer's KV for the rows just computed and yields the first draft from the last row. The
@@ -522,12 +522,12 @@ void Engine::run_mtp(const std::vector<float>& hidden) {
         }
         b.seqs.push_back(span);
     }
-    const int64_t H = weights_.config.hidden_size;
-    if (identity && b.num_tokens() * H == int64_t(hidden.size())) mtp_hidden_rows_.clear();
+    if (identity && b.num_tokens() == num_hidden_rows) mtp_hidden_rows_.clear();
     b.argmax_only = true;  // drafts are greedy: only the argmax of each row comes back
     double t = now_seconds();
     // With k > 1 the output carries the MTP hidden at the drafting rows, in drafting_ order.
-    Qwen36Model::Output out = model_.mtp_forward(b, hidden, mtp_hidden_rows_, *cache_, /*want_hidden=*/num_spec_ > 1,
+    Qwen36Model::Output out = model_.mtp_forward(b, hidden, num_hidden_rows, mtp_hidden_rows_, *cache_,
+                                                 /*want_hidden=*/num_spec_ > 1,
                                                  std::move(mtp_buf_));
     profile_.forward_s += now_seconds() - t;
     t = now_seconds();
@@ -552,12 +552,14 @@ void Engine::run_mtp(const std::vector<float>& hidden) {
         db.argmax_only = true;
         t = now_seconds();
         Qwen36Model::Output o =
-            model_.mtp_forward(db, out.hidden, /*hidden_rows=*/{}, *cache_, /*want_hidden=*/true, std::move(mtp_step_buf_));
+            model_.mtp_forward(db, out.device_hidden, out.num_hidden_rows, /*hidden_rows=*/{}, *cache_,
+                               /*want_hidden=*/true, std::move(mtp_step_buf_));
         profile_.forward_s += now_seconds() - t;
         t = now_seconds();
         for (size_t d = 0; d < drafting_.size(); ++d) drafting_[d]->draft.push_back(o.argmax[d]);
         profile_.sample_s += now_seconds() - t;
-        out.hidden.swap(o.hidden);  // this step's hidden feeds the next; both buffers are kept
+        out.device_hidden = o.device_hidden;  // this step's hidden feeds the next (read before written)
+        out.num_hidden_rows = o.num_hidden_rows;
         mtp_step_buf_ = std::move(o);
     }
     mtp_buf_ = std::move(out);

@@ -101,7 +101,7 @@ private:
     std::vector<Sequence*> fork_siblings(Sequence& parent, int32_t first_sibling_row);
     // The MTP catch-up over mtp_seqs_ (rows of the target forward's `hidden` given by
     // mtp_first_row_ / mtp_num_rows_) and the draft steps for the next verify.
-    void run_mtp(const std::vector<float>& hidden);
+    void run_mtp(const float* hidden, int64_t num_hidden_rows);
     PendingOutput& pending_for(Sequence& s);
     void flush_outputs();
     void publish_stats();

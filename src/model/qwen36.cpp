@@ -72,9 +72,16 @@ Qwen36Model::Output Qwen36Model::finish(const float* x_final, const ForwardBatch
     // recycled buffers ([rows, vocab] floats) would only double the memory traffic.
     Output result = std::move(recycled);
     const int64_t hidden_rows = hidden_out == HiddenOut::kAllRows ? T : hidden_out == HiddenOut::kLogitsRows ? R : 0;
-    result.hidden.resize(size_t(hidden_rows * H));
-    if (hidden_out == HiddenOut::kAllRows) ops_.copy_to_host(x_final, T * H, result.hidden.data());
     const bool host_logits = !batch.argmax_only && !batch.logits_on_device;
+    result.hidden.resize(host_logits ? size_t(hidden_rows * H) : 0);
+    result.num_hidden_rows = hidden_rows;
+    result.device_hidden = nullptr;
+    if (hidden_out == HiddenOut::kAllRows) {
+        float* kept = ops_.persistent(kForwardHidden, T * H);
+        ops_.copy(x_final, T * H, kept);
+        result.device_hidden = kept;
+        if (host_logits) ops_.copy_to_host(x_final, T * H, result.hidden.data());
+    }
     result.logits.resize(host_logits ? size_t(R * V) : 0);
     result.argmax.clear();
     result.device_logits = nullptr;
@@ -89,7 +96,12 @@ Qwen36Model::Output Qwen36Model::finish(const float* x_final, const ForwardBatch
             ops_.gather_rows(x_final, batch.logits_rows.data(), R, H, gathered);
             rows = gathered;
         }
-        if (hidden_out == HiddenOut::kLogitsRows) ops_.copy_to_host(rows, R * H, result.hidden.data());
+        if (hidden_out == HiddenOut::kLogitsRows) {
+            float* kept = ops_.persistent(kMtpHidden, R * H);
+            ops_.copy(rows, R * H, kept);
+            result.device_hidden = kept;
+            if (host_logits) ops_.copy_to_host(rows, R * H, result.hidden.data());
+        }
         ops_.linear(rows, R, w_.lm_head, logits);
         if (batch.logits_on_device) {
             result.device_logits = logits;
@@ -132,6 +144,17 @@ Qwen36Model::Output Qwen36Model::forward(const ForwardBatch& batch, ModelCache& 
 Qwen36Model::Output Qwen36Model::mtp_forward(const ForwardBatch& batch, const std::vector<float>& hidden,
                                              const std::vector<int32_t>& hidden_rows, ModelCache& cache,
                                              bool want_hidden, Output recycled) {
+    const int64_t H = w_.config.hidden_size;
+    QS_CHECK(int64_t(hidden.size()) % H == 0);
+    const int64_t S = int64_t(hidden.size()) / H;
+    float* d = ops_.persistent(kUploadedHidden, S * H);
+    ops_.copy_from_host(hidden.data(), S * H, d);
+    return mtp_forward(batch, d, S, hidden_rows, cache, want_hidden, std::move(recycled));
+}
+
+Qwen36Model::Output Qwen36Model::mtp_forward(const ForwardBatch& batch, const float* hidden, int64_t num_hidden_rows,
+                                             const std::vector<int32_t>& hidden_rows, ModelCache& cache,
+                                             bool want_hidden, Output recycled) {
     const ModelConfig& c = w_.config;
     const MtpWeights& m = w_.mtp;
     QS_CHECK_MSG(m.present, "the model has no MTP block");
@@ -146,16 +169,15 @@ Qwen36Model::Output Qwen36Model::mtp_forward(const ForwardBatch& batch, const st
     float* u = ops_.alloc(T * 2 * H);
     float* x = ops_.alloc(T * H);
     ops_.embed(w_.embed_tokens, batch.token_ids.data(), T, e);
+    // The hidden rows are copied into this forward's buffers first: `hidden` may be the
+    // persistent buffer this step's output goes to.
     if (hidden_rows.empty()) {
-        QS_CHECK(int64_t(hidden.size()) == T * H);
-        ops_.copy_from_host(hidden.data(), T * H, hid);
+        QS_CHECK(num_hidden_rows == T);
+        ops_.copy(hidden, T * H, hid);
     } else {
-        QS_CHECK(int64_t(hidden_rows.size()) == T && int64_t(hidden.size()) % H == 0);
-        const int64_t S = int64_t(hidden.size()) / H;
-        for (int32_t r : hidden_rows) QS_CHECK(r >= 0 && r < S);
-        float* all = ops_.alloc(S * H);  // [S, H]
-        ops_.copy_from_host(hidden.data(), S * H, all);
-        ops_.gather_rows(all, hidden_rows.data(), T, H, hid);
+        QS_CHECK(int64_t(hidden_rows.size()) == T);
+        for (int32_t r : hidden_rows) QS_CHECK(r >= 0 && r < num_hidden_rows);
+        ops_.gather_rows(hidden, hidden_rows.data(), T, H, hid);
     }
     ops_.rms_norm_zc(e, m.pre_fc_norm_embedding.data(), T, H, c.rms_norm_eps, e);
     ops_.rms_norm_zc(hid, m.pre_fc_norm_hidden.data(), T, H, c.rms_norm_eps, hid);

@@ -18,7 +18,11 @@ public:
         std::vector<float> logits;  // [batch.logits_rows.size(), vocab_size]
         // If asked: forward(): the final-normed hidden of every row [num_tokens, hidden] (the
         // MTP input); mtp_forward(): the MTP output after mtp.norm at the logits rows
-        // [batch.logits_rows.size(), hidden] (the next draft step's input).
+        // [batch.logits_rows.size(), hidden] (the next draft step's input). In the backend's
+        // memory, valid until the next forward (resp. mtp_forward) that asks for hidden states;
+        // copied to `hidden` (host) too when the logits come back to the host.
+        const float* device_hidden;
+        int64_t num_hidden_rows;
         std::vector<float> hidden;
         std::vector<int32_t> argmax;  // [batch.logits_rows.size()] when batch.argmax_only
         // [batch.logits_rows.size(), vocab_size] in the backend's memory when
@@ -42,6 +46,11 @@ public:
     Output mtp_forward(const ForwardBatch& batch, const std::vector<float>& hidden,
                        const std::vector<int32_t>& hidden_rows, ModelCache& cache, bool want_hidden = false,
                        Output recycled = {});
+    // The same with hidden [num_hidden_rows, hidden_size] in the backend's memory (an Output's
+    // device_hidden): nothing crosses to the host.
+    Output mtp_forward(const ForwardBatch& batch, const float* hidden, int64_t num_hidden_rows,
+                       const std::vector<int32_t>& hidden_rows, ModelCache& cache, bool want_hidden = false,
+                       Output recycled = {});
 
     const ModelConfig& config() const { return w_.config; }
     const ModelWeights& weights() const { return w_; }
@@ -54,6 +63,8 @@ private:
     void decoder_layer(const DecoderLayerWeights& l, float* x, int64_t T, const ForwardBatch& batch, const int32_t* positions,
                        ModelCache& cache, int64_t kv_layer, int64_t gdn_layer);
     enum class HiddenOut : uint8_t { kNone, kAllRows, kLogitsRows };
+    // Ops::persistent ids of the hidden states that outlive their forward.
+    enum PersistentId : int { kForwardHidden = 1, kMtpHidden = 2, kUploadedHidden = 3 };
     Output finish(const float* x_final, const ForwardBatch& batch, HiddenOut hidden_out, Output recycled);
     // QS_CHECKs the batch's shape: rows in range, block tables covering every row's position.
     void check_batch(const ForwardBatch& batch, const ModelCache& cache) const;

@@ -124,3 +124,43 @@ TEST(EngineSampling, ForkedSiblingsWithPenaltiesAreReproducible) {
         for (size_t j = 0; j < 8; ++j) EXPECT_NEAR(a.at("n").at(i).logprobs[j], b.at("n").at(i).logprobs[j], 1e-4);
     }
 }
+
+TEST(EngineSampling, BenchmarkMtpAcceptanceForcesTheVerdicts) {
+    // Benchmark only: P = 1 accepts every draft, P = 0 none, P = 0.5 about half (the hash of
+    // (key, position) decides), whatever the target would say.
+    ModelWeights w = make_dummy_weights(engine_test_config(), 94);
+    std::mt19937 rng(13);
+    const int V = int(w.config.vocab_size);
+    for (double p : {0.0, 0.5, 1.0}) {
+        CpuOps ops;
+        EngineConfig cfg;
+        cfg.num_speculative_tokens = 2;
+        cfg.max_num_seqs = 8;
+        cfg.cache_memory_mb = 16;
+        cfg.benchmark_mtp_acceptance = p;
+        auto engine = Engine::create(w, ops, cfg, nullptr);
+        ASSERT_TRUE(engine.is_ok()) << engine.status().message();
+        Collector col;
+        for (int i = 0; i < 6; ++i) {
+            GenerationRequest r = greedy_request("f" + std::to_string(i), random_prompt(rng, 9, V), 40);
+            r.params.ignore_eos = true;
+            ASSERT_TRUE((*engine)->submit(r, col.sink_for(r.id)).is_ok());
+        }
+        (*engine)->run_until_idle();
+        const auto& prop = (*engine)->mtp_proposed_by_position();
+        const auto& acc = (*engine)->mtp_accepted_by_position();
+        ASSERT_GT(prop[0], 0);
+        const double rate = double(acc[0]) / double(prop[0]);
+        if (p == 0.0) EXPECT_EQ(acc[0], 0);
+        if (p == 1.0) EXPECT_EQ(acc[0], prop[0]);
+        if (p == 0.5) {
+            EXPECT_GT(rate, 0.3);
+            EXPECT_LT(rate, 0.7);
+        }
+        for (int i = 0; i < 6; ++i) EXPECT_EQ(col.got["f" + std::to_string(i)][0].tokens.size(), 40u);
+        EXPECT_EQ((*engine)->num_blocks_in_use(), 0);
+    }
+    EngineConfig bad;
+    bad.benchmark_mtp_acceptance = 1.5;
+    EXPECT_FALSE(bad.validate().is_ok());
+}

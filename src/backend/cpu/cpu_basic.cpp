@@ -8,6 +8,13 @@
 
 namespace qs {
 
+float* CpuOps::persistent(int id, int64_t n) {
+    std::vector<float>& b = persistent_[id];
+    if (int64_t(b.size()) < n) b.assign(size_t(n), 0.0f);
+    return b.data();
+}
+
+
 float* CpuOps::alloc(int64_t n) {
     buffers_.push_back(std::make_unique<float[]>(size_t(n)));  // value-initialised: zeros
     return buffers_.back().get();

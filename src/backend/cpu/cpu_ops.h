@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -18,6 +19,8 @@ public:
     void free_all() override { buffers_.clear(); }
     size_t mark() override { return buffers_.size(); }
     void release_to(size_t mark) override { buffers_.resize(std::min(mark, buffers_.size())); }
+    float* persistent(int id, int64_t n) override;
+    void copy(const float* src, int64_t n, float* dst) override { std::copy_n(src, n, dst); }
     void copy_to_host(const float* src, int64_t n, float* dst) override { std::copy_n(src, n, dst); }
     void copy_from_host(const float* src, int64_t n, float* dst) override { std::copy_n(src, n, dst); }
 
@@ -38,6 +41,7 @@ public:
 
 private:
     std::vector<std::unique_ptr<float[]>> buffers_;
+    std::map<int, std::vector<float>> persistent_;
 };
 
 namespace cpu {

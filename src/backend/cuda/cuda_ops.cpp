@@ -78,6 +78,19 @@ void CudaOps::release_to(size_t mark) {
     marks_.resize(mark);
 }
 
+float* CudaOps::persistent(int id, int64_t n) {
+    DeviceBuffer& b = persistent_[id];
+    if (b.bytes() < size_t(n) * sizeof(float)) {
+        QS_CUDA_CHECK(cudaStreamSynchronize(stream_));  // queued work may still use the old buffer
+        b = DeviceBuffer(size_t(n) * sizeof(float));
+    }
+    return b.as<float>();
+}
+
+void CudaOps::copy(const float* src, int64_t n, float* dst) {
+    if (n > 0) QS_CUDA_CHECK(cudaMemcpyAsync(dst, src, size_t(n) * sizeof(float), cudaMemcpyDeviceToDevice, stream_));
+}
+
 void CudaOps::copy_to_host(const float* src, int64_t n, float* dst) {
     QS_CUDA_CHECK(cudaMemcpyAsync(dst, src, size_t(n) * sizeof(float), cudaMemcpyDeviceToHost, stream_));
     QS_CUDA_CHECK(cudaStreamSynchronize(stream_));

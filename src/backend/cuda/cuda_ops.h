@@ -54,6 +54,8 @@ public:
     void free_all() override;
     size_t mark() override;
     void release_to(size_t mark) override;
+    float* persistent(int id, int64_t n) override;
+    void copy(const float* src, int64_t n, float* dst) override;
     void copy_to_host(const float* src, int64_t n, float* dst) override;
     void copy_from_host(const float* src, int64_t n, float* dst) override;
     std::unique_ptr<ModelCache> make_cache(const CacheGeometry& g) override;
@@ -115,6 +117,7 @@ private:
     bool graphs_possible_ = false;  // every op of these weights can be captured (prepare_weights)
     bool replay_pending_ = false;   // begin_forward padded the batch; run_layers uses graph_key_
     ForwardGraphs::Key graph_key_{};
+    std::map<int, DeviceBuffer> persistent_;  // persistent(): outside the arena
     std::vector<char> sample_upload_;        // sample(): the SamplingBatch packed for one copy
     std::vector<int32_t> sample_download_;   // sample(): what comes back
 };

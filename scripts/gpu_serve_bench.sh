@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# The serving benchmark through HTTP on the GPU machine: `qwenserve serve --device cuda` on the
+# full-size model with dummy weights, FP8 lean (fp8 block weights, bf16 GDN state, fp8 K/V),
+# driven by `qwenserve bench` with the seed-replay fixture (chat prompts uniform in 256-1,792
+# tokens, 256 completion tokens, thinking off, seed 1). Each MODE rewrites the fixture's sampling
+# fields; every result goes to $OUT/<name>.json and a line of $OUT/serve_bench.txt.
+# Usage: bash scripts/gpu_serve_bench.sh [--requests N] [--clients C] [--serve "extra serve args"]
+#            [--name NAME] MODE...
+#   MODE: greedy | sampled (T 0.7, top_p 0.95) | penalties (T 1, repetition 1.1, presence 0.5,
+#         frequency 0.5) | logprobs (greedy, logprobs 5) | default (no sampling fields: T 1)
+# Needs gpu-bundle/ (scripts/build_gpu_bundle.sh) and the Qwen3.6 tokenizer in .carry/qwen36-tok
+# (tools/qwen36_tokenizer_json.py; travels compressed as .carry/qwen36-tok.tar.xz).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT="${OUT:-gpu-logs}"
+mkdir -p "$OUT"
+B=gpu-bundle
+requests=1024 clients=1280 extra="" name=fp8_lean port=18500
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --requests) requests="$2"; shift 2 ;;
+        --clients) clients="$2"; shift 2 ;;
+        --serve) extra="$2"; shift 2 ;;
+        --name) name="$2"; shift 2 ;;
+        *) break ;;
+    esac
+done
+[ -f .carry/qwen36-tok/tokenizer.json ] || { mkdir -p .carry/qwen36-tok && tar -C .carry/qwen36-tok -xJf .carry/qwen36-tok.tar.xz; }
+export LD_LIBRARY_PATH="$PWD/$B:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+"$B/qwenserve" serve --model builtin:qwen36-35b-a3b --load-format dummy --dummy-format fp8-block \
+    --gdn-state-dtype bf16 --kv-cache-dtype fp8_e4m3 --device cuda --tokenizer .carry/qwen36-tok \
+    --served-model-name qwen3.6-35b-a3b --port $port --max-waiting 8192 $extra > "$OUT/serve_$name.log" 2>&1 &
+server=$!
+for i in $(seq 1 240); do
+    curl -sf "http://127.0.0.1:$port/health" > /dev/null && break
+    kill -0 $server 2>/dev/null || { echo "serve exited"; tail -20 "$OUT/serve_$name.log"; exit 1; }
+    sleep 1
+done
+echo "serve up after ${i}s ($name: $extra)"
+"$B/qwenserve" bench fixture --out "$OUT/fixture.jsonl" --requests "$requests" --seed 1 --min-prompt 256 \
+    --max-prompt 1792 --max-tokens 256 --context 2048 --model qwen3.6-35b-a3b > /dev/null
+for mode in "$@"; do
+    python3 - "$mode" "$OUT/fixture.jsonl" "$OUT/fixture_$mode.jsonl" <<'EOF'
+import json, sys
+mode, src, dst = sys.argv[1:]
+fields = {"greedy": {"temperature": 0}, "sampled": {"temperature": 0.7, "top_p": 0.95},
+          "penalties": {"temperature": 1.0, "repetition_penalty": 1.1, "presence_penalty": 0.5, "frequency_penalty": 0.5},
+          "logprobs": {"temperature": 0, "logprobs": True, "top_logprobs": 5}, "default": {}}[mode]
+with open(src) as f, open(dst, "w") as g:
+    for line in f:
+        r = json.loads(line)
+        r["body"].pop("temperature", None)
+        r["body"].update(fields)
+        g.write(json.dumps(r) + "\n")
+EOF
+    "$B/qwenserve" bench --url "http://127.0.0.1:$port" --fixture "$OUT/fixture_$mode.jsonl" --clients "$clients" \
+        --requests "$requests" --threads 4 --gpu-hourly-cost 5 --json-out "$OUT/${name}_$mode.json" \
+        --pass-timeout-s 400 > "$OUT/${name}_$mode.txt" 2>&1
+    echo "---- $name $mode (rc $?)"; cat "$OUT/${name}_$mode.txt"
+    curl -s "http://127.0.0.1:$port/metrics" | grep -E "^qwenserve_(mtp|engine_step|host)" | head -20
+done
+kill -TERM $server; wait $server
+echo "serve exit $?"
+grep -E "profile|host time|step" "$OUT/serve_$name.log" | tail -5
