@@ -2,6 +2,7 @@
 // events it streams back. Shared by the engine (engine thread) and its callers (any thread).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -10,6 +11,13 @@
 #include "core/status.h"
 
 namespace qs {
+
+// One logit_bias entry: bias is added to the token's raw logit.
+struct TokenBias {
+    int32_t token;
+    float bias;
+};
+inline constexpr size_t kMaxLogitBias = 1024;  // logit_bias entries per request
 
 struct SamplingParams {
     double temperature = 1.0;          // 0 = greedy
@@ -27,6 +35,8 @@ struct SamplingParams {
     bool include_stop_str_in_output = false;
     int64_t logprobs = -1;             // -1: none; k >= 0: sampled token's logprob + top k
     int64_t n = 1;                     // completions sharing the prompt
+    std::vector<TokenBias> logit_bias;  // added to the raw logits before penalties; token ids < vocab
+    int64_t min_tokens = 0;  // EOS and stop_token_ids are banned until this many completion tokens
 
     // Checks ranges; the message names the parameter.
     Status validate() const;
