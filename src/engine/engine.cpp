@@ -66,6 +66,10 @@ Status Engine::submit(GenerationRequest request, OutputSink sink) {
         if (request.prompt_ids[size_t(i)] < 0 || request.prompt_ids[size_t(i)] >= weights_.config.vocab_size)
             return invalid_argument(fmt::format("prompt token {} at index {} is outside the vocabulary (vocab_size {})",
                                                 request.prompt_ids[size_t(i)], i, weights_.config.vocab_size));
+    for (const TokenBias& b : request.params.logit_bias)
+        if (b.token >= weights_.config.vocab_size)
+            return invalid_argument(fmt::format("logit_bias token {} is outside the vocabulary (vocab_size {})", b.token,
+                                                weights_.config.vocab_size));
     if (n >= plan_.max_model_len)
         return invalid_argument(fmt::format("prompt has {} tokens but max_model_len is {} (the prompt and at least one "
                                             "generated token must fit)",
