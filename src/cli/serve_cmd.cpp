@@ -165,6 +165,7 @@ Status serve(const Args& args) {
         fo.max_model_len = c.engine.max_model_len > 0 ? c.engine.max_model_len : 32768;
         fo.load_s = c.fake_load_s;
         fo.eos_ids = eos_ids;
+        fo.vocab_size = text.vocab_size();
         fo.token_bytes = [&text](int32_t id) { return text.token_text(id); };
         fo.encode = [&text](std::string_view s) { return text.encode(s); };
         engine = std::make_unique<FakeEngine>(fo);

@@ -66,14 +66,14 @@ Status Engine::submit(GenerationRequest request, OutputSink sink) {
         if (request.prompt_ids[size_t(i)] < 0 || request.prompt_ids[size_t(i)] >= weights_.config.vocab_size)
             return invalid_argument(fmt::format("prompt token {} at index {} is outside the vocabulary (vocab_size {})",
                                                 request.prompt_ids[size_t(i)], i, weights_.config.vocab_size));
+    for (const TokenBias& b : request.params.logit_bias)
+        if (b.token >= weights_.config.vocab_size)
+            return invalid_argument(fmt::format("logit_bias token {} is outside the vocabulary (vocab_size {})", b.token,
+                                                weights_.config.vocab_size));
     if (n >= plan_.max_model_len)
         return invalid_argument(fmt::format("prompt has {} tokens but max_model_len is {} (the prompt and at least one "
                                             "generated token must fit)",
                                             n, plan_.max_model_len));
-    for (const TokenBias& b : request.params.logit_bias)
-        if (b.token < 0 || b.token >= weights_.config.vocab_size)
-            return invalid_argument(fmt::format("logit_bias token {} is outside the vocabulary (vocab_size {})", b.token,
-                                                weights_.config.vocab_size));
     if (!request.params.stop.empty() && !decoder_)
         return invalid_argument("stop strings need a tokenizer, and this engine has none");
     std::lock_guard<std::mutex> lock(inbox_mu_);

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <unordered_set>
 
 namespace qs {
 
@@ -35,6 +36,18 @@ Status SamplingParams::validate() const {
     if (n < 1 || n > 64) return bad("n", fmt::format("must be in [1, 64], got {}", n));
     for (const auto& s : stop)
         if (s.empty()) return bad("stop", "strings must not be empty");
+    if (logit_bias.size() > kMaxLogitBias)
+        return bad("logit_bias", fmt::format("takes at most {} entries, got {}", kMaxLogitBias, logit_bias.size()));
+    std::unordered_set<int32_t> biased;
+    for (const TokenBias& b : logit_bias) {
+        if (b.token < 0) return bad("logit_bias", fmt::format("token ids must be >= 0, got {}", b.token));
+        if (!std::isfinite(b.bias) || b.bias < -100 || b.bias > 100)
+            return bad("logit_bias", fmt::format("values must be in [-100, 100], got {} for token {}", b.bias, b.token));
+        if (!biased.insert(b.token).second) return bad("logit_bias", fmt::format("token {} appears twice", b.token));
+    }
+    if (min_tokens < 0) return bad("min_tokens", fmt::format("must be >= 0, got {}", min_tokens));
+    if (min_tokens > max_tokens)
+        return bad("min_tokens", fmt::format("must be <= max_tokens ({}), got {}", max_tokens, min_tokens));
     return Status::ok();
 }
 

@@ -2,6 +2,7 @@
 // events it streams back. Shared by the engine (engine thread) and its callers (any thread).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -11,10 +12,12 @@
 
 namespace qs {
 
+// One logit_bias entry: bias is added to the token's raw logit.
 struct TokenBias {
     int32_t token;
     float bias;
 };
+inline constexpr size_t kMaxLogitBias = 1024;  // logit_bias entries per request
 
 struct SamplingParams {
     double temperature = 1.0;          // 0 = greedy

@@ -1,11 +1,16 @@
 // Validation of /v1/chat/completions and /v1/completions bodies (see openai_parse.h). Fields
-// that are null count as absent, as in OpenAI's API; unknown fields are ignored (vLLM does so).
+// that are null count as absent, as in OpenAI's API. A field that OpenAI's or vLLM's API defines
+// and this server does not implement is refused (400, code unsupported_value, param = the
+// field) unless its value asks for nothing (server/unsupported_fields.h); fields that neither
+// API defines are ignored, as vLLM does. docs/API.md lists every field and its fate.
 #include "server/openai_parse.h"
 
 #include <fmt/format.h>
 
 #include <cmath>
 #include <limits>
+
+#include "server/unsupported_fields.h"
 
 namespace qs {
 
@@ -21,6 +26,12 @@ using MaybeError = std::optional<ApiError>;
 
 ApiError bad(const std::string& param, const std::string& message) {
     return ApiError::bad_request(message, param);
+}
+
+ApiError unsupported(const std::string& param, const std::string& message) {
+    ApiError e = bad(param, message);
+    e.code = "unsupported_value";
+    return e;
 }
 
 const J* field(const J& o, const char* name) {
@@ -89,6 +100,43 @@ MaybeError parse_stop(const J& o, SamplingParams& p) {
     return std::nullopt;
 }
 
+// A decimal token id (leading zeros allowed, as Python's int() reads them); -1 if not one.
+int64_t token_id_of(const std::string& key) {
+    if (key.empty()) return -1;
+    int64_t id = 0;
+    for (char c : key) {
+        if (c < '0' || c > '9') return -1;
+        id = id * 10 + (c - '0');
+        if (id > std::numeric_limits<int32_t>::max()) return -1;
+    }
+    return id;
+}
+
+// OpenAI: {"token id": bias}, ids as decimal strings, biases in [-100, 100]. Duplicates ("7"
+// and "07") and the entry count are SamplingParams::validate's checks; ids < vocab the engine's.
+MaybeError parse_logit_bias(const J& o, SamplingParams& p) {
+    const J* v = field(o, "logit_bias");
+    if (!v) return std::nullopt;
+    if (!v->is_object())
+        return bad("logit_bias",
+                   fmt::format("'logit_bias' must be an object mapping token ids to biases, got {}", type_name(*v)));
+    for (auto it = v->begin(); it != v->end(); ++it) {
+        const int64_t id = token_id_of(it.key());
+        if (id < 0)
+            return bad("logit_bias",
+                       fmt::format("'logit_bias' keys must be token ids (integers >= 0), got \"{}\"", it.key()));
+        if (!it->is_number())
+            return bad("logit_bias", fmt::format("'logit_bias' values must be numbers in [-100, 100], got {} for token {}",
+                                                 type_name(*it), id));
+        const double b = it->get<double>();
+        if (!std::isfinite(b) || b < -100 || b > 100)
+            return bad("logit_bias",
+                       fmt::format("'logit_bias' values must be in [-100, 100], got {} for token {}", b, id));
+        p.logit_bias.push_back({int32_t(id), float(b)});
+    }
+    return std::nullopt;
+}
+
 MaybeError parse_sampling(const J& o, ApiKind kind, GenerationSpec& s) {
     SamplingParams& p = s.params;
     QS_TRY_API(opt_double(o, "temperature", 0.0, 2.0, false, p.temperature));
@@ -112,6 +160,8 @@ MaybeError parse_sampling(const J& o, ApiKind kind, GenerationSpec& s) {
         (void)seed;
         p.seed = uint64_t(x);
     }
+    QS_TRY_API(opt_int(o, "min_tokens", 0, kMaxTokens, p.min_tokens));
+    QS_TRY_API(parse_logit_bias(o, p));
     QS_TRY_API(parse_stop(o, p));
     QS_TRY_API(opt_bool(o, "ignore_eos", p.ignore_eos));
     QS_TRY_API(opt_bool(o, "include_stop_str_in_output", p.include_stop_str_in_output));
@@ -144,6 +194,17 @@ MaybeError parse_sampling(const J& o, ApiKind kind, GenerationSpec& s) {
         if (!so->is_object()) return bad("stream_options", "'stream_options' must be an object");
         if (!s.stream) return bad("stream_options", "'stream_options' is only allowed when 'stream' is true");
         QS_TRY_API(opt_bool(*so, "include_usage", s.include_usage));
+        bool continuous = false, obfuscation = false;
+        QS_TRY_API(opt_bool(*so, "continuous_usage_stats", continuous));
+        QS_TRY_API(opt_bool(*so, "include_obfuscation", obfuscation));
+        if (continuous)
+            return unsupported("stream_options.continuous_usage_stats",
+                               "'stream_options.continuous_usage_stats' is not supported: usage comes in the final "
+                               "chunk only");
+        if (obfuscation)
+            return unsupported("stream_options.include_obfuscation",
+                               "'stream_options.include_obfuscation' is not supported: chunks carry no obfuscation "
+                               "padding");
     }
     if (const J* rf = field(o, "response_format")) {
         if (!rf->is_object() || !rf->contains("type") || !(*rf)["type"].is_string())
@@ -152,16 +213,19 @@ MaybeError parse_sampling(const J& o, ApiKind kind, GenerationSpec& s) {
         if (t == "json_object") {
             s.json_object = true;
         } else if (t != "text") {
-            ApiError e = bad("response_format", fmt::format("response_format type '{}' is not supported (text, json_object)", t));
-            e.code = "unsupported_value";
-            return e;
+            return unsupported("response_format",
+                               fmt::format("response_format type '{}' is not supported (text, json_object)", t));
         }
     }
     if (const J* bo = field(o, "best_of")) {
         if (!bo->is_number_integer() || bo->get<int64_t>() != p.n)
-            return bad("best_of", "'best_of' is not supported (it must equal n)");
+            return unsupported("best_of", "'best_of' is not supported (it must equal n)");
     }
-    const Status st = p.validate();
+    // Without max_tokens the limit is the context left after the prompt, known only after
+    // tokenizing: min_tokens is checked against it at submit.
+    SamplingParams checked = p;
+    if (!s.max_tokens_given) checked.max_tokens = kMaxTokens;
+    const Status st = checked.validate();
     if (!st.is_ok()) {
         const std::string& m = st.message();
         return bad(m.substr(0, m.find(' ')), m);
@@ -184,6 +248,10 @@ MaybeError parse_tools(const J& o, GenerationSpec& s) {
                 return bad(param + ".function.name", fmt::format("{}.function.name must be a non-empty string", param));
             if (f.contains("parameters") && !f["parameters"].is_null() && !f["parameters"].is_object())
                 return bad(param + ".function.parameters", fmt::format("{}.function.parameters must be an object", param));
+            if (f.contains("strict") && !f["strict"].is_null() && f["strict"] != false)
+                return unsupported(param + ".function.strict",
+                                   fmt::format("{}.function.strict is not supported: arguments are not constrained "
+                                               "to the schema", param));
         }
         if (!tools->empty()) s.tools = *tools;
     }
@@ -193,21 +261,35 @@ MaybeError parse_tools(const J& o, GenerationSpec& s) {
             if (v == "none") {
                 s.tool_choice_none = true;
             } else if (v == "required") {
-                ApiError e = bad("tool_choice", "tool_choice 'required' needs constrained decoding, which is not supported yet");
-                e.code = "unsupported_value";
-                return e;
+                return unsupported("tool_choice", "tool_choice 'required' needs constrained decoding, which is not supported yet");
             } else if (v != "auto") {
                 return bad("tool_choice", fmt::format("tool_choice must be 'none', 'auto' or a function, got '{}'", v));
             }
         } else if (tc->is_object()) {
-            ApiError e = bad("tool_choice", "a named tool_choice needs constrained decoding, which is not supported yet");
-            e.code = "unsupported_value";
-            return e;
+            return unsupported("tool_choice", "a named tool_choice needs constrained decoding, which is not supported yet");
         } else {
             return bad("tool_choice", "'tool_choice' must be a string or an object");
         }
         if (!s.tool_choice_none && s.tools.is_null())
             return bad("tool_choice", "'tool_choice' needs 'tools'");
+    }
+    return std::nullopt;
+}
+
+// Text parts only: the model served is text-only, and Qwen's template would render an image or
+// video part as a placeholder the model cannot see.
+MaybeError check_content_parts(const J& parts, const std::string& param) {
+    for (size_t k = 0; k < parts.size(); ++k) {
+        const J& part = parts[k];
+        const std::string where = fmt::format("{}.content[{}]", param, k);
+        if (!part.is_object() || !part.contains("type") || !part["type"].is_string())
+            return bad(where + ".type", fmt::format("{} must be an object with a string 'type'", where));
+        const std::string type = part["type"].get<std::string>();
+        if (type != "text")
+            return unsupported(where + ".type",
+                               fmt::format("{} has type '{}'; only 'text' parts are supported (this model takes text only)", where, type));
+        if (!part.contains("text") || !part["text"].is_string())
+            return bad(where + ".text", fmt::format("{}.text must be a string", where));
     }
     return std::nullopt;
 }
@@ -230,6 +312,7 @@ MaybeError parse_messages(const J& o, GenerationSpec& s) {
             const J& c = msg["content"];
             if (!c.is_null() && !c.is_string() && !c.is_array())
                 return bad(param + ".content", fmt::format("{}.content must be a string, an array of parts or null", param));
+            if (c.is_array()) QS_TRY_API(check_content_parts(c, param));
         } else if (role != "assistant") {
             return bad(param + ".content", fmt::format("{}.content is required", param));
         }
@@ -238,6 +321,10 @@ MaybeError parse_messages(const J& o, GenerationSpec& s) {
     if (const J* kw = field(o, "chat_template_kwargs")) {
         if (!kw->is_object()) return bad("chat_template_kwargs", "'chat_template_kwargs' must be an object");
         QS_TRY_API(opt_bool(*kw, "enable_thinking", s.enable_thinking));
+        for (auto it = kw->begin(); it != kw->end(); ++it)
+            if (it.key() != "enable_thinking" && !it->is_null())
+                return unsupported("chat_template_kwargs." + it.key(),
+                                   fmt::format("chat_template_kwargs '{}' is not supported (only enable_thinking is)", it.key()));
     }
     return std::nullopt;
 }
@@ -262,11 +349,7 @@ MaybeError parse_prompt(const J& o, GenerationSpec& s) {
     if (!p->is_array()) return bad("prompt", fmt::format("'prompt' must be a string or an array, got {}", type_name(*p)));
     if (p->empty()) return bad("prompt", "'prompt' must not be empty");
     if ((*p)[0].is_number()) return ids_of(*p);
-    if (p->size() != 1) {
-        ApiError e = bad("prompt", "batched prompts are not supported; send one prompt per request");
-        e.code = "unsupported_value";
-        return e;
-    }
+    if (p->size() != 1) return unsupported("prompt", "batched prompts are not supported; send one prompt per request");
     const J& only = (*p)[0];
     if (only.is_string()) {
         if (only.get<std::string>().empty()) return bad("prompt", "'prompt' must not be empty");
@@ -306,24 +389,12 @@ std::optional<ApiError> parse_generation_request(ApiKind kind, std::string_view 
         e.code = "model_not_found";
         return e;
     }
+    QS_TRY_API(check_unsupported_fields(o, kind));
     if (kind == ApiKind::kChat) {
         QS_TRY_API(parse_messages(o, s));
         QS_TRY_API(parse_tools(o, s));
     } else {
         QS_TRY_API(parse_prompt(o, s));
-        bool echo = false;
-        QS_TRY_API(opt_bool(o, "echo", echo));
-        if (echo) {
-            ApiError e = bad("echo", "'echo' is not supported");
-            e.code = "unsupported_value";
-            return e;
-        }
-        if (const J* suffix = field(o, "suffix")) {
-            (void)suffix;
-            ApiError e = bad("suffix", "'suffix' is not supported");
-            e.code = "unsupported_value";
-            return e;
-        }
     }
     QS_TRY_API(parse_sampling(o, kind, s));
     return std::nullopt;

@@ -40,6 +40,12 @@ TEST(EngineErrors, RejectsBadRequestsWithTheParameterNamed) {
     expect_error(e, r, ErrorKind::kInvalidArgument, "max_tokens");
     r = greedy_request("d", {1, 600}, 4);
     expect_error(e, r, ErrorKind::kInvalidArgument, "prompt token 600 at index 1 is outside the vocabulary");
+    r = greedy_request("d2", {1, 2}, 4);
+    r.params.logit_bias = {{3, 1.0f}, {600, -1.0f}};
+    expect_error(e, r, ErrorKind::kInvalidArgument, "logit_bias token 600 is outside the vocabulary");
+    r = greedy_request("d3", {1, 2}, 4);
+    r.params.min_tokens = 5;
+    expect_error(e, r, ErrorKind::kInvalidArgument, "min_tokens");
     r = greedy_request("e", {}, 4);
     expect_error(e, r, ErrorKind::kInvalidArgument, "prompt is empty");
     r = greedy_request("f", {1}, 4);

@@ -1,7 +1,11 @@
 // Validation of OpenAI request bodies: every rejection names its parameter.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <sstream>
+
 #include "server/openai_parse.h"
+#include "server/unsupported_fields.h"
 
 namespace qs {
 namespace {
@@ -15,6 +19,19 @@ std::optional<ApiError> chat(const std::string& extra, GenerationSpec* out = nul
     if (out) *out = s;
     return e;
 }
+
+std::optional<ApiError> completion(const std::string& extra, GenerationSpec* out = nullptr) {
+    GenerationSpec s;
+    auto e = parse_generation_request(ApiKind::kCompletion, R"({"model":"m","prompt":"hi")" + extra + "}", kModels, s);
+    if (out) *out = s;
+    return e;
+}
+
+std::optional<ApiError> request(ApiKind kind, const std::string& extra, GenerationSpec* out = nullptr) {
+    return kind == ApiKind::kChat ? chat(extra, out) : completion(extra, out);
+}
+
+const char* kind_name(ApiKind kind) { return kind == ApiKind::kChat ? "chat" : "completion"; }
 
 TEST(OpenAiParse, AcceptsAFullChatRequest) {
     GenerationSpec s;
@@ -113,6 +130,219 @@ TEST(OpenAiParse, CompletionPrompts) {
     e = parse_generation_request(ApiKind::kCompletion, R"({"model":"m","prompt":[-1]})", kModels, u);
     ASSERT_TRUE(e);
     EXPECT_EQ(e->param, "prompt");
+}
+
+TEST(OpenAiParse, LogitBiasAndMinTokens) {
+    for (ApiKind kind : {ApiKind::kChat, ApiKind::kCompletion}) {
+        GenerationSpec s;
+        auto e = request(kind, R"(,"logit_bias":{"65":100,"7":-5.5,"0012":0,"3":-100},"min_tokens":10,"max_tokens":10)", &s);
+        ASSERT_FALSE(e) << kind_name(kind) << ": " << e->message;
+        ASSERT_EQ(s.params.logit_bias.size(), 4u);
+        EXPECT_EQ(s.params.logit_bias[0].token, 65);
+        EXPECT_EQ(s.params.logit_bias[0].bias, 100.0f);
+        EXPECT_EQ(s.params.logit_bias[1].token, 7);
+        EXPECT_EQ(s.params.logit_bias[1].bias, -5.5f);
+        EXPECT_EQ(s.params.logit_bias[2].token, 12);
+        EXPECT_EQ(s.params.logit_bias[2].bias, 0.0f);
+        EXPECT_EQ(s.params.logit_bias[3].bias, -100.0f);
+        EXPECT_EQ(s.params.min_tokens, 10);
+        // Defaults; null is absent.
+        GenerationSpec d;
+        ASSERT_FALSE(request(kind, R"(,"logit_bias":null,"min_tokens":null)", &d));
+        EXPECT_TRUE(d.params.logit_bias.empty());
+        EXPECT_EQ(d.params.min_tokens, 0);
+        ASSERT_FALSE(request(kind, R"(,"logit_bias":{})", &d));
+        EXPECT_TRUE(d.params.logit_bias.empty());
+        // Without max_tokens the limit is the context left after the prompt: checked at submit.
+        GenerationSpec big;
+        ASSERT_FALSE(request(kind, R"(,"min_tokens":5000)", &big));
+        EXPECT_EQ(big.params.min_tokens, 5000);
+        // The most entries allowed.
+        std::string many = R"(,"logit_bias":{)";
+        for (int i = 0; i < 1024; ++i) many += (i ? "," : "") + ("\"" + std::to_string(i) + "\":1");
+        GenerationSpec m;
+        ASSERT_FALSE(request(kind, many + "}", &m));
+        EXPECT_EQ(m.params.logit_bias.size(), 1024u);
+    }
+}
+
+TEST(OpenAiParse, RejectsBadLogitBiasAndMinTokens) {
+    std::string too_many = R"(,"logit_bias":{)";
+    for (int i = 0; i < 1025; ++i) too_many += (i ? "," : "") + ("\"" + std::to_string(i) + "\":1");
+    too_many += "}";
+    const std::pair<std::string, const char*> cases[] = {
+        {R"(,"logit_bias":[1])", "logit_bias"},
+        {R"(,"logit_bias":"65:1")", "logit_bias"},
+        {R"(,"logit_bias":{"x":1})", "logit_bias"},
+        {R"(,"logit_bias":{"-1":1})", "logit_bias"},
+        {R"(,"logit_bias":{"1.5":1})", "logit_bias"},
+        {R"(,"logit_bias":{"":1})", "logit_bias"},
+        {R"(,"logit_bias":{" 1":1})", "logit_bias"},
+        {R"(,"logit_bias":{"2147483648":1})", "logit_bias"},
+        {R"(,"logit_bias":{"1":"a"})", "logit_bias"},
+        {R"(,"logit_bias":{"1":true})", "logit_bias"},
+        {R"(,"logit_bias":{"1":null})", "logit_bias"},
+        {R"(,"logit_bias":{"1":100.5})", "logit_bias"},
+        {R"(,"logit_bias":{"1":-101})", "logit_bias"},
+        {R"(,"logit_bias":{"7":1,"07":2})", "logit_bias"},
+        {too_many, "logit_bias"},
+        {R"(,"min_tokens":-1)", "min_tokens"},
+        {R"(,"min_tokens":1.5)", "min_tokens"},
+        {R"(,"min_tokens":"3")", "min_tokens"},
+        {R"(,"min_tokens":11,"max_tokens":10)", "min_tokens"},
+    };
+    for (ApiKind kind : {ApiKind::kChat, ApiKind::kCompletion}) {
+        for (const auto& [extra, param] : cases) {
+            auto e = request(kind, extra);
+            ASSERT_TRUE(e) << kind_name(kind) << ": " << extra.substr(0, 80);
+            EXPECT_EQ(e->param, param) << extra.substr(0, 80) << " → " << e->message;
+            EXPECT_EQ(e->http_status, 400);
+            EXPECT_NE(e->message.find(param), std::string::npos) << e->message;
+        }
+    }
+    // Chat's max_completion_tokens bounds min_tokens too.
+    auto e = chat(R"(,"min_tokens":8,"max_completion_tokens":7)");
+    ASSERT_TRUE(e);
+    EXPECT_EQ(e->param, "min_tokens");
+}
+
+// Every field of the table is refused, on the endpoints it names, for any value it does not
+// accept, with its name as param; the values it accepts pass.
+TEST(OpenAiParse, UnsupportedFieldsTable) {
+    ASSERT_GT(unsupported_fields().size(), 40u);
+    for (const UnsupportedField& f : unsupported_fields()) {
+        for (ApiKind kind : {ApiKind::kChat, ApiKind::kCompletion}) {
+            if (!(f.apis & (kind == ApiKind::kChat ? kChatApi : kCompletionApi))) continue;
+            const std::string name(f.name);
+            auto e = request(kind, ",\"" + name + "\":\"x\"");
+            ASSERT_TRUE(e) << kind_name(kind) << ": " << name;
+            EXPECT_EQ(e->param, name) << e->message;
+            EXPECT_EQ(e->code, "unsupported_value") << name;
+            EXPECT_EQ(e->http_status, 400);
+            EXPECT_NE(e->message.find(f.why), std::string::npos) << e->message;
+            EXPECT_FALSE(request(kind, ",\"" + name + "\":null")) << name;  // null is absent
+            if (f.accepted.empty()) continue;
+            for (const auto& v : nlohmann::json::parse(f.accepted)) {
+                auto ok = request(kind, ",\"" + name + "\":" + v.dump());
+                EXPECT_FALSE(ok) << kind_name(kind) << ": " << name << "=" << v.dump() << " → " << ok->message;
+            }
+        }
+    }
+}
+
+TEST(OpenAiParse, RefusesUnimplementedFieldsWithRealisticValues) {
+    struct Case {
+        ApiKind kind;
+        const char* extra;
+        const char* param;
+    };
+    const Case cases[] = {
+        {ApiKind::kChat, R"(,"parallel_tool_calls":false,"tools":[{"type":"function","function":{"name":"f"}}])", "parallel_tool_calls"},
+        {ApiKind::kChat, R"(,"store":true)", "store"},
+        {ApiKind::kChat, R"(,"service_tier":"flex")", "service_tier"},
+        {ApiKind::kChat, R"(,"modalities":["text","audio"])", "modalities"},
+        {ApiKind::kChat, R"(,"audio":{"voice":"alloy","format":"wav"})", "audio"},
+        {ApiKind::kChat, R"(,"prediction":{"type":"content","content":"x"})", "prediction"},
+        {ApiKind::kChat, R"(,"web_search_options":{})", "web_search_options"},
+        {ApiKind::kChat, R"(,"reasoning_effort":"low")", "reasoning_effort"},
+        {ApiKind::kChat, R"(,"verbosity":"low")", "verbosity"},
+        {ApiKind::kChat, R"(,"functions":[{"name":"f"}])", "functions"},
+        {ApiKind::kChat, R"(,"function_call":"auto")", "function_call"},
+        {ApiKind::kChat, R"(,"guided_json":{"type":"object"})", "guided_json"},
+        {ApiKind::kChat, R"(,"guided_choice":["a","b"])", "guided_choice"},
+        {ApiKind::kChat, R"(,"structured_outputs":{"regex":"a+"})", "structured_outputs"},
+        {ApiKind::kChat, R"(,"echo":true)", "echo"},
+        {ApiKind::kChat, R"(,"add_generation_prompt":false)", "add_generation_prompt"},
+        {ApiKind::kChat, R"(,"continue_final_message":true)", "continue_final_message"},
+        {ApiKind::kChat, R"(,"include_reasoning":false)", "include_reasoning"},
+        {ApiKind::kChat, R"(,"priority":-1)", "priority"},
+        {ApiKind::kChat, R"(,"cache_salt":"s3cret")", "cache_salt"},
+        {ApiKind::kChat, R"(,"prompt":"hi")", "prompt"},
+        {ApiKind::kChat, R"(,"chat_template_kwargs":{"preserve_thinking":true})", "chat_template_kwargs.preserve_thinking"},
+        {ApiKind::kChat, R"(,"tools":[{"type":"function","function":{"name":"f","strict":true}}])", "tools[0].function.strict"},
+        {ApiKind::kChat, R"(,"stream":true,"stream_options":{"continuous_usage_stats":true})", "stream_options.continuous_usage_stats"},
+        {ApiKind::kChat, R"(,"stream":true,"stream_options":{"include_obfuscation":true})", "stream_options.include_obfuscation"},
+        {ApiKind::kChat, R"(,"moderation":{"model":"omni-moderation-latest"})", "moderation"},
+        {ApiKind::kChat, R"(,"prompt_cache_retention":"24h")", "prompt_cache_retention"},
+        {ApiKind::kChat, R"(,"prompt_cache_options":{"mode":"explicit"})", "prompt_cache_options"},
+        {ApiKind::kCompletion, R"(,"echo":true)", "echo"},
+        {ApiKind::kCompletion, R"(,"suffix":"end")", "suffix"},
+        {ApiKind::kCompletion, R"(,"prompt_logprobs":1)", "prompt_logprobs"},
+        {ApiKind::kCompletion, R"(,"allowed_token_ids":[1,2])", "allowed_token_ids"},
+        {ApiKind::kCompletion, R"(,"bad_words":["x"])", "bad_words"},
+        {ApiKind::kCompletion, R"(,"truncate_prompt_tokens":5)", "truncate_prompt_tokens"},
+        {ApiKind::kCompletion, R"(,"use_beam_search":true)", "use_beam_search"},
+        {ApiKind::kCompletion, R"(,"length_penalty":0.5)", "length_penalty"},
+        {ApiKind::kCompletion, R"(,"skip_special_tokens":false)", "skip_special_tokens"},
+        {ApiKind::kCompletion, R"(,"logits_processors":["m.P"])", "logits_processors"},
+        {ApiKind::kCompletion, R"(,"return_token_ids":true)", "return_token_ids"},
+        {ApiKind::kCompletion, R"(,"max_completion_tokens":5)", "max_completion_tokens"},
+        {ApiKind::kCompletion, R"(,"messages":[{"role":"user","content":"x"}])", "messages"},
+        {ApiKind::kCompletion, R"(,"response_format":{"type":"json_schema"})", "response_format"},
+    };
+    for (const auto& c : cases) {
+        auto e = request(c.kind, c.extra);
+        ASSERT_TRUE(e) << kind_name(c.kind) << ": " << c.extra;
+        EXPECT_EQ(e->param, c.param) << c.extra << " → " << e->message;
+        EXPECT_EQ(e->code, "unsupported_value") << c.extra;
+        EXPECT_EQ(e->http_status, 400);
+    }
+}
+
+TEST(OpenAiParse, AcceptsHarmlessAndUnknownFields) {
+    for (ApiKind kind : {ApiKind::kChat, ApiKind::kCompletion}) {
+        const char* extras[] = {
+            R"(,"user":"u-1","safety_identifier":"h","metadata":{"k":"v"},"prompt_cache_key":"k")",
+            R"(,"prompt_cache_retention":"in_memory","prompt_cache_options":{"mode":"implicit"})",
+            R"(,"store":false,"service_tier":"auto","parallel_tool_calls":true,"modalities":["text"],"verbosity":"medium")",
+            R"(,"add_special_tokens":true,"spaces_between_special_tokens":false,"skip_special_tokens":true)",
+            R"(,"add_special_tokens":false,"use_beam_search":false,"length_penalty":1.0,"bad_words":[],"priority":0)",
+            R"(,"stream":true,"stream_options":{"include_usage":true,"include_obfuscation":false,"continuous_usage_stats":false})",
+            R"(,"frobnicate":{"x":1},"best_of":1)",  // neither API defines frobnicate: ignored, as vLLM does
+        };
+        for (const char* extra : extras) {
+            auto e = request(kind, extra);
+            EXPECT_FALSE(e) << kind_name(kind) << ": " << extra << " → " << e->message;
+        }
+    }
+}
+
+TEST(OpenAiParse, ContentPartsAreText) {
+    GenerationSpec s;
+    auto e = parse_generation_request(
+        ApiKind::kChat, R"({"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}]})",
+        kModels, s);
+    EXPECT_FALSE(e) << e->message;
+    e = parse_generation_request(
+        ApiKind::kChat,
+        R"({"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"image_url","image_url":{"url":"data:x"}}]}]})",
+        kModels, s);
+    ASSERT_TRUE(e);
+    EXPECT_EQ(e->param, "messages[0].content[1].type");
+    EXPECT_EQ(e->code, "unsupported_value");
+    e = parse_generation_request(ApiKind::kChat, R"({"model":"m","messages":[{"role":"user","content":[{"text":"a"}]}]})",
+                                 kModels, s);
+    ASSERT_TRUE(e);
+    EXPECT_EQ(e->param, "messages[0].content[0].type");
+    EXPECT_EQ(e->code, "");
+    e = parse_generation_request(ApiKind::kChat, R"({"model":"m","messages":[{"role":"user","content":[{"type":"text"}]}]})",
+                                 kModels, s);
+    ASSERT_TRUE(e);
+    EXPECT_EQ(e->param, "messages[0].content[0].text");
+}
+
+// docs/API.md is the user's list: it must name every refused field.
+TEST(OpenAiParse, ApiDocNamesEveryRefusedField) {
+    std::ifstream in(std::string(QS_SOURCE_DIR) + "/docs/API.md");
+    ASSERT_TRUE(in) << "docs/API.md is missing";
+    std::stringstream ss;
+    ss << in.rdbuf();
+    const std::string doc = ss.str();
+    for (const UnsupportedField& f : unsupported_fields())
+        EXPECT_NE(doc.find("`" + std::string(f.name) + "`"), std::string::npos) << f.name << " is not in docs/API.md";
+    for (const char* name : {"logit_bias", "min_tokens", "user", "metadata", "add_special_tokens",
+                             "spaces_between_special_tokens", "chat_template_kwargs", "stream_options"})
+        EXPECT_NE(doc.find("`" + std::string(name) + "`"), std::string::npos) << name;
 }
 
 TEST(OpenAiParse, ErrorBodyShape) {

@@ -54,6 +54,11 @@ FakeEngine::~FakeEngine() {
 Status FakeEngine::submit(GenerationRequest request, OutputSink sink) {
     QS_RETURN_IF_ERROR(request.params.validate());
     if (request.prompt_ids.empty()) return invalid_argument("prompt must not be empty");
+    if (opts_.vocab_size > 0)
+        for (const TokenBias& b : request.params.logit_bias)
+            if (b.token >= opts_.vocab_size)
+                return invalid_argument(fmt::format("logit_bias token {} is outside the vocabulary (vocab_size {})",
+                                                    b.token, opts_.vocab_size));
     const int64_t prompt_len = int64_t(request.prompt_ids.size());
     if (prompt_len + request.params.max_tokens > opts_.max_model_len)
         return invalid_argument(fmt::format("prompt ({} tokens) plus max_tokens ({}) exceeds max_model_len ({})",
@@ -158,6 +163,13 @@ void FakeEngine::start_request(Live& live) {
         size_t end = prompt.find("]]", p + 8);
         reply = prompt.substr(p + 8, end == std::string::npos ? std::string::npos : end - p - 8);
     }
+    if (prompt.find("[[echo_params]]") != std::string::npos) {
+        const SamplingParams& sp = live.request.params;
+        reply = "logit_bias=";
+        for (size_t i = 0; i < sp.logit_bias.size(); ++i)
+            reply += fmt::format("{}{}:{}", i ? "," : "", sp.logit_bias[i].token, sp.logit_bias[i].bias);
+        reply += fmt::format(" min_tokens={}", sp.min_tokens);
+    }
     live.completions.resize(size_t(live.request.params.n));
     for (size_t i = 0; i < live.completions.size(); ++i) {
         Completion& c = live.completions[i];
@@ -246,9 +258,21 @@ RequestOutput FakeEngine::advance(Live& live, int32_t index) {
         static constexpr std::string_view kPattern = "ab ";
         id = int32_t(kPattern[size_t(c.num_tokens) % kPattern.size()]);
     } else if (c.pos < c.reply.size()) {
-        id = c.reply[c.pos++];
+        id = c.reply[c.pos];
     } else {
         id = opts_.eos_ids.empty() ? 0 : opts_.eos_ids[0];
+    }
+    auto is_eos = [&](int32_t t) {
+        return !p.ignore_eos && std::find(opts_.eos_ids.begin(), opts_.eos_ids.end(), t) != opts_.eos_ids.end();
+    };
+    auto is_stop_id = [&](int32_t t) {
+        return std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), t) != p.stop_token_ids.end();
+    };
+    // min_tokens: EOS and stop_token_ids are banned until then; the script waits with '.'.
+    if ((is_eos(id) || is_stop_id(id)) && c.num_tokens < p.min_tokens) {
+        id = int32_t('.');
+    } else if (!c.repeat && c.pos < c.reply.size()) {
+        ++c.pos;
     }
     ++c.num_tokens;
     ++completion_tokens_total_;
@@ -261,9 +285,7 @@ RequestOutput FakeEngine::advance(Live& live, int32_t index) {
         for (int64_t k = 0; k < p.logprobs; ++k) top.push_back({k == 0 ? id : int32_t(32 + k), k == 0 ? lp : lp - float(k)});
         out.top_logprobs.push_back(std::move(top));
     }
-    const bool is_eos = !p.ignore_eos && std::find(opts_.eos_ids.begin(), opts_.eos_ids.end(), id) != opts_.eos_ids.end();
-    const bool is_stop_id = std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), id) != p.stop_token_ids.end();
-    if (is_eos || is_stop_id) {
+    if (is_eos(id) || is_stop_id(id)) {
         out.finish_reason = FinishReason::kStop;
         out.stop_reason = std::to_string(id);
     } else {

@@ -3,10 +3,13 @@
 // step, a final output for every completion, stop strings cut from the text) but scripted
 // outputs: each completion replies with the text of the last "[[reply:TEXT]]" in the prompt
 // ("{i}" becomes the completion index), "[[repeat]]" generates until max_tokens, "[[fail]]" ends
-// with an engine error; otherwise "This is a fake reply.". One token per byte of the reply, one
-// token per running completion per step. Memory accounting (live requests, pages in use) lets
-// tests check that aborts free everything. Used by the server tests, the e2e tests and
-// `qwenserve serve --fake-engine`. submit/abort/stats: any thread; sinks run on the loop thread.
+// with an engine error, "[[echo_params]]" replies "logit_bias=ID:BIAS,... min_tokens=N" (what
+// reached the engine); otherwise "This is a fake reply.". One token per byte of the reply, one
+// token per running completion per step. min_tokens holds as in the real engine: before that
+// many tokens, an EOS or stop_token_ids token the script would emit becomes '.' instead.
+// Memory accounting (live requests, pages in use) lets tests check that aborts free everything.
+// Used by the server tests, the e2e tests and `qwenserve serve --fake-engine`. submit/abort/stats:
+// any thread; sinks run on the loop thread.
 #pragma once
 
 #include <atomic>
@@ -34,6 +37,7 @@ struct FakeEngineOptions {
     double load_s = 0.0;          // healthy() stays false this long after construction
     double health_stall_s = 2.0;  // healthy() turns false when no step for this long
     std::vector<int32_t> eos_ids;
+    int32_t vocab_size = 0;  // > 0: logit_bias token ids must be below it (as Engine::submit checks)
     // The detokenizer / tokenizer the script uses (required).
     std::function<std::string(int32_t)> token_bytes;
     std::function<std::vector<int32_t>(std::string_view)> encode;
