@@ -105,13 +105,20 @@ void profile_ops(cuda::CudaOps& ops, Qwen36Model& model, KvCacheDtype kv, int64_
 
 int run(const Args& args) {
     const std::string mode = args.get_or("mode", "all");
-    const double util = std::stod(args.get_or("gpu-memory-utilization", "0.90"));
+    // The engine's knobs (max-num-seqs, max-num-batched-tokens, kv-cache-dtype, gdn-state-dtype,
+    // gpu-memory-utilization) are parsed and validated as serve parses them.
+    auto parsed = EngineConfig::from_args(args);
+    if (!parsed.is_ok()) {
+        std::fprintf(stderr, "%s\n", parsed.status().message().c_str());
+        return 2;
+    }
+    EngineConfig ec = *parsed;
+    const double util = ec.gpu_memory_utilization;
     const int64_t requests = std::stoll(args.get_or("requests", "1024"));
     const int64_t prompt = std::stoll(args.get_or("prompt", "1000"));
     const int64_t completion = std::stoll(args.get_or("completion", "256"));
     const int64_t decode_steps = std::stoll(args.get_or("decode-steps", "128"));
-    const std::string kv_name = args.get_or("kv-cache-dtype", "bf16");
-    const KvCacheDtype kv = kv_name == "fp8_e4m3" ? KvCacheDtype::kFP8E4M3 : KvCacheDtype::kBF16;
+    const KvCacheDtype kv = ec.kv_cache_dtype;
 
     Timer t_load;
     auto w = cli::load_model_from_args(args);
@@ -121,7 +128,7 @@ int run(const Args& args) {
     }
     const double host_s = t_load.elapsed_s();
     cuda::CudaOptions co;
-    co.ssm_bf16 = args.get_or("gdn-state-dtype", "f32") == "bf16";
+    co.ssm_bf16 = ec.gdn_state_bf16;
     co.graph_max_batch = std::stoll(args.get_or("cuda-graph-max-batch", "512"));
     co.profile_ops = mode == "profile";
     cuda::CudaOps ops(co);
@@ -136,7 +143,7 @@ int run(const Args& args) {
     std::printf("| load: host weights | %.1f s |\n| load: upload | %.1f s |\n", host_s, upload_s);
 
     // Warm-up: the largest prefill chunk sizes the activation arena.
-    const int64_t max_batched = std::stoll(args.get_or("max-num-batched-tokens", "16384"));
+    const int64_t max_batched = ec.max_num_batched_tokens;
     {
         std::mt19937 rng(1);
         SingleSequence warm(model, max_batched + 1, kv);
@@ -151,13 +158,8 @@ int run(const Args& args) {
     std::printf("| memory | total %.1f GiB, free after weights+arena %.1f GiB, cache budget at %.2f: %.1f GiB |\n",
                 gib(total_b), gib(free_b), util, budget / double(1 << 30));
 
-    EngineConfig ec;
-    ec.max_num_seqs = std::stoll(args.get_or("max-num-seqs", "512"));
-    ec.max_num_batched_tokens = max_batched;
-    ec.kv_cache_dtype = kv;
     ec.cache_memory_mb = int64_t(budget / double(1 << 20));
     ec.enable_prefix_caching = false;
-    ec.gdn_state_bf16 = co.ssm_bf16;  // the plan counts the state at its stored size
     auto plan = plan_capacity(c, ec, false);
     if (!plan.is_ok()) {
         std::fprintf(stderr, "capacity: %s\n", plan.status().message().c_str());
@@ -229,9 +231,11 @@ int run(const Args& args) {
 
 int main(int argc, char** argv) {
     std::set<std::string> valued = cli::model_valued_options();
-    valued.insert({"mode", "gpu-memory-utilization", "requests", "prompt", "completion", "decode-steps", "kv-cache-dtype",
-                   "max-num-seqs", "max-num-batched-tokens"});
-    auto args = Args::parse(argc, argv, cli::model_flag_options(), valued);
+    valued.insert({"mode", "requests", "prompt", "completion", "decode-steps"});
+    valued.insert(EngineConfig::valued_options().begin(), EngineConfig::valued_options().end());
+    std::set<std::string> flags = cli::model_flag_options();
+    flags.insert(EngineConfig::flag_options().begin(), EngineConfig::flag_options().end());
+    auto args = Args::parse(argc, argv, flags, valued);
     if (!args.is_ok()) {
         std::fprintf(stderr, "%s\n", args.status().message().c_str());
         return 2;

@@ -3,9 +3,10 @@
 with dequantize=True, float32, CPU) and compares its logits on ids with qwenserve's.
 
     build/qwenserve quantize --model models/qwen36-tiny --output /tmp/q8 --format fp8-block
-    build/qwenserve logits --model /tmp/q8 --ids $(python3 -c "import numpy; print(','.join(map(str, numpy.load('models/qwen36-tiny/ref_ids.npy'))))") --out /tmp/q8.npy
+    build/qwenserve logits --model /tmp/q8 --ids $(python3 -c "import numpy; print(','.join(map(str, numpy.load('models/qwen36-tiny/ref_ids.npy'))))") --kv-cache-dtype f32 --out /tmp/q8.npy
     python3 tools/fp8_transformers_check.py --model /tmp/q8 --ids models/qwen36-tiny/ref_ids.npy --logits /tmp/q8.npy
 
+(--kv-cache-dtype f32: the exact CPU cache; the default, bf16, rounds K/V as the GPU stores them.)
 This checks the checkpoint format end to end against an independent reader (tensor names, the
 per-expert layout, weight_scale_inv, quantization_config) as well as qwenserve's FP8 forward.
 Needs torch, transformers and accelerate (the GPU machine's image has them).

@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "engine/engine_config.h"
+#include "config/engine_options.h"
 
 namespace qs::bench {
 
@@ -63,13 +63,8 @@ Status add_axis(Grid& grid, const std::string& name, const std::vector<std::stri
 const std::vector<Knob>& sweep_knobs() {
     static const std::vector<Knob> kKnobs = [] {
         std::vector<Knob> k;
-        for (const auto& flag : EngineConfig::valued_options()) {
-            std::string name = flag;
-            std::replace(name.begin(), name.end(), '-', '_');
-            k.push_back({name, flag, false});
-        }
-        k.push_back({"chunked_prefill", "no-chunked-prefill", true});
-        k.push_back({"prefix_caching", "no-prefix-caching", true});
+        for (const EngineOption& o : engine_options())
+            k.push_back({std::string(o.knob), std::string(o.name), o.kind == OptionKind::kOffSwitch});
         std::sort(k.begin(), k.end(), [](const Knob& a, const Knob& b) { return a.name < b.name; });
         return k;
     }();
@@ -79,10 +74,8 @@ const std::vector<Knob>& sweep_knobs() {
 Result<const Knob*> find_knob(const std::string& raw) {
     std::string name = raw;
     std::replace(name.begin(), name.end(), '-', '_');
-    if (name == "enable_prefix_caching") name = "prefix_caching";
-    if (name == "enable_chunked_prefill") name = "chunked_prefill";
     for (const auto& k : sweep_knobs())
-        if (k.name == name) return &k;
+        if (k.name == name || (k.on_off && name == "enable_" + k.name)) return &k;
     std::string known;
     for (const auto& k : sweep_knobs()) known += (known.empty() ? "" : ", ") + k.name;
     std::string hint;

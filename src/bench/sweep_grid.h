@@ -1,11 +1,11 @@
 // The knob grid of `qwenserve campaign sweep`: which server knobs can be swept, how a grid is
 // written (repeated `--grid knob=v1,v2` or a grid file) and how it expands into points (the
 // cartesian product), each with the `qwenserve serve` arguments that set its values.
-// Knobs are the engine's own options (EngineConfig::valued_options(), so the list cannot drift
-// from what `serve` accepts), named with underscores as in EngineConfig: max_num_seqs,
-// max_num_batched_tokens, kv_cache_dtype, num_speculative_tokens, cache_memory_mb, ...; plus
-// two on/off knobs: prefix_caching (off: --no-prefix-caching) and chunked_prefill (off:
-// --no-chunked-prefill). A name `serve` does not know is an
+// Knobs are the engine's own options, taken from the option table that `serve` parses its engine
+// flags with (config/engine_options.h, so the list cannot drift from what `serve` accepts), by
+// their knob names: max_num_seqs, max_num_batched_tokens, kv_cache_dtype, num_speculative_tokens,
+// cache_memory_mb, ...; the table's off switches are on/off knobs: prefix_caching (off:
+// --no-prefix-caching) and chunked_prefill (off: --no-chunked-prefill). A name `serve` does not know is an
 // error that lists the known knobs. Values of valued knobs are passed through unchecked: `serve`
 // validates them, and a point whose server refuses its values is recorded as failed.
 // Grid file: a JSON object {"max_num_seqs": [64, 128], "prefix_caching": [true, false]}, or
@@ -26,7 +26,7 @@ struct Knob {
     bool on_off = false;  // values are "on"/"off"; "off" adds --flag, "on" adds nothing
 };
 const std::vector<Knob>& sweep_knobs();  // sorted by name
-// Accepts '-' for '_' and the EngineConfig spellings enable_prefix_caching/_chunked_prefill.
+// Accepts '-' for '_' and, for on/off knobs, the EngineConfig spellings enable_prefix_caching/_chunked_prefill.
 Result<const Knob*> find_knob(const std::string& name);
 
 struct GridAxis {

@@ -1,5 +1,6 @@
-// Backend options of the model-running subcommands: --device cpu|cuda, --gdn-state-dtype f32|bf16,
-// --cuda-graph-max-batch N.
+// Backend options of the model-running subcommands: --device cpu|cuda, --cuda-graph-max-batch N.
+// The cache dtypes (--kv-cache-dtype, --gdn-state-dtype) are engine options, parsed once by
+// EngineConfig::from_args; the backend takes them from the EngineConfig.
 #pragma once
 
 #include <memory>
@@ -8,16 +9,16 @@
 
 #include "backend/make_backend.h"
 #include "core/args.h"
-#include "model/model_cache.h"
+#include "engine/engine_config.h"
 
 namespace qs::cli {
 
 const std::set<std::string>& backend_valued_options();
-Result<BackendOptions> backend_options_from_args(const Args& args);
+// The backend for `engine`'s caches: the GDN state dtype comes from it, and a K/V dtype the
+// device cannot store (f32 on the GPU) is refused here, before any GPU is needed.
+Result<BackendOptions> backend_options_from_args(const Args& args, const EngineConfig& engine);
 // Creates the backend the options name, with the weights prepared for it.
-Result<std::unique_ptr<Ops>> make_backend_from_args(const Args& args, const ModelWeights& weights);
-// K/V storage of the single-sequence tools (logits, generate): exact f32 on the CPU, bf16 on
-// the GPU (which has no f32 cache); --kv-cache-dtype overrides.
-Result<KvCacheDtype> single_sequence_kv_dtype(const Args& args);
+Result<std::unique_ptr<Ops>> make_backend_from_args(const Args& args, const EngineConfig& engine,
+                                                    const ModelWeights& weights);
 
 }  // namespace qs::cli

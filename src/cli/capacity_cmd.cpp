@@ -1,6 +1,7 @@
 // `qwenserve capacity --model DIR|builtin:NAME [engine knobs]`: what a cache budget holds, with
 // the arithmetic the engine uses (GPU storage sizes: bf16/fp8 KV pages, bf16 conv windows, fp32
-// recurrent states). Needs only the config, not the weights.
+// recurrent states), and max_num_seqs, when not given, lowered as serve lowers it
+// (EngineConfig::fitted). Needs only the config, not the weights.
 #include <cstdio>
 
 #include "cli/commands.h"
@@ -21,8 +22,9 @@ Status run(const Args& args) {
     } else {
         QS_ASSIGN_OR_RETURN(config, load_model_config(model));
     }
-    QS_ASSIGN_OR_RETURN(EngineConfig ec, EngineConfig::from_args(args));
     const bool mtp = config.mtp_num_hidden_layers > 0 && !args.has("no-mtp");
+    QS_ASSIGN_OR_RETURN(EngineConfig parsed, EngineConfig::from_args(args));
+    const EngineConfig ec = parsed.fitted(config, mtp);  // the max_num_seqs serve would run with
     QS_ASSIGN_OR_RETURN(CapacityPlan p, plan_capacity(config, ec, mtp));
     std::printf("%s\n", p.describe().c_str());
     std::printf("| budget MB | KV B/token | KV pages | KV tokens | state MB/seq | resident seqs | max_model_len |\n");

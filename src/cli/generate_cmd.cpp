@@ -29,16 +29,16 @@ Status run(const Args& args) {
     QS_ASSIGN_OR_RETURN(int64_t max_tokens, args.get_int("max-tokens", 16));
     if (max_tokens < 1) return invalid_argument(fmt::format("--max-tokens must be at least 1, got {}", max_tokens));
     const bool ignore_eos = args.has("ignore-eos");
+    QS_ASSIGN_OR_RETURN(EngineConfig engine, EngineConfig::from_args(args));  // the cache dtypes
 
     QS_ASSIGN_OR_RETURN(ModelWeights weights, load_model_from_args(args));
     const ModelConfig& c = weights.config;
     QS_RETURN_IF_ERROR(check_token_ids(ids64, c.vocab_size));
     std::vector<int32_t> prompt(ids64.begin(), ids64.end());
 
-    QS_ASSIGN_OR_RETURN(std::unique_ptr<Ops> ops, make_backend_from_args(args, weights));
-    QS_ASSIGN_OR_RETURN(KvCacheDtype kv_dtype, single_sequence_kv_dtype(args));
+    QS_ASSIGN_OR_RETURN(std::unique_ptr<Ops> ops, make_backend_from_args(args, engine, weights));
     Qwen36Model model(weights, *ops);
-    SingleSequence seq(model, int64_t(prompt.size()) + max_tokens, kv_dtype);
+    SingleSequence seq(model, int64_t(prompt.size()) + max_tokens, engine.kv_cache_dtype);
     Timer t_prefill;
     std::vector<float> logits = seq.feed(prompt, /*all_rows=*/false);
     const double prefill_s = t_prefill.elapsed_s();

@@ -8,6 +8,7 @@
 #include "cli/backend_args.h"
 #include "cli/commands.h"
 #include "cli/model_args.h"
+#include "engine/engine_config.h"
 #include "io/npy.h"
 #include "model/single_sequence.h"
 
@@ -25,6 +26,8 @@ Status run(const Args& args) {
     if (incremental && (K < 1 || K > T))
         return invalid_argument(fmt::format("--incremental-from must be in [1, {}] (the number of ids), got {}", T, K));
     const auto mtp_out = args.get("mtp-out");
+    // Only the cache dtypes are registered for this command; the rest keep their defaults.
+    QS_ASSIGN_OR_RETURN(EngineConfig engine, EngineConfig::from_args(args));
 
     QS_ASSIGN_OR_RETURN(ModelWeights weights, load_model_from_args(args));
     const ModelConfig& c = weights.config;
@@ -33,10 +36,9 @@ Status run(const Args& args) {
     if (mtp_out && T < 2) return invalid_argument("--mtp-out needs at least 2 ids");
 
     std::vector<int32_t> ids(ids64.begin(), ids64.end());
-    QS_ASSIGN_OR_RETURN(std::unique_ptr<Ops> ops, make_backend_from_args(args, weights));
-    QS_ASSIGN_OR_RETURN(KvCacheDtype kv_dtype, single_sequence_kv_dtype(args));
+    QS_ASSIGN_OR_RETURN(std::unique_ptr<Ops> ops, make_backend_from_args(args, engine, weights));
     Qwen36Model model(weights, *ops);
-    SingleSequence seq(model, T, kv_dtype);
+    SingleSequence seq(model, T, engine.kv_cache_dtype);
     std::vector<float> logits;
     int64_t rows = T;
     if (!incremental) {
@@ -60,7 +62,7 @@ Status run(const Args& args) {
 
 int run_logits(int argc, char** argv) {
     std::set<std::string> valued = model_valued_options();
-    valued.insert({"ids", "incremental-from", "out", "mtp-out", "kv-cache-dtype"});
+    valued.insert({"ids", "incremental-from", "out", "mtp-out", "kv-cache-dtype", "gdn-state-dtype"});
     auto args = Args::parse(argc, argv, model_flag_options(), valued);
     if (!args.is_ok()) return fail("logits", args.status());
     Status st = run(*args);

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "cli/backend_args.h"
 #include "core/log.h"
 #include "core/timer.h"
 
@@ -14,8 +15,11 @@ const std::set<std::string>& model_flag_options() {
 }
 
 const std::set<std::string>& model_valued_options() {
-    static const std::set<std::string> s = {"model", "load-format", "dummy-format", "seed", "num-layers", "device",
-                                            "gdn-state-dtype", "cuda-graph-max-batch"};
+    static const std::set<std::string> s = [] {
+        std::set<std::string> names = {"model", "load-format", "dummy-format", "seed", "num-layers"};
+        names.insert(backend_valued_options().begin(), backend_valued_options().end());
+        return names;
+    }();
     return s;
 }
 

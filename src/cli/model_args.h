@@ -1,8 +1,8 @@
 // Shared model options of the subcommands: --model DIR | builtin:NAME, --load-format auto|dummy,
 // --dummy-format auto|bf16|fp8-block (dummy weights' linears; auto = FP8 when the config has a
 // quantization_config), --seed N (dummy weights), --no-mtp, --num-layers N (truncate, for dummy
-// experiments), and the
-// backend: --device cpu|cuda, --gdn-state-dtype f32|bf16 (read by cli/backend_args.h).
+// experiments), and the backend's: --device cpu|cuda, --cuda-graph-max-batch N (read by
+// cli/backend_args.h). The cache dtypes are engine options (EngineConfig::valued_options()).
 #pragma once
 
 #include <set>

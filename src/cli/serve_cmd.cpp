@@ -92,7 +92,6 @@ Result<ServeConfig> resolve(const Args& args) {
     QS_RETURN_IF_ERROR(seconds("write-stall-timeout-s", s.write_stall_timeout_s, s.write_stall_timeout_s));
     QS_RETURN_IF_ERROR(seconds("shutdown-grace-s", s.shutdown_grace_s, s.shutdown_grace_s));
     QS_ASSIGN_OR_RETURN(c.engine, EngineConfig::from_args(args));
-    QS_RETURN_IF_ERROR(c.engine.validate());
     c.fake_engine = args.has("fake-engine");
     c.tokenizer = args.get_or("tokenizer", "");
     if (c.tokenizer.empty() && std::filesystem::exists(c.model + "/tokenizer.json")) c.tokenizer = c.model;
@@ -177,9 +176,7 @@ Status serve(const Args& args) {
             if (std::find(weights->config.eos_token_ids.begin(), weights->config.eos_token_ids.end(), id) ==
                 weights->config.eos_token_ids.end())
                 weights->config.eos_token_ids.push_back(id);
-        if (args.get_or("device", "cpu") == "cuda" && c.engine.kv_cache_dtype == KvCacheDtype::kF32)
-            return invalid_argument("--kv-cache-dtype f32 is CPU-only; on --device cuda use bf16 or fp8_e4m3");
-        QS_ASSIGN_OR_RETURN(ops, make_backend_from_args(args, *weights));
+        QS_ASSIGN_OR_RETURN(ops, make_backend_from_args(args, c.engine, *weights));
         if (args.get_or("device", "cpu") == "cuda" && !args.has("cache-memory-mb")) {
             QS_ASSIGN_OR_RETURN(c.engine.cache_memory_mb,
                                 device_cache_budget_mb(*ops, *weights, c.engine.max_num_batched_tokens,
@@ -187,15 +184,7 @@ Status serve(const Args& args) {
             log_info("serve: cache budget {} MB (gpu_memory_utilization {})", c.engine.cache_memory_mb,
                      c.engine.gpu_memory_utilization);
         }
-        if (!args.has("max-num-seqs")) {
-            const int64_t fit = fit_max_num_seqs(weights->config, c.engine, weights->mtp.present);
-            if (fit < c.engine.max_num_seqs) {
-                log_info("serve: max_num_seqs {} -> {}: the GDN states of more would not leave half of "
-                         "cache_memory_mb {} for KV (pass --max-num-seqs or --cache-memory-mb to choose)",
-                         c.engine.max_num_seqs, fit, c.engine.cache_memory_mb);
-                c.engine.max_num_seqs = fit;
-            }
-        }
+        c.engine = c.engine.fitted(weights->config, weights->mtp.present);
         auto* tp = static_cast<const TokenizerTextPipeline*>(&text);
         QS_ASSIGN_OR_RETURN(std::unique_ptr<Engine> real,
                             Engine::create(*weights, *ops, c.engine, std::make_shared<TokenizerTextDecoder>(tp->tokenizer())));

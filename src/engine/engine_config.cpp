@@ -1,12 +1,54 @@
-// Engine knobs, their validation and the capacity arithmetic (see engine_config.h).
+// Engine knobs bound to the option table, their parsing and validation, and the capacity
+// arithmetic (see engine_config.h).
 #include "engine/engine_config.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <string_view>
+
+#include "config/engine_options.h"
+#include "core/log.h"
 
 namespace qs {
+
+namespace {
+
+// Which field each numeric option of the table sets. Every kInt / kReal option of the table is
+// bound below (tests/engine/engine_config_test.cpp checks that each one is parsed and validated).
+struct IntField {
+    std::string_view option;
+    int64_t EngineConfig::*field;
+};
+constexpr IntField kIntFields[] = {
+    {"max-num-seqs", &EngineConfig::max_num_seqs},
+    {"max-num-batched-tokens", &EngineConfig::max_num_batched_tokens},
+    {"max-model-len", &EngineConfig::max_model_len},
+    {"kv-block-size", &EngineConfig::kv_block_size},
+    {"max-waiting", &EngineConfig::max_waiting},
+    {"num-speculative-tokens", &EngineConfig::num_speculative_tokens},
+    {"num-state-snapshots", &EngineConfig::num_state_snapshots},
+    {"cache-memory-mb", &EngineConfig::cache_memory_mb},
+    {"num-kv-blocks", &EngineConfig::num_kv_blocks},
+};
+// Every kReal option of the table.
+struct RealField {
+    std::string_view option;
+    double EngineConfig::*field;
+};
+constexpr RealField kRealFields[] = {
+    {"gpu-memory-utilization", &EngineConfig::gpu_memory_utilization},
+    {"benchmark-mtp-acceptance", &EngineConfig::benchmark_mtp_acceptance},
+};
+
+KvCacheDtype kv_dtype_from_name(std::string_view name) {
+    if (name == "f32") return KvCacheDtype::kF32;
+    if (name == "fp8_e4m3") return KvCacheDtype::kFP8E4M3;
+    return KvCacheDtype::kBF16;
+}
+
+}  // namespace
 
 const char* kv_cache_dtype_name(KvCacheDtype t) {
     switch (t) {
@@ -18,22 +60,10 @@ const char* kv_cache_dtype_name(KvCacheDtype t) {
 }
 
 Status EngineConfig::validate() const {
-    auto bad = [](const char* name, int64_t v, const char* want) {
-        return invalid_argument(fmt::format("{} must be {}, got {}", name, want, v));
-    };
-    if (max_num_seqs < 1) return bad("max_num_seqs", max_num_seqs, ">= 1");
-    if (max_num_batched_tokens < 1) return bad("max_num_batched_tokens", max_num_batched_tokens, ">= 1");
-    if (max_model_len < 0) return bad("max_model_len", max_model_len, ">= 0");
-    if (kv_block_size < 1 || kv_block_size > 1024) return bad("kv_block_size", kv_block_size, "in [1, 1024]");
-    if (max_waiting < 0) return bad("max_waiting", max_waiting, ">= 0");
-    if (num_speculative_tokens < 0 || num_speculative_tokens > 3)
-        return bad("num_speculative_tokens", num_speculative_tokens, "in [0, 3]");
-    if (num_state_snapshots < 0) return bad("num_state_snapshots", num_state_snapshots, ">= 0");
-    if (cache_memory_mb < 1) return bad("cache_memory_mb", cache_memory_mb, ">= 1");
-    if (num_kv_blocks < 0) return bad("num_kv_blocks", num_kv_blocks, ">= 0");
-    if (benchmark_mtp_acceptance != -1.0 && !(benchmark_mtp_acceptance >= 0.0 && benchmark_mtp_acceptance <= 1.0))
-        return invalid_argument(fmt::format("benchmark_mtp_acceptance must be in [0, 1] (or -1: off), got {}",
-                                            benchmark_mtp_acceptance));
+    for (const IntField& f : kIntFields)
+        QS_RETURN_IF_ERROR(check_option_range(engine_option(f.option), double(this->*f.field)));
+    for (const RealField& f : kRealFields)
+        QS_RETURN_IF_ERROR(check_option_range(engine_option(f.option), this->*f.field));
     if (max_num_batched_tokens < max_num_seqs * (1 + num_speculative_tokens) && !enable_chunked_prefill)
         return invalid_argument("max_num_batched_tokens is too small for max_num_seqs decodes without chunked prefill");
     return Status::ok();
@@ -54,48 +84,46 @@ std::string EngineConfig::describe() const {
 }
 
 const std::set<std::string>& EngineConfig::flag_options() {
-    static const std::set<std::string> s = {"no-chunked-prefill", "no-prefix-caching"};
+    static const std::set<std::string> s = engine_flag_option_names();
     return s;
 }
 
 const std::set<std::string>& EngineConfig::valued_options() {
-    static const std::set<std::string> s = {"max-num-seqs",  "max-num-batched-tokens", "max-model-len",
-                                            "kv-block-size", "kv-cache-dtype",         "max-waiting",
-                                            "num-speculative-tokens", "num-state-snapshots", "cache-memory-mb",
-                                            "num-kv-blocks", "gpu-memory-utilization", "gdn-state-dtype",
-                                            "benchmark-mtp-acceptance"};
+    static const std::set<std::string> s = engine_valued_option_names();
     return s;
 }
 
 Result<EngineConfig> EngineConfig::from_args(const Args& a) {
     EngineConfig c;
-    QS_ASSIGN_OR_RETURN(c.max_num_seqs, a.get_int("max-num-seqs", c.max_num_seqs));
-    QS_ASSIGN_OR_RETURN(c.max_num_batched_tokens, a.get_int("max-num-batched-tokens", c.max_num_batched_tokens));
-    QS_ASSIGN_OR_RETURN(c.max_model_len, a.get_int("max-model-len", c.max_model_len));
-    QS_ASSIGN_OR_RETURN(c.kv_block_size, a.get_int("kv-block-size", c.kv_block_size));
-    QS_ASSIGN_OR_RETURN(c.max_waiting, a.get_int("max-waiting", c.max_waiting));
-    QS_ASSIGN_OR_RETURN(c.num_speculative_tokens, a.get_int("num-speculative-tokens", c.num_speculative_tokens));
-    QS_ASSIGN_OR_RETURN(c.num_state_snapshots, a.get_int("num-state-snapshots", c.num_state_snapshots));
-    QS_ASSIGN_OR_RETURN(c.cache_memory_mb, a.get_int("cache-memory-mb", c.cache_memory_mb));
-    QS_ASSIGN_OR_RETURN(c.num_kv_blocks, a.get_int("num-kv-blocks", c.num_kv_blocks));
-    QS_ASSIGN_OR_RETURN(c.gpu_memory_utilization, a.get_double("gpu-memory-utilization", c.gpu_memory_utilization));
-    QS_ASSIGN_OR_RETURN(c.benchmark_mtp_acceptance, a.get_double("benchmark-mtp-acceptance", c.benchmark_mtp_acceptance));
-    if (a.has("benchmark-mtp-acceptance") && !(c.benchmark_mtp_acceptance >= 0.0 && c.benchmark_mtp_acceptance <= 1.0))
-        return invalid_argument(fmt::format("--benchmark-mtp-acceptance must be in [0, 1], got {}", c.benchmark_mtp_acceptance));
-    if (!(c.gpu_memory_utilization > 0.0 && c.gpu_memory_utilization <= 1.0))
-        return invalid_argument(fmt::format("--gpu-memory-utilization must be in (0, 1], got {}", c.gpu_memory_utilization));
-    const std::string dt = a.get_or("kv-cache-dtype", "bf16");
-    if (dt == "bf16") c.kv_cache_dtype = KvCacheDtype::kBF16;
-    else if (dt == "fp8_e4m3" || dt == "fp8") c.kv_cache_dtype = KvCacheDtype::kFP8E4M3;
-    else if (dt == "f32") c.kv_cache_dtype = KvCacheDtype::kF32;
-    else return invalid_argument("--kv-cache-dtype must be bf16, fp8_e4m3 or f32, got '" + dt + "'");
-    const std::string state = a.get_or("gdn-state-dtype", "f32");
-    if (state != "f32" && state != "bf16")
-        return invalid_argument("--gdn-state-dtype must be 'f32' or 'bf16', got '" + state + "'");
-    c.gdn_state_bf16 = state == "bf16";
+    for (const IntField& f : kIntFields) {
+        QS_ASSIGN_OR_RETURN(c.*f.field, a.get_int(std::string(f.option), c.*f.field));
+    }
+    c.max_num_seqs_set = a.get("max-num-seqs").has_value();
+    for (const RealField& f : kRealFields) {
+        QS_ASSIGN_OR_RETURN(c.*f.field, a.get_double(std::string(f.option), c.*f.field));
+    }
+    const EngineOption& kv = engine_option("kv-cache-dtype");
+    QS_ASSIGN_OR_RETURN(std::string_view kv_name,
+                        canonical_choice(kv, a.get_or(std::string(kv.name), kv_cache_dtype_name(c.kv_cache_dtype))));
+    c.kv_cache_dtype = kv_dtype_from_name(kv_name);
+    const EngineOption& state = engine_option("gdn-state-dtype");
+    QS_ASSIGN_OR_RETURN(std::string_view state_name,
+                        canonical_choice(state, a.get_or(std::string(state.name), c.gdn_state_bf16 ? "bf16" : "f32")));
+    c.gdn_state_bf16 = state_name == "bf16";
     c.enable_chunked_prefill = !a.has("no-chunked-prefill");
     c.enable_prefix_caching = !a.has("no-prefix-caching");
     QS_RETURN_IF_ERROR(c.validate());
+    return c;
+}
+
+EngineConfig EngineConfig::fitted(const ModelConfig& model, bool with_mtp) const {
+    EngineConfig c = *this;
+    if (max_num_seqs_set) return c;
+    c.max_num_seqs = fit_max_num_seqs(model, *this, with_mtp);
+    if (c.max_num_seqs < max_num_seqs)
+        log_info("engine: max_num_seqs {} -> {}: the GDN states of more would not leave half of "
+                 "cache_memory_mb {} for KV (set --max-num-seqs or --cache-memory-mb to choose)",
+                 max_num_seqs, c.max_num_seqs, cache_memory_mb);
     return c;
 }
 
@@ -108,7 +136,6 @@ std::string CapacityPlan::describe() const {
 }
 
 Result<CapacityPlan> plan_capacity(const ModelConfig& model, const EngineConfig& c, bool with_mtp) {
-    QS_RETURN_IF_ERROR(c.validate());
     CapacityPlan p;
     CacheGeometry g =
         CacheGeometry::for_model(model, 1, c.kv_block_size, 1, with_mtp && c.num_speculative_tokens > 0, c.kv_cache_dtype);

@@ -1,6 +1,8 @@
 // EngineConfig: every runtime knob of the serving engine with its default, bound to CLI flags
-// (--max-num-seqs) and QS_* environment variables (QS_MAX_NUM_SEQS). Derived sizes (KV pages,
-// state slots, max_model_len) are computed in one place: plan_capacity().
+// (--max-num-seqs) and QS_* environment variables (QS_MAX_NUM_SEQS). The options themselves
+// (names, kinds, ranges, help) are declared once in config/engine_options; this file binds them
+// to fields, and is the one place they are parsed (from_args) and validated (validate).
+// Derived sizes (KV pages, state slots, max_model_len) are computed in one place: plan_capacity().
 #pragma once
 
 #include <cstdint>
@@ -18,7 +20,7 @@ struct EngineConfig {
     int64_t max_num_batched_tokens = 16384;  // rows per forward step
     int64_t max_model_len = 0;               // 0: the model's max_position_embeddings, capped by memory
     int64_t kv_block_size = 16;              // tokens per KV page
-    KvCacheDtype kv_cache_dtype = KvCacheDtype::kBF16;
+    KvCacheDtype kv_cache_dtype = KvCacheDtype::kBF16;  // every command's default, on every device
     bool gdn_state_bf16 = false;             // --gdn-state-dtype bf16 (GPU): recurrent state in bf16
     bool enable_chunked_prefill = true;
     bool enable_prefix_caching = true;
@@ -32,14 +34,22 @@ struct EngineConfig {
     // with probability P whatever the target says, so MTP can be timed at a chosen acceptance
     // on dummy weights. -1: off (the real verdicts).
     double benchmark_mtp_acceptance = -1.0;
+    // max_num_seqs came from --max-num-seqs / QS_MAX_NUM_SEQS; otherwise fitted() may lower it.
+    bool max_num_seqs_set = false;
 
+    // Every range of the option table plus the rules between knobs; the message names the knob.
     Status validate() const;
     std::string describe() const;  // one line, for the start-up log
 
-    // Option names for Args::parse, and reading them back.
+    // Option names for Args::parse (the option table's), and reading them back (validated).
     static const std::set<std::string>& flag_options();
     static const std::set<std::string>& valued_options();
     static Result<EngineConfig> from_args(const Args& args);
+
+    // The config to run `model` with: max_num_seqs, unless set explicitly, lowered to
+    // fit_max_num_seqs() (logged when it changes). The only place max_num_seqs changes after
+    // parsing; lowering it keeps validate() true (every rule bounds it from above).
+    EngineConfig fitted(const ModelConfig& model, bool with_mtp) const;
 };
 
 const char* kv_cache_dtype_name(KvCacheDtype t);
@@ -61,13 +71,16 @@ struct CapacityPlan {
     std::string describe() const;
 };
 
+// `config` must have passed validate() (from_args and Engine::create check it); errors are what
+// the budget cannot hold.
 Result<CapacityPlan> plan_capacity(const ModelConfig& model, const EngineConfig& config, bool with_mtp);
 
 // The largest max_num_seqs <= config.max_num_seqs whose GDN state slots (running + snapshots +
 // MTP backups) take at most half of cache_memory_mb, so that the rest holds KV pages. The
 // default of 512 is sized for a GPU budget; a CPU budget of a few hundred MB cannot hold 512
-// states even for the tiny test model, so `serve` applies this when --max-num-seqs is not given.
-// Returns config.max_num_seqs when it already fits or num_kv_blocks is fixed; at least 1.
+// states even for the tiny test model, so EngineConfig::fitted applies this when max_num_seqs
+// was not set. Returns config.max_num_seqs when it already fits or num_kv_blocks is fixed; at
+// least 1.
 int64_t fit_max_num_seqs(const ModelConfig& model, const EngineConfig& config, bool with_mtp);
 
 }  // namespace qs

@@ -121,11 +121,11 @@ TEST_F(BatchCli, GreedyEqualsSingleSequenceMode) {
     std::vector<std::vector<int32_t>> want;
     for (const auto& p : prompts) want.push_back(single_mode_ids(model(), p, kMaxTokens));
 
+    // Neither mode names a K/V dtype: both take EngineConfig's one default (bf16), so they agree.
     for (const std::string engine_flags : {"", " --max-num-batched-tokens 16 --max-num-seqs 3",
                                            " --num-speculative-tokens 2", " --no-prefix-caching"}) {
         fs::remove(out);
-        RunResult r = run("generate --model " + model() + " --input " + in + " --output " + out +
-                          " --kv-cache-dtype f32" + engine_flags);
+        RunResult r = run("generate --model " + model() + " --input " + in + " --output " + out + engine_flags);
         ASSERT_EQ(r.exit_code, 0) << r.output;
         EXPECT_NE(r.output.find("completion tokens: " + std::to_string(kMaxTokens * prompts.size())),
                   std::string::npos)

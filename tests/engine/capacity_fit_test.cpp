@@ -1,5 +1,6 @@
-// fit_max_num_seqs: `serve` lowers the default max_num_seqs so that a CPU cache budget holds the
-// GDN states with room for KV (the default 512 states of even the tiny model exceed 256 MB).
+// fit_max_num_seqs: EngineConfig::fitted (serve, generate --input, capacity) lowers the default
+// max_num_seqs so that a CPU cache budget holds the GDN states with room for KV (the default 512
+// states of even the tiny model exceed 256 MB).
 #include <gtest/gtest.h>
 
 #include "engine/engine_config.h"

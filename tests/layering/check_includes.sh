@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# The layering rule of src/ (docs/ARCHITECTURE.md): a directory may not include headers of the
+# directories listed against it below. core < config, io < tokenizer < backend < model < engine
+# < server < cli; bench (the load generator and campaign) sits on core and config only, so the
+# sweep cannot reach into the engine. Violations that exist today and are being removed are
+# listed in known_violations.txt ("file: include", one a line); a violation not listed fails, and
+# so does a listed one that is gone (delete its line: the list only shrinks).
+# Usage: check_includes.sh SRC_DIR KNOWN_VIOLATIONS_FILE. Exit 0 clean, 1 on a finding.
+set -euo pipefail
+src=${1:?usage: check_includes.sh SRC_DIR KNOWN_VIOLATIONS_FILE}
+known_file=${2:?usage: check_includes.sh SRC_DIR KNOWN_VIOLATIONS_FILE}
+
+declare -A forbidden=(
+  [core]="config io tokenizer backend model engine server bench cli"
+  [config]="io tokenizer backend model engine server bench cli"
+  [io]="tokenizer backend model engine server bench cli"
+  [tokenizer]="backend model engine server bench cli"
+  [backend]="tokenizer model engine server bench cli"
+  [model]="engine server bench cli"
+  [engine]="server bench cli"
+  [server]="bench cli"
+  [bench]="backend model engine server cli"
+)
+
+found=()
+for dir in "${!forbidden[@]}"; do
+  [ -d "$src/$dir" ] || continue
+  for bad in ${forbidden[$dir]}; do
+    while IFS= read -r hit; do
+      [ -n "$hit" ] || continue
+      file=${hit%%:*}
+      include=$(sed -E 's/.*#[[:space:]]*include[[:space:]]*"([^"]+)".*/\1/' <<<"${hit#*:}")
+      found+=("src/${file#"$src"/}: $include")
+    done < <(grep -rE --include='*.h' --include='*.cpp' --include='*.cu' --include='*.cuh' \
+               "^[[:space:]]*#[[:space:]]*include[[:space:]]*\"$bad/" "$src/$dir" || true)
+  done
+done
+
+known=()
+while IFS= read -r line; do
+  line=${line%%#*}
+  line=$(sed -E 's/[[:space:]]+$//' <<<"$line")
+  [ -n "$line" ] && known+=("$line")
+done <"$known_file"
+
+status=0
+for f in "${found[@]}"; do
+  if ! printf '%s\n' "${known[@]}" | grep -qxF -- "$f"; then
+    echo "layering violation: $f" >&2
+    status=1
+  fi
+done
+for k in "${known[@]}"; do
+  if ! printf '%s\n' "${found[@]}" | grep -qxF -- "$k"; then
+    echo "known violation is gone, delete its line from $(basename "$known_file"): $k" >&2
+    status=1
+  fi
+done
+[ $status -eq 0 ] && echo "layering: ${#found[@]} known violations, no new ones"
+exit $status
