@@ -36,7 +36,7 @@ run() {  # name, command...
     local t0=$(date +%s.%N)
     timeout "$STAGE_TIMEOUT" stdbuf -oL -eL "$@" > "$OUT/$name.log" 2>&1
     local rc=$?
-    printf '%-28s rc=%-3s %6.1f s\n' "$name" "$rc" "$(echo "$(date +%s.%N) - $t0" | bc)" | tee -a "$summary"
+    printf "%-28s rc=%-3s %6.1f s\n" "$name" "$rc" "$(python3 -c "import time; print(time.time() - $t0)")" | tee -a "$summary"
 }
 for stage in "$@"; do
     case "$stage" in
@@ -74,4 +74,4 @@ for stage in "$@"; do
     esac
 done
 echo "---- summary"; cat "$summary"
-for f in "$OUT"/*.log; do echo "---- tail $f"; tail -n 25 "$f"; done
+for f in "$OUT"/*.log; do echo "---- tail $f"; tail -n ${TAIL_LINES:-25} "$f"; done

@@ -37,10 +37,11 @@ for i in $(seq 1 240); do
     sleep 1
 done
 echo "serve up after ${i}s ($name: $extra)"
-"$B/qwenserve" bench fixture --out "$OUT/fixture.jsonl" --requests "$requests" --seed 1 --min-prompt 256 \
+fx=$(mktemp -d)  # fixtures stay off $OUT: the device tool brings back only a few files
+"$B/qwenserve" bench fixture --out "$fx/fixture.jsonl" --requests "$requests" --seed 1 --min-prompt 256 \
     --max-prompt 1792 --max-tokens 256 --context 2048 --model qwen3.6-35b-a3b > /dev/null
 for mode in "$@"; do
-    python3 - "$mode" "$OUT/fixture.jsonl" "$OUT/fixture_$mode.jsonl" <<'EOF'
+    python3 - "$mode" "$fx/fixture.jsonl" "$fx/fixture_$mode.jsonl" <<'EOF'
 import json, sys
 mode, src, dst = sys.argv[1:]
 fields = {"greedy": {"temperature": 0}, "sampled": {"temperature": 0.7, "top_p": 0.95},
@@ -53,12 +54,13 @@ with open(src) as f, open(dst, "w") as g:
         r["body"].update(fields)
         g.write(json.dumps(r) + "\n")
 EOF
-    "$B/qwenserve" bench --url "http://127.0.0.1:$port" --fixture "$OUT/fixture_$mode.jsonl" --clients "$clients" \
-        --requests "$requests" --threads 4 --gpu-hourly-cost 5 --json-out "$OUT/${name}_$mode.json" \
-        --pass-timeout-s 400 > "$OUT/${name}_$mode.txt" 2>&1
-    echo "---- $name $mode (rc $?)"; cat "$OUT/${name}_$mode.txt"
+    "$B/qwenserve" bench --url "http://127.0.0.1:$port" --fixture "$fx/fixture_$mode.jsonl" --clients "$clients" \
+        --requests "$requests" --threads 4 --gpu-hourly-cost 5 --json-out "$fx/${name}_$mode.json" \
+        --pass-timeout-s 400 > "$fx/${name}_$mode.txt" 2>&1
+    echo "---- $name $mode (rc $?)"; grep -E "Completed|Failed|Duration|Output token|Mean TTFT|P99 TTFT|Mean TPOT|P99 ITL|Median ITL|\\$/M" "$fx/${name}_$mode.txt"
     curl -s "http://127.0.0.1:$port/metrics" | grep -E "^qwenserve_(mtp|engine_step|host)" | head -20
 done
 kill -TERM $server; wait $server
 echo "serve exit $?"
-grep -E "profile|host time|step" "$OUT/serve_$name.log" | tail -5
+grep -E "capacity|error" "$OUT/serve_$name.log" | tail -5
+exit 0

@@ -46,8 +46,9 @@ QS_HD double sampling_uniform(uint64_t key, uint64_t draw, uint32_t i) {
 // Standard Gumbel noise for (key, draw, i): argmax_i(logit_i / T + g_i) is a draw from
 // softmax(logit / T) (the Gumbel-max trick). Double precision so host and device agree except
 // in the last bit of a double, far below any gap between two candidates' scores.
+QS_HD double sampling_gumbel_of(double u) { return -::log(-::log(u)); }
 QS_HD double sampling_gumbel(uint64_t key, uint64_t draw, uint32_t i) {
-    return -::log(-::log(sampling_uniform(key, draw, i)));
+    return sampling_gumbel_of(sampling_uniform(key, draw, i));
 }
 
 }  // namespace qs
