@@ -125,6 +125,14 @@ public:
                                  const GdnWeights& w, const GdnDims& d, const ForwardBatch& batch,
                                  ModelCache& cache, int64_t gdn_layer, float* out) = 0;
 
+    // Commits deferred GDN spans (SeqSpan::defer_state) of the last forward that ran this layer:
+    // span i of `commit` (set up by begin_forward) runs its num_tokens rows — the first rows of
+    // the deferred span that began at row deferred_rows[i] of that forward — from the stashed
+    // inputs through the conv window and the recurrence into its slot, exactly as an ordinary
+    // forward over those rows would have. The layer's outputs are not produced.
+    virtual void gdn_commit(const GdnWeights& w, const GdnDims& d, const ForwardBatch& commit,
+                            const std::vector<int32_t>& deferred_rows, ModelCache& cache, int64_t gdn_layer) = 0;
+
     // Sparse MoE with shared expert: router softmax (fp32), top-k, renormalise, SiLU-gated experts,
     // shared expert × sigmoid(shared_expert_gate). x, y [T, hidden].
     virtual void moe(const float* x, int64_t T, const MoeWeights& w, int64_t top_k, bool norm_topk_prob,

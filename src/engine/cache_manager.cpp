@@ -12,7 +12,7 @@ CacheManager::CacheManager(ModelCache& cache, const CapacityPlan& plan, const En
       block_size_(config.kv_block_size),
       prefix_caching_(config.enable_prefix_caching),
       num_running_slots_(plan.num_running_slots),
-      backup_base_(plan.num_backup_slots > 0 ? plan.num_running_slots + plan.num_snapshot_slots : -1) {
+      mtp_(config.num_speculative_tokens > 0) {
     QS_CHECK(cache.geometry().num_state_slots >= plan.total_state_slots());
     for (int64_t s = num_running_slots_ - 1; s >= 0; --s) free_slots_.push_back(int32_t(s));
 }
@@ -97,7 +97,7 @@ bool CacheManager::fork(const Sequence& parent, Sequence& child) {
     const bool partial = parent.num_computed % block_size_ != 0;
     // With MTP the page holding the last computed position is private even when full: the MTP
     // KV at that position is computed from the sequence's own next token, which differs.
-    const bool copy_last = partial || (backup_base_ >= 0 && shared > 0);
+    const bool copy_last = partial || (mtp_ && shared > 0);
     if (!partial && copy_last) --shared;
     if (free_slots_.empty() || (copy_last && pool_.num_available() < 1)) return false;
     child.slot = free_slots_.back();
@@ -115,16 +115,6 @@ bool CacheManager::fork(const Sequence& parent, Sequence& child) {
     child.block_hashes = parent.block_hashes;
     child.num_computed = parent.num_computed;
     return true;
-}
-
-void CacheManager::backup_state(const Sequence& s) {
-    QS_CHECK(backup_base_ >= 0 && s.slot >= 0);
-    cache_.copy_slot(s.slot, backup_base_ + s.slot);
-}
-
-void CacheManager::restore_state(const Sequence& s) {
-    QS_CHECK(backup_base_ >= 0 && s.slot >= 0);
-    cache_.copy_slot(backup_base_ + s.slot, s.slot);
 }
 
 void CacheManager::clear_prefix_cache() {

@@ -1,7 +1,8 @@
 // CacheManager: the memory a running sequence owns, in one place. KV pages (BlockPool, with the
-// prefix cache), GDN state slots (running slots, snapshot slots, MTP backup slots) and the copies
-// between them: prefix hits restore a snapshot, forks share pages and copy state, MTP rollback
-// restores a backup. Owned by the engine thread.
+// prefix cache), GDN state slots (running slots, snapshot slots) and the copies between them:
+// prefix hits restore a snapshot, forks share pages and copy state. (MTP needs no slot of its
+// own: verification defers the GDN state and commits the accepted rows, Qwen36Model.) Owned by
+// the engine thread.
 #pragma once
 
 #include <cstdint>
@@ -47,10 +48,6 @@ public:
     // copied. Needs a slot and possibly one page; false if unavailable.
     bool fork(const Sequence& parent, Sequence& child);
 
-    // MTP rollback: the backup slot paired with a running slot.
-    void backup_state(const Sequence& s);
-    void restore_state(const Sequence& s);
-
     BlockPool& pool() { return pool_; }
     const BlockPool& pool() const { return pool_; }
     const SnapshotCache& snapshots() const { return snapshots_; }
@@ -63,7 +60,7 @@ private:
     int64_t block_size_;
     bool prefix_caching_;
     int64_t num_running_slots_;
-    int64_t backup_base_;  // first backup slot; -1 without MTP
+    bool mtp_;  // MTP on: the page of the last computed position holds sequence-private MTP K/V
     std::vector<int32_t> free_slots_;
 };
 

@@ -287,8 +287,8 @@ bool Engine::step() {
 void Engine::run_batch(const SchedulerOutput& sched) {
     // The batches are members reused from step to step; their block tables are views of the
     // sequences' own tables, which stay unchanged until each batch's forward has run (the main
-    // batch runs first; a rollback row's sequence is not touched again before the rollback
-    // forward; run_mtp grows a table before taking its view).
+    // batch runs first; a verified sequence's table is not touched again before the GDN commit;
+    // run_mtp grows a table before taking its view).
     ForwardBatch& batch = batch_;
     batch.clear();
     for (const ScheduledSeq& ss : sched.scheduled) {
@@ -303,7 +303,7 @@ void Engine::run_batch(const SchedulerOutput& sched) {
             batch.token_ids.push_back(s.tokens.back());
             batch.token_ids.insert(batch.token_ids.end(), s.draft.begin(), s.draft.end());
             for (int64_t r = 0; r < ss.num_tokens; ++r) batch.logits_rows.push_back(span.row_begin + int32_t(r));
-            cache_mgr_->backup_state(s);
+            span.defer_state = true;  // the accepted prefix is committed after the verdicts
         } else {
             batch.token_ids.insert(batch.token_ids.end(), s.tokens.begin() + s.num_computed,
                                    s.tokens.begin() + s.num_computed + ss.num_tokens);
@@ -321,9 +321,11 @@ void Engine::run_batch(const SchedulerOutput& sched) {
     sample_rows(sched, out);
     profile_.sample_s += now_seconds() - t;
 
-    // Emit the picked tokens, sequence by sequence: stop checks, outputs, rollback and MTP rows.
-    ForwardBatch& rollback = rollback_batch_;  // rows to recompute after a rejected draft (state restored first)
-    rollback.clear();
+    // Emit the picked tokens, sequence by sequence: stop checks, outputs, GDN commits and MTP rows.
+    ForwardBatch& commit = commit_batch_;  // per verified sequence: its accepted prefix
+    commit.clear();
+    commit_rows_.clear();
+    committed_.clear();
     mtp_seqs_.clear();
     mtp_first_row_.clear();
     mtp_num_rows_.clear();
@@ -384,23 +386,22 @@ void Engine::run_batch(const SchedulerOutput& sched) {
         counters_.mtp_accepted_tokens += accepted;
         if (s.status == SeqStatus::kFinished) continue;
         s.num_computed = c + accepted + 1;
-        if (accepted < int64_t(draft.size())) {
-            // Rejected drafts advanced the GDN state too far: restore it and recompute the kept rows.
-            cache_mgr_->restore_state(s);
-            SeqSpan r;
-            r.row_begin = int32_t(rollback.token_ids.size());
-            r.num_tokens = int32_t(accepted + 1);
-            r.start_pos = int32_t(c);
-            r.state_slot = s.slot;
-            r.block_table = s.block_table;
-            rollback.token_ids.insert(rollback.token_ids.end(), s.tokens.begin() + c, s.tokens.begin() + c + accepted + 1);
-            rollback.seqs.push_back(r);
-        }
-        cache_mgr_->after_forward(s);
+        // The verify forward left the GDN state where it was: commit the kept rows.
+        SeqSpan r;
+        r.row_begin = int32_t(commit.token_ids.size());
+        r.num_tokens = int32_t(accepted + 1);
+        r.start_pos = int32_t(c);
+        r.state_slot = s.slot;
+        r.block_table = s.block_table;
+        commit.token_ids.insert(commit.token_ids.end(), s.tokens.begin() + c, s.tokens.begin() + c + accepted + 1);
+        commit.seqs.push_back(r);
+        commit_rows_.push_back(span.row_begin);
+        committed_.push_back(&s);
         add_mtp(&s, span.row_begin, int32_t(accepted + 1));
     }
     t = now_seconds();
-    if (!rollback.seqs.empty()) rollback_buf_ = model_.forward(rollback, *cache_, false, std::move(rollback_buf_));
+    model_.commit_deferred_state(commit, commit_rows_, *cache_);
+    for (Sequence* s : committed_) cache_mgr_->after_forward(*s);  // snapshots see the committed state
     profile_.forward_s += now_seconds() - t;
     run_mtp(out.device_hidden, out.num_hidden_rows);
     forward_buf_ = std::move(out);

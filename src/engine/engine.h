@@ -30,7 +30,7 @@ struct EngineProfile {
     int64_t steps = 0;        // steps that ran a batch
     double total_s = 0.0;     // whole step() calls that ran a batch
     double schedule_s = 0.0;  // inbox drain + Scheduler::schedule
-    double forward_s = 0.0;   // model forwards: target, MTP rollback, MTP drafts
+    double forward_s = 0.0;   // model forwards: target, GDN commits of verified drafts, MTP drafts
     double sample_s = 0.0;    // sampling, draft verification, draft argmax (CPU, over the vocabulary)
 };
 
@@ -128,9 +128,11 @@ private:
     EngineStats counters_;
     EngineProfile profile_;
     // Forward outputs kept between steps so their [rows, vocab] buffers are reused.
-    Qwen36Model::Output forward_buf_, rollback_buf_, mtp_buf_, mtp_step_buf_;
+    Qwen36Model::Output forward_buf_, mtp_buf_, mtp_step_buf_;
     // Per-step scratch, cleared and refilled every step (capacity kept: no allocation per step).
-    ForwardBatch batch_, rollback_batch_, mtp_batch_, mtp_step_batch_;
+    ForwardBatch batch_, commit_batch_, mtp_batch_, mtp_step_batch_;
+    std::vector<int32_t> commit_rows_;  // commit_batch_ span i: first row of its verify span in batch_
+    std::vector<Sequence*> committed_;  // the sequences of commit_batch_
     std::vector<Sequence*> mtp_seqs_;   // sequences for this step's MTP catch-up
     std::vector<int32_t> mtp_first_row_, mtp_num_rows_;  // their rows in the target batch
     std::vector<int32_t> mtp_hidden_rows_;  // target row of each catch-up row

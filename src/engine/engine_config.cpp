@@ -129,10 +129,10 @@ EngineConfig EngineConfig::fitted(const ModelConfig& model, bool with_mtp) const
 
 std::string CapacityPlan::describe() const {
     return fmt::format(
-        "KV: {} pages = {} tokens ({} B/token); state slots: {} running + {} snapshots + {} MTP backups "
-        "({:.2f} MB each); max_model_len {}; {:.1f} MB in all",
+        "KV: {} pages = {} tokens ({} B/token); state slots: {} running + {} snapshots ({:.2f} MB each); "
+        "MTP stash {:.1f} MB; max_model_len {}; {:.1f} MB in all",
         num_kv_blocks, kv_capacity_tokens, kv_bytes_per_token, num_running_slots, num_snapshot_slots,
-        num_backup_slots, double(state_bytes_per_slot) / 1e6, max_model_len, double(total_bytes) / 1e6);
+        double(state_bytes_per_slot) / 1e6, double(mtp_stash_bytes) / 1e6, max_model_len, double(total_bytes) / 1e6);
 }
 
 Result<CapacityPlan> plan_capacity(const ModelConfig& model, const EngineConfig& c, bool with_mtp) {
@@ -146,17 +146,21 @@ Result<CapacityPlan> plan_capacity(const ModelConfig& model, const EngineConfig&
     p.num_snapshot_slots = !c.enable_prefix_caching ? 0
                            : c.num_state_snapshots  ? c.num_state_snapshots
                                                     : std::max<int64_t>(4, c.max_num_seqs / 4);
-    p.num_backup_slots = c.num_speculative_tokens > 0 ? c.max_num_seqs : 0;
-    const size_t state_bytes = size_t(p.total_state_slots()) * p.state_bytes_per_slot;
+    if (with_mtp && c.num_speculative_tokens > 0)
+        p.mtp_stash_bytes = size_t(c.max_num_seqs * (c.num_speculative_tokens + 1) * model.num_linear_attention_layers() *
+                                   (model.linear_conv_dim() + 2 * model.linear_num_value_heads)) *
+                            sizeof(float);
+    const size_t state_bytes = p.state_bytes();
     const size_t budget = size_t(c.cache_memory_mb) << 20;
     if (c.num_kv_blocks > 0) {
         p.num_kv_blocks = c.num_kv_blocks;
     } else {
         if (state_bytes >= budget)
             return Status(ErrorKind::kResourceExhausted,
-                          fmt::format("cache_memory_mb {} cannot hold {} GDN state slots of {:.2f} MB; lower "
-                                      "max_num_seqs or raise the budget",
-                                      c.cache_memory_mb, p.total_state_slots(), double(p.state_bytes_per_slot) / 1e6));
+                          fmt::format("cache_memory_mb {} cannot hold {} GDN state slots of {:.2f} MB (and {:.1f} MB "
+                                      "of MTP stash); lower max_num_seqs or raise the budget",
+                                      c.cache_memory_mb, p.total_state_slots(), double(p.state_bytes_per_slot) / 1e6,
+                                      double(p.mtp_stash_bytes) / 1e6));
         p.num_kv_blocks = int64_t((budget - state_bytes) / g.kv_bytes_per_block());
     }
     p.kv_capacity_tokens = p.num_kv_blocks * c.kv_block_size;
@@ -176,7 +180,7 @@ int64_t fit_max_num_seqs(const ModelConfig& model, const EngineConfig& config, b
         c.max_num_seqs = seqs;
         c.num_kv_blocks = 1;  // only the state arithmetic matters here
         auto p = plan_capacity(model, c, with_mtp);
-        return p.is_ok() ? size_t(p->total_state_slots()) * p->state_bytes_per_slot : SIZE_MAX;
+        return p.is_ok() ? p->state_bytes() : SIZE_MAX;
     };
     // Monotone in seqs: binary search for the largest that fits.
     int64_t lo = 1, hi = config.max_num_seqs;

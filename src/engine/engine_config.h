@@ -61,13 +61,18 @@ struct CapacityPlan {
     int64_t kv_capacity_tokens = 0;
     int64_t num_running_slots = 0;   // = max_num_seqs
     int64_t num_snapshot_slots = 0;
-    int64_t num_backup_slots = 0;    // MTP rollback
+    // MTP verification defers the GDN state (SeqSpan::defer_state): the backend stashes every
+    // verify row's GDN inputs, max_num_seqs × (k + 1) rows × GDN layers × (conv_dim + 2 ×
+    // linear_num_value_heads) fp32, until the accepted prefix is committed.
+    size_t mtp_stash_bytes = 0;
     int64_t max_model_len = 0;
     size_t kv_bytes_per_token = 0;
     size_t state_bytes_per_slot = 0;
     size_t total_bytes = 0;
 
-    int64_t total_state_slots() const { return num_running_slots + num_snapshot_slots + num_backup_slots; }
+    int64_t total_state_slots() const { return num_running_slots + num_snapshot_slots; }
+    // The state slots and the MTP stash.
+    size_t state_bytes() const { return size_t(total_state_slots()) * state_bytes_per_slot + mtp_stash_bytes; }
     std::string describe() const;
 };
 
@@ -76,7 +81,7 @@ struct CapacityPlan {
 Result<CapacityPlan> plan_capacity(const ModelConfig& model, const EngineConfig& config, bool with_mtp);
 
 // The largest max_num_seqs <= config.max_num_seqs whose GDN state slots (running + snapshots +
-// MTP backups) take at most half of cache_memory_mb, so that the rest holds KV pages. The
+// the MTP stash) take at most half of cache_memory_mb, so that the rest holds KV pages. The
 // default of 512 is sized for a GPU budget; a CPU budget of a few hundred MB cannot hold 512
 // states even for the tiny test model, so EngineConfig::fitted applies this when max_num_seqs
 // was not set. Returns config.max_num_seqs when it already fits or num_kv_blocks is fixed; at

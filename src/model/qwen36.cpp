@@ -141,6 +141,22 @@ Qwen36Model::Output Qwen36Model::forward(const ForwardBatch& batch, ModelCache& 
     return finish(x_final, batch, want_hidden ? HiddenOut::kAllRows : HiddenOut::kNone, std::move(recycled));
 }
 
+void Qwen36Model::commit_deferred_state(const ForwardBatch& commit, const std::vector<int32_t>& deferred_rows,
+                                        ModelCache& cache) {
+    QS_CHECK(commit.seqs.size() == deferred_rows.size());
+    if (commit.seqs.empty()) return;
+    check_batch(commit, cache);
+    for (const SeqSpan& s : commit.seqs) QS_CHECK(!s.defer_state);
+    ops_.free_all();
+    const std::vector<int32_t> positions = commit.positions();
+    ops_.begin_forward(commit, positions.data());
+    int64_t gdn_layer = 0;
+    for (const DecoderLayerWeights& l : w_.layers) {
+        if (l.type != LayerType::kLinearAttention) continue;
+        ops_.gdn_commit(l.gdn, gdn_dims_, commit, deferred_rows, cache, gdn_layer++);
+    }
+}
+
 Qwen36Model::Output Qwen36Model::mtp_forward(const ForwardBatch& batch, const std::vector<float>& hidden,
                                              const std::vector<int32_t>& hidden_rows, ModelCache& cache,
                                              bool want_hidden, Output recycled) {

@@ -52,6 +52,12 @@ public:
                        const std::vector<int32_t>& hidden_rows, ModelCache& cache, bool want_hidden = false,
                        Output recycled = {});
 
+    // After a forward with deferred spans (SeqSpan::defer_state, MTP verification): runs the
+    // first commit.seqs[i].num_tokens rows of the deferred span that began at row
+    // deferred_rows[i] into span i's GDN slot, in every GDN layer (the accepted prefix). K/V
+    // need nothing: rejected positions are overwritten later.
+    void commit_deferred_state(const ForwardBatch& commit, const std::vector<int32_t>& deferred_rows, ModelCache& cache);
+
     const ModelConfig& config() const { return w_.config; }
     const ModelWeights& weights() const { return w_; }
     Ops& ops() { return ops_; }

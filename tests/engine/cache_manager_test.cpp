@@ -1,7 +1,7 @@
 // CacheManager on its own (no Engine, no model): pages are allocated whole or not at all, a freed
 // sequence gives everything back, snapshots are taken only at the prompt's last page boundary,
 // a prefix hit ends at the last stored snapshot, a fork shares full pages and copies the partial
-// page and the state, and each running slot has its own MTP backup slot. Expected ids follow
+// page and the state (and, with MTP, the full page of the last position). Expected ids follow
 // from two documented orders: BlockPool and the running slots hand out their lowest free id
 // first. The cache stores nothing; its storage records what was copied.
 #include <gtest/gtest.h>
@@ -18,7 +18,7 @@ using test::MemoryRig;
 std::vector<int32_t> ids(std::initializer_list<int32_t> l) { return l; }
 
 TEST(CacheManager, EnsureBlocksAllocatesWholePagesOrNothing) {
-    MemoryRig rig(/*num_blocks=*/5, /*block_size=*/4, /*running=*/2, 0, 0, /*prefix_caching=*/false);
+    MemoryRig rig(/*num_blocks=*/5, /*block_size=*/4, /*running=*/2, 0, /*mtp=*/false, /*prefix_caching=*/false);
     CacheManager& m = *rig.manager;
     Sequence* s = rig.make_seq(0, count_to(10));
     s->slot = m.acquire_slot();
@@ -39,7 +39,7 @@ TEST(CacheManager, EnsureBlocksAllocatesWholePagesOrNothing) {
 }
 
 TEST(CacheManager, SlotsAreZeroedWhenTakenAndComeBack) {
-    MemoryRig rig(4, 4, /*running=*/2, /*snapshots=*/1, 0, true);
+    MemoryRig rig(4, 4, /*running=*/2, /*snapshots=*/1, false, true);
     CacheManager& m = *rig.manager;
     EXPECT_EQ(m.acquire_slot(), 0);
     EXPECT_EQ(m.acquire_slot(), 1);
@@ -55,7 +55,7 @@ TEST(CacheManager, SlotsAreZeroedWhenTakenAndComeBack) {
 }
 
 TEST(CacheManager, FreeSequenceGivesEverythingBack) {
-    MemoryRig rig(6, 4, 2, 0, 0, false);
+    MemoryRig rig(6, 4, 2, 0, false, false);
     CacheManager& m = *rig.manager;
     Sequence* a = rig.make_seq(0, count_to(10));
     a->slot = m.acquire_slot();
@@ -86,7 +86,7 @@ TEST(CacheManager, FreeSequenceGivesEverythingBack) {
 }
 
 TEST(CacheManager, SnapshotBoundaryIsThePromptsLastPageBoundary) {
-    MemoryRig rig(8, 4, 2, /*snapshots=*/2, 0, true);
+    MemoryRig rig(8, 4, 2, /*snapshots=*/2, false, true);
     auto boundary = [&](int32_t prompt) { return rig.manager->snapshot_boundary(*rig.make_seq(prompt, count_to(prompt))); };
     EXPECT_EQ(boundary(10), 8);  // (10 - 1) / 4 * 4
     EXPECT_EQ(boundary(9), 8);
@@ -102,7 +102,7 @@ TEST(CacheManager, SnapshotBoundaryIsThePromptsLastPageBoundary) {
 }
 
 TEST(CacheManager, NoSnapshotWhenTheForwardCrossesTheBoundary) {
-    MemoryRig rig(8, 4, 2, 2, 0, true);
+    MemoryRig rig(8, 4, 2, 2, false, true);
     CacheManager& m = *rig.manager;
     Sequence* a = rig.make_seq(0, count_to(10));
     a->slot = m.acquire_slot();
@@ -127,7 +127,7 @@ TEST(CacheManager, NoSnapshotWhenTheForwardCrossesTheBoundary) {
 }
 
 TEST(CacheManager, PrefixHitEndsAtTheLastSnapshot) {
-    MemoryRig rig(8, 4, /*running=*/3, /*snapshots=*/2, 0, true);  // snapshot slots 3 and 4
+    MemoryRig rig(8, 4, /*running=*/3, /*snapshots=*/2, false, true);  // snapshot slots 3 and 4
     CacheManager& m = *rig.manager;
     Sequence* a = rig.make_seq(0, count_to(10));
     a->slot = m.acquire_slot();  // 0
@@ -184,7 +184,7 @@ TEST(CacheManager, PrefixHitEndsAtTheLastSnapshot) {
 }
 
 TEST(CacheManager, ForkSharesFullPagesAndCopiesThePartialPageAndTheState) {
-    MemoryRig rig(8, 4, 3, 0, 0, false);
+    MemoryRig rig(8, 4, 3, 0, false, false);
     CacheManager& m = *rig.manager;
     Sequence* p = rig.make_seq(0, count_to(10));
     p->slot = m.acquire_slot();  // 0
@@ -206,7 +206,7 @@ TEST(CacheManager, ForkSharesFullPagesAndCopiesThePartialPageAndTheState) {
 
 TEST(CacheManager, ForkOfAFullLastPageSharesItUnlessMtpWritesIt) {
     {
-        MemoryRig rig(8, 4, 3, 0, /*backups=*/0, false);
+        MemoryRig rig(8, 4, 3, 0, /*mtp=*/false, false);
         CacheManager& m = *rig.manager;
         Sequence* p = rig.make_seq(0, count_to(8));
         p->slot = m.acquire_slot();
@@ -221,7 +221,7 @@ TEST(CacheManager, ForkOfAFullLastPageSharesItUnlessMtpWritesIt) {
     }
     {
         // With MTP the page of the last computed position is private: page 1 is copied into 2.
-        MemoryRig rig(8, 4, 3, 0, /*backups=*/3, false);
+        MemoryRig rig(8, 4, 3, 0, /*mtp=*/true, false);
         CacheManager& m = *rig.manager;
         Sequence* p = rig.make_seq(0, count_to(8));
         p->slot = m.acquire_slot();
@@ -239,7 +239,7 @@ TEST(CacheManager, ForkOfAFullLastPageSharesItUnlessMtpWritesIt) {
 
 TEST(CacheManager, ForkFailsWithoutTakingAnything) {
     {
-        MemoryRig rig(8, 4, /*running=*/1, 0, 0, false);  // no slot for the child
+        MemoryRig rig(8, 4, /*running=*/1, 0, false, false);  // no slot for the child
         CacheManager& m = *rig.manager;
         Sequence* p = rig.make_seq(0, count_to(10));
         p->slot = m.acquire_slot();
@@ -255,7 +255,7 @@ TEST(CacheManager, ForkFailsWithoutTakingAnything) {
         EXPECT_TRUE(rig.ops.empty());
     }
     {
-        MemoryRig rig(/*num_blocks=*/3, 4, 2, 0, 0, false);  // a slot, but no page for the partial copy
+        MemoryRig rig(/*num_blocks=*/3, 4, 2, 0, false, false);  // a slot, but no page for the partial copy
         CacheManager& m = *rig.manager;
         Sequence* p = rig.make_seq(0, count_to(10));
         p->slot = m.acquire_slot();
@@ -270,28 +270,6 @@ TEST(CacheManager, ForkFailsWithoutTakingAnything) {
         EXPECT_EQ(m.pool().ref_count(0), 1);
         EXPECT_TRUE(rig.ops.empty());
     }
-}
-
-TEST(CacheManager, EachRunningSlotHasItsOwnBackupSlot) {
-    // 3 running slots (0..2), then 2 snapshot slots (3, 4), then backups 5, 6, 7 for slots 0, 1, 2.
-    MemoryRig rig(8, 4, /*running=*/3, /*snapshots=*/2, /*backups=*/3, true);
-    CacheManager& m = *rig.manager;
-    std::vector<Sequence*> s;
-    for (int i = 0; i < 3; ++i) {
-        s.push_back(rig.make_seq(i, count_to(5)));
-        s.back()->slot = m.acquire_slot();
-    }
-    rig.take_ops();
-    m.backup_state(*s[1]);
-    m.restore_state(*s[1]);
-    m.backup_state(*s[0]);
-    m.backup_state(*s[2]);
-    m.restore_state(*s[2]);
-    EXPECT_EQ(rig.take_ops(), (std::vector<CacheOp>{{CacheOp::kCopySlot, 1, 6},
-                                                    {CacheOp::kCopySlot, 6, 1},
-                                                    {CacheOp::kCopySlot, 0, 5},
-                                                    {CacheOp::kCopySlot, 2, 7},
-                                                    {CacheOp::kCopySlot, 7, 2}}));
 }
 
 }  // namespace

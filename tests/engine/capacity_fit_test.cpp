@@ -37,7 +37,7 @@ TEST(CapacityFit, LowersMaxNumSeqsUntilStatesTakeAtMostHalfTheBudget) {
     ASSERT_TRUE(plan.is_ok()) << plan.status().message();
     EXPECT_GT(plan->num_kv_blocks, 0);
 
-    // MTP backups double the running slots' cost: fewer sequences fit.
+    // MTP's stash of verify-row GDN inputs costs state memory: no more sequences fit.
     EngineConfig spec = c;
     spec.num_speculative_tokens = 2;
     EXPECT_LE(fit_max_num_seqs(m, spec, true), fit);

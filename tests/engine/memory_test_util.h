@@ -36,7 +36,7 @@ private:
 };
 
 // The memory of a small engine: `num_blocks` pages of `block_size` tokens; `running` running
-// slots, then `snapshots` snapshot slots, then `backups` MTP backup slots (0 or = running).
+// slots, then `snapshots` snapshot slots; `mtp`: MTP on (one proposal).
 struct MemoryRig {
     EngineConfig config;
     CapacityPlan plan;
@@ -45,16 +45,15 @@ struct MemoryRig {
     std::unique_ptr<CacheManager> manager;
     std::vector<std::unique_ptr<RequestState>> requests;  // own the sequences
 
-    MemoryRig(int64_t num_blocks, int64_t block_size, int64_t running, int64_t snapshots, int64_t backups,
+    MemoryRig(int64_t num_blocks, int64_t block_size, int64_t running, int64_t snapshots, bool mtp,
               bool prefix_caching) {
         config.kv_block_size = block_size;
         config.max_num_seqs = running;
         config.enable_prefix_caching = prefix_caching;
-        config.num_speculative_tokens = backups > 0 ? 1 : 0;
+        config.num_speculative_tokens = mtp ? 1 : 0;
         plan.num_kv_blocks = num_blocks;
         plan.num_running_slots = running;
         plan.num_snapshot_slots = snapshots;
-        plan.num_backup_slots = backups;
         CacheGeometry g;  // only the ids matter: no storage, so the layer shapes stay zero
         g.block_size = block_size;
         g.num_blocks = num_blocks;

@@ -37,8 +37,8 @@ void play_forward(const SchedulerOutput& out, CacheManager& m) {
 
 struct Rig : MemoryRig {
     Scheduler scheduler;
-    Rig(int64_t num_blocks, int64_t running, int64_t snapshots, int64_t backups, bool prefix, int64_t budget)
-        : MemoryRig(num_blocks, /*block_size=*/4, running, snapshots, backups, prefix), scheduler(config, *manager) {
+    Rig(int64_t num_blocks, int64_t running, int64_t snapshots, bool mtp, bool prefix, int64_t budget)
+        : MemoryRig(num_blocks, /*block_size=*/4, running, snapshots, mtp, prefix), scheduler(config, *manager) {
         config.max_num_batched_tokens = budget;
     }
     Sequence* submit(int64_t id, std::vector<int32_t> prompt, int32_t priority = 0) {
@@ -49,7 +49,7 @@ struct Rig : MemoryRig {
 };
 
 TEST(Scheduler, AdmissionIsBoundedByRunningSlots) {
-    Rig rig(64, /*running=*/2, 0, 0, false, 100);
+    Rig rig(64, /*running=*/2, 0, false, false, 100);
     for (int i = 0; i < 3; ++i) rig.submit(i, count_to(3));
     const SchedulerOutput out = rig.scheduler.schedule();
     EXPECT_EQ(rows_of(out), (Rows{{0, 3}, {1, 3}}));
@@ -66,7 +66,7 @@ TEST(Scheduler, AdmissionIsBoundedByRunningSlots) {
 }
 
 TEST(Scheduler, AdmissionIsBoundedByPagesInArrivalOrder) {
-    Rig rig(/*num_blocks=*/3, 4, 0, 0, false, 100);
+    Rig rig(/*num_blocks=*/3, 4, 0, false, false, 100);
     Sequence* a = rig.submit(0, count_to(5));  // 2 pages
     Sequence* b = rig.submit(1, count_to(5));  // 2 pages: only 1 left
     rig.submit(2, count_to(2));                // 1 page would fit, but b is ahead of it
@@ -81,7 +81,7 @@ TEST(Scheduler, AdmissionIsBoundedByPagesInArrivalOrder) {
 }
 
 TEST(Scheduler, DecodesFirstThenPrefillChunksUpToTheBudget) {
-    Rig rig(64, 4, 0, 0, false, /*budget=*/10);
+    Rig rig(64, 4, 0, false, false, /*budget=*/10);
     rig.submit(0, count_to(3));
     rig.submit(1, count_to(3));
     SchedulerOutput out = rig.scheduler.schedule();
@@ -100,7 +100,7 @@ TEST(Scheduler, DecodesFirstThenPrefillChunksUpToTheBudget) {
 }
 
 TEST(Scheduler, WithoutChunkedPrefillAPromptWaitsForRoomForAllOfIt) {
-    Rig rig(64, 4, 0, 0, false, /*budget=*/10);
+    Rig rig(64, 4, 0, false, false, /*budget=*/10);
     rig.config.enable_chunked_prefill = false;
     rig.submit(0, count_to(3));
     Sequence* big = rig.submit(1, count_to(8));  // 8 > the 7 rows left
@@ -114,7 +114,7 @@ TEST(Scheduler, WithoutChunkedPrefillAPromptWaitsForRoomForAllOfIt) {
 TEST(Scheduler, PreemptsTheLowestPriorityLatestArrivalFirst) {
     // 5 pages of 4 tokens; four 4-token prompts take one page each. Lower priority values run
     // first: the order is A (0, arrived 1), D (0, arrived 4), B (1, arrived 2), C (1, arrived 3).
-    Rig rig(/*num_blocks=*/5, 4, 0, 0, false, 100);
+    Rig rig(/*num_blocks=*/5, 4, 0, false, false, 100);
     Sequence* A = rig.submit(1, count_to(4), 0);
     Sequence* B = rig.submit(2, count_to(4), 1);
     Sequence* C = rig.submit(3, count_to(4), 1);
@@ -154,7 +154,7 @@ TEST(Scheduler, PreemptsTheLowestPriorityLatestArrivalFirst) {
 }
 
 TEST(Scheduler, PrefillIsCutAtTheSnapshotBoundaryAndLaterPromptsHitIt) {
-    Rig rig(64, 4, /*snapshots=*/2, 0, /*prefix=*/true, 100);
+    Rig rig(64, 4, /*snapshots=*/2, false, /*prefix=*/true, 100);
     Sequence* a = rig.submit(0, count_to(10));
     SchedulerOutput out = rig.scheduler.schedule();
     EXPECT_EQ(rows_of(out), (Rows{{0, 8}}));  // cut at (10 - 1) / 4 * 4 = 8 so the state there is kept
@@ -177,7 +177,7 @@ TEST(Scheduler, PrefillIsCutAtTheSnapshotBoundaryAndLaterPromptsHitIt) {
 }
 
 TEST(Scheduler, VerifyRowsNeedRoomForEveryDraft) {
-    Rig rig(64, 2, 0, /*backups=*/2, false, 100);
+    Rig rig(64, 2, 0, /*mtp=*/true, false, 100);
     Sequence* a = rig.submit(0, count_to(3));
     play_forward(rig.scheduler.schedule(), *rig.manager);
     a->draft = {7, 8};

@@ -37,9 +37,18 @@ public:
     void gated_delta_net(const float* qkv, const float* z, const float* b, const float* a, const GdnWeights& w,
                          const GdnDims& d, const ForwardBatch& batch, ModelCache& cache, int64_t gdn_layer,
                          float* out) override;
+    void gdn_commit(const GdnWeights& w, const GdnDims& d, const ForwardBatch& commit,
+                    const std::vector<int32_t>& deferred_rows, ModelCache& cache, int64_t gdn_layer) override;
     void moe(const float* x, int64_t T, const MoeWeights& w, int64_t top_k, bool norm_topk_prob, float* y) override;
 
 private:
+    // The inputs of the deferred spans of the last forward, per GDN layer: pre-conv qkv [rows, C],
+    // b and a [rows, Nv], and where each deferred span (by its first row) starts among them.
+    struct GdnStash {
+        std::vector<float> qkv, b, a;
+        std::map<int32_t, int64_t> first_row;
+    };
+    std::map<int64_t, GdnStash> gdn_stash_;
     std::vector<std::unique_ptr<float[]>> buffers_;
     std::map<int, std::vector<float>> persistent_;
 };

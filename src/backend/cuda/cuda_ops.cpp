@@ -180,7 +180,7 @@ int64_t CudaOps::begin_forward(const ForwardBatch& batch, const int32_t* positio
         const SeqSpan& s = batch.seqs[size_t(i)];
         for (int32_t r = 0; r < s.num_tokens; ++r) row_seq[s.row_begin + r] = int32_t(i);
         seqs[i] = DeviceSeq{s.row_begin, s.num_tokens, s.start_pos, s.state_slot, page_offset,
-                            int32_t(s.block_table.size())};
+                            int32_t(s.block_table.size()), s.defer_state ? 1 : 0};
         std::memcpy(pages + page_offset, s.block_table.data(), s.block_table.size() * 4);
         page_offset += int32_t(s.block_table.size());
         max_seq_tokens = std::max(max_seq_tokens, s.num_tokens);
@@ -192,7 +192,7 @@ int64_t CudaOps::begin_forward(const ForwardBatch& batch, const int32_t* positio
             ids[r] = 0;
             pos[r] = 0;
             row_seq[r] = int32_t(i);
-            seqs[i] = DeviceSeq{int32_t(r), 1, 0, storage->pad_slot(), page_offset, 1};
+            seqs[i] = DeviceSeq{int32_t(r), 1, 0, storage->pad_slot(), page_offset, 1, 0};
         }
         max_seq_tokens = 1;
     }
@@ -324,7 +324,60 @@ void CudaOps::gated_delta_net(const float* qkv, const float* z, const float* b, 
     p.batch = batch_;
     p.workspace = arena_.allocate(gdn_workspace_bytes(batch_.num_tokens, d.conv_dim()));
     p.out = out;
+    stash_deferred_inputs(qkv, b, a, d, batch, gdn_layer, p.chunk_min_tokens);
     launch_gated_delta_net(p, stream_);
+}
+
+void CudaOps::stash_deferred_inputs(const float* qkv, const float* b, const float* a, const GdnDims& d,
+                                    const ForwardBatch& batch, int64_t gdn_layer, int chunk_min_tokens) {
+    // The deferred spans' rows, in batch order, into this layer's stash (persistent buffers: the
+    // commit comes after the verdicts, when this forward's arena is gone).
+    std::vector<int32_t>& rows = stash_rows_scratch_;
+    rows.clear();
+    std::map<int32_t, int64_t> first;
+    for (const SeqSpan& s : batch.seqs) {
+        if (!s.defer_state) continue;
+        QS_CHECK_MSG(s.num_tokens < chunk_min_tokens, "a deferred GDN span must be short enough for the serial kernel");
+        first[s.row_begin] = int64_t(rows.size());
+        for (int32_t r = 0; r < s.num_tokens; ++r) rows.push_back(s.row_begin + r);
+    }
+    if (rows.empty()) return;
+    const int64_t n = int64_t(rows.size()), C = d.conv_dim(), Nv = d.num_value_heads;
+    const int id = kGdnStashId + 3 * int(gdn_layer);
+    const int32_t* d_rows = upload_ints(rows.data(), n);
+    launch_gather_rows(qkv, d_rows, n, C, persistent(id, n * C), stream_);
+    launch_gather_rows(b, d_rows, n, Nv, persistent(id + 1, n * Nv), stream_);
+    launch_gather_rows(a, d_rows, n, Nv, persistent(id + 2, n * Nv), stream_);
+    if (gdn_stash_first_.size() <= size_t(gdn_layer)) gdn_stash_first_.resize(size_t(gdn_layer) + 1);
+    gdn_stash_first_[size_t(gdn_layer)] = std::move(first);
+}
+
+void CudaOps::gdn_commit(const GdnWeights& w, const GdnDims& d, const ForwardBatch& commit,
+                         const std::vector<int32_t>& deferred_rows, ModelCache& cache, int64_t gdn_layer) {
+    QS_CHECK(deferred_rows.size() == commit.seqs.size() && size_t(gdn_layer) < gdn_stash_first_.size());
+    const std::map<int32_t, int64_t>& first = gdn_stash_first_[size_t(gdn_layer)];
+    std::vector<int32_t>& rows = stash_rows_scratch_;
+    rows.clear();
+    for (size_t i = 0; i < commit.seqs.size(); ++i) {
+        auto it = first.find(deferred_rows[i]);
+        QS_CHECK_MSG(it != first.end(), "gdn_commit: no deferred span began at that row");
+        QS_CHECK(commit.seqs[i].row_begin == int32_t(rows.size()));
+        for (int32_t r = 0; r < commit.seqs[i].num_tokens; ++r) rows.push_back(int32_t(it->second + r));
+    }
+    const int64_t n = int64_t(rows.size()), C = d.conv_dim(), Nv = d.num_value_heads;
+    QS_CHECK(n == commit.num_tokens());
+    const int id = kGdnStashId + 3 * int(gdn_layer);
+    const int32_t* d_rows = upload_ints(rows.data(), n);
+    float* qkv = alloc(n * C);                 // [n, C] the kept rows' pre-conv inputs
+    float* b = alloc(n * Nv);                  // [n, Nv]
+    float* a = alloc(n * Nv);                  // [n, Nv]
+    float* z = alloc(n * d.value_dim());       // [n, Vdim] (only feeds the unused output)
+    float* out = alloc(n * d.value_dim());     // [n, Vdim] unused
+    launch_gather_rows(persistent(id, 0), d_rows, n, C, qkv, stream_);
+    launch_gather_rows(persistent(id + 1, 0), d_rows, n, Nv, b, stream_);
+    launch_gather_rows(persistent(id + 2, 0), d_rows, n, Nv, a, stream_);
+    QS_CUDA_CHECK(cudaMemsetAsync(z, 0, size_t(n * d.value_dim()) * sizeof(float), stream_));
+    gated_delta_net(qkv, z, b, a, w, d, commit, cache, gdn_layer, out);
 }
 
 void CudaOps::moe(const float* x, int64_t T, const MoeWeights& w, int64_t top_k, bool norm_topk_prob, float* y) {

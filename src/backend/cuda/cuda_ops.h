@@ -79,6 +79,8 @@ public:
     void gated_delta_net(const float* qkv, const float* z, const float* b, const float* a, const GdnWeights& w,
                          const GdnDims& d, const ForwardBatch& batch, ModelCache& cache, int64_t gdn_layer,
                          float* out) override;
+    void gdn_commit(const GdnWeights& w, const GdnDims& d, const ForwardBatch& commit,
+                    const std::vector<int32_t>& deferred_rows, ModelCache& cache, int64_t gdn_layer) override;
     void moe(const float* x, int64_t T, const MoeWeights& w, int64_t top_k, bool norm_topk_prob, float* y) override;
 
     cudaStream_t stream() const { return stream_; }
@@ -95,6 +97,9 @@ private:
     // Uploads n int32 host values into the arena (ordered on the stream).
     int32_t* upload_ints(const int32_t* host, int64_t n);
     void check_batch(const ForwardBatch& batch) const;
+    // Gathers the deferred spans' GDN inputs into the layer's stash (SeqSpan::defer_state).
+    void stash_deferred_inputs(const float* qkv, const float* b, const float* a, const GdnDims& d,
+                               const ForwardBatch& batch, int64_t gdn_layer, int chunk_min_tokens);
     // The padded row count if this batch can run as a graph (0: it runs eagerly).
     int64_t graph_rows(const ForwardBatch& batch, const CudaCacheStorage* storage) const;
 
@@ -118,6 +123,11 @@ private:
     bool replay_pending_ = false;   // begin_forward padded the batch; run_layers uses graph_key_
     ForwardGraphs::Key graph_key_{};
     std::map<int, DeviceBuffer> persistent_;  // persistent(): outside the arena
+    // GDN stash (stash_deferred_inputs): persistent ids kGdnStashId + 3·layer + {qkv, b, a}, and
+    // per layer the stash row where each deferred span (by its first batch row) begins.
+    static constexpr int kGdnStashId = 1 << 16;
+    std::vector<std::map<int32_t, int64_t>> gdn_stash_first_;
+    std::vector<int32_t> stash_rows_scratch_;
     std::vector<char> sample_upload_;        // sample(): the SamplingBatch packed for one copy
     std::vector<int32_t> sample_download_;   // sample(): what comes back
 };

@@ -107,6 +107,7 @@ __global__ void __launch_bounds__(kConvThreads) gdn_conv_kernel(ConvArgs p) {
 #pragma unroll
         for (int j = 0; j < W; ++j) hist[j] = ld4(in + int64_t(n - W + j) * C);
     }
+    if (sq.defer_state) return;  // MTP verification: the window stays (gdn_commit advances it)
 #pragma unroll
     for (int j = 0; j < W; ++j) st4(win + int64_t(j) * C, hist[j]);
 }

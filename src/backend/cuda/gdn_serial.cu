@@ -186,6 +186,7 @@ __global__ void __launch_bounds__(kSerialThreads, 2) gdn_serial_kernel(RecArgs p
         }
     }
 
+    if (sq.defer_state) return;  // MTP verification: the state stays (gdn_commit advances it)
 #pragma unroll
     for (int i = 0; i < RK; ++i) {
         const int row = wy + NW * i;

@@ -39,6 +39,8 @@ public:
     void gated_delta_net(const float* qkv, const float* z, const float* b, const float* a, const GdnWeights& w,
                          const GdnDims& d, const ForwardBatch& batch, ModelCache& cache, int64_t gdn_layer,
                          float* out) override {}
+    void gdn_commit(const GdnWeights& w, const GdnDims& d, const ForwardBatch& commit,
+                    const std::vector<int32_t>& deferred_rows, ModelCache& cache, int64_t gdn_layer) override {}
     void moe(const float* x, int64_t T, const MoeWeights& w, int64_t top_k, bool norm_topk_prob, float* y) override {}
 
 private:
