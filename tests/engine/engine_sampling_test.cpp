@@ -151,8 +151,12 @@ TEST(EngineSampling, BenchmarkMtpAcceptanceForcesTheVerdicts) {
         const auto& acc = (*engine)->mtp_accepted_by_position();
         ASSERT_GT(prop[0], 0);
         const double rate = double(acc[0]) / double(prop[0]);
-        if (p == 0.0) EXPECT_EQ(acc[0], 0);
-        if (p == 1.0) EXPECT_EQ(acc[0], prop[0]);
+        if (p == 0.0) {
+            EXPECT_EQ(acc[0], 0);
+        }
+        if (p == 1.0) {
+            EXPECT_EQ(acc[0], prop[0]);
+        }
         if (p == 0.5) {
             EXPECT_GT(rate, 0.3);
             EXPECT_LT(rate, 0.7);
