@@ -48,9 +48,10 @@ for stage in "$@"; do
         sampling) run sampling_lab "$B/sampling_lab"
                   run gpu_tests_sampling "$B/qs_gpu_tests" --gtest_color=no --gtest_filter='CudaSampling*' ;;
         http:*) spec="${stage#http:}"; modes="${spec%%:*}"; serve_args=""; [ "$spec" != "$modes" ] && serve_args="${spec#*:}"
-                tag=$(printf %s "$serve_args" | tr -c 'A-Za-z0-9' '_' | cut -c1-40)
+                tag=$(printf %s "$serve_args" | tr -c 'A-Za-z0-9.' '_' | sed 's/__*/_/g; s/_benchmark_mtp_acceptance_/_acc/; s/_num_speculative_tokens_/k/')
                 STAGE_TIMEOUT=${HTTP_TIMEOUT:-560} run "http_${tag:-base}" bash scripts/gpu_serve_bench.sh \
                     --requests "${HTTP_REQUESTS:-1024}" --clients "${HTTP_CLIENTS:-1280}" --name "fp8_lean${tag:+_$tag}" \
+                    --single "${HTTP_SINGLE:-0}" \
                     --serve "$serve_args" ${modes//,/ } ;;
         bf16) run bench_bf16 "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b --load-format dummy --no-mtp ;;
         fp8) run bench_fp8 "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b --load-format dummy --no-mtp \

@@ -5,7 +5,8 @@
 # tokens, 256 completion tokens, thinking off, seed 1). Each MODE rewrites the fixture's sampling
 # fields; every result goes to $OUT/<name>.json and a line of $OUT/serve_bench.txt.
 # Usage: bash scripts/gpu_serve_bench.sh [--requests N] [--clients C] [--serve "extra serve args"]
-#            [--name NAME] MODE...
+#            [--name NAME] [--single N] MODE...
+#   --single N: after the modes, N requests of the first mode from one client (single stream).
 #   MODE: greedy | sampled (T 0.7, top_p 0.95) | penalties (T 1, repetition 1.1, presence 0.5,
 #         frequency 0.5) | logprobs (greedy, logprobs 5) | default (no sampling fields: T 1)
 # Needs gpu-bundle/ (scripts/build_gpu_bundle.sh) and the Qwen3.6 tokenizer in .carry/qwen36-tok
@@ -15,13 +16,14 @@ cd "$(dirname "$0")/.."
 OUT="${OUT:-gpu-logs}"
 mkdir -p "$OUT"
 B=gpu-bundle
-requests=1024 clients=1280 extra="" name=fp8_lean port=18500
+requests=1024 clients=1280 extra="" name=fp8_lean port=18500 single=0
 while [ $# -gt 0 ]; do
     case "$1" in
         --requests) requests="$2"; shift 2 ;;
         --clients) clients="$2"; shift 2 ;;
         --serve) extra="$2"; shift 2 ;;
         --name) name="$2"; shift 2 ;;
+        --single) single="$2"; shift 2 ;;
         *) break ;;
     esac
 done
@@ -60,6 +62,12 @@ EOF
     echo "---- $name $mode (rc $?)"; grep -E "Completed|Failed|Duration|Output token|Mean TTFT|P99 TTFT|Mean TPOT|P99 ITL|Median ITL|\\$/M" "$fx/${name}_$mode.txt"
     curl -s "http://127.0.0.1:$port/metrics" | grep -E "^qwenserve_(mtp|engine_step|host)" | head -20
 done
+if [ "$single" -gt 0 ]; then
+    "$B/qwenserve" bench --url "http://127.0.0.1:$port" --fixture "$fx/fixture_$1.jsonl" --clients 1 \
+        --requests "$single" --gpu-hourly-cost 5 > "$fx/single.txt" 2>&1
+    echo "---- $name $1 single stream (rc $?)"; grep -E "Completed|Output token|Mean TPOT|Median TPOT" "$fx/single.txt"
+    curl -s "http://127.0.0.1:$port/metrics" | grep -E "^qwenserve_mtp" | head
+fi
 kill -TERM $server; wait $server
 echo "serve exit $?"
 grep -E "capacity|error" "$OUT/serve_$name.log" | tail -5
