@@ -203,7 +203,8 @@ void Engine::append_token(Sequence& s, int32_t token, int32_t sample_row, Pendin
         return;
     }
     if (s.decoder) {
-        out.text += s.stop->add(s.decoder->push(token));
+        // Stop strings, like stop tokens, count from min_tokens on (vLLM's rule).
+        out.text += s.stop->add(s.decoder->push(token), s.num_output() >= p.min_tokens);
         if (s.stop->stopped()) {
             finish(s, FinishReason::kStop, out, s.stop->matched());
             return;

@@ -5,10 +5,10 @@
 
 namespace qs {
 
-std::string StopChecker::add(const std::string& text) {
+std::string StopChecker::add(const std::string& text, bool match) {
     if (stopped_) return "";
     held_ += text;
-    if (stops_.empty()) {
+    if (stops_.empty() || !match) {
         std::string out;
         out.swap(held_);
         return out;

@@ -14,8 +14,9 @@ public:
     StopChecker(std::vector<std::string> stops, bool include_stop) : stops_(std::move(stops)), include_(include_stop) {}
 
     // Adds newly decoded text; returns the text that is safe to emit now. After a match,
-    // stopped() is true and matched() names the stop string; later calls return "".
-    std::string add(const std::string& text);
+    // stopped() is true and matched() names the stop string; later calls return "". With
+    // `match` false (before min_tokens) nothing is matched or held back.
+    std::string add(const std::string& text, bool match = true);
     // End of generation for another reason: everything held back.
     std::string flush();
 

@@ -168,3 +168,35 @@ TEST(EngineSampling, BenchmarkMtpAcceptanceForcesTheVerdicts) {
     bad.benchmark_mtp_acceptance = 1.5;
     EXPECT_FALSE(bad.validate().is_ok());
 }
+
+TEST(EngineSampling, MinTokensHoldsBackStopStrings) {
+    // FakeDecoder: token t is the text "<letter><digit>"; a stop string equal to the first
+    // token's text ends the completion at once, unless min_tokens says otherwise.
+    ModelWeights w = make_dummy_weights(engine_test_config(), 95);
+    std::mt19937 rng(17);
+    const int V = int(w.config.vocab_size);
+    GenerationRequest r = greedy_request("s", random_prompt(rng, 10, V), 8);
+    r.params.ignore_eos = true;
+    auto run = [&](const GenerationRequest& req) {
+        CpuOps ops;
+        EngineConfig cfg;
+        cfg.max_num_seqs = 4;
+        cfg.cache_memory_mb = 16;
+        auto engine = Engine::create(w, ops, cfg, std::make_shared<FakeDecoder>());
+        EXPECT_TRUE(engine.is_ok());
+        Collector col;
+        EXPECT_TRUE((*engine)->submit(req, col.sink_for(req.id)).is_ok());
+        (*engine)->run_until_idle();
+        return col.got["s"][0];
+    };
+    const Completion free_run = run(r);
+    ASSERT_EQ(free_run.tokens.size(), 8u);
+    const std::string first = FakeDecoder::text_of(free_run.tokens[0]);
+    r.params.stop = {first};
+    EXPECT_EQ(run(r).text, "");
+    EXPECT_EQ(run(r).finish, FinishReason::kStop);
+    r.params.min_tokens = 3;
+    const Completion held = run(r);
+    EXPECT_GE(held.tokens.size(), 3u);
+    EXPECT_EQ(held.text.substr(0, first.size()), first);  // not cut at the first token
+}
