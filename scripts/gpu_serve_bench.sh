@@ -3,7 +3,7 @@
 # full-size model with dummy weights, FP8 lean (fp8 block weights, bf16 GDN state, fp8 K/V),
 # driven by `qwenserve bench` with the seed-replay fixture (chat prompts uniform in 256-1,792
 # tokens, 256 completion tokens, thinking off, seed 1). Each MODE rewrites the fixture's sampling
-# fields; every result goes to $OUT/<name>.json and a line of $OUT/serve_bench.txt.
+# fields; each mode's summary lines go to standard output (the files stay in a temporary folder).
 # Usage: bash scripts/gpu_serve_bench.sh [--requests N] [--clients C] [--serve "extra serve args"]
 #            [--name NAME] [--single N] MODE...
 #   --single N: after the modes, N requests of the first mode from one client (single stream).
