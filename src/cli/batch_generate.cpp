@@ -16,6 +16,7 @@
 #include "core/log.h"
 #include "core/timer.h"
 #include "engine/engine.h"
+#include "engine/engine_sizing.h"
 #include "tokenizer/tokenizer.h"
 
 namespace qs::cli {
@@ -205,12 +206,8 @@ Status run_batch_generate(const Args& args) {
         tokenizer = std::move(t);
     }
     QS_ASSIGN_OR_RETURN(std::unique_ptr<Ops> ops, make_backend_from_args(args, engine_config, weights));
-    if (args.get_or("device", "cpu") == "cuda" && !args.has("cache-memory-mb")) {
-        QS_ASSIGN_OR_RETURN(engine_config.cache_memory_mb,
-                            device_cache_budget_mb(*ops, weights, engine_config.max_num_batched_tokens,
-                                                   engine_config.gpu_memory_utilization));
-    }
-    engine_config = engine_config.fitted(weights.config, weights.mtp.present);
+    QS_ASSIGN_OR_RETURN(engine_config, size_engine(engine_config, *ops, weights, args.get_or("device", "cpu") == "cuda",
+                                                   args.has("cache-memory-mb")));
     QS_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine,
                         Engine::create(weights, *ops, engine_config,
                                        tokenizer ? std::make_shared<TokenizerTextDecoder>(tokenizer) : nullptr));

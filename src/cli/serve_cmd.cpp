@@ -24,6 +24,7 @@
 #include "core/log.h"
 #include "engine/engine.h"
 #include "engine/engine_config.h"
+#include "engine/engine_sizing.h"
 #include "server/http_server.h"
 #include "server/routes.h"
 #include "server/testing/byte_text_pipeline.h"
@@ -177,14 +178,8 @@ Status serve(const Args& args) {
                 weights->config.eos_token_ids.end())
                 weights->config.eos_token_ids.push_back(id);
         QS_ASSIGN_OR_RETURN(ops, make_backend_from_args(args, c.engine, *weights));
-        if (args.get_or("device", "cpu") == "cuda" && !args.has("cache-memory-mb")) {
-            QS_ASSIGN_OR_RETURN(c.engine.cache_memory_mb,
-                                device_cache_budget_mb(*ops, *weights, c.engine.max_num_batched_tokens,
-                                                       c.engine.gpu_memory_utilization));
-            log_info("serve: cache budget {} MB (gpu_memory_utilization {})", c.engine.cache_memory_mb,
-                     c.engine.gpu_memory_utilization);
-        }
-        c.engine = c.engine.fitted(weights->config, weights->mtp.present);
+        QS_ASSIGN_OR_RETURN(c.engine, size_engine(c.engine, *ops, *weights, args.get_or("device", "cpu") == "cuda",
+                                                  args.has("cache-memory-mb")));
         auto* tp = static_cast<const TokenizerTextPipeline*>(&text);
         QS_ASSIGN_OR_RETURN(std::unique_ptr<Engine> real,
                             Engine::create(*weights, *ops, c.engine, std::make_shared<TokenizerTextDecoder>(tp->tokenizer())));
