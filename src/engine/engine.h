@@ -79,7 +79,15 @@ private:
         OutputSink sink;
         std::string abort_id;
     };
-    struct PendingOutput;  // per sequence, what this step produced
+    // What a sequence produced during one step; becomes one RequestOutput.
+    struct PendingOutput {
+        std::vector<int32_t> token_ids;
+        std::string text;
+        std::vector<TokenLogprob> logprobs;
+        std::vector<std::vector<TokenLogprob>> top_logprobs;
+        FinishReason finish_reason = FinishReason::kNone;
+        std::string stop_reason;
+    };
 
     void drain_inbox();
     void admit(Command&& c);

@@ -1,0 +1,210 @@
+// Engine, one step around the model: the forward batch from the schedule (verify spans defer
+// their GDN state), the draws (engine_sampling.cpp), emitting the picked tokens, the GDN commit
+// of each verified sequence's accepted rows, and the MTP catch-up and draft forwards for the
+// next verify (see engine.h). Engine thread.
+#include "core/timer.h"
+#include "engine/engine.h"
+
+namespace qs {
+
+void Engine::run_batch(const SchedulerOutput& sched) {
+    // The batches are members reused from step to step; their block tables are views of the
+    // sequences' own tables, which stay unchanged until each batch's forward has run (the main
+    // batch runs first; a verified sequence's table is not touched again before the GDN commit;
+    // run_mtp grows a table before taking its view).
+    ForwardBatch& batch = batch_;
+    batch.clear();
+    for (const ScheduledSeq& ss : sched.scheduled) {
+        Sequence& s = *ss.seq;
+        SeqSpan span;
+        span.row_begin = int32_t(batch.token_ids.size());
+        span.num_tokens = int32_t(ss.num_tokens);
+        span.start_pos = int32_t(s.num_computed);
+        span.state_slot = s.slot;
+        span.block_table = s.block_table;
+        if (ss.verify) {
+            batch.token_ids.push_back(s.tokens.back());
+            batch.token_ids.insert(batch.token_ids.end(), s.draft.begin(), s.draft.end());
+            for (int64_t r = 0; r < ss.num_tokens; ++r) batch.logits_rows.push_back(span.row_begin + int32_t(r));
+            span.defer_state = true;  // the accepted prefix is committed after the verdicts
+        } else {
+            batch.token_ids.insert(batch.token_ids.end(), s.tokens.begin() + s.num_computed,
+                                   s.tokens.begin() + s.num_computed + ss.num_tokens);
+            if (s.num_computed + ss.num_tokens == int64_t(s.tokens.size()))
+                batch.logits_rows.push_back(span.row_begin + ss.num_tokens - 1);
+        }
+        batch.seqs.push_back(span);
+    }
+    batch.logits_on_device = true;
+    double t = now_seconds();
+    Qwen36Model::Output out = model_.forward(batch, *cache_, /*want_hidden=*/num_spec_ > 0, std::move(forward_buf_));
+    profile_.forward_s += now_seconds() - t;
+
+    t = now_seconds();
+    sample_rows(sched, out);
+    profile_.sample_s += now_seconds() - t;
+
+    // Emit the picked tokens, sequence by sequence: stop checks, outputs, GDN commits and MTP rows.
+    ForwardBatch& commit = commit_batch_;  // per verified sequence: its accepted prefix
+    commit.clear();
+    commit_rows_.clear();
+    committed_.clear();
+    mtp_seqs_.clear();
+    mtp_first_row_.clear();
+    mtp_num_rows_.clear();
+    auto add_mtp = [this](Sequence* seq, int32_t first_row, int32_t num_rows) {
+        mtp_seqs_.push_back(seq);
+        mtp_first_row_.push_back(first_row);
+        mtp_num_rows_.push_back(num_rows);
+    };
+    for (size_t i = 0; i < sched.scheduled.size(); ++i) {
+        const ScheduledSeq& ss = sched.scheduled[i];
+        Sequence& s = *ss.seq;
+        const SeqSpan& span = batch.seqs[i];
+        const size_t picks_begin = size_t(pick_begin_[i]), picks_end = size_t(pick_begin_[i + 1]);
+        // Aborts are applied before scheduling and finished sequences leave the scheduler at once.
+        QS_CHECK(s.status != SeqStatus::kFinished);
+        if (!ss.verify) {
+            s.num_computed += ss.num_tokens;
+            cache_mgr_->after_forward(s);
+            if (picks_begin < picks_end) {  // the last prompt row or a decode row: one token
+                const RowPick& pick = picks_[picks_begin];
+                // n > 1: the other completions share the prompt just computed (fork before the
+                // parent's first token, while its pages and state are still the prompt's).
+                std::vector<Sequence*> forked;
+                if (pick.first_sibling_row >= 0) forked = fork_siblings(s, pick.first_sibling_row);
+                append_token(s, pick.token, pick.sample_row, pending_for(s));
+                // The forked completions were copied before the MTP catch-up below wrote this
+                // step's rows: each runs the catch-up over the same rows (same hidden states)
+                // into its own pages, with its own first token for the last row.
+                for (Sequence* c : forked) add_mtp(c, span.row_begin, span.num_tokens);
+            }
+            if (s.status != SeqStatus::kFinished) add_mtp(&s, span.row_begin, span.num_tokens);
+            continue;
+        }
+        // Verify: rows are [last token, d_1..d_k]; emit the target's tokens while drafts match
+        // (sample_rows judged them; a finish cuts the run short).
+        const int64_t c = s.num_computed;
+        std::vector<int32_t>& draft = draft_scratch_;
+        draft.swap(s.draft);  // the sequence keeps the scratch's capacity for its next draft
+        s.draft.clear();
+        int64_t accepted = 0;
+        for (size_t k = picks_begin; k < picks_end; ++k) {
+            const RowPick& pick = picks_[k];
+            const size_t r = k - picks_begin;
+            append_token(s, pick.token, pick.sample_row, pending_for(s));
+            if (r >= draft.size()) continue;  // the bonus token
+            ++mtp_proposed_[r];
+            if (!pick.accepted || s.status == SeqStatus::kFinished) {
+                if (pick.accepted) {
+                    ++mtp_accepted_[r];
+                    ++accepted;
+                }
+                break;
+            }
+            ++mtp_accepted_[r];
+            ++accepted;
+        }
+        counters_.mtp_draft_tokens += int64_t(draft.size());
+        counters_.mtp_accepted_tokens += accepted;
+        if (s.status == SeqStatus::kFinished) continue;
+        s.num_computed = c + accepted + 1;
+        // The verify forward left the GDN state where it was: commit the kept rows.
+        SeqSpan r;
+        r.row_begin = int32_t(commit.token_ids.size());
+        r.num_tokens = int32_t(accepted + 1);
+        r.start_pos = int32_t(c);
+        r.state_slot = s.slot;
+        r.block_table = s.block_table;
+        commit.token_ids.insert(commit.token_ids.end(), s.tokens.begin() + c, s.tokens.begin() + c + accepted + 1);
+        commit.seqs.push_back(r);
+        commit_rows_.push_back(span.row_begin);
+        committed_.push_back(&s);
+        add_mtp(&s, span.row_begin, int32_t(accepted + 1));
+    }
+    t = now_seconds();
+    model_.commit_deferred_state(commit, commit_rows_, *cache_);
+    for (Sequence* s : committed_) cache_mgr_->after_forward(*s);  // snapshots see the committed state
+    profile_.forward_s += now_seconds() - t;
+    run_mtp(out.device_hidden, out.num_hidden_rows);
+    forward_buf_ = std::move(out);
+}
+
+void Engine::run_mtp(const float* hidden, int64_t num_hidden_rows) {
+    if (num_spec_ == 0 || mtp_seqs_.empty()) return;
+    // Catch-up: MTP row p (position p) reads hidden h_p and token x_{p+1}; this fills the MTP
+    // layer's KV for the rows just computed and yields the first draft from the last row. The
+    // hidden rows are picked by index on the backend (usually all rows in order: no gather).
+    ForwardBatch& b = mtp_batch_;
+    b.clear();
+    mtp_hidden_rows_.clear();
+    drafting_.clear();
+    bool identity = true;  // rows of `hidden` used in order, all of them
+    for (size_t i = 0; i < mtp_seqs_.size(); ++i) {
+        Sequence& s = *mtp_seqs_[i];
+        const int32_t n = mtp_num_rows_[i];
+        const int64_t start = s.num_computed - n;
+        SeqSpan span;
+        span.row_begin = int32_t(b.token_ids.size());
+        span.num_tokens = n;
+        span.start_pos = int32_t(start);
+        span.state_slot = s.slot;
+        b.token_ids.insert(b.token_ids.end(), s.tokens.begin() + start + 1, s.tokens.begin() + start + 1 + n);
+        identity = identity && mtp_first_row_[i] == span.row_begin;
+        for (int32_t r = 0; r < n; ++r) mtp_hidden_rows_.push_back(mtp_first_row_[i] + r);
+        // Draft only for decode-ready sequences with pages for the next verify (positions up to c + k).
+        // (A request with n > 1 forks at its first token, which must come from a plain row.)
+        const bool fork_pending = s.request->request.params.n > 1 && !s.request->forked;
+        const bool ready = s.num_uncomputed() == 1 && !fork_pending &&
+                           cache_mgr_->ensure_blocks(s, s.num_computed + num_spec_ + 1);
+        span.block_table = s.block_table;  // after ensure_blocks may have grown the table
+        if (ready) {
+            b.logits_rows.push_back(span.row_begin + n - 1);
+            drafting_.push_back(&s);
+        }
+        b.seqs.push_back(span);
+    }
+    if (identity && b.num_tokens() == num_hidden_rows) mtp_hidden_rows_.clear();
+    b.argmax_only = true;  // drafts are greedy: only the argmax of each row comes back
+    double t = now_seconds();
+    // With k > 1 the output carries the MTP hidden at the drafting rows, in drafting_ order.
+    Qwen36Model::Output out = model_.mtp_forward(b, hidden, num_hidden_rows, mtp_hidden_rows_, *cache_,
+                                                 /*want_hidden=*/num_spec_ > 1,
+                                                 std::move(mtp_buf_));
+    profile_.forward_s += now_seconds() - t;
+    t = now_seconds();
+    for (size_t d = 0; d < drafting_.size(); ++d) drafting_[d]->draft.assign(1, out.argmax[d]);
+    profile_.sample_s += now_seconds() - t;
+    // Further drafts: one MTP row per sequence, fed its own output hidden and last draft.
+    for (int64_t step = 2; step <= num_spec_ && !drafting_.empty(); ++step) {
+        ForwardBatch& db = mtp_step_batch_;
+        db.clear();
+        for (size_t d = 0; d < drafting_.size(); ++d) {
+            Sequence& s = *drafting_[d];
+            SeqSpan span;
+            span.row_begin = int32_t(d);
+            span.num_tokens = 1;
+            span.start_pos = int32_t(s.num_computed + step - 2);
+            span.state_slot = s.slot;
+            span.block_table = s.block_table;
+            db.token_ids.push_back(s.draft.back());
+            db.logits_rows.push_back(int32_t(d));
+            db.seqs.push_back(span);
+        }
+        db.argmax_only = true;
+        t = now_seconds();
+        Qwen36Model::Output o =
+            model_.mtp_forward(db, out.device_hidden, out.num_hidden_rows, /*hidden_rows=*/{}, *cache_,
+                               /*want_hidden=*/true, std::move(mtp_step_buf_));
+        profile_.forward_s += now_seconds() - t;
+        t = now_seconds();
+        for (size_t d = 0; d < drafting_.size(); ++d) drafting_[d]->draft.push_back(o.argmax[d]);
+        profile_.sample_s += now_seconds() - t;
+        out.device_hidden = o.device_hidden;  // this step's hidden feeds the next (read before written)
+        out.num_hidden_rows = o.num_hidden_rows;
+        mtp_step_buf_ = std::move(o);
+    }
+    mtp_buf_ = std::move(out);
+}
+
+}  // namespace qs
