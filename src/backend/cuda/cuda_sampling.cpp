@@ -83,7 +83,8 @@ void CudaOps::sample(float* logits, int64_t V, const SamplingBatch& batch, Model
     // top ids and logprobs [R, 20]; then scratch.
     const size_t top_n = size_t(R) * kMaxTopLogprobs;
     const size_t out_bytes = (3 * size_t(R) + 2 * top_n) * 4;
-    char* d_out = static_cast<char*>(arena_.allocate(out_bytes + (L + size_t(R)) * 4 + saved_n * sizeof(SavedLogit)));
+    const size_t scratch = (out_bytes + (L + size_t(R)) * 4 + saved_n * sizeof(SavedLogit) + 15) / 16 * 16;
+    char* d_out = static_cast<char*>(arena_.allocate(scratch + sampling_scratch_bytes(R, V)));
     if (L) QS_CUDA_CHECK(cudaMemsetAsync(d_out + out_bytes, 0, L * 4, stream_));
 
     SamplingLaunch p;
@@ -101,6 +102,8 @@ void CudaOps::sample(float* logits, int64_t V, const SamplingBatch& batch, Model
     p.list_count = reinterpret_cast<int32_t*>(d_out + out_bytes);
     p.lse = reinterpret_cast<float*>(d_out + out_bytes + L * 4);
     p.saved = reinterpret_cast<SavedLogit*>(d_out + out_bytes + (L + size_t(R)) * 4);
+    p.draw_thresholds = reinterpret_cast<RowThresholds*>(d_out + scratch);
+    p.draw_candidates = reinterpret_cast<Candidate*>(d_out + scratch + (size_t(R) * sizeof(RowThresholds) + 15) / 16 * 16);
     p.token = reinterpret_cast<int32_t*>(d_out);
     p.accepted = p.token + R;
     p.logprob = reinterpret_cast<float*>(p.accepted + R);

@@ -4,6 +4,8 @@
 // row's result depends only on its own inputs.
 #include "backend/cuda/sampling_kernels.h"
 
+#include <algorithm>
+
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_batch.h"
 #include "backend/sampling_math.h"
@@ -309,64 +311,79 @@ __global__ void __launch_bounds__(kThreads) adjust_kernel(SamplingLaunch p) {
 
 // ---- 3. the draw ------------------------------------------------------------------------------
 
-struct DrawSmem {
+// The draw in three launches, so that few rows still spread over the SMs: (a) per row, the
+// thresholds (max, top-k, top-p; nothing for greedy rows); (b) per (row, chunk of the
+// vocabulary), the best candidate of the chunk; (c) per row, the best of the chunks, the verdict
+// on the draft and the raw logprob.
+__device__ bool row_is_greedy(const SampleRow& r) { return r.temperature == 0.0f || r.top_k == 1; }
+
+struct ThresholdSmem {
     ReduceSmem red;
     SelectSmem sel;
-    double score[kWarps];
-    float fscore[kWarps];
-    int32_t index[kWarps];
-    float raw;
 };
 
-__global__ void __launch_bounds__(kThreads) draw_kernel(SamplingLaunch p) {
-    __shared__ DrawSmem sm;
+__global__ void __launch_bounds__(kThreads) threshold_kernel(SamplingLaunch p, RowThresholds* out) {
+    __shared__ ThresholdSmem sm;
     const SampleRow r = p.rows[blockIdx.x];
+    if (row_is_greedy(r)) return;
     const float* l = p.logits + int64_t(r.logits_row) * p.V;
-    int32_t token;
-    if (r.temperature == 0.0f || r.top_k == 1) {
-        float best = -INFINITY;
-        int32_t best_i = -1;
-        for (int64_t i = threadIdx.x; i < p.V; i += kThreads) {
+    const float inv_t = float(1.0 / double(r.temperature));
+    float m = -INFINITY;
+    for (int64_t i = threadIdx.x; i < p.V; i += kThreads) m = fmaxf(m, l[i] * inv_t);
+    m = block_max(m, sm.red);
+    float tau = -INFINITY;
+    if (r.top_k > 0 && r.top_k < p.V) {
+        const uint32_t k = radix_select(
+            p.V,
+            [&](int64_t i, uint32_t& key, u64& w) {
+                key = float_order_key(l[i] * inv_t);
+                w = 1;
+                return true;
+            },
+            double(r.top_k), 0.0, sm.sel, sm.red);
+        tau = float_from_order_key(k);
+    }
+    if (r.top_p < 1.0f) {
+        const float tau_k = tau;
+        const uint32_t k = radix_select(
+            p.V,
+            [&](int64_t i, uint32_t& key, u64& w) {
+                const float s = l[i] * inv_t;
+                if (!(s >= tau_k)) return false;
+                key = float_order_key(s);
+                w = sampling_weight_fixed(s, m);
+                return true;
+            },
+            0.0, double(r.top_p), sm.sel, sm.red);
+        tau = fmaxf(tau, float_from_order_key(k));
+    }
+    if (threadIdx.x == 0) out[blockIdx.x] = RowThresholds{inv_t, m, tau};
+}
+
+struct CandidateSmem {
+    double score[kWarps];
+    int32_t index[kWarps];
+};
+
+// Grid (chunks, rows): chunk c of row r covers [c·chunk, (c+1)·chunk) of the vocabulary.
+__global__ void __launch_bounds__(kThreads) candidate_kernel(SamplingLaunch p, const RowThresholds* th,
+                                                             int64_t chunk, Candidate* out) {
+    __shared__ CandidateSmem sm;
+    const SampleRow r = p.rows[blockIdx.y];
+    const float* l = p.logits + int64_t(r.logits_row) * p.V;
+    const int64_t lo = int64_t(blockIdx.x) * chunk, hi = lo + chunk < p.V ? lo + chunk : p.V;
+    double best = -INFINITY;
+    int32_t best_i = -1;
+    if (row_is_greedy(r)) {
+        for (int64_t i = lo + threadIdx.x; i < hi; i += kThreads) {
             const float v = l[i];
             if (best_i < 0 || v > best) best = v, best_i = int32_t(i);  // ascending i: the first maximum
         }
-        token = block_argmax(best, best_i, sm.fscore, sm.index);
     } else {
-        const float inv_t = float(1.0 / double(r.temperature));
-        float m = -INFINITY;
-        for (int64_t i = threadIdx.x; i < p.V; i += kThreads) m = fmaxf(m, l[i] * inv_t);
-        m = block_max(m, sm.red);
-        float tau = -INFINITY;
-        if (r.top_k > 0 && r.top_k < p.V) {
-            const uint32_t k = radix_select(
-                p.V,
-                [&](int64_t i, uint32_t& key, u64& w) {
-                    key = float_order_key(l[i] * inv_t);
-                    w = 1;
-                    return true;
-                },
-                double(r.top_k), 0.0, sm.sel, sm.red);
-            tau = float_from_order_key(k);
-        }
-        if (r.top_p < 1.0f) {
-            const float tau_k = tau;
-            const uint32_t k = radix_select(
-                p.V,
-                [&](int64_t i, uint32_t& key, u64& w) {
-                    const float s = l[i] * inv_t;
-                    if (!(s >= tau_k)) return false;
-                    key = float_order_key(s);
-                    w = sampling_weight_fixed(s, m);
-                    return true;
-                },
-                0.0, double(r.top_p), sm.sel, sm.red);
-            tau = fmaxf(tau, float_from_order_key(k));
-        }
-        double best = -INFINITY;
-        int32_t best_i = -1;
-        for (int64_t i = threadIdx.x; i < p.V; i += kThreads) {
-            const float s = l[i] * inv_t;
-            if (!(s >= tau) || !sampling_min_p_keeps(s, m, r.min_p)) continue;
+        const RowThresholds t = th[blockIdx.y];
+        for (int64_t i = lo + threadIdx.x; i < hi; i += kThreads) {
+            const float s = l[i] * t.inv_t;
+            if (!(s >= t.tau) || !sampling_min_p_keeps(s, t.m, r.min_p)) continue;
             const double u = sampling_uniform(r.seed, r.draw, uint32_t(i));
             // A float estimate first (fast logs, error < 1e-2 for u < 0.999): only a candidate
             // that might beat this thread's best pays for the exact double score, so the result
@@ -378,9 +395,34 @@ __global__ void __launch_bounds__(kThreads) draw_kernel(SamplingLaunch p) {
             const double score = double(s) + sampling_gumbel_of(u);
             if (best_i < 0 || score > best) best = score, best_i = int32_t(i);
         }
-        token = block_argmax(best, best_i, sm.score, sm.index);
-        if (token < 0) token = 0;  // every logit -inf: nothing to draw (the CPU specification aborts)
     }
+    const int32_t index = block_argmax(best, best_i, sm.score, sm.index);
+    // block_argmax returns the index; the winning score is the lane's that holds it.
+    __shared__ double win;
+    if (best_i == index && index >= 0) win = best;
+    __syncthreads();
+    if (threadIdx.x == 0) out[int64_t(blockIdx.y) * gridDim.x + blockIdx.x] = Candidate{index >= 0 ? win : -INFINITY, index};
+}
+
+struct FinishSmem {
+    double score[kWarps];
+    int32_t index[kWarps];
+    float raw;
+};
+
+__global__ void __launch_bounds__(kThreads) finish_kernel(SamplingLaunch p, const Candidate* cand, int chunks) {
+    __shared__ FinishSmem sm;
+    const SampleRow r = p.rows[blockIdx.x];
+    const float* l = p.logits + int64_t(r.logits_row) * p.V;
+    double best = -INFINITY;
+    int32_t best_i = -1;
+    for (int c = threadIdx.x; c < chunks; c += kThreads) {
+        const Candidate k = cand[int64_t(blockIdx.x) * chunks + c];
+        if (k.index >= 0 && (best_i < 0 || k.score > best || (k.score == best && k.index < best_i)))
+            best = k.score, best_i = k.index;
+    }
+    int32_t token = block_argmax(best, best_i, sm.score, sm.index);
+    if (token < 0) token = 0;  // every logit -inf: nothing to draw (the CPU specification aborts)
     if (r.num_top_logprobs >= 0) {
         // The raw logit of the token: saved by the adjustment that overwrote it, else in place.
         if (threadIdx.x == 0) sm.raw = l[token];
@@ -429,8 +471,27 @@ void launch_sampling(const SamplingLaunch& p, bool any_logprobs, bool any_adjust
         adjust_kernel<<<unsigned(p.R), kThreads, smem, stream>>>(p);
         QS_CUDA_CHECK_LAUNCH();
     }
-    draw_kernel<<<unsigned(p.R), kThreads, 0, stream>>>(p);
+    // Chunks per row: enough blocks for two per SM when the rows are few, at least 4,096
+    // tokens per chunk.
+    static int num_sms = 0;
+    if (num_sms == 0) QS_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, 0));
+    int chunks = std::max(1, std::min<int>(2 * num_sms / p.R, int((p.V + 4095) / 4096)));
+    const int64_t chunk = (p.V + chunks - 1) / chunks;
+    chunks = int((p.V + chunk - 1) / chunk);
+    threshold_kernel<<<unsigned(p.R), kThreads, 0, stream>>>(p, p.draw_thresholds);
     QS_CUDA_CHECK_LAUNCH();
+    candidate_kernel<<<dim3(unsigned(chunks), unsigned(p.R)), kThreads, 0, stream>>>(p, p.draw_thresholds, chunk,
+                                                                                      p.draw_candidates);
+    QS_CUDA_CHECK_LAUNCH();
+    finish_kernel<<<unsigned(p.R), kThreads, 0, stream>>>(p, p.draw_candidates, chunks);
+    QS_CUDA_CHECK_LAUNCH();
+}
+
+size_t sampling_scratch_bytes(int64_t R, int64_t V) {
+    static int num_sms = 0;
+    if (num_sms == 0) QS_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, 0));
+    const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(2 * num_sms / std::max<int64_t>(R, 1), (V + 4095) / 4096));
+    return size_t(R) * (sizeof(RowThresholds) + size_t(chunks) * sizeof(Candidate)) + 256;
 }
 
 void launch_store_token_ids(const DeviceBatch& batch, int32_t* token_pages, int32_t block_size, cudaStream_t stream) {

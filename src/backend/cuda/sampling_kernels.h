@@ -5,9 +5,11 @@
 //     the N-th largest key, then the ties at the boundary by lowest id);
 //  2. adjust: rows with logit_bias / bans / penalties change their logits row in place, first
 //     saving the raw values they overwrite when a row of that logits row wants logprobs;
-//  3. draw: greedy argmax, or max → top-k / top-p thresholds (radix select over 12/12/8-bit
-//     digits of an order-preserving key, weights exp(s - m) in 2^-32 fixed point) → Gumbel-max
-//     over the kept set; then the verdict on a draft and the drawn token's raw logprob.
+//  3. draw: per row the thresholds: max → top-k / top-p (radix select over 12/12/8-bit digits
+//     of an order-preserving key, weights exp(s - m) in 2^-32 fixed point; nothing for greedy
+//     rows); per (row, vocabulary chunk) the best candidate: the argmax, or Gumbel-max over the
+//     kept set (chunks spread few rows over the SMs); per row the best chunk, the verdict on a
+//     draft and the drawn token's raw logprob.
 // Launchers enqueue on `stream` and never sync.
 #pragma once
 
@@ -23,6 +25,16 @@ namespace qs::cuda {
 struct SavedLogit {
     int32_t token;
     float raw;
+};
+
+// The draw's scratch: per row its thresholds (s = l · inv_t is kept when s >= tau and min-p
+// holds against the max m), and per (row, vocabulary chunk) the chunk's best candidate.
+struct RowThresholds {
+    float inv_t, m, tau;
+};
+struct Candidate {
+    double score;
+    int32_t index;  // -1: none in the chunk
 };
 
 struct SamplingLaunch {
@@ -43,6 +55,10 @@ struct SamplingLaunch {
     int32_t* list_count = nullptr;         // [L]
     SavedLogit* saved = nullptr;
     float* lse = nullptr;                  // [R] scratch
+    // The draw's scratch, sampling_scratch_bytes(R, V) bytes (the thresholds [R], then the
+    // per-chunk candidates [R, chunks]), 16-byte aligned.
+    RowThresholds* draw_thresholds = nullptr;
+    Candidate* draw_candidates = nullptr;
     // Outputs, [R] and [R, kMaxTopLogprobs].
     int32_t* token = nullptr;
     int32_t* accepted = nullptr;
@@ -51,7 +67,10 @@ struct SamplingLaunch {
     float* top_logprobs = nullptr;
 };
 
-// Runs the three launches (the first two only when some row needs them).
+// Bytes of the draw's scratch for R rows of V logits.
+size_t sampling_scratch_bytes(int64_t R, int64_t V);
+
+// Runs the launches (logprob statistics and adjustments only when some row needs them).
 void launch_sampling(const SamplingLaunch& p, bool any_logprobs, bool any_adjust, cudaStream_t stream);
 
 // tokens[page(pos), pos % block_size] = token_ids[r] for every row r of the uploaded batch.
