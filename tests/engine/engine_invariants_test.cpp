@@ -263,17 +263,8 @@ TEST(EngineInvariants, PenalisedGreedyWithLogprobsIsTheSameWithMtp) {
     }
     std::vector<std::map<std::string, std::map<int, Completion>>> runs;
     for (int spec : {0, 2, 3}) {
-        CpuOps ops;
-        EngineConfig cfg;
-        cfg.num_speculative_tokens = spec;
-        cfg.max_num_seqs = 8;
-        cfg.cache_memory_mb = 16;
-        auto engine = Engine::create(w, ops, cfg, nullptr);
-        ASSERT_TRUE(engine.is_ok()) << engine.status().message();
-        Collector col;
-        for (const auto& r : reqs) ASSERT_TRUE((*engine)->submit(r, col.sink_for(r.id)).is_ok());
-        (*engine)->run_until_idle();
-        runs.push_back(col.got);
+        runs.push_back(run_requests(w, spec, reqs));
+        ASSERT_EQ(runs.back().size(), reqs.size()) << "k=" << spec;
     }
     for (size_t k = 1; k < runs.size(); ++k)
         for (const auto& r : reqs) {

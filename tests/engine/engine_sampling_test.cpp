@@ -9,25 +9,6 @@
 using namespace qs;
 using namespace qs::test;
 
-namespace {
-
-std::map<std::string, std::map<int, Completion>> run_engine(const ModelWeights& w, int spec,
-                                                            const std::vector<GenerationRequest>& reqs) {
-    CpuOps ops;
-    EngineConfig cfg;
-    cfg.num_speculative_tokens = spec;
-    cfg.max_num_seqs = 8;
-    cfg.cache_memory_mb = 16;
-    auto engine = Engine::create(w, ops, cfg, nullptr);
-    EXPECT_TRUE(engine.is_ok()) << engine.status().message();
-    Collector col;
-    for (const auto& r : reqs) EXPECT_TRUE((*engine)->submit(r, col.sink_for(r.id)).is_ok());
-    (*engine)->run_until_idle();
-    EXPECT_EQ((*engine)->num_blocks_in_use(), 0);
-    return col.got;
-}
-
-}  // namespace
 
 TEST(EngineSampling, LogitBiasForcesAToken) {
     ModelWeights w = make_dummy_weights(engine_test_config(), 90);
@@ -36,12 +17,12 @@ TEST(EngineSampling, LogitBiasForcesAToken) {
     GenerationRequest r = greedy_request("b", random_prompt(rng, 9, V), 6);
     r.params.ignore_eos = true;
     r.params.logit_bias = {{17, 100.0f}};
-    const auto got = run_engine(w, 0, {r});
+    const auto got = run_requests(w, 0, {r});
     EXPECT_EQ(got.at("b").at(0).tokens, std::vector<int32_t>(6, 17));
     // Sampling too: +100 leaves no other token any mass.
     r.params.temperature = 1.0;
     r.params.seed = 4;
-    EXPECT_EQ(run_engine(w, 0, {r}).at("b").at(0).tokens, std::vector<int32_t>(6, 17));
+    EXPECT_EQ(run_requests(w, 0, {r}).at("b").at(0).tokens, std::vector<int32_t>(6, 17));
 }
 
 TEST(EngineSampling, MinTokensBansStopTokensUntilReached) {
@@ -51,12 +32,12 @@ TEST(EngineSampling, MinTokensBansStopTokensUntilReached) {
     GenerationRequest r = greedy_request("m", random_prompt(rng, 11, V), 12);
     r.params.ignore_eos = true;
     // Greedy continuation first, to make its first token a stop token.
-    const std::vector<int32_t> free_run = run_engine(w, 0, {r}).at("m").at(0).tokens;
+    const std::vector<int32_t> free_run = run_requests(w, 0, {r}).at("m").at(0).tokens;
     ASSERT_EQ(free_run.size(), 12u);
     r.params.stop_token_ids = {free_run[0]};
-    EXPECT_EQ(run_engine(w, 0, {r}).at("m").at(0).tokens, std::vector<int32_t>{free_run[0]});
+    EXPECT_EQ(run_requests(w, 0, {r}).at("m").at(0).tokens, std::vector<int32_t>{free_run[0]});
     r.params.min_tokens = 4;
-    const Completion c = run_engine(w, 0, {r}).at("m").at(0);
+    const Completion c = run_requests(w, 0, {r}).at("m").at(0);
     ASSERT_GE(c.tokens.size(), 4u);
     for (size_t i = 0; i < 4; ++i) EXPECT_NE(c.tokens[i], free_run[0]) << "position " << i;
     // Past min_tokens the stop token ends the completion again if drawn.
@@ -86,9 +67,9 @@ TEST(EngineSampling, SampledWithPenaltiesAndLogprobsIsTheSameWithMtp) {
         r.params.ignore_eos = true;
         reqs.push_back(r);
     }
-    const auto off = run_engine(w, 0, reqs);
+    const auto off = run_requests(w, 0, reqs);
     for (int spec : {1, 3}) {
-        const auto on = run_engine(w, spec, reqs);
+        const auto on = run_requests(w, spec, reqs);
         for (const auto& r : reqs) {
             const Completion& a = off.at(r.id).at(0);
             const Completion& b = on.at(r.id).at(0);
@@ -112,11 +93,11 @@ TEST(EngineSampling, ForkedSiblingsWithPenaltiesAreReproducible) {
     r.params.n = 4;
     r.params.logprobs = 1;
     r.params.ignore_eos = true;
-    const auto a = run_engine(w, 0, {r});
+    const auto a = run_requests(w, 0, {r});
     // With other requests in the batch and MTP on: the same four completions.
     std::vector<GenerationRequest> crowd = {r};
     for (int i = 0; i < 5; ++i) crowd.push_back(greedy_request("o" + std::to_string(i), random_prompt(rng, 7, V), 5));
-    const auto b = run_engine(w, 2, crowd);
+    const auto b = run_requests(w, 2, crowd);
     ASSERT_EQ(a.at("n").size(), 4u);
     for (int i = 0; i < 4; ++i) {
         EXPECT_EQ(a.at("n").at(i).tokens, b.at("n").at(i).tokens) << "completion " << i;

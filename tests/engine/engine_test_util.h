@@ -86,6 +86,25 @@ inline std::vector<int32_t> greedy_reference(Qwen36Model& model, const std::vect
     return out;
 }
 
+// Runs `reqs` to completion on a CPU engine (8 resident sequences, 16 MB cache) with `spec` MTP
+// proposals; returns every completion by request id and index (empty on an engine error).
+inline std::map<std::string, std::map<int, Completion>> run_requests(const ModelWeights& w, int spec,
+                                                                    const std::vector<GenerationRequest>& reqs) {
+    CpuOps ops;
+    EngineConfig cfg;
+    cfg.num_speculative_tokens = spec;
+    cfg.max_num_seqs = 8;
+    cfg.cache_memory_mb = 16;
+    auto engine = Engine::create(w, ops, cfg, nullptr);
+    if (!engine.is_ok()) return {};
+    Collector col;
+    for (const auto& r : reqs)
+        if (!(*engine)->submit(r, col.sink_for(r.id)).is_ok()) return {};
+    (*engine)->run_until_idle();
+    if ((*engine)->num_blocks_in_use() != 0) return {};
+    return col.got;
+}
+
 inline GenerationRequest greedy_request(const std::string& id, std::vector<int32_t> prompt, int max_tokens) {
     GenerationRequest r;
     r.id = id;
