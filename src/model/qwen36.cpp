@@ -86,7 +86,7 @@ Qwen36Model::Output Qwen36Model::finish(const float* x_final, const ForwardBatch
     result.argmax.clear();
     result.device_logits = nullptr;
     if (R > 0) {
-        float* logits = ops_.alloc(R * V);  // [R, V]
+        float* logits = ops_.persistent(kLogits, R * V);  // [R, V]
         // Decode batches ask for rows 0..R-1 in order: those are x_final's first R rows already.
         bool leading_rows = true;
         for (int64_t r = 0; r < R && leading_rows; ++r) leading_rows = batch.logits_rows[size_t(r)] == r;

@@ -70,7 +70,9 @@ private:
                        ModelCache& cache, int64_t kv_layer, int64_t gdn_layer);
     enum class HiddenOut : uint8_t { kNone, kAllRows, kLogitsRows };
     // Ops::persistent ids of the hidden states that outlive their forward.
-    enum PersistentId : int { kForwardHidden = 1, kMtpHidden = 2, kUploadedHidden = 3 };
+    // The logits too: their size swings with the batch (up to max_num_seqs × (1 + k) rows × vocab
+    // in a verify step), which in the stack-ordered arena leaves large chunks stranded.
+    enum PersistentId : int { kForwardHidden = 1, kMtpHidden = 2, kUploadedHidden = 3, kLogits = 4 };
     Output finish(const float* x_final, const ForwardBatch& batch, HiddenOut hidden_out, Output recycled);
     // QS_CHECKs the batch's shape: rows in range, block tables covering every row's position.
     void check_batch(const ForwardBatch& batch, const ModelCache& cache) const;

@@ -5,6 +5,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "core/check.h"
+#include "core/log.h"
 
 namespace qs::cuda {
 
@@ -40,6 +41,8 @@ void* DeviceArena::allocate(size_t bytes) {
             return p;
         }
     }
+    // A chunk larger than the default is worth a line: the arena keeps it for good.
+    if (bytes > chunk_bytes_) log_info("cuda: activation arena grows by {:.0f} MB", double(bytes) / 1048576.0);
     Chunk c{DeviceBuffer(std::max(chunk_bytes_, bytes)), bytes};
     void* p = c.buffer.get();
     chunks_.push_back(std::move(c));
