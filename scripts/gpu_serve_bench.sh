@@ -70,5 +70,5 @@ if [ "$single" -gt 0 ]; then
 fi
 kill -TERM $server; wait $server
 echo "serve exit $?"
-grep -E "capacity|error|warn" "$fx/serve.log" | tail -5
+grep -E "capacity|budget|error|warn|arena|CUDA" "$fx/serve.log" | tail -12
 exit 0
