@@ -1,7 +1,8 @@
 # The official openai client against `qwenserve serve` on the REAL batched engine (CPU backend)
 # with the trained test model models/qwen36-tiny and MTP speculative decoding (2 drafts), so the
 # server/engine seam is exercised end to end: EOS, stop strings, finish reasons, usage, cached
-# tokens, logprobs, reasoning split, n > 1, errors, and clean accounting at the end.
+# tokens, logprobs, logit_bias and seeded sampling with penalties (OpenAI's default temperature
+# 1), reasoning split, n > 1, errors, and clean accounting at the end.
 # Greedy (temperature 0) outputs are deterministic, so streaming must equal non-streaming.
 # Skipped only when the model directory is absent.
 import os
@@ -123,6 +124,37 @@ def test_n2_with_seed_is_reproducible(client):
     for i, c in enumerate(a.choices):
         assert content[i] == (c.message.content or "") and reasoning[i] == (reasoning_of(c.message) or "")
     assert usage.completion_tokens == a.usage.completion_tokens
+
+
+def test_logit_bias_forces_a_token_with_default_sampling(server, client):
+    # OpenAI's default temperature (1): a +100 bias leaves no other token any mass.
+    ids = httpx.post(server + "/tokenize", json={"model": MODEL, "prompt": " stack"}).json()["tokens"]
+    assert len(ids) == 1, ids
+    text = httpx.post(server + "/detokenize", json={"model": MODEL, "tokens": ids}).json()["prompt"]
+    r = client.completions.create(model=MODEL, prompt=CODE_PROMPT, max_tokens=5, logit_bias={str(ids[0]): 100})
+    assert r.choices[0].text == text * 5
+    assert r.usage.completion_tokens == 5
+    # A -100 bias on the greedy choice changes the first token.
+    greedy = client.completions.create(model=MODEL, prompt=CODE_PROMPT, temperature=0, max_tokens=1, logprobs=1)
+    first = greedy.choices[0].logprobs.tokens[0]
+    first_id = httpx.post(server + "/tokenize", json={"model": MODEL, "prompt": first}).json()["tokens"]
+    if len(first_id) == 1:
+        banned = client.completions.create(model=MODEL, prompt=CODE_PROMPT, temperature=0, max_tokens=1,
+                                           logit_bias={str(first_id[0]): -100})
+        assert banned.choices[0].text != first
+
+
+def test_sampled_with_penalties_and_logprobs_is_reproducible(client):
+    kw = dict(model=MODEL, prompt=LOOP_PROMPT, max_tokens=16, seed=77, top_p=0.9, presence_penalty=0.5,
+              frequency_penalty=0.3, logprobs=2, extra_body={"top_k": 40, "repetition_penalty": 1.1, "min_p": 0.02})
+    a = client.completions.create(**kw)
+    b = client.completions.create(**kw)
+    assert a.choices[0].text == b.choices[0].text
+    assert a.choices[0].logprobs.token_logprobs == b.choices[0].logprobs.token_logprobs
+    assert all(lp <= 0 for lp in a.choices[0].logprobs.token_logprobs)
+    # Another seed draws another continuation (16 tokens at top_p 0.9: equal only by a fluke).
+    c = client.completions.create(**{**kw, "seed": 78})
+    assert c.choices[0].text != a.choices[0].text or c.choices[0].logprobs.token_logprobs != a.choices[0].logprobs.token_logprobs
 
 
 @pytest.mark.parametrize("stream", [False, True])
