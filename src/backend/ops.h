@@ -8,8 +8,8 @@
 #include <functional>
 #include <memory>
 
+#include "backend/forward_batch.h"
 #include "backend/sampling.h"
-#include "model/forward_batch.h"
 #include "model/model_cache.h"
 #include "model/weights.h"
 

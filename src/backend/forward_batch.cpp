@@ -1,5 +1,5 @@
 // ForwardBatch helpers.
-#include "model/forward_batch.h"
+#include "backend/forward_batch.h"
 
 namespace qs {
 
