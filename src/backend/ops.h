@@ -9,8 +9,8 @@
 #include <memory>
 
 #include "backend/forward_batch.h"
+#include "backend/model_cache.h"
 #include "backend/sampling.h"
-#include "model/model_cache.h"
 #include "model/weights.h"
 
 namespace qs {

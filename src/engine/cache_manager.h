@@ -8,11 +8,11 @@
 #include <cstdint>
 #include <vector>
 
+#include "backend/model_cache.h"
 #include "engine/block_pool.h"
 #include "engine/engine_config.h"
 #include "engine/sequence.h"
 #include "engine/snapshot_cache.h"
-#include "model/model_cache.h"
 
 namespace qs {
 

@@ -9,9 +9,9 @@
 #include <set>
 #include <string>
 
+#include "backend/model_cache.h"
 #include "config/model_config.h"
 #include "core/args.h"
-#include "model/model_cache.h"
 
 namespace qs {
 

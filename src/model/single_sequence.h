@@ -6,7 +6,7 @@
 #include <memory>
 #include <vector>
 
-#include "model/model_cache.h"
+#include "backend/model_cache.h"
 #include "model/qwen36.h"
 
 namespace qs {

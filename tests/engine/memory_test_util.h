@@ -8,11 +8,11 @@
 #include <utility>
 #include <vector>
 
+#include "backend/model_cache.h"
 #include "engine/cache_manager.h"
 #include "engine/engine_config.h"
 #include "engine/scheduler.h"
 #include "engine/sequence.h"
-#include "model/model_cache.h"
 
 namespace qs::test {
 

@@ -14,7 +14,7 @@
 
 #include "backend/cuda/device_batch.h"
 #include "backend/cuda/device_memory.h"
-#include "model/model_cache.h"
+#include "backend/model_cache.h"
 
 namespace qs::cuda {
 

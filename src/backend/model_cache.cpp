@@ -1,5 +1,5 @@
 // ModelCache storage (see model_cache.h).
-#include "model/model_cache.h"
+#include "backend/model_cache.h"
 
 #include <algorithm>
 
