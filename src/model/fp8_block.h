@@ -17,15 +17,12 @@
 #include <string_view>
 #include <vector>
 
+#include "backend/linear_weight.h"  // kFp8BlockSize, fp8_num_blocks
 #include "core/dtype.h"
 
 namespace qs {
 
-constexpr int64_t kFp8BlockSize = 128;
 constexpr float kFp8E4M3Max = 448.0f;
-
-// Blocks along a dimension of n elements: ⌈n / 128⌉.
-inline int64_t fp8_num_blocks(int64_t n) { return (n + kFp8BlockSize - 1) / kFp8BlockSize; }
 
 // How the FP8 block format treats a linear module (tensor name without ".weight"; the fused
 // expert tensors `…mlp.experts.gate_up_proj` / `…down_proj` count as modules).

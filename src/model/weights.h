@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "backend/linear_weight.h"
 #include "config/model_config.h"
 #include "core/status.h"
-#include "model/linear_weight.h"
 
 namespace qs {
 

@@ -7,9 +7,9 @@
 
 #include <cstring>
 
+#include "backend/linear_weight.h"
 #include "io/safetensors.h"
 #include "model/fp8_block.h"
-#include "model/linear_weight.h"
 #include "test_util.h"
 
 using namespace qs;

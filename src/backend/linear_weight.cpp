@@ -1,11 +1,10 @@
 // Reference dequantisation of linear weights, per storage format (see linear_weight.h).
-#include "model/linear_weight.h"
+#include "backend/linear_weight.h"
 
 #include <algorithm>
 #include <cstring>
 
 #include "core/check.h"
-#include "model/fp8_block.h"
 
 namespace qs {
 

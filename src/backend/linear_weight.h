@@ -2,8 +2,9 @@
 // storage format the checkpoint uses. The forward pass only ever sees "a linear with format X";
 // each format has a CPU dequantisation here (the reference) and a CUDA kernel that reads the same
 // buffers. Weight formats are a loading concern (spec §4): dense F32/F16/BF16 and FP8 E4M3 with
-// 128×128 block scales (Qwen's official FP8, model/fp8_block.h); INT4 W4A16 (GPTQ/AutoRound) and
-// NVFP4 plug in as further WeightFormat values.
+// 128×128 block scales (Qwen's official FP8; its quantiser is model/fp8_block.h); INT4 W4A16
+// (GPTQ/AutoRound) and NVFP4 plug in as further WeightFormat values. A backend type: the ops take
+// these views; loading and writing them is model/'s.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +27,12 @@ struct WeightBuffer {
     // A contiguous sub-range [offset, offset + numel(new_shape)) of this buffer with a new shape.
     WeightBuffer slice(int64_t element_offset, std::vector<int64_t> new_shape) const;
 };
+
+// The FP8 block format's block edge: one scale per 128×128 block of W.
+constexpr int64_t kFp8BlockSize = 128;
+
+// Blocks along a dimension of n elements: ⌈n / 128⌉.
+inline int64_t fp8_num_blocks(int64_t n) { return (n + kFp8BlockSize - 1) / kFp8BlockSize; }
 
 enum class WeightFormat : uint8_t {
     kDense,     // weight [out, in] in F32, F16 or BF16
