@@ -9,6 +9,8 @@
 #include <memory>
 
 #include "backend/forward_batch.h"
+#include "backend/layer_weights.h"
+#include "backend/linear_weight.h"
 #include "backend/model_cache.h"
 #include "backend/sampling.h"
 #include "model/weights.h"

@@ -2,12 +2,15 @@
 // Filled from a checkpoint (load_model_weights) or with random values (make_dummy_weights).
 // Large matrices stay in their storage format (LinearWeight); small vectors (norms, A_log,
 // dt_bias, conv taps) are converted to float32 at load. Spec: shared/spec/model.md §2.0, §3.1.
+// The GDN and MoE blocks are the backend's types (backend/layer_weights.h: the ops take them);
+// the grouping into layers, the loaders and the dummy weights are the model's.
 #pragma once
 
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "backend/layer_weights.h"
 #include "backend/linear_weight.h"
 #include "config/model_config.h"
 #include "core/status.h"
@@ -24,33 +27,6 @@ struct AttentionWeights {
     LinearWeight o_proj;  // [hidden, num_heads * head_dim]
     std::vector<float> q_norm;  // [head_dim], zero-centred (scale 1 + w)
     std::vector<float> k_norm;  // [head_dim], zero-centred
-};
-
-// Gated DeltaNet (spec §2.4).
-struct GdnWeights {
-    LinearWeight in_proj_qkv;  // [conv_dim = 2*Kdim + Vdim, hidden]
-    LinearWeight in_proj_z;    // [Vdim, hidden]
-    LinearWeight in_proj_b;    // [linear_num_value_heads, hidden]
-    LinearWeight in_proj_a;    // [linear_num_value_heads, hidden]
-    LinearWeight out_proj;     // [hidden, Vdim]
-    std::vector<float> conv1d;   // [conv_dim, conv_kernel]; tap conv_kernel-1 multiplies the current token
-    std::vector<float> A_log;    // [linear_num_value_heads]
-    std::vector<float> dt_bias;  // [linear_num_value_heads]
-    std::vector<float> norm;     // [linear_value_head_dim], plain scale (not 1 + w)
-};
-
-struct ExpertWeights {
-    LinearWeight gate_proj;  // [intermediate, hidden]
-    LinearWeight up_proj;    // [intermediate, hidden]
-    LinearWeight down_proj;  // [hidden, intermediate]
-};
-
-// Sparse MoE block with a shared expert (spec §2.5).
-struct MoeWeights {
-    LinearWeight router;                // mlp.gate: [num_experts, hidden]
-    std::vector<ExpertWeights> experts; // [num_experts]
-    ExpertWeights shared_expert;        // intermediate = shared_expert_intermediate_size
-    LinearWeight shared_expert_gate;    // [1, hidden]
 };
 
 struct DecoderLayerWeights {

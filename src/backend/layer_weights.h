@@ -1,0 +1,40 @@
+// The per-layer weights the ops take (backend/ops.h): a Gated DeltaNet layer's and a sparse MoE
+// block's tensors, as LinearWeight views and fp32 parameter vectors. The model fills them from
+// its checkpoint (model/weights.h, which groups them into decoder layers); the backends read them.
+// Spec: shared/spec/model.md §2.4, §2.5.
+#pragma once
+
+#include <vector>
+
+#include "backend/linear_weight.h"
+
+namespace qs {
+
+// Gated DeltaNet (spec §2.4).
+struct GdnWeights {
+    LinearWeight in_proj_qkv;  // [conv_dim = 2*Kdim + Vdim, hidden]
+    LinearWeight in_proj_z;    // [Vdim, hidden]
+    LinearWeight in_proj_b;    // [linear_num_value_heads, hidden]
+    LinearWeight in_proj_a;    // [linear_num_value_heads, hidden]
+    LinearWeight out_proj;     // [hidden, Vdim]
+    std::vector<float> conv1d;   // [conv_dim, conv_kernel]; tap conv_kernel-1 multiplies the current token
+    std::vector<float> A_log;    // [linear_num_value_heads]
+    std::vector<float> dt_bias;  // [linear_num_value_heads]
+    std::vector<float> norm;     // [linear_value_head_dim], plain scale (not 1 + w)
+};
+
+struct ExpertWeights {
+    LinearWeight gate_proj;  // [intermediate, hidden]
+    LinearWeight up_proj;    // [intermediate, hidden]
+    LinearWeight down_proj;  // [hidden, intermediate]
+};
+
+// Sparse MoE block with a shared expert (spec §2.5).
+struct MoeWeights {
+    LinearWeight router;                // mlp.gate: [num_experts, hidden]
+    std::vector<ExpertWeights> experts; // [num_experts]
+    ExpertWeights shared_expert;        // intermediate = shared_expert_intermediate_size
+    LinearWeight shared_expert_gate;    // [1, hidden]
+};
+
+}  // namespace qs
