@@ -16,6 +16,7 @@
 #include "core/args.h"
 #include "core/timer.h"
 #include "engine/engine.h"
+#include "model/weights.h"
 
 using namespace qs;
 

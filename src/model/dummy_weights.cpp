@@ -5,6 +5,7 @@
 // grows slowly over 40 layers, zero-centred norm weights are near 0 (scale ≈ 1).
 // FP8 block format: the same BF16 values, quantised one 128-row block row at a time as they are
 // generated (fp8_block.h); all work of all tensors runs in one OpenMP loop (DummyFactory::run).
+// Also the shape-only weights (no tensors) that Qwen36Model runs on NullOps with.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -318,6 +319,16 @@ ModelWeights make_dummy_weights(const ModelConfig& c, uint64_t seed, bool with_m
     w.config.quantization = format == WeightFormat::kFP8Block
                                 ? fp8_block_quantization(fp8_unconverted_modules(f.names()))
                                 : QuantizationConfig{};
+    return w;
+}
+
+ModelWeights make_shape_only_weights(const ModelConfig& config, bool with_mtp) {
+    ModelWeights w;
+    w.config = config;
+    w.layers.resize(config.layer_types.size());
+    for (size_t i = 0; i < w.layers.size(); ++i) w.layers[i].type = config.layer_types[i];
+    w.mtp.present = with_mtp;
+    w.mtp.layer.type = LayerType::kFullAttention;
     return w;
 }
 

@@ -82,4 +82,8 @@ Result<ModelWeights> load_model_dir(const std::string& dir, const LoadOptions& o
 ModelWeights make_dummy_weights(const ModelConfig& config, uint64_t seed, bool with_mtp = true,
                                 WeightFormat format = WeightFormat::kDense);
 
+// Weights with the config's layer structure (types, MTP presence) and no tensors: enough for
+// Qwen36Model on NullOps (backend/null), which never reads a weight.
+ModelWeights make_shape_only_weights(const ModelConfig& config, bool with_mtp);
+
 }  // namespace qs

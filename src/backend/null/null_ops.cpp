@@ -32,14 +32,4 @@ void NullOps::sample(float* logits, int64_t V, const SamplingBatch& batch, Model
     }
 }
 
-ModelWeights make_shape_only_weights(const ModelConfig& config, bool with_mtp) {
-    ModelWeights w;
-    w.config = config;
-    w.layers.resize(config.layer_types.size());
-    for (size_t i = 0; i < w.layers.size(); ++i) w.layers[i].type = config.layer_types[i];
-    w.mtp.present = with_mtp;
-    w.mtp.layer.type = LayerType::kFullAttention;
-    return w;
-}
-
 }  // namespace qs

@@ -52,8 +52,4 @@ private:
     std::vector<std::unique_ptr<float, Free>> retired_;  // outgrown regions, freed at free_all()
 };
 
-// Weights with the config's layer structure (types, MTP presence) and no tensors: enough for
-// Qwen36Model on NullOps, which never reads a weight.
-ModelWeights make_shape_only_weights(const ModelConfig& config, bool with_mtp);
-
 }  // namespace qs
