@@ -1,11 +1,15 @@
 // Backend selection: creates the Ops a command runs on (`cpu`, the specification, or `cuda`,
-// built when nvcc was found) and prepares the weights for it. Used by the CLI commands.
+// built when nvcc was found) for a model of a given config, and measures what a GPU has left for
+// the cache. The model's side (uploading its weights, the warm-up forward) is
+// model/model_backend.h. Used by the CLI commands before the engine starts.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
 #include "backend/ops.h"
+#include "config/model_config.h"
 #include "core/status.h"
 
 namespace qs {
@@ -20,13 +24,15 @@ struct BackendOptions {
 bool cuda_backend_available();
 
 // GPU backends: the cache budget in MB that leaves `utilization` of the device's memory in use
-// once the weights are loaded and a warm-up forward of `max_batched_tokens` tokens has sized the
-// activation arena. Errors when nothing is left. Not for the CPU backend (its budget is a flag).
-Result<int64_t> device_cache_budget_mb(Ops& ops, const ModelWeights& weights, int64_t max_batched_tokens,
-                                       double utilization);
+// once the weights are loaded and `warm_up` (a forward of the largest batch, run here after the
+// arguments are checked) has sized the activation arena; `config` sizes the spare page and slot
+// the CUDA cache keeps. Errors when nothing is left. Not for the CPU backend (its budget is a flag).
+Result<int64_t> gpu_cache_budget_mb(Ops& ops, const ModelConfig& config, double utilization,
+                                    const std::function<void()>& warm_up);
 
-// Creates the backend and uploads/prepares `weights` for it (they must outlive it). Errors name
-// the problem: unknown device, a build without CUDA, no GPU.
-Result<std::unique_ptr<Ops>> make_backend(const BackendOptions& options, const ModelWeights& weights);
+// Creates the backend for a model of `config`; the caller prepares the weights
+// (Ops::prepare_weights) before the first forward. Errors name the problem: unknown device, a
+// build without CUDA, no GPU, a config the CUDA kernels cannot run.
+Result<std::unique_ptr<Ops>> create_backend(const BackendOptions& options, const ModelConfig& config);
 
 }  // namespace qs

@@ -7,9 +7,9 @@
 #include <set>
 #include <string>
 
-#include "backend/make_backend.h"
 #include "core/args.h"
 #include "engine/engine_config.h"
+#include "model/model_backend.h"
 
 namespace qs::cli {
 

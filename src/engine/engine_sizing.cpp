@@ -3,8 +3,8 @@
 
 #include <fmt/format.h>
 
-#include "backend/make_backend.h"
 #include "core/log.h"
+#include "model/model_backend.h"
 
 namespace qs {
 

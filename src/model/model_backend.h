@@ -1,0 +1,24 @@
+// The model on a backend: creates the backend a command runs on for these weights and prepares
+// them for it (backend/make_backend.h + Ops::prepare_weights), and sizes a GPU's cache by a
+// warm-up forward. Used by the CLI commands, on their main thread before the engine starts.
+#pragma once
+
+#include <memory>
+
+#include "backend/make_backend.h"
+#include "core/status.h"
+#include "model/weights.h"
+
+namespace qs {
+
+// GPU backends: the cache budget in MB that leaves `utilization` of the device's memory in use
+// once the weights are loaded and a warm-up forward of `max_batched_tokens` tokens has sized the
+// activation arena. Errors when nothing is left. Not for the CPU backend (its budget is a flag).
+Result<int64_t> device_cache_budget_mb(Ops& ops, const ModelWeights& weights, int64_t max_batched_tokens,
+                                       double utilization);
+
+// Creates the backend and uploads/prepares `weights` for it (they must outlive it). Errors name
+// the problem: unknown device, a build without CUDA, no GPU.
+Result<std::unique_ptr<Ops>> make_backend(const BackendOptions& options, const ModelWeights& weights);
+
+}  // namespace qs
