@@ -133,7 +133,7 @@ int run(const Args& args) {
     co.profile_ops = mode == "profile";
     cuda::CudaOps ops(co);
     Timer t_up;
-    ops.prepare_weights(*w);
+    ops.prepare_weights(weight_set(*w));
     const double upload_s = t_up.elapsed_s();
     Qwen36Model model(*w, ops);
     const ModelConfig& c = w->config;

@@ -7,13 +7,14 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <vector>
 
 #include "backend/forward_batch.h"
 #include "backend/layer_weights.h"
 #include "backend/linear_weight.h"
 #include "backend/model_cache.h"
 #include "backend/sampling.h"
-#include "model/weights.h"
+#include "backend/weight_set.h"
 
 namespace qs {
 
@@ -66,8 +67,8 @@ public:
         return std::make_unique<ModelCache>(g, needs_cache_storage());
     }
     // Moves the weights into the backend's memory before the first forward (CUDA: upload). The
-    // weights must outlive the backend and keep their addresses.
-    virtual void prepare_weights(const ModelWeights& w) {}
+    // weights the set points to must outlive the backend and keep their addresses.
+    virtual void prepare_weights(const WeightSet& w) {}
     // Called once at the start of every forward with the batch the following ops will see
     // (CUDA: uploads token ids, positions and block tables once instead of per op). Returns the
     // number of rows the forward's ops run over: batch.num_tokens(), or more when the forward is

@@ -10,6 +10,7 @@
 #include "backend/ops.h"
 #include "core/status.h"
 #include "engine/engine_config.h"
+#include "model/weights.h"
 
 namespace qs {
 

@@ -20,7 +20,7 @@ Result<int64_t> device_cache_budget_mb(Ops& ops, const ModelWeights& weights, in
 
 Result<std::unique_ptr<Ops>> make_backend(const BackendOptions& options, const ModelWeights& weights) {
     QS_ASSIGN_OR_RETURN(std::unique_ptr<Ops> ops, create_backend(options, weights.config));
-    ops->prepare_weights(weights);
+    ops->prepare_weights(weight_set(weights));
     return ops;
 }
 

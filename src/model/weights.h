@@ -12,6 +12,7 @@
 
 #include "backend/layer_weights.h"
 #include "backend/linear_weight.h"
+#include "backend/weight_set.h"
 #include "config/model_config.h"
 #include "core/status.h"
 
@@ -85,5 +86,11 @@ ModelWeights make_dummy_weights(const ModelConfig& config, uint64_t seed, bool w
 // Weights with the config's layer structure (types, MTP presence) and no tensors: enough for
 // Qwen36Model on NullOps (backend/null), which never reads a weight.
 ModelWeights make_shape_only_weights(const ModelConfig& config, bool with_mtp);
+
+// Every weight Qwen36Model's forward and MTP step pass to the ops, for Ops::prepare_weights:
+// embed_tokens, then per layer its norms, attention linears and q/k norms or its GDN block, and
+// its MoE block; the final norm, lm_head, then the MTP block's when present. Points into `w`,
+// which must outlive the backend the set is prepared on.
+WeightSet weight_set(const ModelWeights& w);
 
 }  // namespace qs

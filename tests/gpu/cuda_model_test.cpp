@@ -88,7 +88,7 @@ TEST(CudaModel, TransformersFixtures) {
         ASSERT_TRUE(ids_npy.is_ok());
         const std::vector<int32_t> ids(ids_npy->data.begin(), ids_npy->data.end());
         cuda::CudaOps ops(test_options());
-        ops.prepare_weights(*weights);
+        ops.prepare_weights(weight_set(*weights));
         Qwen36Model model(*weights, ops);
         SingleSequence seq(model, int64_t(ids.size()), KvCacheDtype::kBF16);
         const std::vector<float> logits = seq.feed(ids, /*all_rows=*/true);
@@ -123,7 +123,7 @@ TEST(CudaModel, TinyModelGreedy64MatchesTransformers) {
     auto weights = load_model_dir(dir);
     ASSERT_TRUE(weights.is_ok()) << weights.status().message();
     cuda::CudaOps ops(test_options());
-    ops.prepare_weights(*weights);
+    ops.prepare_weights(weight_set(*weights));
     Qwen36Model model(*weights, ops);
     CpuOps cpu;
     Qwen36Model cpu_model(*weights, cpu);
@@ -186,7 +186,7 @@ TEST(CudaModel, TinyModelGreedy64FreeRunningInReferencePrecision) {
     cuda::CudaOptions o = test_options();
     o.reference_precision = true;
     cuda::CudaOps ops(o);
-    ops.prepare_weights(*weights);
+    ops.prepare_weights(weight_set(*weights));
     Qwen36Model model(*weights, ops);
     CpuOps cpu;
     Qwen36Model cpu_model(*weights, cpu);
@@ -230,8 +230,8 @@ TEST(CudaModel, Bf16StateEffectOnLogits) {
     cuda::CudaOptions o32 = test_options(), o16 = test_options();
     o16.ssm_bf16 = true;
     cuda::CudaOps ops32(o32), ops16(o16);
-    ops32.prepare_weights(*weights);
-    ops16.prepare_weights(*weights);
+    ops32.prepare_weights(weight_set(*weights));
+    ops16.prepare_weights(weight_set(*weights));
     Qwen36Model m32(*weights, ops32), m16(*weights, ops16);
     std::vector<double> errors;
     int steps = 0, same = 0;
@@ -267,7 +267,7 @@ TEST(CudaModel, EngineOnGpuEqualsSingleSequence) {
     auto weights = load_model_dir(gpu_test::source_path("models/qwen36-tiny"));
     ASSERT_TRUE(weights.is_ok()) << weights.status().message();
     cuda::CudaOps ops(test_options());
-    ops.prepare_weights(*weights);
+    ops.prepare_weights(weight_set(*weights));
     Qwen36Model ref_model(*weights, ops);
     std::mt19937 rng(7);
     std::vector<GenerationRequest> reqs;

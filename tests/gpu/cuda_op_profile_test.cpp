@@ -18,7 +18,7 @@ TEST(CudaOpProfile, CountsEachTopLevelOpOnce) {
     cuda::CudaOptions o;
     o.profile_ops = true;
     cuda::CudaOps ops(o);
-    ops.prepare_weights(*weights);
+    ops.prepare_weights(weight_set(*weights));
     Qwen36Model model(*weights, ops);
     SingleSequence seq(model, 16, KvCacheDtype::kBF16);
     ops.take_op_profile();

@@ -46,7 +46,7 @@ protected:
         cuda::CudaOptions o;
         o.poison = true;
         gpu_ = std::make_unique<cuda::CudaOps>(o);
-        gpu_->prepare_weights(*weights_);
+        gpu_->prepare_weights(weight_set(*weights_));
     }
     const DecoderLayerWeights& layer(LayerType t) const {
         for (const auto& l : weights_->layers)
@@ -194,7 +194,7 @@ TEST_P(CudaOpsParity, Fp8BlockLinear) {
     cuda::CudaOptions o;
     o.poison = true;
     cuda::CudaOps gpu(o);
-    gpu.prepare_weights(w8);
+    gpu.prepare_weights(weight_set(w8));
     const bool expected = cuda::Gemm::fp8_block_scaling_expected(o.device);
     const DecoderLayerWeights *attn = nullptr, *gdn = nullptr;
     for (const auto& l : w8.layers) (l.type == LayerType::kFullAttention ? attn : gdn) = &l;
@@ -305,7 +305,7 @@ TEST_P(CudaOpsParity, GatedDeltaNetWithStateSlots) {
         o.poison = true;
         o.ssm_bf16 = ssm_bf16;
         cuda::CudaOps gpu(o);
-        gpu.prepare_weights(*weights_);
+        gpu.prepare_weights(weight_set(*weights_));
         const CacheGeometry g = CacheGeometry::for_model(c, 4, 16, 4, false, KvCacheDtype::kBF16);
         ModelCache cpu_cache(g);
         auto gpu_cache = gpu.make_cache(g);

@@ -217,7 +217,7 @@ TEST(CudaSampling, EngineMtpDoesNotChangeGreedyOrSeededOutput) {
     cuda::CudaOptions o;
     o.reference_precision = true;
     cuda::CudaOps ops(o);
-    ops.prepare_weights(*weights);
+    ops.prepare_weights(weight_set(*weights));
     std::mt19937 rng(3);
     std::vector<GenerationRequest> reqs;
     for (int i = 0; i < 16; ++i) {

@@ -109,11 +109,12 @@ std::unique_ptr<ModelCache> CudaOps::make_cache(const CacheGeometry& g) {
     return std::make_unique<ModelCache>(g, std::make_unique<CudaCacheStorage>(g, options_.ssm_bf16 || g.state_bf16, stream_));
 }
 
-void CudaOps::prepare_weights(const ModelWeights& w) {
-    const std::string why = cuda_unsupported_reason(w.config);
+void CudaOps::prepare_weights(const WeightSet& w) {
+    QS_CHECK(w.config != nullptr && w.lm_head != nullptr);
+    const std::string why = cuda_unsupported_reason(*w.config);
     QS_CHECK_MSG(why.empty(), why.c_str());
     weights_.upload(w, stream_, options_.reference_precision);
-    lm_head_ = w.lm_head.weight.data;
+    lm_head_ = w.lm_head->weight.data;
     QS_CUDA_CHECK(cudaStreamSynchronize(stream_));
     graphs_possible_ = true;  // every op of a forward's layers only enqueues work
 }

@@ -59,7 +59,7 @@ public:
     void copy_to_host(const float* src, int64_t n, float* dst) override;
     void copy_from_host(const float* src, int64_t n, float* dst) override;
     std::unique_ptr<ModelCache> make_cache(const CacheGeometry& g) override;
-    void prepare_weights(const ModelWeights& w) override;
+    void prepare_weights(const WeightSet& w) override;
     int64_t begin_forward(const ForwardBatch& batch, const int32_t* positions, ModelCache* replay_cache = nullptr) override;
     float* run_layers(const std::function<float*()>& layers) override;
     void synchronize() override;

@@ -2,6 +2,8 @@
 #include "backend/cuda/device_weights.h"
 
 #include <cstring>
+#include <type_traits>
+#include <variant>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/moe_kernels.h"
@@ -125,52 +127,48 @@ void DeviceWeights::add_experts(const MoeWeights& m, cudaStream_t stream) {
     experts_.emplace(&m, d);
 }
 
-void DeviceWeights::add_layer(const DecoderLayerWeights& l, cudaStream_t stream) {
-    add_vec(l.input_layernorm, stream);
-    add_vec(l.post_attention_layernorm, stream);
-    if (l.type == LayerType::kFullAttention) {
-        add_linear(l.attn.q_proj, false, stream);
-        add_linear(l.attn.k_proj, false, stream);
-        add_linear(l.attn.v_proj, false, stream);
-        add_linear(l.attn.o_proj, false, stream);
-        add_vec(l.attn.q_norm, stream);
-        add_vec(l.attn.k_norm, stream);
-    } else {
-        add_linear(l.gdn.in_proj_qkv, false, stream);
-        add_linear(l.gdn.in_proj_z, false, stream);
-        add_linear(l.gdn.in_proj_b, true, stream);
-        add_linear(l.gdn.in_proj_a, true, stream);
-        add_linear(l.gdn.out_proj, false, stream);
-        add_vec(l.gdn.conv1d, stream);
-        add_vec(l.gdn.A_log, stream);
-        add_vec(l.gdn.dt_bias, stream);
-        add_vec(l.gdn.norm, stream);
-    }
-    add_linear(l.moe.router, true, stream);
-    add_linear(l.moe.shared_expert_gate, true, stream);
-    add_experts(l.moe, stream);
-}
-
-size_t DeviceWeights::upload(const ModelWeights& w, cudaStream_t stream, bool reference_precision) {
-    reference_precision_ = reference_precision;
-    top_k_ = w.config.num_experts_per_tok;
-    const WeightBuffer& e = w.embed_tokens;
+void DeviceWeights::add_table(const WeightBuffer& e, cudaStream_t stream) {
     DeviceTable t;
     t.dtype = e.dtype == DType::kBF16 ? TableDtype::kBF16 : e.dtype == DType::kF16 ? TableDtype::kF16 : TableDtype::kF32;
     QS_CHECK_MSG(e.dtype == DType::kBF16 || e.dtype == DType::kF16 || e.dtype == DType::kF32,
                  "embed_tokens must be F32, F16 or BF16");
     t.data = upload_bytes(e.data, size_t(e.numel()) * dtype_size(e.dtype), stream);
     tables_.emplace(e.data, t);
-    for (const DecoderLayerWeights& l : w.layers) add_layer(l, stream);
-    add_vec(w.norm, stream);
-    add_linear(w.lm_head, false, stream);
-    if (w.mtp.present) {
-        add_vec(w.mtp.pre_fc_norm_embedding, stream);
-        add_vec(w.mtp.pre_fc_norm_hidden, stream);
-        add_linear(w.mtp.fc, false, stream);
-        add_layer(w.mtp.layer, stream);
-        add_vec(w.mtp.norm, stream);
-    }
+}
+
+void DeviceWeights::add_gdn(const GdnWeights& g, cudaStream_t stream) {
+    add_linear(g.in_proj_qkv, false, stream);
+    add_linear(g.in_proj_z, false, stream);
+    add_linear(g.in_proj_b, true, stream);
+    add_linear(g.in_proj_a, true, stream);
+    add_linear(g.out_proj, false, stream);
+    add_vec(g.conv1d, stream);
+    add_vec(g.A_log, stream);
+    add_vec(g.dt_bias, stream);
+    add_vec(g.norm, stream);
+}
+
+void DeviceWeights::add_moe(const MoeWeights& m, cudaStream_t stream) {
+    add_linear(m.router, true, stream);
+    add_linear(m.shared_expert_gate, true, stream);
+    add_experts(m, stream);
+}
+
+size_t DeviceWeights::upload(const WeightSet& w, cudaStream_t stream, bool reference_precision) {
+    QS_CHECK(w.config != nullptr);
+    reference_precision_ = reference_precision;
+    top_k_ = w.config->num_experts_per_tok;
+    for (const WeightSet::Entry& entry : w.entries)
+        std::visit(
+            [&](const auto* p) {
+                using T = std::remove_cvref_t<decltype(*p)>;
+                if constexpr (std::is_same_v<T, WeightBuffer>) add_table(*p, stream);
+                else if constexpr (std::is_same_v<T, std::vector<float>>) add_vec(*p, stream);
+                else if constexpr (std::is_same_v<T, LinearWeight>) add_linear(*p, false, stream);
+                else if constexpr (std::is_same_v<T, GdnWeights>) add_gdn(*p, stream);
+                else add_moe(*p, stream);
+            },
+            entry);
     return bytes_;
 }
 

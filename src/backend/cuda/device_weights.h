@@ -1,5 +1,5 @@
-// DeviceWeights: the model's weights uploaded to the GPU once (Ops::prepare_weights) and found
-// again by the host address of the tensor the model passes to an op. Linear layers keep their
+// DeviceWeights: the model's weights (a WeightSet) uploaded to the GPU once (Ops::prepare_weights)
+// and found again by the host address of the tensor the model passes to an op. Linear layers keep their
 // storage format (BF16, FP8 128×128 blocks; F32/F16 fixtures become F32); the MoE experts of a
 // layer (routed, then the shared one as entry E) also get device arrays of per-expert pointers
 // for the grouped GEMM (BF16 or FP8), or F32 for the fp32 MoE kernels (moe_reference_kernels.h)
@@ -19,7 +19,7 @@
 #include "backend/cuda/device_batch.h"
 #include "backend/cuda/device_memory.h"
 #include "backend/cuda/gemm.h"
-#include "model/weights.h"
+#include "backend/weight_set.h"
 
 namespace qs::cuda {
 
@@ -43,8 +43,8 @@ struct DeviceTable {
 
 class DeviceWeights {
 public:
-    // Uploads every tensor of w; returns the bytes now held on the device.
-    size_t upload(const ModelWeights& w, cudaStream_t stream, bool reference_precision = false);
+    // Uploads every tensor of w, in its order; returns the bytes now held on the device.
+    size_t upload(const WeightSet& w, cudaStream_t stream, bool reference_precision = false);
 
     const DeviceLinear& linear(const LinearWeight& w) const;
     const float* vec(const std::vector<float>& v) const;
@@ -56,7 +56,9 @@ public:
 private:
     void add_linear(const LinearWeight& w, bool keep_f32, cudaStream_t stream);
     void add_vec(const std::vector<float>& v, cudaStream_t stream);
-    void add_layer(const DecoderLayerWeights& l, cudaStream_t stream);
+    void add_table(const WeightBuffer& e, cudaStream_t stream);
+    void add_gdn(const GdnWeights& g, cudaStream_t stream);
+    void add_moe(const MoeWeights& m, cudaStream_t stream);
     void add_experts(const MoeWeights& m, cudaStream_t stream);
     // Uploads a linear's weight as `dtype` (converting on the host when it differs); FP8 with
     // gemm_scales also gets the block-scaled GEMM's scale layout (DeviceLinear::scale_blk).
