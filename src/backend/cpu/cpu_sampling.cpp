@@ -78,10 +78,14 @@ int32_t draw_row(const float* l, int64_t V, const SampleRow& r) {
     std::vector<float> s(static_cast<size_t>(V));
     float m = -INFINITY;
     for (int64_t i = 0; i < V; ++i) m = std::max(m, s[size_t(i)] = l[i] * inv_t);
-    // The values in descending order: the top-k and top-p thresholds are values of s.
-    std::vector<int32_t> order(static_cast<size_t>(V));
-    std::iota(order.begin(), order.end(), 0);
-    std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return s[size_t(a)] > s[size_t(b)]; });
+    // The values in descending order (only when a threshold needs them): the top-k and top-p
+    // thresholds are values of s.
+    std::vector<int32_t> order;
+    if ((r.top_k > 0 && r.top_k < V) || r.top_p < 1.0f) {
+        order.resize(static_cast<size_t>(V));
+        std::iota(order.begin(), order.end(), 0);
+        std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return s[size_t(a)] > s[size_t(b)]; });
+    }
     float tau = -INFINITY;
     size_t in_k = order.size();  // elements with s >= tau_k
     if (r.top_k > 0 && r.top_k < V) {
