@@ -34,6 +34,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/host_device.h"
+
 namespace qs {
 
 inline constexpr int32_t kMaxTopLogprobs = 20;
@@ -65,11 +67,12 @@ struct SampleRow {
     int32_t num_prompt = 0;
     int32_t table_begin = 0;
 
-    bool greedy() const { return temperature == 0.0f || top_k == 1; }
-    bool has_penalties() const {
+    // Host and device (the CUDA kernels read SampleRows as they are).
+    QS_HD bool greedy() const { return temperature == 0.0f || top_k == 1; }
+    QS_HD bool has_penalties() const {
         return repetition_penalty != 1.0f || presence_penalty != 0.0f || frequency_penalty != 0.0f;
     }
-    bool adjusts() const { return adjusts_row && (adjust_end > adjust_begin || has_penalties()); }
+    QS_HD bool adjusts() const { return adjusts_row && (adjust_end > adjust_begin || has_penalties()); }
 };
 
 struct SamplingBatch {

@@ -8,11 +8,7 @@
 #include <cmath>
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define QS_HD __host__ __device__ __forceinline__
-#else
-#define QS_HD inline
-#endif
+#include "core/host_device.h"
 
 namespace qs {
 

@@ -83,13 +83,6 @@ std::vector<int32_t> draws(const std::vector<float>& l, SampleRow r, int n) {
     return out;
 }
 
-std::vector<double> frequencies(const std::vector<int32_t>& d, size_t vocab) {
-    std::vector<double> f(vocab, 0.0);
-    for (int32_t t : d) f[size_t(t)] += 1.0;
-    for (double& x : f) x /= double(d.size());
-    return f;
-}
-
 // Pearson's chi-square statistic of the draws against `want` over the tokens with want > 0;
 // every draw outside that support is a failure of its own.
 double chi_square(const std::vector<int32_t>& d, const std::vector<double>& want, int* outside, int* dof) {

@@ -174,7 +174,9 @@ TEST_P(CudaOpsParity, Linear) {
             const double err = normalised_error(gpu_test::to_host(*gpu_, dy, ref.size()), ref);
             const bool small = gpu_->gemm().small_rows_calls() > small_before;
             // bf16 weights with `in` a multiple of 256 must take the small-rows kernel up to 2 rows.
-            if (l.bound == kBf16Bound && l.w->in_features % 256 == 0) EXPECT_EQ(small, T <= 2) << l.name << " T=" << T;
+            if (l.bound == kBf16Bound && l.w->in_features % 256 == 0) {
+                EXPECT_EQ(small, T <= 2) << l.name << " T=" << T;
+            }
             EXPECT_LT(err, l.bound) << l.name << " T=" << T << (small ? " (small rows)" : "");
             gpu_->free_all();
         }

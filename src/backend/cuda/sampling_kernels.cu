@@ -25,7 +25,6 @@ struct ReduceSmem {
     double d[kWarps];
     u64 u[kWarps];
     float f[kWarps];
-    int32_t i[kWarps];
 };
 
 __device__ float block_max(float v, ReduceSmem& sm) {
@@ -65,9 +64,9 @@ __device__ u64 block_exclusive_scan(u64 v, ReduceSmem& sm) {
 }
 
 // The best (score, index) of a block: the largest score, the lowest index on ties; index -1
-// (nothing eligible) loses to everything.
+// (nothing eligible) loses to everything. Returns the index; `score` becomes the winner's.
 template <class Score>
-__device__ int32_t block_argmax(Score score, int32_t index, Score* s_score, int32_t* s_index) {
+__device__ int32_t block_argmax(Score& score, int32_t index, Score* s_score, int32_t* s_index) {
     for (int o = 16; o > 0; o >>= 1) {
         const Score os = __shfl_xor_sync(kFull, score, o);
         const int32_t oi = __shfl_xor_sync(kFull, index, o);
@@ -233,9 +232,6 @@ __global__ void __launch_bounds__(kThreads) logprob_stats_kernel(SamplingLaunch 
 
 // ---- 2. adjustments ----------------------------------------------------------------------------
 
-__device__ bool row_has_penalties(const SampleRow& r) {
-    return r.repetition_penalty != 1.0f || r.presence_penalty != 0.0f || r.frequency_penalty != 0.0f;
-}
 
 __device__ int32_t history_token(const SamplingLaunch& p, const SampleRow& r, int32_t pos) {
     const int32_t page = p.block_tables[r.table_begin + pos / p.block_size];
@@ -247,8 +243,8 @@ __device__ int32_t history_token(const SamplingLaunch& p, const SampleRow& r, in
 __global__ void __launch_bounds__(kThreads) adjust_kernel(SamplingLaunch p) {
     extern __shared__ uint32_t bits[];
     const SampleRow r = p.rows[blockIdx.x];
-    const bool pen = row_has_penalties(r);
-    if (!r.adjusts_row || (r.adjust_end == r.adjust_begin && !pen)) return;
+    if (!r.adjusts()) return;
+    const bool pen = r.has_penalties();
     float* l = p.logits + int64_t(r.logits_row) * p.V;
     const int32_t W = int32_t((p.V + 31) / 32);
     uint32_t* prompt_bits = bits;
@@ -315,8 +311,6 @@ __global__ void __launch_bounds__(kThreads) adjust_kernel(SamplingLaunch p) {
 // thresholds (max, top-k, top-p; nothing for greedy rows); (b) per (row, chunk of the
 // vocabulary), the best candidate of the chunk; (c) per row, the best of the chunks, the verdict
 // on the draft and the raw logprob.
-__device__ bool row_is_greedy(const SampleRow& r) { return r.temperature == 0.0f || r.top_k == 1; }
-
 struct ThresholdSmem {
     ReduceSmem red;
     SelectSmem sel;
@@ -325,7 +319,7 @@ struct ThresholdSmem {
 __global__ void __launch_bounds__(kThreads) threshold_kernel(SamplingLaunch p, RowThresholds* out) {
     __shared__ ThresholdSmem sm;
     const SampleRow r = p.rows[blockIdx.x];
-    if (row_is_greedy(r)) return;
+    if (r.greedy()) return;
     const float* l = p.logits + int64_t(r.logits_row) * p.V;
     const float inv_t = float(1.0 / double(r.temperature));
     float m = -INFINITY;
@@ -374,7 +368,7 @@ __global__ void __launch_bounds__(kThreads) candidate_kernel(SamplingLaunch p, c
     const int64_t lo = int64_t(blockIdx.x) * chunk, hi = lo + chunk < p.V ? lo + chunk : p.V;
     double best = -INFINITY;
     int32_t best_i = -1;
-    if (row_is_greedy(r)) {
+    if (r.greedy()) {
         for (int64_t i = lo + threadIdx.x; i < hi; i += kThreads) {
             const float v = l[i];
             if (best_i < 0 || v > best) best = v, best_i = int32_t(i);  // ascending i: the first maximum
@@ -397,11 +391,7 @@ __global__ void __launch_bounds__(kThreads) candidate_kernel(SamplingLaunch p, c
         }
     }
     const int32_t index = block_argmax(best, best_i, sm.score, sm.index);
-    // block_argmax returns the index; the winning score is the lane's that holds it.
-    __shared__ double win;
-    if (best_i == index && index >= 0) win = best;
-    __syncthreads();
-    if (threadIdx.x == 0) out[int64_t(blockIdx.y) * gridDim.x + blockIdx.x] = Candidate{index >= 0 ? win : -INFINITY, index};
+    if (threadIdx.x == 0) out[int64_t(blockIdx.y) * gridDim.x + blockIdx.x] = Candidate{best, index};
 }
 
 struct FinishSmem {
@@ -453,6 +443,14 @@ __global__ void store_token_ids_kernel(DeviceBatch b, int32_t* token_pages, int3
     token_pages[int64_t(page) * block_size + pos % block_size] = b.token_ids[r];
 }
 
+// Vocabulary chunks per row in the draw: enough blocks for two per SM when the rows are few, at
+// least 4,096 tokens per chunk.
+int64_t draw_chunks(int64_t R, int64_t V) {
+    static int num_sms = 0;
+    if (num_sms == 0) QS_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, 0));
+    return std::max<int64_t>(1, std::min<int64_t>(2 * num_sms / std::max<int64_t>(R, 1), (V + 4095) / 4096));
+}
+
 }  // namespace
 
 void launch_sampling(const SamplingLaunch& p, bool any_logprobs, bool any_adjust, cudaStream_t stream) {
@@ -471,11 +469,7 @@ void launch_sampling(const SamplingLaunch& p, bool any_logprobs, bool any_adjust
         adjust_kernel<<<unsigned(p.R), kThreads, smem, stream>>>(p);
         QS_CUDA_CHECK_LAUNCH();
     }
-    // Chunks per row: enough blocks for two per SM when the rows are few, at least 4,096
-    // tokens per chunk.
-    static int num_sms = 0;
-    if (num_sms == 0) QS_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, 0));
-    int chunks = std::max(1, std::min<int>(2 * num_sms / p.R, int((p.V + 4095) / 4096)));
+    int chunks = int(draw_chunks(p.R, p.V));
     const int64_t chunk = (p.V + chunks - 1) / chunks;
     chunks = int((p.V + chunk - 1) / chunk);
     threshold_kernel<<<unsigned(p.R), kThreads, 0, stream>>>(p, p.draw_thresholds);
@@ -488,10 +482,7 @@ void launch_sampling(const SamplingLaunch& p, bool any_logprobs, bool any_adjust
 }
 
 size_t sampling_scratch_bytes(int64_t R, int64_t V) {
-    static int num_sms = 0;
-    if (num_sms == 0) QS_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, 0));
-    const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(2 * num_sms / std::max<int64_t>(R, 1), (V + 4095) / 4096));
-    return size_t(R) * (sizeof(RowThresholds) + size_t(chunks) * sizeof(Candidate)) + 256;
+    return size_t(R) * (sizeof(RowThresholds) + size_t(draw_chunks(R, V)) * sizeof(Candidate)) + 256;
 }
 
 void launch_store_token_ids(const DeviceBatch& batch, int32_t* token_pages, int32_t block_size, cudaStream_t stream) {
