@@ -37,6 +37,16 @@ struct GdnDims {
     int64_t conv_dim() const { return 2 * key_dim() + value_dim(); }
 };
 
+// What lets a forward's layers replay as a captured CUDA graph (Ops::begin_forward). A batch
+// qualifies when its sequences are laid out on a fixed stride q (span i starts at row i·q) of at
+// most 4 rows, each span q rows long — or, with short_spans, 1..q rows long (a GDN commit: the
+// rows past a span's end are unused).
+struct Replay {
+    ModelCache* cache = nullptr;  // the cache the layers use; null: not replayable
+    uint64_t variant = 0;         // tells apart different work over the same batch shape
+    bool short_spans = false;
+};
+
 class Ops {
 public:
     virtual ~Ops() = default;
@@ -72,18 +82,20 @@ public:
     // Called once at the start of every forward with the batch the following ops will see
     // (CUDA: uploads token ids, positions and block tables once instead of per op). Returns the
     // number of rows the forward's ops run over: batch.num_tokens(), or more when the forward is
-    // replayable (`replay_cache`: the cache its layers use, non-null when run_layers follows) and
-    // the backend pads a decode batch to the size of a captured CUDA graph (the extra rows are
-    // dummies after the real ones; their results are to be ignored).
-    virtual int64_t begin_forward(const ForwardBatch& batch, const int32_t* positions,
-                                  ModelCache* replay_cache = nullptr) {
+    // replayable (`replay.cache` non-null: run_layers follows) and the backend pads the batch to
+    // the size of a captured CUDA graph (the extra rows are dummy sequences after the real rows;
+    // their results are to be ignored).
+    virtual int64_t begin_forward(const ForwardBatch& batch, const int32_t* positions, const Replay& replay = {}) {
         return batch.num_tokens();
     }
     // Runs `layers` — the part of a forward that only enqueues work on the backend (no copies to
-    // or from the host) and whose work depends only on the padded batch shape — and returns its
-    // result buffer. CUDA: after a replayable begin_forward, the first call for a batch size
-    // captures the work into a CUDA graph and later calls replay it without running `layers`.
+    // or from the host) and whose work depends only on the padded batch shape and the Replay's
+    // variant — and returns its result buffer. CUDA: after a replayable begin_forward, the first
+    // call for a batch shape captures the work into a CUDA graph and later calls replay it
+    // without running `layers`.
     virtual float* run_layers(const std::function<float*()>& layers) { return layers(); }
+    // x[0..n) = 0.
+    virtual void fill_zero(float* x, int64_t n) = 0;
     // Waits until queued work is done (CUDA: stream synchronize); for timing.
     virtual void synchronize() {}
 

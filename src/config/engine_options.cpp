@@ -44,6 +44,9 @@ std::vector<EngineOption> make_table() {
                            "requests queued beyond the running ones; past it a submission is refused (retry)"));
     t.push_back(int_option("num-speculative-tokens", "num_speculative_tokens", 0, 3,
                            "MTP draft tokens proposed per step (needs a checkpoint with mtp.*)"));
+    t.push_back(int_option("speculative-disable-by-batch-size", "speculative_disable_by_batch_size", 0, kNoMax,
+                           "MTP drafts only while at most this many sequences run (0: always); above it steps "
+                           "are plain decode steps, which cost less at full load than a verify step gives"));
     t.push_back(int_option("num-state-snapshots", "num_state_snapshots", 0, kNoMax,
                            "GDN state snapshots kept for the prefix cache; 0: max(4, max_num_seqs / 4)"));
     t.push_back(int_option("cache-memory-mb", "cache_memory_mb", 1, kNoMax,

@@ -108,7 +108,8 @@ private:
     // step); their first tokens are sampled_ rows first_sibling_row.. (one per sibling).
     std::vector<Sequence*> fork_siblings(Sequence& parent, int32_t first_sibling_row);
     // The MTP catch-up over mtp_seqs_ (rows of the target forward's `hidden` given by
-    // mtp_first_row_ / mtp_num_rows_) and the draft steps for the next verify.
+    // mtp_first_row_ / mtp_num_rows_; the draft comes from row mtp_last_row_ of each) and the
+    // draft steps for the next verify.
     void run_mtp(const float* hidden, int64_t num_hidden_rows);
     PendingOutput& pending_for(Sequence& s);
     void flush_outputs();
@@ -143,6 +144,7 @@ private:
     std::vector<Sequence*> committed_;  // the sequences of commit_batch_
     std::vector<Sequence*> mtp_seqs_;   // sequences for this step's MTP catch-up
     std::vector<int32_t> mtp_first_row_, mtp_num_rows_;  // their rows in the target batch
+    std::vector<int32_t> mtp_last_row_;  // of those rows, the last kept one (a verify's rows past it are not)
     std::vector<int32_t> mtp_hidden_rows_;  // target row of each catch-up row
     std::vector<Sequence*> drafting_;   // sequences drafting for the next verify
     std::vector<int32_t> draft_scratch_;  // the draft being verified

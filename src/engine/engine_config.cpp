@@ -28,6 +28,7 @@ constexpr IntField kIntFields[] = {
     {"kv-block-size", &EngineConfig::kv_block_size},
     {"max-waiting", &EngineConfig::max_waiting},
     {"num-speculative-tokens", &EngineConfig::num_speculative_tokens},
+    {"speculative-disable-by-batch-size", &EngineConfig::speculative_disable_by_batch_size},
     {"num-state-snapshots", &EngineConfig::num_state_snapshots},
     {"cache-memory-mb", &EngineConfig::cache_memory_mb},
     {"num-kv-blocks", &EngineConfig::num_kv_blocks},
@@ -72,10 +73,12 @@ Status EngineConfig::validate() const {
 std::string EngineConfig::describe() const {
     return fmt::format(
         "max_num_seqs={} max_num_batched_tokens={} max_model_len={} kv_block_size={} kv_cache_dtype={} "
-        "chunked_prefill={} prefix_caching={} max_waiting={} num_speculative_tokens={} num_state_snapshots={} "
+        "chunked_prefill={} prefix_caching={} max_waiting={} num_speculative_tokens={} "
+        "speculative_disable_by_batch_size={} num_state_snapshots={} "
         "cache_memory_mb={} num_kv_blocks={} gdn_state_dtype={}",
         max_num_seqs, max_num_batched_tokens, max_model_len, kv_block_size, kv_cache_dtype_name(kv_cache_dtype),
-        enable_chunked_prefill, enable_prefix_caching, max_waiting, num_speculative_tokens, num_state_snapshots,
+        enable_chunked_prefill, enable_prefix_caching, max_waiting, num_speculative_tokens,
+        speculative_disable_by_batch_size, num_state_snapshots,
         cache_memory_mb, num_kv_blocks, gdn_state_bf16 ? "bf16" : "f32") +
            (benchmark_mtp_acceptance >= 0.0
                 ? fmt::format(" benchmark_mtp_acceptance={} (BENCHMARK ONLY: outputs are not the model's)",

@@ -52,11 +52,18 @@ void Engine::run_batch(const SchedulerOutput& sched) {
     mtp_seqs_.clear();
     mtp_first_row_.clear();
     mtp_num_rows_.clear();
-    auto add_mtp = [this](Sequence* seq, int32_t first_row, int32_t num_rows) {
+    mtp_last_row_.clear();
+    auto add_mtp = [this](Sequence* seq, int32_t first_row, int32_t num_rows, int32_t last_row) {
         mtp_seqs_.push_back(seq);
         mtp_first_row_.push_back(first_row);
         mtp_num_rows_.push_back(num_rows);
+        mtp_last_row_.push_back(last_row);
     };
+    // The commit of a batch of verify spans only keeps their layout (a graph of the step's shape
+    // reads the GDN stash in place); otherwise the verify spans are packed, each still q rows.
+    bool all_verify = true;
+    for (const ScheduledSeq& ss : sched.scheduled) all_verify = all_verify && ss.verify;
+    int32_t commit_rows = 0;
     for (size_t i = 0; i < sched.scheduled.size(); ++i) {
         const ScheduledSeq& ss = sched.scheduled[i];
         Sequence& s = *ss.seq;
@@ -77,9 +84,9 @@ void Engine::run_batch(const SchedulerOutput& sched) {
                 // The forked completions were copied before the MTP catch-up below wrote this
                 // step's rows: each runs the catch-up over the same rows (same hidden states)
                 // into its own pages, with its own first token for the last row.
-                for (Sequence* c : forked) add_mtp(c, span.row_begin, span.num_tokens);
+                for (Sequence* c : forked) add_mtp(c, span.row_begin, span.num_tokens, span.num_tokens - 1);
             }
-            if (s.status != SeqStatus::kFinished) add_mtp(&s, span.row_begin, span.num_tokens);
+            if (s.status != SeqStatus::kFinished) add_mtp(&s, span.row_begin, span.num_tokens, span.num_tokens - 1);
             continue;
         }
         // Verify: rows are [last token, d_1..d_k]; emit the target's tokens while drafts match
@@ -109,18 +116,23 @@ void Engine::run_batch(const SchedulerOutput& sched) {
         counters_.mtp_accepted_tokens += accepted;
         if (s.status == SeqStatus::kFinished) continue;
         s.num_computed = c + accepted + 1;
-        // The verify forward left the GDN state where it was: commit the kept rows.
+        // The verify forward left the GDN state where it was: commit the kept rows. The span
+        // keeps the verify span's q rows; those past the kept ones are unused.
         SeqSpan r;
-        r.row_begin = int32_t(commit.token_ids.size());
+        r.row_begin = all_verify ? span.row_begin : commit_rows;
         r.num_tokens = int32_t(accepted + 1);
         r.start_pos = int32_t(c);
         r.state_slot = s.slot;
         r.block_table = s.block_table;
-        commit.token_ids.insert(commit.token_ids.end(), s.tokens.begin() + c, s.tokens.begin() + c + accepted + 1);
+        commit_rows = r.row_begin + span.num_tokens;
+        commit.token_ids.resize(size_t(commit_rows), 0);
+        std::copy(s.tokens.begin() + c, s.tokens.begin() + c + accepted + 1, commit.token_ids.begin() + r.row_begin);
         commit.seqs.push_back(r);
         commit_rows_.push_back(span.row_begin);
         committed_.push_back(&s);
-        add_mtp(&s, span.row_begin, int32_t(accepted + 1));
+        // The MTP catch-up runs all the verify rows too (the same shape every step); the rows
+        // past the kept ones write MTP keys and values that the next steps overwrite first.
+        add_mtp(&s, span.row_begin, span.num_tokens, int32_t(accepted));
     }
     t = now_seconds();
     model_.commit_deferred_state(commit, commit_rows_, *cache_);
@@ -140,26 +152,30 @@ void Engine::run_mtp(const float* hidden, int64_t num_hidden_rows) {
     mtp_hidden_rows_.clear();
     drafting_.clear();
     bool identity = true;  // rows of `hidden` used in order, all of them
+    const int64_t disable_at = config_.speculative_disable_by_batch_size;
+    const bool draft_now = disable_at == 0 || scheduler_->num_running() <= disable_at;
     for (size_t i = 0; i < mtp_seqs_.size(); ++i) {
         Sequence& s = *mtp_seqs_[i];
-        const int32_t n = mtp_num_rows_[i];
-        const int64_t start = s.num_computed - n;
+        const int32_t n = mtp_num_rows_[i], last = mtp_last_row_[i];
+        const int64_t start = s.num_computed - (last + 1);
         SeqSpan span;
         span.row_begin = int32_t(b.token_ids.size());
         span.num_tokens = n;
         span.start_pos = int32_t(start);
         span.state_slot = s.slot;
-        b.token_ids.insert(b.token_ids.end(), s.tokens.begin() + start + 1, s.tokens.begin() + start + 1 + n);
+        // Rows up to `last` read the next token; the rows past it (rejected drafts) any token.
+        b.token_ids.insert(b.token_ids.end(), s.tokens.begin() + start + 1, s.tokens.begin() + start + 1 + last + 1);
+        b.token_ids.resize(b.token_ids.size() + size_t(n - 1 - last), s.tokens.back());
         identity = identity && mtp_first_row_[i] == span.row_begin;
         for (int32_t r = 0; r < n; ++r) mtp_hidden_rows_.push_back(mtp_first_row_[i] + r);
         // Draft only for decode-ready sequences with pages for the next verify (positions up to c + k).
         // (A request with n > 1 forks at its first token, which must come from a plain row.)
         const bool fork_pending = s.request->request.params.n > 1 && !s.request->forked;
-        const bool ready = s.num_uncomputed() == 1 && !fork_pending &&
+        const bool ready = draft_now && s.num_uncomputed() == 1 && !fork_pending &&
                            cache_mgr_->ensure_blocks(s, s.num_computed + num_spec_ + 1);
         span.block_table = s.block_table;  // after ensure_blocks may have grown the table
         if (ready) {
-            b.logits_rows.push_back(span.row_begin + n - 1);
+            b.logits_rows.push_back(span.row_begin + last);
             drafting_.push_back(&s);
         }
         b.seqs.push_back(span);

@@ -124,8 +124,8 @@ Qwen36Model::Output Qwen36Model::forward(const ForwardBatch& batch, ModelCache& 
     check_batch(batch, cache);
     ops_.free_all();  // the previous forward's buffers (its logits were read by now)
     const std::vector<int32_t> positions = batch.positions();
-    // T ≥ the batch's rows: a backend may pad a decode batch to replay a captured graph.
-    const int64_t T = ops_.begin_forward(batch, positions.data(), &cache);
+    // T ≥ the batch's rows: a backend may pad the batch to replay a captured graph.
+    const int64_t T = ops_.begin_forward(batch, positions.data(), Replay{&cache, kLayersVariant});
     ops_.store_token_ids(batch, positions.data(), cache);
     float* x_final = ops_.run_layers([&] {
         float* x = ops_.alloc(T * H);  // [T, H] residual stream
@@ -149,12 +149,15 @@ void Qwen36Model::commit_deferred_state(const ForwardBatch& commit, const std::v
     for (const SeqSpan& s : commit.seqs) QS_CHECK(!s.defer_state);
     ops_.free_all();
     const std::vector<int32_t> positions = commit.positions();
-    ops_.begin_forward(commit, positions.data());
-    int64_t gdn_layer = 0;
-    for (const DecoderLayerWeights& l : w_.layers) {
-        if (l.type != LayerType::kLinearAttention) continue;
-        ops_.gdn_commit(l.gdn, gdn_dims_, commit, deferred_rows, cache, gdn_layer++);
-    }
+    ops_.begin_forward(commit, positions.data(), Replay{&cache, kCommitVariant, /*short_spans=*/true});
+    ops_.run_layers([&]() -> float* {
+        int64_t gdn_layer = 0;
+        for (const DecoderLayerWeights& l : w_.layers) {
+            if (l.type != LayerType::kLinearAttention) continue;
+            ops_.gdn_commit(l.gdn, gdn_dims_, commit, deferred_rows, cache, gdn_layer++);
+        }
+        return nullptr;
+    });
 }
 
 Qwen36Model::Output Qwen36Model::mtp_forward(const ForwardBatch& batch, const std::vector<float>& hidden,
@@ -174,34 +177,44 @@ Qwen36Model::Output Qwen36Model::mtp_forward(const ForwardBatch& batch, const fl
     const ModelConfig& c = w_.config;
     const MtpWeights& m = w_.mtp;
     QS_CHECK_MSG(m.present, "the model has no MTP block");
-    const int64_t T = batch.num_tokens(), H = c.hidden_size;
+    const int64_t B = batch.num_tokens(), H = c.hidden_size;
     check_batch(batch, cache);
+    if (hidden_rows.empty()) {
+        QS_CHECK(num_hidden_rows == B);
+    } else {
+        QS_CHECK(int64_t(hidden_rows.size()) == B);
+        for (int32_t r : hidden_rows) QS_CHECK(r >= 0 && r < num_hidden_rows);
+    }
     ops_.free_all();
     const std::vector<int32_t> positions = batch.positions();
-    ops_.begin_forward(batch, positions.data());  // not replayable: copies hidden in
-    // u = [norm_e(embed(x_{p+1})) ; norm_h(h_p)]  [T, 2H], embedding first.
-    float* e = ops_.alloc(T * H);
-    float* hid = ops_.alloc(T * H);
-    float* u = ops_.alloc(T * 2 * H);
-    float* x = ops_.alloc(T * H);
-    ops_.embed(w_.embed_tokens, batch.token_ids.data(), T, e);
-    // The hidden rows are copied into this forward's buffers first: `hidden` may be the
-    // persistent buffer this step's output goes to.
-    if (hidden_rows.empty()) {
-        QS_CHECK(num_hidden_rows == T);
-        ops_.copy(hidden, T * H, hid);
-    } else {
-        QS_CHECK(int64_t(hidden_rows.size()) == T);
-        for (int32_t r : hidden_rows) QS_CHECK(r >= 0 && r < num_hidden_rows);
-        ops_.gather_rows(hidden, hidden_rows.data(), T, H, hid);
-    }
-    ops_.rms_norm_zc(e, m.pre_fc_norm_embedding.data(), T, H, c.rms_norm_eps, e);
-    ops_.rms_norm_zc(hid, m.pre_fc_norm_hidden.data(), T, H, c.rms_norm_eps, hid);
-    ops_.concat_columns(e, hid, T, H, u);
-    ops_.linear(u, T, m.fc, x);
-    decoder_layer(m.layer, x, T, batch, positions.data(), cache, mtp_kv_layer(), -1);
-    ops_.rms_norm_zc(x, m.norm.data(), T, H, c.rms_norm_eps, x);
-    return finish(x, batch, want_hidden ? HiddenOut::kLogitsRows : HiddenOut::kNone, std::move(recycled));
+    // Replayable when the hidden rows are read in order (no row list to upload); the graph reads
+    // `hidden` by address, so the address tells the variants apart.
+    const Replay replay = hidden_rows.empty() ? Replay{&cache, reinterpret_cast<uintptr_t>(hidden)} : Replay{};
+    const int64_t T = ops_.begin_forward(batch, positions.data(), replay);  // T ≥ B: padded
+    float* x_final = ops_.run_layers([&] {
+        // u = [norm_e(embed(x_{p+1})) ; norm_h(h_p)]  [T, 2H], embedding first.
+        float* e = ops_.alloc(T * H);
+        float* hid = ops_.alloc(T * H);
+        float* u = ops_.alloc(T * 2 * H);
+        float* x = ops_.alloc(T * H);
+        ops_.embed(w_.embed_tokens, batch.token_ids.data(), T, e);
+        // The hidden rows are copied into this forward's buffers first: `hidden` may be the
+        // persistent buffer this step's output goes to. Padding rows get zeros.
+        if (hidden_rows.empty()) {
+            ops_.copy(hidden, B * H, hid);
+        } else {
+            ops_.gather_rows(hidden, hidden_rows.data(), B, H, hid);
+        }
+        if (T > B) ops_.fill_zero(hid + B * H, (T - B) * H);
+        ops_.rms_norm_zc(e, m.pre_fc_norm_embedding.data(), T, H, c.rms_norm_eps, e);
+        ops_.rms_norm_zc(hid, m.pre_fc_norm_hidden.data(), T, H, c.rms_norm_eps, hid);
+        ops_.concat_columns(e, hid, T, H, u);
+        ops_.linear(u, T, m.fc, x);
+        decoder_layer(m.layer, x, T, batch, positions.data(), cache, mtp_kv_layer(), -1);
+        ops_.rms_norm_zc(x, m.norm.data(), T, H, c.rms_norm_eps, x);
+        return x;
+    });
+    return finish(x_final, batch, want_hidden ? HiddenOut::kLogitsRows : HiddenOut::kNone, std::move(recycled));
 }
 
 }  // namespace qs

@@ -73,6 +73,9 @@ private:
     // The logits too: their size swings with the batch (up to max_num_seqs × (1 + k) rows × vocab
     // in a verify step), which in the stack-ordered arena leaves large chunks stranded.
     enum PersistentId : int { kForwardHidden = 1, kMtpHidden = 2, kUploadedHidden = 3, kLogits = 4 };
+    // Replay::variant of the forward's layers and of the GDN commit (an MTP forward's variant is
+    // the address of the hidden states it reads).
+    static constexpr uint64_t kLayersVariant = 0, kCommitVariant = 1;
     Output finish(const float* x_final, const ForwardBatch& batch, HiddenOut hidden_out, Output recycled);
     // QS_CHECKs the batch's shape: rows in range, block tables covering every row's position.
     void check_batch(const ForwardBatch& batch, const ModelCache& cache) const;

@@ -52,3 +52,45 @@ TEST(MtpTrained, GreedyEqualsNoMtpAndDraftsAreAccepted) {
         }
     }
 }
+
+// --speculative-disable-by-batch-size: with more sequences running than the limit no draft is
+// proposed (the steps are plain decode steps); at or under it MTP drafts as usual. Greedy output
+// is the same either way.
+TEST(MtpTrained, DisableByBatchSize) {
+    const std::string dir = std::string(QS_SOURCE_DIR) + "/models/qwen36-tiny";
+    auto w = load_model_dir(dir);
+    ASSERT_TRUE(w.is_ok()) << w.status().message();
+    auto ids = read_npy_int(dir + "/ref_ids.npy");
+    ASSERT_TRUE(ids.is_ok());
+    std::vector<GenerationRequest> reqs;
+    for (int len : {6, 14, 30, 45}) {  // prefilled in one step, then decoded side by side
+        std::vector<int32_t> p(ids->data.begin(), ids->data.begin() + len);
+        reqs.push_back(greedy_request("p" + std::to_string(len), p, 20));
+        reqs.back().params.ignore_eos = true;
+    }
+    std::map<int64_t, Collector> by_limit;
+    std::map<int64_t, int64_t> proposed;
+    for (int64_t limit : {-1, 3, 4}) {  // -1: MTP off
+        CpuOps ops;
+        EngineConfig cfg;
+        cfg.num_speculative_tokens = limit < 0 ? 0 : 1;
+        cfg.speculative_disable_by_batch_size = std::max<int64_t>(limit, 0);
+        cfg.max_num_seqs = 8;
+        cfg.cache_memory_mb = 64;
+        auto engine = Engine::create(*w, ops, cfg, nullptr);
+        ASSERT_TRUE(engine.is_ok()) << engine.status().message();
+        for (const auto& r : reqs) ASSERT_TRUE((*engine)->submit(r, by_limit[limit].sink_for(r.id)).is_ok());
+        (*engine)->run_until_idle();
+        const auto& p = (*engine)->mtp_proposed_by_position();
+        proposed[limit] = p.empty() ? 0 : p[0];
+    }
+    // The first step may admit fewer than four (then MTP drafts for them once); after it all four
+    // decode side by side for ~19 steps.
+    std::printf("drafts proposed: limit 3: %lld, limit 4: %lld\n", (long long)proposed[3], (long long)proposed[4]);
+    EXPECT_GE(proposed[4], 4 * 10) << "4 sequences run, the limit is 4: MTP drafts every step";
+    EXPECT_LE(proposed[3], 3) << "4 sequences run, the limit is 3: no drafts once all four run";
+    for (const auto& r : reqs) {
+        EXPECT_EQ(by_limit[3].got[r.id][0].tokens, by_limit[-1].got[r.id][0].tokens) << r.id;
+        EXPECT_EQ(by_limit[4].got[r.id][0].tokens, by_limit[-1].got[r.id][0].tokens) << r.id;
+    }
+}

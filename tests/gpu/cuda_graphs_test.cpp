@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <memory>
 #include <numeric>
+#include <random>
 
 #include "gpu_test_util.h"
 #include "model/qwen36.h"
@@ -113,6 +114,94 @@ TEST(CudaGraphs, ReplayEqualsEagerPaddingAndUnpaddedRun) {
     EXPECT_EQ(graphs.ops.graphs().replays(), 5);
     EXPECT_EQ(padded.ops.graphs().captures(), 0);
     EXPECT_EQ(plain.ops.graphs().captures(), 0);
+}
+
+// MTP verify steps as graphs: every sequence feeds 1 + k rows with its GDN state deferred, then
+// the GDN commit runs a random kept prefix of each (rows past it unused). The verify logits of
+// the graph backend equal the eager padded run bit for bit, and after the commits the next
+// decode step agrees too: a commit that read the wrong stash rows or slot would change them.
+TEST(CudaGraphs, VerifyAndCommitReplayEqualsEagerPadding) {
+    QS_REQUIRE_GPU();
+    auto weights = load_model_dir(gpu_test::source_path("models/qwen36-tiny"));
+    ASSERT_TRUE(weights.is_ok()) << weights.status().message();
+    const int64_t V = weights->config.vocab_size;
+    const int64_t S = 5;
+    Decoder graphs(*weights, options(512, false), S), padded(*weights, options(512, true), S),
+        plain(*weights, options(0, false), S);
+    Decoder* all[] = {&graphs, &padded, &plain};
+    std::vector<std::vector<int32_t>> tables(static_cast<size_t>(S));
+    for (int64_t s = 0; s < S; ++s)
+        for (int64_t p = 0; p < kPagesPerSeq; ++p) tables[size_t(s)].push_back(int32_t(p * S + s));
+    std::vector<int32_t> length(size_t(S), 0);
+    std::mt19937 rng(23);
+    auto span_of = [&](int64_t s, int32_t row_begin, int32_t n) {
+        SeqSpan span;
+        span.row_begin = row_begin;
+        span.num_tokens = n;
+        span.start_pos = length[size_t(s)];
+        span.state_slot = int32_t(s);
+        span.block_table = tables[size_t(s)];
+        return span;
+    };
+    // Prompts of different lengths: an eager forward.
+    {
+        ForwardBatch b;
+        for (int64_t s = 0; s < S; ++s) {
+            const int32_t n = int32_t(7 + 5 * s);
+            b.seqs.push_back(span_of(s, int32_t(b.token_ids.size()), n));
+            for (int32_t i = 0; i < n; ++i) b.token_ids.push_back(int32_t(rng() % uint32_t(V)));
+        }
+        for (Decoder* d : all) d->model.forward(b, *d->cache);
+        for (int64_t s = 0; s < S; ++s) length[size_t(s)] += 7 + 5 * int32_t(s);
+    }
+    for (int step = 0; step < 6; ++step) {
+        // 1 + k rows: 4, 3, 2, 4, 3, 2 (the stash is sized by the first; a stash that grows
+        // drops every graph, which would make the counts below other than 7 and 6).
+        const int32_t q = 4 - step % 3;
+        ForwardBatch verify;
+        for (int64_t s = 0; s < S; ++s) {
+            SeqSpan span = span_of(s, int32_t(s) * q, q);
+            span.defer_state = true;
+            verify.seqs.push_back(span);
+            for (int32_t r = 0; r < q; ++r) {
+                verify.token_ids.push_back(int32_t(rng() % uint32_t(V)));
+                verify.logits_rows.push_back(span.row_begin + r);
+            }
+        }
+        std::vector<std::vector<float>> logits;
+        for (Decoder* d : all) logits.push_back(d->model.forward(verify, *d->cache).logits);
+        const std::string what = "verify step " + std::to_string(step) + " (q=" + std::to_string(q) + ")";
+        EXPECT_TRUE(logits[0] == logits[1]) << what << ": graph replay differs from the eager padded run";
+        EXPECT_LT(gpu_test::normalised_error(logits[0], logits[2]), 1e-2) << what;
+        // Commit a random kept prefix of each span, in the verify layout.
+        ForwardBatch commit;
+        commit.token_ids.assign(verify.token_ids.size(), 0);
+        std::vector<int32_t> deferred_rows;
+        for (int64_t s = 0; s < S; ++s) {
+            const auto kept = int32_t(1 + rng() % uint32_t(q));
+            commit.seqs.push_back(span_of(s, int32_t(s) * q, kept));
+            deferred_rows.push_back(int32_t(s) * q);
+        }
+        for (Decoder* d : all) d->model.commit_deferred_state(commit, deferred_rows, *d->cache);
+        for (int64_t s = 0; s < S; ++s) length[size_t(s)] += commit.seqs[size_t(s)].num_tokens;
+    }
+    // A decode step reads every committed state and window.
+    ForwardBatch b;
+    for (int64_t s = 0; s < S; ++s) {
+        b.seqs.push_back(span_of(s, int32_t(s), 1));
+        b.token_ids.push_back(int32_t(rng() % uint32_t(V)));
+        b.logits_rows.push_back(int32_t(s));
+    }
+    std::vector<std::vector<float>> logits;
+    for (Decoder* d : all) logits.push_back(d->model.forward(b, *d->cache).logits);
+    ASSERT_EQ(logits[0].size(), size_t(S * V));
+    EXPECT_TRUE(logits[0] == logits[1]) << "decode after the commits: graph replay differs from the eager padded run";
+    EXPECT_LT(gpu_test::normalised_error(logits[0], logits[2]), 1e-2) << "decode after the commits";
+    // Verify shapes q = 2, 3, 4 and their commits were captured once each and replayed once,
+    // and the decode step's shape once.
+    EXPECT_EQ(graphs.ops.graphs().captures(), 7);
+    EXPECT_EQ(graphs.ops.graphs().replays(), 6);
+    EXPECT_EQ(padded.ops.graphs().captures(), 0);
 }
 
 TEST(CudaGraphs, CapturedSizes) {

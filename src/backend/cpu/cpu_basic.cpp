@@ -82,6 +82,8 @@ void CpuOps::add(float* x, const float* y, int64_t n) {
     for (int64_t i = 0; i < n; ++i) x[i] += y[i];
 }
 
+void CpuOps::fill_zero(float* x, int64_t n) { std::fill(x, x + n, 0.0f); }
+
 void CpuOps::gather_rows(const float* src, const int32_t* rows, int64_t R, int64_t n, float* out) {
     for (int64_t r = 0; r < R; ++r) std::memcpy(out + r * n, src + int64_t(rows[r]) * n, size_t(n) * sizeof(float));
 }

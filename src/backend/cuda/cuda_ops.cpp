@@ -81,6 +81,12 @@ void CudaOps::release_to(size_t mark) {
 float* CudaOps::persistent(int id, int64_t n) {
     DeviceBuffer& b = persistent_[id];
     if (b.bytes() < size_t(n) * sizeof(float)) {
+        cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+        QS_CUDA_CHECK(cudaStreamIsCapturing(stream_, &capturing));
+        QS_CHECK_MSG(capturing == cudaStreamCaptureStatusNone, "CudaOps: a persistent buffer grew during a graph capture");
+        // Verify graphs write the GDN stash by address: they go with the old buffer. (The other
+        // persistent buffers a graph reads, the MTP head's input, are in its key by address.)
+        if (id >= kGdnStashId) graphs_.clear(stream_);
         QS_CUDA_CHECK(cudaStreamSynchronize(stream_));  // queued work may still use the old buffer
         b = DeviceBuffer(size_t(n) * sizeof(float));
     }
@@ -139,21 +145,61 @@ CudaCacheStorage& checked_cuda_storage(ModelCache& cache) {
 }
 }  // namespace
 
-int64_t CudaOps::graph_rows(const ForwardBatch& batch, const CudaCacheStorage* storage) const {
-    if (!storage || !graphs_possible_ || options_.graph_max_batch <= 0 || options_.profile_ops) return 0;
-    if (batch.num_tokens() != int64_t(batch.seqs.size())) return 0;
-    for (const SeqSpan& s : batch.seqs)
-        if (s.num_tokens != 1) return 0;
-    return graphs_.padded_size(batch.num_tokens());
+CudaOps::GraphShape CudaOps::graph_shape(const ForwardBatch& batch, const Replay& replay,
+                                         const CudaCacheStorage* storage) const {
+    constexpr int32_t kMaxStride = 4;  // 1 + the most MTP drafts
+    if (!storage || !graphs_possible_ || options_.graph_max_batch <= 0 || options_.profile_ops) return {};
+    const int64_t S = int64_t(batch.seqs.size()), T = batch.num_tokens();
+    if (S == 0 || T % S != 0 || T / S > kMaxStride) return {};
+    const auto q = int32_t(T / S);
+    for (int64_t i = 0; i < S; ++i) {
+        const SeqSpan& s = batch.seqs[size_t(i)];
+        if (s.row_begin != i * q || s.num_tokens > q || s.num_tokens < (replay.short_spans ? 1 : q)) return {};
+    }
+    bool defers = false;
+    for (const SeqSpan& s : batch.seqs) defers = defers || s.defer_state;
+    // A stash is sized before the capture from the GDN layers seen (none yet: run eagerly once).
+    if (defers && gdn_shape_.layers == 0) return {};
+    const int64_t padded = graphs_.padded_size(S);
+    // A commit reads the stash row for row: the verify forward must have stashed the padded batch.
+    if (replay.short_spans && (!stash_.whole_batch || stash_.rows < padded * q)) return {};
+    return padded > 0 ? GraphShape{padded, q} : GraphShape{};
 }
 
-int64_t CudaOps::begin_forward(const ForwardBatch& batch, const int32_t* positions, ModelCache* replay_cache) {
+void CudaOps::plan_stash(const ForwardBatch& batch, int64_t rows, bool whole_batch) {
+    stash_.this_forward = false;
+    std::vector<int32_t>& list = stash_rows_scratch_;
+    list.clear();
+    std::map<int32_t, int64_t> first;
+    for (const SeqSpan& s : batch.seqs) {
+        if (!s.defer_state) continue;
+        QS_CHECK_MSG(s.num_tokens < GatedDeltaNetParams{}.chunk_min_tokens,
+                     "a deferred GDN span must be short enough for the serial kernel");
+        first[s.row_begin] = whole_batch ? int64_t(s.row_begin) : int64_t(list.size());
+        for (int32_t r = 0; r < s.num_tokens; ++r) list.push_back(s.row_begin + r);
+    }
+    if (first.empty()) return;  // the previous plan stays for the commit that follows it
+    stash_.first = std::move(first);
+    stash_.whole_batch = whole_batch;
+    stash_.rows = whole_batch ? rows : int64_t(list.size());
+    stash_.rows_dev = whole_batch ? nullptr : upload_ints(list.data(), int64_t(list.size()));
+    stash_.this_forward = true;
+    // Sized now, outside any capture: a buffer that grows drops the graphs that captured it.
+    for (int64_t l = 0; l < gdn_shape_.layers; ++l) {
+        const int id = kGdnStashId + 3 * int(l);
+        persistent(id, stash_.rows * gdn_shape_.conv_dim);
+        persistent(id + 1, stash_.rows * gdn_shape_.value_heads);
+        persistent(id + 2, stash_.rows * gdn_shape_.value_heads);
+    }
+}
+
+int64_t CudaOps::begin_forward(const ForwardBatch& batch, const int32_t* positions, const Replay& replay) {
     const int64_t T = batch.num_tokens(), S = int64_t(batch.seqs.size());
-    const CudaCacheStorage* storage = cuda_storage(replay_cache);
-    // A decode batch that runs as a graph gets dummy sequences of one row each up to the padded
-    // size, in the cache's spare page and slot (cuda_cache.h): row r >= T is sequence r.
-    const int64_t padded = graph_rows(batch, storage);
-    const int64_t rows = std::max(T, padded), num_seqs = S + (rows - T);
+    const CudaCacheStorage* storage = cuda_storage(replay.cache);
+    // A batch that runs as a graph gets dummy sequences of `stride` rows each up to the padded
+    // number of sequences, in the cache's spare page and slot (cuda_cache.h).
+    const GraphShape shape = graph_shape(batch, replay, storage);
+    const int64_t rows = std::max(T, shape.seqs * shape.stride), num_seqs = std::max(S, shape.seqs);
     int64_t num_pages = rows > T ? 1 : 0;  // the padding's one page id
     for (const SeqSpan& s : batch.seqs) num_pages += int64_t(s.block_table.size());
     constexpr int64_t kSeqInts = sizeof(DeviceSeq) / sizeof(int32_t);
@@ -176,6 +222,7 @@ int64_t CudaOps::begin_forward(const ForwardBatch& batch, const int32_t* positio
     int32_t* pages = h + 3 * rows + num_seqs * kSeqInts;
     std::memcpy(ids, batch.token_ids.data(), size_t(T) * 4);
     std::memcpy(pos, positions, size_t(T) * 4);
+    std::fill(row_seq, row_seq + T, -1);  // rows of no sequence (a commit's short spans)
     int32_t page_offset = 0, max_seq_tokens = 0;
     for (int64_t i = 0; i < S; ++i) {
         const SeqSpan& s = batch.seqs[size_t(i)];
@@ -186,16 +233,19 @@ int64_t CudaOps::begin_forward(const ForwardBatch& batch, const int32_t* positio
         page_offset += int32_t(s.block_table.size());
         max_seq_tokens = std::max(max_seq_tokens, s.num_tokens);
     }
-    if (rows > T) {
-        pages[page_offset] = storage->pad_block();
-        for (int64_t r = T; r < rows; ++r) {
-            const int64_t i = S + (r - T);
-            ids[r] = 0;
-            pos[r] = 0;
-            row_seq[r] = int32_t(i);
-            seqs[i] = DeviceSeq{int32_t(r), 1, 0, storage->pad_slot(), page_offset, 1, 0};
+    if (shape.seqs > 0) {
+        // The launches may depend on max_seq_tokens: fixed by the shape, not by the spans.
+        max_seq_tokens = shape.stride;
+        if (rows > T) pages[page_offset] = storage->pad_block();
+        for (int64_t i = S; i < num_seqs; ++i) {
+            const int32_t r0 = int32_t(i) * shape.stride;
+            for (int32_t r = 0; r < shape.stride; ++r) {
+                ids[r0 + r] = 0;
+                pos[r0 + r] = r;
+                row_seq[r0 + r] = int32_t(i);
+            }
+            seqs[i] = DeviceSeq{r0, shape.stride, 0, storage->pad_slot(), page_offset, 1, 0};
         }
-        max_seq_tokens = 1;
     }
     QS_CUDA_CHECK(cudaMemcpyAsync(batch_ints_.get(), staging_, total * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
     const int32_t* d = batch_ints_.as<int32_t>();
@@ -208,10 +258,12 @@ int64_t CudaOps::begin_forward(const ForwardBatch& batch, const int32_t* positio
     batch_.num_seqs = int32_t(num_seqs);
     batch_.max_seq_tokens = max_seq_tokens;
     batch_host_ = &batch;
-    replay_pending_ = padded > 0 && !options_.pad_without_graphs;
+    plan_stash(batch, rows, shape.seqs > 0);
+    replay_pending_ = shape.seqs > 0 && !options_.pad_without_graphs;
     if (replay_pending_) {
         const DeviceArena::Mark m = arena_.mark();
-        graph_key_ = ForwardGraphs::Key{rows, storage->id(), m.chunk, m.used};
+        graph_key_ = ForwardGraphs::Key{rows, shape.stride, replay.short_spans, replay.variant, storage->id(),
+                                        m.chunk, m.used};
     }
     return rows;
 }
@@ -256,6 +308,10 @@ void CudaOps::argmax_rows(const float* x, int64_t R, int64_t n, int32_t* out) {
 void CudaOps::add(float* x, const float* y, int64_t n) {
     const auto prof = profiler_.scope("add", stream_);
     launch_add(x, y, n, stream_);
+}
+
+void CudaOps::fill_zero(float* x, int64_t n) {
+    if (n > 0) QS_CUDA_CHECK(cudaMemsetAsync(x, 0, size_t(n) * sizeof(float), stream_));
 }
 
 void CudaOps::gather_rows(const float* src, const int32_t* rows, int64_t R, int64_t n, float* out) {
@@ -325,59 +381,68 @@ void CudaOps::gated_delta_net(const float* qkv, const float* z, const float* b, 
     p.batch = batch_;
     p.workspace = arena_.allocate(gdn_workspace_bytes(batch_.num_tokens, d.conv_dim()));
     p.out = out;
-    stash_deferred_inputs(qkv, b, a, d, batch, gdn_layer, p.chunk_min_tokens);
+    // The stash buffers are sized before a capture for the layers seen so far.
+    if (gdn_layer >= gdn_shape_.layers) gdn_shape_ = GdnShape{gdn_layer + 1, d.conv_dim(), d.num_value_heads};
+    QS_CHECK(gdn_shape_.conv_dim == d.conv_dim() && gdn_shape_.value_heads == d.num_value_heads);
+    stash_deferred_inputs(qkv, b, a, gdn_layer);
     launch_gated_delta_net(p, stream_);
 }
 
-void CudaOps::stash_deferred_inputs(const float* qkv, const float* b, const float* a, const GdnDims& d,
-                                    const ForwardBatch& batch, int64_t gdn_layer, int chunk_min_tokens) {
-    // The deferred spans' rows, in batch order, into this layer's stash (persistent buffers: the
-    // commit comes after the verdicts, when this forward's arena is gone).
-    std::vector<int32_t>& rows = stash_rows_scratch_;
-    rows.clear();
-    std::map<int32_t, int64_t> first;
-    for (const SeqSpan& s : batch.seqs) {
-        if (!s.defer_state) continue;
-        QS_CHECK_MSG(s.num_tokens < chunk_min_tokens, "a deferred GDN span must be short enough for the serial kernel");
-        first[s.row_begin] = int64_t(rows.size());
-        for (int32_t r = 0; r < s.num_tokens; ++r) rows.push_back(s.row_begin + r);
-    }
-    if (rows.empty()) return;
-    const int64_t n = int64_t(rows.size()), C = d.conv_dim(), Nv = d.num_value_heads;
+void CudaOps::stash_deferred_inputs(const float* qkv, const float* b, const float* a, int64_t gdn_layer) {
+    // The deferred spans' rows into this layer's stash (persistent buffers: the commit comes
+    // after the verdicts, when this forward's arena is gone).
+    if (!stash_.this_forward) return;
+    const int64_t n = stash_.rows, C = gdn_shape_.conv_dim, Nv = gdn_shape_.value_heads;
     const int id = kGdnStashId + 3 * int(gdn_layer);
-    const int32_t* d_rows = upload_ints(rows.data(), n);
-    launch_gather_rows(qkv, d_rows, n, C, persistent(id, n * C), stream_);
-    launch_gather_rows(b, d_rows, n, Nv, persistent(id + 1, n * Nv), stream_);
-    launch_gather_rows(a, d_rows, n, Nv, persistent(id + 2, n * Nv), stream_);
-    if (gdn_stash_first_.size() <= size_t(gdn_layer)) gdn_stash_first_.resize(size_t(gdn_layer) + 1);
-    gdn_stash_first_[size_t(gdn_layer)] = std::move(first);
+    if (stash_.whole_batch) {
+        copy(qkv, n * C, persistent(id, n * C));
+        copy(b, n * Nv, persistent(id + 1, n * Nv));
+        copy(a, n * Nv, persistent(id + 2, n * Nv));
+        return;
+    }
+    launch_gather_rows(qkv, stash_.rows_dev, n, C, persistent(id, n * C), stream_);
+    launch_gather_rows(b, stash_.rows_dev, n, Nv, persistent(id + 1, n * Nv), stream_);
+    launch_gather_rows(a, stash_.rows_dev, n, Nv, persistent(id + 2, n * Nv), stream_);
 }
 
 void CudaOps::gdn_commit(const GdnWeights& w, const GdnDims& d, const ForwardBatch& commit,
                          const std::vector<int32_t>& deferred_rows, ModelCache& cache, int64_t gdn_layer) {
-    QS_CHECK(deferred_rows.size() == commit.seqs.size() && size_t(gdn_layer) < gdn_stash_first_.size());
-    const std::map<int32_t, int64_t>& first = gdn_stash_first_[size_t(gdn_layer)];
-    std::vector<int32_t>& rows = stash_rows_scratch_;
-    rows.clear();
-    for (size_t i = 0; i < commit.seqs.size(); ++i) {
-        auto it = first.find(deferred_rows[i]);
-        QS_CHECK_MSG(it != first.end(), "gdn_commit: no deferred span began at that row");
-        QS_CHECK(commit.seqs[i].row_begin == int32_t(rows.size()));
-        for (int32_t r = 0; r < commit.seqs[i].num_tokens; ++r) rows.push_back(int32_t(it->second + r));
-    }
-    const int64_t n = int64_t(rows.size()), C = d.conv_dim(), Nv = d.num_value_heads;
-    QS_CHECK(n == commit.num_tokens());
+    QS_CHECK(deferred_rows.size() == commit.seqs.size() && gdn_layer < gdn_shape_.layers);
+    check_batch(commit);
+    const int64_t T = batch_.num_tokens, C = d.conv_dim(), Nv = d.num_value_heads;
     const int id = kGdnStashId + 3 * int(gdn_layer);
-    const int32_t* d_rows = upload_ints(rows.data(), n);
-    float* qkv = alloc(n * C);                 // [n, C] the kept rows' pre-conv inputs
-    float* b = alloc(n * Nv);                  // [n, Nv]
-    float* a = alloc(n * Nv);                  // [n, Nv]
-    float* z = alloc(n * d.value_dim());       // [n, Vdim] (only feeds the unused output)
-    float* out = alloc(n * d.value_dim());     // [n, Vdim] unused
-    launch_gather_rows(persistent(id, 0), d_rows, n, C, qkv, stream_);
-    launch_gather_rows(persistent(id + 1, 0), d_rows, n, Nv, b, stream_);
-    launch_gather_rows(persistent(id + 2, 0), d_rows, n, Nv, a, stream_);
-    QS_CUDA_CHECK(cudaMemsetAsync(z, 0, size_t(n * d.value_dim()) * sizeof(float), stream_));
+    // Where each commit row's inputs are in the stash. A whole-batch stash holds the verify
+    // forward's rows in place: a commit laid out like that forward reads it directly.
+    bool in_place = stash_.whole_batch && T <= stash_.rows;
+    for (size_t i = 0; i < commit.seqs.size() && in_place; ++i) {
+        auto it = stash_.first.find(deferred_rows[i]);
+        QS_CHECK_MSG(it != stash_.first.end(), "gdn_commit: no deferred span began at that row");
+        in_place = it->second == commit.seqs[i].row_begin;
+    }
+    float* z = alloc(T * d.value_dim());    // [T, Vdim] (only feeds the unused output)
+    float* out = alloc(T * d.value_dim());  // [T, Vdim] unused
+    fill_zero(z, T * d.value_dim());
+    if (in_place) {
+        gated_delta_net(persistent(id, 0), z, persistent(id + 1, 0), persistent(id + 2, 0), w, d, commit, cache,
+                        gdn_layer, out);
+        return;
+    }
+    // Gathered: commit row row_begin + r ← stash row first + r (rows of no span read row 0).
+    std::vector<int32_t>& rows = stash_rows_scratch_;
+    rows.assign(size_t(T), 0);
+    for (size_t i = 0; i < commit.seqs.size(); ++i) {
+        auto it = stash_.first.find(deferred_rows[i]);
+        QS_CHECK_MSG(it != stash_.first.end(), "gdn_commit: no deferred span began at that row");
+        for (int32_t r = 0; r < commit.seqs[i].num_tokens; ++r)
+            rows[size_t(commit.seqs[i].row_begin + r)] = int32_t(it->second + r);
+    }
+    const int32_t* d_rows = upload_ints(rows.data(), T);
+    float* qkv = alloc(T * C);  // [T, C] the kept rows' pre-conv inputs
+    float* b = alloc(T * Nv);   // [T, Nv]
+    float* a = alloc(T * Nv);   // [T, Nv]
+    launch_gather_rows(persistent(id, 0), d_rows, T, C, qkv, stream_);
+    launch_gather_rows(persistent(id + 1, 0), d_rows, T, Nv, b, stream_);
+    launch_gather_rows(persistent(id + 2, 0), d_rows, T, Nv, a, stream_);
     gated_delta_net(qkv, z, b, a, w, d, commit, cache, gdn_layer, out);
 }
 

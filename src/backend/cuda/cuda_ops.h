@@ -60,7 +60,7 @@ public:
     void copy_from_host(const float* src, int64_t n, float* dst) override;
     std::unique_ptr<ModelCache> make_cache(const CacheGeometry& g) override;
     void prepare_weights(const WeightSet& w) override;
-    int64_t begin_forward(const ForwardBatch& batch, const int32_t* positions, ModelCache* replay_cache = nullptr) override;
+    int64_t begin_forward(const ForwardBatch& batch, const int32_t* positions, const Replay& replay = {}) override;
     float* run_layers(const std::function<float*()>& layers) override;
     void synchronize() override;
 
@@ -71,6 +71,7 @@ public:
     void sample(float* logits, int64_t V, const SamplingBatch& batch, ModelCache& cache, SampleOutput& out) override;
     void store_token_ids(const ForwardBatch& batch, const int32_t* positions, ModelCache& cache) override;
     void add(float* x, const float* y, int64_t n) override;
+    void fill_zero(float* x, int64_t n) override;
     void gather_rows(const float* src, const int32_t* rows, int64_t R, int64_t n, float* out) override;
     void concat_columns(const float* a, const float* b, int64_t T, int64_t n, float* out) override;
     void gated_attention(const float* qg, float* k, const float* v, const std::vector<float>& q_norm,
@@ -97,11 +98,18 @@ private:
     // Uploads n int32 host values into the arena (ordered on the stream).
     int32_t* upload_ints(const int32_t* host, int64_t n);
     void check_batch(const ForwardBatch& batch) const;
-    // Gathers the deferred spans' GDN inputs into the layer's stash (SeqSpan::defer_state).
-    void stash_deferred_inputs(const float* qkv, const float* b, const float* a, const GdnDims& d,
-                               const ForwardBatch& batch, int64_t gdn_layer, int chunk_min_tokens);
-    // The padded row count if this batch can run as a graph (0: it runs eagerly).
-    int64_t graph_rows(const ForwardBatch& batch, const CudaCacheStorage* storage) const;
+    // Copies the deferred spans' GDN inputs into the layer's stash (SeqSpan::defer_state), by
+    // the plan begin_forward made.
+    void stash_deferred_inputs(const float* qkv, const float* b, const float* a, int64_t gdn_layer);
+    // begin_forward: the stash plan of a batch with deferred spans, and the stash buffers sized
+    // for it (before any capture: a buffer that grows invalidates the graphs).
+    void plan_stash(const ForwardBatch& batch, int64_t rows, bool whole_batch);
+    // A batch shape that can run as a graph: `seqs` sequences (padded) of `stride` rows.
+    struct GraphShape {
+        int64_t seqs = 0;  // 0: the batch runs eagerly
+        int32_t stride = 0;
+    };
+    GraphShape graph_shape(const ForwardBatch& batch, const Replay& replay, const CudaCacheStorage* storage) const;
 
     CudaOptions options_;
     cudaStream_t stream_ = nullptr;
@@ -123,10 +131,21 @@ private:
     bool replay_pending_ = false;   // begin_forward padded the batch; run_layers uses graph_key_
     ForwardGraphs::Key graph_key_{};
     std::map<int, DeviceBuffer> persistent_;  // persistent(): outside the arena
-    // GDN stash (stash_deferred_inputs): persistent ids kGdnStashId + 3·layer + {qkv, b, a}, and
-    // per layer the stash row where each deferred span (by its first batch row) begins.
+    // GDN stash (stash_deferred_inputs): persistent ids kGdnStashId + 3·layer + {qkv, b, a}.
+    // The plan of the last forward with deferred spans: the stash row where each deferred span
+    // (by its first batch row) begins; either the whole batch copied row for row (graphs: no
+    // row list to upload) or the deferred rows gathered (stash_rows_dev_, in the arena).
     static constexpr int kGdnStashId = 1 << 16;
-    std::vector<std::map<int32_t, int64_t>> gdn_stash_first_;
+    struct StashPlan {
+        std::map<int32_t, int64_t> first;
+        bool whole_batch = false;
+        int64_t rows = 0;                         // stash rows
+        const int32_t* rows_dev = nullptr;        // gathered: batch row of each stash row
+        bool this_forward = false;                // the current forward stashes
+    } stash_;
+    struct GdnShape {
+        int64_t layers = 0, conv_dim = 0, value_heads = 0;  // seen by gated_delta_net
+    } gdn_shape_;
     std::vector<int32_t> stash_rows_scratch_;
     std::vector<char> sample_upload_;        // sample(): the SamplingBatch packed for one copy
     std::vector<int32_t> sample_download_;   // sample(): what comes back

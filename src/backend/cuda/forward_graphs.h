@@ -1,7 +1,9 @@
-// ForwardGraphs: CUDA graphs of the model's layers for decode batches. A decode step launches
-// ~15 kernels per layer (600 in all); at small batch the GPU finishes each faster than the host
-// can launch the next, so single-stream decode is launch-bound. Capturing the layers once per
-// padded batch size and replaying the graph makes a step one launch.
+// ForwardGraphs: CUDA graphs of the model's layers for batches on a fixed stride (decode: one
+// row per sequence; MTP verify: 1 + k rows per sequence; the GDN commit and the MTP head after
+// a verify). A decode step launches ~15 kernels per layer (600 in all); at small batch the GPU
+// finishes each faster than the host can launch the next, so single-stream decode is
+// launch-bound. Capturing the layers once per padded shape and replaying the graph makes a step
+// one launch.
 //
 // A graph is valid only while everything it captured stays the same: the batch buffers (fixed
 // addresses, offsets fixed by the padded size), the cache storage (its id is in the key), the
@@ -24,22 +26,25 @@ namespace qs::cuda {
 
 class ForwardGraphs {
 public:
-    // Graphs for decode batches of up to max_batch sequences (0: none).
+    // Graphs for batches of up to max_batch sequences (0: none).
     explicit ForwardGraphs(int64_t max_batch);
     ~ForwardGraphs();
     ForwardGraphs(const ForwardGraphs&) = delete;
     ForwardGraphs& operator=(const ForwardGraphs&) = delete;
 
-    // The padded size a decode batch of n sequences runs at: the smallest captured size ≥ n,
-    // or 0 when n is above max_batch (then the batch runs without a graph).
+    // The padded number of sequences a batch of n sequences runs at: the smallest captured size
+    // ≥ n, or 0 when n is above max_batch (then the batch runs without a graph).
     int64_t padded_size(int64_t n) const;
     const std::vector<int64_t>& sizes() const { return sizes_; }
 
     struct Key {
-        int64_t rows;       // padded batch size
-        uint64_t cache_id;  // CudaCacheStorage::id()
+        int64_t rows;        // padded batch rows
+        int32_t seq_rows;    // the stride: rows per sequence
+        bool short_spans;    // Replay::short_spans
+        uint64_t variant;    // Replay::variant
+        uint64_t cache_id;   // CudaCacheStorage::id()
         size_t arena_chunk, arena_used;
-        auto tie() const { return std::tie(rows, cache_id, arena_chunk, arena_used); }
+        auto tie() const { return std::tie(rows, seq_rows, short_spans, variant, cache_id, arena_chunk, arena_used); }
         bool operator<(const Key& o) const { return tie() < o.tie(); }
     };
     // Replays the graph for `key`, or captures `layers` into one (which must only enqueue work

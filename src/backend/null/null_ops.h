@@ -31,6 +31,7 @@ public:
     // Every logit is zero: the greedy pick (token 0) for every row.
     void sample(float* logits, int64_t V, const SamplingBatch& batch, ModelCache& cache, SampleOutput& out) override;
     void add(float* x, const float* y, int64_t n) override {}
+    void fill_zero(float* x, int64_t n) override {}
     void gather_rows(const float* src, const int32_t* rows, int64_t R, int64_t n, float* out) override {}
     void concat_columns(const float* a, const float* b, int64_t T, int64_t n, float* out) override {}
     void gated_attention(const float* qg, float* k, const float* v, const std::vector<float>& q_norm,
