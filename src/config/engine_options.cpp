@@ -42,6 +42,9 @@ std::vector<EngineOption> make_table() {
     t.push_back(int_option("kv-block-size", "kv_block_size", 1, 1024, "tokens per KV page"));
     t.push_back(int_option("max-waiting", "max_waiting", 0, kNoMax,
                            "requests queued beyond the running ones; past it a submission is refused (retry)"));
+    t.push_back(int_option("max-prefill-tokens-with-decodes", "max_prefill_tokens_with_decodes", 0, kNoMax,
+                           "prompt rows per step while sequences decode (0: the step budget); lower values "
+                           "bound the inter-token latency of running streams at some cost in throughput"));
     t.push_back(int_option("num-speculative-tokens", "num_speculative_tokens", 0, 3,
                            "MTP draft tokens proposed per step (needs a checkpoint with mtp.*)"));
     t.push_back(int_option("speculative-disable-by-batch-size", "speculative_disable_by_batch_size", 0, kNoMax,

@@ -27,6 +27,7 @@ constexpr IntField kIntFields[] = {
     {"max-model-len", &EngineConfig::max_model_len},
     {"kv-block-size", &EngineConfig::kv_block_size},
     {"max-waiting", &EngineConfig::max_waiting},
+    {"max-prefill-tokens-with-decodes", &EngineConfig::max_prefill_tokens_with_decodes},
     {"num-speculative-tokens", &EngineConfig::num_speculative_tokens},
     {"speculative-disable-by-batch-size", &EngineConfig::speculative_disable_by_batch_size},
     {"num-state-snapshots", &EngineConfig::num_state_snapshots},
@@ -67,18 +68,21 @@ Status EngineConfig::validate() const {
         QS_RETURN_IF_ERROR(check_option_range(engine_option(f.option), this->*f.field));
     if (max_num_batched_tokens < max_num_seqs * (1 + num_speculative_tokens) && !enable_chunked_prefill)
         return invalid_argument("max_num_batched_tokens is too small for max_num_seqs decodes without chunked prefill");
+    // Without chunking a prompt longer than the cap could never start while others decode.
+    if (max_prefill_tokens_with_decodes > 0 && !enable_chunked_prefill)
+        return invalid_argument("max_prefill_tokens_with_decodes needs chunked prefill (it cuts prompts into chunks)");
     return Status::ok();
 }
 
 std::string EngineConfig::describe() const {
     return fmt::format(
         "max_num_seqs={} max_num_batched_tokens={} max_model_len={} kv_block_size={} kv_cache_dtype={} "
-        "chunked_prefill={} prefix_caching={} max_waiting={} num_speculative_tokens={} "
+        "max_prefill_tokens_with_decodes={} chunked_prefill={} prefix_caching={} max_waiting={} num_speculative_tokens={} "
         "speculative_disable_by_batch_size={} num_state_snapshots={} "
         "cache_memory_mb={} num_kv_blocks={} gdn_state_dtype={}",
         max_num_seqs, max_num_batched_tokens, max_model_len, kv_block_size, kv_cache_dtype_name(kv_cache_dtype),
-        enable_chunked_prefill, enable_prefix_caching, max_waiting, num_speculative_tokens,
-        speculative_disable_by_batch_size, num_state_snapshots,
+        max_prefill_tokens_with_decodes, enable_chunked_prefill, enable_prefix_caching, max_waiting,
+        num_speculative_tokens, speculative_disable_by_batch_size, num_state_snapshots,
         cache_memory_mb, num_kv_blocks, gdn_state_bf16 ? "bf16" : "f32") +
            (benchmark_mtp_acceptance >= 0.0
                 ? fmt::format(" benchmark_mtp_acceptance={} (BENCHMARK ONLY: outputs are not the model's)",

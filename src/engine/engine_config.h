@@ -18,6 +18,9 @@ namespace qs {
 struct EngineConfig {
     int64_t max_num_seqs = 512;              // resident (running) sequences = GDN state slots
     int64_t max_num_batched_tokens = 16384;  // rows per forward step
+    // Latency policy: prompt rows per step while any sequence decodes (0: no cap beyond the
+    // step budget). Bounds the step every decoding stream waits on.
+    int64_t max_prefill_tokens_with_decodes = 0;
     int64_t max_model_len = 0;               // 0: the model's max_position_embeddings, capped by memory
     int64_t kv_block_size = 16;              // tokens per KV page
     KvCacheDtype kv_cache_dtype = KvCacheDtype::kBF16;  // every command's default, on every device

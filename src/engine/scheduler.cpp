@@ -66,6 +66,16 @@ SchedulerOutput Scheduler::schedule() {
     SchedulerOutput out;
     out.scheduled.reserve(running_.size() + 1);
     int64_t budget = config_.max_num_batched_tokens;
+    // Latency policy: while sequences decode, prompt rows per step are capped, so a long prefill
+    // cannot stretch the step every decoding sequence waits on (ITL). Without decodes (a server
+    // filling up) prompts get the whole budget.
+    int64_t prefill_budget = budget;
+    if (config_.max_prefill_tokens_with_decodes > 0)
+        for (const Sequence* s : running_)
+            if (s->num_uncomputed() == 1) {
+                prefill_budget = config_.max_prefill_tokens_with_decodes;
+                break;
+            }
 
     // Stage 1: running sequences, highest priority first (running_ is kept in that order; the
     // copy is walked because preemption removes sequences from running_).
@@ -79,6 +89,11 @@ SchedulerOutput Scheduler::schedule() {
             s->draft.clear();
             verify = false;
             n = 1;
+        }
+        const bool prefill = s->num_uncomputed() > 1;
+        if (prefill) {
+            if (prefill_budget <= 0) continue;
+            n = std::min(n, prefill_budget);
         }
         if (!verify) n = align_chunk(*s, std::min(n, budget));
         if (!config_.enable_chunked_prefill && n < s->num_uncomputed()) continue;
@@ -96,20 +111,22 @@ SchedulerOutput Scheduler::schedule() {
         if (self_preempted) continue;
         out.scheduled.push_back({s, n, verify});
         budget -= n;
+        if (prefill) prefill_budget -= n;
     }
 
     // Stage 2: admit waiting sequences while slots, pages and budget last (never preempting).
-    while (!waiting_.empty() && budget > 0 && int64_t(running_.size()) < config_.max_num_seqs &&
+    while (!waiting_.empty() && budget > 0 && prefill_budget > 0 && int64_t(running_.size()) < config_.max_num_seqs &&
            cache_.has_free_slot() && out.num_preempted == 0) {
         Sequence* s = *waiting_.begin();
         s->slot = cache_.acquire_slot();
         const int64_t hit = cache_.apply_prefix_hit(*s);
         int64_t n = s->num_uncomputed();
-        if (!config_.enable_chunked_prefill && n > budget) {
+        const int64_t room = std::min(budget, prefill_budget);
+        if (!config_.enable_chunked_prefill && n > room) {
             cache_.free_sequence(*s);
             break;
         }
-        n = align_chunk(*s, std::min(n, budget));
+        n = align_chunk(*s, std::min(n, room));
         if (!cache_.ensure_blocks(*s, s->num_computed + n)) {
             cache_.free_sequence(*s);
             break;
@@ -124,6 +141,7 @@ SchedulerOutput Scheduler::schedule() {
         insert_running(s);
         out.scheduled.push_back({s, n, false});
         budget -= n;
+        prefill_budget -= n;
     }
     return out;
 }

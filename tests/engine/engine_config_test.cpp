@@ -97,5 +97,15 @@ TEST(EngineConfig, MaxNumSeqsIsFittedOnlyWhenNotSet) {
     EXPECT_TRUE(tight->fitted(m, false).validate().is_ok());
 }
 
+TEST(EngineConfig, PrefillCapNeedsChunkedPrefill) {
+    auto ok = parse({"--max-prefill-tokens-with-decodes", "2048"});
+    ASSERT_TRUE(ok.is_ok()) << ok.status().message();
+    EXPECT_EQ(ok->max_prefill_tokens_with_decodes, 2048);
+    auto bad = parse({"--max-prefill-tokens-with-decodes", "2048", "--no-chunked-prefill"});
+    ASSERT_FALSE(bad.is_ok());
+    EXPECT_NE(bad.status().message().find("max_prefill_tokens_with_decodes needs chunked prefill"), std::string::npos)
+        << bad.status().message();
+}
+
 }  // namespace
 }  // namespace qs

@@ -99,6 +99,36 @@ TEST(Scheduler, DecodesFirstThenPrefillChunksUpToTheBudget) {
     EXPECT_EQ(rows_of(out), (Rows{{0, 1}, {1, 1}, {2, 4}}));  // the last 4
 }
 
+// The latency policy: while any sequence decodes, prompt rows per step (running chunks and new
+// admissions together) stay within max_prefill_tokens_with_decodes; a step with no decodes
+// gives prompts the whole budget.
+TEST(Scheduler, PrefillRowsAreCappedWhileSequencesDecode) {
+    Rig rig(64, 4, 0, false, false, /*budget=*/10);
+    rig.config.max_prefill_tokens_with_decodes = 3;
+    rig.submit(0, count_to(6));
+    rig.submit(1, count_to(6));
+    SchedulerOutput out = rig.scheduler.schedule();
+    EXPECT_EQ(rows_of(out), (Rows{{0, 6}, {1, 4}}));  // nobody decodes yet: the whole budget
+    play_forward(out, *rig.manager);
+    rig.submit(2, count_to(9));
+    out = rig.scheduler.schedule();
+    // 0 decodes: 3 prompt rows in all, to 1's rest (2) then 2's first chunk (1).
+    EXPECT_EQ(rows_of(out), (Rows{{0, 1}, {1, 2}, {2, 1}}));
+    play_forward(out, *rig.manager);
+    out = rig.scheduler.schedule();
+    EXPECT_EQ(rows_of(out), (Rows{{0, 1}, {1, 1}, {2, 3}}));  // both decode; 2 gets the 3
+    play_forward(out, *rig.manager);
+
+    // Off (0): the same state takes the whole budget.
+    Rig off(64, 4, 0, false, false, 10);
+    off.submit(0, count_to(6));
+    off.submit(1, count_to(6));
+    out = off.scheduler.schedule();
+    play_forward(out, *off.manager);
+    off.submit(2, count_to(9));
+    EXPECT_EQ(rows_of(off.scheduler.schedule()), (Rows{{0, 1}, {1, 2}, {2, 7}}));
+}
+
 TEST(Scheduler, WithoutChunkedPrefillAPromptWaitsForRoomForAllOfIt) {
     Rig rig(64, 4, 0, false, false, /*budget=*/10);
     rig.config.enable_chunked_prefill = false;
