@@ -13,23 +13,14 @@ B=gpu-bundle
 port=18600
 lengths=("$@")
 [ ${#lengths[@]} -eq 0 ] && lengths=(32768 131072 220000)
-if [ -f .carry/gpu-bundle.tar.xz ] && [ ! -x "$B/qwenserve" ]; then mkdir -p "$B" && tar -C "$B" -xJf .carry/gpu-bundle.tar.xz; fi
-[ -f .carry/qwen36-tok/tokenizer.json ] || { mkdir -p .carry/qwen36-tok && tar -C .carry/qwen36-tok -xJf .carry/qwen36-tok.tar.xz; }
-export LD_LIBRARY_PATH="$PWD/$B:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+source scripts/gpu_serve_lib.sh
+gpu_serve_unpack
 fx=$(mktemp -d)
 mem_peak() {  # polls used GPU memory (MiB) into $fx/mem.txt until killed
     while true; do nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits >> "$fx/mem.txt"; sleep 0.5; done
 }
-"$B/qwenserve" serve --model builtin:qwen36-35b-a3b --load-format dummy --dummy-format fp8-block \
-    --gdn-state-dtype bf16 --kv-cache-dtype fp8_e4m3 --device cuda --tokenizer .carry/qwen36-tok \
-    --served-model-name qwen3.6-35b-a3b --port $port --max-model-len 262144 > "$fx/serve.log" 2>&1 &
-server=$!
-for i in $(seq 1 240); do
-    curl -sf "http://127.0.0.1:$port/health" > /dev/null && break
-    kill -0 $server 2>/dev/null || { echo "serve exited"; tail -20 "$fx/serve.log"; exit 1; }
-    sleep 1
-done
-echo "serve up after ${i}s"
+gpu_serve_start --max-model-len 262144
+echo "serve up after ${up_after}s"
 grep -E "capacity|budget" "$fx/serve.log" | tail -3
 for len in "${lengths[@]}"; do
     "$B/qwenserve" bench fixture --out "$fx/f_$len.jsonl" --requests 1 --seed 7 --min-prompt "$len" \

@@ -27,19 +27,12 @@ while [ $# -gt 0 ]; do
         *) break ;;
     esac
 done
-[ -f .carry/qwen36-tok/tokenizer.json ] || { mkdir -p .carry/qwen36-tok && tar -C .carry/qwen36-tok -xJf .carry/qwen36-tok.tar.xz; }
-export LD_LIBRARY_PATH="$PWD/$B:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+source scripts/gpu_serve_lib.sh
+gpu_serve_unpack
 fx=$(mktemp -d)  # fixtures, results and the server log stay off $OUT (the device tool returns 8 files)
-"$B/qwenserve" serve --model builtin:qwen36-35b-a3b --load-format dummy --dummy-format fp8-block \
-    --gdn-state-dtype bf16 --kv-cache-dtype fp8_e4m3 --device cuda --tokenizer .carry/qwen36-tok \
-    --served-model-name qwen3.6-35b-a3b --port $port --max-waiting 8192 $extra > "$fx/serve.log" 2>&1 &
-server=$!
-for i in $(seq 1 240); do
-    curl -sf "http://127.0.0.1:$port/health" > /dev/null && break
-    kill -0 $server 2>/dev/null || { echo "serve exited"; tail -20 "$fx/serve.log"; exit 1; }
-    sleep 1
-done
-echo "serve up after ${i}s ($name: $extra)"
+# shellcheck disable=SC2086  # $extra is a list of arguments
+gpu_serve_start --max-waiting 8192 $extra
+echo "serve up after ${up_after}s ($name: $extra)"
 "$B/qwenserve" bench fixture --out "$fx/fixture.jsonl" --requests "$requests" --seed 1 --min-prompt 256 \
     --max-prompt 1792 --max-tokens 256 --context 2048 --model qwen3.6-35b-a3b > /dev/null
 for mode in "$@"; do

@@ -4,24 +4,35 @@
 #include <gtest/gtest.h>
 
 #include "engine_test_util.h"
+#include "core/check.h"
 #include "io/npy.h"
 
 using namespace qs;
 using namespace qs::test;
 
-TEST(MtpTrained, GreedyEqualsNoMtpAndDraftsAreAccepted) {
-    const std::string dir = std::string(QS_SOURCE_DIR) + "/models/qwen36-tiny";
-    auto w = load_model_dir(dir);
-    ASSERT_TRUE(w.is_ok()) << w.status().message();
-    auto ids = read_npy_int(dir + "/ref_ids.npy");
-    ASSERT_TRUE(ids.is_ok());
-    // Prompts: prefixes of held-out text of several lengths.
+namespace {
+
+const std::string kModelDir = std::string(QS_SOURCE_DIR) + "/models/qwen36-tiny";
+
+// Greedy requests (EOS ignored) whose prompts are prefixes of the model's held-out text.
+std::vector<GenerationRequest> held_out_prompts(std::initializer_list<int> lengths, int max_tokens) {
+    auto ids = read_npy_int(kModelDir + "/ref_ids.npy");
+    QS_CHECK(ids.is_ok());
     std::vector<GenerationRequest> reqs;
-    for (int len : {5, 12, 23, 40, 61, 80}) {
+    for (int len : lengths) {
         std::vector<int32_t> p(ids->data.begin(), ids->data.begin() + len);
-        reqs.push_back(greedy_request("p" + std::to_string(len), p, 32));
+        reqs.push_back(greedy_request("p" + std::to_string(len), p, max_tokens));
         reqs.back().params.ignore_eos = true;
     }
+    return reqs;
+}
+
+}  // namespace
+
+TEST(MtpTrained, GreedyEqualsNoMtpAndDraftsAreAccepted) {
+    auto w = load_model_dir(kModelDir);
+    ASSERT_TRUE(w.is_ok()) << w.status().message();
+    const std::vector<GenerationRequest> reqs = held_out_prompts({5, 12, 23, 40, 61, 80}, 32);
     std::map<int64_t, Collector> by_k;
     std::map<int64_t, std::vector<int64_t>> proposed, accepted;
     for (int64_t k = 0; k <= 3; ++k) {
@@ -57,17 +68,10 @@ TEST(MtpTrained, GreedyEqualsNoMtpAndDraftsAreAccepted) {
 // proposed (the steps are plain decode steps); at or under it MTP drafts as usual. Greedy output
 // is the same either way.
 TEST(MtpTrained, DisableByBatchSize) {
-    const std::string dir = std::string(QS_SOURCE_DIR) + "/models/qwen36-tiny";
-    auto w = load_model_dir(dir);
+    auto w = load_model_dir(kModelDir);
     ASSERT_TRUE(w.is_ok()) << w.status().message();
-    auto ids = read_npy_int(dir + "/ref_ids.npy");
-    ASSERT_TRUE(ids.is_ok());
-    std::vector<GenerationRequest> reqs;
-    for (int len : {6, 14, 30, 45}) {  // prefilled in one step, then decoded side by side
-        std::vector<int32_t> p(ids->data.begin(), ids->data.begin() + len);
-        reqs.push_back(greedy_request("p" + std::to_string(len), p, 20));
-        reqs.back().params.ignore_eos = true;
-    }
+    // Prefilled in one step, then decoded side by side.
+    const std::vector<GenerationRequest> reqs = held_out_prompts({6, 14, 30, 45}, 20);
     std::map<int64_t, Collector> by_limit;
     std::map<int64_t, int64_t> proposed;
     for (int64_t limit : {-1, 3, 4}) {  // -1: MTP off
