@@ -17,6 +17,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
+#include "cli/backend_args.h"
 #include "cli/model_args.h"
 #include "core/args.h"
 #include "core/timer.h"
@@ -230,10 +231,11 @@ int run(const Args& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    std::set<std::string> valued = cli::model_valued_options();
-    valued.insert({"mode", "requests", "prompt", "completion", "decode-steps"});
+    std::set<std::string> valued = {"mode", "requests", "prompt", "completion", "decode-steps"};
+    std::set<std::string> flags;
+    cli::add_option_names(cli::model_option_group(), flags, valued);
+    cli::add_option_names(cli::backend_option_group(), flags, valued);
     valued.insert(EngineConfig::valued_options().begin(), EngineConfig::valued_options().end());
-    std::set<std::string> flags = cli::model_flag_options();
     flags.insert(EngineConfig::flag_options().begin(), EngineConfig::flag_options().end());
     auto args = Args::parse(argc, argv, flags, valued);
     if (!args.is_ok()) {

@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-bash scripts/build.sh
+bash scripts/build.sh --target qwenserve  # the demo needs the server alone
 
 PORT=18437
 BASE="http://127.0.0.1:$PORT"

@@ -387,7 +387,12 @@ void check_case(const std::string& name, const Problem& P, const Ref& R, bool bf
     }
     std::string lens;
     for (size_t s = 0; s < P.lens.size() && s < 6; ++s) lens += (s ? "," : "") + std::to_string(P.lens[s]);
-    if (P.lens.size() > 6) lens += ",.. (" + std::to_string(P.lens.size()) + " seqs)";
+    // Appended piece by piece: GCC 12 warns falsely (-Wrestrict) on "literal" + std::string&&.
+    if (P.lens.size() > 6) {
+        lens += ",.. (";
+        lens += std::to_string(P.lens.size());
+        lens += " seqs)";
+    }
     std::printf("case %s [%s, lens %s, %s state, %s]\n", name.c_str(), sh.name, lens.c_str(), bf16 ? "bf16" : "fp32",
                 path.name().c_str());
     report("out", compare(go.data(), ro.data(), go.size()), tol_out);

@@ -1,8 +1,7 @@
 // MoE lab: correctness of launch_moe (src/backend/cuda/moe_*.cu) against a float64 CPU
 // reference of CpuOps::moe (src/backend/cpu/cpu_moe.cpp), then timings at decode and prefill shapes.
 // Build (from the repository root):
-//   nvcc -O3 -std=c++20 -gencode=arch=compute_90a,code=sm_90a -Isrc bench/kernels/moe_lab.cu \
-//        src/backend/cuda/moe_*.cu -o build-gpu/moe_lab
+//   nvcc -O3 -std=c++20 -gencode=arch=compute_90a,code=sm_90a -Isrc bench/kernels/moe_lab.cu src/backend/cuda/moe_*.cu -o build-gpu/moe_lab
 // Run: build-gpu/moe_lab [seed] [--no-timing] [--quick] [--tiny-only]
 //
 // Correctness: tiny (E=16, k=4, H=256, I=128) and real (E=256, k=8, H=2048, I=512) shapes, T = 1, 7,

@@ -7,13 +7,14 @@
 #include <set>
 #include <string>
 
+#include "cli/option_table.h"
 #include "core/args.h"
 #include "engine/engine_config.h"
 #include "model/model_backend.h"
 
 namespace qs::cli {
 
-const std::set<std::string>& backend_valued_options();
+OptionGroup backend_option_group();
 // The backend for `engine`'s caches: the GDN state dtype comes from it, and a K/V dtype the
 // device cannot store (f32 on the GPU) is refused here, before any GPU is needed.
 Result<BackendOptions> backend_options_from_args(const Args& args, const EngineConfig& engine);

@@ -16,6 +16,7 @@
 #include "core/log.h"
 #include "core/timer.h"
 #include "engine/engine.h"
+#include "engine/engine_config_text.h"
 #include "engine/engine_sizing.h"
 #include "tokenizer/tokenizer.h"
 
@@ -182,11 +183,6 @@ void print_summary(const Engine& engine, const std::vector<BatchItem>& items,
 
 }  // namespace
 
-const std::set<std::string>& batch_valued_options() {
-    static const std::set<std::string> s = {"input", "output"};
-    return s;
-}
-
 Status run_batch_generate(const Args& args) {
     QS_ASSIGN_OR_RETURN(std::string input, args.require("input"));
     QS_ASSIGN_OR_RETURN(std::string output, args.require("output"));
@@ -200,7 +196,7 @@ Status run_batch_generate(const Args& args) {
 
     QS_ASSIGN_OR_RETURN(ModelWeights weights, load_model_from_args(args));
     std::shared_ptr<const tok::Tokenizer> tokenizer;
-    const std::string model = *args.get("model");
+    QS_ASSIGN_OR_RETURN(const std::string model, model_path_from_args(args));
     if (fs::exists(fs::path(model) / "tokenizer.json")) {
         QS_ASSIGN_OR_RETURN(std::unique_ptr<tok::Tokenizer> t, tok::Tokenizer::from_dir(model));
         tokenizer = std::move(t);
@@ -211,7 +207,8 @@ Status run_batch_generate(const Args& args) {
     QS_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine,
                         Engine::create(weights, *ops, engine_config,
                                        tokenizer ? std::make_shared<TokenizerTextDecoder>(tokenizer) : nullptr));
-    log_info("generate: {} requests; engine: {}; capacity: {}", items.size(), engine_config.describe(),
+    log_info("generate: {} requests; engine: {}; capacity: {}", items.size(),
+             with_resolved_sizes(engine_config, engine->capacity()).describe(),
              engine->capacity().describe());
     QS_RETURN_IF_ERROR(prepare(items, tokenizer.get(), weights.config, engine->max_model_len()));
 

@@ -11,9 +11,6 @@
 
 namespace qs::cli {
 
-// Options of the batch mode (besides the model and engine options).
-const std::set<std::string>& batch_valued_options();
-
 Status run_batch_generate(const Args& args);
 
 }  // namespace qs::cli

@@ -26,10 +26,9 @@ namespace qs::cli {
 namespace {
 
 int run_fixture(int argc, char** argv) {
-    auto args = Args::parse(argc, argv, {"token-ids", "no-ignore-eos"},
-                            {"out", "requests", "seed", "min-prompt", "max-prompt", "max-tokens",
-                             "context", "distribution", "model"});
-    if (!args.is_ok()) return fail("bench fixture", args.status());
+    int code = 0;
+    auto args = parse_command(bench_fixture_spec(), argc, argv, code);
+    if (!args) return code;
     bench::FixtureOptions o;
     auto out = args->require("out");
     if (!out.is_ok()) return fail("bench fixture", out.status());
@@ -74,12 +73,66 @@ void raise_fd_limit() {
 
 }  // namespace
 
+const CommandSpec& bench_fixture_spec() {
+    static const CommandSpec spec = [] {
+        const bench::FixtureOptions d;
+        CommandSpec c;
+        c.name = "bench fixture";
+        c.summary = "write a seeded JSONL workload (prompt lengths from a distribution) for bench and sweeps";
+        c.usage = "bench fixture --out F.jsonl [options]";
+        c.groups.push_back(
+            {"Fixture",
+             {required("out", "F.jsonl", "where the requests go"),
+              valued("requests", "N", "requests to write", std::to_string(d.num_requests)),
+              valued("seed", "N", "same options and seed, same bytes", std::to_string(d.seed)),
+              valued("min-prompt", "N", "shortest prompt in tokens (text prompts need > 6)", std::to_string(d.min_prompt)),
+              valued("max-prompt", "N", "longest prompt in tokens", std::to_string(d.max_prompt)),
+              valued("max-tokens", "N", "completion limit of each request", std::to_string(d.max_tokens)),
+              valued("context", "N", "prompt + max_tokens + template overhead stays within this (max_tokens is "
+                                     "lowered to fit)", std::to_string(d.context_len)),
+              choice("distribution", {"uniform", "normal"},
+                     "prompt lengths; normal: mean mid-range, sd range/6, clipped", d.distribution),
+              valued("model", "NAME", "the requests' \"model\" field", d.model),
+              flag("token-ids", "/v1/completions with the prompt as token ids (exact lengths) instead of chat text"),
+              flag("no-ignore-eos", "let completions stop at end-of-sequence (default: ignore_eos, fixed lengths)")}});
+        return c;
+    }();
+    return spec;
+}
+
+const CommandSpec& bench_spec() {
+    static const CommandSpec spec = [] {
+        CommandSpec c;
+        c.name = "bench";
+        c.summary = "load generator (closed-loop streaming replay of a fixture) and `bench fixture`";
+        c.usage = "bench --url URL --fixture F.jsonl [options]\n       qwenserve bench fixture --out F.jsonl [options]";
+        c.description =
+            "Each pass replays --requests requests of the fixture with --clients clients kept busy and prints "
+            "a table (TTFT, TPOT, ITL, end-to-end latency, throughput, steady state); with several passes the "
+            "first is the warm-up and the last one is the result. docs/BENCH.md explains every number.";
+        c.subcommands = {"bench fixture"};
+        c.groups.push_back(
+            {"Load",
+             {required("url", "URL", "the server, e.g. http://127.0.0.1:8000"),
+              required("fixture", "F.jsonl", "the requests (bench fixture writes one)"),
+              valued("clients", "N", "concurrent streaming clients", "64"),
+              valued("requests", "N", "requests per pass", "the fixture's size"),
+              valued("passes", "N", "passes; all but the last are warm-ups", "1"),
+              valued("threads", "N", "I/O threads of the load generator", "min(4, cores)"),
+              valued("gpu-hourly-cost", "USD", "price of the GPU per hour, for $ per million tokens (0: none)", "0"),
+              valued("api-key", "KEY", "sent as 'Authorization: Bearer KEY'", "none"),
+              valued("json-out", "R.json", "every pass's summary as JSON (campaign record reads it)"),
+              valued("pass-timeout-s", "S", "abandon a pass after this long (0: no limit)", "0")}});
+        return c;
+    }();
+    return spec;
+}
+
 int run_bench(int argc, char** argv) {
     if (argc >= 1 && std::string(argv[0]) == "fixture") return run_fixture(argc - 1, argv + 1);
-    auto args = Args::parse(argc, argv, {},
-                            {"url", "fixture", "clients", "requests", "passes", "threads",
-                             "gpu-hourly-cost", "api-key", "json-out", "pass-timeout-s"});
-    if (!args.is_ok()) return fail("bench", args.status());
+    int code = 0;
+    auto args = parse_command(bench_spec(), argc, argv, code);
+    if (!args) return code;
     auto url_s = args->require("url");
     if (!url_s.is_ok()) return fail("bench", url_s.status());
     auto fixture_path = args->require("fixture");

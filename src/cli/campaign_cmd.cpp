@@ -21,9 +21,9 @@ namespace qs::cli {
 namespace {
 
 int run_record(int argc, char** argv) {
-    auto args = Args::parse(argc, argv, {"fresh-start"},
-                            {"ledger", "config", "result", "run", "experiment"});
-    if (!args.is_ok()) return fail("campaign record", args.status());
+    int code = 0;
+    auto args = parse_command(campaign_record_spec(), argc, argv, code);
+    if (!args) return code;
     auto ledger = args->require("ledger");
     auto config = args->require("config");
     auto result = args->require("result");
@@ -62,8 +62,9 @@ int run_record(int argc, char** argv) {
 }
 
 int run_compare(int argc, char** argv) {
-    auto args = Args::parse(argc, argv, {}, {"ledger", "control", "candidate"});
-    if (!args.is_ok()) return fail("campaign compare", args.status());
+    int code = 0;
+    auto args = parse_command(campaign_compare_spec(), argc, argv, code);
+    if (!args) return code;
     auto ledger_path = args->require("ledger");
     auto control = args->require("control");
     auto candidate = args->require("candidate");
@@ -84,14 +85,66 @@ int run_compare(int argc, char** argv) {
 
 }  // namespace
 
+const CommandSpec& campaign_record_spec() {
+    static const CommandSpec spec = [] {
+        CommandSpec c;
+        c.name = "campaign record";
+        c.summary = "append the result pass of a `bench --json-out` file to the ledger";
+        c.usage = "campaign record --ledger L.jsonl --config NAME --result R.json [options]";
+        c.groups.push_back(
+            {"Record",
+             {required("ledger", "L.jsonl", "the campaign ledger (appended to)"),
+              required("config", "NAME", "the configuration measured"),
+              required("result", "R.json", "a bench --json-out file"),
+              valued("run", "ID", "the run's id (replicates share a config)"),
+              valued("experiment", "ID", "the experiment the run belongs to"),
+              flag("fresh-start", "the server was started fresh for this run")}});
+        return c;
+    }();
+    return spec;
+}
+
+const CommandSpec& campaign_compare_spec() {
+    static const CommandSpec spec = [] {
+        CommandSpec c;
+        c.name = "campaign compare";
+        c.summary = "the adoption gates of a candidate against a control; prints ADOPT (exit 0) or REJECT (exit 1)";
+        c.usage = "campaign compare --ledger L.jsonl --control A --candidate B";
+        c.groups.push_back({"Compare",
+                            {required("ledger", "L.jsonl", "the campaign ledger"),
+                             required("control", "CONFIG", "the configuration to beat"),
+                             required("candidate", "CONFIG", "the configuration judged")}});
+        return c;
+    }();
+    return spec;
+}
+
+const CommandSpec& campaign_spec() {
+    static const CommandSpec spec = [] {
+        CommandSpec c;
+        c.name = "campaign";
+        c.summary = "benchmark campaign: `campaign sweep` a knob grid, `record`, `compare` A vs B, `report` (HTML)";
+        c.usage = "campaign sweep|record|compare|report [options]";
+        c.description = "docs/BENCH.md describes the ledger, the gates and the report.";
+        c.subcommands = {"campaign sweep", "campaign record", "campaign compare", "campaign report"};
+        return c;
+    }();
+    return spec;
+}
+
 int run_campaign(int argc, char** argv) {
     std::string sub = argc >= 1 ? argv[0] : "";
+    if (sub == "--help" || sub == "-h") {
+        const std::string help = format_help(campaign_spec());
+        std::fwrite(help.data(), 1, help.size(), stdout);
+        return 0;
+    }
     if (sub == "record") return run_record(argc - 1, argv + 1);
     if (sub == "compare") return run_compare(argc - 1, argv + 1);
     if (sub == "sweep") return run_campaign_sweep(argc - 1, argv + 1);
     if (sub == "report") return run_campaign_report(argc - 1, argv + 1);
     return fail("campaign", invalid_argument("expected 'campaign record', 'compare', 'sweep' or "
-                                             "'report'"));
+                                             "'report' (see 'qwenserve campaign --help')"));
 }
 
 }  // namespace qs::cli

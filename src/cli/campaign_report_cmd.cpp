@@ -22,11 +22,31 @@ Status write_file(const std::string& path, const std::string& text) {
 }
 }  // namespace
 
+const CommandSpec& campaign_report_spec() {
+    static const CommandSpec spec = [] {
+        CommandSpec c;
+        c.name = "campaign report";
+        c.summary = "the ledger as one self-contained HTML file with inline SVG charts, and/or Markdown";
+        c.usage = "campaign report --ledger L.jsonl --output report.html [--markdown report.md] [options]";
+        c.groups.push_back(
+            {"Report",
+             {required("ledger", "L.jsonl", "the campaign ledger"),
+              valued("output", "report.html", "the HTML report (this and/or --markdown)"),
+              valued("markdown", "report.md", "the Markdown summary"),
+              valued("control", "EXPERIMENT", "the experiment the others are judged against", "the first that passed its gates"),
+              valued("title", "TITLE", "the report's title", bench::ReportOptions{}.title),
+              valued("gpu-hourly-cost", "USD", "price of the GPU per hour, for $ per million tokens (0: none)",
+                     "0")}});
+        return c;
+    }();
+    return spec;
+}
+
 int run_campaign_report(int argc, char** argv) {
     constexpr const char* kCmd = "campaign report";
-    auto args = Args::parse(
-        argc, argv, {}, {"ledger", "output", "markdown", "control", "title", "gpu-hourly-cost"});
-    if (!args.is_ok()) return fail(kCmd, args.status());
+    int code = 0;
+    auto args = parse_command(campaign_report_spec(), argc, argv, code);
+    if (!args) return code;
     auto ledger_path = args->require("ledger");
     if (!ledger_path.is_ok()) return fail(kCmd, ledger_path.status());
     auto html_path = args->get("output");

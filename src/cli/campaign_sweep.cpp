@@ -142,15 +142,65 @@ void print_summary(const std::vector<bench::LedgerEntry>& entries, double hourly
 
 }  // namespace
 
+const CommandSpec& campaign_sweep_spec() {
+    static const CommandSpec spec = [] {
+        const bench::SweepOptions d;
+        CommandSpec c;
+        c.name = "campaign sweep";
+        c.summary = "start `serve` at each point of a knob grid, take it through the gates, append to the ledger";
+        c.usage = "campaign sweep --ledger L.jsonl --fixture F.jsonl --model DIR [--grid knob=v1,v2 ...] [options] "
+                  "[-- extra serve arguments]";
+        c.description =
+            "Each point starts this binary's `serve` with the point's knobs, runs the gates (start, functional, "
+            "warm-up, measured passes per client count, endurance, stop), appends the outcome to the ledger and "
+            "stops the server; at the end each point's outcome and its decision against the first point that "
+            "passed. Exit 0: every point passed; 1: some point failed; 130: interrupted. Knobs are the engine "
+            "options (qwenserve help serve, group Engine) by their knob names (max_num_seqs=64,128).";
+        CliOption grid = valued("grid", "KNOB=V1,V2", "one axis of the grid; the grid is every combination");
+        grid.repeatable = true;
+        c.groups.push_back(
+            {"Sweep",
+             {required("ledger", "L.jsonl", "the campaign ledger (appended to)"),
+              required("fixture", "F.jsonl", "the requests (bench fixture writes one)"),
+              required("model", "DIR|ORG/NAME", "passed to serve"),
+              grid,
+              valued("grid-file", "G", "more axes, one KNOB=V1,V2 a line"),
+              valued("clients", "N[,N...]", "client counts measured at each point", "16"),
+              valued("requests", "N", "requests per measured pass (more than the highest client count)",
+                     "the fixture's size"),
+              valued("warmup-requests", "N", "requests of the warm-up pass (0: none)", "--requests"),
+              valued("endurance-requests", "N", "requests of the endurance pass (0: none)",
+                     std::to_string(d.endurance_requests)),
+              flag("screen", "screen the measured passes' outputs too (blank, loops, malformed)"),
+              valued("port", "N", "the servers' port (0: a free loopback port per point)", std::to_string(d.port)),
+              valued("sweep-id", "ID", "names the sweep in the ledger", "sweep-<UTC time>"),
+              valued("log-dir", "D", "the servers' logs", "<ledger>.logs"),
+              valued("start-timeout-s", "S", "a server not healthy after this long fails its point",
+                     fmt::format("{}", d.start_timeout_s)),
+              valued("stop-timeout-s", "S", "SIGTERM, then SIGKILL after this long", fmt::format("{}", d.stop_timeout_s)),
+              valued("pass-timeout-s", "S", "abandon a pass after this long (0: no limit)",
+                     fmt::format("{}", d.pass_timeout_s)),
+              valued("gpu-hourly-cost", "USD", "price of the GPU per hour, for $ per million tokens (0: none)",
+                     fmt::format("{}", d.gpu_hourly_cost)),
+              valued("threads", "N", "I/O threads of the load generator", "min(4, cores)"),
+              valued("api-key", "KEY", "passed to serve and sent by the load generator", "none")}});
+        return c;
+    }();
+    return spec;
+}
+
 int run_campaign_sweep(int argc, char** argv) {
+    // --help before anything else: "--" and --grid are taken out below.
+    if (wants_help(campaign_sweep_spec(), argc, argv)) {
+        const std::string help = format_help(campaign_sweep_spec());
+        std::fwrite(help.data(), 1, help.size(), stdout);
+        return 0;
+    }
     auto split = split_args(argc, argv);
     if (!split.is_ok()) return fail(kCmd, split.status());
-    auto args = Args::parse(
-        int(split->rest.size()), split->rest.data(), {"screen"},
-        {"ledger", "fixture", "model", "grid-file", "clients", "requests", "warmup-requests",
-         "endurance-requests", "port", "threads", "start-timeout-s", "stop-timeout-s",
-         "pass-timeout-s", "gpu-hourly-cost", "api-key", "sweep-id", "log-dir"});
-    if (!args.is_ok()) return fail(kCmd, args.status());
+    int code = 0;
+    auto args = parse_command(campaign_sweep_spec(), int(split->rest.size()), split->rest.data(), code);
+    if (!args) return code;
     bench::Grid grid;
     std::vector<bench::FixtureRequest> fixture;
     std::string ledger;

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "cli/commands.h"
+#include "cli/engine_option_group.h"
 #include "cli/model_args.h"
 #include "engine/engine_config.h"
 
@@ -13,7 +14,7 @@ namespace qs::cli {
 namespace {
 
 Status run(const Args& args) {
-    QS_ASSIGN_OR_RETURN(std::string model, args.require("model"));
+    QS_ASSIGN_OR_RETURN(std::string model, model_path_from_args(args));
     ModelConfig config;
     if (model == "builtin:qwen36-35b-a3b") {
         config = qwen36_35b_a3b_config();
@@ -37,13 +38,25 @@ Status run(const Args& args) {
 
 }  // namespace
 
+const CommandSpec& capacity_spec() {
+    static const CommandSpec spec = [] {
+        CommandSpec c;
+        c.name = "capacity";
+        c.summary = "KV pages, state slots and max_model_len that a cache budget holds";
+        c.usage = "capacity --model DIR|builtin:NAME [engine options]";
+        c.description = "Reads only the model's config. The budget is --cache-memory-mb; max_num_seqs, when not "
+                        "given, is lowered as serve lowers it.";
+        c.groups.push_back({"Model", {model_option(), flag("no-mtp", "size without the MTP head's cache")}});
+        c.groups.push_back(engine_option_group());
+        return c;
+    }();
+    return spec;
+}
+
 int run_capacity(int argc, char** argv) {
-    std::set<std::string> valued = EngineConfig::valued_options();
-    valued.insert("model");
-    std::set<std::string> flags = EngineConfig::flag_options();
-    flags.insert("no-mtp");
-    auto args = Args::parse(argc, argv, flags, valued);
-    if (!args.is_ok()) return fail("capacity", args.status());
+    int code = 0;
+    auto args = parse_command(capacity_spec(), argc, argv, code);
+    if (!args) return code;
     Status st = run(*args);
     return st.is_ok() ? 0 : fail("capacity", st);
 }

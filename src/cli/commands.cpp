@@ -1,32 +1,60 @@
-// The subcommand table and shared CLI error reporting.
+// The subcommand table, `qwenserve --help` and --version, and shared CLI error reporting.
 #include "cli/commands.h"
 
+#include <fmt/format.h>
+
 #include <cstdio>
+
+#include "core/build_info.h"
 
 namespace qs::cli {
 
 namespace {
 const Command kCommands[] = {
-    {"logits", "write float32 .npy logits for a token sequence (prefill or incremental decode)", run_logits},
-    {"capacity", "KV pages, state slots and max_model_len that a cache budget holds", run_capacity},
-    {"generate", "greedy generation from prompt ids, or a JSONL batch through the engine (--input/--output)", run_generate},
-    {"serve", "OpenAI-compatible HTTP server (chat, completions, streaming, metrics)", run_serve},
-    {"bench", "load generator (closed-loop streaming replay of a fixture) and `bench fixture`", run_bench},
-    {"campaign", "benchmark campaign: `campaign sweep` a knob grid, `record`, `compare` A vs B, `report` (HTML)", run_campaign},
-    {"tokenize", "JSON lines: strings to token ids, or ids to text with --decode", run_tokenize},
-    {"quantize", "convert a BF16/F32 checkpoint to FP8 E4M3 with 128x128 block scales (Qwen's FP8 layout)", run_quantize},
+    {run_serve, serve_spec},       {run_generate, generate_spec}, {run_logits, logits_spec},
+    {run_capacity, capacity_spec}, {run_tokenize, tokenize_spec}, {run_quantize, quantize_spec},
+    {run_bench, bench_spec},       {run_campaign, campaign_spec},
+};
+
+// Subcommands: help only (their command dispatches them).
+const CommandSpec& (*const kSubcommandSpecs[])() = {
+    bench_fixture_spec, campaign_record_spec, campaign_compare_spec, campaign_sweep_spec, campaign_report_spec,
 };
 }  // namespace
 
 const Command* find_command(const std::string& name) {
     for (const auto& c : kCommands)
-        if (name == c.name) return &c;
+        if (name == c.spec().name) return &c;
     return nullptr;
 }
 
-void print_usage() {
-    std::fprintf(stderr, "usage: qwenserve <command> [options]\n\ncommands:\n");
-    for (const auto& c : kCommands) std::fprintf(stderr, "  %-10s %s\n", c.name, c.summary);
+const CommandSpec* find_spec(const std::string& full_name) {
+    if (const Command* c = find_command(full_name)) return &c->spec();
+    for (auto spec : kSubcommandSpecs)
+        if (full_name == spec().name) return &spec();
+    return nullptr;
+}
+
+std::string format_usage() {
+    std::string out =
+        "usage: qwenserve <command> [options]\n"
+        "       qwenserve <command> --help     every option of a command, with its default and QS_* variable\n"
+        "       qwenserve help <command>       the same\n"
+        "       qwenserve --version\n\ncommands:\n";
+    for (const auto& c : kCommands) {
+        const CommandSpec& s = c.spec();
+        out += fmt::format("  {:<10} {}\n", s.name, s.summary);
+        for (const auto& sub : s.subcommands)
+            if (const CommandSpec* ss = find_spec(sub)) out += fmt::format("    {:<18} {}\n", sub, ss->summary);
+    }
+    return out;
+}
+
+std::string format_version() {
+    const BuildInfo& b = build_info();
+    return fmt::format("qwenserve {}\nbuild: git {}, CUDA {}{}, {} {}\n", b.version, b.git_hash,
+                       b.cuda ? "on" : "off", b.cuda ? fmt::format(" ({})", b.cuda_arch) : std::string(),
+                       b.build_type, b.compiler);
 }
 
 int fail(const char* command, const Status& status) {

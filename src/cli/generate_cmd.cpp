@@ -10,9 +10,11 @@
 #include "cli/backend_args.h"
 #include "cli/batch_generate.h"
 #include "cli/commands.h"
+#include "cli/engine_option_group.h"
 #include "cli/model_args.h"
 #include "core/timer.h"
 #include "engine/engine_config.h"
+#include "engine/request.h"
 #include "model/single_sequence.h"
 
 namespace qs::cli {
@@ -26,7 +28,7 @@ int32_t argmax(const std::vector<float>& v) {
 Status run(const Args& args) {
     QS_ASSIGN_OR_RETURN(std::string ids_text, args.require("prompt-ids"));
     QS_ASSIGN_OR_RETURN(std::vector<int64_t> ids64, parse_int_list(ids_text, "--prompt-ids"));
-    QS_ASSIGN_OR_RETURN(int64_t max_tokens, args.get_int("max-tokens", 16));
+    QS_ASSIGN_OR_RETURN(int64_t max_tokens, args.get_int("max-tokens", SamplingParams{}.max_tokens));
     if (max_tokens < 1) return invalid_argument(fmt::format("--max-tokens must be at least 1, got {}", max_tokens));
     const bool ignore_eos = args.has("ignore-eos");
     QS_ASSIGN_OR_RETURN(EngineConfig engine, EngineConfig::from_args(args));  // the cache dtypes
@@ -65,16 +67,37 @@ Status run(const Args& args) {
 
 }  // namespace
 
+const CommandSpec& generate_spec() {
+    static const CommandSpec spec = [] {
+        CommandSpec c;
+        c.name = "generate";
+        c.summary = "greedy generation from prompt ids, or a JSONL batch through the engine (--input/--output)";
+        c.usage = "generate --model DIR --prompt-ids 1,2,3 [--max-tokens N] [options]\n"
+                  "       qwenserve generate --model DIR --input prompts.jsonl --output out.jsonl [options]";
+        c.description =
+            "With --prompt-ids: one sequence, greedy, on its own cache; prints the ids and prefill/decode "
+            "tokens/s. With --input/--output: every JSON line of the input through the batched engine, one "
+            "output line per completion in input order, and a throughput summary.";
+        c.groups.push_back(
+            {"Generation",
+             {valued("prompt-ids", "IDS", "comma-separated prompt token ids (one sequence)"),
+              valued("max-tokens", "N", "completion tokens (with --input: for the lines that do not say)",
+                     std::to_string(SamplingParams{}.max_tokens)),
+              flag("ignore-eos", "do not stop at an end-of-sequence token"),
+              valued("input", "FILE.jsonl", "a batch: one request a line ({\"prompt\": ...} or {\"prompt_ids\": ...})"),
+              valued("output", "FILE.jsonl", "where the batch's completions go")}});
+        c.groups.push_back(model_option_group());
+        c.groups.push_back(backend_option_group());
+        c.groups.push_back(engine_option_group());
+        return c;
+    }();
+    return spec;
+}
+
 int run_generate(int argc, char** argv) {
-    std::set<std::string> valued = model_valued_options();
-    valued.insert({"prompt-ids", "max-tokens"});
-    valued.insert(batch_valued_options().begin(), batch_valued_options().end());
-    valued.insert(EngineConfig::valued_options().begin(), EngineConfig::valued_options().end());
-    std::set<std::string> flags = model_flag_options();
-    flags.insert("ignore-eos");
-    flags.insert(EngineConfig::flag_options().begin(), EngineConfig::flag_options().end());
-    auto args = Args::parse(argc, argv, flags, valued);
-    if (!args.is_ok()) return fail("generate", args.status());
+    int code = 0;
+    auto args = parse_command(generate_spec(), argc, argv, code);
+    if (!args) return code;
     if (args->has("input") && args->has("prompt-ids"))
         return fail("generate", invalid_argument("give either --prompt-ids (one sequence) or --input (a batch)"));
     Status st = args->has("input") || args->has("output") ? run_batch_generate(*args) : run(*args);

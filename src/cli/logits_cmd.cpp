@@ -7,6 +7,7 @@
 
 #include "cli/backend_args.h"
 #include "cli/commands.h"
+#include "cli/engine_option_group.h"
 #include "cli/model_args.h"
 #include "engine/engine_config.h"
 #include "io/npy.h"
@@ -60,11 +61,33 @@ Status run(const Args& args) {
 
 }  // namespace
 
+const CommandSpec& logits_spec() {
+    static const CommandSpec spec = [] {
+        CommandSpec c;
+        c.name = "logits";
+        c.summary = "write float32 .npy logits for a token sequence (prefill or incremental decode)";
+        c.usage = "logits --model DIR --ids 1,2,3 --out F.npy [options]";
+        c.description =
+            "Without --incremental-from: [T, vocab], every position from one prefill. With it: prefill "
+            "ids[0, K), then the rest one at a time through the decode path; rows for positions K-1..T-1.";
+        c.groups.push_back(
+            {"Logits",
+             {required("ids", "IDS", "comma-separated token ids"),
+              required("out", "F.npy", "where the float32 logits go"),
+              valued("incremental-from", "K", "prefill the first K ids, decode the rest one by one (in [1, T])"),
+              valued("mtp-out", "M.npy", "also the MTP head's draft logits over the sequence ([T-1, vocab])")}});
+        c.groups.push_back(model_option_group());
+        c.groups.push_back(backend_option_group());
+        c.groups.push_back(engine_option_group({"kv-cache-dtype", "gdn-state-dtype"}));
+        return c;
+    }();
+    return spec;
+}
+
 int run_logits(int argc, char** argv) {
-    std::set<std::string> valued = model_valued_options();
-    valued.insert({"ids", "incremental-from", "out", "mtp-out", "kv-cache-dtype", "gdn-state-dtype"});
-    auto args = Args::parse(argc, argv, model_flag_options(), valued);
-    if (!args.is_ok()) return fail("logits", args.status());
+    int code = 0;
+    auto args = parse_command(logits_spec(), argc, argv, code);
+    if (!args) return code;
     Status st = run(*args);
     return st.is_ok() ? 0 : fail("logits", st);
 }

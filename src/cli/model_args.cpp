@@ -6,25 +6,41 @@
 #include "cli/backend_args.h"
 #include "core/log.h"
 #include "core/timer.h"
+#include "io/hf_cache.h"
 
 namespace qs::cli {
 
-const std::set<std::string>& model_flag_options() {
-    static const std::set<std::string> s = {"no-mtp"};
-    return s;
+CliOption model_option() {
+    return required("model", "DIR|ORG/NAME|builtin:NAME",
+                    "the model: a checkpoint directory (config.json, *.safetensors, tokenizer.json); a Hugging Face "
+                    "id ORG/NAME already in the local cache ($HF_HUB_CACHE, else $HF_HOME/hub, else "
+                    "~/.cache/huggingface/hub; fetch it with `hf download ORG/NAME`), a local directory of that "
+                    "name winning; or builtin:qwen36-35b-a3b / builtin:tiny, a config compiled in, for "
+                    "--load-format dummy");
 }
 
-const std::set<std::string>& model_valued_options() {
-    static const std::set<std::string> s = [] {
-        std::set<std::string> names = {"model", "load-format", "dummy-format", "seed", "num-layers"};
-        names.insert(backend_valued_options().begin(), backend_valued_options().end());
-        return names;
-    }();
-    return s;
+OptionGroup model_option_group() {
+    return {"Model",
+            {model_option(),
+             choice("load-format", {"auto", "dummy"},
+                    "auto: the checkpoint's weights; dummy: random weights of the config's shapes (benchmarks)",
+                    "auto"),
+             choice("dummy-format", {"auto", "bf16", "fp8-block"},
+                    "the linears of dummy weights; auto: FP8 128x128 blocks when the config has a "
+                    "quantization_config, else BF16",
+                    "auto"),
+             valued("seed", "N", "seed of the dummy weights", "0"),
+             valued("num-layers", "N", "keep only the first N decoder layers (dummy weights; 0: all)", "0"),
+             flag("no-mtp", "do not load the MTP head (mtp.*)")}};
+}
+
+Result<std::string> model_path_from_args(const Args& args) {
+    QS_ASSIGN_OR_RETURN(std::string model, args.require("model"));
+    return resolve_model_path(model);
 }
 
 Result<ModelWeights> load_model_from_args(const Args& args) {
-    QS_ASSIGN_OR_RETURN(std::string model, args.require("model"));
+    QS_ASSIGN_OR_RETURN(std::string model, model_path_from_args(args));
     const std::string format = args.get_or("load-format", "auto");
     if (format != "auto" && format != "dummy")
         return invalid_argument("--load-format must be 'auto' or 'dummy', got '" + format + "'");

@@ -1,7 +1,8 @@
-// `qwenserve serve --model DIR [--host H] [--port P] [--api-key K] [--served-model-name NAME]
-//  [server and engine knobs...]`: the OpenAI-compatible HTTP server. Every option can also come
-// from a QS_* environment variable (QS_PORT, QS_API_KEY, ...). The resolved configuration is
-// logged at start. SIGTERM/SIGINT: stop accepting, let in-flight requests finish within
+// `qwenserve serve --model DIR|ORG/NAME [--host H] [--port P] [--api-key K] [--served-model-name
+//  NAME] [server and engine knobs...]`: the OpenAI-compatible HTTP server. Every option is in
+// serve_spec() (`serve --help`) and can also come from a QS_* environment variable (QS_PORT,
+// QS_API_KEY, ...). The configuration is logged at start, the engine's with the values it
+// resolved (max_model_len, snapshots, KV pages) rather than the 0s that ask for them. SIGTERM/SIGINT: stop accepting, let in-flight requests finish within
 // --shutdown-grace-s, then abort the rest and exit.
 // The tokenizer comes from --tokenizer or the model directory (src/tokenizer behind the
 // TextPipeline seam). The engine is the batched Engine on the CPU backend; --fake-engine serves
@@ -19,11 +20,14 @@
 
 #include "cli/backend_args.h"
 #include "cli/commands.h"
+#include "cli/engine_option_group.h"
 #include "cli/model_args.h"
 #include "core/args.h"
+#include "core/build_info.h"
 #include "core/log.h"
 #include "engine/engine.h"
 #include "engine/engine_config.h"
+#include "engine/engine_config_text.h"
 #include "engine/engine_sizing.h"
 #include "server/http_server.h"
 #include "server/routes.h"
@@ -37,7 +41,8 @@ namespace {
 
 struct ServeConfig {
     ServerOptions server;
-    std::string model;
+    std::string model;       // as given: a directory or a Hugging Face id
+    std::string model_path;  // the directory it names (or builtin:NAME)
     std::string tokenizer;  // empty: the byte-level test double (fake engine only)
     bool fake_engine = false;
     double fake_step_ms = 20.0;
@@ -62,6 +67,8 @@ Result<ServeConfig> resolve(const Args& args) {
     ServeConfig c;
     QS_ASSIGN_OR_RETURN(c.model, args.require("model"));
     ServerOptions& s = c.server;
+    s.log_requests = !args.has("disable-log-requests");
+    s.log_prompts = args.has("log-prompts");
     s.host = args.get_or("host", s.host);
     QS_ASSIGN_OR_RETURN(int64_t port, args.get_int("port", 8000));
     if (port < 0 || port > 65535) return invalid_argument(fmt::format("--port must be in [0, 65535], got {}", port));
@@ -95,7 +102,14 @@ Result<ServeConfig> resolve(const Args& args) {
     QS_ASSIGN_OR_RETURN(c.engine, EngineConfig::from_args(args));
     c.fake_engine = args.has("fake-engine");
     c.tokenizer = args.get_or("tokenizer", "");
-    if (c.tokenizer.empty() && std::filesystem::exists(c.model + "/tokenizer.json")) c.tokenizer = c.model;
+    if (!c.fake_engine || c.tokenizer.empty()) {
+        // The fake engine needs the model only for its tokenizer, and no model at all without one.
+        auto path = model_path_from_args(args);
+        if (path.is_ok()) c.model_path = *path;
+        else if (!c.fake_engine) return path.status();
+    }
+    if (c.tokenizer.empty() && !c.model_path.empty() && std::filesystem::exists(c.model_path + "/tokenizer.json"))
+        c.tokenizer = c.model_path;
     QS_RETURN_IF_ERROR(seconds("fake-step-ms", c.fake_step_ms, c.fake_step_ms));
     QS_RETURN_IF_ERROR(seconds("fake-load-s", c.fake_load_s, c.fake_load_s));
     return c;
@@ -103,20 +117,22 @@ Result<ServeConfig> resolve(const Args& args) {
 
 void log_config(const ServeConfig& c) {
     const ServerOptions& s = c.server;
+    const BuildInfo& b = build_info();
+    log_info("serve: qwenserve {} (git {}, CUDA {})", b.version, b.git_hash, b.cuda ? b.cuda_arch : "off");
     std::string names;
     for (const auto& n : s.served_model_names) names += (names.empty() ? "" : ",") + n;
-    log_info("serve: model={} served-model-name={} host={} port={} api-key={} io-threads={} worker-threads={}",
-             c.model, names, s.host, s.port, s.api_key.empty() ? "off" : "set", s.io_threads, s.worker_threads);
+    log_info("serve: model={}{} served-model-name={} host={} port={} api-key={} io-threads={} worker-threads={}",
+             c.model, c.model_path.empty() || c.model_path == c.model ? "" : " (" + c.model_path + ")", names, s.host,
+             s.port, s.api_key.empty() ? "off" : "set", s.io_threads, s.worker_threads);
     log_info("serve: max-body-bytes={} stream-buffer-bytes={} max-in-flight={} idle-timeout-s={} "
-             "write-stall-timeout-s={} shutdown-grace-s={}",
+             "write-stall-timeout-s={} shutdown-grace-s={} request-log={}{}",
              s.max_body_bytes, s.stream_buffer_bytes, s.max_in_flight, s.idle_timeout_s, s.write_stall_timeout_s,
-             s.shutdown_grace_s);
-    log_info("serve: engine={} {}",
-             c.fake_engine ? fmt::format("FAKE (scripted test double, step {} ms) - not a model;"
-                                         " it uses max-num-seqs, max-waiting, max-model-len (0: 32768) only",
-                                         c.fake_step_ms)
-                           : std::string("batched"),
-             c.engine.describe());
+             s.shutdown_grace_s, s.log_requests ? "on" : "off", s.log_requests && s.log_prompts ? " (with prompts)" : "");
+}
+
+// The engine's knobs as it runs them: automatic values (0) replaced by what they resolved to.
+void log_engine(const EngineConfig& effective, const std::string& what) {
+    log_info("serve: engine={} {}", what, effective.describe());
 }
 
 Status serve(const Args& args) {
@@ -124,6 +140,7 @@ Status serve(const Args& args) {
     log_config(c);
     if (!c.fake_engine && c.tokenizer.empty())
         return invalid_argument("--model " + c.model + " has no tokenizer.json: pass --tokenizer PATH");
+    if (c.fake_engine && c.engine.max_model_len == 0) c.engine.max_model_len = 32768;
 
     // Signals are taken by this thread only (blocked before any other thread starts).
     sigset_t signals;
@@ -162,13 +179,16 @@ Status serve(const Args& args) {
         fo.step_interval = std::chrono::microseconds(int64_t(c.fake_step_ms * 1000));
         fo.max_running = c.engine.max_num_seqs;
         fo.max_waiting = c.engine.max_waiting;
-        fo.max_model_len = c.engine.max_model_len > 0 ? c.engine.max_model_len : 32768;
+        fo.max_model_len = c.engine.max_model_len;
         fo.load_s = c.fake_load_s;
         fo.eos_ids = eos_ids;
         fo.vocab_size = text.vocab_size();
         fo.token_bytes = [&text](int32_t id) { return text.token_text(id); };
         fo.encode = [&text](std::string_view s) { return text.encode(s); };
         engine = std::make_unique<FakeEngine>(fo);
+        log_engine(c.engine, fmt::format("FAKE (scripted test double, step {} ms) - not a model; it uses max-num-seqs, "
+                                         "max-waiting, max-model-len only;",
+                                         c.fake_step_ms));
     } else {
         QS_ASSIGN_OR_RETURN(ModelWeights w, load_model_from_args(args));
         weights = std::make_unique<ModelWeights>(std::move(w));
@@ -183,6 +203,7 @@ Status serve(const Args& args) {
         auto* tp = static_cast<const TokenizerTextPipeline*>(&text);
         QS_ASSIGN_OR_RETURN(std::unique_ptr<Engine> real,
                             Engine::create(*weights, *ops, c.engine, std::make_shared<TokenizerTextDecoder>(tp->tokenizer())));
+        log_engine(with_resolved_sizes(c.engine, real->capacity()), "batched");
         log_info("serve: capacity: {}", real->capacity().describe());
         real->start();
         engine = std::move(real);
@@ -219,18 +240,66 @@ Status serve(const Args& args) {
 
 }  // namespace
 
+const CommandSpec& serve_spec() {
+    static const CommandSpec spec = [] {
+        const ServeConfig defaults;
+        const ServerOptions& d = defaults.server;
+        CommandSpec c;
+        c.name = "serve";
+        c.summary = "OpenAI-compatible HTTP server (chat, completions, streaming, metrics)";
+        c.usage = "serve --model DIR|ORG/NAME [options]";
+        c.description =
+            "Serves /v1/chat/completions, /v1/completions, /v1/models, /health, /metrics, /tokenize and "
+            "/detokenize. SIGTERM or SIGINT: stop accepting, let in-flight requests finish within "
+            "--shutdown-grace-s, abort the rest, exit 0.";
+        c.groups.push_back(
+            {"Server",
+             {valued("host", "HOST", "address to listen on", d.host),
+              valued("port", "N", "TCP port (0: any free port; in [0, 65535])", std::to_string(d.port)),
+              valued("api-key", "KEY", "require 'Authorization: Bearer KEY' on /v1 routes", "none"),
+              valued("served-model-name", "NAME[,NAME...]",
+                     "the model names clients may ask for (the first is the one /v1/models lists first)",
+                     "the --model value"),
+              valued("tokenizer", "PATH", "tokenizer.json or its directory", "the model directory's"),
+              valued("io-threads", "N", "HTTP I/O threads", std::to_string(d.io_threads)),
+              valued("worker-threads", "N", "threads that apply the chat template and tokenize",
+                     std::to_string(d.worker_threads)),
+              valued("max-body-bytes", "N", "largest request body", std::to_string(d.max_body_bytes)),
+              valued("stream-buffer-bytes", "N",
+                     "unsent bytes a connection may hold before its request is aborted",
+                     std::to_string(d.stream_buffer_bytes)),
+              valued("max-in-flight", "N", "generation requests in the HTTP layer; beyond it a 503",
+                     std::to_string(d.max_in_flight)),
+              valued("idle-timeout-s", "S", "keep-alive connections waiting for a request are closed after this",
+                     fmt::format("{}", d.idle_timeout_s)),
+              valued("write-stall-timeout-s", "S", "a write that makes no progress this long closes the connection",
+                     fmt::format("{}", d.write_stall_timeout_s)),
+              valued("shutdown-grace-s", "S", "on SIGTERM, in-flight requests get this long to finish",
+                     fmt::format("{}", d.shutdown_grace_s))}});
+        c.groups.push_back(
+            {"Request log",
+             {flag("disable-log-requests",
+                   "no request-log line (id, prompt/cached/completion tokens, TTFT, end-to-end time, decode "
+                   "tokens/s, finish reason) per request"),
+              flag("log-prompts", "put the prompt (chat messages as JSON, or the completion prompt) in the "
+                                  "request-log line; off because prompts may be private")}});
+        c.groups.push_back(model_option_group());
+        c.groups.push_back(backend_option_group());
+        c.groups.push_back(engine_option_group());
+        c.groups.push_back(
+            {"Testing",
+             {flag("fake-engine", "serve a scripted test double instead of a model (its log line says so)"),
+              valued("fake-step-ms", "MS", "the fake engine's step interval", fmt::format("{}", defaults.fake_step_ms)),
+              valued("fake-load-s", "S", "the fake engine's pretend load time", fmt::format("{}", defaults.fake_load_s))}});
+        return c;
+    }();
+    return spec;
+}
+
 int run_serve(int argc, char** argv) {
-    std::set<std::string> valued = {"model", "tokenizer", "host", "port", "api-key", "served-model-name", "io-threads",
-                                    "worker-threads", "max-body-bytes", "stream-buffer-bytes", "max-in-flight",
-                                    "idle-timeout-s", "write-stall-timeout-s", "shutdown-grace-s", "fake-step-ms",
-                                    "fake-load-s"};
-    valued.insert(EngineConfig::valued_options().begin(), EngineConfig::valued_options().end());
-    valued.insert(model_valued_options().begin(), model_valued_options().end());
-    std::set<std::string> flags = {"fake-engine"};
-    flags.insert(model_flag_options().begin(), model_flag_options().end());
-    flags.insert(EngineConfig::flag_options().begin(), EngineConfig::flag_options().end());
-    auto args = Args::parse(argc, argv, flags, valued);
-    if (!args.is_ok()) return fail("serve", args.status());
+    int code = 0;
+    auto args = parse_command(serve_spec(), argc, argv, code);
+    if (!args) return code;
     Status st = serve(*args);
     return st.is_ok() ? 0 : fail("serve", st);
 }

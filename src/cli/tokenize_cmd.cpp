@@ -152,10 +152,37 @@ Status run_benchmark(const tok::Tokenizer& t, int64_t repeat) {
 
 }  // namespace
 
+const CommandSpec& tokenize_spec() {
+    static const CommandSpec spec = [] {
+        CommandSpec c;
+        c.name = "tokenize";
+        c.summary = "JSON lines: strings to token ids, or ids to text with --decode";
+        c.usage = "tokenize --tokenizer PATH [--decode | --chat | --benchmark] < in.jsonl > out.jsonl";
+        c.description =
+            "JSON lines on stdin, one line per input on stdout: by default each input line is a JSON string "
+            "and the output its ids as a JSON array.";
+        c.groups.push_back(
+            {"Tokenize",
+             {required("tokenizer", "PATH", "tokenizer.json or the directory that holds it"),
+              flag("decode", "each input line is a JSON array of ids; prints a JSON string"),
+              flag("add-special-tokens", "HF's add_special_tokens (post-processor tokens; none for Qwen)"),
+              flag("skip-special-tokens", "with --decode: drop special tokens"),
+              flag("hex", "input lines are hex-encoded bytes instead of JSON strings (text that is not UTF-8)"),
+              flag("chat", "each input line is {\"messages\": [...], \"tools\": [...], \"add_generation_prompt\", "
+                           "\"enable_thinking\", ...}; prints {\"text\": prompt} or {\"error\": message}"),
+              valued("template", "qwen3|qwen3.6", "with --chat: this renderer instead of the model's own template"),
+              flag("benchmark", "read every line, then time single-thread encoding over them (MB/s) instead of "
+                                "printing ids"),
+              valued("repeat", "N", "--benchmark: passes (the best is reported)", "3")}});
+        return c;
+    }();
+    return spec;
+}
+
 int run_tokenize(int argc, char** argv) {
-    auto args = Args::parse(argc, argv, {"decode", "add-special-tokens", "skip-special-tokens", "benchmark", "hex", "chat"},
-                            {"tokenizer", "repeat", "template"});
-    if (!args.is_ok()) return fail("tokenize", args.status());
+    int code = 0;
+    auto args = parse_command(tokenize_spec(), argc, argv, code);
+    if (!args) return code;
     auto path = args->require("tokenizer");
     if (!path.is_ok()) return fail("tokenize", path.status());
     auto tokenizer = tok::Tokenizer::from_path(*path);

@@ -127,6 +127,10 @@ std::set<std::string> engine_flag_option_names() {
     return s;
 }
 
+std::string option_range_text(const EngineOption& o) {
+    return o.kind == OptionKind::kInt || o.kind == OptionKind::kReal ? range_text(o) : std::string();
+}
+
 Status check_option_range(const EngineOption& o, double v) {
     QS_CHECK(o.kind == OptionKind::kInt || o.kind == OptionKind::kReal);
     if (o.off_value && v == *o.off_value) return Status::ok();

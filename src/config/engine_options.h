@@ -56,6 +56,10 @@ const EngineOption& engine_option(std::string_view name);
 std::set<std::string> engine_valued_option_names();
 std::set<std::string> engine_flag_option_names();
 
+// The option's allowed values in words: ">= 1", "in (0, 1]", "in [0, 1] (or -1: off)" (kInt,
+// kReal); empty for the other kinds.
+std::string option_range_text(const EngineOption& option);
+
 // `v` against the option's range (its off value passes): "max_num_seqs must be >= 1, got 0",
 // "gpu_memory_utilization must be in (0, 1], got 1.5",
 // "benchmark_mtp_acceptance must be in [0, 1] (or -1: off), got 2".

@@ -5,15 +5,15 @@
 #include <cerrno>
 #include <cstdlib>
 
+#include "core/env_var.h"
+
 namespace qs {
 
-namespace {
-std::string env_name(const std::string& opt) {
+std::string env_var_name(std::string_view option) {
     std::string s = "QS_";
-    for (char c : opt) s += c == '-' ? '_' : char(std::toupper(static_cast<unsigned char>(c)));
+    for (char c : option) s += c == '-' ? '_' : char(std::toupper(static_cast<unsigned char>(c)));
     return s;
 }
-}  // namespace
 
 Result<Args> Args::parse(int argc, char** argv, const std::set<std::string>& flags,
                          const std::set<std::string>& valued) {
@@ -48,7 +48,7 @@ Result<Args> Args::parse(int argc, char** argv, const std::set<std::string>& fla
     for (const auto* set : {&flags, &valued}) {
         for (const auto& name : *set) {
             if (a.values_.count(name)) continue;
-            if (const char* v = std::getenv(env_name(name).c_str())) a.values_[name] = v;
+            if (const char* v = std::getenv(env_var_name(name).c_str())) a.values_[name] = v;
         }
     }
     return a;

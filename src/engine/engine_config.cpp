@@ -9,7 +9,9 @@
 #include <string_view>
 
 #include "config/engine_options.h"
+#include "core/check.h"
 #include "core/log.h"
+#include "engine/engine_config_text.h"
 
 namespace qs {
 
@@ -120,6 +122,27 @@ Result<EngineConfig> EngineConfig::from_args(const Args& a) {
     c.enable_chunked_prefill = !a.has("no-chunked-prefill");
     c.enable_prefix_caching = !a.has("no-prefix-caching");
     QS_RETURN_IF_ERROR(c.validate());
+    return c;
+}
+
+std::string engine_option_value(const EngineConfig& c, std::string_view name) {
+    for (const IntField& f : kIntFields)
+        if (f.option == name) return std::to_string(c.*f.field);
+    for (const RealField& f : kRealFields)
+        if (f.option == name) return fmt::format("{}", c.*f.field);
+    if (name == "kv-cache-dtype") return kv_cache_dtype_name(c.kv_cache_dtype);
+    if (name == "gdn-state-dtype") return c.gdn_state_bf16 ? "bf16" : "f32";
+    if (name == "no-chunked-prefill") return c.enable_chunked_prefill ? "0" : "1";
+    if (name == "no-prefix-caching") return c.enable_prefix_caching ? "0" : "1";
+    QS_CHECK_MSG(false, "engine_option_value: the option is not bound to a field");
+    return {};
+}
+
+EngineConfig with_resolved_sizes(const EngineConfig& config, const CapacityPlan& plan) {
+    EngineConfig c = config;
+    c.max_model_len = plan.max_model_len;
+    c.num_state_snapshots = plan.num_snapshot_slots;
+    c.num_kv_blocks = plan.num_kv_blocks;
     return c;
 }
 

@@ -12,6 +12,7 @@
 #include <cmath>
 
 #include "core/check.h"
+#include "core/progress.h"
 #include "model/fp8_block.h"
 #include "model/weights.h"
 
@@ -77,6 +78,12 @@ struct FillJob {
     uint8_t* fp8_out = nullptr;  // [rows, cols]
     float* scale_out = nullptr;  // [⌈rows/128⌉, ⌈cols/128⌉]
     int64_t num_tasks() const { return bf16_out ? (cols + kDenseTask - 1) / kDenseTask : fp8_num_blocks(rows); }
+    // Bytes of weights task t writes (scales left out): what the progress line counts.
+    int64_t task_bytes(int64_t t) const {
+        return bf16_out ? 2 * std::min(kDenseTask, cols - t * kDenseTask)
+                        : std::min(kFp8BlockSize, rows - t * kFp8BlockSize) * cols;
+    }
+    int64_t bytes() const { return bf16_out ? 2 * cols : rows * cols; }
 };
 
 void run_task(const FillJob& j, int64_t t, std::vector<float>& scratch) {
@@ -183,11 +190,17 @@ public:
         return v;
     }
 
-    // Runs every collected job: one parallel loop over all tasks.
+    // Runs every collected job: one parallel loop over all tasks, with a progress line (the
+    // full-size model's weights take minutes).
     void run() {
         std::vector<int64_t> starts = {0};  // [jobs + 1] first task of each job
-        for (const FillJob& j : jobs_) starts.push_back(starts.back() + j.num_tasks());
+        double total_bytes = 0;
+        for (const FillJob& j : jobs_) {
+            starts.push_back(starts.back() + j.num_tasks());
+            total_bytes += double(j.bytes());
+        }
         const int64_t total = starts.back();
+        Progress progress("making dummy weights", total_bytes);
 #pragma omp parallel
         {
             std::vector<float> scratch;
@@ -195,8 +208,10 @@ public:
             for (int64_t t = 0; t < total; ++t) {
                 const size_t j = size_t(std::upper_bound(starts.begin(), starts.end(), t) - starts.begin() - 1);
                 run_task(jobs_[j], t - starts[j], scratch);
+                progress.advance(double(jobs_[j].task_bytes(t - starts[j])));
             }
         }
+        progress.finish();
         jobs_.clear();
     }
 

@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include "server/request_log.h"
+
 namespace qs {
 
 using J = nlohmann::json;
@@ -185,9 +187,35 @@ void GenerationStream::record_metrics_at_finish() {
     }
 }
 
+void GenerationStream::log_at_finish() const {
+    const ServerOptions& o = state_.options();
+    if (!o.log_requests) return;
+    RequestLogRecord r;
+    r.id = header_.id;
+    r.api = spec_.kind == ApiKind::kChat ? "chat" : "completions";
+    r.stream = spec_.stream;
+    r.prompt_tokens = num_prompt_tokens_;
+    r.cached_prompt_tokens = num_cached_prompt_tokens_;
+    for (const auto& c : choices_) {
+        r.completion_tokens += c.num_tokens;
+        r.finish_reasons.push_back(c.finish_reason);
+    }
+    const auto now = std::chrono::steady_clock::now();
+    r.e2e_s = std::chrono::duration<double>(now - arrival_).count();
+    if (first_token_time_ != std::chrono::steady_clock::time_point{})
+        r.ttft_s = std::chrono::duration<double>(first_token_time_ - arrival_).count();
+    if (o.log_prompts) {
+        if (spec_.kind == ApiKind::kChat) r.prompt = spec_.messages.dump(-1, ' ', false, J::error_handler_t::replace);
+        else if (spec_.prompt_text) r.prompt = *spec_.prompt_text;
+        else r.prompt = J(spec_.prompt_ids).dump();
+    }
+    log_request(r);
+}
+
 void GenerationStream::finish_request() {
     done_ = true;
     record_metrics_at_finish();
+    log_at_finish();
     state_.remove_live(header_.id);
     state_.metrics().in_flight.fetch_sub(1, std::memory_order_relaxed);
     int64_t completion = 0;

@@ -56,6 +56,7 @@ private:
     void finish_request();
     std::string finish_reason_for(const Choice& c, FinishReason r) const;
     void record_metrics_at_finish();
+    void log_at_finish() const;  // the request-log line (server/request_log.h)
 
     ServerState& state_;
     std::shared_ptr<Exchange> exchange_;

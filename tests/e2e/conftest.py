@@ -3,6 +3,7 @@
 import os
 import socket
 import subprocess
+import tempfile
 import time
 
 import httpx
@@ -20,13 +21,29 @@ def free_port():
         return s.getsockname()[1]
 
 
+def spawn(args):
+    """Starts the server with its output (the log) going to a temporary file, not a pipe: the
+    request log writes a line per request, and a pipe nobody reads would fill up and block it."""
+    log = tempfile.TemporaryFile(mode="w+")
+    proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, text=True)
+    proc.log = log
+    return proc
+
+
+def server_output(proc):
+    """Everything the server has written so far (stdout and stderr)."""
+    proc.log.flush()
+    proc.log.seek(0)
+    return proc.log.read()
+
+
 def start_server(*extra, api_key=API_KEY):
     port = free_port()
     args = [BINARY, "serve", "--model", "builtin:tiny", "--served-model-name", MODEL, "--fake-engine",
             "--port", str(port), "--fake-step-ms", "1", "--max-model-len", "2048", *extra]
     if api_key:
         args += ["--api-key", api_key]
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = spawn(args)
     base = f"http://127.0.0.1:{port}"
     deadline = time.time() + 20
     while time.time() < deadline:
@@ -36,7 +53,7 @@ def start_server(*extra, api_key=API_KEY):
         except httpx.HTTPError:
             pass
         if proc.poll() is not None:
-            raise RuntimeError("server exited: " + proc.stdout.read())
+            raise RuntimeError("server exited: " + server_output(proc))
         time.sleep(0.05)
     proc.kill()
     raise RuntimeError("server did not become healthy")

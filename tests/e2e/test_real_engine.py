@@ -6,14 +6,13 @@
 # Greedy (temperature 0) outputs are deterministic, so streaming must equal non-streaming.
 # Skipped only when the model directory is absent.
 import os
-import subprocess
 import time
 
 import httpx
 import openai
 import pytest
 
-from conftest import BINARY, free_port
+from conftest import BINARY, free_port, server_output, spawn
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "../.."))
 MODEL_DIR = os.path.join(REPO, "models", "qwen36-tiny")
@@ -27,16 +26,16 @@ pytestmark = pytest.mark.skipif(not os.path.isdir(MODEL_DIR), reason=f"{MODEL_DI
 
 
 @pytest.fixture(scope="module")
-def server():
+def server_proc():
     port = free_port()
     args = [BINARY, "serve", "--model", MODEL_DIR, "--served-model-name", MODEL, "--num-speculative-tokens", "2",
             "--port", str(port)]
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = spawn(args)
     base = f"http://127.0.0.1:{port}"
     deadline = time.time() + 30
     while True:
         if proc.poll() is not None:
-            pytest.fail("server exited: " + proc.stdout.read())
+            pytest.fail("server exited: " + server_output(proc))
         try:
             if httpx.get(base + "/health", timeout=1).status_code == 200:
                 break
@@ -46,9 +45,14 @@ def server():
             proc.kill()
             pytest.fail("server did not become healthy within 30 s")
         time.sleep(0.05)
-    yield base
+    yield base, proc
     proc.terminate()  # SIGTERM: drains, then exits 0
-    assert proc.wait(timeout=30) == 0, proc.stdout.read()
+    assert proc.wait(timeout=30) == 0, server_output(proc)
+
+
+@pytest.fixture(scope="module")
+def server(server_proc):
+    return server_proc[0]
 
 
 @pytest.fixture()
@@ -263,3 +267,23 @@ def test_zz_metrics_after_everything(server, client):
     assert metric(m, "qwenserve_mtp_draft_tokens_total") > 0
     assert 0 < metric(m, "qwenserve_mtp_accepted_tokens_total") <= metric(m, "qwenserve_mtp_draft_tokens_total")
     assert httpx.get(server + "/health").status_code == 200
+
+
+def test_startup_log_shows_resolved_engine_values(server_proc):
+    # The start-up log prints the engine's knobs as it runs them: max_model_len and
+    # num_state_snapshots resolved (0 asks for "automatic"), by the documented rules
+    # (README/ARCHITECTURE): max_model_len = min(max_position_embeddings, KV tokens),
+    # snapshots = max(4, max_num_seqs / 4) with prefix caching on.
+    import json
+    import re
+    _, proc = server_proc
+    out = server_output(proc)
+    line = next(l for l in out.splitlines() if "serve: engine=batched" in l)
+    knobs = dict(re.findall(r"(\w+)=(\S+)", line))
+    kv_tokens = int(re.search(r"capacity: KV: \d+ pages = (\d+) tokens", out).group(1))
+    with open(os.path.join(MODEL_DIR, "config.json")) as f:
+        cfg = json.load(f)
+    mpe = cfg.get("text_config", cfg)["max_position_embeddings"]
+    assert int(knobs["max_model_len"]) == min(mpe, kv_tokens), line
+    assert int(knobs["num_state_snapshots"]) == max(4, int(knobs["max_num_seqs"]) // 4), line
+    assert int(knobs["num_kv_blocks"]) > 0, line

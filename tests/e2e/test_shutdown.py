@@ -7,7 +7,7 @@ import time
 import httpx
 import openai
 
-from conftest import start_server
+from conftest import server_output, start_server
 
 MODEL = "tiny"
 
@@ -45,5 +45,5 @@ def test_sigterm_finishes_short_requests_and_aborts_long_ones():
     assert refused, "still accepting after SIGTERM"
     assert results["short"] == "0123456789"
     assert results["long"] == "abort"
-    out = proc.stdout.read()
+    out = server_output(proc)
     assert "grace period over: aborting 1 requests" in out, out

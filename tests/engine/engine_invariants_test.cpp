@@ -23,6 +23,8 @@ struct Scenario {
     int64_t spec;
     int64_t max_num_seqs;
 };
+// gtest prints a parameter in failure messages and test listings; without this, a byte dump.
+void PrintTo(const Scenario& s, std::ostream* os) { *os << s.name; }
 
 class GreedyInvariance : public ::testing::TestWithParam<Scenario> {
 protected:

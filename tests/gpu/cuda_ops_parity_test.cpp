@@ -26,6 +26,8 @@ struct Case {
     std::string name;
     ModelConfig config;
 };
+// gtest prints a parameter in failure messages and test listings; without this, a byte dump.
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 
 ModelConfig real_shapes() {
     ModelConfig c = qwen36_35b_a3b_config();

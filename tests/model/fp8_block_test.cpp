@@ -87,7 +87,8 @@ TEST_P(Fp8Fixture, RowToF32MatchesTorchDequant) {
     EXPECT_EQ(w.storage_bytes(), size_t(rows_ * cols_) + c_.scale_inv->nbytes);
 }
 
-INSTANTIATE_TEST_SUITE_P(Torch, Fp8Fixture, ::testing::Values("edge_f32", "edge_bf16", "even_f32"));
+INSTANTIATE_TEST_SUITE_P(Torch, Fp8Fixture, ::testing::Values("edge_f32", "edge_bf16", "even_f32"),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
 // Codes decoded by hand (spec §4.5): 0x7E = 448, 0x38 = 1, 0xB8 = −1, 0x01 = 2^-9, 0x08 = 2^-6,
 // 0x3C = 1.5; block scales 2 (columns 0..127) and 1/4 (columns 128..129).

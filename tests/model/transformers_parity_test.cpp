@@ -24,6 +24,8 @@ struct Fixture {
     std::string refs;  // directory holding the reference .npy files
     int64_t incremental_from = 0;
 };
+// gtest prints a parameter in failure messages and test listings; without this, a byte dump.
+void PrintTo(const Fixture& f, std::ostream* os) { *os << f.dir; }
 
 std::vector<Fixture> fixtures() {
     std::vector<Fixture> out;

@@ -84,7 +84,8 @@ TEST_P(OutputParserTest, TrailingWhitespaceOfPlainContentKept) {
     EXPECT_EQ(d.content, "hello \n");
 }
 
-INSTANTIATE_TEST_SUITE_P(WholeAndBytewise, OutputParserTest, ::testing::Bool());
+INSTANTIATE_TEST_SUITE_P(WholeAndBytewise, OutputParserTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) { return info.param ? "Bytewise" : "Whole"; });
 
 }  // namespace
 }  // namespace qs

@@ -9,8 +9,36 @@
 #include "backend/cuda/moe_kernels.h"
 #include "core/check.h"
 #include "core/dtype.h"
+#include "core/progress.h"
 
 namespace qs::cuda {
+
+namespace {
+// Host bytes of one WeightSet entry: what the upload's progress line counts (the device copy
+// may be another format; reading the host side from disk is what takes the time).
+size_t host_bytes(const WeightSet::Entry& entry) {
+    auto linear = [](const LinearWeight& l) { return l.storage_bytes(); };
+    auto vec = [](const std::vector<float>& v) { return v.size() * sizeof(float); };
+    return std::visit(
+        [&](const auto* p) -> size_t {
+            using T = std::remove_cvref_t<decltype(*p)>;
+            if constexpr (std::is_same_v<T, WeightBuffer>) return size_t(p->numel()) * dtype_size(p->dtype);
+            else if constexpr (std::is_same_v<T, std::vector<float>>) return vec(*p);
+            else if constexpr (std::is_same_v<T, LinearWeight>) return linear(*p);
+            else if constexpr (std::is_same_v<T, GdnWeights>)
+                return linear(p->in_proj_qkv) + linear(p->in_proj_z) + linear(p->in_proj_b) + linear(p->in_proj_a) +
+                       linear(p->out_proj) + vec(p->conv1d) + vec(p->A_log) + vec(p->dt_bias) + vec(p->norm);
+            else {
+                size_t b = linear(p->router) + linear(p->shared_expert_gate) + linear(p->shared_expert.gate_proj) +
+                           linear(p->shared_expert.up_proj) + linear(p->shared_expert.down_proj);
+                for (const ExpertWeights& e : p->experts)
+                    b += linear(e.gate_proj) + linear(e.up_proj) + linear(e.down_proj);
+                return b;
+            }
+        },
+        entry);
+}
+}  // namespace
 
 void* DeviceWeights::upload_bytes(const void* src, size_t bytes, cudaStream_t stream) {
     buffers_.emplace_back(bytes);
@@ -158,7 +186,10 @@ size_t DeviceWeights::upload(const WeightSet& w, cudaStream_t stream, bool refer
     QS_CHECK(w.config != nullptr);
     reference_precision_ = reference_precision;
     top_k_ = w.config->num_experts_per_tok;
-    for (const WeightSet::Entry& entry : w.entries)
+    double total = 0;
+    for (const WeightSet::Entry& entry : w.entries) total += double(host_bytes(entry));
+    Progress progress("uploading weights", total);
+    for (const WeightSet::Entry& entry : w.entries) {
         std::visit(
             [&](const auto* p) {
                 using T = std::remove_cvref_t<decltype(*p)>;
@@ -169,6 +200,9 @@ size_t DeviceWeights::upload(const WeightSet& w, cudaStream_t stream, bool refer
                 else add_moe(*p, stream);
             },
             entry);
+        progress.advance(double(host_bytes(entry)));
+    }
+    progress.finish();
     return bytes_;
 }
 
