@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "core/build_info.h"
+#include "core/log_format.h"
 
 namespace qs::cli {
 
@@ -58,7 +59,11 @@ std::string format_version() {
 }
 
 int fail(const char* command, const Status& status) {
-    std::fprintf(stderr, "qwenserve %s: %s\n", command, status.message().c_str());
+    // Under --log-format json the error is a log line too, so a log reader sees why it stopped.
+    if (log_format() == LogFormat::kJson)
+        log_fields(LogLevel::kError, status.message(), {log_field("command", std::string("qwenserve ") + command)});
+    else
+        std::fprintf(stderr, "qwenserve %s: %s\n", command, status.message().c_str());
     return exit_code_for(status.kind());
 }
 

@@ -82,7 +82,8 @@ void format_option(std::string& out, const CliOption& o) {
     else if (o.is_flag()) tail = "default: off";
     if (o.repeatable) tail += std::string(tail.empty() ? "" : "; ") + "repeatable; command line only";
     else tail += std::string(tail.empty() ? "" : "; ") + "env: " + env_var_name(o.name) + (o.is_flag() ? "=1" : "");
-    wrap(out, o.help + " [" + tail + "]");
+    wrap(out, o.help);
+    out += kIndent + tail + "\n";  // unwrapped, so "env: QS_X" stays greppable
 }
 
 void format_group(std::string& out, const OptionGroup& g) {
@@ -127,8 +128,8 @@ std::string format_help(const CommandSpec& spec) {
     }
     for (const auto& g : spec.groups) format_group(out, g);
     format_group(out, log_options());
-    out += "\nEvery option can also be set by its environment variable (QS_ + the name in upper case, '-' as "
-           "'_'); the command line wins.\n";
+    out += "\nEvery option can also be set by its environment variable (QS_ + the name in upper case,\n"
+           "'-' as '_'); the command line wins.\n";
     return out;
 }
 

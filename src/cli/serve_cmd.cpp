@@ -70,7 +70,7 @@ Result<ServeConfig> resolve(const Args& args) {
     s.log_requests = !args.has("disable-log-requests");
     s.log_prompts = args.has("log-prompts");
     s.host = args.get_or("host", s.host);
-    QS_ASSIGN_OR_RETURN(int64_t port, args.get_int("port", 8000));
+    QS_ASSIGN_OR_RETURN(int64_t port, args.get_int("port", s.port));
     if (port < 0 || port > 65535) return invalid_argument(fmt::format("--port must be in [0, 65535], got {}", port));
     s.port = int(port);
     s.api_key = args.get_or("api-key", "");
@@ -102,12 +102,11 @@ Result<ServeConfig> resolve(const Args& args) {
     QS_ASSIGN_OR_RETURN(c.engine, EngineConfig::from_args(args));
     c.fake_engine = args.has("fake-engine");
     c.tokenizer = args.get_or("tokenizer", "");
-    if (!c.fake_engine || c.tokenizer.empty()) {
-        // The fake engine needs the model only for its tokenizer, and no model at all without one.
-        auto path = model_path_from_args(args);
-        if (path.is_ok()) c.model_path = *path;
-        else if (!c.fake_engine) return path.status();
-    }
+    // The directory --model names (a Hugging Face id resolved in the cache). The fake engine
+    // reads only a tokenizer from it, so it tolerates a model that is not there.
+    auto path = model_path_from_args(args);
+    if (path.is_ok()) c.model_path = *path;
+    else if (!c.fake_engine) return path.status();
     if (c.tokenizer.empty() && !c.model_path.empty() && std::filesystem::exists(c.model_path + "/tokenizer.json"))
         c.tokenizer = c.model_path;
     QS_RETURN_IF_ERROR(seconds("fake-step-ms", c.fake_step_ms, c.fake_step_ms));
