@@ -5,13 +5,16 @@ namespace qs::cli {
 
 OptionGroup backend_option_group() {
     const BackendOptions defaults;
-    return {"Backend",
-            {choice("device", {"cpu", "cuda"},
-                    "cpu: the exact reference backend; cuda: the GPU backend (Hopper sm_90a; needs a CUDA build)",
-                    defaults.device),
-             valued("cuda-graph-max-batch", "N",
-                    "largest decode batch replayed from a CUDA graph (--device cuda; 0: no graphs; in [0, 4096])",
-                    std::to_string(defaults.cuda_graph_max_batch))}};
+    OptionGroup g{"Backend",
+                  {choice("device", {"cpu", "cuda"},
+                          "cpu: the exact reference backend; cuda: the GPU backend (Hopper sm_90a; needs a CUDA "
+                          "build)",
+                          defaults.device),
+                   valued("cuda-graph-max-batch", "N",
+                          "largest decode batch replayed from a CUDA graph (--device cuda; 0: no graphs)",
+                          std::to_string(defaults.cuda_graph_max_batch))}};
+    g.options.back().allowed = "in [0, 4096]";
+    return g;
 }
 
 Result<BackendOptions> backend_options_from_args(const Args& args, const EngineConfig& engine) {

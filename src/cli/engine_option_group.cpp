@@ -24,7 +24,7 @@ OptionGroup engine_option_group(const std::vector<std::string_view>& only) {
                 break;
             case OptionKind::kOffSwitch: break;
         }
-        if (const std::string range = option_range_text(e); !range.empty()) o.help += " (" + range + ")";
+        o.allowed = option_range_text(e);
         if (e.takes_value()) o.default_text = engine_option_value(defaults, e.name);
         g.options.push_back(std::move(o));
     }

@@ -80,6 +80,7 @@ void format_option(std::string& out, const CliOption& o) {
     if (o.required) tail = "required";
     else if (!o.default_text.empty()) tail = "default: " + o.default_text;
     else if (o.is_flag()) tail = "default: off";
+    if (!o.allowed.empty()) tail += std::string(tail.empty() ? "" : "; ") + "allowed: " + o.allowed;
     if (o.repeatable) tail += std::string(tail.empty() ? "" : "; ") + "repeatable; command line only";
     else tail += std::string(tail.empty() ? "" : "; ") + "env: " + env_var_name(o.name) + (o.is_flag() ? "=1" : "");
     wrap(out, o.help);

@@ -22,6 +22,7 @@ struct CliOption {
     std::string default_text;  // shown as "default: ..."; empty: none (a flag, or no default)
     bool required = false;     // parse_command refuses the command without it
     std::vector<std::string> choices;  // when not empty: the accepted values (checked by parse_command)
+    std::string allowed;       // the values allowed, in words (">= 1"), for the help; checked by the command
     bool repeatable = false;   // parsed by the command itself (campaign sweep's --grid)
 
     bool is_flag() const { return metavar.empty(); }

@@ -254,7 +254,7 @@ const CommandSpec& serve_spec() {
         c.groups.push_back(
             {"Server",
              {valued("host", "HOST", "address to listen on", d.host),
-              valued("port", "N", "TCP port (0: any free port; in [0, 65535])", std::to_string(d.port)),
+              valued("port", "N", "TCP port (0: any free port)", std::to_string(d.port)),
               valued("api-key", "KEY", "require 'Authorization: Bearer KEY' on /v1 routes", "none"),
               valued("served-model-name", "NAME[,NAME...]",
                      "the model names clients may ask for (the first is the one /v1/models lists first)",
@@ -275,6 +275,11 @@ const CommandSpec& serve_spec() {
                      fmt::format("{}", d.write_stall_timeout_s)),
               valued("shutdown-grace-s", "S", "on SIGTERM, in-flight requests get this long to finish",
                      fmt::format("{}", d.shutdown_grace_s))}});
+        for (auto& o : c.groups.back().options) {
+            if (o.name == "port") o.allowed = "in [0, 65535]";
+            if (o.metavar == "N" && o.name != "port") o.allowed = ">= 1";
+            if (o.metavar == "S") o.allowed = ">= 0";
+        }
         c.groups.push_back(
             {"Request log",
              {flag("disable-log-requests",

@@ -55,11 +55,15 @@ TEST(CliHelp, ServeHelpListsEveryOptionWithItsVariable) {
     expect_documented(r.output, kModelOptions);
     expect_documented(r.output, kEngineOptions);
     // Defaults as the README states them.
-    EXPECT_NE(r.output.find("default: 8000; env: QS_PORT"), std::string::npos);
-    EXPECT_NE(r.output.find("default: 127.0.0.1; env: QS_HOST"), std::string::npos);
-    EXPECT_NE(r.output.find("default: 512; env: QS_MAX_NUM_SEQS"), std::string::npos);
-    EXPECT_NE(r.output.find("default: bf16; env: QS_KV_CACHE_DTYPE"), std::string::npos);
-    EXPECT_NE(r.output.find("required; env: QS_MODEL"), std::string::npos);
+    auto tail = [&](const std::string& head, const std::string& var) {
+        return std::regex_search(r.output, std::regex("\n      " + head + "(; [^\n]*)?; env: " + var + "\n"));
+    };
+    EXPECT_TRUE(tail("default: 8000", "QS_PORT")) << r.output;
+    EXPECT_TRUE(tail("default: 127.0.0.1", "QS_HOST"));
+    EXPECT_TRUE(tail("default: 512", "QS_MAX_NUM_SEQS"));
+    EXPECT_TRUE(tail("default: bf16", "QS_KV_CACHE_DTYPE"));
+    EXPECT_TRUE(tail("required", "QS_MODEL"));
+    EXPECT_NE(r.output.find("allowed: in (0, 1]; env: QS_GPU_MEMORY_UTILIZATION"), std::string::npos);
 }
 
 TEST(CliHelp, ShortHelpAndHelpCommandPrintTheSame) {
