@@ -386,8 +386,11 @@ void check_case(const std::string& name, const Problem& P, const Ref& R, bool bf
         rs.insert(rs.end(), rssm.begin() + sl * SS, rssm.begin() + (sl + 1) * SS);
     }
     std::string lens;
-    for (size_t s = 0; s < P.lens.size() && s < 6; ++s) lens += (s ? "," : "") + std::to_string(P.lens[s]);
     // Appended piece by piece: GCC 12 warns falsely (-Wrestrict) on "literal" + std::string&&.
+    for (size_t s = 0; s < P.lens.size() && s < 6; ++s) {
+        if (s) lens += ',';
+        lens += std::to_string(P.lens[s]);
+    }
     if (P.lens.size() > 6) {
         lens += ",.. (";
         lens += std::to_string(P.lens.size());

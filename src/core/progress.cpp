@@ -7,6 +7,7 @@
 #include <chrono>
 
 #include "core/log.h"
+#include "core/log_format.h"
 
 namespace qs {
 
@@ -41,10 +42,20 @@ double Progress::now() const {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-void Progress::write(const std::string& line) {
-    if (sink_) sink_(line);
-    else log_info("{}", line);
+void Progress::write(double done, double elapsed_s, bool final) {
     ++lines_;
+    const std::string line = final ? format_progress_done(what_, total_, elapsed_s, unit_)
+                                   : format_progress(what_, done, total_, elapsed_s, unit_);
+    if (sink_) return sink_(line);
+    if (log_format() != LogFormat::kJson) return log_info("{}", line);
+    // JSON lines: the numbers as fields, for whoever reads the log by machine.
+    std::vector<LogField> fields = {log_field_real("percent", total_ > 0 ? 100 * done / total_ : 100),
+                                    log_field_real("done", done / unit_.scale),
+                                    log_field_real("total", total_ / unit_.scale),
+                                    log_field_real("elapsed_s", elapsed_s)};
+    if (*unit_.name) fields.push_back(log_field("unit", unit_.name));
+    if (!final && done > 0 && done < total_) fields.push_back(log_field_real("eta_s", elapsed_s * (total_ - done) / done));
+    log_fields(LogLevel::kInfo, line, fields);
 }
 
 void Progress::advance(double amount) {
@@ -53,14 +64,14 @@ void Progress::advance(double amount) {
     std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
     if (!lock.owns_lock() || finished_ || t - last_line_s_ < interval_s_ || done >= total_) return;
     last_line_s_ = t;
-    write(format_progress(what_, done, total_, t - start_s_, unit_));
+    write(done, t - start_s_, /*final=*/false);
 }
 
 void Progress::finish() {
     std::lock_guard<std::mutex> lock(mu_);
     if (finished_) return;
     finished_ = true;
-    if (lines_ > 0) write(format_progress_done(what_, total_, now() - start_s_, unit_));
+    if (lines_ > 0) write(total_, now() - start_s_, /*final=*/true);
 }
 
 }  // namespace qs

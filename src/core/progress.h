@@ -3,7 +3,9 @@
 // done, the amount, the time so far and the time left at the rate so far:
 //   "uploading weights: 42% (29.4 of 70.0 GB), 31.0 s, ETA 42.8 s"
 // and, when any line was written, a last one from finish(): "uploading weights: 100% (70.0 GB)
-// in 73.6 s". advance() may be called from any thread (OpenMP workers); one of them writes.
+// in 73.6 s". Under --log-format json the numbers are also fields of the line (percent, done,
+// total, unit, elapsed_s, eta_s). advance() may be called from any thread (OpenMP workers); one
+// of them writes.
 #pragma once
 
 #include <atomic>
@@ -43,7 +45,7 @@ public:
 
 private:
     double now() const;
-    void write(const std::string& line);
+    void write(double done, double elapsed_s, bool final);
 
     const std::string what_;
     const double total_;

@@ -123,6 +123,35 @@ TEST(ProgressLine, ThrottledByIntervalAndFinishedOnce) {
     EXPECT_EQ(lines[1], "loading: 100% (100) in 12.0 s");
 }
 
+TEST(ProgressLine, JsonLinesCarryTheNumbers) {
+    double now = 0;
+    set_log_format(LogFormat::kJson);
+    testing::internal::CaptureStderr();
+    {
+        Progress p("uploading weights", 120e9, kProgressGB, 5.0, [&] { return now; });
+        now = 10;
+        p.advance(30e9);
+        now = 40;
+        p.advance(90e9);
+        p.finish();
+    }
+    const std::string err = testing::internal::GetCapturedStderr();
+    set_log_format(LogFormat::kText);
+    const auto nl = err.find('\n');
+    ASSERT_NE(nl, std::string::npos) << err;
+    const auto first = nlohmann::json::parse(err.substr(0, nl));
+    EXPECT_EQ(first["msg"], "uploading weights: 25% (30.0 of 120.0 GB), 10.0 s, ETA 30.0 s");
+    EXPECT_DOUBLE_EQ(first["percent"].get<double>(), 25.0);
+    EXPECT_DOUBLE_EQ(first["done"].get<double>(), 30.0);
+    EXPECT_DOUBLE_EQ(first["total"].get<double>(), 120.0);
+    EXPECT_EQ(first["unit"], "GB");
+    EXPECT_DOUBLE_EQ(first["eta_s"].get<double>(), 30.0);
+    const auto last = nlohmann::json::parse(err.substr(nl + 1, err.find('\n', nl + 1) - nl - 1));
+    EXPECT_EQ(last["msg"], "uploading weights: 100% (120.0 GB) in 40.0 s");
+    EXPECT_DOUBLE_EQ(last["percent"].get<double>(), 100.0);
+    EXPECT_FALSE(last.contains("eta_s"));
+}
+
 TEST(ProgressLine, QuickOperationsWriteNothing) {
     double now = 0;
     std::vector<std::string> lines;
