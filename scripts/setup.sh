@@ -13,6 +13,7 @@ APT_PACKAGES=(
   libfmt-dev=9.1.0+ds1-2
   libgtest-dev=1.12.1-0.2 libgmock-dev=1.12.1-0.2
   libbenchmark-dev=1.7.1-1
+  libxxhash-dev=0.8.1-1
   python3-venv
   haproxy  # tests/e2e/test_replicas_haproxy.py: replicas behind deploy/haproxy/qwenserve.cfg
 )

@@ -57,6 +57,13 @@ std::vector<EngineOption> make_table() {
     t.push_back(int_option("num-kv-blocks", "num_kv_blocks", 0, kNoMax,
                            "KV pages; 0: what the budget holds after the state slots"));
 
+    EngineOption seed = int_option("prefix-cache-seed", "prefix_cache_seed", 0, kNoMax,
+                                   "seed of the prefix cache's page hash (XXH3-128); -1: a random seed per "
+                                   "process, so clients cannot predict page keys (fix it only to reproduce "
+                                   "a run)");
+    seed.off_value = -1;
+    t.push_back(seed);
+
     EngineOption util = option("gpu-memory-utilization", "gpu_memory_utilization", OptionKind::kReal,
                                "share of GPU memory in use once the cache is allocated");
     util.min = 0;

@@ -5,9 +5,11 @@
 
 namespace qs {
 
-CacheManager::CacheManager(ModelCache& cache, const CapacityPlan& plan, const EngineConfig& config)
+CacheManager::CacheManager(ModelCache& cache, const CapacityPlan& plan, const EngineConfig& config,
+                           PageHashFn hash_fn)
     : cache_(cache),
-      pool_(plan.num_kv_blocks),
+      pool_(plan.num_kv_blocks, config.kv_block_size),
+      hasher_(config.prefix_cache_seed >= 0 ? uint64_t(config.prefix_cache_seed) : random_page_hash_seed(), hash_fn),
       snapshots_(plan.num_running_slots, plan.num_snapshot_slots),
       block_size_(config.kv_block_size),
       prefix_caching_(config.enable_prefix_caching),
@@ -36,7 +38,7 @@ bool CacheManager::ensure_blocks(Sequence& s, int64_t num_positions) {
 void CacheManager::free_sequence(Sequence& s) {
     for (int32_t b : s.block_table) pool_.release(b);
     s.block_table.clear();
-    s.block_hashes.clear();
+    s.prefix_pages.clear();
     if (s.slot >= 0) free_slots_.push_back(s.slot);
     s.slot = -1;
     s.num_computed = 0;
@@ -57,21 +59,28 @@ int64_t CacheManager::apply_prefix_hit(Sequence& s) {
     if (!prefix_caching_) return 0;
     // Pages wholly before the last known token (that one must be computed to get logits).
     const int64_t max_pages = (int64_t(s.tokens.size()) - 1) / block_size_;
-    std::vector<uint64_t> hashes;
-    uint64_t h = 0;
+    std::vector<CachedPage> found;
+    std::vector<PrefixPage> pages;
+    PageHash h;
+    uint64_t parent = 0;
     for (int64_t i = 0; i < max_pages; ++i) {
-        h = chain_block_hash(h, s.tokens.data() + i * block_size_, block_size_);
-        if (!pool_.contains(h)) break;
-        hashes.push_back(h);
+        const int32_t* tokens = s.tokens.data() + i * block_size_;
+        h = hasher_(h, tokens, block_size_);
+        const std::optional<CachedPage> c = pool_.find(h, parent, tokens);
+        if (!c) break;
+        found.push_back(*c);
+        pages.push_back({h, c->serial});
+        parent = c->serial;
     }
-    int64_t m = int64_t(hashes.size());
-    while (m > 0 && !snapshots_.contains(hashes[size_t(m - 1)])) --m;
+    int64_t m = int64_t(pages.size());
+    while (m > 0 && !snapshots_.contains(pages[size_t(m - 1)].hash, s.tokens.data(), m * block_size_)) --m;
     if (m == 0) return 0;
     for (int64_t i = 0; i < m; ++i) {
-        s.block_table.push_back(*pool_.acquire_cached(hashes[size_t(i)]));
-        s.block_hashes.push_back(hashes[size_t(i)]);
+        pool_.retain(found[size_t(i)].block);
+        s.block_table.push_back(found[size_t(i)].block);
+        s.prefix_pages.push_back(pages[size_t(i)]);
     }
-    cache_.copy_slot(*snapshots_.lookup(hashes[size_t(m - 1)]), s.slot);
+    cache_.copy_slot(*snapshots_.lookup(pages[size_t(m - 1)].hash, s.tokens.data(), m * block_size_), s.slot);
     s.num_computed = m * block_size_;
     return s.num_computed;
 }
@@ -79,15 +88,22 @@ int64_t CacheManager::apply_prefix_hit(Sequence& s) {
 void CacheManager::after_forward(Sequence& s) {
     if (!prefix_caching_) return;
     const int64_t full = s.num_computed / block_size_;
-    for (int64_t i = int64_t(s.block_hashes.size()); i < full; ++i) {
-        const uint64_t prev = i ? s.block_hashes[size_t(i - 1)] : 0;
-        const uint64_t h = chain_block_hash(prev, s.tokens.data() + i * block_size_, block_size_);
-        s.block_hashes.push_back(h);
-        pool_.register_hash(s.block_table[size_t(i)], h);
+    for (int64_t i = int64_t(s.prefix_pages.size()); i < full; ++i) {
+        const int32_t* tokens = s.tokens.data() + i * block_size_;
+        const PrefixPage* prev = i ? &s.prefix_pages[size_t(i - 1)] : nullptr;
+        PrefixPage page;
+        page.hash = hasher_(prev ? prev->hash : PageHash{}, tokens, block_size_);
+        // A page is registered after its predecessor only: the predecessor's serial names the
+        // prefix the page's K/V was computed from.
+        if (!prev || prev->serial != 0)
+            page.serial = pool_.register_page(s.block_table[size_t(i)], page.hash, prev ? prev->serial : 0, tokens);
+        s.prefix_pages.push_back(page);
     }
     if (s.num_computed == snapshot_boundary(s) && full > 0) {
-        const uint64_t h = s.block_hashes[size_t(full - 1)];
-        if (auto slot = snapshots_.insert(h)) cache_.copy_slot(s.slot, *slot);
+        const PrefixPage& page = s.prefix_pages[size_t(full - 1)];
+        if (page.serial != 0)  // else no lookup could reach it
+            if (auto slot = snapshots_.insert(page.hash, s.tokens.data(), s.num_computed))
+                cache_.copy_slot(s.slot, *slot);
     }
 }
 
@@ -112,7 +128,7 @@ bool CacheManager::fork(const Sequence& parent, Sequence& child) {
         cache_.copy_block(parent.block_table[size_t(shared)], b);
         child.block_table.push_back(b);
     }
-    child.block_hashes = parent.block_hashes;
+    child.prefix_pages = parent.prefix_pages;
     child.num_computed = parent.num_computed;
     return true;
 }

@@ -1,8 +1,9 @@
 // CacheManager: the memory a running sequence owns, in one place. KV pages (BlockPool, with the
 // prefix cache), GDN state slots (running slots, snapshot slots) and the copies between them:
 // prefix hits restore a snapshot, forks share pages and copy state. (MTP needs no slot of its
-// own: verification defers the GDN state and commits the accepted rows, Qwen36Model.) Owned by
-// the engine thread.
+// own: verification defers the GDN state and commits the accepted rows, Qwen36Model.) A prefix
+// hit is verified page by page (tokens and predecessor, BlockPool), never taken on a hash alone.
+// Owned by the engine thread.
 #pragma once
 
 #include <cstdint>
@@ -18,7 +19,10 @@ namespace qs {
 
 class CacheManager {
 public:
-    CacheManager(ModelCache& cache, const CapacityPlan& plan, const EngineConfig& config);
+    // The page keys are seeded with config.prefix_cache_seed, or a random seed when it is -1.
+    // `hash_fn` replaces XXH3 in tests (forced collisions).
+    CacheManager(ModelCache& cache, const CapacityPlan& plan, const EngineConfig& config,
+                 PageHashFn hash_fn = xxh3_page_hash);
 
     int64_t block_size() const { return block_size_; }
     bool prefix_caching() const { return prefix_caching_; }
@@ -51,11 +55,13 @@ public:
     BlockPool& pool() { return pool_; }
     const BlockPool& pool() const { return pool_; }
     const SnapshotCache& snapshots() const { return snapshots_; }
+    const PageHasher& hasher() const { return hasher_; }
     void clear_prefix_cache();
 
 private:
     ModelCache& cache_;
     BlockPool pool_;
+    PageHasher hasher_;
     SnapshotCache snapshots_;
     int64_t block_size_;
     bool prefix_caching_;

@@ -35,6 +35,7 @@ constexpr IntField kIntFields[] = {
     {"num-state-snapshots", &EngineConfig::num_state_snapshots},
     {"cache-memory-mb", &EngineConfig::cache_memory_mb},
     {"num-kv-blocks", &EngineConfig::num_kv_blocks},
+    {"prefix-cache-seed", &EngineConfig::prefix_cache_seed},
 };
 // Every kReal option of the table.
 struct RealField {
@@ -81,11 +82,12 @@ std::string EngineConfig::describe() const {
         "max_num_seqs={} max_num_batched_tokens={} max_model_len={} kv_block_size={} kv_cache_dtype={} "
         "max_prefill_tokens_with_decodes={} chunked_prefill={} prefix_caching={} max_waiting={} num_speculative_tokens={} "
         "speculative_disable_by_batch_size={} num_state_snapshots={} "
-        "cache_memory_mb={} num_kv_blocks={} gdn_state_dtype={}",
+        "cache_memory_mb={} num_kv_blocks={} gdn_state_dtype={} prefix_cache_seed={}",
         max_num_seqs, max_num_batched_tokens, max_model_len, kv_block_size, kv_cache_dtype_name(kv_cache_dtype),
         max_prefill_tokens_with_decodes, enable_chunked_prefill, enable_prefix_caching, max_waiting,
         num_speculative_tokens, speculative_disable_by_batch_size, num_state_snapshots,
-        cache_memory_mb, num_kv_blocks, gdn_state_bf16 ? "bf16" : "f32") +
+        cache_memory_mb, num_kv_blocks, gdn_state_bf16 ? "bf16" : "f32",
+        prefix_cache_seed >= 0 ? std::to_string(prefix_cache_seed) : std::string("random")) +
            (benchmark_mtp_acceptance >= 0.0
                 ? fmt::format(" benchmark_mtp_acceptance={} (BENCHMARK ONLY: outputs are not the model's)",
                               benchmark_mtp_acceptance)

@@ -36,6 +36,7 @@ struct EngineConfig {
     int64_t cache_memory_mb = 256;           // KV + state budget (CPU backend; GPU derives it)
     double gpu_memory_utilization = 0.90;    // GPU: share of device memory in use once the cache is made
     int64_t num_kv_blocks = 0;               // 0: derived from cache_memory_mb
+    int64_t prefix_cache_seed = -1;          // page hash seed; -1: random per process (CacheManager)
     // BENCHMARK ONLY, CHANGES OUTPUTS (--benchmark-mtp-acceptance P): each MTP draft is accepted
     // with probability P whatever the target says, so MTP can be timed at a chosen acceptance
     // on dummy weights. -1: off (the real verdicts).

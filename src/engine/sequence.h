@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/block_pool.h"
 #include "engine/request.h"
 #include "engine/stop_checker.h"
 #include "engine/text_decoder.h"
@@ -30,7 +31,7 @@ struct Sequence {
     int64_t num_computed = 0;        // positions [0, num_computed) are in the KV pages and GDN state
     int64_t num_cached_prompt = 0;   // prompt tokens restored from the prefix cache
     std::vector<int32_t> block_table;
-    std::vector<uint64_t> block_hashes;  // prefix hash of each full page registered so far
+    std::vector<PrefixPage> prefix_pages;  // each full page registered so far (prefix cache)
     int32_t slot = -1;               // GDN state slot while running
 
     uint64_t sample_key = 0;         // its sampling noise stream (sampling_key)

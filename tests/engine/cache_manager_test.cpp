@@ -68,7 +68,7 @@ TEST(CacheManager, FreeSequenceGivesEverythingBack) {
 
     m.free_sequence(*a);
     EXPECT_TRUE(a->block_table.empty());
-    EXPECT_TRUE(a->block_hashes.empty());
+    EXPECT_TRUE(a->prefix_pages.empty());
     EXPECT_TRUE(a->draft.empty());
     EXPECT_EQ(a->slot, -1);
     EXPECT_EQ(a->num_computed, 0);
@@ -110,7 +110,7 @@ TEST(CacheManager, NoSnapshotWhenTheForwardCrossesTheBoundary) {
     rig.take_ops();
     a->num_computed = 10;  // past the boundary (8) in one forward
     m.after_forward(*a);
-    EXPECT_EQ(a->block_hashes.size(), 2u);  // pages 0 and 1 are full and registered
+    EXPECT_EQ(a->prefix_pages.size(), 2u);  // pages 0 and 1 are full and registered
     EXPECT_EQ(m.pool().num_cached(), 2);
     EXPECT_EQ(m.snapshots().size(), 0);
     EXPECT_TRUE(rig.ops.empty());
@@ -161,7 +161,7 @@ TEST(CacheManager, PrefixHitEndsAtTheLastSnapshot) {
     EXPECT_EQ(m.apply_prefix_hit(*b), 8);
     EXPECT_EQ(b->num_computed, 8);
     EXPECT_EQ(b->block_table, ids({0, 1}));
-    EXPECT_EQ(b->block_hashes, std::vector<uint64_t>(a->block_hashes.begin(), a->block_hashes.begin() + 2));
+    EXPECT_EQ(b->prefix_pages, std::vector<PrefixPage>(a->prefix_pages.begin(), a->prefix_pages.begin() + 2));
     EXPECT_EQ(m.pool().ref_count(0), 2);
     EXPECT_EQ(m.pool().ref_count(1), 2);
     EXPECT_EQ(m.pool().ref_count(2), 1);  // matched but past the snapshot: not taken

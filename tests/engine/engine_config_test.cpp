@@ -38,7 +38,8 @@ TEST(EngineConfig, EveryOptionOfTheTableIsParsedAndValidated) {
             case OptionKind::kInt:
             case OptionKind::kReal: {
                 // Just outside the range: below the minimum (or at an open one), or above a maximum.
-                const double bad = o.min_open ? o.min : std::isinf(o.max) ? o.min - 1 : o.max + 1;
+                double bad = o.min_open ? o.min : std::isinf(o.max) ? o.min - 1 : o.max + 1;
+                if (o.off_value && bad == *o.off_value) bad -= 1;  // the off value itself is allowed
                 auto c = parse({flag, text(bad)});
                 ASSERT_FALSE(c.is_ok()) << flag << " " << text(bad) << " was accepted: not bound to a field";
                 EXPECT_NE(c.status().message().find(std::string(o.knob) + " must be"), std::string::npos)

@@ -36,7 +36,8 @@ private:
 };
 
 // The memory of a small engine: `num_blocks` pages of `block_size` tokens; `running` running
-// slots, then `snapshots` snapshot slots; `mtp`: MTP on (one proposal).
+// slots, then `snapshots` snapshot slots; `mtp`: MTP on (one proposal); `hash_fn`: the page key
+// function (tests force collisions with weak ones).
 struct MemoryRig {
     EngineConfig config;
     CapacityPlan plan;
@@ -46,7 +47,7 @@ struct MemoryRig {
     std::vector<std::unique_ptr<RequestState>> requests;  // own the sequences
 
     MemoryRig(int64_t num_blocks, int64_t block_size, int64_t running, int64_t snapshots, bool mtp,
-              bool prefix_caching) {
+              bool prefix_caching, PageHashFn hash_fn = xxh3_page_hash) {
         config.kv_block_size = block_size;
         config.max_num_seqs = running;
         config.enable_prefix_caching = prefix_caching;
@@ -59,7 +60,7 @@ struct MemoryRig {
         g.num_blocks = num_blocks;
         g.num_state_slots = plan.total_state_slots();
         cache = std::make_unique<ModelCache>(g, std::make_unique<RecordingStorage>(&ops));
-        manager = std::make_unique<CacheManager>(*cache, plan, config);
+        manager = std::make_unique<CacheManager>(*cache, plan, config, hash_fn);
     }
 
     // A waiting sequence of a new request: `id` is its arrival order, `tokens` its prompt.
