@@ -17,6 +17,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "core/log.h"
+
 namespace qs {
 namespace {
 
@@ -117,6 +119,27 @@ const FieldReader* first_with(const std::vector<const FieldReader*>& readers, co
     return nullptr;
 }
 
+// Qwen3_5MoeTextConfig's field defaults in transformers 5.17: what it uses for a field the file
+// does not set (the 35B-A3B shapes; max_position_embeddings 32768; rope_theta 10000).
+void apply_transformers_defaults(ModelConfig* c) {
+    c->vocab_size = 248320;
+    c->hidden_size = 2048;
+    c->num_hidden_layers = 40;
+    c->num_attention_heads = 16;
+    c->num_key_value_heads = 2;
+    c->head_dim = 256;
+    c->max_position_embeddings = 32768;
+    c->linear_conv_kernel_dim = 4;
+    c->linear_key_head_dim = 128;
+    c->linear_value_head_dim = 128;
+    c->linear_num_key_heads = 16;
+    c->linear_num_value_heads = 32;
+    c->moe_intermediate_size = 512;
+    c->shared_expert_intermediate_size = 512;
+    c->num_experts_per_tok = 8;
+    c->num_experts = 256;
+}
+
 Status parse_layer_types(const FieldReader& text, ModelConfig* c) {
     const json* lt = text.get("layer_types");
     if (!lt) {
@@ -134,15 +157,15 @@ Status parse_layer_types(const FieldReader& text, ModelConfig* c) {
         const json& e = (*lt)[i];
         if (!e.is_string()) return text.bad_type(fmt::format("layer_types[{}]", i), "a string");
         const std::string& s = e.get_ref<const std::string&>();
-        if (s == "linear_attention") {
+        // transformers' remap_legacy_layer_types: mamba, conv → linear; attention → full.
+        if (s == "linear_attention" || s == "mamba" || s == "conv") {
             c->layer_types.push_back(LayerType::kLinearAttention);
-        } else if (s == "full_attention") {
+        } else if (s == "full_attention" || s == "attention") {
             c->layer_types.push_back(LayerType::kFullAttention);
         } else {
             return corrupt_data(
-                fmt::format("config.json: {}[{}] is the unknown layer type \"{}\" (expected "
-                            "linear_attention or "
-                            "full_attention)",
+                fmt::format("config.json: {}[{}] is the layer type \"{}\", which qwenserve cannot run "
+                            "(expected linear_attention or full_attention)",
                             text.field("layer_types"), i, s));
         }
     }
@@ -207,7 +230,8 @@ Result<ModelConfig> parse_model_config(const nlohmann::json& j) {
     return parse_model_config(j, "config.json");
 }
 
-Result<ModelConfig> parse_model_config(const nlohmann::json& j, const std::string& source) {
+Result<ModelConfig> parse_model_config(const nlohmann::json& j, const std::string& source,
+                                       std::vector<std::string>* warnings) {
     Result<ModelConfig> r = [&]() -> Result<ModelConfig> {
         if (!j.is_object()) return corrupt_data("config.json: the document is not a JSON object");
         ModelConfig c;
@@ -227,37 +251,73 @@ Result<ModelConfig> parse_model_config(const nlohmann::json& j, const std::strin
             QS_RETURN_IF_ERROR(text.read_string("model_type", &c.model_type, false));
         }
 
-        QS_RETURN_IF_ERROR(text.read_int("hidden_size", &c.hidden_size, true));
-        QS_RETURN_IF_ERROR(text.read_int("num_hidden_layers", &c.num_hidden_layers, true));
+        // Fields transformers gives a default to are optional where its defaults are known.
+        const bool hf_defaults = c.model_type == "qwen3_5_moe_text";
+        const bool required = !hf_defaults;
+        if (hf_defaults) apply_transformers_defaults(&c);
+        QS_RETURN_IF_ERROR(text.read_int("hidden_size", &c.hidden_size, required));
+        QS_RETURN_IF_ERROR(text.read_int("num_hidden_layers", &c.num_hidden_layers, required));
         QS_RETURN_IF_ERROR(
             text.read_int("full_attention_interval", &c.full_attention_interval, false));
-        QS_RETURN_IF_ERROR(text.read_int("num_attention_heads", &c.num_attention_heads, true));
-        QS_RETURN_IF_ERROR(text.read_int("num_key_value_heads", &c.num_key_value_heads, true));
-        QS_RETURN_IF_ERROR(text.read_int("head_dim", &c.head_dim, true));
+        QS_RETURN_IF_ERROR(text.read_int("num_attention_heads", &c.num_attention_heads, required));
+        QS_RETURN_IF_ERROR(text.read_int("num_key_value_heads", &c.num_key_value_heads, required));
+        QS_RETURN_IF_ERROR(text.read_int("head_dim", &c.head_dim, required));
         QS_RETURN_IF_ERROR(text.read_bool("attn_output_gate", &c.attn_output_gate));
         QS_RETURN_IF_ERROR(text.read_bool("attention_bias", &c.attention_bias));
-        QS_RETURN_IF_ERROR(text.read_int("linear_num_key_heads", &c.linear_num_key_heads, true));
+        QS_RETURN_IF_ERROR(text.read_int("linear_num_key_heads", &c.linear_num_key_heads, required));
         QS_RETURN_IF_ERROR(
-            text.read_int("linear_num_value_heads", &c.linear_num_value_heads, true));
-        QS_RETURN_IF_ERROR(text.read_int("linear_key_head_dim", &c.linear_key_head_dim, true));
-        QS_RETURN_IF_ERROR(text.read_int("linear_value_head_dim", &c.linear_value_head_dim, true));
+            text.read_int("linear_num_value_heads", &c.linear_num_value_heads, required));
+        QS_RETURN_IF_ERROR(text.read_int("linear_key_head_dim", &c.linear_key_head_dim, required));
+        QS_RETURN_IF_ERROR(text.read_int("linear_value_head_dim", &c.linear_value_head_dim, required));
         QS_RETURN_IF_ERROR(
-            text.read_int("linear_conv_kernel_dim", &c.linear_conv_kernel_dim, true));
+            text.read_int("linear_conv_kernel_dim", &c.linear_conv_kernel_dim, required));
         QS_RETURN_IF_ERROR(text.read_string("mamba_ssm_dtype", &c.mamba_ssm_dtype, false));
-        QS_RETURN_IF_ERROR(text.read_int("num_experts", &c.num_experts, true));
-        QS_RETURN_IF_ERROR(text.read_int("num_experts_per_tok", &c.num_experts_per_tok, true));
-        QS_RETURN_IF_ERROR(text.read_int("moe_intermediate_size", &c.moe_intermediate_size, true));
+        QS_RETURN_IF_ERROR(text.read_int("num_experts", &c.num_experts, required));
+        QS_RETURN_IF_ERROR(text.read_int("num_experts_per_tok", &c.num_experts_per_tok, required));
+        QS_RETURN_IF_ERROR(text.read_int("moe_intermediate_size", &c.moe_intermediate_size, required));
         QS_RETURN_IF_ERROR(text.read_int("shared_expert_intermediate_size",
-                                         &c.shared_expert_intermediate_size, true));
+                                         &c.shared_expert_intermediate_size, required));
         QS_RETURN_IF_ERROR(text.read_bool("norm_topk_prob", &c.norm_topk_prob));
-        QS_RETURN_IF_ERROR(text.read_int("vocab_size", &c.vocab_size, true));
+        QS_RETURN_IF_ERROR(text.read_int("vocab_size", &c.vocab_size, required));
         QS_RETURN_IF_ERROR(text.read_string("hidden_act", &c.hidden_act, false));
         QS_RETURN_IF_ERROR(text.read_double("rms_norm_eps", &c.rms_norm_eps, false));
+        if (const json* eps = text.get("rms_norm_eps"); eps && !eps->is_number_float())
+            return text.bad_type("rms_norm_eps", "a floating-point number such as 1e-06 (transformers 5.17 refuses an "
+                                                 "integer here)");
         QS_RETURN_IF_ERROR(
-            text.read_int("max_position_embeddings", &c.max_position_embeddings, true));
+            text.read_int("max_position_embeddings", &c.max_position_embeddings, required));
         QS_RETURN_IF_ERROR(text.read_int("mtp_num_hidden_layers", &c.mtp_num_hidden_layers, false));
         QS_RETURN_IF_ERROR(
             text.read_bool("mtp_use_dedicated_embeddings", &c.mtp_use_dedicated_embeddings));
+
+        // Fields transformers reads differently or not at all: follow it, and say so.
+        auto warn = [&](std::string w) {
+            if (warnings) warnings->push_back(fmt::format("{}: {}", source, std::move(w)));
+        };
+        if (!c.attn_output_gate) {
+            warn(text.field("attn_output_gate") + " false is ignored: transformers' attention always has the output gate");
+            c.attn_output_gate = true;
+        }
+        if (!c.norm_topk_prob && hf_defaults) {
+            warn(text.field("norm_topk_prob") +
+                 " false is ignored: transformers' qwen3_5_moe router always renormalises the top-k weights");
+            c.norm_topk_prob = true;
+        }
+        if (c.mamba_ssm_dtype != "float32" && c.mamba_ssm_dtype != "bfloat16" && c.mamba_ssm_dtype != "float16")
+            warn(fmt::format("{} \"{}\" is ignored (transformers does not read it; the GDN state dtype is "
+                             "--gdn-state-dtype)",
+                             text.field("mamba_ssm_dtype"), c.mamba_ssm_dtype));
+        if (c.mtp_num_hidden_layers < 0) {
+            warn(fmt::format("{} {} is negative: no MTP layer", text.field("mtp_num_hidden_layers"),
+                             c.mtp_num_hidden_layers));
+            c.mtp_num_hidden_layers = 0;
+        }
+        if (c.mtp_use_dedicated_embeddings) {
+            warn(text.field("mtp_use_dedicated_embeddings") +
+                 " true is unsupported (MTP shares embed_tokens here): MTP is off, the model runs without it");
+            c.mtp_use_dedicated_embeddings = false;
+            c.mtp_num_hidden_layers = 0;
+        }
 
         // Every layer must be MoE: dense-MLP layers are not part of this model family, and the
         // struct has no place for them, so refuse rather than load a wrong model.
@@ -322,8 +382,10 @@ Result<ModelConfig> load_model_config(const std::string& path) {
     if (in.bad()) return io_error(fmt::format("{}: read failed", file));
     json j = json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded()) return corrupt_data(fmt::format("{}: not valid JSON", file));
-    QS_ASSIGN_OR_RETURN(ModelConfig c, parse_model_config(j, file));
-    QS_RETURN_IF_ERROR(c.validate().with_context(file));
+    std::vector<std::string> warnings;
+    QS_ASSIGN_OR_RETURN(ModelConfig c, parse_model_config(j, file, &warnings));
+    QS_RETURN_IF_ERROR(c.validate(&warnings).with_context(file));
+    for (const std::string& w : warnings) log_warn("{}", w);
     return c;
 }
 

@@ -81,18 +81,34 @@ struct ModelConfig {
     int64_t num_linear_attention_layers() const;
     bool is_full_attention(int64_t layer) const { return layer_types[size_t(layer)] == LayerType::kFullAttention; }
 
-    // Checks every field and relation; the message names the field and the problem.
-    Status validate() const;
+    // Checks every field and relation; the message names the field and the problem. A config
+    // that transformers 5.17 loads is refused only where qwenserve cannot run it (another
+    // model_type, a RoPE scaling, an activation or a layer type it does not implement, sizes it
+    // cannot compute with). `warnings`, when given, gets one line per value that is accepted but
+    // unusual or ignored (mrope_section, token ids outside the vocabulary).
+    Status validate(std::vector<std::string>* warnings = nullptr) const;
 
     bool operator==(const ModelConfig&) const = default;
 };
 
-// Parses a config.json document (either layout). Does not validate. Messages name the field with
-// its path ("config.json: missing field text_config.hidden_size"); the second form names `source`
-// instead of "config.json".
+// Parses a config.json document (either layout) as transformers 5.17 reads it. Does not validate.
+// Messages name the field with its path ("config.json: missing field text_config.hidden_size");
+// the second form names `source` instead of "config.json".
+//  - qwen3_5_moe / qwen3_5_moe_text: a field the file does not set takes Qwen3_5MoeTextConfig's
+//    default (the 35B-A3B shapes, max_position_embeddings 32768); qwen3_next needs its fields.
+//  - Fields transformers' model does not read are ignored as it ignores them, with a warning
+//    when they ask for something else: attn_output_gate false (its attention always gates),
+//    norm_topk_prob false for qwen3_5_moe (its router always renormalises), mamba_ssm_dtype,
+//    and the MTP fields (transformers runs no MTP: a negative mtp_num_hidden_layers or
+//    mtp_use_dedicated_embeddings true turns MTP off here).
+//  - Legacy layer type names are mapped as transformers maps them (mamba, conv →
+//    linear_attention; attention → full_attention).
+//  - rms_norm_eps must be a JSON float, as transformers' strict dataclass requires.
+// `warnings`, when given, gets one line per ignored field.
 Result<ModelConfig> parse_model_config(const nlohmann::json& j);
-Result<ModelConfig> parse_model_config(const nlohmann::json& j, const std::string& source);
-// Reads and parses a config.json file (or DIR/config.json), then validates.
+Result<ModelConfig> parse_model_config(const nlohmann::json& j, const std::string& source,
+                                       std::vector<std::string>* warnings = nullptr);
+// Reads and parses a config.json file (or DIR/config.json), then validates; logs the warnings.
 Result<ModelConfig> load_model_config(const std::string& path);
 
 // The config as a nested-layout config.json document (model_type qwen3_5_moe, text_config);

@@ -1,6 +1,16 @@
 // ModelConfig::validate() (every field and relation, one clear message per problem), the
 // nested-layout writer model_config_to_json(), and the two presets (real 35B-A3B, tiny).
 // Pure functions; called on the loading thread before anything is allocated from the config.
+//
+// The rules follow transformers 5.17 (tools/config_acceptance_fixture.py records what it loads;
+// tests/unit/config_acceptance_test.cpp holds us to it): what it refuses is refused (layer_types
+// of the wrong length; field types are checked by the parser), and what it loads is refused only
+// when qwenserve cannot run it, each rule saying why: another model_type; sizes that are not
+// positive or do not divide (no forward can be computed); a rotary dim that is not a whole even
+// number <= head_dim (transformers would truncate it and then fail or rotate a different slice);
+// rope_theta not positive (the frequencies are not finite); rms_norm_eps negative or not finite
+// (NaN); a RoPE scaling type, activation or attention bias the forward does not implement.
+// Values transformers only warns about, or ignores for text, are accepted with a warning.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -15,7 +25,10 @@ const char* layer_type_name(LayerType t) {
     return t == LayerType::kFullAttention ? "full_attention" : "linear_attention";
 }
 
-Status ModelConfig::validate() const {
+Status ModelConfig::validate(std::vector<std::string>* warnings) const {
+    auto warn = [&](std::string w) {
+        if (warnings) warnings->push_back(std::move(w));
+    };
     if (model_type != "qwen3_5_moe_text" && model_type != "qwen3_5_moe" &&
         model_type != "qwen3_next")
         return unsupported(
@@ -45,8 +58,8 @@ Status ModelConfig::validate() const {
     for (const auto& [name, value] : positive)
         if (value <= 0)
             return corrupt_data(fmt::format("{} must be positive (got {})", name, value));
-    if (!(rms_norm_eps > 0) || !std::isfinite(rms_norm_eps))
-        return corrupt_data(fmt::format("rms_norm_eps must be positive (got {})", rms_norm_eps));
+    if (!(rms_norm_eps >= 0) || !std::isfinite(rms_norm_eps))
+        return corrupt_data(fmt::format("rms_norm_eps must be >= 0 and finite (got {})", rms_norm_eps));
     if (!(rope_theta > 0) || !std::isfinite(rope_theta))
         return corrupt_data(fmt::format("rope_theta must be positive (got {})", rope_theta));
 
@@ -80,31 +93,32 @@ Status ModelConfig::validate() const {
             head_dim, partial_rotary_factor, rot));
     if (rotary_dim() % 2 != 0)
         return corrupt_data(fmt::format("rotary dim ({}) must be even", rotary_dim()));
+    // M-RoPE sections only split the frequencies among the temporal/height/width position axes;
+    // text positions are equal on all three, so any sections give the same rotation.
+    // transformers does not validate them (interleaved M-RoPE leaves the rest to the temporal
+    // section); neither do we, but an unusual value is worth a line in the log.
     if (!mrope_section.empty()) {
         int64_t sum = 0;
+        bool negative = false;
         for (int64_t s : mrope_section) {
-            if (s < 0)
-                return corrupt_data(
-                    fmt::format("mrope_section {} has a negative entry", mrope_section));
+            negative |= s < 0;
             sum += s;
         }
-        if (sum != rotary_dim() / 2)
-            return corrupt_data(fmt::format("mrope_section {} sums to {} but rotary_dim/2 is {}",
-                                            mrope_section, sum, rotary_dim() / 2));
+        if (negative || sum != rotary_dim() / 2 || mrope_section.size() != 3)
+            warn(fmt::format("mrope_section {} (sum {}, rotary_dim/2 {}) is not a split of the rotary "
+                             "frequencies; it is ignored: text positions do not depend on it",
+                             mrope_section, sum, rotary_dim() / 2));
     }
     if (rope_type != "default" && rope_type != "mrope")
-        return unsupported(
-            fmt::format("rope_type \"{}\" is unsupported (only default)", rope_type));
+        return unsupported(fmt::format(
+            "rope_type \"{}\" is unsupported (only default RoPE is implemented, no scaling)", rope_type));
 
     if (hidden_act != "silu")
         return unsupported(fmt::format("hidden_act \"{}\" is unsupported (only silu)", hidden_act));
+    if (!attn_output_gate)  // the parser follows transformers and never gives false
+        return unsupported("attn_output_gate false is unsupported (the attention always has its output gate)");
     if (attention_bias)
         return unsupported("attention_bias true is unsupported (the model has no biases)");
-    if (mamba_ssm_dtype != "float32" && mamba_ssm_dtype != "bfloat16" &&
-        mamba_ssm_dtype != "float16")
-        return unsupported(
-            fmt::format("mamba_ssm_dtype \"{}\" is unsupported (float32, bfloat16 or float16)",
-                        mamba_ssm_dtype));
     if (mtp_num_hidden_layers < 0)
         return corrupt_data(fmt::format("mtp_num_hidden_layers must not be negative (got {})",
                                         mtp_num_hidden_layers));
@@ -112,16 +126,17 @@ Status ModelConfig::validate() const {
         return unsupported(
             "mtp_use_dedicated_embeddings true is unsupported (MTP shares embed_tokens)");
 
-    auto check_token = [&](const char* name, int64_t id, bool allow_absent) -> Status {
-        if (allow_absent && id == -1) return Status::ok();
+    // transformers only warns about special tokens outside the vocabulary (several Hub configs
+    // store pad_token_id -1); so do we. An EOS id that is never produced never stops a sequence.
+    auto check_token = [&](const char* name, int64_t id, bool allow_absent) {
+        if (allow_absent && id == -1) return;
         if (id < 0 || id >= vocab_size)
-            return corrupt_data(fmt::format("{} {} is outside the vocabulary (vocab_size {})", name,
-                                            id, vocab_size));
-        return Status::ok();
+            warn(fmt::format("{} {} is outside the vocabulary (vocab_size {}): it is never produced", name, id,
+                             vocab_size));
     };
-    QS_RETURN_IF_ERROR(check_token("bos_token_id", bos_token_id, true));
-    QS_RETURN_IF_ERROR(check_token("pad_token_id", pad_token_id, true));
-    for (int64_t id : eos_token_ids) QS_RETURN_IF_ERROR(check_token("eos_token_id", id, false));
+    check_token("bos_token_id", bos_token_id, true);
+    check_token("pad_token_id", pad_token_id, true);
+    for (int64_t id : eos_token_ids) check_token("eos_token_id", id, false);
     return Status::ok();
 }
 

@@ -276,8 +276,14 @@ TEST(ModelConfig, TokenIdsAndTyingLookup) {
     EXPECT_TRUE(parse_ok(j).tie_word_embeddings);
 
     EXPECT_TRUE(parse_ok(j).norm_topk_prob);  // absent → true
+    // transformers' qwen3_5_moe router always renormalises: false is ignored (with a warning);
+    // qwen3_next reads it.
     j["text_config"]["norm_topk_prob"] = false;
-    EXPECT_FALSE(parse_ok(j).norm_topk_prob);
+    EXPECT_TRUE(parse_ok(j).norm_topk_prob);
+    json next = real_flat_config();
+    next["model_type"] = "qwen3_next";
+    next["norm_topk_prob"] = false;
+    EXPECT_FALSE(parse_ok(next).norm_topk_prob);
 }
 
 TEST(ModelConfig, MissingRequiredFieldIsNamed) {
@@ -297,13 +303,15 @@ TEST(ModelConfig, MissingRequiredFieldIsNamed) {
                               "shared_expert_intermediate_size",
                               "vocab_size",
                               "max_position_embeddings"};
+    // qwen3_next needs them; qwen3_5_moe takes transformers' defaults (config_acceptance_test).
     for (const char* key : required) {
-        json j = real_nested_config();
-        j["text_config"].erase(key);
-        EXPECT_EQ(parse_error(j), std::string("config.json: missing field text_config.") + key);
         json f = real_flat_config();
+        f["model_type"] = "qwen3_next";
         f.erase(key);
         EXPECT_EQ(parse_error(f), std::string("config.json: missing field ") + key);
+        json j = real_nested_config();
+        j["text_config"].erase(key);
+        EXPECT_TRUE(parse_model_config(j).is_ok()) << key;
     }
     json j = real_nested_config();
     j.erase("text_config");
@@ -324,8 +332,8 @@ TEST(ModelConfig, ParseErrorsNameFieldAndProblem) {
     j["text_config"]["layer_types"][5] = "sliding_attention";
     EXPECT_EQ(
         parse_error(j),
-        "config.json: text_config.layer_types[5] is the unknown layer type \"sliding_attention\" "
-        "(expected linear_attention or full_attention)");
+        "config.json: text_config.layer_types[5] is the layer type \"sliding_attention\", which qwenserve "
+        "cannot run (expected linear_attention or full_attention)");
     j = real_nested_config();
     j["text_config"]["layer_types"][2] = 3;
     EXPECT_EQ(parse_error(j), "config.json: text_config.layer_types[2] must be a string");
@@ -370,7 +378,7 @@ TEST(ModelConfig, ValidationMessages) {
          "moe_intermediate_size must be positive (got 0)"},
         {[](ModelConfig& c) { c.full_attention_interval = 0; },
          "full_attention_interval must be positive (got 0)"},
-        {[](ModelConfig& c) { c.rms_norm_eps = 0; }, "rms_norm_eps must be positive (got 0)"},
+        {[](ModelConfig& c) { c.rms_norm_eps = -1e-6; }, "rms_norm_eps must be >= 0 and finite (got -1e-06)"},
         {[](ModelConfig& c) { c.rope_theta = -1; }, "rope_theta must be positive (got -1)"},
         {[](ModelConfig& c) { c.partial_rotary_factor = 0; },
          "partial_rotary_factor must be positive (got 0)"},
@@ -379,16 +387,8 @@ TEST(ModelConfig, ValidationMessages) {
         {[](ModelConfig& c) { c.partial_rotary_factor = 0.3; },
          "rotary dim head_dim * partial_rotary_factor = 256 * 0.3 = 76.8 is not an integer"},
         {[](ModelConfig& c) { c.head_dim = 36; }, "rotary dim (9) must be even"},
-        {[](ModelConfig& c) {
-             c.mrope_section = {11, 11, 11};
-         },
-         "mrope_section [11, 11, 11] sums to 33 but rotary_dim/2 is 32"},
-        {[](ModelConfig& c) {
-             c.mrope_section = {40, -8, 0};
-         },
-         "mrope_section [40, -8, 0] has a negative entry"},
         {[](ModelConfig& c) { c.rope_type = "yarn"; },
-         "rope_type \"yarn\" is unsupported (only default)"},
+         "rope_type \"yarn\" is unsupported (only default RoPE is implemented, no scaling)"},
         {[](ModelConfig& c) { c.hidden_act = "gelu"; },
          "hidden_act \"gelu\" is unsupported (only silu)"},
         {[](ModelConfig& c) { c.attention_bias = true; },
@@ -396,30 +396,36 @@ TEST(ModelConfig, ValidationMessages) {
         {[](ModelConfig& c) { c.model_type = "llama"; },
          "model_type \"llama\" is not supported (expected qwen3_5_moe, qwen3_5_moe_text or "
          "qwen3_next)"},
-        {[](ModelConfig& c) { c.mamba_ssm_dtype = "int8"; },
-         "mamba_ssm_dtype \"int8\" is unsupported (float32, bfloat16 or float16)"},
         {[](ModelConfig& c) { c.mtp_num_hidden_layers = -1; },
          "mtp_num_hidden_layers must not be negative (got -1)"},
         {[](ModelConfig& c) { c.mtp_use_dedicated_embeddings = true; },
          "mtp_use_dedicated_embeddings true is unsupported (MTP shares embed_tokens)"},
-        {[](ModelConfig& c) {
-             c.eos_token_ids = {248046, 300000};
-         },
-         "eos_token_id 300000 is outside the vocabulary (vocab_size 248320)"},
-        {[](ModelConfig& c) { c.bos_token_id = -2; },
-         "bos_token_id -2 is outside the vocabulary (vocab_size 248320)"},
+        {[](ModelConfig& c) { c.attn_output_gate = false; },
+         "attn_output_gate false is unsupported (the attention always has its output gate)"},
     };
     for (const Case& k : cases) {
         ModelConfig c = qwen36_35b_a3b_config();
         k.mutate(c);
         EXPECT_EQ(validate_error(c), k.message);
     }
-    // HF's own tiny test config (spec §1.4): head_dim 8, factor 0.25 → rotary 2; [16,8,8] is
-    // rejected.
+    // Accepted with a warning (transformers loads them): M-RoPE sections that do not split the
+    // rotary frequencies (HF's own tiny test config: head_dim 8, factor 0.25 → rotary 2 with
+    // [16, 8, 8]), special tokens outside the vocabulary.
     ModelConfig t = tiny_model_config();
     t.head_dim = 8;
     t.mrope_section = {16, 8, 8};
-    EXPECT_EQ(validate_error(t), "mrope_section [16, 8, 8] sums to 32 but rotary_dim/2 is 1");
+    t.eos_token_ids = {600};
+    t.bos_token_id = -2;
+    std::vector<std::string> warnings;
+    EXPECT_TRUE(t.validate(&warnings).is_ok());
+    ASSERT_EQ(warnings.size(), 3u);
+    EXPECT_EQ(warnings[0], "mrope_section [16, 8, 8] (sum 32, rotary_dim/2 1) is not a split of the rotary "
+                           "frequencies; it is ignored: text positions do not depend on it");
+    EXPECT_EQ(warnings[1], "bos_token_id -2 is outside the vocabulary (vocab_size 512): it is never produced");
+    EXPECT_EQ(warnings[2], "eos_token_id 600 is outside the vocabulary (vocab_size 512): it is never produced");
+    warnings.clear();
+    EXPECT_TRUE(tiny_model_config().validate(&warnings).is_ok());
+    EXPECT_TRUE(warnings.empty());
 }
 
 TEST(ModelConfig, LoadFromFileOrDirectoryNamesTheFile) {
@@ -442,11 +448,11 @@ TEST(ModelConfig, LoadFromFileOrDirectoryNamesTheFile) {
     EXPECT_EQ(r.status().message(), bad + ": not valid JSON");
 
     json j = real_nested_config();
-    j["text_config"].erase("head_dim");
+    j["text_config"]["head_dim"] = "256";  // (absent, it would take transformers' default)
     std::string no_head = dir.write("no_head.json", j.dump());
     r = load_model_config(no_head);
     ASSERT_FALSE(r.is_ok());
-    EXPECT_EQ(r.status().message(), no_head + ": missing field text_config.head_dim");
+    EXPECT_EQ(r.status().message(), no_head + ": text_config.head_dim must be an integer");
 
     j = real_nested_config();
     j["text_config"]["num_experts_per_tok"] = 300;
