@@ -113,6 +113,8 @@ Result<bench::SweepOptions> resolve(const Args& args, const SplitArgs& split, be
     if (!o.api_key.empty()) {
         o.serve_args.push_back("--api-key");
         o.serve_args.push_back(o.api_key);
+        // The sweep polls /health without the key (bench/server_process).
+        o.serve_args.push_back("--open-health-metrics");
     }
     o.sweep_id = args.get_or("sweep-id", default_sweep_id());
     o.log_dir = args.get_or("log-dir", ledger + ".logs");

@@ -2,7 +2,9 @@
 //  NAME] [server and engine knobs...]`: the OpenAI-compatible HTTP server. Every option is in
 // serve_spec() (`serve --help`) and can also come from a QS_* environment variable (QS_PORT,
 // QS_API_KEY, ...). The configuration is logged at start, the engine's with the values it
-// resolved (max_model_len, snapshots, KV pages) rather than the 0s that ask for them. SIGTERM/SIGINT: stop accepting, let in-flight requests finish within
+// resolved (max_model_len, snapshots, KV pages) rather than the 0s that ask for them. With
+// --api-key every route needs the key, /health and /metrics too unless --open-health-metrics
+// (server/request_guard). SIGTERM/SIGINT: stop accepting, let in-flight requests finish within
 // --shutdown-grace-s, then abort the rest and exit.
 // The tokenizer comes from --tokenizer or the model directory (src/tokenizer behind the
 // TextPipeline seam). The engine is the batched Engine on the CPU backend; --fake-engine serves
@@ -74,6 +76,7 @@ Result<ServeConfig> resolve(const Args& args) {
     if (port < 0 || port > 65535) return invalid_argument(fmt::format("--port must be in [0, 65535], got {}", port));
     s.port = int(port);
     s.api_key = args.get_or("api-key", "");
+    s.open_health_metrics = args.has("open-health-metrics");
     s.served_model_names = split_names(args.get_or("served-model-name", c.model));
     if (s.served_model_names.empty()) return invalid_argument("--served-model-name must name at least one model");
     auto positive = [&](const char* name, int64_t fallback, int64_t& out) -> Status {
@@ -120,9 +123,10 @@ void log_config(const ServeConfig& c) {
     log_info("serve: qwenserve {} (git {}, CUDA {})", b.version, b.git_hash, b.cuda ? b.cuda_arch : "off");
     std::string names;
     for (const auto& n : s.served_model_names) names += (names.empty() ? "" : ",") + n;
-    log_info("serve: model={}{} served-model-name={} host={} port={} api-key={} io-threads={} worker-threads={}",
+    log_info("serve: model={}{} served-model-name={} host={} port={} api-key={} open-health-metrics={} io-threads={} "
+             "worker-threads={}",
              c.model, c.model_path.empty() || c.model_path == c.model ? "" : " (" + c.model_path + ")", names, s.host,
-             s.port, s.api_key.empty() ? "off" : "set", s.io_threads, s.worker_threads);
+             s.port, s.api_key.empty() ? "off" : "set", s.open_health_metrics, s.io_threads, s.worker_threads);
     log_info("serve: max-body-bytes={} stream-buffer-bytes={} max-in-flight={} idle-timeout-s={} "
              "write-stall-timeout-s={} shutdown-grace-s={} request-log={}{}",
              s.max_body_bytes, s.stream_buffer_bytes, s.max_in_flight, s.idle_timeout_s, s.write_stall_timeout_s,
@@ -255,7 +259,10 @@ const CommandSpec& serve_spec() {
             {"Server",
              {valued("host", "HOST", "address to listen on", d.host),
               valued("port", "N", "TCP port (0: any free port)", std::to_string(d.port)),
-              valued("api-key", "KEY", "require 'Authorization: Bearer KEY' on /v1 routes", "none"),
+              valued("api-key", "KEY",
+                     "require 'Authorization: Bearer KEY' on every route (compared in constant time)", "none"),
+              flag("open-health-metrics", "with --api-key, let GET /health and GET /metrics answer without the key "
+                                          "(for probes and scrapers)"),
               valued("served-model-name", "NAME[,NAME...]",
                      "the model names clients may ask for (the first is the one /v1/models lists first)",
                      "the --model value"),
@@ -263,7 +270,10 @@ const CommandSpec& serve_spec() {
               valued("io-threads", "N", "HTTP I/O threads", std::to_string(d.io_threads)),
               valued("worker-threads", "N", "threads that apply the chat template and tokenize",
                      std::to_string(d.worker_threads)),
-              valued("max-body-bytes", "N", "largest request body", std::to_string(d.max_body_bytes)),
+              valued("max-body-bytes", "N",
+                     "largest request body of the prompt routes (chat, completions, tokenize, detokenize); the "
+                     "others take 4 KiB; beyond: 413 before the body is read",
+                     std::to_string(d.max_body_bytes)),
               valued("stream-buffer-bytes", "N",
                      "unsent bytes a connection may hold before its request is aborted",
                      std::to_string(d.stream_buffer_bytes)),

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "core/log.h"
+#include "server/request_guard.h"
 
 namespace qs {
 
@@ -85,7 +86,10 @@ public:
 
 private:
     void read_request();
+    void on_header(error_code ec);
     void on_read(error_code ec);
+    void read_failed(error_code ec);
+    HttpRequest head() const;
     void watch();
     void on_watch(error_code ec, size_t n);
     void queue_write(std::string bytes);
@@ -102,6 +106,7 @@ private:
     asio::steady_timer write_timer_;
     boost::beast::flat_buffer buffer_;
     std::optional<http::request_parser<http::string_body>> parser_;
+    size_t body_limit_ = 0;  // the route's, once the headers are in
     std::shared_ptr<SessionExchange> exchange_;  // the request being served
     bool exchange_ended_ = false;
     bool keep_alive_ = true;
@@ -151,7 +156,9 @@ void Session::read_request() {
     if (closed_) return;
     parser_.emplace();
     parser_->header_limit(kHeaderLimitBytes);
-    parser_->body_limit(server_.options.max_body_bytes);
+    // No limit while the headers are read (Beast would check Content-Length against it before
+    // the key is checked); on_header checks the route's limit and sets it for the body.
+    parser_->body_limit(boost::none);
     const uint64_t gen = ++read_gen_;
     idle_timer_.expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
         std::chrono::duration<double>(server_.options.idle_timeout_s)));
@@ -159,7 +166,81 @@ void Session::read_request() {
         if (!ec && self->reading_ && self->read_gen_ == gen) self->close();
     });
     reading_ = true;
+    http::async_read_header(socket_, buffer_, *parser_,
+                            [self = shared_from_this()](error_code ec, size_t) { self->on_header(ec); });
+}
+
+HttpRequest Session::head() const {
+    const auto& msg = parser_->get();
+    HttpRequest req;
+    req.method = std::string(msg.method_string());
+    req.target = std::string(msg.target());
+    req.path = req.target.substr(0, req.target.find('?'));
+    for (const auto& f : msg) req.headers[lower(f.name_string())] = std::string(f.value());
+    return req;
+}
+
+// The headers are in: the API key and the route's body limit are checked before any body byte
+// is read (request_guard), so a refused request costs no body transfer.
+void Session::on_header(error_code ec) {
+    if (closed_) return;
+    if (ec) {
+        reading_ = false;
+        idle_timer_.cancel();
+        read_failed(ec);
+        return;
+    }
+    const auto length = parser_->content_length();
+    const Admission a = admit(server_.options, head(), length ? std::optional<size_t>(size_t(*length)) : std::nullopt);
+    if (a.reject) {
+        reading_ = false;
+        idle_timer_.cancel();
+        keep_alive_ = false;  // the body (if any) is not read: the connection cannot be reused
+        if (server_.metrics) server_.metrics->http_requests.fetch_add(1, std::memory_order_relaxed);
+        exchange_ = std::make_shared<SessionExchange>(shared_from_this());
+        exchange_ended_ = false;
+        respond(*a.reject);
+        return;
+    }
+    body_limit_ = a.body_limit;
+    parser_->body_limit(body_limit_);  // chunked bodies are counted against it as they arrive
+    if (parser_->is_done()) {
+        on_read({});
+        return;
+    }
     http::async_read(socket_, buffer_, *parser_, [self = shared_from_this()](error_code ec, size_t) { self->on_read(ec); });
+}
+
+// A failed read: answers 413/431/400 where the client should hear why, closes otherwise.
+void Session::read_failed(error_code ec) {
+    if (ec == http::error::body_limit || ec == http::error::header_limit) {
+        keep_alive_ = false;
+        HttpResponse r;
+        if (ec == http::error::body_limit) {
+            r = body_too_large(head(), body_limit_, 0);
+        } else {
+            r.status = 431;
+            r.body = R"({"error":{"message":"request headers too large","type":"invalid_request_error","param":null,"code":"headers_too_large"}})";
+        }
+        exchange_ = std::make_shared<SessionExchange>(shared_from_this());
+        exchange_ended_ = false;
+        respond(std::move(r));
+        return;
+    }
+    if (ec == http::error::end_of_stream || ec == asio::error::eof || ec == asio::error::operation_aborted ||
+        ec == asio::error::connection_reset) {
+        close();
+        return;
+    }
+    // Malformed HTTP: a 400 and close.
+    keep_alive_ = false;
+    exchange_ = std::make_shared<SessionExchange>(shared_from_this());
+    exchange_ended_ = false;
+    HttpResponse r;
+    r.status = 400;
+    r.body = fmt::format(R"({{"error":{{"message":"malformed HTTP request: {}","type":"invalid_request_error","param":null,"code":null}}}})",
+                         ec.message());
+    respond(std::move(r));
 }
 
 void Session::on_read(error_code ec) {
@@ -167,42 +248,11 @@ void Session::on_read(error_code ec) {
     idle_timer_.cancel();
     if (closed_) return;
     if (ec) {
-        if (ec == http::error::body_limit || ec == http::error::header_limit) {
-            keep_alive_ = false;
-            exchange_ = std::make_shared<SessionExchange>(shared_from_this());
-            exchange_ended_ = false;
-            HttpResponse r;
-            r.status = ec == http::error::body_limit ? 413 : 431;
-            r.body = fmt::format(R"({{"error":{{"message":"{}","type":"invalid_request_error","param":null,"code":"{}"}}}})",
-                                 ec == http::error::body_limit
-                                     ? fmt::format("request body exceeds the limit of {} bytes", server_.options.max_body_bytes)
-                                     : std::string("request headers too large"),
-                                 ec == http::error::body_limit ? "request_too_large" : "headers_too_large");
-            respond(std::move(r));
-            return;
-        }
-        if (ec == http::error::end_of_stream || ec == asio::error::eof || ec == asio::error::operation_aborted ||
-            ec == asio::error::connection_reset) {
-            close();
-            return;
-        }
-        // Malformed HTTP: a 400 and close.
-        keep_alive_ = false;
-        exchange_ = std::make_shared<SessionExchange>(shared_from_this());
-        exchange_ended_ = false;
-        HttpResponse r;
-        r.status = 400;
-        r.body = fmt::format(R"({{"error":{{"message":"malformed HTTP request: {}","type":"invalid_request_error","param":null,"code":null}}}})",
-                             ec.message());
-        respond(std::move(r));
+        read_failed(ec);
         return;
     }
+    HttpRequest req = head();
     auto msg = parser_->release();
-    HttpRequest req;
-    req.method = std::string(msg.method_string());
-    req.target = std::string(msg.target());
-    req.path = req.target.substr(0, req.target.find('?'));
-    for (const auto& f : msg) req.headers[lower(f.name_string())] = std::string(f.value());
     req.body = std::move(msg.body());
     keep_alive_ = msg.keep_alive() && !server_.stopped.load();
     if (server_.metrics) server_.metrics->http_requests.fetch_add(1, std::memory_order_relaxed);

@@ -11,6 +11,7 @@
 #include "server/generation.h"
 #include "server/openai_parse.h"
 #include "server/openai_write.h"
+#include "server/request_guard.h"
 
 namespace qs {
 
@@ -44,7 +45,9 @@ void Router::handle(HttpRequest request, std::shared_ptr<Exchange> exchange) {
         exchange->respond(error_response(405, fmt::format("{} is not allowed on {}", request.method, path),
                                          "invalid_request_error", "method_not_allowed"));
     };
-    // Open endpoints.
+    // The key first, on every route (the transport has checked it already; this covers callers
+    // that hand requests to the router directly).
+    if (auto denied = check_api_key(state_.options(), request)) return exchange->respond(std::move(*denied));
     if (path == "/health") return is_get ? exchange->respond(health()) : method_not_allowed();
     if (path == "/metrics") return is_get ? exchange->respond(metrics()) : method_not_allowed();
 
@@ -53,14 +56,6 @@ void Router::handle(HttpRequest request, std::shared_ptr<Exchange> exchange) {
     if (!known)
         return exchange->respond(error_response(404, fmt::format("no route {} {}", request.method, path),
                                                 "invalid_request_error", "not_found"));
-    const std::string& key = state_.options().api_key;
-    if (!key.empty()) {
-        const std::string auth = request.header("authorization");
-        if (auth != "Bearer " + key)
-            return exchange->respond(error_response(
-                401, auth.empty() ? "missing API key: send 'Authorization: Bearer KEY'" : "incorrect API key provided",
-                "invalid_request_error", "invalid_api_key"));
-    }
     if (path == "/v1/models") return is_get ? exchange->respond(models()) : method_not_allowed();
     if (!is_post) return method_not_allowed();
     if (path == "/tokenize") return exchange->respond(tokenize(request));

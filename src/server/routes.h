@@ -1,5 +1,6 @@
 // The URL map of the server: /v1/chat/completions, /v1/completions, /v1/models, /health,
-// /metrics, /tokenize, /detokenize; API-key checks; 404/405 for the rest. Called on the
+// /metrics, /tokenize, /detokenize; the API key on every route (request_guard); 404/405 for the
+// rest. Called on the
 // connection strand for every parsed request; every path ends in exactly one respond() or one
 // stream on the exchange.
 #pragma once

@@ -21,11 +21,12 @@ namespace qs {
 struct ServerOptions {
     std::string host = "127.0.0.1";
     int port = 8000;                      // 0: any free port (tests)
-    std::string api_key;                  // empty: no authentication
+    std::string api_key;                  // empty: no authentication; else required on every route
+    bool open_health_metrics = false;     // with api_key: /health and /metrics answer without it
     std::vector<std::string> served_model_names = {"qwen3.6-35b-a3b"};
     int io_threads = 2;
     int worker_threads = 2;
-    size_t max_body_bytes = 8u << 20;
+    size_t max_body_bytes = 8u << 20;     // prompt routes; the others take 4 KiB (request_guard)
     size_t stream_buffer_bytes = 1u << 20;  // per connection: unsent bytes before the request is aborted
     int64_t max_in_flight = 4096;           // generation requests in the HTTP layer; beyond: 503
     double idle_timeout_s = 60.0;           // keep-alive connections waiting for a request

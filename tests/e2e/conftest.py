@@ -48,7 +48,8 @@ def start_server(*extra, api_key=API_KEY):
     deadline = time.time() + 20
     while time.time() < deadline:
         try:
-            if httpx.get(base + "/health", timeout=1).status_code == 200:
+            headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+            if httpx.get(base + "/health", headers=headers, timeout=1).status_code == 200:
                 return proc, base
         except httpx.HTTPError:
             pass

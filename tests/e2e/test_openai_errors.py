@@ -81,7 +81,8 @@ def test_raw_http_errors(server):
     assert r.status_code == 413 and r.json()["error"]["code"] == "request_too_large"
     r = httpx.get(server + "/v1/nope", headers=h)
     assert r.status_code == 404
-    m = httpx.get(server + "/metrics")
+    assert httpx.get(server + "/metrics").status_code == 401  # every route needs the key
+    m = httpx.get(server + "/metrics", headers=h)
     assert m.status_code == 200 and "qwenserve_time_to_first_token_seconds_bucket" in m.text
     t = httpx.post(server + "/tokenize", json={"prompt": "hi"}, headers=h).json()
     assert t["tokens"] == [104, 105] and t["count"] == 2

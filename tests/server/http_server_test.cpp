@@ -159,7 +159,7 @@ TEST(HttpServer, ErrorStatuses) {
     };
     expect_error(http_call(s.port(), "POST", "/v1/chat/completions", chat_body("x")), 401, "");
     expect_error(http_call(s.port(), "POST", "/v1/chat/completions", chat_body("x"), "Authorization: Bearer nope\r\n"), 401, "");
-    EXPECT_EQ(http_call(s.port(), "GET", "/health").status, 200);  // open
+    expect_error(http_call(s.port(), "GET", "/health"), 401, "");  // every route (security_test.cpp)
     expect_error(http_call(s.port(), "POST", "/v1/chat/completions", "{nope", auth), 400, "");
     expect_error(http_call(s.port(), "POST", "/v1/chat/completions", chat_body("x", R"(,"max_tokens":-1)"), auth), 400, "max_tokens");
     expect_error(http_call(s.port(), "POST", "/v1/chat/completions", chat_body(std::string(300, 'x')), auth), 400, "messages");
