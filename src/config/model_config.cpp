@@ -295,7 +295,8 @@ Result<ModelConfig> parse_model_config(const nlohmann::json& j, const std::strin
             if (warnings) warnings->push_back(fmt::format("{}: {}", source, std::move(w)));
         };
         if (!c.attn_output_gate) {
-            warn(text.field("attn_output_gate") + " false is ignored: transformers' attention always has the output gate");
+            warn(text.field("attn_output_gate") +
+                 " false is ignored: transformers' attention always has the output gate");
             c.attn_output_gate = true;
         }
         if (!c.norm_topk_prob && hf_defaults) {

@@ -204,11 +204,16 @@ void Session::on_header(error_code ec) {
     }
     body_limit_ = a.body_limit;
     parser_->body_limit(body_limit_);  // chunked bodies are counted against it as they arrive
+    // A client that waits for permission before sending its body (curl does above 1 KiB) gets
+    // it now, instead of after its own timeout; a refused one got its final status above.
+    if (lower(parser_->get()[http::field::expect]) == "100-continue" && !parser_->is_done())
+        queue_write("HTTP/1.1 100 Continue\r\n\r\n");
     if (parser_->is_done()) {
         on_read({});
         return;
     }
-    http::async_read(socket_, buffer_, *parser_, [self = shared_from_this()](error_code ec, size_t) { self->on_read(ec); });
+    http::async_read(socket_, buffer_, *parser_,
+                     [self = shared_from_this()](error_code ec, size_t) { self->on_read(ec); });
 }
 
 // A failed read: answers 413/431/400 where the client should hear why, closes otherwise.

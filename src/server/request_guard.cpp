@@ -15,7 +15,8 @@ bool constant_time_equal(std::string_view given, std::string_view expected) {
     if (expected.empty()) return given.empty();
     volatile unsigned char diff = given.size() == expected.size() ? 0 : 1;
     for (size_t i = 0; i < given.size(); ++i)
-        diff = diff | (static_cast<unsigned char>(given[i]) ^ static_cast<unsigned char>(expected[i % expected.size()]));
+        diff = diff | (static_cast<unsigned char>(given[i]) ^
+                       static_cast<unsigned char>(expected[i % expected.size()]));
     return diff == 0;
 }
 
@@ -39,7 +40,8 @@ std::optional<HttpResponse> check_api_key(const ServerOptions& options, const Ht
 size_t body_limit_bytes(const ServerOptions& options, std::string_view method, std::string_view path) {
     const bool prompt_route = path == "/v1/chat/completions" || path == "/v1/completions" || path == "/tokenize" ||
                               path == "/detokenize";
-    return method == "POST" && prompt_route ? options.max_body_bytes : std::min(kSmallBodyLimitBytes, options.max_body_bytes);
+    if (method == "POST" && prompt_route) return options.max_body_bytes;
+    return std::min(kSmallBodyLimitBytes, options.max_body_bytes);
 }
 
 HttpResponse body_too_large(const HttpRequest& head, size_t limit, size_t size) {
@@ -60,7 +62,8 @@ Admission admit(const ServerOptions& options, const HttpRequest& head, std::opti
         a.reject = std::move(r);
         return a;
     }
-    if (content_length && *content_length > a.body_limit) a.reject = body_too_large(head, a.body_limit, *content_length);
+    if (content_length && *content_length > a.body_limit)
+        a.reject = body_too_large(head, a.body_limit, *content_length);
     return a;
 }
 

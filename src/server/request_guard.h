@@ -25,7 +25,7 @@ std::optional<HttpResponse> check_api_key(const ServerOptions& options, const Ht
 
 // The most body bytes `method path` accepts: max_body_bytes for the POST routes that take a
 // prompt (/v1/chat/completions, /v1/completions, /tokenize, /detokenize), kSmallBodyLimitBytes
-// for every other request.
+// (or max_body_bytes if smaller) for every other request.
 inline constexpr size_t kSmallBodyLimitBytes = 4096;
 size_t body_limit_bytes(const ServerOptions& options, std::string_view method, std::string_view path);
 

@@ -151,6 +151,28 @@ TEST(Security, EveryRouteHasABodyLimit) {
               std::string::npos);
 }
 
+// A client that sends "Expect: 100-continue" hears "100 Continue" once the headers are admitted,
+// and only then sends its body; a refused one hears its final status instead.
+TEST(Security, ExpectContinueIsAnsweredAfterAdmission) {
+    TestServer s(keyed(false));
+    const std::string body = R"({"prompt":"hi"})";
+    const std::string head = "POST /tokenize HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                             "Expect: 100-continue\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
+    TestConnection ok(s.port());
+    ok.send_all(head + kAuth + "\r\n");
+    ASSERT_TRUE(ok.read_until([](const std::string& b) { return b.find("\r\n\r\n") != std::string::npos; }));
+    EXPECT_EQ(ok.buffer().rfind("HTTP/1.1 100 Continue\r\n\r\n", 0), 0u) << ok.buffer();
+    ok.buffer().clear();
+    ok.send_all(body);
+    ClientResponse r;
+    ASSERT_TRUE(ok.read_response(r));
+    EXPECT_EQ(r.status, 200) << r.body;
+    TestConnection refused(s.port());
+    refused.send_all(head + "\r\n");
+    ASSERT_TRUE(refused.read_response(r));
+    expect_openai_error(r, 401, "invalid_api_key", "expect-continue without key");
+}
+
 // Captures what the process writes to stderr (where log lines go) while `fn` runs.
 template <typename Fn>
 std::string capture_stderr(Fn fn) {
