@@ -63,6 +63,11 @@ CASES = [
     ("layer_types_legacy_names", [([T, "layer_types"], ["mamba", "conv", "linear_attention", "attention"] * 2)]),
     ("layer_types_absent_interval_4", [([T, "layer_types"], DELETE)]),
     ("layer_types_all_full", [([T, "layer_types"], ["full_attention"] * 8)]),
+    ("full_attention_interval_zero_with_layer_types", [([T, "full_attention_interval"], 0)]),
+    ("full_attention_interval_zero_without_layer_types", [([T, "full_attention_interval"], 0),
+                                                         ([T, "layer_types"], DELETE)]),
+    ("full_attention_interval_2_without_layer_types", [([T, "full_attention_interval"], 2),
+                                                      ([T, "layer_types"], DELETE)]),
     # Token ids: transformers only warns about ids outside the vocabulary.
     ("bos_token_id_outside_vocab", [([T, "bos_token_id"], 5000)]),
     ("pad_token_id_minus_one", [([T, "pad_token_id"], -1)]),

@@ -143,11 +143,18 @@ void apply_transformers_defaults(ModelConfig* c) {
 Status parse_layer_types(const FieldReader& text, ModelConfig* c) {
     const json* lt = text.get("layer_types");
     if (!lt) {
-        // Derived: layer i is full attention iff (i + 1) % full_attention_interval == 0. Invalid
-        // counts leave the list empty; validate() then names the offending field.
-        if (c->num_hidden_layers <= 0 || c->full_attention_interval <= 0) return Status::ok();
+        // Derived as transformers derives it: layer i is full attention iff
+        // (i + 1) % full_attention_interval == 0 (Python's modulo: a negative interval acts as its
+        // magnitude; 0 is its ZeroDivisionError). The interval is not read when layer_types is
+        // given. An invalid layer count leaves the list empty; validate() then names the field.
+        if (c->full_attention_interval == 0)
+            return corrupt_data(fmt::format("config.json: {} is 0 and {} is absent: the layer types cannot be derived",
+                                            text.field("full_attention_interval"), text.field("layer_types")));
+        if (c->num_hidden_layers <= 0) return Status::ok();
+        const int64_t interval =
+            c->full_attention_interval < 0 ? -c->full_attention_interval : c->full_attention_interval;
         for (int64_t i = 0; i < c->num_hidden_layers; ++i)
-            c->layer_types.push_back((i + 1) % c->full_attention_interval == 0
+            c->layer_types.push_back((i + 1) % interval == 0
                                          ? LayerType::kFullAttention
                                          : LayerType::kLinearAttention);
         return Status::ok();

@@ -39,7 +39,6 @@ Status ModelConfig::validate(std::vector<std::string>* warnings) const {
     const std::pair<const char*, int64_t> positive[] = {
         {"hidden_size", hidden_size},
         {"num_hidden_layers", num_hidden_layers},
-        {"full_attention_interval", full_attention_interval},
         {"num_attention_heads", num_attention_heads},
         {"num_key_value_heads", num_key_value_heads},
         {"head_dim", head_dim},

@@ -57,15 +57,18 @@ TEST_F(CliErrors, IdOutsideVocabulary) {
     expect_failure("logits --model " + dir_ + "/model --ids 1,x --out " + out_, 2, "'x' is not an integer");
 }
 
-TEST_F(CliErrors, MissingConfigField) {
+// (An absent field takes transformers' default, as transformers does: config_acceptance_test.)
+TEST_F(CliErrors, ConfigFieldOfTheWrongType) {
     std::ifstream in(dir_ + "/model/config.json");
     std::string text((std::istreambuf_iterator<char>(in)), {});
     auto pos = text.find("\"hidden_size\"");
     ASSERT_NE(pos, std::string::npos);
-    text.replace(pos, std::string("\"hidden_size\"").size(), "\"hidden_sizeX\"");
+    const size_t value = text.find_first_of("0123456789", pos);
+    const size_t end = text.find_first_not_of("0123456789", value);
+    text.replace(value, end - value, "\"" + text.substr(value, end - value) + "\"");
     std::ofstream(dir_ + "/model/config.json") << text;
     expect_failure("logits --model " + dir_ + "/model --ids 1,2 --out " + out_, 3,
-                   "config.json: missing field text_config.hidden_size");
+                   "config.json: text_config.hidden_size must be an integer");
 }
 
 TEST_F(CliErrors, CorruptSafetensors) {

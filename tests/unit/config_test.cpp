@@ -190,6 +190,12 @@ TEST(ModelConfig, LayerTypesDerivedFromInterval) {
     j["full_attention_interval"] = 1;
     c = parse_ok(j);
     EXPECT_EQ(c.num_full_attention_layers(), 7);
+    // transformers: a negative interval acts as its magnitude (Python's modulo), 0 cannot derive.
+    j["full_attention_interval"] = -3;
+    EXPECT_EQ(parse_ok(j).layer_types, want);
+    j["full_attention_interval"] = 0;
+    EXPECT_EQ(parse_error(j), "config.json: full_attention_interval is 0 and layer_types is absent: the layer types "
+                              "cannot be derived");
 
     json nested = real_nested_config();  // the nested layout derives the same way
     nested["text_config"].erase("layer_types");
@@ -376,8 +382,6 @@ TEST(ModelConfig, ValidationMessages) {
         {[](ModelConfig& c) { c.vocab_size = -5; }, "vocab_size must be positive (got -5)"},
         {[](ModelConfig& c) { c.moe_intermediate_size = 0; },
          "moe_intermediate_size must be positive (got 0)"},
-        {[](ModelConfig& c) { c.full_attention_interval = 0; },
-         "full_attention_interval must be positive (got 0)"},
         {[](ModelConfig& c) { c.rms_norm_eps = -1e-6; }, "rms_norm_eps must be >= 0 and finite (got -1e-06)"},
         {[](ModelConfig& c) { c.rope_theta = -1; }, "rope_theta must be positive (got -1)"},
         {[](ModelConfig& c) { c.partial_rotary_factor = 0; },
