@@ -1,9 +1,11 @@
-// The HTTP/1.1 transport: an Asio acceptor and Beast-parsed sessions with keep-alive, a body
-// limit (413), idle and write-stall timeouts, chunked SSE streaming with a bounded per-connection
-// buffer, and disconnect detection while a request is being served (a read kept pending on the
-// socket), which fires the Exchange's close callbacks so the request gets aborted. Each
-// connection runs on its own strand over a small pool of I/O threads. This header hides Asio and
-// Beast; http_server.cpp is the only translation unit that includes them.
+// The HTTP/1.1 transport: an Asio acceptor and Beast-parsed sessions with keep-alive; the headers
+// are read first and admitted (API key, the route's body limit: request_guard) before the body,
+// so a refused request (401, 413) transfers no body; idle and write-stall timeouts, chunked SSE
+// streaming with a bounded per-connection buffer, and disconnect detection while a request is
+// being served (a read kept pending on the socket), which fires the Exchange's close callbacks so
+// the request gets aborted. Each connection runs on its own strand over a small pool of I/O
+// threads. This header hides Asio and Beast; http_server.cpp is the only translation unit that
+// includes them.
 // Lifetime: stop() joins the I/O threads; anything that may still hold an Exchange (the engine's
 // sinks) must be destroyed before the HttpServer itself.
 #pragma once
