@@ -26,6 +26,7 @@ struct EngineStats {
     double state_slot_usage = 0.0;    // fraction of GDN state slots in use
     int64_t prefix_cache_queries = 0; // prompt tokens looked up
     int64_t prefix_cache_hits = 0;    // prompt tokens served from cache
+    int64_t prefix_cache_hash_mismatches = 0;  // page keys that matched another prefix's page (refused)
     int64_t mtp_draft_tokens = 0;
     int64_t mtp_accepted_tokens = 0;
     int64_t steps_total = 0;

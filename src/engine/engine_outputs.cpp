@@ -143,6 +143,7 @@ void Engine::publish_stats() {
     EngineStats s = counters_;
     s.prefix_cache_queries = scheduler_->prefix_cache_queries();
     s.prefix_cache_hits = scheduler_->prefix_cache_hits();
+    s.prefix_cache_hash_mismatches = cache_mgr_->pool().num_hash_mismatches();
     s.num_running = scheduler_->num_running();
     s.num_waiting = scheduler_->num_waiting();
     s.num_preemptions_total = scheduler_->num_preemptions_total();

@@ -60,6 +60,9 @@ std::string ServerMetrics::render(const EngineStats* e) const {
         gauge(out, "qwenserve_prefix_cache_hit_rate", "Prompt tokens served from the prefix cache / looked up.", hit);
         counter(out, "qwenserve_prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.", uint64_t(e->prefix_cache_queries));
         counter(out, "qwenserve_prefix_cache_hits_total", "Prompt tokens served from the prefix cache.", uint64_t(e->prefix_cache_hits));
+        counter(out, "qwenserve_prefix_cache_hash_mismatches_total",
+                "Prefix-cache page keys that matched a page of another prefix (refused: tokens compared).",
+                uint64_t(e->prefix_cache_hash_mismatches));
         const double acc = e->mtp_draft_tokens > 0 ? double(e->mtp_accepted_tokens) / double(e->mtp_draft_tokens) : 0.0;
         gauge(out, "qwenserve_mtp_acceptance_rate", "MTP draft tokens accepted / drafted.", acc);
         counter(out, "qwenserve_mtp_draft_tokens_total", "MTP draft tokens proposed.", uint64_t(e->mtp_draft_tokens));

@@ -28,6 +28,7 @@ TEST(Metrics, RendersEngineGauges) {
     s.kv_usage = 0.25;
     s.prefix_cache_queries = 10;
     s.prefix_cache_hits = 4;
+    s.prefix_cache_hash_mismatches = 7;
     s.mtp_draft_tokens = 8;
     s.mtp_accepted_tokens = 6;
     m.completion_tokens = 42;
@@ -35,7 +36,8 @@ TEST(Metrics, RendersEngineGauges) {
     for (const char* line : {"qwenserve_num_requests_running 3\n", "qwenserve_num_requests_waiting 2\n",
                              "qwenserve_kv_cache_usage_ratio 0.25\n", "qwenserve_prefix_cache_hit_rate 0.4\n",
                              "qwenserve_mtp_acceptance_rate 0.75\n", "qwenserve_generation_tokens_total 42\n",
-                             "qwenserve_time_to_first_token_seconds_count 0\n"})
+                             "qwenserve_time_to_first_token_seconds_count 0\n",
+                             "qwenserve_prefix_cache_hash_mismatches_total 7\n"})
         EXPECT_NE(out.find(line), std::string::npos) << line;
     EXPECT_EQ(m.render(nullptr).find("qwenserve_num_requests_running"), std::string::npos);
 }
