@@ -44,6 +44,10 @@ def test_probes_ports_and_scraping_agree():
     assert ann["prometheus.io/path"] == "/metrics"
     assert int(ann["prometheus.io/port"]) == serve_port
     assert c["resources"]["limits"]["nvidia.com/gpu"] == 1
+    # With an API key every route needs it, /health and /metrics too unless --open-health-metrics:
+    # the probes and the scraper send none.
+    if any(e["name"] == "QS_API_KEY" for e in c.get("env", [])):
+        assert "--open-health-metrics" in args
 
 
 def test_container_arguments_are_serve_options():
