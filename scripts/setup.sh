@@ -42,4 +42,6 @@ if [ "$(cat .venv/.requirements-hash 2>/dev/null)" != "$want_hash" ]; then
   .venv/bin/python -m pip install -q --disable-pip-version-check -r scripts/requirements-test.txt
   echo "$want_hash" > .venv/.requirements-hash
 fi
+# The grammar engine (structured outputs): xgrammar's C++ core from its PyPI sdist, into .deps/.
+bash scripts/setup_xgrammar.sh
 echo "setup: ok"

@@ -13,7 +13,10 @@
 //     through the row's block table), the repetition penalty once per distinct token of prompt
 //     or output (l > 0 ? l / r : l * r), the presence penalty once per distinct output token
 //     (l -= presence), and the frequency penalty once per output occurrence (l -= frequency,
-//     applied n times for n occurrences).
+//     applied n times for n occurrences). Last, a row with a bitmask (structured outputs: the
+//     tokens its grammar allows next) sets every token whose bit is 0 to -inf (-inf stays -inf
+//     under the bias and the penalties, so the order is immaterial). Raw logprobs (step 1) are
+//     unaffected, and the drawn token is always one the mask allows.
 //  3. Greedy (temperature 0 or top_k 1): token = argmax l, the lowest id on ties.
 //  4. Otherwise s = l * float(1 / temperature) and m = max s. The kept set is
 //     {s >= τ} ∩ {exp(s - m) >= min_p}, where τ = max(τ_k, τ_p): τ_k is the top_k-th largest s
@@ -66,24 +69,35 @@ struct SampleRow {
     int32_t history_len = 0;
     int32_t num_prompt = 0;
     int32_t table_begin = 0;
+    // Structured outputs: row of SamplingBatch::bitmask allowing the next tokens, or -1 (none).
+    // The mask must allow at least one token below V.
+    int32_t bitmask_row = -1;
 
     // Host and device (the CUDA kernels read SampleRows as they are).
     QS_HD bool greedy() const { return temperature == 0.0f || top_k == 1; }
     QS_HD bool has_penalties() const {
         return repetition_penalty != 1.0f || presence_penalty != 0.0f || frequency_penalty != 0.0f;
     }
-    QS_HD bool adjusts() const { return adjusts_row && (adjust_end > adjust_begin || has_penalties()); }
+    QS_HD bool adjusts() const {
+        return adjusts_row && (adjust_end > adjust_begin || has_penalties() || bitmask_row >= 0);
+    }
 };
+
+// Words of one bitmask row: bit t % 32 of word t / 32 is token t (xgrammar's layout).
+QS_HD int64_t bitmask_words(int64_t V) { return (V + 31) / 32; }
+QS_HD bool bitmask_allows(const uint32_t* row, int64_t t) { return (row[t >> 5] >> (t & 31)) & 1u; }
 
 struct SamplingBatch {
     std::vector<SampleRow> rows;
     std::vector<TokenAdjust> adjust;       // per row, unique tokens
     std::vector<int32_t> block_tables;     // concatenated page ids of the rows with penalties
+    std::vector<uint32_t> bitmask;         // [rows with a mask, bitmask_words(V)] allowed tokens
 
     void clear() {
         rows.clear();
         adjust.clear();
         block_tables.clear();
+        bitmask.clear();
     }
 };
 

@@ -31,6 +31,7 @@
 #include "engine/engine_config.h"
 #include "engine/engine_config_text.h"
 #include "engine/engine_sizing.h"
+#include "grammar/grammar_compiler.h"
 #include "server/http_server.h"
 #include "server/routes.h"
 #include "server/testing/byte_text_pipeline.h"
@@ -177,6 +178,7 @@ Status serve(const Args& args) {
     std::unique_ptr<ModelWeights> weights;
     std::unique_ptr<Ops> ops;
     std::unique_ptr<EngineApi> engine;
+    std::unique_ptr<grammar::GrammarCompiler> grammars;  // structured outputs (real engine only)
     if (c.fake_engine) {
         FakeEngineOptions fo;
         fo.step_interval = std::chrono::microseconds(int64_t(c.fake_step_ms * 1000));
@@ -204,6 +206,11 @@ Status serve(const Args& args) {
         QS_ASSIGN_OR_RETURN(c.engine, size_engine(c.engine, *ops, *weights, args.get_or("device", "cpu") == "cuda",
                                                   args.has("cache-memory-mb")));
         auto* tp = static_cast<const TokenizerTextPipeline*>(&text);
+        std::vector<int32_t> stops;
+        for (int64_t id : weights->config.eos_token_ids) stops.push_back(int32_t(id));
+        grammars = std::make_unique<grammar::GrammarCompiler>(grammar::grammar_vocab_from_tokenizer(
+            *tp->tokenizer(), int32_t(weights->config.vocab_size), stops, tp->chat_format() == tok::ChatFormat::kQwen35));
+        state->set_grammars(grammars.get());
         QS_ASSIGN_OR_RETURN(std::unique_ptr<Engine> real,
                             Engine::create(*weights, *ops, c.engine, std::make_shared<TokenizerTextDecoder>(tp->tokenizer())));
         log_engine(with_resolved_sizes(c.engine, real->capacity()), "batched");

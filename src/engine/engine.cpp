@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "grammar/grammar_compiler.h"
+
 #include <algorithm>
 #include <chrono>
 
@@ -65,6 +67,9 @@ Status Engine::submit(GenerationRequest request, OutputSink sink) {
         return invalid_argument(fmt::format("prompt has {} tokens but max_model_len is {} (the prompt and at least one "
                                             "generated token must fit)",
                                             n, plan_.max_model_len));
+    if (request.grammar && request.grammar->vocab_size() != weights_.config.vocab_size)
+        return invalid_argument(fmt::format("the grammar was compiled for {} tokens but the model has {}",
+                                            request.grammar->vocab_size(), weights_.config.vocab_size));
     if (!request.params.stop.empty() && !decoder_)
         return invalid_argument("stop strings need a tokenizer, and this engine has none");
     std::lock_guard<std::mutex> lock(inbox_mu_);
@@ -152,6 +157,10 @@ void Engine::admit(Command&& c) {
     seq->sample_key = sampling_key(rs->request.params, 0);
     if (decoder_) seq->decoder = decoder_->start();
     seq->stop = std::make_unique<StopChecker>(rs->request.params.stop, rs->request.params.include_stop_str_in_output);
+    if (rs->request.grammar) {
+        seq->matcher = make_matcher(rs->request);
+        seq->grammar_active = rs->request.grammar_after_token < 0;
+    }
     counters_.num_prompt_tokens_total += seq->num_prompt;
     scheduler_->add_waiting(seq.get());
     rs->seqs.push_back(std::move(seq));

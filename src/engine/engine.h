@@ -87,6 +87,7 @@ private:
         std::vector<std::vector<TokenLogprob>> top_logprobs;
         FinishReason finish_reason = FinishReason::kNone;
         std::string stop_reason;
+        std::string error;  // with kError
     };
 
     void drain_inbox();
@@ -104,6 +105,15 @@ private:
     // stops.
     void append_token(Sequence& s, int32_t token, int32_t sample_row, PendingOutput& out);
     void finish(Sequence& s, FinishReason reason, PendingOutput& out, const std::string& stop_reason = "");
+    // Structured outputs (engine_grammar.cpp). A matcher for a request's grammar (stop tokens:
+    // the EOS ids and the request's stop_token_ids).
+    std::unique_ptr<grammar::GrammarMatcher> make_matcher(const GenerationRequest& r) const;
+    // Appends s's mask of allowed next tokens to sampling_.bitmask; returns its row, or -1 when
+    // s is not constrained at this step.
+    int32_t add_grammar_mask(Sequence& s);
+    // Advances s's grammar by the token just appended; false when that finished s (the grammar
+    // terminated, or refused the token).
+    bool advance_grammar(Sequence& s, int32_t token, PendingOutput& out);
     // Returns the completions forked into the running set (they share the parent's rows this
     // step); their first tokens are sampled_ rows first_sibling_row.. (one per sibling).
     std::vector<Sequence*> fork_siblings(Sequence& parent, int32_t first_sibling_row);

@@ -22,6 +22,7 @@ void Engine::append_token(Sequence& s, int32_t token, int32_t sample_row, Pendin
             top[i] = {sampled_.top_ids[at * kMaxTopLogprobs + i], sampled_.top_logprobs[at * kMaxTopLogprobs + i]};
         out.top_logprobs.push_back(std::move(top));
     }
+    if (s.matcher && !advance_grammar(s, token, out)) return;
     const auto& eos = weights_.config.eos_token_ids;
     const bool is_eos = !p.ignore_eos && std::find(eos.begin(), eos.end(), token) != eos.end();
     const bool is_stop_token = std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), token) != p.stop_token_ids.end();
@@ -77,6 +78,10 @@ std::vector<Sequence*> Engine::fork_siblings(Sequence& parent, int32_t first_sib
         child->sample_key = sampling_key_for(parent, i);
         if (decoder_) child->decoder = decoder_->start();
         child->stop = std::make_unique<StopChecker>(rs.request.params.stop, rs.request.params.include_stop_str_in_output);
+        if (parent.matcher) {  // before the parent takes its first token: the prompt's state
+            child->matcher = parent.matcher->fork();
+            child->grammar_active = parent.grammar_active;
+        }
         Sequence* c = child.get();
         rs.seqs.push_back(std::move(child));
         if (scheduler_->num_running() < config_.max_num_seqs && cache_mgr_->fork(parent, *c)) {
@@ -119,6 +124,7 @@ void Engine::flush_outputs() {
             ro.top_logprobs = std::move(out.top_logprobs);
             ro.finish_reason = out.finish_reason;
             ro.stop_reason = std::move(out.stop_reason);
+            ro.error = std::move(out.error);
             ro.num_prompt_tokens = seq->num_prompt;
             ro.num_cached_prompt_tokens = seq->num_cached_prompt;
             ro.num_completion_tokens = seq->num_output();

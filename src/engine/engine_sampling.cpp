@@ -28,6 +28,8 @@ void Engine::sample_rows(const SchedulerOutput& sched, const Qwen36Model::Output
             spec.logits_row = logits_at++;
             spec.position = int64_t(s.tokens.size()) - 1;
             spec.draw = s.num_output();
+            spec.bitmask_row = add_grammar_mask(s);  // siblings share it: same state, same row
+            spec.bitmask_words = bitmask_words(V);
             const int32_t row = int32_t(b.rows.size());
             add_sample_row(b, s, s.sample_key, spec, eos, bs);
             int32_t first_sibling = -1;
@@ -39,6 +41,7 @@ void Engine::sample_rows(const SchedulerOutput& sched, const Qwen36Model::Output
             picks_.push_back({0, row, false, first_sibling});
             continue;
         }
+        QS_CHECK(!s.matcher);  // constrained sequences do not draft
         for (int32_t r = 0; r < ss.num_tokens; ++r) {
             SampleRowSpec spec;
             spec.logits_row = logits_at + r;

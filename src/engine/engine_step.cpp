@@ -171,7 +171,8 @@ void Engine::run_mtp(const float* hidden, int64_t num_hidden_rows) {
         // Draft only for decode-ready sequences with pages for the next verify (positions up to c + k).
         // (A request with n > 1 forks at its first token, which must come from a plain row.)
         const bool fork_pending = s.request->request.params.n > 1 && !s.request->forked;
-        const bool ready = draft_now && s.num_uncomputed() == 1 && !fork_pending &&
+        // (A sequence with a grammar does not draft: see Sequence::matcher.)
+        const bool ready = draft_now && s.num_uncomputed() == 1 && !fork_pending && !s.matcher &&
                            cache_mgr_->ensure_blocks(s, s.num_computed + num_spec_ + 1);
         span.block_table = s.block_table;  // after ensure_blocks may have grown the table
         if (ready) {

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -11,6 +12,10 @@
 #include "core/status.h"
 
 namespace qs {
+
+namespace grammar {
+class CompiledGrammar;
+}
 
 // One logit_bias entry: bias is added to the token's raw logit.
 struct TokenBias {
@@ -50,6 +55,11 @@ struct GenerationRequest {
     std::vector<int32_t> prompt_ids;
     SamplingParams params;
     int32_t priority = 0;              // lower runs first; FIFO within a priority
+    // Structured outputs: every completion follows this grammar (null: none), ending with a stop
+    // token once it is complete. With grammar_after_token >= 0 the constraint starts after that
+    // token is generated (</think>: the reasoning is free, the answer constrained).
+    std::shared_ptr<const grammar::CompiledGrammar> grammar;
+    int32_t grammar_after_token = -1;
 };
 
 struct TokenLogprob {

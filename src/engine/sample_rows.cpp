@@ -2,12 +2,29 @@
 #include "engine/sample_rows.h"
 
 #include <algorithm>
+#include <bit>
 #include <random>
 
 #include "core/check.h"
 #include "engine/sequence.h"
 
 namespace qs {
+
+namespace {
+
+// Whether the mask (words [0, num_words)) allows some token outside `tokens`.
+bool mask_allows_more_than(const uint32_t* mask, int64_t num_words, const std::vector<int32_t>& tokens) {
+    int64_t allowed = 0;
+    for (int64_t w = 0; w < num_words; ++w) allowed += std::popcount(mask[w]);
+    std::vector<int32_t> listed = tokens;
+    std::sort(listed.begin(), listed.end());
+    listed.erase(std::unique(listed.begin(), listed.end()), listed.end());
+    for (int32_t t : listed)
+        if (t >= 0 && t < num_words * 32 && bitmask_allows(mask, t)) --allowed;
+    return allowed > 0;
+}
+
+}  // namespace
 
 uint64_t sampling_key(const SamplingParams& p, int32_t completion_index) {
     uint64_t seed = p.seed ? *p.seed : (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}();
@@ -32,6 +49,7 @@ void add_sample_row(SamplingBatch& b, const Sequence& s, uint64_t key, const Sam
     r.draft = spec.draft;
     r.num_top_logprobs = int32_t(p.logprobs);
     r.adjusts_row = spec.adjusts_row;
+    r.bitmask_row = spec.bitmask_row;
     r.adjust_begin = r.adjust_end = int32_t(b.adjust.size());
     if (spec.adjusts_row) {
         for (const TokenBias& t : p.logit_bias) b.adjust.push_back({t.token, t.bias});
@@ -45,9 +63,14 @@ void add_sample_row(SamplingBatch& b, const Sequence& s, uint64_t key, const Sam
                     }
                 b.adjust.push_back({token, -INFINITY});
             };
+            std::vector<int32_t> bans;
             if (!p.ignore_eos)
-                for (int64_t t : eos_ids) ban(int32_t(t));
-            for (int32_t t : p.stop_token_ids) ban(t);
+                for (int64_t t : eos_ids) bans.push_back(int32_t(t));
+            bans.insert(bans.end(), p.stop_token_ids.begin(), p.stop_token_ids.end());
+            if (spec.bitmask_row < 0 ||
+                mask_allows_more_than(b.bitmask.data() + int64_t(spec.bitmask_row) * spec.bitmask_words,
+                                      spec.bitmask_words, bans))
+                for (int32_t t : bans) ban(t);
         }
         r.adjust_end = int32_t(b.adjust.size());
         if (r.has_penalties()) {

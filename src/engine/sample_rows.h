@@ -23,11 +23,14 @@ struct SampleRowSpec {
     int64_t draw = 0;           // completion position being drawn (num_output, + r for verify row r)
     int32_t draft = -1;         // the MTP draft this row judges
     bool adjusts_row = true;    // false for fork siblings sharing their parent's (adjusted) row
+    int32_t bitmask_row = -1;   // its grammar's mask in SamplingBatch::bitmask, or -1
+    int64_t bitmask_words = 0;  // words per mask row (bitmask_words(V))
 };
 
 // Appends the row for one draw of `s` (its key: `key`) to `b`: parameters, logit_bias and the
-// min_tokens bans (`eos_ids` unless ignore_eos, and stop_token_ids), and, when the request has
-// penalties, the block table covering positions [0, position].
+// min_tokens bans (`eos_ids` unless ignore_eos, and stop_token_ids; dropped when the row's
+// grammar mask allows nothing else: a complete grammar ends the output), the grammar mask, and,
+// when the request has penalties, the block table covering positions [0, position].
 void add_sample_row(SamplingBatch& b, const Sequence& s, uint64_t key, const SampleRowSpec& spec,
                     const std::vector<int64_t>& eos_ids, int64_t block_size);
 

@@ -11,6 +11,7 @@
 
 #include "engine/block_pool.h"
 #include "engine/request.h"
+#include "grammar/grammar_matcher.h"
 #include "engine/stop_checker.h"
 #include "engine/text_decoder.h"
 
@@ -38,6 +39,11 @@ struct Sequence {
     std::unique_ptr<StreamDecoder> decoder;
     std::unique_ptr<StopChecker> stop;
     std::vector<int32_t> draft;      // MTP proposals for the positions after tokens.back()
+    // Structured outputs: the request's grammar state (null: unconstrained), and whether it
+    // constrains the next token yet (GenerationRequest::grammar_after_token). Such a sequence
+    // never drafts: its drafts would need the matcher's masks for every verify row.
+    std::unique_ptr<grammar::GrammarMatcher> matcher;
+    bool grammar_active = false;
     int32_t pending_index = -1;      // this step's output slot in the engine, or -1
 
     int64_t num_output() const { return int64_t(tokens.size()) - num_prompt; }

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <random>
 
+#include "grammar/tool_call_grammar.h"
 #include "server/generation_stream.h"
 
 namespace qs {
@@ -27,6 +28,35 @@ int64_t unix_seconds() {
 void reply_error(ServerState& state, const std::shared_ptr<Exchange>& exchange, ApiError error) {
     state.metrics().in_flight.fetch_sub(1, std::memory_order_relaxed);
     exchange->post([exchange, error = std::move(error)] { exchange->respond(api_error_response(error)); });
+}
+
+// Structured outputs: the spec's constraint compiled over the model's vocabulary (tool_choice's
+// grammar is built here, in the model's tool-call format). Errors are 400s naming the field.
+std::optional<ApiError> compile_grammar(const ServerState& state, GenerationSpec& spec,
+                                        std::shared_ptr<const grammar::CompiledGrammar>& out) {
+    if (spec.grammar_param.empty()) return std::nullopt;
+    const grammar::GrammarCompiler* compiler = state.grammars();
+    if (!compiler) {
+        ApiError e = ApiError::bad_request(
+            fmt::format("'{}' asks for structured outputs, which this server does not provide (it runs the fake "
+                        "engine)", spec.grammar_param),
+            spec.grammar_param);
+        e.code = "unsupported_value";
+        return e;
+    }
+    if (!spec.grammar) {  // tool_choice
+        auto g = grammar::tool_call_grammar(spec.tools, spec.tool_choice_function, compiler->vocab().tool_calls_xml);
+        if (!g.is_ok()) return ApiError::bad_request(g.status().message(), "tool_choice");
+        spec.grammar = std::move(g.value());
+    }
+    auto compiled = compiler->compile(*spec.grammar);
+    if (!compiled.is_ok()) {
+        ApiError e = ApiError::bad_request(fmt::format("'{}': {}", spec.grammar_param, compiled.status().message()),
+                                           spec.grammar_param);
+        return e;
+    }
+    out = std::move(compiled.value());
+    return std::nullopt;
 }
 
 // Worker thread.
@@ -84,11 +114,19 @@ void prepare_and_submit(ServerState& state, ApiKind kind, const HttpRequest& req
         return reply_error(state, exchange, std::move(e));
     }
 
+    std::shared_ptr<const grammar::CompiledGrammar> compiled;
+    if (auto e = compile_grammar(state, spec, compiled)) return reply_error(state, exchange, std::move(*e));
+
     ResponseHeader header{new_request_id(kind), unix_seconds(), spec.model};
     GenerationRequest gen;
     gen.id = header.id;
     gen.prompt_ids = std::move(prompt_ids);
     gen.params = spec.params;
+    gen.grammar = std::move(compiled);
+    // A chat reply that starts inside reasoning is constrained after </think>, like vLLM's
+    // reasoning-aware structured outputs: the answer follows the grammar, the thinking is free.
+    if (gen.grammar && starts_in_reasoning && state.grammars()->vocab().reasoning_end_id)
+        gen.grammar_after_token = *state.grammars()->vocab().reasoning_end_id;
     auto stream = std::make_shared<GenerationStream>(state, exchange, std::move(spec), header, num_prompt,
                                                      starts_in_reasoning, arrival);
     // Registered before submit: the strand runs posts in order, so the close hook is in place

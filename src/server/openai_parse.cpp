@@ -10,6 +10,7 @@
 #include <cmath>
 #include <limits>
 
+#include "server/structured_output_parse.h"
 #include "server/unsupported_fields.h"
 
 namespace qs {
@@ -206,17 +207,6 @@ MaybeError parse_sampling(const J& o, ApiKind kind, GenerationSpec& s) {
                                "'stream_options.include_obfuscation' is not supported: chunks carry no obfuscation "
                                "padding");
     }
-    if (const J* rf = field(o, "response_format")) {
-        if (!rf->is_object() || !rf->contains("type") || !(*rf)["type"].is_string())
-            return bad("response_format", "'response_format' must be an object with a string 'type'");
-        const std::string t = (*rf)["type"].get<std::string>();
-        if (t == "json_object") {
-            s.json_object = true;
-        } else if (t != "text") {
-            return unsupported("response_format",
-                               fmt::format("response_format type '{}' is not supported (text, json_object)", t));
-        }
-    }
     if (const J* bo = field(o, "best_of")) {
         if (!bo->is_number_integer() || bo->get<int64_t>() != p.n)
             return unsupported("best_of", "'best_of' is not supported (it must equal n)");
@@ -248,10 +238,8 @@ MaybeError parse_tools(const J& o, GenerationSpec& s) {
                 return bad(param + ".function.name", fmt::format("{}.function.name must be a non-empty string", param));
             if (f.contains("parameters") && !f["parameters"].is_null() && !f["parameters"].is_object())
                 return bad(param + ".function.parameters", fmt::format("{}.function.parameters must be an object", param));
-            if (f.contains("strict") && !f["strict"].is_null() && f["strict"] != false)
-                return unsupported(param + ".function.strict",
-                                   fmt::format("{}.function.strict is not supported: arguments are not constrained "
-                                               "to the schema", param));
+            if (f.contains("strict") && !f["strict"].is_null() && !f["strict"].is_boolean())
+                return bad(param + ".function.strict", fmt::format("{}.function.strict must be a boolean", param));
         }
         if (!tools->empty()) s.tools = *tools;
     }
@@ -261,18 +249,34 @@ MaybeError parse_tools(const J& o, GenerationSpec& s) {
             if (v == "none") {
                 s.tool_choice_none = true;
             } else if (v == "required") {
-                return unsupported("tool_choice", "tool_choice 'required' needs constrained decoding, which is not supported yet");
+                s.tool_choice_required = true;
             } else if (v != "auto") {
-                return bad("tool_choice", fmt::format("tool_choice must be 'none', 'auto' or a function, got '{}'", v));
+                return bad("tool_choice",
+                           fmt::format("tool_choice must be 'none', 'auto', 'required' or a function, got '{}'", v));
             }
         } else if (tc->is_object()) {
-            return unsupported("tool_choice", "a named tool_choice needs constrained decoding, which is not supported yet");
+            // {"type": "function", "function": {"name": NAME}}; the name is checked against the
+            // tools when the grammar is built.
+            const J* fn = field(*tc, "function");
+            if (tc->value("type", "") != "function" || !fn || !fn->is_object() || !fn->contains("name") ||
+                !(*fn)["name"].is_string() || (*fn)["name"].get<std::string>().empty())
+                return bad("tool_choice",
+                           "a tool_choice object must be {\"type\": \"function\", \"function\": {\"name\": ...}}");
+            s.tool_choice_function = (*fn)["name"].get<std::string>();
         } else {
             return bad("tool_choice", "'tool_choice' must be a string or an object");
         }
         if (!s.tool_choice_none && s.tools.is_null())
             return bad("tool_choice", "'tool_choice' needs 'tools'");
     }
+    // strict: the arguments follow the schema. Only constrained tool calls guarantee that.
+    if (s.tools.is_array() && !s.tool_choice_required && s.tool_choice_function.empty())
+        for (size_t i = 0; i < s.tools.size(); ++i)
+            if (const J* strict = field(s.tools[i]["function"], "strict"); strict && *strict == true)
+                return unsupported(fmt::format("tools[{}].function.strict", i),
+                                   fmt::format("tools[{}].function.strict is only supported with tool_choice 'required' "
+                                               "or a named function (with 'auto' or 'none' the arguments are not "
+                                               "constrained to the schema)", i));
     return std::nullopt;
 }
 
@@ -397,6 +401,7 @@ std::optional<ApiError> parse_generation_request(ApiKind kind, std::string_view 
         QS_TRY_API(parse_prompt(o, s));
     }
     QS_TRY_API(parse_sampling(o, kind, s));
+    QS_TRY_API(parse_structured_outputs(o, s));
     return std::nullopt;
 }
 

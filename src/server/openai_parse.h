@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/request.h"
+#include "grammar/grammar_spec.h"
 #include "server/api_error.h"
 
 namespace qs {
@@ -24,6 +25,8 @@ struct GenerationSpec {
     nlohmann::ordered_json messages;            // non-empty array
     nlohmann::ordered_json tools;               // null or a non-empty array
     bool tool_choice_none = false;              // "none": tools rendered, calls not parsed
+    bool tool_choice_required = false;          // "required": one or more calls (constrained)
+    std::string tool_choice_function;           // a named function: exactly one call of it (constrained)
     bool enable_thinking = true;                // chat_template_kwargs.enable_thinking
     // Completions: exactly one of the two.
     std::optional<std::string> prompt_text;
@@ -34,6 +37,10 @@ struct GenerationSpec {
     bool include_usage = false;                 // stream_options.include_usage
     bool logprobs = false;                      // chat: logprobs; completions: logprobs != null
     bool json_object = false;                   // response_format {"type": "json_object"}
+    // Structured outputs (server/structured_output_parse): the constraint and the field that
+    // asked for it ("tool_choice" with no grammar yet: built from the tools at submit).
+    std::optional<grammar::GrammarSpec> grammar;
+    std::string grammar_param;
 };
 
 // model_names: the names this server answers to (--served-model-name).

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "engine/engine_api.h"
+#include "grammar/grammar_compiler.h"
 #include "server/metrics.h"
 #include "server/text_pipeline.h"
 #include "server/worker_pool.h"
@@ -48,6 +49,10 @@ public:
 
     EngineApi* engine() const { return engine_.load(std::memory_order_acquire); }
     void set_engine(EngineApi* engine) { engine_.store(engine, std::memory_order_release); }
+    // Structured outputs: the compiler over the model's vocabulary, or null (the fake engine
+    // constrains nothing, so requests for it are refused). Set before the engine.
+    const grammar::GrammarCompiler* grammars() const { return grammars_.load(std::memory_order_acquire); }
+    void set_grammars(const grammar::GrammarCompiler* g) { grammars_.store(g, std::memory_order_release); }
 
     bool draining() const { return draining_.load(); }
     void set_draining() { draining_ = true; }
@@ -80,6 +85,7 @@ private:
     const TextPipeline* text_;
     ServerMetrics metrics_;
     std::atomic<EngineApi*> engine_{nullptr};
+    std::atomic<const grammar::GrammarCompiler*> grammars_{nullptr};
     std::atomic<bool> draining_{false};
     std::mutex live_mu_;
     std::unordered_set<std::string> live_;

@@ -13,7 +13,9 @@ namespace {
 
 using J = nlohmann::ordered_json;
 
-constexpr std::string_view kStructured = "structured outputs (constrained decoding) are not supported";
+constexpr std::string_view kStructured =
+    "structured outputs take response_format, structured_outputs or guided_json / guided_regex / guided_choice / "
+    "guided_grammar";
 constexpr std::string_view kChatOnly = "it is a /v1/chat/completions parameter";
 
 constexpr UnsupportedField kFields[] = {
@@ -55,14 +57,9 @@ constexpr UnsupportedField kFields[] = {
     {"chat_template", kBothApis, "", "per-request chat templates are not supported; the model's template is used"},
     {"mm_processor_kwargs", kBothApis, "", "the model takes text only"},
     {"prompt_embeds", kBothApis, "", "prompt embeddings are not supported"},
-    {"guided_json", kBothApis, "", kStructured},
-    {"guided_regex", kBothApis, "", kStructured},
-    {"guided_choice", kBothApis, "", kStructured},
-    {"guided_grammar", kBothApis, "", kStructured},
-    {"guided_decoding_backend", kBothApis, "", kStructured},
+    {"guided_decoding_backend", kBothApis, R"(["auto", "xgrammar"])", "the one grammar backend is xgrammar"},
     {"guided_whitespace_pattern", kBothApis, "", kStructured},
     {"structural_tag", kBothApis, "", kStructured},
-    {"structured_outputs", kBothApis, "", kStructured},
     {"logits_processors", kBothApis, "", "custom logits processors are not supported"},
     {"priority", kBothApis, "[0]", "priority scheduling is not enabled on this server"},
     {"request_id", kBothApis, "", "the server assigns request ids"},

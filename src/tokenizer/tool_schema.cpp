@@ -55,22 +55,30 @@ Result<ToolSchemas> ToolSchemas::from_text(std::string_view text) {
 }
 
 Json ToolSchemas::convert(const std::string& function, const std::string& parameter,
-                          const std::string& raw) const {
-    if (lower(raw) == "null") return nullptr;
+                          const std::string& raw_text) const {
+    if (lower(raw_text) == "null") return nullptr;
     auto fn = types_.find(function);
-    if (fn == types_.end()) return raw;
+    if (fn == types_.end()) return raw_text;
     auto param = fn->second.find(parameter);
-    if (param == fn->second.end()) return raw;
+    if (param == fn->second.end()) return raw_text;
     const std::string& type = param->second;
     if (type == "string" || type == "str" || type == "text" || type == "varchar" || type == "char" ||
         type == "enum")
-        return raw;
+        return raw_text;
+    // Typed values ignore surrounding whitespace, as Python's int() / float() / json.loads do
+    // in vLLM's parser (a constrained decoder may put newlines around a value).
+    const size_t b = raw_text.find_first_not_of(" \t\r\n");
+    const std::string raw = b == std::string::npos ? std::string()
+                                                   : raw_text.substr(b, raw_text.find_last_not_of(" \t\r\n") - b + 1);
     if (type.rfind("int", 0) == 0 || type.rfind("uint", 0) == 0 || type == "long" || type == "short") {
         errno = 0;
         char* end = nullptr;
         const long long v = std::strtoll(raw.c_str(), &end, 10);
         if (!raw.empty() && *end == '\0' && errno == 0) return v;
-        return raw;
+        // Beyond 64 bits: still a JSON integer (json.loads would read it as one).
+        Json big = Json::parse(raw, nullptr, false);
+        if (!big.is_discarded() && big.is_number()) return big;
+        return raw_text;
     }
     if (type.rfind("num", 0) == 0 || type.rfind("float", 0) == 0 || type == "double") {
         errno = 0;
@@ -82,18 +90,18 @@ Json ToolSchemas::convert(const std::string& function, const std::string& parame
         }
         const double d = std::strtod(raw.c_str(), &end);
         if (!raw.empty() && *end == '\0' && errno == 0) return d;
-        return raw;
+        return raw_text;
     }
     if (type == "boolean" || type == "bool" || type == "binary") {
         const std::string l = lower(raw);
         if (l == "true") return true;
         if (l == "false") return false;
-        return raw;
+        return raw_text;
     }
     // object, array and anything else: JSON if it parses.
     Json parsed = Json::parse(raw, nullptr, false);
     if (!parsed.is_discarded()) return parsed;
-    return raw;
+    return raw_text;
 }
 
 }  // namespace qs::tok

@@ -281,6 +281,63 @@ TEST(Sampler, LogitBiasAndBansComeBeforeThePick) {
     }
 }
 
+TEST(Sampler, GrammarBitmaskBansEveryTokenOutsideIt) {
+    // V = 70 (three mask words, the last partial); allowed: {3, 31, 32, 45, 69}.
+    std::mt19937 rng(11);
+    const std::vector<float> l = random_logits(rng, 70);
+    const std::set<int> allowed = {3, 31, 32, 45, 69};
+    SamplingBatch b;
+    b.bitmask.assign(size_t(bitmask_words(70)), 0u);
+    for (int t : allowed) b.bitmask[size_t(t / 32)] |= 1u << (t % 32);
+    SampleRow r = sampling(0.0f);
+    r.bitmask_row = 0;
+    r.num_top_logprobs = 3;
+    b.rows = {r};
+    int best = *allowed.begin();
+    for (int t : allowed)
+        if (l[size_t(t)] > l[size_t(best)]) best = t;
+    SampleOutput out = run(l, b);
+    EXPECT_EQ(out.token[0], best);
+    // Raw logprobs ignore the mask: the top ids are the unmasked row's.
+    const std::vector<double> probs = softmax(l);
+    const int raw_best = int(std::max_element(l.begin(), l.end()) - l.begin());
+    EXPECT_EQ(out.top_ids[0], raw_best);
+    EXPECT_NEAR(out.logprob[0], std::log(probs[size_t(best)]), 1e-4);
+    // Sampled: the distribution restricted to the mask (a bias and a penalty-free top-p too).
+    b.rows[0].temperature = 1.0f;
+    b.rows[0].num_top_logprobs = -1;
+    std::vector<int32_t> d;
+    for (int i = 0; i < 30000; ++i) {
+        b.rows[0].draw = uint64_t(i);
+        d.push_back(run(l, b).token[0]);
+    }
+    expect_distribution(d, restrict_to(softmax(l), allowed), "bitmask");
+    // A bias on a masked token does not bring it back; one on an allowed token still counts.
+    b.adjust = {{5, 100.0f}, {69, 100.0f}};
+    b.rows[0].adjust_end = 2;
+    b.rows[0].temperature = 0.0f;
+    EXPECT_EQ(run(l, b).token[0], 69);
+    // A second row on its own logits row with its own mask, and a sibling sharing row 0's.
+    std::vector<float> two = l;
+    two.insert(two.end(), l.begin(), l.end());
+    b.bitmask.resize(2 * size_t(bitmask_words(70)), 0u);
+    b.bitmask[size_t(bitmask_words(70)) + 1] = 1u << 7;  // only token 39
+    SampleRow second = sampling(0.0f);
+    second.logits_row = 1;
+    second.bitmask_row = 1;
+    SampleRow sibling = b.rows[0];
+    sibling.adjusts_row = false;
+    sibling.temperature = 1.0f;
+    b.rows.push_back(second);
+    b.rows.push_back(sibling);
+    for (int i = 0; i < 200; ++i) {
+        b.rows[2].draw = uint64_t(i);
+        out = run(two, b);
+        EXPECT_EQ(out.token[1], 39);
+        EXPECT_TRUE(allowed.count(out.token[2])) << out.token[2];
+    }
+}
+
 TEST(Sampler, PenaltiesReadTheHistoryFromTokenPages) {
     // Pages of 4 tokens; the sequence's table is pages {2, 0}: positions 0-3 in page 2, 4-7 in
     // page 0. Prompt (3 tokens) = 1 1 3; output = 3 4 4 then 0 at position 6 (history_len 7).

@@ -1,6 +1,6 @@
 // The GPU sampler against its CPU specification (backend/cpu/cpu_sampling.cpp) on the same
-// inputs: tokens, verdicts, raw logprobs and the adjusted logits of mixed rows at the real
-// vocabulary; its draws against brute-force distributions (chi-square, tabulated critical
+// inputs: tokens, verdicts, raw logprobs and the adjusted logits of mixed rows (grammar bitmasks
+// included) at the real vocabulary; its draws against brute-force distributions (chi-square, tabulated critical
 // values); and the engine on CudaOps, where MTP k = 1..3 must not change greedy or seeded
 // sampled output (reference precision, so rounding differences between batch shapes stay far
 // below any gap that decides a token).
@@ -93,9 +93,18 @@ TEST(CudaSampling, MatchesTheCpuSpecification) {
                 b.adjust.push_back({int32_t(rng() % uint32_t(V)), -INFINITY});
                 r.adjust_end = int32_t(b.adjust.size());
             }
+            if (i % 7 == 3 || i == 9) {  // a grammar bitmask allowing ~1/8 of the vocabulary
+                const int64_t W = bitmask_words(V);
+                r.bitmask_row = int32_t(b.bitmask.size() / size_t(W));
+                b.bitmask.resize(b.bitmask.size() + size_t(W), 0u);
+                uint32_t* m = b.bitmask.data() + int64_t(r.bitmask_row) * W;
+                for (int64_t w = 0; w < W; ++w) m[w] = uint32_t(rng()) & uint32_t(rng()) & uint32_t(rng());
+                if (V % 32) m[W - 1] &= (1u << (V % 32)) - 1;  // nothing beyond the vocabulary
+                m[0] |= 1u;  // never empty
+            }
             b.rows.push_back(r);
         }
-        // Two sibling rows on row 9's (penalised) logits row.
+        // Two sibling rows on row 9's (penalised, masked) logits row.
         for (int s = 0; s < 2; ++s) {
             SampleRow sib = b.rows[9];
             sib.adjusts_row = false;

@@ -35,15 +35,9 @@ void top_logprobs(const float* l, int64_t V, float lse, int32_t n, int32_t* ids,
     }
 }
 
-// Step 2: logit_bias / bans, then the penalties over the history read from the token pages.
-void adjust_row(float* l, int64_t V, const SampleRow& r, const SamplingBatch& b, const int32_t* token_pages,
-                int64_t block_size) {
-    for (int32_t a = r.adjust_begin; a < r.adjust_end; ++a) {
-        const TokenAdjust& e = b.adjust[size_t(a)];
-        QS_CHECK(e.token >= 0 && e.token < V);
-        l[e.token] = std::isinf(e.bias) && e.bias < 0 ? -INFINITY : l[e.token] + e.bias;
-    }
-    if (!r.has_penalties()) return;
+// Step 2's penalties over the history read from the token pages.
+void apply_penalties(float* l, int64_t V, const SampleRow& r, const SamplingBatch& b, const int32_t* token_pages,
+                     int64_t block_size) {
     QS_CHECK(token_pages != nullptr);
     std::vector<int32_t> output_count(static_cast<size_t>(V), 0);
     std::vector<uint8_t> in_prompt(static_cast<size_t>(V), 0);
@@ -63,6 +57,27 @@ void adjust_row(float* l, int64_t V, const SampleRow& r, const SamplingBatch& b,
             for (int32_t k = 0; k < n; ++k) l[t] -= r.frequency_penalty;
         }
     }
+}
+
+// Step 2, last: tokens outside the row's bitmask are banned.
+void apply_bitmask(float* l, int64_t V, const SampleRow& r, const SamplingBatch& b) {
+    const int64_t W = bitmask_words(V);
+    QS_CHECK(r.bitmask_row >= 0 && size_t((int64_t(r.bitmask_row) + 1) * W) <= b.bitmask.size());
+    const uint32_t* mask = b.bitmask.data() + int64_t(r.bitmask_row) * W;
+    for (int64_t t = 0; t < V; ++t)
+        if (!bitmask_allows(mask, t)) l[t] = -INFINITY;
+}
+
+// Step 2: logit_bias / bans, then the penalties, then the bitmask.
+void adjust_row(float* l, int64_t V, const SampleRow& r, const SamplingBatch& b, const int32_t* token_pages,
+                int64_t block_size) {
+    for (int32_t a = r.adjust_begin; a < r.adjust_end; ++a) {
+        const TokenAdjust& e = b.adjust[size_t(a)];
+        QS_CHECK(e.token >= 0 && e.token < V);
+        l[e.token] = std::isinf(e.bias) && e.bias < 0 ? -INFINITY : l[e.token] + e.bias;
+    }
+    if (r.has_penalties()) apply_penalties(l, V, r, b, token_pages, block_size);
+    if (r.bitmask_row >= 0) apply_bitmask(l, V, r, b);
 }
 
 int32_t argmax_row(const float* l, int64_t V) {

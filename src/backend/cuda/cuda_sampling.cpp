@@ -1,4 +1,4 @@
-// CudaOps::sample and store_token_ids: the SamplingBatch goes up in one copy, the three sampling
+// CudaOps::sample and store_token_ids: the SamplingBatch (grammar bitmasks included) goes up in one copy, the three sampling
 // launches run on the forward's device logits, and only [rows] tokens, verdicts and logprobs and
 // [rows, 20] top logprobs come back (one copy, one sync). Engine thread.
 #include <algorithm>
@@ -73,6 +73,7 @@ void CudaOps::sample(float* logits, int64_t V, const SamplingBatch& batch, Model
     const size_t o_rows = pack(up, batch.rows.data(), batch.rows.size());
     const size_t o_adjust = pack(up, batch.adjust.data(), batch.adjust.size());
     const size_t o_tables = pack(up, batch.block_tables.data(), batch.block_tables.size());
+    const size_t o_bitmask = pack(up, batch.bitmask.data(), batch.bitmask.size());
     const size_t o_raw = pack(up, raw_list.data(), raw_list.size());
     const size_t o_begin = pack(up, list_begin.data(), L);
     const size_t o_cap = pack(up, list_cap.data(), L);
@@ -94,6 +95,7 @@ void CudaOps::sample(float* logits, int64_t V, const SamplingBatch& batch, Model
     p.R = R;
     p.adjust = reinterpret_cast<const TokenAdjust*>(d_in + o_adjust);
     p.block_tables = reinterpret_cast<const int32_t*>(d_in + o_tables);
+    p.bitmask = reinterpret_cast<const uint32_t*>(d_in + o_bitmask);
     p.token_pages = st->token_pages();
     p.block_size = int32_t(st->block_size());
     p.raw_list = reinterpret_cast<const int32_t*>(d_in + o_raw);

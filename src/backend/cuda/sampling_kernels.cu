@@ -239,70 +239,81 @@ __device__ int32_t history_token(const SamplingLaunch& p, const SampleRow& r, in
 }
 
 // Dynamic shared memory: three bitmaps of ceil(V / 32) words: prompt tokens, output tokens,
-// biased tokens.
+// biased tokens (only rows with a bias or penalties use them).
 __global__ void __launch_bounds__(kThreads) adjust_kernel(SamplingLaunch p) {
     extern __shared__ uint32_t bits[];
     const SampleRow r = p.rows[blockIdx.x];
     if (!r.adjusts()) return;
     const bool pen = r.has_penalties();
     float* l = p.logits + int64_t(r.logits_row) * p.V;
-    const int32_t W = int32_t((p.V + 31) / 32);
-    uint32_t* prompt_bits = bits;
-    uint32_t* out_bits = bits + W;
-    uint32_t* bias_bits = bits + 2 * W;
-    for (int32_t w = threadIdx.x; w < 3 * W; w += kThreads) bits[w] = 0;
-    __syncthreads();
-    if (pen)
-        for (int32_t pos = threadIdx.x; pos < r.history_len; pos += kThreads) {
-            const int32_t t = history_token(p, r, pos);
-            if (t < 0 || t >= p.V) continue;
-            atomicOr(&(pos < r.num_prompt ? prompt_bits : out_bits)[t >> 5], 1u << (t & 31));
-        }
-    for (int32_t a = r.adjust_begin + threadIdx.x; a < r.adjust_end; a += kThreads) {
-        const int32_t t = p.adjust[a].token;
-        atomicOr(&bias_bits[t >> 5], 1u << (t & 31));
-    }
-    __syncthreads();
-    const bool rep = r.repetition_penalty != 1.0f;
-    const int32_t list = p.raw_list[blockIdx.x];
-    if (list >= 0) {
-        // Save every raw value this row is about to overwrite (each token once).
-        auto save = [&](int32_t t) {
-            const int32_t at = atomicAdd(&p.list_count[list], 1);
-            if (at < p.list_cap[list]) p.saved[p.list_begin[list] + at] = SavedLogit{t, l[t]};
-        };
-        for (int32_t a = r.adjust_begin + threadIdx.x; a < r.adjust_end; a += kThreads) save(p.adjust[a].token);
-        if (pen)
-            for (int32_t w = threadIdx.x; w < W; w += kThreads) {
-                uint32_t m = (rep ? prompt_bits[w] | out_bits[w] : out_bits[w]) & ~bias_bits[w];
-                for (; m; m &= m - 1) save(w * 32 + __ffs(int(m)) - 1);
-            }
+    if (pen || r.adjust_end > r.adjust_begin) {
+        const int32_t W = int32_t((p.V + 31) / 32);
+        uint32_t* prompt_bits = bits;
+        uint32_t* out_bits = bits + W;
+        uint32_t* bias_bits = bits + 2 * W;
+        for (int32_t w = threadIdx.x; w < 3 * W; w += kThreads) bits[w] = 0;
         __syncthreads();
-    }
-    for (int32_t a = r.adjust_begin + threadIdx.x; a < r.adjust_end; a += kThreads) {
-        const TokenAdjust e = p.adjust[a];
-        l[e.token] = (isinf(e.bias) && e.bias < 0) ? -INFINITY : l[e.token] + e.bias;
-    }
-    __syncthreads();
-    if (!pen) return;
-    for (int32_t w = threadIdx.x; w < W; w += kThreads) {
-        const uint32_t seen = rep ? prompt_bits[w] | out_bits[w] : out_bits[w];
-        for (uint32_t m = seen; m; m &= m - 1) {
-            const int32_t t = w * 32 + __ffs(int(m)) - 1;
-            float v = l[t];
-            if (rep) v = v > 0 ? v / r.repetition_penalty : v * r.repetition_penalty;
-            if (out_bits[w] >> (t & 31) & 1) v -= r.presence_penalty;
-            l[t] = v;
+        if (pen)
+            for (int32_t pos = threadIdx.x; pos < r.history_len; pos += kThreads) {
+                const int32_t t = history_token(p, r, pos);
+                if (t < 0 || t >= p.V) continue;
+                atomicOr(&(pos < r.num_prompt ? prompt_bits : out_bits)[t >> 5], 1u << (t & 31));
+            }
+        for (int32_t a = r.adjust_begin + threadIdx.x; a < r.adjust_end; a += kThreads) {
+            const int32_t t = p.adjust[a].token;
+            atomicOr(&bias_bits[t >> 5], 1u << (t & 31));
+        }
+        __syncthreads();
+        const bool rep = r.repetition_penalty != 1.0f;
+        const int32_t list = p.raw_list[blockIdx.x];
+        if (list >= 0) {
+            // Save every raw value this row is about to overwrite (each token once).
+            auto save = [&](int32_t t) {
+                const int32_t at = atomicAdd(&p.list_count[list], 1);
+                if (at < p.list_cap[list]) p.saved[p.list_begin[list] + at] = SavedLogit{t, l[t]};
+            };
+            for (int32_t a = r.adjust_begin + threadIdx.x; a < r.adjust_end; a += kThreads) save(p.adjust[a].token);
+            if (pen)
+                for (int32_t w = threadIdx.x; w < W; w += kThreads) {
+                    uint32_t m = (rep ? prompt_bits[w] | out_bits[w] : out_bits[w]) & ~bias_bits[w];
+                    for (; m; m &= m - 1) save(w * 32 + __ffs(int(m)) - 1);
+                }
+            __syncthreads();
+        }
+        for (int32_t a = r.adjust_begin + threadIdx.x; a < r.adjust_end; a += kThreads) {
+            const TokenAdjust e = p.adjust[a];
+            l[e.token] = (isinf(e.bias) && e.bias < 0) ? -INFINITY : l[e.token] + e.bias;
+        }
+        __syncthreads();
+        if (pen) {
+            for (int32_t w = threadIdx.x; w < W; w += kThreads) {
+                const uint32_t seen = rep ? prompt_bits[w] | out_bits[w] : out_bits[w];
+                for (uint32_t m = seen; m; m &= m - 1) {
+                    const int32_t t = w * 32 + __ffs(int(m)) - 1;
+                    float v = l[t];
+                    if (rep) v = v > 0 ? v / r.repetition_penalty : v * r.repetition_penalty;
+                    if (out_bits[w] >> (t & 31) & 1) v -= r.presence_penalty;
+                    l[t] = v;
+                }
+            }
+            __syncthreads();
+            // One subtraction per output occurrence, as the specification does: every update is
+            // the same "v - f", so the order of the atomics cannot change the result.
+            if (r.frequency_penalty != 0.0f)
+                for (int32_t pos = r.num_prompt + threadIdx.x; pos < r.history_len; pos += kThreads) {
+                    const int32_t t = history_token(p, r, pos);
+                    if (t >= 0 && t < p.V) atomicAdd(&l[t], -r.frequency_penalty);
+                }
+            __syncthreads();
         }
     }
-    __syncthreads();
-    // One subtraction per output occurrence, as the specification does: every update is the
-    // same "v - f", so the order of the atomics cannot change the result.
-    if (r.frequency_penalty != 0.0f)
-        for (int32_t pos = r.num_prompt + threadIdx.x; pos < r.history_len; pos += kThreads) {
-            const int32_t t = history_token(p, r, pos);
-            if (t >= 0 && t < p.V) atomicAdd(&l[t], -r.frequency_penalty);
-        }
+    // The grammar's bitmask, last (-inf stays -inf under everything above). Consecutive threads
+    // take consecutive tokens: a warp reads one mask word and writes 32 adjacent logits.
+    if (r.bitmask_row >= 0) {
+        const uint32_t* mask = p.bitmask + int64_t(r.bitmask_row) * bitmask_words(p.V);
+        for (int64_t i = threadIdx.x; i < p.V; i += kThreads)
+            if (!bitmask_allows(mask, i)) l[i] = -INFINITY;
+    }
 }
 
 // ---- 3. the draw ------------------------------------------------------------------------------

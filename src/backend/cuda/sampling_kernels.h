@@ -3,8 +3,9 @@
 // Three launches, one block per SampleRow each, so the logits never leave the device:
 //  1. logprob_stats: rows asking for logprobs: lse of the raw row and its top N (radix select of
 //     the N-th largest key, then the ties at the boundary by lowest id);
-//  2. adjust: rows with logit_bias / bans / penalties change their logits row in place, first
-//     saving the raw values they overwrite when a row of that logits row wants logprobs;
+//  2. adjust: rows with logit_bias / bans / penalties / a grammar bitmask change their logits row
+//     in place, first saving the raw values the bias and penalties overwrite when a row of that
+//     logits row wants logprobs (the bitmask's -inf need no saving: the drawn token is allowed);
 //  3. draw: per row the thresholds: max → top-k / top-p (radix select over 12/12/8-bit digits
 //     of an order-preserving key, weights exp(s - m) in 2^-32 fixed point; nothing for greedy
 //     rows); per (row, vocabulary chunk) the best candidate: the argmax, or Gumbel-max over the
@@ -44,6 +45,7 @@ struct SamplingLaunch {
     int32_t R = 0;
     const TokenAdjust* adjust = nullptr;  // SamplingBatch::adjust
     const int32_t* block_tables = nullptr;
+    const uint32_t* bitmask = nullptr;     // SamplingBatch::bitmask, [*, bitmask_words(V)]
     const int32_t* token_pages = nullptr;  // [num_blocks, block_size]
     int32_t block_size = 16;
     // Raw values overwritten by adjustments, per list (one per adjusted logits row that some row

@@ -1,0 +1,57 @@
+// Engine, structured outputs: a matcher per sequence of a request with a grammar, the mask of
+// allowed next tokens for each of its draws (built on the host while the backend may still run
+// the forward; the sampler bans what it excludes, backend/sampling.h), and the advance by each
+// token drawn. A grammar that is complete allows only the stop tokens, so the request ends with
+// "stop"; one that cannot complete in max_tokens ends with "length" like any other. Engine thread.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "core/log.h"
+#include "engine/engine.h"
+
+namespace qs {
+
+std::unique_ptr<grammar::GrammarMatcher> Engine::make_matcher(const GenerationRequest& r) const {
+    std::vector<int32_t> stops;
+    for (int64_t id : weights_.config.eos_token_ids) stops.push_back(int32_t(id));
+    for (int32_t id : r.params.stop_token_ids)
+        if (std::find(stops.begin(), stops.end(), id) == stops.end()) stops.push_back(id);
+    return std::make_unique<grammar::GrammarMatcher>(r.grammar, stops);
+}
+
+int32_t Engine::add_grammar_mask(Sequence& s) {
+    if (!s.matcher || !s.grammar_active) return -1;
+    const int64_t W = bitmask_words(weights_.config.vocab_size);
+    std::vector<uint32_t>& m = sampling_.bitmask;
+    const int32_t row = int32_t(int64_t(m.size()) / W);
+    m.resize(m.size() + size_t(W));
+    uint32_t* words = m.data() + int64_t(row) * W;
+    if (s.matcher->fill_next_bitmask(words) == 0) {
+        // A running sequence's matcher is never terminated (accepting a stop token finishes
+        // it); should xgrammar fail anyway, only EOS is left, which ends the request.
+        log_warn("grammar: request {} has no allowed next token; ending it", s.request->request.id);
+        for (int64_t id : weights_.config.eos_token_ids) words[id >> 5] |= 1u << (id & 31);
+    }
+    return row;
+}
+
+bool Engine::advance_grammar(Sequence& s, int32_t token, PendingOutput& out) {
+    if (!s.grammar_active) {
+        if (token == s.request->request.grammar_after_token) s.grammar_active = true;
+        return true;
+    }
+    if (!s.matcher->accept(token)) {
+        // Only a sampler that ignored the mask gets here (a bug, or --benchmark-mtp-acceptance).
+        out.error = fmt::format("token {} does not follow the request's grammar", token);
+        finish(s, FinishReason::kError, out);
+        return false;
+    }
+    if (s.matcher->terminated()) {  // a stop token completed the grammar
+        finish(s, FinishReason::kStop, out, std::to_string(token));
+        return false;
+    }
+    return true;
+}
+
+}  // namespace qs

@@ -1,0 +1,136 @@
+// GrammarCompiler over xgrammar (see grammar_compiler.h). Worker threads; one compile at a
+// time (xgrammar parallelises a compile itself).
+#include "grammar/grammar_compiler.h"
+
+#include <fmt/format.h>
+
+#include <mutex>
+#include <unordered_map>
+
+#include "grammar/xgrammar_bridge.h"
+
+namespace qs::grammar {
+
+const char* grammar_kind_name(GrammarSpec::Kind kind) {
+    switch (kind) {
+        case GrammarSpec::Kind::kJsonSchema: return "json_schema";
+        case GrammarSpec::Kind::kJsonObject: return "json_object";
+        case GrammarSpec::Kind::kRegex: return "regex";
+        case GrammarSpec::Kind::kChoice: return "choice";
+        case GrammarSpec::Kind::kGrammar: return "grammar";
+        case GrammarSpec::Kind::kStructuralTag: return "structural_tag";
+    }
+    return "?";
+}
+
+CompiledGrammar::CompiledGrammar(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+CompiledGrammar::~CompiledGrammar() = default;
+GrammarSpec::Kind CompiledGrammar::kind() const { return impl_->kind; }
+int32_t CompiledGrammar::vocab_size() const { return impl_->vocab_size; }
+
+struct GrammarCompiler::Impl {
+    xgrammar::TokenizerInfo info;
+    xgrammar::GrammarCompiler compiler;
+    std::mutex mu;
+    // Specs refused for a warning: xgrammar caches what it compiled, so a second compile of the
+    // same spec would not warn again. Key: spec_key(); value: the error message.
+    std::unordered_map<std::string, std::string> refused;
+    Impl(const GrammarVocab& v)
+        : info(v.tokens, xgrammar::VocabType::RAW, v.vocab_size, v.stop_token_ids, /*add_prefix_space=*/false),
+          compiler(info, /*max_threads=*/2, /*cache_enabled=*/true, /*max_memory_bytes=*/int64_t(512) << 20) {}
+};
+
+GrammarCompiler::GrammarCompiler(GrammarVocab vocab) : vocab_(std::move(vocab)), impl_(std::make_unique<Impl>(vocab_)) {}
+GrammarCompiler::~GrammarCompiler() = default;
+
+namespace {
+
+// A string as an EBNF literal: quotes and backslashes escaped, control characters as \uXXXX
+// (fixed width: a following hex digit cannot be read into it), other bytes as they are.
+std::string ebnf_literal(const std::string& s) {
+    std::string out = "\"";
+    for (unsigned char c : s) {
+        if (c == '"' || c == '\\') {
+            out += '\\';
+            out += char(c);
+        } else if (c < 0x20 || c == 0x7f) {
+            out += fmt::format("\\u{:04x}", unsigned(c));
+        } else {
+            out += char(c);
+        }
+    }
+    return out + "\"";
+}
+
+// Lark grammars define rules with "name:"; xgrammar's EBNF with "name ::=".
+bool looks_like_lark(const std::string& g) { return g.find("::=") == std::string::npos; }
+
+xgrammar::CompiledGrammar compile_spec(xgrammar::GrammarCompiler& c, const GrammarSpec& s) {
+    using K = GrammarSpec::Kind;
+    const std::optional<std::pair<std::string, std::string>> compact =
+        s.any_whitespace ? std::nullopt : std::optional<std::pair<std::string, std::string>>({",", ":"});
+    switch (s.kind) {
+        case K::kJsonSchema:
+            return c.CompileJSONSchema(s.text, s.any_whitespace, std::nullopt, compact, /*strict_mode=*/true);
+        case K::kJsonObject:
+            // Any object: strict mode would close it to additional properties.
+            return c.CompileJSONSchema(R"({"type": "object"})", s.any_whitespace, std::nullopt, compact,
+                                       /*strict_mode=*/false);
+        case K::kRegex: return c.CompileRegex(s.text);
+        case K::kChoice: {
+            std::string g = "root ::= ";
+            for (size_t i = 0; i < s.choices.size(); ++i) g += (i ? " | " : "") + ebnf_literal(s.choices[i]);
+            return c.CompileGrammar(g, "root");
+        }
+        case K::kGrammar: return looks_like_lark(s.text) ? c.CompileLark(s.text) : c.CompileGrammar(s.text, "root");
+        case K::kStructuralTag: return c.CompileStructuralTag(s.text);
+    }
+    throw std::runtime_error("unknown grammar kind");
+}
+
+// xgrammar's messages carry a "[time] file:line: " prefix and a trailing newline: keep the text.
+std::string clean(std::string m) {
+    while (!m.empty() && (m.back() == '\n' || m.back() == ' ')) m.pop_back();
+    const size_t at = m.find(".cc:");
+    if (at != std::string::npos) {
+        const size_t colon = m.find(": ", at);
+        if (colon != std::string::npos) m = m.substr(colon + 2);
+    }
+    return m;
+}
+
+std::string spec_key(const GrammarSpec& s) {
+    std::string k = fmt::format("{}|{}|{}", int(s.kind), s.any_whitespace ? 1 : 0, s.text);
+    for (const std::string& c : s.choices) k += fmt::format("|{}:{}", c.size(), c);
+    return k;
+}
+
+constexpr size_t kMaxRefusedKept = 4096;
+
+}  // namespace
+
+Result<std::shared_ptr<const CompiledGrammar>> GrammarCompiler::compile(const GrammarSpec& spec) const {
+    using K = GrammarSpec::Kind;
+    if (spec.kind == K::kChoice && spec.choices.empty()) return invalid_argument("the choice list is empty");
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    const std::string key = spec_key(spec);
+    if (auto it = impl_->refused.find(key); it != impl_->refused.end()) return invalid_argument(it->second);
+    XgrammarWarningCapture capture;
+    try {
+        xgrammar::CompiledGrammar compiled = compile_spec(impl_->compiler, spec);
+        if (!capture.warnings().empty()) {
+            std::string m = fmt::format("the {} uses a feature that is not supported: {}", grammar_kind_name(spec.kind),
+                                        clean(capture.warnings().front()));
+            if (impl_->refused.size() >= kMaxRefusedKept) impl_->refused.clear();
+            impl_->refused.emplace(key, m);
+            return invalid_argument(std::move(m));
+        }
+        auto impl = std::make_unique<CompiledGrammar::Impl>(
+            CompiledGrammar::Impl{std::move(compiled), spec.kind, vocab_.vocab_size});
+        return std::shared_ptr<const CompiledGrammar>(std::make_shared<CompiledGrammar>(std::move(impl)));
+    } catch (const std::exception& e) {
+        return invalid_argument(fmt::format("the {} does not compile: {}", grammar_kind_name(spec.kind), clean(e.what())));
+    }
+}
+
+}  // namespace qs::grammar

@@ -1,0 +1,50 @@
+// Structured outputs, compile side: GrammarSpec → CompiledGrammar over the model's vocabulary,
+// with xgrammar's C++ core (built by scripts/setup_xgrammar.sh) behind this interface, so no
+// other directory sees xgrammar or its exceptions. Compile errors, and schema features that
+// xgrammar would silently drop (it warns and loosens the grammar), come back as
+// kInvalidArgument naming the problem. Compiled grammars are cached by xgrammar (same spec, no
+// recompilation). Thread-safe: the server's workers compile (one at a time), the engine thread
+// only reads what they made.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "core/status.h"
+#include "grammar/grammar_spec.h"
+#include "grammar/grammar_vocab.h"
+
+namespace qs::grammar {
+
+// An immutable compiled grammar, shared by the matchers of every sequence that uses it.
+class CompiledGrammar {
+public:
+    struct Impl;
+    explicit CompiledGrammar(std::unique_ptr<Impl> impl);
+    ~CompiledGrammar();
+    CompiledGrammar(const CompiledGrammar&) = delete;
+    CompiledGrammar& operator=(const CompiledGrammar&) = delete;
+
+    GrammarSpec::Kind kind() const;
+    int32_t vocab_size() const;  // the width of its bitmasks, in tokens
+    const Impl& impl() const { return *impl_; }
+
+private:
+    std::unique_ptr<Impl> impl_;
+};
+
+class GrammarCompiler {
+public:
+    explicit GrammarCompiler(GrammarVocab vocab);
+    ~GrammarCompiler();
+
+    Result<std::shared_ptr<const CompiledGrammar>> compile(const GrammarSpec& spec) const;
+    const GrammarVocab& vocab() const { return vocab_; }
+
+private:
+    struct Impl;
+    GrammarVocab vocab_;
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace qs::grammar

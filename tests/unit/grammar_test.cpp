@@ -1,0 +1,295 @@
+// src/grammar (structured outputs over xgrammar) on a synthetic byte vocabulary: masks allow
+// exactly the continuations the grammar permits (checked against outputs built byte by byte and
+// parsed independently: nlohmann for JSON, std::regex for regexes), stop tokens only where the
+// grammar is complete, compile errors and unsupported schema features as errors (also when the
+// same spec comes again, after xgrammar cached it), tool-call grammars, forks, and the
+// vocabulary built from the trained model's tokenizer.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <random>
+#include <regex>
+
+#include "backend/sampling.h"
+#include "grammar/grammar_compiler.h"
+#include "grammar/grammar_matcher.h"
+#include "grammar/tool_call_grammar.h"
+#include "tokenizer/tokenizer.h"
+
+using namespace qs;
+using namespace qs::grammar;
+
+namespace {
+
+// Ids 0..255: one byte each; 256..259: multi-byte tokens; 260: a special token; 261: EOS
+// (stop). The model's vocabulary is wider (270): ids 262..269 are padding.
+constexpr int32_t kEos = 261;
+constexpr int32_t kSpecial = 260;
+constexpr int32_t kV = 270;
+
+GrammarVocab byte_vocab() {
+    GrammarVocab v;
+    for (int b = 0; b < 256; ++b) v.tokens.push_back(std::string(1, char(b)));
+    for (const char* t : {"{\"", "\": ", "true", "null"}) v.tokens.push_back(t);
+    v.tokens.push_back("");  // special
+    v.tokens.push_back("");  // EOS
+    v.vocab_size = kV;
+    v.stop_token_ids = {kEos};
+    return v;
+}
+
+const GrammarCompiler& compiler() {
+    static GrammarCompiler c(byte_vocab());
+    return c;
+}
+
+std::shared_ptr<const CompiledGrammar> must_compile(const GrammarSpec& s) {
+    auto r = compiler().compile(s);
+    EXPECT_TRUE(r.is_ok()) << r.status().message();
+    return r.is_ok() ? r.value() : nullptr;
+}
+
+GrammarSpec spec(GrammarSpec::Kind kind, std::string text) {
+    GrammarSpec s;
+    s.kind = kind;
+    s.text = std::move(text);
+    return s;
+}
+
+std::vector<uint32_t> mask_of(GrammarMatcher& m) {
+    std::vector<uint32_t> w(size_t(bitmask_words(kV)));
+    m.fill_next_bitmask(w.data());
+    return w;
+}
+
+// Feeds `text` byte by byte; every byte must be allowed by the mask before it. Returns whether
+// the stop token is allowed at the end.
+bool feed(GrammarMatcher& m, const std::string& text) {
+    for (unsigned char c : text) {
+        const auto w = mask_of(m);
+        EXPECT_TRUE(bitmask_allows(w.data(), c)) << "byte '" << c << "' refused in " << text;
+        if (!m.accept(c)) return false;
+    }
+    return bitmask_allows(mask_of(m).data(), kEos);
+}
+
+// A random walk over the mask: allowed single-byte tokens (and the multi-byte ones), stopping
+// as soon as the stop token is allowed with probability 1/3, else up to `max_len` tokens.
+std::string random_output(GrammarMatcher& m, std::mt19937& rng, int max_len, bool* stopped) {
+    std::string out;
+    *stopped = false;
+    for (int i = 0; i < max_len; ++i) {
+        const auto w = mask_of(m);
+        std::vector<int32_t> allowed;
+        for (int32_t t = 0; t < kV; ++t)
+            if (bitmask_allows(w.data(), t)) allowed.push_back(t);
+        EXPECT_FALSE(allowed.empty());
+        for (int32_t t : allowed) {
+            EXPECT_NE(t, kSpecial) << "a special token is never allowed";
+            EXPECT_LT(t, 262) << "padding ids are never allowed";
+        }
+        const bool can_stop = std::find(allowed.begin(), allowed.end(), kEos) != allowed.end();
+        if (can_stop && (allowed.size() == 1 || rng() % 3 == 0)) {
+            EXPECT_TRUE(m.accept(kEos));
+            EXPECT_TRUE(m.terminated());
+            *stopped = true;
+            return out;
+        }
+        int32_t t;
+        do t = allowed[rng() % allowed.size()];
+        while (t == kEos);
+        EXPECT_TRUE(m.accept(t));
+        out += byte_vocab().tokens[size_t(t)];
+    }
+    return out;
+}
+
+}  // namespace
+
+TEST(Grammar, JsonSchemaMaskAllowsExactlyTheValidBytes) {
+    auto g = must_compile(spec(GrammarSpec::Kind::kJsonSchema,
+                               R"({"type":"object","properties":{"a":{"type":"integer"}},"required":["a"]})"));
+    ASSERT_TRUE(g);
+    EXPECT_EQ(g->vocab_size(), kV);
+    GrammarMatcher m(g, {kEos});
+    auto w = mask_of(m);
+    EXPECT_TRUE(bitmask_allows(w.data(), '{'));
+    EXPECT_FALSE(bitmask_allows(w.data(), '['));
+    EXPECT_FALSE(bitmask_allows(w.data(), kEos)) << "nothing written yet: the grammar is not complete";
+    EXPECT_FALSE(m.accept('x'));  // refused, state unchanged
+    EXPECT_TRUE(feed(m, "{\"a\": 12"));
+    w = mask_of(m);
+    EXPECT_FALSE(bitmask_allows(w.data(), 'x'));
+    EXPECT_FALSE(bitmask_allows(w.data(), kEos));
+    EXPECT_TRUE(feed(m, "}"));
+    EXPECT_FALSE(m.terminated());
+    EXPECT_TRUE(m.accept(kEos));
+    EXPECT_TRUE(m.terminated());
+    std::vector<uint32_t> none(size_t(bitmask_words(kV)));
+    EXPECT_EQ(m.fill_next_bitmask(none.data()), 0) << "a terminated matcher allows nothing";
+}
+
+TEST(Grammar, RandomWalksProduceValidJson) {
+    const char* schemas[] = {
+        R"({"type":"object","properties":{"name":{"type":"string","maxLength":5},"n":{"type":"integer","minimum":-3,"maximum":40}},"required":["name","n"]})",
+        R"({"type":"array","items":{"enum":["x","y",1,null]},"minItems":1,"maxItems":3})",
+        R"({"type":"object","properties":{"b":{"type":"boolean"},"o":{"type":"object","properties":{"z":{"type":"number"}},"required":["z"]}},"required":["b","o"]})",
+    };
+    std::mt19937 rng(3);
+    for (const char* schema : schemas) {
+        auto g = must_compile(spec(GrammarSpec::Kind::kJsonSchema, schema));
+        ASSERT_TRUE(g);
+        int stopped_count = 0;
+        for (int trial = 0; trial < 30; ++trial) {
+            GrammarMatcher m(g, {kEos});
+            bool stopped = false;
+            const std::string out = random_output(m, rng, 400, &stopped);
+            if (!stopped) continue;
+            ++stopped_count;
+            const auto j = nlohmann::json::parse(out, nullptr, false);
+            ASSERT_FALSE(j.is_discarded()) << schema << ": " << out;
+            const auto s = nlohmann::json::parse(schema);
+            if (s["type"] == "object") {
+                ASSERT_TRUE(j.is_object()) << out;
+                for (const auto& r : s["required"]) EXPECT_TRUE(j.contains(r.get<std::string>())) << out;
+                if (j.contains("n")) {
+                    EXPECT_GE(j["n"].get<int>(), -3) << out;
+                    EXPECT_LE(j["n"].get<int>(), 40) << out;
+                }
+                if (j.contains("name")) EXPECT_LE(j["name"].get<std::string>().size(), 5u) << out;
+            } else {
+                ASSERT_TRUE(j.is_array()) << out;
+                EXPECT_GE(j.size(), 1u);
+                EXPECT_LE(j.size(), 3u);
+            }
+        }
+        EXPECT_GT(stopped_count, 5) << schema;
+    }
+}
+
+TEST(Grammar, JsonObjectRegexChoiceAndEbnf) {
+    std::mt19937 rng(5);
+    auto obj = must_compile(spec(GrammarSpec::Kind::kJsonObject, ""));
+    auto re = must_compile(spec(GrammarSpec::Kind::kRegex, "[a-c]{2,4}-[0-9]+"));
+    GrammarSpec ch = spec(GrammarSpec::Kind::kChoice, "");
+    ch.choices = {"yes", "no", "it \"depends\"\n\\"};
+    auto choice = must_compile(ch);
+    auto ebnf = must_compile(spec(GrammarSpec::Kind::kGrammar, R"(root ::= "(" [0-9]+ ("+" [0-9]+)* ")")"));
+    auto lark = must_compile(spec(GrammarSpec::Kind::kGrammar, "start: \"<\" NAME \">\"\nNAME: /[a-z]+/\n"));
+    ASSERT_TRUE(obj && re && choice && ebnf && lark);
+    const std::regex re_want("[a-c]{2,4}-[0-9]+"), ebnf_want("\\([0-9]+(\\+[0-9]+)*\\)"), lark_want("<[a-z]+>");
+    for (int trial = 0; trial < 40; ++trial) {
+        bool stopped = false;
+        GrammarMatcher m1(obj, {kEos});
+        std::string out = random_output(m1, rng, 300, &stopped);
+        if (stopped) {
+            const auto j = nlohmann::json::parse(out, nullptr, false);
+            EXPECT_TRUE(!j.is_discarded() && j.is_object()) << out;
+        }
+        GrammarMatcher m2(re, {kEos});
+        out = random_output(m2, rng, 100, &stopped);
+        if (stopped) EXPECT_TRUE(std::regex_match(out, re_want)) << out;
+        GrammarMatcher m3(choice, {kEos});
+        out = random_output(m3, rng, 100, &stopped);
+        EXPECT_TRUE(stopped);
+        EXPECT_TRUE(std::find(ch.choices.begin(), ch.choices.end(), out) != ch.choices.end()) << out;
+        GrammarMatcher m4(ebnf, {kEos});
+        out = random_output(m4, rng, 100, &stopped);
+        if (stopped) EXPECT_TRUE(std::regex_match(out, ebnf_want)) << out;
+        GrammarMatcher m5(lark, {kEos});
+        out = random_output(m5, rng, 100, &stopped);
+        if (stopped) EXPECT_TRUE(std::regex_match(out, lark_want)) << out;
+    }
+}
+
+TEST(Grammar, ErrorsNameTheProblem) {
+    struct Case {
+        GrammarSpec spec;
+        const char* needle;
+    };
+    GrammarSpec empty_choice = spec(GrammarSpec::Kind::kChoice, "");
+    const Case cases[] = {
+        {spec(GrammarSpec::Kind::kJsonSchema, R"({"type":"object","not":{"type":"string"}})"), "not"},
+        {spec(GrammarSpec::Kind::kJsonSchema, R"({"type":"integer","minimum":5,"maximum":1})"), "json_schema"},
+        {spec(GrammarSpec::Kind::kJsonSchema, R"({"$ref":"#/$defs/missing"})"), "json_schema"},
+        {spec(GrammarSpec::Kind::kJsonSchema, "{not json"), "json_schema"},
+        {spec(GrammarSpec::Kind::kRegex, "(ab"), "regex"},
+        {spec(GrammarSpec::Kind::kGrammar, "root ::= \"a\" | "), "grammar"},
+        {spec(GrammarSpec::Kind::kGrammar, "root ::= other"), "grammar"},
+        {empty_choice, "choice"},
+    };
+    for (const Case& c : cases)
+        for (int attempt = 0; attempt < 2; ++attempt) {  // the second time xgrammar may have it cached
+            auto r = compiler().compile(c.spec);
+            ASSERT_FALSE(r.is_ok()) << c.spec.text << " (attempt " << attempt << ")";
+            EXPECT_EQ(r.status().kind(), ErrorKind::kInvalidArgument);
+            EXPECT_NE(r.status().message().find(c.needle), std::string::npos) << r.status().message();
+        }
+}
+
+TEST(Grammar, ForkContinuesFromTheSameState) {
+    auto g = must_compile(spec(GrammarSpec::Kind::kRegex, "ab(c|d)"));
+    ASSERT_TRUE(g);
+    GrammarMatcher m(g, {kEos});
+    EXPECT_TRUE(feed(m, "a") == false);
+    auto f = m.fork();
+    EXPECT_TRUE(m.accept('b') && m.accept('c'));
+    EXPECT_TRUE(f->accept('b'));
+    EXPECT_FALSE(f->accept('e'));
+    EXPECT_TRUE(f->accept('d'));
+    EXPECT_TRUE(bitmask_allows(mask_of(*f).data(), kEos));
+}
+
+TEST(Grammar, ToolCallGrammarsFollowTheQwenXmlSyntax) {
+    const auto tools = nlohmann::ordered_json::parse(R"([
+        {"type":"function","function":{"name":"get_weather","parameters":{"type":"object",
+          "properties":{"city":{"type":"string"},"days":{"type":"integer","minimum":1,"maximum":7}},
+          "required":["city","days"]}}},
+        {"type":"function","function":{"name":"now"}}])");
+    auto missing = tool_call_grammar(tools, "nope", true);
+    ASSERT_FALSE(missing.is_ok());
+    EXPECT_NE(missing.status().message().find("nope"), std::string::npos);
+
+    auto named = tool_call_grammar(tools, "get_weather", true);
+    ASSERT_TRUE(named.is_ok());
+    auto g = must_compile(named.value());
+    ASSERT_TRUE(g);
+    GrammarMatcher m(g, {kEos});
+    EXPECT_TRUE(feed(m, "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n"
+                        "<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>"));
+    GrammarMatcher wrong(g, {kEos});
+    for (char c : std::string("<tool_call>\n<function=")) EXPECT_TRUE(wrong.accept(c));
+    EXPECT_FALSE(wrong.accept('n')) << "only the named function";
+
+    auto required = tool_call_grammar(tools, "", true);
+    ASSERT_TRUE(required.is_ok());
+    auto rg = must_compile(required.value());
+    ASSERT_TRUE(rg);
+    GrammarMatcher r(rg, {kEos});
+    EXPECT_FALSE(bitmask_allows(mask_of(r).data(), kEos)) << "at least one call";
+    EXPECT_FALSE(bitmask_allows(mask_of(r).data(), 'H')) << "no free text";
+    EXPECT_TRUE(feed(r, "<tool_call>\n<function=now>\n</function>\n</tool_call>"));
+    EXPECT_TRUE(feed(r, "\n<tool_call>\n<function=get_weather>\n<parameter=city>Oslo</parameter>\n"
+                        "<parameter=days>7</parameter>\n</function>\n</tool_call>"));
+
+    auto json_style = tool_call_grammar(tools, "get_weather", false);
+    ASSERT_TRUE(json_style.is_ok());
+    auto jg = must_compile(json_style.value());
+    ASSERT_TRUE(jg);
+    GrammarMatcher j(jg, {kEos});
+    EXPECT_TRUE(feed(j, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\", \"days\": 2}}"
+                        "\n</tool_call>"));
+}
+
+TEST(Grammar, VocabularyOfTheTrainedModelsTokenizer) {
+    auto tok = tok::Tokenizer::from_dir(std::string(QS_SOURCE_DIR) + "/models/qwen36-tiny");
+    ASSERT_TRUE(tok.is_ok()) << tok.status().message();
+    const GrammarVocab v = grammar_vocab_from_tokenizer(**tok, 4096, {4000, 4002}, true);
+    EXPECT_EQ(v.vocab_size, 4096);
+    ASSERT_EQ(v.tokens.size(), size_t((*tok)->vocab_size()));
+    EXPECT_EQ(v.tokens[4014], "<tool_call>");
+    EXPECT_EQ(v.tokens[4015], "</tool_call>");
+    for (int32_t id : {4000, 4001, 4002, 4012, 4024, 4025, 4016}) EXPECT_EQ(v.tokens[size_t(id)], "") << id;
+    EXPECT_EQ(v.reasoning_end_id, 4025);
+    EXPECT_EQ(v.tokens[size_t((*tok)->encode("{")[0])], "{");
+}
