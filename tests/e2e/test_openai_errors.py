@@ -29,7 +29,7 @@ def check_body(err, param=None, code=None):
     ({"presence_penalty": 9}, "presence_penalty"),
     ({"top_logprobs": 3}, "top_logprobs"),
     ({"stop": [""]}, "stop"),
-    ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {}}}}, "response_format"),
+    ({"response_format": {"type": "json_schema", "json_schema": {"name": "x"}}}, "response_format.json_schema.schema"),
     ({"extra_body": {"top_k": "many"}}, "top_k"),
 ])
 def test_bad_values_are_400_with_param(client, kwargs, param):

@@ -1,7 +1,8 @@
 # Request fields through the official openai client: logit_bias and min_tokens reach the engine
 # (the fake engine's "[[echo_params]]" script replies with what it received, and it keeps
 # min_tokens as the real engine does), and every known field the server does not implement is
-# a 400 naming it (docs/API.md lists them all).
+# a 400 naming it (docs/API.md lists them all). Structured outputs are refused by the fake engine
+# (it constrains nothing); the real engine's: test_structured_outputs.py.
 import openai
 import pytest
 

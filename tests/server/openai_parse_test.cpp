@@ -73,10 +73,27 @@ TEST(OpenAiParse, RejectsWithParamNames) {
         {R"(,"top_logprobs":3)", "top_logprobs", 400},
         {R"(,"logprobs":true,"top_logprobs":50)", "top_logprobs", 400},
         {R"(,"stream_options":{"include_usage":true})", "stream_options", 400},
-        {R"(,"response_format":{"type":"json_schema"})", "response_format", 400},
+        {R"(,"response_format":{"type":"json_schema"})", "response_format.json_schema", 400},
+        {R"(,"response_format":{"type":"json_schema","json_schema":{"name":"x"}})", "response_format.json_schema.schema", 400},
+        {R"(,"response_format":{"type":"json_schema","json_schema":{"schema":[1]}})", "response_format.json_schema.schema", 400},
         {R"(,"presence_penalty":3)", "presence_penalty", 400},
         {R"(,"tools":[{"type":"function"}])", "tools[0]", 400},
-        {R"(,"tool_choice":"required","tools":[{"type":"function","function":{"name":"f"}}])", "tool_choice", 400},
+        {R"(,"tool_choice":"sometimes","tools":[{"type":"function","function":{"name":"f"}}])", "tool_choice", 400},
+        {R"(,"tool_choice":{"type":"function"},"tools":[{"type":"function","function":{"name":"f"}}])", "tool_choice", 400},
+        {R"(,"structured_outputs":{"regex":"a","choice":["b"]})", "structured_outputs", 400},
+        {R"(,"structured_outputs":{})", "structured_outputs", 400},
+        {R"(,"structured_outputs":{"jsn":{}})", "structured_outputs.jsn", 400},
+        {R"(,"structured_outputs":"a+")", "structured_outputs", 400},
+        {R"(,"guided_json":"{not json")", "guided_json", 400},
+        {R"(,"guided_json":[1])", "guided_json", 400},
+        {R"(,"guided_choice":[])", "guided_choice", 400},
+        {R"(,"guided_choice":["a",""])", "guided_choice", 400},
+        {R"(,"guided_regex":"")", "guided_regex", 400},
+        {R"(,"guided_grammar":5)", "guided_grammar", 400},
+        {R"(,"response_format":{"type":"json_object"},"guided_regex":"a+")", "guided_regex", 400},
+        {R"(,"guided_regex":"a+","guided_choice":["a"])", "guided_choice", 400},
+        {R"(,"tool_choice":"required","tools":[{"type":"function","function":{"name":"f"}}],"guided_regex":"a")", "guided_regex", 400},
+        {R"(,"tools":[{"type":"function","function":{"name":"f","strict":"yes"}}])", "tools[0].function.strict", 400},
         {R"(,"tool_choice":"auto")", "tool_choice", 400},
         {R"(,"chat_template_kwargs":{"enable_thinking":"no"})", "enable_thinking", 400},
         {R"(,"seed":"x")", "seed", 400},
@@ -88,6 +105,67 @@ TEST(OpenAiParse, RejectsWithParamNames) {
         EXPECT_EQ(e->http_status, c.status) << c.extra;
         EXPECT_EQ(e->type, "invalid_request_error");
     }
+}
+
+TEST(OpenAiParse, StructuredOutputFields) {
+    using K = grammar::GrammarSpec::Kind;
+    struct Case {
+        ApiKind kind;
+        const char* extra;
+        K want;
+        const char* param;
+        const char* text;  // the grammar's text ("" when not checked)
+    };
+    const Case cases[] = {
+        {ApiKind::kChat, R"(,"response_format":{"type":"json_object"})", K::kJsonObject, "response_format", ""},
+        {ApiKind::kChat, R"(,"response_format":{"type":"json_schema","json_schema":{"name":"x","strict":true,"schema":{"type":"integer"}}})",
+         K::kJsonSchema, "response_format", R"({"type":"integer"})"},
+        {ApiKind::kCompletion, R"(,"response_format":{"type":"json_schema","json_schema":{"schema":{"type":"string"}}})",
+         K::kJsonSchema, "response_format", R"({"type":"string"})"},
+        {ApiKind::kChat, R"(,"structured_outputs":{"json":{"type":"boolean"}})", K::kJsonSchema, "structured_outputs", R"({"type":"boolean"})"},
+        {ApiKind::kChat, R"(,"structured_outputs":{"json":"{"type":"null"}"})", K::kJsonSchema, "structured_outputs", R"({"type":"null"})"},
+        {ApiKind::kCompletion, R"(,"structured_outputs":{"regex":"a+b","disable_fallback":true})", K::kRegex, "structured_outputs", "a+b"},
+        {ApiKind::kChat, R"(,"structured_outputs":{"choice":["x","y"]})", K::kChoice, "structured_outputs", ""},
+        {ApiKind::kChat, R"(,"structured_outputs":{"grammar":"root ::= "a""})", K::kGrammar, "structured_outputs", R"(root ::= "a")"},
+        {ApiKind::kChat, R"(,"structured_outputs":{"json_object":true,"regex":null})", K::kJsonObject, "structured_outputs", ""},
+        {ApiKind::kChat, R"(,"guided_json":{"type":"array"},"guided_decoding_backend":"xgrammar")", K::kJsonSchema, "guided_json", R"({"type":"array"})"},
+        {ApiKind::kCompletion, R"(,"guided_regex":"[0-9]+")", K::kRegex, "guided_regex", "[0-9]+"},
+        {ApiKind::kChat, R"(,"guided_choice":["a b","c"])", K::kChoice, "guided_choice", ""},
+        {ApiKind::kCompletion, R"(,"guided_grammar":"start: "x"")", K::kGrammar, "guided_grammar", R"(start: "x")"},
+        {ApiKind::kChat, R"(,"response_format":{"type":"text"},"guided_regex":"a")", K::kRegex, "guided_regex", "a"},
+    };
+    for (const Case& c : cases) {
+        GenerationSpec s;
+        auto e = request(c.kind, c.extra, &s);
+        ASSERT_FALSE(e) << c.extra << ": " << e->message;
+        ASSERT_TRUE(s.grammar.has_value()) << c.extra;
+        EXPECT_EQ(s.grammar->kind, c.want) << c.extra;
+        EXPECT_EQ(s.grammar_param, c.param) << c.extra;
+        if (*c.text) EXPECT_EQ(nlohmann::json::parse(s.grammar->text, nullptr, false).is_discarded()
+                                   ? s.grammar->text
+                                   : nlohmann::json::parse(s.grammar->text).dump(),
+                               nlohmann::json::parse(c.text, nullptr, false).is_discarded() ? std::string(c.text)
+                                                                                          : nlohmann::json::parse(c.text).dump())
+                          << c.extra;
+    }
+    GenerationSpec s;
+    ASSERT_FALSE(chat(R"(,"guided_choice":["a b","c"],"structured_outputs":null)", &s));
+    EXPECT_EQ(s.grammar->choices, (std::vector<std::string>{"a b", "c"}));
+    ASSERT_FALSE(chat(R"(,"structured_outputs":{"json":{},"disable_any_whitespace":true})", &s));
+    EXPECT_FALSE(s.grammar->any_whitespace);
+    // tool_choice: recorded; its grammar is built from the tools at submit.
+    const std::string tools = R"(,"tools":[{"type":"function","function":{"name":"f","strict":true}}])";
+    ASSERT_FALSE(chat(tools + R"(,"tool_choice":"required")", &s));
+    EXPECT_TRUE(s.tool_choice_required);
+    EXPECT_EQ(s.grammar_param, "tool_choice");
+    EXPECT_FALSE(s.grammar.has_value());
+    ASSERT_FALSE(chat(tools + R"(,"tool_choice":{"type":"function","function":{"name":"f"}})", &s));
+    EXPECT_EQ(s.tool_choice_function, "f");
+    EXPECT_EQ(s.grammar_param, "tool_choice");
+    // No constraint.
+    ASSERT_FALSE(chat(R"(,"response_format":{"type":"text"},"tool_choice":"auto","tools":[{"type":"function","function":{"name":"f"}}])", &s));
+    EXPECT_TRUE(s.grammar_param.empty());
+    EXPECT_FALSE(s.grammar.has_value());
 }
 
 TEST(OpenAiParse, MessagesAndModel) {
@@ -248,9 +326,10 @@ TEST(OpenAiParse, RefusesUnimplementedFieldsWithRealisticValues) {
         {ApiKind::kChat, R"(,"verbosity":"low")", "verbosity"},
         {ApiKind::kChat, R"(,"functions":[{"name":"f"}])", "functions"},
         {ApiKind::kChat, R"(,"function_call":"auto")", "function_call"},
-        {ApiKind::kChat, R"(,"guided_json":{"type":"object"})", "guided_json"},
-        {ApiKind::kChat, R"(,"guided_choice":["a","b"])", "guided_choice"},
-        {ApiKind::kChat, R"(,"structured_outputs":{"regex":"a+"})", "structured_outputs"},
+        {ApiKind::kChat, R"(,"guided_decoding_backend":"outlines")", "guided_decoding_backend"},
+        {ApiKind::kChat, R"(,"guided_whitespace_pattern":" ")", "guided_whitespace_pattern"},
+        {ApiKind::kChat, R"(,"structured_outputs":{"structural_tag":"{}"})", "structured_outputs.structural_tag"},
+        {ApiKind::kChat, R"(,"tools":[{"type":"function","function":{"name":"f","strict":true}}],"tool_choice":"auto")", "tools[0].function.strict"},
         {ApiKind::kChat, R"(,"echo":true)", "echo"},
         {ApiKind::kChat, R"(,"add_generation_prompt":false)", "add_generation_prompt"},
         {ApiKind::kChat, R"(,"continue_final_message":true)", "continue_final_message"},
@@ -278,7 +357,7 @@ TEST(OpenAiParse, RefusesUnimplementedFieldsWithRealisticValues) {
         {ApiKind::kCompletion, R"(,"return_token_ids":true)", "return_token_ids"},
         {ApiKind::kCompletion, R"(,"max_completion_tokens":5)", "max_completion_tokens"},
         {ApiKind::kCompletion, R"(,"messages":[{"role":"user","content":"x"}])", "messages"},
-        {ApiKind::kCompletion, R"(,"response_format":{"type":"json_schema"})", "response_format"},
+        {ApiKind::kCompletion, R"(,"response_format":{"type":"structural_tag"})", "response_format"},
     };
     for (const auto& c : cases) {
         auto e = request(c.kind, c.extra);
