@@ -7,6 +7,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "grammar/schema_check.h"
 #include "grammar/xgrammar_bridge.h"
 
 namespace qs::grammar {
@@ -67,15 +68,16 @@ bool looks_like_lark(const std::string& g) { return g.find("::=") == std::string
 
 xgrammar::CompiledGrammar compile_spec(xgrammar::GrammarCompiler& c, const GrammarSpec& s) {
     using K = GrammarSpec::Kind;
+    const std::optional<int> ws = kMaxJsonWhitespace;
     const std::optional<std::pair<std::string, std::string>> compact =
         s.any_whitespace ? std::nullopt : std::optional<std::pair<std::string, std::string>>({",", ":"});
     switch (s.kind) {
         case K::kJsonSchema:
-            return c.CompileJSONSchema(s.text, s.any_whitespace, std::nullopt, compact, /*strict_mode=*/true);
+            return c.CompileJSONSchema(s.text, s.any_whitespace, std::nullopt, compact, /*strict_mode=*/true, ws);
         case K::kJsonObject:
             // Any object: strict mode would close it to additional properties.
             return c.CompileJSONSchema(R"({"type": "object"})", s.any_whitespace, std::nullopt, compact,
-                                       /*strict_mode=*/false);
+                                       /*strict_mode=*/false, ws);
         case K::kRegex: return c.CompileRegex(s.text);
         case K::kChoice: {
             std::string g = "root ::= ";
@@ -112,6 +114,12 @@ constexpr size_t kMaxRefusedKept = 4096;
 Result<std::shared_ptr<const CompiledGrammar>> GrammarCompiler::compile(const GrammarSpec& spec) const {
     using K = GrammarSpec::Kind;
     if (spec.kind == K::kChoice && spec.choices.empty()) return invalid_argument("the choice list is empty");
+    if (spec.kind == K::kJsonSchema) {
+        const auto schema = nlohmann::json::parse(spec.text, nullptr, false);
+        if (schema.is_discarded()) return invalid_argument("the json_schema is not valid JSON");
+        if (auto bad = unsupported_schema_feature(schema))
+            return invalid_argument(fmt::format("the json_schema uses a feature that is not supported: {}", *bad));
+    }
     std::lock_guard<std::mutex> lock(impl_->mu);
     const std::string key = spec_key(spec);
     if (auto it = impl_->refused.find(key); it != impl_->refused.end()) return invalid_argument(it->second);

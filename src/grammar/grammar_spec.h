@@ -18,4 +18,10 @@ struct GrammarSpec {
 
 const char* grammar_kind_name(GrammarSpec::Kind kind);
 
+// JSON (schemas, json_object, tool-call arguments) allows at most this many whitespace
+// characters in a row between tokens: enough to pretty-print a few levels deep, and a model that
+// prefers whitespace cannot fill max_tokens with it (an unbounded run is a known failure of
+// small models under JSON grammars).
+inline constexpr int kMaxJsonWhitespace = 24;
+
 }  // namespace qs::grammar

@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "grammar/schema_check.h"
+
 namespace qs::grammar {
 
 namespace {
@@ -22,11 +24,16 @@ J call_tag(const J& function, bool xml) {
     if (xml)
         return J{{"type", "tag"},
                  {"begin", fmt::format("<tool_call>\n<function={}>\n", name)},
-                 {"content", J{{"type", "json_schema"}, {"json_schema", parameters_of(function)}, {"style", "qwen_xml"}}},
+                 {"content", J{{"type", "json_schema"},
+                               {"json_schema", parameters_of(function)},
+                               {"style", "qwen_xml"},
+                               {"max_whitespace_cnt", kMaxJsonWhitespace}}},
                  {"end", "\n</function>\n</tool_call>"}};
     return J{{"type", "tag"},
              {"begin", fmt::format("<tool_call>\n{{\"name\": {}, \"arguments\": ", J(name).dump())},
-             {"content", J{{"type", "json_schema"}, {"json_schema", parameters_of(function)}}},
+             {"content", J{{"type", "json_schema"},
+                           {"json_schema", parameters_of(function)},
+                           {"max_whitespace_cnt", kMaxJsonWhitespace}}},
              {"end", "}\n</tool_call>"}};
 }
 
@@ -34,6 +41,10 @@ J call_tag(const J& function, bool xml) {
 
 Result<GrammarSpec> tool_call_grammar(const J& tools, const std::string& function, bool xml) {
     if (!tools.is_array() || tools.empty()) return invalid_argument("tool_choice needs 'tools'");
+    for (size_t i = 0; i < tools.size(); ++i)
+        if (auto bad = unsupported_schema_feature(parameters_of(tools[i]["function"])))
+            return invalid_argument(fmt::format("tools[{}].function.parameters uses a feature that is not supported: {}",
+                                                i, *bad));
     J format;
     if (!function.empty()) {
         for (const J& t : tools)

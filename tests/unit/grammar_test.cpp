@@ -62,19 +62,23 @@ std::vector<uint32_t> mask_of(GrammarMatcher& m) {
     return w;
 }
 
-// Feeds `text` byte by byte; every byte must be allowed by the mask before it. Returns whether
-// the stop token is allowed at the end.
+// Feeds `text` byte by byte; every byte must be allowed by the mask before it and accepted.
 bool feed(GrammarMatcher& m, const std::string& text) {
-    for (unsigned char c : text) {
+    for (size_t i = 0; i < text.size(); ++i) {
+        const unsigned char c = text[i];
         const auto w = mask_of(m);
-        EXPECT_TRUE(bitmask_allows(w.data(), c)) << "byte '" << c << "' refused in " << text;
+        EXPECT_TRUE(bitmask_allows(w.data(), c)) << "byte " << i << " '" << c << "' refused in " << text;
         if (!m.accept(c)) return false;
     }
-    return bitmask_allows(mask_of(m).data(), kEos);
+    return true;
 }
 
-// A random walk over the mask: allowed single-byte tokens (and the multi-byte ones), stopping
-// as soon as the stop token is allowed with probability 1/3, else up to `max_len` tokens.
+bool can_stop(GrammarMatcher& m) { return bitmask_allows(mask_of(m).data(), kEos); }
+
+// A random walk over the mask: allowed tokens, stopping when the stop token is allowed with
+// probability 1/3, else up to `max_len` tokens. The walk takes printable ASCII only (the byte
+// tokens above 0x7f would test xgrammar's UTF-8 handling against the JSON parser's, not the
+// grammar) and no exponent after a digit (a random exponent overflows a double).
 std::string random_output(GrammarMatcher& m, std::mt19937& rng, int max_len, bool* stopped) {
     std::string out;
     *stopped = false;
@@ -95,9 +99,14 @@ std::string random_output(GrammarMatcher& m, std::mt19937& rng, int max_len, boo
             *stopped = true;
             return out;
         }
-        int32_t t;
-        do t = allowed[rng() % allowed.size()];
-        while (t == kEos);
+        std::vector<int32_t> pick;
+        const bool after_digit = !out.empty() && (std::isdigit((unsigned char)out.back()) || out.back() == '.');
+        for (int32_t t : allowed)
+            if (t != kEos && (t >= 256 || (t >= 0x20 && t < 0x7f) || t == '\n') &&
+                !(after_digit && (t == 'e' || t == 'E')))
+                pick.push_back(t);
+        if (pick.empty()) return out;  // only bytes this walk does not take
+        const int32_t t = pick[rng() % pick.size()];
         EXPECT_TRUE(m.accept(t));
         out += byte_vocab().tokens[size_t(t)];
     }
@@ -122,6 +131,7 @@ TEST(Grammar, JsonSchemaMaskAllowsExactlyTheValidBytes) {
     EXPECT_FALSE(bitmask_allows(w.data(), 'x'));
     EXPECT_FALSE(bitmask_allows(w.data(), kEos));
     EXPECT_TRUE(feed(m, "}"));
+    EXPECT_TRUE(can_stop(m));
     EXPECT_FALSE(m.terminated());
     EXPECT_TRUE(m.accept(kEos));
     EXPECT_TRUE(m.terminated());
@@ -174,7 +184,7 @@ TEST(Grammar, JsonObjectRegexChoiceAndEbnf) {
     GrammarSpec ch = spec(GrammarSpec::Kind::kChoice, "");
     ch.choices = {"yes", "no", "it \"depends\"\n\\"};
     auto choice = must_compile(ch);
-    auto ebnf = must_compile(spec(GrammarSpec::Kind::kGrammar, R"(root ::= "(" [0-9]+ ("+" [0-9]+)* ")")"));
+    auto ebnf = must_compile(spec(GrammarSpec::Kind::kGrammar, R"g(root ::= "(" [0-9]+ ("+" [0-9]+)* ")")g"));
     auto lark = must_compile(spec(GrammarSpec::Kind::kGrammar, "start: \"<\" NAME \">\"\nNAME: /[a-z]+/\n"));
     ASSERT_TRUE(obj && re && choice && ebnf && lark);
     const std::regex re_want("[a-c]{2,4}-[0-9]+"), ebnf_want("\\([0-9]+(\\+[0-9]+)*\\)"), lark_want("<[a-z]+>");
@@ -209,7 +219,14 @@ TEST(Grammar, ErrorsNameTheProblem) {
     };
     GrammarSpec empty_choice = spec(GrammarSpec::Kind::kChoice, "");
     const Case cases[] = {
-        {spec(GrammarSpec::Kind::kJsonSchema, R"({"type":"object","not":{"type":"string"}})"), "not"},
+        {spec(GrammarSpec::Kind::kJsonSchema, R"({"type":"object","not":{"type":"string"}})"), "'not' at /"},
+        {spec(GrammarSpec::Kind::kJsonSchema, R"({"type":"object","properties":{"a":{"type":"array","uniqueItems":true}}})"),
+         "'uniqueItems' at /properties/a"},
+        {spec(GrammarSpec::Kind::kJsonSchema, R"({"$defs":{"x":{"if":{"type":"string"}}},"$ref":"#/$defs/x"})"),
+         "'if' at /$defs/x"},
+        {spec(GrammarSpec::Kind::kJsonSchema, R"({"type":"array","items":[{"type":"string"}]})"), "prefixItems"},
+        {spec(GrammarSpec::Kind::kJsonSchema, R"({"allOf":[{"type":"object"},{"required":["a"]}]})"), "allOf"},
+        {spec(GrammarSpec::Kind::kJsonSchema, R"({"type":"number","multipleOf":0.5})"), "multipleOf"},
         {spec(GrammarSpec::Kind::kJsonSchema, R"({"type":"integer","minimum":5,"maximum":1})"), "json_schema"},
         {spec(GrammarSpec::Kind::kJsonSchema, R"({"$ref":"#/$defs/missing"})"), "json_schema"},
         {spec(GrammarSpec::Kind::kJsonSchema, "{not json"), "json_schema"},
@@ -231,13 +248,14 @@ TEST(Grammar, ForkContinuesFromTheSameState) {
     auto g = must_compile(spec(GrammarSpec::Kind::kRegex, "ab(c|d)"));
     ASSERT_TRUE(g);
     GrammarMatcher m(g, {kEos});
-    EXPECT_TRUE(feed(m, "a") == false);
+    EXPECT_TRUE(feed(m, "a"));
+    EXPECT_FALSE(can_stop(m));
     auto f = m.fork();
     EXPECT_TRUE(m.accept('b') && m.accept('c'));
     EXPECT_TRUE(f->accept('b'));
     EXPECT_FALSE(f->accept('e'));
     EXPECT_TRUE(f->accept('d'));
-    EXPECT_TRUE(bitmask_allows(mask_of(*f).data(), kEos));
+    EXPECT_TRUE(can_stop(*f));
 }
 
 TEST(Grammar, ToolCallGrammarsFollowTheQwenXmlSyntax) {
@@ -257,6 +275,7 @@ TEST(Grammar, ToolCallGrammarsFollowTheQwenXmlSyntax) {
     GrammarMatcher m(g, {kEos});
     EXPECT_TRUE(feed(m, "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n"
                         "<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>"));
+    EXPECT_TRUE(can_stop(m));
     GrammarMatcher wrong(g, {kEos});
     for (char c : std::string("<tool_call>\n<function=")) EXPECT_TRUE(wrong.accept(c));
     EXPECT_FALSE(wrong.accept('n')) << "only the named function";
@@ -268,9 +287,13 @@ TEST(Grammar, ToolCallGrammarsFollowTheQwenXmlSyntax) {
     GrammarMatcher r(rg, {kEos});
     EXPECT_FALSE(bitmask_allows(mask_of(r).data(), kEos)) << "at least one call";
     EXPECT_FALSE(bitmask_allows(mask_of(r).data(), 'H')) << "no free text";
-    EXPECT_TRUE(feed(r, "<tool_call>\n<function=now>\n</function>\n</tool_call>"));
+    // (xgrammar's Qwen format: the begin ends with ">\n" and the end starts with "\n", so a
+    // call without parameters has an empty line between.)
+    EXPECT_TRUE(feed(r, "<tool_call>\n<function=now>\n\n</function>\n</tool_call>"));
+    EXPECT_TRUE(can_stop(r));
     EXPECT_TRUE(feed(r, "\n<tool_call>\n<function=get_weather>\n<parameter=city>Oslo</parameter>\n"
                         "<parameter=days>7</parameter>\n</function>\n</tool_call>"));
+    EXPECT_TRUE(can_stop(r));
 
     auto json_style = tool_call_grammar(tools, "get_weather", false);
     ASSERT_TRUE(json_style.is_ok());
@@ -279,6 +302,13 @@ TEST(Grammar, ToolCallGrammarsFollowTheQwenXmlSyntax) {
     GrammarMatcher j(jg, {kEos});
     EXPECT_TRUE(feed(j, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\", \"days\": 2}}"
                         "\n</tool_call>"));
+    EXPECT_TRUE(can_stop(j));
+    // A tool whose schema uses a keyword xgrammar would ignore.
+    const auto bad_tools = nlohmann::ordered_json::parse(
+        R"([{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"a":{"type":"array","uniqueItems":true}}}}}])");
+    auto bad = tool_call_grammar(bad_tools, "f", true);
+    ASSERT_FALSE(bad.is_ok());
+    EXPECT_NE(bad.status().message().find("uniqueItems"), std::string::npos) << bad.status().message();
 }
 
 TEST(Grammar, VocabularyOfTheTrainedModelsTokenizer) {
