@@ -22,6 +22,6 @@ const char* grammar_kind_name(GrammarSpec::Kind kind);
 // characters in a row between tokens: enough to pretty-print a few levels deep, and a model that
 // prefers whitespace cannot fill max_tokens with it (an unbounded run is a known failure of
 // small models under JSON grammars).
-inline constexpr int kMaxJsonWhitespace = 24;
+inline constexpr int kMaxJsonWhitespace = 16;
 
 }  // namespace qs::grammar

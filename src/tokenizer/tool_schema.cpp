@@ -43,7 +43,16 @@ Result<ToolSchemas> ToolSchemas::from_json(const Json& tools) {
         if (!p.contains("properties")) continue;
         if (!p["properties"].is_object())
             return invalid_argument(where + ".function.parameters.properties is not an object");
-        for (const auto& [name, schema] : p["properties"].items()) params[name] = declared_type(schema);
+        for (const auto& [name, schema] : p["properties"].items()) {
+            params[name] = declared_type(schema);
+            Json values = Json::array();
+            if (schema.is_object() && schema.contains("enum") && schema["enum"].is_array()) values = schema["enum"];
+            if (schema.is_object() && schema.contains("const")) values.push_back(schema["const"]);
+            if (!values.empty()) schemas.enums_[(*fn)["name"].get<std::string>()][name] = std::move(values);
+            if (params[name] == "string" && (schema.contains("minLength") || schema.contains("maxLength") ||
+                                             schema.contains("pattern") || schema.contains("format")))
+                schemas.bounded_strings_[(*fn)["name"].get<std::string>()][name] = true;
+        }
     }
     return schemas;
 }
@@ -62,9 +71,24 @@ Json ToolSchemas::convert(const std::string& function, const std::string& parame
     auto param = fn->second.find(parameter);
     if (param == fn->second.end()) return raw_text;
     const std::string& type = param->second;
+    if (auto f = enums_.find(function); f != enums_.end())
+        if (auto e = f->second.find(parameter); e != f->second.end()) {
+            const size_t b = raw_text.find_first_not_of(" \t\r\n");
+            const std::string t = b == std::string::npos ? std::string()
+                                                         : raw_text.substr(b, raw_text.find_last_not_of(" \t\r\n") - b + 1);
+            const Json as_json = Json::parse(t, nullptr, false);
+            for (const Json& v : e->second)
+                if ((v.is_string() && v.get<std::string>() == t) || (!as_json.is_discarded() && v == as_json)) return v;
+        }
     if (type == "string" || type == "str" || type == "text" || type == "varchar" || type == "char" ||
-        type == "enum")
+        type == "enum") {
+        if (auto f = bounded_strings_.find(function); f != bounded_strings_.end() && f->second.count(parameter)) {
+            const size_t b = raw_text.find_first_not_of(" \t\r\n");
+            return b == std::string::npos ? std::string()
+                                          : raw_text.substr(b, raw_text.find_last_not_of(" \t\r\n") - b + 1);
+        }
         return raw_text;
+    }
     // Typed values ignore surrounding whitespace, as Python's int() / float() / json.loads do
     // in vLLM's parser (a constrained decoder may put newlines around a value).
     const size_t b = raw_text.find_first_not_of(" \t\r\n");

@@ -2,7 +2,11 @@
 // the JSON-schema type of each parameter. Converts a parameter's raw text from the Qwen3.5/3.6
 // XML format into a typed JSON value the way vLLM's qwen3_coder parser does: "null" -> null;
 // integer / number / boolean by the declared type; object, array and unknown types parsed as
-// JSON when they parse; strings (and anything that fails to convert) kept as text.
+// JSON when they parse; strings (and anything that fails to convert) kept as text. A parameter
+// with an enum (or const) whose value, without surrounding whitespace, is one of its values
+// (as text or as JSON) gets that value: a constrained decoder may put newlines around it. So
+// does a string with minLength / maxLength / pattern / format: the value is trimmed (xgrammar's
+// Qwen XML grammar puts free whitespace around such a value, outside it).
 // Immutable after construction; any thread.
 #pragma once
 
@@ -30,6 +34,10 @@ public:
 private:
     // function -> parameter -> declared type ("" when absent or not a single type)
     std::map<std::string, std::map<std::string, std::string>> types_;
+    // function -> parameter -> its "enum" values, plus "const" (when the schema has them)
+    std::map<std::string, std::map<std::string, nlohmann::ordered_json>> enums_;
+    // function -> parameters that are strings with minLength / maxLength / pattern / format
+    std::map<std::string, std::map<std::string, bool>> bounded_strings_;
 };
 
 }  // namespace qs::tok

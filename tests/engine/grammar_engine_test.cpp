@@ -201,9 +201,10 @@ TEST(GrammarEngine, RefusesAGrammarForAnotherVocabulary) {
     ASSERT_TRUE(g.is_ok());
     CpuOps ops;
     EngineConfig cfg;
-    cfg.cache_memory_mb = 16;
+    cfg.max_num_seqs = 8;
+    cfg.cache_memory_mb = 64;
     auto engine = Engine::create(fixture().w, ops, cfg, nullptr);
-    ASSERT_TRUE(engine.is_ok());
+    ASSERT_TRUE(engine.is_ok()) << engine.status().message();
     GenerationRequest r = request("x", "hello", 0.0, 4, g.value());
     const Status st = (*engine)->submit(r, [](RequestOutput&&) {});
     ASSERT_FALSE(st.is_ok());
