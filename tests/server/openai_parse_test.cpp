@@ -123,15 +123,15 @@ TEST(OpenAiParse, StructuredOutputFields) {
         {ApiKind::kCompletion, R"(,"response_format":{"type":"json_schema","json_schema":{"schema":{"type":"string"}}})",
          K::kJsonSchema, "response_format", R"({"type":"string"})"},
         {ApiKind::kChat, R"(,"structured_outputs":{"json":{"type":"boolean"}})", K::kJsonSchema, "structured_outputs", R"({"type":"boolean"})"},
-        {ApiKind::kChat, R"(,"structured_outputs":{"json":"{"type":"null"}"})", K::kJsonSchema, "structured_outputs", R"({"type":"null"})"},
+        {ApiKind::kChat, R"(,"structured_outputs":{"json":"{\"type\":\"null\"}"})", K::kJsonSchema, "structured_outputs", R"({"type":"null"})"},
         {ApiKind::kCompletion, R"(,"structured_outputs":{"regex":"a+b","disable_fallback":true})", K::kRegex, "structured_outputs", "a+b"},
         {ApiKind::kChat, R"(,"structured_outputs":{"choice":["x","y"]})", K::kChoice, "structured_outputs", ""},
-        {ApiKind::kChat, R"(,"structured_outputs":{"grammar":"root ::= "a""})", K::kGrammar, "structured_outputs", R"(root ::= "a")"},
+        {ApiKind::kChat, R"(,"structured_outputs":{"grammar":"root ::= \"a\""})", K::kGrammar, "structured_outputs", R"(root ::= "a")"},
         {ApiKind::kChat, R"(,"structured_outputs":{"json_object":true,"regex":null})", K::kJsonObject, "structured_outputs", ""},
         {ApiKind::kChat, R"(,"guided_json":{"type":"array"},"guided_decoding_backend":"xgrammar")", K::kJsonSchema, "guided_json", R"({"type":"array"})"},
         {ApiKind::kCompletion, R"(,"guided_regex":"[0-9]+")", K::kRegex, "guided_regex", "[0-9]+"},
         {ApiKind::kChat, R"(,"guided_choice":["a b","c"])", K::kChoice, "guided_choice", ""},
-        {ApiKind::kCompletion, R"(,"guided_grammar":"start: "x"")", K::kGrammar, "guided_grammar", R"(start: "x")"},
+        {ApiKind::kCompletion, R"(,"guided_grammar":"start: \"x\"")", K::kGrammar, "guided_grammar", R"(start: "x")"},
         {ApiKind::kChat, R"(,"response_format":{"type":"text"},"guided_regex":"a")", K::kRegex, "guided_regex", "a"},
     };
     for (const Case& c : cases) {
