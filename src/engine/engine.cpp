@@ -1,10 +1,9 @@
 // Engine: creation, submission and abort, the loop and step() (see engine.h); a step's work is in
-// engine_step.cpp, engine_sampling.cpp and engine_outputs.cpp. Engine thread except submit/abort/stats.
+// engine_step.cpp, engine_sampling.cpp, engine_outputs.cpp and engine_grammar.cpp. Engine thread
+// except submit/abort/stats.
 #include "engine/engine.h"
 
 #include <fmt/format.h>
-
-#include "grammar/grammar_compiler.h"
 
 #include <algorithm>
 #include <chrono>
@@ -12,6 +11,7 @@
 #include "core/log.h"
 #include "core/timer.h"
 #include "engine/sample_rows.h"
+#include "grammar/grammar_compiler.h"
 
 namespace qs {
 

@@ -42,7 +42,8 @@ bool Engine::advance_grammar(Sequence& s, int32_t token, PendingOutput& out) {
         return true;
     }
     if (!s.matcher->accept(token)) {
-        // Only a sampler that ignored the mask gets here (a bug, or --benchmark-mtp-acceptance).
+        // Only a sampler that ignored the mask gets here (a bug): constrained sequences do not
+        // draft, so --benchmark-mtp-acceptance never forces their tokens.
         out.error = fmt::format("token {} does not follow the request's grammar", token);
         finish(s, FinishReason::kError, out);
         return false;

@@ -11,9 +11,9 @@
 
 #include "engine/block_pool.h"
 #include "engine/request.h"
-#include "grammar/grammar_matcher.h"
 #include "engine/stop_checker.h"
 #include "engine/text_decoder.h"
+#include "grammar/grammar_matcher.h"
 
 namespace qs {
 
