@@ -55,6 +55,7 @@ struct Shared {
     std::atomic<int64_t> next{0};
     std::atomic<bool> expired{false};
     bool keep_text = false;
+    bool keep_full_text = false;
     Clock::time_point t0;
     double now() const { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 };
@@ -125,7 +126,7 @@ class Client {
                 co_return;
             }
         }
-        SseReader reader(&r, sh_.keep_text);
+        SseReader reader(&r, sh_.keep_text, sh_.keep_full_text);
         Head h = parse_head(std::string_view(buf_).substr(0, hend));
         buf_.erase(0, hend + 4);
         if (h.status != 200) {
@@ -248,6 +249,7 @@ Result<PassResult> run_pass(const LoadgenOptions& o, const std::vector<FixtureRe
     }
     for (const auto& f : fixture) sh.wire.push_back(wire_request(o.url, o.api_key, f));
     sh.keep_text = o.keep_text;
+    sh.keep_full_text = o.keep_full_text;
     PassResult result;
     result.records.resize(size_t(o.requests));
     sh.records = &result.records;

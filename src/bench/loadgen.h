@@ -30,6 +30,7 @@ struct LoadgenOptions {
     int threads = 1;            // I/O threads; clients are spread over them
     double pass_timeout_s = 0;  // > 0: requests still open then are cut (recorded incomplete)
     bool keep_text = false;     // keep each completion's text tail (the output screen needs it)
+    bool keep_full_text = false;  // keep each completion's whole content and reasoning (evals)
 };
 
 struct PassResult {

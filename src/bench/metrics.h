@@ -32,6 +32,12 @@ struct RequestRecord {
     std::string text_tail;
     int64_t text_bytes = 0;
     bool text_nonblank = false;  // some character other than ASCII whitespace arrived
+    // Kept only with LoadgenOptions::keep_full_text (the evals): the whole completion, unbounded,
+    // content (chat content or completions text) and reasoning_content apart.
+    std::string content;
+    std::string reasoning;
+    int64_t num_reasoning_chunks = 0;  // content chunks that carried reasoning_content
+    int64_t reasoning_tokens = -1;     // usage.completion_tokens_details.reasoning_tokens; -1: absent
 };
 
 // Memory bound of RequestRecord::text_tail (4 KiB per request while screening).

@@ -55,6 +55,12 @@ void SseReader::on_data(std::string_view payload, double now_s) {
         record_->saw_usage = true;
         record_->completion_tokens = usage->value("completion_tokens", int64_t(0));
         record_->prompt_tokens = usage->value("prompt_tokens", int64_t(0));
+        auto details = usage->find("completion_tokens_details");
+        if (details != usage->end() && details->is_object()) {
+            auto rt = details->find("reasoning_tokens");
+            if (rt != details->end() && rt->is_number_integer())
+                record_->reasoning_tokens = rt->get<int64_t>();
+        }
     }
     auto choices = j.find("choices");
     if (choices == j.end() || !choices->is_array() || choices->empty()) return;
@@ -68,6 +74,12 @@ void SseReader::on_data(std::string_view payload, double now_s) {
     if (content && keep_text_)
         for (const std::string* p : pieces)
             if (p) keep(*p);
+    if (pieces[1]) ++record_->num_reasoning_chunks;
+    if (keep_full_text_) {
+        if (pieces[0]) record_->content += *pieces[0];
+        if (pieces[1]) record_->reasoning += *pieces[1];
+        if (pieces[2]) record_->content += *pieces[2];
+    }
     if (content) {
         double rel = now_s - record_->start_s;
         if (num_chunks_ == 0)

@@ -15,8 +15,9 @@ class SseReader {
    public:
     // record->start_s must be set; times passed to feed() are on the same clock. keep_text:
     // append the completion text to record->text_tail (the output screen needs it).
-    explicit SseReader(RequestRecord* record, bool keep_text = false)
-        : record_(record), keep_text_(keep_text) {}
+    // keep_full_text: keep all of it in record->content and record->reasoning (the evals).
+    explicit SseReader(RequestRecord* record, bool keep_text = false, bool keep_full_text = false)
+        : record_(record), keep_text_(keep_text), keep_full_text_(keep_full_text) {}
 
     // Bytes of the (de-chunked) body that arrived at time now_s.
     void feed(std::string_view bytes, double now_s);
@@ -33,6 +34,7 @@ class SseReader {
 
     RequestRecord* record_;
     bool keep_text_ = false;
+    bool keep_full_text_ = false;
     std::string pending_;  // bytes after the last newline
     double last_chunk_s_ = -1.0;
     int64_t num_chunks_ = 0;
