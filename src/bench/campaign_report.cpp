@@ -94,6 +94,8 @@ std::string html_report(const CampaignSummary& sum, const std::vector<LedgerEntr
     h +=
         svg_hbar_chart("$ per million completion tokens (steady throughput)", "USD", {"$/M"}, cost);
 
+    for (const auto& section : o.extra_html) h += section;
+
     h += "<h2>Decision ledger</h2>\n<table>\n<tr><th>experiment</th><th>configuration</th>"
          "<th>gates</th><th>clients</th><th>runs</th><th>steady tok/s</th>"
          "<th>TTFT median / p99 (ms)</th><th>$/M</th><th>decision</th></tr>\n";
@@ -160,6 +162,7 @@ std::string markdown_report(const CampaignSummary& sum, const std::vector<Ledger
     m += fmt::format("Ledger `{}`: {} lines, {} experiments. Control: {}.\n\n", o.ledger_path,
                      sum.num_runs, sum.experiments.size(),
                      sum.control.empty() ? "none" : "`" + sum.control + "`");
+    for (const auto& section : o.extra_markdown) m += section + "\n";
     m += "## Decision ledger\n\n| experiment | configuration | gates | clients | runs | steady "
          "tok/s | TTFT median / p99 (ms) | $/M | decision |\n|---|---|---|---:|---:|---:|---:|"
          "---:|---|\n";

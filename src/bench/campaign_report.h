@@ -17,6 +17,9 @@ namespace qs::bench {
 struct ReportOptions {
     std::string title = "qwenserve campaign";
     std::string ledger_path;  // shown in the header
+    // Further sections appended before the ledger tables (e.g. the NIAH heatmap of `eval niah`,
+    // which cli/ renders): HTML fragments for html_report, Markdown for markdown_report.
+    std::vector<std::string> extra_html, extra_markdown;
 };
 
 std::string html_report(const CampaignSummary& summary, const std::vector<LedgerEntry>& ledger,
