@@ -1,6 +1,7 @@
 // `qwenserve campaign report --ledger L.jsonl --output report.html [--markdown report.md]
-//  [--control EXPERIMENT] [--title T] [--gpu-hourly-cost USD]`: the ledger as one self-contained
-// HTML file with inline SVG charts (bench/campaign_report.h) and/or a Markdown summary.
+//  [--control EXPERIMENT] [--title T] [--gpu-hourly-cost USD] [--niah R1.jsonl,R2.jsonl]`: the
+// ledger as one self-contained HTML file with inline SVG charts (bench/campaign_report.h) and/or a
+// Markdown summary; --niah adds each `eval niah` result file as a heatmap section.
 // Main thread only.
 #include <cstdio>
 #include <fstream>
@@ -10,6 +11,8 @@
 #include "bench/ledger.h"
 #include "cli/commands.h"
 #include "core/args.h"
+#include "eval/niah.h"
+#include "eval/niah_report.h"
 
 namespace qs::cli {
 
@@ -36,7 +39,8 @@ const CommandSpec& campaign_report_spec() {
               valued("control", "EXPERIMENT", "the experiment the others are judged against", "the first that passed its gates"),
               valued("title", "TITLE", "the report's title", bench::ReportOptions{}.title),
               valued("gpu-hourly-cost", "USD", "price of the GPU per hour, for $ per million tokens (0: none)",
-                     "0")}});
+                     "0"),
+              valued("niah", "N.jsonl[,M.jsonl]", "`eval niah` results to add as heatmap sections")}});
         return c;
     }();
     return spec;
@@ -63,6 +67,22 @@ int run_campaign_report(int argc, char** argv) {
     bench::ReportOptions o;
     o.title = args->get_or("title", o.title);
     o.ledger_path = *ledger_path;
+    if (auto niah = args->get("niah")) {
+        size_t begin = 0;
+        while (begin <= niah->size()) {
+            size_t comma = niah->find(',', begin);
+            std::string path =
+                niah->substr(begin, comma == std::string::npos ? comma : comma - begin);
+            begin = comma == std::string::npos ? niah->size() + 1 : comma + 1;
+            if (path.empty()) continue;
+            auto results = eval::read_niah_results(path);
+            if (!results.is_ok()) return fail(kCmd, results.status());
+            eval::NiahGrid g = eval::niah_grid(*results);
+            o.extra_html.push_back(eval::niah_html_section(g, path));
+            o.extra_markdown.push_back("## Needle in a haystack (`" + path + "`)\n\n" +
+                                       eval::niah_markdown(g));
+        }
+    }
     if (html_path) {
         Status s = write_file(*html_path, bench::html_report(*summary, *ledger, o));
         if (!s.is_ok()) return fail(kCmd, s);

@@ -14,12 +14,13 @@ namespace {
 const Command kCommands[] = {
     {run_serve, serve_spec},       {run_generate, generate_spec}, {run_logits, logits_spec},
     {run_capacity, capacity_spec}, {run_tokenize, tokenize_spec}, {run_quantize, quantize_spec},
-    {run_bench, bench_spec},       {run_campaign, campaign_spec},
+    {run_bench, bench_spec},       {run_campaign, campaign_spec}, {run_eval, eval_spec},
 };
 
 // Subcommands: help only (their command dispatches them).
 const CommandSpec& (*const kSubcommandSpecs[])() = {
     bench_fixture_spec, campaign_record_spec, campaign_compare_spec, campaign_sweep_spec, campaign_report_spec,
+    eval_code_spec,     eval_problems_spec,   eval_compare_spec,     eval_power_spec,     eval_niah_spec,
 };
 }  // namespace
 

@@ -52,5 +52,15 @@ int run_campaign_report(int argc, char** argv);  // `campaign report` (campaign_
 const CommandSpec& campaign_report_spec();
 int run_quantize(int argc, char** argv);
 const CommandSpec& quantize_spec();
+int run_eval(int argc, char** argv);          // `eval code`, `eval problems` (eval_cmd.cpp)
+const CommandSpec& eval_spec();               // the option tables: eval_specs.cpp
+const CommandSpec& eval_code_spec();
+const CommandSpec& eval_problems_spec();
+int run_eval_compare(int argc, char** argv);  // `eval compare` (eval_compare_cmd.cpp)
+const CommandSpec& eval_compare_spec();
+int run_eval_power(int argc, char** argv);    // `eval power` (eval_compare_cmd.cpp)
+const CommandSpec& eval_power_spec();
+int run_eval_niah(int argc, char** argv);     // `eval niah` (eval_niah_cmd.cpp)
+const CommandSpec& eval_niah_spec();
 
 }  // namespace qs::cli
