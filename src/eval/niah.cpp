@@ -189,6 +189,50 @@ Result<bench::PassResult> send(const NiahOptions& o, const std::vector<bench::Fi
     return pass;
 }
 
+// The server's tokens per character and fixed overhead (template, intro, question), by a
+// straight line through probes (max_tokens 1) of the same construction as the cases. Two small
+// probes give a first fit; the filler's token density varies from sentence to sentence, so a
+// third probe at 95% of the longest length (sized by the first fit) replaces the second, and the
+// line through the smallest and the largest probe sizes every case by interpolation.
+Result<TokenFit> calibrate(const NiahOptions& o) {
+    struct Probe {
+        int64_t chars = 0, tokens = 0;
+    };
+    auto probe = [&](int64_t target, const TokenFit& f) -> Result<Probe> {
+        NiahCase pc = make_case(target, 0.5, 0, o.seed);
+        std::string p = niah_prompt(pc, f, o.seed, o.needle_template);
+        auto pass = send(o, {{"/v1/chat/completions", 0, niah_body(o, p, 1)}}, 1);
+        if (!pass.is_ok()) return pass.status().with_context("calibration");
+        const auto& x = pass->records.front();
+        if (!x.error.empty() || x.prompt_tokens <= 0)
+            return io_error(fmt::format(
+                "calibration: a probe request failed ({}); pass --chars-per-token to skip",
+                x.error.empty() ? "no prompt_tokens in usage" : x.error));
+        return Probe{int64_t(p.size()), x.prompt_tokens};
+    };
+    auto line = [](const Probe& a, const Probe& b) -> Result<TokenFit> {
+        if (b.tokens <= a.tokens)
+            return internal_error("calibration: the larger probe did not count more tokens");
+        TokenFit f;
+        f.chars_per_token = double(b.chars - a.chars) / double(b.tokens - a.tokens);
+        f.overhead_tokens = double(a.tokens) - double(a.chars) / f.chars_per_token;
+        return f;
+    };
+    const int64_t small_len = *std::min_element(o.lengths.begin(), o.lengths.end());
+    const int64_t long_len = *std::max_element(o.lengths.begin(), o.lengths.end());
+    const int64_t c2 = std::clamp<int64_t>(small_len * 2, 2000, 20000), c1 = c2 / 4;
+    const TokenFit unit{0, 1};  // target = characters
+    auto p1 = probe(c1, unit);
+    if (!p1.is_ok()) return p1.status();
+    auto p2 = probe(c2, unit);
+    if (!p2.is_ok()) return p2.status();
+    auto fit = line(*p1, *p2);
+    if (!fit.is_ok() || long_len * 2 < p2->tokens * 3) return fit;
+    auto p3 = probe(int64_t(0.95 * double(long_len)), *fit);
+    if (!p3.is_ok()) return p3.status();
+    return line(*p1, *p3);
+}
+
 }  // namespace
 
 Result<std::vector<NiahResult>> run_niah(const NiahOptions& o, TokenFit* fit_used) {
@@ -206,33 +250,9 @@ Result<std::vector<NiahResult>> run_niah(const NiahOptions& o, TokenFit* fit_use
     }
     TokenFit fit = o.fit;
     if (o.calibrate) {
-        // Two probes of different sizes give the server's tokens per character and the fixed
-        // overhead (template, intro, question) by a straight line through them.
-        const int64_t small_len = *std::min_element(o.lengths.begin(), o.lengths.end());
-        const int64_t c2 = std::clamp<int64_t>(small_len * 2, 2000, 20000), c1 = c2 / 4;
-        TokenFit unit{0, 1};
-        std::vector<bench::FixtureRequest> probes;
-        std::vector<int64_t> chars;
-        for (int64_t c : {c1, c2}) {
-            NiahCase pc = make_case(c, 0.5, 0, o.seed);
-            pc.target_tokens = c;
-            std::string p = niah_prompt(pc, unit, o.seed, o.needle_template);
-            chars.push_back(int64_t(p.size()));
-            probes.push_back({"/v1/chat/completions", 0, niah_body(o, p, 1)});
-        }
-        auto pass = send(o, probes, 1);
-        if (!pass.is_ok()) return pass.status().with_context("calibration");
-        const auto& r = pass->records;
-        for (const auto& x : r)
-            if (!x.error.empty() || x.prompt_tokens <= 0)
-                return io_error(fmt::format(
-                    "calibration: a probe request failed ({}); pass --chars-per-token to skip",
-                    x.error.empty() ? "no prompt_tokens in usage" : x.error));
-        if (r[1].prompt_tokens <= r[0].prompt_tokens)
-            return internal_error("calibration: the larger probe did not count more tokens");
-        fit.chars_per_token = double(chars[1] - chars[0]) /
-                              double(r[1].prompt_tokens - r[0].prompt_tokens);
-        fit.overhead_tokens = double(r[0].prompt_tokens) - double(chars[0]) / fit.chars_per_token;
+        auto c = calibrate(o);
+        if (!c.is_ok()) return c.status();
+        fit = *c;
     }
     if (fit_used) *fit_used = fit;
     std::vector<NiahCase> cases;

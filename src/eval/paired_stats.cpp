@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 
 #include "core/check.h"
@@ -21,7 +22,8 @@ double log_binomial_pmf(int64_t k, int64_t n, double p) {
 double mcnemar_exact_p(int64_t b, int64_t c) {
     QS_CHECK(b >= 0 && c >= 0);
     const int64_t n = b + c;
-    if (n == 0 || b == c) return 1.0;
+    // |b - c| <= 1: P(X <= min) >= 1/2 by symmetry (exactly 1/2 for odd n), so p = 1 exactly.
+    if (n == 0 || std::llabs(b - c) <= 1) return 1.0;
     const int64_t m = std::min(b, c);
     // P(X <= m) for X ~ Bin(n, 1/2), summed from the largest term down (log-sum-exp).
     const double top = log_binomial_pmf(m, n, 0.5);

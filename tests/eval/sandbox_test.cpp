@@ -117,7 +117,9 @@ TEST_F(Sandbox, StopsAMemoryHog) {
     big.memory_bytes = int64_t(1) << 30;
     // The control shows the limit is what stops it (where 384 MiB are free).
     auto control = run(code, test, "hog", big);
-    if (control.error_class != "memory_limit") EXPECT_TRUE(control.passed) << control.error_class;
+    if (control.error_class != "memory_limit") {
+        EXPECT_TRUE(control.passed) << control.error_class;
+    }
     SandboxLimits l;
     l.memory_bytes = int64_t(256) << 20;
     auto r = run(code, test, "hog", l);
