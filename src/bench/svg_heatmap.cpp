@@ -48,9 +48,8 @@ std::string svg_heatmap(const Heatmap& h) {
         for (size_t c = 0; c < h.x_names.size(); ++c) {
             const double x = left + cell_w * double(c);
             double v = r < h.values.size() && c < h.values[r].size() ? h.values[r][c] : NAN;
-            std::string text = r < h.cell_text.size() && c < h.cell_text[r].size()
-                                   ? h.cell_text[r][c]
-                                   : "";
+            std::string text =
+                r < h.cell_text.size() && c < h.cell_text[r].size() ? h.cell_text[r][c] : "";
             if (text.empty()) text = std::isnan(v) ? "-" : fmt::format("{:.0f}%", 100 * v);
             std::string tip = r < h.tooltips.size() && c < h.tooltips[r].size()
                                   ? h.tooltips[r][c]
@@ -66,8 +65,7 @@ std::string svg_heatmap(const Heatmap& h) {
     const double bottom = top + cell_h * double(h.y_names.size());
     for (size_t c = 0; c < h.x_names.size(); ++c)
         s += fmt::format("<text x=\"{:.0f}\" y=\"{:.0f}\" text-anchor=\"middle\">{}</text>\n",
-                         left + cell_w * (double(c) + 0.5), bottom + 16,
-                         xml_escape(h.x_names[c]));
+                         left + cell_w * (double(c) + 0.5), bottom + 16, xml_escape(h.x_names[c]));
     s += fmt::format("<text x=\"{:.0f}\" y=\"{:.0f}\" text-anchor=\"middle\">{}</text>\n</svg>\n",
                      left + cell_w * double(h.x_names.size()) / 2, bottom + 36,
                      xml_escape(h.x_label));

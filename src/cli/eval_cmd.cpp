@@ -44,9 +44,9 @@ int run_code(int argc, char** argv) {
     constexpr const char* kCmd = "eval code";
     auto args = Args::parse(
         argc, argv, {"thinking", "no-network-isolation"},
-        {"url", "out", "problems", "model", "concurrency", "max-tokens", "temperature", "top-p",
-         "seed", "api-key", "timeout-s", "jobs", "threads", "prompt-field", "python", "wall-s",
-         "cpu-s", "memory-mb", "file-mb", "work-dir"});
+        {"url",    "out",    "problems", "model",     "concurrency", "max-tokens", "temperature",
+         "top-p",  "seed",   "api-key",  "timeout-s", "jobs",        "threads",    "prompt-field",
+         "python", "wall-s", "cpu-s",    "memory-mb", "file-mb",     "work-dir"});
     if (!args.is_ok()) return fail(kCmd, args.status());
     auto url_s = args->require("url");
     if (!url_s.is_ok()) return fail(kCmd, url_s.status());
@@ -148,8 +148,8 @@ int run_eval(int argc, char** argv) {
     if (sub == "compare") return run_eval_compare(argc - 1, argv + 1);
     if (sub == "power") return run_eval_power(argc - 1, argv + 1);
     if (sub == "niah") return run_eval_niah(argc - 1, argv + 1);
-    return fail("eval", invalid_argument(
-                            "expected 'eval code', 'problems', 'compare', 'power' or 'niah'"));
+    return fail("eval",
+                invalid_argument("expected 'eval code', 'problems', 'compare', 'power' or 'niah'"));
 }
 
 }  // namespace qs::cli

@@ -81,28 +81,30 @@ int run_eval_power(int argc, char** argv) {
     std::printf("Paired problems needed to detect a difference of %.1f points in pass rate\n",
                 100 * ad);
     std::printf("\nAssumptions:\n");
-    std::printf("  - the same problems run under A and B (paired), outcomes independent across "
-                "problems;\n");
+    std::printf(
+        "  - the same problems run under A and B (paired), outcomes independent across "
+        "problems;\n");
     std::printf("  - the test is the two-sided exact McNemar test at alpha = %.3g;\n", q.alpha);
     std::printf("  - power %.0f%% to detect |p_B - p_A| = %.3f;\n", 100 * q.power, ad);
-    std::printf("  - discordance psi = P(A and B disagree on a problem) = %.4f (%s):\n"
-                "    p10 = (psi + d)/2 = %.4f of problems pass only under the better, "
-                "p01 = (psi - d)/2 = %.4f only under the other.\n"
-                "    The answer grows with psi: measure it from a pilot (`eval compare` prints "
-                "the discordant pairs).\n",
-                q.discordance, psi_origin.c_str(), (q.discordance + ad) / 2,
-                (q.discordance - ad) / 2);
+    std::printf(
+        "  - discordance psi = P(A and B disagree on a problem) = %.4f (%s):\n"
+        "    p10 = (psi + d)/2 = %.4f of problems pass only under the better, "
+        "p01 = (psi - d)/2 = %.4f only under the other.\n"
+        "    The answer grows with psi: measure it from a pilot (`eval compare` prints "
+        "the discordant pairs).\n",
+        q.discordance, psi_origin.c_str(), (q.discordance + ad) / 2, (q.discordance - ad) / 2);
     std::printf("\nConnor (1987) normal approximation: n = %lld\n", (long long)connor);
     if (exact.first > 0)
-        std::printf("exact (binomial enumeration): first n with power >= %.2f: %lld (power "
-                    "%.4f); every n >= %lld up to %lld has it\n",
-                    q.power, (long long)exact.first,
-                    eval::exact_mcnemar_power(q, exact.first), (long long)exact.stable,
-                    (long long)exact.bound);
+        std::printf(
+            "exact (binomial enumeration): first n with power >= %.2f: %lld (power "
+            "%.4f); every n >= %lld up to %lld has it\n",
+            q.power, (long long)exact.first, eval::exact_mcnemar_power(q, exact.first),
+            (long long)exact.stable, (long long)exact.bound);
     else
-        std::printf("exact (binomial enumeration): power %.2f not reached up to n = %lld "
-                    "(--max-n)\n",
-                    q.power, (long long)exact.bound);
+        std::printf(
+            "exact (binomial enumeration): power %.2f not reached up to n = %lld "
+            "(--max-n)\n",
+            q.power, (long long)exact.bound);
     std::printf("\n| discordance psi | Connor n |\n|---:|---:|\n");
     for (double p : {ad, 0.15, 0.20, 0.25, 0.28, 0.30, 0.35, 0.40, 0.50}) {
         eval::PowerQuestion t = q;

@@ -66,11 +66,11 @@ Status render(const std::vector<eval::NiahResult>& results, const Args& args,
 
 int run_eval_niah(int argc, char** argv) {
     constexpr const char* kCmd = "eval niah";
-    auto args = Args::parse(argc, argv, {},
-                            {"url", "out", "results", "lengths", "depths", "samples",
-                             "max-model-len", "max-tokens", "concurrency", "seed", "model",
-                             "api-key", "timeout-s", "chars-per-token", "overhead-tokens",
-                             "needle", "markdown", "html"});
+    auto args =
+        Args::parse(argc, argv, {},
+                    {"url", "out", "results", "lengths", "depths", "samples", "max-model-len",
+                     "max-tokens", "concurrency", "seed", "model", "api-key", "timeout-s",
+                     "chars-per-token", "overhead-tokens", "needle", "markdown", "html"});
     if (!args.is_ok()) return fail(kCmd, args.status());
     if (auto saved = args->get("results")) {
         auto results = eval::read_niah_results(*saved);

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -18,12 +19,10 @@ nlohmann::json problem_request(const Problem& p, const CodeEvalOptions& o) {
     nlohmann::json messages = nlohmann::json::array();
     if (!p.system.empty()) messages.push_back({{"role", "system"}, {"content", p.system}});
     messages.push_back({{"role", "user"}, {"content", p.prompt}});
-    nlohmann::json body = {{"model", o.model},
-                           {"messages", messages},
-                           {"max_tokens", o.max_tokens},
-                           {"temperature", o.temperature},
-                           {"top_p", o.top_p},
-                           {"chat_template_kwargs", {{"enable_thinking", o.thinking}}}};
+    nlohmann::json body = {
+        {"model", o.model},           {"messages", messages},
+        {"max_tokens", o.max_tokens}, {"temperature", o.temperature},
+        {"top_p", o.top_p},           {"chat_template_kwargs", {{"enable_thinking", o.thinking}}}};
     if (o.seed >= 0) body["seed"] = o.seed;
     return body;
 }
@@ -91,18 +90,26 @@ Result<std::vector<ProblemResult>> run_code_eval(const std::vector<Problem>& pro
     std::vector<bench::RequestRecord>& records = pass->records;
     records.resize(problems.size());  // requests a timeout left unsent stay empty: incomplete
 
-    std::set<std::string> transport;
-    int64_t num_transport = 0;
+    // Every request failed: nothing was evaluated, and the cause is one fix away (a wrong
+    // --url, --model or --api-key). Stop with the kinds instead of writing a file of failures.
+    std::map<std::string, int64_t> kinds;
     for (const auto& r : records)
-        if (r.error == "connect" || r.error == "write" || r.error == "read") {
-            ++num_transport;
-            transport.insert(r.error);
-        }
-    if (num_transport == int64_t(records.size())) {
-        std::string kinds;
-        for (const auto& k : transport) kinds += (kinds.empty() ? "" : ", ") + k;
-        return io_error(fmt::format("no request reached http://{}:{} ({} of {} failed: {})",
-                                    o.url.host, o.url.port, num_transport, records.size(), kinds));
+        if (!r.error.empty()) ++kinds[r.error];
+    int64_t num_failed = 0;
+    std::string what;
+    for (const auto& [k, n] : kinds) {
+        num_failed += n;
+        what += fmt::format("{}{} x {}", what.empty() ? "" : ", ", k, n);
+    }
+    if (num_failed == int64_t(records.size())) {
+        const bool transport = kinds.count("connect") || kinds.count("write") || kinds.count("read");
+        std::string hint = kinds.count("http_404") ? " (is --model a model the server serves?)"
+                           : kinds.count("http_401") ? " (--api-key?)"
+                                                     : "";
+        return io_error(fmt::format("{} http://{}:{} ({} of {} failed: {}){}",
+                                    transport ? "no request reached" : "every request failed at",
+                                    o.url.host, o.url.port, num_failed, records.size(), what,
+                                    hint));
     }
 
     std::vector<ProblemResult> results(problems.size());

@@ -26,15 +26,15 @@ struct CodeEvalOptions {
     bench::Url url;
     std::string api_key;
     std::string model = "qwen3.6-35b-a3b";
-    int64_t concurrency = 8;   // requests in flight
-    int threads = 1;           // load-generator I/O threads
+    int64_t concurrency = 8;  // requests in flight
+    int threads = 1;          // load-generator I/O threads
     int64_t max_tokens = 4096;
     double temperature = 0.0;  // greedy: the paired comparison sees configurations, not draws
     double top_p = 1.0;
-    int64_t seed = -1;         // >= 0: sent as "seed"
-    bool thinking = false;     // chat_template_kwargs.enable_thinking
-    double timeout_s = 0;      // > 0: requests still open then are cut (error_class incomplete)
-    int jobs = 2;              // sandboxes at once
+    int64_t seed = -1;      // >= 0: sent as "seed"
+    bool thinking = false;  // chat_template_kwargs.enable_thinking
+    double timeout_s = 0;   // > 0: requests still open then are cut (error_class incomplete)
+    int jobs = 2;           // sandboxes at once
     ExecOptions exec;
 };
 

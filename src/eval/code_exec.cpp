@@ -15,7 +15,8 @@ namespace qs::eval {
 
 namespace {
 
-const char* kHarness = R"PY(# qwenserve eval harness: runs solution.py, then test_code.py, in one namespace.
+const char* kHarness =
+    R"PY(# qwenserve eval harness: runs solution.py, then test_code.py, in one namespace.
 import json, sys, traceback, unittest
 
 def verdict(cls, msg=""):
@@ -112,8 +113,7 @@ Result<ExecResult> execute_solution(const std::string& code, const std::string& 
     if (!::mkdtemp(tmpl.data()))
         return io_error("cannot create a work directory under " + root.string());
     const fs::path dir = tmpl;
-    for (auto [name, text] : {std::pair{"solution.py", &code},
-                              {"test_code.py", &test}}) {
+    for (auto [name, text] : {std::pair{"solution.py", &code}, {"test_code.py", &test}}) {
         std::string err = write_file(dir / name, *text);
         if (!err.empty()) return io_error(err);
     }
@@ -133,8 +133,8 @@ Result<ExecResult> execute_solution(const std::string& code, const std::string& 
         std::ifstream f(dir / "qs_result.json");
         if (f) verdict = nlohmann::json::parse(f, nullptr, false);
     }
-    const bool has_verdict = verdict.is_object() && verdict.contains("class") &&
-                             verdict["class"].is_string();
+    const bool has_verdict =
+        verdict.is_object() && verdict.contains("class") && verdict["class"].is_string();
     const std::string stderr_last = last_line(run->stderr_tail);
     using End = SandboxRun::End;
     if (run->end == End::kWallTimeout) {

@@ -38,7 +38,7 @@ struct ExecResult {
     std::string error_class;  // "pass" or a class above
     std::string message;      // the exception text, the signal, the tail of stderr
     double wall_s = 0, cpu_s = 0;
-    std::string work_dir;     // only kept with keep_work_dir
+    std::string work_dir;  // only kept with keep_work_dir
 };
 
 // Errors only when the sandbox cannot be set up (the caller should stop: nothing can be judged).

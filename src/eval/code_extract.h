@@ -27,8 +27,9 @@ std::vector<FencedBlock> fenced_blocks(std::string_view text);
 std::string strip_reasoning(std::string_view content, bool* all_reasoning = nullptr);
 
 struct ExtractedCode {
-    std::string code;    // empty: nothing found
-    std::string source;  // "fence:python", "fence:untagged", "whole_reply", "none", "reasoning_only"
+    std::string code;  // empty: nothing found
+    std::string
+        source;  // "fence:python", "fence:untagged", "whole_reply", "none", "reasoning_only"
 };
 ExtractedCode extract_code(std::string_view content, const std::string& entry_point);
 

@@ -99,25 +99,29 @@ std::string format_comparison(const Comparison& c, const std::string& na, const 
         s += fmt::format(" ({} only in A and {} only in B, left out)", c.only_in_a.size(),
                          c.only_in_b.size());
     s += "\n\n";
-    s += fmt::format("|          | B pass | B fail |\n|---|---:|---:|\n| A pass | {} | {} |\n"
-                     "| A fail | {} | {} |\n\n",
-                     t.both_pass, t.only_a, t.only_b, t.both_fail);
+    s += fmt::format(
+        "|          | B pass | B fail |\n|---|---:|---:|\n| A pass | {} | {} |\n"
+        "| A fail | {} | {} |\n\n",
+        t.both_pass, t.only_a, t.only_b, t.both_fail);
     s += fmt::format("both pass {}, only A {}, only B {}, both fail {}\n", t.both_pass, t.only_a,
                      t.only_b, t.both_fail);
     s += fmt::format("pass rate A {:.1f}% ({}/{}), B {:.1f}% ({}/{})\n", 100.0 * c.a.num_passed / n,
                      c.a.num_passed, n, 100.0 * c.b.num_passed / n, c.b.num_passed, n);
-    s += fmt::format("exact McNemar (two-sided, binomial on the {} discordant pairs, {} vs {}): "
-                     "p = {:.4g}\n",
-                     t.discordant(), t.only_a, t.only_b, c.p_value);
-    s += fmt::format("difference B - A = {:+.1f} points, {:.0f}% interval [{:+.1f}, {:+.1f}] "
-                     "(Agresti-Min)\n",
-                     100 * c.difference.estimate, 100 * (1 - c.alpha), 100 * c.difference.low,
-                     100 * c.difference.high);
+    s += fmt::format(
+        "exact McNemar (two-sided, binomial on the {} discordant pairs, {} vs {}): "
+        "p = {:.4g}\n",
+        t.discordant(), t.only_a, t.only_b, c.p_value);
+    s += fmt::format(
+        "difference B - A = {:+.1f} points, {:.0f}% interval [{:+.1f}, {:+.1f}] "
+        "(Agresti-Min)\n",
+        100 * c.difference.estimate, 100 * (1 - c.alpha), 100 * c.difference.low,
+        100 * c.difference.high);
     if (c.margin >= 0)
-        s += fmt::format("non-inferiority at margin {:.1f} points: {} (lower bound {:+.1f} {} "
-                         "{:+.1f})\n",
-                         100 * c.margin, c.non_inferior ? "B IS NOT WORSE" : "NOT SHOWN",
-                         100 * c.difference.low, c.non_inferior ? ">" : "<=", -100 * c.margin);
+        s += fmt::format(
+            "non-inferiority at margin {:.1f} points: {} (lower bound {:+.1f} {} "
+            "{:+.1f})\n",
+            100 * c.margin, c.non_inferior ? "B IS NOT WORSE" : "NOT SHOWN", 100 * c.difference.low,
+            c.non_inferior ? ">" : "<=", -100 * c.margin);
     s += "\n| tokens (paired problems) | A | B | B / A |\n|---|---:|---:|---:|\n";
     auto ratio = [](double x, double y) {
         return y > 0 ? fmt::format("{:.2f}", x / y) : std::string("-");
@@ -125,9 +129,9 @@ std::string format_comparison(const Comparison& c, const std::string& na, const 
     s += fmt::format("| completion tokens, total | {} | {} | {} |\n", c.a.total_completion,
                      c.b.total_completion,
                      ratio(double(c.b.total_completion), double(c.a.total_completion)));
-    s += fmt::format("| completion tokens, median | {:.0f} | {:.0f} | {} |\n",
-                     c.a.median_completion, c.b.median_completion,
-                     ratio(c.b.median_completion, c.a.median_completion));
+    s +=
+        fmt::format("| completion tokens, median | {:.0f} | {:.0f} | {} |\n", c.a.median_completion,
+                    c.b.median_completion, ratio(c.b.median_completion, c.a.median_completion));
     s += fmt::format("| completion tokens, mean | {:.1f} | {:.1f} | {} |\n", c.a.mean_completion,
                      c.b.mean_completion, ratio(c.b.mean_completion, c.a.mean_completion));
     s += fmt::format("| reasoning tokens, total | {} | {} | {} |\n", c.a.total_reasoning,

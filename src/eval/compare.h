@@ -26,10 +26,10 @@ struct Comparison {
     double p_value = 1;
     Interval difference;  // p_B - p_A, interval at 1 - alpha
     double alpha = 0.05;
-    double margin = -1;   // < 0: no non-inferiority question
+    double margin = -1;  // < 0: no non-inferiority question
     bool non_inferior = false;
-    UsageStats a, b;      // over the paired problems
-    std::vector<std::string> only_in_a, only_in_b;  // task ids not paired
+    UsageStats a, b;                                        // over the paired problems
+    std::vector<std::string> only_in_a, only_in_b;          // task ids not paired
     std::vector<std::string> a_only_passed, b_only_passed;  // the discordant task ids
 };
 

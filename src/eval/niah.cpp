@@ -27,34 +27,34 @@ const char* pick(const char* const (&words)[N], uint64_t& s) {
 }
 
 const char* const kAdjectives[] = {
-    "quiet", "old", "bright", "narrow", "green", "distant", "heavy", "gentle", "cold", "broad",
-    "hidden", "early", "small", "golden", "wet", "steady", "pale", "busy", "low", "warm"};
+    "quiet",  "old",   "bright", "narrow", "green", "distant", "heavy", "gentle", "cold", "broad",
+    "hidden", "early", "small",  "golden", "wet",   "steady",  "pale",  "busy",   "low",  "warm"};
 const char* const kNouns[] = {
-    "river", "garden", "lantern", "valley", "harbour", "market", "window", "forest", "bridge",
-    "meadow", "tower", "village", "orchard", "road", "library", "field", "mill", "shore",
-    "kitchen", "hill", "wagon", "letter", "farmer", "sailor", "teacher", "painter", "clock"};
-const char* const kVerbs[] = {
-    "passed", "watched", "followed", "crossed", "remembered", "carried", "reached", "opened",
-    "found", "left", "described", "visited", "measured", "painted", "greeted", "repaired"};
+    "river",   "garden", "lantern", "valley",  "harbour", "market",  "window",  "forest",  "bridge",
+    "meadow",  "tower",  "village", "orchard", "road",    "library", "field",   "mill",    "shore",
+    "kitchen", "hill",   "wagon",   "letter",  "farmer",  "sailor",  "teacher", "painter", "clock"};
+const char* const kVerbs[] = {"passed",   "watched", "followed", "crossed", "remembered", "carried",
+                              "reached",  "opened",  "found",    "left",    "described",  "visited",
+                              "measured", "painted", "greeted",  "repaired"};
 const char* const kPlaces[] = {
-    "before dawn", "after the rain", "near the old wall", "in the long evening",
-    "beyond the square", "along the quiet lane", "at the turn of the season",
-    "under a grey sky", "by the open gate", "in the morning light"};
-const char* const kKeys[] = {
-    "Lisbon", "Oslo", "Quito", "Nairobi", "Hanoi", "Lima", "Tunis", "Riga", "Perth", "Cusco",
-    "Dakar", "Bergen", "Porto", "Kyoto", "Seville", "Tallinn", "Zagreb", "Accra", "Bilbao",
-    "Cordoba", "Malmo", "Ghent", "Split", "Turku", "Graz", "Lyon", "Basel", "Krakow", "Leeds",
-    "Halifax"};
+    "before dawn",       "after the rain",       "near the old wall",         "in the long evening",
+    "beyond the square", "along the quiet lane", "at the turn of the season", "under a grey sky",
+    "by the open gate",  "in the morning light"};
+const char* const kKeys[] = {"Lisbon", "Oslo",    "Quito",   "Nairobi", "Hanoi",  "Lima",
+                             "Tunis",  "Riga",    "Perth",   "Cusco",   "Dakar",  "Bergen",
+                             "Porto",  "Kyoto",   "Seville", "Tallinn", "Zagreb", "Accra",
+                             "Bilbao", "Cordoba", "Malmo",   "Ghent",   "Split",  "Turku",
+                             "Graz",   "Lyon",    "Basel",   "Krakow",  "Leeds",  "Halifax"};
 
 std::string sentence(uint64_t& s) {
     switch (splitmix64(s) % 4) {
         case 0:
-            return fmt::format("The {} {} {} the {} {} {}. ", pick(kAdjectives, s),
-                               pick(kNouns, s), pick(kVerbs, s), pick(kAdjectives, s),
-                               pick(kNouns, s), pick(kPlaces, s));
+            return fmt::format("The {} {} {} the {} {} {}. ", pick(kAdjectives, s), pick(kNouns, s),
+                               pick(kVerbs, s), pick(kAdjectives, s), pick(kNouns, s),
+                               pick(kPlaces, s));
         case 1:
-            return fmt::format("Then a {} {} {} the {}. ", pick(kAdjectives, s), pick(kNouns, s), pick(kVerbs, s),
-                               pick(kNouns, s));
+            return fmt::format("Then a {} {} {} the {}. ", pick(kAdjectives, s), pick(kNouns, s),
+                               pick(kVerbs, s), pick(kNouns, s));
         case 2:
             return fmt::format("Nobody {} the {} {}, and the {} stayed {}. ", pick(kVerbs, s),
                                pick(kNouns, s), pick(kPlaces, s), pick(kNouns, s),
@@ -131,7 +131,8 @@ std::string niah_prompt(const NiahCase& c, const TokenFit& fit, uint64_t seed,
         pos = (a - pos <= pos - b) ? a : b;
         pos = std::min(pos, hay.size());
     }
-    std::string ins = pos == hay.size() && !hay.empty() && hay.back() != ' ' ? " " + needle : needle;
+    std::string ins =
+        pos == hay.size() && !hay.empty() && hay.back() != ' ' ? " " + needle : needle;
     hay.insert(pos, ins);
     return kIntro + hay + q;
 }
@@ -184,8 +185,8 @@ Result<bench::PassResult> send(const NiahOptions& o, const std::vector<bench::Fi
     for (const auto& r : pass->records)
         if (r.error == "connect" || r.error == "write" || r.error == "read") ++transport;
     if (transport == int64_t(f.size()))
-        return io_error(fmt::format("no request reached http://{}:{} ({})", o.url.host,
-                                    o.url.port, pass->records.front().error));
+        return io_error(fmt::format("no request reached http://{}:{} ({})", o.url.host, o.url.port,
+                                    pass->records.front().error));
     return pass;
 }
 
@@ -240,7 +241,8 @@ Result<std::vector<NiahResult>> run_niah(const NiahOptions& o, TokenFit* fit_use
         return invalid_argument("give at least one length and one depth");
     if (o.samples < 1) return invalid_argument("--samples must be at least 1");
     for (double d : o.depths)
-        if (!(d >= 0 && d <= 1)) return invalid_argument(fmt::format("depth {} is not in [0, 1]", d));
+        if (!(d >= 0 && d <= 1))
+            return invalid_argument(fmt::format("depth {} is not in [0, 1]", d));
     for (int64_t l : o.lengths) {
         if (l < 64) return invalid_argument(fmt::format("length {} is below 64 tokens", l));
         if (l + o.max_tokens > o.max_model_len)
@@ -277,8 +279,7 @@ Result<std::vector<NiahResult>> run_niah(const NiahOptions& o, TokenFit* fit_use
         r.prompt_tokens = rec.prompt_tokens;
         r.latency_s = rec.latency_s;
         r.ttft_s = rec.ttft_s;
-        if (!rec.error.empty() || !rec.done)
-            r.error = rec.error.empty() ? "incomplete" : rec.error;
+        if (!rec.error.empty() || !rec.done) r.error = rec.error.empty() ? "incomplete" : rec.error;
         std::string reply = strip_reasoning(rec.content);
         r.found = first_number(reply);
         r.passed = r.error.empty() && niah_correct(reply, r.c.answer);
@@ -324,8 +325,8 @@ Result<std::vector<NiahResult>> read_niah_results(const std::string& path) {
         if (j.is_discarded() || !j.is_object() || !j.contains("target_tokens") ||
             !j["target_tokens"].is_number_integer() || !j.contains("depth") ||
             !j["depth"].is_number() || !j.contains("passed") || !j["passed"].is_boolean())
-            return corrupt_data(where +
-                                ": needs target_tokens (integer), depth (number), passed (boolean)");
+            return corrupt_data(
+                where + ": needs target_tokens (integer), depth (number), passed (boolean)");
         NiahResult r;
         r.c.target_tokens = j["target_tokens"].get<int64_t>();
         r.c.depth = j["depth"].get<double>();

@@ -92,10 +92,10 @@ std::string niah_html_section(const NiahGrid& g, const std::string& source) {
             const int64_t t = g.total[i][j];
             vals.push_back(t ? double(g.passed[i][j]) / double(t) : NAN);
             texts.push_back(t ? fmt::format("{}/{}", g.passed[i][j], t) : "");
-            tips.push_back(fmt::format("{} target tokens ({:.0f} counted by the server), depth "
-                                       "{:.0f}%: {} of {} exact",
-                                       g.lengths[i], g.prompt_tokens[i][j], 100 * g.depths[j],
-                                       g.passed[i][j], t));
+            tips.push_back(fmt::format(
+                "{} target tokens ({:.0f} counted by the server), depth "
+                "{:.0f}%: {} of {} exact",
+                g.lengths[i], g.prompt_tokens[i][j], 100 * g.depths[j], g.passed[i][j], t));
         }
         h.values.push_back(vals);
         h.cell_text.push_back(texts);
@@ -114,12 +114,12 @@ std::string niah_html_section(const NiahGrid& g, const std::string& source) {
         int64_t cells = 0;
         for (size_t j = 0; j < g.depths.size(); ++j)
             if (g.total[i][j] > 0) tokens += g.prompt_tokens[i][j], ++cells;
-        s += fmt::format("<tr><td class=\"num\">{}</td><td class=\"num\">{:.0f}</td>",
-                         g.lengths[i], cells ? tokens / cells : 0.0);
+        s += fmt::format("<tr><td class=\"num\">{}</td><td class=\"num\">{:.0f}</td>", g.lengths[i],
+                         cells ? tokens / cells : 0.0);
         for (size_t j = 0; j < g.depths.size(); ++j)
-            s += g.total[i][j] ? fmt::format("<td class=\"num\">{}/{}</td>", g.passed[i][j],
-                                             g.total[i][j])
-                               : std::string("<td>-</td>");
+            s += g.total[i][j]
+                     ? fmt::format("<td class=\"num\">{}/{}</td>", g.passed[i][j], g.total[i][j])
+                     : std::string("<td>-</td>");
         s += "</tr>\n";
     }
     s += "</table>\n";

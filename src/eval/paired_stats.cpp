@@ -14,8 +14,8 @@ double log_binomial_pmf(int64_t k, int64_t n, double p) {
     if (k < 0 || k > n) return -std::numeric_limits<double>::infinity();
     if (p <= 0) return k == 0 ? 0.0 : -std::numeric_limits<double>::infinity();
     if (p >= 1) return k == n ? 0.0 : -std::numeric_limits<double>::infinity();
-    double lc = std::lgamma(double(n) + 1) - std::lgamma(double(k) + 1) -
-                std::lgamma(double(n - k) + 1);
+    double lc =
+        std::lgamma(double(n) + 1) - std::lgamma(double(k) + 1) - std::lgamma(double(n - k) + 1);
     return lc + double(k) * std::log(p) + double(n - k) * std::log1p(-p);
 }
 
@@ -66,8 +66,8 @@ double normal_quantile(double p) {
     static const double c[] = {-7.784894002430293e-03, -3.223964580411365e-01,
                                -2.400758277161838e+00, -2.549732539343734e+00,
                                4.374664141464968e+00,  2.938163982698783e+00};
-    static const double d[] = {7.784695709041462e-03, 3.224671290700398e-01,
-                               2.445134137142996e+00, 3.754408661907416e+00};
+    static const double d[] = {7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e+00,
+                               3.754408661907416e+00};
     const double lo = 0.02425, hi = 1 - lo;
     double x;
     if (p < lo) {

@@ -2,7 +2,8 @@
 // the 2x2 table of outcomes, the exact two-sided McNemar test (a binomial test with p = 1/2 on the
 // discordant pairs), and an interval for the difference in pass rates (Agresti-Min: the Wald
 // interval after adding 1/2 to every cell). Also the normal quantile and binomial helpers that
-// eval/power uses. Pure functions; checked against scipy (tests/eval, tools/eval_stats_reference.py).
+// eval/power uses. Pure functions; checked against scipy (tests/eval,
+// tools/eval_stats_reference.py).
 #pragma once
 
 #include <cstdint>

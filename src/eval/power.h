@@ -21,7 +21,7 @@
 namespace qs::eval {
 
 struct PowerQuestion {
-    double delta = 0.10;       // difference in pass rates to detect (its sign does not matter)
+    double delta = 0.10;        // difference in pass rates to detect (its sign does not matter)
     double discordance = 0.28;  // psi, the probability that A and B disagree on a problem
     double alpha = 0.05;        // two-sided significance
     double power = 0.80;        // 1 - beta

@@ -85,7 +85,8 @@ const Builtin kBuiltins[] = {
     {"qs/is_balanced", "is_balanced",
      "`is_balanced(s)` that tells whether the brackets (), [] and {} in s are balanced and "
      "properly nested; other characters are ignored.",
-     "def check(candidate):\n    assert candidate('') is True\n    assert candidate('([]{})') is True\n"
+     "def check(candidate):\n    assert candidate('') is True\n"
+     "    assert candidate('([]{})') is True\n"
      "    assert candidate('([)]') is False\n    assert candidate('((') is False\n"
      "    assert candidate('a(b)c') is True\n    assert candidate(')(') is False\n",
      "def is_balanced(s):\n    pairs = {')': '(', ']': '[', '}': '{'}\n    stack = []\n"
@@ -122,15 +123,14 @@ const std::string* string_field(const nlohmann::json& j, const char* name) {
 Result<Problem> parse_problem(const std::string& line, const std::string& prompt_field,
                               const std::string& where) {
     nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_discarded() || !j.is_object())
-        return corrupt_data(where + ": not a JSON object");
+    if (j.is_discarded() || !j.is_object()) return corrupt_data(where + ": not a JSON object");
     Problem p;
     std::string pf = prompt_field;
     if (pf.empty()) pf = j.contains("prompt") ? "prompt" : "instruct_prompt";
     const std::pair<const char*, std::string*> required[] = {{"task_id", &p.task_id},
-                                                            {pf.c_str(), &p.prompt},
-                                                            {"entry_point", &p.entry_point},
-                                                            {"test", &p.test}};
+                                                             {pf.c_str(), &p.prompt},
+                                                             {"entry_point", &p.entry_point},
+                                                             {"test", &p.test}};
     for (auto [name, dst] : required) {
         const std::string* s = string_field(j, name);
         if (!s || s->empty())

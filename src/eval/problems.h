@@ -1,5 +1,6 @@
 // Code problems for `eval code`: a JSONL file, one problem per line, or the built-in set.
-//   {"task_id": "qs/add", "prompt": "...", "entry_point": "add", "test": "def check(candidate): ..."}
+//   {"task_id": "qs/add", "prompt": "...", "entry_point": "add", "test": "def check(candidate):
+//   ..."}
 // Required: task_id (unique), prompt (the user message, sent verbatim), entry_point (the function
 // the tests call), test (Python: a check(candidate) function, unittest.TestCase classes, or bare
 // asserts; see eval/code_exec.h). Optional: system (a system message), canonical_solution (not

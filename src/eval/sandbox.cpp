@@ -143,7 +143,8 @@ std::string file_tail(const std::string& path) {
     std::ifstream f(path, std::ios::binary | std::ios::ate);
     if (!f) return "";
     std::streamoff size = f.tellg();
-    std::streamoff start = size > std::streamoff(kTailBytes) ? size - std::streamoff(kTailBytes) : 0;
+    std::streamoff start =
+        size > std::streamoff(kTailBytes) ? size - std::streamoff(kTailBytes) : 0;
     f.seekg(start);
     std::string s(size_t(size - start), '\0');
     f.read(s.data(), std::streamsize(s.size()));
@@ -154,25 +155,38 @@ std::string file_tail(const std::string& path) {
 
 std::string signal_name(int sig) {
     switch (sig) {
-        case SIGKILL: return "SIGKILL";
-        case SIGXCPU: return "SIGXCPU";
-        case SIGXFSZ: return "SIGXFSZ";
-        case SIGSEGV: return "SIGSEGV";
-        case SIGABRT: return "SIGABRT";
-        case SIGBUS: return "SIGBUS";
-        case SIGTERM: return "SIGTERM";
-        case SIGFPE: return "SIGFPE";
-        case SIGILL: return "SIGILL";
-        case SIGPIPE: return "SIGPIPE";
+        case SIGKILL:
+            return "SIGKILL";
+        case SIGXCPU:
+            return "SIGXCPU";
+        case SIGXFSZ:
+            return "SIGXFSZ";
+        case SIGSEGV:
+            return "SIGSEGV";
+        case SIGABRT:
+            return "SIGABRT";
+        case SIGBUS:
+            return "SIGBUS";
+        case SIGTERM:
+            return "SIGTERM";
+        case SIGFPE:
+            return "SIGFPE";
+        case SIGILL:
+            return "SIGILL";
+        case SIGPIPE:
+            return "SIGPIPE";
     }
     return fmt::format("signal {}", sig);
 }
 
 std::string SandboxRun::describe() const {
     switch (end) {
-        case End::kExited: return fmt::format("exit {}", exit_code);
-        case End::kSignaled: return "killed by " + signal_name(signal);
-        case End::kWallTimeout: return fmt::format("wall timeout after {:.1f} s", wall_s);
+        case End::kExited:
+            return fmt::format("exit {}", exit_code);
+        case End::kSignaled:
+            return "killed by " + signal_name(signal);
+        case End::kWallTimeout:
+            return fmt::format("wall timeout after {:.1f} s", wall_s);
     }
     return "?";
 }
@@ -192,9 +206,9 @@ Result<SandboxRun> run_sandboxed(const std::vector<std::string>& argv, const std
     std::vector<std::string> args = argv;
     for (auto& a : args) p.argv.push_back(a.data());
     p.argv.push_back(nullptr);
-    std::vector<std::string> env = {"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + work_dir,
-                                    "LANG=C.UTF-8", "PYTHONDONTWRITEBYTECODE=1",
-                                    "PYTHONHASHSEED=0", "TMPDIR=" + work_dir};
+    std::vector<std::string> env = {
+        "PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + work_dir, "LANG=C.UTF-8",
+        "PYTHONDONTWRITEBYTECODE=1",         "PYTHONHASHSEED=0", "TMPDIR=" + work_dir};
     for (auto& e : env) p.envp.push_back(e.data());
     p.envp.push_back(nullptr);
     if (p.root && ::chown(work_dir.c_str(), kNobody, kNobody) != 0)
@@ -253,8 +267,8 @@ Result<SandboxRun> run_sandboxed(const std::vector<std::string>& argv, const std
     ::close(status_pipe[0]);
     if (n_err == ssize_t(sizeof(setup))) {
         setup.what[sizeof(setup.what) - 1] = '\0';
-        return io_error(fmt::format("sandbox setup failed: {}: {}", setup.what,
-                                    std::strerror(setup.err)));
+        return io_error(
+            fmt::format("sandbox setup failed: {}: {}", setup.what, std::strerror(setup.err)));
     }
     run.stdout_tail = file_tail(p.out_path);
     run.stderr_tail = file_tail(p.err_path);
@@ -264,8 +278,9 @@ Result<SandboxRun> run_sandboxed(const std::vector<std::string>& argv, const std
     }
     if (n_status != ssize_t(sizeof(program_status)))
         return internal_error("sandbox: the init process ended without reporting (" +
-                              std::string(WIFSIGNALED(st) ? signal_name(WTERMSIG(st))
-                                                          : fmt::format("exit {}", WEXITSTATUS(st))) +
+                              std::string(WIFSIGNALED(st)
+                                              ? signal_name(WTERMSIG(st))
+                                              : fmt::format("exit {}", WEXITSTATUS(st))) +
                               ")");
     if (WIFSIGNALED(program_status)) {
         run.end = SandboxRun::End::kSignaled;

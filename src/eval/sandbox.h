@@ -27,12 +27,12 @@
 namespace qs::eval {
 
 struct SandboxLimits {
-    double wall_s = 30;                   // whole tree SIGKILLed after this
-    int64_t cpu_s = 20;                   // RLIMIT_CPU of the program
+    double wall_s = 30;                       // whole tree SIGKILLed after this
+    int64_t cpu_s = 20;                       // RLIMIT_CPU of the program
     int64_t memory_bytes = int64_t(2) << 30;  // RLIMIT_AS
     int64_t file_bytes = int64_t(16) << 20;   // RLIMIT_FSIZE
-    int64_t open_files = 256;             // RLIMIT_NOFILE
-    bool isolate_network = true;          // false only for tests and --no-network-isolation
+    int64_t open_files = 256;                 // RLIMIT_NOFILE
+    bool isolate_network = true;              // false only for tests and --no-network-isolation
 };
 
 struct SandboxRun {
@@ -41,7 +41,7 @@ struct SandboxRun {
     int exit_code = 0;  // kExited
     int signal = 0;     // kSignaled: the signal that ended the program
     double wall_s = 0;
-    double cpu_s = 0;   // user + system of the whole tree
+    double cpu_s = 0;                      // user + system of the whole tree
     std::string stdout_tail, stderr_tail;  // last 8 KiB of each
     std::string describe() const;          // "exit 0", "signal 24 (SIGXCPU)", "wall timeout"
 };

@@ -85,8 +85,7 @@ TEST(CodeEval, WrongCodeNoCodeAndReasoning) {
     std::string thought(300, 'x');
     std::vector<Problem> thinking = {
         scripted("think", thought + "</think>\n\n```python\ndef add(a, b):\n    return a + b\n```"),
-        scripted("all_thought",
-                 "```python\ndef add(a, b):\n    return a + b\n```\nstill thinking"),
+        scripted("all_thought", "```python\ndef add(a, b):\n    return a + b\n```\nstill thinking"),
     };
     o.thinking = true;
     auto t = run_code_eval(thinking, o);
@@ -101,12 +100,23 @@ TEST(CodeEval, WrongCodeNoCodeAndReasoning) {
 }
 
 TEST(CodeEval, RequestErrorsAreClassifiedNotExecuted) {
+    if (!sandbox_ok()) GTEST_SKIP() << "no python3 or no namespaces";
     testing::TestServer server;
     auto o = options_for(server.port());
-    o.model = "no-such-model";
-    auto r = run_code_eval({scripted("a", "x")}, o);
+    // One request fails in the engine (the fake's [[fail]]), the other is judged.
+    auto r = run_code_eval({scripted("ok", "```python\ndef add(a, b):\n    return a + b\n```"),
+                            scripted("failed", "x [[fail]]")},
+                           o);
     ASSERT_TRUE(r.is_ok()) << r.status().message();
-    EXPECT_EQ((*r)[0].error_class.rfind("request_error:http_", 0), 0u) << (*r)[0].error_class;
+    EXPECT_EQ((*r)[0].error_class, "pass");
+    EXPECT_EQ((*r)[1].error_class.rfind("request_error:", 0), 0u) << (*r)[1].error_class;
+    // Every request failed (a model the server does not serve): an error, not a results file.
+    o.model = "no-such-model";
+    auto all = run_code_eval({scripted("a", "x"), scripted("b", "y")}, o);
+    ASSERT_FALSE(all.is_ok());
+    EXPECT_NE(all.status().message().find("every request failed"), std::string::npos)
+        << all.status().message();
+    EXPECT_NE(all.status().message().find("--model"), std::string::npos) << all.status().message();
 }
 
 TEST(CodeEval, UnreachableEndpointIsAnError) {
@@ -150,13 +160,15 @@ TEST(CodeEval, ProblemFilesAreValidated) {
     ASSERT_FALSE(r.is_ok());
     EXPECT_EQ(r.status().kind(), ErrorKind::kCorruptData);
     EXPECT_NE(r.status().message().find(":2:"), std::string::npos) << r.status().message();
-    std::ofstream(path) << R"({"task_id": "a", "prompt": "p", "test": "t"})" << "\n";
+    std::ofstream(path) << R"({"task_id": "a", "prompt": "p", "test": "t"})"
+                        << "\n";
     auto missing = read_problems(path);
     ASSERT_FALSE(missing.is_ok());
     EXPECT_NE(missing.status().message().find("entry_point"), std::string::npos);
     // BigCodeBench's fields load as they are.
     std::ofstream(path) << R"({"task_id": "BigCodeBench/0", "instruct_prompt": "do it", )"
-                        << R"("entry_point": "task_func", "test": "import unittest"})" << "\n";
+                        << R"("entry_point": "task_func", "test": "import unittest"})"
+                        << "\n";
     auto bcb = read_problems(path);
     ASSERT_TRUE(bcb.is_ok()) << bcb.status().message();
     EXPECT_EQ((*bcb)[0].prompt, "do it");

@@ -11,7 +11,8 @@ namespace {
 TEST(CodeExtract, PicksTheBlockDefiningTheEntryPoint) {
     std::string reply =
         "Here is a helper:\n```python\ndef helper():\n    return 1\n```\nand the answer:\n"
-        "```python\ndef add(a, b):\n    return a + b\n```\nAn example:\n```python\nprint(add(1, 2))\n"
+        "```python\ndef add(a, b):\n    return a + b\n```\nAn example:\n```python\nprint(add(1, "
+        "2))\n"
         "```\n";
     auto c = extract_code(reply, "add");
     EXPECT_EQ(c.code, "def add(a, b):\n    return a + b\n");
@@ -38,8 +39,9 @@ TEST(CodeExtract, TildesAndLongerFences) {
 }
 
 TEST(CodeExtract, ReasoningIsNotCode) {
-    std::string r = "<think>\nmaybe ```python\ndef f(): return 0\n```\n</think>\n\n```python\n"
-                    "def f():\n    return 1\n```";
+    std::string r =
+        "<think>\nmaybe ```python\ndef f(): return 0\n```\n</think>\n\n```python\n"
+        "def f():\n    return 1\n```";
     EXPECT_EQ(extract_code(r, "f").code, "def f():\n    return 1\n");
     auto only = extract_code("<think>\n```python\ndef f(): return 0\n```\n", "f");
     EXPECT_TRUE(only.code.empty());

@@ -31,7 +31,8 @@ std::string slurp(const std::string& path) {
 
 int count_lines(const std::string& s) { return int(std::count(s.begin(), s.end(), '\n')); }
 
-void write_results(const std::string& path, const std::vector<std::tuple<std::string, bool, int>>& rows) {
+void write_results(const std::string& path,
+                   const std::vector<std::tuple<std::string, bool, int>>& rows) {
     std::ofstream f(path);
     for (const auto& [id, passed, tokens] : rows)
         f << "{\"task_id\":\"" << id << "\",\"passed\":" << (passed ? "true" : "false")
@@ -40,7 +41,8 @@ void write_results(const std::string& path, const std::vector<std::tuple<std::st
 }
 
 TEST(EvalCli, ProblemsAndCodeAgainstALiveServer) {
-    if (!std::filesystem::exists("/usr/bin/python3") || !qs::eval::check_sandbox_available().is_ok())
+    if (!std::filesystem::exists("/usr/bin/python3") ||
+        !qs::eval::check_sandbox_available().is_ok())
         GTEST_SKIP() << "no python3 or no namespaces";
     std::string problems = tmp("problems.jsonl"), out = tmp("results.jsonl");
     auto p = run_binary("eval problems --out " + problems);
@@ -66,7 +68,8 @@ TEST(EvalCli, CodeBadInput) {
     auto r = run_binary("eval code --url http://127.0.0.1:1 --problems " + bad + " --out " + out);
     EXPECT_EQ(r.exit_code, 3) << r.output;
     EXPECT_NE(r.output.find(bad + ":2: not a JSON object"), std::string::npos) << r.output;
-    auto missing = run_binary("eval code --url http://127.0.0.1:1 --problems /nonexistent.jsonl --out " + out);
+    auto missing =
+        run_binary("eval code --url http://127.0.0.1:1 --problems /nonexistent.jsonl --out " + out);
     EXPECT_EQ(missing.exit_code, 2) << missing.output;
     EXPECT_EQ(run_binary("eval code --problems builtin --out " + out).exit_code, 2);  // no --url
     int port;
@@ -86,10 +89,17 @@ TEST(EvalCli, CodeBadInput) {
 TEST(EvalCli, CompareTableAndTokens) {
     std::string a = tmp("a.jsonl"), b = tmp("b.jsonl");
     // 5 problems: both pass (p1), only A (p2, p3), only B (p4), both fail (p5); p6 only in B.
-    write_results(a, {{"p1", true, 100}, {"p2", true, 200}, {"p3", true, 300},
-                      {"p4", false, 400}, {"p5", false, 500}});
-    write_results(b, {{"p1", true, 10}, {"p2", false, 20}, {"p3", false, 30},
-                      {"p4", true, 40}, {"p5", false, 50}, {"p6", true, 60}});
+    write_results(a, {{"p1", true, 100},
+                      {"p2", true, 200},
+                      {"p3", true, 300},
+                      {"p4", false, 400},
+                      {"p5", false, 500}});
+    write_results(b, {{"p1", true, 10},
+                      {"p2", false, 20},
+                      {"p3", false, 30},
+                      {"p4", true, 40},
+                      {"p5", false, 50},
+                      {"p6", true, 60}});
     auto r = run_binary("eval compare " + a + " " + b + " --margin 0.05");
     ASSERT_EQ(r.exit_code, 0) << r.output;
     EXPECT_NE(r.output.find("both pass 1, only A 2, only B 1, both fail 1"), std::string::npos)
@@ -103,7 +113,8 @@ TEST(EvalCli, CompareTableAndTokens) {
     EXPECT_NE(r.output.find("NOT SHOWN"), std::string::npos) << r.output;
     EXPECT_NE(r.output.find("only A passed: p2, p3"), std::string::npos) << r.output;
 
-    std::ofstream(b) << "{\"task_id\":\"p1\",\"passed\":true}\n{\"task_id\":\"p1\",\"passed\":true}\n";
+    std::ofstream(b)
+        << "{\"task_id\":\"p1\",\"passed\":true}\n{\"task_id\":\"p1\",\"passed\":true}\n";
     auto dup = run_binary("eval compare " + a + " " + b);
     EXPECT_EQ(dup.exit_code, 3) << dup.output;
     EXPECT_NE(dup.output.find("appears twice"), std::string::npos) << dup.output;
@@ -117,7 +128,8 @@ TEST(EvalCli, CompareTableAndTokens) {
 }
 
 TEST(EvalCli, PowerReproducesTheTwoHundredEighteen) {
-    auto r = run_binary("eval power --difference 0.10 --discordance 0.28 --power 0.80 --alpha 0.05");
+    auto r =
+        run_binary("eval power --difference 0.10 --discordance 0.28 --power 0.80 --alpha 0.05");
     ASSERT_EQ(r.exit_code, 0) << r.output;
     EXPECT_NE(r.output.find("Connor (1987) normal approximation: n = 218"), std::string::npos)
         << r.output;
@@ -134,7 +146,8 @@ TEST(EvalCli, NiahTableHtmlAndCampaignReport) {
     std::string out = tmp("niah.jsonl"), html = tmp("niah.html"), md = tmp("niah.md");
     auto r = run_binary("eval niah --url " + url + " --model test-model --out " + out +
                         " --lengths 400,1200 --depths 0,0.5,1 --max-model-len 4096 "
-                        "--needle '[[reply:{answer}]]' --html " + html + " --markdown " + md);
+                        "--needle '[[reply:{answer}]]' --html " +
+                        html + " --markdown " + md);
     ASSERT_EQ(r.exit_code, 0) << r.output;
     EXPECT_EQ(count_lines(slurp(out)), 6);
     EXPECT_NE(r.output.find("| 1200 |"), std::string::npos) << r.output;
@@ -146,9 +159,10 @@ TEST(EvalCli, NiahTableHtmlAndCampaignReport) {
     std::string ledger = tmp("ledger.jsonl"), report = tmp("report.html");
     std::ofstream(ledger) << R"({"config":"A@c4","run":"1","experiment":"e1","fresh_start":true,)"
                           << R"("steady_output_throughput":100,"output_throughput":90,)"
-                          << R"("completed":8,"num_requests":8,"clients":4})" << "\n";
-    auto rep = run_binary("campaign report --ledger " + ledger + " --output " + report +
-                          " --niah " + out);
+                          << R"("completed":8,"num_requests":8,"clients":4})"
+                          << "\n";
+    auto rep =
+        run_binary("campaign report --ledger " + ledger + " --output " + report + " --niah " + out);
     ASSERT_EQ(rep.exit_code, 0) << rep.output;
     std::string page = slurp(report);
     EXPECT_NE(page.find("Needle in a haystack"), std::string::npos);

@@ -43,8 +43,8 @@ class RealEngine : public ::testing::Test {
         port_ = *port;
         log_ = tmp("server.log");
         auto p = qs::bench::ServerProcess::spawn(
-            {QS_BINARY, "serve", "--model", model, "--served-model-name", "qwen36-tiny",
-             "--port", std::to_string(port_), "--max-model-len", "4096"},
+            {QS_BINARY, "serve", "--model", model, "--served-model-name", "qwen36-tiny", "--port",
+             std::to_string(port_), "--max-model-len", "4096"},
             log_);
         ASSERT_TRUE(p.is_ok()) << p.status().message();
         server_ = std::move(*p).release();
@@ -68,7 +68,8 @@ class RealEngine : public ::testing::Test {
 };
 
 TEST_F(RealEngine, CodeEvalClassifiesEveryProblem) {
-    if (!std::filesystem::exists("/usr/bin/python3") || !qs::eval::check_sandbox_available().is_ok())
+    if (!std::filesystem::exists("/usr/bin/python3") ||
+        !qs::eval::check_sandbox_available().is_ok())
         GTEST_SKIP() << "no python3 or no namespaces";
     for (bool thinking : {false, true}) {
         std::string out = tmp(thinking ? "think.jsonl" : "plain.jsonl");
@@ -86,7 +87,9 @@ TEST_F(RealEngine, CodeEvalClassifiesEveryProblem) {
             EXPECT_LE(j["completion_tokens"].get<int64_t>(), 24) << j.dump();
             EXPECT_GT(j["prompt_tokens"].get<int64_t>(), 20) << j.dump();
             EXPECT_LE(j["reasoning_tokens"].get<int64_t>(), j["completion_tokens"].get<int64_t>());
-            if (!thinking) EXPECT_EQ(j["reasoning_tokens"].get<int64_t>(), 0) << j.dump();
+            if (!thinking) {
+                EXPECT_EQ(j["reasoning_tokens"].get<int64_t>(), 0) << j.dump();
+            }
         }
         std::remove(out.c_str());
     }
