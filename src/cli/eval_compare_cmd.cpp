@@ -1,5 +1,6 @@
 // `qwenserve eval compare A.jsonl B.jsonl [--alpha 0.05 --margin M]`: the paired table, exact
-// McNemar p, the difference with its interval and token usage of two `eval code` result files.
+// McNemar p, the difference with its interval and token usage of two `eval code` result files;
+// with --margin, exit 0 when B is shown not worse than A by more than M, 1 when it is not shown.
 // `qwenserve eval power --difference D [--discordance P --alpha 0.05 --power 0.8 --pass-rate P
 // --max-n N]`: paired problems needed to detect D, with the assumptions printed. Main thread.
 #include <algorithm>
@@ -38,7 +39,8 @@ int run_eval_compare(int argc, char** argv) {
     auto c = eval::compare_results(*a, *b, *alpha, *margin);
     if (!c.is_ok()) return fail(kCmd, c.status());
     std::fputs(eval::format_comparison(*c, pa, pb).c_str(), stdout);
-    return 0;
+    // With a margin the exit code is the verdict, as `campaign compare`'s is.
+    return c->margin >= 0 && !c->non_inferior ? 1 : 0;
 }
 
 int run_eval_power(int argc, char** argv) {

@@ -101,7 +101,7 @@ TEST(EvalCli, CompareTableAndTokens) {
                       {"p5", false, 50},
                       {"p6", true, 60}});
     auto r = run_binary("eval compare " + a + " " + b + " --margin 0.05");
-    ASSERT_EQ(r.exit_code, 0) << r.output;
+    ASSERT_EQ(r.exit_code, 1) << r.output;  // non-inferiority not shown
     EXPECT_NE(r.output.find("both pass 1, only A 2, only B 1, both fail 1"), std::string::npos)
         << r.output;
     EXPECT_NE(r.output.find("p = 1"), std::string::npos) << r.output;
@@ -112,6 +112,21 @@ TEST(EvalCli, CompareTableAndTokens) {
         << r.output;
     EXPECT_NE(r.output.find("NOT SHOWN"), std::string::npos) << r.output;
     EXPECT_NE(r.output.find("only A passed: p2, p3"), std::string::npos) << r.output;
+    EXPECT_EQ(run_binary("eval compare " + a + " " + b).exit_code, 0);  // no margin: a report
+    // B equal to A on 200 problems with 5 + 5 discordant pairs: within a 10-point margin.
+    {
+        std::vector<std::tuple<std::string, bool, int>> ra, rb;
+        for (int i = 0; i < 200; ++i) {
+            bool pa = i < 100 || (i >= 190 && i < 195), pb = i < 100 || i >= 195;
+            ra.emplace_back("q" + std::to_string(i), pa, 10);
+            rb.emplace_back("q" + std::to_string(i), pb, 10);
+        }
+        write_results(a, ra);
+        write_results(b, rb);
+        auto ok = run_binary("eval compare " + a + " " + b + " --margin 0.10 --alpha 0.10");
+        EXPECT_EQ(ok.exit_code, 0) << ok.output;
+        EXPECT_NE(ok.output.find("B IS NOT WORSE"), std::string::npos) << ok.output;
+    }
 
     std::ofstream(b)
         << "{\"task_id\":\"p1\",\"passed\":true}\n{\"task_id\":\"p1\",\"passed\":true}\n";
