@@ -8,7 +8,8 @@
 //   eval compare  A.jsonl B.jsonl [--alpha 0.05 --margin M]   (eval_compare_cmd.cpp)
 //   eval power    --difference D [--discordance P ...]        (eval_compare_cmd.cpp)
 //   eval niah     --url URL --out R.jsonl ...                 (eval_niah_cmd.cpp)
-// Main thread (the load generator and the sandbox pool run their own threads).
+// Option tables: eval_specs.cpp. Main thread (the load generator and the sandbox pool run their
+// own threads).
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -28,8 +29,9 @@ namespace {
 
 int run_problems(int argc, char** argv) {
     constexpr const char* kCmd = "eval problems";
-    auto args = Args::parse(argc, argv, {}, {"out"});
-    if (!args.is_ok()) return fail(kCmd, args.status());
+    int code = 0;
+    auto args = parse_command(eval_problems_spec(), argc, argv, code);
+    if (!args) return code;
     auto out = args->require("out");
     if (!out.is_ok()) return fail(kCmd, out.status());
     std::ofstream f(*out, std::ios::trunc);
@@ -42,12 +44,9 @@ int run_problems(int argc, char** argv) {
 
 int run_code(int argc, char** argv) {
     constexpr const char* kCmd = "eval code";
-    auto args = Args::parse(
-        argc, argv, {"thinking", "no-network-isolation"},
-        {"url",    "out",    "problems", "model",     "concurrency", "max-tokens", "temperature",
-         "top-p",  "seed",   "api-key",  "timeout-s", "jobs",        "threads",    "prompt-field",
-         "python", "wall-s", "cpu-s",    "memory-mb", "file-mb",     "work-dir"});
-    if (!args.is_ok()) return fail(kCmd, args.status());
+    int code = 0;
+    auto args = parse_command(eval_code_spec(), argc, argv, code);
+    if (!args) return code;
     auto url_s = args->require("url");
     if (!url_s.is_ok()) return fail(kCmd, url_s.status());
     auto out = args->require("out");
@@ -143,6 +142,11 @@ int run_code(int argc, char** argv) {
 
 int run_eval(int argc, char** argv) {
     std::string sub = argc >= 1 ? argv[0] : "";
+    if (sub == "--help" || sub == "-h") {
+        const std::string help = format_help(eval_spec());
+        std::fwrite(help.data(), 1, help.size(), stdout);
+        return 0;
+    }
     if (sub == "code") return run_code(argc - 1, argv + 1);
     if (sub == "problems") return run_problems(argc - 1, argv + 1);
     if (sub == "compare") return run_eval_compare(argc - 1, argv + 1);

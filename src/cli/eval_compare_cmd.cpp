@@ -18,8 +18,9 @@ namespace qs::cli {
 
 int run_eval_compare(int argc, char** argv) {
     constexpr const char* kCmd = "eval compare";
-    auto args = Args::parse(argc, argv, {}, {"alpha", "margin"});
-    if (!args.is_ok()) return fail(kCmd, args.status());
+    int code = 0;
+    auto args = parse_command(eval_compare_spec(), argc, argv, code);
+    if (!args) return code;
     if (args->positional().size() != 2)
         return fail(kCmd, invalid_argument("usage: eval compare A.jsonl B.jsonl [--alpha 0.05] "
                                            "[--margin 0.05]"));
@@ -45,9 +46,9 @@ int run_eval_compare(int argc, char** argv) {
 
 int run_eval_power(int argc, char** argv) {
     constexpr const char* kCmd = "eval power";
-    auto args = Args::parse(argc, argv, {},
-                            {"difference", "discordance", "alpha", "power", "pass-rate", "max-n"});
-    if (!args.is_ok()) return fail(kCmd, args.status());
+    int code = 0;
+    auto args = parse_command(eval_power_spec(), argc, argv, code);
+    if (!args) return code;
     eval::PowerQuestion q;
     auto d = args->get_double("difference", q.delta);
     auto psi = args->get_double("discordance", q.discordance);

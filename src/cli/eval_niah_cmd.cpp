@@ -66,12 +66,9 @@ Status render(const std::vector<eval::NiahResult>& results, const Args& args,
 
 int run_eval_niah(int argc, char** argv) {
     constexpr const char* kCmd = "eval niah";
-    auto args =
-        Args::parse(argc, argv, {},
-                    {"url", "out", "results", "lengths", "depths", "samples", "max-model-len",
-                     "max-tokens", "concurrency", "seed", "model", "api-key", "timeout-s",
-                     "chars-per-token", "overhead-tokens", "needle", "markdown", "html"});
-    if (!args.is_ok()) return fail(kCmd, args.status());
+    int code = 0;
+    auto args = parse_command(eval_niah_spec(), argc, argv, code);
+    if (!args) return code;
     if (auto saved = args->get("results")) {
         auto results = eval::read_niah_results(*saved);
         if (!results.is_ok()) return fail(kCmd, results.status());

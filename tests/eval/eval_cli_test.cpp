@@ -193,3 +193,47 @@ TEST(EvalCli, NiahTableHtmlAndCampaignReport) {
 }
 
 }  // namespace
+
+namespace {
+
+// Every eval command explains itself; the option names are written out here from docs/BENCH.md,
+// not taken from the tables under test.
+TEST(EvalCli, HelpListsEveryOption) {
+    const std::vector<std::pair<std::string, std::vector<std::string>>> commands = {
+        {"eval", {}},
+        {"eval code", {"url",          "out",
+                       "problems",     "model",
+                       "concurrency",  "max-tokens",
+                       "temperature",  "top-p",
+                       "seed",         "thinking",
+                       "api-key",      "timeout-s",
+                       "jobs",         "threads",
+                       "prompt-field", "python",
+                       "wall-s",       "cpu-s",
+                       "memory-mb",    "file-mb",
+                       "work-dir",     "no-network-isolation"}},
+        {"eval problems", {"out"}},
+        {"eval compare", {"alpha", "margin"}},
+        {"eval power", {"difference", "discordance", "pass-rate", "alpha", "power", "max-n"}},
+        {"eval niah",
+         {"url", "out", "results", "lengths", "depths", "samples", "max-model-len", "max-tokens",
+          "concurrency", "seed", "model", "api-key", "timeout-s", "chars-per-token",
+          "overhead-tokens", "needle", "markdown", "html"}},
+    };
+    for (const auto& [cmd, options] : commands) {
+        auto r = run_binary(cmd + " --help");
+        EXPECT_EQ(r.exit_code, 0) << cmd << ": " << r.output;
+        EXPECT_EQ(r.output.rfind("usage: qwenserve " + cmd, 0), 0u) << cmd << ": " << r.output;
+        for (const auto& o : options)
+            EXPECT_NE(r.output.find("\n  --" + o), std::string::npos) << cmd << " --" << o;
+        EXPECT_EQ(run_binary("help " + cmd).output, r.output) << cmd;
+    }
+    auto top = run_binary("--help");
+    EXPECT_NE(top.output.find("\n  eval "), std::string::npos) << top.output;
+    EXPECT_NE(top.output.find("eval niah"), std::string::npos) << top.output;
+    auto bad = run_binary("eval code --url http://x:1 --out o --bogus 1");
+    EXPECT_EQ(bad.exit_code, 2);
+    EXPECT_NE(bad.output.find("unknown option --bogus"), std::string::npos) << bad.output;
+}
+
+}  // namespace
