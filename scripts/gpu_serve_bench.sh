@@ -9,6 +9,7 @@
 #   --single N: after the modes, N requests of the first mode from one client (single stream).
 #   MODE: greedy | sampled (T 0.7, top_p 0.95) | penalties (T 1, repetition 1.1, presence 0.5,
 #         frequency 0.5) | logprobs (greedy, logprobs 5) | default (no sampling fields: T 1)
+#         | json (greedy, response_format json_object: the grammar mask on every row)
 # Needs gpu-bundle/ (scripts/build_gpu_bundle.sh) and the Qwen3.6 tokenizer in .carry/qwen36-tok
 # (tools/qwen36_tokenizer_json.py; travels compressed as .carry/qwen36-tok.tar.xz).
 set -uo pipefail
@@ -41,7 +42,8 @@ import json, sys
 mode, src, dst = sys.argv[1:]
 fields = {"greedy": {"temperature": 0}, "sampled": {"temperature": 0.7, "top_p": 0.95},
           "penalties": {"temperature": 1.0, "repetition_penalty": 1.1, "presence_penalty": 0.5, "frequency_penalty": 0.5},
-          "logprobs": {"temperature": 0, "logprobs": True, "top_logprobs": 5}, "default": {}}[mode]
+          "logprobs": {"temperature": 0, "logprobs": True, "top_logprobs": 5}, "default": {},
+          "json": {"temperature": 0, "response_format": {"type": "json_object"}}}[mode]
 with open(src) as f, open(dst, "w") as g:
     for line in f:
         r = json.loads(line)
