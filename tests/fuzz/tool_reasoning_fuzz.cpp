@@ -1,8 +1,9 @@
 // libFuzzer harness: the tokenizer's streaming parsers (tokenizer/reasoning_parser, then
 // tokenizer/tool_call_parser on the answer) on arbitrary model output fed in pieces.
 // Input: flags byte (bit 0: starts_in_reasoning, 1: Qwen3 JSON calls instead of Qwen3.5 XML;
-// bits 3..7: piece size - 1) + the generated text. Every completed call must have a name and
-// arguments that parse as a JSON object, and the chunks must number the calls 0, 1, ...
+// bits 3..7: piece size - 1) + the generated text, made valid UTF-8 first (utf8_repair) as the
+// detokenizer's output always is. Every completed call must have a name and arguments that
+// parse as a JSON object, and the chunks must number the calls 0, 1, ...
 #include <cstddef>
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -10,6 +11,7 @@
 #include "fuzz_input.h"
 #include "tokenizer/reasoning_parser.h"
 #include "tokenizer/tool_call_parser.h"
+#include "tokenizer/unicode.h"
 
 namespace {
 
@@ -34,7 +36,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     qs::tok::ToolCallParser tools(
         (in.flags & 2) ? qs::tok::ToolCallFormat::kQwen3Json : qs::tok::ToolCallFormat::kQwen35Xml, kSchemas);
     int next_index = 0;
-    qs::fuzz::feed_in_chunks(in.text, in.chunk_bytes(), [&](std::string_view piece) {
+    const std::string text = qs::tok::utf8_repair(in.text);
+    qs::fuzz::feed_in_chunks(text, in.chunk_bytes(), [&](std::string_view piece) {
         qs::tok::ReasoningDelta r = reasoning.feed(piece);
         check(tools.feed(r.content), &next_index);
     });
