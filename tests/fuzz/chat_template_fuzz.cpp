@@ -26,8 +26,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     options.preserve_thinking = in.flags & 4;
     options.add_vision_id = in.flags & 8;
     for (qs::tok::ChatFormat format : {qs::tok::ChatFormat::kQwen3, qs::tok::ChatFormat::kQwen35}) {
-        auto r = qs::tok::ChatTemplate(format).render(messages, tools, options);
-        if (r.is_ok()) QS_FUZZ_ASSERT(!r.value().empty());
+        // An empty prompt is a valid result: jinja renders nothing for a lone unknown role.
+        (void)qs::tok::ChatTemplate(format).render(messages, tools, options);
     }
     return 0;
 }
