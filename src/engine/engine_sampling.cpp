@@ -4,6 +4,9 @@
 #include "engine/engine.h"
 #include "engine/sample_rows.h"
 
+#include <cmath>
+#include <cstdint>
+
 namespace qs {
 
 void Engine::sample_rows(const SchedulerOutput& sched, const Qwen36Model::Output& out) {
@@ -67,7 +70,10 @@ void Engine::force_acceptance() {
     // Benchmark only: a draft row accepts its draft with the configured probability, decided by
     // a hash of (sequence key, position), and emits the draft then; a refused draft emits what
     // the target drew. Outputs are no longer the model's.
-    const uint64_t threshold = uint64_t(config_.benchmark_mtp_acceptance * 18446744073709551615.0);
+    // P · 2^64 as an integer; P = 1 would be 2^64, which no uint64 holds (converting it is
+    // undefined behaviour, found by UBSan): P >= 1 accepts every draft below instead.
+    const double p = config_.benchmark_mtp_acceptance;
+    const uint64_t threshold = p >= 1.0 ? UINT64_MAX : uint64_t(std::ldexp(p, 64));
     for (RowPick& pick : picks_) {
         const SampleRow& r = sampling_.rows[size_t(pick.sample_row)];
         if (r.draft < 0) continue;

@@ -3,6 +3,7 @@
 
 #include <cctype>
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 
 namespace qs::tok {
@@ -113,7 +114,8 @@ Json ToolSchemas::convert(const std::string& function, const std::string& parame
             if (!raw.empty() && *end == '\0' && errno == 0) return v;
         }
         const double d = std::strtod(raw.c_str(), &end);
-        if (!raw.empty() && *end == '\0' && errno == 0) return d;
+        // strtod also reads "nan" and "inf", which JSON cannot hold: those stay text.
+        if (!raw.empty() && *end == '\0' && errno == 0 && std::isfinite(d)) return d;
         return raw_text;
     }
     if (type == "boolean" || type == "bool" || type == "binary") {

@@ -2,7 +2,8 @@
 // the JSON-schema type of each parameter. Converts a parameter's raw text from the Qwen3.5/3.6
 // XML format into a typed JSON value the way vLLM's qwen3_coder parser does: "null" -> null;
 // integer / number / boolean by the declared type; object, array and unknown types parsed as
-// JSON when they parse; strings (and anything that fails to convert) kept as text. A parameter
+// JSON when they parse; strings (and anything that fails to convert, such as "nan" or "inf" for a
+// number, which JSON cannot hold) kept as text. A parameter
 // with an enum (or const) whose value, without surrounding whitespace, is one of its values
 // (as text or as JSON) gets that value: a constrained decoder may put newlines around it. So
 // does a string with minLength / maxLength / pattern / format: the value is trimmed (xgrammar's

@@ -193,7 +193,12 @@ TEST(HttpServer, FullQueueGets429WithRetryAfter) {
                                      R"({"model":"test-model","prompt":"[[repeat]]","max_tokens":3000,"stream":true})");
         ASSERT_TRUE(holders.back()->read_until([](const std::string& b) { return !b.empty(); }) || i == 1);
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    // Both must be in the engine (one running, one waiting) before the third: a fixed sleep was
+    // too short under ASan on a loaded 2-core machine (the third was queued, not refused).
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (s.engine->num_live() < 2 && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    ASSERT_EQ(s.engine->num_live(), 2);
     auto r = http_call(s.port(), "POST", "/v1/completions", R"({"model":"test-model","prompt":"x"})");
     EXPECT_EQ(r.status, 429) << r.body;
     EXPECT_EQ(r.headers["retry-after"], "1");

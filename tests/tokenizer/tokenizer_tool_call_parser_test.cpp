@@ -82,6 +82,19 @@ TEST(ToolCallParser, ConversionFailuresKeepText) {
     EXPECT_EQ(o.calls[0].arguments, R"({"days": "many", "metric": "yes"})");
 }
 
+// Found by tests/fuzz/tool_reasoning_fuzz: strtod reads "nan" and "inf", which no JSON can hold,
+// so the arguments were not JSON ({"temp": nan}). Non-finite numbers stay text.
+TEST(ToolCallParser, NonFiniteNumbersKeepText) {
+    const Outcome o = run(ToolCallFormat::kQwen35Xml,
+                          {"<tool_call><function=get_weather><parameter=temp>nan</parameter>"
+                           "<parameter=days>1</parameter></function></tool_call>"
+                           "<tool_call><function=get_weather><parameter=temp>-Infinity</parameter>"
+                           "</function></tool_call>"});
+    ASSERT_EQ(o.calls.size(), 2u);
+    EXPECT_EQ(o.calls[0].arguments, R"({"temp": "nan", "days": 1})");
+    EXPECT_EQ(o.calls[1].arguments, R"({"temp": "-Infinity"})");
+}
+
 TEST(ToolCallParser, MalformedOutputIsContent) {
     for (const std::string& text : {std::string("<tool_call>\n<function=f>\n<parameter=x>\n1"),  // truncated
                                    std::string("<tool_call>not xml at all</tool_call> tail"),
