@@ -10,6 +10,7 @@
 #include <cmath>
 #include <limits>
 
+#include "server/request_json.h"
 #include "server/structured_output_parse.h"
 #include "server/unsupported_fields.h"
 
@@ -25,21 +26,9 @@ using MaybeError = std::optional<ApiError>;
         if (auto qs_e_ = (expr)) return qs_e_; \
     } while (0)
 
-ApiError bad(const std::string& param, const std::string& message) {
-    return ApiError::bad_request(message, param);
-}
-
-ApiError unsupported(const std::string& param, const std::string& message) {
-    ApiError e = bad(param, message);
-    e.code = "unsupported_value";
-    return e;
-}
-
-const J* field(const J& o, const char* name) {
-    auto it = o.find(name);
-    if (it == o.end() || it->is_null()) return nullptr;
-    return &*it;
-}
+using request_json::bad;
+using request_json::field;
+using request_json::unsupported;
 
 const char* type_name(const J& v) {
     if (v.is_string()) return "string";

@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include "server/request_json.h"
+
 namespace qs {
 
 namespace {
@@ -11,19 +13,9 @@ using J = nlohmann::ordered_json;
 using MaybeError = std::optional<ApiError>;
 using grammar::GrammarSpec;
 
-ApiError bad(const std::string& param, const std::string& message) { return ApiError::bad_request(message, param); }
-
-ApiError unsupported(const std::string& param, const std::string& message) {
-    ApiError e = bad(param, message);
-    e.code = "unsupported_value";
-    return e;
-}
-
-const J* field(const J& o, const char* name) {
-    auto it = o.find(name);
-    if (it == o.end() || it->is_null()) return nullptr;
-    return &*it;
-}
+using request_json::bad;
+using request_json::field;
+using request_json::unsupported;
 
 // Records the request's constraint; a second one is an error naming it.
 MaybeError set_constraint(GenerationSpec& s, const std::string& param, GrammarSpec g) {

@@ -21,11 +21,11 @@ def free_port():
         return s.getsockname()[1]
 
 
-def spawn(args):
+def spawn(args, env=None):
     """Starts the server with its output (the log) going to a temporary file, not a pipe: the
     request log writes a line per request, and a pipe nobody reads would fill up and block it."""
     log = tempfile.TemporaryFile(mode="w+")
-    proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT, text=True)
     proc.log = log
     return proc
 
@@ -35,6 +35,24 @@ def server_output(proc):
     proc.log.flush()
     proc.log.seek(0)
     return proc.log.read()
+
+
+def wait_healthy(proc, base, seconds, headers=None):
+    """Waits until `base`/health answers 200; fails the test (killing `proc`) when the process
+    exits first or `seconds` pass."""
+    deadline = time.time() + seconds
+    while True:
+        if proc.poll() is not None:
+            pytest.fail(f"{proc.args[0]} exited: " + server_output(proc))
+        try:
+            if httpx.get(base + "/health", headers=headers or {}, timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        if time.time() > deadline:
+            proc.kill()
+            pytest.fail(f"{base} did not become healthy within {seconds} s")
+        time.sleep(0.05)
 
 
 def start_server(*extra, api_key=API_KEY):

@@ -12,7 +12,7 @@ import httpx
 import openai
 import pytest
 
-from conftest import BINARY, free_port, server_output, spawn
+from conftest import BINARY, free_port, server_output, spawn, wait_healthy
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "../.."))
 MODEL_DIR = os.path.join(REPO, "models", "qwen36-tiny")
@@ -32,19 +32,7 @@ def server_proc():
             "--port", str(port)]
     proc = spawn(args)
     base = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 30
-    while True:
-        if proc.poll() is not None:
-            pytest.fail("server exited: " + server_output(proc))
-        try:
-            if httpx.get(base + "/health", timeout=1).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        if time.time() > deadline:
-            proc.kill()
-            pytest.fail("server did not become healthy within 30 s")
-        time.sleep(0.05)
+    wait_healthy(proc, base, 30)
     yield base, proc
     proc.terminate()  # SIGTERM: drains, then exits 0
     assert proc.wait(timeout=30) == 0, server_output(proc)

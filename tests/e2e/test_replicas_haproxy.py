@@ -9,44 +9,19 @@ import os
 import re
 import shutil
 import signal
-import subprocess
-import tempfile
 import time
 
 import httpx
 import openai
 import pytest
 
-from conftest import BINARY, free_port
+from conftest import BINARY, free_port, spawn, wait_healthy
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "../.."))
 MODEL_DIR = os.path.join(REPO, "models", "qwen36-tiny")
 CONFIG = os.path.join(REPO, "deploy", "haproxy", "qwenserve.cfg")
 MODEL = "qwen36-tiny"
 PROMPT = "import os\nimport sys\n\n\ndef main():\n"
-
-
-def start(args, env=None):
-    """A process whose output goes to a file (a pipe nobody reads would fill and block it)."""
-    log = tempfile.NamedTemporaryFile("w+", suffix=".log")
-    proc = subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT, text=True)
-    proc.log = log
-    return proc
-
-
-def wait_healthy(base, proc, seconds=60):
-    deadline = time.time() + seconds
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            proc.log.seek(0)
-            pytest.fail(f"{proc.args[0]} exited: " + proc.log.read())
-        try:
-            if httpx.get(base + "/health", timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
-    pytest.fail(f"{base} did not become healthy")
 
 
 def served(base):
@@ -63,17 +38,17 @@ def cluster():
     replicas = []
     for _ in range(2):
         port = free_port()
-        proc = start([BINARY, "serve", "--model", MODEL_DIR, "--served-model-name", MODEL, "--port", str(port),
+        proc = spawn([BINARY, "serve", "--model", MODEL_DIR, "--served-model-name", MODEL, "--port", str(port),
                       "--max-num-seqs", "8"])
         replicas.append((proc, f"http://127.0.0.1:{port}", port))
     for proc, base, _ in replicas:
-        wait_healthy(base, proc)
+        wait_healthy(proc, base, 60)
     lb_port, stats_port = free_port(), free_port()
     env = dict(os.environ, QS_LB_PORT=str(lb_port), QS_LB_STATS_PORT=str(stats_port), QS_REPLICA_1=f"127.0.0.1:{replicas[0][2]}",
                QS_REPLICA_2=f"127.0.0.1:{replicas[1][2]}")
-    lb = start(["haproxy", "-db", "-f", CONFIG], env)
+    lb = spawn(["haproxy", "-db", "-f", CONFIG], env)
     lb_base = f"http://127.0.0.1:{lb_port}"
-    wait_healthy(lb_base, lb, 20)
+    wait_healthy(lb, lb_base, 20)
     time.sleep(1.5)  # both servers pass their first checks (rise 2 × inter 500 ms)
     yield replicas, lb_base, f"http://127.0.0.1:{stats_port}/stats;csv"
     lb.send_signal(signal.SIGTERM)

@@ -12,16 +12,13 @@
 import json
 import os
 import re
-import subprocess
-import time
 from concurrent.futures import ThreadPoolExecutor
 
-import httpx
 import jsonschema
 import openai
 import pytest
 
-from conftest import BINARY, free_port
+from conftest import BINARY, free_port, server_output, spawn, wait_healthy
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "../.."))
 MODEL_DIR = os.path.join(REPO, "models", "qwen36-tiny")
@@ -36,24 +33,12 @@ def server():
     port = free_port()
     args = [BINARY, "serve", "--model", MODEL_DIR, "--served-model-name", MODEL, "--num-speculative-tokens", "2",
             "--port", str(port), "--worker-threads", "4"]
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = spawn(args)
     base = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 60
-    while True:
-        if proc.poll() is not None:
-            pytest.fail("server exited: " + proc.stdout.read())
-        try:
-            if httpx.get(base + "/health", timeout=1).status_code == 200:
-                break
-        except httpx.HTTPError:
-            pass
-        if time.time() > deadline:
-            proc.kill()
-            pytest.fail("server did not become healthy within 60 s")
-        time.sleep(0.05)
+    wait_healthy(proc, base, 60)
     yield base
     proc.terminate()
-    assert proc.wait(timeout=30) == 0, proc.stdout.read()
+    assert proc.wait(timeout=30) == 0, server_output(proc)
 
 
 @pytest.fixture()
