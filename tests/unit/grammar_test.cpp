@@ -166,7 +166,9 @@ TEST(Grammar, RandomWalksProduceValidJson) {
                     EXPECT_GE(j["n"].get<int>(), -3) << out;
                     EXPECT_LE(j["n"].get<int>(), 40) << out;
                 }
-                if (j.contains("name")) EXPECT_LE(j["name"].get<std::string>().size(), 5u) << out;
+                if (j.contains("name")) {
+                    EXPECT_LE(j["name"].get<std::string>().size(), 5u) << out;
+                }
             } else {
                 ASSERT_TRUE(j.is_array()) << out;
                 EXPECT_GE(j.size(), 1u);
@@ -198,17 +200,23 @@ TEST(Grammar, JsonObjectRegexChoiceAndEbnf) {
         }
         GrammarMatcher m2(re, {kEos});
         out = random_output(m2, rng, 100, &stopped);
-        if (stopped) EXPECT_TRUE(std::regex_match(out, re_want)) << out;
+        if (stopped) {
+            EXPECT_TRUE(std::regex_match(out, re_want)) << out;
+        }
         GrammarMatcher m3(choice, {kEos});
         out = random_output(m3, rng, 100, &stopped);
         EXPECT_TRUE(stopped);
         EXPECT_TRUE(std::find(ch.choices.begin(), ch.choices.end(), out) != ch.choices.end()) << out;
         GrammarMatcher m4(ebnf, {kEos});
         out = random_output(m4, rng, 100, &stopped);
-        if (stopped) EXPECT_TRUE(std::regex_match(out, ebnf_want)) << out;
+        if (stopped) {
+            EXPECT_TRUE(std::regex_match(out, ebnf_want)) << out;
+        }
         GrammarMatcher m5(lark, {kEos});
         out = random_output(m5, rng, 100, &stopped);
-        if (stopped) EXPECT_TRUE(std::regex_match(out, lark_want)) << out;
+        if (stopped) {
+            EXPECT_TRUE(std::regex_match(out, lark_want)) << out;
+        }
     }
 }
 
