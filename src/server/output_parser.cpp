@@ -42,6 +42,7 @@ bool parse_json_tool_call(std::string_view body, ToolCall& out) {
     auto j = nlohmann::json::parse(body, nullptr, false);
     if (j.is_discarded() || !j.is_object() || !j.contains("name") || !j["name"].is_string()) return false;
     out.name = j["name"].get<std::string>();
+    if (out.name.empty()) return false;  // not a call a client could dispatch: left as text
     const auto args = j.contains("arguments") ? j["arguments"] : nlohmann::json::object();
     out.arguments = args.is_string() ? args.get<std::string>() : dump_json(args);
     return true;

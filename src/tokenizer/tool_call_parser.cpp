@@ -100,6 +100,7 @@ bool ToolCallParser::parse_json(const std::string& block, ToolCall& call) const 
     Json j = Json::parse(trim(block), nullptr, false);
     if (j.is_discarded() || !j.is_object() || !j.contains("name") || !j["name"].is_string()) return false;
     call.name = j["name"].get<std::string>();
+    if (call.name.empty()) return false;  // as the XML form: a call needs a name
     const Json args = j.contains("arguments") ? j["arguments"]
                       : j.contains("parameters") ? j["parameters"] : Json::object();
     if (args.is_string()) {

@@ -71,6 +71,17 @@ TEST_P(OutputParserTest, XmlToolCallsTwo) {
     EXPECT_EQ(d.tool_calls[1].arguments, "{}");
 }
 
+// Found by output_parser_fuzz: a JSON call with an empty name was released as a tool call. Like
+// the XML form's, it stays text.
+TEST_P(OutputParserTest, JsonToolCallWithoutANameStaysContent) {
+    OutputParserOptions o;
+    o.parse_tool_calls = true;
+    const std::string text = "<tool_call>\n{\"name\": \"\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>";
+    auto d = run(text, o, GetParam());
+    EXPECT_TRUE(d.tool_calls.empty());
+    EXPECT_EQ(d.content, text);
+}
+
 TEST_P(OutputParserTest, UnterminatedToolCallBecomesContent) {
     OutputParserOptions o;
     o.parse_tool_calls = true;
