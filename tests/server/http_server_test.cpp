@@ -185,20 +185,28 @@ TEST(HttpServer, FullQueueGets429WithRetryAfter) {
     cfg.engine.max_waiting = 1;
     cfg.engine.step_interval = std::chrono::milliseconds(5);
     TestServer s(cfg);
-    // Fill: one running, one waiting (both long), then the next is refused.
+    // Fill: one running, one waiting (both long), then the next is refused. Each step waits for
+    // the engine's own counters, never for bytes or a fixed sleep: the stream's headers can arrive
+    // before the engine has moved the first request from waiting to running, and a second request
+    // sent then is (rightly) refused, which a loaded 2-core CI machine did.
+    auto wait_for = [&](auto done) {
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+        while (!done() && std::chrono::steady_clock::now() < deadline)
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        return done();
+    };
+    const std::string long_stream = R"({"model":"test-model","prompt":"[[repeat]]","max_tokens":3000,"stream":true})";
     std::vector<std::unique_ptr<TestConnection>> holders;
-    for (int i = 0; i < 2; ++i) {
-        holders.push_back(std::make_unique<TestConnection>(s.port()));
-        holders.back()->send_request("POST", "/v1/completions",
-                                     R"({"model":"test-model","prompt":"[[repeat]]","max_tokens":3000,"stream":true})");
-        ASSERT_TRUE(holders.back()->read_until([](const std::string& b) { return !b.empty(); }) || i == 1);
-    }
-    // Both must be in the engine (one running, one waiting) before the third: a fixed sleep was
-    // too short under ASan on a loaded 2-core machine (the third was queued, not refused).
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (s.engine->num_live() < 2 && std::chrono::steady_clock::now() < deadline)
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    ASSERT_EQ(s.engine->num_live(), 2);
+    holders.push_back(std::make_unique<TestConnection>(s.port()));
+    holders.back()->send_request("POST", "/v1/completions", long_stream);
+    ASSERT_TRUE(wait_for([&] {
+        const EngineStats st = s.engine->stats();
+        return st.num_running == 1 && st.num_waiting == 0;
+    }));
+    holders.push_back(std::make_unique<TestConnection>(s.port()));
+    holders.back()->send_request("POST", "/v1/completions", long_stream);
+    ASSERT_TRUE(wait_for([&] { return s.engine->num_live() == 2 && s.engine->stats().num_waiting == 1; }))
+        << "live " << s.engine->num_live() << ", waiting " << s.engine->stats().num_waiting;
     auto r = http_call(s.port(), "POST", "/v1/completions", R"({"model":"test-model","prompt":"x"})");
     EXPECT_EQ(r.status, 429) << r.body;
     EXPECT_EQ(r.headers["retry-after"], "1");
