@@ -236,8 +236,10 @@ TEST(HttpServer, DisconnectWhileWaitingForNonStreamingReply) {
     TestServer s;
     TestConnection c(s.port());
     c.send_request("POST", "/v1/completions", R"({"model":"test-model","prompt":"[[repeat]]","max_tokens":3000})");
-    std::this_thread::sleep_for(std::chrono::milliseconds(30));
-    EXPECT_EQ(s.engine->num_live(), 1);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (s.engine->stats().num_running < 1 && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    ASSERT_EQ(s.engine->num_live(), 1);
     c.close();
     EXPECT_TRUE(s.wait_idle());
     EXPECT_EQ(s.engine->num_aborted(), 1);
