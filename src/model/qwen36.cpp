@@ -5,7 +5,7 @@
 
 namespace qs {
 
-Qwen36Model::Qwen36Model(const ModelWeights& weights, Ops& ops) : w_(weights), ops_(ops) {
+Qwen36Model::Qwen36Model(const ModelWeights& weights, Ops& ops, Collective* tp) : w_(weights), ops_(ops), tp_(tp) {
     const ModelConfig& c = w_.config;
     QS_CHECK_MSG(c.attn_output_gate, "only gated attention (attn_output_gate: true) is implemented");
     attn_dims_ = {c.num_attention_heads, c.num_key_value_heads, c.head_dim, c.rotary_dim(), c.rope_theta, c.rms_norm_eps};
@@ -32,6 +32,7 @@ void Qwen36Model::decoder_layer(const DecoderLayerWeights& l, float* x, int64_t 
         ops_.linear(h, T, l.attn.v_proj, v);
         ops_.gated_attention(qg, k, v, l.attn.q_norm, l.attn.k_norm, d, batch, positions, cache, kv_layer, attn);
         ops_.linear(attn, T, l.attn.o_proj, out);
+        reduce(out, T * H);  // tensor parallel: each rank's heads give a partial o_proj
     } else {
         const GdnDims& d = gdn_dims_;
         float* qkv = ops_.alloc(T * d.conv_dim());         // [T, conv_dim]
@@ -45,12 +46,18 @@ void Qwen36Model::decoder_layer(const DecoderLayerWeights& l, float* x, int64_t 
         ops_.linear(h, T, l.gdn.in_proj_a, a);
         ops_.gated_delta_net(qkv, z, b, a, l.gdn, d, batch, cache, gdn_layer, o);
         ops_.linear(o, T, l.gdn.out_proj, out);
+        reduce(out, T * H);
     }
     ops_.add(x, out, T * H);
     ops_.rms_norm_zc(x, l.post_attention_layernorm.data(), T, H, c.rms_norm_eps, h);
     ops_.moe(h, T, l.moe, c.num_experts_per_tok, c.norm_topk_prob, out);
+    reduce(out, T * H);  // tensor parallel: each rank's slice of every expert's intermediate
     ops_.add(x, out, T * H);
     ops_.release_to(layer_mark);
+}
+
+void Qwen36Model::reduce(float* x, int64_t n) {
+    if (tp_ != nullptr && tp_->size() > 1) tp_->all_reduce_sum(x, n);
 }
 
 void Qwen36Model::check_batch(const ForwardBatch& batch, const ModelCache& cache) const {
@@ -102,7 +109,16 @@ Qwen36Model::Output Qwen36Model::finish(const float* x_final, const ForwardBatch
             result.device_hidden = kept;
             if (host_logits) ops_.copy_to_host(rows, R * H, result.hidden.data());
         }
-        ops_.linear(rows, R, w_.lm_head, logits);
+        if (tp_ != nullptr && tp_->size() > 1) {
+            // This rank's vocabulary rows of lm_head, then every rank's columns side by side.
+            const int64_t local_vocab = w_.lm_head.out_features;
+            QS_CHECK(local_vocab * tp_->size() == V);
+            float* local = ops_.alloc(R * local_vocab);  // [R, V / ranks]
+            ops_.linear(rows, R, w_.lm_head, local);
+            tp_->all_gather_columns(local, R, local_vocab, logits);
+        } else {
+            ops_.linear(rows, R, w_.lm_head, logits);
+        }
         if (batch.logits_on_device) {
             result.device_logits = logits;
         } else if (batch.argmax_only) {

@@ -5,6 +5,7 @@
 
 #include <vector>
 
+#include "backend/collective.h"
 #include "backend/ops.h"
 #include "model/weights.h"
 
@@ -12,7 +13,11 @@ namespace qs {
 
 class Qwen36Model {
 public:
-    Qwen36Model(const ModelWeights& weights, Ops& ops);
+    // With `tp` (a tensor-parallel group's Collective), `weights` is this rank's shard
+    // (model/tensor_parallel.h) and every rank of the group must run the same calls in step:
+    // the blocks' outputs are all-reduced and the logits all-gathered, so each rank's Output
+    // is the whole model's.
+    Qwen36Model(const ModelWeights& weights, Ops& ops, Collective* tp = nullptr);
 
     struct Output {
         std::vector<float> logits;  // [batch.logits_rows.size(), vocab_size]
@@ -80,8 +85,12 @@ private:
     // QS_CHECKs the batch's shape: rows in range, block tables covering every row's position.
     void check_batch(const ForwardBatch& batch, const ModelCache& cache) const;
 
+    // x[0..n) summed over the tensor-parallel ranks (nothing without a group).
+    void reduce(float* x, int64_t n);
+
     const ModelWeights& w_;
     Ops& ops_;
+    Collective* tp_;
     AttentionDims attn_dims_;
     GdnDims gdn_dims_;
 };
