@@ -205,6 +205,8 @@ struct Bounds {
 constexpr Bounds kMmaBounds{1e-2, 3e-2};
 constexpr Bounds kFp8ActBounds{6e-2, 1.2e-1};
 
+const char* path_name(int path) { return path == 1 ? "cutlass" : path == 2 ? "cut-pp" : "mma"; }
+
 bool prefill_supported(const DevLayer& L, const Shape& s) {
     MoeParams p{};
     p.experts = L.table;
@@ -255,6 +257,7 @@ void check_case(const HostExperts& h, const DevLayer& L, bool fp8, int T, Routin
     for (int cfg = -1; cfg <= 3; ++cfg) runs.push_back({cfg, 0});
     const bool cutlass = prefill_supported(L, s);
     if (cutlass) runs.push_back({-1, 1});
+    if (cutlass && fp8) runs.push_back({-1, 2});  // ping-pong schedule
     for (const auto& [cfg, path] : runs) {
         poison(buf.y, size_t(T) * s.H, st);
         const MoeParams p = params_for(L, din, s, norm, buf.ws, buf.y, cfg, path);
@@ -277,10 +280,10 @@ void check_case(const HostExperts& h, const DevLayer& L, bool fp8, int T, Routin
             worst_tok = std::max(worst_tok, std::sqrt(tn / std::max(td, 1e-300)));
         }
         const double nerr = std::sqrt(num / std::max(den, 1e-300));
-        const Bounds b = path == 1 && fp8 ? kFp8ActBounds : kMmaBounds;
+        const Bounds b = path >= 1 && fp8 ? kFp8ActBounds : kMmaBounds;
         const bool pass = bad == 0 && nerr < b.all && worst_tok < b.worst_tok && std::isfinite(nerr);
         std::string note;
-        if (path == 1) {
+        if (path >= 1) {
             char buf2[96];
             std::snprintf(buf2, sizeof buf2, " (vs mma.sync: %.3e)", rel_diff(y, y_first));
             note = buf2;
@@ -291,12 +294,12 @@ void check_case(const HostExperts& h, const DevLayer& L, bool fp8, int T, Routin
         }
         std::printf("  %-5s %-4s T=%-5d %-11s norm=%d %-7s cfg=%2d  nerr=%.3e  max_abs=%.3e  worst_tok=%.3e  "
                     "nonfinite=%zu [%zu tokens checked]  %s%s\n",
-                    s.name, fp8 ? "fp8" : "bf16", T, rname, int(norm), path == 1 ? "cutlass" : "mma", cfg, nerr, max_abs,
+                    s.name, fp8 ? "fp8" : "bf16", T, rname, int(norm), path_name(path), cfg, nerr, max_abs,
                     worst_tok, bad, toks.size(), pass ? "PASS" : "FAIL", note.c_str());
         if (!pass) ++g_failures;
     }
 
-    for (int path = 0; extra_checks && path <= (cutlass ? 1 : 0); ++path) {
+    for (int path = 0; extra_checks && path <= (cutlass ? (fp8 ? 2 : 1) : 0); ++path) {
         // Determinism: a second direct run must be bitwise identical.
         const MoeParams p = params_for(L, din, s, norm, buf.ws, buf.y, -1, path);
         std::vector<float> y1(y.size()), y2(y.size()), y3(y.size());
@@ -325,7 +328,7 @@ void check_case(const HostExperts& h, const DevLayer& L, bool fp8, int T, Routin
         QS_CUDA_CHECK(cudaGraphExecDestroy(exec));
         QS_CUDA_CHECK(cudaGraphDestroy(graph));
         std::printf("  %-5s %-4s T=%-5d %-7s determinism (two runs bitwise equal): %s; graph replay == direct: %s\n",
-                    s.name, fp8 ? "fp8" : "bf16", T, path == 1 ? "cutlass" : "mma", det ? "PASS" : "FAIL",
+                    s.name, fp8 ? "fp8" : "bf16", T, path_name(path), det ? "PASS" : "FAIL",
                     gr ? "PASS" : "FAIL");
         if (!det || !gr) ++g_failures;
     }
@@ -418,9 +421,10 @@ void time_shapes(const HostExperts& h, Rng& rng, Buffers& buf, cudaStream_t st, 
             });
             std::vector<std::pair<int, int>> runs;  // {tile_config, gemm_path}
             for (int cfg = -1; cfg <= 3; ++cfg)
-                if (g_prefill_mode ? (cfg == -1 && T == 4096) : (T < 1024 || cfg == -1 || cfg == 1 || cfg == 2))
-                    runs.push_back({cfg, 0});  // 16-row tiles: decode only; --prefill: one mma.sync baseline
+                if (g_prefill_mode ? cfg == -1 : (T < 1024 || cfg == -1 || cfg == 1 || cfg == 2))
+                    runs.push_back({cfg, 0});  // 16-row tiles: decode only; --prefill: the mma.sync baseline
             if (prefill_supported(layers[0], s)) runs.push_back({-1, 1});
+            if (fp8 && prefill_supported(layers[0], s)) runs.push_back({-1, 2});
             for (const auto& [cfg, path] : runs) {
                 double nerr = 0.0;
                 {
@@ -462,7 +466,7 @@ void time_shapes(const HostExperts& h, Rng& rng, Buffers& buf, cudaStream_t st, 
                 const double us = median(tot);
                 const double gbs = wbytes / (us * 1e-6) / 1e9;
                 std::printf("   %-4s %-6d %-7s %3d  %7.1f  %8.1f  %8.1f  %6.0f  %4.0f%%  %7.1f  %.2e", fp8 ? "fp8" : "bf16",
-                            T, path == 1 ? "cutlass" : "mma", cfg, touched, wbytes / 1e6, us, gbs,
+                            T, path_name(path), cfg, touched, wbytes / 1e6, us, gbs,
                             100.0 * gbs / (kCopyTBs * 1e3), flops / (us * 1e-6) / 1e12, nerr);
                 std::printf("  | %5.1f %5.1f %8.1f %6.1f %7.1f\n", median(stage[0]), median(stage[1]), median(stage[2]),
                             median(stage[3]), median(stage[4]));

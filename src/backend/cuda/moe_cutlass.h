@@ -45,6 +45,7 @@ struct GroupedSetupParams {
     void* gu;                        // [R, 2·Imax] bf16
     void* eo;                        // [R, H] bf16
     void* arrays;                    // grouped_arrays_bytes(E) bytes of device scratch (256-aligned)
+    bool pingpong = false;           // fp8: ping-pong schedule on 64×128 tiles instead of cooperative 128×128
 };
 
 // Bytes of the per-group argument arrays of both GEMMs, and of CUTLASS's own workspace

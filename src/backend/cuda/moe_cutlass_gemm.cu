@@ -1,14 +1,15 @@
 // The MoE prefill grouped GEMMs (interface and group layout: moe_cutlass.h) on CUTLASS 4.2's
-// Hopper pointer-array grouped GEMM: TMA loads, wgmma, warp-specialised cooperative schedule
-// (one producer warpgroup, two consumer warpgroups on a 128×128×128 tile), persistent group tile
+// Hopper pointer-array grouped GEMM: TMA loads, wgmma, warp-specialised (one producer warpgroup,
+// two consumer warpgroups: cooperative on a 128×128×128 tile, or ping-pong on 64×128×128 tiles,
+// chosen by GroupedSetupParams::pingpong), clusters of two CTAs along N, persistent group tile
 // scheduler, FP8 e4m3 operands with blockwise scaling (A: one scale per row and 128 columns,
 // B: one per 128×128 block; both K-major, which is the checkpoint's scale_inv layout, so the
 // weight scales are used as uploaded), fp32 accumulation promoted per 128-wide K block, bf16 D by
 // a TMA-store epilogue (D = accumulator: alpha 1, no C). Problem shapes, pointers and strides live
 // only on the device (written by moe_grouped_setup_kernel from the sort's expert offsets): the
 // host passes the group count and the arrays, so the launch is CUDA-graph capturable.
-// This is the only translation unit that includes CUTLASS (its headers are SYSTEM includes: their
-// warnings are not ours); one GEMM type serves both GEMMs.
+// One of the two translation units that include CUTLASS (with moe_cutlass_gemm_bf16.cu), as system
+// headers (their warnings are not ours); one GEMM type per schedule serves both GEMMs.
 #include "backend/cuda/moe_cutlass.h"
 
 #include "backend/cuda/cuda_check.h"
@@ -47,27 +48,38 @@ using LayoutB = cutlass::layout::ColumnMajor;  // weights [N, K] row-major
 using LayoutD = cutlass::layout::RowMajor;
 constexpr int kAlignAB = 16;                   // elements (16 bytes)
 constexpr int kAlignD = 8;
-using TileShape = Shape<_128, _128, _128>;
 using ClusterShape = Shape<_1, _2, _1>;        // the two CTAs of a cluster share A tiles (TMA multicast)
 using ScaleConfig = cutlass::detail::Sm90BlockwiseScaleConfig<1, 128, 128, cute::GMMA::Major::K, cute::GMMA::Major::K>;
 using LayoutSFA = decltype(ScaleConfig::deduce_layoutSFA());
 using LayoutSFB = decltype(ScaleConfig::deduce_layoutSFB());
 
-using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
-    cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
-    cutlass::epilogue::collective::EpilogueTileAuto, float, float,
-    void, LayoutD*, kAlignD,  // no C
-    ElementD, LayoutD*, kAlignD, cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative,
-    cutlass::epilogue::fusion::LinearCombination<ElementD, float, void, float>>::CollectiveOp;
+// Two schedules: cooperative (two consumer warpgroups share a 128×128 tile) and ping-pong (each
+// consumer warpgroup owns a 64×128 tile; one's epilogue overlaps the other's MMAs: K is only 4
+// blocks deep in the down GEMM). The 128-wide K tile is one scale block.
+template <class TileShape, class MainloopSchedule, class EpilogueSchedule>
+struct Fp8Grouped {
+    using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+        cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
+        cutlass::epilogue::collective::EpilogueTileAuto, float, float,
+        void, LayoutD*, kAlignD,  // no C
+        ElementD, LayoutD*, kAlignD, EpilogueSchedule,
+        cutlass::epilogue::fusion::LinearCombination<ElementD, float, void, float>>::CollectiveOp;
 
-using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
-    cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementA, cute::tuple<LayoutA*, LayoutSFA*>, kAlignAB,
-    ElementB, cute::tuple<LayoutB*, LayoutSFB*>, kAlignAB, float, TileShape, ClusterShape,
-    cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(sizeof(typename CollectiveEpilogue::SharedStorage))>,
-    cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperativeFP8Blockwise>::CollectiveOp;
+    using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+        cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, ElementA, cute::tuple<LayoutA*, LayoutSFA*>, kAlignAB,
+        ElementB, cute::tuple<LayoutB*, LayoutSFB*>, kAlignAB, float, TileShape, ClusterShape,
+        cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(sizeof(typename CollectiveEpilogue::SharedStorage))>,
+        MainloopSchedule>::CollectiveOp;
 
-using GemmKernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, CollectiveMainloop, CollectiveEpilogue>;
-using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
+    using GemmKernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, CollectiveMainloop, CollectiveEpilogue>;
+    using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
+};
+using Cooperative = Fp8Grouped<Shape<_128, _128, _128>, cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperativeFP8Blockwise,
+                               cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative>;
+using Pingpong = Fp8Grouped<Shape<_64, _128, _128>, cutlass::gemm::KernelPtrArrayTmaWarpSpecializedPingpongFP8Blockwise,
+                            cutlass::epilogue::PtrArrayTmaWarpSpecializedPingpong>;
+using GemmKernel = Cooperative::GemmKernel;
+static_assert(std::is_same_v<GemmKernel::InternalStrideA, Pingpong::GemmKernel::InternalStrideA>);
 
 using Shape3 = ProblemShape::UnderlyingProblemShape;
 using StrideA = typename GemmKernel::InternalStrideA;
@@ -149,9 +161,10 @@ int sm_count() {
     return n;
 }
 
-Gemm::Arguments make_args(const GroupedSetupParams& p, int first_group, int groups) {
+template <class Gemm>
+typename Gemm::Arguments make_args(const GroupedSetupParams& p, int first_group, int groups) {
     const ArrayLayout L = array_layout(p.E);
-    Gemm::Arguments args;
+    typename Gemm::Arguments args;
     args.mode = cutlass::gemm::GemmUniversalMode::kGrouped;
     args.problem_shape = {groups, at<Shape3>(p.arrays, L.shapes) + first_group, nullptr};  // device-only shapes
     args.mainloop = {reinterpret_cast<const ElementA**>(at<const void*>(p.arrays, L.a) + first_group),
@@ -180,8 +193,9 @@ Gemm::Arguments make_args(const GroupedSetupParams& p, int first_group, int grou
     return args;
 }
 
-void run(const GroupedSetupParams& p, int first_group, int groups, void* workspace, cudaStream_t stream) {
-    const Gemm::Arguments args = make_args(p, first_group, groups);
+template <class Gemm>
+void run_one(const GroupedSetupParams& p, int first_group, int groups, void* workspace, cudaStream_t stream) {
+    const typename Gemm::Arguments args = make_args<Gemm>(p, first_group, groups);
     QS_CHECK_MSG(Gemm::get_workspace_size(args) <= grouped_gemm_workspace_bytes(),
                  "moe grouped GEMM: CUTLASS workspace larger than reserved");
     Gemm gemm;
@@ -190,6 +204,11 @@ void run(const GroupedSetupParams& p, int first_group, int groups, void* workspa
                  "moe grouped GEMM: initialize failed");
     QS_CHECK_MSG(gemm.run(stream) == cutlass::Status::kSuccess, "moe grouped GEMM: launch failed");
     QS_CUDA_CHECK_LAUNCH();
+}
+
+void run(const GroupedSetupParams& p, int first_group, int groups, void* workspace, cudaStream_t stream) {
+    if (p.pingpong) run_one<Pingpong::Gemm>(p, first_group, groups, workspace, stream);
+    else run_one<Cooperative::Gemm>(p, first_group, groups, workspace, stream);
 }
 
 }  // namespace

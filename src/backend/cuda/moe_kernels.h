@@ -50,7 +50,8 @@ struct MoeParams {
     int tile_config = -1;
     // Added field (tuning/tests only): -1 = chosen from T·top_k/E; 0 = the mma.sync grouped GEMMs;
     // 1 = the prefill path (CUTLASS wgmma/TMA grouped GEMMs; FP8 activations for FP8 experts;
-    // moe_prefill.h). A tile_config >= 0 keeps the mma.sync path.
+    // moe_prefill.h); 2 = the same with the ping-pong GEMM schedule for fp8 (bf16: as 1). A
+    // tile_config >= 0 keeps the mma.sync path.
     int gemm_path = -1;
 };
 

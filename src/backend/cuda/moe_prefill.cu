@@ -176,11 +176,11 @@ bool prefill_path_supported(const MoeParams& p) {
 bool prefill_path_chosen(const MoeParams& p) {
     if (p.gemm_path == 0 || p.tile_config >= 0) return false;
     if (!prefill_path_supported(p)) {
-        QS_CHECK_MSG(p.gemm_path != 1, "launch_moe: the CUTLASS grouped GEMM path does not cover this call "
+        QS_CHECK_MSG(p.gemm_path != 1 && p.gemm_path != 2, "launch_moe: the CUTLASS grouped GEMM path does not cover this call "
                                        "(FP8 or BF16 experts, multiples of 128, CUTLASS compiled in)");
         return false;
     }
-    if (p.gemm_path == 1) return true;
+    if (p.gemm_path == 1 || p.gemm_path == 2) return true;
     return double(p.T) * p.top_k / p.experts.E >=
            prefill_min_rows_per_expert(p.experts.format == DeviceWeightFormat::kFP8Block);
 }
@@ -230,6 +230,7 @@ void launch_moe_prefill(const MoeParams& p, cudaStream_t stream, cudaEvent_t* ev
     gs.gu = ws + L.gu;
     gs.eo = ws + L.eout;  // the mma.sync path's fp32 expert outputs hold the bf16 ones
     gs.arrays = ws + L.grouped_arrays;
+    gs.pingpong = p.gemm_path == 2;
     launch_grouped_setup(gs, stream);
 
     const GatherQuantParams gq{p.x, row_pos, T, H, k, ws + L.a8, reinterpret_cast<float*>(ws + L.sfa)};
