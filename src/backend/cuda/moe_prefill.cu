@@ -230,7 +230,9 @@ void launch_moe_prefill(const MoeParams& p, cudaStream_t stream, cudaEvent_t* ev
     gs.gu = ws + L.gu;
     gs.eo = ws + L.eout;  // the mma.sync path's fp32 expert outputs hold the bf16 ones
     gs.arrays = ws + L.grouped_arrays;
-    gs.pingpong = p.gemm_path == 2;
+    const double rows_per_expert = double(T) * k / E;
+    const bool auto_pp = p.gemm_path == -1 && rows_per_expert < kPrefillPingpongBelowRowsPerExpert;
+    gs.pingpong = fp8 && (p.gemm_path == 2 || auto_pp);
     launch_grouped_setup(gs, stream);
 
     const GatherQuantParams gq{p.x, row_pos, T, H, k, ws + L.a8, reinterpret_cast<float*>(ws + L.sfa)};
