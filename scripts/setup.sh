@@ -46,4 +46,6 @@ if [ "$(cat .venv/.requirements-hash 2>/dev/null)" != "$want_hash" ]; then
 fi
 # The grammar engine (structured outputs): xgrammar's C++ core from its PyPI sdist, into .deps/.
 bash scripts/setup_xgrammar.sh
+# CUTLASS 4.2 headers (the MoE prefill grouped GEMM on wgmma/TMA), from its PyPI wheel, into .deps/.
+bash scripts/setup_cutlass.sh
 echo "setup: ok"

@@ -10,6 +10,8 @@
 
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cuda/cuda_cache.h"
+#include "backend/cuda/moe_cutlass.h"
+#include "backend/cuda/moe_prefill.h"
 #include "config/model_config.h"
 #include "gpu_test_util.h"
 #include "model/weights.h"
@@ -246,6 +248,59 @@ TEST_P(CudaOpsParity, MoE) {
         gpu_->moe(gpu_test::to_device(*gpu_, x), T, m, config_.num_experts_per_tok, config_.norm_topk_prob, dy);
         EXPECT_LT(normalised_error(gpu_test::to_host(*gpu_, dy, ref.size()), ref), kBf16Bound) << "T=" << T;
         gpu_->free_all();
+    }
+}
+
+// BF16 and FP8 experts (Qwen's official FP8 format) against CpuOps::moe on the (dequantised)
+// weights, on both grouped GEMM paths: the mma.sync kernels (decode sizes: x and h rounded to bf16,
+// kBf16Bound) and, from prefill_min_rows_per_expert routed rows per expert, the CUTLASS wgmma/TMA
+// prefill path: bf16 activations for BF16 experts (kBf16Bound); for FP8 experts x and
+// h = silu(g)·u quantised to e4m3 per row and 128 columns, two roundings of ~2.5e-2 normalised
+// error each (see Fp8BlockLinear; bench/kernels/moe_lab.cu measures them): bound 6e-2, and above
+// 8e-3 (the mma.sync path's error is ~3e-3), so a silent fallback fails. Real shapes with 32
+// experts: T = 1024 gives 256 rows per expert, so the prefill path must run there when CUTLASS
+// is compiled in (all shapes are multiples of 128); the tiny model's shapes are not.
+TEST_P(CudaOpsParity, MoeBothGroupedGemmPaths) {
+    constexpr double kFp8ActBound = 6e-2;
+    const int64_t E = config_.num_experts, k = config_.num_experts_per_tok, H = config_.hidden_size;
+    const int64_t I = config_.moe_intermediate_size, Is = config_.shared_expert_intermediate_size;
+    const bool tiles128 = H % 128 == 0 && I % 128 == 0 && Is % 128 == 0;
+    for (WeightFormat format : {WeightFormat::kDense, WeightFormat::kFP8Block}) {
+        const bool fp8 = format == WeightFormat::kFP8Block;
+        // BF16: the fixture's weights and backend; FP8: a quantised copy of the model.
+        std::unique_ptr<ModelWeights> w8;
+        std::unique_ptr<cuda::CudaOps> gpu8;
+        if (fp8) {
+            w8 = std::make_unique<ModelWeights>(make_dummy_weights(config_, 79, /*with_mtp=*/false, format));
+            cuda::CudaOptions o;
+            o.poison = true;
+            gpu8 = std::make_unique<cuda::CudaOps>(o);
+            gpu8->prepare_weights(weight_set(*w8));
+        }
+        cuda::CudaOps& gpu = fp8 ? *gpu8 : *gpu_;
+        const MoeWeights& m = (fp8 ? *w8 : *weights_).layers[0].moe;
+        ASSERT_EQ(m.experts[0].gate_proj.format, format);
+        for (int64_t T : {5, 1024}) {
+            const auto x = gpu_test::random_floats(size_t(T * H), rng_);
+            std::vector<float> ref(x.size());
+            cpu_.moe(x.data(), T, m, k, config_.norm_topk_prob, ref.data());
+            float* dy = gpu.alloc(int64_t(ref.size()));
+            gpu.moe(gpu_test::to_device(gpu, x), T, m, k, config_.norm_topk_prob, dy);
+            const double err = normalised_error(gpu_test::to_host(gpu, dy, ref.size()), ref);
+            const bool prefill = tiles128 && double(T) * k / E >= cuda::moe::prefill_min_rows_per_expert(fp8);
+            if (prefill && GetParam().name == "real") {
+                EXPECT_TRUE(cuda::moe::cutlass_grouped_gemm_compiled())
+                    << "the CUTLASS grouped GEMM is not compiled in (run scripts/setup_cutlass.sh)";
+            }
+            const bool cutlass = prefill && cuda::moe::cutlass_grouped_gemm_compiled();
+            const std::string what = std::string(fp8 ? "fp8" : "bf16") + " T=" + std::to_string(T) +
+                                     (cutlass ? " (CUTLASS path)" : " (mma.sync)");
+            EXPECT_LT(err, cutlass && fp8 ? kFp8ActBound : kBf16Bound) << what;
+            if (cutlass && fp8) {
+                EXPECT_GT(err, 8e-3) << what << ": no e4m3 rounding visible: did the prefill path run?";
+            }
+            gpu.free_all();
+        }
     }
 }
 

@@ -21,6 +21,11 @@ constexpr int kBK = 64;
 // Workspace layout
 // ---------------------------------------------------------------------------------------------
 
+// Reserved for the prefill path's grouped GEMMs (moe_cutlass_gemm.cu checks that they fit): per
+// group a problem shape, five pointers and three strides; CUTLASS's workspace (tensor maps per SM).
+constexpr size_t kGroupedArraysBytesPerGroup = 128;
+constexpr size_t kGroupedGemmWorkspaceBytes = size_t(4) << 20;
+
 
 inline int64_t max_tiles_for(int64_t bm, int64_t T, int64_t E, int64_t k) {
     const int64_t routed = T * k;
@@ -29,7 +34,10 @@ inline int64_t max_tiles_for(int64_t bm, int64_t T, int64_t E, int64_t k) {
 }
 
 struct WsLayout {
-    size_t topk_id, topk_w, xb, num_tiles, work, row_token, row_dest, hbuf, eout, total;
+    size_t topk_id, topk_w, xb, num_tiles, work, row_token, row_dest, hbuf, eout;
+    // The prefill path's (moe_prefill.cu; it also uses hbuf for the fp8 h and eout for bf16 outputs).
+    size_t expert_off, row_pos, a8, sfa, sfh, gu, grouped_arrays, grouped_gemm_ws;
+    size_t total;
 };
 
 inline WsLayout ws_layout(int64_t T, int64_t H, int64_t I, int64_t I_shared, int64_t E, int64_t k) {
@@ -51,6 +59,14 @@ inline WsLayout ws_layout(int64_t T, int64_t H, int64_t I, int64_t I_shared, int
     L.row_dest = take(size_t(R) * 4);
     L.hbuf = take(size_t(R * imax) * 2);
     L.eout = take(size_t(R * H) * 4);
+    L.expert_off = take(size_t(E + 2) * 4);
+    L.row_pos = take(size_t(R) * 4);
+    L.a8 = take(size_t(R * H) * 2);  // fp8, or bf16 for BF16 experts
+    L.sfa = take(size_t(R * ((H + 127) / 128)) * 4);
+    L.sfh = take(size_t(R * ((imax + 127) / 128)) * 4);
+    L.gu = take(size_t(R * 2 * imax) * 2);
+    L.grouped_arrays = take(kGroupedArraysBytesPerGroup * size_t(3 * (E + 1)) + 9 * 256);
+    L.grouped_gemm_ws = take(kGroupedGemmWorkspaceBytes);
     L.total = off;
     return L;
 }
@@ -76,7 +92,7 @@ struct RouteParams {
     bool norm_topk_prob;
     int* topk_id;                // [T, k]
     float* topk_w;               // [T, k]
-    __nv_bfloat16* xb;           // [T, H] = bf16(x · x_scale)
+    __nv_bfloat16* xb;           // [T, H] = bf16(x · x_scale); null: not written (prefill path)
     float x_scale;               // 1, or kFp8AScale for fp8 weights
 };
 
@@ -87,6 +103,8 @@ struct SortParams {
     int4* work;          // [max_tiles] {expert, first sorted row, rows, 0}
     int* row_token;      // [T·(k+1)]
     int* row_dest;       // [T·(k+1)]
+    int* expert_off = nullptr;  // optional [E + 2]: first sorted row of expert e; [E + 1] = T·(k+1)
+    int* row_pos = nullptr;     // optional [T·(k+1)]: inverse of row_dest (sorted row of pair i)
 };
 
 template <int BM_, int BNW_, int WARPS_M_, int WARPS_N_, int STAGES_BF16_, int STAGES_FP8_>

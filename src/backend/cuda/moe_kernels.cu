@@ -45,6 +45,9 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/moe_common.cuh"
 #include "core/check.h"
+#if !defined(QS_MOE_EMULATE)
+#include "backend/cuda/moe_prefill.h"
+#endif
 
 namespace qs::cuda {
 
@@ -182,6 +185,11 @@ void launch_impl(const MoeParams& p, cudaStream_t stream, cudaEvent_t* ev) {
     QS_CHECK(p.T >= 0);
     if (p.T == 0) {
         for (int i = 0; i < 6; ++i) record(ev, i, stream);
+        return;
+    }
+    if (prefill_path_chosen(p)) {
+        check_and_choose_config(p);  // the same shape checks
+        launch_moe_prefill(p, stream, ev);
         return;
     }
     const MoePlan pl = make_plan(p);

@@ -48,6 +48,11 @@ struct MoeParams {
     // 0: 16 rows × 128 weight rows per tile (decode), 1: 32 × 128 (decode, ~16 rows per expert),
     // 2: 128 × 128 (prefill), 3: 16 × 64 (a few tokens: twice the blocks of 0).
     int tile_config = -1;
+    // Added field (tuning/tests only): -1 = chosen from T·top_k/E; 0 = the mma.sync grouped GEMMs;
+    // 1 = the prefill path (CUTLASS wgmma/TMA grouped GEMMs; FP8 activations for FP8 experts;
+    // moe_prefill.h); 2 = the same with the ping-pong GEMM schedule for fp8 (bf16: as 1). A
+    // tile_config >= 0 keeps the mma.sync path.
+    int gemm_path = -1;
 };
 
 // Whether the grouped GEMM's tiles cover these shapes: hidden a multiple of 128, intermediates

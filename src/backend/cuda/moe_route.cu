@@ -81,6 +81,7 @@ __global__ __launch_bounds__(kRouteWarps * 32) void moe_route_kernel(RouteParams
         p.topk_w[size_t(t) * p.k + lane] = p.norm_topk_prob ? my_p / top_sum : my_p;
     }
 
+    if (p.xb == nullptr) return;
     const float4* xs = reinterpret_cast<const float4*>(p.x + size_t(t) * p.H);
     uint2* xd = reinterpret_cast<uint2*>(p.xb + size_t(t) * p.H);
     for (int c = lane; c < p.H / 4; c += 32) {
@@ -152,6 +153,10 @@ __global__ __launch_bounds__(kSortThreads) void moe_sort_kernel(SortParams p) {
     const int row_off = block_exclusive_scan(cnt, s_warp, &total_rows);
     const int tile_off = block_exclusive_scan(tiles, s_warp, &total_tiles);
     if (tid <= E) s_off[tid] = row_off;
+    if (p.expert_off != nullptr && tid <= E) {
+        p.expert_off[tid] = row_off;
+        if (tid == E) p.expert_off[E + 1] = row_off + cnt;
+    }
     if (tid == 0) *p.num_tiles = total_tiles;
     for (int i = 0; i < tiles; ++i)
         p.work[tile_off + i] = make_int4(tid, row_off + i * BM, cnt - i * BM < BM ? cnt - i * BM : BM, 0);
@@ -172,12 +177,14 @@ __global__ __launch_bounds__(kSortThreads) void moe_sort_kernel(SortParams p) {
             const int r = s_off[ids[u]] + atomicAdd(&s_cnt[ids[u]], 1);
             p.row_token[r] = i / p.k;
             p.row_dest[r] = i;
+            if (p.row_pos != nullptr) p.row_pos[i] = r;
         }
     }
     const int shared_off = s_off[E];  // == T·k
     for (int t = tid; t < p.T; t += kSortThreads) {
         p.row_token[shared_off + t] = t;
         p.row_dest[shared_off + t] = n_pairs + t;
+        if (p.row_pos != nullptr) p.row_pos[n_pairs + t] = shared_off + t;
     }
 }
 
