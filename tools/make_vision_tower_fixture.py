@@ -14,6 +14,8 @@ so attention must stay within each image (cu_seqlens). Writes:
   pixel_values.npy    float32 [40, 1536], grid_thw.npy int64 [2, 3]
   ref_merged.npy      float32 [10, 24]: the merger output (pooler_output), the image embeddings
   ref_blocks.npy      float32 [40, 32]: the last block's output (last_hidden_state)
+  mrope_cases.json    transformers' get_rope_index (M-RoPE positions and the decode delta) for
+                      prompts with 0-3 images of different grids, text between and after
 Needs torch==2.11.0, transformers==5.17.0, safetensors, numpy.
 """
 import argparse
@@ -74,6 +76,43 @@ def main():
     np.save(os.path.join(args.out, "ref_blocks.npy"), blocks.astype(np.float32))
     print("merged", merged.shape, "blocks", blocks.shape, "params", {k: tuple(v.shape) for k, v in state.items()})
     print("rope", d.get("rope_parameters"))
+    with open(os.path.join(args.out, "mrope_cases.json"), "w") as f:
+        json.dump(mrope_cases(), f)
+        f.write("\n")
+
+
+def mrope_cases():
+    """get_rope_index reads only config.vision_config.spatial_merge_size and
+    get_vision_position_ids, so it runs on a stub instead of a whole model."""
+    import types
+    from transformers.models.qwen3_5_moe.modeling_qwen3_5_moe import Qwen3_5MoeModel
+    stub = types.SimpleNamespace(config=types.SimpleNamespace(vision_config=types.SimpleNamespace(spatial_merge_size=2)))
+    stub.get_vision_position_ids = types.MethodType(Qwen3_5MoeModel.get_vision_position_ids, stub)
+    layouts = [
+        [("text", 7)],
+        [("text", 3), ("image", (1, 4, 6)), ("text", 5)],
+        [("text", 2), ("image", (1, 8, 4)), ("text", 1), ("image", (1, 4, 4)), ("text", 9)],
+        [("image", (1, 2, 2)), ("text", 4), ("image", (1, 6, 10)), ("text", 2), ("image", (1, 12, 2)), ("text", 3)],
+        [("text", 4), ("image", (1, 16, 16))],
+    ]
+    cases = []
+    for layout in layouts:
+        types_, grids = [], []
+        for kind, v in layout:
+            if kind == "text":
+                types_ += [0] * v
+            else:
+                t, h, w = v
+                types_ += [1] * (t * (h // 2) * (w // 2))
+                grids.append(list(v))
+        n = len(types_)
+        ids = torch.zeros((1, n), dtype=torch.long)
+        tt = torch.tensor([types_], dtype=torch.int32)
+        g = torch.tensor(grids, dtype=torch.long) if grids else None
+        pos, delta = Qwen3_5MoeModel.get_rope_index(stub, ids, tt, image_grid_thw=g)
+        cases.append({"token_types": types_, "grids": grids, "positions": pos[:, 0, :].tolist(),
+                      "delta": int(delta.reshape(-1)[0])})
+    return cases
 
 
 if __name__ == "__main__":

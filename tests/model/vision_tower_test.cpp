@@ -13,6 +13,7 @@
 #include "config/vision_config.h"
 #include "io/checkpoint.h"
 #include "io/npy.h"
+#include "model/mrope_positions.h"
 #include "model/vision_tower.h"
 
 namespace qs {
@@ -88,6 +89,35 @@ TEST(VisionConfig, BadFieldsAreNamed) {
     EXPECT_NE(act.status().message().find("hidden_act"), std::string::npos);
     auto grid = parse_vision_config(nlohmann::json::parse(R"({"num_position_embeddings": 10})"));
     ASSERT_FALSE(grid.is_ok());
+}
+
+TEST(MropePositions, EqualTransformersGetRopeIndex) {
+    std::ifstream f(kDir + "/mrope_cases.json");
+    std::stringstream ss;
+    ss << f.rdbuf();
+    const auto cases = nlohmann::json::parse(ss.str());
+    ASSERT_GE(cases.size(), 5u);
+    for (const auto& c : cases) {
+        std::vector<bool> is_image;
+        for (int t : c["token_types"]) is_image.push_back(t == 1);
+        std::vector<ImageGrid> grids;
+        for (const auto& g : c["grids"]) grids.push_back({g[0].get<int>(), g[1].get<int>(), g[2].get<int>()});
+        auto r = mrope_positions(is_image, grids, 2);
+        ASSERT_TRUE(r.is_ok()) << r.status().message();
+        for (int s = 0; s < 3; ++s) {
+            EXPECT_EQ(r->pos[size_t(s)], c["positions"][size_t(s)].get<std::vector<int32_t>>()) << c["grids"].dump();
+        }
+        EXPECT_EQ(r->delta, c["delta"].get<int64_t>()) << c["grids"].dump();
+    }
+}
+
+TEST(MropePositions, PlaceholderCountMustMatchTheGrid) {
+    std::vector<bool> is_image = {false, true, true, true, false};
+    auto r = mrope_positions(is_image, {{1, 4, 4}}, 2);
+    ASSERT_FALSE(r.is_ok());
+    EXPECT_NE(r.status().message().find("3 placeholder tokens, its grid needs 4"), std::string::npos)
+        << r.status().message();
+    EXPECT_FALSE(mrope_positions(is_image, {}, 2).is_ok());
 }
 
 }  // namespace
