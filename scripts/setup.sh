@@ -14,6 +14,8 @@ APT_PACKAGES=(
   libgtest-dev=1.12.1-0.2 libgmock-dev=1.12.1-0.2
   libbenchmark-dev=1.7.1-1
   libxxhash-dev=0.8.1-1
+  # Image input (src/image): JPEG, PNG and WebP decoders.
+  libjpeg62-turbo-dev libpng-dev libwebp-dev
   python3-venv
   haproxy  # tests/e2e/test_replicas_haproxy.py: replicas behind deploy/haproxy/qwenserve.cfg
   # scripts/test_sanitizers.sh: clang with its ASan/UBSan/TSan/libFuzzer runtimes and OpenMP.
