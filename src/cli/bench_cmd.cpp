@@ -87,8 +87,8 @@ Result<std::vector<bench::FixtureRequest>> load_requests(const Args& args) {
     if (!tokenizer_path)
         return invalid_argument("--sharegpt needs --tokenizer PATH (the served model's tokenizer.json or model directory): "
                                 "max_tokens is each answer's length in its tokens");
-    auto tok = Tokenizer::from_path(*tokenizer_path);
-    if (!tok.is_ok()) return tok.status();
+    auto tokenizer = tok::Tokenizer::from_path(*tokenizer_path);
+    if (!tokenizer.is_ok()) return tokenizer.status();
     bench::ShareGptOptions o;
     auto n = args.get_int("requests", o.num_requests);
     if (!n.is_ok()) return n.status();
@@ -97,7 +97,7 @@ Result<std::vector<bench::FixtureRequest>> load_requests(const Args& args) {
     o.num_requests = *n;
     o.seed = uint64_t(*seed);
     o.model = args.get_or("model", o.model);
-    const Tokenizer& t = **tok;
+    const tok::Tokenizer& t = **tokenizer;
     return bench::load_sharegpt(*sharegpt, o, [&t](std::string_view text) { return int64_t(t.encode(text).size()); });
 }
 
