@@ -3,6 +3,8 @@
 // stats as the qwenserve_ series.
 #include "server/vllm_metrics.h"
 
+#include <initializer_list>
+
 #include <fmt/format.h>
 
 #include "server/metrics.h"
@@ -50,6 +52,21 @@ void sample(std::string& out, const char* name, const std::string& labels, doubl
     out += fmt::format("{}{{{}}} {}\n", name, labels, v);
 }
 
+// Series with no labels but `labels`: HELP, TYPE and the one sample of each.
+struct One {
+    const char* name;
+    const char* type;
+    const char* help;
+    double value;
+};
+
+void emit(std::string& out, const std::string& labels, std::initializer_list<One> series) {
+    for (const One& o : series) {
+        header(out, o.name, o.type, o.help);
+        sample(out, o.name, labels, o.value);
+    }
+}
+
 }  // namespace
 
 VllmMetrics::VllmMetrics()
@@ -66,34 +83,31 @@ void render_vllm(std::string& out, const ServerMetrics& m, const EngineStats* e,
     auto ld = [](const std::atomic<uint64_t>& a) { return double(a.load(std::memory_order_relaxed)); };
     const std::string labels = fmt::format("model_name=\"{}\",engine=\"0\"", escape_label(model_name));
     if (e) {
-        header(out, "vllm:num_requests_running", "gauge", "Number of requests in model execution batches.");
-        sample(out, "vllm:num_requests_running", labels, double(e->num_running));
-        header(out, "vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.");
-        sample(out, "vllm:num_requests_waiting", labels, double(e->num_waiting));
-        header(out, "vllm:kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.");
-        sample(out, "vllm:kv_cache_usage_perc", labels, e->kv_usage);
-        header(out, "vllm:gpu_cache_usage_perc", "gauge",
-               "GPU KV-cache usage. 1 means 100 percent usage. DEPRECATED: Use vllm:kv_cache_usage_perc instead.");
-        sample(out, "vllm:gpu_cache_usage_perc", labels, e->kv_usage);
-        header(out, "vllm:prefix_cache_queries_total", "counter", "Prefix cache queries, in terms of number of queried tokens.");
-        sample(out, "vllm:prefix_cache_queries_total", labels, double(e->prefix_cache_queries));
-        header(out, "vllm:prefix_cache_hits_total", "counter", "Prefix cache hits, in terms of number of cached tokens.");
-        sample(out, "vllm:prefix_cache_hits_total", labels, double(e->prefix_cache_hits));
-        header(out, "vllm:num_preemptions_total", "counter", "Cumulative number of preemption from the engine.");
-        sample(out, "vllm:num_preemptions_total", labels, double(e->num_preemptions_total));
-        // The engine counts prompt tokens when it admits a request and generated tokens as
-        // they are produced, as vLLM's per-iteration counters do.
-        header(out, "vllm:prompt_tokens_total", "counter", "Number of prefill tokens processed.");
-        sample(out, "vllm:prompt_tokens_total", labels, double(e->num_prompt_tokens_total));
-        header(out, "vllm:generation_tokens_total", "counter", "Number of generation tokens processed.");
-        sample(out, "vllm:generation_tokens_total", labels, double(e->num_completion_tokens_total));
+        // The engine counts prompt tokens when it admits a request and generated tokens as they
+        // are produced, as vLLM's per-iteration counters do.
+        emit(out, labels, {
+            {"vllm:num_requests_running", "gauge", "Number of requests in model execution batches.", double(e->num_running)},
+            {"vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.", double(e->num_waiting)},
+            {"vllm:kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.", e->kv_usage},
+            {"vllm:gpu_cache_usage_perc", "gauge",
+             "GPU KV-cache usage. 1 means 100 percent usage. DEPRECATED: Use vllm:kv_cache_usage_perc instead.", e->kv_usage},
+            {"vllm:prefix_cache_queries_total", "counter", "Prefix cache queries, in terms of number of queried tokens.",
+             double(e->prefix_cache_queries)},
+            {"vllm:prefix_cache_hits_total", "counter", "Prefix cache hits, in terms of number of cached tokens.",
+             double(e->prefix_cache_hits)},
+            {"vllm:num_preemptions_total", "counter", "Cumulative number of preemption from the engine.",
+             double(e->num_preemptions_total)},
+            {"vllm:prompt_tokens_total", "counter", "Number of prefill tokens processed.", double(e->num_prompt_tokens_total)},
+            {"vllm:generation_tokens_total", "counter", "Number of generation tokens processed.",
+             double(e->num_completion_tokens_total)},
+        });
         if (!e->mtp_accepted_by_position.empty()) {  // MTP on: vLLM's spec_decode series
-            header(out, "vllm:spec_decode_num_drafts_total", "counter", "Number of spec decoding drafts.");
-            sample(out, "vllm:spec_decode_num_drafts_total", labels, double(e->mtp_drafts));
-            header(out, "vllm:spec_decode_num_draft_tokens_total", "counter", "Number of draft tokens.");
-            sample(out, "vllm:spec_decode_num_draft_tokens_total", labels, double(e->mtp_draft_tokens));
-            header(out, "vllm:spec_decode_num_accepted_tokens_total", "counter", "Number of accepted tokens.");
-            sample(out, "vllm:spec_decode_num_accepted_tokens_total", labels, double(e->mtp_accepted_tokens));
+            emit(out, labels, {
+                {"vllm:spec_decode_num_drafts_total", "counter", "Number of spec decoding drafts.", double(e->mtp_drafts)},
+                {"vllm:spec_decode_num_draft_tokens_total", "counter", "Number of draft tokens.", double(e->mtp_draft_tokens)},
+                {"vllm:spec_decode_num_accepted_tokens_total", "counter", "Number of accepted tokens.",
+                 double(e->mtp_accepted_tokens)},
+            });
             header(out, "vllm:spec_decode_num_accepted_tokens_per_pos_total", "counter",
                    "Accepted tokens per draft position.");
             for (size_t p = 0; p < e->mtp_accepted_by_position.size(); ++p)

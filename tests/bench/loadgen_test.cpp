@@ -202,9 +202,10 @@ TEST(BenchLoadgen, OpenLoopSendsAtTheArrivalTimesWhateverIsInFlight) {
             const RequestRecord& r = pass->records[i];
             EXPECT_TRUE(r.done && r.error.empty()) << i << " " << r.error;
             EXPECT_EQ(r.completion_tokens, 30);
-            // Sent at its arrival time: never early, and late only by scheduling noise.
+            // Sent at its arrival time: never early, and late only by scheduling noise (wide: a
+            // shared loaded machine), far less than the ~150 ms a request takes.
             EXPECT_GE(r.start_s, o.arrivals[i] - 1e-3) << i;
-            EXPECT_LT(r.start_s, o.arrivals[i] + 0.1) << i;
+            EXPECT_LT(r.start_s, o.arrivals[i] + 0.12) << i;
         }
         EXPECT_GE(max_in_flight(pass->records), 3) << "threads " << threads;
         EXPECT_TRUE(server.wait_idle());
