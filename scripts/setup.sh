@@ -18,6 +18,9 @@ APT_PACKAGES=(
   libjpeg62-turbo-dev libpng-dev libwebp-dev
   python3-venv
   haproxy  # tests/e2e/test_replicas_haproxy.py: replicas behind deploy/haproxy/qwenserve.cfg
+  # tests/e2e/test_report_chromium.py opens campaign report's HTML in headless Chromium. About
+  # 1.5 min and 25 packages on a fresh Debian 12; not pinned: Debian's security updates replace it.
+  chromium
   # scripts/test_sanitizers.sh: clang with its ASan/UBSan/TSan/libFuzzer runtimes and OpenMP.
   clang=1:14.0-55.7~deb12u1 libclang-rt-14-dev=1:14.0.6-12 libomp-dev=1:14.0-55.7~deb12u1
 )

@@ -4,6 +4,9 @@
 // handed to an SseReader stamped with the time of the read that brought it in. Each client is a
 // C++20 coroutine on one I/O thread's io_context; a client owns its socket and only writes the
 // RequestRecord of the index it claimed from the shared atomic counter, so records need no lock.
+// Open loop: each I/O thread runs a Dispatcher over the requests i ≡ thread (mod threads), which
+// waits for each one's arrival time and hands it to an idle client of its own pool (or a new
+// one, up to its share of the cap); records are written by the one client serving the index.
 #include "bench/loadgen.h"
 
 #include <algorithm>
@@ -52,7 +55,9 @@ struct Shared {
     tcp::resolver::results_type endpoints;
     std::vector<std::string> wire;  // full HTTP request per fixture entry
     std::vector<RequestRecord>* records = nullptr;
-    std::atomic<int64_t> next{0};
+    std::atomic<int64_t> next{0};   // closed loop: the next index to claim
+    std::vector<char> sent;         // open loop: [requests], set when request i was handed to a client
+    std::vector<double> arrivals;   // open loop: send times
     std::atomic<bool> expired{false};
     bool keep_text = false;
     bool keep_full_text = false;
@@ -72,6 +77,9 @@ class Client {
         }
         close();
     }
+
+    // Serves request i (open loop: the dispatcher claimed it).
+    awaitable<void> serve(int64_t i) { co_await one(i); }
 
    private:
     void close() {
@@ -221,6 +229,53 @@ class Client {
     double last_read_s_ = 0;
 };
 
+// Open loop on one I/O thread: sends its requests at their arrival times through a pool of
+// keep-alive clients of at most `cap` connections.
+class Dispatcher {
+   public:
+    Dispatcher(asio::io_context& io, Shared& sh, int64_t first, int64_t step, int64_t cap)
+        : io_(io), sh_(sh), first_(first), step_(step), cap_(cap), wake_(io) {}
+
+    awaitable<void> run() {
+        asio::steady_timer timer(io_);
+        const int64_t n = int64_t(sh_.records->size());
+        for (int64_t i = first_; i < n; i += step_) {
+            timer.expires_at(sh_.t0 + std::chrono::duration_cast<Clock::duration>(
+                                          std::chrono::duration<double>(sh_.arrivals[size_t(i)])));
+            co_await timer.async_wait(kTok);
+            while (idle_.empty() && int64_t(pool_.size()) >= cap_ && !sh_.expired.load()) {
+                wake_.expires_at(Clock::time_point::max());
+                co_await wake_.async_wait(kTok);  // cancelled when a client comes free
+            }
+            if (sh_.expired.load()) break;
+            Client* c;
+            if (idle_.empty()) {
+                pool_.push_back(std::make_unique<Client>(io_, sh_));
+                c = pool_.back().get();
+            } else {
+                c = idle_.back();
+                idle_.pop_back();
+            }
+            sh_.sent[size_t(i)] = 1;
+            asio::co_spawn(io_, serve(c, i), asio::detached);
+        }
+    }
+
+   private:
+    awaitable<void> serve(Client* c, int64_t i) {
+        co_await c->serve(i);
+        idle_.push_back(c);
+        wake_.cancel();
+    }
+
+    asio::io_context& io_;
+    Shared& sh_;
+    int64_t first_, step_, cap_;
+    asio::steady_timer wake_;
+    std::vector<std::unique_ptr<Client>> pool_;
+    std::vector<Client*> idle_;
+};
+
 std::string wire_request(const Url& url, const std::string& api_key, const FixtureRequest& f) {
     nlohmann::json body = f.body;
     body["stream"] = true;
@@ -254,14 +309,29 @@ Result<PassResult> run_pass(const LoadgenOptions& o, const std::vector<FixtureRe
     result.records.resize(size_t(o.requests));
     sh.records = &result.records;
 
+    const bool open_loop = !o.arrivals.empty();
+    if (open_loop && int64_t(o.arrivals.size()) != o.requests)
+        return invalid_argument(fmt::format("{} arrival times for {} requests", o.arrivals.size(), o.requests));
     int64_t clients = std::min(o.clients, o.requests);
     std::vector<std::unique_ptr<asio::io_context>> ios;
     for (int t = 0; t < o.threads; ++t) ios.push_back(std::make_unique<asio::io_context>());
     std::vector<std::unique_ptr<Client>> all;
-    for (int64_t c = 0; c < clients; ++c) {
-        auto& io = *ios[size_t(c % o.threads)];
-        all.push_back(std::make_unique<Client>(io, sh));
-        asio::co_spawn(io, all.back()->run(), asio::detached);
+    std::vector<std::unique_ptr<Dispatcher>> dispatchers;
+    if (open_loop) {
+        sh.arrivals = o.arrivals;
+        sh.sent.assign(size_t(o.requests), 0);
+        for (int t = 0; t < o.threads; ++t) {
+            // The cap is shared out: thread t gets ceil((clients - t) / threads) connections.
+            const int64_t cap = std::max<int64_t>(1, (clients - t + o.threads - 1) / o.threads);
+            dispatchers.push_back(std::make_unique<Dispatcher>(*ios[size_t(t)], sh, t, o.threads, cap));
+            asio::co_spawn(*ios[size_t(t)], dispatchers.back()->run(), asio::detached);
+        }
+    } else {
+        for (int64_t c = 0; c < clients; ++c) {
+            auto& io = *ios[size_t(c % o.threads)];
+            all.push_back(std::make_unique<Client>(io, sh));
+            asio::co_spawn(io, all.back()->run(), asio::detached);
+        }
     }
     sh.t0 = Clock::now();
     std::vector<std::thread> threads;
@@ -281,13 +351,21 @@ Result<PassResult> run_pass(const LoadgenOptions& o, const std::vector<FixtureRe
     for (auto& t : threads) t.join();
     result.wall_s = sh.now();
     // Requests never claimed (the pass timed out first) were never sent: drop them.
-    result.records.resize(size_t(std::min<int64_t>(sh.next.load(), o.requests)));
+    if (open_loop) {
+        std::vector<RequestRecord> sent;
+        for (size_t i = 0; i < result.records.size(); ++i)
+            if (sh.sent[i]) sent.push_back(std::move(result.records[i]));
+        result.records = std::move(sent);
+    } else {
+        result.records.resize(size_t(std::min<int64_t>(sh.next.load(), o.requests)));
+    }
     if (sh.expired) {
         double end = result.wall_s;
         for (auto& r : result.records)
             if (!r.done && r.error.empty() && r.latency_s == 0)
                 r.latency_s = std::max(0.0, end - r.start_s);
     }
+    dispatchers.clear();
     all.clear();
     return result;
 }

@@ -3,10 +3,12 @@
 //   bench fixture --out F.jsonl --requests N --seed S [--min-prompt 200 --max-prompt 1800
 //                 --max-tokens 256 --context 2048 --distribution uniform|normal --token-ids
 //                 --model NAME --no-ignore-eos]
-//   bench --url URL --fixture F.jsonl --clients C --requests N [--passes P --threads T
-//         --gpu-hourly-cost USD --api-key K --json-out R.json --pass-timeout-s S]
-// Each pass replays N requests with C clients kept busy; every pass gets a table; with several
-// passes the first is the warm-up and the last one is the result (all are in the JSON).
+//   bench --url URL (--fixture F.jsonl | --sharegpt F.json --tokenizer T) --clients C --requests N
+//         [--request-rate R --burstiness B --arrival poisson|constant --seed S --passes P
+//         --threads T --gpu-hourly-cost USD --api-key K --json-out R.json --pass-timeout-s S]
+// Each pass replays N requests with C clients kept busy (closed loop), or sends them at
+// --request-rate arrivals with at most C in flight (open loop); every pass gets a table; with
+// several passes the first is the warm-up and the last one is the result (all are in the JSON).
 #include <sys/resource.h>
 
 #include <cstdio>
@@ -15,11 +17,14 @@
 
 #include <fmt/format.h>
 
+#include "bench/arrivals.h"
 #include "bench/fixtures.h"
 #include "bench/loadgen.h"
 #include "bench/report.h"
+#include "bench/sharegpt.h"
 #include "cli/commands.h"
 #include "core/args.h"
+#include "tokenizer/tokenizer.h"
 
 namespace qs::cli {
 
@@ -71,6 +76,31 @@ void raise_fd_limit() {
     }
 }
 
+// The requests of a run: a fixture, or a ShareGPT file measured with the model's tokenizer.
+Result<std::vector<bench::FixtureRequest>> load_requests(const Args& args) {
+    const auto fixture = args.get("fixture");
+    const auto sharegpt = args.get("sharegpt");
+    if (fixture.has_value() == sharegpt.has_value())
+        return invalid_argument("give exactly one of --fixture F.jsonl and --sharegpt F.json");
+    if (fixture) return bench::read_fixture(*fixture);
+    const auto tokenizer_path = args.get("tokenizer");
+    if (!tokenizer_path)
+        return invalid_argument("--sharegpt needs --tokenizer PATH (the served model's tokenizer.json or model directory): "
+                                "max_tokens is each answer's length in its tokens");
+    auto tokenizer = tok::Tokenizer::from_path(*tokenizer_path);
+    if (!tokenizer.is_ok()) return tokenizer.status();
+    bench::ShareGptOptions o;
+    auto n = args.get_int("requests", o.num_requests);
+    if (!n.is_ok()) return n.status();
+    auto seed = args.get_int("seed", 0);
+    if (!seed.is_ok()) return seed.status();
+    o.num_requests = *n;
+    o.seed = uint64_t(*seed);
+    o.model = args.get_or("model", o.model);
+    const tok::Tokenizer& t = **tokenizer;
+    return bench::load_sharegpt(*sharegpt, o, [&t](std::string_view text) { return int64_t(t.encode(text).size()); });
+}
+
 }  // namespace
 
 const CommandSpec& bench_fixture_spec() {
@@ -104,19 +134,34 @@ const CommandSpec& bench_spec() {
     static const CommandSpec spec = [] {
         CommandSpec c;
         c.name = "bench";
-        c.summary = "load generator (closed-loop streaming replay of a fixture) and `bench fixture`";
-        c.usage = "bench --url URL --fixture F.jsonl [options]\n       qwenserve bench fixture --out F.jsonl [options]";
+        c.summary = "load generator (closed-loop or open-loop streaming replay of a fixture or ShareGPT file) and `bench fixture`";
+        c.usage = "bench --url URL (--fixture F.jsonl | --sharegpt F.json --tokenizer T) [options]\n"
+                  "       qwenserve bench fixture --out F.jsonl [options]";
         c.description =
-            "Each pass replays --requests requests of the fixture with --clients clients kept busy and prints "
-            "a table (TTFT, TPOT, ITL, end-to-end latency, throughput, steady state); with several passes the "
-            "first is the warm-up and the last one is the result. docs/BENCH.md explains every number.";
+            "Each pass replays --requests requests with --clients clients kept busy (closed loop) or, with "
+            "--request-rate, sends them at random arrival times with at most --clients in flight (open loop), "
+            "and prints a table (TTFT, TPOT, ITL, end-to-end latency, throughput, steady state); with several "
+            "passes the first is the warm-up and the last one is the result. docs/BENCH.md explains every number.";
         c.subcommands = {"bench fixture"};
+        c.groups.push_back(
+            {"Requests",
+             {valued("fixture", "F.jsonl", "the requests (bench fixture writes one)"),
+              valued("sharegpt", "F.json", "a ShareGPT-format dataset instead: first human turn as the prompt, the "
+                                           "answer's token length as max_tokens, filtered as vLLM's benchmark"),
+              valued("tokenizer", "PATH", "with --sharegpt: tokenizer.json or model directory that measures lengths"),
+              valued("model", "NAME", "with --sharegpt: the requests' \"model\" field", "qwen3.6-35b-a3b"),
+              valued("seed", "N", "with --sharegpt: shuffles the dataset; with --request-rate: the arrival times", "0")}});
         c.groups.push_back(
             {"Load",
              {required("url", "URL", "the server, e.g. http://127.0.0.1:8000"),
-              required("fixture", "F.jsonl", "the requests (bench fixture writes one)"),
-              valued("clients", "N", "concurrent streaming clients", "64"),
-              valued("requests", "N", "requests per pass", "the fixture's size"),
+              valued("clients", "N", "concurrent streaming clients (open loop: the most requests in flight)", "64"),
+              valued("requests", "N", "requests per pass", "the fixture's size; ShareGPT: 1000"),
+              valued("request-rate", "R", "open loop: R requests per second on average (0: closed loop)", "0"),
+              choice("arrival", {"poisson", "constant"},
+                     "open loop: gamma-distributed gaps (poisson when --burstiness is 1) or a fixed gap of 1/R",
+                     "poisson"),
+              valued("burstiness", "B", "open loop, poisson: gamma shape of the gaps (< 1 burstier, > 1 steadier)",
+                     "1"),
               valued("passes", "N", "passes; all but the last are warm-ups", "1"),
               valued("threads", "N", "I/O threads of the load generator", "min(4, cores)"),
               valued("gpu-hourly-cost", "USD", "price of the GPU per hour, for $ per million tokens (0: none)", "0"),
@@ -135,12 +180,11 @@ int run_bench(int argc, char** argv) {
     if (!args) return code;
     auto url_s = args->require("url");
     if (!url_s.is_ok()) return fail("bench", url_s.status());
-    auto fixture_path = args->require("fixture");
-    if (!fixture_path.is_ok()) return fail("bench", fixture_path.status());
     auto url = bench::parse_url(*url_s);
     if (!url.is_ok()) return fail("bench", url.status());
-    auto fixture = bench::read_fixture(*fixture_path);
+    auto fixture = load_requests(*args);
     if (!fixture.is_ok()) return fail("bench", fixture.status());
+    const std::string source = args->get("fixture") ? *args->get("fixture") : *args->get("sharegpt");
 
     bench::LoadgenOptions o;
     o.url = *url;
@@ -152,27 +196,47 @@ int run_bench(int argc, char** argv) {
         args->get_int("threads", std::min<int64_t>(4, std::thread::hardware_concurrency()));
     auto cost = args->get_double("gpu-hourly-cost", 0.0);
     auto timeout = args->get_double("pass-timeout-s", 0.0);
-    for (const Status* s : {&clients.status(), &requests.status(), &passes.status(),
-                            &threads.status(), &cost.status(), &timeout.status()})
+    auto rate = args->get_double("request-rate", 0.0);
+    auto burstiness = args->get_double("burstiness", 1.0);
+    auto seed = args->get_int("seed", 0);
+    for (const Status* s : {&clients.status(), &requests.status(), &passes.status(), &threads.status(),
+                            &cost.status(), &timeout.status(), &rate.status(), &burstiness.status(), &seed.status()})
         if (!s->is_ok()) return fail("bench", *s);
     if (*passes <= 0) return fail("bench", invalid_argument("--passes must be positive"));
     o.clients = *clients;
     o.requests = *requests;
     o.threads = int(std::max<int64_t>(1, *threads));
     o.pass_timeout_s = *timeout;
+    bench::ArrivalOptions arrival;
+    arrival.rate = *rate;
+    arrival.burstiness = *burstiness;
+    arrival.process = args->get_or("arrival", arrival.process);
+    arrival.seed = uint64_t(*seed);
+    if (*rate < 0) return fail("bench", invalid_argument("--request-rate must not be negative (0: closed loop)"));
+    if (*rate > 0) {
+        auto times = bench::arrival_times(o.requests, arrival);
+        if (!times.is_ok()) return fail("bench", times.status());
+        o.arrivals = std::move(*times);
+    } else if (args->get("burstiness") || args->get("arrival")) {
+        return fail("bench", invalid_argument("--burstiness and --arrival need --request-rate (open loop)"));
+    }
     raise_fd_limit();
 
     nlohmann::json out = {{"url", *url_s},
-                          {"fixture", *fixture_path},
+                          {"fixture", source},
                           {"clients", o.clients},
                           {"requests", o.requests},
                           {"threads", o.threads},
                           {"gpu_hourly_cost", *cost},
                           {"passes", nlohmann::json::array()}};
+    if (*rate > 0)
+        out["open_loop"] = {{"request_rate", arrival.rate}, {"arrival", arrival.process},
+                            {"burstiness", arrival.burstiness}, {"seed", arrival.seed}};
     for (int64_t p = 0; p < *passes; ++p) {
         auto pass = bench::run_pass(o, *fixture);
         if (!pass.is_ok()) return fail("bench", pass.status());
-        bench::Summary s = bench::summarize(pass->records, o.clients);
+        // Open loop offers load from the first arrival on: the steady window starts there.
+        bench::Summary s = bench::summarize(pass->records, o.arrivals.empty() ? o.clients : 1);
         std::string title = *passes > 1 && p + 1 < *passes ? fmt::format("Pass {} (warm-up)", p + 1)
                                                            : fmt::format("Pass {}", p + 1);
         std::fputs(bench::format_table(s, *cost, title).c_str(), stdout);

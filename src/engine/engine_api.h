@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "engine/request.h"
 
@@ -29,6 +30,8 @@ struct EngineStats {
     int64_t prefix_cache_hash_mismatches = 0;  // page keys that matched another prefix's page (refused)
     int64_t mtp_draft_tokens = 0;
     int64_t mtp_accepted_tokens = 0;
+    int64_t mtp_drafts = 0;                        // drafts proposed (sequence-steps with a draft)
+    std::vector<int64_t> mtp_accepted_by_position; // [num_speculative_tokens]; empty without MTP
     int64_t steps_total = 0;
     double last_step_age_s = 0.0;     // seconds since the loop last made progress or idled
 };

@@ -153,6 +153,8 @@ void Engine::publish_stats() {
     s.num_running = scheduler_->num_running();
     s.num_waiting = scheduler_->num_waiting();
     s.num_preemptions_total = scheduler_->num_preemptions_total();
+    s.mtp_drafts = mtp_proposed_.empty() ? 0 : mtp_proposed_[0];  // every draft proposes position 0
+    s.mtp_accepted_by_position = mtp_accepted_;
     const BlockPool& pool = cache_mgr_->pool();
     s.kv_usage = pool.num_blocks() ? double(pool.num_in_use()) / double(pool.num_blocks()) : 0.0;
     s.state_slot_usage = double(cache_mgr_->num_slots_in_use()) / double(cache_mgr_->num_running_slots());

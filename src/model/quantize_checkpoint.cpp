@@ -18,6 +18,7 @@
 
 #include "config/model_config.h"
 #include "core/log.h"
+#include "core/progress.h"
 #include "core/timer.h"
 #include "io/checkpoint.h"
 #include "model/fp8_block.h"
@@ -123,7 +124,10 @@ std::vector<OutItem> plan(const Checkpoint& ckpt, const QuantizeOptions& o) {
 
 // Quantises the kQuantize items of one shard (in parallel over 128-row block rows) into owned
 // buffers and writes the shard.
-Status write_shard(const std::string& path, const std::vector<const OutItem*>& items, DType scale_dtype) {
+// `progress` advances by the output bytes made: the FP8 codes as each block row is quantised,
+// the copied tensors and the scales when the shard is written.
+Status write_shard(const std::string& path, const std::vector<const OutItem*>& items, DType scale_dtype,
+                   Progress& progress) {
     struct Made {
         std::vector<uint8_t> codes, scales;
     };
@@ -156,6 +160,7 @@ Status write_shard(const std::string& path, const std::vector<const OutItem*>& i
                 std::lock_guard<std::mutex> lock(mu);
                 if (!failed.exchange(true)) bad = it.src->name;
             }
+            progress.advance(double(n * it.cols));
         }
     }
     if (failed) return invalid_argument(fmt::format("tensor {} holds NaN or infinite values; it cannot be quantised", bad));
@@ -175,7 +180,11 @@ Status write_shard(const std::string& path, const std::vector<const OutItem*>& i
     std::stable_sort(views.begin(), views.end(), [](const TensorToWrite& a, const TensorToWrite& b) {
         return dtype_size(a.dtype) > dtype_size(b.dtype);
     });
-    return write_safetensors(path, views, {{"format", "pt"}});
+    QS_RETURN_IF_ERROR(write_safetensors(path, views, {{"format", "pt"}}));
+    size_t rest = 0;
+    for (const OutItem* it : items) rest += it->kind == OutItem::kCopy ? it->bytes : it->bytes - size_t(it->rows * it->cols);
+    progress.advance(double(rest));
+    return Status::ok();
 }
 
 Status convert(const std::string& in_dir, const std::string& tmp, const QuantizeOptions& o) {
@@ -210,10 +219,11 @@ Status convert(const std::string& in_dir, const std::string& tmp, const Quantize
 
     nlohmann::ordered_json weight_map = nlohmann::ordered_json::object();
     std::vector<std::string> out_names;
+    Progress progress("quantizing", double(total_bytes), kProgressGB, o.progress_interval_s, {}, o.progress_sink);
     for (size_t s = 0; s < shards.size(); ++s) {
         const std::string file = shards.size() == 1 ? "model.safetensors"
                                                     : fmt::format("model-{:05d}-of-{:05d}.safetensors", s + 1, shards.size());
-        QS_RETURN_IF_ERROR(write_shard((fs::path(tmp) / file).string(), shards[s], o.scale_dtype));
+        QS_RETURN_IF_ERROR(write_shard((fs::path(tmp) / file).string(), shards[s], o.scale_dtype, progress));
         for (const OutItem* it : shards[s]) {
             weight_map[it->name] = file;
             out_names.push_back(it->name);
@@ -224,6 +234,7 @@ Status convert(const std::string& in_dir, const std::string& tmp, const Quantize
         }
         log_info("quantize: wrote {} ({} of {})", file, s + 1, shards.size());
     }
+    progress.finish();
     if (shards.size() > 1) {
         nlohmann::ordered_json index = {{"metadata", {{"total_size", total_bytes}}}, {"weight_map", weight_map}};
         QS_RETURN_IF_ERROR(write_text((fs::path(tmp) / "model.safetensors.index.json").string(), index.dump(2) + "\n"));

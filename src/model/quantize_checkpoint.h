@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "core/dtype.h"
@@ -13,6 +14,10 @@ namespace qs {
 struct QuantizeOptions {
     DType scale_dtype = DType::kF32;          // weight_scale_inv dtype: F32 (transformers) or BF16
     int64_t max_shard_bytes = 4ll << 30;      // output shards stay below this (unless one tensor is larger)
+    // The progress line ("quantizing: 42% (12.3 of 29.4 GB), ..."; core/progress.h): at most one
+    // line this often, through `progress_sink` (empty: the log).
+    double progress_interval_s = 5.0;
+    std::function<void(const std::string&)> progress_sink;
 };
 
 // Reads IN (config.json + safetensors, any layout Checkpoint::open accepts) and writes OUT:

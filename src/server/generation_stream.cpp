@@ -115,9 +115,20 @@ void GenerationStream::handle(RequestOutput& out) {
     QS_CHECK(out.index >= 0 && size_t(out.index) < choices_.size());
     Choice& c = choices_[size_t(out.index)];
     if (c.finished) return;
-    if (!out.token_ids.empty() && first_token_time_ == std::chrono::steady_clock::time_point{}) {
-        first_token_time_ = std::chrono::steady_clock::now();
-        state_.metrics().ttft_s.observe(std::chrono::duration<double>(first_token_time_ - arrival_).count());
+    if (!out.token_ids.empty()) {
+        const auto now = std::chrono::steady_clock::now();
+        ServerMetrics& m = state_.metrics();
+        if (first_token_time_ == std::chrono::steady_clock::time_point{}) {
+            first_token_time_ = now;
+            const double ttft = std::chrono::duration<double>(first_token_time_ - arrival_).count();
+            m.ttft_s.observe(ttft);
+            m.vllm.ttft_s.observe(ttft);
+        }
+        // vLLM's inter-token latency: one observation per output step of a completion (an MTP
+        // step that emits several tokens is one gap).
+        if (c.last_token_time != std::chrono::steady_clock::time_point{})
+            m.vllm.itl_s.observe(std::chrono::duration<double>(now - c.last_token_time).count());
+        c.last_token_time = now;
     }
     c.num_tokens += int64_t(out.token_ids.size());
     num_cached_prompt_tokens_ = std::max(num_cached_prompt_tokens_, out.num_cached_prompt_tokens);
@@ -180,10 +191,20 @@ void GenerationStream::record_metrics_at_finish() {
     m.prompt_tokens.fetch_add(uint64_t(num_prompt_tokens_), std::memory_order_relaxed);
     m.completion_tokens.fetch_add(uint64_t(completion), std::memory_order_relaxed);
     const auto now = std::chrono::steady_clock::now();
-    m.e2e_s.observe(std::chrono::duration<double>(now - arrival_).count());
-    if (first_token_time_ != std::chrono::steady_clock::time_point{} && completion > int64_t(choices_.size())) {
-        const double decode_s = std::chrono::duration<double>(now - first_token_time_).count();
+    const double e2e = std::chrono::duration<double>(now - arrival_).count();
+    m.e2e_s.observe(e2e);
+    const bool has_first = first_token_time_ != std::chrono::steady_clock::time_point{};
+    const double decode_s = has_first ? std::chrono::duration<double>(now - first_token_time_).count() : 0.0;
+    if (has_first && completion > int64_t(choices_.size()))
         m.tpot_s.observe(decode_s / double(completion / int64_t(choices_.size()) - 1));
+    // vLLM counts each of the n completions as a request.
+    for (const auto& c : choices_) {
+        m.vllm.e2e_s.observe(e2e);
+        m.vllm.request_prompt_tokens.observe(double(num_prompt_tokens_));
+        m.vllm.request_generation_tokens.observe(double(c.num_tokens));
+        if (spec_.max_tokens_given) m.vllm.request_max_tokens.observe(double(spec_.params.max_tokens));
+        if (has_first) m.vllm.decode_s.observe(decode_s);
+        if (has_first && c.num_tokens > 1) m.vllm.request_tpot_s.observe(decode_s / double(c.num_tokens - 1));
     }
 }
 

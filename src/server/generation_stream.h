@@ -45,6 +45,7 @@ private:
         nlohmann::json logprobs;  // accumulated (non-streaming)
         size_t text_offset = 0;
         int64_t num_tokens = 0;
+        std::chrono::steady_clock::time_point last_token_time{};  // inter-token latency
         std::string finish_reason;
         std::string error;
     };

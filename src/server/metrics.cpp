@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include "server/vllm_metrics.h"
+
 namespace qs {
 
 namespace {
@@ -22,32 +24,9 @@ void gauge(std::string& out, const char* name, const char* help, double v) {
 
 }  // namespace
 
-Histogram::Histogram(std::vector<double> upper_bounds)
-    : bounds_(std::move(upper_bounds)), buckets_(bounds_.size() + 1) {}
-
-void Histogram::observe(double value) {
-    size_t i = 0;
-    while (i < bounds_.size() && value > bounds_[i]) ++i;
-    buckets_[i].fetch_add(1, std::memory_order_relaxed);
-    count_.fetch_add(1, std::memory_order_relaxed);
-    sum_.fetch_add(value, std::memory_order_relaxed);
-}
-
-void Histogram::render(std::string& out, const std::string& name, const std::string& help) const {
-    out += fmt::format("# HELP {0} {1}\n# TYPE {0} histogram\n", name, help);
-    uint64_t cumulative = 0;
-    for (size_t i = 0; i < bounds_.size(); ++i) {
-        cumulative += buckets_[i].load(std::memory_order_relaxed);
-        out += fmt::format("{}_bucket{{le=\"{}\"}} {}\n", name, bounds_[i], cumulative);
-    }
-    cumulative += buckets_.back().load(std::memory_order_relaxed);
-    out += fmt::format("{}_bucket{{le=\"+Inf\"}} {}\n", name, cumulative);
-    out += fmt::format("{}_sum {}\n{}_count {}\n", name, sum(), name, cumulative);
-}
-
 ServerMetrics::ServerMetrics() : ttft_s(latency_buckets()), tpot_s(latency_buckets()), e2e_s(latency_buckets()) {}
 
-std::string ServerMetrics::render(const EngineStats* e) const {
+std::string ServerMetrics::render(const EngineStats* e, const std::string& model_name) const {
     auto ld = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
     std::string out;
     out.reserve(8192);
@@ -90,6 +69,7 @@ std::string ServerMetrics::render(const EngineStats* e) const {
     ttft_s.render(out, "qwenserve_time_to_first_token_seconds", "Time to first token.");
     tpot_s.render(out, "qwenserve_time_per_output_token_seconds", "Time per output token after the first.");
     e2e_s.render(out, "qwenserve_e2e_request_latency_seconds", "End-to-end request latency.");
+    render_vllm(out, *this, e, model_name);
     return out;
 }
 

@@ -105,11 +105,12 @@ HttpResponse Router::metrics() const {
     HttpResponse r;
     r.content_type = "text/plain; version=0.0.4; charset=utf-8";
     const EngineApi* e = state_.engine();
+    const std::string& model = state_.options().served_model_names.front();
     if (e) {
         const EngineStats s = e->stats();
-        r.body = const_cast<ServerState&>(state_).metrics().render(&s);
+        r.body = const_cast<ServerState&>(state_).metrics().render(&s, model);
     } else {
-        r.body = const_cast<ServerState&>(state_).metrics().render(nullptr);
+        r.body = const_cast<ServerState&>(state_).metrics().render(nullptr, model);
     }
     return r;
 }

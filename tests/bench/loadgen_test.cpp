@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <mutex>
@@ -164,6 +165,70 @@ TEST(BenchLoadgen, PassTimeoutCutsOpenStreams) {
     EXPECT_EQ(s.num_completed, 0);
     EXPECT_EQ(s.num_incomplete + int64_t(s.errors.size() ? s.errors.begin()->second : 0), 4);
     for (const auto& r : pass->records) EXPECT_GT(r.latency_s, 0.2);
+}
+
+// The most requests in flight at once, from the records' [start, start + latency] intervals.
+int64_t max_in_flight(const std::vector<RequestRecord>& records) {
+    std::vector<std::pair<double, int>> events;
+    for (const auto& r : records) {
+        events.emplace_back(r.start_s, +1);
+        events.emplace_back(r.start_s + r.latency_s, -1);
+    }
+    std::sort(events.begin(), events.end());  // an end before a start at the same instant
+    int64_t now = 0, most = 0;
+    for (const auto& [t, d] : events) most = std::max(most, now += d);
+    return most;
+}
+
+TEST(BenchLoadgen, OpenLoopSendsAtTheArrivalTimesWhateverIsInFlight) {
+    // 30 requests 25 ms apart, each ~150 ms long (30 tokens, 5 ms steps): a closed loop of one
+    // client would take 4.5 s and never overlap; the open loop overlaps about six.
+    testing::TestServerConfig cfg;
+    cfg.engine.step_interval = std::chrono::microseconds(5000);
+    cfg.engine.max_running = 512;
+    testing::TestServer server(cfg);
+    for (int threads : {1, 2}) {
+        LoadgenOptions o;
+        o.url = parse_url("http://127.0.0.1:" + std::to_string(server.port())).value();
+        o.clients = 64;
+        o.requests = 30;
+        o.threads = threads;
+        o.pass_timeout_s = 60;
+        for (int64_t i = 0; i < o.requests; ++i) o.arrivals.push_back(0.025 * double(i));
+        auto pass = run_pass(o, repeat_fixture(30, 30, "test-model"));
+        ASSERT_TRUE(pass.is_ok());
+        ASSERT_EQ(pass->records.size(), 30u);
+        for (size_t i = 0; i < pass->records.size(); ++i) {
+            const RequestRecord& r = pass->records[i];
+            EXPECT_TRUE(r.done && r.error.empty()) << i << " " << r.error;
+            EXPECT_EQ(r.completion_tokens, 30);
+            // Sent at its arrival time: never early, and late only by scheduling noise (wide: a
+            // shared loaded machine), far less than the ~150 ms a request takes.
+            EXPECT_GE(r.start_s, o.arrivals[i] - 1e-3) << i;
+            EXPECT_LT(r.start_s, o.arrivals[i] + 0.12) << i;
+        }
+        EXPECT_GE(max_in_flight(pass->records), 3) << "threads " << threads;
+        EXPECT_TRUE(server.wait_idle());
+    }
+}
+
+TEST(BenchLoadgen, OpenLoopCapsRequestsInFlightAtClients) {
+    testing::TestServerConfig cfg;
+    cfg.engine.step_interval = std::chrono::microseconds(5000);
+    testing::TestServer server(cfg);
+    LoadgenOptions o;
+    o.url = parse_url("http://127.0.0.1:" + std::to_string(server.port())).value();
+    o.clients = 2;
+    o.requests = 6;
+    o.pass_timeout_s = 60;
+    o.arrivals.assign(6, 0.0);  // all at once: the cap holds four back
+    auto pass = run_pass(o, repeat_fixture(6, 20, "test-model"));
+    ASSERT_TRUE(pass.is_ok());
+    ASSERT_EQ(pass->records.size(), 6u);
+    for (const auto& r : pass->records) EXPECT_TRUE(r.done) << r.error;
+    EXPECT_EQ(max_in_flight(pass->records), 2);
+    o.arrivals.pop_back();
+    EXPECT_FALSE(run_pass(o, repeat_fixture(6, 20, "test-model")).is_ok());  // one time per request
 }
 
 TEST(BenchLoadgen, ParseUrl) {

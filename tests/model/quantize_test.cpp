@@ -183,6 +183,28 @@ TEST_F(Quantize, TinyModelRoundTripIsCloseToBf16) {
     EXPECT_GE(argmax_agreement(run(*fp8_bs, ids).logits, a.logits, V), 0.8);
 }
 
+TEST_F(Quantize, ProgressLinesCountTheWholeOutput) {
+    // With no interval every advance may write a line: the percentages rise and the last line
+    // is finish()'s "100% (… GB) in N s".
+    QuantizeOptions o;
+    o.max_shard_bytes = 4 << 20;
+    o.progress_interval_s = 0;
+    std::vector<std::string> lines;
+    o.progress_sink = [&lines](const std::string& l) { lines.push_back(l); };
+    ASSERT_TRUE(quantize_checkpoint(kTiny, dir_ + "/fp8", o).is_ok());
+    ASSERT_GE(lines.size(), 3u);
+    int last = -1;
+    for (const std::string& l : lines) {
+        ASSERT_EQ(l.rfind("quantizing: ", 0), 0u) << l;
+        const int pct = std::stoi(l.substr(12));
+        EXPECT_GE(pct, last) << l;
+        EXPECT_LE(pct, 100) << l;
+        last = pct;
+    }
+    EXPECT_EQ(lines.back().rfind("quantizing: 100% (", 0), 0u) << lines.back();
+    EXPECT_NE(lines.back().find(" GB) in "), std::string::npos) << lines.back();
+}
+
 TEST_F(Quantize, CommandLineWorksAndRefusesBadInput) {
     const std::string q = "quantize --model " + kTiny + " --output " + dir_;
     test::RunResult ok = test::run_binary(q + "/fp8 --format fp8-block --shard-size-mb 8");

@@ -42,5 +42,74 @@ TEST(Metrics, RendersEngineGauges) {
     EXPECT_EQ(m.render(nullptr).find("qwenserve_num_requests_running"), std::string::npos);
 }
 
+TEST(Metrics, HistogramLabelsGoBeforeLe) {
+    Histogram h({1.0});
+    h.observe(0.5);
+    std::string out;
+    h.render(out, "x", "help", "model_name=\"m\",engine=\"0\"");
+    EXPECT_NE(out.find("x_bucket{model_name=\"m\",engine=\"0\",le=\"1\"} 1\n"), std::string::npos) << out;
+    EXPECT_NE(out.find("x_bucket{model_name=\"m\",engine=\"0\",le=\"+Inf\"} 1\n"), std::string::npos) << out;
+    EXPECT_NE(out.find("x_sum{model_name=\"m\",engine=\"0\"} 0.5\n"), std::string::npos) << out;
+    EXPECT_NE(out.find("x_count{model_name=\"m\",engine=\"0\"} 1\n"), std::string::npos) << out;
+}
+
+TEST(Metrics, OneTwoFiveBucketsStopAtTheMaximum) {
+    EXPECT_EQ(one_two_five_buckets(100), (std::vector<double>{1, 2, 5, 10, 20, 50, 100}));
+    EXPECT_EQ(one_two_five_buckets(262144).back(), 200000);
+}
+
+TEST(Metrics, RendersVllmSeriesWithModelName) {
+    ServerMetrics m;
+    EngineStats s;
+    s.num_running = 3;
+    s.num_waiting = 2;
+    s.kv_usage = 0.25;
+    s.num_prompt_tokens_total = 11;
+    s.num_completion_tokens_total = 12;
+    s.num_preemptions_total = 4;
+    m.finished_stop = 5;
+    m.finished_tool_calls = 1;
+    m.finished_length = 2;
+    const std::string out = m.render(&s, "a\"b");
+    const std::string l = "{model_name=\"a\\\"b\",engine=\"0\"";
+    for (const std::string& line :
+         {"vllm:num_requests_running" + l + "} 3\n", "vllm:num_requests_waiting" + l + "} 2\n",
+          "vllm:kv_cache_usage_perc" + l + "} 0.25\n", "vllm:gpu_cache_usage_perc" + l + "} 0.25\n",
+          "vllm:prompt_tokens_total" + l + "} 11\n", "vllm:generation_tokens_total" + l + "} 12\n",
+          "vllm:num_preemptions_total" + l + "} 4\n",
+          "vllm:request_success_total" + l + ",finished_reason=\"stop\"} 6\n",
+          "vllm:request_success_total" + l + ",finished_reason=\"length\"} 2\n",
+          std::string("# TYPE vllm:time_to_first_token_seconds histogram\n"),
+          std::string("# TYPE vllm:inter_token_latency_seconds histogram\n"),
+          std::string("# TYPE vllm:time_per_output_token_seconds histogram\n"),
+          std::string("# TYPE vllm:e2e_request_latency_seconds histogram\n"),
+          std::string("# TYPE vllm:request_prompt_tokens histogram\n"),
+          std::string("# TYPE vllm:request_generation_tokens histogram\n"),
+          "vllm:time_to_first_token_seconds_bucket" + l + ",le=\"2560\"} 0\n"})
+        EXPECT_NE(out.find(line), std::string::npos) << line;
+    EXPECT_EQ(out.find("vllm:spec_decode"), std::string::npos) << "no MTP, no spec_decode series";
+    // While the engine loads: no engine gauges, the request series still there.
+    const std::string loading = m.render(nullptr, "x");
+    EXPECT_EQ(loading.find("vllm:num_requests_running"), std::string::npos);
+    EXPECT_NE(loading.find("vllm:request_success_total"), std::string::npos);
+}
+
+TEST(Metrics, RendersSpecDecodeSeriesWithMtp) {
+    ServerMetrics m;
+    EngineStats s;
+    s.mtp_drafts = 10;
+    s.mtp_draft_tokens = 20;
+    s.mtp_accepted_tokens = 13;
+    s.mtp_accepted_by_position = {8, 5};
+    const std::string out = m.render(&s, "m");
+    const std::string l = "{model_name=\"m\",engine=\"0\"";
+    for (const std::string& line :
+         {"vllm:spec_decode_num_drafts_total" + l + "} 10\n", "vllm:spec_decode_num_draft_tokens_total" + l + "} 20\n",
+          "vllm:spec_decode_num_accepted_tokens_total" + l + "} 13\n",
+          "vllm:spec_decode_num_accepted_tokens_per_pos_total" + l + ",position=\"0\"} 8\n",
+          "vllm:spec_decode_num_accepted_tokens_per_pos_total" + l + ",position=\"1\"} 5\n"})
+        EXPECT_NE(out.find(line), std::string::npos) << line;
+}
+
 }  // namespace
 }  // namespace qs

@@ -4,6 +4,8 @@
 #include <algorithm>
 
 #include "backend/cuda/cuda_check.h"
+#include "core/log.h"
+#include "core/timer.h"
 
 namespace qs::cuda {
 
@@ -48,6 +50,7 @@ float* ForwardGraphs::run(const Key& key, cudaStream_t stream, DeviceArena& aren
     if (it == graphs_.end()) {
         if (graphs_.size() >= kMaxGraphs) clear(stream);
         Entry e;
+        Timer timer;
         // Relaxed: the arena may cudaMalloc a new chunk while the layers are captured.
         QS_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed));
         e.result = layers();
@@ -58,6 +61,10 @@ float* ForwardGraphs::run(const Key& key, cudaStream_t stream, DeviceArena& aren
         e.arena_after = arena.state();
         it = graphs_.emplace(key, std::move(e)).first;
         ++captures_;
+        // Graphs are captured on first use of each shape, not at start-up, so there is no total
+        // to show a percentage of: one line per capture (--log-level debug) with what it cost.
+        log_debug("CUDA graph {} captured: {} rows of {} per sequence{}, {:.1f} ms ({} kept)", captures_, key.rows,
+                  key.seq_rows, key.short_spans ? ", short spans" : "", timer.elapsed_s() * 1e3, graphs_.size());
     } else {
         arena.restore(it->second.arena_after);
         ++replays_;
