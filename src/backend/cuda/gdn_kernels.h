@@ -19,7 +19,7 @@
 // correctness (0 = unknown: the conv row part runs, the chunked kernel does not).
 // Requirements (checked in the launcher): Nv % Nk == 0, Dk and Dv multiples of 4 and <= 128,
 // K in [2, 4], all pointers 16-byte aligned. Not checked: state slots of one call distinct.
-// Fields added to the brief's interface: chunk_min_tokens, chunk_tf32x3.
+// Fields added to the brief's interface: chunk_min_tokens, chunk_tf32x3, chunk_parallel.
 #pragma once
 
 #include <cstdint>
@@ -54,10 +54,20 @@ struct GatedDeltaNetParams {
     // Added: chunked-kernel precision. true: 3xTF32 split products (fp32-level error, ~3x the tensor
     // work); false: plain TF32 operands (10-bit mantissa, ~1e-3 relative error).
     bool chunk_tf32x3 = true;
+    // Added: the chunked sequences run the chunk-parallel path (gdn_cp_prep.cu: every chunk's WY
+    // precompute at once; gdn_cp_state.cu: the pass over chunks per 32 value columns, then the
+    // gated RMSNorm) instead of one block per (sequence, value head). Needs batch.row_seq and the
+    // larger workspace of gdn_workspace_bytes; consumes the v part of the conv output (overwritten).
+    bool chunk_parallel = true;
+    // Added: value columns per block of the chunk-parallel state pass: 32 or 64 (64 only when
+    // max(Dk, Dv) > 64); 0 = by shape (gdn_kernels.cu: 32 when few (sequence, head) pairs, so that
+    // one long prompt fills the GPU; 64 otherwise, halving the re-reads of each chunk's W, q, k).
+    int chunk_value_cols = 0;
 };
 
-// Bytes of scratch the launcher needs for T rows: the conv output [T, conv_dim] fp32.
-size_t gdn_workspace_bytes(int64_t num_tokens, int64_t conv_dim);
+// Bytes of scratch the launcher needs for T rows: the conv output [T, conv_dim] fp32, then the
+// chunk-parallel path's per-row W [Nv, Dk], P [Nv, 64], γ [Nv] and norms [2, Nk] (fp32).
+size_t gdn_workspace_bytes(int64_t num_tokens, int64_t conv_dim, int Nk, int Nv, int Dk);
 
 // Both launches below, in order. Never synchronises, never allocates.
 void launch_gated_delta_net(const GatedDeltaNetParams& p, cudaStream_t stream);

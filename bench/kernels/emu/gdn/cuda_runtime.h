@@ -208,9 +208,10 @@ inline void run_block(unsigned nthreads, size_t dyn_bytes, const std::function<v
 
 template <typename... KArgs, typename... Args>
 inline void launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t dyn, Args... args) {
-    for (unsigned y = 0; y < grid.y; ++y)
-        for (unsigned x = 0; x < grid.x; ++x)
-            run_block(block.x, dyn, [&] { kernel(args...); }, dim3(x, y), grid);
+    for (unsigned z = 0; z < grid.z; ++z)
+        for (unsigned y = 0; y < grid.y; ++y)
+            for (unsigned x = 0; x < grid.x; ++x)
+                run_block(block.x, dyn, [&] { kernel(args...); }, dim3(x, y, z), grid);
 }
 template <typename... KArgs, typename... Args>
 inline void launch(void (*kernel)(KArgs...), dim3 grid, unsigned block, size_t dyn, Args... args) {
