@@ -644,7 +644,8 @@ int run_cpar(std::mt19937_64& rng) {
 int main(int argc, char** argv) {
     // Arguments: [--quick] [seed]. --quick: the small-shape correctness cases only (no real shape,
     // no timing), as run by the host emulation (bench/kernels/emu/run_emu.sh).
-    bool quick = false, quick_real = false, cpar = false;
+    std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress visible when logged to a file
+    bool quick = false, quick_real = false, quick_cpar = false, cpar = false;
     uint64_t seed = uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
     for (int i = 1; i < argc; ++i) {
         if (std::strcmp(argv[i], "--quick") == 0)
@@ -653,6 +654,8 @@ int main(int argc, char** argv) {
             quick_real = true;
         else if (std::strcmp(argv[i], "--cpar") == 0)
             cpar = true;
+        else if (std::strcmp(argv[i], "--quick-cpar") == 0)
+            quick_cpar = true;
         else
             seed = std::strtoull(argv[i], nullptr, 10);
     }
@@ -666,6 +669,17 @@ int main(int argc, char** argv) {
     const std::vector<Path> paths{kSerial, kChunkAll, kAuto, kChunkAllTf32, kCparAll, kCpar, kCparAllTf32, kCparAll64};
 
     if (cpar) return run_cpar(rng);
+    if (quick_cpar) {  // the chunk-parallel path alone, small shapes (for the emulation)
+        for (const Shape* sh : {&kTiny, &kOddMix}) {
+            const Problem P = make_problem(*sh, {1, 5, 130, 2, 64, 1}, {5, 0, 3, 7, 1, 6}, 9, rng, false);
+            const Ref R = make_ref(P, false);
+            for (const Path& path : {kCpar, kCparAll64}) check_case("mixed", P, R, false, path);
+        }
+        const Problem P = make_problem(kOdd32, {3, 70, 1, 2}, {4, 1, 0, 2}, 5, rng, true);
+        check_case("mixed", P, make_ref(P, true), true, kCparAllTf32, kStateBf16Tol);
+        std::printf("\n%s: %d failure(s) (quick-cpar)\n", g_failures ? "FAIL" : "PASS", g_failures);
+        return g_failures ? 1 : 0;
+    }
     if (quick_real) {  // one small real-shape batch (for the emulation: serial and chunked, 128 × 128)
         const Problem P = make_problem(kReal, {2, 70, 1}, {3, 0, 1}, 4, rng, false);
         const Ref R = make_ref(P, false);
