@@ -343,7 +343,7 @@ struct DeviceProblem {
         p.workspace = ws; p.out = out;
         p.chunk_min_tokens = path.chunk_min;
         p.chunk_tf32x3 = path.x3;
-        p.chunk_parallel = path.cpar;
+        p.chunk_parallel = path.cpar ? 1 : 0;
         p.chunk_value_cols = path.cols;
         return p;
     }

@@ -67,15 +67,36 @@ size_t gdn_workspace_bytes(int64_t num_tokens, int64_t conv_dim, int Nk, int Nv,
 
 namespace {
 
+int sm_count() {
+    static int counts[64] = {};
+    int dev = 0;
+    QS_CUDA_CHECK(cudaGetDevice(&dev));
+    if (dev >= 0 && dev < 64 && counts[dev] > 0) return counts[dev];
+    int n = 0;
+    QS_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
+    if (dev >= 0 && dev < 64) counts[dev] = n;
+    return n;
+}
+
 // The chunked sequences: chunk-parallel path (prep, state pass + norm) or one block per head.
+// By shape (chunk_parallel < 0, chunk_value_cols 0), from the H200 measurements (NOTES.md, GDN v2):
+// per 64-token chunk the one-block-per-head kernel takes ~49 µs per (sequence, head) pair, the
+// state pass ~20 µs per block at 32 columns (4 blocks per head) and ~25 µs at 64 (2 blocks), so
+// the chunk-parallel path wins only while the one-block-per-head grid leaves SMs idle: with P
+// (long sequences × Nv) pairs, when P·ceil(Dv/64) <= SMs; 32 columns while P·ceil(Dv/32) <= SMs.
 template <int D>
 void launch_chunked_any(const GatedDeltaNetParams& p, const RecArgs& a, cudaStream_t stream) {
-    if (p.chunk_parallel) {
+    const int64_t T = p.batch.num_tokens, mx = p.batch.max_seq_tokens;
+    const int64_t pairs = (mx > 0 ? (T + mx - 1) / mx : T) * p.Nv;
+    const bool by_shape = p.chunk_parallel < 0 || p.chunk_value_cols == 0;
+    const int64_t sms = by_shape ? sm_count() : 0;
+    const bool cp = p.chunk_parallel > 0 || (p.chunk_parallel < 0 && pairs * ((p.Dv + 63) / 64) <= sms);
+    if (cp) {
         GDN_REQUIRE(p.batch.row_seq != nullptr);
-        gdn::launch_cp_prep<D>(a, p.chunk_tf32x3, stream);
         int cols = p.chunk_value_cols;
-        if (cols == 0) cols = int64_t(p.batch.num_seqs) * p.Nv >= 256 ? 64 : 32;
+        if (cols == 0) cols = pairs * ((p.Dv + 31) / 32) <= sms ? 32 : 64;
         GDN_REQUIRE(cols == 32 || cols == 64);
+        gdn::launch_cp_prep<D>(a, p.chunk_tf32x3, stream);
         gdn::launch_cp_state<D>(a, p.ssm_bf16, p.chunk_tf32x3, cols, stream);
     } else {
         launch_chunked<D>(a, p.ssm_bf16, p.chunk_tf32x3, a.num_seqs, stream);

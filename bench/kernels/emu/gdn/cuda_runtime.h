@@ -46,6 +46,8 @@ typedef void* cudaStream_t;
 typedef int* cudaEvent_t;
 enum cudaMemcpyKind { cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice };
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize };
+enum cudaDeviceAttr { cudaDevAttrMultiProcessorCount };
+inline cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr, int) { *v = 1; return cudaSuccess; }
 struct cudaDeviceProp { char name[256]; int multiProcessorCount; int l2CacheSize; };
 inline const char* cudaGetErrorName(cudaError_t) { return "cudaErrorEmu"; }
 inline const char* cudaGetErrorString(cudaError_t) { return "emulation error"; }
