@@ -1,7 +1,9 @@
 // Lab for the Gated DeltaNet CUDA kernels (src/backend/cuda/gdn_kernels.{h,cu}).
 // Build (from the repository root):
 //   mkdir -p build-gpu && nvcc -O3 -std=c++20 -gencode=arch=compute_90a,code=sm_90a -Isrc bench/kernels/gdn_lab.cu src/backend/cuda/gdn_*.cu -o build-gpu/gdn_lab
-// Run: build-gpu/gdn_lab [--quick | --quick-real] [seed]      (exit code != 0 on any FAIL)
+// Run: build-gpu/gdn_lab [--quick | --quick-real | --cpar] [seed]   (exit code != 0 on any FAIL)
+//   --cpar: the chunk-parallel path (gdn_cp_*.cu) at the real shape: a varlen mix, 16 × 1024 and
+//   1 × 16,384 against the reference, both prefill shapes timed, then a summary table (~1 min).
 //   --quick: small-shape correctness cases only. Without a GPU, bench/kernels/emu/run_emu.sh runs
 //   the --quick cases with the kernels' own source under a host emulation (slow, CPU only).
 //
@@ -17,6 +19,7 @@
 // the kernel does (the load is exact, the store rounds once per call), so out keeps the fp32 bound;
 // the state may differ by one bf16 ulp where the fp32 value sits on a rounding boundary (2e-3).
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -25,6 +28,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <cuda_runtime.h>
@@ -129,7 +133,6 @@ void reference(const Problem& P, const std::vector<char>& check, bool bf16_state
     ssm.assign(P.ssm0.begin(), P.ssm0.end());
     out.assign(size_t(P.T) * Nv * Dv, 0.0);
     const std::vector<int> rb = row_begins(P);
-    std::vector<double> q(Dk), k(Dk), delta(Dv), o(Dv);
     for (size_t s = 0; s < P.lens.size(); ++s) {
         if (!check[s]) continue;
         const int n = P.lens[s];
@@ -149,7 +152,9 @@ void reference(const Problem& P, const std::vector<char>& check, bool bf16_state
             for (int ch = 0; ch < C; ++ch) nw[size_t(r) * C + ch] = ext(n + r, ch);
         std::copy(nw.begin(), nw.end(), win);
 
-        for (int h = 0; h < Nv; ++h) {
+        // Value heads are independent (own state, own output columns): spread over host threads.
+        auto head = [&](int h) {
+            std::vector<double> q(Dk), k(Dk), delta(Dv), o(Dv);
             const int kh = h / ratio;
             double* S = ssm.data() + (size_t(P.slots[s]) * Nv + h) * Dk * Dv;
             const double A = std::exp(double(P.A_log[h]));
@@ -196,6 +201,18 @@ void reference(const Problem& P, const std::vector<char>& check, bool bf16_state
             }
             if (bf16_state)
                 for (int e = 0; e < Dk * Dv; ++e) S[e] = bf_round(float(S[e]));
+        };
+        const int nthreads = double(n) * Nv * Dk * Dv > 5e7 ? int(std::max(1u, std::thread::hardware_concurrency())) : 1;
+        if (nthreads <= 1) {
+            for (int h = 0; h < Nv; ++h) head(h);
+        } else {
+            std::vector<std::thread> pool;
+            std::atomic<int> next{0};
+            for (int t = 0; t < nthreads; ++t)
+                pool.emplace_back([&] {
+                    for (int h; (h = next.fetch_add(1)) < Nv;) head(h);
+                });
+            for (std::thread& t : pool) t.join();
         }
     }
 }
@@ -223,16 +240,37 @@ void poison(void* d, size_t bytes) { QS_CUDA_CHECK(cudaMemset(d, 0xff, bytes)); 
 
 // Which recurrence kernel takes which sequence: chunk_min <= 0 every sequence token-serial; 1 every
 // sequence chunked; 64 the default split. x3: chunked products in 3xTF32 (else plain TF32).
+// cpar: the chunked sequences take the chunk-parallel path (gdn_cp_*.cu), else the one-block-per-
+// head kernel (gdn_chunked.cu).
+// cols: the state pass's value columns per block (0 = by shape, 32, 64).
 struct Path {
     int chunk_min;
     bool x3;
+    bool cpar = false;
+    int cols = 0;
     std::string name() const {
         if (chunk_min <= 0) return "serial";
-        return std::string(chunk_min == 1 ? "chunked-all" : "auto") + (x3 ? "/3xtf32" : "/tf32");
+        std::string n = cpar ? (chunk_min == 1 ? "cpar-all" : "cpar") : (chunk_min == 1 ? "chunked-all" : "auto");
+        if (cpar && cols) n += std::to_string(cols);
+        return n + (x3 ? "/3xtf32" : "/tf32");
     }
 };
 const Path kSerial{0, true}, kChunkAll{1, true}, kAuto{64, true}, kChunkAllTf32{1, false}, kAutoTf32{64, false};
+const Path kCparAll{1, true, true}, kCpar{64, true, true}, kCparAllTf32{1, false, true}, kCparTf32{64, false, true};
+const Path kCparAll64{1, true, true, 64}, kCpar32{64, true, true, 32}, kCpar64{64, true, true, 64};
+const Path kCpar32Tf32{64, false, true, 32}, kCpar64Tf32{64, false, true, 64};
 double tol_for(const Path& p) { return p.chunk_min <= 0 ? 1e-5 : p.x3 ? 2e-5 : 5e-3; }
+
+// The summary table (--cpar): one row per timed (case, path), with that case's checked errors.
+struct TableRow {
+    std::string name, path;
+    double us_total = 0, us_rec = 0, gbs = 0, tflops = 0, err_out = -1, err_state = -1;
+};
+std::vector<TableRow> g_table;
+struct CaseErr {
+    double out = -1, state = -1;
+};
+std::vector<std::pair<std::string, CaseErr>> g_errs;  // key: case name + "|" + path name
 
 struct DeviceProblem {
     const Problem* P = nullptr;
@@ -257,7 +295,7 @@ struct DeviceProblem {
         conv = dalloc<float>(p.conv0.size());
         out = dalloc<float>(size_t(p.T) * sh.Nv * sh.Dv);
         ssm = bf16 ? static_cast<void*>(dalloc<uint16_t>(p.ssm0.size())) : static_cast<void*>(dalloc<float>(p.ssm0.size()));
-        ws_bytes = qs::cuda::gdn_workspace_bytes(p.T, sh.C());
+        ws_bytes = qs::cuda::gdn_workspace_bytes(p.T, sh.C(), sh.Nk, sh.Nv, sh.Dk);
         ws = dalloc<char>(ws_bytes);
         std::vector<int32_t> rs(p.T);
         std::vector<DeviceSeq> ds(p.lens.size());
@@ -305,6 +343,8 @@ struct DeviceProblem {
         p.workspace = ws; p.out = out;
         p.chunk_min_tokens = path.chunk_min;
         p.chunk_tf32x3 = path.x3;
+        p.chunk_parallel = path.cpar ? 1 : 0;
+        p.chunk_value_cols = path.cols;
         return p;
     }
 };
@@ -398,9 +438,11 @@ void check_case(const std::string& name, const Problem& P, const Ref& R, bool bf
     }
     std::printf("case %s [%s, lens %s, %s state, %s]\n", name.c_str(), sh.name, lens.c_str(), bf16 ? "bf16" : "fp32",
                 path.name().c_str());
-    report("out", compare(go.data(), ro.data(), go.size()), tol_out);
+    const Err eo = compare(go.data(), ro.data(), go.size()), es = compare(gs.data(), rs.data(), gs.size());
+    report("out", eo, tol_out);
     report("conv windows (all slots)", compare(gc.data(), rc.data(), gc.size()), 1e-6);
-    report("ssm states (all slots)", compare(gs.data(), rs.data(), gs.size()), tol_state);
+    report("ssm states (all slots)", es, tol_state);
+    g_errs.push_back({name + "|" + path.name(), CaseErr{eo.bad ? INFINITY : eo.rel, es.bad ? INFINITY : es.rel}});
 }
 
 double median(std::vector<float> v) {
@@ -475,6 +517,13 @@ void time_case(const std::string& name, const Problem& P, bool bf16, std::vector
         QS_CUDA_CHECK(cudaDeviceSynchronize());
         const double conv_bytes = B.conv_win + double(P.T) * P.sh.C() * 4 * 2;
         const double rec_bytes = B.state + B.ws / 2 + double(P.T) * (2.0 * P.sh.Nv * P.sh.Dv + 2.0 * P.sh.Nv) * 4;
+        TableRow row{name, path.name(), t_all * 1e3, t_rec * 1e3, floor_bytes / (t_all * 1e6), flops / (t_all * 1e9)};
+        for (const auto& [key, e] : g_errs)
+            if (key == name + "|" + path.name()) {
+                row.err_out = e.out;
+                row.err_state = e.state;
+            }
+        g_table.push_back(row);
         std::printf("  %-12s total %9.1f us (%6.0f GB/s of floor bytes, %4.1f%% of copy)  conv %8.1f us (%6.0f GB/s)  "
                     "recurrence %9.1f us (%6.0f GB/s, %.2f TFLOP/s)\n",
                     path.name().c_str(), t_all * 1e3, floor_bytes / (t_all * 1e6), 100.0 * floor_bytes / (t_all * 1e6) / kCopyCeilingGBs,
@@ -553,18 +602,60 @@ void bf16_drift(const Shape& sh, int seqs, int n, std::mt19937_64& rng, const Pa
     }
 }
 
+// --cpar: the chunk-parallel path at the real shape against the reference and the one-block-per-head
+// kernel, then the issue's two prefill shapes timed, and a summary table. Sized for ~1 minute.
+int run_cpar(std::mt19937_64& rng) {
+    const double kStateBf16Tol = 2e-3;
+    {  // varlen mix: decode rows, short and long sequences, a chunk boundary +1, non-zero states
+        const Problem P = make_problem(kReal, {1, 5, 300, 2, 64, 1, 1500, 129}, {5, 0, 3, 7, 1, 6, 8, 2}, 9, rng, false);
+        const Ref R = make_ref(P, false);
+        for (const Path& path : {kAuto, kCpar32, kCpar64, kCparTf32}) check_case("mixed", P, R, false, path);
+        const Problem Q = make_problem(kReal, {3, 130, 1, 2, 700}, {4, 1, 0, 6, 2}, 7, rng, true);
+        check_case("mixed", Q, make_ref(Q, true), true, kCpar, kStateBf16Tol);
+    }
+    std::vector<int> pre_lens(16, 1024), pre_slots(16);
+    for (int i = 0; i < 16; ++i) pre_slots[i] = (i * 7 + 3) % 16;
+    std::vector<char> pre_check(16, 0);
+    pre_check[0] = pre_check[11] = 1;
+    const Problem P16 = make_problem(kReal, pre_lens, pre_slots, 16, rng, false);
+    {
+        const Ref R = make_ref(P16, false, pre_check);
+        for (const Path& path : {kAuto, kCpar32, kCpar64, kCpar32Tf32, kCpar64Tf32}) check_case("prefill16x1024", P16, R, false, path);
+    }
+    const Problem P1 = make_problem(kReal, {16384}, {0}, 1, rng, false);
+    {
+        const Ref R = make_ref(P1, false);
+        for (const Path& path : {kAuto, kCpar32, kCpar64, kCpar32Tf32}) check_case("prefill1x16384", P1, R, false, path);
+    }
+    std::printf("\n");
+    time_case("prefill16x1024", P16, false, {kAuto, kCpar32, kCpar64, kCpar32Tf32, kCpar64Tf32});
+    time_case("prefill1x16384", P1, false, {kAuto, kCpar32, kCpar64, kCpar32Tf32});
+    std::printf("\n| case | path | total us | recurrence us | GB/s (floor bytes) | TFLOP/s (recurrent form) | out err | state err |\n"
+                "| --- | --- | --- | --- | --- | --- | --- | --- |\n");
+    for (const TableRow& r : g_table)
+        std::printf("| %s | %s | %.1f | %.1f | %.0f | %.2f | %.2e | %.2e |\n", r.name.c_str(), r.path.c_str(), r.us_total,
+                    r.us_rec, r.gbs, r.tflops, r.err_out, r.err_state);
+    std::printf("\n%s: %d failure(s) (cpar)\n", g_failures ? "FAIL" : "PASS", g_failures);
+    return g_failures ? 1 : 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     // Arguments: [--quick] [seed]. --quick: the small-shape correctness cases only (no real shape,
     // no timing), as run by the host emulation (bench/kernels/emu/run_emu.sh).
-    bool quick = false, quick_real = false;
+    std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress visible when logged to a file
+    bool quick = false, quick_real = false, quick_cpar = false, cpar = false;
     uint64_t seed = uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
     for (int i = 1; i < argc; ++i) {
         if (std::strcmp(argv[i], "--quick") == 0)
             quick = true;
         else if (std::strcmp(argv[i], "--quick-real") == 0)
             quick_real = true;
+        else if (std::strcmp(argv[i], "--cpar") == 0)
+            cpar = true;
+        else if (std::strcmp(argv[i], "--quick-cpar") == 0)
+            quick_cpar = true;
         else
             seed = std::strtoull(argv[i], nullptr, 10);
     }
@@ -575,11 +666,25 @@ int main(int argc, char** argv) {
     std::printf("device %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
 
     const double kStateBf16Tol = 2e-3;
-    const std::vector<Path> paths{kSerial, kChunkAll, kAuto, kChunkAllTf32};
+    const std::vector<Path> paths{kSerial, kChunkAll, kAuto, kChunkAllTf32, kCparAll, kCpar, kCparAllTf32, kCparAll64};
 
+    if (cpar) return run_cpar(rng);
+    if (quick_cpar) {  // the chunk-parallel path alone, small shapes (for the emulation)
+        for (const Shape* sh : {&kTiny, &kOddMix}) {
+            const Problem P = make_problem(*sh, {1, 5, 130, 2, 64, 1}, {5, 0, 3, 7, 1, 6}, 9, rng, false);
+            const Ref R = make_ref(P, false);
+            for (const Path& path : {kCpar, kCparAll64}) check_case("mixed", P, R, false, path);
+        }
+        const Problem P = make_problem(kOdd32, {3, 70, 1, 2}, {4, 1, 0, 2}, 5, rng, true);
+        check_case("mixed", P, make_ref(P, true), true, kCparAllTf32, kStateBf16Tol);
+        std::printf("\n%s: %d failure(s) (quick-cpar)\n", g_failures ? "FAIL" : "PASS", g_failures);
+        return g_failures ? 1 : 0;
+    }
     if (quick_real) {  // one small real-shape batch (for the emulation: serial and chunked, 128 × 128)
         const Problem P = make_problem(kReal, {2, 70, 1}, {3, 0, 1}, 4, rng, false);
-        check_case("mixed", P, make_ref(P, false), false, kAuto);
+        const Ref R = make_ref(P, false);
+        check_case("mixed", P, R, false, kAuto);
+        check_case("mixed", P, R, false, kCpar);
         std::printf("\n%s: %d failure(s) (quick-real)\n", g_failures ? "FAIL" : "PASS", g_failures);
         return g_failures ? 1 : 0;
     }
@@ -632,7 +737,7 @@ int main(int argc, char** argv) {
     {
         const Problem P = make_problem(kReal, pre_lens, pre_slots, 16, rng, false);
         const Ref R = make_ref(P, false, pre_check);
-        for (const Path& path : {kSerial, kAuto, kAutoTf32}) check_case("prefill16x1024", P, R, false, path);
+        for (const Path& path : {kSerial, kAuto, kAutoTf32, kCpar, kCparTf32}) check_case("prefill16x1024", P, R, false, path);
     }
     bf16_drift(kReal, 8, 256, rng, kAuto);
 
@@ -646,9 +751,9 @@ int main(int argc, char** argv) {
     }
     {
         const Problem P = make_problem(kReal, pre_lens, pre_slots, 16, rng, false);
-        time_case("prefill16x1024", P, false, {kSerial, kAuto, kAutoTf32});
+        time_case("prefill16x1024", P, false, {kSerial, kAuto, kAutoTf32, kCpar, kCparTf32});
         const Problem Q = make_problem(kReal, {4096}, {0}, 1, rng, false);
-        time_case("prefill1x4096", Q, false, {kSerial, kAuto, kAutoTf32});
+        time_case("prefill1x4096", Q, false, {kSerial, kAuto, kAutoTf32, kCpar, kCparTf32});
     }
     std::printf("\n%s: %d failure(s)\n", g_failures ? "FAIL" : "PASS", g_failures);
     return g_failures ? 1 : 0;

@@ -373,6 +373,12 @@ TEST_P(CudaOpsParity, GatedDeltaNetWithStateSlots) {
         std::vector<OwnedBatch> batches;
         batches.push_back(make_batch({{{0, 70, 2}, {0, 2, 0}, {0, 13, 3}}}, 16, 1, rng_, int(c.vocab_size)));
         batches.push_back(make_batch({{{70, 1, 2}, {2, 1, 0}, {13, 150, 3}, {0, 5, 1}}}, 16, 1, rng_, int(c.vocab_size)));
+        // The chunk-parallel prefill path (gdn_cp_*.cu, chosen by shape for few long sequences: here
+        // ceil(T / max) = 2 long sequences): a long sequence among decode rows and short ones, chunk
+        // boundaries +-1, every slot starting from the non-zero state left above.
+        batches.push_back(make_batch({{{71, 1, 2}, {3, 900, 0}, {163, 65, 3}, {5, 63, 1}}}, 16, 1, rng_,
+                                     int(c.vocab_size)));
+        batches.push_back(make_batch({{{963, 2000, 0}}}, 16, 1, rng_, int(c.vocab_size)));  // one long prompt
         for (size_t bi = 0; bi < batches.size(); ++bi) {
             const ForwardBatch& b = batches[bi].batch;
             const int64_t T = b.num_tokens();

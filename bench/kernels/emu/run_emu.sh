@@ -6,7 +6,7 @@
 # The GDN emulation (prepare.py + gdn/cuda_runtime.h) and the attention one (emu_prelude.h + the
 # emulated backend/cuda/ptx_helpers.cuh, with the real CUDA headers) are separate harnesses.
 set -e
-out=build-emu
+out=${EMU_OUT:-build-emu}
 mkdir -p $out
 cuda_inc=${CUDA_HOME:-/usr/local/cuda}/include
 if [ "$1" = attention ]; then
@@ -22,9 +22,11 @@ if [ "$1" = attention ]; then
     exec $out/attention_emu "$@"
 fi
 [ "$1" = gdn ] && shift
+mkdir -p $out/backend/cuda  # prepared headers shadow src/ (quoted includes look beside the .cpp first)
+python3 bench/kernels/emu/prepare.py src/backend/cuda/gdn_chunk_math.cuh $out/backend/cuda/gdn_chunk_math.cuh
 for f in src/backend/cuda/gdn_*.cu bench/kernels/gdn_lab.cu; do
     python3 bench/kernels/emu/prepare.py $f $out/$(basename $f .cu)_emu.cpp
 done
-g++ -std=c++20 -O2 -w -Ibench/kernels/emu/gdn -Isrc -Isrc/backend/cuda $out/gdn_*_emu.cpp -o $out/gdn_lab_emu
-case "$1" in --quick-real) ;; *) set -- --quick "$@" ;; esac
+g++ -std=c++20 -O2 -w -Ibench/kernels/emu/gdn -I$out -Isrc -Isrc/backend/cuda $out/gdn_*_emu.cpp -o $out/gdn_lab_emu
+case "$1" in --quick-real|--quick-cpar) ;; *) set -- --quick "$@" ;; esac
 exec $out/gdn_lab_emu "$@"

@@ -379,7 +379,7 @@ void CudaOps::gated_delta_net(const float* qkv, const float* z, const float* b, 
     p.K = int(d.conv_kernel);
     p.eps = float(d.eps);
     p.batch = batch_;
-    p.workspace = arena_.allocate(gdn_workspace_bytes(batch_.num_tokens, d.conv_dim()));
+    p.workspace = arena_.allocate(gdn_workspace_bytes(batch_.num_tokens, d.conv_dim(), p.Nk, p.Nv, p.Dk));
     p.out = out;
     // The stash buffers are sized before a capture for the layers seen so far.
     if (gdn_layer >= gdn_shape_.layers) gdn_shape_ = GdnShape{gdn_layer + 1, d.conv_dim(), d.num_value_heads};

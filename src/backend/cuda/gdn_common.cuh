@@ -47,7 +47,51 @@ struct RecArgs {
     int Nk, Nv, Dk, Dv, C;
     float eps, q_scale;
     int chunk_min_tokens;  // sequences with n >= this are skipped (chunked kernel); <= 0: none
+    // Chunk-parallel path only (gdn_cp_*.cu; layout in CpLayout):
+    float* conv_mut;       // = conv; the prep kernel overwrites each chunked row's v with U
+    float* cpW;            // [T, Nv, Dk] W = T (k̂ β e^γ) per row
+    float* cpP;            // [T, Nv, 64] P = lower(q̂ k̂ᵀ e^{γr-γs}) row r of its chunk
+    float* cpGam;          // [T, Nv] γ = cumulative gate within the chunk, at the row
+    float* cpRq;           // [T, Nk] q_scale / ||q||  (of the row, per key head)
+    float* cpRk;           // [T, Nk] 1 / ||k||
+    const int32_t* row_seq;
+    int T, num_seqs;
 };
+
+// The workspace (offsets in floats, every region 16-byte aligned): the conv output [T, C], then
+// the chunk-parallel path's W, P, γ, 1/||q||, 1/||k|| (see RecArgs).
+struct CpLayout {
+    int64_t oW, oP, oGam, oRq, oRk, total;
+};
+inline CpLayout cp_layout(int64_t T, int64_t C, int64_t Nk, int64_t Nv, int64_t Dk) {
+    auto r4 = [](int64_t x) { return (x + 3) / 4 * 4; };
+    CpLayout L;
+    L.oW = T * r4(C);
+    L.oP = L.oW + T * Nv * r4(Dk);
+    L.oGam = L.oP + T * Nv * 64;
+    L.oRq = L.oGam + r4(T * Nv);
+    L.oRk = L.oRq + r4(T * Nk);
+    L.total = L.oRk + r4(T * Nk);
+    return L;
+}
+
+// Chunk-parallel grids (gdn_cp_prep.cu): block x in [0, num_seqs + ceil(T/64)) is chunk
+// c = x - key(s) of the sequence s with the largest key(s) = s + row_begin(s)/64 <= x. Keys strictly
+// increase and key(s) + ceil(n_s/64) <= key(s+1), so every chunk has one block; the others (gaps,
+// sequences below chunk_min_tokens) return false. Grids depend on T and num_seqs only.
+__device__ __forceinline__ bool cp_chunk_of(const RecArgs& p, int x, int& s, int& c) {
+    if (p.chunk_min_tokens <= 0 || p.num_seqs <= 0) return false;
+    int lo = 0, hi = p.num_seqs - 1;
+    while (lo < hi) {  // largest s with key(s) <= x (key(0) = 0 <= x)
+        const int mid = (lo + hi + 1) >> 1;
+        if (mid + p.seqs[mid].row_begin / 64 <= x) lo = mid;
+        else hi = mid - 1;
+    }
+    s = lo;
+    c = x - (lo + p.seqs[lo].row_begin / 64);
+    const int n = p.seqs[lo].num_tokens;
+    return n >= p.chunk_min_tokens && c >= 0 && 64 * c < n;
+}
 
 template <bool BF16>
 struct StateIO;
@@ -89,5 +133,13 @@ template <int D>
 void launch_serial(const RecArgs& a, bool bf16, int num_seqs, cudaStream_t stream);
 template <int D>
 void launch_chunked(const RecArgs& a, bool bf16, bool x3, int num_seqs, cudaStream_t stream);
+// The chunk-parallel path for the same sequences as launch_chunked (gdn_cp_prep.cu: per-chunk WY
+// precompute; gdn_cp_state.cu: the pass over chunks per (sequence, head, value_cols = 32 or 64
+// value columns; 64 only at D = 128) with the outputs, then their gated RMSNorm). Needs the
+// CpLayout workspace.
+template <int D>
+void launch_cp_prep(const RecArgs& a, bool x3, cudaStream_t stream);
+template <int D>
+void launch_cp_state(const RecArgs& a, bool bf16, bool x3, int value_cols, cudaStream_t stream);
 
 }  // namespace qs::cuda::gdn

@@ -26,7 +26,9 @@ void check_params(const GatedDeltaNetParams& p) {
 
 namespace {
 
+using gdn::CpLayout;
 using gdn::RecArgs;
+using gdn::cp_layout;
 
 RecArgs make_rec_args(const GatedDeltaNetParams& p) {
     RecArgs a;
@@ -39,6 +41,17 @@ RecArgs make_rec_args(const GatedDeltaNetParams& p) {
     a.eps = p.eps;
     a.q_scale = 1.0f / std::sqrt(float(p.Dk));
     a.chunk_min_tokens = p.chunk_min_tokens;
+    const CpLayout lay = cp_layout(p.batch.num_tokens, a.C, p.Nk, p.Nv, p.Dk);
+    float* const ws = static_cast<float*>(p.workspace);
+    a.conv_mut = ws;
+    a.cpW = ws + lay.oW;
+    a.cpP = ws + lay.oP;
+    a.cpGam = ws + lay.oGam;
+    a.cpRq = ws + lay.oRq;
+    a.cpRk = ws + lay.oRk;
+    a.row_seq = p.batch.row_seq;
+    a.T = p.batch.num_tokens;
+    a.num_seqs = p.batch.num_seqs;
     return a;
 }
 
@@ -48,9 +61,49 @@ using gdn::check_params;
 using gdn::launch_chunked;
 using gdn::launch_serial;
 
-size_t gdn_workspace_bytes(int64_t num_tokens, int64_t conv_dim) {
-    return size_t(num_tokens) * size_t(conv_dim) * sizeof(float);
+size_t gdn_workspace_bytes(int64_t num_tokens, int64_t conv_dim, int Nk, int Nv, int Dk) {
+    return size_t(gdn::cp_layout(num_tokens, conv_dim, Nk, Nv, Dk).total) * sizeof(float);
 }
+
+namespace {
+
+int sm_count() {
+    static int counts[64] = {};
+    int dev = 0;
+    QS_CUDA_CHECK(cudaGetDevice(&dev));
+    if (dev >= 0 && dev < 64 && counts[dev] > 0) return counts[dev];
+    int n = 0;
+    QS_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
+    if (dev >= 0 && dev < 64) counts[dev] = n;
+    return n;
+}
+
+// The chunked sequences: chunk-parallel path (prep, state pass + norm) or one block per head.
+// By shape (chunk_parallel < 0, chunk_value_cols 0), from the H200 measurements (NOTES.md, GDN v2):
+// per 64-token chunk the one-block-per-head kernel takes ~49 µs per (sequence, head) pair, the
+// state pass ~20 µs per block at 32 columns (4 blocks per head) and ~25 µs at 64 (2 blocks), so
+// the chunk-parallel path wins only while the one-block-per-head grid leaves SMs idle: with P
+// (long sequences × Nv) pairs, when P·ceil(Dv/64) <= SMs; 32 columns while P·ceil(Dv/32) <= SMs.
+template <int D>
+void launch_chunked_any(const GatedDeltaNetParams& p, const RecArgs& a, cudaStream_t stream) {
+    const int64_t T = p.batch.num_tokens, mx = p.batch.max_seq_tokens;
+    const int64_t pairs = (mx > 0 ? (T + mx - 1) / mx : T) * p.Nv;
+    const bool by_shape = p.chunk_parallel < 0 || p.chunk_value_cols == 0;
+    const int64_t sms = by_shape ? sm_count() : 0;
+    const bool cp = p.chunk_parallel > 0 || (p.chunk_parallel < 0 && pairs * ((p.Dv + 63) / 64) <= sms);
+    if (cp) {
+        GDN_REQUIRE(p.batch.row_seq != nullptr);
+        int cols = p.chunk_value_cols;
+        if (cols == 0) cols = pairs * ((p.Dv + 31) / 32) <= sms ? 32 : 64;
+        GDN_REQUIRE(cols == 32 || cols == 64);
+        gdn::launch_cp_prep<D>(a, p.chunk_tf32x3, stream);
+        gdn::launch_cp_state<D>(a, p.ssm_bf16, p.chunk_tf32x3, cols, stream);
+    } else {
+        launch_chunked<D>(a, p.ssm_bf16, p.chunk_tf32x3, a.num_seqs, stream);
+    }
+}
+
+}  // namespace
 
 void launch_gdn_recurrence(const GatedDeltaNetParams& p, cudaStream_t stream) {
     check_params(p);
@@ -63,13 +116,13 @@ void launch_gdn_recurrence(const GatedDeltaNetParams& p, cudaStream_t stream) {
     if (!chunked) a.chunk_min_tokens = 0;
     const int D = (p.Dk > p.Dv ? p.Dk : p.Dv);
     if (D <= 32) {
-        if (chunked) launch_chunked<32>(a, p.ssm_bf16, p.chunk_tf32x3, S, stream);
+        if (chunked) launch_chunked_any<32>(p, a, stream);
         launch_serial<32>(a, p.ssm_bf16, S, stream);
     } else if (D <= 64) {
-        if (chunked) launch_chunked<64>(a, p.ssm_bf16, p.chunk_tf32x3, S, stream);
+        if (chunked) launch_chunked_any<64>(p, a, stream);
         launch_serial<64>(a, p.ssm_bf16, S, stream);
     } else {
-        if (chunked) launch_chunked<128>(a, p.ssm_bf16, p.chunk_tf32x3, S, stream);
+        if (chunked) launch_chunked_any<128>(p, a, stream);
         launch_serial<128>(a, p.ssm_bf16, S, stream);
     }
 }

@@ -11,7 +11,10 @@
 //   2. the recurrence fused with the gates, the l2norms and the gated RMSNorm. Sequences with fewer
 //      than `chunk_min_tokens` tokens (all decode rows) run the token-serial kernel (state in
 //      registers, read once and written once); longer ones run the chunked kernel (chunk 64, WY/UT
-//      form on tensor cores, tf32x3 split = fp32-level accuracy), also one state read and write.
+//      form on tensor cores, tf32x3 split = fp32-level accuracy), also one state read and write,
+//      either one block per (sequence, value head) or, for few long sequences, the chunk-parallel
+//      path (three launches: every chunk's WY precompute, the pass over chunks split over value
+//      columns, the gated RMSNorm; see chunk_parallel below).
 // Grids depend only on num_tokens / num_seqs / shapes; each block decides on the device which
 // sequences it serves. The host also reads batch.max_seq_tokens to skip launches nobody needs (the
 // chunked kernel when max < chunk_min_tokens, the conv row part when max <= K-1); the kernels are
@@ -19,7 +22,7 @@
 // correctness (0 = unknown: the conv row part runs, the chunked kernel does not).
 // Requirements (checked in the launcher): Nv % Nk == 0, Dk and Dv multiples of 4 and <= 128,
 // K in [2, 4], all pointers 16-byte aligned. Not checked: state slots of one call distinct.
-// Fields added to the brief's interface: chunk_min_tokens, chunk_tf32x3.
+// Fields added to the brief's interface: chunk_min_tokens, chunk_tf32x3, chunk_parallel.
 #pragma once
 
 #include <cstdint>
@@ -54,10 +57,23 @@ struct GatedDeltaNetParams {
     // Added: chunked-kernel precision. true: 3xTF32 split products (fp32-level error, ~3x the tensor
     // work); false: plain TF32 operands (10-bit mantissa, ~1e-3 relative error).
     bool chunk_tf32x3 = true;
+    // Added: the chunked sequences run the chunk-parallel path (gdn_cp_prep.cu: every chunk's WY
+    // precompute at once; gdn_cp_state.cu: the pass over chunks per 32 or 64 value columns, then the
+    // gated RMSNorm) instead of one block per (sequence, value head) (gdn_chunked.cu).
+    // 1: always; 0: never; -1: by shape (gdn_kernels.cu: when the long sequences, estimated as
+    // ceil(num_tokens / max_seq_tokens), times Nv leave most SMs idle in the one-block-per-head
+    // kernel; measured on the H200: 1 × 16,384 5.6 ms against 12.8 ms, 16 × 1,024 4.3 ms against
+    // 3.5 ms). The path needs batch.row_seq and the larger workspace of gdn_workspace_bytes, and
+    // consumes the v part of the conv output (overwritten).
+    int chunk_parallel = -1;
+    // Added: value columns per block of the chunk-parallel state pass: 32 or 64 (64 only when
+    // max(Dk, Dv) > 64); 0 = by shape (32 while the blocks fit in one wave over the SMs, else 64).
+    int chunk_value_cols = 0;
 };
 
-// Bytes of scratch the launcher needs for T rows: the conv output [T, conv_dim] fp32.
-size_t gdn_workspace_bytes(int64_t num_tokens, int64_t conv_dim);
+// Bytes of scratch the launcher needs for T rows: the conv output [T, conv_dim] fp32, then the
+// chunk-parallel path's per-row W [Nv, Dk], P [Nv, 64], γ [Nv] and norms [2, Nk] (fp32).
+size_t gdn_workspace_bytes(int64_t num_tokens, int64_t conv_dim, int Nk, int Nv, int Dk);
 
 // Both launches below, in order. Never synchronises, never allocates.
 void launch_gated_delta_net(const GatedDeltaNetParams& p, cudaStream_t stream);

@@ -46,6 +46,8 @@ typedef void* cudaStream_t;
 typedef int* cudaEvent_t;
 enum cudaMemcpyKind { cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice };
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize };
+enum cudaDeviceAttr { cudaDevAttrMultiProcessorCount };
+inline cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr, int) { *v = 1; return cudaSuccess; }
 struct cudaDeviceProp { char name[256]; int multiProcessorCount; int l2CacheSize; };
 inline const char* cudaGetErrorName(cudaError_t) { return "cudaErrorEmu"; }
 inline const char* cudaGetErrorString(cudaError_t) { return "emulation error"; }
@@ -208,9 +210,10 @@ inline void run_block(unsigned nthreads, size_t dyn_bytes, const std::function<v
 
 template <typename... KArgs, typename... Args>
 inline void launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t dyn, Args... args) {
-    for (unsigned y = 0; y < grid.y; ++y)
-        for (unsigned x = 0; x < grid.x; ++x)
-            run_block(block.x, dyn, [&] { kernel(args...); }, dim3(x, y), grid);
+    for (unsigned z = 0; z < grid.z; ++z)
+        for (unsigned y = 0; y < grid.y; ++y)
+            for (unsigned x = 0; x < grid.x; ++x)
+                run_block(block.x, dyn, [&] { kernel(args...); }, dim3(x, y, z), grid);
 }
 template <typename... KArgs, typename... Args>
 inline void launch(void (*kernel)(KArgs...), dim3 grid, unsigned block, size_t dyn, Args... args) {
