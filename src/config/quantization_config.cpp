@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "config/quant_method_parse.h"
 #include "core/check.h"
 
 namespace qs {
@@ -67,6 +68,68 @@ bool QuantizationConfig::excludes(std::string_view module) const {
     return false;
 }
 
+ModuleQuant QuantizationConfig::module_quant(std::string_view module) const {
+    ModuleQuant none;
+    switch (method) {
+        case QuantMethod::kNone: none.origin = "no quantization_config"; return none;
+        case QuantMethod::kFP8Block: {
+            if (excludes(module)) {
+                none.origin = "quantization_config.modules_to_not_convert";
+                return none;
+            }
+            ModuleQuant m;
+            m.kind = ModuleQuant::Kind::kFP8Block;
+            m.bits = 8;
+            m.origin = "quantization_config.weight_block_size";
+            return m;
+        }
+        case QuantMethod::kGptq: {
+            for (const auto& [name, m] : overrides)
+                if (name == module) return m;
+            for (const auto& [name, m] : overrides)
+                if (entry_covers(name, module)) return m;
+            if (excludes(module)) {
+                none.origin = "quantization_config.modules_to_not_convert";
+                return none;
+            }
+            if (!quantized_blocks.empty()) {
+                bool inside = false;
+                for (const std::string& b : quantized_blocks)
+                    inside = inside || (module.size() > b.size() && module.substr(0, b.size()) == b && module[b.size()] == '.');
+                if (!inside) {
+                    none.origin = "quantization_config.block_name_to_quantize (not in a listed block)";
+                    return none;
+                }
+            }
+            return schemes.at(0).quant;
+        }
+        case QuantMethod::kCompressedTensors: {
+            for (const std::string& t : ignore)
+                if (quant_parse::ct_name_match(t, module)) {
+                    none.origin = fmt::format("quantization_config.ignore (\"{}\")", t);
+                    return none;
+                }
+            for (const QuantScheme& s : schemes)
+                for (const std::string& t : s.targets)
+                    if (t == "Linear" || quant_parse::ct_name_match(t, module)) return s.quant;
+            none.origin = "quantization_config.config_groups (no group targets it)";
+            return none;
+        }
+        case QuantMethod::kModelOpt: {
+            for (const std::string& g : ignore)
+                if (quant_parse::glob_match_whole(g, module)) {
+                    none.origin = fmt::format("quantization_config.exclude_modules (\"{}\")", g);
+                    return none;
+                }
+            if (auto it = overrides.find(std::string(module)); it != overrides.end()) return it->second;
+            for (const auto& [name, m] : overrides)
+                if (entry_covers(name, module)) return m;
+            return schemes.at(0).quant;
+        }
+    }
+    return none;
+}
+
 QuantizationConfig fp8_block_quantization(std::vector<std::string> modules_to_not_convert) {
     QuantizationConfig q;
     q.method = QuantMethod::kFP8Block;
@@ -86,9 +149,14 @@ Result<QuantizationConfig> parse_quantization_config(const json& j, const std::s
     std::string method;
     QS_ASSIGN_OR_RETURN(bool has_method, string_field("quant_method", &method));
     if (!has_method) return corrupt_data(fmt::format("{}: missing field quant_method", where));
+    if (method == "gptq" || method == "auto-round" || method == "auto_round")
+        return quant_parse::gptq(j, where, method);
+    if (method == "compressed-tensors") return quant_parse::compressed_tensors(j, where);
+    if (method == "modelopt") return quant_parse::modelopt(j, where);
     if (method != "fp8")
         return unsupported(fmt::format(
-            "{}.quant_method \"{}\" is not supported (supported: \"fp8\" with weight_block_size [128, 128])",
+            "{}.quant_method \"{}\" is not supported (supported: \"fp8\" with weight_block_size [128, 128], "
+            "\"gptq\", \"auto-round\", \"compressed-tensors\", \"modelopt\")",
             where, method));
 
     std::string fmt_name;

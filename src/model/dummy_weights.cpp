@@ -259,9 +259,9 @@ void make_moe(DummyFactory& f, const std::string& p, const ModelConfig& c, MoeWe
         WeightBuffer down = f.bf16_uniform(down_name, {E, H, I}, down_a);
         for (int64_t e = 0; e < E; ++e) {
             ExpertWeights& x = moe.experts[size_t(e)];
-            x.gate_proj = {WeightFormat::kDense, I, H, gate_up.slice(e * 2 * I * H, {I, H}), {}};
-            x.up_proj = {WeightFormat::kDense, I, H, gate_up.slice(e * 2 * I * H + I * H, {I, H}), {}};
-            x.down_proj = {WeightFormat::kDense, H, I, down.slice(e * H * I, {H, I}), {}};
+            x.gate_proj = dense_linear(I, H, gate_up.slice(e * 2 * I * H, {I, H}));
+            x.up_proj = dense_linear(I, H, gate_up.slice(e * 2 * I * H + I * H, {I, H}));
+            x.down_proj = dense_linear(H, I, down.slice(e * H * I, {H, I}));
         }
     }
     const int64_t Is = c.shared_expert_intermediate_size;

@@ -10,195 +10,17 @@
 #include "core/log.h"
 #include "io/checkpoint.h"
 #include "model/fp8_block.h"
+#include "model/tensor_source.h"
 #include "model/weights.h"
 
 namespace qs {
 
 namespace {
 
-std::string shape_str(const std::vector<int64_t>& s) {
-    std::string out = "[";
-    for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-    return out + "]";
-}
-
-bool is_float_dtype(DType t) { return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16; }
-
-// What a tensor may hold: float values, FP8 E4M3 codes, or block scales (F32/BF16).
-enum class Kind { kFloat, kFp8, kScale };
-
-// The scale tensor of an FP8 weight: `X.weight` → `X.weight_scale_inv`; a fused expert tensor
-// without the `.weight` suffix (`…experts.gate_up_proj`) → `…experts.gate_up_proj_scale_inv`.
-std::string scale_name_of(const std::string& weight) { return weight + "_scale_inv"; }
-
-std::string module_of(const std::string& weight) {
-    const std::string suffix = ".weight";
-    if (weight.size() > suffix.size() && weight.compare(weight.size() - suffix.size(), suffix.size(), suffix) == 0)
-        return weight.substr(0, weight.size() - suffix.size());
-    return weight;
-}
-
-class TensorSource {
-public:
-    TensorSource(std::shared_ptr<Checkpoint> ckpt, QuantizationConfig quant)
-        : ckpt_(std::move(ckpt)), quant_(std::move(quant)) {}
-
-    bool has(const std::string& name) const { return ckpt_->find(name) != nullptr; }
-    bool is_fp8(const std::string& name) const {
-        const TensorInfo* t = ckpt_->find(name);
-        return t && t->dtype == DType::kF8E4M3;
-    }
-
-    // The tensor `name` with the expected shape and kind; on a problem, records it and returns {}.
-    WeightBuffer get(const std::string& name, const std::vector<int64_t>& shape, Kind kind = Kind::kFloat) {
-        const TensorInfo* t = ckpt_->find(name);
-        if (!t) {
-            missing_.push_back(name);
-            return {};
-        }
-        used_.insert(name);
-        if (t->shape != shape) {
-            problems_.push_back(fmt::format("tensor {} has shape {} but the config implies {}", name,
-                                            shape_str(t->shape), shape_str(shape)));
-            return {};
-        }
-        const bool dtype_ok = kind == Kind::kFloat ? is_float_dtype(t->dtype)
-                              : kind == Kind::kFp8 ? t->dtype == DType::kF8E4M3
-                                                   : t->dtype == DType::kF32 || t->dtype == DType::kBF16;
-        if (!dtype_ok) {
-            const char* expected = kind == Kind::kFloat ? "F32, F16 or BF16" : kind == Kind::kFp8 ? "F8_E4M3" : "F32 or BF16";
-            problems_.push_back(fmt::format("tensor {} has dtype {}; expected {}", name, dtype_name(t->dtype), expected));
-            return {};
-        }
-        WeightBuffer b;
-        b.dtype = t->dtype;
-        b.shape = t->shape;
-        b.data = t->data;
-        b.owner = ckpt_;
-        return b;
-    }
-
-    // The block scales of FP8 weight `weight` whose matrices are [rows, cols] (`groups` of them
-    // stacked for a fused expert tensor): [groups,] ⌈rows/128⌉, ⌈cols/128⌉, finite values.
-    WeightBuffer scales(const std::string& weight, int64_t groups, int64_t rows, int64_t cols) {
-        const std::string name = scale_name_of(weight);
-        std::vector<int64_t> shape = {fp8_num_blocks(rows), fp8_num_blocks(cols)};
-        if (groups > 0) shape.insert(shape.begin(), groups);
-        const TensorInfo* t = ckpt_->find(name);
-        if (!t) {
-            problems_.push_back(fmt::format("tensor {} is F8_E4M3 but its scale tensor {} is missing", weight, name));
-            return {};
-        }
-        if (t->shape != shape) {
-            used_.insert(name);
-            problems_.push_back(fmt::format("tensor {} has shape {} but the FP8 weight {} needs {} (one scale per "
-                                            "128x128 block)",
-                                            name, shape_str(t->shape), weight, shape_str(shape)));
-            return {};
-        }
-        WeightBuffer b = get(name, shape, Kind::kScale);
-        if (!b.data) return b;
-        for (int64_t i = 0; i < b.numel(); ++i) {
-            const float v = load_as_f32(b.data, b.dtype, size_t(i));
-            if (!std::isfinite(v)) {
-                problems_.push_back(fmt::format("tensor {} has a non-finite scale ({}) at flat index {}", name, v, i));
-                return {};
-            }
-        }
-        return b;
-    }
-
-    // Checks that the FP8 weight `weight` may be FP8 at all (module role, quantization_config).
-    bool fp8_allowed(const std::string& weight) {
-        const std::string module = module_of(weight);
-        const Fp8Role role = fp8_role(module);
-        if (role != Fp8Role::kQuantized && role != Fp8Role::kOptional) {
-            problems_.push_back(fmt::format(
-                "tensor {} is F8_E4M3 but {} stays unquantised in the FP8 block format (only attention q/k/v/o, "
-                "GDN in_proj_qkv/in_proj_z/out_proj, routed and shared experts and mtp.fc may be FP8)",
-                weight, module));
-            return false;
-        }
-        if (!quant_.quantized()) {
-            if (!reported_no_quant_config_)
-                problems_.push_back(fmt::format("tensor {} is F8_E4M3 but config.json has no quantization_config "
-                                                "(expected quant_method \"fp8\", weight_block_size [128, 128])",
-                                                weight));
-            reported_no_quant_config_ = true;
-            return false;
-        }
-        if (quant_.excludes(module)) {
-            problems_.push_back(fmt::format(
-                "tensor {} is F8_E4M3 but quantization_config.modules_to_not_convert lists {}", weight, module));
-            return false;
-        }
-        return true;
-    }
-
-    // A linear [out, in]: dense (F32/F16/BF16) or FP8 with block scales, by the weight's dtype.
-    LinearWeight linear(const std::string& name, int64_t out, int64_t in) {
-        LinearWeight w;
-        w.out_features = out;
-        w.in_features = in;
-        if (is_fp8(name)) {
-            if (!fp8_allowed(name)) {
-                used_.insert(name);
-                used_.insert(scale_name_of(name));
-                return w;
-            }
-            w.format = WeightFormat::kFP8Block;
-            w.weight = get(name, {out, in}, Kind::kFp8);
-            w.scale_inv = scales(name, 0, out, in);
-            return w;
-        }
-        w.weight = get(name, {out, in});
-        stray_scale(name);
-        return w;
-    }
-
-    // A scale tensor next to a weight that is not FP8 is an error (it would be silently ignored).
-    void stray_scale(const std::string& weight) {
-        const std::string scale = scale_name_of(weight);
-        if (!has(scale) || is_fp8(weight)) return;
-        used_.insert(scale);
-        problems_.push_back(fmt::format("tensor {} exists but {} is not F8_E4M3", scale, weight));
-    }
-
-    std::vector<float> vec(const std::string& name, int64_t n) {
-        WeightBuffer b = get(name, {n});
-        return b.data ? to_f32_vector(b) : std::vector<float>(size_t(n), 0.0f);
-    }
-
-    void mark_used(const std::string& name) { used_.insert(name); }
-    void problem(std::string message) { problems_.push_back(std::move(message)); }
-
-    Status finish(const std::function<bool(const std::string&)>& ignored) {
-        std::vector<std::string> unexpected;
-        for (const auto& n : ckpt_->names())
-            if (!used_.count(n) && !ignored(n)) unexpected.push_back(n);
-        std::vector<std::string> lines = problems_;
-        auto list = [](const std::vector<std::string>& names) {
-            std::string s;
-            for (size_t i = 0; i < names.size() && i < 12; ++i) s += (i ? ", " : "") + names[i];
-            if (names.size() > 12) s += fmt::format(", ... ({} in all)", names.size());
-            return s;
-        };
-        if (!missing_.empty()) lines.push_back("missing tensors: " + list(missing_));
-        if (!unexpected.empty()) lines.push_back("unexpected tensors: " + list(unexpected));
-        if (lines.empty()) return Status::ok();
-        std::string msg = ckpt_->dir() + ": ";
-        for (size_t i = 0; i < lines.size(); ++i) msg += (i ? "; " : "") + lines[i];
-        return corrupt_data(msg);
-    }
-
-private:
-    std::shared_ptr<Checkpoint> ckpt_;
-    QuantizationConfig quant_;
-    bool reported_no_quant_config_ = false;
-    std::set<std::string> used_;
-    std::vector<std::string> missing_;
-    std::vector<std::string> problems_;
-};
+using detail::Kind;
+using detail::TensorSource;
+using detail::module_of;
+using detail::scale_name_of;
 
 // A fused 3-D expert tensor [E, rows, cols], dense or FP8 with its scales.
 struct Fused {
@@ -339,7 +161,7 @@ Result<ModelWeights> load_model_weights(const std::shared_ptr<Checkpoint>& ckpt,
     if (src.has("lm_head.weight") || !c.tie_word_embeddings) {
         w.lm_head = src.linear("lm_head.weight", c.vocab_size, c.hidden_size);
     } else {
-        w.lm_head = {WeightFormat::kDense, c.vocab_size, c.hidden_size, w.embed_tokens, {}};
+        w.lm_head = dense_linear(c.vocab_size, c.hidden_size, w.embed_tokens);
     }
 
     const bool mtp_in_checkpoint = src.has("mtp.fc.weight");
@@ -358,8 +180,11 @@ Result<ModelWeights> load_model_weights(const std::shared_ptr<Checkpoint>& ckpt,
     }
 
     const bool skip_mtp = !w.mtp.present;
+    // ModelOpt's FP8 KV scales (kv_cache_quant_algo FP8) are not used: --kv-cache-dtype decides.
+    const bool kv_scales = c.quantization.method == QuantMethod::kModelOpt;
     QS_RETURN_IF_ERROR(src.finish([&](const std::string& n) {
-        return has_prefix(n, "model.visual.") || (skip_mtp && has_prefix(n, "mtp."));
+        return has_prefix(n, "model.visual.") || (skip_mtp && has_prefix(n, "mtp.")) ||
+               (kv_scales && (n.ends_with(".k_scale") || n.ends_with(".v_scale")));
     }));
     return w;
 }

@@ -49,7 +49,7 @@ TEST(QuantizationConfig, UnsupportedSettingsAreNamed) {
     };
     EXPECT_EQ(error_of(with("quant_method", "awq")),
               "config.json: quantization_config.quant_method \"awq\" is not supported (supported: \"fp8\" with "
-              "weight_block_size [128, 128])");
+              "weight_block_size [128, 128], \"gptq\", \"auto-round\", \"compressed-tensors\", \"modelopt\")");
     EXPECT_EQ(error_of(with("quant_method", nullptr)), "config.json: quantization_config: missing field quant_method");
     EXPECT_EQ(error_of(with("fmt", "e5m2")), "config.json: quantization_config.fmt \"e5m2\" is not supported (only \"e4m3\")");
     EXPECT_EQ(error_of(with("activation_scheme", "static")),
@@ -97,10 +97,10 @@ TEST(QuantizationConfig, RoundTripsThroughModelConfigJson) {
     EXPECT_EQ(*back, c);
     // Inside text_config is accepted too; an unsupported one fails the whole config with its path.
     json nested = model_config_to_json(tiny_model_config());
-    nested["text_config"]["quantization_config"] = {{"quant_method", "gptq"}};
+    nested["text_config"]["quantization_config"] = {{"quant_method", "awq"}};
     auto bad = parse_model_config(nested);
     ASSERT_FALSE(bad.is_ok());
-    EXPECT_NE(bad.status().message().find("text_config.quantization_config.quant_method \"gptq\""), std::string::npos)
+    EXPECT_NE(bad.status().message().find("text_config.quantization_config.quant_method \"awq\""), std::string::npos)
         << bad.status().message();
     EXPECT_FALSE(model_config_to_json(tiny_model_config()).contains("quantization_config"));
 }
