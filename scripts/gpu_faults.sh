@@ -59,10 +59,12 @@ say "$(grep -m1 -E 'warm-up of .* took' "$fx/serve.log")"
 # ---- 2. watchdog ----------------------------------------------------------------------------
 say ""
 say "## 2. watchdog (--engine-stall-timeout-s 3, a step held 8 s after 40 steps)"
+pids=()
 for i in 1 2 3 4; do
     curl -s -o "$OUT/wd_$i.json" -w "%{http_code}\n" "$url/v1/completions" -H 'Content-Type: application/json' \
         -d '{"model":"qwen3.6-35b-a3b","prompt":"Write a long story.","max_tokens":200,"ignore_eos":true}' \
         > "$OUT/wd_$i.code" &
+    pids+=($!)
 done
 first_503=""; back_200=""; t0=$(date +%s.%N)
 for k in $(seq 1 120); do
@@ -72,7 +74,7 @@ for k in $(seq 1 120); do
     if [ "$code" = 200 ] && [ -n "$first_503" ]; then back_200=$now; break; fi
     sleep 0.25
 done
-wait
+wait "${pids[@]}"  # not a bare wait: serve is a background job of this shell too
 codes=$(cat "$OUT"/wd_*.code | sort | uniq -c | tr '\n' ' ')
 say "/health 503 at ${first_503:-never} s ($(cat "$OUT/health_503.json" 2>/dev/null)), 200 again at ${back_200:-never} s"
 say "requests during the stall: $codes; qwenserve_engine_stalls_total $(metric qwenserve_engine_stalls_total)"
@@ -121,11 +123,13 @@ EOF
 say ""
 say "## 5. --request-timeout-s 30: 4 requests of 8192 tokens"
 t0=$(date +%s)
+pids=()
 for i in 1 2 3 4; do
     curl -s -o "$OUT/to_$i.json" -w "%{http_code}\n" "$url/v1/completions" -H 'Content-Type: application/json' \
         -d '{"model":"qwen3.6-35b-a3b","prompt":"Count.","max_tokens":8192,"ignore_eos":true}' > "$OUT/to_$i.code" &
+    pids+=($!)
 done
-wait
+wait "${pids[@]}"
 sleep 1
 say "codes: $(cat "$OUT"/to_*.code | sort | uniq -c | tr '\n' ' ') after $(( $(date +%s) - t0 )) s; $(head -c 200 "$OUT/to_1.json")"
 say "after: in flight $(metric qwenserve_num_requests_in_flight), slots $(metric qwenserve_state_slots_in_use), pages $(metric qwenserve_kv_cache_pages_in_use), timeouts $(metric qwenserve_request_timeouts_total)"

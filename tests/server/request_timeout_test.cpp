@@ -76,9 +76,9 @@ TEST(RequestTimeout, ARequestThatFinishesInTimeIsUntouched) {
     EXPECT_EQ(s.state->metrics().request_timeouts.load(), 0u);
 }
 
-// A request still in the waiting queue when its deadline passes is answered too and leaves the
-// queue.
-TEST(RequestTimeout, AWaitingRequestTimesOut) {
+// With one running slot the second request waits in the queue; both are answered at their
+// deadlines (the stream with its error event, the other with 504) and both leave the engine.
+TEST(RequestTimeout, RunningAndWaitingRequestsBothTimeOut) {
     TestServerConfig cfg = with_timeout(0.4);
     cfg.engine.max_running = 1;
     TestServer s(cfg);
@@ -91,9 +91,14 @@ TEST(RequestTimeout, AWaitingRequestTimesOut) {
     ClientResponse r;
     ASSERT_TRUE(waiting.read_response(r));
     EXPECT_EQ(r.status, 504) << r.body;
+    ASSERT_TRUE(running.read_response(r));
+    const auto events = sse_payloads(r.body);
+    ASSERT_GE(events.size(), 2u);
+    EXPECT_EQ(J::parse(events[events.size() - 2])["error"]["code"], "request_timeout");
     ASSERT_TRUE(s.wait_idle());
     EXPECT_EQ(s.engine->num_aborted(), 2);
     EXPECT_EQ(s.engine->num_pages_used(), 0);
+    EXPECT_EQ(s.state->metrics().request_timeouts.load(), 2u);
 }
 
 // The watchdog on the fake engine: a loop that stops stepping with work in hand turns /health
