@@ -96,10 +96,11 @@ def test_disconnect_storm_frees_every_slot():
 
 
 def test_watchdog_sees_a_held_step_and_the_request_finishes_after_it():
-    proc, base = start("--engine-stall-timeout-s", "0.5", "--debug-engine-stall-s", "3",
+    proc, base = start("--engine-stall-timeout-s", "1", "--debug-engine-stall-s", "4",
                        "--debug-engine-stall-after-steps", "3")
     try:
         assert metric(base, "qwenserve_engine_stalled") == 0
+        stalls_before = metric(base, "qwenserve_engine_stalls_total")
         result = {}
 
         def request():
@@ -118,7 +119,7 @@ def test_watchdog_sees_a_held_step_and_the_request_finishes_after_it():
             time.sleep(0.05)
         assert health.status_code == 503, "the held step was never reported"
         assert health.json()["status"] == "stalled"
-        assert health.json()["last_step_age_s"] >= 0.5
+        assert health.json()["last_step_age_s"] >= 1
         assert metric(base, "qwenserve_engine_stalled") == 1
         t.join(timeout=60)
         assert result["status"] == 200, result
@@ -126,7 +127,7 @@ def test_watchdog_sees_a_held_step_and_the_request_finishes_after_it():
         assert result["body"]["choices"][0]["finish_reason"] == "length"
         assert httpx.get(base + "/health", timeout=5).status_code == 200
         assert metric(base, "qwenserve_engine_stalled") == 0
-        assert metric(base, "qwenserve_engine_stalls_total") == 1
+        assert metric(base, "qwenserve_engine_stalls_total") == stalls_before + 1
     finally:
         stop(proc)
 

@@ -43,7 +43,7 @@ TEST(EngineWatchdog, AHeldStepIsAStallAndTheRequestsFinishAfterIt) {
     ASSERT_EQ(expect.size(), 2u);
 
     CpuOps ops;
-    auto created = Engine::create(w, ops, watchdog_config(0.2), nullptr);
+    auto created = Engine::create(w, ops, watchdog_config(1.0), nullptr);
     ASSERT_TRUE(created.is_ok()) << created.status().message();
     Engine& engine = *created.value();
     // Hold the third step with a batch until the test lets it go.
@@ -78,11 +78,12 @@ TEST(EngineWatchdog, AHeldStepIsAStallAndTheRequestsFinishAfterIt) {
         std::unique_lock<std::mutex> lock(mu);
         ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(20), [&] { return held; }));
     }
-    ASSERT_TRUE(wait_until([&] { return !engine.healthy(); }, 5.0)) << "no stall seen while a step is held";
+    ASSERT_TRUE(wait_until([&] { return !engine.healthy(); }, 10.0)) << "no stall seen while a step is held";
     EngineStats st = engine.stats();
     EXPECT_TRUE(st.stalled);
-    EXPECT_GE(st.last_step_age_s, 0.2);
-    EXPECT_EQ(st.stalls_total, 0) << "a stall is counted when the loop comes round";
+    EXPECT_GE(st.last_step_age_s, 1.0);
+    // Counted when the loop comes round (a slow step on a loaded machine may have counted before).
+    const int64_t stalls_before = st.stalls_total;
     EXPECT_EQ(finished.load(), 0);
     // Still accepted while stalled: submit never waits on the loop.
     EXPECT_TRUE(engine
@@ -100,7 +101,7 @@ TEST(EngineWatchdog, AHeldStepIsAStallAndTheRequestsFinishAfterIt) {
     EXPECT_TRUE(engine.healthy());
     st = engine.stats();
     EXPECT_FALSE(st.stalled);
-    EXPECT_EQ(st.stalls_total, 1);
+    EXPECT_EQ(st.stalls_total, stalls_before + 1);
     engine.stop();
     std::lock_guard<std::mutex> lock(out_mu);
     for (const auto& r : reqs) {
@@ -116,11 +117,11 @@ TEST(EngineWatchdog, AHeldStepIsAStallAndTheRequestsFinishAfterIt) {
 TEST(EngineWatchdog, AnIdleEngineNeverStalls) {
     const ModelWeights w = make_dummy_weights(engine_test_config(), 83);
     CpuOps ops;
-    auto created = Engine::create(w, ops, watchdog_config(0.5), nullptr);
+    auto created = Engine::create(w, ops, watchdog_config(1.0), nullptr);
     ASSERT_TRUE(created.is_ok()) << created.status().message();
     Engine& engine = *created.value();
     engine.start();
-    for (int i = 0; i < 10; ++i) {
+    for (int i = 0; i < 15; ++i) {
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
         EXPECT_TRUE(engine.healthy()) << "after " << (i + 1) * 100 << " ms idle";
     }
