@@ -3,7 +3,9 @@
 
 #include <fmt/format.h>
 
+#include "backend/batched_tokens_fit.h"
 #include "backend/cpu/cpu_ops.h"
+#include "core/log.h"
 #ifdef QS_HAVE_CUDA
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
@@ -19,28 +21,58 @@ bool cuda_backend_available() {
 #endif
 }
 
-Result<int64_t> gpu_cache_budget_mb(Ops& ops, const ModelConfig& config, double utilization,
-                                    const std::function<void()>& warm_up) {
+Result<int64_t> gpu_cache_budget_mb(Ops& ops, const ModelConfig& config, bool with_mtp, double utilization,
+                                    int64_t max_batched_tokens, const std::function<void(int64_t)>& warm_up) {
     if (!(utilization > 0.0 && utilization <= 1.0))
         return invalid_argument(fmt::format("--gpu-memory-utilization must be in (0, 1], got {}", utilization));
 #ifdef QS_HAVE_CUDA
     auto* cuda_ops = dynamic_cast<cuda::CudaOps*>(&ops);
     if (!cuda_ops) return invalid_argument("device_cache_budget_mb: not a GPU backend");
-    warm_up();
-    size_t free_b = 0, total_b = 0;
-    QS_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
     // The CUDA cache keeps one spare page and state slot for the padding rows of graph-replayed
     // decode batches (cuda_cache.h), outside the geometry the budget is turned into.
     const CacheGeometry one = CacheGeometry::for_model(config, 1, 16, 1, true, KvCacheDtype::kBF16);
     const double spare = double(one.kv_bytes_per_block() + one.state_bytes_per_slot());
+    size_t free_b = 0, total_b = 0;
+    if (max_batched_tokens > 512) {
+        BatchedTokensFitInput in;
+        warm_up(256);
+        in.small = {256, cuda_ops->arena_high_water()};
+        warm_up(512);
+        in.large = {512, cuda_ops->arena_high_water()};
+        in.arena_reserved_bytes = cuda_ops->arena_reserved();
+        const CacheGeometry warm = CacheGeometry::for_model(config, 1, 16, 1, with_mtp, KvCacheDtype::kBF16);
+        in.warm_cache_bytes_per_token = warm.kv_bytes_per_block() / 16;
+        in.warm_cache_fixed_bytes = warm.state_bytes_per_slot() + warm.kv_bytes_per_block();
+        QS_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+        in.free_bytes = free_b;
+        in.total_bytes = total_b;
+        in.utilization = utilization;
+        in.keep_bytes = size_t(64 << 20) + size_t(spare);
+        in.wanted_tokens = max_batched_tokens;
+        const BatchedTokensFit fit = fit_batched_tokens(in);
+        log_info("cuda: warm-up of {} tokens predicted at {:.2f} GiB ({:.2f} MiB per token); {:.2f} GiB available",
+                 max_batched_tokens, double(fit.needed_bytes) / double(1 << 30),
+                 double(fit.bytes_per_token) / double(1 << 20), double(fit.available_bytes) / double(1 << 30));
+        if (!fit.fits) return Status(ErrorKind::kResourceExhausted, batched_tokens_oom_message(in, fit));
+    }
+    const size_t free_before = free_b;
+    warm_up(max_batched_tokens);
+    QS_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+    if (max_batched_tokens > 512)  // the prediction's check: what the warm-up really took
+        log_info("cuda: warm-up of {} tokens took the arena to {:.2f} GiB; {:.2f} GiB more device memory held "
+                 "after it", max_batched_tokens, double(cuda_ops->arena_reserved()) / double(1 << 30),
+                 (double(free_before) - double(free_b)) / double(1 << 30));
     const double budget = double(total_b) * utilization - double(total_b - free_b) - spare;
     if (budget < double(64 << 20))
         return Status(ErrorKind::kResourceExhausted,
                       fmt::format("--gpu-memory-utilization {} leaves no room for the cache: weights and activations "
-                                  "use {:.1f} of {:.1f} GiB",
-                                  utilization, double(total_b - free_b) / double(1 << 30), double(total_b) / double(1 << 30)));
+                                  "use {:.1f} of {:.1f} GiB (lower --max-num-batched-tokens {} to shrink the "
+                                  "activations, or raise --gpu-memory-utilization)",
+                                  utilization, double(total_b - free_b) / double(1 << 30), double(total_b) / double(1 << 30),
+                                  max_batched_tokens));
     return int64_t(budget / double(1 << 20));
 #else
+    (void)config, (void)with_mtp, (void)max_batched_tokens, (void)warm_up;
     return invalid_argument("device_cache_budget_mb: this build has no GPU backend");
 #endif
 }

@@ -24,11 +24,14 @@ struct BackendOptions {
 bool cuda_backend_available();
 
 // GPU backends: the cache budget in MB that leaves `utilization` of the device's memory in use
-// once the weights are loaded and `warm_up` (a forward of the largest batch, run here after the
-// arguments are checked) has sized the activation arena; `config` sizes the spare page and slot
-// the CUDA cache keeps. Errors when nothing is left. Not for the CPU backend (its budget is a flag).
-Result<int64_t> gpu_cache_budget_mb(Ops& ops, const ModelConfig& config, double utilization,
-                                    const std::function<void()>& warm_up);
+// once the weights are loaded and `warm_up(max_batched_tokens)` (a forward of the largest step,
+// run here after the arguments are checked) has sized the activation arena; `config` sizes the
+// spare page and slot the CUDA cache keeps. Before that warm-up, two small ones (256 and 512
+// tokens) predict its memory (backend/batched_tokens_fit.h): a step that cannot fit is an error
+// naming --max-num-batched-tokens and a value that fits, not a cudaMalloc abort. Errors when
+// nothing is left. Not for the CPU backend (its budget is a flag).
+Result<int64_t> gpu_cache_budget_mb(Ops& ops, const ModelConfig& config, bool with_mtp, double utilization,
+                                    int64_t max_batched_tokens, const std::function<void(int64_t)>& warm_up);
 
 // Creates the backend for a model of `config`; the caller prepares the weights
 // (Ops::prepare_weights) before the first forward. Errors name the problem: unknown device, a

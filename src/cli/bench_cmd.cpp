@@ -9,7 +9,6 @@
 // Each pass replays N requests with C clients kept busy (closed loop), or sends them at
 // --request-rate arrivals with at most C in flight (open loop); every pass gets a table; with
 // several passes the first is the warm-up and the last one is the result (all are in the JSON).
-#include <sys/resource.h>
 
 #include <cstdio>
 #include <fstream>
@@ -24,6 +23,7 @@
 #include "bench/sharegpt.h"
 #include "cli/commands.h"
 #include "core/args.h"
+#include "core/fd_limit.h"
 #include "tokenizer/tokenizer.h"
 
 namespace qs::cli {
@@ -65,15 +65,6 @@ int run_fixture(int argc, char** argv) {
     if (!s.is_ok()) return fail("bench fixture", s);
     std::fprintf(stderr, "wrote %zu requests to %s\n", reqs->size(), out->c_str());
     return 0;
-}
-
-// 1280 sockets need more descriptors than the usual soft limit of 1024.
-void raise_fd_limit() {
-    rlimit rl{};
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-        rl.rlim_cur = rl.rlim_max;
-        setrlimit(RLIMIT_NOFILE, &rl);
-    }
 }
 
 // The requests of a run: a fixture, or a ShareGPT file measured with the model's tokenizer.

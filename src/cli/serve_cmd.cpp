@@ -26,6 +26,7 @@
 #include "cli/model_args.h"
 #include "core/args.h"
 #include "core/build_info.h"
+#include "core/fd_limit.h"
 #include "core/log.h"
 #include "engine/engine.h"
 #include "engine/engine_config.h"
@@ -50,6 +51,10 @@ struct ServeConfig {
     bool fake_engine = false;
     double fake_step_ms = 20.0;
     double fake_load_s = 0.0;
+    // TESTING: the real engine sleeps debug_stall_s once, in the step after
+    // debug_stall_after_steps steps with a batch (the watchdog's device test).
+    double debug_stall_s = 0.0;
+    int64_t debug_stall_after_steps = 0;
     EngineConfig engine;  // every engine knob (engine/engine_config.h), flags and QS_* variables
 };
 
@@ -103,6 +108,7 @@ Result<ServeConfig> resolve(const Args& args) {
     QS_RETURN_IF_ERROR(seconds("idle-timeout-s", s.idle_timeout_s, s.idle_timeout_s));
     QS_RETURN_IF_ERROR(seconds("write-stall-timeout-s", s.write_stall_timeout_s, s.write_stall_timeout_s));
     QS_RETURN_IF_ERROR(seconds("shutdown-grace-s", s.shutdown_grace_s, s.shutdown_grace_s));
+    QS_RETURN_IF_ERROR(seconds("request-timeout-s", s.request_timeout_s, s.request_timeout_s));
     QS_ASSIGN_OR_RETURN(c.engine, EngineConfig::from_args(args));
     c.fake_engine = args.has("fake-engine");
     c.tokenizer = args.get_or("tokenizer", "");
@@ -115,6 +121,12 @@ Result<ServeConfig> resolve(const Args& args) {
         c.tokenizer = c.model_path;
     QS_RETURN_IF_ERROR(seconds("fake-step-ms", c.fake_step_ms, c.fake_step_ms));
     QS_RETURN_IF_ERROR(seconds("fake-load-s", c.fake_load_s, c.fake_load_s));
+    QS_RETURN_IF_ERROR(seconds("debug-engine-stall-s", c.debug_stall_s, c.debug_stall_s));
+    QS_ASSIGN_OR_RETURN(c.debug_stall_after_steps, args.get_int("debug-engine-stall-after-steps", c.debug_stall_after_steps));
+    if (c.debug_stall_after_steps < 0)
+        return invalid_argument(fmt::format("--debug-engine-stall-after-steps must be >= 0, got {}", c.debug_stall_after_steps));
+    if (c.debug_stall_s > 0 && c.fake_engine)
+        return invalid_argument("--debug-engine-stall-s is for the real engine (the fake engine's stall is a test hook)");
     return c;
 }
 
@@ -129,9 +141,9 @@ void log_config(const ServeConfig& c) {
              c.model, c.model_path.empty() || c.model_path == c.model ? "" : " (" + c.model_path + ")", names, s.host,
              s.port, s.api_key.empty() ? "off" : "set", s.open_health_metrics, s.io_threads, s.worker_threads);
     log_info("serve: max-body-bytes={} stream-buffer-bytes={} max-in-flight={} idle-timeout-s={} "
-             "write-stall-timeout-s={} shutdown-grace-s={} request-log={}{}",
+             "write-stall-timeout-s={} shutdown-grace-s={} request-timeout-s={} request-log={}{}",
              s.max_body_bytes, s.stream_buffer_bytes, s.max_in_flight, s.idle_timeout_s, s.write_stall_timeout_s,
-             s.shutdown_grace_s, s.log_requests ? "on" : "off", s.log_requests && s.log_prompts ? " (with prompts)" : "");
+             s.shutdown_grace_s, s.request_timeout_s > 0 ? fmt::format("{}", s.request_timeout_s) : "off", s.log_requests ? "on" : "off", s.log_requests && s.log_prompts ? " (with prompts)" : "");
 }
 
 // The engine's knobs as it runs them: automatic values (0) replaced by what they resolved to.
@@ -142,6 +154,8 @@ void log_engine(const EngineConfig& effective, const std::string& what) {
 Status serve(const Args& args) {
     QS_ASSIGN_OR_RETURN(ServeConfig c, resolve(args));
     log_config(c);
+    // Every connection is a descriptor: thousands of clients need more than a soft limit of 1024.
+    log_info("serve: open-file limit {}", raise_fd_limit());
     if (!c.fake_engine && c.tokenizer.empty())
         return invalid_argument("--model " + c.model + " has no tokenizer.json: pass --tokenizer PATH");
     if (c.fake_engine && c.engine.max_model_len == 0) c.engine.max_model_len = 32768;
@@ -186,6 +200,7 @@ Status serve(const Args& args) {
         fo.max_waiting = c.engine.max_waiting;
         fo.max_model_len = c.engine.max_model_len;
         fo.load_s = c.fake_load_s;
+        fo.health_stall_s = c.engine.engine_stall_timeout_s;
         fo.eos_ids = eos_ids;
         fo.vocab_size = text.vocab_size();
         fo.token_bytes = [&text](int32_t id) { return text.token_text(id); };
@@ -215,6 +230,13 @@ Status serve(const Args& args) {
                             Engine::create(*weights, *ops, c.engine, std::make_shared<TokenizerTextDecoder>(tp->tokenizer())));
         log_engine(with_resolved_sizes(c.engine, real->capacity()), "batched");
         log_info("serve: capacity: {}", real->capacity().describe());
+        if (c.debug_stall_s > 0) {
+            log_warn("serve: TESTING: the engine will stall for {} s after {} steps (--debug-engine-stall-s)",
+                     c.debug_stall_s, c.debug_stall_after_steps);
+            real->set_step_hook([after = c.debug_stall_after_steps, s = c.debug_stall_s](int64_t steps) {
+                if (steps == after) std::this_thread::sleep_for(std::chrono::duration<double>(s));
+            });
+        }
         real->start();
         engine = std::move(real);
     }
@@ -291,7 +313,12 @@ const CommandSpec& serve_spec() {
               valued("write-stall-timeout-s", "S", "a write that makes no progress this long closes the connection",
                      fmt::format("{}", d.write_stall_timeout_s)),
               valued("shutdown-grace-s", "S", "on SIGTERM, in-flight requests get this long to finish",
-                     fmt::format("{}", d.shutdown_grace_s))}});
+                     fmt::format("{}", d.shutdown_grace_s)),
+              valued("request-timeout-s", "S",
+                     "a generation request not finished this long after it arrived is answered with a 504 "
+                     "request_timeout error (streams: an error event, then [DONE]) and aborted in the engine, "
+                     "which frees its slot and pages (0: no timeout)",
+                     "0")}});
         for (auto& o : c.groups.back().options) {
             if (o.name == "port") o.allowed = "in [0, 65535]";
             if (o.metavar == "N" && o.name != "port") o.allowed = ">= 1";
@@ -311,7 +338,12 @@ const CommandSpec& serve_spec() {
             {"Testing",
              {flag("fake-engine", "serve a scripted test double instead of a model (its log line says so)"),
               valued("fake-step-ms", "MS", "the fake engine's step interval", fmt::format("{}", defaults.fake_step_ms)),
-              valued("fake-load-s", "S", "the fake engine's pretend load time", fmt::format("{}", defaults.fake_load_s))}});
+              valued("fake-load-s", "S", "the fake engine's pretend load time", fmt::format("{}", defaults.fake_load_s)),
+              valued("debug-engine-stall-s", "S",
+                     "TESTING: the real engine sleeps this long, once, before the forward of the step after "
+                     "--debug-engine-stall-after-steps steps (to test the watchdog; 0: never)",
+                     "0"),
+              valued("debug-engine-stall-after-steps", "N", "TESTING: see --debug-engine-stall-s", "0")}});
         return c;
     }();
     return spec;

@@ -71,6 +71,15 @@ std::vector<EngineOption> make_table() {
     util.min_open = true;
     t.push_back(util);
 
+    EngineOption stall = option("engine-stall-timeout-s", "engine_stall_timeout_s", OptionKind::kReal,
+                                "watchdog: when the engine loop has not come round for this many seconds (one "
+                                "step that long, or a wedged loop) GET /health answers 503 and "
+                                "qwenserve_engine_stalled is 1; set it above the longest legitimate step");
+    stall.min = 0;
+    stall.max = kNoMax;
+    stall.min_open = true;
+    t.push_back(stall);
+
     EngineOption accept = option("benchmark-mtp-acceptance", "benchmark_mtp_acceptance", OptionKind::kReal,
                                  "BENCHMARK ONLY, CHANGES OUTPUTS: accept each MTP draft with this probability "
                                  "whatever the model says, to time MTP at a chosen acceptance on dummy weights; "

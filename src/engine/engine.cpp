@@ -15,10 +15,6 @@
 
 namespace qs {
 
-namespace {
-constexpr double kWedgedAfterS = 120.0;  // no loop progress for this long: unhealthy
-}  // namespace
-
 Result<std::unique_ptr<Engine>> Engine::create(const ModelWeights& weights, Ops& ops, const EngineConfig& config,
                                                std::shared_ptr<const TextDecoder> decoder) {
     QS_RETURN_IF_ERROR(config.validate());
@@ -99,16 +95,24 @@ EngineStats Engine::stats() const {
     std::lock_guard<std::mutex> lock(stats_mu_);
     EngineStats s = stats_;
     s.last_step_age_s = now_seconds() - heartbeat_.load();
+    s.stalled = s.last_step_age_s >= config_.engine_stall_timeout_s;
+    s.stalls_total = stalls_total_.load();
     return s;
 }
 
-bool Engine::healthy() const { return now_seconds() - heartbeat_.load() < kWedgedAfterS; }
+bool Engine::healthy() const { return now_seconds() - heartbeat_.load() < config_.engine_stall_timeout_s; }
 
 void Engine::start() {
     if (running_.exchange(true)) return;
+    heartbeat_ = now_seconds();
     thread_ = std::thread([this] {
         while (running_.load()) {
-            heartbeat_ = now_seconds();
+            const double now = now_seconds();
+            if (now - heartbeat_.load() >= config_.engine_stall_timeout_s) {
+                ++stalls_total_;
+                log_warn("engine: the loop is moving again after a stall of {:.1f} s", now - heartbeat_.load());
+            }
+            heartbeat_ = now;
             if (step()) continue;
             std::unique_lock<std::mutex> lock(inbox_mu_);
             inbox_cv_.wait_for(lock, std::chrono::milliseconds(100),
@@ -189,6 +193,7 @@ bool Engine::step() {
     if (!requests_.empty()) sched = scheduler_->schedule();
     const double t1 = now_seconds();
     if (!sched.scheduled.empty()) {
+        if (step_hook_) step_hook_(counters_.steps_total);
         run_batch(sched);
         ++counters_.steps_total;
     }

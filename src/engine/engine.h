@@ -9,6 +9,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -55,6 +56,10 @@ public:
     bool step();
     // Steps until no request is left (tests, batch CLI).
     void run_until_idle();
+    // Test hook (watchdog tests, serve's --debug-engine-stall-*): called on the engine thread in
+    // every step that has a batch, before its forward, with the number of such steps run so
+    // far; a hook that blocks stalls the loop. Set before start().
+    void set_step_hook(std::function<void(int64_t)> hook) { step_hook_ = std::move(hook); }
 
     const CapacityPlan& capacity() const { return plan_; }
     const EngineConfig& config() const { return config_; }
@@ -169,6 +174,7 @@ private:
     std::vector<RowPick> picks_;       // this step's tokens, grouped by scheduled sequence
     std::vector<int32_t> pick_begin_;  // scheduled sequence i: picks_[pick_begin_[i], pick_begin_[i + 1])
     std::deque<Command> drained_;         // the inbox taken by drain_inbox (a member: a fresh deque allocates)
+    std::function<void(int64_t)> step_hook_;
 
     // Shared with other threads.
     mutable std::mutex inbox_mu_;
@@ -178,7 +184,8 @@ private:
     std::unordered_map<std::string, bool> live_ids_;  // submitted and not yet finished
     mutable std::mutex stats_mu_;
     EngineStats stats_;
-    std::atomic<double> heartbeat_{0.0};
+    std::atomic<double> heartbeat_{0.0};  // the loop's last time round (the watchdog's clock)
+    std::atomic<int64_t> stalls_total_{0};
     std::atomic<bool> running_{false};
     std::thread thread_;
 };

@@ -25,6 +25,8 @@ struct EngineStats {
     int64_t num_preemptions_total = 0;
     double kv_usage = 0.0;            // fraction of KV pages in use
     double state_slot_usage = 0.0;    // fraction of GDN state slots in use
+    int64_t kv_pages_in_use = 0;      // KV pages owned by sequences (cached-only pages not counted)
+    int64_t state_slots_in_use = 0;   // running GDN state slots held by sequences
     int64_t prefix_cache_queries = 0; // prompt tokens looked up
     int64_t prefix_cache_hits = 0;    // prompt tokens served from cache
     int64_t prefix_cache_hash_mismatches = 0;  // page keys that matched another prefix's page (refused)
@@ -34,6 +36,11 @@ struct EngineStats {
     std::vector<int64_t> mtp_accepted_by_position; // [num_speculative_tokens]; empty without MTP
     int64_t steps_total = 0;
     double last_step_age_s = 0.0;     // seconds since the loop last made progress or idled
+    // Watchdog (--engine-stall-timeout-s): the loop has not come round for longer than the
+    // timeout (a step that long, or a loop that stopped); and the stalls seen so far (each
+    // counted when the loop comes round again).
+    bool stalled = false;
+    int64_t stalls_total = 0;
 };
 
 class EngineApi {
@@ -46,7 +53,9 @@ public:
     // Aborts a request (its sink gets a final kAbort output). Unknown or finished ids are ignored.
     virtual void abort(const std::string& request_id) = 0;
     virtual EngineStats stats() const = 0;
-    // True while the loop is alive and making progress (or idle).
+    // True while the loop is alive and not stalled: it comes round between steps and, idle, every
+    // 100 ms or so; a loop that has not come round within the stall timeout (a step that long, a
+    // wedged thread) makes it false, and GET /health answers 503.
     virtual bool healthy() const = 0;
     virtual int64_t max_model_len() const = 0;
 };

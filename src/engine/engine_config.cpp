@@ -45,6 +45,7 @@ struct RealField {
 constexpr RealField kRealFields[] = {
     {"gpu-memory-utilization", &EngineConfig::gpu_memory_utilization},
     {"benchmark-mtp-acceptance", &EngineConfig::benchmark_mtp_acceptance},
+    {"engine-stall-timeout-s", &EngineConfig::engine_stall_timeout_s},
 };
 
 KvCacheDtype kv_dtype_from_name(std::string_view name) {
@@ -82,12 +83,12 @@ std::string EngineConfig::describe() const {
         "max_num_seqs={} max_num_batched_tokens={} max_model_len={} kv_block_size={} kv_cache_dtype={} "
         "max_prefill_tokens_with_decodes={} chunked_prefill={} prefix_caching={} max_waiting={} num_speculative_tokens={} "
         "speculative_disable_by_batch_size={} num_state_snapshots={} "
-        "cache_memory_mb={} num_kv_blocks={} gdn_state_dtype={} prefix_cache_seed={}",
+        "cache_memory_mb={} num_kv_blocks={} gdn_state_dtype={} prefix_cache_seed={} engine_stall_timeout_s={}",
         max_num_seqs, max_num_batched_tokens, max_model_len, kv_block_size, kv_cache_dtype_name(kv_cache_dtype),
         max_prefill_tokens_with_decodes, enable_chunked_prefill, enable_prefix_caching, max_waiting,
         num_speculative_tokens, speculative_disable_by_batch_size, num_state_snapshots,
         cache_memory_mb, num_kv_blocks, gdn_state_bf16 ? "bf16" : "f32",
-        prefix_cache_seed >= 0 ? std::to_string(prefix_cache_seed) : std::string("random")) +
+        prefix_cache_seed >= 0 ? std::to_string(prefix_cache_seed) : std::string("random"), engine_stall_timeout_s) +
            (benchmark_mtp_acceptance >= 0.0
                 ? fmt::format(" benchmark_mtp_acceptance={} (BENCHMARK ONLY: outputs are not the model's)",
                               benchmark_mtp_acceptance)

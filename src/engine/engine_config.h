@@ -37,6 +37,9 @@ struct EngineConfig {
     double gpu_memory_utilization = 0.90;    // GPU: share of device memory in use once the cache is made
     int64_t num_kv_blocks = 0;               // 0: derived from cache_memory_mb
     int64_t prefix_cache_seed = -1;          // page hash seed; -1: random per process (CacheManager)
+    // Watchdog: the loop not coming round for this long (one step that long, or a wedged loop)
+    // is a stall: healthy() false, /health 503. Longer than the longest legitimate step.
+    double engine_stall_timeout_s = 120.0;
     // BENCHMARK ONLY, CHANGES OUTPUTS (--benchmark-mtp-acceptance P): each MTP draft is accepted
     // with probability P whatever the target says, so MTP can be timed at a chosen acceptance
     // on dummy weights. -1: off (the real verdicts).

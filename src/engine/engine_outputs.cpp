@@ -158,6 +158,8 @@ void Engine::publish_stats() {
     const BlockPool& pool = cache_mgr_->pool();
     s.kv_usage = pool.num_blocks() ? double(pool.num_in_use()) / double(pool.num_blocks()) : 0.0;
     s.state_slot_usage = double(cache_mgr_->num_slots_in_use()) / double(cache_mgr_->num_running_slots());
+    s.kv_pages_in_use = pool.num_in_use();
+    s.state_slots_in_use = cache_mgr_->num_slots_in_use();
     std::lock_guard<std::mutex> lock(stats_mu_);
     stats_ = s;
 }

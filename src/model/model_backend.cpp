@@ -9,13 +9,15 @@ namespace qs {
 
 Result<int64_t> device_cache_budget_mb(Ops& ops, const ModelWeights& weights, int64_t max_batched_tokens,
                                        double utilization) {
-    return gpu_cache_budget_mb(ops, weights.config, utilization, [&] {
-        Qwen36Model model(weights, ops);
-        SingleSequence warm(model, max_batched_tokens + 1, KvCacheDtype::kBF16);
-        std::vector<int32_t> ids(static_cast<size_t>(max_batched_tokens));
-        for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t((i * 7919) % size_t(weights.config.vocab_size));
-        warm.feed(ids, false);
-    });
+    return gpu_cache_budget_mb(ops, weights.config, weights.mtp.present, utilization, max_batched_tokens,
+                               [&](int64_t tokens) {
+                                   Qwen36Model model(weights, ops);
+                                   SingleSequence warm(model, tokens + 1, KvCacheDtype::kBF16);
+                                   std::vector<int32_t> ids(static_cast<size_t>(tokens));
+                                   for (size_t i = 0; i < ids.size(); ++i)
+                                       ids[i] = int32_t((i * 7919) % size_t(weights.config.vocab_size));
+                                   warm.feed(ids, false);
+                               });
 }
 
 Result<std::unique_ptr<Ops>> make_backend(const BackendOptions& options, const ModelWeights& weights) {

@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "server/request_log.h"
 
 namespace qs {
@@ -55,6 +57,36 @@ void GenerationStream::mark_submitted() {
     // Streams get their 200 and headers as soon as the engine has the request, so a client
     // whose request waits in the queue knows it was accepted.
     if (spec_.stream) exchange_->post([self = shared_from_this()] { self->start_stream_once(); });
+    if (state_.options().request_timeout_s > 0) exchange_->post([self = shared_from_this()] { self->arm_timeout(); });
+}
+
+void GenerationStream::arm_timeout() {
+    if (done_) return;
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - arrival_).count();
+    const double left = std::max(0.0, state_.options().request_timeout_s - elapsed);
+    cancel_timeout_ = exchange_->post_after(left, [weak = std::weak_ptr<GenerationStream>(shared_from_this())] {
+        if (auto self = weak.lock()) self->on_timeout();
+    });
+}
+
+void GenerationStream::on_timeout() {
+    if (done_ || timed_out_) return;
+    timed_out_ = true;
+    state_.metrics().request_timeouts.fetch_add(1, std::memory_order_relaxed);
+    if (EngineApi* e = state_.engine()) e->abort(header_.id);
+    ApiError e;
+    e.http_status = 504;
+    e.type = "timeout_error";
+    e.code = "request_timeout";
+    e.message = fmt::format("the request did not finish within {} s (the server's --request-timeout-s); it was "
+                            "aborted",
+                            state_.options().request_timeout_s);
+    if (exchange_->closed()) return;
+    if (!spec_.stream) return exchange_->respond(api_error_response(e));
+    start_stream_once();
+    exchange_->write_stream("data: " + api_error_body(e) + "\n\n");
+    exchange_->write_stream(kSseDone);
+    exchange_->end_stream();
 }
 
 void GenerationStream::start_stream_once() {
@@ -235,6 +267,7 @@ void GenerationStream::log_at_finish() const {
 
 void GenerationStream::finish_request() {
     done_ = true;
+    if (cancel_timeout_) cancel_timeout_();
     record_metrics_at_finish();
     log_at_finish();
     state_.remove_live(header_.id);

@@ -3,10 +3,14 @@
 // connection strand; the drain (strand) parses reasoning/tool calls, builds SSE chunks or the
 // final JSON body, counts usage and records metrics. If the client goes away the request is
 // aborted in the engine; the stream still runs until the engine's final output so that the
-// accounting (in-flight count, live ids) is exact.
+// accounting (in-flight count, live ids) is exact. With --request-timeout-s a deadline counted
+// from arrival answers the client at once (504 request_timeout, or an error event ending the
+// stream) and aborts the request in the engine, which frees its slot and pages when it takes the
+// abort; the accounting again waits for the engine's final output.
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -30,7 +34,8 @@ public:
     void on_output(RequestOutput&& out);
     // Strand: the client went away (or overflowed its buffer).
     void on_client_closed();
-    // Worker thread, after a successful submit: aborts at once if the client already left.
+    // Worker thread, after a successful submit: aborts at once if the client already left; arms
+    // the request's deadline.
     void mark_submitted();
 
     const std::string& id() const { return header_.id; }
@@ -55,6 +60,8 @@ private:
     void handle(RequestOutput& out);
     void stream_chat(Choice& c, int32_t index, const ParsedDelta& d, nlohmann::json logprobs, const char* finish);
     void finish_request();
+    void arm_timeout();  // strand
+    void on_timeout();   // strand: the deadline passed before the request finished
     std::string finish_reason_for(const Choice& c, FinishReason r) const;
     void record_metrics_at_finish();
     void log_at_finish() const;  // the request-log line (server/request_log.h)
@@ -79,6 +86,8 @@ private:
     int64_t num_cached_prompt_tokens_ = 0;
     bool stream_started_ = false;
     bool done_ = false;
+    bool timed_out_ = false;               // answered by on_timeout; the exchange has ended
+    std::function<void()> cancel_timeout_;  // the deadline's timer (null: none)
     std::chrono::steady_clock::time_point first_token_time_{};
 };
 

@@ -69,6 +69,19 @@ public:
 
     // Any thread.
     void post(std::function<void()> fn) { asio::post(socket_.get_executor(), std::move(fn)); }
+    std::function<void()> post_after(double seconds, std::function<void()> fn) {
+        // The timer holds the strand, not the session: a long deadline keeps nothing else alive,
+        // and a cancelled one goes at once.
+        auto timer = std::make_shared<asio::steady_timer>(
+            socket_.get_executor(), std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                        std::chrono::duration<double>(seconds)));
+        timer->async_wait([timer, fn = std::move(fn)](error_code ec) {
+            if (!ec) fn();
+        });
+        return [weak = std::weak_ptr<asio::steady_timer>(timer)] {
+            if (auto t = weak.lock()) t->cancel();
+        };
+    }
     void close_if_idle() {
         post([self = shared_from_this()] {
             if (!self->exchange_ && !self->writing_) self->close();
@@ -122,6 +135,9 @@ class SessionExchange final : public Exchange {
 public:
     explicit SessionExchange(std::shared_ptr<Session> s) : session_(std::move(s)) {}
     void post(std::function<void()> fn) override { session_->post(std::move(fn)); }
+    std::function<void()> post_after(double seconds, std::function<void()> fn) override {
+        return session_->post_after(seconds, std::move(fn));
+    }
     void respond(HttpResponse r) override {
         if (active()) session_->respond(std::move(r));
     }

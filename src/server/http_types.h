@@ -41,6 +41,10 @@ public:
     // Runs fn on the connection's strand (from any thread). If the connection is gone, fn still
     // runs and the other methods are no-ops, so callers need no liveness checks.
     virtual void post(std::function<void()> fn) = 0;
+    // Runs fn on the strand once `seconds` have passed (from any thread; like post, it runs
+    // whether or not the connection is still there), unless the returned canceller (to be called
+    // on the strand) has run first. Deadlines: --request-timeout-s.
+    virtual std::function<void()> post_after(double seconds, std::function<void()> fn) = 0;
 
     // Sends a complete response; ends the exchange.
     virtual void respond(HttpResponse response) = 0;

@@ -35,6 +35,10 @@ std::string ServerMetrics::render(const EngineStats* e, const std::string& model
         gauge(out, "qwenserve_num_requests_waiting", "Requests in the engine's waiting queue.", double(e->num_waiting));
         gauge(out, "qwenserve_kv_cache_usage_ratio", "Fraction of KV-cache pages in use.", e->kv_usage);
         gauge(out, "qwenserve_state_slot_usage_ratio", "Fraction of GDN state slots in use.", e->state_slot_usage);
+        gauge(out, "qwenserve_kv_cache_pages_in_use", "KV-cache pages owned by sequences (cached-only pages not counted).",
+              double(e->kv_pages_in_use));
+        gauge(out, "qwenserve_state_slots_in_use", "GDN state slots held by running sequences.",
+              double(e->state_slots_in_use));
         const double hit = e->prefix_cache_queries > 0 ? double(e->prefix_cache_hits) / double(e->prefix_cache_queries) : 0.0;
         gauge(out, "qwenserve_prefix_cache_hit_rate", "Prompt tokens served from the prefix cache / looked up.", hit);
         counter(out, "qwenserve_prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.", uint64_t(e->prefix_cache_queries));
@@ -49,6 +53,11 @@ std::string ServerMetrics::render(const EngineStats* e, const std::string& model
         counter(out, "qwenserve_num_preemptions_total", "Requests preempted by the scheduler.", uint64_t(e->num_preemptions_total));
         counter(out, "qwenserve_engine_steps_total", "Engine loop steps.", uint64_t(e->steps_total));
         gauge(out, "qwenserve_engine_last_step_age_seconds", "Seconds since the engine loop last made progress.", e->last_step_age_s);
+        gauge(out, "qwenserve_engine_stalled",
+              "1 while the engine loop has not come round within --engine-stall-timeout-s (GET /health answers 503).",
+              e->stalled ? 1.0 : 0.0);
+        counter(out, "qwenserve_engine_stalls_total", "Engine loop stalls, counted when the loop comes round again.",
+                uint64_t(e->stalls_total));
     }
     counter(out, "qwenserve_prompt_tokens_total", "Prompt tokens of finished requests.", ld(prompt_tokens));
     counter(out, "qwenserve_generation_tokens_total", "Generated tokens.", ld(completion_tokens));
@@ -64,6 +73,9 @@ std::string ServerMetrics::render(const EngineStats* e, const std::string& model
     out += fmt::format("qwenserve_http_errors_total{{class=\"4xx\"}} {}\n", ld(http_4xx));
     out += fmt::format("qwenserve_http_errors_total{{class=\"5xx\"}} {}\n", ld(http_5xx));
     counter(out, "qwenserve_client_disconnects_total", "Generation requests whose client went away first.", ld(client_disconnects));
+    counter(out, "qwenserve_request_timeouts_total",
+            "Generation requests ended by --request-timeout-s (answered with a request_timeout error).",
+            ld(request_timeouts));
     gauge(out, "qwenserve_num_requests_in_flight", "Generation requests accepted by the HTTP layer and not finished.",
           double(in_flight.load(std::memory_order_relaxed)));
     ttft_s.render(out, "qwenserve_time_to_first_token_seconds", "Time to first token.");

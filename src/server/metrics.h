@@ -30,6 +30,7 @@ struct ServerMetrics {
     std::atomic<uint64_t> http_requests{0};
     std::atomic<uint64_t> http_4xx{0}, http_5xx{0};
     std::atomic<uint64_t> client_disconnects{0};
+    std::atomic<uint64_t> request_timeouts{0};  // ended by --request-timeout-s
     std::atomic<int64_t> in_flight{0};  // generation requests accepted and not finished
 
     // engine: null while loading. model_name labels the vllm: series.

@@ -90,8 +90,9 @@ HttpResponse Router::health() const {
         r.status = 503;
         r.body = R"({"status":"loading"})";
     } else if (!e->healthy()) {
+        // The watchdog (--engine-stall-timeout-s): the loop has not come round for that long.
         r.status = 503;
-        r.body = R"({"status":"unhealthy"})";
+        r.body = fmt::format(R"({{"status":"stalled","last_step_age_s":{:.3f}}})", e->stats().last_step_age_s);
     } else if (state_.draining()) {
         r.status = 503;
         r.body = R"({"status":"draining"})";

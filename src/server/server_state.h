@@ -33,6 +33,8 @@ struct ServerOptions {
     double idle_timeout_s = 60.0;           // keep-alive connections waiting for a request
     double write_stall_timeout_s = 30.0;    // a write that makes no progress this long closes the connection
     double shutdown_grace_s = 30.0;         // SIGTERM: in-flight requests get this long to finish
+    double request_timeout_s = 0.0;         // > 0: a generation request not finished this long after
+                                            // arrival is answered with a timeout error and aborted
     bool log_requests = true;               // one request-log line per request (server/request_log.h)
     bool log_prompts = false;               // ... with the prompt text in it
 };

@@ -89,6 +89,7 @@ public:
     // The dense-linear engine (tests and labs: which FP8 path ran, forcing the dequant path).
     Gemm& gemm() { return *gemm_; }
     size_t arena_high_water() const { return arena_.high_water(); }
+    size_t arena_reserved() const { return arena_.reserved(); }
     std::string device_name() const { return device_name_; }
     const ForwardGraphs& graphs() const { return graphs_; }
     // With CudaOptions::profile_ops: GPU ms and calls per op name since the last call (syncs).

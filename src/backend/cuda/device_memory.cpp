@@ -10,7 +10,17 @@
 namespace qs::cuda {
 
 DeviceBuffer::DeviceBuffer(size_t bytes) : bytes_(bytes) {
-    if (bytes > 0) QS_CUDA_CHECK(cudaMalloc(&ptr_, bytes));
+    if (bytes == 0) return;
+    const cudaError_t err = cudaMalloc(&ptr_, bytes);
+    if (err == cudaErrorMemoryAllocation) {
+        // Still fatal (the forward cannot go on without it), but say what to turn.
+        size_t free_b = 0, total_b = 0;
+        cudaMemGetInfo(&free_b, &total_b);
+        log_error("cuda: out of device memory allocating {:.1f} MiB ({:.1f} of {:.1f} GiB free); at start-up "
+                  "lower --max-num-batched-tokens or --gpu-memory-utilization, or give --cache-memory-mb",
+                  double(bytes) / double(1 << 20), double(free_b) / double(1 << 30), double(total_b) / double(1 << 30));
+    }
+    QS_CUDA_CHECK(err);
 }
 
 DeviceBuffer::~DeviceBuffer() {

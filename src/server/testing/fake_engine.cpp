@@ -97,8 +97,12 @@ EngineStats FakeEngine::stats() const {
     s.num_completion_tokens_total = completion_tokens_total_.load();
     s.kv_usage = double(num_pages_used_.load()) / double(opts_.num_pages);
     s.state_slot_usage = double(s.num_running) / double(opts_.max_running);
+    s.kv_pages_in_use = num_pages_used_.load();
+    s.state_slots_in_use = s.num_running;
     s.steps_total = steps_total_.load();
     s.last_step_age_s = double(now_ns() - last_step_ns_.load()) * 1e-9;
+    s.stalled = s.last_step_age_s >= opts_.health_stall_s;
+    s.stalls_total = stalls_total_.load();
     return s;
 }
 
@@ -129,6 +133,7 @@ void FakeEngine::loop() {
             continue;
         }
         next = std::chrono::steady_clock::now() + opts_.step_interval;
+        if (double(now_ns() - last_step_ns_.load()) * 1e-9 >= opts_.health_stall_s) ++stalls_total_;
         step();
         ++steps_total_;
         last_step_ns_ = now_ns();

@@ -111,6 +111,7 @@ private:
     std::atomic<int64_t> completion_tokens_total_{0};
     std::atomic<int64_t> steps_total_{0};
     std::atomic<int64_t> last_step_ns_{0};
+    std::atomic<int64_t> stalls_total_{0};
     std::atomic<bool> wedged_{false};
     std::atomic<bool> loop_alive_{false};
     mutable std::mutex ids_mu_;
