@@ -35,6 +35,7 @@ struct ServerOptions {
     double shutdown_grace_s = 30.0;         // SIGTERM: in-flight requests get this long to finish
     bool log_requests = true;               // one request-log line per request (server/request_log.h)
     bool log_prompts = false;               // ... with the prompt text in it
+    bool priority_scheduling = false;       // --scheduling-policy priority: requests' 'priority' is honoured
 };
 
 class ServerState {
