@@ -15,13 +15,12 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 
 import openai
 import pytest
 from tokenizers import Tokenizer
 
-from conftest import BINARY, free_port, server_output, spawn, wait_healthy
+from conftest import BINARY, free_port, spawn, wait_healthy
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "../.."))
 MODEL_DIR = os.path.join(REPO, "models", "qwen36-tiny")
