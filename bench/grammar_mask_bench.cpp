@@ -88,10 +88,10 @@ int main(int argc, char** argv) {
     std::printf("| rows | serial ms | %d threads ms | speedup | serial us/row |\n|---|---|---|---|---|\n", threads);
     grammar::BitmaskFiller serial(1), pool(threads);
     for (int64_t rows : {1, 8, 32, 128, 512}) {
-        std::mt19937 rng(uint32_t(rows));
+        std::mt19937 rng(static_cast<uint32_t>(rows));
         std::vector<std::unique_ptr<grammar::GrammarMatcher>> matchers;
         std::vector<uint32_t> words(size_t(rows * W));
-        std::vector<uint32_t> scratch(size_t(W));
+        std::vector<uint32_t> scratch(static_cast<size_t>(W));
         for (int64_t r = 0; r < rows; ++r) {
             auto m = std::make_unique<grammar::GrammarMatcher>(compiled.value(), stops);
             const int64_t steps = int64_t(rng() % uint32_t(*walk_arg + 1));
