@@ -48,6 +48,7 @@ struct ServeConfig {
     std::string model;       // as given: a directory or a Hugging Face id
     std::string model_path;  // the directory it names (or builtin:NAME)
     std::string tokenizer;  // empty: the byte-level test double (fake engine only)
+    std::string chat_template;  // --chat-template FILE (empty: the tokenizer's)
     bool fake_engine = false;
     double fake_step_ms = 20.0;
     double fake_load_s = 0.0;
@@ -83,6 +84,10 @@ Result<ServeConfig> resolve(const Args& args) {
     s.port = int(port);
     s.api_key = args.get_or("api-key", "");
     s.open_health_metrics = args.has("open-health-metrics");
+    const std::string policy = args.get_or("scheduling-policy", "fcfs");
+    if (policy != "fcfs" && policy != "priority")
+        return invalid_argument(fmt::format("--scheduling-policy must be fcfs or priority, got '{}'", policy));
+    s.priority_scheduling = policy == "priority";
     s.served_model_names = split_names(args.get_or("served-model-name", c.model));
     if (s.served_model_names.empty()) return invalid_argument("--served-model-name must name at least one model");
     auto positive = [&](const char* name, int64_t fallback, int64_t& out) -> Status {
@@ -112,6 +117,7 @@ Result<ServeConfig> resolve(const Args& args) {
     QS_ASSIGN_OR_RETURN(c.engine, EngineConfig::from_args(args));
     c.fake_engine = args.has("fake-engine");
     c.tokenizer = args.get_or("tokenizer", "");
+    c.chat_template = args.get_or("chat-template", "");
     // The directory --model names (a Hugging Face id resolved in the cache). The fake engine
     // reads only a tokenizer from it, so it tolerates a model that is not there.
     auto path = model_path_from_args(args);
@@ -140,6 +146,8 @@ void log_config(const ServeConfig& c) {
              "worker-threads={}",
              c.model, c.model_path.empty() || c.model_path == c.model ? "" : " (" + c.model_path + ")", names, s.host,
              s.port, s.api_key.empty() ? "off" : "set", s.open_health_metrics, s.io_threads, s.worker_threads);
+    log_info("serve: scheduling-policy={}{}", s.priority_scheduling ? "priority" : "fcfs",
+             c.chat_template.empty() ? "" : " chat-template=" + c.chat_template);
     log_info("serve: max-body-bytes={} stream-buffer-bytes={} max-in-flight={} idle-timeout-s={} "
              "write-stall-timeout-s={} shutdown-grace-s={} request-timeout-s={} request-log={}{}",
              s.max_body_bytes, s.stream_buffer_bytes, s.max_in_flight, s.idle_timeout_s, s.write_stall_timeout_s,
@@ -156,6 +164,8 @@ Status serve(const Args& args) {
     log_config(c);
     // Every connection is a descriptor: thousands of clients need more than a soft limit of 1024.
     log_info("serve: open-file limit {}", raise_fd_limit());
+    if (!c.chat_template.empty() && c.tokenizer.empty())
+        return invalid_argument("--chat-template needs a tokenizer (--tokenizer or a model directory with tokenizer.json)");
     if (!c.fake_engine && c.tokenizer.empty())
         return invalid_argument("--model " + c.model + " has no tokenizer.json: pass --tokenizer PATH");
     if (c.fake_engine && c.engine.max_model_len == 0) c.engine.max_model_len = 32768;
@@ -170,7 +180,7 @@ Status serve(const Args& args) {
     std::unique_ptr<TextPipeline> text_owner;
     std::vector<int32_t> eos_ids;
     if (!c.tokenizer.empty()) {
-        QS_ASSIGN_OR_RETURN(auto tp, TokenizerTextPipeline::load(c.tokenizer));
+        QS_ASSIGN_OR_RETURN(auto tp, TokenizerTextPipeline::load(c.tokenizer, c.chat_template));
         eos_ids = tp->eos_token_ids();
         log_info("serve: tokenizer {} ({} ids, {} chat template)", c.tokenizer, tp->vocab_size(),
                  tp->chat_format() == tok::ChatFormat::kQwen35 ? "Qwen3.5/3.6" : "Qwen3");
@@ -296,6 +306,15 @@ const CommandSpec& serve_spec() {
                      "the model names clients may ask for (the first is the one /v1/models lists first)",
                      "the --model value"),
               valued("tokenizer", "PATH", "tokenizer.json or its directory", "the model directory's"),
+              valued("chat-template", "FILE",
+                     "a Jinja chat template file to use instead of the tokenizer's; it must be a Qwen3 or "
+                     "Qwen3.5/3.6 template (rendered natively): any other template is refused at start",
+                     "the tokenizer's"),
+              valued("scheduling-policy", "fcfs|priority",
+                     "fcfs: a request's 'priority' other than 0 is a 400 (as vLLM); priority: waiting requests "
+                     "are admitted by priority (lower first), then arrival, and pages are taken from the "
+                     "lowest-priority running request first",
+                     "fcfs"),
               valued("io-threads", "N", "HTTP I/O threads", std::to_string(d.io_threads)),
               valued("worker-threads", "N", "threads that apply the chat template and tokenize",
                      std::to_string(d.worker_threads)),

@@ -50,6 +50,9 @@ std::vector<EngineOption> make_table() {
     t.push_back(int_option("speculative-disable-by-batch-size", "speculative_disable_by_batch_size", 0, kNoMax,
                            "MTP drafts only while at most this many sequences run (0: always); above it steps "
                            "are plain decode steps, which cost less at full load than a verify step gives"));
+    t.push_back(int_option("grammar-mask-threads", "grammar_mask_threads", 0, 256,
+                           "threads (the engine's included) that fill the grammar masks of a step's "
+                           "constrained rows (structured outputs); 0: the hardware's, at most 16; 1: serial"));
     t.push_back(int_option("num-state-snapshots", "num_state_snapshots", 0, kNoMax,
                            "GDN state snapshots kept for the prefix cache; 0: max(4, max_num_seqs / 4)"));
     t.push_back(int_option("cache-memory-mb", "cache_memory_mb", 1, kNoMax,

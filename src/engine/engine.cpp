@@ -159,7 +159,7 @@ void Engine::admit(Command&& c) {
     seq->tokens = rs->request.prompt_ids;
     seq->num_prompt = int64_t(seq->tokens.size());
     seq->sample_key = sampling_key(rs->request.params, 0);
-    if (decoder_) seq->decoder = decoder_->start();
+    if (decoder_) seq->decoder = decoder_->start(rs->request.params.skip_special_tokens);
     seq->stop = std::make_unique<StopChecker>(rs->request.params.stop, rs->request.params.include_stop_str_in_output);
     if (rs->request.grammar) {
         seq->matcher = make_matcher(rs->request);

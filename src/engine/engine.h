@@ -21,6 +21,7 @@
 #include "engine/engine_config.h"
 #include "engine/scheduler.h"
 #include "engine/text_decoder.h"
+#include "grammar/bitmask_filler.h"
 #include "model/qwen36.h"
 
 namespace qs {
@@ -113,9 +114,11 @@ private:
     // Structured outputs (engine_grammar.cpp). A matcher for a request's grammar (stop tokens:
     // the EOS ids and the request's stop_token_ids).
     std::unique_ptr<grammar::GrammarMatcher> make_matcher(const GenerationRequest& r) const;
-    // Appends s's mask of allowed next tokens to sampling_.bitmask; returns its row, or -1 when
-    // s is not constrained at this step.
+    // Reserves a row of sampling_.bitmask for s's mask of allowed next tokens; returns it, or -1
+    // when s is not constrained at this step. fill_grammar_masks() fills the reserved rows, all
+    // at once on mask_filler_'s threads.
     int32_t add_grammar_mask(Sequence& s);
+    void fill_grammar_masks();
     // Advances s's grammar by the token just appended; false when that finished s (the grammar
     // terminated, or refused the token).
     bool advance_grammar(Sequence& s, int32_t token, PendingOutput& out);
@@ -169,6 +172,10 @@ private:
         bool accepted;              // draft rows: the draft was accepted
         int32_t first_sibling_row;  // a fork point: the siblings' first draws, else -1
     };
+    std::unique_ptr<grammar::BitmaskFiller> mask_filler_;  // made at the first constrained step
+    std::vector<std::pair<Sequence*, int32_t>> mask_rows_;  // this step's reserved mask rows
+    std::vector<grammar::MaskJob> mask_jobs_;
+    std::vector<int32_t> mask_row_of_;  // scheduled sequence i: its mask row, or -1
     SamplingBatch sampling_;           // this step's draws
     SampleOutput sampled_;             // and what they drew
     std::vector<RowPick> picks_;       // this step's tokens, grouped by scheduled sequence

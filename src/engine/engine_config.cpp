@@ -33,6 +33,7 @@ constexpr IntField kIntFields[] = {
     {"num-speculative-tokens", &EngineConfig::num_speculative_tokens},
     {"speculative-disable-by-batch-size", &EngineConfig::speculative_disable_by_batch_size},
     {"num-state-snapshots", &EngineConfig::num_state_snapshots},
+    {"grammar-mask-threads", &EngineConfig::grammar_mask_threads},
     {"cache-memory-mb", &EngineConfig::cache_memory_mb},
     {"num-kv-blocks", &EngineConfig::num_kv_blocks},
     {"prefix-cache-seed", &EngineConfig::prefix_cache_seed},
@@ -82,11 +83,11 @@ std::string EngineConfig::describe() const {
     return fmt::format(
         "max_num_seqs={} max_num_batched_tokens={} max_model_len={} kv_block_size={} kv_cache_dtype={} "
         "max_prefill_tokens_with_decodes={} chunked_prefill={} prefix_caching={} max_waiting={} num_speculative_tokens={} "
-        "speculative_disable_by_batch_size={} num_state_snapshots={} "
+        "speculative_disable_by_batch_size={} num_state_snapshots={} grammar_mask_threads={} "
         "cache_memory_mb={} num_kv_blocks={} gdn_state_dtype={} prefix_cache_seed={} engine_stall_timeout_s={}",
         max_num_seqs, max_num_batched_tokens, max_model_len, kv_block_size, kv_cache_dtype_name(kv_cache_dtype),
         max_prefill_tokens_with_decodes, enable_chunked_prefill, enable_prefix_caching, max_waiting,
-        num_speculative_tokens, speculative_disable_by_batch_size, num_state_snapshots,
+        num_speculative_tokens, speculative_disable_by_batch_size, num_state_snapshots, grammar_mask_threads,
         cache_memory_mb, num_kv_blocks, gdn_state_bf16 ? "bf16" : "f32",
         prefix_cache_seed >= 0 ? std::to_string(prefix_cache_seed) : std::string("random"), engine_stall_timeout_s) +
            (benchmark_mtp_acceptance >= 0.0

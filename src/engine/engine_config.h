@@ -32,6 +32,7 @@ struct EngineConfig {
     // MTP drafts only while at most this many sequences are running (0: always). The MTP
     // catch-up still runs (without its lm_head), so the MTP layer's K/V stay current.
     int64_t speculative_disable_by_batch_size = 0;
+    int64_t grammar_mask_threads = 0;        // fill grammar masks on this many threads; 0: hardware (<= 16)
     int64_t num_state_snapshots = 0;         // prefix-cache GDN snapshots; 0: max(4, max_num_seqs / 4)
     int64_t cache_memory_mb = 256;           // KV + state budget (CPU backend; GPU derives it)
     double gpu_memory_utilization = 0.90;    // GPU: share of device memory in use once the cache is made

@@ -26,14 +26,26 @@ int32_t Engine::add_grammar_mask(Sequence& s) {
     std::vector<uint32_t>& m = sampling_.bitmask;
     const int32_t row = int32_t(int64_t(m.size()) / W);
     m.resize(m.size() + size_t(W));
-    uint32_t* words = m.data() + int64_t(row) * W;
-    if (s.matcher->fill_next_bitmask(words) == 0) {
+    mask_rows_.push_back({&s, row});
+    return row;
+}
+
+void Engine::fill_grammar_masks() {
+    if (mask_rows_.empty()) return;
+    if (!mask_filler_) mask_filler_ = std::make_unique<grammar::BitmaskFiller>(int(config_.grammar_mask_threads));
+    const int64_t W = bitmask_words(weights_.config.vocab_size);
+    mask_jobs_.clear();
+    for (const auto& [s, row] : mask_rows_)
+        mask_jobs_.push_back({s->matcher.get(), sampling_.bitmask.data() + int64_t(row) * W, 0});
+    mask_filler_->fill(mask_jobs_);
+    for (size_t i = 0; i < mask_jobs_.size(); ++i) {
+        if (mask_jobs_[i].num_allowed != 0) continue;
         // A running sequence's matcher is never terminated (accepting a stop token finishes
         // it); should xgrammar fail anyway, only EOS is left, which ends the request.
-        log_warn("grammar: request {} has no allowed next token; ending it", s.request->request.id);
-        for (int64_t id : weights_.config.eos_token_ids) words[id >> 5] |= 1u << (id & 31);
+        log_warn("grammar: request {} has no allowed next token; ending it", mask_rows_[i].first->request->request.id);
+        for (int64_t id : weights_.config.eos_token_ids) mask_jobs_[i].words[id >> 5] |= 1u << (id & 31);
     }
-    return row;
+    mask_rows_.clear();
 }
 
 bool Engine::advance_grammar(Sequence& s, int32_t token, PendingOutput& out) {

@@ -76,7 +76,7 @@ std::vector<Sequence*> Engine::fork_siblings(Sequence& parent, int32_t first_sib
         child->num_prompt = parent.num_prompt;
         child->num_cached_prompt = parent.num_cached_prompt;
         child->sample_key = sampling_key_for(parent, i);
-        if (decoder_) child->decoder = decoder_->start();
+        if (decoder_) child->decoder = decoder_->start(rs.request.params.skip_special_tokens);
         child->stop = std::make_unique<StopChecker>(rs.request.params.stop, rs.request.params.include_stop_str_in_output);
         if (parent.matcher) {  // before the parent takes its first token: the prompt's state
             child->matcher = parent.matcher->fork();

@@ -21,7 +21,16 @@ void Engine::sample_rows(const SchedulerOutput& sched, const Qwen36Model::Output
     picks_.clear();
     pick_begin_.clear();
     int32_t logits_at = 0;
-    for (const ScheduledSeq& ss : sched.scheduled) {
+    // The grammar masks first, all rows at once (in parallel): add_sample_row reads them.
+    mask_row_of_.assign(sched.scheduled.size(), -1);
+    for (size_t i = 0; i < sched.scheduled.size(); ++i) {
+        const ScheduledSeq& ss = sched.scheduled[i];
+        if (!ss.verify && ss.seq->num_computed + ss.num_tokens == int64_t(ss.seq->tokens.size()))
+            mask_row_of_[i] = add_grammar_mask(*ss.seq);
+    }
+    fill_grammar_masks();
+    for (size_t si = 0; si < sched.scheduled.size(); ++si) {
+        const ScheduledSeq& ss = sched.scheduled[si];
         Sequence& s = *ss.seq;
         const SamplingParams& p = s.request->request.params;
         pick_begin_.push_back(int32_t(picks_.size()));
@@ -31,7 +40,7 @@ void Engine::sample_rows(const SchedulerOutput& sched, const Qwen36Model::Output
             spec.logits_row = logits_at++;
             spec.position = int64_t(s.tokens.size()) - 1;
             spec.draw = s.num_output();
-            spec.bitmask_row = add_grammar_mask(s);  // siblings share it: same state, same row
+            spec.bitmask_row = mask_row_of_[si];  // siblings share it: same state, same row
             spec.bitmask_words = bitmask_words(V);
             const int32_t row = int32_t(b.rows.size());
             add_sample_row(b, s, s.sample_key, spec, eos, bs);

@@ -42,6 +42,7 @@ struct SamplingParams {
     int64_t n = 1;                     // completions sharing the prompt
     std::vector<TokenBias> logit_bias;  // added to the raw logits before penalties; token ids < vocab
     int64_t min_tokens = 0;  // EOS and stop_token_ids are banned until this many completion tokens
+    bool skip_special_tokens = true;  // special tokens add no text (vLLM's default)
 
     // Checks ranges; the message names the parameter.
     Status validate() const;

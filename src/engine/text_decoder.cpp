@@ -9,8 +9,8 @@ namespace qs {
 namespace {
 class TokenizerStream final : public StreamDecoder {
 public:
-    explicit TokenizerStream(std::shared_ptr<const tok::Tokenizer> t)
-        : tokenizer_(std::move(t)), detok_(*tokenizer_, /*skip_special_tokens=*/true) {}
+    TokenizerStream(std::shared_ptr<const tok::Tokenizer> t, bool skip_special_tokens)
+        : tokenizer_(std::move(t)), detok_(*tokenizer_, skip_special_tokens) {}
     std::string push(int32_t token) override { return detok_.push(token); }
     std::string finish() override { return detok_.finish(); }
 
@@ -20,8 +20,8 @@ private:
 };
 }  // namespace
 
-std::unique_ptr<StreamDecoder> TokenizerTextDecoder::start() const {
-    return std::make_unique<TokenizerStream>(tokenizer_);
+std::unique_ptr<StreamDecoder> TokenizerTextDecoder::start(bool skip_special_tokens) const {
+    return std::make_unique<TokenizerStream>(tokenizer_, skip_special_tokens);
 }
 
 }  // namespace qs

@@ -25,15 +25,16 @@ public:
 class TextDecoder {
 public:
     virtual ~TextDecoder() = default;
-    virtual std::unique_ptr<StreamDecoder> start() const = 0;
+    // skip_special_tokens: special tokens (<|im_start|>, <|vision_pad|>, ...) add no text.
+    virtual std::unique_ptr<StreamDecoder> start(bool skip_special_tokens) const = 0;
 };
 
-// Decodes with the model's tokenizer (special tokens skipped, as OpenAI servers do).
+// Decodes with the model's tokenizer (special tokens skipped unless a request asks for them).
 class TokenizerTextDecoder final : public TextDecoder {
 public:
     explicit TokenizerTextDecoder(std::shared_ptr<const tok::Tokenizer> tokenizer)
         : tokenizer_(std::move(tokenizer)) {}
-    std::unique_ptr<StreamDecoder> start() const override;
+    std::unique_ptr<StreamDecoder> start(bool skip_special_tokens) const override;
 
 private:
     std::shared_ptr<const tok::Tokenizer> tokenizer_;

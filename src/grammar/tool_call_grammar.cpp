@@ -39,7 +39,7 @@ J call_tag(const J& function, bool xml) {
 
 }  // namespace
 
-Result<GrammarSpec> tool_call_grammar(const J& tools, const std::string& function, bool xml) {
+Result<GrammarSpec> tool_call_grammar(const J& tools, const std::string& function, bool xml, bool parallel) {
     if (!tools.is_array() || tools.empty()) return invalid_argument("tool_choice needs 'tools'");
     for (size_t i = 0; i < tools.size(); ++i)
         if (auto bad = unsupported_schema_feature(parameters_of(tools[i]["function"])))
@@ -54,7 +54,8 @@ Result<GrammarSpec> tool_call_grammar(const J& tools, const std::string& functio
     } else {
         J tags = J::array();
         for (const J& t : tools) tags.push_back(call_tag(t["function"], xml));
-        format = J{{"type", "tags_with_separator"}, {"tags", std::move(tags)}, {"separator", "\n"}, {"at_least_one", true}};
+        format = J{{"type", "tags_with_separator"}, {"tags", std::move(tags)}, {"separator", "\n"}, {"at_least_one", true},
+                   {"stop_after_first", !parallel}};
     }
     GrammarSpec spec;
     spec.kind = GrammarSpec::Kind::kStructuralTag;

@@ -16,7 +16,9 @@
 namespace qs::grammar {
 
 // tools: the request's validated `tools` array; function: the named function, or "" for
-// "required". Errors name the problem (an unknown function name).
-Result<GrammarSpec> tool_call_grammar(const nlohmann::ordered_json& tools, const std::string& function, bool xml);
+// "required"; parallel false: "required" allows exactly one call. Errors name the problem (an
+// unknown function name).
+Result<GrammarSpec> tool_call_grammar(const nlohmann::ordered_json& tools, const std::string& function, bool xml,
+                                      bool parallel = true);
 
 }  // namespace qs::grammar

@@ -45,7 +45,8 @@ std::optional<ApiError> compile_grammar(const ServerState& state, GenerationSpec
         return e;
     }
     if (!spec.grammar) {  // tool_choice
-        auto g = grammar::tool_call_grammar(spec.tools, spec.tool_choice_function, compiler->vocab().tool_calls_xml);
+        auto g = grammar::tool_call_grammar(spec.tools, spec.tool_choice_function, compiler->vocab().tool_calls_xml,
+                                            spec.parallel_tool_calls);
         if (!g.is_ok()) return ApiError::bad_request(g.status().message(), "tool_choice");
         spec.grammar = std::move(g.value());
     }
@@ -80,6 +81,9 @@ void prepare_and_submit(ServerState& state, ApiKind kind, const HttpRequest& req
     if (kind == ApiKind::kChat) {
         ChatRenderOptions ro;
         ro.enable_thinking = spec.enable_thinking;
+        ro.preserve_thinking = spec.preserve_thinking;
+        ro.add_generation_prompt = spec.add_generation_prompt;
+        ro.continue_final_message = spec.continue_final_message;
         auto rendered = text.render_chat(spec.messages, spec.tools, ro);
         if (!rendered.is_ok()) return reply_error(state, exchange, api_error_from_status(rendered.status(), "messages"));
         prompt_ids = text.encode(rendered.value());
@@ -94,6 +98,15 @@ void prepare_and_submit(ServerState& state, ApiKind kind, const HttpRequest& req
                     fmt::format("token id {} is outside the vocabulary (size {})", id, text.vocab_size()), "prompt"));
     }
     const int64_t max_len = engine->max_model_len();
+    if (spec.truncate_prompt_tokens != 0) {
+        // vLLM: keep the last k tokens; -1 = max_model_len; more than max_model_len is an error.
+        const int64_t k = spec.truncate_prompt_tokens < 0 ? max_len : spec.truncate_prompt_tokens;
+        if (k > max_len)
+            return reply_error(state, exchange, ApiError::bad_request(
+                fmt::format("'truncate_prompt_tokens' ({}) exceeds this model's maximum context length ({} tokens)", k,
+                            max_len), "truncate_prompt_tokens"));
+        if (int64_t(prompt_ids.size()) > k) prompt_ids.erase(prompt_ids.begin(), prompt_ids.end() - k);
+    }
     const int64_t num_prompt = int64_t(prompt_ids.size());
     if (num_prompt == 0) return reply_error(state, exchange, ApiError::bad_request("the prompt is empty", "prompt"));
     if (num_prompt >= max_len) {
@@ -114,6 +127,19 @@ void prepare_and_submit(ServerState& state, ApiKind kind, const HttpRequest& req
         return reply_error(state, exchange, std::move(e));
     }
 
+    if (spec.priority != 0 && !state.options().priority_scheduling) {
+        ApiError e = ApiError::bad_request(
+            fmt::format("'priority' = {} needs priority scheduling, which is not enabled on this server (serve "
+                        "--scheduling-policy priority)", spec.priority),
+            "priority");
+        e.code = "unsupported_value";
+        return reply_error(state, exchange, std::move(e));
+    }
+    // echo: the text starts with the prompt as the client sees it (token ids decoded; a
+    // truncated prompt as truncated).
+    std::string echo_text;
+    if (spec.echo) echo_text = spec.prompt_text && spec.truncate_prompt_tokens == 0 ? *spec.prompt_text : text.decode(prompt_ids);
+
     std::shared_ptr<const grammar::CompiledGrammar> compiled;
     if (auto e = compile_grammar(state, spec, compiled)) return reply_error(state, exchange, std::move(*e));
 
@@ -122,13 +148,14 @@ void prepare_and_submit(ServerState& state, ApiKind kind, const HttpRequest& req
     gen.id = header.id;
     gen.prompt_ids = std::move(prompt_ids);
     gen.params = spec.params;
+    gen.priority = spec.priority;
     gen.grammar = std::move(compiled);
     // A chat reply that starts inside reasoning is constrained after </think>, like vLLM's
     // reasoning-aware structured outputs: the answer follows the grammar, the thinking is free.
     if (gen.grammar && starts_in_reasoning && state.grammars()->vocab().reasoning_end_id)
         gen.grammar_after_token = *state.grammars()->vocab().reasoning_end_id;
     auto stream = std::make_shared<GenerationStream>(state, exchange, std::move(spec), header, num_prompt,
-                                                     starts_in_reasoning, arrival);
+                                                     starts_in_reasoning, arrival, std::move(echo_text));
     // Registered before submit: the strand runs posts in order, so the close hook is in place
     // before any output can arrive; a close before submit is caught by mark_submitted.
     exchange->post([exchange, stream] { exchange->on_close([stream] { stream->on_client_closed(); }); });

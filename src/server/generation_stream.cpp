@@ -13,9 +13,9 @@ using J = nlohmann::json;
 
 GenerationStream::GenerationStream(ServerState& state, std::shared_ptr<Exchange> exchange, GenerationSpec spec,
                                    ResponseHeader header, int64_t num_prompt_tokens, bool starts_in_reasoning,
-                                   std::chrono::steady_clock::time_point arrival)
+                                   std::chrono::steady_clock::time_point arrival, std::string echo_text)
     : state_(state), exchange_(std::move(exchange)), spec_(std::move(spec)), header_(std::move(header)),
-      num_prompt_tokens_(num_prompt_tokens), arrival_(arrival) {
+      num_prompt_tokens_(num_prompt_tokens), arrival_(arrival), echo_text_(std::move(echo_text)) {
     choices_.resize(size_t(spec_.params.n));
     for (auto& c : choices_) {
         if (spec_.kind == ApiKind::kChat) {
@@ -27,6 +27,7 @@ GenerationStream::GenerationStream(ServerState& state, std::shared_ptr<Exchange>
             c.logprobs = J::array();
         } else {
             c.logprobs = empty_completion_logprobs();
+            if (!spec_.stream) c.content = echo_text_;
         }
     }
 }
@@ -119,7 +120,9 @@ std::string GenerationStream::finish_reason_for(const Choice& c, FinishReason r)
         case FinishReason::kNone: return "";
     }
     if (spec_.json_object) {
-        const auto j = J::parse(c.content, nullptr, false);
+        // A non-streamed completion's text starts with the echoed prompt.
+        const size_t echoed = spec_.kind == ApiKind::kCompletion && !spec_.stream ? echo_text_.size() : 0;
+        const auto j = J::parse(c.content.substr(echoed), nullptr, false);
         if (j.is_discarded() || !j.is_object()) return "invalid_json";
     }
     return "stop";
@@ -140,7 +143,12 @@ void GenerationStream::stream_chat(Choice& c, int32_t index, const ParsedDelta& 
     J choice = {{"index", index}, {"delta", std::move(delta)},
                 {"logprobs", has_logprobs ? J{{"content", std::move(logprobs)}} : J(nullptr)},
                 {"finish_reason", finish ? J(finish) : J(nullptr)}};
-    exchange_->write_stream(sse_event(chat_chunk(header_, J::array({std::move(choice)}), spec_.include_usage)));
+    write_chunk(chat_chunk(header_, J::array({std::move(choice)}), spec_.include_usage), c);
+}
+
+void GenerationStream::write_chunk(J chunk, const Choice& c) {
+    if (spec_.continuous_usage) chunk["usage"] = usage_json(num_prompt_tokens_, c.num_tokens, num_cached_prompt_tokens_);
+    exchange_->write_stream(sse_event(chunk));
 }
 
 void GenerationStream::handle(RequestOutput& out) {
@@ -163,6 +171,7 @@ void GenerationStream::handle(RequestOutput& out) {
         c.last_token_time = now;
     }
     c.num_tokens += int64_t(out.token_ids.size());
+    for (const auto& lp : out.logprobs) c.cum_logprob += lp.logprob;
     num_cached_prompt_tokens_ = std::max(num_cached_prompt_tokens_, out.num_cached_prompt_tokens);
     if (spec_.stream) start_stream_once();
     const bool finishing = out.finish_reason != FinishReason::kNone;
@@ -174,6 +183,9 @@ void GenerationStream::handle(RequestOutput& out) {
             d.content += rest.content;
             for (auto& t : rest.tool_calls) d.tool_calls.push_back(std::move(t));
         }
+        // parallel_tool_calls false: the first call only (vLLM keeps the first too).
+        if (!spec_.parallel_tool_calls && !d.tool_calls.empty())
+            d.tool_calls.resize(c.tool_calls.empty() ? 1 : 0);
         c.reasoning += d.reasoning;
         c.content += d.content;
         for (const auto& t : d.tool_calls) c.tool_calls.push_back(t);
@@ -196,12 +208,17 @@ void GenerationStream::handle(RequestOutput& out) {
             c.finish_reason = finish_reason_for(c, out.finish_reason);
             c.error = out.error;
         }
-        if (spec_.stream && (!out.text.empty() || finishing || !lp["tokens"].empty()) &&
-            !(finishing && out.finish_reason == FinishReason::kError && out.text.empty())) {
-            J choice = {{"index", out.index}, {"text", out.text},
+        std::string text = out.text;
+        if (spec_.stream && !c.echo_sent) {
+            text = echo_text_ + text;
+            c.echo_sent = true;
+        }
+        if (spec_.stream && (!text.empty() || finishing || !lp["tokens"].empty()) &&
+            !(finishing && out.finish_reason == FinishReason::kError && text.empty())) {
+            J choice = {{"index", out.index}, {"text", std::move(text)},
                         {"logprobs", spec_.logprobs ? lp : J(nullptr)},
                         {"finish_reason", finishing && out.finish_reason != FinishReason::kError ? J(c.finish_reason) : J(nullptr)}};
-            exchange_->write_stream(sse_event(completion_chunk(header_, J::array({std::move(choice)}), spec_.include_usage)));
+            write_chunk(completion_chunk(header_, J::array({std::move(choice)}), spec_.include_usage), c);
         }
     }
     if (finishing) {
@@ -316,9 +333,17 @@ void GenerationStream::finish_request() {
         exchange_->respond(api_error_response(e));
         return;
     }
+    // best_of: the n completions with the highest cumulative logprob, in that order (vLLM's).
+    std::vector<size_t> order(choices_.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    if (spec_.n_returned > 0) {
+        std::stable_sort(order.begin(), order.end(),
+                         [&](size_t a, size_t b) { return choices_[a].cum_logprob > choices_[b].cum_logprob; });
+        order.resize(size_t(spec_.n_returned));
+    }
     J choices = J::array();
-    for (size_t i = 0; i < choices_.size(); ++i) {
-        const Choice& c = choices_[i];
+    for (size_t i = 0; i < order.size(); ++i) {
+        const Choice& c = choices_[order[i]];
         if (spec_.kind == ApiKind::kChat) {
             J msg = {{"role", "assistant"}};
             msg["content"] = c.content.empty() && !c.tool_calls.empty() ? J(nullptr) : J(c.content);

@@ -28,7 +28,7 @@ class GenerationStream : public std::enable_shared_from_this<GenerationStream> {
 public:
     GenerationStream(ServerState& state, std::shared_ptr<Exchange> exchange, GenerationSpec spec,
                      ResponseHeader header, int64_t num_prompt_tokens, bool starts_in_reasoning,
-                     std::chrono::steady_clock::time_point arrival);
+                     std::chrono::steady_clock::time_point arrival, std::string echo_text = {});
 
     // Engine thread: queue and schedule a drain. Never blocks on the connection.
     void on_output(RequestOutput&& out);
@@ -49,8 +49,10 @@ private:
         std::vector<ToolCall> tool_calls;
         nlohmann::json logprobs;  // accumulated (non-streaming)
         size_t text_offset = 0;
+        bool echo_sent = false;  // completions with echo: the prompt went out (stream)
         int64_t num_tokens = 0;
         std::chrono::steady_clock::time_point last_token_time{};  // inter-token latency
+        double cum_logprob = 0;  // best_of: the sum of the sampled tokens' logprobs
         std::string finish_reason;
         std::string error;
     };
@@ -62,6 +64,8 @@ private:
     void finish_request();
     void arm_timeout();  // strand
     void on_timeout();   // strand: the deadline passed before the request finished
+    // A stream chunk: with continuous_usage_stats its usage so far for choice c (vLLM's shape).
+    void write_chunk(nlohmann::json chunk, const Choice& c);
     std::string finish_reason_for(const Choice& c, FinishReason r) const;
     void record_metrics_at_finish();
     void log_at_finish() const;  // the request-log line (server/request_log.h)
@@ -72,6 +76,7 @@ private:
     ResponseHeader header_;
     const int64_t num_prompt_tokens_;
     const std::chrono::steady_clock::time_point arrival_;
+    const std::string echo_text_;  // completions: the prompt that starts each choice's text
 
     std::mutex outbox_mu_;
     std::vector<RequestOutput> outbox_;

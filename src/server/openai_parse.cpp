@@ -154,6 +154,7 @@ MaybeError parse_sampling(const J& o, ApiKind kind, GenerationSpec& s) {
     QS_TRY_API(parse_logit_bias(o, p));
     QS_TRY_API(parse_stop(o, p));
     QS_TRY_API(opt_bool(o, "ignore_eos", p.ignore_eos));
+    QS_TRY_API(opt_bool(o, "skip_special_tokens", p.skip_special_tokens));
     QS_TRY_API(opt_bool(o, "include_stop_str_in_output", p.include_stop_str_in_output));
     if (const J* ids = field(o, "stop_token_ids")) {
         if (!ids->is_array()) return bad("stop_token_ids", "'stop_token_ids' must be an array of integers");
@@ -184,21 +185,40 @@ MaybeError parse_sampling(const J& o, ApiKind kind, GenerationSpec& s) {
         if (!so->is_object()) return bad("stream_options", "'stream_options' must be an object");
         if (!s.stream) return bad("stream_options", "'stream_options' is only allowed when 'stream' is true");
         QS_TRY_API(opt_bool(*so, "include_usage", s.include_usage));
-        bool continuous = false, obfuscation = false;
-        QS_TRY_API(opt_bool(*so, "continuous_usage_stats", continuous));
+        bool obfuscation = false;
+        QS_TRY_API(opt_bool(*so, "continuous_usage_stats", s.continuous_usage));
         QS_TRY_API(opt_bool(*so, "include_obfuscation", obfuscation));
-        if (continuous)
-            return unsupported("stream_options.continuous_usage_stats",
-                               "'stream_options.continuous_usage_stats' is not supported: usage comes in the final "
-                               "chunk only");
+        if (s.continuous_usage && !s.include_usage)
+            return bad("stream_options.continuous_usage_stats",
+                       "'stream_options.continuous_usage_stats' needs 'stream_options.include_usage' set to true");
         if (obfuscation)
             return unsupported("stream_options.include_obfuscation",
                                "'stream_options.include_obfuscation' is not supported: chunks carry no obfuscation "
                                "padding");
     }
-    if (const J* bo = field(o, "best_of")) {
-        if (!bo->is_number_integer() || bo->get<int64_t>() != p.n)
-            return unsupported("best_of", "'best_of' is not supported (it must equal n)");
+    // best_of: that many completions are generated and the n with the highest cumulative
+    // logprob returned (so the engine computes the sampled tokens' logprobs).
+    int64_t best_of = p.n;
+    QS_TRY_API(opt_int(o, "best_of", 1, 64, best_of));
+    if (best_of < p.n) return bad("best_of", fmt::format("'best_of' ({}) must be at least n ({})", best_of, p.n));
+    if (best_of > p.n) {
+        if (s.stream)
+            return unsupported("best_of", "'best_of' greater than n cannot be streamed (the best completions are "
+                                          "known only at the end)");
+        s.n_returned = p.n;
+        p.n = best_of;
+        if (p.logprobs < 0) p.logprobs = 0;
+    }
+    int64_t priority = 0;
+    QS_TRY_API(opt_int(o, "priority", std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max(), priority));
+    s.priority = int32_t(priority);
+    // vLLM: -1 = max_model_len, 0 = no truncation (Python's ids[-0:] is the whole list).
+    QS_TRY_API(opt_int(o, "truncate_prompt_tokens", -1, kMaxTokens, s.truncate_prompt_tokens));
+    if (kind == ApiKind::kCompletion) {
+        QS_TRY_API(opt_bool(o, "echo", s.echo));
+        if (s.echo && s.logprobs)
+            return unsupported("echo", "'echo' with 'logprobs' is not supported: it needs the prompt's logprobs, which "
+                                       "this server does not compute (echo without logprobs is)");
     }
     // Without max_tokens the limit is the context left after the prompt, known only after
     // tokenizing: min_tokens is checked against it at submit.
@@ -258,6 +278,7 @@ MaybeError parse_tools(const J& o, GenerationSpec& s) {
         if (!s.tool_choice_none && s.tools.is_null())
             return bad("tool_choice", "'tool_choice' needs 'tools'");
     }
+    QS_TRY_API(opt_bool(o, "parallel_tool_calls", s.parallel_tool_calls));
     // strict: the arguments follow the schema. Only constrained tool calls guarantee that.
     if (s.tools.is_array() && !s.tool_choice_required && s.tool_choice_function.empty())
         for (size_t i = 0; i < s.tools.size(); ++i)
@@ -311,13 +332,30 @@ MaybeError parse_messages(const J& o, GenerationSpec& s) {
         }
     }
     s.messages = *m;
+    // The variables Qwen's templates read (enable_thinking: both; preserve_thinking: 3.5/3.6;
+    // add_vision_id numbers image parts, which are refused, so it changes nothing). A key the
+    // templates do not read would be a silent no-op in jinja: refused instead.
     if (const J* kw = field(o, "chat_template_kwargs")) {
         if (!kw->is_object()) return bad("chat_template_kwargs", "'chat_template_kwargs' must be an object");
         QS_TRY_API(opt_bool(*kw, "enable_thinking", s.enable_thinking));
+        QS_TRY_API(opt_bool(*kw, "preserve_thinking", s.preserve_thinking));
+        bool vision_id = false;
+        QS_TRY_API(opt_bool(*kw, "add_vision_id", vision_id));
         for (auto it = kw->begin(); it != kw->end(); ++it)
-            if (it.key() != "enable_thinking" && !it->is_null())
+            if (it.key() != "enable_thinking" && it.key() != "preserve_thinking" && it.key() != "add_vision_id" &&
+                !it->is_null())
                 return unsupported("chat_template_kwargs." + it.key(),
-                                   fmt::format("chat_template_kwargs '{}' is not supported (only enable_thinking is)", it.key()));
+                                   fmt::format("chat_template_kwargs '{}' is not read by the chat template (it reads "
+                                               "enable_thinking, preserve_thinking, add_vision_id)",
+                                               it.key()));
+    }
+    QS_TRY_API(opt_bool(o, "add_generation_prompt", s.add_generation_prompt));
+    QS_TRY_API(opt_bool(o, "continue_final_message", s.continue_final_message));
+    if (s.continue_final_message) {
+        if (s.add_generation_prompt && field(o, "add_generation_prompt"))
+            return bad("continue_final_message",
+                       "'continue_final_message' and 'add_generation_prompt' cannot both be true");
+        s.add_generation_prompt = false;  // vLLM's default of true yields to it
     }
     return std::nullopt;
 }

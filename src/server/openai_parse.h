@@ -27,7 +27,11 @@ struct GenerationSpec {
     bool tool_choice_none = false;              // "none": tools rendered, calls not parsed
     bool tool_choice_required = false;          // "required": one or more calls (constrained)
     std::string tool_choice_function;           // a named function: exactly one call of it (constrained)
+    bool parallel_tool_calls = true;            // false: at most one call (the first; "required" constrains to one)
     bool enable_thinking = true;                // chat_template_kwargs.enable_thinking
+    bool preserve_thinking = false;             // chat_template_kwargs.preserve_thinking (Qwen3.6)
+    bool add_generation_prompt = true;          // vLLM
+    bool continue_final_message = false;        // vLLM: the prompt ends inside the last message
     // Completions: exactly one of the two.
     std::optional<std::string> prompt_text;
     std::vector<int32_t> prompt_ids;
@@ -35,7 +39,12 @@ struct GenerationSpec {
     bool max_tokens_given = false;
     bool stream = false;
     bool include_usage = false;                 // stream_options.include_usage
+    bool continuous_usage = false;              // stream_options.continuous_usage_stats (vLLM)
+    bool echo = false;                          // completions: the prompt starts the text
+    int32_t priority = 0;                       // vLLM: lower runs first (needs --scheduling-policy priority)
+    int64_t truncate_prompt_tokens = 0;         // vLLM: keep the last k prompt tokens; 0 off, -1 max_model_len
     bool logprobs = false;                      // chat: logprobs; completions: logprobs != null
+    int64_t n_returned = 0;                     // best_of > n: params.n = best_of, this many returned (0: all)
     bool json_object = false;                   // response_format {"type": "json_object"}
     // Structured outputs (server/structured_output_parse): the constraint and the field that
     // asked for it ("tool_choice" with no grammar yet: built from the tools at submit).

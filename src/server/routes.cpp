@@ -127,8 +127,12 @@ HttpResponse Router::tokenize(const HttpRequest& request) const {
             return api_error_response(ApiError::bad_request("'messages' must be a non-empty array", "messages"));
         ChatRenderOptions ro;
         ro.add_generation_prompt = o.value("add_generation_prompt", true);
-        if (o.contains("chat_template_kwargs") && o["chat_template_kwargs"].is_object())
+        ro.continue_final_message = o.value("continue_final_message", false);
+        if (ro.continue_final_message) ro.add_generation_prompt = false;
+        if (o.contains("chat_template_kwargs") && o["chat_template_kwargs"].is_object()) {
             ro.enable_thinking = o["chat_template_kwargs"].value("enable_thinking", true);
+            ro.preserve_thinking = o["chat_template_kwargs"].value("preserve_thinking", false);
+        }
         auto rendered = text.render_chat(m, o.value("tools", nlohmann::ordered_json()), ro);
         if (!rendered.is_ok()) return api_error_response(api_error_from_status(rendered.status(), "messages"));
         prompt = rendered.value();

@@ -37,6 +37,7 @@ struct ServerOptions {
                                             // arrival is answered with a timeout error and aborted
     bool log_requests = true;               // one request-log line per request (server/request_log.h)
     bool log_prompts = false;               // ... with the prompt text in it
+    bool priority_scheduling = false;       // --scheduling-policy priority: requests' 'priority' is honoured
 };
 
 class ServerState {

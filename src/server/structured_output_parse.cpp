@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "grammar/structural_tag.h"
 #include "server/request_json.h"
 
 namespace qs {
@@ -59,6 +60,20 @@ MaybeError text_of(const J& v, const std::string& param, GrammarSpec::Kind kind,
     return std::nullopt;
 }
 
+// A structural tag (grammar/structural_tag.h): an object, or (structured_outputs, as vLLM
+// takes it) its JSON text.
+MaybeError structural_tag_of(const J& v, const std::string& param, bool text_allowed, GrammarSpec& g) {
+    J tag = v;
+    if (v.is_string() && text_allowed) {
+        tag = J::parse(v.get<std::string>(), nullptr, false);
+        if (tag.is_discarded()) return bad(param, fmt::format("'{}' is not valid JSON", param));
+    }
+    auto r = grammar::structural_tag_grammar(tag);
+    if (!r.is_ok()) return bad(param, fmt::format("'{}': {}", param, r.status().message()));
+    g = std::move(r).value();
+    return std::nullopt;
+}
+
 MaybeError parse_response_format(const J& o, GenerationSpec& s) {
     const J* rf = field(o, "response_format");
     if (!rf) return std::nullopt;
@@ -80,9 +95,12 @@ MaybeError parse_response_format(const J& o, GenerationSpec& s) {
         if (!schema)
             return bad("response_format.json_schema.schema", "'response_format.json_schema.schema' is required");
         if (auto e = schema_of(*schema, "response_format.json_schema.schema", false, g)) return e;
+    } else if (t == "structural_tag") {
+        if (auto e = structural_tag_of(*rf, "response_format", false, g)) return e;
     } else {
         return unsupported("response_format",
-                           fmt::format("response_format type '{}' is not supported (text, json_object, json_schema)", t));
+                           fmt::format("response_format type '{}' is not supported (text, json_object, json_schema, "
+                                       "structural_tag)", t));
     }
     return set_constraint(s, "response_format", std::move(g));
 }
@@ -124,16 +142,19 @@ MaybeError parse_vllm_structured_outputs(const J& o, GenerationSpec& s) {
             // One backend (no fallback); schemas are compiled strictly (no properties beyond the
             // schema's), so both values hold already.
             if (!v.is_boolean()) return bad(param, fmt::format("'{}' must be a boolean", param));
-        } else if (key == "structural_tag" || key == "whitespace_pattern") {
+        } else if (key == "structural_tag") {
+            ++kinds;
+            if (auto e = structural_tag_of(v, param, true, g)) return e;
+        } else if (key == "whitespace_pattern") {
             return unsupported(param, fmt::format("'{}' is not supported", param));
         } else {
             return bad(param, fmt::format("'{}' is not a structured_outputs field (json, regex, choice, grammar, "
-                                          "json_object, disable_any_whitespace)", key));
+                                          "json_object, structural_tag, disable_any_whitespace)", key));
         }
     }
     if (kinds != 1)
         return bad("structured_outputs", "'structured_outputs' must set exactly one of json, regex, choice, grammar, "
-                                         "json_object");
+                                         "json_object, structural_tag");
     return set_constraint(s, "structured_outputs", std::move(g));
 }
 

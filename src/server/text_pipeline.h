@@ -22,6 +22,8 @@ namespace qs {
 struct ChatRenderOptions {
     bool add_generation_prompt = true;
     bool enable_thinking = true;
+    bool preserve_thinking = false;       // Qwen3.5/3.6: keep every assistant turn's reasoning
+    bool continue_final_message = false;  // end inside the last message (add_generation_prompt false)
 };
 
 class TextPipeline {

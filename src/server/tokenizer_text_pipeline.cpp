@@ -1,7 +1,11 @@
 // TokenizerTextPipeline (see tokenizer_text_pipeline.h): adapts src/tokenizer to the seam.
 #include "server/tokenizer_text_pipeline.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <fstream>
+#include <sstream>
 
 #include "tokenizer/reasoning_parser.h"
 #include "tokenizer/tool_call_parser.h"
@@ -65,8 +69,22 @@ private:
 
 }  // namespace
 
-Result<std::unique_ptr<TokenizerTextPipeline>> TokenizerTextPipeline::load(const std::string& path) {
+Result<std::unique_ptr<TokenizerTextPipeline>> TokenizerTextPipeline::load(const std::string& path,
+                                                                          const std::string& template_file) {
     QS_ASSIGN_OR_RETURN(std::unique_ptr<tok::Tokenizer> tok, tok::Tokenizer::from_path(path));
+    if (!template_file.empty()) {
+        std::ifstream in(template_file, std::ios::binary);
+        if (!in) return not_found("--chat-template " + template_file + ": cannot read the file");
+        std::stringstream text;
+        text << in.rdbuf();
+        Result<tok::ChatTemplate> t = tok::ChatTemplate::detect(text.str());
+        if (!t.is_ok())
+            return unsupported(fmt::format("--chat-template {}: {}; this server renders chat templates natively and "
+                                           "knows only the Qwen3 and Qwen3.5/3.6 templates (no general Jinja "
+                                           "interpreter yet)",
+                                           template_file, t.status().message()));
+        return std::unique_ptr<TokenizerTextPipeline>(new TokenizerTextPipeline(std::move(tok), t.value()));
+    }
     Result<tok::ChatTemplate> t = tok->chat_template().empty() ? tok::ChatTemplate::from_name("qwen3.6")
                                                                : tok::ChatTemplate::detect(tok->chat_template());
     if (!t.is_ok()) return t.status().with_context(path);
@@ -79,6 +97,8 @@ Result<std::string> TokenizerTextPipeline::render_chat(const nlohmann::ordered_j
     tok::ChatOptions o;
     o.add_generation_prompt = options.add_generation_prompt;
     o.enable_thinking = options.enable_thinking;
+    o.preserve_thinking = options.preserve_thinking;
+    o.continue_final_message = options.continue_final_message;
     return template_.render(messages, tools, o);
 }
 

@@ -16,7 +16,11 @@ namespace qs {
 class TokenizerTextPipeline final : public TextPipeline {
 public:
     // path: a model directory (tokenizer.json + tokenizer_config.json) or a tokenizer.json.
-    static Result<std::unique_ptr<TokenizerTextPipeline>> load(const std::string& path);
+    // template_file (serve --chat-template): a Jinja file used instead of the tokenizer's
+    // template; it must be a Qwen3 or Qwen3.5/3.6 template, which the native renderers
+    // reproduce (there is no general Jinja interpreter): anything else is an error naming it.
+    static Result<std::unique_ptr<TokenizerTextPipeline>> load(const std::string& path,
+                                                                const std::string& template_file = "");
 
     Result<std::string> render_chat(const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
                                     const ChatRenderOptions& options) const override;

@@ -14,8 +14,8 @@ namespace {
 using J = nlohmann::ordered_json;
 
 constexpr std::string_view kStructured =
-    "structured outputs take response_format, structured_outputs or guided_json / guided_regex / guided_choice / "
-    "guided_grammar";
+    "structured outputs take response_format (json_object, json_schema, structural_tag), structured_outputs or "
+    "guided_json / guided_regex / guided_choice / guided_grammar";
 constexpr std::string_view kChatOnly = "it is a /v1/chat/completions parameter";
 
 constexpr UnsupportedField kFields[] = {
@@ -26,8 +26,6 @@ constexpr UnsupportedField kFields[] = {
     {"modalities", kBothApis, R"([["text"]])", "only text output is supported"},
     {"prediction", kBothApis, "", "predicted outputs are not supported"},
     {"web_search_options", kBothApis, "", "web search is not available"},
-    {"parallel_tool_calls", kBothApis, "[true]",
-     "every tool call the model writes is returned; limiting it to one is not supported"},
     {"reasoning_effort", kBothApis, "",
      "the model has no effort levels; chat_template_kwargs.enable_thinking=false turns thinking off"},
     {"verbosity", kBothApis, R"(["medium"])", "the length of the reply cannot be steered"},
@@ -38,20 +36,18 @@ constexpr UnsupportedField kFields[] = {
      "the prefix cache is automatic (LRU): no explicit breakpoints or lifetimes"},
     {"prompt_cache_retention", kBothApis, R"(["in_memory"])",
      "the prefix cache is in memory (LRU), with no retention guarantee"},
-    // OpenAI completions (echo is also a vLLM chat extension).
-    {"echo", kBothApis, "[false]", "echoing the prompt is not supported"},
+    // OpenAI completions (echo is also a vLLM chat extension, refused there).
+    {"echo", kChatApi, "[false]", "echoing the last message in a chat reply is not supported (completions echo the prompt)"},
     {"suffix", kBothApis, "", "insertion after a suffix is not supported"},
     // vLLM sampling extensions.
     {"use_beam_search", kBothApis, "[false]", "beam search is not supported"},
     {"length_penalty", kBothApis, "[1]", "it only applies to beam search, which is not supported"},
-    {"skip_special_tokens", kBothApis, "[true]", "special tokens are always left out of the text"},
-    {"truncate_prompt_tokens", kBothApis, "", "prompt truncation is not supported"},
     {"prompt_logprobs", kBothApis, "", "prompt logprobs are not supported"},
     {"allowed_token_ids", kBothApis, "", "restricting sampling to a token list is not supported"},
     {"bad_words", kBothApis, "[[]]", "banning words is not supported"},
     // vLLM request extensions.
-    {"add_generation_prompt", kBothApis, "[true]", "the generation prompt is always added"},
-    {"continue_final_message", kBothApis, "[false]", "continuing the final message is not supported"},
+    {"add_generation_prompt", kCompletionApi, "", kChatOnly},
+    {"continue_final_message", kCompletionApi, "", kChatOnly},
     {"include_reasoning", kBothApis, "[true]", "reasoning is always returned (reasoning_content)"},
     {"documents", kBothApis, "", "the chat template takes no documents"},
     {"chat_template", kBothApis, "", "per-request chat templates are not supported; the model's template is used"},
@@ -61,7 +57,6 @@ constexpr UnsupportedField kFields[] = {
     {"guided_whitespace_pattern", kBothApis, "", kStructured},
     {"structural_tag", kBothApis, "", kStructured},
     {"logits_processors", kBothApis, "", "custom logits processors are not supported"},
-    {"priority", kBothApis, "[0]", "priority scheduling is not enabled on this server"},
     {"request_id", kBothApis, "", "the server assigns request ids"},
     {"cache_salt", kBothApis, "", "prefix-cache salting is not supported (all requests share the prefix cache)"},
     {"kv_transfer_params", kBothApis, "", "disaggregated serving is not supported"},
@@ -72,6 +67,7 @@ constexpr UnsupportedField kFields[] = {
     {"messages", kCompletionApi, "", kChatOnly},
     {"tools", kCompletionApi, "", kChatOnly},
     {"tool_choice", kCompletionApi, "", kChatOnly},
+    {"parallel_tool_calls", kCompletionApi, "[true]", kChatOnly},
     {"max_completion_tokens", kCompletionApi, "", kChatOnly},
     {"top_logprobs", kCompletionApi, "", kChatOnly},
     {"chat_template_kwargs", kCompletionApi, "", kChatOnly},

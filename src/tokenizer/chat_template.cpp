@@ -1,7 +1,46 @@
 // Chat template selection and dispatch (see chat_template.h).
 #include "tokenizer/chat_template.h"
 
+#include <string_view>
+
 namespace qs::tok {
+
+namespace {
+
+std::string_view strip(std::string_view s) {
+    const char* ws = " \t\n\r\f\v";
+    const size_t b = s.find_first_not_of(ws);
+    if (b == std::string_view::npos) return {};
+    return s.substr(b, s.find_last_not_of(ws) - b + 1);
+}
+
+// continue_final_message: the rendered chat up to the last occurrence of the final message's
+// text (stripped; for an array of parts, its last text part), as transformers cuts it.
+Result<std::string> cut_after_final_message(const nlohmann::ordered_json& messages, std::string rendered) {
+    if (messages.empty()) return invalid_argument("continue_final_message needs a message to continue");
+    const auto& content = messages.back().contains("content") ? messages.back()["content"] : nlohmann::ordered_json();
+    std::string text;
+    bool found = false;
+    if (content.is_string()) {
+        text = content.get<std::string>();
+        found = true;
+    } else if (content.is_array()) {
+        for (auto it = content.rbegin(); it != content.rend() && !found; ++it)
+            if (it->is_object() && it->contains("text") && (*it)["text"].is_string()) {
+                text = (*it)["text"].get<std::string>();
+                found = true;
+            }
+    }
+    if (!found) return invalid_argument("continue_final_message: the final message has no text to continue");
+    const std::string_view needle = strip(text);
+    const size_t at = rendered.rfind(needle);
+    if (at == std::string::npos)
+        return invalid_argument("continue_final_message: the final message does not appear in the rendered chat");
+    rendered.resize(at + needle.size());
+    return rendered;
+}
+
+}  // namespace
 
 Result<ChatTemplate> ChatTemplate::detect(const std::string& text) {
     if (text.find("<function=") != std::string::npos && text.find("<parameter=") != std::string::npos)
@@ -33,8 +72,10 @@ Result<std::string> ChatTemplate::render(const nlohmann::ordered_json& messages,
     if (!tools.is_null() && !tools.is_array())
         return invalid_argument("chat template: tools must be an array or null");
     try {
-        return format_ == ChatFormat::kQwen3 ? render_qwen3(messages, tools, options)
-                                             : render_qwen35(messages, tools, options);
+        Result<std::string> r = format_ == ChatFormat::kQwen3 ? render_qwen3(messages, tools, options)
+                                                               : render_qwen35(messages, tools, options);
+        if (!r.is_ok() || !options.continue_final_message) return r;
+        return cut_after_final_message(messages, std::move(r).value());
     } catch (const nlohmann::json::exception& e) {
         return invalid_argument(std::string("chat template: a value has the wrong type: ") + e.what());
     }

@@ -23,6 +23,10 @@ struct ChatOptions {
     bool enable_thinking = true;      // false renders the empty think block
     bool preserve_thinking = false;   // kQwen35: keep every assistant turn's reasoning
     bool add_vision_id = false;       // kQwen35: "Picture N: " before image parts
+    // The prompt ends right after the last message's text (its end-of-turn cut off), as
+    // transformers' apply_chat_template(continue_final_message=True) does; needs
+    // add_generation_prompt false.
+    bool continue_final_message = false;
 };
 
 class ChatTemplate {

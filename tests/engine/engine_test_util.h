@@ -28,7 +28,7 @@ inline ModelConfig engine_test_config() {
 class FakeDecoder final : public TextDecoder {
 public:
     static std::string text_of(int32_t t) { return std::string(1, char('a' + t % 26)) + char('0' + t % 10); }
-    std::unique_ptr<StreamDecoder> start() const override {
+    std::unique_ptr<StreamDecoder> start(bool) const override {
         struct S final : StreamDecoder {
             std::string push(int32_t t) override { return text_of(t); }
             std::string finish() override { return ""; }

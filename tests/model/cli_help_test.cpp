@@ -29,12 +29,12 @@ std::string env_of(const std::string& option) {
 
 const std::vector<std::string> kEngineOptions = {
     "max-num-seqs",        "max-num-batched-tokens", "max-prefill-tokens-with-decodes",   "max-model-len",  "kv-block-size",   "max-waiting",
-    "num-speculative-tokens", "speculative-disable-by-batch-size", "num-state-snapshots",   "cache-memory-mb", "num-kv-blocks",  "gpu-memory-utilization",
+    "num-speculative-tokens", "speculative-disable-by-batch-size", "num-state-snapshots", "grammar-mask-threads", "cache-memory-mb", "num-kv-blocks",  "gpu-memory-utilization",
     "benchmark-mtp-acceptance", "kv-cache-dtype",      "gdn-state-dtype", "no-chunked-prefill", "no-prefix-caching"};
 const std::vector<std::string> kModelOptions = {"model", "load-format", "dummy-format", "seed", "num-layers", "no-mtp",
                                                 "device", "cuda-graph-max-batch"};
 const std::vector<std::string> kServeOptions = {
-    "host", "port", "api-key", "served-model-name", "tokenizer", "io-threads", "worker-threads", "max-body-bytes",
+    "host", "port", "api-key", "served-model-name", "tokenizer", "chat-template", "scheduling-policy", "io-threads", "worker-threads", "max-body-bytes",
     "stream-buffer-bytes", "max-in-flight", "idle-timeout-s", "write-stall-timeout-s", "shutdown-grace-s",
     "disable-log-requests", "log-prompts", "fake-engine", "fake-step-ms", "fake-load-s", "log-level", "log-format"};
 

@@ -204,9 +204,10 @@ TEST(OpenAiParse, CompletionPrompts) {
     auto e = parse_generation_request(ApiKind::kCompletion, R"({"model":"m","prompt":["a","b"]})", kModels, u);
     ASSERT_TRUE(e);
     EXPECT_EQ(e->code, "unsupported_value");
-    e = parse_generation_request(ApiKind::kCompletion, R"({"model":"m","prompt":"a","echo":true})", kModels, u);
+    e = parse_generation_request(ApiKind::kCompletion, R"({"model":"m","prompt":"a","echo":true,"logprobs":1})", kModels, u);
     ASSERT_TRUE(e);
     EXPECT_EQ(e->param, "echo");
+    EXPECT_EQ(e->code, "unsupported_value");
     e = parse_generation_request(ApiKind::kCompletion, R"({"model":"m","prompt":[-1]})", kModels, u);
     ASSERT_TRUE(e);
     EXPECT_EQ(e->param, "prompt");
@@ -317,7 +318,6 @@ TEST(OpenAiParse, RefusesUnimplementedFieldsWithRealisticValues) {
         const char* param;
     };
     const Case cases[] = {
-        {ApiKind::kChat, R"(,"parallel_tool_calls":false,"tools":[{"type":"function","function":{"name":"f"}}])", "parallel_tool_calls"},
         {ApiKind::kChat, R"(,"store":true)", "store"},
         {ApiKind::kChat, R"(,"service_tier":"flex")", "service_tier"},
         {ApiKind::kChat, R"(,"modalities":["text","audio"])", "modalities"},
@@ -330,36 +330,32 @@ TEST(OpenAiParse, RefusesUnimplementedFieldsWithRealisticValues) {
         {ApiKind::kChat, R"(,"function_call":"auto")", "function_call"},
         {ApiKind::kChat, R"(,"guided_decoding_backend":"outlines")", "guided_decoding_backend"},
         {ApiKind::kChat, R"(,"guided_whitespace_pattern":" ")", "guided_whitespace_pattern"},
-        {ApiKind::kChat, R"(,"structured_outputs":{"structural_tag":"{}"})", "structured_outputs.structural_tag"},
         {ApiKind::kChat, R"(,"tools":[{"type":"function","function":{"name":"f","strict":true}}],"tool_choice":"auto")", "tools[0].function.strict"},
         {ApiKind::kChat, R"(,"echo":true)", "echo"},
-        {ApiKind::kChat, R"(,"add_generation_prompt":false)", "add_generation_prompt"},
-        {ApiKind::kChat, R"(,"continue_final_message":true)", "continue_final_message"},
         {ApiKind::kChat, R"(,"include_reasoning":false)", "include_reasoning"},
-        {ApiKind::kChat, R"(,"priority":-1)", "priority"},
         {ApiKind::kChat, R"(,"cache_salt":"s3cret")", "cache_salt"},
         {ApiKind::kChat, R"(,"prompt":"hi")", "prompt"},
-        {ApiKind::kChat, R"(,"chat_template_kwargs":{"preserve_thinking":true})", "chat_template_kwargs.preserve_thinking"},
+        {ApiKind::kChat, R"(,"chat_template_kwargs":{"thinking_budget":100})", "chat_template_kwargs.thinking_budget"},
+        {ApiKind::kChat, R"(,"stream":true,"best_of":2)", "best_of"},
+        {ApiKind::kCompletion, R"(,"echo":true,"logprobs":0)", "echo"},
+        {ApiKind::kCompletion, R"(,"add_generation_prompt":false)", "add_generation_prompt"},
+        {ApiKind::kCompletion, R"(,"continue_final_message":true)", "continue_final_message"},
+        {ApiKind::kCompletion, R"(,"parallel_tool_calls":false)", "parallel_tool_calls"},
         {ApiKind::kChat, R"(,"tools":[{"type":"function","function":{"name":"f","strict":true}}])", "tools[0].function.strict"},
-        {ApiKind::kChat, R"(,"stream":true,"stream_options":{"continuous_usage_stats":true})", "stream_options.continuous_usage_stats"},
         {ApiKind::kChat, R"(,"stream":true,"stream_options":{"include_obfuscation":true})", "stream_options.include_obfuscation"},
         {ApiKind::kChat, R"(,"moderation":{"model":"omni-moderation-latest"})", "moderation"},
         {ApiKind::kChat, R"(,"prompt_cache_retention":"24h")", "prompt_cache_retention"},
         {ApiKind::kChat, R"(,"prompt_cache_options":{"mode":"explicit"})", "prompt_cache_options"},
-        {ApiKind::kCompletion, R"(,"echo":true)", "echo"},
         {ApiKind::kCompletion, R"(,"suffix":"end")", "suffix"},
         {ApiKind::kCompletion, R"(,"prompt_logprobs":1)", "prompt_logprobs"},
         {ApiKind::kCompletion, R"(,"allowed_token_ids":[1,2])", "allowed_token_ids"},
         {ApiKind::kCompletion, R"(,"bad_words":["x"])", "bad_words"},
-        {ApiKind::kCompletion, R"(,"truncate_prompt_tokens":5)", "truncate_prompt_tokens"},
         {ApiKind::kCompletion, R"(,"use_beam_search":true)", "use_beam_search"},
         {ApiKind::kCompletion, R"(,"length_penalty":0.5)", "length_penalty"},
-        {ApiKind::kCompletion, R"(,"skip_special_tokens":false)", "skip_special_tokens"},
         {ApiKind::kCompletion, R"(,"logits_processors":["m.P"])", "logits_processors"},
         {ApiKind::kCompletion, R"(,"return_token_ids":true)", "return_token_ids"},
         {ApiKind::kCompletion, R"(,"max_completion_tokens":5)", "max_completion_tokens"},
         {ApiKind::kCompletion, R"(,"messages":[{"role":"user","content":"x"}])", "messages"},
-        {ApiKind::kCompletion, R"(,"response_format":{"type":"structural_tag"})", "response_format"},
     };
     for (const auto& c : cases) {
         auto e = request(c.kind, c.extra);
@@ -367,6 +363,116 @@ TEST(OpenAiParse, RefusesUnimplementedFieldsWithRealisticValues) {
         EXPECT_EQ(e->param, c.param) << c.extra << " → " << e->message;
         EXPECT_EQ(e->code, "unsupported_value") << c.extra;
         EXPECT_EQ(e->http_status, 400);
+    }
+}
+
+// The request-surface fields this server implements (issue 16 item 2) reach the spec.
+TEST(OpenAiParse, RequestSurfaceFieldsReachTheSpec) {
+    GenerationSpec c;
+    auto e = parse_generation_request(
+        ApiKind::kChat,
+        R"({"model":"m","messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"}],)"
+        R"("continue_final_message":true,"chat_template_kwargs":{"enable_thinking":false,"preserve_thinking":true,)"
+        R"("add_vision_id":true},"priority":-3,"truncate_prompt_tokens":7,"skip_special_tokens":false,)"
+        R"("parallel_tool_calls":false,"n":2,"best_of":5,"stream":false})",
+        kModels, c);
+    ASSERT_FALSE(e) << e->message;
+    EXPECT_TRUE(c.continue_final_message);
+    EXPECT_FALSE(c.add_generation_prompt) << "continue_final_message turns the generation prompt off";
+    EXPECT_FALSE(c.enable_thinking);
+    EXPECT_TRUE(c.preserve_thinking);
+    EXPECT_EQ(c.priority, -3);
+    EXPECT_EQ(c.truncate_prompt_tokens, 7);
+    EXPECT_FALSE(c.params.skip_special_tokens);
+    EXPECT_FALSE(c.parallel_tool_calls);
+    EXPECT_EQ(c.params.n, 5) << "best_of completions are generated";
+    EXPECT_EQ(c.n_returned, 2);
+    EXPECT_EQ(c.params.logprobs, 0) << "best_of ranks by the sampled tokens' logprobs";
+    EXPECT_FALSE(c.logprobs) << "... which the client did not ask for";
+
+    GenerationSpec p;
+    e = parse_generation_request(ApiKind::kCompletion,
+                                 R"({"model":"m","prompt":"a","echo":true,"stream":true,)"
+                                 R"("stream_options":{"include_usage":true,"continuous_usage_stats":true},"best_of":1})",
+                                 kModels, p);
+    ASSERT_FALSE(e) << e->message;
+    EXPECT_TRUE(p.echo);
+    EXPECT_TRUE(p.continuous_usage);
+    EXPECT_EQ(p.n_returned, 0);
+
+    struct Bad {
+        ApiKind kind;
+        const char* body;
+        const char* param;
+    };
+    const Bad bad[] = {
+        {ApiKind::kChat, R"({"model":"m","messages":[{"role":"user","content":"a"}],"continue_final_message":true,"add_generation_prompt":true})", "continue_final_message"},
+        {ApiKind::kChat, R"({"model":"m","messages":[{"role":"user","content":"a"}],"add_generation_prompt":1})", "add_generation_prompt"},
+        {ApiKind::kCompletion, R"({"model":"m","prompt":"a","priority":1.5})", "priority"},
+        {ApiKind::kCompletion, R"({"model":"m","prompt":"a","truncate_prompt_tokens":-2})", "truncate_prompt_tokens"},
+        {ApiKind::kCompletion, R"({"model":"m","prompt":"a","n":3,"best_of":2})", "best_of"},
+        {ApiKind::kCompletion, R"({"model":"m","prompt":"a","stream":true,"stream_options":{"continuous_usage_stats":true}})", "stream_options.continuous_usage_stats"},
+        {ApiKind::kCompletion, R"({"model":"m","prompt":"a","skip_special_tokens":"no"})", "skip_special_tokens"},
+    };
+    for (const Bad& b : bad) {
+        GenerationSpec s;
+        auto err = parse_generation_request(b.kind, b.body, kModels, s);
+        ASSERT_TRUE(err) << b.body;
+        EXPECT_EQ(err->param, b.param) << b.body << " → " << err->message;
+        EXPECT_EQ(err->http_status, 400);
+    }
+}
+
+// response_format / structured_outputs structural tags (current and legacy shapes) become a
+// structural-tag grammar; a malformed one is a 400 naming the field.
+TEST(OpenAiParse, StructuralTags) {
+    const std::string format =
+        R"({"type":"tag","begin":"<a>","content":{"type":"json_schema","json_schema":{"type":"object"}},"end":"</a>"})";
+    GenerationSpec s;
+    auto e = parse_generation_request(
+        ApiKind::kChat,
+        R"({"model":"m","messages":[{"role":"user","content":"a"}],"response_format":{"type":"structural_tag","format":)" +
+            format + "}}",
+        kModels, s);
+    ASSERT_FALSE(e) << e->message;
+    ASSERT_TRUE(s.grammar);
+    EXPECT_EQ(s.grammar->kind, grammar::GrammarSpec::Kind::kStructuralTag);
+    EXPECT_EQ(s.grammar_param, "response_format");
+    const auto tag = nlohmann::json::parse(s.grammar->text);
+    EXPECT_EQ(tag["format"]["begin"], "<a>");
+
+    GenerationSpec legacy;
+    e = parse_generation_request(
+        ApiKind::kCompletion,
+        R"({"model":"m","prompt":"a","response_format":{"type":"structural_tag","triggers":["<f="],)"
+        R"("structures":[{"begin":"<f=x>","schema":{"type":"object"},"end":"</f>"}]}})",
+        kModels, legacy);
+    ASSERT_FALSE(e) << e->message;
+    ASSERT_TRUE(legacy.grammar);
+    const auto lt = nlohmann::json::parse(legacy.grammar->text);
+    EXPECT_EQ(lt["format"]["type"], "triggered_tags");
+    EXPECT_EQ(lt["format"]["tags"][0]["content"]["json_schema"], nlohmann::json::parse(R"({"type":"object"})"));
+
+    GenerationSpec text;
+    e = parse_generation_request(ApiKind::kCompletion,
+                                 R"({"model":"m","prompt":"a","structured_outputs":{"structural_tag":)" +
+                                     nlohmann::json(R"({"type":"structural_tag","format":)" + format + "}").dump() + "}}",
+                                 kModels, text);
+    ASSERT_FALSE(e) << e->message;
+    EXPECT_EQ(text.grammar_param, "structured_outputs");
+
+    const std::pair<const char*, const char*> bad[] = {
+        {R"("response_format":{"type":"structural_tag"})", "response_format"},
+        {R"("response_format":{"type":"structural_tag","structures":[{"begin":"<x>","schema":{},"end":"</x>"}],"triggers":["<y"]})", "response_format"},
+        {R"("response_format":{"type":"structural_tag","format":{"type":"json_schema","json_schema":{"type":"array","uniqueItems":true}}})", "response_format"},
+        {R"("structured_outputs":{"structural_tag":"not json"})", "structured_outputs.structural_tag"},
+    };
+    for (const auto& [extra, param] : bad) {
+        GenerationSpec b;
+        auto err = parse_generation_request(ApiKind::kCompletion, std::string(R"({"model":"m","prompt":"a",)") + extra + "}",
+                                            kModels, b);
+        ASSERT_TRUE(err) << extra;
+        EXPECT_EQ(err->param, param) << extra << " → " << err->message;
     }
 }
 

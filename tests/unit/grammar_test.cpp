@@ -12,7 +12,9 @@
 
 #include "backend/sampling.h"
 #include "grammar/grammar_compiler.h"
+#include "grammar/bitmask_filler.h"
 #include "grammar/grammar_matcher.h"
+#include "grammar/structural_tag.h"
 #include "grammar/tool_call_grammar.h"
 #include "tokenizer/tokenizer.h"
 
@@ -317,6 +319,97 @@ TEST(Grammar, ToolCallGrammarsFollowTheQwenXmlSyntax) {
     auto bad = tool_call_grammar(bad_tools, "f", true);
     ASSERT_FALSE(bad.is_ok());
     EXPECT_NE(bad.status().message().find("uniqueItems"), std::string::npos) << bad.status().message();
+}
+
+// Request structural tags (vLLM's response_format "structural_tag"), both shapes: the output is
+// the tag around JSON valid for its schema (checked by nlohmann), free text only where the
+// format allows it.
+TEST(Grammar, StructuralTagsFromRequests) {
+    using J = nlohmann::ordered_json;
+    auto current = structural_tag_grammar(J::parse(R"({"type": "structural_tag", "format": {"type": "sequence",
+        "elements": [{"type": "const_string", "value": "Answer: "},
+                     {"type": "tag", "begin": "<json>", "content": {"type": "json_schema", "json_schema":
+                        {"type": "object", "properties": {"n": {"type": "integer", "minimum": 1, "maximum": 9}},
+                         "required": ["n"]}}, "end": "</json>"}]}})"));
+    ASSERT_TRUE(current.is_ok()) << current.status().message();
+    EXPECT_EQ(current->kind, GrammarSpec::Kind::kStructuralTag);
+    auto g = must_compile(current.value());
+    ASSERT_TRUE(g);
+    GrammarMatcher m(g, {kEos});
+    EXPECT_FALSE(bitmask_allows(mask_of(m).data(), 'x')) << "the constant comes first";
+    EXPECT_TRUE(feed(m, "Answer: <json>{\"n\": 7}</json>"));
+    EXPECT_TRUE(can_stop(m));
+    GrammarMatcher out_of_range(g, {kEos});
+    EXPECT_TRUE(feed(out_of_range, "Answer: <json>{\"n\": "));
+    EXPECT_FALSE(bitmask_allows(mask_of(out_of_range).data(), '0')) << "minimum 1";
+    std::mt19937 rng(3);
+    for (int trial = 0; trial < 20; ++trial) {
+        GrammarMatcher w(g, {kEos});
+        bool stopped = false;
+        const std::string out = random_output(w, rng, 200, &stopped);
+        if (!stopped) continue;
+        ASSERT_EQ(out.rfind("Answer: <json>", 0), 0u) << out;
+        ASSERT_GE(out.size(), 21u);
+        ASSERT_EQ(out.substr(out.size() - 7), "</json>") << out;
+        const auto j = nlohmann::json::parse(out.substr(14, out.size() - 21), nullptr, false);
+        ASSERT_FALSE(j.is_discarded()) << out;
+        EXPECT_TRUE(j["n"].is_number_integer() && j["n"] >= 1 && j["n"] <= 9) << out;
+    }
+
+    // Legacy: free text, and after a trigger one of the tags with its schema.
+    auto legacy = structural_tag_grammar(J::parse(R"({"type": "structural_tag", "triggers": ["<fn="],
+        "structures": [{"begin": "<fn=add>", "schema": {"type": "object", "properties": {"a": {"type": "integer"}},
+                        "required": ["a"]}, "end": "</fn>"}]})"));
+    ASSERT_TRUE(legacy.is_ok()) << legacy.status().message();
+    auto lg = must_compile(legacy.value());
+    ASSERT_TRUE(lg);
+    GrammarMatcher l(lg, {kEos});
+    EXPECT_TRUE(feed(l, "Let me add. <fn=add>{\"a\": 3}</fn> done"));
+    EXPECT_TRUE(can_stop(l));
+    GrammarMatcher unknown(lg, {kEos});
+    EXPECT_TRUE(feed(unknown, "<fn="));
+    EXPECT_FALSE(bitmask_allows(mask_of(unknown).data(), 's')) << "only the tags after a trigger";
+
+    // Errors name the problem; schemas with keywords xgrammar would drop are refused.
+    for (const char* bad : {R"({"type": "structural_tag"})", R"({"type": "other", "format": {"type": "any_text"}})",
+                            R"({"triggers": ["<a"], "structures": [{"begin": "<b>", "schema": {}, "end": "</b>"}]})",
+                            R"({"format": {"type": "json_schema", "json_schema": {"not": {"type": "string"}}}})"}) {
+        auto r = structural_tag_grammar(J::parse(bad));
+        EXPECT_FALSE(r.is_ok()) << bad;
+    }
+    auto unknown_type = structural_tag_grammar(J::parse(R"({"format": {"type": "no_such_format"}})"));
+    ASSERT_TRUE(unknown_type.is_ok()) << "the envelope is fine; xgrammar judges the format";
+    EXPECT_FALSE(compiler().compile(unknown_type.value()).is_ok());
+}
+
+// BitmaskFiller: the masks filled on a pool of threads are the serial ones, row for row.
+TEST(Grammar, BitmaskFillerEqualsSerialFill) {
+    auto g = must_compile(spec(GrammarSpec::Kind::kJsonSchema,
+                               R"({"type":"object","properties":{"s":{"type":"string"},"k":{"type":"integer"}}})"));
+    ASSERT_TRUE(g);
+    const int64_t W = bitmask_words(kV);
+    std::mt19937 rng(9);
+    std::vector<std::unique_ptr<GrammarMatcher>> matchers;
+    for (int i = 0; i < 37; ++i) {
+        matchers.push_back(std::make_unique<GrammarMatcher>(g, std::vector<int32_t>{kEos}));
+        bool stopped = false;
+        random_output(*matchers.back(), rng, int(rng() % 30), &stopped);
+        if (stopped) matchers.back() = std::make_unique<GrammarMatcher>(g, std::vector<int32_t>{kEos});
+    }
+    std::vector<uint32_t> serial(matchers.size() * size_t(W)), pooled(serial.size(), 0xdeadbeef);
+    std::vector<int64_t> serial_counts;
+    for (size_t i = 0; i < matchers.size(); ++i) serial_counts.push_back(matchers[i]->fill_next_bitmask(serial.data() + i * W));
+    BitmaskFiller filler(4);
+    EXPECT_EQ(filler.threads(), 4);
+    for (int round = 0; round < 3; ++round) {  // the pool is reused across fills
+        std::vector<MaskJob> jobs;
+        for (size_t i = 0; i < matchers.size(); ++i) jobs.push_back({matchers[i].get(), pooled.data() + i * W, -1});
+        filler.fill(jobs);
+        EXPECT_EQ(pooled, serial);
+        for (size_t i = 0; i < jobs.size(); ++i) EXPECT_EQ(jobs[i].num_allowed, serial_counts[i]);
+    }
+    std::vector<MaskJob> none;
+    filler.fill(none);  // nothing to do
 }
 
 TEST(Grammar, VocabularyOfTheTrainedModelsTokenizer) {

@@ -61,7 +61,7 @@ Result<std::string> ByteTextPipeline::render_chat(const nlohmann::ordered_json& 
                 out += "<tool_call>" + tc["function"].dump() + "</tool_call>";
             }
         }
-        out += "<|im_end|>\n";
+        if (!(options.continue_final_message && i + 1 == messages.size())) out += "<|im_end|>\n";
     }
     if (options.add_generation_prompt) {
         out += "<|im_start|>assistant\n";

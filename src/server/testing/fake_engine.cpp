@@ -175,6 +175,10 @@ void FakeEngine::start_request(Live& live) {
             reply += fmt::format("{}{}:{}", i ? "," : "", sp.logit_bias[i].token, sp.logit_bias[i].bias);
         reply += fmt::format(" min_tokens={}", sp.min_tokens);
     }
+    if (prompt.find("[[echo_request]]") != std::string::npos) {
+        reply = fmt::format("priority={} prompt_ids=", live.request.priority);
+        for (size_t i = 0; i < ids.size(); ++i) reply += fmt::format("{}{}", i ? "," : "", ids[i]);
+    }
     live.completions.resize(size_t(live.request.params.n));
     for (size_t i = 0; i < live.completions.size(); ++i) {
         Completion& c = live.completions[i];

@@ -4,7 +4,7 @@
 // outputs: each completion replies with the text of the last "[[reply:TEXT]]" in the prompt
 // ("{i}" becomes the completion index), "[[repeat]]" generates until max_tokens, "[[fail]]" ends
 // with an engine error, "[[echo_params]]" replies "logit_bias=ID:BIAS,... min_tokens=N" (what
-// reached the engine); otherwise "This is a fake reply.". One token per byte of the reply, one
+// reached the engine), "[[echo_request]]" replies "priority=P prompt_ids=ID,ID,..."; otherwise "This is a fake reply.". One token per byte of the reply, one
 // token per running completion per step. min_tokens holds as in the real engine: before that
 // many tokens, an EOS or stop_token_ids token the script would emit becomes '.' instead.
 // Memory accounting (live requests, pages in use) lets tests check that aborts free everything.

@@ -1,0 +1,133 @@
+// Grammar mask fill per step: the masks of `rows` constrained sequences, filled one after the
+// other (the engine before issue 16 item 3) and by grammar::BitmaskFiller on T threads (what
+// the engine does now), over a real tokenizer's vocabulary. Each row is a JSON-schema matcher
+// advanced by its own random walk of allowed tokens (so rows sit in different states: inside
+// strings, numbers, between keys), as a batch of independent requests would. Prints rows ×
+// best-of-reps milliseconds. A benchmark, never a test.
+// Usage: build/bench/grammar_mask_bench [--tokenizer DIR] [--threads T] [--reps 10] [--walk 24]
+#include <algorithm>
+#include <bit>
+#include <functional>
+#include <cstdio>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "backend/sampling.h"
+#include "core/args.h"
+#include "core/timer.h"
+#include "grammar/bitmask_filler.h"
+#include "grammar/grammar_compiler.h"
+#include "grammar/grammar_vocab.h"
+#include "tokenizer/tokenizer.h"
+
+using namespace qs;
+
+namespace {
+
+constexpr const char* kSchema = R"({"type": "object", "properties": {
+  "name": {"type": "string", "minLength": 1, "maxLength": 40},
+  "age": {"type": "integer", "minimum": 0, "maximum": 150},
+  "email": {"type": "string", "pattern": "^[a-z]+@[a-z]+\\.com$"},
+  "tags": {"type": "array", "items": {"type": "string", "enum": ["a", "b", "c"]}, "maxItems": 4},
+  "address": {"type": "object", "properties": {"city": {"type": "string"}, "zip": {"type": "string"}},
+              "required": ["city", "zip"]}},
+  "required": ["name", "age", "email", "tags", "address"]})";
+
+double best_ms(int reps, const std::function<void()>& fn) {
+    double best = 1e300;
+    for (int r = 0; r < reps; ++r) {
+        Timer t;
+        fn();
+        best = std::min(best, t.elapsed_s() * 1e3);
+    }
+    return best;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    auto args = Args::parse(argc, argv, {}, {"tokenizer", "threads", "reps", "walk"});
+    if (!args.is_ok()) {
+        std::fprintf(stderr, "%s\n", args.status().message().c_str());
+        return 2;
+    }
+    const std::string path = args->get_or("tokenizer", "../shared/data/tokenizers/qwen3");
+    auto threads_arg = args->get_int("threads", int64_t(std::min(16u, std::max(1u, std::thread::hardware_concurrency()))));
+    auto reps_arg = args->get_int("reps", 10), walk_arg = args->get_int("walk", 24);
+    if (!threads_arg.is_ok() || !reps_arg.is_ok() || !walk_arg.is_ok() || *threads_arg < 1 || *reps_arg < 1 ||
+        *walk_arg < 0) {
+        std::fprintf(stderr, "grammar_mask_bench: --threads, --reps take positive integers, --walk >= 0\n");
+        return 2;
+    }
+    auto tokenizer = tok::Tokenizer::from_path(path);
+    if (!tokenizer.is_ok()) {
+        std::fprintf(stderr, "grammar_mask_bench: %s\n", tokenizer.status().message().c_str());
+        return 1;
+    }
+    const int32_t V = (*tokenizer)->vocab_size();
+    std::vector<int32_t> stops;
+    if (auto e = (*tokenizer)->eos_token_id()) stops.push_back(*e);
+    grammar::GrammarCompiler compiler(grammar::grammar_vocab_from_tokenizer(**tokenizer, V, stops, true));
+    grammar::GrammarSpec spec;
+    spec.kind = grammar::GrammarSpec::Kind::kJsonSchema;
+    spec.text = kSchema;
+    Timer tc;
+    auto compiled = compiler.compile(spec);
+    if (!compiled.is_ok()) {
+        std::fprintf(stderr, "grammar_mask_bench: %s\n", compiled.status().message().c_str());
+        return 1;
+    }
+    const double compile_ms = tc.elapsed_s() * 1e3;
+    const int64_t W = bitmask_words(V);
+    const int threads = int(*threads_arg), reps = int(*reps_arg);
+    std::printf("grammar_mask_bench: tokenizer %s (%d ids), JSON schema compiled in %.1f ms, %d threads "
+                "(hardware %u), walk %lld tokens, best of %d\n",
+                path.c_str(), V, compile_ms, threads, std::thread::hardware_concurrency(),
+                (long long)*walk_arg, reps);
+    std::printf("| rows | serial ms | %d threads ms | speedup | serial us/row |\n|---|---|---|---|---|\n", threads);
+    grammar::BitmaskFiller serial(1), pool(threads);
+    for (int64_t rows : {1, 8, 32, 128, 512}) {
+        std::mt19937 rng(static_cast<uint32_t>(rows));
+        std::vector<std::unique_ptr<grammar::GrammarMatcher>> matchers;
+        std::vector<uint32_t> words(size_t(rows * W));
+        std::vector<uint32_t> scratch(static_cast<size_t>(W));
+        for (int64_t r = 0; r < rows; ++r) {
+            auto m = std::make_unique<grammar::GrammarMatcher>(compiled.value(), stops);
+            const int64_t steps = int64_t(rng() % uint32_t(*walk_arg + 1));
+            for (int64_t k = 0; k < steps; ++k) {
+                const int64_t n = m->fill_next_bitmask(scratch.data());
+                if (n == 0) break;
+                int64_t pick = int64_t(rng() % uint64_t(n));  // the pick-th allowed token
+                int32_t token = -1;
+                for (int64_t w = 0; w < W && token < 0; ++w) {
+                    const int c = std::popcount(scratch[size_t(w)]);
+                    if (pick >= c) {
+                        pick -= c;
+                        continue;
+                    }
+                    for (int b = 0; b < 32; ++b)
+                        if (((scratch[size_t(w)] >> b) & 1u) && pick-- == 0) {
+                            token = int32_t(w * 32 + b);
+                            break;
+                        }
+                }
+                if (token < 0 || std::find(stops.begin(), stops.end(), token) != stops.end()) break;
+                m->accept(token);
+            }
+            matchers.push_back(std::move(m));
+        }
+        std::vector<grammar::MaskJob> jobs;
+        for (int64_t r = 0; r < rows; ++r) jobs.push_back({matchers[size_t(r)].get(), words.data() + r * W, 0});
+        const double ms_serial = best_ms(reps, [&] { serial.fill(jobs); });
+        const std::vector<uint32_t> serial_words = words;
+        const double ms_pool = best_ms(reps, [&] { pool.fill(jobs); });
+        if (words != serial_words) {
+            std::fprintf(stderr, "grammar_mask_bench: the parallel masks differ from the serial ones\n");
+            return 1;
+        }
+        std::printf("| %lld | %.3f | %.3f | %.2fx | %.1f |\n", (long long)rows, ms_serial, ms_pool, ms_serial / ms_pool,
+                    ms_serial * 1e3 / double(rows));
+    }
+    return 0;
+}
