@@ -16,27 +16,6 @@ namespace {
 
 using json = nlohmann::json;
 
-// Glob match of the whole of `s` against `p`, where '*' matches any run of characters.
-bool glob_match(std::string_view p, std::string_view s) {
-    size_t pi = 0, si = 0, star = std::string_view::npos, mark = 0;
-    while (si < s.size()) {
-        if (pi < p.size() && p[pi] == '*') {
-            star = pi++;
-            mark = si;
-        } else if (pi < p.size() && p[pi] == s[si]) {
-            ++pi;
-            ++si;
-        } else if (star != std::string_view::npos) {
-            pi = star + 1;
-            si = ++mark;
-        } else {
-            return false;
-        }
-    }
-    while (pi < p.size() && p[pi] == '*') ++pi;
-    return pi == p.size();
-}
-
 bool entry_covers(std::string_view entry, std::string_view module) {
     if (entry.empty()) return false;
     if (entry.find('*') == std::string_view::npos) {
@@ -56,7 +35,7 @@ bool entry_covers(std::string_view entry, std::string_view module) {
     ends.push_back(module.size());
     for (size_t b : begins)
         for (size_t e : ends)
-            if (e > b && glob_match(entry, module.substr(b, e - b))) return true;
+            if (e > b && quant_parse::glob_match_whole(entry, module.substr(b, e - b))) return true;
     return false;
 }
 
