@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backend/cpu/cpu_ops.h"
+#include "backend/cuda/moe_cutlass.h"
 #include "engine/engine.h"
 #include "gpu_test_util.h"
 #include "io/npy.h"
@@ -262,11 +263,20 @@ TEST(CudaModel, Bf16StateEffectOnLogits) {
     EXPECT_GE(same, steps * 9 / 10);
 }
 
-TEST(CudaModel, EngineOnGpuEqualsSingleSequence) {
-    QS_REQUIRE_GPU();
+namespace {
+
+// The engine's batched steps against one sequence at a time, on the same CudaOps. `moe_gemm_path`
+// fixes the MoE kernels (CudaOptions::moe_gemm_path): with a fixed path the only rounding
+// differences come from GEMM/attention tilings that depend on the batch, so at least 3/4 of the
+// requests must be equal throughout. With the default by-shape choice a batched prefill takes the
+// CUTLASS path (bf16 g, u and expert outputs) where the short single-sequence prompts take
+// mma.sync, so more requests meet a near-tie; there only the near-tie bound is asserted.
+void engine_equals_single_sequence(int moe_gemm_path, bool count_check) {
     auto weights = load_model_dir(gpu_test::source_path("models/qwen36-tiny"));
     ASSERT_TRUE(weights.is_ok()) << weights.status().message();
-    cuda::CudaOps ops(test_options());
+    cuda::CudaOptions options = test_options();
+    options.moe_gemm_path = moe_gemm_path;
+    cuda::CudaOps ops(options);
     ops.prepare_weights(weight_set(*weights));
     Qwen36Model ref_model(*weights, ops);
     std::mt19937 rng(7);
@@ -328,14 +338,35 @@ TEST(CudaModel, EngineOnGpuEqualsSingleSequence) {
                 const std::vector<float>& l = expect_logits[i][d];
                 const float gap = l[size_t(expect[i][d])] - l[size_t(g[d])];
                 worst_gap = std::max(worst_gap, gap);
-                EXPECT_LE(gap, kNearTie) << "spec " << spec << " budget " << budget << " " << reqs[i].id << " step " << d;
+                EXPECT_LE(gap, kNearTie) << "moe path " << moe_gemm_path << " spec " << spec << " budget " << budget << " "
+                                         << reqs[i].id << " step " << d;
             }
-            std::printf("[engine] mtp k=%d budget %lld: %d/%zu requests equal to the reference; largest logit gap at "
-                        "a first difference %.4f\n",
-                        spec, (long long)budget, equal, reqs.size(), worst_gap);
-            EXPECT_GE(equal, int(reqs.size()) * 3 / 4);
+            std::printf("[engine] moe path %d, mtp k=%d budget %lld: %d/%zu requests equal to the reference; largest "
+                        "logit gap at a first difference %.4f\n",
+                        moe_gemm_path, spec, (long long)budget, equal, reqs.size(), worst_gap);
+            if (count_check) {
+                EXPECT_GE(equal, int(reqs.size()) * 3 / 4) << "moe path " << moe_gemm_path;
+            }
             EXPECT_EQ((*engine)->num_blocks_in_use(), 0);
             EXPECT_EQ((*engine)->num_slots_in_use(), 0);
         }
     }
+}
+
+}  // namespace
+
+TEST(CudaModel, EngineOnGpuEqualsSingleSequenceMmaSyncMoe) {
+    QS_REQUIRE_GPU();
+    engine_equals_single_sequence(0, true);
+}
+
+TEST(CudaModel, EngineOnGpuEqualsSingleSequenceCutlassMoe) {
+    QS_REQUIRE_GPU();
+    if (!cuda::moe::cutlass_grouped_gemm_compiled()) GTEST_SKIP() << "built without CUTLASS";
+    engine_equals_single_sequence(1, true);
+}
+
+TEST(CudaModel, EngineOnGpuEqualsSingleSequenceUpToNearTies) {
+    QS_REQUIRE_GPU();
+    engine_equals_single_sequence(-1, false);
 }

@@ -463,6 +463,7 @@ void CudaOps::moe(const float* x, int64_t T, const MoeWeights& w, int64_t top_k,
     p.top_k = int(top_k);
     p.norm_topk_prob = norm_topk_prob;
     p.y = y;
+    p.gemm_path = options_.moe_gemm_path;
     if (e.format == DeviceWeightFormat::kF32) {
         p.workspace = arena_.allocate(moe_reference_workspace_bytes(T, e.H, e.I, e.I_shared, top_k));
         launch_moe_reference(p, stream_);

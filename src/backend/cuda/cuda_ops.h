@@ -43,6 +43,10 @@ struct CudaOptions {
     bool pad_without_graphs = false;
     // GPU time per op (op_profile.h; CUDA graphs are off while it is on). For the bench's profile.
     bool profile_ops = false;
+    // Tests, diagnosis: MoeParams::gemm_path for every MoE call (-1: by shape, the default;
+    // 0: the mma.sync grouped GEMMs at every size; 1: the CUTLASS prefill path at every size).
+    // Either fixed path computes each token's rows independently of the batch around it.
+    int moe_gemm_path = -1;
 };
 
 class CudaOps final : public Ops {
