@@ -94,6 +94,11 @@ public:
     // call for a batch shape captures the work into a CUDA graph and later calls replay it
     // without running `layers`.
     virtual float* run_layers(const std::function<float*()>& layers) { return layers(); }
+    // The batch sizes (sequences, one row each; or 1 + k rows each for MTP verify steps) whose
+    // steps replay captured graphs, ascending; empty where the backend has none. A batch of n
+    // sequences is padded to the smallest size >= n. And the graphs captured so far (tests, logs).
+    virtual std::vector<int64_t> graph_batch_sizes() const { return {}; }
+    virtual int64_t graph_captures() const { return 0; }
     // x[0..n) = 0.
     virtual void fill_zero(float* x, int64_t n) = 0;
     // Waits until queued work is done (CUDA: stream synchronize); for timing.

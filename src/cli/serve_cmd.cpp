@@ -247,6 +247,16 @@ Status serve(const Args& args) {
                 if (steps == after) std::this_thread::sleep_for(std::chrono::duration<double>(s));
             });
         }
+        // Graphs before the first request: no request pays a capture (one progress line a second).
+        double last_line = -1.0;
+        const int64_t graph_sizes = real->capture_graphs([&last_line](const GraphCaptureProgress& p) {
+            if (p.done < p.total && p.elapsed_s - last_line < 1.0) return;
+            last_line = p.elapsed_s;
+            log_info("serve: capturing CUDA graphs: {}/{} batch sizes ({:.0f} %), {:.1f} s, ETA {:.1f} s", p.done, p.total,
+                     100.0 * double(p.done) / double(p.total), p.elapsed_s, p.eta_s);
+        });
+        if (graph_sizes > 0)
+            log_info("serve: {} CUDA graphs captured for {} batch sizes", ops->graph_captures(), graph_sizes);
         real->start();
         engine = std::move(real);
     }

@@ -36,6 +36,14 @@ struct EngineProfile {
     double sample_s = 0.0;    // sampling, draft verification, draft argmax (CPU, over the vocabulary)
 };
 
+// Progress of Engine::capture_graphs, reported after each batch size.
+struct GraphCaptureProgress {
+    int64_t done = 0, total = 0;  // batch sizes captured so far, of all
+    int64_t batch_size = 0;       // the one just captured
+    double elapsed_s = 0.0;
+    double eta_s = 0.0;           // remaining, extrapolated from the sizes done (by their rows)
+};
+
 class Engine final : public EngineApi {
 public:
     // `decoder` may be null: outputs then carry token ids only and stop strings are rejected.
@@ -49,6 +57,12 @@ public:
     bool healthy() const override;
     int64_t max_model_len() const override { return plan_.max_model_len; }
 
+    // Captures the backend's CUDA graphs for every batch size it replays (Ops::graph_batch_sizes,
+    // those up to max_num_seqs), so no request pays a capture: per size, largest first, that many
+    // one-token internal requests run a few steps (plain decode, or with MTP the verify, commit,
+    // catch-up and draft steps), then the counters, the prefix cache and the pages are as before.
+    // Before start() only. Returns the number of sizes (0 where the backend has no graphs).
+    int64_t capture_graphs(const std::function<void(const GraphCaptureProgress&)>& on_progress = {});
     // Runs the loop on its own thread until stop().
     void start();
     void stop();

@@ -45,6 +45,8 @@ public:
     // Tokens looked up in / served from the prefix cache at admission.
     int64_t prefix_cache_queries() const { return prefix_queries_; }
     int64_t prefix_cache_hits() const { return prefix_hits_; }
+    // Zeroes the counters above (after the engine's start-up graph capture ran its own requests).
+    void reset_counters() { preemptions_total_ = prefix_queries_ = prefix_hits_ = 0; }
 
 private:
     struct ByPriority {

@@ -157,6 +157,12 @@ Qwen36Model::Output Qwen36Model::forward(const ForwardBatch& batch, ModelCache& 
     return finish(x_final, batch, want_hidden ? HiddenOut::kAllRows : HiddenOut::kNone, std::move(recycled));
 }
 
+void Qwen36Model::reserve_mtp_hidden(int64_t max_rows, int64_t max_mtp_rows) {
+    const int64_t H = w_.config.hidden_size;
+    ops_.persistent(kForwardHidden, max_rows * H);
+    ops_.persistent(kMtpHidden, max_mtp_rows * H);
+}
+
 void Qwen36Model::commit_deferred_state(const ForwardBatch& commit, const std::vector<int32_t>& deferred_rows,
                                         ModelCache& cache) {
     QS_CHECK(commit.seqs.size() == deferred_rows.size());

@@ -63,6 +63,11 @@ public:
     // need nothing: rejected positions are overwritten later.
     void commit_deferred_state(const ForwardBatch& commit, const std::vector<int32_t>& deferred_rows, ModelCache& cache);
 
+    // Sizes the hidden states kept for the MTP head for forwards of up to max_rows rows and MTP
+    // forwards of up to max_mtp_rows logits rows, now: their addresses are what captured MTP
+    // graphs read (Replay::variant), so they must not move when a larger batch comes later.
+    void reserve_mtp_hidden(int64_t max_rows, int64_t max_mtp_rows);
+
     const ModelConfig& config() const { return w_.config; }
     const ModelWeights& weights() const { return w_; }
     Ops& ops() { return ops_; }

@@ -274,6 +274,12 @@ float* CudaOps::run_layers(const std::function<float*()>& layers) {
     return graphs_.run(graph_key_, stream_, arena_, layers);
 }
 
+std::vector<int64_t> CudaOps::graph_batch_sizes() const {
+    // The same conditions as graph_shape's, less the batch's own.
+    if (!graphs_possible_ || options_.graph_max_batch <= 0 || options_.profile_ops || options_.pad_without_graphs) return {};
+    return graphs_.sizes();
+}
+
 void CudaOps::check_batch(const ForwardBatch& batch) const {
     QS_CHECK_MSG(&batch == batch_host_ && batch.num_tokens() <= batch_.num_tokens,
                  "CudaOps: begin_forward was not called for this batch");

@@ -66,6 +66,8 @@ public:
     void prepare_weights(const WeightSet& w) override;
     int64_t begin_forward(const ForwardBatch& batch, const int32_t* positions, const Replay& replay = {}) override;
     float* run_layers(const std::function<float*()>& layers) override;
+    std::vector<int64_t> graph_batch_sizes() const override;
+    int64_t graph_captures() const override { return graphs_.captures(); }
     void synchronize() override;
 
     void embed(const WeightBuffer& table, const int32_t* ids, int64_t T, float* x) override;
