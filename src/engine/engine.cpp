@@ -196,8 +196,10 @@ bool Engine::step() {
     const double t1 = now_seconds();
     if (!sched.scheduled.empty()) {
         const double scheduled_at = clock_();  // vLLM stamps SCHEDULED when the step is scheduled
-        for (const ScheduledSeq& ss : sched.scheduled)
-            if (ss.seq->timing.first_scheduled_s < 0 && ss.num_tokens > 0) ss.seq->timing.first_scheduled_s = scheduled_at;
+        for (const ScheduledSeq& ss : sched.scheduled) {
+            RequestTiming& t = ss.seq->timing;
+            if (t.first_scheduled_s < 0 && ss.num_tokens > 0) t.first_scheduled_s = scheduled_at;
+        }
         if (step_hook_) step_hook_(counters_.steps_total);
         run_batch(sched);
         ++counters_.steps_total;
