@@ -32,7 +32,8 @@ Engine::Engine(const ModelWeights& weights, Ops& ops, const EngineConfig& config
       plan_(plan),
       decoder_(std::move(decoder)),
       model_(weights, ops),
-      num_spec_(config.num_speculative_tokens) {
+      num_spec_(config.num_speculative_tokens),
+      clock_(now_seconds) {
     CacheGeometry geometry = CacheGeometry::for_model(weights.config, plan.num_kv_blocks, config.kv_block_size,
                                                       plan.total_state_slots(), num_spec_ > 0, config.kv_cache_dtype);
     geometry.state_bf16 = config.gdn_state_bf16;
@@ -79,7 +80,7 @@ Status Engine::submit(GenerationRequest request, OutputSink sink) {
         return Status(ErrorKind::kResourceExhausted,
                       fmt::format("the waiting queue is full ({} requests); retry later", config_.max_waiting));
     live_ids_[request.id] = true;
-    inbox_.push_back({Command::kSubmit, std::move(request), std::move(sink), {}});
+    inbox_.push_back({Command::kSubmit, std::move(request), std::move(sink), {}, clock_()});
     inbox_cv_.notify_one();
     return Status::ok();
 }
@@ -87,7 +88,7 @@ Status Engine::submit(GenerationRequest request, OutputSink sink) {
 void Engine::abort(const std::string& request_id) {
     std::lock_guard<std::mutex> lock(inbox_mu_);
     if (!live_ids_.count(request_id)) return;
-    inbox_.push_back({Command::kAbort, {}, {}, request_id});
+    inbox_.push_back({Command::kAbort, {}, {}, request_id, -1});
     inbox_cv_.notify_one();
 }
 
@@ -159,6 +160,7 @@ void Engine::admit(Command&& c) {
     seq->tokens = rs->request.prompt_ids;
     seq->num_prompt = int64_t(seq->tokens.size());
     seq->sample_key = sampling_key(rs->request.params, 0);
+    seq->timing.arrival_s = c.arrival_s;
     if (decoder_) seq->decoder = decoder_->start(rs->request.params.skip_special_tokens);
     seq->stop = std::make_unique<StopChecker>(rs->request.params.stop, rs->request.params.include_stop_str_in_output);
     if (rs->request.grammar) {
@@ -193,6 +195,11 @@ bool Engine::step() {
     if (!requests_.empty()) sched = scheduler_->schedule();
     const double t1 = now_seconds();
     if (!sched.scheduled.empty()) {
+        const double scheduled_at = clock_();  // vLLM stamps SCHEDULED when the step is scheduled
+        for (const ScheduledSeq& ss : sched.scheduled) {
+            RequestTiming& t = ss.seq->timing;
+            if (t.first_scheduled_s < 0 && ss.num_tokens > 0) t.first_scheduled_s = scheduled_at;
+        }
         if (step_hook_) step_hook_(counters_.steps_total);
         run_batch(sched);
         ++counters_.steps_total;

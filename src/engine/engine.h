@@ -75,6 +75,9 @@ public:
     // every step that has a batch, before its forward, with the number of such steps run so
     // far; a hook that blocks stalls the loop. Set before start().
     void set_step_hook(std::function<void(int64_t)> hook) { step_hook_ = std::move(hook); }
+    // Test hook: the clock of the request timings (RequestTiming; default now_seconds). submit
+    // reads it on the caller's thread, the steps on the engine thread. Set before any submit.
+    void set_clock(std::function<double()> clock) { clock_ = std::move(clock); }
 
     const CapacityPlan& capacity() const { return plan_; }
     const EngineConfig& config() const { return config_; }
@@ -98,6 +101,7 @@ private:
         GenerationRequest request;
         OutputSink sink;
         std::string abort_id;
+        double arrival_s = -1;  // kSubmit: clock_() at submit
     };
     // What a sequence produced during one step; becomes one RequestOutput.
     struct PendingOutput {
@@ -196,6 +200,8 @@ private:
     std::vector<int32_t> pick_begin_;  // scheduled sequence i: picks_[pick_begin_[i], pick_begin_[i + 1])
     std::deque<Command> drained_;         // the inbox taken by drain_inbox (a member: a fresh deque allocates)
     std::function<void(int64_t)> step_hook_;
+    std::function<double()> clock_;
+    double emit_time_s_ = -1;  // this step's output time (clock_() after the forward): token times
 
     // Shared with other threads.
     mutable std::mutex inbox_mu_;

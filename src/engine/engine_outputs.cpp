@@ -13,6 +13,8 @@ void Engine::append_token(Sequence& s, int32_t token, int32_t sample_row, Pendin
     const SamplingParams& p = s.request->request.params;
     s.tokens.push_back(token);
     ++counters_.num_completion_tokens_total;
+    if (s.timing.first_token_s < 0) s.timing.first_token_s = emit_time_s_;
+    s.timing.last_token_s = emit_time_s_;
     out.token_ids.push_back(token);
     if (p.logprobs >= 0) {
         const size_t at = size_t(sample_row);
@@ -76,6 +78,7 @@ std::vector<Sequence*> Engine::fork_siblings(Sequence& parent, int32_t first_sib
         child->num_prompt = parent.num_prompt;
         child->num_cached_prompt = parent.num_cached_prompt;
         child->sample_key = sampling_key_for(parent, i);
+        child->timing = parent.timing;  // arrival and first scheduling (the parent has no token yet)
         if (decoder_) child->decoder = decoder_->start(rs.request.params.skip_special_tokens);
         child->stop = std::make_unique<StopChecker>(rs.request.params.stop, rs.request.params.include_stop_str_in_output);
         if (parent.matcher) {  // before the parent takes its first token: the prompt's state
@@ -128,6 +131,7 @@ void Engine::flush_outputs() {
             ro.num_prompt_tokens = seq->num_prompt;
             ro.num_cached_prompt_tokens = seq->num_cached_prompt;
             ro.num_completion_tokens = seq->num_output();
+            if (out.finish_reason != FinishReason::kNone) ro.timing = seq->timing;
             if (rs.sink) rs.sink(std::move(ro));
         }
         out = PendingOutput();

@@ -43,6 +43,7 @@ void Engine::run_batch(const SchedulerOutput& sched) {
     t = now_seconds();
     sample_rows(sched, out);
     profile_.sample_s += now_seconds() - t;
+    emit_time_s_ = clock_();  // every token this step emits (vLLM stamps a step's outputs once)
 
     // Emit the picked tokens, sequence by sequence: stop checks, outputs, GDN commits and MTP rows.
     ForwardBatch& commit = commit_batch_;  // per verified sequence: its accepted prefix

@@ -68,6 +68,28 @@ struct TokenLogprob {
     float logprob;
 };
 
+// When a completion passed each stage, in seconds of the engine's clock (steady, as
+// core/timer.h's now_seconds; only differences mean anything); < 0: not reached. The durations
+// are vLLM's (vllm/v1/metrics/stats.py): queue = first scheduled - arrival, prefill = first token
+// - first scheduled, decode = last token - first token, inference = last token - first scheduled,
+// so prefill + decode = inference. Only the first scheduling counts: a preempted completion's
+// wait to be recomputed is part of its prefill or decode time, never of its queue time (as vLLM).
+// The n completions of a request share its arrival and first scheduled step (the fork comes
+// after the shared prompt is computed); each has its own first and last token.
+struct RequestTiming {
+    double arrival_s = -1;          // the engine accepted the request (submit)
+    double first_scheduled_s = -1;  // the first step that computed any of its tokens
+    double first_token_s = -1;      // the step that produced its first token
+    double last_token_s = -1;       // the step that produced its last token
+
+    bool scheduled() const { return arrival_s >= 0 && first_scheduled_s >= 0; }
+    bool has_tokens() const { return scheduled() && first_token_s >= 0 && last_token_s >= 0; }
+    double queue_s() const { return first_scheduled_s - arrival_s; }
+    double prefill_s() const { return first_token_s - first_scheduled_s; }
+    double decode_s() const { return last_token_s - first_token_s; }
+    double inference_s() const { return last_token_s - first_scheduled_s; }
+};
+
 // One step's output for one completion (index < n) of a request.
 struct RequestOutput {
     std::string request_id;
@@ -82,6 +104,7 @@ struct RequestOutput {
     int64_t num_prompt_tokens = 0;
     int64_t num_cached_prompt_tokens = 0; // prefix-cache hits
     int64_t num_completion_tokens = 0;    // so far, this completion
+    RequestTiming timing;                 // on the final output (finish_reason != kNone) only
 };
 
 }  // namespace qs

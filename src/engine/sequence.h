@@ -45,6 +45,7 @@ struct Sequence {
     std::unique_ptr<grammar::GrammarMatcher> matcher;
     bool grammar_active = false;
     int32_t pending_index = -1;      // this step's output slot in the engine, or -1
+    RequestTiming timing;            // reported with its final output
 
     int64_t num_output() const { return int64_t(tokens.size()) - num_prompt; }
     // Tokens known but not yet computed (prompt left to prefill, or the last sampled token).

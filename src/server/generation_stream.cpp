@@ -175,6 +175,7 @@ void GenerationStream::handle(RequestOutput& out) {
     num_cached_prompt_tokens_ = std::max(num_cached_prompt_tokens_, out.num_cached_prompt_tokens);
     if (spec_.stream) start_stream_once();
     const bool finishing = out.finish_reason != FinishReason::kNone;
+    if (finishing) c.timing = out.timing;
     if (spec_.kind == ApiKind::kChat) {
         ParsedDelta d = c.parser->feed(out.text);
         if (finishing) {
@@ -246,15 +247,39 @@ void GenerationStream::record_metrics_at_finish() {
     const double decode_s = has_first ? std::chrono::duration<double>(now - first_token_time_).count() : 0.0;
     if (has_first && completion > int64_t(choices_.size()))
         m.tpot_s.observe(decode_s / double(completion / int64_t(choices_.size()) - 1));
-    // vLLM counts each of the n completions as a request.
+    const RequestTiming t = request_timing();
+    if (t.scheduled()) m.queue_s.observe(t.queue_s());
+    if (t.has_tokens()) {
+        m.prefill_s.observe(t.prefill_s());
+        m.decode_s.observe(t.decode_s());
+        m.inference_s.observe(t.inference_s());
+    }
+    // vLLM counts each of the n completions as a request; its phase times are the engine's.
     for (const auto& c : choices_) {
         m.vllm.e2e_s.observe(e2e);
         m.vllm.request_prompt_tokens.observe(double(num_prompt_tokens_));
         m.vllm.request_generation_tokens.observe(double(c.num_tokens));
         if (spec_.max_tokens_given) m.vllm.request_max_tokens.observe(double(spec_.params.max_tokens));
-        if (has_first) m.vllm.decode_s.observe(decode_s);
-        if (has_first && c.num_tokens > 1) m.vllm.request_tpot_s.observe(decode_s / double(c.num_tokens - 1));
+        if (c.timing.scheduled()) m.vllm.queue_s.observe(c.timing.queue_s());
+        if (!c.timing.has_tokens()) continue;
+        m.vllm.prefill_s.observe(c.timing.prefill_s());
+        m.vllm.decode_s.observe(c.timing.decode_s());
+        m.vllm.inference_s.observe(c.timing.inference_s());
+        if (c.num_tokens > 1) m.vllm.request_tpot_s.observe(c.timing.decode_s() / double(c.num_tokens - 1));
     }
+}
+
+RequestTiming GenerationStream::request_timing() const {
+    RequestTiming t;
+    for (const auto& c : choices_) {
+        const RequestTiming& ct = c.timing;
+        if (t.arrival_s < 0) t.arrival_s = ct.arrival_s;
+        if (t.first_scheduled_s < 0) t.first_scheduled_s = ct.first_scheduled_s;
+        if (ct.first_token_s >= 0 && (t.first_token_s < 0 || ct.first_token_s < t.first_token_s))
+            t.first_token_s = ct.first_token_s;
+        t.last_token_s = std::max(t.last_token_s, ct.last_token_s);
+    }
+    return t;
 }
 
 void GenerationStream::log_at_finish() const {
@@ -274,6 +299,12 @@ void GenerationStream::log_at_finish() const {
     r.e2e_s = std::chrono::duration<double>(now - arrival_).count();
     if (first_token_time_ != std::chrono::steady_clock::time_point{})
         r.ttft_s = std::chrono::duration<double>(first_token_time_ - arrival_).count();
+    const RequestTiming t = request_timing();
+    if (t.scheduled()) r.queue_s = t.queue_s();
+    if (t.has_tokens()) {
+        r.prefill_s = t.prefill_s();
+        r.decode_s = t.decode_s();
+    }
     if (o.log_prompts) {
         if (spec_.kind == ApiKind::kChat) r.prompt = spec_.messages.dump(-1, ' ', false, J::error_handler_t::replace);
         else if (spec_.prompt_text) r.prompt = *spec_.prompt_text;

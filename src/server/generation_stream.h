@@ -55,6 +55,7 @@ private:
         double cum_logprob = 0;  // best_of: the sum of the sampled tokens' logprobs
         std::string finish_reason;
         std::string error;
+        RequestTiming timing;  // from the engine's final output
     };
 
     void drain();
@@ -68,6 +69,9 @@ private:
     void write_chunk(nlohmann::json chunk, const Choice& c);
     std::string finish_reason_for(const Choice& c, FinishReason r) const;
     void record_metrics_at_finish();
+    // The request's timing: the engine's arrival and first scheduling, its completions' earliest
+    // first token and latest last token.
+    RequestTiming request_timing() const;
     void log_at_finish() const;  // the request-log line (server/request_log.h)
 
     ServerState& state_;

@@ -24,7 +24,14 @@ void gauge(std::string& out, const char* name, const char* help, double v) {
 
 }  // namespace
 
-ServerMetrics::ServerMetrics() : ttft_s(latency_buckets()), tpot_s(latency_buckets()), e2e_s(latency_buckets()) {}
+ServerMetrics::ServerMetrics()
+    : ttft_s(latency_buckets()),
+      tpot_s(latency_buckets()),
+      e2e_s(latency_buckets()),
+      queue_s(latency_buckets()),
+      prefill_s(latency_buckets()),
+      decode_s(latency_buckets()),
+      inference_s(latency_buckets()) {}
 
 std::string ServerMetrics::render(const EngineStats* e, const std::string& model_name) const {
     auto ld = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
@@ -81,6 +88,10 @@ std::string ServerMetrics::render(const EngineStats* e, const std::string& model
     ttft_s.render(out, "qwenserve_time_to_first_token_seconds", "Time to first token.");
     tpot_s.render(out, "qwenserve_time_per_output_token_seconds", "Time per output token after the first.");
     e2e_s.render(out, "qwenserve_e2e_request_latency_seconds", "End-to-end request latency.");
+    queue_s.render(out, "qwenserve_request_queue_time_seconds", "Engine arrival to first scheduled step.");
+    prefill_s.render(out, "qwenserve_request_prefill_time_seconds", "First scheduled step to first token.");
+    decode_s.render(out, "qwenserve_request_decode_time_seconds", "First token to last token.");
+    inference_s.render(out, "qwenserve_request_inference_time_seconds", "First scheduled step to last token.");
     render_vllm(out, *this, e, model_name);
     return out;
 }

@@ -21,6 +21,10 @@ struct ServerMetrics {
     Histogram ttft_s;            // arrival → first generated token leaves the server
     Histogram tpot_s;            // per output token after the first
     Histogram e2e_s;             // arrival → last token
+    // The engine's RequestTiming of the request (its completions' earliest first token and latest
+    // last token): queue (engine arrival → first scheduled, when scheduled), prefill, decode and
+    // inference (when a token was produced).
+    Histogram queue_s, prefill_s, decode_s, inference_s;
     VllmMetrics vllm;            // the same events under vLLM's names and buckets
     std::atomic<uint64_t> prompt_tokens{0};
     std::atomic<uint64_t> completion_tokens{0};

@@ -16,6 +16,9 @@ std::vector<LogField> request_log_fields(const RequestLogRecord& r) {
     };
     if (r.ttft_s >= 0) fields.push_back(log_field_real("ttft_s", r.ttft_s));
     fields.push_back(log_field_real("e2e_s", r.e2e_s));
+    if (r.queue_s >= 0) fields.push_back(log_field_real("queue_s", r.queue_s));
+    if (r.prefill_s >= 0) fields.push_back(log_field_real("prefill_s", r.prefill_s));
+    if (r.decode_s >= 0) fields.push_back(log_field_real("decode_s", r.decode_s));
     const int64_t n = int64_t(r.finish_reasons.empty() ? 1 : r.finish_reasons.size());
     const double decode_s = r.e2e_s - (r.ttft_s >= 0 ? r.ttft_s : r.e2e_s);
     if (r.completion_tokens > n && decode_s > 0)

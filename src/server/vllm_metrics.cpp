@@ -74,7 +74,10 @@ VllmMetrics::VllmMetrics()
       itl_s(itl_buckets()),
       request_tpot_s(itl_buckets()),
       e2e_s(request_latency_buckets()),
+      queue_s(request_latency_buckets()),
+      prefill_s(request_latency_buckets()),
       decode_s(request_latency_buckets()),
+      inference_s(request_latency_buckets()),
       request_prompt_tokens(one_two_five_buckets(kMaxTokenBucket)),
       request_generation_tokens(one_two_five_buckets(kMaxTokenBucket)),
       request_max_tokens(one_two_five_buckets(kMaxTokenBucket)) {}
@@ -134,6 +137,12 @@ void render_vllm(std::string& out, const ServerMetrics& m, const EngineStats* e,
     v.request_tpot_s.render(out, "vllm:request_time_per_output_token_seconds",
                             "Histogram of time_per_output_token_seconds per request.", labels);
     v.e2e_s.render(out, "vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", labels);
+    v.queue_s.render(out, "vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.",
+                     labels);
+    v.inference_s.render(out, "vllm:request_inference_time_seconds",
+                         "Histogram of time spent in RUNNING phase for request.", labels);
+    v.prefill_s.render(out, "vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.",
+                       labels);
     v.decode_s.render(out, "vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.",
                       labels);
 }

@@ -44,6 +44,10 @@ def test_json_lines_and_one_request_line_matching_the_response():
     assert r["completion_tokens"] == body["usage"]["completion_tokens"]
     assert r["finish_reason"] == body["choices"][0]["finish_reason"]
     assert 0 <= r["ttft_s"] <= r["e2e_s"]
+    # The engine's phases: inside the HTTP server's span; decoding took a step (>= 1 ms) a token.
+    assert r["queue_s"] >= 0 and r["prefill_s"] >= 0
+    assert r["decode_s"] >= 0.001 * (r["completion_tokens"] - 1)
+    assert r["queue_s"] + r["prefill_s"] + r["decode_s"] <= r["e2e_s"]
     assert "prompt" not in r
     assert "7f3a" not in out  # the prompt is nowhere in the log
 

@@ -254,6 +254,14 @@ def test_zz_metrics_after_everything(server, client):
     assert metric(m, "qwenserve_prefix_cache_hits_total") > 0
     assert metric(m, "qwenserve_mtp_draft_tokens_total") > 0
     assert 0 < metric(m, "qwenserve_mtp_accepted_tokens_total") <= metric(m, "qwenserve_mtp_draft_tokens_total")
+    # The engine's request phases: one prefill, decode and inference time per request that got a
+    # token (a queue time also for one aborted after scheduling), and prefill + decode = inference.
+    count = {p: metric(m, f"qwenserve_request_{p}_time_seconds_count") for p in ("queue", "prefill", "decode", "inference")}
+    total = {p: metric(m, f"qwenserve_request_{p}_time_seconds_sum") for p in ("queue", "prefill", "decode", "inference")}
+    assert count["prefill"] == count["decode"] == count["inference"] > 0, count
+    assert count["queue"] >= count["prefill"], count
+    assert abs(total["prefill"] + total["decode"] - total["inference"]) < 1e-6, total
+    assert total["queue"] + total["inference"] <= metric(m, "qwenserve_e2e_request_latency_seconds_sum"), total
     assert httpx.get(server + "/health").status_code == 200
 
 

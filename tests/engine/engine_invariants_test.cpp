@@ -89,6 +89,14 @@ TEST_P(GreedyInvariance, MatchesSingleSequenceReference) {
         EXPECT_EQ(c.num_final, 1);
         EXPECT_EQ(c.num_after_final, 0);
         EXPECT_EQ(c.finish, FinishReason::kLength);
+        // Its timing (request_timing_test.cpp checks the values): stages in order, prefill +
+        // decode = inference, whatever the batching, preemption or MTP.
+        const RequestTiming& t = c.timing;
+        ASSERT_TRUE(t.has_tokens()) << sc.name << " request " << r.id;
+        EXPECT_LE(t.arrival_s, t.first_scheduled_s);
+        EXPECT_LE(t.first_scheduled_s, t.first_token_s);
+        EXPECT_LE(t.first_token_s, t.last_token_s);
+        EXPECT_NEAR(t.prefill_s() + t.decode_s(), t.inference_s(), 1e-9);
     }
     // (c) everything given back.
     EXPECT_EQ((*engine)->num_blocks_in_use(), 0);

@@ -45,6 +45,7 @@ struct Completion {
     std::string stop_reason;
     int num_final = 0;       // outputs with a finish reason (must end at exactly 1)
     int num_after_final = 0; // outputs after the final one (must stay 0)
+    RequestTiming timing;    // from the final output
 };
 
 // Collects every request's outputs, by request id and completion index. Engine thread writes.
@@ -61,6 +62,7 @@ struct Collector {
                 ++c.num_final;
                 c.finish = o.finish_reason;
                 c.stop_reason = o.stop_reason;
+                c.timing = o.timing;
             }
         };
     }

@@ -85,6 +85,16 @@ TEST(Metrics, RendersVllmSeriesWithModelName) {
           std::string("# TYPE vllm:e2e_request_latency_seconds histogram\n"),
           std::string("# TYPE vllm:request_prompt_tokens histogram\n"),
           std::string("# TYPE vllm:request_generation_tokens histogram\n"),
+          std::string("# TYPE vllm:request_queue_time_seconds histogram\n"),
+          std::string("# TYPE vllm:request_prefill_time_seconds histogram\n"),
+          std::string("# TYPE vllm:request_decode_time_seconds histogram\n"),
+          std::string("# TYPE vllm:request_inference_time_seconds histogram\n"),
+          "vllm:request_queue_time_seconds_bucket" + l + ",le=\"0.3\"} 0\n",
+          "vllm:request_inference_time_seconds_bucket" + l + ",le=\"7680\"} 0\n",
+          std::string("# TYPE qwenserve_request_queue_time_seconds histogram\n"),
+          std::string("qwenserve_request_prefill_time_seconds_count 0\n"),
+          std::string("qwenserve_request_decode_time_seconds_count 0\n"),
+          std::string("qwenserve_request_inference_time_seconds_bucket{le=\"0.001\"} 0\n"),
           "vllm:time_to_first_token_seconds_bucket" + l + ",le=\"2560\"} 0\n"})
         EXPECT_NE(out.find(line), std::string::npos) << line;
     EXPECT_EQ(out.find("vllm:spec_decode"), std::string::npos) << "no MTP, no spec_decode series";

@@ -81,6 +81,18 @@ TEST(RequestLog, FieldsWithoutPromptUnlessGiven) {
     EXPECT_DOUBLE_EQ(j["decode_tokens_per_s"].get<double>(), 5.0);
     EXPECT_EQ(j["finish_reason"], "length");
     EXPECT_FALSE(j.contains("prompt"));
+    EXPECT_FALSE(j.contains("queue_s")) << "no engine timing, no phase fields";
+    EXPECT_FALSE(j.contains("prefill_s"));
+    EXPECT_FALSE(j.contains("decode_s"));
+    r.queue_s = 0.25;
+    r.prefill_s = 0.125;
+    r.decode_s = 1.75;
+    set_log_format(LogFormat::kJson);
+    j = nlohmann::json::parse(format_log_line(LogLevel::kInfo, "request", request_log_fields(r)));
+    set_log_format(LogFormat::kText);
+    EXPECT_DOUBLE_EQ(j["queue_s"].get<double>(), 0.25);
+    EXPECT_DOUBLE_EQ(j["prefill_s"].get<double>(), 0.125);
+    EXPECT_DOUBLE_EQ(j["decode_s"].get<double>(), 1.75);
     r.prompt = "secret";
     bool has_prompt = false;
     for (const auto& f : request_log_fields(r)) {

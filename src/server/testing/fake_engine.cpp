@@ -6,6 +6,8 @@
 
 #include <algorithm>
 
+#include "core/timer.h"
+
 namespace qs {
 
 namespace {
@@ -142,7 +144,7 @@ void FakeEngine::loop() {
     {
         std::lock_guard<std::mutex> lock(inbox_mu_);
         for (auto& [req, sink] : inbox_submits_) {
-            Live live{std::move(req), std::move(sink), {}, 0};
+            Live live{std::move(req), std::move(sink), {}, 0, now_seconds()};
             start_request(live);
             waiting_.push_back(std::move(live));
         }
@@ -198,8 +200,9 @@ void FakeEngine::step() {
         submits.swap(inbox_submits_);
         aborts.swap(inbox_aborts_);
     }
+    const double now = now_seconds();
     for (auto& [req, sink] : submits) {
-        Live live{std::move(req), std::move(sink), {}, 0};
+        Live live{std::move(req), std::move(sink), {}, 0, now};
         start_request(live);
         waiting_.push_back(std::move(live));
     }
@@ -216,13 +219,15 @@ void FakeEngine::step() {
     while (!waiting_.empty() && int64_t(running_.size()) < opts_.max_running) {
         running_.push_back(std::move(waiting_.front()));
         waiting_.pop_front();
+        running_.back().first_scheduled_s = now;
         prompt_tokens_total_ += int64_t(running_.back().request.prompt_ids.size());
     }
     int64_t pages = 0;
+    const double emit_at = now_seconds();
     for (auto& live : running_) {
         int64_t total_tokens = int64_t(live.request.prompt_ids.size());
         for (int32_t i = 0; i < int32_t(live.completions.size()); ++i) {
-            if (!live.completions[size_t(i)].finished) deliver(live, advance(live, i));
+            if (!live.completions[size_t(i)].finished) deliver(live, advance(live, i, emit_at));
             total_tokens += live.completions[size_t(i)].num_tokens;
         }
         live.pages = (total_tokens + opts_.page_tokens - 1) / opts_.page_tokens;
@@ -248,7 +253,7 @@ void FakeEngine::step() {
     num_pages_used_ = pages;
 }
 
-RequestOutput FakeEngine::advance(Live& live, int32_t index) {
+RequestOutput FakeEngine::advance(Live& live, int32_t index, double now) {
     Completion& c = live.completions[size_t(index)];
     const SamplingParams& p = live.request.params;
     RequestOutput out;
@@ -285,6 +290,8 @@ RequestOutput FakeEngine::advance(Live& live, int32_t index) {
     }
     ++c.num_tokens;
     ++completion_tokens_total_;
+    if (c.first_token_s < 0) c.first_token_s = now;
+    c.last_token_s = now;
     out.token_ids.push_back(id);
     out.num_completion_tokens = c.num_tokens;
     if (p.logprobs >= 0) {
@@ -349,6 +356,10 @@ void FakeEngine::finish_all(Live& live, FinishReason reason) {
 }
 
 void FakeEngine::deliver(Live& live, RequestOutput&& out) {
+    if (out.finish_reason != FinishReason::kNone) {
+        const Completion& c = live.completions[size_t(out.index)];
+        out.timing = {live.arrival_s, live.first_scheduled_s, c.first_token_s, c.last_token_s};
+    }
     if (opts_.on_emit) opts_.on_emit(out);
     live.sink(std::move(out));
 }

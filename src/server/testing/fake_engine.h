@@ -8,6 +8,8 @@
 // token per running completion per step. min_tokens holds as in the real engine: before that
 // many tokens, an EOS or stop_token_ids token the script would emit becomes '.' instead.
 // Memory accounting (live requests, pages in use) lets tests check that aborts free everything.
+// Final outputs carry a RequestTiming: arrival when the loop takes the request from its inbox,
+// first scheduled when it starts running, token times at the steps that emit them.
 // Used by the server tests, the e2e tests and `qwenserve serve --fake-engine`. submit/abort/stats:
 // any thread; sinks run on the loop thread.
 #pragma once
@@ -73,19 +75,21 @@ private:
         size_t sent = 0;    // bytes of text already emitted
         int64_t num_tokens = 0;
         bool finished = false;
+        double first_token_s = -1, last_token_s = -1;
     };
     struct Live {
         GenerationRequest request;
         OutputSink sink;
         std::vector<Completion> completions;
         int64_t pages = 0;
+        double arrival_s = -1, first_scheduled_s = -1;
     };
 
     void loop();
     void step();
     void start_request(Live& live);
     // Advances one completion by one token; returns its output.
-    RequestOutput advance(Live& live, int32_t index);
+    RequestOutput advance(Live& live, int32_t index, double now);
     void finish_all(Live& live, FinishReason reason);
     void deliver(Live& live, RequestOutput&& out);
 
