@@ -28,6 +28,8 @@
 #include "core/build_info.h"
 #include "core/fd_limit.h"
 #include "core/log.h"
+#include "core/progress.h"
+#include "core/timer.h"
 #include "engine/engine.h"
 #include "engine/engine_config.h"
 #include "engine/engine_config_text.h"
@@ -247,16 +249,19 @@ Status serve(const Args& args) {
                 if (steps == after) std::this_thread::sleep_for(std::chrono::duration<double>(s));
             });
         }
-        // Graphs before the first request: no request pays a capture (one progress line a second).
-        double last_line = -1.0;
-        const int64_t graph_sizes = real->capture_graphs([&last_line](const GraphCaptureProgress& p) {
-            if (p.done < p.total && p.elapsed_s - last_line < 1.0) return;
-            last_line = p.elapsed_s;
-            log_info("serve: capturing CUDA graphs: {}/{} batch sizes ({:.0f} %), {:.1f} s, ETA {:.1f} s", p.done, p.total,
-                     100.0 * double(p.done) / double(p.total), p.elapsed_s, p.eta_s);
+        // Graphs before the first request: no request pays a capture.
+        const double capture_start = now_seconds();
+        std::unique_ptr<Progress> capture_progress;
+        const int64_t graph_sizes = real->capture_graphs([&capture_progress](const GraphCaptureProgress& p) {
+            if (!capture_progress)
+                capture_progress = std::make_unique<Progress>("capturing CUDA graphs (batch sizes)", double(p.total),
+                                                              kProgressCount, /*interval_s=*/2.0);
+            capture_progress->advance(1.0);
         });
+        if (capture_progress) capture_progress->finish();
         if (graph_sizes > 0)
-            log_info("serve: {} CUDA graphs captured for {} batch sizes", ops->graph_captures(), graph_sizes);
+            log_info("serve: {} CUDA graphs captured for {} batch sizes in {:.1f} s", ops->graph_captures(), graph_sizes,
+                     now_seconds() - capture_start);
         real->start();
         engine = std::move(real);
     }

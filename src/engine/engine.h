@@ -40,8 +40,6 @@ struct EngineProfile {
 struct GraphCaptureProgress {
     int64_t done = 0, total = 0;  // batch sizes captured so far, of all
     int64_t batch_size = 0;       // the one just captured
-    double elapsed_s = 0.0;
-    double eta_s = 0.0;           // remaining, extrapolated from the sizes done (by their rows)
 };
 
 class Engine final : public EngineApi {

@@ -7,7 +7,6 @@
 #include <algorithm>
 
 #include "core/check.h"
-#include "core/timer.h"
 #include "engine/engine.h"
 
 namespace qs {
@@ -30,7 +29,6 @@ int64_t Engine::capture_graphs(const std::function<void(const GraphCaptureProgre
     if (num_spec_ > 0)
         model_.reserve_mtp_hidden(std::max(config_.max_num_batched_tokens, config_.max_num_seqs * (1 + num_spec_)),
                                   config_.max_num_seqs);
-    const double t0 = now_seconds();
     GraphCaptureProgress p;
     p.total = int64_t(sizes.size());
     for (int64_t s : sizes) {
@@ -50,8 +48,6 @@ int64_t Engine::capture_graphs(const std::function<void(const GraphCaptureProgre
         }
         ++p.done;
         p.batch_size = s;
-        p.elapsed_s = now_seconds() - t0;
-        p.eta_s = p.elapsed_s / double(p.done) * double(p.total - p.done);
         if (on_progress) on_progress(p);
     }
     // Serving starts from a clean slate: no counts, no cached prefixes of the internal prompts.
