@@ -22,6 +22,10 @@ through the chat template). Per case (images listed in CASES) it writes:
   <case>/decode_ids.npy      int64 [D]: tokens fed one at a time after the prompt (with the cache)
   <case>/logits_decode.npy   float32 [D, V]: their logits (positions continue with rope_deltas)
   <case>/positions.npy       int64 [3, T]: transformers' get_rope_index, and rope_delta in case.json
+  chat_reference.json        a chat (text + 2 images, thinking off) rendered by the cut tokenizer's own
+                             jinja template (transformers' apply_chat_template), its <|image_pad|>
+                             expanded as the processor does, and transformers' greedy continuation
+                             (fp32, up to 8 tokens or <|im_end|>): what the server must answer
 The images are read by name from tests/data/image (the C++ test decodes and preprocesses them itself;
 their pixel_values there equal what this script feeds transformers). The model directory holds
 config.json, model.safetensors (model.language_model.*, model.visual.*, lm_head, mtp.*), the
@@ -142,6 +146,54 @@ def reference(model, ids, types, pv, grid, decode_ids):
     return prefill, torch.stack(rows), positions[:, 0], int(delta.flatten()[0])
 
 
+CHAT_IMAGES = ["rgb_97x61.png", "noise_50x130.png"]
+CHAT_TEXT = "Describe these: "
+CHAT_MAX_TOKENS = 8
+
+
+@torch.no_grad()
+def chat_reference(model, out):
+    """transformers' template, pad expansion and greedy generation for one chat with two images."""
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(out)
+    content = [{"type": "text", "text": CHAT_TEXT}] + [{"type": "image_url", "image_url": {"url": n}} for n in CHAT_IMAGES]
+    text = tok.apply_chat_template([{"role": "user", "content": content}], tokenize=False, add_generation_prompt=True,
+                                   enable_thinking=False)
+    pv, grid = image_inputs(CHAT_IMAGES)
+    ids, types, k = [], [], 0
+    for t in tok.encode(text):
+        if t == IMAGE:
+            n = int(grid[k].prod()) // 4
+            ids += [IMAGE] * n
+            types += [1] * n
+            k += 1
+        else:
+            ids.append(t)
+            types.append(0)
+    assert k == len(CHAT_IMAGES)
+    x = torch.tensor([ids])
+    model.model.rope_deltas = None
+    o = model(input_ids=x, pixel_values=torch.from_numpy(pv), image_grid_thw=torch.from_numpy(grid),
+              mm_token_type_ids=torch.tensor([types]), use_cache=True)
+    cache, gen = o.past_key_values, []
+    nxt = int(o.logits[0, -1].argmax())
+    while True:
+        gen.append(nxt)
+        if nxt == IM_END or len(gen) == CHAT_MAX_TOKENS:
+            break
+        o = model(input_ids=torch.tensor([[nxt]]), past_key_values=cache, use_cache=True)
+        cache = o.past_key_values
+        nxt = int(o.logits[0, -1].argmax())
+    model.model.rope_deltas = None
+    content_ids = [t for t in gen if t != IM_END]
+    mpf.write_json(os.path.join(out, "chat_reference.json"), dict(
+        images=CHAT_IMAGES, text=CHAT_TEXT, enable_thinking=False, max_tokens=CHAT_MAX_TOKENS, prompt_ids=ids,
+        completion_ids=gen, completion_text=tok.decode(content_ids, skip_special_tokens=True),
+        finish_reason="stop" if gen[-1] == IM_END else "length"))
+    print("chat:", len(ids), "prompt tokens, completion", gen)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="tests/data/vision_parity")
@@ -182,6 +234,7 @@ def main():
     mpf.add_tensors(args.out, mpf.mtp_state_dict(mtp))
     shutil.copy(os.path.join(IMAGES_DIR, "preprocessor_config.json"), args.out)
     write_tokenizer(args.out)
+    chat_reference(model, args.out)
     for name, (ids, grid, decode_ids, prefill, decode, positions, delta) in results.items():
         d = os.path.join(args.out, name)
         os.makedirs(d)

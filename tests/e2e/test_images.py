@@ -4,8 +4,11 @@
 # the offline single-sequence run in tests/engine/image_engine_test.cpp): one image, several
 # images, streaming equal to non-streaming; the same image from a data: URL, a local file
 # (--allowed-local-media-path) and a loopback http:// server (--allow-remote-images) gives the
-# same reply; another image a different one; bad images are 400s naming the problem.
+# same reply; another image a different one; bad images are 400s naming the problem. And the reply
+# to a chat with two images equals transformers' own (its jinja template, pad expansion and fp32
+# greedy generation, tests/data/vision_parity/chat_reference.json) on a server with an f32 KV cache.
 import base64
+import json
 import http.server
 import os
 import threading
@@ -88,6 +91,37 @@ def chat_streamed(client, messages):
         for ch in chunk.choices:
             text += ch.delta.content or ""
     return text
+
+
+def test_reply_equals_transformers_greedy():
+    ref = json.load(open(os.path.join(MODEL_DIR, "chat_reference.json")))
+    port = free_port()
+    proc = spawn([BINARY, "serve", "--model", MODEL_DIR, "--served-model-name", MODEL, "--port", str(port),
+                  "--kv-cache-dtype", "f32"])
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(proc, base, 60)
+        c = openai.OpenAI(base_url=base + "/v1", api_key="unused", max_retries=0, timeout=120)
+        content = [{"type": "text", "text": ref["text"]}] + [image_part(data_url(n)) for n in ref["images"]]
+        for stream in (False, True):
+            kw = dict(model=MODEL, messages=[{"role": "user", "content": content}], temperature=0,
+                      max_tokens=ref["max_tokens"], extra_body={"chat_template_kwargs": {"enable_thinking": False}})
+            if stream:
+                text, finish = "", None
+                for chunk in c.chat.completions.create(stream=True, **kw):
+                    for ch in chunk.choices:
+                        text += ch.delta.content or ""
+                        finish = ch.finish_reason or finish
+            else:
+                r = c.chat.completions.create(**kw)
+                text, finish = r.choices[0].message.content or "", r.choices[0].finish_reason
+                assert r.usage.prompt_tokens == len(ref["prompt_ids"])
+                assert r.usage.completion_tokens == len(ref["completion_ids"])
+            assert text == ref["completion_text"]
+            assert finish == ref["finish_reason"]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
 
 
 def test_one_image_streaming_equals_non_streaming(client):
