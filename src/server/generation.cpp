@@ -93,7 +93,9 @@ void prepare_and_submit(ServerState& state, ApiKind kind, const HttpRequest& req
             const VisionInput* vision = state.vision();
             if (!vision)
                 return reply_error(state, exchange, ApiError::bad_request(
-                    "this model takes no images (no vision tower, or no preprocessor_config.json with it)", "messages"));
+                    "this server takes no images (the model has no vision tower or no fitting preprocessor_config.json, "
+                    "or image input is off on this device: docs/VISION.md)",
+                    "messages"));
             auto loaded = load_images(spec.image_urls, state.options().images, vision->processor);
             if (!loaded.is_ok())
                 return reply_error(state, exchange, ApiError::bad_request(loaded.status().message(), "messages"));
