@@ -24,6 +24,10 @@ struct SeqSpan {
     // unchanged, and stash this span's inputs; Ops::gdn_commit later runs the accepted prefix of
     // those rows into the slot (so a rejected draft needs no backup state and no recompute).
     bool defer_state = false;
+    // M-RoPE (spec §2.3): rows without an entry in ForwardBatch::mrope_positions rotate by
+    // position + rope_delta in all three (t/h/w) streams. 0 for text-only sequences; after images
+    // it is the sequence's delta from mrope_positions (model/mrope_positions.h).
+    int32_t rope_delta = 0;
 };
 
 struct ForwardBatch {
@@ -36,10 +40,21 @@ struct ForwardBatch {
     // The logits stay in the backend's memory (Output::device_logits, for Ops::sample) and are
     // not copied to the host. Wins over argmax_only.
     bool logits_on_device = false;
+    // M-RoPE positions [3][num_tokens] (t, h, w streams, stream-major) when some row is an image
+    // token; empty otherwise. The positions above still index the caches; these only rotate q/k.
+    std::vector<int32_t> mrope_positions;
+    // Rows whose input embedding replaces embed_tokens[token id] (image tokens): row
+    // embed_rows[i] takes embeds[i * hidden, (i + 1) * hidden) (host memory).
+    std::vector<int32_t> embed_rows;
+    std::vector<float> embeds;
 
     int64_t num_tokens() const { return int64_t(token_ids.size()); }
-    // Position of every row: start_pos + index within its sequence.
+    // Position of every row: start_pos + index within its sequence (the cache slot).
     std::vector<int32_t> positions() const;
+    // Whether any row's rotary position differs from its position (images, or text after them).
+    bool has_mrope() const;
+    // Rotary positions [3][num_tokens]: mrope_positions when set, else position + rope_delta.
+    std::vector<int32_t> rope_positions() const;
     // Empties the batch, keeping the vectors' capacity (the engine reuses its batches).
     void clear() {
         token_ids.clear();
@@ -47,6 +62,9 @@ struct ForwardBatch {
         logits_rows.clear();
         argmax_only = false;
         logits_on_device = false;
+        mrope_positions.clear();
+        embed_rows.clear();
+        embeds.clear();
     }
 };
 

@@ -4,6 +4,7 @@
 // backend's memory; the model never dereferences them. Shapes are noted next to each argument.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -26,6 +27,10 @@ struct AttentionDims {
     int64_t rotary_dim;    // first rotary_dim dims of each head are rotated (NeoX half split)
     double rope_theta;
     double eps;            // q/k norm epsilon
+    // M-RoPE frequency split (transformers' interleaved layout): frequency i uses the h stream
+    // when i % 3 == 1 and i < 3 * mrope_section[1], the w stream when i % 3 == 2 and
+    // i < 3 * mrope_section[2], else the t stream. Only read for batches with has_mrope().
+    std::array<int64_t, 3> mrope_section{11, 11, 10};
 };
 
 // Dimensions of one Gated DeltaNet layer.
@@ -72,6 +77,9 @@ public:
     // Whether the ModelCache must hold K/V and state storage for this backend (false for NullOps,
     // which only runs the engine's bookkeeping).
     virtual bool needs_cache_storage() const { return true; }
+    // Whether gated_attention rotates by 3-D M-RoPE positions (ForwardBatch::has_mrope: images
+    // and the text after them). The engine refuses image requests on a backend without it.
+    virtual bool supports_mrope() const { return false; }
     // Creates the per-sequence cache (KV pages, GDN state slots) in the backend's memory.
     virtual std::unique_ptr<ModelCache> make_cache(const CacheGeometry& g) {
         return std::make_unique<ModelCache>(g, needs_cache_storage());

@@ -116,6 +116,16 @@ Result<ServeConfig> resolve(const Args& args) {
     QS_RETURN_IF_ERROR(seconds("write-stall-timeout-s", s.write_stall_timeout_s, s.write_stall_timeout_s));
     QS_RETURN_IF_ERROR(seconds("shutdown-grace-s", s.shutdown_grace_s, s.shutdown_grace_s));
     QS_RETURN_IF_ERROR(seconds("request-timeout-s", s.request_timeout_s, s.request_timeout_s));
+    ImageInputOptions& im = s.images;
+    im.allowed_local_media_path = args.get_or("allowed-local-media-path", "");
+    if (!im.allowed_local_media_path.empty() && !std::filesystem::is_directory(im.allowed_local_media_path))
+        return invalid_argument(fmt::format("--allowed-local-media-path '{}' is not a directory",
+                                            im.allowed_local_media_path));
+    im.allow_remote_images = args.has("allow-remote-images");
+    QS_RETURN_IF_ERROR(positive("max-image-bytes", im.max_image_bytes, im.max_image_bytes));
+    QS_RETURN_IF_ERROR(positive("max-image-pixels", im.max_image_pixels, im.max_image_pixels));
+    QS_RETURN_IF_ERROR(positive("max-images-per-request", im.max_images_per_request, im.max_images_per_request));
+    QS_RETURN_IF_ERROR(seconds("remote-image-timeout-s", im.remote_timeout_s, im.remote_timeout_s));
     QS_ASSIGN_OR_RETURN(c.engine, EngineConfig::from_args(args));
     c.fake_engine = args.has("fake-engine");
     c.tokenizer = args.get_or("tokenizer", "");
@@ -154,6 +164,11 @@ void log_config(const ServeConfig& c) {
              "write-stall-timeout-s={} shutdown-grace-s={} request-timeout-s={} request-log={}{}",
              s.max_body_bytes, s.stream_buffer_bytes, s.max_in_flight, s.idle_timeout_s, s.write_stall_timeout_s,
              s.shutdown_grace_s, s.request_timeout_s > 0 ? fmt::format("{}", s.request_timeout_s) : "off", s.log_requests ? "on" : "off", s.log_requests && s.log_prompts ? " (with prompts)" : "");
+    const ImageInputOptions& im = s.images;
+    log_info("serve: allowed-local-media-path={} allow-remote-images={} max-image-bytes={} max-image-pixels={} "
+             "max-images-per-request={} remote-image-timeout-s={}",
+             im.allowed_local_media_path.empty() ? "none" : im.allowed_local_media_path, im.allow_remote_images,
+             im.max_image_bytes, im.max_image_pixels, im.max_images_per_request, im.remote_timeout_s);
 }
 
 // The engine's knobs as it runs them: automatic values (0) replaced by what they resolved to.
@@ -205,6 +220,7 @@ Status serve(const Args& args) {
     std::unique_ptr<Ops> ops;
     std::unique_ptr<EngineApi> engine;
     std::unique_ptr<grammar::GrammarCompiler> grammars;  // structured outputs (real engine only)
+    std::unique_ptr<VisionInput> vision;                 // image input (a model with a vision tower)
     if (c.fake_engine) {
         FakeEngineOptions fo;
         fo.step_interval = std::chrono::microseconds(int64_t(c.fake_step_ms * 1000));
@@ -229,6 +245,31 @@ Status serve(const Args& args) {
             if (std::find(weights->config.eos_token_ids.begin(), weights->config.eos_token_ids.end(), id) ==
                 weights->config.eos_token_ids.end())
                 weights->config.eos_token_ids.push_back(id);
+        // Image input when the checkpoint has a vision tower (and its preprocessor_config.json).
+        auto proc = weights->visual ? load_image_processor_config(c.model_path)
+                                    : Result<ImageProcessorConfig>(not_found("no vision tower"));
+        if (proc.is_ok()) {
+            // The processor's patches must be the tower's (a checkpoint without its own
+            // preprocessor_config.json gets the release defaults, which may not fit a test tower).
+            const VisionConfig& vc = weights->visual->config();
+            if (proc->patch_size != vc.patch_size || proc->temporal_patch_size != vc.temporal_patch_size ||
+                proc->merge_size != vc.spatial_merge_size)
+                proc = invalid_argument(fmt::format(
+                    "its preprocessor (patch {}, temporal {}, merge {}) does not fit the tower (patch {}, temporal "
+                    "{}, merge {})",
+                    proc->patch_size, proc->temporal_patch_size, proc->merge_size, vc.patch_size,
+                    vc.temporal_patch_size, vc.spatial_merge_size));
+        }
+        if (weights->visual && !proc.is_ok())
+            log_warn("serve: image input off: the model has a vision tower but {}", proc.status().message());
+        if (proc.is_ok()) {
+            vision = std::make_unique<VisionInput>();
+            vision->processor = proc.value();
+            vision->image_token_id = int32_t(weights->config.image_token_id);
+            state->set_vision(vision.get());
+            log_info("serve: image input on (vision tower, {}..{} pixels per image after resizing)",
+                     vision->processor.min_pixels, vision->processor.max_pixels);
+        }
         QS_ASSIGN_OR_RETURN(ops, make_backend_from_args(args, c.engine, *weights));
         QS_ASSIGN_OR_RETURN(c.engine, size_engine(c.engine, *ops, *weights, args.get_or("device", "cpu") == "cuda",
                                                   args.has("cache-memory-mb")));
@@ -356,6 +397,26 @@ const CommandSpec& serve_spec() {
         for (auto& o : c.groups.back().options) {
             if (o.name == "port") o.allowed = "in [0, 65535]";
             if (o.metavar == "N" && o.name != "port") o.allowed = ">= 1";
+            if (o.metavar == "S") o.allowed = ">= 0";
+        }
+        const ImageInputOptions& di = d.images;
+        c.groups.push_back(
+            {"Image input",
+             {valued("allowed-local-media-path", "DIR",
+                     "image_url parts may name local files (a path or file:// URL) under DIR (symbolic links "
+                     "resolved first); without it only data: URLs (and http:// with --allow-remote-images)",
+                     "none"),
+              flag("allow-remote-images", "image_url parts may be http:// URLs, fetched by the server within "
+                                          "--max-image-bytes and --remote-image-timeout-s (https is refused)"),
+              valued("max-image-bytes", "N", "largest encoded image (data: URL, file or download), in bytes",
+                     std::to_string(di.max_image_bytes)),
+              valued("max-image-pixels", "N", "largest image, width x height before resizing (a 400 beyond)",
+                     std::to_string(di.max_image_pixels)),
+              valued("max-images-per-request", "N", "image_url parts per request",
+                     std::to_string(di.max_images_per_request)),
+              valued("remote-image-timeout-s", "S", "time for one http:// image fetch", fmt::format("{}", di.remote_timeout_s))}});
+        for (auto& o : c.groups.back().options) {
+            if (o.metavar == "N") o.allowed = ">= 1";
             if (o.metavar == "S") o.allowed = ">= 0";
         }
         c.groups.push_back(

@@ -4,12 +4,14 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
 #include "config/quantization_config.h"
+#include "config/vision_config.h"
 #include "core/status.h"
 
 namespace qs {
@@ -66,6 +68,13 @@ struct ModelConfig {
     int64_t bos_token_id = -1;
     std::vector<int64_t> eos_token_ids;
     int64_t pad_token_id = -1;
+
+    // The vision tower: the nested layout's `vision_config` (absent: a text-only model), and the
+    // top-level image token ids (transformers' Qwen3_5MoeConfig defaults when absent).
+    std::optional<VisionConfig> vision;
+    int64_t image_token_id = 248056;
+    int64_t vision_start_token_id = 248053;
+    int64_t vision_end_token_id = 248054;
 
     std::string dtype = "bfloat16";  // checkpoint dtype as declared
     // `quantization_config` (top level, or inside text_config); kNone when absent.

@@ -28,6 +28,8 @@ struct VisionConfig {
 
     int head_dim() const { return hidden_size / num_heads; }
     int patch_dim() const { return in_channels * temporal_patch_size * patch_size * patch_size; }
+
+    bool operator==(const VisionConfig&) const = default;
 };
 
 // `j` is the vision_config object.

@@ -1,6 +1,8 @@
 // CacheManager (see cache_manager.h).
 #include "engine/cache_manager.h"
 
+#include <algorithm>
+
 #include "core/check.h"
 
 namespace qs {
@@ -54,17 +56,27 @@ int64_t CacheManager::snapshot_boundary(const Sequence& s) const {
     return b > 0 ? b : -1;
 }
 
+const int32_t* CacheManager::key_tokens(const Sequence& s, int64_t n) {
+    if (s.request == nullptr || s.request->cache_key.empty()) return s.tokens.data();
+    // The prompt's image pads become their pixel keys; the rest are the tokens.
+    const std::vector<int32_t>& key = s.request->cache_key;
+    key_buf_.assign(s.tokens.begin(), s.tokens.begin() + n);
+    std::copy(key.begin(), key.begin() + std::min<int64_t>(n, int64_t(key.size())), key_buf_.begin());
+    return key_buf_.data();
+}
+
 int64_t CacheManager::apply_prefix_hit(Sequence& s) {
     QS_CHECK(s.num_computed == 0 && s.block_table.empty() && s.slot >= 0);
     if (!prefix_caching_) return 0;
     // Pages wholly before the last known token (that one must be computed to get logits).
     const int64_t max_pages = (int64_t(s.tokens.size()) - 1) / block_size_;
+    const int32_t* key = key_tokens(s, max_pages * block_size_);
     std::vector<CachedPage> found;
     std::vector<PrefixPage> pages;
     PageHash h;
     uint64_t parent = 0;
     for (int64_t i = 0; i < max_pages; ++i) {
-        const int32_t* tokens = s.tokens.data() + i * block_size_;
+        const int32_t* tokens = key + i * block_size_;
         h = hasher_(h, tokens, block_size_);
         const std::optional<CachedPage> c = pool_.find(h, parent, tokens);
         if (!c) break;
@@ -73,14 +85,14 @@ int64_t CacheManager::apply_prefix_hit(Sequence& s) {
         parent = c->serial;
     }
     int64_t m = int64_t(pages.size());
-    while (m > 0 && !snapshots_.contains(pages[size_t(m - 1)].hash, s.tokens.data(), m * block_size_)) --m;
+    while (m > 0 && !snapshots_.contains(pages[size_t(m - 1)].hash, key, m * block_size_)) --m;
     if (m == 0) return 0;
     for (int64_t i = 0; i < m; ++i) {
         pool_.retain(found[size_t(i)].block);
         s.block_table.push_back(found[size_t(i)].block);
         s.prefix_pages.push_back(pages[size_t(i)]);
     }
-    cache_.copy_slot(*snapshots_.lookup(pages[size_t(m - 1)].hash, s.tokens.data(), m * block_size_), s.slot);
+    cache_.copy_slot(*snapshots_.lookup(pages[size_t(m - 1)].hash, key, m * block_size_), s.slot);
     s.num_computed = m * block_size_;
     return s.num_computed;
 }
@@ -88,8 +100,9 @@ int64_t CacheManager::apply_prefix_hit(Sequence& s) {
 void CacheManager::after_forward(Sequence& s) {
     if (!prefix_caching_) return;
     const int64_t full = s.num_computed / block_size_;
+    const int32_t* key = key_tokens(s, s.num_computed);
     for (int64_t i = int64_t(s.prefix_pages.size()); i < full; ++i) {
-        const int32_t* tokens = s.tokens.data() + i * block_size_;
+        const int32_t* tokens = key + i * block_size_;
         const PrefixPage* prev = i ? &s.prefix_pages[size_t(i - 1)] : nullptr;
         PrefixPage page;
         page.hash = hasher_(prev ? prev->hash : PageHash{}, tokens, block_size_);
@@ -102,7 +115,7 @@ void CacheManager::after_forward(Sequence& s) {
     if (s.num_computed == snapshot_boundary(s) && full > 0) {
         const PrefixPage& page = s.prefix_pages[size_t(full - 1)];
         if (page.serial != 0)  // else no lookup could reach it
-            if (auto slot = snapshots_.insert(page.hash, s.tokens.data(), s.num_computed))
+            if (auto slot = snapshots_.insert(page.hash, key, s.num_computed))
                 cache_.copy_slot(s.slot, *slot);
     }
 }

@@ -59,6 +59,11 @@ public:
     void clear_prefix_cache();
 
 private:
+    // The first n tokens the prefix cache keys s by: s.tokens, with the prompt's image pads
+    // replaced by their pixel keys (RequestState::cache_key) when it has images. Valid until the
+    // next call.
+    const int32_t* key_tokens(const Sequence& s, int64_t n);
+
     ModelCache& cache_;
     BlockPool pool_;
     PageHasher hasher_;
@@ -68,6 +73,7 @@ private:
     int64_t num_running_slots_;
     bool mtp_;  // MTP on: the page of the last computed position holds sequence-private MTP K/V
     std::vector<int32_t> free_slots_;
+    std::vector<int32_t> key_buf_;  // key_tokens' result for a sequence with images
 };
 
 }  // namespace qs

@@ -10,6 +10,7 @@
 
 #include "core/log.h"
 #include "core/timer.h"
+#include "engine/image_cache_key.h"
 #include "engine/sample_rows.h"
 #include "grammar/grammar_compiler.h"
 
@@ -69,6 +70,24 @@ Status Engine::submit(GenerationRequest request, OutputSink sink) {
                                             request.grammar->vocab_size(), weights_.config.vocab_size));
     if (!request.params.stop.empty() && !decoder_)
         return invalid_argument("stop strings need a tokenizer, and this engine has none");
+    // Images: the tower runs here, on the caller's thread (once per request, however the prompt
+    // is chunked later); a bad image layout is this request's 400.
+    std::shared_ptr<const PromptImages> images;
+    std::vector<int32_t> cache_key;
+    if (!request.images.empty()) {
+        if (!weights_.visual)
+            return invalid_argument("image input: this model has no vision tower (no vision_config or no "
+                                    "model.visual.* tensors in the checkpoint)");
+        if (!ops_.supports_mrope())
+            return invalid_argument("image input is not supported on this device's backend yet (no M-RoPE "
+                                    "positions on CUDA); run the CPU backend for images");
+        std::vector<const ImagePatches*> patches;
+        for (const auto& p : request.images) patches.push_back(p.get());
+        QS_ASSIGN_OR_RETURN(PromptImages prepared, prepare_prompt_images(*weights_.visual, request.prompt_ids,
+                                                                         weights_.config.image_token_id, patches));
+        images = std::make_shared<const PromptImages>(std::move(prepared));
+        cache_key = image_cache_key(request.prompt_ids, weights_.config.image_token_id, request.images);
+    }
     std::lock_guard<std::mutex> lock(inbox_mu_);
     if (live_ids_.count(request.id)) return invalid_argument("duplicate request id '" + request.id + "'");
     int64_t running;
@@ -80,7 +99,7 @@ Status Engine::submit(GenerationRequest request, OutputSink sink) {
         return Status(ErrorKind::kResourceExhausted,
                       fmt::format("the waiting queue is full ({} requests); retry later", config_.max_waiting));
     live_ids_[request.id] = true;
-    inbox_.push_back({Command::kSubmit, std::move(request), std::move(sink), {}, clock_()});
+    inbox_.push_back({Command::kSubmit, std::move(request), std::move(sink), {}, clock_(), std::move(images), std::move(cache_key)});
     inbox_cv_.notify_one();
     return Status::ok();
 }
@@ -153,6 +172,8 @@ void Engine::admit(Command&& c) {
     auto rs = std::make_unique<RequestState>();
     rs->request = std::move(c.request);
     rs->sink = std::move(c.sink);
+    rs->images = std::move(c.images);
+    rs->cache_key = std::move(c.cache_key);
     auto seq = std::make_unique<Sequence>();
     seq->id = next_seq_id_++;
     seq->request = rs.get();

@@ -100,6 +100,8 @@ private:
         OutputSink sink;
         std::string abort_id;
         double arrival_s = -1;  // kSubmit: clock_() at submit
+        std::shared_ptr<const PromptImages> images = nullptr;  // made by submit for a request with images
+        std::vector<int32_t> cache_key = {};
     };
     // What a sequence produced during one step; becomes one RequestOutput.
     struct PendingOutput {
@@ -145,11 +147,16 @@ private:
     // mtp_first_row_ / mtp_num_rows_; the draft comes from row mtp_last_row_ of each) and the
     // draft steps for the next verify.
     void run_mtp(const float* hidden, int64_t num_hidden_rows);
+    // Images: embeddings and M-RoPE positions for the spans of `b` whose sequence (seqs[i] is span
+    // i's) has images (model/prompt_images.h; token_offset 1 for MTP batches).
+    void place_images(ForwardBatch& b, const std::vector<Sequence*>& seqs, int token_offset);
     PendingOutput& pending_for(Sequence& s);
     void flush_outputs();
     void publish_stats();
 
     const ModelWeights& weights_;
+    std::vector<Sequence*> span_seqs_;                  // place_images' scratch
+    std::vector<const PromptImages*> span_images_;
     Ops& ops_;
     EngineConfig config_;
     CapacityPlan plan_;

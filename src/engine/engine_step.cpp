@@ -36,6 +36,9 @@ void Engine::run_batch(const SchedulerOutput& sched) {
         batch.seqs.push_back(span);
     }
     batch.logits_on_device = true;
+    span_seqs_.clear();
+    for (const ScheduledSeq& ss : sched.scheduled) span_seqs_.push_back(ss.seq);
+    place_images(batch, span_seqs_, /*token_offset=*/0);
     double t = now_seconds();
     Qwen36Model::Output out = model_.forward(batch, *cache_, /*want_hidden=*/num_spec_ > 0, std::move(forward_buf_));
     profile_.forward_s += now_seconds() - t;
@@ -143,6 +146,16 @@ void Engine::run_batch(const SchedulerOutput& sched) {
     forward_buf_ = std::move(out);
 }
 
+void Engine::place_images(ForwardBatch& b, const std::vector<Sequence*>& seqs, int token_offset) {
+    span_images_.clear();
+    bool any = false;
+    for (const Sequence* s : seqs) {
+        span_images_.push_back(s->request->images.get());
+        any = any || span_images_.back() != nullptr;
+    }
+    if (any) place_prompt_images(b, span_images_, token_offset);
+}
+
 void Engine::run_mtp(const float* hidden, int64_t num_hidden_rows) {
     if (num_spec_ == 0 || mtp_seqs_.empty()) return;
     // Catch-up: MTP row p (position p) reads hidden h_p and token x_{p+1}; this fills the MTP
@@ -184,6 +197,7 @@ void Engine::run_mtp(const float* hidden, int64_t num_hidden_rows) {
     }
     if (identity && b.num_tokens() == num_hidden_rows) mtp_hidden_rows_.clear();
     b.argmax_only = true;  // drafts are greedy: only the argmax of each row comes back
+    place_images(b, mtp_seqs_, /*token_offset=*/1);
     double t = now_seconds();
     // With k > 1 the output carries the MTP hidden at the drafting rows, in drafting_ order.
     Qwen36Model::Output out = model_.mtp_forward(b, hidden, num_hidden_rows, mtp_hidden_rows_, *cache_,
@@ -210,6 +224,7 @@ void Engine::run_mtp(const float* hidden, int64_t num_hidden_rows) {
             db.seqs.push_back(span);
         }
         db.argmax_only = true;
+        place_images(db, drafting_, /*token_offset=*/1);
         t = now_seconds();
         Qwen36Model::Output o =
             model_.mtp_forward(db, out.device_hidden, out.num_hidden_rows, /*hidden_rows=*/{}, *cache_,

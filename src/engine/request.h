@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "image/image_processor.h"
 
 namespace qs {
 
@@ -61,6 +62,10 @@ struct GenerationRequest {
     // token is generated (</think>: the reasoning is free, the answer constrained).
     std::shared_ptr<const grammar::CompiledGrammar> grammar;
     int32_t grammar_after_token = -1;
+    // The prompt's images in order, preprocessed (image/image_processor.h); the i-th maximal run
+    // of <|image_pad|> (ModelConfig::image_token_id) in prompt_ids is image i's merged tokens.
+    // Engine::submit refuses them on a model without a vision tower or a backend without M-RoPE.
+    std::vector<std::shared_ptr<const ImagePatches>> images;
 };
 
 struct TokenLogprob {

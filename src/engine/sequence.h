@@ -14,6 +14,7 @@
 #include "engine/stop_checker.h"
 #include "engine/text_decoder.h"
 #include "grammar/grammar_matcher.h"
+#include "model/prompt_images.h"
 
 namespace qs {
 
@@ -60,6 +61,10 @@ struct RequestState {
     int64_t num_finished = 0;
     bool forked = false;
     std::vector<uint64_t> sibling_keys;  // [n] sampling keys of the completions, made at the fork
+    // With images (Engine::submit made both): the tower's embeddings and the M-RoPE positions of
+    // the prompt, and its prefix-cache key (engine/image_cache_key.h). Null / empty: text only.
+    std::shared_ptr<const PromptImages> images;
+    std::vector<int32_t> cache_key;
 };
 
 }  // namespace qs

@@ -9,6 +9,9 @@ Qwen36Model::Qwen36Model(const ModelWeights& weights, Ops& ops, Collective* tp) 
     const ModelConfig& c = w_.config;
     QS_CHECK_MSG(c.attn_output_gate, "only gated attention (attn_output_gate: true) is implemented");
     attn_dims_ = {c.num_attention_heads, c.num_key_value_heads, c.head_dim, c.rotary_dim(), c.rope_theta, c.rms_norm_eps};
+    // transformers' default split when the config has none (Qwen3_5MoeTextRotaryEmbedding).
+    if (c.mrope_section.size() == 3)
+        attn_dims_.mrope_section = {c.mrope_section[0], c.mrope_section[1], c.mrope_section[2]};
     gdn_dims_ = {c.linear_num_key_heads, c.linear_num_value_heads, c.linear_key_head_dim, c.linear_value_head_dim,
                  c.linear_conv_kernel_dim, c.rms_norm_eps};
 }
@@ -54,6 +57,24 @@ void Qwen36Model::decoder_layer(const DecoderLayerWeights& l, float* x, int64_t 
     reduce(out, T * H);  // tensor parallel: each rank's slice of every expert's intermediate
     ops_.add(x, out, T * H);
     ops_.release_to(layer_mark);
+}
+
+const float* Qwen36Model::upload_embeds(const ForwardBatch& batch) {
+    const int64_t H = w_.config.hidden_size, n = int64_t(batch.embed_rows.size());
+    if (n == 0) return nullptr;
+    QS_CHECK(int64_t(batch.embeds.size()) == n * H);
+    float* d = ops_.alloc(n * H);  // [n, H]
+    ops_.copy_from_host(batch.embeds.data(), n * H, d);
+    return d;
+}
+
+void Qwen36Model::place_embeds(const ForwardBatch& batch, const float* rows, float* x) {
+    const int64_t H = w_.config.hidden_size;
+    for (size_t i = 0; i < batch.embed_rows.size(); ++i) {
+        const int32_t row = batch.embed_rows[i];
+        QS_CHECK(row >= 0 && row < batch.num_tokens());
+        ops_.copy(rows + int64_t(i) * H, H, x + int64_t(row) * H);
+    }
 }
 
 void Qwen36Model::reduce(float* x, int64_t n) {
@@ -140,12 +161,16 @@ Qwen36Model::Output Qwen36Model::forward(const ForwardBatch& batch, ModelCache& 
     check_batch(batch, cache);
     ops_.free_all();  // the previous forward's buffers (its logits were read by now)
     const std::vector<int32_t> positions = batch.positions();
-    // T ≥ the batch's rows: a backend may pad the batch to replay a captured graph.
-    const int64_t T = ops_.begin_forward(batch, positions.data(), Replay{&cache, kLayersVariant});
+    // T ≥ the batch's rows: a backend may pad the batch to replay a captured graph. Batches with
+    // image embeddings are not replayed (the rows they replace change every time).
+    const Replay replay = batch.embed_rows.empty() ? Replay{&cache, kLayersVariant} : Replay{};
+    const int64_t T = ops_.begin_forward(batch, positions.data(), replay);
     ops_.store_token_ids(batch, positions.data(), cache);
+    const float* image_rows = upload_embeds(batch);
     float* x_final = ops_.run_layers([&] {
         float* x = ops_.alloc(T * H);  // [T, H] residual stream
         ops_.embed(w_.embed_tokens, batch.token_ids.data(), T, x);
+        place_embeds(batch, image_rows, x);
         int64_t kv_layer = 0, gdn_layer = 0;
         for (const DecoderLayerWeights& l : w_.layers) {
             decoder_layer(l, x, T, batch, positions.data(), cache, kv_layer, gdn_layer);
@@ -211,8 +236,11 @@ Qwen36Model::Output Qwen36Model::mtp_forward(const ForwardBatch& batch, const fl
     const std::vector<int32_t> positions = batch.positions();
     // Replayable when the hidden rows are read in order (no row list to upload); the graph reads
     // `hidden` by address, so the address tells the variants apart.
-    const Replay replay = hidden_rows.empty() ? Replay{&cache, reinterpret_cast<uintptr_t>(hidden)} : Replay{};
+    const Replay replay = hidden_rows.empty() && batch.embed_rows.empty()
+                              ? Replay{&cache, reinterpret_cast<uintptr_t>(hidden)}
+                              : Replay{};
     const int64_t T = ops_.begin_forward(batch, positions.data(), replay);  // T ≥ B: padded
+    const float* image_rows = upload_embeds(batch);
     float* x_final = ops_.run_layers([&] {
         // u = [norm_e(embed(x_{p+1})) ; norm_h(h_p)]  [T, 2H], embedding first.
         float* e = ops_.alloc(T * H);
@@ -220,6 +248,7 @@ Qwen36Model::Output Qwen36Model::mtp_forward(const ForwardBatch& batch, const fl
         float* u = ops_.alloc(T * 2 * H);
         float* x = ops_.alloc(T * H);
         ops_.embed(w_.embed_tokens, batch.token_ids.data(), T, e);
+        place_embeds(batch, image_rows, e);
         // The hidden rows are copied into this forward's buffers first: `hidden` may be the
         // persistent buffer this step's output goes to. Padding rows get zeros.
         if (hidden_rows.empty()) {

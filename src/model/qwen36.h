@@ -90,6 +90,11 @@ private:
     // QS_CHECKs the batch's shape: rows in range, block tables covering every row's position.
     void check_batch(const ForwardBatch& batch, const ModelCache& cache) const;
 
+    // The batch's image embeddings (ForwardBatch::embed_rows) copied to the backend before the
+    // layers run (null when none), and placed over the embedded rows of x [T, H].
+    const float* upload_embeds(const ForwardBatch& batch);
+    void place_embeds(const ForwardBatch& batch, const float* rows, float* x);
+
     // x[0..n) summed over the tensor-parallel ranks (nothing without a group).
     void reduce(float* x, int64_t n);
 

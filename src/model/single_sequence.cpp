@@ -16,7 +16,8 @@ SingleSequence::SingleSequence(Qwen36Model& model, int64_t max_tokens, KvCacheDt
     std::iota(block_table_.begin(), block_table_.end(), 0);
 }
 
-ForwardBatch SingleSequence::make_batch(const std::vector<int32_t>& ids, int32_t start_pos, bool all_rows) const {
+ForwardBatch SingleSequence::make_batch(const std::vector<int32_t>& ids, int32_t start_pos, bool all_rows,
+                                        int token_offset) const {
     ForwardBatch b;
     b.token_ids = ids;
     SeqSpan s;
@@ -32,6 +33,7 @@ ForwardBatch SingleSequence::make_batch(const std::vector<int32_t>& ids, int32_t
     } else {
         b.logits_rows = {int32_t(ids.size()) - 1};
     }
+    if (images_ != nullptr) place_prompt_images(b, {images_}, token_offset);
     return b;
 }
 
@@ -39,7 +41,7 @@ std::vector<float> SingleSequence::feed(const std::vector<int32_t>& ids, bool al
     QS_CHECK(!ids.empty());
     const int64_t capacity = int64_t(block_table_.size()) * cache_->geometry().block_size;
     QS_CHECK_MSG(length() + int64_t(ids.size()) <= capacity, "SingleSequence: capacity exceeded");
-    ForwardBatch b = make_batch(ids, int32_t(length()), all_rows);
+    ForwardBatch b = make_batch(ids, int32_t(length()), all_rows, /*token_offset=*/0);
     Qwen36Model::Output out = model_.forward(b, *cache_, /*want_hidden=*/true);
     tokens_.insert(tokens_.end(), ids.begin(), ids.end());
     hidden_.insert(hidden_.end(), out.hidden.begin(), out.hidden.end());
@@ -51,7 +53,7 @@ std::vector<float> SingleSequence::mtp_over_history(int64_t from) {
     QS_CHECK(from >= 0 && n > 0);
     // Row r: token x_{from+r+1}, hidden h_{from+r}, position from+r.
     std::vector<int32_t> ids(tokens_.begin() + from + 1, tokens_.end());
-    ForwardBatch b = make_batch(ids, int32_t(from), /*all_rows=*/true);
+    ForwardBatch b = make_batch(ids, int32_t(from), /*all_rows=*/true, /*token_offset=*/1);
     std::vector<float> hidden(hidden_.begin() + from * H, hidden_.begin() + (from + n) * H);
     return model_.mtp_forward(b, hidden, /*hidden_rows=*/{}, *cache_).logits;
 }

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "backend/model_cache.h"
+#include "model/prompt_images.h"
 #include "model/qwen36.h"
 
 namespace qs {
@@ -25,16 +26,22 @@ public:
     // logits for p+2 from hidden h_p and token x_{p+1}. Returns [length()-1-from, vocab].
     std::vector<float> mtp_over_history(int64_t from);
 
+    // The prompt's images (embeddings at its pad tokens, M-RoPE positions; prompt_images.h), for
+    // every later feed and MTP step; null: text only. Must outlive the sequence's forwards.
+    void set_images(const PromptImages* images) { images_ = images; }
+
     int64_t length() const { return int64_t(tokens_.size()); }
     const std::vector<int32_t>& tokens() const { return tokens_; }
 
 private:
-    ForwardBatch make_batch(const std::vector<int32_t>& ids, int32_t start_pos, bool all_rows) const;
+    // token_offset: 0 for a target forward, 1 for an MTP forward (rows hold the next token).
+    ForwardBatch make_batch(const std::vector<int32_t>& ids, int32_t start_pos, bool all_rows, int token_offset) const;
 
     Qwen36Model& model_;
     std::unique_ptr<ModelCache> cache_;
     std::vector<int32_t> block_table_;
     std::vector<int32_t> tokens_;
+    const PromptImages* images_ = nullptr;
     std::vector<float> hidden_;  // [length(), hidden]: final-normed hidden of every fed row
 };
 

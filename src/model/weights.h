@@ -15,6 +15,7 @@
 #include "backend/weight_set.h"
 #include "config/model_config.h"
 #include "core/status.h"
+#include "model/vision_tower.h"
 
 namespace qs {
 
@@ -56,18 +57,23 @@ struct ModelWeights {
     std::vector<float> norm;  // [hidden], zero-centred final norm
     LinearWeight lm_head;     // [vocab_size, hidden]
     MtpWeights mtp;
+    // The vision tower (model.visual.*), when the config has a vision_config and the checkpoint
+    // its tensors; null for a text-only model. Shared: copies of the weights share one tower.
+    std::shared_ptr<const VisionTower> visual;
 
     // Total bytes of weight storage.
     size_t storage_bytes() const;
 };
 
 struct LoadOptions {
-    bool load_mtp = true;  // load mtp.* when present
+    bool load_mtp = true;     // load mtp.* when present
+    bool load_vision = true;  // load model.visual.* when present (and the config has a vision_config)
 };
 
 // Maps a checkpoint's tensors onto ModelWeights. Accepts the `model.language_model.` and
-// `model.` prefixes, fused 3-D or per-expert MoE tensors, any float dtype per tensor; skips
-// `model.visual.*`. Missing, mis-shaped and unexpected tensors are errors that name them.
+// `model.` prefixes, fused 3-D or per-expert MoE tensors, any float dtype per tensor; loads
+// `model.visual.*` into `visual` (VisionTower) when the config has a vision_config and the
+// checkpoint the tensors (a tower that is there but cannot be read is an error naming the tensor). Missing, mis-shaped and unexpected tensors are errors that name them.
 Result<ModelWeights> load_model_weights(const std::shared_ptr<Checkpoint>& checkpoint,
                                         const ModelConfig& config, const LoadOptions& options = {});
 

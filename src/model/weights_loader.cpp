@@ -179,6 +179,15 @@ Result<ModelWeights> load_model_weights(const std::shared_ptr<Checkpoint>& ckpt,
         log_warn("{}: config has an MTP block but the checkpoint has no mtp.* tensors; MTP disabled", ckpt->dir());
     }
 
+    if (options.load_vision && c.vision && src.has("model.visual.patch_embed.proj.weight")) {
+        Result<VisionTower> tower = VisionTower::load(*ckpt, *c.vision);
+        if (!tower.is_ok()) return tower.status().with_context(ckpt->dir());
+        if (c.vision->out_hidden_size != c.hidden_size)
+            return invalid_argument(fmt::format("{}: vision_config.out_hidden_size {} differs from hidden_size {}",
+                                                ckpt->dir(), c.vision->out_hidden_size, c.hidden_size));
+        w.visual = std::make_shared<const VisionTower>(std::move(tower).value());
+    }
+
     const bool skip_mtp = !w.mtp.present;
     // ModelOpt's FP8 KV scales (kv_cache_quant_algo FP8) are not used: --kv-cache-dtype decides.
     const bool kv_scales = c.quantization.method == QuantMethod::kModelOpt;

@@ -77,6 +77,7 @@ void prepare_and_submit(ServerState& state, ApiKind kind, const HttpRequest& req
     }
     const TextPipeline& text = state.text();
     std::vector<int32_t> prompt_ids;
+    std::vector<std::shared_ptr<const ImagePatches>> images;  // chat image_url parts, in order
     bool starts_in_reasoning = false;
     if (kind == ApiKind::kChat) {
         ChatRenderOptions ro;
@@ -88,6 +89,20 @@ void prepare_and_submit(ServerState& state, ApiKind kind, const HttpRequest& req
         if (!rendered.is_ok()) return reply_error(state, exchange, api_error_from_status(rendered.status(), "messages"));
         prompt_ids = text.encode(rendered.value());
         starts_in_reasoning = text.prompt_opens_reasoning(ro);
+        if (!spec.image_urls.empty()) {
+            const VisionInput* vision = state.vision();
+            if (!vision)
+                return reply_error(state, exchange, ApiError::bad_request(
+                    "this server takes no images (the model has no vision tower or no fitting preprocessor_config.json, "
+                    "or image input is off on this device: docs/VISION.md)",
+                    "messages"));
+            auto loaded = load_images(spec.image_urls, state.options().images, vision->processor);
+            if (!loaded.is_ok())
+                return reply_error(state, exchange, ApiError::bad_request(loaded.status().message(), "messages"));
+            Status st = expand_image_pads(prompt_ids, vision->image_token_id, loaded.value(), vision->processor.merge_size);
+            if (!st.is_ok()) return reply_error(state, exchange, ApiError::bad_request(st.message(), "messages"));
+            images = std::move(loaded).value();
+        }
     } else if (spec.prompt_text) {
         prompt_ids = text.encode(*spec.prompt_text);
     } else {
@@ -150,6 +165,7 @@ void prepare_and_submit(ServerState& state, ApiKind kind, const HttpRequest& req
     gen.params = spec.params;
     gen.priority = spec.priority;
     gen.grammar = std::move(compiled);
+    gen.images = std::move(images);
     // A chat reply that starts inside reasoning is constrained after </think>, like vLLM's
     // reasoning-aware structured outputs: the answer follows the grammar, the thinking is free.
     if (gen.grammar && starts_in_reasoning && state.grammars()->vocab().reasoning_end_id)

@@ -290,18 +290,27 @@ MaybeError parse_tools(const J& o, GenerationSpec& s) {
     return std::nullopt;
 }
 
-// Text parts only: the model served is text-only, and Qwen's template would render an image or
-// video part as a placeholder the model cannot see.
-MaybeError check_content_parts(const J& parts, const std::string& param) {
+// Text and image_url parts ({"type": "image_url", "image_url": {"url": URL}} or the URL as a
+// string); the URLs are collected in order (fetched and checked later, on the worker pool).
+// Video parts are refused.
+MaybeError check_content_parts(const J& parts, const std::string& param, std::vector<std::string>& image_urls) {
     for (size_t k = 0; k < parts.size(); ++k) {
         const J& part = parts[k];
         const std::string where = fmt::format("{}.content[{}]", param, k);
         if (!part.is_object() || !part.contains("type") || !part["type"].is_string())
             return bad(where + ".type", fmt::format("{} must be an object with a string 'type'", where));
         const std::string type = part["type"].get<std::string>();
+        if (type == "image_url") {
+            const J* u = field(part, "image_url");
+            if (u && u->is_object()) u = field(*u, "url");
+            if (!u || !u->is_string())
+                return bad(where + ".image_url", fmt::format("{}.image_url.url must be a string", where));
+            image_urls.push_back(u->get<std::string>());
+            continue;
+        }
         if (type != "text")
             return unsupported(where + ".type",
-                               fmt::format("{} has type '{}'; only 'text' parts are supported (this model takes text only)", where, type));
+                               fmt::format("{} has type '{}'; only 'text' and 'image_url' parts are supported", where, type));
         if (!part.contains("text") || !part["text"].is_string())
             return bad(where + ".text", fmt::format("{}.text must be a string", where));
     }
@@ -326,7 +335,7 @@ MaybeError parse_messages(const J& o, GenerationSpec& s) {
             const J& c = msg["content"];
             if (!c.is_null() && !c.is_string() && !c.is_array())
                 return bad(param + ".content", fmt::format("{}.content must be a string, an array of parts or null", param));
-            if (c.is_array()) QS_TRY_API(check_content_parts(c, param));
+            if (c.is_array()) QS_TRY_API(check_content_parts(c, param, s.image_urls));
         } else if (role != "assistant") {
             return bad(param + ".content", fmt::format("{}.content is required", param));
         }

@@ -24,6 +24,7 @@ struct GenerationSpec {
     // Chat.
     nlohmann::ordered_json messages;            // non-empty array
     nlohmann::ordered_json tools;               // null or a non-empty array
+    std::vector<std::string> image_urls;        // the image_url parts' URLs, in message order
     bool tool_choice_none = false;              // "none": tools rendered, calls not parsed
     bool tool_choice_required = false;          // "required": one or more calls (constrained)
     std::string tool_choice_function;           // a named function: exactly one call of it (constrained)

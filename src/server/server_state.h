@@ -13,6 +13,7 @@
 
 #include "engine/engine_api.h"
 #include "grammar/grammar_compiler.h"
+#include "server/image_input.h"
 #include "server/metrics.h"
 #include "server/text_pipeline.h"
 #include "server/worker_pool.h"
@@ -38,6 +39,7 @@ struct ServerOptions {
     bool log_requests = true;               // one request-log line per request (server/request_log.h)
     bool log_prompts = false;               // ... with the prompt text in it
     bool priority_scheduling = false;       // --scheduling-policy priority: requests' 'priority' is honoured
+    ImageInputOptions images;               // where image_url parts may come from, and their limits
 };
 
 class ServerState {
@@ -56,6 +58,11 @@ public:
     // constrains nothing, so requests for it are refused). Set before the engine.
     const grammar::GrammarCompiler* grammars() const { return grammars_.load(std::memory_order_acquire); }
     void set_grammars(const grammar::GrammarCompiler* g) { grammars_.store(g, std::memory_order_release); }
+
+    // Image input: the model's preprocessor and image token, or null (a text-only model: image
+    // parts are a 400). Owned by the caller; set before the engine.
+    const VisionInput* vision() const { return vision_.load(std::memory_order_acquire); }
+    void set_vision(const VisionInput* v) { vision_.store(v, std::memory_order_release); }
 
     bool draining() const { return draining_.load(); }
     void set_draining() { draining_ = true; }
@@ -89,6 +96,7 @@ private:
     ServerMetrics metrics_;
     std::atomic<EngineApi*> engine_{nullptr};
     std::atomic<const grammar::GrammarCompiler*> grammars_{nullptr};
+    std::atomic<const VisionInput*> vision_{nullptr};
     std::atomic<bool> draining_{false};
     std::mutex live_mu_;
     std::unordered_set<std::string> live_;

@@ -494,15 +494,29 @@ TEST(OpenAiParse, AcceptsHarmlessAndUnknownFields) {
     }
 }
 
-TEST(OpenAiParse, ContentPartsAreText) {
+TEST(OpenAiParse, ContentPartsAreTextOrImages) {
     GenerationSpec s;
     auto e = parse_generation_request(
         ApiKind::kChat, R"({"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}]})",
         kModels, s);
     EXPECT_FALSE(e) << e->message;
+    // image_url parts: their URLs in message order (the object form and the string form).
+    GenerationSpec si;
     e = parse_generation_request(
         ApiKind::kChat,
-        R"({"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"image_url","image_url":{"url":"data:x"}}]}]})",
+        R"({"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"image_url","image_url":{"url":"data:x"}}]},)"
+        R"({"role":"user","content":[{"type":"image_url","image_url":"http://h/y.png"}]}]})",
+        kModels, si);
+    EXPECT_FALSE(e) << e->message;
+    EXPECT_EQ(si.image_urls, (std::vector<std::string>{"data:x", "http://h/y.png"}));
+    e = parse_generation_request(
+        ApiKind::kChat, R"({"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":3}}]}]})",
+        kModels, s);
+    ASSERT_TRUE(e);
+    EXPECT_EQ(e->param, "messages[0].content[0].image_url");
+    e = parse_generation_request(
+        ApiKind::kChat,
+        R"({"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"video_url","video_url":{"url":"data:x"}}]}]})",
         kModels, s);
     ASSERT_TRUE(e);
     EXPECT_EQ(e->param, "messages[0].content[1].type");

@@ -121,6 +121,13 @@ const char* kTinySpecJson =
 TEST(ModelConfig, RealNestedConfigMatchesPreset) {
     ModelConfig c = parse_ok(real_nested_config());
     EXPECT_TRUE(c.validate().is_ok()) << c.validate().message();
+    // The vision tower's config (the rest from transformers' defaults) and the image token id.
+    ASSERT_TRUE(c.vision.has_value());
+    EXPECT_EQ(c.vision->depth, 27);
+    EXPECT_EQ(c.vision->hidden_size, 1152);
+    EXPECT_EQ(c.vision->patch_size, 16);
+    EXPECT_EQ(c.image_token_id, 248056);
+    c.vision.reset();  // the preset is the text model
     ModelConfig want = qwen36_35b_a3b_config();
     EXPECT_EQ(c.eos_token_ids,
               std::vector<int64_t>{248044});  // config.json; the preset adds 248046
@@ -133,6 +140,9 @@ TEST(ModelConfig, RealNestedConfigMatchesPreset) {
 TEST(ModelConfig, BothLayoutsParseToTheSameStruct) {
     ModelConfig nested = parse_ok(real_nested_config());
     ModelConfig flat = parse_ok(real_flat_config());
+    EXPECT_TRUE(nested.vision.has_value());
+    EXPECT_FALSE(flat.vision.has_value());  // a flat text config has no tower
+    nested.vision.reset();
     EXPECT_EQ(nested, flat);
 }
 

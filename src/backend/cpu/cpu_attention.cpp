@@ -1,6 +1,10 @@
 // CPU gated full attention (spec §2.3): q/k zero-centred norm per head, partial NeoX RoPE on the
 // first rotary_dim dims (pairs (d, d + rotary_dim/2)), K/V stored into the paged cache, causal
-// GQA softmax attention in fp32 over the cache, output × sigmoid(gate).
+// GQA softmax attention in fp32 over the cache, output × sigmoid(gate). With M-RoPE (images) the
+// rotation reads each frequency's angle from the t, h or w position stream (interleaved sections,
+// as transformers' Qwen3_5MoeTextRotaryEmbedding); the cache slots and the causal mask still
+// follow the 1-D positions.
+#include <array>
 #include <cmath>
 #include <vector>
 
@@ -11,13 +15,22 @@ namespace qs {
 
 namespace {
 
-// Rotates the first rotary_dim dims of one head vector in place for position `pos`.
-void apply_rope(float* x, int64_t rotary_dim, int32_t pos, double theta) {
+// Which position stream (0 t, 1 h, 2 w) rotates frequency i (AttentionDims::mrope_section).
+int mrope_stream(int64_t i, const std::array<int64_t, 3>& section) {
+    if (i % 3 == 1 && i < 3 * section[1]) return 1;
+    if (i % 3 == 2 && i < 3 * section[2]) return 2;
+    return 0;
+}
+
+// Rotates the first rotary_dim dims of one head vector in place. pos[k] is the row's position in
+// stream k (all equal for text); frequency i takes its angle from stream mrope_stream(i).
+void apply_rope(float* x, int64_t rotary_dim, const int32_t pos[3], const AttentionDims& d) {
     const int64_t half = rotary_dim / 2;
+    const double theta = d.rope_theta;
     for (int64_t i = 0; i < half; ++i) {
         // inv_freq as the reference computes it: theta^(-2i/rotary_dim) in fp32, angle in fp32.
         const float inv_freq = float(1.0 / std::pow(theta, double(2 * i) / double(rotary_dim)));
-        const float angle = float(pos) * inv_freq;
+        const float angle = float(pos[mrope_stream(i, d.mrope_section)]) * inv_freq;
         const float c = std::cos(angle), s = std::sin(angle);
         const float x1 = x[i], x2 = x[i + half];
         x[i] = x1 * c - x2 * s;
@@ -36,6 +49,12 @@ void CpuOps::gated_attention(const float* qg, float* k, const float* v, const st
     const int64_t bs = g.block_size, group = Hq / Hkv;
     float* kc = cache.k(kv_layer);
     float* vc = cache.v(kv_layer);
+    // Rotary positions: the 1-D positions in all three streams unless the batch has M-RoPE rows.
+    const int64_t T = batch.num_tokens();
+    const std::vector<int32_t> mrope = batch.has_mrope() ? batch.rope_positions() : std::vector<int32_t>();
+    auto rope_pos = [&](int64_t row, int32_t out[3]) {
+        for (int64_t k = 0; k < 3; ++k) out[k] = mrope.empty() ? positions[row] : mrope[size_t(k * T + row)];
+    };
 
     // Normalise + rotate k, then store k and v at each row's position.
     for (const SeqSpan& s : batch.seqs) {
@@ -46,10 +65,12 @@ void CpuOps::gated_attention(const float* qg, float* k, const float* v, const st
             const int64_t page = s.block_table[size_t(pos / bs)];
             QS_CHECK(page >= 0 && page < g.num_blocks);
             const int64_t slot = page * bs + pos % bs;
+            int32_t rp[3];
+            rope_pos(row, rp);
             for (int64_t h = 0; h < Hkv; ++h) {
                 float* kh = k + (row * Hkv + h) * D;
                 cpu::rms_norm_zc_row(kh, k_norm.data(), D, d.eps);
-                apply_rope(kh, d.rotary_dim, pos, d.rope_theta);
+                apply_rope(kh, d.rotary_dim, rp, d);
                 const float* vh = v + (row * Hkv + h) * D;
                 float* kdst = kc + (slot * Hkv + h) * D;
                 float* vdst = vc + (slot * Hkv + h) * D;
@@ -75,7 +96,9 @@ void CpuOps::gated_attention(const float* qg, float* k, const float* v, const st
                 const float* gate = src + D;
                 for (int64_t j = 0; j < D; ++j) q[size_t(j)] = src[j];
                 cpu::rms_norm_zc_row(q.data(), q_norm.data(), D, d.eps);
-                apply_rope(q.data(), d.rotary_dim, pos, d.rope_theta);
+                int32_t rp[3];
+                rope_pos(row, rp);
+                apply_rope(q.data(), d.rotary_dim, rp, d);
 
                 std::vector<float> scores(size_t(pos) + 1);
                 float max_score = -INFINITY;

@@ -20,6 +20,7 @@ public:
     size_t mark() override { return buffers_.size(); }
     void release_to(size_t mark) override { buffers_.resize(std::min(mark, buffers_.size())); }
     float* persistent(int id, int64_t n) override;
+    bool supports_mrope() const override { return true; }
     void copy(const float* src, int64_t n, float* dst) override { std::copy_n(src, n, dst); }
     void copy_to_host(const float* src, int64_t n, float* dst) override { std::copy_n(src, n, dst); }
     void copy_from_host(const float* src, int64_t n, float* dst) override { std::copy_n(src, n, dst); }

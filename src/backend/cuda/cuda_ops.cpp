@@ -335,6 +335,9 @@ void CudaOps::gated_attention(const float* qg, float* k, const float* v, const s
                               const int32_t* positions, ModelCache& cache, int64_t kv_layer, float* out) {
     const auto prof = profiler_.scope("attention", stream_);
     check_batch(batch);
+    // The kernels rotate by the 1-D positions; the engine refuses image requests here
+    // (supports_mrope() is false), so a batch with M-RoPE rows is a broken invariant.
+    QS_CHECK_MSG(!batch.has_mrope(), "CudaOps: M-RoPE (image) positions are not implemented on CUDA");
     CudaCacheStorage& st = checked_cuda_storage(cache);
     const CacheGeometry& g = cache.geometry();
     GatedAttentionParams p{};

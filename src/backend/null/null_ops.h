@@ -24,6 +24,7 @@ public:
     float* persistent(int id, int64_t n) override { return alloc(n); }  // never written: zeros
     void copy(const float* src, int64_t n, float* dst) override {}
     bool needs_cache_storage() const override { return false; }
+    bool supports_mrope() const override { return true; }  // computes nothing
 
     void embed(const WeightBuffer& table, const int32_t* ids, int64_t T, float* x) override {}
     void rms_norm_zc(const float* x, const float* w, int64_t T, int64_t n, double eps, float* y) override {}

@@ -1,0 +1,31 @@
+// The bytes behind an OpenAI `image_url`: a data: URL (base64, any image/* type; the decoder
+// sniffs the real format), a local file (a path or file:// URL) only under
+// --allowed-local-media-path, an http:// URL only with --allow-remote-images (size and time
+// limited; https is refused: the server links no TLS library). Every refusal is
+// kInvalidArgument and says what was wrong and which option allows it. Called on the worker
+// threads; no shared state.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "core/status.h"
+
+namespace qs {
+
+struct ImageInputOptions {
+    std::string allowed_local_media_path;   // empty: local files refused
+    bool allow_remote_images = false;       // http:// URLs
+    int64_t max_image_bytes = 20 << 20;     // encoded bytes per image (any source)
+    int64_t max_image_pixels = 1 << 24;     // width × height before resizing (checked from the header)
+    int64_t max_images_per_request = 8;
+    double remote_timeout_s = 10.0;         // connect + request + response of one http:// fetch
+};
+
+// Standard base64 (RFC 4648, padding optional, no whitespace). Error names the bad character.
+Result<std::string> base64_decode(std::string_view in);
+
+Result<std::string> fetch_image_bytes(const std::string& url, const ImageInputOptions& options);
+
+}  // namespace qs
