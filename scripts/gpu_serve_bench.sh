@@ -9,7 +9,10 @@
 #   --single N: after the modes, N requests of the first mode from one client (single stream).
 #   MODE: greedy | sampled (T 0.7, top_p 0.95) | penalties (T 1, repetition 1.1, presence 0.5,
 #         frequency 0.5) | logprobs (greedy, logprobs 5) | default (no sampling fields: T 1)
-#         | json (greedy, response_format json_object: the grammar mask on every row)
+#         | json (greedy, response_format json_object: the grammar mask on every row; replies end
+#           when the object closes, so fewer tokens than greedy) | regex (greedy, structured_outputs
+#           regex "[a-z ]+" with min_tokens 256: a mask on every row and exactly greedy's 256
+#           tokens per reply, the like-for-like cost of constraints)
 # Needs gpu-bundle/ (scripts/build_gpu_bundle.sh) and the Qwen3.6 tokenizer in .carry/qwen36-tok
 # (tools/qwen36_tokenizer_json.py; travels compressed as .carry/qwen36-tok.tar.xz).
 set -uo pipefail
@@ -43,7 +46,9 @@ mode, src, dst = sys.argv[1:]
 fields = {"greedy": {"temperature": 0}, "sampled": {"temperature": 0.7, "top_p": 0.95},
           "penalties": {"temperature": 1.0, "repetition_penalty": 1.1, "presence_penalty": 0.5, "frequency_penalty": 0.5},
           "logprobs": {"temperature": 0, "logprobs": True, "top_logprobs": 5}, "default": {},
-          "json": {"temperature": 0, "response_format": {"type": "json_object"}}}[mode]
+          "json": {"temperature": 0, "response_format": {"type": "json_object"}},
+          "regex": {"temperature": 0, "structured_outputs": {"regex": "[a-z ]+"}, "ignore_eos": False,
+                    "min_tokens": 256}}[mode]
 with open(src) as f, open(dst, "w") as g:
     for line in f:
         r = json.loads(line)
