@@ -133,10 +133,14 @@ private:
     // the EOS ids and the request's stop_token_ids).
     std::unique_ptr<grammar::GrammarMatcher> make_matcher(const GenerationRequest& r) const;
     // Reserves a row of sampling_.bitmask for s's mask of allowed next tokens; returns it, or -1
-    // when s is not constrained at this step. fill_grammar_masks() fills the reserved rows, all
-    // at once on mask_filler_'s threads.
+    // when s is not constrained at this step.
     int32_t add_grammar_mask(Sequence& s);
-    void fill_grammar_masks();
+    // Before the step's forward: clears sampling_, reserves the mask rows of the scheduled
+    // sequences that draw (mask_row_of_) and starts filling them on mask_filler_'s threads, so
+    // the fill overlaps the forward (the matchers and rows are not touched until the finish).
+    // finish_grammar_masks waits for them (the engine thread joins in).
+    void start_grammar_masks(const SchedulerOutput& sched);
+    void finish_grammar_masks();
     // Advances s's grammar by the token just appended; false when that finished s (the grammar
     // terminated, or refused the token).
     bool advance_grammar(Sequence& s, int32_t token, PendingOutput& out);

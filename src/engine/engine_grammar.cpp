@@ -1,6 +1,6 @@
 // Engine, structured outputs: a matcher per sequence of a request with a grammar, the mask of
-// allowed next tokens for each of its draws (built on the host while the backend may still run
-// the forward; the sampler bans what it excludes, backend/sampling.h), and the advance by each
+// allowed next tokens for each of its draws (filled on the host's threads while the engine thread
+// runs the step's forward; the sampler bans what it excludes, backend/sampling.h), and the advance by each
 // token drawn. A grammar that is complete allows only the stop tokens, so the request ends with
 // "stop"; one that cannot complete in max_tokens ends with "length" like any other. Engine thread.
 #include <fmt/format.h>
@@ -30,14 +30,26 @@ int32_t Engine::add_grammar_mask(Sequence& s) {
     return row;
 }
 
-void Engine::fill_grammar_masks() {
+void Engine::start_grammar_masks(const SchedulerOutput& sched) {
+    sampling_.clear();
+    mask_row_of_.assign(sched.scheduled.size(), -1);
+    for (size_t i = 0; i < sched.scheduled.size(); ++i) {
+        const ScheduledSeq& ss = sched.scheduled[i];
+        if (!ss.verify && ss.seq->num_computed + ss.num_tokens == int64_t(ss.seq->tokens.size()))
+            mask_row_of_[i] = add_grammar_mask(*ss.seq);
+    }
+    mask_jobs_.clear();
     if (mask_rows_.empty()) return;
     if (!mask_filler_) mask_filler_ = std::make_unique<grammar::BitmaskFiller>(int(config_.grammar_mask_threads));
     const int64_t W = bitmask_words(weights_.config.vocab_size);
-    mask_jobs_.clear();
     for (const auto& [s, row] : mask_rows_)
         mask_jobs_.push_back({s->matcher.get(), sampling_.bitmask.data() + int64_t(row) * W, 0});
-    mask_filler_->fill(mask_jobs_);
+    mask_filler_->start(mask_jobs_);
+}
+
+void Engine::finish_grammar_masks() {
+    if (mask_rows_.empty()) return;
+    mask_filler_->wait();
     for (size_t i = 0; i < mask_jobs_.size(); ++i) {
         if (mask_jobs_[i].num_allowed != 0) continue;
         // A running sequence's matcher is never terminated (accepting a stop token finishes

@@ -16,19 +16,11 @@ void Engine::sample_rows(const SchedulerOutput& sched, const Qwen36Model::Output
     // tokens do not depend on the batch, and rows past a rejected draft are simply not used.
     const int64_t V = weights_.config.vocab_size, bs = cache_mgr_->block_size();
     const std::vector<int64_t>& eos = weights_.config.eos_token_ids;
-    SamplingBatch& b = sampling_;
-    b.clear();
+    SamplingBatch& b = sampling_;  // cleared by start_grammar_masks, which holds its masks
     picks_.clear();
     pick_begin_.clear();
     int32_t logits_at = 0;
-    // The grammar masks first, all rows at once (in parallel): add_sample_row reads them.
-    mask_row_of_.assign(sched.scheduled.size(), -1);
-    for (size_t i = 0; i < sched.scheduled.size(); ++i) {
-        const ScheduledSeq& ss = sched.scheduled[i];
-        if (!ss.verify && ss.seq->num_computed + ss.num_tokens == int64_t(ss.seq->tokens.size()))
-            mask_row_of_[i] = add_grammar_mask(*ss.seq);
-    }
-    fill_grammar_masks();
+    finish_grammar_masks();  // add_sample_row reads them
     for (size_t si = 0; si < sched.scheduled.size(); ++si) {
         const ScheduledSeq& ss = sched.scheduled[si];
         Sequence& s = *ss.seq;

@@ -39,6 +39,7 @@ void Engine::run_batch(const SchedulerOutput& sched) {
     span_seqs_.clear();
     for (const ScheduledSeq& ss : sched.scheduled) span_seqs_.push_back(ss.seq);
     place_images(batch, span_seqs_, /*token_offset=*/0);
+    start_grammar_masks(sched);  // filled on other threads during the forward
     double t = now_seconds();
     Qwen36Model::Output out = model_.forward(batch, *cache_, /*want_hidden=*/num_spec_ > 0, std::move(forward_buf_));
     profile_.forward_s += now_seconds() - t;

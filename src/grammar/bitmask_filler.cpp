@@ -42,9 +42,10 @@ void BitmaskFiller::worker_loop() {
     }
 }
 
-void BitmaskFiller::fill(std::span<MaskJob> jobs) {
-    if (workers_.empty() || jobs.size() < kMinParallelJobs) {
-        for (MaskJob& j : jobs) j.num_allowed = j.matcher->fill_next_bitmask(j.words);
+void BitmaskFiller::start(std::span<MaskJob> jobs) {
+    pooled_ = !workers_.empty() && jobs.size() >= kMinParallelJobs;
+    if (!pooled_) {
+        jobs_ = jobs;  // wait() fills them on the caller
         return;
     }
     {
@@ -55,7 +56,16 @@ void BitmaskFiller::fill(std::span<MaskJob> jobs) {
         ++generation_;
     }
     wake_.notify_all();
-    work(jobs);
+}
+
+void BitmaskFiller::wait() {
+    const std::span<MaskJob> jobs = jobs_;  // only start() writes it; the workers read it too
+    if (!pooled_) {
+        for (MaskJob& j : jobs) j.num_allowed = j.matcher->fill_next_bitmask(j.words);
+        return;
+    }
+    pooled_ = false;
+    work(jobs);  // the rows the pool has not taken yet
     std::unique_lock<std::mutex> lock(mu_);
     done_.wait(lock, [&] { return busy_ == 0; });
 }

@@ -1,8 +1,10 @@
 // BitmaskFiller: the grammar masks of all constrained rows of a step, filled in parallel. Each
 // matcher writes its own row (GrammarMatcher::fill_next_bitmask), so rows are independent; a
 // small pool of persistent threads (plus the caller) takes them from a shared counter. With
-// one thread it is the serial loop. fill() is called from one thread at a time (the engine
-// thread); the pool's threads only run inside it.
+// one thread it is the serial loop. start() hands the rows to the pool and returns, so the
+// caller can run the step's forward meanwhile; wait() joins in and returns when every row is
+// filled (fill() is both). Called from one thread at a time (the engine thread); the pool's
+// threads only run between a start() and its wait().
 #pragma once
 
 #include <atomic>
@@ -32,7 +34,14 @@ public:
     BitmaskFiller(const BitmaskFiller&) = delete;
     BitmaskFiller& operator=(const BitmaskFiller&) = delete;
 
-    void fill(std::span<MaskJob> jobs);
+    // The jobs (and the matchers and rows they point to) must stay untouched until wait()
+    // returns. A start() must be followed by a wait() before the next start().
+    void start(std::span<MaskJob> jobs);
+    void wait();
+    void fill(std::span<MaskJob> jobs) {
+        start(jobs);
+        wait();
+    }
     int threads() const { return int(workers_.size()) + 1; }
 
     // Rows a job batch needs before the pool is used (fewer run on the caller alone).
@@ -45,7 +54,8 @@ private:
     std::vector<std::thread> workers_;
     std::mutex mu_;
     std::condition_variable wake_, done_;
-    std::span<MaskJob> jobs_;
+    std::span<MaskJob> jobs_;  // of the last start() (written under mu_ when the pool runs)
+    bool pooled_ = false;      // the current start() woke the pool
     std::atomic<size_t> next_{0};
     uint64_t generation_ = 0;  // bumped per fill: wakes the workers
     int busy_ = 0;             // workers still inside the current fill

@@ -6,6 +6,9 @@
 // vocabulary built from the trained model's tokenizer.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <thread>
+
 #include <nlohmann/json.hpp>
 #include <random>
 #include <regex>
@@ -410,6 +413,19 @@ TEST(Grammar, BitmaskFillerEqualsSerialFill) {
     }
     std::vector<MaskJob> none;
     filler.fill(none);  // nothing to do
+    // start() returns while the pool fills (the engine runs its forward meanwhile); wait() joins
+    // in and returns with every row filled. With one thread, wait() does it all.
+    for (int threads : {4, 1}) {
+        BitmaskFiller f(threads);
+        std::fill(pooled.begin(), pooled.end(), 0xdeadbeef);
+        std::vector<MaskJob> jobs;
+        for (size_t i = 0; i < matchers.size(); ++i) jobs.push_back({matchers[i].get(), pooled.data() + i * W, -1});
+        f.start(jobs);
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));  // the caller's own work
+        f.wait();
+        EXPECT_EQ(pooled, serial) << threads << " threads";
+        for (size_t i = 0; i < jobs.size(); ++i) EXPECT_EQ(jobs[i].num_allowed, serial_counts[i]) << threads;
+    }
 }
 
 TEST(Grammar, VocabularyOfTheTrainedModelsTokenizer) {
