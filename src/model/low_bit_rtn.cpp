@@ -125,7 +125,9 @@ bool quantize_int4_rows(const float* w, int64_t rows, int64_t cols, int64_t grou
 }
 
 float nvfp4_global_scale(float amax) {
-    const float g = 2688.0f / std::max(amax, FLT_MIN);  // E4M3 max 448 · E2M1 max 6
+    // E4M3 max 448 · E2M1 max 6 over amax, evaluated as torch evaluates `scalar / tensor`:
+    // reciprocal, then product (each rounded to float32).
+    const float g = (1.0f / std::max(amax, FLT_MIN)) * 2688.0f;
     return std::isfinite(g) ? g : 1.0f;
 }
 

@@ -10,7 +10,7 @@
 //  * nvfp4, `nvfp4-pack-quantized`: FP4 E2M1 per 16 inputs with an FP8 E4M3 group scale and a
 //    float32 global scale per tensor, as compressed-tensors computes it (generate_gparam,
 //    calculate_qparams, the CPU quantize + pack_fp4_to_uint8), in float32:
-//        global = 448 · 6 / amax(tensor)       (1 if that is not finite)
+//        global = (1 / amax(tensor)) · 2688    (448 · 6 / amax as torch evaluates it; 1 if not finite)
 //        scale  = e4m3(clamp(global · (amax(group) / 6), ±448))   (0 becomes 0.125)
 //        q      = e2m1(clamp(w / (scale / global), ±6))  (ties to even; sign bit when < 0)
 //    stored as weight_packed U8 [out, in/2] (element 2j in the low nibble), weight_scale

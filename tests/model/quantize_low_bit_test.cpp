@@ -209,7 +209,13 @@ TEST_F(QuantizeLowBit, TinyModelInt4IsCloseToBf16) {
     QuantizeOptions o;
     o.format = QuantizeFormat::kInt4W4A16;  // group 128
     ASSERT_TRUE(quantize_checkpoint(kTiny, dir_ + "/int4", o).is_ok());
-    expect_close_to_bf16(dir_ + "/int4", "int4-w4a16 g128", {100.0f, 100.0, 0.0, 100.0, 0.0});
+    // Measured 2026-12-02: max |d| 2.89, rms 0.472 (the BF16 logits' std is 2.49), argmax agreement
+    // 0.844, NLL 2.4516 -> 2.4523, MTP agreement 0.811. 4-bit codes (16 levels per group of 128)
+    // put each matrix ~2x further from BF16 than FP8 E4M3 does (FP8's rms is 0.232 in
+    // quantize_test.cpp) on a 20M-parameter model with many near-tied logits and router choices.
+    // Bounds with ~1.5x headroom; a wrong scale, group or nibble order gives max |d| >> 10,
+    // agreement near 0 and NLL far above 3.
+    expect_close_to_bf16(dir_ + "/int4", "int4-w4a16 g128", {4.5f, 0.7, 0.75, 0.1, 0.7});
 }
 
 TEST_F(QuantizeLowBit, TinyModelNvfp4IsCloseToBf16) {
@@ -223,7 +229,9 @@ TEST_F(QuantizeLowBit, TinyModelNvfp4IsCloseToBf16) {
     EXPECT_TRUE(fs::exists(dir_ + "/nvfp4/model.safetensors.index.json"));
     ASSERT_GE(lines.size(), 3u);
     EXPECT_EQ(lines.back().rfind("quantizing: 100% (", 0), 0u) << lines.back();
-    expect_close_to_bf16(dir_ + "/nvfp4", "nvfp4", {100.0f, 100.0, 0.0, 100.0, 0.0});
+    // Measured 2026-12-02: max |d| 2.82, rms 0.435, argmax agreement 0.854, NLL 2.4516 -> 2.4851,
+    // MTP agreement 0.821 (E2M1 has 15 levels, but per 16 inputs with an E4M3 scale). Same bounds.
+    expect_close_to_bf16(dir_ + "/nvfp4", "nvfp4", {4.5f, 0.7, 0.75, 0.1, 0.7});
 }
 
 TEST_F(QuantizeLowBit, CommandLineWorksAndRefusesBadOptions) {
