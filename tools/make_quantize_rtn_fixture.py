@@ -24,6 +24,8 @@ Writes:
       group 16), computed on the weight in float32: weight_packed, weight_scale, weight_global_scale.
   config_int4_g32.json, config_nvfp4.json
       the `weights` QuantizationArgs of each scheme as compressed-tensors serialises them.
+One linear (layer 0's shared_expert.gate_proj) has all-zero groups, groups 1e-5 and 1e-9 times the
+rest, -0.0 weights and a tiny all-negative group: the recipes' edge cases.
 Deterministic (seeded); versions in VERSIONS.txt.
 """
 import argparse
@@ -41,6 +43,15 @@ import make_quant_fixtures as mq  # noqa: E402  (the tiny model's shapes and the
 
 def bf16_model():
     dense, linears = mq.make_dense(21)
+    # Edge cases of the recipes: all-zero groups (INT4's bf16-eps scale, NVFP4's 0.125 scale),
+    # groups far below the tensor's amax (E4M3 subnormal and zero NVFP4 scales), and -0.0
+    # weights (the sign of zero codes).
+    w = linears["model.layers.0.mlp.shared_expert.gate_proj"]
+    w[:4, :32] = 0
+    w[4:8, :32] *= 1e-5
+    w[8:12, :16] *= 1e-9
+    w[12, 16:20] = -0.0
+    w[13, 16:32] = -w[13, 16:32].abs() * 1e-3
     tensors = dict(dense)
     p = "model.layers.1.mlp.experts."
     gate_up, down = [], []
