@@ -1,5 +1,6 @@
 // Checkpoint conversion: a BF16/F16/F32 checkpoint directory → Qwen's official FP8 layout
-// (`qwenserve quantize --format fp8-block`). Main thread; quantisation uses OpenMP threads.
+// (`qwenserve quantize --format fp8-block`) or compressed-tensors INT4 W4A16 / NVFP4
+// (`--format int4-w4a16|nvfp4`, model/low_bit_rtn.h). Main thread; quantisation uses OpenMP threads.
 #pragma once
 
 #include <cstdint>
@@ -11,8 +12,12 @@
 
 namespace qs {
 
+enum class QuantizeFormat : uint8_t { kFp8Block, kInt4W4A16, kNvfp4 };
+
 struct QuantizeOptions {
-    DType scale_dtype = DType::kF32;          // weight_scale_inv dtype: F32 (transformers) or BF16
+    QuantizeFormat format = QuantizeFormat::kFp8Block;
+    DType scale_dtype = DType::kF32;          // fp8-block: weight_scale_inv dtype, F32 (transformers) or BF16
+    int64_t group_size = 128;                 // int4-w4a16: inputs per scale (a multiple of 8)
     int64_t max_shard_bytes = 4ll << 30;      // output shards stay below this (unless one tensor is larger)
     // The progress line ("quantizing: 42% (12.3 of 29.4 GB), ..."; core/progress.h): at most one
     // line this often, through `progress_sink` (empty: the log).
@@ -20,7 +25,12 @@ struct QuantizeOptions {
     std::function<void(const std::string&)> progress_sink;
 };
 
-// Reads IN (config.json + safetensors, any layout Checkpoint::open accepts) and writes OUT:
+// Reads IN (config.json + safetensors, any layout Checkpoint::open accepts) and writes OUT.
+// int4-w4a16 / nvfp4: every linear low_bit_quantized() selects becomes the compressed-tensors
+// tensors of low_bit_rtn.h (fused main-model experts split per expert as below; the MTP block
+// is copied unchanged), config.json gets low_bit_quantization_config with ignore =
+// low_bit_ignore; the rest as for fp8-block. A quantised linear whose in_features the group
+// size (16 for nvfp4) does not divide is refused, naming the tensor. fp8-block:
 //  * every linear fp8_role() marks kQuantized becomes `X.weight` F8_E4M3 + `X.weight_scale_inv`
 //    (fp8_block.h); fused expert tensors are split per expert (`…mlp.experts.{e}.gate_proj.weight`,
 //    …), as in the official FP8 release;

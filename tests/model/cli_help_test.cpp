@@ -94,7 +94,8 @@ TEST(CliHelp, EveryCommandHasHelp) {
     expect_documented(run_binary("generate --help").output, {"prompt-ids", "max-tokens", "ignore-eos", "input", "output"});
     expect_documented(run_binary("logits --help").output,
                       {"ids", "out", "incremental-from", "mtp-out", "kv-cache-dtype", "gdn-state-dtype"});
-    expect_documented(run_binary("quantize --help").output, {"model", "output", "format", "scale-dtype", "shard-size-mb"});
+    expect_documented(run_binary("quantize --help").output,
+                      {"model", "output", "format", "scale-dtype", "group-size", "shard-size-mb"});
     expect_documented(run_binary("tokenize --help").output,
                       {"tokenizer", "decode", "add-special-tokens", "skip-special-tokens", "hex", "chat", "template",
                        "benchmark", "repeat"});

@@ -214,7 +214,6 @@ TEST_F(Quantize, CommandLineWorksAndRefusesBadInput) {
     fs::remove(dir_ + "/l.npy");
 
     expect_failure(q + "/x --format int4", 2, "--format must be 'fp8-block'", {"fp8"});
-    expect_failure(q + "/x --format nvfp4", 2, "--format nvfp4 is not implemented yet (issue 18 item 3)", {"fp8"});
     expect_failure(q + "/x", 2, "--format", {"fp8"});
     expect_failure(q + "/x --format fp8-block --scale-dtype f16", 2, "--scale-dtype must be 'f32' or 'bf16'", {"fp8"});
     expect_failure("quantize --model " + dir_ + "/nope --output " + dir_ + "/x --format fp8-block", 2,
