@@ -5,6 +5,7 @@
 // strings, numbers, between keys), as a batch of independent requests would. Prints rows ×
 // best-of-reps milliseconds. A benchmark, never a test.
 // Usage: build/bench/grammar_mask_bench [--tokenizer DIR] [--threads T] [--reps 10] [--walk 24]
+//            [--regex R]   (a regex grammar instead of the JSON schema, e.g. "[a-z ]+")
 #include <algorithm>
 #include <bit>
 #include <functional>
@@ -47,7 +48,7 @@ double best_ms(int reps, const std::function<void()>& fn) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    auto args = Args::parse(argc, argv, {}, {"tokenizer", "threads", "reps", "walk"});
+    auto args = Args::parse(argc, argv, {}, {"tokenizer", "threads", "reps", "walk", "regex"});
     if (!args.is_ok()) {
         std::fprintf(stderr, "%s\n", args.status().message().c_str());
         return 2;
@@ -70,8 +71,8 @@ int main(int argc, char** argv) {
     if (auto e = (*tokenizer)->eos_token_id()) stops.push_back(*e);
     grammar::GrammarCompiler compiler(grammar::grammar_vocab_from_tokenizer(**tokenizer, V, stops, true));
     grammar::GrammarSpec spec;
-    spec.kind = grammar::GrammarSpec::Kind::kJsonSchema;
-    spec.text = kSchema;
+    spec.kind = args->has("regex") ? grammar::GrammarSpec::Kind::kRegex : grammar::GrammarSpec::Kind::kJsonSchema;
+    spec.text = args->has("regex") ? args->get_or("regex", "") : kSchema;
     Timer tc;
     auto compiled = compiler.compile(spec);
     if (!compiled.is_ok()) {
@@ -81,9 +82,9 @@ int main(int argc, char** argv) {
     const double compile_ms = tc.elapsed_s() * 1e3;
     const int64_t W = bitmask_words(V);
     const int threads = int(*threads_arg), reps = int(*reps_arg);
-    std::printf("grammar_mask_bench: tokenizer %s (%d ids), JSON schema compiled in %.1f ms, %d threads "
+    std::printf("grammar_mask_bench: tokenizer %s (%d ids), %s compiled in %.1f ms, %d threads "
                 "(hardware %u), walk %lld tokens, best of %d\n",
-                path.c_str(), V, compile_ms, threads, std::thread::hardware_concurrency(),
+                path.c_str(), V, args->has("regex") ? ("regex " + spec.text).c_str() : "JSON schema", compile_ms, threads, std::thread::hardware_concurrency(),
                 (long long)*walk_arg, reps);
     std::printf("| rows | serial ms | %d threads ms | speedup | serial us/row |\n|---|---|---|---|---|\n", threads);
     grammar::BitmaskFiller serial(1), pool(threads);
