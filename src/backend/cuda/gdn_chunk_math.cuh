@@ -104,31 +104,32 @@ __device__ __forceinline__ void frag_b_cols(const float* X, int ld, int n0, int 
     b[1] = X[(n0 + 8 * j + g) * ld + k + t4 + 4];
 }
 
-// The warp's accumulator tiles (16 × 8·NJ at rows m0, columns n0) from X / to X, as float2 pairs.
-template <int NJ>
-__device__ __forceinline__ void load_tiles(float (&acc)[NJ][4], const float* X, int ld, int m0, int n0) {
+// f(j, e, r, c) for each pair (acc[j][e], acc[j][e + 1]) of the warp's accumulator tiles (16 × 8·NJ
+// at rows m0, columns n0; e = 0, 2): the pair's row r and first column c.
+template <int NJ, typename F>
+__device__ __forceinline__ void for_each_pair(int m0, int n0, F&& f) {
     const int g = (threadIdx.x & 31) >> 2, t4 = threadIdx.x & 3;
 #pragma unroll
     for (int j = 0; j < NJ; ++j)
 #pragma unroll
-        for (int e = 0; e < 4; e += 2) {
-            const int r = m0 + g + 8 * (e >> 1), c = n0 + 8 * j + 2 * t4;
-            const float2 x = *reinterpret_cast<const float2*>(X + r * ld + c);
-            acc[j][e] = x.x;
-            acc[j][e + 1] = x.y;
-        }
+        for (int e = 0; e < 4; e += 2) f(j, e, m0 + g + 8 * (e >> 1), n0 + 8 * j + 2 * t4);
+}
+
+// The warp's accumulator tiles from X / to X (pitch ld), as float2 pairs.
+template <int NJ>
+__device__ __forceinline__ void load_tiles(float (&acc)[NJ][4], const float* X, int ld, int m0, int n0) {
+    for_each_pair<NJ>(m0, n0, [&](int j, int e, int r, int c) {
+        const float2 x = *reinterpret_cast<const float2*>(X + r * ld + c);
+        acc[j][e] = x.x;
+        acc[j][e + 1] = x.y;
+    });
 }
 
 template <int NJ>
 __device__ __forceinline__ void store_tiles(float* X, int ld, int m0, int n0, const float (&acc)[NJ][4]) {
-    const int g = (threadIdx.x & 31) >> 2, t4 = threadIdx.x & 3;
-#pragma unroll
-    for (int j = 0; j < NJ; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; e += 2) {
-            const int r = m0 + g + 8 * (e >> 1), c = n0 + 8 * j + 2 * t4;
-            *reinterpret_cast<float2*>(X + r * ld + c) = make_float2(acc[j][e], acc[j][e + 1]);
-        }
+    for_each_pair<NJ>(m0, n0, [&](int j, int e, int r, int c) {
+        *reinterpret_cast<float2*>(X + r * ld + c) = make_float2(acc[j][e], acc[j][e + 1]);
+    });
 }
 
 // acc = the warp's 16 × 32 tile (rows m0, columns n0) of X Kᵀ over k in [0, kdim): the
