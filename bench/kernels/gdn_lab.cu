@@ -369,6 +369,18 @@ Err compare(const float* got, const double* ref, size_t n) {
     e.rel = std::sqrt(num / std::max(den, 1e-300));
     return e;
 }
+// FNV-1a over the raw float bits: a refactor of the kernels can be checked bit for bit by
+// comparing these between two runs with the same seed (the emulation is deterministic).
+uint64_t bits_hash(const std::vector<float>& v) {
+    uint64_t h = 1469598103934665603ull;
+    for (float f : v) {
+        uint32_t u = 0;
+        std::memcpy(&u, &f, sizeof u);
+        for (int i = 0; i < 4; ++i) h = (h ^ ((u >> (8 * i)) & 0xffu)) * 1099511628211ull;
+    }
+    return h;
+}
+
 void report(const std::string& what, const Err& e, double tol) {
     const bool ok = e.bad == 0 && e.rel <= tol;
     if (!ok) ++g_failures;
@@ -442,6 +454,8 @@ void check_case(const std::string& name, const Problem& P, const Ref& R, bool bf
     report("out", eo, tol_out);
     report("conv windows (all slots)", compare(gc.data(), rc.data(), gc.size()), 1e-6);
     report("ssm states (all slots)", es, tol_state);
+    std::printf("  bits out#%016llx conv#%016llx ssm#%016llx\n", (unsigned long long)bits_hash(go),
+                (unsigned long long)bits_hash(gc), (unsigned long long)bits_hash(gs));
     g_errs.push_back({name + "|" + path.name(), CaseErr{eo.bad ? INFINITY : eo.rel, es.bad ? INFINITY : es.rel}});
 }
 

@@ -1,6 +1,8 @@
 // Tensor-core helpers of the chunked Gated DeltaNet kernels (gdn_chunked.cu, gdn_cp_prep.cu,
 // gdn_cp_state.cu): tf32 conversion and mma.sync m16n8k8 tf32, the 3xTF32 split, a warp-level
-// tile product over a k range, and the in-place inverse of a unit lower-triangular 64 × 64 matrix.
+// tile product over a k range with its fragment loaders, the in-place inverse of a unit
+// lower-triangular 64 × 64 matrix, and the per-chunk phases both chunked paths share (L, the WY
+// products W and U, V' = U - W S, O = Q̃ S + P V', the state update), each on one warp's tiles.
 // mma.m16n8k8 tf32 fragments (g = lane/4, t = lane%4): A a0 (g,t) a1 (g+8,t) a2 (g,t+4) a3 (g+8,t+4);
 // B b0 (k=t, n=g) b1 (k=t+4, n=g); C c0 (g,2t) c1 (g,2t+1) c2 (g+8,2t) c3 (g+8,2t+1).
 // The host emulation (bench/kernels/emu/run_emu.sh) rewrites to_tf32 and mma_tf32 in this file.
@@ -67,6 +69,184 @@ __device__ __forceinline__ void warp_mma(float (&acc)[NJ][4], int k0, int k1, FA
             mma_split<X3>(acc[j], ah, al, bh, bl);
         }
     }
+}
+
+// Fragment loaders for warp_mma's fa / fb (g, t as above; k is warp_mma's step). A from rows m0..
+// of X: A(i, k) = X[(m0 + i) * ld + k].
+__device__ __forceinline__ void frag_a_rows(const float* X, int ld, int m0, int k, float (&a)[4]) {
+    const int g = (threadIdx.x & 31) >> 2, t4 = threadIdx.x & 3;
+    a[0] = X[(m0 + g) * ld + k + t4];
+    a[1] = X[(m0 + g + 8) * ld + k + t4];
+    a[2] = X[(m0 + g) * ld + k + t4 + 4];
+    a[3] = X[(m0 + g + 8) * ld + k + t4 + 4];
+}
+
+// A = Xᵀ from columns m0.. of X: A(i, k) = X[k * ld + m0 + i].
+__device__ __forceinline__ void frag_a_cols(const float* X, int ld, int m0, int k, float (&a)[4]) {
+    const int g = (threadIdx.x & 31) >> 2, t4 = threadIdx.x & 3;
+    a[0] = X[(k + t4) * ld + m0 + g];
+    a[1] = X[(k + t4) * ld + m0 + g + 8];
+    a[2] = X[(k + t4 + 4) * ld + m0 + g];
+    a[3] = X[(k + t4 + 4) * ld + m0 + g + 8];
+}
+
+// B from columns n0.. of X: B(k, n) = X[k * ld + n0 + n], tile j (n = 8j + g).
+__device__ __forceinline__ void frag_b_rows(const float* X, int ld, int n0, int k, int j, float (&b)[2]) {
+    const int g = (threadIdx.x & 31) >> 2, t4 = threadIdx.x & 3;
+    b[0] = X[(k + t4) * ld + n0 + 8 * j + g];
+    b[1] = X[(k + t4 + 4) * ld + n0 + 8 * j + g];
+}
+
+// B = Xᵀ from rows n0.. of X: B(k, n) = X[(n0 + n) * ld + k], tile j (n = 8j + g).
+__device__ __forceinline__ void frag_b_cols(const float* X, int ld, int n0, int k, int j, float (&b)[2]) {
+    const int g = (threadIdx.x & 31) >> 2, t4 = threadIdx.x & 3;
+    b[0] = X[(n0 + 8 * j + g) * ld + k + t4];
+    b[1] = X[(n0 + 8 * j + g) * ld + k + t4 + 4];
+}
+
+// f(j, e, r, c) for each pair (acc[j][e], acc[j][e + 1]) of the warp's accumulator tiles (16 × 8·NJ
+// at rows m0, columns n0; e = 0, 2): the pair's row r and first column c.
+template <int NJ, typename F>
+__device__ __forceinline__ void for_each_pair(int m0, int n0, F&& f) {
+    const int g = (threadIdx.x & 31) >> 2, t4 = threadIdx.x & 3;
+#pragma unroll
+    for (int j = 0; j < NJ; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; e += 2) f(j, e, m0 + g + 8 * (e >> 1), n0 + 8 * j + 2 * t4);
+}
+
+// The warp's accumulator tiles from X / to X (pitch ld), as float2 pairs.
+template <int NJ>
+__device__ __forceinline__ void load_tiles(float (&acc)[NJ][4], const float* X, int ld, int m0, int n0) {
+    for_each_pair<NJ>(m0, n0, [&](int j, int e, int r, int c) {
+        const float2 x = *reinterpret_cast<const float2*>(X + r * ld + c);
+        acc[j][e] = x.x;
+        acc[j][e + 1] = x.y;
+    });
+}
+
+template <int NJ>
+__device__ __forceinline__ void store_tiles(float* X, int ld, int m0, int n0, const float (&acc)[NJ][4]) {
+    for_each_pair<NJ>(m0, n0, [&](int j, int e, int r, int c) {
+        *reinterpret_cast<float2*>(X + r * ld + c) = make_float2(acc[j][e], acc[j][e + 1]);
+    });
+}
+
+// acc = the warp's 16 × 32 tile (rows m0, columns n0) of X Kᵀ over k in [0, kdim): the
+// lower-triangle products (L, P) of a chunk. Tiles entirely above the diagonal stay zero.
+template <bool X3>
+__device__ __forceinline__ void gram_lower(float (&acc)[4][4], const float* X, int ldx, const float* K, int ldk,
+                                           int m0, int n0, int kdim) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[j][e] = 0.f;
+    if (n0 <= m0 + 15)
+        warp_mma<X3, 4>(
+            acc, 0, kdim, [&](int k, float (&a)[4]) { frag_a_rows(X, ldx, m0, k, a); },
+            [&](int k, int j, float (&b)[2]) { frag_b_cols(K, ldk, n0, k, j, b); });
+}
+
+// L = strict_lower(β_r k̂_r·k̂_s e^{γr-γs}) into sT (pitch ldt) from K̂ (sK, Dk = kdim columns),
+// β and γ: the warp's 16 × 32 tile at (m0, n0), every entry written (zeros on and above the
+// diagonal).
+template <bool X3>
+__device__ __forceinline__ void chunk_lower_l(float* sT, int ldt, const float* sK, int ldk, const float* beta,
+                                              const float* gam, int m0, int n0, int kdim) {
+    const int g = (threadIdx.x & 31) >> 2, t4 = threadIdx.x & 3;
+    float acc[4][4];
+    gram_lower<X3>(acc, sK, ldk, sK, ldk, m0, n0, kdim);
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const int r = m0 + g + 8 * (e >> 1), c = n0 + 8 * j + 2 * t4 + (e & 1);
+            sT[r * ldt + c] = c < r ? beta[r] * acc[j][e] * expf(gam[r] - gam[c]) : 0.f;
+        }
+}
+
+// The WY products on the warp's tiles (rows m0, columns n0): aw = T (K̂ diag(fk)) and
+// au = T (V diag(β)), with T = (I + L)^-1 lower triangular (k < m0 + 16) and fk = β e^γ.
+template <bool X3, int NJ>
+__device__ __forceinline__ void chunk_wy(float (&aw)[NJ][4], float (&au)[NJ][4], const float* sT, int ldt,
+                                         const float* sK, int ldk, const float* sV, int ldv, const float* fk,
+                                         const float* beta, int m0, int n0) {
+    const int g = (threadIdx.x & 31) >> 2, t4 = threadIdx.x & 3;
+#pragma unroll
+    for (int j = 0; j < NJ; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) aw[j][e] = au[j][e] = 0.f;
+    const int kend = m0 + 16;
+#pragma unroll 1
+    for (int k = 0; k < kend; k += 8) {
+        float a[4];
+        frag_a_rows(sT, ldt, m0, k, a);
+        uint32_t ah[4], al[4];
+        split_tf32<X3>(a, ah, al);
+        const float f0 = fk[k + t4], f1 = fk[k + t4 + 4];
+        const float b0s = beta[k + t4], b1s = beta[k + t4 + 4];
+#pragma unroll
+        for (int j = 0; j < NJ; ++j) {
+            const int cn = n0 + 8 * j + g;
+            float b[2], bu[2];
+            b[0] = sK[(k + t4) * ldk + cn] * f0;
+            b[1] = sK[(k + t4 + 4) * ldk + cn] * f1;
+            bu[0] = sV[(k + t4) * ldv + cn] * b0s;
+            bu[1] = sV[(k + t4 + 4) * ldv + cn] * b1s;
+            uint32_t bh[2], bl[2], uh[2], ul[2];
+            split_tf32<X3>(b, bh, bl);
+            split_tf32<X3>(bu, uh, ul);
+            mma_split<X3>(aw[j], ah, al, bh, bl);
+            mma_split<X3>(au[j], ah, al, uh, ul);
+        }
+    }
+}
+
+// V' = U - W S in place in sV (pitch ldv) on the warp's tiles (rows m0, columns n0), k over the
+// kdim rows of S. Each thread rewrites only its own fragment: no barrier needed inside.
+template <bool X3, int NJ>
+__device__ __forceinline__ void chunk_v_prime(float* sV, int ldv, const float* sW, int ldw, const float* sS, int lds,
+                                              int m0, int n0, int kdim) {
+    float acc[NJ][4];
+    load_tiles<NJ>(acc, sV, ldv, m0, n0);
+    warp_mma<X3, NJ>(
+        acc, 0, kdim,
+        [&](int k, float (&a)[4]) {
+            frag_a_rows(sW, ldw, m0, k, a);
+#pragma unroll
+            for (int i = 0; i < 4; ++i) a[i] = -a[i];
+        },
+        [&](int k, int j, float (&b)[2]) { frag_b_rows(sS, lds, n0, k, j, b); });
+    store_tiles<NJ>(sV, ldv, m0, n0, acc);
+}
+
+// acc = Q̃ S + P V' on the warp's tiles (rows m0, columns n0): fq(k, a) loads Q̃'s A fragment
+// (rows m0..; k over the kdim rows of S); P (pitch ldp) is lower triangular (k < m0 + 16).
+template <bool X3, int NJ, typename FQ>
+__device__ __forceinline__ void chunk_output(float (&acc)[NJ][4], FQ&& fq, const float* sS, int lds, const float* sP,
+                                             int ldp, const float* sV, int ldv, int m0, int n0, int kdim) {
+#pragma unroll
+    for (int j = 0; j < NJ; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[j][e] = 0.f;
+    warp_mma<X3, NJ>(acc, 0, kdim, fq, [&](int k, int j, float (&b)[2]) { frag_b_rows(sS, lds, n0, k, j, b); });
+    warp_mma<X3, NJ>(
+        acc, 0, m0 + 16, [&](int k, float (&a)[4]) { frag_a_rows(sP, ldp, m0, k, a); },
+        [&](int k, int j, float (&b)[2]) { frag_b_rows(sV, ldv, n0, k, j, b); });
+}
+
+// acc = e^{γlast} S + K̃ᵀ V' on the warp's tiles of S (rows ms0, columns n0), k over the chunk's
+// kc rows: fk(k, a) loads K̃ᵀ's A fragment (columns ms0.. of K̃). The caller stores acc back into
+// S (store_tiles) after a barrier: every warp reads all of S first.
+template <bool X3, int NJ, typename FK>
+__device__ __forceinline__ void chunk_state_update(float (&acc)[NJ][4], float el, FK&& fk, const float* sS, int lds,
+                                                   const float* sV, int ldv, int ms0, int n0, int kc) {
+    load_tiles<NJ>(acc, sS, lds, ms0, n0);
+#pragma unroll
+    for (int j = 0; j < NJ; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[j][e] = el * acc[j][e];
+    warp_mma<X3, NJ>(acc, 0, kc, fk, [&](int k, int j, float (&b)[2]) { frag_b_rows(sV, ldv, n0, k, j, b); });
 }
 
 // In place: sT (64 × 64, row pitch ldt, holding L strictly below the diagonal, zeros elsewhere) becomes

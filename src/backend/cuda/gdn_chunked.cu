@@ -21,7 +21,8 @@ namespace {
 // Shared memory (floats; row pitches padded by 4 or 8 against bank conflicts): S [D][D+8],
 // Q̂ [64][D+4], K̂ [64][D+8], V/U/V' [64][D+8], W/X-scratch/O [64][D+4], L/T/P [64][68], 5×64 vectors.
 // D = 128: 225,536 bytes (1 block per SM).
-// mma helpers and the (I + L)^-1 step: gdn_chunk_math.cuh.
+// mma helpers, the (I + L)^-1 step and the phases shared with the chunk-parallel kernels (L1, L3,
+// the products of L4, L5, L6): gdn_chunk_math.cuh.
 // ---------------------------------------------------------------------------------------------
 constexpr int kChunk = 64;
 constexpr int kChunkThreads = 256;
@@ -176,29 +177,7 @@ __global__ void __launch_bounds__(kChunkThreads, 1) gdn_chunked_kernel(RecArgs p
         __syncthreads();
 
         // ---- L1: L = strict_lower(β_r k̂_r·k̂_s e^{γr-γs}) into sT (all 64 × 64 entries written).
-        {
-            float acc[NJC][4] = {};
-            if (nc0 <= m0 + 15)  // tiles entirely above the diagonal stay zero
-                warp_mma<X3, NJC>(
-                    acc, 0, D,
-                    [&](int k, float (&a)[4]) {
-                        a[0] = sK[(m0 + g) * LDK + k + t4];
-                        a[1] = sK[(m0 + g + 8) * LDK + k + t4];
-                        a[2] = sK[(m0 + g) * LDK + k + t4 + 4];
-                        a[3] = sK[(m0 + g + 8) * LDK + k + t4 + 4];
-                    },
-                    [&](int k, int j, float (&b)[2]) {
-                        b[0] = sK[(nc0 + 8 * j + g) * LDK + k + t4];
-                        b[1] = sK[(nc0 + 8 * j + g) * LDK + k + t4 + 4];
-                    });
-#pragma unroll
-            for (int j = 0; j < NJC; ++j)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    const int r = m0 + g + 8 * (e >> 1), c = nc0 + 8 * j + 2 * t4 + (e & 1);
-                    sT[r * LDT + c] = c < r ? sBeta[r] * acc[j][e] * expf(sGam[r] - sGam[c]) : 0.f;
-                }
-        }
+        chunk_lower_l<X3>(sT, LDT, sK, LDK, sBeta, sGam, m0, nc0, D);
         __syncthreads();
 
         // ---- L2: T = (I + L)^-1 in place (16 × 16 blocks; sW is the scratch).
@@ -206,67 +185,17 @@ __global__ void __launch_bounds__(kChunkThreads, 1) gdn_chunked_kernel(RecArgs p
 
         // ---- L3: W = T (k̂ β e^γ) -> sW, U = T (v β) -> sV (in place, after a barrier).
         {
-            float aw[NJD][4] = {}, au[NJD][4] = {};
-            const int kend = m0 + 16;  // T is lower triangular
-#pragma unroll 1
-            for (int k = 0; k < kend; k += 8) {
-                float a[4];
-                a[0] = sT[(m0 + g) * LDT + k + t4];
-                a[1] = sT[(m0 + g + 8) * LDT + k + t4];
-                a[2] = sT[(m0 + g) * LDT + k + t4 + 4];
-                a[3] = sT[(m0 + g + 8) * LDT + k + t4 + 4];
-                uint32_t ah[4], al[4];
-                split_tf32<X3>(a, ah, al);
-                const float f0 = sFk[k + t4], f1 = sFk[k + t4 + 4];
-                const float b0s = sBeta[k + t4], b1s = sBeta[k + t4 + 4];
-#pragma unroll
-                for (int j = 0; j < NJD; ++j) {
-                    const int cn = nd0 + 8 * j + g;
-                    float b[2], bu[2];
-                    b[0] = sK[(k + t4) * LDK + cn] * f0;
-                    b[1] = sK[(k + t4 + 4) * LDK + cn] * f1;
-                    bu[0] = sV[(k + t4) * LDV + cn] * b0s;
-                    bu[1] = sV[(k + t4 + 4) * LDV + cn] * b1s;
-                    uint32_t bh[2], bl[2], uh[2], ul[2];
-                    split_tf32<X3>(b, bh, bl);
-                    split_tf32<X3>(bu, uh, ul);
-                    if (X3) {
-                        mma_tf32(aw[j], al, bh);
-                        mma_tf32(aw[j], ah, bl);
-                        mma_tf32(au[j], al, uh);
-                        mma_tf32(au[j], ah, ul);
-                    }
-                    mma_tf32(aw[j], ah, bh);
-                    mma_tf32(au[j], ah, uh);
-                }
-            }
+            float aw[NJD][4], au[NJD][4];
+            chunk_wy<X3, NJD>(aw, au, sT, LDT, sK, LDK, sV, LDV, sFk, sBeta, m0, nd0);
             __syncthreads();  // every warp is done reading T, K̂, V
-#pragma unroll
-            for (int j = 0; j < NJD; ++j)
-#pragma unroll
-                for (int e = 0; e < 4; e += 2) {
-                    const int r = m0 + g + 8 * (e >> 1), c = nd0 + 8 * j + 2 * t4;
-                    *reinterpret_cast<float2*>(sW + r * LDW + c) = make_float2(aw[j][e], aw[j][e + 1]);
-                    *reinterpret_cast<float2*>(sV + r * LDV + c) = make_float2(au[j][e], au[j][e + 1]);
-                }
+            store_tiles<NJD>(sW, LDW, m0, nd0, aw);
+            store_tiles<NJD>(sV, LDV, m0, nd0, au);
         }
 
         // ---- L4: P = lower(q̂_r·k̂_s e^{γr-γs}) (diagonal included) into sT (T is no longer read).
         {
-            float acc[NJC][4] = {};
-            if (nc0 <= m0 + 15)
-                warp_mma<X3, NJC>(
-                    acc, 0, D,
-                    [&](int k, float (&a)[4]) {
-                        a[0] = sQ[(m0 + g) * LDQ + k + t4];
-                        a[1] = sQ[(m0 + g + 8) * LDQ + k + t4];
-                        a[2] = sQ[(m0 + g) * LDQ + k + t4 + 4];
-                        a[3] = sQ[(m0 + g + 8) * LDQ + k + t4 + 4];
-                    },
-                    [&](int k, int j, float (&b)[2]) {
-                        b[0] = sK[(nc0 + 8 * j + g) * LDK + k + t4];
-                        b[1] = sK[(nc0 + 8 * j + g) * LDK + k + t4 + 4];
-                    });
+            float acc[NJC][4];
+            gram_lower<X3>(acc, sQ, LDQ, sK, LDK, m0, nc0, D);
 #pragma unroll
             for (int j = 0; j < NJC; ++j)
 #pragma unroll
@@ -278,108 +207,40 @@ __global__ void __launch_bounds__(kChunkThreads, 1) gdn_chunked_kernel(RecArgs p
         __syncthreads();
 
         // ---- L5: V' = U - W S, in place in sV (each thread rewrites only its own fragment).
-        {
-            float acc[NJD][4];
-#pragma unroll
-            for (int j = 0; j < NJD; ++j)
-#pragma unroll
-                for (int e = 0; e < 4; e += 2) {
-                    const int r = m0 + g + 8 * (e >> 1), c = nd0 + 8 * j + 2 * t4;
-                    const float2 u = *reinterpret_cast<const float2*>(sV + r * LDV + c);
-                    acc[j][e] = u.x;
-                    acc[j][e + 1] = u.y;
-                }
-            warp_mma<X3, NJD>(
-                acc, 0, D,
-                [&](int k, float (&a)[4]) {
-                    a[0] = -sW[(m0 + g) * LDW + k + t4];
-                    a[1] = -sW[(m0 + g + 8) * LDW + k + t4];
-                    a[2] = -sW[(m0 + g) * LDW + k + t4 + 4];
-                    a[3] = -sW[(m0 + g + 8) * LDW + k + t4 + 4];
-                },
-                [&](int k, int j, float (&b)[2]) {
-                    b[0] = sS[(k + t4) * LDS + nd0 + 8 * j + g];
-                    b[1] = sS[(k + t4 + 4) * LDS + nd0 + 8 * j + g];
-                });
-#pragma unroll
-            for (int j = 0; j < NJD; ++j)
-#pragma unroll
-                for (int e = 0; e < 4; e += 2) {
-                    const int r = m0 + g + 8 * (e >> 1), c = nd0 + 8 * j + 2 * t4;
-                    *reinterpret_cast<float2*>(sV + r * LDV + c) = make_float2(acc[j][e], acc[j][e + 1]);
-                }
-        }
+        chunk_v_prime<X3, NJD>(sV, LDV, sW, LDW, sS, LDS, m0, nd0, D);
         __syncthreads();
 
         // ---- L6: O = (q̂ e^γ) S + P V' -> sW (W is dead); then S ← e^{γ_last} S + (k̂ e^{γ_last-γ})ᵀ V'.
         {
-            float acc[NJD][4] = {};
+            float acc[NJD][4];
             const float e0 = sEg[m0 + g], e1 = sEg[m0 + g + 8];
-            warp_mma<X3, NJD>(
-                acc, 0, D,
-                [&](int k, float (&a)[4]) {
-                    a[0] = sQ[(m0 + g) * LDQ + k + t4] * e0;
-                    a[1] = sQ[(m0 + g + 8) * LDQ + k + t4] * e1;
-                    a[2] = sQ[(m0 + g) * LDQ + k + t4 + 4] * e0;
-                    a[3] = sQ[(m0 + g + 8) * LDQ + k + t4 + 4] * e1;
+            chunk_output<X3, NJD>(
+                acc,
+                [&](int k, float (&a)[4]) {  // Q̃ = q̂ e^γ
+                    frag_a_rows(sQ, LDQ, m0, k, a);
+                    a[0] *= e0;
+                    a[1] *= e1;
+                    a[2] *= e0;
+                    a[3] *= e1;
                 },
-                [&](int k, int j, float (&b)[2]) {
-                    b[0] = sS[(k + t4) * LDS + nd0 + 8 * j + g];
-                    b[1] = sS[(k + t4 + 4) * LDS + nd0 + 8 * j + g];
-                });
-            warp_mma<X3, NJD>(
-                acc, 0, m0 + 16,
-                [&](int k, float (&a)[4]) {
-                    a[0] = sT[(m0 + g) * LDT + k + t4];
-                    a[1] = sT[(m0 + g + 8) * LDT + k + t4];
-                    a[2] = sT[(m0 + g) * LDT + k + t4 + 4];
-                    a[3] = sT[(m0 + g + 8) * LDT + k + t4 + 4];
-                },
-                [&](int k, int j, float (&b)[2]) {
-                    b[0] = sV[(k + t4) * LDV + nd0 + 8 * j + g];
-                    b[1] = sV[(k + t4 + 4) * LDV + nd0 + 8 * j + g];
-                });
-#pragma unroll
-            for (int j = 0; j < NJD; ++j)
-#pragma unroll
-                for (int e = 0; e < 4; e += 2) {
-                    const int r = m0 + g + 8 * (e >> 1), c = nd0 + 8 * j + 2 * t4;
-                    *reinterpret_cast<float2*>(sW + r * LDW + c) = make_float2(acc[j][e], acc[j][e + 1]);
-                }
+                sS, LDS, sT, LDT, sV, LDV, m0, nd0, D);
+            store_tiles<NJD>(sW, LDW, m0, nd0, acc);
         }
         {
             float acc[NJS][4];
-            const float el = sMisc[0];
-#pragma unroll
-            for (int j = 0; j < NJS; ++j)
-#pragma unroll
-                for (int e = 0; e < 4; e += 2) {
-                    const int r = ms0 + g + 8 * (e >> 1), c = ns0 + 8 * j + 2 * t4;
-                    const float2 s2 = *reinterpret_cast<const float2*>(sS + r * LDS + c);
-                    acc[j][e] = el * s2.x;
-                    acc[j][e + 1] = el * s2.y;
-                }
-            warp_mma<X3, NJS>(
-                acc, 0, CT,
+            chunk_state_update<X3, NJS>(
+                acc, sMisc[0],
                 [&](int k, float (&a)[4]) {  // A(d, s) = k̂[s][d] e^{γ_last - γ_s}
                     const float f0 = sEgl[k + t4], f1 = sEgl[k + t4 + 4];
-                    a[0] = sK[(k + t4) * LDK + ms0 + g] * f0;
-                    a[1] = sK[(k + t4) * LDK + ms0 + g + 8] * f0;
-                    a[2] = sK[(k + t4 + 4) * LDK + ms0 + g] * f1;
-                    a[3] = sK[(k + t4 + 4) * LDK + ms0 + g + 8] * f1;
+                    frag_a_cols(sK, LDK, ms0, k, a);
+                    a[0] *= f0;
+                    a[1] *= f0;
+                    a[2] *= f1;
+                    a[3] *= f1;
                 },
-                [&](int k, int j, float (&b)[2]) {
-                    b[0] = sV[(k + t4) * LDV + ns0 + 8 * j + g];
-                    b[1] = sV[(k + t4 + 4) * LDV + ns0 + 8 * j + g];
-                });
+                sS, LDS, sV, LDV, ms0, ns0, CT);
             __syncthreads();  // every warp is done reading S (O and the update); O is in sW
-#pragma unroll
-            for (int j = 0; j < NJS; ++j)
-#pragma unroll
-                for (int e = 0; e < 4; e += 2) {
-                    const int r = ms0 + g + 8 * (e >> 1), c = ns0 + 8 * j + 2 * t4;
-                    *reinterpret_cast<float2*>(sS + r * LDS + c) = make_float2(acc[j][e], acc[j][e + 1]);
-                }
+            store_tiles<NJS>(sS, LDS, ms0, ns0, acc);
         }
 
         // ---- L7: gated RMSNorm of the chunk's rows (O in sW) -> out. The next chunk's loads touch

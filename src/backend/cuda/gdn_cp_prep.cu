@@ -10,7 +10,8 @@
 //   reads that v), P = lower(q̂_r·k̂_s e^{γr-γs}) -> cpP, γ -> cpGam; the value heads with
 //   h % (Nv/Nk) == 0 also write 1/||q|| · q_scale and 1/||k|| of their key head (cpRq, cpRk).
 // Shared memory (floats): K̂ [64][D+8], V then Q̂ [64][D+8], L/T [64][68], scratch 768, 3 × 64
-// vectors: D = 128: 90,880 bytes (2 blocks per SM).
+// vectors: D = 128: 90,880 bytes (2 blocks per SM). L, the inverse, the WY products and the q̂k̂ᵀ
+// product are gdn_chunk_math.cuh's, shared with gdn_chunked.cu.
 #include "backend/cuda/gdn_chunk_math.cuh"
 #include "backend/cuda/gdn_common.cuh"
 
@@ -142,29 +143,7 @@ __global__ void __launch_bounds__(kPrepThreads, 2) gdn_cp_prep_kernel(RecArgs p)
     const int nc0 = half * 32;
 
     // ---- L = strict_lower(β_r k̂_r·k̂_s e^{γr-γs}) into sT (all 64 × 64 entries written).
-    {
-        float acc[NJC][4] = {};
-        if (nc0 <= m0 + 15)  // tiles entirely above the diagonal stay zero
-            warp_mma<X3, NJC>(
-                acc, 0, D,
-                [&](int k, float (&a)[4]) {
-                    a[0] = sK[(m0 + g) * LDK + k + t4];
-                    a[1] = sK[(m0 + g + 8) * LDK + k + t4];
-                    a[2] = sK[(m0 + g) * LDK + k + t4 + 4];
-                    a[3] = sK[(m0 + g + 8) * LDK + k + t4 + 4];
-                },
-                [&](int k, int j, float (&b)[2]) {
-                    b[0] = sK[(nc0 + 8 * j + g) * LDK + k + t4];
-                    b[1] = sK[(nc0 + 8 * j + g) * LDK + k + t4 + 4];
-                });
-#pragma unroll
-        for (int j = 0; j < NJC; ++j)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                const int r = m0 + g + 8 * (e >> 1), cc = nc0 + 8 * j + 2 * t4 + (e & 1);
-                sT[r * LDT + cc] = cc < r ? sBeta[r] * acc[j][e] * expf(sGam[r] - sGam[cc]) : 0.f;
-            }
-    }
+    chunk_lower_l<X3>(sT, LDT, sK, LDK, sBeta, sGam, m0, nc0, D);
     __syncthreads();
 
     // ---- T = (I + L)^-1 in place.
@@ -172,34 +151,8 @@ __global__ void __launch_bounds__(kPrepThreads, 2) gdn_cp_prep_kernel(RecArgs p)
 
     // ---- W = T (k̂ β e^γ) -> cpW, U = T (v β) -> the conv workspace's v (straight from registers).
     {
-        float aw[NJD][4] = {}, au[NJD][4] = {};
-        const int kend = m0 + 16;  // T is lower triangular
-#pragma unroll 1
-        for (int k = 0; k < kend; k += 8) {
-            float a[4];
-            a[0] = sT[(m0 + g) * LDT + k + t4];
-            a[1] = sT[(m0 + g + 8) * LDT + k + t4];
-            a[2] = sT[(m0 + g) * LDT + k + t4 + 4];
-            a[3] = sT[(m0 + g + 8) * LDT + k + t4 + 4];
-            uint32_t ah[4], al[4];
-            split_tf32<X3>(a, ah, al);
-            const float f0 = sFk[k + t4], f1 = sFk[k + t4 + 4];
-            const float b0s = sBeta[k + t4], b1s = sBeta[k + t4 + 4];
-#pragma unroll
-            for (int j = 0; j < NJD; ++j) {
-                const int cn = nd0 + 8 * j + g;
-                float b[2], bu[2];
-                b[0] = sK[(k + t4) * LDK + cn] * f0;
-                b[1] = sK[(k + t4 + 4) * LDK + cn] * f1;
-                bu[0] = sX[(k + t4) * LDX + cn] * b0s;
-                bu[1] = sX[(k + t4 + 4) * LDX + cn] * b1s;
-                uint32_t bh[2], bl[2], uh[2], ul[2];
-                split_tf32<X3>(b, bh, bl);
-                split_tf32<X3>(bu, uh, ul);
-                mma_split<X3>(aw[j], ah, al, bh, bl);
-                mma_split<X3>(au[j], ah, al, uh, ul);
-            }
-        }
+        float aw[NJD][4], au[NJD][4];
+        chunk_wy<X3, NJD>(aw, au, sT, LDT, sK, LDK, sX, LDX, sFk, sBeta, m0, nd0);
 #pragma unroll
         for (int j = 0; j < NJD; ++j)
 #pragma unroll
@@ -229,20 +182,8 @@ __global__ void __launch_bounds__(kPrepThreads, 2) gdn_cp_prep_kernel(RecArgs p)
     __syncthreads();
     if (head_writer && tid < nc) p.cpRq[(row0 + tid) * Nk + kh] = sRq[tid];
     {
-        float acc[NJC][4] = {};
-        if (nc0 <= m0 + 15)
-            warp_mma<X3, NJC>(
-                acc, 0, D,
-                [&](int k, float (&a)[4]) {
-                    a[0] = sX[(m0 + g) * LDX + k + t4];
-                    a[1] = sX[(m0 + g + 8) * LDX + k + t4];
-                    a[2] = sX[(m0 + g) * LDX + k + t4 + 4];
-                    a[3] = sX[(m0 + g + 8) * LDX + k + t4 + 4];
-                },
-                [&](int k, int j, float (&b)[2]) {
-                    b[0] = sK[(nc0 + 8 * j + g) * LDK + k + t4];
-                    b[1] = sK[(nc0 + 8 * j + g) * LDK + k + t4 + 4];
-                });
+        float acc[NJC][4];
+        gram_lower<X3>(acc, sX, LDX, sK, LDK, m0, nc0, D);
 #pragma unroll
         for (int j = 0; j < NJC; ++j)
 #pragma unroll

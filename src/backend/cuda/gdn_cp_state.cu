@@ -10,7 +10,8 @@
 //   Q̃ = q̂ e^γ, K̃ = k̂ e^{γlast-γ} (rebuilt from the raw conv rows and the prep's norms);
 //   V' = U - W S;  O = Q̃ S + P V' -> out (not normalised yet);  S ← e^{γlast} S + K̃ᵀ V'.
 // Shared memory (floats): S [D][BV+8], W [64][D+4], Q̃ [64][D+4], K̃ [64][D+8], P [64][68],
-// U/V' [64][BV+8]: D = 128: 150,528 bytes at BV 32, 175,104 at BV 64 (1 block per SM).
+// U/V' [64][BV+8]: D = 128: 150,528 bytes at BV 32, 175,104 at BV 64 (1 block per SM). The three
+// products are gdn_chunk_math.cuh's, shared with gdn_chunked.cu.
 // gdn_cp_norm_kernel: one warp per (row, value head) of the chunked sequences: out = norm_w ·
 // o / sqrt(mean(o²) + eps) · silu(z), as the serial kernel does in place.
 #include "backend/cuda/gdn_chunk_math.cuh"
@@ -62,7 +63,7 @@ __global__ void __launch_bounds__(kStateThreads, 1) gdn_cp_state_kernel(RecArgs 
     const int kh = h / (Nv / Nk);
     const int64_t C = p.C, ZW = int64_t(Nv) * dv;
 
-    // State slice into shared memory, zero-padded to D × 32.
+    // State slice into shared memory, zero-padded to D × BV.
     const int64_t sbase = (int64_t(sq.state_slot) * Nv + h) * dk * dv;
     for (int idx = tid; idx < D * (kBV / 4); idx += NT) {
         const int r = idx / (kBV / 4), cc = 4 * (idx % (kBV / 4));
@@ -71,8 +72,8 @@ __global__ void __launch_bounds__(kStateThreads, 1) gdn_cp_state_kernel(RecArgs 
         *reinterpret_cast<float4*>(sS + r * LDS + cc) = v;
     }
 
-    // Warp tiling: 64 × 32 products by m-tile mi (16 rows) and half (16 columns);
-    // the D × 32 state update by m-tiles (warp / 2) + 4i and the same half.
+    // Warp tiling: 64 × BV products by m-tile mi (16 rows) and half (BV/2 columns);
+    // the D × BV state update by m-tiles (warp / 2) + 4i and the same half.
     const int mi = warp >> 1, half = warp & 1;
     const int m0 = 16 * mi, nb0 = (kBV / 2) * half;
     constexpr int NJ = kBV / 16;
@@ -120,66 +121,15 @@ __global__ void __launch_bounds__(kStateThreads, 1) gdn_cp_state_kernel(RecArgs 
         __syncthreads();
 
         // ---- V' = U - W S, in place in sV (each thread rewrites only its own fragment).
-        {
-            float acc[NJ][4];
-#pragma unroll
-            for (int j = 0; j < NJ; ++j)
-#pragma unroll
-                for (int e = 0; e < 4; e += 2) {
-                    const int r = m0 + g + 8 * (e >> 1), cc = nb0 + 8 * j + 2 * t4;
-                    const float2 u = *reinterpret_cast<const float2*>(sV + r * LDV + cc);
-                    acc[j][e] = u.x;
-                    acc[j][e + 1] = u.y;
-                }
-            warp_mma<X3, NJ>(
-                acc, 0, D,
-                [&](int k, float (&a)[4]) {
-                    a[0] = -sW[(m0 + g) * LDW + k + t4];
-                    a[1] = -sW[(m0 + g + 8) * LDW + k + t4];
-                    a[2] = -sW[(m0 + g) * LDW + k + t4 + 4];
-                    a[3] = -sW[(m0 + g + 8) * LDW + k + t4 + 4];
-                },
-                [&](int k, int j, float (&b)[2]) {
-                    b[0] = sS[(k + t4) * LDS + nb0 + 8 * j + g];
-                    b[1] = sS[(k + t4 + 4) * LDS + nb0 + 8 * j + g];
-                });
-#pragma unroll
-            for (int j = 0; j < NJ; ++j)
-#pragma unroll
-                for (int e = 0; e < 4; e += 2) {
-                    const int r = m0 + g + 8 * (e >> 1), cc = nb0 + 8 * j + 2 * t4;
-                    *reinterpret_cast<float2*>(sV + r * LDV + cc) = make_float2(acc[j][e], acc[j][e + 1]);
-                }
-        }
+        chunk_v_prime<X3, NJ>(sV, LDV, sW, LDW, sS, LDS, m0, nb0, D);
         __syncthreads();
 
         // ---- O = Q̃ S + P V' -> out (un-normalised).
         {
-            float acc[NJ][4] = {};
-            warp_mma<X3, NJ>(
-                acc, 0, D,
-                [&](int k, float (&a)[4]) {
-                    a[0] = sQ[(m0 + g) * LDQ + k + t4];
-                    a[1] = sQ[(m0 + g + 8) * LDQ + k + t4];
-                    a[2] = sQ[(m0 + g) * LDQ + k + t4 + 4];
-                    a[3] = sQ[(m0 + g + 8) * LDQ + k + t4 + 4];
-                },
-                [&](int k, int j, float (&b)[2]) {
-                    b[0] = sS[(k + t4) * LDS + nb0 + 8 * j + g];
-                    b[1] = sS[(k + t4 + 4) * LDS + nb0 + 8 * j + g];
-                });
-            warp_mma<X3, NJ>(
-                acc, 0, m0 + 16,  // P is lower triangular
-                [&](int k, float (&a)[4]) {
-                    a[0] = sP[(m0 + g) * LDP + k + t4];
-                    a[1] = sP[(m0 + g + 8) * LDP + k + t4];
-                    a[2] = sP[(m0 + g) * LDP + k + t4 + 4];
-                    a[3] = sP[(m0 + g + 8) * LDP + k + t4 + 4];
-                },
-                [&](int k, int j, float (&b)[2]) {
-                    b[0] = sV[(k + t4) * LDV + nb0 + 8 * j + g];
-                    b[1] = sV[(k + t4 + 4) * LDV + nb0 + 8 * j + g];
-                });
+            float acc[NJ][4];
+            chunk_output<X3, NJ>(
+                acc, [&](int k, float (&a)[4]) { frag_a_rows(sQ, LDQ, m0, k, a); }, sS, LDS, sP, LDP, sV, LDV, m0,
+                nb0, D);
 #pragma unroll
             for (int j = 0; j < NJ; ++j)
 #pragma unroll
@@ -198,40 +148,16 @@ __global__ void __launch_bounds__(kStateThreads, 1) gdn_cp_state_kernel(RecArgs 
             for (int i = 0; i < MPW; ++i) {
                 const int ms0 = 16 * (mi + 4 * i);
                 if (ms0 >= D) continue;
-#pragma unroll
-                for (int j = 0; j < NJ; ++j)
-#pragma unroll
-                    for (int e = 0; e < 4; e += 2) {
-                        const int r = ms0 + g + 8 * (e >> 1), cc = nb0 + 8 * j + 2 * t4;
-                        const float2 s2 = *reinterpret_cast<const float2*>(sS + r * LDS + cc);
-                        acc[i][j][e] = el * s2.x;
-                        acc[i][j][e + 1] = el * s2.y;
-                    }
-                warp_mma<X3, NJ>(
-                    acc[i], 0, CT,
-                    [&](int k, float (&a)[4]) {  // A(d, s) = K̃[s][d]
-                        a[0] = sK[(k + t4) * LDK + ms0 + g];
-                        a[1] = sK[(k + t4) * LDK + ms0 + g + 8];
-                        a[2] = sK[(k + t4 + 4) * LDK + ms0 + g];
-                        a[3] = sK[(k + t4 + 4) * LDK + ms0 + g + 8];
-                    },
-                    [&](int k, int j, float (&b)[2]) {
-                        b[0] = sV[(k + t4) * LDV + nb0 + 8 * j + g];
-                        b[1] = sV[(k + t4 + 4) * LDV + nb0 + 8 * j + g];
-                    });
+                chunk_state_update<X3, NJ>(
+                    acc[i], el, [&](int k, float (&a)[4]) { frag_a_cols(sK, LDK, ms0, k, a); },  // A(d, s) = K̃[s][d]
+                    sS, LDS, sV, LDV, ms0, nb0, CT);
             }
             __syncthreads();  // every warp is done reading S, W, Q̃, K̃, P and V' of this chunk
 #pragma unroll
             for (int i = 0; i < MPW; ++i) {
                 const int ms0 = 16 * (mi + 4 * i);
                 if (ms0 >= D) continue;
-#pragma unroll
-                for (int j = 0; j < NJ; ++j)
-#pragma unroll
-                    for (int e = 0; e < 4; e += 2) {
-                        const int r = ms0 + g + 8 * (e >> 1), cc = nb0 + 8 * j + 2 * t4;
-                        *reinterpret_cast<float2*>(sS + r * LDS + cc) = make_float2(acc[i][j][e], acc[i][j][e + 1]);
-                    }
+                store_tiles<NJ>(sS, LDS, ms0, nb0, acc[i]);
             }
         }
         // The next chunk's loads write W, Q̃, K̃, P, V (all read before the barrier above); its

@@ -21,8 +21,9 @@ constexpr int kBK = 64;
 // Workspace layout
 // ---------------------------------------------------------------------------------------------
 
-// Reserved for the prefill path's grouped GEMMs (moe_cutlass_gemm.cu checks that they fit): per
-// group a problem shape, five pointers and three strides; CUTLASS's workspace (tensor maps per SM).
+// Reserved for the prefill path's grouped GEMMs (moe_cutlass_gemm.cu and moe_cutlass_launch.cuh
+// check that they fit): per group a problem shape, five pointers and three strides; CUTLASS's
+// workspace (tensor maps per SM).
 constexpr size_t kGroupedArraysBytesPerGroup = 128;
 constexpr size_t kGroupedGemmWorkspaceBytes = size_t(4) << 20;
 

@@ -9,7 +9,8 @@
 // only on the device (written by moe_grouped_setup_kernel from the sort's expert offsets): the
 // host passes the group count and the arrays, so the launch is CUDA-graph capturable.
 // One of the two translation units that include CUTLASS (with moe_cutlass_gemm_bf16.cu), as system
-// headers (their warnings are not ours); one GEMM type per schedule serves both GEMMs.
+// headers (their warnings are not ours); one GEMM type per schedule serves both GEMMs. The
+// epilogue arguments and the launch sequence both units share: moe_cutlass_launch.cuh.
 #include "backend/cuda/moe_cutlass.h"
 
 #include "backend/cuda/cuda_check.h"
@@ -33,6 +34,8 @@
 #include <cutlass/gemm/group_array_problem_shape.hpp>
 #include <cutlass/gemm/kernel/gemm_universal.hpp>
 #include <cutlass/kernel_hardware_info.h>
+
+#include "backend/cuda/moe_cutlass_launch.cuh"
 
 namespace qs::cuda::moe {
 namespace {
@@ -86,18 +89,10 @@ using StrideA = typename GemmKernel::InternalStrideA;
 using StrideB = typename GemmKernel::InternalStrideB;
 using StrideD = typename GemmKernel::InternalStrideD;
 
-static_assert(sizeof(Shape3) == 3 * sizeof(int), "problem shapes: three ints");
-static_assert(std::is_same_v<StrideA, cute::Stride<int64_t, _1, _0>> && std::is_same_v<StrideB, StrideA> &&
-                  std::is_same_v<StrideD, StrideA>,
-              "one 64-bit leading dimension per stride (moe_cutlass.h)");
+static_assert(fits_group_arrays<GemmKernel>(), "problem shapes: three ints; one 64-bit leading dimension per stride");
 using ArrayLayout = GroupedArrayLayout;
 
 ArrayLayout array_layout(int E) { return grouped_array_layout(E); }
-
-template <class T>
-__host__ __device__ T* at(void* base, size_t off) {
-    return reinterpret_cast<T*>(static_cast<unsigned char*>(base) + off);
-}
 
 template <class S>
 __device__ S row_stride(int64_t ld) {
@@ -152,15 +147,6 @@ __global__ void moe_grouped_setup_kernel(GroupedSetupParams p, ArrayLayout L) {
     sd[g] = row_stride<StrideD>(p.H);
 }
 
-int sm_count() {
-    static const int n = [] {
-        int dev = 0;
-        QS_CUDA_CHECK(cudaGetDevice(&dev));
-        return cutlass::KernelHardwareInfo::query_device_multiprocessor_count(dev);
-    }();
-    return n;
-}
-
 template <class Gemm>
 typename Gemm::Arguments make_args(const GroupedSetupParams& p, int first_group, int groups) {
     const ArrayLayout L = array_layout(p.E);
@@ -175,35 +161,13 @@ typename Gemm::Arguments make_args(const GroupedSetupParams& p, int first_group,
                      nullptr,  // the collective derives each group's scale layout from its shape
                      at<const float*>(p.arrays, L.sfb) + first_group,
                      nullptr};
-    auto& fusion = args.epilogue.thread;
-    fusion.alpha = 1.0f;
-    fusion.beta = 0.0f;
-    fusion.alpha_ptr = nullptr;
-    fusion.beta_ptr = nullptr;
-    fusion.alpha_ptr_array = nullptr;
-    fusion.beta_ptr_array = nullptr;
-    fusion.dAlpha = {_0{}, _0{}, 0};
-    fusion.dBeta = {_0{}, _0{}, 0};
-    args.epilogue.ptr_C = nullptr;
-    args.epilogue.dC = at<StrideD>(p.arrays, L.sd) + first_group;
-    args.epilogue.ptr_D = reinterpret_cast<ElementD**>(at<void*>(p.arrays, L.d) + first_group);
-    args.epilogue.dD = at<StrideD>(p.arrays, L.sd) + first_group;
-    args.hw_info.device_id = 0;
-    args.hw_info.sm_count = sm_count();
+    set_plain_epilogue<Gemm>(args, p.arrays, L, first_group);
     return args;
 }
 
 template <class Gemm>
 void run_one(const GroupedSetupParams& p, int first_group, int groups, void* workspace, cudaStream_t stream) {
-    const typename Gemm::Arguments args = make_args<Gemm>(p, first_group, groups);
-    QS_CHECK_MSG(Gemm::get_workspace_size(args) <= grouped_gemm_workspace_bytes(),
-                 "moe grouped GEMM: CUTLASS workspace larger than reserved");
-    Gemm gemm;
-    QS_CHECK_MSG(gemm.can_implement(args) == cutlass::Status::kSuccess, "moe grouped GEMM: can_implement failed");
-    QS_CHECK_MSG(gemm.initialize(args, workspace, stream) == cutlass::Status::kSuccess,
-                 "moe grouped GEMM: initialize failed");
-    QS_CHECK_MSG(gemm.run(stream) == cutlass::Status::kSuccess, "moe grouped GEMM: launch failed");
-    QS_CUDA_CHECK_LAUNCH();
+    run_grouped_gemm<Gemm>(make_args<Gemm>(p, first_group, groups), workspace, stream, "moe grouped GEMM");
 }
 
 void run(const GroupedSetupParams& p, int first_group, int groups, void* workspace, cudaStream_t stream) {

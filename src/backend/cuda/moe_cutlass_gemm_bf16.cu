@@ -4,16 +4,13 @@
 // CTAs along N, persistent group tile scheduler, bf16 D by a TMA-store epilogue (D = accumulator).
 // It reads the same device-side group arrays as the FP8 GEMM (moe_cutlass_gemm.cu writes them with
 // its setup kernel; the scale pointers are unused here). The second and last CUTLASS translation
-// unit (system-header include, like the first).
+// unit (system-header include, like the first); the epilogue arguments and the launch sequence
+// both share are in moe_cutlass_launch.cuh.
 #include "backend/cuda/moe_cutlass.h"
 
-#include "backend/cuda/cuda_check.h"
-#include "backend/cuda/moe_common.cuh"
 #include "core/check.h"
 
 #if defined(QS_HAVE_CUTLASS)
-
-#include <type_traits>
 
 #include <cutlass/cutlass.h>
 #include <cutlass/numeric_types.h>
@@ -26,6 +23,8 @@
 #include <cutlass/gemm/group_array_problem_shape.hpp>
 #include <cutlass/gemm/kernel/gemm_universal.hpp>
 #include <cutlass/kernel_hardware_info.h>
+
+#include "backend/cuda/moe_cutlass_launch.cuh"
 
 namespace qs::cuda::moe {
 namespace {
@@ -60,25 +59,7 @@ using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
 using Shape3 = ProblemShape::UnderlyingProblemShape;
 using StrideA = typename GemmKernel::InternalStrideA;
 using StrideB = typename GemmKernel::InternalStrideB;
-using StrideD = typename GemmKernel::InternalStrideD;
-static_assert(sizeof(Shape3) == 3 * sizeof(int), "problem shapes: three ints");
-static_assert(std::is_same_v<StrideA, cute::Stride<int64_t, _1, _0>> && std::is_same_v<StrideB, StrideA> &&
-                  std::is_same_v<StrideD, StrideA>,
-              "one 64-bit leading dimension per stride (moe_cutlass.h)");
-
-template <class T>
-T* at(void* base, size_t off) {
-    return reinterpret_cast<T*>(static_cast<unsigned char*>(base) + off);
-}
-
-int sm_count() {
-    static const int n = [] {
-        int dev = 0;
-        QS_CUDA_CHECK(cudaGetDevice(&dev));
-        return cutlass::KernelHardwareInfo::query_device_multiprocessor_count(dev);
-    }();
-    return n;
-}
+static_assert(fits_group_arrays<GemmKernel>(), "problem shapes: three ints; one 64-bit leading dimension per stride");
 
 }  // namespace
 
@@ -94,29 +75,8 @@ void launch_grouped_gemm_bf16(const GroupedSetupParams& p, bool gate_up, void* w
                      at<StrideA>(p.arrays, L.sa) + first,
                      reinterpret_cast<const Element**>(at<const void*>(p.arrays, L.b) + first),
                      at<StrideB>(p.arrays, L.sb) + first};
-    auto& fusion = args.epilogue.thread;
-    fusion.alpha = 1.0f;
-    fusion.beta = 0.0f;
-    fusion.alpha_ptr = nullptr;
-    fusion.beta_ptr = nullptr;
-    fusion.alpha_ptr_array = nullptr;
-    fusion.beta_ptr_array = nullptr;
-    fusion.dAlpha = {_0{}, _0{}, 0};
-    fusion.dBeta = {_0{}, _0{}, 0};
-    args.epilogue.ptr_C = nullptr;
-    args.epilogue.dC = at<StrideD>(p.arrays, L.sd) + first;
-    args.epilogue.ptr_D = reinterpret_cast<Element**>(at<void*>(p.arrays, L.d) + first);
-    args.epilogue.dD = at<StrideD>(p.arrays, L.sd) + first;
-    args.hw_info.device_id = 0;
-    args.hw_info.sm_count = sm_count();
-    QS_CHECK_MSG(Gemm::get_workspace_size(args) <= kGroupedGemmWorkspaceBytes,
-                 "moe grouped GEMM (bf16): CUTLASS workspace larger than reserved");
-    Gemm gemm;
-    QS_CHECK_MSG(gemm.can_implement(args) == cutlass::Status::kSuccess, "moe grouped GEMM (bf16): can_implement failed");
-    QS_CHECK_MSG(gemm.initialize(args, workspace, stream) == cutlass::Status::kSuccess,
-                 "moe grouped GEMM (bf16): initialize failed");
-    QS_CHECK_MSG(gemm.run(stream) == cutlass::Status::kSuccess, "moe grouped GEMM (bf16): launch failed");
-    QS_CUDA_CHECK_LAUNCH();
+    set_plain_epilogue<Gemm>(args, p.arrays, L, first);
+    run_grouped_gemm<Gemm>(args, workspace, stream, "moe grouped GEMM (bf16)");
 }
 
 }  // namespace qs::cuda::moe
