@@ -20,10 +20,16 @@
 #include "io/npy.h"
 #include "model/quantize_checkpoint.h"
 #include "model/single_sequence.h"
+#include "logit_compare.h"
 #include "test_util.h"
 #include "../common/run_binary.h"
 
 using namespace qs;
+using qs::test::argmax_agreement;
+using qs::test::mean_nll;
+using qs::test::rms;
+using qs::test::Outputs;
+using qs::test::run_prompt;
 namespace fs = std::filesystem;
 
 namespace {
@@ -135,47 +141,6 @@ TEST_F(QuantizeLowBit, Nvfp4MatchesCompressedTensorsBitForBit) {
     EXPECT_EQ(w->layers[1].attn.q_proj.format, WeightFormat::kNvfp4);
 }
 
-struct Outputs {
-    std::vector<float> logits, mtp;
-};
-
-Outputs run(const ModelWeights& w, const std::vector<int32_t>& ids) {
-    CpuOps ops;
-    Qwen36Model model(w, ops);
-    SingleSequence seq(model, int64_t(ids.size()));
-    Outputs o;
-    o.logits = seq.feed(ids, true);
-    o.mtp = seq.mtp_over_history(0);
-    return o;
-}
-
-double argmax_agreement(const std::vector<float>& a, const std::vector<float>& b, int64_t vocab) {
-    int64_t rows = int64_t(a.size()) / vocab, same = 0;
-    for (int64_t r = 0; r < rows; ++r) {
-        const float* x = a.data() + r * vocab;
-        const float* y = b.data() + r * vocab;
-        same += std::max_element(x, x + vocab) - x == std::max_element(y, y + vocab) - y;
-    }
-    return double(same) / double(rows);
-}
-
-double mean_nll(const std::vector<float>& logits, const std::vector<int32_t>& ids, int64_t vocab) {
-    double sum = 0;
-    for (size_t t = 0; t + 1 < ids.size(); ++t) {
-        const float* row = logits.data() + int64_t(t) * vocab;
-        const float m = *std::max_element(row, row + vocab);
-        double z = 0;
-        for (int64_t v = 0; v < vocab; ++v) z += std::exp(double(row[v] - m));
-        sum += std::log(z) + m - row[ids[t + 1]];
-    }
-    return sum / double(ids.size() - 1);
-}
-
-double rms(const std::vector<float>& a, const std::vector<float>& b) {
-    double s = 0;
-    for (size_t i = 0; i < a.size(); ++i) s += double(a[i] - b[i]) * double(a[i] - b[i]);
-    return std::sqrt(s / double(a.size()));
-}
 
 struct Bounds {
     float max_diff;
@@ -190,7 +155,7 @@ void expect_close_to_bf16(const std::string& dir, const char* what, const Bounds
     auto ids64 = read_npy_int(kTiny + "/ref_ids.npy");
     ASSERT_TRUE(ids64.is_ok());
     const std::vector<int32_t> ids(ids64->data.begin(), ids64->data.end());
-    const Outputs a = run(*bf16, ids), c = run(*q, ids);
+    const Outputs a = run_prompt(*bf16, ids), c = run_prompt(*q, ids);
     const int64_t V = bf16->config.vocab_size;
     const float max_diff = test::max_abs_diff(a.logits, c.logits);
     const double agree = argmax_agreement(a.logits, c.logits, V), agree_mtp = argmax_agreement(a.mtp, c.mtp, V);

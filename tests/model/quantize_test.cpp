@@ -18,10 +18,16 @@
 #include "io/npy.h"
 #include "model/quantize_checkpoint.h"
 #include "model/single_sequence.h"
+#include "logit_compare.h"
 #include "test_util.h"
 #include "../common/run_binary.h"
 
 using namespace qs;
+using qs::test::argmax_agreement;
+using qs::test::mean_nll;
+using qs::test::rms;
+using qs::test::Outputs;
+using qs::test::run_prompt;
 namespace fs = std::filesystem;
 
 namespace {
@@ -53,49 +59,6 @@ protected:
 
 const std::string kTiny = test::source_path("models/qwen36-tiny");
 
-struct Outputs {
-    std::vector<float> logits, mtp;
-};
-
-Outputs run(const ModelWeights& w, const std::vector<int32_t>& ids) {
-    CpuOps ops;
-    Qwen36Model model(w, ops);
-    SingleSequence seq(model, int64_t(ids.size()));
-    Outputs o;
-    o.logits = seq.feed(ids, true);
-    o.mtp = seq.mtp_over_history(0);
-    return o;
-}
-
-// Fraction of rows whose argmax agrees.
-double argmax_agreement(const std::vector<float>& a, const std::vector<float>& b, int64_t vocab) {
-    int64_t rows = int64_t(a.size()) / vocab, same = 0;
-    for (int64_t r = 0; r < rows; ++r) {
-        const float* x = a.data() + r * vocab;
-        const float* y = b.data() + r * vocab;
-        same += std::max_element(x, x + vocab) - x == std::max_element(y, y + vocab) - y;
-    }
-    return double(same) / double(rows);
-}
-
-// Mean next-token negative log-likelihood of ids[1..] under logits rows [0, T-1).
-double mean_nll(const std::vector<float>& logits, const std::vector<int32_t>& ids, int64_t vocab) {
-    double sum = 0;
-    for (size_t t = 0; t + 1 < ids.size(); ++t) {
-        const float* row = logits.data() + int64_t(t) * vocab;
-        const float m = *std::max_element(row, row + vocab);
-        double z = 0;
-        for (int64_t v = 0; v < vocab; ++v) z += std::exp(double(row[v] - m));
-        sum += std::log(z) + m - row[ids[t + 1]];
-    }
-    return sum / double(ids.size() - 1);
-}
-
-double rms(const std::vector<float>& a, const std::vector<float>& b) {
-    double s = 0;
-    for (size_t i = 0; i < a.size(); ++i) s += double(a[i] - b[i]) * double(a[i] - b[i]);
-    return std::sqrt(s / double(a.size()));
-}
 
 }  // namespace
 
@@ -138,7 +101,7 @@ TEST_F(Quantize, TinyModelRoundTripIsCloseToBf16) {
     auto ids64 = read_npy_int(kTiny + "/ref_ids.npy");
     ASSERT_TRUE(ids64.is_ok());
     const std::vector<int32_t> ids(ids64->data.begin(), ids64->data.end());
-    const Outputs a = run(*bf16, ids), b = run(*fp8, ids);
+    const Outputs a = run_prompt(*bf16, ids), b = run_prompt(*fp8, ids);
     const int64_t V = bf16->config.vocab_size;
     const float max_diff = test::max_abs_diff(a.logits, b.logits);
     const double agree = argmax_agreement(a.logits, b.logits, V);
@@ -173,14 +136,14 @@ TEST_F(Quantize, TinyModelRoundTripIsCloseToBf16) {
     EXPECT_TRUE(fs::exists(sharded + fmt::format("/model-00001-of-{:05d}.safetensors", num_shards)));
     auto fp8_sharded = load_model_dir(sharded);
     ASSERT_TRUE(fp8_sharded.is_ok()) << fp8_sharded.status().message();
-    EXPECT_EQ(run(*fp8_sharded, {5, 6, 7}).logits, run(*fp8, {5, 6, 7}).logits);
+    EXPECT_EQ(run_prompt(*fp8_sharded, {5, 6, 7}).logits, run_prompt(*fp8, {5, 6, 7}).logits);
     const std::string bf16_scales = dir_ + "/fp8_bf16_scales";
     o.scale_dtype = DType::kBF16;
     ASSERT_TRUE(quantize_checkpoint(kTiny, bf16_scales, o).is_ok());
     auto fp8_bs = load_model_dir(bf16_scales);
     ASSERT_TRUE(fp8_bs.is_ok()) << fp8_bs.status().message();
     EXPECT_EQ(fp8_bs->layers[3].attn.o_proj.scale_inv.dtype, DType::kBF16);
-    EXPECT_GE(argmax_agreement(run(*fp8_bs, ids).logits, a.logits, V), 0.8);
+    EXPECT_GE(argmax_agreement(run_prompt(*fp8_bs, ids).logits, a.logits, V), 0.8);
 }
 
 TEST_F(Quantize, ProgressLinesCountTheWholeOutput) {
