@@ -39,7 +39,7 @@ struct EngineProfile {
 // Progress of Engine::capture_graphs, reported after each batch size.
 struct GraphCaptureProgress {
     int64_t done = 0, total = 0;  // batch sizes captured so far, of all
-    int64_t batch_size = 0;       // the one just captured
+    int64_t batch_size = 0;       // sequences of the step that captured it (a full batch pads up)
 };
 
 class Engine final : public EngineApi {
@@ -56,7 +56,8 @@ public:
     int64_t max_model_len() const override { return plan_.max_model_len; }
 
     // Captures the backend's CUDA graphs for every batch size it replays (Ops::graph_batch_sizes,
-    // those up to max_num_seqs), so no request pays a capture: per size, largest first, that many
+    // those a step of at most max_num_seqs sequences can be padded to), so no request pays a
+    // capture: per size, largest first, that many (at most max_num_seqs)
     // one-token internal requests run a few steps (plain decode, or with MTP the verify, commit,
     // catch-up and draft steps), then the counters, the prefix cache and the pages are as before.
     // Before start() only. Returns the number of sizes (0 where the backend has no graphs).

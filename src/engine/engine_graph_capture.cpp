@@ -13,9 +13,14 @@ namespace qs {
 
 int64_t Engine::capture_graphs(const std::function<void(const GraphCaptureProgress&)>& on_progress) {
     QS_CHECK_MSG(!running_.load() && requests_.empty(), "Engine::capture_graphs: before start(), with no requests");
-    std::vector<int64_t> sizes;
-    for (int64_t s : ops_.graph_batch_sizes())
-        if (s <= config_.max_num_seqs && s <= config_.max_num_batched_tokens) sizes.push_back(s);
+    // A step never holds more sequences than `cap`, so the sizes above it are never used, except
+    // the first: a batch of `cap` sequences is padded to it (run then with `cap` requests).
+    const int64_t cap = std::min(config_.max_num_seqs, config_.max_num_batched_tokens);
+    std::vector<int64_t> sizes;  // requests per size
+    for (int64_t s : ops_.graph_batch_sizes()) {
+        sizes.push_back(std::min(s, cap));
+        if (s >= cap) break;
+    }
     if (sizes.empty()) return 0;
     // Largest first: the activation arena grows to its largest decode shape before the smaller
     // shapes' graphs are keyed by its state.

@@ -88,6 +88,18 @@ TEST(EngineGraphCapture, DecodeShapesForEverySizeUpToMaxNumSeqs) {
     for (const auto& [n, stride, short_spans, deferred] : ops.shapes) EXPECT_LE(n, 8);
     expect_clean(engine);
 
+    // max_num_seqs between two sizes: a full batch of 6 pads to 8, so 8 is captured with 6.
+    GraphSizesOps ops6({1, 2, 3, 4, 8, 12});
+    EngineConfig cfg6 = capture_config(0);
+    cfg6.max_num_seqs = 6;
+    auto six = Engine::create(w, ops6, cfg6, nullptr);
+    ASSERT_TRUE(six.is_ok()) << six.status().message();
+    std::vector<int64_t> sizes6;
+    EXPECT_EQ((*six)->capture_graphs([&sizes6](const GraphCaptureProgress& p) { sizes6.push_back(p.batch_size); }), 5);
+    EXPECT_EQ(sizes6, (std::vector<int64_t>{6, 4, 3, 2, 1}));
+    EXPECT_TRUE(ops6.shapes.count({6, 1, false, false}));
+    expect_clean(**six);
+
     const std::vector<GenerationRequest> reqs = some_requests(int(w.config.vocab_size));
     const auto expect = run_requests(w, 0, reqs);
     ASSERT_EQ(expect.size(), reqs.size());
