@@ -46,6 +46,10 @@ struct HttpServer::Impl {
     ServerMetrics* metrics = nullptr;
     asio::io_context ioc;
     tcp::acceptor acceptor{ioc};
+    // Every acceptor operation after start (the accept loop's handlers, its retry timer, the
+    // close of stop_accepting) runs on this strand: the I/O threads must not touch the acceptor
+    // at the same time (TSan caught a close racing a re-armed accept).
+    asio::strand<asio::io_context::executor_type> accept_strand{asio::make_strand(ioc)};
     std::vector<std::thread> threads;
     std::atomic<bool> stopped{false};
     mutable std::mutex sessions_mu;
@@ -454,13 +458,13 @@ void Session::close() {
 }
 
 void HttpServer::Impl::accept() {
-    acceptor.async_accept(asio::make_strand(ioc), [this](error_code ec, tcp::socket socket) {
+    acceptor.async_accept(asio::make_strand(ioc), asio::bind_executor(accept_strand, [this](error_code ec, tcp::socket socket) {
         if (ec == asio::error::operation_aborted || !acceptor.is_open()) return;
         if (ec) {
             // EMFILE and friends: back off briefly instead of spinning.
             log_warn("accept failed: {}", ec.message());
             auto timer = std::make_shared<asio::steady_timer>(ioc, std::chrono::milliseconds(50));
-            timer->async_wait([this, timer](error_code) { accept(); });
+            timer->async_wait(asio::bind_executor(accept_strand, [this, timer](error_code) { accept(); }));
             return;
         }
         error_code ignored;
@@ -473,7 +477,7 @@ void HttpServer::Impl::accept() {
         }
         session->start();
         accept();
-    });
+    }));
 }
 
 void HttpServer::Impl::for_each_session(const std::function<void(const std::shared_ptr<Session>&)>& fn) {
@@ -529,7 +533,7 @@ int HttpServer::port() const {
 
 void HttpServer::stop_accepting() {
     impl_->stopped = true;
-    asio::post(impl_->ioc, [impl = impl_.get()] {
+    asio::post(impl_->accept_strand, [impl = impl_.get()] {
         error_code ignored;
         impl->acceptor.close(ignored);
     });
