@@ -6,7 +6,8 @@
 //   measured    two passes of `requests` at each client count, every request completed (and,
 //               with screen_measured, the output screen passes on each)
 //   endurance   (endurance_requests > 0) one long pass at the highest client count: every
-//               request completed and the output screen passes (bench/output_screen.h)
+//               request completed and the output screen passes (bench/output_screen.h; with
+//               dummy weights only its stream-contract verdicts gate: serves_dummy_weights)
 //   stop        SIGTERM; the server exits within stop_timeout_s (else it is SIGKILLed)
 // The first failing gate ends the point (the server is still stopped); its measured numbers are
 // then not results: the ledger gets one "failed" line with the reason. A passing point gets one
@@ -27,6 +28,11 @@
 namespace qs::bench {
 
 inline constexpr int kMeasuredReplicates = 2;
+
+// Whether serve arguments load dummy weights (`--load-format dummy` or `--load-format=dummy`):
+// their replies are random text, so the output screen's content verdicts (blank, loop) are
+// reported but do not gate; the stream contract (malformed) still does.
+bool serves_dummy_weights(const std::vector<std::string>& serve_args);
 
 struct SweepOptions {
     std::string binary;                   // the qwenserve executable (our own /proc/self/exe)

@@ -123,6 +123,7 @@ TEST(BenchOutputScreen, PassReportCountsAndExamples) {
     for (int i = 0; i < 5; ++i) rs.push_back(streamed({}));  // 6..10 blank
     ScreenReport rep = screen_records(rs);
     EXPECT_FALSE(rep.passed());
+    EXPECT_FALSE(rep.passed(/*judge_content=*/false));  // the malformed one still fails it
     EXPECT_EQ(rep.num_requests, 11);
     EXPECT_EQ(rep.num_ok, 2);
     EXPECT_EQ(rep.num_blank, 6);
@@ -159,6 +160,14 @@ TEST(BenchOutputScreen, TextTailIsBoundedAndKeepsUtf8) {
     s.feed(chunk("hello"), 0.1);
     EXPECT_TRUE(plain.text_tail.empty());
     EXPECT_EQ(plain.text_bytes, 0);
+}
+
+TEST(BenchOutputScreen, ContentVerdictsGateOnlyWhenJudged) {
+    ScreenReport rep = screen_records({streamed({"fine"}), streamed({}), streamed({repeat("-", 70)})});
+    EXPECT_EQ(rep.num_blank, 1);
+    EXPECT_EQ(rep.num_loop, 1);
+    EXPECT_FALSE(rep.passed());
+    EXPECT_TRUE(rep.passed(/*judge_content=*/false));
 }
 
 TEST(BenchOutputScreen, EscapedTail) {

@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../common/run_binary.h"
+#include "bench/sweep.h"
 
 namespace {
 
@@ -182,6 +183,37 @@ TEST_F(SweepCli, EnduranceScreenFailsALoopingServer) {
         << reason;
     EXPECT_NE(r.output.find("loop: 'ab ' (3 chars) x 26 at the end"), std::string::npos)
         << r.output;
+}
+
+TEST_F(SweepCli, WithDummyWeightsTheScreenJudgesStreamsNotText) {
+    // The same looping replies from a server told to load dummy weights: random text can end in
+    // a run of one token, so the loop verdicts are reported in the gate but do not fail it.
+    auto r = qs::test::run_binary(sweep_args(fixture(4, "[[repeat]]", 80), "--grid max_num_seqs=4",
+                                             "--endurance-requests 4") +
+                                  " --load-format dummy");
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    auto l = ledger();
+    ASSERT_FALSE(l.empty()) << r.output;
+    bool saw_endurance = false;
+    for (const auto& g : l[0]["gates"]) {
+        if (g["name"] != "endurance") continue;
+        saw_endurance = true;
+        EXPECT_TRUE(g["passed"].get<bool>());
+        const std::string detail = g["detail"];
+        EXPECT_NE(detail.find("content not judged: dummy weights"), std::string::npos) << detail;
+        EXPECT_NE(detail.find("0 blank, 4 loop, 0 malformed of 4"), std::string::npos) << detail;
+    }
+    EXPECT_TRUE(saw_endurance) << r.output;
+}
+
+TEST(SweepDummyWeights, RecognisesBothSpellings) {
+    using qs::bench::serves_dummy_weights;
+    EXPECT_TRUE(serves_dummy_weights({"--fake-engine", "--load-format", "dummy"}));
+    EXPECT_TRUE(serves_dummy_weights({"--load-format=dummy", "--port", "1"}));
+    EXPECT_FALSE(serves_dummy_weights({"--load-format", "safetensors"}));
+    EXPECT_FALSE(serves_dummy_weights({"--load-format"}));
+    EXPECT_FALSE(serves_dummy_weights({"dummy", "--load-format"}));
+    EXPECT_FALSE(serves_dummy_weights({}));
 }
 
 // Starts the sweep in the background with its output in a file; returns its pid.
