@@ -3,8 +3,9 @@
 # starts `serve --device cuda` on the full-size model with dummy weights, FP8 lean (fp8 block
 # weights, bf16 GDN state, fp8 K/V), and takes it through the sweep's gates (docs/BENCH.md):
 # start, functional, warm-up, two measured passes, then one endurance pass of N requests
-# (default 16,384) whose every reply must complete and pass the output screen (blank, loop,
-# malformed), and a clean stop. The requests sample at temperature 1 (OpenAI's default): dummy
+# (default 16,384) whose every reply must complete and pass the output screen, and a clean stop.
+# With dummy weights the screen gates on the stream contract (malformed) and reports blank and
+# loop verdicts without failing on them: random text can end in a run of one token (BENCH.md). The requests sample at temperature 1 (OpenAI's default): dummy
 # weights make meaningless text, and greedy decoding of such weights can repeat itself, which
 # the screen would rightly call a loop; sampled text exercises the same server without that.
 # Prompts are uniform in 64-512 tokens and replies 64 tokens (ignore_eos), so 16,384 requests fit
@@ -41,4 +42,5 @@ t0=$(date +%s)
 rc=$?
 echo "campaign sweep exit $rc after $(( $(date +%s) - t0 )) s" | tee -a "$OUT/endurance_summary.txt"
 tail -c 20000 "$fx"/logs/*.server.log > "$OUT/endurance_server_tail.log" 2>/dev/null
+grep -h -E "arena|cache budget|warm-up" "$fx"/logs/*.server.log > "$OUT/endurance_memory.log" 2>/dev/null
 exit $rc
