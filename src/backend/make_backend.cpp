@@ -57,7 +57,6 @@ Result<int64_t> gpu_cache_budget_mb(Ops& ops, const ModelConfig& config, bool wi
     }
     const size_t free_before = free_b;
     warm_up(max_batched_tokens);
-    if (!cuda_ops->consolidate_arena()) log_warn("cuda: the activation arena stays in chunks (a graph was captured)");
     QS_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
     if (max_batched_tokens > 512)  // the prediction's check: what the warm-up really took
         log_info("cuda: warm-up of {} tokens took the arena to {:.2f} GiB; {:.2f} GiB more device memory held "

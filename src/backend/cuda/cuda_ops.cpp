@@ -58,15 +58,6 @@ float* CudaOps::alloc(int64_t n) {
     return p;
 }
 
-bool CudaOps::consolidate_arena() {
-    if (graphs_.captures() > 0) return false;
-    QS_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    marks_.clear();
-    arena_.reset();
-    arena_.consolidate();
-    return true;
-}
-
 void CudaOps::free_all() {
     // Work already enqueued may still read arena memory; the next forward's kernels are ordered
     // after it on the same stream, so reuse is safe without a sync.

@@ -96,9 +96,6 @@ public:
     Gemm& gemm() { return *gemm_; }
     size_t arena_high_water() const { return arena_.high_water(); }
     size_t arena_reserved() const { return arena_.reserved(); }
-    // After the warm-up: the arena as one chunk of its high water (DeviceArena::consolidate).
-    // False (and nothing changed) once a graph has been captured: graphs keep arena pointers.
-    bool consolidate_arena();
     std::string device_name() const { return device_name_; }
     const ForwardGraphs& graphs() const { return graphs_; }
     // With CudaOptions::profile_ops: GPU ms and calls per op name since the last call (syncs).

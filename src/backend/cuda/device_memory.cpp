@@ -93,18 +93,6 @@ void DeviceArena::restore(const State& s) {
     high_water_ = std::max(high_water_, in_use_);
 }
 
-void DeviceArena::consolidate() {
-    QS_CHECK_MSG(in_use_ == 0, "DeviceArena::consolidate: blocks are still in use");
-    if (chunks_.size() <= 1) return;
-    // An eighth on top: a serving step adds blocks the warm-up has not (more sequences' tables,
-    // deferred GDN inputs), and a block that overflows the chunk gets a chunk of its own size.
-    const size_t want = std::max(high_water_ + high_water_ / 8, chunk_bytes_);
-    const size_t bytes = (want + chunk_bytes_ - 1) / chunk_bytes_ * chunk_bytes_;
-    chunks_.clear();  // frees every chunk before the larger one is taken
-    chunks_.push_back(Chunk{DeviceBuffer(bytes), 0});
-    current_ = 0;
-}
-
 size_t DeviceArena::reserved() const {
     size_t n = 0;
     for (const Chunk& c : chunks_) n += c.buffer.bytes();

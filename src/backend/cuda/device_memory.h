@@ -53,14 +53,6 @@ public:
     void restore(const State& s);
     size_t high_water() const { return high_water_; }
     size_t reserved() const;   // bytes held from the device
-    // With nothing in use: gives every chunk back and takes one chunk of the high-water mark
-    // plus an eighth (rounded up to the chunk size). Why: blocks larger than the chunk size get chunks of their
-    // exact size, and the stack only moves forward, so a step whose blocks are each no larger
-    // than the warm-up's can still miss every chunk once its sizes shift which block lands where
-    // (the arena grew by 2.2 GB twice while serving after a 16k-token warm-up; docs/PERF.md).
-    // One chunk of the high water fits every step whose peak is no higher. Only while no
-    // captured graph holds pointers into the arena (after the warm-up, before any capture).
-    void consolidate();
 
 private:
     struct Chunk {
