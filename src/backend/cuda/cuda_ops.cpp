@@ -53,6 +53,7 @@ CudaOps::~CudaOps() {
 }
 
 float* CudaOps::alloc(int64_t n) {
+    arena_.set_label("a model buffer");
     auto* p = static_cast<float*>(arena_.allocate(size_t(n) * sizeof(float)));
     if (options_.poison) launch_fill_nan(p, n, stream_);
     return p;
@@ -194,6 +195,7 @@ void CudaOps::plan_stash(const ForwardBatch& batch, int64_t rows, bool whole_bat
 }
 
 int64_t CudaOps::begin_forward(const ForwardBatch& batch, const int32_t* positions, const Replay& replay) {
+    arena_.set_label("the batch upload");
     const int64_t T = batch.num_tokens(), S = int64_t(batch.seqs.size());
     const CudaCacheStorage* storage = cuda_storage(replay.cache);
     // A batch that runs as a graph gets dummy sequences of `stride` rows each up to the padded
@@ -286,7 +288,7 @@ void CudaOps::check_batch(const ForwardBatch& batch) const {
 }
 
 void CudaOps::embed(const WeightBuffer& table, const int32_t* ids, int64_t T, float* x) {
-    const auto prof = profiler_.scope("embed", stream_);
+    const auto prof = op_scope("embed");
     const DeviceTable& t = weights_.table(table);
     // The model embeds the batch's own token ids (forward and MTP): use the uploaded copy.
     const int32_t* d_ids = (batch_host_ && ids == batch_host_->token_ids.data()) ? batch_.token_ids : upload_ints(ids, T);
@@ -294,17 +296,17 @@ void CudaOps::embed(const WeightBuffer& table, const int32_t* ids, int64_t T, fl
 }
 
 void CudaOps::rms_norm_zc(const float* x, const float* w, int64_t T, int64_t n, double eps, float* y) {
-    const auto prof = profiler_.scope("rms_norm", stream_);
+    const auto prof = op_scope("rms_norm");
     launch_rms_norm_zc(x, weights_.vec(w), T, n, float(eps), y, stream_);
 }
 
 void CudaOps::linear(const float* x, int64_t T, const LinearWeight& w, float* y) {
-    const auto prof = profiler_.scope(w.weight.data == lm_head_ ? "lm_head" : "linear", stream_);
+    const auto prof = op_scope(w.weight.data == lm_head_ ? "lm_head" : "linear");
     gemm_->linear(weights_.linear(w), x, T, y, arena_, stream_);
 }
 
 void CudaOps::argmax_rows(const float* x, int64_t R, int64_t n, int32_t* out) {
-    const auto prof = profiler_.scope("argmax", stream_);
+    const auto prof = op_scope("argmax");
     auto* d = static_cast<int32_t*>(arena_.allocate(size_t(std::max<int64_t>(R, 1)) * sizeof(int32_t)));
     launch_argmax_rows(x, R, n, d, stream_);
     QS_CUDA_CHECK(cudaMemcpyAsync(out, d, size_t(R) * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_));
@@ -312,7 +314,7 @@ void CudaOps::argmax_rows(const float* x, int64_t R, int64_t n, int32_t* out) {
 }
 
 void CudaOps::add(float* x, const float* y, int64_t n) {
-    const auto prof = profiler_.scope("add", stream_);
+    const auto prof = op_scope("add");
     launch_add(x, y, n, stream_);
 }
 
@@ -321,19 +323,19 @@ void CudaOps::fill_zero(float* x, int64_t n) {
 }
 
 void CudaOps::gather_rows(const float* src, const int32_t* rows, int64_t R, int64_t n, float* out) {
-    const auto prof = profiler_.scope("gather/concat", stream_);
+    const auto prof = op_scope("gather/concat");
     launch_gather_rows(src, upload_ints(rows, R), R, n, out, stream_);
 }
 
 void CudaOps::concat_columns(const float* a, const float* b, int64_t T, int64_t n, float* out) {
-    const auto prof = profiler_.scope("gather/concat", stream_);
+    const auto prof = op_scope("gather/concat");
     launch_concat_columns(a, b, T, n, out, stream_);
 }
 
 void CudaOps::gated_attention(const float* qg, float* k, const float* v, const std::vector<float>& q_norm,
                               const std::vector<float>& k_norm, const AttentionDims& d, const ForwardBatch& batch,
                               const int32_t* positions, ModelCache& cache, int64_t kv_layer, float* out) {
-    const auto prof = profiler_.scope("attention", stream_);
+    const auto prof = op_scope("attention");
     check_batch(batch);
     // The kernels rotate by the 1-D positions; the engine refuses image requests here
     // (supports_mrope() is false), so a batch with M-RoPE rows is a broken invariant.
@@ -366,7 +368,7 @@ void CudaOps::gated_attention(const float* qg, float* k, const float* v, const s
 void CudaOps::gated_delta_net(const float* qkv, const float* z, const float* b, const float* a, const GdnWeights& w,
                               const GdnDims& d, const ForwardBatch& batch, ModelCache& cache, int64_t gdn_layer,
                               float* out) {
-    const auto prof = profiler_.scope("gated_delta_net", stream_);
+    const auto prof = op_scope("gated_delta_net");
     check_batch(batch);
     CudaCacheStorage& st = checked_cuda_storage(cache);
     GatedDeltaNetParams p{};
@@ -456,7 +458,7 @@ void CudaOps::gdn_commit(const GdnWeights& w, const GdnDims& d, const ForwardBat
 }
 
 void CudaOps::moe(const float* x, int64_t T, const MoeWeights& w, int64_t top_k, bool norm_topk_prob, float* y) {
-    const auto prof = profiler_.scope("moe", stream_);
+    const auto prof = op_scope("moe");
     const DeviceExperts& e = weights_.experts(w);
     float* router_logits = alloc(T * e.E);  // [T, E]
     float* shared_gate = alloc(T);           // [T]

@@ -102,6 +102,11 @@ public:
     std::map<std::string, OpProfiler::Total> take_op_profile() { return profiler_.take(stream_); }
 
 private:
+    // The op's profiler scope; labels the arena's blocks with the op's name.
+    OpProfiler::Scope op_scope(const char* name) {
+        arena_.set_label(name);
+        return profiler_.scope(name, stream_);
+    }
     // Uploads n int32 host values into the arena (ordered on the stream).
     int32_t* upload_ints(const int32_t* host, int64_t n);
     void check_batch(const ForwardBatch& batch) const;

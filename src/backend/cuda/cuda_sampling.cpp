@@ -33,7 +33,7 @@ void CudaOps::store_token_ids(const ForwardBatch& batch, const int32_t* position
 }
 
 void CudaOps::sample(float* logits, int64_t V, const SamplingBatch& batch, ModelCache& cache, SampleOutput& out) {
-    const auto prof = profiler_.scope("sample", stream_);
+    const auto prof = op_scope("sample");
     const int32_t R = int32_t(batch.rows.size());
     out.resize(size_t(R));
     if (R == 0) return;

@@ -51,9 +51,14 @@ void* DeviceArena::allocate(size_t bytes) {
             return p;
         }
     }
+    const size_t chunk = bytes > chunk_bytes_ ? (bytes + bytes / 4 + 255) / 256 * 256 : chunk_bytes_;
     // A chunk larger than the default is worth a line: the arena keeps it for good.
-    if (bytes > chunk_bytes_) log_info("cuda: activation arena grows by {:.0f} MB", double(bytes) / 1048576.0);
-    Chunk c{DeviceBuffer(std::max(chunk_bytes_, bytes)), bytes};
+    if (bytes > chunk_bytes_)
+        log_info("cuda: activation arena grows by {:.0f} MB for a {:.0f} MB block ({}; {:.0f} MB in use, {:.0f} MB "
+                 "reserved, high water {:.0f} MB)",
+                 double(chunk) / 1048576.0, double(bytes) / 1048576.0, label_[0] ? label_ : "unlabelled",
+                 double(in_use_) / 1048576.0, double(reserved()) / 1048576.0, double(high_water_) / 1048576.0);
+    Chunk c{DeviceBuffer(chunk), bytes};
     void* p = c.buffer.get();
     chunks_.push_back(std::move(c));
     current_ = chunks_.size() - 1;

@@ -35,6 +35,10 @@ class DeviceArena {
 public:
     explicit DeviceArena(size_t chunk_bytes = size_t(256) << 20) : chunk_bytes_(chunk_bytes) {}
     // 256-byte aligned block of `bytes`; contents undefined. Blocks are handed out as a stack.
+    // A block no chunk from the current one on can hold gets a new chunk of the chunk size, or
+    // of the block plus a quarter when larger: the stack only moves forward, so a chunk of the
+    // block's exact size would be missed by the next step's slightly larger block (a serving
+    // step's blocks vary with its token count) and every new maximum would take another chunk.
     void* allocate(size_t bytes);
     void reset();              // every block handed out since the last reset becomes free
     // The current top of the stack, and a release of every block handed out after it.
@@ -53,6 +57,8 @@ public:
     void restore(const State& s);
     size_t high_water() const { return high_water_; }
     size_t reserved() const;   // bytes held from the device
+    // What is allocating (an op's name), for the line a growth past the chunk size logs.
+    void set_label(const char* label) { label_ = label; }
 
 private:
     struct Chunk {
@@ -63,6 +69,7 @@ private:
     std::vector<Chunk> chunks_;
     size_t current_ = 0;  // chunk the next block comes from; chunks after it are empty
     size_t in_use_ = 0, high_water_ = 0;
+    const char* label_ = "";
 };
 
 }  // namespace qs::cuda
