@@ -10,7 +10,9 @@
 // serial one. Prints rows × best-of-reps milliseconds. A benchmark, never a test.
 // Usage: build/bench/grammar_mask_bench [--tokenizer DIR] [--threads T] [--reps 10] [--walk 24]
 //            [--regex R]   (a regex grammar instead of the JSON schema, e.g. "[a-z ]+")
+//            [--ebnf G]    (an xgrammar EBNF grammar instead, e.g. 'root ::= [a-z ]+')
 //            [--rows 1,8,32,128,512]
+// "gain" is (a) over (c).
 #include <algorithm>
 #include <bit>
 #include <functional>
@@ -55,7 +57,7 @@ double best_ms(int reps, const std::function<void()>& fn) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    auto args = Args::parse(argc, argv, {}, {"tokenizer", "threads", "reps", "walk", "regex", "ebnf"});
+    auto args = Args::parse(argc, argv, {}, {"tokenizer", "threads", "reps", "walk", "regex", "ebnf", "rows"});
     if (!args.is_ok()) {
         std::fprintf(stderr, "%s\n", args.status().message().c_str());
         return 2;
@@ -108,11 +110,14 @@ int main(int argc, char** argv) {
             row_counts.push_back(n);
         }
     }
+    const std::string label = args->has("ebnf")    ? "EBNF " + spec.text
+                              : args->has("regex") ? "regex " + spec.text
+                                                   : std::string("JSON schema");
     const int64_t W = bitmask_words(V);
     const int threads = int(*threads_arg), reps = int(*reps_arg);
     std::printf("grammar_mask_bench: tokenizer %s (%d ids), %s compiled in %.1f ms, %d threads "
                 "(hardware %u), walk %lld tokens, best of %d\n",
-                path.c_str(), V, args->has("regex") ? ("regex " + spec.text).c_str() : "JSON schema", compile_ms, threads, std::thread::hardware_concurrency(),
+                path.c_str(), V, label.c_str(), compile_ms, threads, std::thread::hardware_concurrency(),
                 (long long)*walk_arg, reps);
     std::printf("| rows | xgrammar route serial ms | serial ms | %d threads ms | gain | serial us/row |\n"
                 "|---|---|---|---|---|---|\n",
