@@ -491,7 +491,8 @@ const std::vector<std::string>& regexes_to_compare() {
         "[a-z ]+", R"(\d+(\.\d+)?)", "(ab|cd)+e*", "[a-c]+x", R"(\w+@\w+\.com)", "(?:foo|bar){2,4}",
         "[A-Z][a-z]*( [A-Z][a-z]*)*", "a|b|", R"([\d\-]+)", "^[a-z]+$", "x{3}", "(a(b(c)?)?)+",
         R"(\(\)\[\]\{\}\.\*\+\?\|\^\$\/)", "[-a]+", "[a-z]{2,}[0-9]{0,3}", R"(\{"k": \d+\})", "[ -~]+",
-        "(a|ab)(c|bcd)(d*)", "[0-9]{1,300}", "[.]+[a^]",
+        "(a|ab)(c|bcd)(d*)", "[0-9]{1,300}", "[.]+[a^]", "a{,3}b", "a{2}", "a{2,}b", "x{0}y", "a{1,1}b", "a{", "a{x}",
+        "{", "}", "a}", "[[]+", R"([\]]+)", "()a", "(|a)b", "a||b", "a**", "+a", "?", "[a-]", "[z-a]", R"([\w-]+)",
         // Outside the subset (they may match non-ASCII text, or the two readers differ): the
         // converter's grammar, as before.
         ".*", "[^x]*y", R"(\W\D+)", ".{0,5}z", "[^a-c]+x", R"(\s+)", "(?i)abc", "caf\xc3\xa9+", "(?<name>ab)+",
