@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <cctype>
 #include <mutex>
 #include <unordered_map>
 
@@ -66,7 +67,65 @@ std::string ebnf_literal(const std::string& s) {
 // Lark grammars define rules with "name:"; xgrammar's EBNF with "name ::=".
 bool looks_like_lark(const std::string& g) { return g.find("::=") == std::string::npos; }
 
-xgrammar::CompiledGrammar compile_spec(xgrammar::GrammarCompiler& c, const GrammarSpec& s) {
+// A regex inside the subset where xgrammar's two regex front ends give the same language: it
+// matches ASCII text only, written in printable ASCII. Escapes only of punctuation (\. \( \\ ...)
+// and \d \w; groups plain or (?:...). Left out: whatever can match a non-ASCII character
+// (`.`, [^...], \D, \W, \S: the automaton's UTF-8 byte ranges accept overlong encodings such as
+// E0 80..9F, the converter's do not; tests/unit/grammar_test.cpp sees the difference), \s (the
+// converter's includes U+00A0), \x \u \c \n ... (different escape readers), (?i) and other
+// modifiers, non-ASCII bytes.
+bool regex_in_automaton_subset(const std::string& r) {
+    bool in_class = false;
+    for (size_t i = 0; i < r.size(); ++i) {
+        const unsigned char c = static_cast<unsigned char>(r[i]);
+        if (c < 0x20 || c > 0x7e) return false;
+        if (c == '\\') {
+            if (++i >= r.size()) return false;
+            const unsigned char e = static_cast<unsigned char>(r[i]);
+            if (e < 0x20 || e > 0x7e || (std::isalnum(e) && e != 'd' && e != 'w')) return false;
+        } else if (in_class) {
+            in_class = c != ']';
+        } else if (c == '[') {
+            if (i + 1 < r.size() && r[i + 1] == '^') return false;
+            in_class = true;
+        } else if (c == '.') {
+            return false;
+        } else if (c == '(' && i + 1 < r.size() && r[i + 1] == '?') {
+            if (i + 2 >= r.size() || r[i + 2] != ':') return false;
+        }
+    }
+    return true;
+}
+
+// A regex. xgrammar's CompileRegex goes through its regex → EBNF converter, which turns every
+// `+` (and every `*` of anything but a character class) into a right-recursive rule
+// (`[a-z ]+` → `r ::= [a-z ] r | [a-z ]`). A state inside such a rule is not the root rule's,
+// so its precomputed mask leaves "uncertain" every token that could leave the rule (for
+// `[a-z ]+`: every token that starts with a letter or space, most of the vocabulary), and
+// each mask re-checks them with the Earley parser through a completion chain as long as the
+// output so far: milliseconds per row, growing with the reply. The same regex as one
+// Regex("...") expression (what xgrammar's JSON-schema converter emits for "pattern") is one
+// automaton in the root rule, whose masks are fully precomputed: microseconds. Same language,
+// hence the same masks (tests/unit/grammar_test.cpp and grammar_mask_bench compare them with
+// the converter's); used only inside regex_in_automaton_subset, and when the automaton
+// builder refuses the pattern, the converter's grammar is used as before. The converter still
+// reads the regex first, so a regex it refuses or warns about is refused as before.
+xgrammar::CompiledGrammar compile_regex(xgrammar::GrammarCompiler& c, const std::string& regex, bool reference,
+                                        XgrammarWarningCapture& capture) {
+    if (reference) return c.CompileRegex(regex);
+    (void)xgrammar::Grammar::FromRegex(regex);  // throws, or warns, as CompileRegex would
+    if (!capture.warnings().empty() || !regex_in_automaton_subset(regex)) return c.CompileRegex(regex);
+    try {
+        xgrammar::CompiledGrammar g = c.CompileGrammar("root ::= Regex(" + ebnf_literal(regex) + ")", "root");
+        if (capture.warnings().empty()) return g;
+    } catch (const std::exception&) {
+    }
+    capture.drop_after(0);
+    return c.CompileRegex(regex);
+}
+
+xgrammar::CompiledGrammar compile_spec(xgrammar::GrammarCompiler& c, const GrammarSpec& s, bool reference,
+                                       XgrammarWarningCapture& capture) {
     using K = GrammarSpec::Kind;
     const std::optional<int> ws = kMaxJsonWhitespace;
     const std::optional<std::pair<std::string, std::string>> compact =
@@ -78,7 +137,7 @@ xgrammar::CompiledGrammar compile_spec(xgrammar::GrammarCompiler& c, const Gramm
             // Any object: strict mode would close it to additional properties.
             return c.CompileJSONSchema(R"({"type": "object"})", s.any_whitespace, std::nullopt, compact,
                                        /*strict_mode=*/false, ws);
-        case K::kRegex: return c.CompileRegex(s.text);
+        case K::kRegex: return compile_regex(c, s.text, reference, capture);
         case K::kChoice: {
             std::string g = "root ::= ";
             for (size_t i = 0; i < s.choices.size(); ++i) g += (i ? " | " : "") + ebnf_literal(s.choices[i]);
@@ -112,6 +171,15 @@ constexpr size_t kMaxRefusedKept = 4096;
 }  // namespace
 
 Result<std::shared_ptr<const CompiledGrammar>> GrammarCompiler::compile(const GrammarSpec& spec) const {
+    return compile_as(spec, /*reference=*/false);
+}
+
+Result<std::shared_ptr<const CompiledGrammar>> GrammarCompiler::compile_reference(const GrammarSpec& spec) const {
+    return compile_as(spec, /*reference=*/true);
+}
+
+Result<std::shared_ptr<const CompiledGrammar>> GrammarCompiler::compile_as(const GrammarSpec& spec,
+                                                                           bool reference) const {
     using K = GrammarSpec::Kind;
     if (spec.kind == K::kChoice && spec.choices.empty()) return invalid_argument("the choice list is empty");
     if (spec.kind == K::kJsonSchema) {
@@ -125,7 +193,7 @@ Result<std::shared_ptr<const CompiledGrammar>> GrammarCompiler::compile(const Gr
     if (auto it = impl_->refused.find(key); it != impl_->refused.end()) return invalid_argument(it->second);
     XgrammarWarningCapture capture;
     try {
-        xgrammar::CompiledGrammar compiled = compile_spec(impl_->compiler, spec);
+        xgrammar::CompiledGrammar compiled = compile_spec(impl_->compiler, spec, reference, capture);
         if (!capture.warnings().empty()) {
             std::string m = fmt::format("the {} uses a feature that is not supported: {}", grammar_kind_name(spec.kind),
                                         clean(capture.warnings().front()));

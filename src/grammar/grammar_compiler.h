@@ -39,9 +39,15 @@ public:
     ~GrammarCompiler();
 
     Result<std::shared_ptr<const CompiledGrammar>> compile(const GrammarSpec& spec) const;
+    // The spec through xgrammar's own entry point, without compile()'s faster equivalent form
+    // (a regex through xgrammar's regex → EBNF converter; see grammar_compiler.cpp): the
+    // reference that tests and bench/grammar_mask_bench compare compile()'s masks with. Same
+    // errors as compile().
+    Result<std::shared_ptr<const CompiledGrammar>> compile_reference(const GrammarSpec& spec) const;
     const GrammarVocab& vocab() const { return vocab_; }
 
 private:
+    Result<std::shared_ptr<const CompiledGrammar>> compile_as(const GrammarSpec& spec, bool reference) const;
     struct Impl;
     GrammarVocab vocab_;
     std::unique_ptr<Impl> impl_;

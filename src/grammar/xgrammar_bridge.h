@@ -25,6 +25,10 @@ public:
     XgrammarWarningCapture();
     ~XgrammarWarningCapture();
     const std::vector<std::string>& warnings() const { return warnings_; }
+    // Forgets the warnings after the first n (those of an attempt that was given up).
+    void drop_after(size_t n) {
+        if (warnings_.size() > n) warnings_.resize(n);
+    }
 
 private:
     std::vector<std::string> warnings_;

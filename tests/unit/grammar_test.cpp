@@ -9,6 +9,7 @@
 #include <chrono>
 #include <thread>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <regex>
@@ -426,6 +427,90 @@ TEST(Grammar, BitmaskFillerEqualsSerialFill) {
         EXPECT_EQ(pooled, serial) << threads << " threads";
         for (size_t i = 0; i < jobs.size(); ++i) EXPECT_EQ(jobs[i].num_allowed, serial_counts[i]) << threads;
     }
+}
+
+// compile() gives a regex as one automaton where xgrammar's regex → EBNF converter would give
+// right-recursive rules (grammar_compiler.cpp: the same language, masks thousands of times
+// cheaper). The masks must be the converter's, bit for bit: compile_reference() is xgrammar's
+// own CompileRegex. Random walks over all tokens the mask allows (multi-byte tokens, UTF-8
+// lead and continuation bytes, stop tokens) compare the two at every step, over the byte
+// vocabulary and the trained model's BPE vocabulary; errors are the same errors.
+void expect_regex_masks_equal_the_converters(const GrammarCompiler& c, const std::string& regex, int walks, int steps,
+                                             int32_t stop) {
+    auto got = c.compile(spec(GrammarSpec::Kind::kRegex, regex));
+    auto ref = c.compile_reference(spec(GrammarSpec::Kind::kRegex, regex));
+    ASSERT_EQ(got.is_ok(), ref.is_ok()) << regex << ": " << got.status().message() << " / " << ref.status().message();
+    if (!got.is_ok()) {
+        EXPECT_EQ(got.status().message(), ref.status().message()) << regex;
+        return;
+    }
+    const int32_t V = got.value()->vocab_size();
+    ASSERT_EQ(V, ref.value()->vocab_size());
+    const size_t W = size_t(bitmask_words(V));
+    std::mt19937 rng(uint32_t(std::hash<std::string>()(regex)));
+    std::vector<uint32_t> a(W), b(W);
+    int64_t compared = 0;
+    for (int walk = 0; walk < walks; ++walk) {
+        GrammarMatcher m(got.value(), {stop}), r(ref.value(), {stop});
+        std::string history;
+        for (int step = 0; step < steps; ++step) {
+            const int64_t n = m.fill_next_bitmask(a.data());
+            r.fill_next_bitmask(b.data());
+            if (a != b) {
+                std::string diff;
+                for (int32_t t = 0; t < V; ++t)
+                    if (bitmask_allows(a.data(), t) != bitmask_allows(b.data(), t))
+                        diff += fmt::format(" {}:{}", t, bitmask_allows(a.data(), t) ? "automaton" : "converter");
+                std::string hist;
+                for (unsigned char ch : history) hist += fmt::format("{:02x} ", unsigned(ch));
+                ADD_FAILURE() << regex << " walk " << walk << " step " << step << " after [" << hist
+                              << "] only one route allows:" << diff;
+                return;
+            }
+            ++compared;
+            if (n == 0) break;
+            std::vector<int32_t> allowed;
+            for (int32_t t = 0; t < V; ++t)
+                if (bitmask_allows(a.data(), t)) allowed.push_back(t);
+            // Stop now and then; otherwise the walk goes on.
+            const bool can_stop = std::find(allowed.begin(), allowed.end(), stop) != allowed.end();
+            if (can_stop && (allowed.size() == 1 || rng() % 8 == 0)) break;
+            std::erase(allowed, stop);
+            const int32_t t = allowed[rng() % allowed.size()];
+            ASSERT_TRUE(m.accept(t)) << regex;
+            ASSERT_TRUE(r.accept(t)) << regex;
+            history += c.vocab().tokens[size_t(t)];
+        }
+    }
+    EXPECT_GT(compared, walks) << regex;
+}
+
+const std::vector<std::string>& regexes_to_compare() {
+    static const std::vector<std::string> r = {
+        // ASCII-only languages: compile() takes the automaton.
+        "[a-z ]+", R"(\d+(\.\d+)?)", "(ab|cd)+e*", "[a-c]+x", R"(\w+@\w+\.com)", "(?:foo|bar){2,4}",
+        "[A-Z][a-z]*( [A-Z][a-z]*)*", "a|b|", R"([\d\-]+)", "^[a-z]+$", "x{3}", "(a(b(c)?)?)+",
+        R"(\(\)\[\]\{\}\.\*\+\?\|\^\$\/)", "[-a]+", "[a-z]{2,}[0-9]{0,3}", R"(\{"k": \d+\})", "[ -~]+",
+        "(a|ab)(c|bcd)(d*)", "[0-9]{1,300}", "[.]+[a^]", "a{,3}b", "a{2}", "a{2,}b", "x{0}y", "a{1,1}b", "a{", "a{x}",
+        "{", "}", "a}", "[[]+", R"([\]]+)", "()a", "(|a)b", "a||b", "a**", "+a", "?", "[a-]", "[z-a]", R"([\w-]+)",
+        // Outside the subset (they may match non-ASCII text, or the two readers differ): the
+        // converter's grammar, as before.
+        ".*", "[^x]*y", R"(\W\D+)", ".{0,5}z", "[^a-c]+x", R"(\s+)", "(?i)abc", "caf\xc3\xa9+", "(?<name>ab)+",
+        // Errors and warnings (refused by both, with the same message).
+        "[]a]", "(ab", "a{2,1}", R"((a)\1)", "a^b", R"(\q)"};
+    return r;
+}
+
+TEST(Grammar, RegexMasksEqualXgrammarsConverterRoute) {
+    for (const std::string& regex : regexes_to_compare())
+        expect_regex_masks_equal_the_converters(compiler(), regex, 150, 24, kEos);
+}
+
+TEST(Grammar, RegexMasksEqualXgrammarsConverterRouteOnABpeVocabulary) {
+    auto tok = tok::Tokenizer::from_dir(std::string(QS_SOURCE_DIR) + "/models/qwen36-tiny");
+    ASSERT_TRUE(tok.is_ok()) << tok.status().message();
+    const GrammarCompiler c(grammar_vocab_from_tokenizer(**tok, 4096, {4000}, true));
+    for (const std::string& regex : regexes_to_compare()) expect_regex_masks_equal_the_converters(c, regex, 20, 24, 4000);
 }
 
 TEST(Grammar, VocabularyOfTheTrainedModelsTokenizer) {
