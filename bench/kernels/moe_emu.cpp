@@ -39,6 +39,17 @@ void emu_sort_gemms(const MoePlan& pl) {
     }
 }
 
+template <bool FP8>
+void emu_small_gate_up(const SmallPlan& pl) {
+    const int nt = kSmallThreads;
+    switch (pl.nmax) {
+        case 1: emu_launch(pl.gate_up_grid, nt, pl.gate_up_smem, [&] { moe_small_gate_up_kernel<FP8, 1>(pl.p); }); break;
+        case 2: emu_launch(pl.gate_up_grid, nt, pl.gate_up_smem, [&] { moe_small_gate_up_kernel<FP8, 2>(pl.p); }); break;
+        case 4: emu_launch(pl.gate_up_grid, nt, pl.gate_up_smem, [&] { moe_small_gate_up_kernel<FP8, 4>(pl.p); }); break;
+        default: emu_launch(pl.gate_up_grid, nt, pl.gate_up_smem, [&] { moe_small_gate_up_kernel<FP8, 8>(pl.p); }); break;
+    }
+}
+
 // The small-T path (moe_small.cu): route + expert list, gate_up, down + combine.
 void emu_small(const MoeParams& p) {
     const SmallPlan pl = make_small_plan(p);
@@ -51,10 +62,10 @@ void emu_small(const MoeParams& p) {
         default: emu_launch(dim3(1), nt, 0, [&] { moe_small_route_kernel<16>(pl.p); }); break;
     }
     if (pl.fp8) {
-        emu_launch(pl.gate_up_grid, nt, pl.gate_up_smem, [&] { moe_small_gate_up_kernel<true>(pl.p); });
+        emu_small_gate_up<true>(pl);
         emu_launch(pl.down_grid, nt, 0, [&] { moe_small_down_kernel<true>(pl.p); });
     } else {
-        emu_launch(pl.gate_up_grid, nt, pl.gate_up_smem, [&] { moe_small_gate_up_kernel<false>(pl.p); });
+        emu_small_gate_up<false>(pl);
         emu_launch(pl.down_grid, nt, 0, [&] { moe_small_down_kernel<false>(pl.p); });
     }
 }

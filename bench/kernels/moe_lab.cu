@@ -211,7 +211,7 @@ struct Bounds {
 constexpr Bounds kMmaBounds{1e-2, 3e-2};
 constexpr Bounds kFp8ActBounds{6e-2, 1.2e-1};
 
-// path -1: the small-T path (MoeParams left at their defaults, T <= kMoeSmallTMax).
+// path -1: the small-T path (params_for sets MoeParams::small_t = 1; T <= kMoeSmallTMax).
 const char* path_name(int path) {
     return path == -1 ? "small" : path == 1 ? "cutlass" : path == 2 ? "cut-pp" : "mma";
 }

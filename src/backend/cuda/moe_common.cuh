@@ -214,7 +214,8 @@ struct MoePlan {
 struct SmallPlan {
     bool fp8 = false;
     int route_vpl = 1;
-    size_t gate_up_smem = 0;  // x of up to T tokens, fp32
+    int nmax = 1;             // token bucket of T (1, 2, 4, 8): the gate_up instantiation
+    size_t gate_up_smem = 0;  // x of up to nmax tokens, fp32
     dim3 gate_up_grid, down_grid;
     SmallParams p{};
 };

@@ -210,6 +210,7 @@ SmallPlan make_small_plan(const MoeParams& p) {
     s.ldh = std::max(x.I, x.I_shared);
     s.y = p.y;
     const int bucket = T <= 1 ? 1 : T <= 2 ? 2 : T <= 4 ? 4 : 8;  // token_bucket in moe_small.cu
+    pl.nmax = bucket;
     pl.gate_up_smem = size_t(bucket) * small_x_row_floats(H) * 4;
     pl.gate_up_grid = dim3(s.ldh / kSmallRows, max_slots);
     pl.down_grid = dim3(T, H / kSmallCols);

@@ -265,8 +265,10 @@ __device__ __forceinline__ void small_gate_up_rows(const SmallParams& p, const f
     }
 }
 
-template <bool FP8>
-__global__ __launch_bounds__(kSmallThreads) void moe_small_gate_up_kernel(SmallParams p) {
+// NMAX = token_bucket(T): the largest bucket a slot can need (the shared expert's slot has T tokens);
+// instantiated per bucket so that T = 1 does not pay the registers of the 8-token accumulators.
+template <bool FP8, int NMAX>
+__global__ __launch_bounds__(kSmallThreads, 2) void moe_small_gate_up_kernel(SmallParams p) {
     using X = SmallX<FP8>;
     const int slot = blockIdx.y;
     if (slot >= *p.n_slots) return;
@@ -292,10 +294,10 @@ __global__ __launch_bounds__(kSmallThreads) void moe_small_gate_up_kernel(SmallP
         }
     }
     __syncthreads();
-    if (nb == 1) small_gate_up_rows<FP8, 1>(p, xs, slot, e, nt, n0);
-    else if (nb == 2) small_gate_up_rows<FP8, 2>(p, xs, slot, e, nt, n0);
-    else if (nb == 4) small_gate_up_rows<FP8, 4>(p, xs, slot, e, nt, n0);
-    else small_gate_up_rows<FP8, 8>(p, xs, slot, e, nt, n0);
+    if (nb == 1 || NMAX == 1) small_gate_up_rows<FP8, 1>(p, xs, slot, e, nt, n0);
+    else if (nb == 2 || NMAX == 2) small_gate_up_rows<FP8, (NMAX < 2 ? NMAX : 2)>(p, xs, slot, e, nt, n0);
+    else if (nb == 4 || NMAX == 4) small_gate_up_rows<FP8, (NMAX < 4 ? NMAX : 4)>(p, xs, slot, e, nt, n0);
+    else small_gate_up_rows<FP8, NMAX>(p, xs, slot, e, nt, n0);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -395,16 +397,26 @@ void record_small(cudaEvent_t* ev, int i, cudaStream_t s) {
     if (ev) QS_CUDA_CHECK(cudaEventRecord(ev[i], s));
 }
 
-template <bool FP8>
+template <bool FP8, int NMAX>
 void launch_small_gate_up(const SmallPlan& pl, cudaStream_t stream) {
     static size_t smem_set = 48 * 1024;  // the default limit; raised once per kernel as needed
     if (pl.gate_up_smem > smem_set) {
-        QS_CUDA_CHECK(cudaFuncSetAttribute(moe_small_gate_up_kernel<FP8>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           int(pl.gate_up_smem)));
+        QS_CUDA_CHECK(cudaFuncSetAttribute(moe_small_gate_up_kernel<FP8, NMAX>,
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize, int(pl.gate_up_smem)));
         smem_set = pl.gate_up_smem;
     }
-    moe_small_gate_up_kernel<FP8><<<pl.gate_up_grid, kSmallThreads, pl.gate_up_smem, stream>>>(pl.p);
+    moe_small_gate_up_kernel<FP8, NMAX><<<pl.gate_up_grid, kSmallThreads, pl.gate_up_smem, stream>>>(pl.p);
     QS_CUDA_CHECK_LAUNCH();
+}
+
+template <bool FP8>
+void launch_small_gate_up_bucket(const SmallPlan& pl, cudaStream_t stream) {
+    switch (pl.nmax) {
+        case 1: launch_small_gate_up<FP8, 1>(pl, stream); break;
+        case 2: launch_small_gate_up<FP8, 2>(pl, stream); break;
+        case 4: launch_small_gate_up<FP8, 4>(pl, stream); break;
+        default: launch_small_gate_up<FP8, 8>(pl, stream); break;
+    }
 }
 
 }  // namespace
@@ -420,8 +432,8 @@ void launch_small(const SmallPlan& pl, cudaStream_t stream, cudaEvent_t* ev) {
     QS_CUDA_CHECK_LAUNCH();
     record_small(ev, 1, stream);
     record_small(ev, 2, stream);  // no sort stage
-    if (pl.fp8) launch_small_gate_up<true>(pl, stream);
-    else launch_small_gate_up<false>(pl, stream);
+    if (pl.fp8) launch_small_gate_up_bucket<true>(pl, stream);
+    else launch_small_gate_up_bucket<false>(pl, stream);
     record_small(ev, 3, stream);
     if (pl.fp8) moe_small_down_kernel<true><<<pl.down_grid, kSmallThreads, 0, stream>>>(pl.p);
     else moe_small_down_kernel<false><<<pl.down_grid, kSmallThreads, 0, stream>>>(pl.p);
