@@ -316,7 +316,6 @@ __global__ __launch_bounds__(kSmallThreads) void moe_small_down_kernel(SmallPara
         const unsigned char* wrow[G];
         const __nv_bfloat16* hrow[G];
         int nch[G];
-        float scale_row[G];  // unused for bf16
         const float* srow[G];
 #pragma unroll
         for (int g = 0; g < G; ++g) {
@@ -325,7 +324,6 @@ __global__ __launch_bounds__(kSmallThreads) void moe_small_down_kernel(SmallPara
             wrow[g] = nullptr;
             hrow[g] = nullptr;
             srow[g] = nullptr;
-            scale_row[g] = 0.0f;
             if (j >= ndots) continue;
             const bool shared = j == k;
             const int e = shared ? p.E : p.topk_id[t * k + j];
