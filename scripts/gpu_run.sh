@@ -14,6 +14,7 @@
 #   profile | profile_fp8_lean   GPU time per op (prefill, single-stream decode, 512-sequence decode)
 #   fp8gemm  the FP8 dense-linear lab (fp8_gemm_lab) and its GPU parity test only
 #   sampling the sampling lab and the GPU sampling tests only
+#   moe_small  `moe_lab 1 --small` (the MoE small-T path beside mma.sync) and the GPU MoE tests only
 #   http:MODE,MODE[:SERVE_ARGS]   scripts/gpu_serve_bench.sh: serve FP8 lean + qwenserve bench per
 #           mode (greedy, sampled, penalties, logprobs, default), e.g. http:greedy,sampled
 # Usage: bash scripts/gpu_run.sh labs tests bf16
@@ -45,6 +46,8 @@ for stage in "$@"; do
         fp8gemm) run fp8_gemm_lab "$B/fp8_gemm_lab"
                  run gpu_tests_fp8 "$B/qs_gpu_tests" --gtest_color=no --gtest_filter='*Fp8BlockLinear*' ;;
         tests) run gpu_tests "$B/qs_gpu_tests" --gtest_color=no ;;
+        moe_small) run moe_lab_small "$B/moe_lab" 1 --small
+                   run gpu_tests_moe "$B/qs_gpu_tests" --gtest_color=no --gtest_filter='*MoE*:*Moe*' ;;
         sampling) run sampling_lab "$B/sampling_lab"
                   run gpu_tests_sampling "$B/qs_gpu_tests" --gtest_color=no --gtest_filter='CudaSampling*' ;;
         http:*) spec="${stage#http:}"; modes="${spec%%:*}"; serve_args=""; [ "$spec" != "$modes" ] && serve_args="${spec#*:}"

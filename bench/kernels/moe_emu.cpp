@@ -6,13 +6,15 @@
 // out-of-bounds accesses of the kernels, whose "device" buffers are host allocations):
 //   g++ -O1 -g -std=c++20 -fsanitize=address -x c++ -Isrc -Ibench/kernels -I/usr/local/cuda/include \
 //       bench/kernels/moe_emu.cpp -o build-gpu/moe_emu -lpthread
-// Run: build-gpu/moe_emu [seed [--quick]]
+// Run: build-gpu/moe_emu [seed [--quick | --no-real | --small-real]]   (--no-real: skips the
+// small-T path's real-shape cases, which take most of the time; --small-real: only those)
 #include "moe_emu_shim.h"
 
 #include "backend/cuda/moe_combine.cu"
 #include "backend/cuda/moe_gemm.cu"
 #include "backend/cuda/moe_kernels.cu"
 #include "backend/cuda/moe_route.cu"
+#include "backend/cuda/moe_small.cu"
 #include "moe_ref.h"
 
 #include <chrono>
@@ -37,7 +39,42 @@ void emu_sort_gemms(const MoePlan& pl) {
     }
 }
 
+template <bool FP8>
+void emu_small_gate_up(const SmallPlan& pl) {
+    const int nt = kSmallThreads;
+    switch (pl.nmax) {
+        case 1: emu_launch(pl.gate_up_grid, nt, pl.gate_up_smem, [&] { moe_small_gate_up_kernel<FP8, 1>(pl.p); }); break;
+        case 2: emu_launch(pl.gate_up_grid, nt, pl.gate_up_smem, [&] { moe_small_gate_up_kernel<FP8, 2>(pl.p); }); break;
+        case 4: emu_launch(pl.gate_up_grid, nt, pl.gate_up_smem, [&] { moe_small_gate_up_kernel<FP8, 4>(pl.p); }); break;
+        default: emu_launch(pl.gate_up_grid, nt, pl.gate_up_smem, [&] { moe_small_gate_up_kernel<FP8, 8>(pl.p); }); break;
+    }
+}
+
+// The small-T path (moe_small.cu): route + expert list, gate_up, down + combine.
+void emu_small(const MoeParams& p) {
+    const SmallPlan pl = make_small_plan(p);
+    const int nt = kSmallThreads;
+    switch (pl.route_vpl) {
+        case 1: emu_launch(dim3(1), nt, 0, [&] { moe_small_route_kernel<1>(pl.p); }); break;
+        case 2: emu_launch(dim3(1), nt, 0, [&] { moe_small_route_kernel<2>(pl.p); }); break;
+        case 4: emu_launch(dim3(1), nt, 0, [&] { moe_small_route_kernel<4>(pl.p); }); break;
+        case 8: emu_launch(dim3(1), nt, 0, [&] { moe_small_route_kernel<8>(pl.p); }); break;
+        default: emu_launch(dim3(1), nt, 0, [&] { moe_small_route_kernel<16>(pl.p); }); break;
+    }
+    if (pl.fp8) {
+        emu_small_gate_up<true>(pl);
+        emu_launch(pl.down_grid, nt, 0, [&] { moe_small_down_kernel<true>(pl.p); });
+    } else {
+        emu_small_gate_up<false>(pl);
+        emu_launch(pl.down_grid, nt, 0, [&] { moe_small_down_kernel<false>(pl.p); });
+    }
+}
+
 void emu_moe(const MoeParams& p) {
+    if (small_path_chosen(p)) {
+        emu_small(p);
+        return;
+    }
     const MoePlan pl = make_plan(p);
     const int rt = kRouteWarps * 32;
     switch (pl.route_vpl) {
@@ -93,7 +130,8 @@ HostTable host_table(const HostExperts& h, bool fp8) {
 
 int g_fail = 0;
 
-void run_case(const HostExperts& h, bool fp8, int T, Routing routing, bool norm, int cfg, Rng& rng) {
+// small: MoeParams::small_t (-1: chosen; with cfg >= 0 the grouped-GEMM path runs).
+void run_case(const HostExperts& h, bool fp8, int T, Routing routing, bool norm, int cfg, Rng& rng, int small = -1) {
     const Shape& s = h.s;
     const Inputs in = make_inputs(s, T, routing, rng);
     HostTable tab = host_table(h, fp8);
@@ -113,6 +151,8 @@ void run_case(const HostExperts& h, bool fp8, int T, Routing routing, bool norm,
     p.workspace = ws;
     p.y = y.data();
     p.tile_config = cfg;
+    p.small_t = small;
+    const bool small_path = small_path_chosen(p);
     const auto t0 = std::chrono::steady_clock::now();
     emu_moe(p);
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -141,8 +181,8 @@ void run_case(const HostExperts& h, bool fp8, int T, Routing routing, bool norm,
         for (int i = 0; i < 4; ++i) y_hash = (y_hash ^ ((u >> (8 * i)) & 0xffu)) * 1099511628211ull;
     }
     const bool pass = bad == 0 && nerr < 1e-2 && worst < 3e-2;
-    std::printf("  %-5s %-4s T=%-4d %-7s norm=%d cfg=%d copy@%s  nerr=%.3e worst_tok=%.3e nonfinite=%zu y#%016llx  %s  (%.1f s)\n",
-                s.name, fp8 ? "fp8" : "bf16", T, routing == Routing::kSkewed ? "skewed" : "gapped", int(norm), cfg,
+    std::printf("  %-5s %-4s T=%-4d %-7s norm=%d %s=%d copy@%s  nerr=%.3e worst_tok=%.3e nonfinite=%zu y#%016llx  %s  (%.1f s)\n",
+                s.name, fp8 ? "fp8" : "bf16", T, routing == Routing::kSkewed ? "skewed" : "gapped", int(norm), small_path ? "small" : "cfg", small_path ? 1 : cfg,
                 g_emu_copy_at_issue ? "issue" : "wait", nerr, worst, bad, (unsigned long long)y_hash, pass ? "PASS" : "FAIL", secs);
     if (!pass) ++g_fail;
 }
@@ -160,14 +200,18 @@ int main(int argc, char** argv) {
     const Shape tiny_is{"tinyS", 16, 4, 256, 128, 256};
     const HostExperts h = make_host_experts(tiny, seed + 1);
     const HostExperts hs = make_host_experts(tiny_is, seed + 2);
-    const bool quick = argc > 2 && !std::strcmp(argv[2], "--quick");  // two small cases (mutation tests)
+    const bool quick = argc > 2 && !std::strcmp(argv[2], "--quick");  // four small cases (mutation tests)
+    const bool skip_real = argc > 2 && !std::strcmp(argv[2], "--no-real");  // tiny shapes only
+    const bool real_only = argc > 2 && !std::strcmp(argv[2], "--small-real");  // the real-shape small-T cases only
     if (quick) {
         run_case(h, false, 7, Routing::kGapped, true, 0, rng);
         run_case(h, true, 7, Routing::kGapped, true, 0, rng);
+        run_case(h, false, 4, Routing::kGapped, true, -1, rng);  // the small-T path
+        run_case(h, true, 4, Routing::kSkewed, true, -1, rng);
         std::printf("%s (%d failing)\n", g_fail ? "FAIL" : "PASS", g_fail);
         return g_fail ? 1 : 0;
     }
-    for (int fp8 = 0; fp8 <= 1; ++fp8) {
+    for (int fp8 = 0; fp8 <= 1 && !real_only; ++fp8) {
         for (int cfg = 0; cfg <= 3; ++cfg) {
             g_emu_copy_at_issue = cfg == 1;
             run_case(h, fp8, 7, Routing::kGapped, true, cfg, rng);
@@ -179,6 +223,23 @@ int main(int argc, char** argv) {
         run_case(hs, fp8, 40, Routing::kSkewed, true, 0, rng);
         run_case(hs, fp8, 9, Routing::kSkewed, true, 3, rng);
         run_case(h, fp8, 40, Routing::kSkewed, true, 2, rng);
+    }
+    // The small-T path (moe_small.cu; chosen at T <= kMoeSmallTMax when cfg is left at -1): every
+    // T bucket, both formats, gapped (with exact ties) and skewed routing (tokens sharing experts),
+    // I_shared != I, norm off; then the real model's shapes (E = 256, k = 8, H = 2048, I = 512).
+    for (int fp8 = 0; fp8 <= 1 && !real_only; ++fp8) {
+        for (const int T : {1, 2, 3, 4, 8}) run_case(h, fp8, T, Routing::kGapped, true, -1, rng);
+        run_case(h, fp8, 8, Routing::kSkewed, true, -1, rng);
+        run_case(hs, fp8, 5, Routing::kSkewed, false, -1, rng);
+        run_case(hs, fp8, 2, Routing::kGapped, true, -1, rng, 1);
+    }
+    if (!skip_real) {
+        const Shape real{"real", 256, 8, 2048, 512, 512};
+        const HostExperts hr = make_host_experts(real, seed + 3);
+        for (int fp8 = 0; fp8 <= 1; ++fp8) {
+            run_case(hr, fp8, 1, Routing::kGapped, true, -1, rng);
+            run_case(hr, fp8, 8, Routing::kSkewed, true, -1, rng);
+        }
     }
     std::printf("%s (%d failing)\n", g_fail ? "FAIL" : "PASS", g_fail);
     return g_fail ? 1 : 0;

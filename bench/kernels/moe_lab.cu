@@ -2,9 +2,12 @@
 // reference of CpuOps::moe (src/backend/cpu/cpu_moe.cpp), then timings at decode and prefill shapes.
 // Build (from the repository root):
 //   nvcc -O3 -std=c++20 -gencode=arch=compute_90a,code=sm_90a -Isrc bench/kernels/moe_lab.cu src/backend/cuda/moe_*.cu -o build-gpu/moe_lab
-// Run: build-gpu/moe_lab [seed] [--no-timing] [--quick] [--tiny-only] [--prefill]
+// Run: build-gpu/moe_lab [seed] [--no-timing] [--quick] [--tiny-only] [--prefill] [--small]
 // --prefill: the CUTLASS prefill path beside mma.sync (fp8 and bf16): tiny + real correctness,
 // timing at T = 1024, 2048, 4096, 16384 (a short device run).
+// --small: the small-T path (moe_small.cu, T <= kMoeSmallTMax) beside the mma.sync path: tiny + real
+// correctness at T = 1, 2, 4, 8 (with determinism and graph replay), timing at T = 1, 2, 4, 8, 16
+// (16: mma.sync only, the path above the threshold) (a short device run).
 //
 // Correctness: tiny (E=16, k=4, H=256, I=128) and real (E=256, k=8, H=2048, I=512) shapes, T = 1, 7,
 // 512 (+4096 real), bf16 and fp8 weights, every tile configuration; fresh random inputs, y
@@ -151,7 +154,8 @@ void free_inputs(DevInputs& d) {
     QS_CUDA_CHECK(cudaFree(d.sg));
 }
 
-// path: MoeParams::gemm_path (0 = mma.sync grouped GEMMs, 1 = CUTLASS wgmma/TMA prefill path, -1 = auto).
+// path: MoeParams::gemm_path (0 = mma.sync grouped GEMMs, 1 = CUTLASS wgmma/TMA prefill path), or -1:
+// the small-T path (moe_small.cu; MoeParams::small_t = 1, T <= kMoeSmallTMax).
 MoeParams params_for(const DevLayer& L, const DevInputs& in, const Shape& s, bool norm, void* ws, float* y, int cfg,
                      int path = 0) {
     MoeParams p{};
@@ -166,6 +170,7 @@ MoeParams params_for(const DevLayer& L, const DevInputs& in, const Shape& s, boo
     p.y = y;
     p.tile_config = cfg;
     p.gemm_path = path;
+    p.small_t = path == -1 ? 1 : 0;  // path -1: the small-T path; every other run keeps it off
     return p;
 }
 
@@ -194,6 +199,7 @@ void poison(float* y, size_t n, cudaStream_t st) {
 
 int g_failures = 0;
 bool g_prefill_mode = false;  // --prefill: the prefill path's checks and timings only (short device runs)
+bool g_small_mode = false;    // --small: the small-T path's checks and timings only (short device runs)
 
 // Error bounds. mma.sync path, and the CUTLASS path with bf16 experts: bf16 rounding of x and h
 // (~2^-9 each): 1e-2 overall, 3e-2 for the worst token. CUTLASS path with fp8 experts: e4m3
@@ -205,7 +211,10 @@ struct Bounds {
 constexpr Bounds kMmaBounds{1e-2, 3e-2};
 constexpr Bounds kFp8ActBounds{6e-2, 1.2e-1};
 
-const char* path_name(int path) { return path == 1 ? "cutlass" : path == 2 ? "cut-pp" : "mma"; }
+// path -1: the small-T path (params_for sets MoeParams::small_t = 1; T <= kMoeSmallTMax).
+const char* path_name(int path) {
+    return path == -1 ? "small" : path == 1 ? "cutlass" : path == 2 ? "cut-pp" : "mma";
+}
 
 bool prefill_supported(const DevLayer& L, const Shape& s) {
     MoeParams p{};
@@ -258,6 +267,8 @@ void check_case(const HostExperts& h, const DevLayer& L, bool fp8, int T, Routin
     const bool cutlass = prefill_supported(L, s);
     if (cutlass) runs.push_back({-1, 1});
     if (cutlass && fp8) runs.push_back({-1, 2});  // ping-pong schedule
+    const bool small = T <= kMoeSmallTMax;
+    if (small) runs.push_back({-1, -1});  // the small-T path
     for (const auto& [cfg, path] : runs) {
         poison(buf.y, size_t(T) * s.H, st);
         const MoeParams p = params_for(L, din, s, norm, buf.ws, buf.y, cfg, path);
@@ -283,7 +294,7 @@ void check_case(const HostExperts& h, const DevLayer& L, bool fp8, int T, Routin
         const Bounds b = path >= 1 && fp8 ? kFp8ActBounds : kMmaBounds;
         const bool pass = bad == 0 && nerr < b.all && worst_tok < b.worst_tok && std::isfinite(nerr);
         std::string note;
-        if (path >= 1) {
+        if (path >= 1 || path == -1) {
             char buf2[96];
             std::snprintf(buf2, sizeof buf2, " (vs mma.sync: %.3e)", rel_diff(y, y_first));
             note = buf2;
@@ -299,7 +310,7 @@ void check_case(const HostExperts& h, const DevLayer& L, bool fp8, int T, Routin
         if (!pass) ++g_failures;
     }
 
-    for (int path = 0; extra_checks && path <= (cutlass ? (fp8 ? 2 : 1) : 0); ++path) {
+    for (int path = small ? -1 : 0; extra_checks && path <= (cutlass ? (fp8 ? 2 : 1) : 0); ++path) {
         // Determinism: a second direct run must be bitwise identical.
         const MoeParams p = params_for(L, din, s, norm, buf.ws, buf.y, -1, path);
         std::vector<float> y1(y.size()), y2(y.size()), y3(y.size());
@@ -388,10 +399,11 @@ void time_shapes(const HostExperts& h, Rng& rng, Buffers& buf, cudaStream_t st, 
     std::printf("\n== timing: %s shapes (E=%d k=%d H=%d I=%d I_shared=%d); ceilings %.2f TB/s copy, %.0f TFLOP/s bf16\n",
                 s.name, s.E, s.k, s.H, s.I, s.Is, kCopyTBs, kBf16GemmTflops);
     std::printf("   fmt  T      path     cfg  experts  weightMB   time_us   wGB/s  %%copy   TFLOP/s   nerr     | route  "
-                "sort  gate_up  down  combine (us)\n");
+                "sort  gate_up  down  combine (us)%s\n", g_small_mode ? "   [small: sort 0, down = down+combine, combine 0]" : "");
     cudaEvent_t ev[6];
     for (auto& e : ev) QS_CUDA_CHECK(cudaEventCreate(&e));
     const std::vector<int> Ts = g_prefill_mode ? std::vector<int>{1024, 2048, 4096, 16384}
+                                : g_small_mode ? std::vector<int>{1, 2, 4, 8, 16}
                                 : quick        ? std::vector<int>{1, 512, 4096}
                                                : std::vector<int>{1, 64, 512, 1024, 2048, 4096, 8192, 16384};
     for (int fp8 = 1; fp8 >= 0; --fp8) {
@@ -421,10 +433,11 @@ void time_shapes(const HostExperts& h, Rng& rng, Buffers& buf, cudaStream_t st, 
             });
             std::vector<std::pair<int, int>> runs;  // {tile_config, gemm_path}
             for (int cfg = -1; cfg <= 3; ++cfg)
-                if (g_prefill_mode ? cfg == -1 : (T < 1024 || cfg == -1 || cfg == 1 || cfg == 2))
-                    runs.push_back({cfg, 0});  // 16-row tiles: decode only; --prefill: the mma.sync baseline
-            if (prefill_supported(layers[0], s)) runs.push_back({-1, 1});
-            if (fp8 && prefill_supported(layers[0], s)) runs.push_back({-1, 2});
+                if (g_prefill_mode || g_small_mode ? cfg == -1 : (T < 1024 || cfg == -1 || cfg == 1 || cfg == 2))
+                    runs.push_back({cfg, 0});  // 16-row tiles: decode only; --prefill/--small: the mma.sync baseline
+            if (!g_small_mode && prefill_supported(layers[0], s)) runs.push_back({-1, 1});
+            if (!g_small_mode && fp8 && prefill_supported(layers[0], s)) runs.push_back({-1, 2});
+            if (T <= kMoeSmallTMax) runs.push_back({-1, -1});  // the small-T path: route, gate_up, down+combine
             for (const auto& [cfg, path] : runs) {
                 double nerr = 0.0;
                 {
@@ -495,6 +508,7 @@ int main(int argc, char** argv) {
         else if (!std::strcmp(argv[i], "--quick")) quick = true;
         else if (!std::strcmp(argv[i], "--tiny-only")) tiny_only = timing = false, tiny_only = true;
         else if (!std::strcmp(argv[i], "--prefill")) g_prefill_mode = true;
+        else if (!std::strcmp(argv[i], "--small")) g_small_mode = true;
         else seed = std::strtoull(argv[i], nullptr, 10);
     }
     std::printf("moe_lab seed=%llu\n", (unsigned long long)seed);
@@ -540,6 +554,33 @@ int main(int argc, char** argv) {
         std::printf("\n%s (%d failing checks)\n", g_failures ? "FAIL" : "PASS", g_failures);
         return g_failures ? 1 : 0;
     }
+    if (g_small_mode) {
+        // The small-T path beside the mma.sync one: tiny shapes (I_shared != I too), then real ones,
+        // every T bucket; determinism and graph replay on every case.
+        std::printf("\n== correctness (--small)\n");
+        for (const Shape* sp : {&tiny, &tiny_is}) {
+            const HostExperts h = make_host_experts(*sp, seed + 1);
+            for (int fp8 = 1; fp8 >= 0; --fp8) {
+                DevLayer L = make_layer(h, fp8 != 0);
+                for (int T : {1, 2, 3, 8}) check_case(h, L, fp8 != 0, T, Routing::kGapped, true, rng, buf, st, true);
+                check_case(h, L, fp8 != 0, 8, Routing::kSkewed, false, rng, buf, st, true);
+                free_layer(L);
+            }
+        }
+        const HostExperts hreal = make_host_experts(real, seed + 2);
+        for (int fp8 = 1; fp8 >= 0; --fp8) {
+            DevLayer L = make_layer(hreal, fp8 != 0);
+            for (int T : {1, 2, 4, 8}) check_case(hreal, L, fp8 != 0, T, Routing::kGapped, true, rng, buf, st, true);
+            check_case(hreal, L, fp8 != 0, 8, Routing::kSkewed, true, rng, buf, st, true);
+            free_layer(L);
+        }
+        std::printf("  correctness done in %.1f s: %s\n",
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+                    g_failures ? "FAILURES" : "all PASS");
+        if (timing) time_shapes(hreal, rng, buf, st, false);
+        std::printf("\n%s (%d failing checks)\n", g_failures ? "FAIL" : "PASS", g_failures);
+        return g_failures ? 1 : 0;
+    }
     std::printf("\n== correctness\n");
     for (const Shape* sp : {&tiny, &tiny_is}) {
         const HostExperts h = make_host_experts(*sp, seed + 1);
@@ -560,7 +601,7 @@ int main(int argc, char** argv) {
     for (int fp8 = 0; fp8 <= 1; ++fp8) {
         DevLayer L = make_layer(hreal, fp8 != 0);
         for (int T : {1, 7, 512, 4096})
-            check_case(hreal, L, fp8 != 0, T, Routing::kGapped, true, rng, buf, st, T == 512);
+            check_case(hreal, L, fp8 != 0, T, Routing::kGapped, true, rng, buf, st, T == 512 || T == 1);
         check_case(hreal, L, fp8 != 0, 512, Routing::kSkewed, true, rng, buf, st, false);
         free_layer(L);
     }

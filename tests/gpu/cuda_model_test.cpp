@@ -268,9 +268,12 @@ namespace {
 // The engine's batched steps against one sequence at a time, on the same CudaOps. `moe_gemm_path`
 // fixes the MoE kernels (CudaOptions::moe_gemm_path): with a fixed path the only rounding
 // differences come from GEMM/attention tilings that depend on the batch, so at least 3/4 of the
-// requests must be equal throughout. With the default by-shape choice a batched prefill takes the
-// CUTLASS path (bf16 g, u and expert outputs) where the short single-sequence prompts take
-// mma.sync, so more requests meet a near-tie; there only the near-tie bound is asserted.
+// requests must be equal throughout (a fixed path also keeps the small-T kernels off). With the
+// default by-shape choice a batched prefill takes the CUTLASS path (bf16 g, u and expert outputs)
+// where the short single-sequence prompts take mma.sync, and single-sequence decode steps take
+// the small-T kernels (moe_small.cu: other fp32 summation orders) where batched ones above
+// kMoeSmallTMax rows take mma.sync, so more requests meet a near-tie; there only the near-tie
+// bound is asserted.
 void engine_equals_single_sequence(int moe_gemm_path, bool count_check) {
     auto weights = load_model_dir(gpu_test::source_path("models/qwen36-tiny"));
     ASSERT_TRUE(weights.is_ok()) << weights.status().message();

@@ -11,6 +11,7 @@
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cuda/cuda_cache.h"
 #include "backend/cuda/moe_cutlass.h"
+#include "backend/cuda/moe_kernels.h"
 #include "backend/cuda/moe_prefill.h"
 #include "config/model_config.h"
 #include "gpu_test_util.h"
@@ -252,8 +253,9 @@ TEST_P(CudaOpsParity, MoE) {
 }
 
 // BF16 and FP8 experts (Qwen's official FP8 format) against CpuOps::moe on the (dequantised)
-// weights, on both grouped GEMM paths: the mma.sync kernels (decode sizes: x and h rounded to bf16,
-// kBf16Bound) and, from prefill_min_rows_per_expert routed rows per expert, the CUTLASS wgmma/TMA
+// weights, on every path: the small-T kernels (T <= kMoeSmallTMax: T = 1, 3, 8; moe_small.cu; x and
+// h rounded to bf16 as in the mma.sync kernels, kBf16Bound), the mma.sync grouped GEMMs (T = 64;
+// decode sizes: x and h rounded to bf16, kBf16Bound) and, from prefill_min_rows_per_expert routed rows per expert, the CUTLASS wgmma/TMA
 // prefill path: bf16 activations for BF16 experts (kBf16Bound); for FP8 experts x and
 // h = silu(g)·u quantised to e4m3 per row and 128 columns, two roundings of ~2.5e-2 normalised
 // error each (see Fp8BlockLinear; bench/kernels/moe_lab.cu measures them): bound 6e-2, and above
@@ -280,7 +282,7 @@ TEST_P(CudaOpsParity, MoeBothGroupedGemmPaths) {
         cuda::CudaOps& gpu = fp8 ? *gpu8 : *gpu_;
         const MoeWeights& m = (fp8 ? *w8 : *weights_).layers[0].moe;
         ASSERT_EQ(m.experts[0].gate_proj.format, format);
-        for (int64_t T : {5, 1024}) {
+        for (int64_t T : {1, 3, 8, 64, 1024}) {
             const auto x = gpu_test::random_floats(size_t(T * H), rng_);
             std::vector<float> ref(x.size());
             cpu_.moe(x.data(), T, m, k, config_.norm_topk_prob, ref.data());
@@ -294,7 +296,9 @@ TEST_P(CudaOpsParity, MoeBothGroupedGemmPaths) {
             }
             const bool cutlass = prefill && cuda::moe::cutlass_grouped_gemm_compiled();
             const std::string what = std::string(fp8 ? "fp8" : "bf16") + " T=" + std::to_string(T) +
-                                     (cutlass ? " (CUTLASS path)" : " (mma.sync)");
+                                     (cutlass                         ? " (CUTLASS path)"
+                                      : T <= cuda::kMoeSmallTMax ? " (small-T path)"
+                                                                       : " (mma.sync)");
             EXPECT_LT(err, cutlass && fp8 ? kFp8ActBound : kBf16Bound) << what;
             if (cutlass && fp8) {
                 EXPECT_GT(err, 8e-3) << what << ": no e4m3 rounding visible: did the prefill path run?";

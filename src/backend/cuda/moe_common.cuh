@@ -34,10 +34,18 @@ inline int64_t max_tiles_for(int64_t bm, int64_t T, int64_t E, int64_t k) {
     return (routed + nonempty * (bm - 1)) / bm + (T + bm - 1) / bm;
 }
 
+// The small-T path's expert list (moe_small.cu): n_slots, then slot_expert, slot_count
+// [max_slots] and slot_dest [max_slots][T]. Slot 0 is the shared expert.
+inline int64_t small_max_slots(int64_t T, int64_t E, int64_t k) { return std::min(E, T * k) + 1; }
+inline int64_t small_plan_ints(int64_t T, int64_t E, int64_t k) {
+    return 1 + small_max_slots(T, E, k) * (2 + T);
+}
+
 struct WsLayout {
     size_t topk_id, topk_w, xb, num_tiles, work, row_token, row_dest, hbuf, eout;
     // The prefill path's (moe_prefill.cu; it also uses hbuf for the fp8 h and eout for bf16 outputs).
     size_t expert_off, row_pos, a8, sfa, sfh, gu, grouped_arrays, grouped_gemm_ws;
+    size_t small_plan;  // the small-T path's expert list (moe_small.cu; empty above kMoeSmallTMax)
     size_t total;
 };
 
@@ -68,6 +76,7 @@ inline WsLayout ws_layout(int64_t T, int64_t H, int64_t I, int64_t I_shared, int
     L.gu = take(size_t(R * 2 * imax) * 2);
     L.grouped_arrays = take(kGroupedArraysBytesPerGroup * size_t(3 * (E + 1)) + 9 * 256);
     L.grouped_gemm_ws = take(kGroupedGemmWorkspaceBytes);
+    L.small_plan = take(T <= kMoeSmallTMax ? size_t(small_plan_ints(T, E, k)) * 4 : 0);
     L.total = off;
     return L;
 }
@@ -153,6 +162,40 @@ struct CombineParams {
     float* y;                        // [T, H]
 };
 
+// The small-T path (moe_small.cu): blocks of kSmallThreads; gate_up blocks take kSmallRows
+// intermediate rows (gate and up rows each) of one expert for all its tokens; down blocks take
+// kSmallCols output columns of one token over all its experts.
+constexpr int kSmallThreads = 256;
+constexpr int kSmallRows = 16;
+constexpr int kSmallCols = 8;
+
+// Floats of one token's x row in the gate_up kernel's shared memory: 16-value chunks padded to 20
+// (fp8) or 8-value chunks padded to 10 (bf16), so 1.25·H either way (moe_small.cu: SmallX).
+inline int small_x_row_floats(int H) { return H / 16 * 20; }
+
+struct SmallParams {
+    const float* x;                  // [T, H]
+    const float* router_logits;      // [T, E]
+    const float* shared_gate_logit;  // [T]
+    const void* const* gate;         // MoeExpertTable's arrays
+    const void* const* up;
+    const void* const* down;
+    const float* const* gate_scale;
+    const float* const* up_scale;
+    const float* const* down_scale;
+    int T, E, H, I, I_shared, k;
+    bool norm_topk_prob;
+    int* topk_id;                    // [T, k]
+    float* topk_w;                   // [T, k]
+    int* n_slots;                    // [1]: distinct routed experts + 1
+    int* slot_expert;                // [max_slots]: slot 0 = E (shared), then routed experts in pair order
+    int* slot_count;                 // [max_slots]: tokens of the slot
+    int* slot_dest;                  // [max_slots][T]: h row of each (slot, token): t·k+j, or T·k+t (shared)
+    __nv_bfloat16* h;                // [T·(k+1), ldh] silu(g)·u (× kFp8AScale for fp8), bf16
+    int ldh;
+    float* y;                        // [T, H]
+};
+
 // The launch plan (parameters and grids of the five stages), built by the same code
 // (moe_kernels.cu) for the GPU and for the CPU emulation.
 struct MoePlan {
@@ -166,7 +209,20 @@ struct MoePlan {
     CombineParams combine{};
 };
 
+// The small-T path's plan: one route block, then gate_up (x = row slices of max(I, I_shared),
+// y = expert slots) and down+combine (x = tokens, y = H / kSmallCols column slices).
+struct SmallPlan {
+    bool fp8 = false;
+    int route_vpl = 1;
+    int nmax = 1;             // token bucket of T (1, 2, 4, 8): the gate_up instantiation
+    size_t gate_up_smem = 0;  // x of up to nmax tokens, fp32
+    dim3 gate_up_grid, down_grid;
+    SmallParams p{};
+};
+
 MoePlan make_plan(const MoeParams& p);
+bool small_path_chosen(const MoeParams& p);
+SmallPlan make_small_plan(const MoeParams& p);
 
 #if !defined(QS_MOE_EMULATE)
 // Per-stage launchers; Cfg is one of CfgS16, CfgS32, CfgL128, CfgS16N.
@@ -176,6 +232,8 @@ void launch_sort(const MoePlan& pl, cudaStream_t stream);                       
 template <class Cfg, bool FP8, bool GATE_UP>
 void launch_gemm(const GemmParams& gp, dim3 grid, cudaStream_t stream);           // moe_gemm.cu
 void launch_combine(const MoePlan& pl, cudaStream_t stream);                      // moe_combine.cu
+// The small-T path (moe_small.cu); `ev` (optional, the lab's) gets events 1..5 as launch_moe_profiled.
+void launch_small(const SmallPlan& pl, cudaStream_t stream, cudaEvent_t* ev);
 #endif
 
 }  // namespace qs::cuda::moe

@@ -36,6 +36,8 @@
 // host (MoeParams::tile_config).
 // Files: moe_common.cuh (parameters, layout, plan), moe_route.cu (1, 2), moe_gemm.cu (3, 4),
 // moe_combine.cu (5), this file (shape checks, the plan, the launch sequence, public API).
+// T <= kMoeSmallTMax (chosen by small_path_chosen) takes the small-T path instead: moe_small.cu
+// (route + expert list, gate_up, down + combine; three launches, no sort, no tile list).
 // All of them also compile as host C++ for the CPU emulation test (bench/kernels/moe_emu.cpp).
 #include "backend/cuda/moe_kernels.h"
 
@@ -158,6 +160,63 @@ MoePlan make_plan(const MoeParams& p) {
     return pl;
 }
 
+bool small_path_chosen(const MoeParams& p) {
+    QS_CHECK_MSG(p.small_t >= -1 && p.small_t <= 1, "launch_moe: small_t must be -1, 0 or 1");
+    if (p.small_t == 1) {
+        QS_CHECK_MSG(p.T >= 1 && p.T <= kMoeSmallTMax, "launch_moe: small_t = 1 needs 1 <= T <= kMoeSmallTMax");
+        return true;
+    }
+    return p.small_t == -1 && p.T >= 1 && p.T <= kMoeSmallTMax && p.tile_config < 0 && p.gemm_path < 0;
+}
+
+SmallPlan make_small_plan(const MoeParams& p) {
+    check_and_choose_config(p);  // the same shape checks as the other paths
+    QS_CHECK(p.T >= 1 && p.T <= kMoeSmallTMax && p.T <= kRouteWarps);
+    const MoeExpertTable& x = p.experts;
+    const int T = p.T, E = x.E, H = x.H, k = p.top_k;
+    QS_CHECK_MSG(T * k <= kSmallThreads, "launch_moe: T·top_k too large for the small-T path");
+    static_assert(128 % kSmallRows == 0 && 128 % kSmallCols == 0, "fp8 slices inside one 128-row scale block");
+    const WsLayout L = ws_layout(T, H, x.I, x.I_shared, E, k);
+    unsigned char* ws = static_cast<unsigned char*>(p.workspace);
+    const int max_slots = int(small_max_slots(T, E, k));
+    int* plan = reinterpret_cast<int*>(ws + L.small_plan);
+    SmallPlan pl;
+    pl.fp8 = x.format == DeviceWeightFormat::kFP8Block;
+    pl.route_vpl = E <= 32 ? 1 : E <= 64 ? 2 : E <= 128 ? 4 : E <= 256 ? 8 : 16;
+    SmallParams& s = pl.p;
+    s.x = p.x;
+    s.router_logits = p.router_logits;
+    s.shared_gate_logit = p.shared_gate_logit;
+    s.gate = x.gate;
+    s.up = x.up;
+    s.down = x.down;
+    s.gate_scale = x.gate_scale;
+    s.up_scale = x.up_scale;
+    s.down_scale = x.down_scale;
+    s.T = T;
+    s.E = E;
+    s.H = H;
+    s.I = x.I;
+    s.I_shared = x.I_shared;
+    s.k = k;
+    s.norm_topk_prob = p.norm_topk_prob;
+    s.topk_id = reinterpret_cast<int*>(ws + L.topk_id);
+    s.topk_w = reinterpret_cast<float*>(ws + L.topk_w);
+    s.n_slots = plan;
+    s.slot_expert = plan + 1;
+    s.slot_count = plan + 1 + max_slots;
+    s.slot_dest = plan + 1 + 2 * max_slots;
+    s.h = reinterpret_cast<__nv_bfloat16*>(ws + L.hbuf);
+    s.ldh = std::max(x.I, x.I_shared);
+    s.y = p.y;
+    const int bucket = T <= 1 ? 1 : T <= 2 ? 2 : T <= 4 ? 4 : 8;  // token_bucket in moe_small.cu
+    pl.nmax = bucket;
+    pl.gate_up_smem = size_t(bucket) * small_x_row_floats(H) * 4;
+    pl.gate_up_grid = dim3(s.ldh / kSmallRows, max_slots);
+    pl.down_grid = dim3(T, H / kSmallCols);
+    return pl;
+}
+
 }  // namespace moe
 
 #if !defined(QS_MOE_EMULATE)
@@ -185,6 +244,12 @@ void launch_impl(const MoeParams& p, cudaStream_t stream, cudaEvent_t* ev) {
     QS_CHECK(p.T >= 0);
     if (p.T == 0) {
         for (int i = 0; i < 6; ++i) record(ev, i, stream);
+        return;
+    }
+    if (small_path_chosen(p)) {
+        const SmallPlan pl = make_small_plan(p);
+        record(ev, 0, stream);
+        launch_small(pl, stream, ev);
         return;
     }
     if (prefill_path_chosen(p)) {

@@ -12,6 +12,9 @@
 // route+top-k (+ x to bf16) → one-block sort of the (token, j) pairs by expert + tile list →
 // grouped GEMM gate_up with SiLU·mul → grouped GEMM down into per-(token, j) rows → combine.
 // The shared expert is handled as expert number E with all T tokens routed to it.
+// Up to kMoeSmallTMax tokens (decode, MTP verify) take the small-T path instead (moe_small.cu):
+// route + list of distinct experts → gate_up over (expert, 16-row slice) blocks → down + combine
+// over (token, 8-column slice) blocks; three launches, the same rounding points.
 // Included from g++-compiled code: no device-only syntax here.
 #pragma once
 
@@ -53,7 +56,14 @@ struct MoeParams {
     // moe_prefill.h); 2 = the same with the ping-pong GEMM schedule for fp8 (bf16: as 1). A
     // tile_config >= 0 keeps the mma.sync path.
     int gemm_path = -1;
+    // Added field (tuning/tests only): the small-T path (moe_small.cu: route + plan, gate_up,
+    // down fused with the combine; three launches, no sort). -1 = chosen: T <= kMoeSmallTMax with
+    // tile_config and gemm_path left at -1; 0 = never; 1 = required (T <= kMoeSmallTMax).
+    int small_t = -1;
 };
+
+// Largest T the small-T path takes (MoeParams::small_t).
+constexpr int kMoeSmallTMax = 8;
 
 // Whether the grouped GEMM's tiles cover these shapes: hidden a multiple of 128, intermediates
 // of 64, at most 512 experts and top-k 32. Other shapes take the fp32 kernels

@@ -3,6 +3,7 @@
 // expert) pairs by expert into the GEMMs' tile list. CPU reference: src/backend/cpu/cpu_moe.cpp.
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/moe_common.cuh"
+#include "backend/cuda/moe_route_token.cuh"
 
 namespace qs::cuda::moe {
 namespace {
@@ -17,69 +18,8 @@ __global__ __launch_bounds__(kRouteWarps * 32) void moe_route_kernel(RouteParams
     const int lane = threadIdx.x & 31;
     const int t = blockIdx.x * kRouteWarps + (threadIdx.x >> 5);
     if (t >= p.T) return;
-    const float* l = p.router_logits + size_t(t) * p.E;
-
-    float v[VPL];
-    float mx = -INFINITY;
-#pragma unroll
-    for (int i = 0; i < VPL; ++i) {
-        const int e = lane + 32 * i;
-        v[i] = e < p.E ? l[e] : -INFINITY;
-        mx = fmaxf(mx, v[i]);
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-    float sum = 0.0f;
-#pragma unroll
-    for (int i = 0; i < VPL; ++i) {
-        const int e = lane + 32 * i;
-        v[i] = e < p.E ? expf(v[i] - mx) : 0.0f;
-        sum += v[i];
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-#pragma unroll
-    for (int i = 0; i < VPL; ++i) {
-        const int e = lane + 32 * i;
-        v[i] = e < p.E ? v[i] / sum : -1.0f;  // -1: not a candidate (probabilities are >= 0)
-    }
-
-    // Top-k: k rounds of a warp arg-max over (p desc, index asc); lane j keeps the j-th pick.
-    int my_id = 0;
-    float my_p = 0.0f;
-    for (int j = 0; j < p.k; ++j) {
-        float best = -2.0f;
-        int bi = 0x7fffffff;
-#pragma unroll
-        for (int i = 0; i < VPL; ++i) {
-            if (v[i] > best) {  // indices rise with i, so strict '>' keeps the lower index on ties
-                best = v[i];
-                bi = lane + 32 * i;
-            }
-        }
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) {
-            const float ob = __shfl_xor_sync(0xffffffffu, best, o);
-            const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
-            if (ob > best || (ob == best && oi < bi)) {
-                best = ob;
-                bi = oi;
-            }
-        }
-        if (lane == j) {
-            my_id = bi;
-            my_p = best;
-        }
-#pragma unroll
-        for (int i = 0; i < VPL; ++i)
-            if (lane + 32 * i == bi) v[i] = -1.0f;
-    }
-    float top_sum = 0.0f;  // summed in top-k order, as the CPU does
-    for (int j = 0; j < p.k; ++j) top_sum += __shfl_sync(0xffffffffu, my_p, j);
-    if (lane < p.k) {
-        p.topk_id[size_t(t) * p.k + lane] = my_id;
-        p.topk_w[size_t(t) * p.k + lane] = p.norm_topk_prob ? my_p / top_sum : my_p;
-    }
+    route_one_token<VPL>(p.router_logits + size_t(t) * p.E, p.E, p.k, p.norm_topk_prob, lane,
+                         p.topk_id + size_t(t) * p.k, p.topk_w + size_t(t) * p.k);
 
     if (p.xb == nullptr) return;
     const float4* xs = reinterpret_cast<const float4*>(p.x + size_t(t) * p.H);
