@@ -130,6 +130,21 @@ Value string_method(const Value& self, const std::string& name, int line) {
             }
             return Value(true);
         });
+    if (name == "removeprefix" || name == "removesuffix")
+        return method([s, name](CallArgs& a) {
+            const std::string& x = str_arg(a, 0, "affix", name);
+            const bool prefix = name == "removeprefix";
+            if (!affix_match(s, Value(x), prefix, a.line)) return Value(s);
+            return Value(prefix ? s.substr(x.size()) : s.substr(0, s.size() - x.size()));
+        });
+    static const char* const kUnsupported[] = {"format", "format_map", "zfill", "center", "ljust", "rjust",
+                                               "partition", "rpartition", "casefold", "swapcase", "expandtabs",
+                                               "encode", "translate", "maketrans", "istitle", "isnumeric",
+                                               "isdecimal", "isidentifier", "isprintable", "isascii"};
+    for (const char* u : kUnsupported)
+        if (name == u)
+            return Value::callable([name](CallArgs& a) -> Value { fail("unsupported string method '" + name + "'", a.line); },
+                                   "str." + name);
     (void)line;
     return Value::undefined("str." + name);
 }
@@ -139,7 +154,7 @@ Value dict_method(const Value& self, const std::string& name) {
     if (name == "items")
         return method([self](CallArgs&) {
             List l;
-            for (const auto& [k, v] : self.as_dict().entries) l.emplace_back(List{Value(k), v});
+            for (const auto& [k, v] : self.as_dict().entries) l.push_back(Value::tuple(List{Value(k), v}));
             return Value(std::move(l));
         });
     if (name == "keys")

@@ -132,7 +132,7 @@ Value apply_filter(const std::string& name, const Value& v, CallArgs& a, Interpr
         // jinja2's title: words split on whitespace and - ( { [ <, each capitalized.
         std::string out, word;
         auto flush = [&] {
-            out += py_capitalize(word);
+            out += py_capitalize(word, true);
             word.clear();
         };
         for (const std::string& c : code_point_strings(v.str())) {
@@ -181,7 +181,7 @@ Value apply_filter(const std::string& name, const Value& v, CallArgs& a, Interpr
         if (v.is_undefined()) return Value(List{});
         if (!v.is_dict()) fail("filter 'items' expects a mapping, got '" + v.type_name() + "'", line);
         List l;
-        for (const auto& [k, x] : v.as_dict().entries) l.emplace_back(List{Value(k), x});
+        for (const auto& [k, x] : v.as_dict().entries) l.push_back(Value::tuple(List{Value(k), x}));
         return Value(std::move(l));
     }
     if (name == "dictsort") {
@@ -191,7 +191,7 @@ Value apply_filter(const std::string& name, const Value& v, CallArgs& a, Interpr
         const bool by_value = by && by->str() == "value";
         const bool rev = kw_bool(a, 2, "reverse", false);
         List l;
-        for (const auto& [k, x] : v.as_dict().entries) l.emplace_back(List{Value(k), x});
+        for (const auto& [k, x] : v.as_dict().entries) l.push_back(Value::tuple(List{Value(k), x}));
         std::stable_sort(l.begin(), l.end(), [&](const Value& p, const Value& q) {
             const Value kp = sort_key(p.as_list()[by_value ? 1 : 0], nullptr, cs, line);
             const Value kq = sort_key(q.as_list()[by_value ? 1 : 0], nullptr, cs, line);
@@ -237,7 +237,8 @@ Value apply_filter(const std::string& name, const Value& v, CallArgs& a, Interpr
         const double scale = std::pow(10.0, prec && prec->is_int() ? double(prec->as_int()) : 0.0);
         const std::string m = method ? method->str() : "common";
         const double x = v.as_double() * scale;
-        const double r = m == "ceil" ? std::ceil(x) : m == "floor" ? std::floor(x) : std::round(x);
+        // Python's round(): halves to even.
+        const double r = m == "ceil" ? std::ceil(x) : m == "floor" ? std::floor(x) : std::nearbyint(x);
         return Value(r / scale);
     }
     if (name == "reverse") {
@@ -332,6 +333,17 @@ Value apply_filter(const std::string& name, const Value& v, CallArgs& a, Interpr
             total = total.is_int() && y.is_int() ? Value(total.as_int() + y.as_int()) : Value(total.as_double() + y.as_double());
         }
         return total;
+    }
+    if (name == "center") {
+        const Value* w = a.get(0, "width");
+        const int64_t width = w && w->is_int() ? w->as_int() : 80;
+        const std::string text = v.str();
+        const int64_t len = int64_t(code_point_strings(text).size());
+        if (len >= width) return Value(text);
+        // CPython's str.center: an odd margin puts the extra space left when the width is odd.
+        const int64_t total = width - len;
+        const int64_t left = total / 2 + (total & width & 1);
+        return Value(std::string(size_t(left), ' ') + text + std::string(size_t(total - left), ' '));
     }
     if (name == "wordcount") return Value(int64_t(py_split(need_string(), nullptr, -1).size()));
     fail("unsupported filter '" + name + "'", line);

@@ -333,7 +333,7 @@ Value Interpreter::eval(const Expr& e) {
         case Expr::Kind::kTuple: {
             List l;
             for (const auto& a : e.args) l.push_back(eval(*a));
-            return Value(std::move(l));
+            return e.kind == Expr::Kind::kTuple ? Value::tuple(std::move(l)) : Value(std::move(l));
         }
         case Expr::Kind::kDict: {
             Dict d;

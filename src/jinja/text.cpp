@@ -30,22 +30,54 @@ std::vector<Cp> decode(const std::string& s) {
     return out;
 }
 
-std::string map_case(const std::string& s, bool upper) {
-    std::string out;
-    for (const Cp& c : decode(s)) {
-        if (c.cp == 0xFFFFFFFFu) {
-            out += c.bytes;
-            continue;
-        }
-        const auto m = upper ? utf8proc_toupper(int32_t(c.cp)) : utf8proc_tolower(int32_t(c.cp));
-        tok::utf8_append(out, uint32_t(m));
-    }
-    return out;
-}
-
 bool is_cased(uint32_t cp) {
     if (cp == 0xFFFFFFFFu) return false;
-    return utf8proc_tolower(int32_t(cp)) != int32_t(cp) || utf8proc_toupper(int32_t(cp)) != int32_t(cp);
+    return utf8proc_tolower(int32_t(cp)) != int32_t(cp) || utf8proc_toupper(int32_t(cp)) != int32_t(cp) ||
+           utf8proc_totitle(int32_t(cp)) != int32_t(cp);
+}
+
+// Python's full upper-case mappings that are not one code point (SpecialCasing.txt's
+// unconditional entries for the Latin ligatures and sharp s); title case capitalises them.
+const char* special_upper(uint32_t cp, bool title) {
+    switch (cp) {
+        case 0x00DF: return title ? "Ss" : "SS";
+        case 0xFB00: return title ? "Ff" : "FF";
+        case 0xFB01: return title ? "Fi" : "FI";
+        case 0xFB02: return title ? "Fl" : "FL";
+        case 0xFB03: return title ? "Ffi" : "FFI";
+        case 0xFB04: return title ? "Ffl" : "FFL";
+        case 0xFB05:
+        case 0xFB06: return title ? "St" : "ST";
+        case 0x0149: return "\u02BCN";
+        default: return nullptr;
+    }
+}
+
+// Σ lower-cases to final ς after a cased letter when no cased letter follows (Python's rule,
+// case-ignorable characters not skipped).
+uint32_t lower_at(const std::vector<Cp>& cps, size_t i) {
+    if (cps[i].cp == 0x03A3 && i > 0 && is_cased(cps[i - 1].cp) && (i + 1 == cps.size() || !is_cased(cps[i + 1].cp)))
+        return 0x03C2;
+    return uint32_t(utf8proc_tolower(int32_t(cps[i].cp)));
+}
+
+void append_upper(uint32_t cp, bool title, std::string& out) {
+    if (const char* special = special_upper(cp, title)) {
+        out += special;
+        return;
+    }
+    tok::utf8_append(out, uint32_t(title ? utf8proc_totitle(int32_t(cp)) : utf8proc_toupper(int32_t(cp))));
+}
+
+std::string map_case(const std::string& s, bool upper) {
+    std::string out;
+    const auto cps = decode(s);
+    for (size_t i = 0; i < cps.size(); ++i) {
+        if (cps[i].cp == 0xFFFFFFFFu) out += cps[i].bytes;
+        else if (upper) append_upper(cps[i].cp, false, out);
+        else tok::utf8_append(out, lower_at(cps, i));
+    }
+    return out;
 }
 
 bool is_space(uint32_t cp) { return cp != 0xFFFFFFFFu && tok::python_isspace(cp); }
@@ -64,23 +96,24 @@ std::string py_upper(const std::string& s) { return map_case(s, true); }
 std::string py_title(const std::string& s) {
     std::string out;
     bool prev_cased = false;
-    for (const Cp& c : decode(s)) {
-        const bool cased = is_cased(c.cp);
-        if (cased) tok::utf8_append(out, uint32_t(prev_cased ? utf8proc_tolower(int32_t(c.cp))
-                                                             : utf8proc_totitle(int32_t(c.cp))));
-        else out += c.bytes;
+    const auto cps = decode(s);
+    for (size_t i = 0; i < cps.size(); ++i) {
+        const bool cased = is_cased(cps[i].cp);
+        if (!cased) out += cps[i].bytes;
+        else if (prev_cased) tok::utf8_append(out, lower_at(cps, i));
+        else append_upper(cps[i].cp, true, out);
         prev_cased = cased;
     }
     return out;
 }
 
-std::string py_capitalize(const std::string& s) {
+std::string py_capitalize(const std::string& s, bool first_upper) {
     const auto cps = decode(s);
     std::string out;
     for (size_t i = 0; i < cps.size(); ++i) {
         if (cps[i].cp == 0xFFFFFFFFu) out += cps[i].bytes;
-        else tok::utf8_append(out, uint32_t(i == 0 ? utf8proc_totitle(int32_t(cps[i].cp))
-                                                   : utf8proc_tolower(int32_t(cps[i].cp))));
+        else if (i == 0) append_upper(cps[i].cp, !first_upper, out);
+        else tok::utf8_append(out, lower_at(cps, i));
     }
     return out;
 }

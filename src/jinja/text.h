@@ -14,8 +14,9 @@ std::string py_lower(const std::string& s);
 std::string py_upper(const std::string& s);
 // str.title(): a cased letter after an uncased character is upper-cased, others lower-cased.
 std::string py_title(const std::string& s);
-// str.capitalize(): the first character upper-cased, the rest lower-cased.
-std::string py_capitalize(const std::string& s);
+// str.capitalize(): the first character title-cased, the rest lower-cased; first_upper:
+// upper-cased instead (jinja2's title filter: word[0].upper() + word[1:].lower()).
+std::string py_capitalize(const std::string& s, bool first_upper = false);
 // str.split(sep, maxsplit): with no separator, runs of whitespace split and ends are dropped.
 std::vector<std::string> py_split(const std::string& s, const std::string* sep, int64_t maxsplit);
 // str.rsplit(sep, maxsplit).

@@ -134,8 +134,9 @@ std::string Value::repr() const {
         case Kind::kFloat: return float_str(as_double());
         case Kind::kString: return string_repr(as_string());
         case Kind::kList: {
-            std::string out = "[";
+            std::string out = tuple_ ? "(" : "[";
             for (size_t i = 0; i < as_list().size(); ++i) out += (i ? ", " : "") + as_list()[i].repr();
+            if (tuple_) return out + (as_list().size() == 1 ? ",)" : ")");
             return out + "]";
         }
         case Kind::kDict: {
@@ -197,7 +198,7 @@ bool values_equal(const Value& a, const Value& b) {
         case Value::Kind::kString: return a.as_string() == b.as_string();
         case Value::Kind::kList: {
             const List &x = a.as_list(), &y = b.as_list();
-            if (x.size() != y.size()) return false;
+            if (x.size() != y.size() || a.is_tuple() != b.is_tuple()) return false;
             for (size_t i = 0; i < x.size(); ++i)
                 if (!values_equal(x[i], y[i])) return false;
             return true;

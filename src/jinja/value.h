@@ -56,6 +56,12 @@ public:
     Value(List l) : kind_(Kind::kList), data_(std::make_shared<List>(std::move(l))) {}
     Value(Dict d) : kind_(Kind::kDict), data_(std::make_shared<Dict>(std::move(d))) {}
     static Value callable(Function f, std::string name);
+    // A tuple: a list that Python prints as (a, b) and that never equals a list.
+    static Value tuple(List l) {
+        Value v(std::move(l));
+        v.tuple_ = true;
+        return v;
+    }
     // An undefined value that remembers what was looked up, for error messages.
     static Value undefined(std::string hint);
 
@@ -68,6 +74,7 @@ public:
     bool is_string() const { return kind_ == Kind::kString; }
     bool is_list() const { return kind_ == Kind::kList; }
     bool is_dict() const { return kind_ == Kind::kDict; }
+    bool is_tuple() const { return tuple_; }
     bool is_callable() const { return kind_ == Kind::kCallable; }
 
     bool as_bool() const { return std::get<bool>(data_); }
@@ -95,6 +102,7 @@ public:
 
 private:
     Kind kind_ = Kind::kUndefined;
+    bool tuple_ = false;
     struct Callable {
         Function fn;
         std::string name;
