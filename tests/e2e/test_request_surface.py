@@ -269,7 +269,7 @@ def test_chat_template_file(tmp_path):
                           "--chat-template", str(custom)], capture_output=True, text=True, timeout=60)
     assert out.returncode != 0
     assert str(custom) in out.stderr + out.stdout
-    assert "line 2: unsupported template tag '{% include %}'" in out.stderr + out.stdout
+    assert "line 3: unsupported template tag '{% include %}'" in out.stderr + out.stdout
 
 
 def test_chat_template_file_jinja(tmp_path):
