@@ -138,10 +138,8 @@ std::vector<std::string> py_split(const std::string& s, const std::string* sep, 
         if (i == cps.size()) break;
         std::string word;
         if (maxsplit >= 0 && int64_t(out.size()) == maxsplit) {
-            // The remainder as it is, its trailing whitespace dropped.
-            size_t e = cps.size();
-            while (e > i && is_space(cps[e - 1].cp)) --e;
-            for (size_t j = i; j < e; ++j) word += cps[j].bytes;
+            // The remainder as it is (its trailing whitespace kept, as CPython does).
+            for (size_t j = i; j < cps.size(); ++j) word += cps[j].bytes;
             out.push_back(std::move(word));
             return out;
         }
@@ -152,7 +150,22 @@ std::vector<std::string> py_split(const std::string& s, const std::string* sep, 
 }
 
 std::vector<std::string> py_rsplit(const std::string& s, const std::string* sep, int64_t maxsplit) {
-    if (!sep || maxsplit < 0) return py_split(s, sep, maxsplit);
+    if (maxsplit < 0) return py_split(s, sep, maxsplit);
+    if (!sep) {
+        // Whitespace runs from the right: split the reversed string, reverse back.
+        auto cps = code_point_strings(s);
+        std::string reversed;
+        for (auto it = cps.rbegin(); it != cps.rend(); ++it) reversed += *it;
+        std::vector<std::string> parts = py_split(reversed, nullptr, maxsplit);
+        std::vector<std::string> out;
+        for (auto it = parts.rbegin(); it != parts.rend(); ++it) {
+            auto pc = code_point_strings(*it);
+            std::string back;
+            for (auto jt = pc.rbegin(); jt != pc.rend(); ++jt) back += *jt;
+            out.push_back(std::move(back));
+        }
+        return out;
+    }
     std::vector<std::string> rev;
     size_t end = s.size();
     while (int64_t(rev.size()) < maxsplit) {
