@@ -83,18 +83,19 @@ Result<std::unique_ptr<TokenizerTextPipeline>> TokenizerTextPipeline::load(const
         text = ss.str();
         origin = "--chat-template " + template_file;
     }
-    auto make = [&](tok::ChatFormat format, std::optional<JinjaChatTemplate> jinja) {
-        return std::unique_ptr<TokenizerTextPipeline>(new TokenizerTextPipeline(std::move(tok), format, std::move(jinja)));
+    auto make = [&](tok::ChatFormat format, bool qwen, std::optional<JinjaChatTemplate> jinja) {
+        return std::unique_ptr<TokenizerTextPipeline>(
+            new TokenizerTextPipeline(std::move(tok), format, qwen, std::move(jinja)));
     };
     if (text.empty()) {
         if (!template_file.empty()) return invalid_argument(origin + ": the file is empty");
         // No template in the model directory: Qwen3.6's (the model this server runs).
-        if (engine == ChatTemplateEngine::kAuto) return make(tok::ChatFormat::kQwen35, std::nullopt);
+        if (engine == ChatTemplateEngine::kAuto) return make(tok::ChatFormat::kQwen35, true, std::nullopt);
         return not_found(path + ": the model has no chat template");
     }
     Result<tok::ChatTemplate> native = tok::ChatTemplate::detect(text);
     const tok::ChatFormat format = native.is_ok() ? native.value().format() : tok::ChatFormat::kQwen35;
-    if (native.is_ok() && engine == ChatTemplateEngine::kAuto) return make(format, std::nullopt);
+    if (native.is_ok() && engine == ChatTemplateEngine::kAuto) return make(format, true, std::nullopt);
     nlohmann::ordered_json special = nlohmann::ordered_json::object();
     auto add = [&](const char* name, std::optional<int32_t> id) {
         if (!id) return;
@@ -105,7 +106,7 @@ Result<std::unique_ptr<TokenizerTextPipeline>> TokenizerTextPipeline::load(const
     add("pad_token", tok->pad_token_id());
     Result<JinjaChatTemplate> jinja = JinjaChatTemplate::load(text, std::move(special));
     if (!jinja.is_ok()) return jinja.status().with_context(origin);
-    return make(format, std::move(jinja).value());
+    return make(format, native.is_ok(), std::move(jinja).value());
 }
 
 Result<std::string> TokenizerTextPipeline::render_chat(const nlohmann::ordered_json& messages,
@@ -121,8 +122,10 @@ Result<std::string> TokenizerTextPipeline::render_chat(const nlohmann::ordered_j
 }
 
 bool TokenizerTextPipeline::prompt_opens_reasoning(const ChatRenderOptions& options) const {
-    // Qwen3.5/3.6's generation prompt opens <think>; Qwen3's lets the model write it.
-    return options.add_generation_prompt && options.enable_thinking && format_ == tok::ChatFormat::kQwen35;
+    // Qwen3.5/3.6's generation prompt opens <think>; Qwen3's lets the model write it. Another
+    // family's template is not known to open it: the parser then finds <think> in the output.
+    return options.add_generation_prompt && options.enable_thinking && qwen_template_ &&
+           format_ == tok::ChatFormat::kQwen35;
 }
 
 std::unique_ptr<OutputParser> TokenizerTextPipeline::make_output_parser(const OutputParserOptions& options) const {

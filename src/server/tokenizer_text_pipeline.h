@@ -51,11 +51,12 @@ public:
     std::shared_ptr<const tok::Tokenizer> tokenizer() const { return tok_; }
 
 private:
-    TokenizerTextPipeline(std::unique_ptr<tok::Tokenizer> tok, tok::ChatFormat format,
+    TokenizerTextPipeline(std::unique_ptr<tok::Tokenizer> tok, tok::ChatFormat format, bool qwen_template,
                           std::optional<JinjaChatTemplate> jinja)
-        : tok_(std::move(tok)), format_(format), jinja_(std::move(jinja)) {}
+        : tok_(std::move(tok)), format_(format), qwen_template_(qwen_template), jinja_(std::move(jinja)) {}
     std::shared_ptr<tok::Tokenizer> tok_;
     tok::ChatFormat format_;
+    bool qwen_template_;  // the template is a Qwen3 or Qwen3.5/3.6 one (whoever renders it)
     std::optional<JinjaChatTemplate> jinja_;  // set: the template is rendered by the interpreter
 };
 

@@ -72,6 +72,7 @@ TEST(TokenizerTextPipeline, JinjaTemplateFile) {
     ASSERT_TRUE(p.is_ok()) << p.status().message();
     EXPECT_TRUE(p.value()->renders_with_jinja());
     EXPECT_TRUE(p.value()->reads_any_template_kwarg());
+    EXPECT_FALSE(p.value()->prompt_opens_reasoning({}));  // not a Qwen template: <think> is found in the output
     ChatRenderOptions o;
     o.template_kwargs = nlohmann::ordered_json::parse(R"({"greeting": "hi"})");
     auto text = p.value()->render_chat(nlohmann::ordered_json::parse(R"([{"role":"user","content":"q"}])"), nullptr, o);
