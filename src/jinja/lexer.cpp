@@ -157,10 +157,14 @@ private:
         while (p < src_.size() && (src_[p] == ' ' || src_[p] == '\t')) ++p;
         if (src_.compare(p, 3, "raw") != 0) return false;
         p += 3;
-        while (p < src_.size() && (src_[p] == ' ' || src_[p] == '\t' || src_[p] == '-')) ++p;
+        while (p < src_.size() && (src_[p] == ' ' || src_[p] == '\t')) ++p;
+        const bool strip_body_start = p < src_.size() && src_[p] == '-';
+        if (strip_body_start) ++p;
         if (src_.compare(p, 2, "%}") != 0) return false;
         tokens_.pop_back();
-        const size_t body = p + 2;
+        size_t body = p + 2;
+        if (strip_body_start)
+            while (body < src_.size() && std::strchr(" \t\n\r\f\v", src_[body]) && src_[body] != '\0') ++body;
         size_t search = body;
         while (true) {
             const size_t open = src_.find("{%", search);
@@ -169,7 +173,9 @@ private:
             if (q < src_.size() && (src_[q] == '-' || src_[q] == '+')) ++q;
             while (q < src_.size() && (src_[q] == ' ' || src_[q] == '\t')) ++q;
             if (src_.compare(q, 6, "endraw") == 0) {
-                emit_text(src_.substr(body, open - body));
+                std::string text = src_.substr(body, open - body);
+                if (src_[open + 2] == '-') text = py_strip(text, false, true);
+                emit_text(std::move(text));
                 const size_t close = src_.find("%}", q);
                 if (close == std::string::npos) fail("unclosed {% endraw %}", line_);
                 advance_to(close + 2);
