@@ -345,6 +345,10 @@ Value apply_filter(const std::string& name, const Value& v, CallArgs& a, Interpr
         const int64_t left = total / 2 + (total & width & 1);
         return Value(std::string(size_t(left), ' ') + text + std::string(size_t(total - left), ' '));
     }
+    if (name == "format") {
+        if (!a.keyword.empty()) fail("filter 'format' takes positional arguments only", line);
+        return Value(py_percent_format(need_string(), Value::tuple(a.positional), line));
+    }
     if (name == "wordcount") return Value(int64_t(py_split(need_string(), nullptr, -1).size()));
     fail("unsupported filter '" + name + "'", line);
 }

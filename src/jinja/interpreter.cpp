@@ -401,7 +401,7 @@ Value Interpreter::eval_binary(const Expr& e) {
             return Value(std::move(l));
         }
     }
-    if (op == "%" && a.is_string()) fail("unsupported: printf-style string formatting ('...' % value)", line);
+    if (op == "%" && a.is_string()) return Value(py_percent_format(a.as_string(), b, line));
     if (!a.is_number() || !b.is_number()) return bad();
     const bool ints = a.is_int() && b.is_int();
     if (op == "+") return ints ? Value(a.as_int() + b.as_int()) : Value(a.as_double() + b.as_double());

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 #include "tokenizer/python_format.h"
 #include "tokenizer/unicode.h"
@@ -333,6 +334,50 @@ std::vector<std::pair<size_t, uint32_t>> code_points(const std::string& s) {
 std::string json_dumps(const Value& value, const DumpOptions& options, int line) {
     std::string out;
     dump(value, options, 0, line, out);
+    return out;
+}
+
+std::string py_percent_format(const std::string& format, const Value& args, int line) {
+    const List items = args.is_tuple() ? args.as_list() : List{args};
+    size_t next = 0;
+    std::string out;
+    for (size_t i = 0; i < format.size(); ++i) {
+        if (format[i] != '%') {
+            out.push_back(format[i]);
+            continue;
+        }
+        if (++i >= format.size()) fail("'%' formatting: incomplete format", line);
+        if (format[i] == '%') {
+            out.push_back('%');
+            continue;
+        }
+        int precision = -1;
+        if (format[i] == '.') {
+            precision = 0;
+            while (++i < format.size() && format[i] >= '0' && format[i] <= '9') precision = precision * 10 + (format[i] - '0');
+            if (i >= format.size()) fail("'%' formatting: incomplete format", line);
+        }
+        const char conv = format[i];
+        if (next >= items.size()) fail("'%' formatting: not enough arguments for the format string", line);
+        const Value& v = items[next++];
+        if (conv == 's') {
+            out += v.str();
+        } else if (conv == 'r') {
+            out += v.repr();
+        } else if (conv == 'd' || conv == 'i' || conv == 'f') {
+            if (!v.is_number()) fail(std::string("'%' formatting: %") + conv + " needs a number, not " + v.type_name(), line);
+            if (conv == 'f') {
+                char buf[512];
+                std::snprintf(buf, sizeof buf, "%.*f", precision < 0 ? 6 : precision, v.as_double());
+                out += buf;
+            } else {
+                out += std::to_string(v.is_int() ? v.as_int() : int64_t(v.as_double()));
+            }
+        } else {
+            fail(std::string("'%' formatting: unsupported conversion '%") + conv + "'", line);
+        }
+    }
+    if (next < items.size()) fail("'%' formatting: not all arguments converted", line);
     return out;
 }
 

@@ -126,6 +126,10 @@ struct DumpOptions {
 };
 std::string json_dumps(const Value& value, const DumpOptions& options, int line);
 
+// Python's printf-style `format % args` for %s, %r, %d, %i, %f (with an optional precision) and
+// %%: args is one value or a tuple. Other conversions are a TemplateError naming them.
+std::string py_percent_format(const std::string& format, const Value& args, int line);
+
 // Python str.strip/lstrip/rstrip: with no `chars`, Python's (Unicode) whitespace.
 std::string py_strip(const std::string& s, bool left, bool right, const Value* chars = nullptr);
 

@@ -80,6 +80,8 @@ TEST(JinjaTemplate, ExpressionsAndMethods) {
                      R"({"y": {}})"),
               "no False False True True");
     EXPECT_EQ(render("{{ m.get('a', 5) }} {{ m.b }} [{{ m.c }}] {{ m['b'] }}", R"({"m": {"b": "B"}})"), "5 B [] B");
+    EXPECT_EQ(render("{{ '%s-%d' % ('a', 3) }}|{{ '%.2f|%r|%%' % (1.5, 'x') }}|{{ '%s and %s'|format('a', 2) }}"),
+              "a-3|1.50|'x'|%|a and 2");
 }
 
 TEST(JinjaTemplate, RaiseExceptionGivesItsMessage) {
