@@ -200,7 +200,9 @@ Status serve(const Args& args) {
         QS_ASSIGN_OR_RETURN(auto tp, TokenizerTextPipeline::load(c.tokenizer, c.chat_template));
         eos_ids = tp->eos_token_ids();
         log_info("serve: tokenizer {} ({} ids, {} chat template)", c.tokenizer, tp->vocab_size(),
-                 tp->chat_format() == tok::ChatFormat::kQwen35 ? "Qwen3.5/3.6" : "Qwen3");
+                 tp->renders_with_jinja()                          ? "Jinja-interpreted"
+                 : tp->chat_format() == tok::ChatFormat::kQwen35 ? "Qwen3.5/3.6"
+                                                                  : "Qwen3");
         text_owner = std::move(tp);
     } else {
         log_info("serve: tokenizer = byte-level test double (no tokenizer.json in --model, no --tokenizer)");
@@ -363,8 +365,9 @@ const CommandSpec& serve_spec() {
                      "the --model value"),
               valued("tokenizer", "PATH", "tokenizer.json or its directory", "the model directory's"),
               valued("chat-template", "FILE",
-                     "a Jinja chat template file to use instead of the tokenizer's; it must be a Qwen3 or "
-                     "Qwen3.5/3.6 template (rendered natively): any other template is refused at start",
+                     "a Jinja chat template file to use instead of the tokenizer's: a Qwen3 or Qwen3.5/3.6 "
+                     "template is rendered natively, any other by the Jinja interpreter (a construct it does not "
+                     "support is refused at start, naming the line: docs/API.md)",
                      "the tokenizer's"),
               valued("scheduling-policy", "fcfs|priority",
                      "fcfs: a request's 'priority' other than 0 is a 400 (as vLLM); priority: waiting requests "

@@ -21,6 +21,7 @@
 
 #include "cli/commands.h"
 #include "core/args.h"
+#include "server/tokenizer_text_pipeline.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -124,6 +125,42 @@ Status run_chat(const tok::ChatTemplate& chat) {
     return Status::ok();
 }
 
+// --chat through the server's text pipeline (--chat-template FILE or --template jinja): each
+// line's messages, tools, add_generation_prompt, continue_final_message and
+// chat_template_kwargs (every key a template variable) as a chat request sends them.
+Status run_chat_pipeline(const TextPipeline& text) {
+    using OJson = nlohmann::ordered_json;
+    std::string line;
+    size_t line_no = 0;
+    while (std::getline(std::cin, line)) {
+        ++line_no;
+        OJson j = OJson::parse(line, nullptr, false);
+        if (j.is_discarded() || !j.is_object()) return line_error(line_no, "expected a JSON object");
+        ChatRenderOptions ro;
+        if (j.contains("add_generation_prompt") && j["add_generation_prompt"].is_boolean())
+            ro.add_generation_prompt = j["add_generation_prompt"].get<bool>();
+        if (j.contains("continue_final_message") && j["continue_final_message"].is_boolean())
+            ro.continue_final_message = j["continue_final_message"].get<bool>();
+        if (j.contains("chat_template_kwargs") && j["chat_template_kwargs"].is_object()) {
+            ro.template_kwargs = j["chat_template_kwargs"];
+            const OJson& kw = ro.template_kwargs;
+            if (kw.contains("enable_thinking") && kw["enable_thinking"].is_boolean())
+                ro.enable_thinking = kw["enable_thinking"].get<bool>();
+            if (kw.contains("preserve_thinking") && kw["preserve_thinking"].is_boolean())
+                ro.preserve_thinking = kw["preserve_thinking"].get<bool>();
+        }
+        const OJson messages = j.contains("messages") ? j["messages"] : OJson();
+        const OJson tools = j.contains("tools") ? j["tools"] : OJson();
+        auto rendered = text.render_chat(messages, tools, ro);
+        OJson out;
+        if (rendered.is_ok()) out["text"] = *rendered;
+        else out["error"] = rendered.status().message();
+        const std::string s = out.dump(-1, ' ', false, OJson::error_handler_t::replace) + "\n";
+        std::fwrite(s.data(), 1, s.size(), stdout);
+    }
+    return Status::ok();
+}
+
 Status run_benchmark(const tok::Tokenizer& t, int64_t repeat) {
     std::vector<std::string> texts;
     std::string line;
@@ -170,7 +207,13 @@ const CommandSpec& tokenize_spec() {
               flag("hex", "input lines are hex-encoded bytes instead of JSON strings (text that is not UTF-8)"),
               flag("chat", "each input line is {\"messages\": [...], \"tools\": [...], \"add_generation_prompt\", "
                            "\"enable_thinking\", ...}; prints {\"text\": prompt} or {\"error\": message}"),
-              valued("template", "qwen3|qwen3.6", "with --chat: this renderer instead of the model's own template"),
+              valued("template", "qwen3|qwen3.6|jinja",
+                     "with --chat: this native renderer instead of the model's own template, or jinja: the "
+                     "template (the model's or --chat-template's) rendered by the Jinja interpreter"),
+              valued("chat-template", "FILE",
+                     "with --chat: a Jinja chat template file, chosen as serve --chat-template chooses (native "
+                     "renderer for a Qwen3 or Qwen3.5/3.6 template, else the Jinja interpreter); input lines then "
+                     "take \"continue_final_message\" and \"chat_template_kwargs\" (every key a template variable)"),
               flag("benchmark", "read every line, then time single-thread encoding over them (MB/s) instead of "
                                 "printing ids"),
               valued("repeat", "N", "--benchmark: passes (the best is reported)", "3")}});
@@ -189,7 +232,13 @@ int run_tokenize(int argc, char** argv) {
     if (!tokenizer.is_ok()) return fail("tokenize", tokenizer.status());
     std::ios::sync_with_stdio(false);
     Status status;
-    if (args->has("chat")) {
+    if (args->has("chat") && (args->get("chat-template") || args->get_or("template", "") == "jinja")) {
+        const ChatTemplateEngine engine =
+            args->get_or("template", "") == "jinja" ? ChatTemplateEngine::kJinja : ChatTemplateEngine::kAuto;
+        auto text = TokenizerTextPipeline::load(*path, args->get_or("chat-template", ""), engine);
+        if (!text.is_ok()) return fail("tokenize", text.status());
+        status = run_chat_pipeline(**text);
+    } else if (args->has("chat")) {
         auto chat = args->get("template") ? tok::ChatTemplate::from_name(*args->get("template"))
                                           : tok::ChatTemplate::detect((*tokenizer)->chat_template());
         if (!chat.is_ok()) return fail("tokenize", chat.status());

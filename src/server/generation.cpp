@@ -64,7 +64,8 @@ std::optional<ApiError> compile_grammar(const ServerState& state, GenerationSpec
 void prepare_and_submit(ServerState& state, ApiKind kind, const HttpRequest& request,
                         const std::shared_ptr<Exchange>& exchange, std::chrono::steady_clock::time_point arrival) {
     GenerationSpec spec;
-    if (auto e = parse_generation_request(kind, request.body, state.options().served_model_names, spec))
+    if (auto e = parse_generation_request(kind, request.body, state.options().served_model_names, spec,
+                                          state.text().reads_any_template_kwarg()))
         return reply_error(state, exchange, std::move(*e));
     EngineApi* engine = state.engine();
     if (!engine) {
@@ -85,6 +86,7 @@ void prepare_and_submit(ServerState& state, ApiKind kind, const HttpRequest& req
         ro.preserve_thinking = spec.preserve_thinking;
         ro.add_generation_prompt = spec.add_generation_prompt;
         ro.continue_final_message = spec.continue_final_message;
+        ro.template_kwargs = spec.chat_template_kwargs;
         auto rendered = text.render_chat(spec.messages, spec.tools, ro);
         if (!rendered.is_ok()) return reply_error(state, exchange, api_error_from_status(rendered.status(), "messages"));
         prompt_ids = text.encode(rendered.value());

@@ -317,7 +317,7 @@ MaybeError check_content_parts(const J& parts, const std::string& param, std::ve
     return std::nullopt;
 }
 
-MaybeError parse_messages(const J& o, GenerationSpec& s) {
+MaybeError parse_messages(const J& o, bool any_template_kwargs, GenerationSpec& s) {
     const J* m = field(o, "messages");
     if (!m) return bad("messages", "'messages' is required");
     if (!m->is_array()) return bad("messages", fmt::format("'messages' must be an array, got {}", type_name(*m)));
@@ -342,17 +342,19 @@ MaybeError parse_messages(const J& o, GenerationSpec& s) {
     }
     s.messages = *m;
     // The variables Qwen's templates read (enable_thinking: both; preserve_thinking: 3.5/3.6;
-    // add_vision_id numbers image parts, which are refused, so it changes nothing). A key the
-    // templates do not read would be a silent no-op in jinja: refused instead.
+    // add_vision_id numbers image parts, which are refused, so it changes nothing). For the
+    // native renderers a key the templates do not read would be a silent no-op in jinja:
+    // refused instead. A Jinja-rendered template (any_template_kwargs) sees every key.
     if (const J* kw = field(o, "chat_template_kwargs")) {
         if (!kw->is_object()) return bad("chat_template_kwargs", "'chat_template_kwargs' must be an object");
         QS_TRY_API(opt_bool(*kw, "enable_thinking", s.enable_thinking));
         QS_TRY_API(opt_bool(*kw, "preserve_thinking", s.preserve_thinking));
         bool vision_id = false;
         QS_TRY_API(opt_bool(*kw, "add_vision_id", vision_id));
+        s.chat_template_kwargs = *kw;
         for (auto it = kw->begin(); it != kw->end(); ++it)
-            if (it.key() != "enable_thinking" && it.key() != "preserve_thinking" && it.key() != "add_vision_id" &&
-                !it->is_null())
+            if (!any_template_kwargs && it.key() != "enable_thinking" && it.key() != "preserve_thinking" &&
+                it.key() != "add_vision_id" && !it->is_null())
                 return unsupported("chat_template_kwargs." + it.key(),
                                    fmt::format("chat_template_kwargs '{}' is not read by the chat template (it reads "
                                                "enable_thinking, preserve_thinking, add_vision_id)",
@@ -411,7 +413,7 @@ std::optional<ApiError> parse_json_object(std::string_view body, J& out) {
 
 std::optional<ApiError> parse_generation_request(ApiKind kind, std::string_view body,
                                                  const std::vector<std::string>& model_names,
-                                                 GenerationSpec& s) {
+                                                 GenerationSpec& s, bool any_template_kwargs) {
     J o;
     QS_TRY_API(parse_json_object(body, o));
     s.kind = kind;
@@ -431,7 +433,7 @@ std::optional<ApiError> parse_generation_request(ApiKind kind, std::string_view 
     }
     QS_TRY_API(check_unsupported_fields(o, kind));
     if (kind == ApiKind::kChat) {
-        QS_TRY_API(parse_messages(o, s));
+        QS_TRY_API(parse_messages(o, any_template_kwargs, s));
         QS_TRY_API(parse_tools(o, s));
     } else {
         QS_TRY_API(parse_prompt(o, s));

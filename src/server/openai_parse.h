@@ -31,6 +31,7 @@ struct GenerationSpec {
     bool parallel_tool_calls = true;            // false: at most one call (the first; "required" constrains to one)
     bool enable_thinking = true;                // chat_template_kwargs.enable_thinking
     bool preserve_thinking = false;             // chat_template_kwargs.preserve_thinking (Qwen3.6)
+    nlohmann::ordered_json chat_template_kwargs;  // the object as sent (null if absent)
     bool add_generation_prompt = true;          // vLLM
     bool continue_final_message = false;        // vLLM: the prompt ends inside the last message
     // Completions: exactly one of the two.
@@ -53,10 +54,12 @@ struct GenerationSpec {
     std::string grammar_param;
 };
 
-// model_names: the names this server answers to (--served-model-name).
+// model_names: the names this server answers to (--served-model-name). any_template_kwargs:
+// the chat template is rendered by the Jinja interpreter, which takes every
+// chat_template_kwargs key (else only the keys the native Qwen renderers read).
 std::optional<ApiError> parse_generation_request(ApiKind kind, std::string_view body,
                                                  const std::vector<std::string>& model_names,
-                                                 GenerationSpec& out);
+                                                 GenerationSpec& out, bool any_template_kwargs = false);
 
 // Parses a body into a JSON object or explains why it is not one.
 std::optional<ApiError> parse_json_object(std::string_view body, nlohmann::ordered_json& out);

@@ -132,6 +132,7 @@ HttpResponse Router::tokenize(const HttpRequest& request) const {
         if (o.contains("chat_template_kwargs") && o["chat_template_kwargs"].is_object()) {
             ro.enable_thinking = o["chat_template_kwargs"].value("enable_thinking", true);
             ro.preserve_thinking = o["chat_template_kwargs"].value("preserve_thinking", false);
+            ro.template_kwargs = o["chat_template_kwargs"];
         }
         auto rendered = text.render_chat(m, o.value("tools", nlohmann::ordered_json()), ro);
         if (!rendered.is_ok()) return api_error_response(api_error_from_status(rendered.status(), "messages"));

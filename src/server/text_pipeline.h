@@ -24,6 +24,9 @@ struct ChatRenderOptions {
     bool enable_thinking = true;
     bool preserve_thinking = false;       // Qwen3.5/3.6: keep every assistant turn's reasoning
     bool continue_final_message = false;  // end inside the last message (add_generation_prompt false)
+    // The request's chat_template_kwargs object (or null): a Jinja-rendered template sees every
+    // key as a variable; the native Qwen renderers read only the typed fields above.
+    nlohmann::ordered_json template_kwargs;
 };
 
 class TextPipeline {
@@ -44,6 +47,9 @@ public:
     // Whether a rendered chat prompt leaves the model inside a reasoning block (the template
     // opened <think>), so that generated text starts as reasoning.
     virtual bool prompt_opens_reasoning(const ChatRenderOptions& options) const = 0;
+    // Whether the chat template takes any chat_template_kwargs key (a Jinja-rendered template
+    // does); if not, a key the native renderer does not read is refused at parse.
+    virtual bool reads_any_template_kwarg() const { return false; }
     virtual std::unique_ptr<OutputParser> make_output_parser(const OutputParserOptions& options) const = 0;
 };
 

@@ -70,45 +70,66 @@ private:
 }  // namespace
 
 Result<std::unique_ptr<TokenizerTextPipeline>> TokenizerTextPipeline::load(const std::string& path,
-                                                                          const std::string& template_file) {
+                                                                          const std::string& template_file,
+                                                                          ChatTemplateEngine engine) {
     QS_ASSIGN_OR_RETURN(std::unique_ptr<tok::Tokenizer> tok, tok::Tokenizer::from_path(path));
+    std::string text = tok->chat_template();
+    std::string origin = path;
     if (!template_file.empty()) {
         std::ifstream in(template_file, std::ios::binary);
         if (!in) return not_found("--chat-template " + template_file + ": cannot read the file");
-        std::stringstream text;
-        text << in.rdbuf();
-        Result<tok::ChatTemplate> t = tok::ChatTemplate::detect(text.str());
-        if (!t.is_ok())
-            return unsupported(fmt::format("--chat-template {}: {}; this server renders chat templates natively and "
-                                           "knows only the Qwen3 and Qwen3.5/3.6 templates (no general Jinja "
-                                           "interpreter yet)",
-                                           template_file, t.status().message()));
-        return std::unique_ptr<TokenizerTextPipeline>(new TokenizerTextPipeline(std::move(tok), t.value()));
+        std::stringstream ss;
+        ss << in.rdbuf();
+        text = ss.str();
+        origin = "--chat-template " + template_file;
     }
-    Result<tok::ChatTemplate> t = tok->chat_template().empty() ? tok::ChatTemplate::from_name("qwen3.6")
-                                                               : tok::ChatTemplate::detect(tok->chat_template());
-    if (!t.is_ok()) return t.status().with_context(path);
-    return std::unique_ptr<TokenizerTextPipeline>(new TokenizerTextPipeline(std::move(tok), t.value()));
+    auto make = [&](tok::ChatFormat format, bool qwen, std::optional<JinjaChatTemplate> jinja) {
+        return std::unique_ptr<TokenizerTextPipeline>(
+            new TokenizerTextPipeline(std::move(tok), format, qwen, std::move(jinja)));
+    };
+    if (text.empty()) {
+        if (!template_file.empty()) return invalid_argument(origin + ": the file is empty");
+        // No template in the model directory: Qwen3.6's (the model this server runs).
+        if (engine == ChatTemplateEngine::kAuto) return make(tok::ChatFormat::kQwen35, true, std::nullopt);
+        return not_found(path + ": the model has no chat template");
+    }
+    Result<tok::ChatTemplate> native = tok::ChatTemplate::detect(text);
+    const tok::ChatFormat format = native.is_ok() ? native.value().format() : tok::ChatFormat::kQwen35;
+    if (native.is_ok() && engine == ChatTemplateEngine::kAuto) return make(format, true, std::nullopt);
+    nlohmann::ordered_json special = nlohmann::ordered_json::object();
+    auto add = [&](const char* name, std::optional<int32_t> id) {
+        if (!id) return;
+        if (auto t = tok->id_to_token(*id)) special[name] = *t;
+    };
+    add("bos_token", tok->bos_token_id());
+    add("eos_token", tok->eos_token_id());
+    add("pad_token", tok->pad_token_id());
+    Result<JinjaChatTemplate> jinja = JinjaChatTemplate::load(text, std::move(special));
+    if (!jinja.is_ok()) return jinja.status().with_context(origin);
+    return make(format, native.is_ok(), std::move(jinja).value());
 }
 
 Result<std::string> TokenizerTextPipeline::render_chat(const nlohmann::ordered_json& messages,
                                                        const nlohmann::ordered_json& tools,
                                                        const ChatRenderOptions& options) const {
+    if (jinja_) return jinja_->render(messages, tools, options);
     tok::ChatOptions o;
     o.add_generation_prompt = options.add_generation_prompt;
     o.enable_thinking = options.enable_thinking;
     o.preserve_thinking = options.preserve_thinking;
     o.continue_final_message = options.continue_final_message;
-    return template_.render(messages, tools, o);
+    return tok::ChatTemplate(format_).render(messages, tools, o);
 }
 
 bool TokenizerTextPipeline::prompt_opens_reasoning(const ChatRenderOptions& options) const {
-    // Qwen3.5/3.6's generation prompt opens <think>; Qwen3's lets the model write it.
-    return options.add_generation_prompt && options.enable_thinking && template_.format() == tok::ChatFormat::kQwen35;
+    // Qwen3.5/3.6's generation prompt opens <think>; Qwen3's lets the model write it. Another
+    // family's template is not known to open it: the parser then finds <think> in the output.
+    return options.add_generation_prompt && options.enable_thinking && qwen_template_ &&
+           format_ == tok::ChatFormat::kQwen35;
 }
 
 std::unique_ptr<OutputParser> TokenizerTextPipeline::make_output_parser(const OutputParserOptions& options) const {
-    return std::make_unique<TokenizerOutputParser>(options, template_.format());
+    return std::make_unique<TokenizerOutputParser>(options, format_);
 }
 
 std::vector<int32_t> TokenizerTextPipeline::eos_token_ids() const {

@@ -14,8 +14,8 @@ std::string_view strip(std::string_view s) {
     return s.substr(b, s.find_last_not_of(ws) - b + 1);
 }
 
-// continue_final_message: the rendered chat up to the last occurrence of the final message's
-// text (stripped; for an array of parts, its last text part), as transformers cuts it.
+}  // namespace
+
 Result<std::string> cut_after_final_message(const nlohmann::ordered_json& messages, std::string rendered) {
     if (messages.empty()) return invalid_argument("continue_final_message needs a message to continue");
     const auto& content = messages.back().contains("content") ? messages.back()["content"] : nlohmann::ordered_json();
@@ -40,9 +40,10 @@ Result<std::string> cut_after_final_message(const nlohmann::ordered_json& messag
     return rendered;
 }
 
-}  // namespace
-
 Result<ChatTemplate> ChatTemplate::detect(const std::string& text) {
+    // Qwen2.5 writes tool calls as Qwen3 does but has its own default system prompt.
+    if (text.find("You are Qwen, created by Alibaba Cloud") != std::string::npos)
+        return unsupported("the chat template is Qwen2.5's, not the Qwen3 or Qwen3.5/3.6 one");
     if (text.find("<function=") != std::string::npos && text.find("<parameter=") != std::string::npos)
         return ChatTemplate(ChatFormat::kQwen35);
     if (text.find("<tool_call>\\n{\\\"name\\\": <function-name>") != std::string::npos ||

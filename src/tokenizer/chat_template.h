@@ -51,6 +51,10 @@ private:
     ChatFormat format_;
 };
 
+// continue_final_message: the rendered chat up to the last occurrence of the final message's
+// text (stripped; for an array of parts, its last text part), as transformers cuts it.
+Result<std::string> cut_after_final_message(const nlohmann::ordered_json& messages, std::string rendered);
+
 // The two renderers (chat_template_qwen3.cpp, chat_template_qwen35.cpp).
 Result<std::string> render_qwen3(const nlohmann::ordered_json& messages,
                                  const nlohmann::ordered_json& tools, const ChatOptions& options);

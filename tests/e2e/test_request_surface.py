@@ -6,8 +6,9 @@
 # and HF `tokenizers` encoding it. Covered: chat_template_kwargs (enable_thinking,
 # preserve_thinking; unknown keys refused), add_generation_prompt, continue_final_message (cut
 # as transformers' apply_chat_template cuts it), --chat-template FILE (a Qwen3 template renders
-# as jinja2 renders it; a template the native renderers do not reproduce stops the server with
-# an error naming the file), priority (refused without --scheduling-policy priority, else
+# as jinja2 renders it; a Llama 3.1 template through the Jinja interpreter renders as jinja2
+# renders it, its raise_exception a 400; a construct the interpreter does not support stops the
+# server with an error naming the file and line), priority (refused without --scheduling-policy priority, else
 # passed to the engine), truncate_prompt_tokens, echo (plain and streamed), parallel_tool_calls,
 # stream_options.continuous_usage_stats. The real engine's side (priority order, best_of,
 # skip_special_tokens, structural tags): test_request_surface_engine.py.
@@ -260,10 +261,48 @@ def test_chat_template_file(tmp_path):
     finally:
         proc.terminate()
         proc.wait(timeout=30)
-    # A template the native renderers do not reproduce: the server refuses to start.
+    # A template with a construct the Jinja interpreter does not support: the server refuses to
+    # start, naming the file, the line and the construct.
     custom = tmp_path / "custom.jinja"
-    custom.write_text("{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}")
+    custom.write_text("{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}\n{% include 'x.jinja' %}")
     out = subprocess.run([BINARY, "serve", "--model", MODEL_DIR, "--fake-engine", "--port", "0",
                           "--chat-template", str(custom)], capture_output=True, text=True, timeout=60)
     assert out.returncode != 0
-    assert str(custom) in out.stderr + out.stdout and "Jinja" in out.stderr + out.stdout
+    assert str(custom) in out.stderr + out.stdout
+    assert "line 3: unsupported template tag '{% include %}'" in out.stderr + out.stdout
+
+
+def test_chat_template_file_jinja(tmp_path):
+    # A template of another family (Llama 3.1's, tests/data/jinja) is rendered by the Jinja
+    # interpreter: the prompt is jinja2's rendering with transformers' variables (tools None
+    # without tools, the tokenizer's special tokens, every chat_template_kwargs key); the
+    # template's raise_exception is a 400 carrying its message.
+    path = os.path.join(REPO, "tests", "data", "jinja", "llama3.1_instruct.jinja")
+    llama = open(path, encoding="utf-8").read()
+    config = json.load(open(os.path.join(MODEL_DIR, "tokenizer_config.json")))
+    specials = {k: config[k] for k in ("bos_token", "eos_token", "pad_token") if isinstance(config.get(k), str)}
+    proc, base = start("--chat-template", path)
+    try:
+        c = openai.OpenAI(base_url=base + "/v1", api_key="unused", max_retries=0, timeout=60)
+        msgs = HISTORY[:2] + [{"role": "assistant", "content": "ok"}, {"role": "user", "content": "Go [[echo_request]]"}]
+        cases = [({}, None), ({"date_string": "01 Jan 2030", "bos_token": "<|begin_of_text|>"}, None),
+                 ({"tools_in_user_message": False}, TOOLS)]
+        for kwargs, tools in cases:
+            extra = {"chat_template_kwargs": kwargs} if kwargs else {}
+            r = c.chat.completions.create(model=MODEL, messages=msgs, max_tokens=4000, extra_body=extra,
+                                          **({"tools": tools} if tools else {}))
+            m = r.choices[0].message
+            _, ids = echoed((m.content or "") + (getattr(m, "reasoning_content", None) or ""))
+            assert ids == reference_ids(llama, msgs, tools=tools, documents=None, **{**specials, **kwargs})
+        # Two tool calls in one turn: the template raises, the message reaches the client.
+        calls = [{"id": f"c{i}", "type": "function", "function": {"name": "f", "arguments": "{\"x\": 1}"}}
+                 for i in range(2)]
+        bad = msgs[:2] + [{"role": "assistant", "content": "", "tool_calls": calls},
+                          {"role": "tool", "tool_call_id": "c0", "content": "1"}, {"role": "user", "content": "?"}]
+        with pytest.raises(openai.BadRequestError) as e:
+            c.chat.completions.create(model=MODEL, messages=bad, tools=TOOLS, max_tokens=5)
+        assert e.value.status_code == 400
+        assert "This model only supports single tool-calls at once!" in e.value.body["message"]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)

@@ -366,6 +366,23 @@ TEST(OpenAiParse, RefusesUnimplementedFieldsWithRealisticValues) {
     }
 }
 
+// A Jinja-interpreted chat template takes every chat_template_kwargs key; the native Qwen
+// renderers take only the keys they read (the refusal above).
+TEST(OpenAiParse, AnyTemplateKwargWithJinjaTemplate) {
+    GenerationSpec s;
+    const std::string body =
+        R"({"model":"m","messages":[{"role":"user","content":"x"}],)"
+        R"("chat_template_kwargs":{"date_string":"01 Jan 2030","builtin_tools":["a"],"enable_thinking":false}})";
+    EXPECT_FALSE(parse_generation_request(ApiKind::kChat, body, kModels, s, /*any_template_kwargs=*/true));
+    EXPECT_EQ(s.chat_template_kwargs["date_string"], "01 Jan 2030");
+    EXPECT_EQ(s.chat_template_kwargs["builtin_tools"][0], "a");
+    EXPECT_FALSE(s.enable_thinking);
+    GenerationSpec t;
+    auto e = parse_generation_request(ApiKind::kChat, body, kModels, t);
+    ASSERT_TRUE(e);
+    EXPECT_EQ(e->param, "chat_template_kwargs.date_string");
+}
+
 // The request-surface fields this server implements (issue 16 item 2) reach the spec.
 TEST(OpenAiParse, RequestSurfaceFieldsReachTheSpec) {
     GenerationSpec c;

@@ -2,6 +2,7 @@
 // chat rendering + encode round trip, EOS ids, and reasoning/tool-call parsing via src/tokenizer.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <filesystem>
 
 #include "server/tokenizer_text_pipeline.h"
@@ -48,6 +49,46 @@ TEST(TokenizerTextPipeline, Qwen3ChatAndParsers) {
     ASSERT_EQ(all.tool_calls.size(), 1u);
     EXPECT_EQ(all.tool_calls[0].name, "f");
     EXPECT_EQ(nlohmann::json::parse(all.tool_calls[0].arguments), nlohmann::json::parse(R"({"x":1})"));
+}
+
+// --chat-template FILE of another family: rendered by the Jinja interpreter with the tokenizer's
+// special tokens and every chat_template_kwargs key; its raise_exception is the error message;
+// a template the interpreter cannot parse fails at load, naming the file and the line.
+TEST(TokenizerTextPipeline, JinjaTemplateFile) {
+    const std::string tiny = std::string(QS_SOURCE_DIR) + "/models/qwen36-tiny";
+    const std::string dir = ::testing::TempDir();
+    auto write = [&](const std::string& name, const std::string& text) {
+        const std::string path = dir + "/" + name;
+        std::FILE* f = std::fopen(path.c_str(), "wb");
+        std::fwrite(text.data(), 1, text.size(), f);
+        std::fclose(f);
+        return path;
+    };
+    const std::string good = write("good.jinja",
+        "{% for m in messages %}{% if m.role == 'system' %}{{ raise_exception('no system role') }}{% endif %}"
+        "[{{ m.role }}]{{ m.content }}{{ eos_token }}{% endfor %}{% if add_generation_prompt %}[assistant]{% endif %}"
+        "{{ greeting | default('') }}");
+    auto p = TokenizerTextPipeline::load(tiny, good);
+    ASSERT_TRUE(p.is_ok()) << p.status().message();
+    EXPECT_TRUE(p.value()->renders_with_jinja());
+    EXPECT_TRUE(p.value()->reads_any_template_kwarg());
+    EXPECT_FALSE(p.value()->prompt_opens_reasoning({}));  // not a Qwen template: <think> is found in the output
+    ChatRenderOptions o;
+    o.template_kwargs = nlohmann::ordered_json::parse(R"({"greeting": "hi"})");
+    auto text = p.value()->render_chat(nlohmann::ordered_json::parse(R"([{"role":"user","content":"q"}])"), nullptr, o);
+    ASSERT_TRUE(text.is_ok()) << text.status().message();
+    EXPECT_EQ(text.value(), "[user]q<|im_end|>[assistant]hi");
+    auto raised = p.value()->render_chat(nlohmann::ordered_json::parse(R"([{"role":"system","content":"s"}])"), nullptr, {});
+    ASSERT_FALSE(raised.is_ok());
+    EXPECT_EQ(raised.status().kind(), ErrorKind::kInvalidArgument);
+    EXPECT_EQ(raised.status().message(), "no system role");
+
+    const std::string bad = write("bad.jinja", "ok\n{% include 'other.jinja' %}");
+    auto refused = TokenizerTextPipeline::load(tiny, bad);
+    ASSERT_FALSE(refused.is_ok());
+    EXPECT_NE(refused.status().message().find("bad.jinja"), std::string::npos) << refused.status().message();
+    EXPECT_NE(refused.status().message().find("line 2: unsupported template tag '{% include %}'"), std::string::npos)
+        << refused.status().message();
 }
 
 }  // namespace

@@ -40,3 +40,18 @@ qs_tokenizer_py_test(chat_template_parity_qwen36
   ${CMAKE_SOURCE_DIR}/tools/chat_template_parity.py --binary $<TARGET_FILE:qwenserve>
   --template-file ${QS_TOK_DATA}/qwen36_chat_template.jinja --format qwen3.6 --tokenizer ${QS_TOK_QWEN36})
 set_tests_properties(chat_template_parity_qwen36 PROPERTIES FIXTURES_REQUIRED qwen36_tokenizer)
+
+# The Jinja interpreter (src/jinja) against jinja2 on public chat templates of other families
+# (tests/data/jinja/README.md), plus the Qwen3.6 template forced through the interpreter.
+set(QS_JINJA_DATA ${CMAKE_SOURCE_DIR}/tests/data/jinja)
+qs_tokenizer_py_test(jinja_template_parity
+  ${CMAKE_SOURCE_DIR}/tools/jinja_template_parity.py --binary $<TARGET_FILE:qwenserve>
+  --tokenizer ${CMAKE_SOURCE_DIR}/models/qwen36-tiny
+  ${QS_JINJA_DATA}/llama3.1_instruct.jinja:tools
+  ${QS_JINJA_DATA}/mistral7b_instruct_v0.3.jinja:tools_id9
+  ${QS_JINJA_DATA}/gemma2_it.jinja:no_system
+  ${QS_JINJA_DATA}/gemma3_it.jinja:parts
+  ${QS_JINJA_DATA}/phi3.5_mini_instruct.jinja
+  ${QS_JINJA_DATA}/deepseek_r1_distill_qwen.jinja:tools
+  ${QS_JINJA_DATA}/qwen2.5_instruct.jinja:tools
+  ${QS_TOK_DATA}/qwen36_chat_template.jinja:tools)
