@@ -62,6 +62,8 @@ public:
     void copy(const float* src, int64_t n, float* dst) override;
     void copy_to_host(const float* src, int64_t n, float* dst) override;
     void copy_from_host(const float* src, int64_t n, float* dst) override;
+    // The attention kernels rotate by the batch's M-RoPE streams (DeviceBatch::rope_positions).
+    bool supports_mrope() const override { return true; }
     std::unique_ptr<ModelCache> make_cache(const CacheGeometry& g) override;
     void prepare_weights(const WeightSet& w) override;
     int64_t begin_forward(const ForwardBatch& batch, const int32_t* positions, const Replay& replay = {}) override;
