@@ -11,7 +11,7 @@ targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
   targets=(qwenserve qs_gpu_tests)
   for lab in bench/kernels/*_lab.cu; do [ -e "$lab" ] && targets+=("$(basename "$lab" .cu)"); done
-  targets+=(gpu_forward_bench)
+  targets+=(gpu_forward_bench gpu_vision_bench)
 fi
 ninja -C build-gpu -j"$jobs" "${targets[@]}"
 rm -rf gpu-bundle && mkdir -p gpu-bundle

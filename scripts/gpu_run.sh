@@ -4,6 +4,7 @@
 #   labs    every kernel lab (CPU reference check + timing)
 #   tests   the GPU test binary (ctest label `gpu` runs the same tests where ctest is available)
 #   bf16 | fp8   gpu_forward_bench on the real config with dummy weights (BF16 / FP8 blocks)
+#   vision  gpu_vision_bench: image encode time of the vision tower at 448², 1,024², 2,048²
 #   single | single_fp8 | single_nograph   single-stream numbers only (BF16 / FP8 / BF16 without
 #           CUDA graphs)
 #   bf16_nograph   the BF16 benchmark without CUDA graphs
@@ -57,6 +58,7 @@ for stage in "$@"; do
                     --single "${HTTP_SINGLE:-0}" \
                     --serve "$serve_args" ${modes//,/ } ;;
         bf16) run bench_bf16 "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b --load-format dummy --no-mtp ;;
+        vision) run vision_encode "$B/gpu_vision_bench" --sizes 448,1024,2048 --reps 5 ;;
         fp8) run bench_fp8 "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b --load-format dummy --no-mtp \
                  --dummy-format fp8-block ;;
         single) run single_bf16 "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b --load-format dummy --no-mtp --mode single ;;

@@ -72,11 +72,14 @@ inline void rms_norm_zc_row(float* x, const float* w, int64_t n, float eps) {
     const float inv = 1.0f / std::sqrt(ss / float(n) + eps);
     for (int64_t i = 0; i < n; ++i) x[i] = x[i] * inv * (1.0f + w[i]);
 }
-inline void apply_rope(float* x, int64_t rotary_dim, int32_t pos, double theta) {
+// pos[k]: the row's position in stream k (t, h, w); frequency i reads the stream the interleaved
+// M-RoPE section gives it (all three equal for a 1-D batch).
+inline void apply_rope(float* x, int64_t rotary_dim, const int32_t pos[3], double theta, const int section[3]) {
     const int64_t half = rotary_dim / 2;
     for (int64_t i = 0; i < half; ++i) {
         const float inv_freq = float(1.0 / std::pow(theta, double(2 * i) / double(rotary_dim)));
-        const float angle = float(pos) * inv_freq;
+        const int st = (i % 3 == 1 && i < 3 * section[1]) ? 1 : (i % 3 == 2 && i < 3 * section[2]) ? 2 : 0;
+        const float angle = float(pos[st]) * inv_freq;
         const float c = std::cos(angle), s = std::sin(angle);
         const float x1 = x[i], x2 = x[i + half];
         x[i] = x1 * c - x2 * s;
@@ -99,6 +102,11 @@ struct HostBatch {
     std::vector<SeqSpec> specs;
     std::vector<int32_t> positions, row_seq, block_tables;
     std::vector<DeviceSeq> seqs;
+    std::vector<int32_t> rope;  // M-RoPE positions [3][T] (set_mrope); empty: 1-D
+    int section[3] = {11, 11, 10};
+    void rope_of(int row, int32_t out[3]) const {
+        for (int k = 0; k < 3; ++k) out[k] = rope.empty() ? positions[size_t(row)] : rope[size_t(k * T + row)];
+    }
     int T = 0, max_n = 0, num_blocks = 0;
 };
 inline HostBatch make_batch(const Shape& sh, const std::vector<SeqSpec>& specs, std::mt19937_64& rng) {
@@ -130,6 +138,16 @@ inline HostBatch make_batch(const Shape& sh, const std::vector<SeqSpec>& specs, 
         b.max_n = std::max(b.max_n, s.n);
     }
     return b;
+}
+
+// Gives the batch random M-RoPE streams (values near each row's position, the streams apart, as
+// image rows have them) and a section that sends frequencies to all three streams.
+inline void set_mrope(HostBatch& b, const int section[3], std::mt19937_64& rng) {
+    std::uniform_int_distribution<int> d(-40, 40);
+    b.rope.resize(size_t(3 * b.T));
+    for (int k = 0; k < 3; ++k)
+        for (int r = 0; r < b.T; ++r) b.rope[size_t(k * b.T + r)] = std::max(0, b.positions[size_t(r)] + d(rng));
+    for (int k = 0; k < 3; ++k) b.section[k] = section[k];
 }
 
 inline std::vector<float> randn(size_t n, std::mt19937_64& rng, float scale = 1.0f) {
@@ -226,7 +244,9 @@ inline void reference(Case& c) {
                 std::vector<float> kh(c.k.begin() + long((size_t(row) * Hkv + h) * D),
                                       c.k.begin() + long((size_t(row) * Hkv + h + 1) * D));
                 rms_norm_zc_row(kh.data(), c.kn.data(), D, sh.eps);
-                apply_rope(kh.data(), sh.rot, pos, sh.theta);
+                int32_t rp[3];
+                b.rope_of(row, rp);
+                apply_rope(kh.data(), sh.rot, rp, sh.theta, b.section);
                 for (int j = 0; j < D; ++j) {
                     c.kc[(slot * Hkv + h) * D + j] = round_kv(kh[size_t(j)], c.dt);
                     c.vc[(slot * Hkv + h) * D + j] = round_kv(c.v[(size_t(row) * Hkv + h) * D + j], c.dt);
@@ -244,7 +264,9 @@ inline void reference(Case& c) {
         const float* src = c.qg.data() + (size_t(row) * Hq + h) * 2 * D;
         std::vector<float> q(src, src + D);
         rms_norm_zc_row(q.data(), c.qn.data(), D, sh.eps);
-        apply_rope(q.data(), sh.rot, pos, sh.theta);
+        int32_t rp[3];
+        b.rope_of(row, rp);
+        apply_rope(q.data(), sh.rot, rp, sh.theta, b.section);
         std::vector<double> sc(size_t(pos) + 1), o(size_t(D), 0.0);
         double mx = -INFINITY;
         for (int p = 0; p <= pos; ++p) {
@@ -332,9 +354,11 @@ inline bool compare(const Case& c, const char* label, const char* how, const std
 }
 
 inline DeviceBatch batch_view(const HostBatch& b, const int32_t* positions, const int32_t* row_seq,
-                              const DeviceSeq* seqs, const int32_t* block_tables) {
+                              const DeviceSeq* seqs, const int32_t* block_tables,
+                              const int32_t* rope_positions = nullptr) {
     DeviceBatch d;
     d.positions = positions;
+    d.rope_positions = rope_positions;
     d.row_seq = row_seq;
     d.seqs = seqs;
     d.block_tables = block_tables;
@@ -353,6 +377,7 @@ inline qs::cuda::GatedAttentionParams make_params(const Case& c) {
     p.rotary_dim = c.sh.rot;
     p.block_size = c.sh.bs;
     p.rope_theta = c.sh.theta;
+    for (int k = 0; k < 3; ++k) p.mrope_section[k] = c.b.section[k];
     p.eps = c.sh.eps;
     p.max_splits = qs::cuda::kAttentionMaxSplits;
     return p;

@@ -3,7 +3,14 @@
 
 #include <vector>
 
+#include "backend/cpu/cpu_ops.h"
+
 namespace qs {
+
+void Ops::vision_tower(const VisionWeights& w, const float* patches, const std::vector<VisionGrid>& grids, float* out,
+                       float* blocks_out) {
+    cpu::vision_tower(w, patches, grids, out, blocks_out);
+}
 
 void Ops::argmax_rows(const float* x, int64_t R, int64_t n, int32_t* out) {
     std::vector<float> row(static_cast<size_t>(n));

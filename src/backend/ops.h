@@ -15,6 +15,7 @@
 #include "backend/linear_weight.h"
 #include "backend/model_cache.h"
 #include "backend/sampling.h"
+#include "backend/vision_weights.h"
 #include "backend/weight_set.h"
 
 namespace qs {
@@ -160,6 +161,15 @@ public:
     // forward over those rows would have. The layer's outputs are not produced.
     virtual void gdn_commit(const GdnWeights& w, const GdnDims& d, const ForwardBatch& commit,
                             const std::vector<int32_t>& deferred_rows, ModelCache& cache, int64_t gdn_layer) = 0;
+
+    // The vision tower (spec §1.3) over images' patch rows: patches [rows][patch_dim] in host
+    // memory (images in order, each grids[i].rows() rows in merge-block order) → out
+    // [rows / merge²][out_hidden] in host memory, one embedding per merged token; blocks_out, when
+    // non-null, gets the last block's output [rows][hidden] (tests). Called from the thread that
+    // submits a request, concurrently with the engine thread's forwards: an implementation must
+    // not touch the forward's buffers or stream. Default: the host reference (cpu::vision_tower).
+    virtual void vision_tower(const VisionWeights& w, const float* patches, const std::vector<VisionGrid>& grids,
+                              float* out, float* blocks_out = nullptr);
 
     // Sparse MoE with shared expert: router softmax (fp32), top-k, renormalise, SiLU-gated experts,
     // shared expert × sigmoid(shared_expert_gate). x, y [T, hidden].

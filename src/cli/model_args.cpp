@@ -84,9 +84,9 @@ Result<ModelWeights> load_model_from_args(const Args& args) {
     }
     LoadOptions options;
     options.load_mtp = with_mtp;
-    // The vision tower runs with the CPU backend only (docs/VISION.md): on CUDA it is not read,
-    // which spares its host copy (fp32) and load time.
-    options.load_vision = args.get_or("device", "cpu") != "cuda";
+    // The vision tower (model.visual.*) is read for every device: its host copy (fp32) is what
+    // the backend runs or uploads (Ops::vision_tower; docs/VISION.md).
+    options.load_vision = true;
     QS_ASSIGN_OR_RETURN(ModelWeights w, load_model_dir(model, options));
     log_info("loaded {}: {} layers, {:.2f} GB, {:.2f} s", model, config.num_hidden_layers,
              double(w.storage_bytes()) / 1e9, timer.elapsed_s());

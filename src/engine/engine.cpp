@@ -70,8 +70,9 @@ Status Engine::submit(GenerationRequest request, OutputSink sink) {
                                             request.grammar->vocab_size(), weights_.config.vocab_size));
     if (!request.params.stop.empty() && !decoder_)
         return invalid_argument("stop strings need a tokenizer, and this engine has none");
-    // Images: the tower runs here, on the caller's thread (once per request, however the prompt
-    // is chunked later); a bad image layout is this request's 400.
+    // Images: the tower runs here, on the caller's thread, on the backend (Ops::vision_tower; CUDA:
+    // its own stream), once per request however the prompt is chunked later; a bad image layout is
+    // this request's 400.
     std::shared_ptr<const PromptImages> images;
     std::vector<int32_t> cache_key;
     if (!request.images.empty()) {
@@ -79,12 +80,12 @@ Status Engine::submit(GenerationRequest request, OutputSink sink) {
             return invalid_argument("image input: this model has no vision tower (no vision_config or no "
                                     "model.visual.* tensors in the checkpoint)");
         if (!ops_.supports_mrope())
-            return invalid_argument("image input is not supported on this device's backend yet (no M-RoPE "
-                                    "positions on CUDA); run the CPU backend for images");
+            return invalid_argument("image input is not supported on this device's backend (its attention has "
+                                    "no M-RoPE positions)");
         std::vector<const ImagePatches*> patches;
         for (const auto& p : request.images) patches.push_back(p.get());
         QS_ASSIGN_OR_RETURN(PromptImages prepared, prepare_prompt_images(*weights_.visual, request.prompt_ids,
-                                                                         weights_.config.image_token_id, patches));
+                                                                         weights_.config.image_token_id, patches, &ops_));
         images = std::make_shared<const PromptImages>(std::move(prepared));
         cache_key = image_cache_key(request.prompt_ids, weights_.config.image_token_id, request.images);
     }

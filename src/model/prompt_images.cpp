@@ -8,14 +8,15 @@
 namespace qs {
 
 Result<PromptImages> prepare_prompt_images(const VisionTower& tower, const std::vector<int32_t>& prompt,
-                                           int64_t image_token_id, const std::vector<const ImagePatches*>& images) {
+                                           int64_t image_token_id, const std::vector<const ImagePatches*>& images,
+                                           Ops* ops) {
     const int merge = tower.config().spatial_merge_size;
     std::vector<bool> is_image(prompt.size());
     std::vector<ImageGrid> grids;
     for (size_t i = 0; i < prompt.size(); ++i) is_image[i] = prompt[i] == image_token_id;
     for (const ImagePatches* p : images) grids.push_back({p->grid_t, p->grid_h, p->grid_w});
     QS_ASSIGN_OR_RETURN(MropePositions positions, mrope_positions(is_image, grids, merge));
-    QS_ASSIGN_OR_RETURN(std::vector<float> embeds, tower.forward(images));
+    QS_ASSIGN_OR_RETURN(std::vector<float> embeds, tower.forward(images, ops));
     PromptImages out;
     out.hidden = tower.config().out_hidden_size;
     out.embed_index.assign(prompt.size(), -1);

@@ -28,9 +28,11 @@ struct PromptImages {
 
 // Runs the tower over `images` (in prompt order) and lays the result over `prompt`: every maximal
 // run of `image_token_id` must be the next image's merged-token count. A mismatch (more or fewer
-// runs than images, a wrong run length) is kInvalidArgument naming it.
+// runs than images, a wrong run length) is kInvalidArgument naming it. The tower runs on `ops`
+// (Ops::vision_tower; null: the host reference).
 Result<PromptImages> prepare_prompt_images(const VisionTower& tower, const std::vector<int32_t>& prompt,
-                                           int64_t image_token_id, const std::vector<const ImagePatches*>& images);
+                                           int64_t image_token_id, const std::vector<const ImagePatches*>& images,
+                                           Ops* ops = nullptr);
 
 // After every span of `batch` is in place: for each span s with images[s] non-null, sets its
 // rope_delta, fills batch.mrope_positions (every row of the batch; rows of other spans get

@@ -56,7 +56,7 @@ TEST(VisionTower, EqualsTransformersOnTwoImages) {
     std::vector<const ImagePatches*> ptrs;
     for (const auto& p : imgs) ptrs.push_back(&p);
     std::vector<float> blocks;
-    auto out = tower->forward(ptrs, &blocks);
+    auto out = tower->forward(ptrs, nullptr, &blocks);
     ASSERT_TRUE(out.is_ok()) << out.status().message();
 
     auto ref_blocks = read_npy_float(kDir + "/ref_blocks.npy");

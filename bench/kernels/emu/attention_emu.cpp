@@ -14,9 +14,15 @@ using namespace qs::cuda;
 
 namespace {
 
+// mrope: the batch gets random M-RoPE streams (set_mrope) with the section {2, 1, 1} scaled to
+// the rotary half (every stream rotates some frequencies).
 bool run_case(const char* label, const Shape& sh, DeviceKvDtype dt, const std::vector<SeqSpec>& specs,
-              std::mt19937_64& rng) {
+              std::mt19937_64& rng, bool mrope = false) {
     Case c = make_case(sh, dt, specs, rng);
+    if (mrope) {
+        const int half = sh.rot / 2, section[3] = {half - 2 * (half / 4), half / 4, half / 4};
+        set_mrope(c.b, section, rng);
+    }
     const int T = c.b.T;
     struct Run {
         std::vector<uint8_t> k_raw, v_raw;
@@ -42,7 +48,8 @@ bool run_case(const char* label, const Shape& sh, DeviceKvDtype dt, const std::v
         p.v_cache = r.v_raw.data();
         p.workspace = ws.empty() ? nullptr : ws.data();
         p.out = r.out.data();
-        p.batch = batch_view(c.b, c.b.positions.data(), c.b.row_seq.data(), c.b.seqs.data(), c.b.block_tables.data());
+        p.batch = batch_view(c.b, c.b.positions.data(), c.b.row_seq.data(), c.b.seqs.data(), c.b.block_tables.data(),
+                             c.b.rope.empty() ? nullptr : c.b.rope.data());
         const auto t0 = std::chrono::steady_clock::now();
         const long sw0 = emu::g_switches;
         launch_gated_attention(p, nullptr);
@@ -83,6 +90,11 @@ int main(int argc, char** argv) {
             all &= run_case(sh->name, *sh, dt, {{300, 1}, {40, 70}, {0, 130}, {5, 1}}, rng);
         all &= run_case("fallback D16 decode 6", kFbA, dt, decode_specs(6, 0, 400, rng), rng);
         all &= run_case("fallback D48 prefill 2 fresh", kFbC, dt, {{0, 129}, {0, 2}}, rng);
+        // M-RoPE (images): prefill, decode with splits and mixed batches, tensor-core and fallback.
+        all &= run_case("mrope tiny mixed", kTiny, dt, kMixed, rng, true);
+        all &= run_case("mrope gen D96 mixed", kGenA, dt, {{70, 1}, {30, 17}, {0, 40}}, rng, true);
+        all &= run_case("mrope tiny decode 12 (splits)", kTiny, dt, decode_specs(12, 0, 700, rng), rng, true);
+        all &= run_case("mrope fallback D16 rot16", kFbB, dt, {{300, 1}, {40, 70}, {0, 130}, {5, 1}}, rng, true);
         if (real) {
             all &= run_case("real small mixed", kReal, dt, {{90, 1}, {40, 13}, {0, 20}}, rng);
             all &= run_case("real decode 3 (splits)", kReal, dt, decode_specs(3, 100, 400, rng), rng);

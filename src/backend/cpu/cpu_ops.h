@@ -74,6 +74,20 @@ inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 inline float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
 // Rounds a K/V value as the cache's storage dtype would.
 float round_for_kv(float x, KvCacheDtype t);
+
+// The vision tower's reference forward (cpu_vision.cpp; Ops::vision_tower's default): host
+// memory in and out, any thread.
+void vision_tower(const VisionWeights& w, const float* patches, const std::vector<VisionGrid>& grids, float* out,
+                  float* blocks_out);
+// Per patch row of one image (merge-block order): the 4 bilinear taps (align_corners) into the
+// pos_side² position table, index [rows][4] and weight [rows][4], taps in the order (row 0 col 0,
+// row 0 col 1, row 1 col 0, row 1 col 1).
+void vision_position_taps(const VisionGrid& g, int merge, int side, int32_t* index, float* weight);
+// Per patch row of one image: cos and sin [rows][head_dim / 2] of the axial rotary (dims
+// [0, head_dim/4) by the patch row, [head_dim/4, head_dim/2) by the column).
+void vision_rotary_tables(const VisionGrid& g, int merge, int head_dim, double theta, float* cos_out, float* sin_out);
+float gelu_tanh(float x);  // the tower's block MLP activation (gelu_pytorch_tanh)
+float gelu_erf(float x);   // the merger's (exact GELU)
 }  // namespace cpu
 
 }  // namespace qs

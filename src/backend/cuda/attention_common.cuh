@@ -46,6 +46,9 @@ struct Args {
     int splits;
     float eps, scale_log2;  // scale_log2 = log2(e) / sqrt(D)
     float inv_freq[kMaxRotaryHalf];
+    // Position stream (0 t, 1 h, 2 w) of each rotary frequency (GatedAttentionParams::
+    // mrope_section); irrelevant for 1-D batches, whose three streams are equal.
+    unsigned char rope_stream[kMaxRotaryHalf];
 };
 
 inline int64_t partial_slots(int64_t num_tokens, int64_t max_splits) {
@@ -60,6 +63,17 @@ __device__ __forceinline__ float warp_sum(float x) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
     return x;
+}
+
+// A row's rotary positions in the t, h and w streams: batch.rope_positions [3][num_tokens] when
+// set (M-RoPE), else the 1-D position in all three.
+__device__ __forceinline__ int3 rope_pos(const DeviceBatch& b, int row) {
+    if (b.rope_positions == nullptr) {
+        const int p = b.positions[row];
+        return make_int3(p, p, p);
+    }
+    const int T = b.num_tokens;
+    return make_int3(b.rope_positions[row], b.rope_positions[T + row], b.rope_positions[2 * T + row]);
 }
 
 template <typename CT>
@@ -78,13 +92,14 @@ __device__ __forceinline__ __nv_fp8_e4m3 to_cache<__nv_fp8_e4m3>(float x) {
 }
 
 // One warp: x[0, D) fp32 -> zero-centred RMSNorm (weight w) -> NeoX RoPE on the first `rot`
-// dims at `pos`, in the CPU's operation order (products and sums rounded one by one; only the
+// dims at `pos` (frequency i at the position of stream `stream[i]`: x t, y h, z w; rope_pos),
+// in the CPU's operation order (products and sums rounded one by one; only the
 // sum of squares is ordered differently). Lane holds element j = lane + 32c in vals[c]
 // (0 for j >= D). scratch: this warp's >= D floats of shared memory.
 template <int C>
 __device__ __forceinline__ void norm_rope_warp(const float* __restrict__ x, const float* __restrict__ w, int D,
-                                               int rot, int pos, float eps, const float* inv_freq,
-                                               float* scratch, float (&vals)[C]) {
+                                               int rot, int3 pos, float eps, const float* inv_freq,
+                                               const unsigned char* stream, float* scratch, float (&vals)[C]) {
     const int lane = threadIdx.x & 31;
     float ss = 0.0f;
 #pragma unroll
@@ -114,8 +129,10 @@ __device__ __forceinline__ void norm_rope_warp(const float* __restrict__ x, cons
             const int i = lo ? j : j - half;
             // Angles reach ~1e4 rad: sin/cos in double, rounded once, track the CPU's cosf/sinf
             // (correctly rounded in glibc) better than sincosf's 2 ulp, and fast-math cannot touch it.
+            const int st = stream[i];
+            const int p = st == 0 ? pos.x : (st == 1 ? pos.y : pos.z);
             double sd, cd;
-            sincos(double(__fmul_rn(float(pos), inv_freq[i])), &sd, &cd);
+            sincos(double(__fmul_rn(float(p), inv_freq[i])), &sd, &cd);
             const float sn = float(sd), cs = float(cd);
             const float other = scratch[lo ? j + half : j - half];
             vals[c] = lo ? __fsub_rn(__fmul_rn(vals[c], cs), __fmul_rn(other, sn))

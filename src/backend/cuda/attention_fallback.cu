@@ -52,8 +52,8 @@ __global__ void __launch_bounds__(kThreads) fallback_attention_kernel(const __gr
 
     if (warp == 0) {
         float vals[kMaxD / 32];
-        norm_rope_warp<kMaxD / 32>(a.qg + (int64_t(row) * a.Hq + head) * 2 * D, a.q_norm_w, D, a.rotary_dim, pos,
-                                   a.eps, a.inv_freq, scratch, vals);
+        norm_rope_warp<kMaxD / 32>(a.qg + (int64_t(row) * a.Hq + head) * 2 * D, a.q_norm_w, D, a.rotary_dim,
+                                   rope_pos(a.batch, row), a.eps, a.inv_freq, a.rope_stream, scratch, vals);
 #pragma unroll
         for (int c = 0; c < kMaxD / 32; ++c)
             if (lane + 32 * c < D) sq[lane + 32 * c] = vals[c];

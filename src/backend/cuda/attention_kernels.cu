@@ -114,6 +114,10 @@ void launch_gated_attention(const GatedAttentionParams& p, cudaStream_t stream) 
     a.scale_log2 = (1.0f / std::sqrt(float(p.D))) * 1.4426950408889634f;
     for (int i = 0; i < p.rotary_dim / 2; ++i)  // exactly the CPU's expression (cpu_attention.cpp)
         a.inv_freq[i] = float(1.0 / std::pow(p.rope_theta, double(2 * i) / double(p.rotary_dim)));
+    for (int i = 0; i < p.rotary_dim / 2; ++i)  // cpu_attention.cpp mrope_stream
+        a.rope_stream[i] = (i % 3 == 1 && i < 3 * p.mrope_section[1])   ? 1
+                           : (i % 3 == 2 && i < 3 * p.mrope_section[2]) ? 2
+                                                                        : 0;
 
     if (p.kv_dtype == DeviceKvDtype::kBF16) dispatch_d<__nv_bfloat16>(p, a, stream);
     else if (p.kv_dtype == DeviceKvDtype::kFP8E4M3) dispatch_d<__nv_fp8_e4m3>(p, a, stream);

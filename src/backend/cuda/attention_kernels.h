@@ -10,7 +10,11 @@
 //                         ⊙ sigmoid(qg[r, j, D:2D])                  (G = Hq / Hkv)
 //   rmsnorm_zc(x, w) = x / sqrt(mean(x²) + eps) * (1 + w); rope = NeoX rotate-half on the first
 //   rotary_dim dims, pairs (i, i + rotary_dim/2), inv_freq_i = theta^(-2i/rotary_dim) (computed on
-//   the host in double then rounded to float, as the CPU does), angle = float(pos) * inv_freq_i.
+//   the host in double then rounded to float, as the CPU does), angle = float(pos_i) * inv_freq_i.
+//   pos_i = pos for 1-D batches; with M-RoPE (batch.rope_positions set) frequency i takes its
+//   position from the t, h or w stream as AttentionDims::mrope_section interleaves them (h when
+//   i % 3 == 1 and i < 3·section[1], w when i % 3 == 2 and i < 3·section[2], else t), as
+//   CpuOps::gated_attention. The cache slot and the causal bound always follow the 1-D pos.
 //   round_kv: bf16 round-to-nearest-even, or fp8 e4m3 satfinite round-to-nearest-even (no scale),
 //   which equals core/dtype.cpp f32_to_fp8e4m3.
 // Precision: norm, RoPE and softmax in fp32; q·k and p·v on tensor cores with fp32 accumulation;
@@ -41,6 +45,7 @@ struct GatedAttentionParams {
     DeviceKvDtype kv_dtype = DeviceKvDtype::kBF16;
     int Hq = 0, Hkv = 0, D = 0, rotary_dim = 0, block_size = 0;
     double rope_theta = 0.0;  // double (not float) so inv_freq is computed exactly as the CPU does
+    int mrope_section[3] = {11, 11, 10};  // M-RoPE frequency split; read when batch.rope_positions is set
     float eps = 0.0f;
     DeviceBatch batch;        // row r belongs to seqs[row_seq[r]] at positions[r]; pages via block_tables
     void* workspace = nullptr;  // attention_workspace_bytes(num_tokens, Hq, D, max_splits) bytes

@@ -238,7 +238,8 @@ __global__ void __launch_bounds__(WARPS * 32) attention_kernel(const __grid_cons
             const int row = row0 + r, head = head0 + hl;
             float vals[DP / 32];
             norm_rope_warp<DP / 32>(a.qg + (int64_t(row) * a.Hq + head) * 2 * a.D, a.q_norm_w, a.D, a.rotary_dim,
-                                    positions[row], a.eps, a.inv_freq, scratch + warp * DP, vals);
+                                    rope_pos(a.batch, row), a.eps, a.inv_freq, a.rope_stream, scratch + warp * DP,
+                                    vals);
 #pragma unroll
             for (int c = 0; c < DP / 32; ++c) dst[lane + 32 * c] = Op::from_float(vals[c]);
         } else {

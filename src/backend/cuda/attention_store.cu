@@ -24,7 +24,8 @@ __global__ void __launch_bounds__(kStoreWarps * 32) kv_store_kernel(const __grid
     const int64_t slot = int64_t(page) * a.block_size + pos % a.block_size;
     const int64_t src = (int64_t(row) * a.Hkv + h) * a.D;
     float vals[8];
-    norm_rope_warp<8>(a.k + src, a.k_norm_w, a.D, a.rotary_dim, pos, a.eps, a.inv_freq, scratch[warp], vals);
+    norm_rope_warp<8>(a.k + src, a.k_norm_w, a.D, a.rotary_dim, rope_pos(a.batch, row), a.eps, a.inv_freq,
+                      a.rope_stream, scratch[warp], vals);
     CT* kd = static_cast<CT*>(a.k_cache) + (slot * a.Hkv + h) * a.D;
     CT* vd = static_cast<CT*>(a.v_cache) + (slot * a.Hkv + h) * a.D;
     const float* vs = a.v + src;

@@ -206,7 +206,9 @@ int64_t CudaOps::begin_forward(const ForwardBatch& batch, const int32_t* positio
     for (const SeqSpan& s : batch.seqs) num_pages += int64_t(s.block_table.size());
     constexpr int64_t kSeqInts = sizeof(DeviceSeq) / sizeof(int32_t);
     static_assert(sizeof(DeviceSeq) % sizeof(int32_t) == 0);
-    const size_t total = size_t(3 * rows + num_seqs * kSeqInts + num_pages);
+    // ids, positions, row_seq, rope positions [3][rows], seqs, pages: every offset but the pages'
+    // depends on rows alone, so a captured graph's pointers stay valid for its batch shape.
+    const size_t total = size_t(6 * rows + num_seqs * kSeqInts + num_pages);
     if (total > staging_ints_) {
         // The previous forward's copy out of staging_ finished: every forward ends in a sync.
         if (staging_) QS_CUDA_CHECK(cudaFreeHost(staging_));
@@ -220,8 +222,9 @@ int64_t CudaOps::begin_forward(const ForwardBatch& batch, const int32_t* positio
     int32_t* ids = h;
     int32_t* pos = h + rows;
     int32_t* row_seq = h + 2 * rows;
-    auto* seqs = reinterpret_cast<DeviceSeq*>(h + 3 * rows);
-    int32_t* pages = h + 3 * rows + num_seqs * kSeqInts;
+    int32_t* rope = h + 3 * rows;
+    auto* seqs = reinterpret_cast<DeviceSeq*>(h + 6 * rows);
+    int32_t* pages = h + 6 * rows + num_seqs * kSeqInts;
     std::memcpy(ids, batch.token_ids.data(), size_t(T) * 4);
     std::memcpy(pos, positions, size_t(T) * 4);
     std::fill(row_seq, row_seq + T, -1);  // rows of no sequence (a commit's short spans)
@@ -249,13 +252,23 @@ int64_t CudaOps::begin_forward(const ForwardBatch& batch, const int32_t* positio
             seqs[i] = DeviceSeq{r0, shape.stride, 0, storage->pad_slot(), page_offset, 1, 0};
         }
     }
+    // Rotary positions: the 1-D positions in all three streams (padding rows included), the
+    // batch's M-RoPE streams over its own rows when it has them (images, or text after them), as
+    // CpuOps::gated_attention reads them. Always uploaded, so a decode step of a sequence with a
+    // rope_delta replays the same graphs as a text-only one.
+    for (int64_t k = 0; k < 3; ++k) std::memcpy(rope + k * rows, pos, size_t(rows) * 4);
+    if (batch.has_mrope()) {
+        const std::vector<int32_t> rp = batch.rope_positions();
+        for (int64_t k = 0; k < 3; ++k) std::memcpy(rope + k * rows, rp.data() + k * T, size_t(T) * 4);
+    }
     QS_CUDA_CHECK(cudaMemcpyAsync(batch_ints_.get(), staging_, total * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
     const int32_t* d = batch_ints_.as<int32_t>();
     batch_.token_ids = d;
     batch_.positions = d + rows;
     batch_.row_seq = d + 2 * rows;
-    batch_.seqs = reinterpret_cast<const DeviceSeq*>(d + 3 * rows);
-    batch_.block_tables = d + 3 * rows + num_seqs * kSeqInts;
+    batch_.rope_positions = d + 3 * rows;
+    batch_.seqs = reinterpret_cast<const DeviceSeq*>(d + 6 * rows);
+    batch_.block_tables = d + 6 * rows + num_seqs * kSeqInts;
     batch_.num_tokens = int32_t(rows);
     batch_.num_seqs = int32_t(num_seqs);
     batch_.max_seq_tokens = max_seq_tokens;
@@ -337,9 +350,6 @@ void CudaOps::gated_attention(const float* qg, float* k, const float* v, const s
                               const int32_t* positions, ModelCache& cache, int64_t kv_layer, float* out) {
     const auto prof = op_scope("attention");
     check_batch(batch);
-    // The kernels rotate by the 1-D positions; the engine refuses image requests here
-    // (supports_mrope() is false), so a batch with M-RoPE rows is a broken invariant.
-    QS_CHECK_MSG(!batch.has_mrope(), "CudaOps: M-RoPE (image) positions are not implemented on CUDA");
     CudaCacheStorage& st = checked_cuda_storage(cache);
     const CacheGeometry& g = cache.geometry();
     GatedAttentionParams p{};
@@ -357,12 +367,24 @@ void CudaOps::gated_attention(const float* qg, float* k, const float* v, const s
     p.rotary_dim = int(d.rotary_dim);
     p.block_size = int(g.block_size);
     p.rope_theta = d.rope_theta;
+    for (int k = 0; k < 3; ++k) p.mrope_section[k] = int(d.mrope_section[size_t(k)]);
     p.eps = float(d.eps);
-    p.batch = batch_;
+    p.batch = batch_;  // rope_positions: the M-RoPE streams uploaded by begin_forward
     p.max_splits = kAttentionMaxSplits;
     p.workspace = arena_.allocate(attention_workspace_bytes(batch_.num_tokens, d.num_heads, d.head_dim, p.max_splits));
     p.out = out;
     launch_gated_attention(p, stream_);
+}
+
+void CudaOps::vision_tower(const VisionWeights& w, const float* patches, const std::vector<VisionGrid>& grids,
+                           float* out, float* blocks_out) {
+    VisionRunner* runner;
+    {
+        std::lock_guard<std::mutex> lock(vision_mu_);
+        if (!vision_) vision_ = std::make_unique<VisionRunner>(options_.device, options_.reference_precision);
+        runner = vision_.get();
+    }
+    runner->forward(w, patches, grids, out, blocks_out);
 }
 
 void CudaOps::gated_delta_net(const float* qkv, const float* z, const float* b, const float* a, const GdnWeights& w,

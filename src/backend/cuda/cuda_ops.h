@@ -10,6 +10,7 @@
 
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,7 @@
 #include "backend/cuda/forward_graphs.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/op_profile.h"
+#include "backend/cuda/vision_tower.h"
 #include "backend/ops.h"
 
 namespace qs::cuda {
@@ -62,6 +64,12 @@ public:
     void copy(const float* src, int64_t n, float* dst) override;
     void copy_to_host(const float* src, int64_t n, float* dst) override;
     void copy_from_host(const float* src, int64_t n, float* dst) override;
+    // The attention kernels rotate by the batch's M-RoPE streams (DeviceBatch::rope_positions).
+    bool supports_mrope() const override { return true; }
+    // On the GPU (vision_tower.h): its own stream, cuBLASLt handle and arena, so the submitting
+    // thread may run it while the engine thread runs forwards.
+    void vision_tower(const VisionWeights& w, const float* patches, const std::vector<VisionGrid>& grids, float* out,
+                      float* blocks_out = nullptr) override;
     std::unique_ptr<ModelCache> make_cache(const CacheGeometry& g) override;
     void prepare_weights(const WeightSet& w) override;
     int64_t begin_forward(const ForwardBatch& batch, const int32_t* positions, const Replay& replay = {}) override;
@@ -159,6 +167,8 @@ private:
         int64_t layers = 0, conv_dim = 0, value_heads = 0;  // seen by gated_delta_net
     } gdn_shape_;
     std::vector<int32_t> stash_rows_scratch_;
+    std::mutex vision_mu_;                   // guards the lazy creation of vision_
+    std::unique_ptr<VisionRunner> vision_;   // vision_tower(): made on the first image
     std::vector<char> sample_upload_;        // sample(): the SamplingBatch packed for one copy
     std::vector<int32_t> sample_download_;   // sample(): what comes back
 };

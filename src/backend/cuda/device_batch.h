@@ -26,6 +26,10 @@ struct DeviceBatch {
     const int32_t* row_seq = nullptr;       // [num_tokens] index into seqs of each row
     const DeviceSeq* seqs = nullptr;        // [num_seqs]
     const int32_t* block_tables = nullptr;  // concatenated page ids of all sequences
+    // Rotary positions [3][num_tokens] (t, h, w streams, stream-major: ForwardBatch::
+    // rope_positions for M-RoPE batches, the 1-D positions three times otherwise); null: the
+    // attention rotates by `positions` in all three streams. Only the attention reads it.
+    const int32_t* rope_positions = nullptr;
     int32_t num_tokens = 0;
     int32_t num_seqs = 0;
     int32_t max_seq_tokens = 0;  // max num_tokens of one sequence (1 for a plain decode batch)
