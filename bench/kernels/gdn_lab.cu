@@ -745,8 +745,8 @@ int main(int argc, char** argv) {
     std::printf("device %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
 
     const double kStateBf16Tol = 2e-3;
-    const std::vector<Path> paths{kSerial,  kChunkAll, kAuto,        kChunkAllTf32, kCparAll,
-                                  kCpar,    kCparAllTf32, kCparAll64, kSplit,     kAutoSplit};
+    const std::vector<Path> paths{kSerial, kChunkAll, kAuto,        kChunkAllTf32, kCparAll,
+                                  kCpar,   kCparAllTf32, kCparAll64, kSplit};
 
     if (cpar) return run_cpar(rng);
     if (decode) return run_decode(rng);
