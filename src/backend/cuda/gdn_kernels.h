@@ -12,11 +12,11 @@
 //      than `chunk_min_tokens` tokens (all decode rows) run a token-serial kernel (state in
 //      registers, read once and written once): for decode-only batches the one split over 32 value
 //      columns per block plus a gated-RMSNorm launch (gdn_decode.cu, decode_split below), else one
-//      block per (sequence, value head) (gdn_serial.cu); longer ones run the chunked kernel (chunk 64, WY/UT
-//      form on tensor cores, tf32x3 split = fp32-level accuracy), also one state read and write,
-//      either one block per (sequence, value head) or, for few long sequences, the chunk-parallel
-//      path (three launches: every chunk's WY precompute, the pass over chunks split over value
-//      columns, the gated RMSNorm; see chunk_parallel below).
+//      block per (sequence, value head) (gdn_serial.cu); longer ones run the chunked kernel (chunk
+//      64, WY/UT form on tensor cores, tf32x3 split = fp32-level accuracy), also one state read
+//      and write, either one block per (sequence, value head) or, for few long sequences, the
+//      chunk-parallel path (three launches: every chunk's WY precompute, the pass over chunks
+//      split over value columns, the gated RMSNorm; see chunk_parallel below).
 // Grids depend only on num_tokens / num_seqs / shapes; each block decides on the device which
 // sequences it serves. The host also reads batch.max_seq_tokens to skip launches nobody needs (the
 // chunked kernel when max < chunk_min_tokens, the conv row part when max <= K-1); the kernels are
