@@ -14,6 +14,8 @@
 #   fp8_lean   the FP8 benchmark with bf16 GDN state and an fp8 K/V cache
 #   profile | profile_fp8_lean   GPU time per op (prefill, single-stream decode, 512-sequence decode)
 #   fp8gemm  the FP8 dense-linear lab (fp8_gemm_lab) and its GPU parity test only
+#   gdn_decode  the GDN lab's decode mode (gdn_lab --decode: old vs column-split decode kernel at
+#           1 / 64 / 256 / 512 sequences) and the GPU GDN parity tests
 #   sampling the sampling lab and the GPU sampling tests only
 #   moe_small  `moe_lab 1 --small` (the MoE small-T path beside mma.sync) and the GPU MoE tests only
 #   http:MODE,MODE[:SERVE_ARGS]   scripts/gpu_serve_bench.sh: serve FP8 lean + qwenserve bench per
@@ -49,6 +51,8 @@ for stage in "$@"; do
         tests) run gpu_tests "$B/qs_gpu_tests" --gtest_color=no ;;
         moe_small) run moe_lab_small "$B/moe_lab" 1 --small
                    run gpu_tests_moe "$B/qs_gpu_tests" --gtest_color=no --gtest_filter='*MoE*:*Moe*' ;;
+        gdn_decode) run gdn_lab_decode "$B/gdn_lab" --decode
+                    run gpu_tests_gdn "$B/qs_gpu_tests" --gtest_color=no --gtest_filter='*GatedDeltaNet*' ;;
         sampling) run sampling_lab "$B/sampling_lab"
                   run gpu_tests_sampling "$B/qs_gpu_tests" --gtest_color=no --gtest_filter='CudaSampling*' ;;
         http:*) spec="${stage#http:}"; modes="${spec%%:*}"; serve_args=""; [ "$spec" != "$modes" ] && serve_args="${spec#*:}"

@@ -1,7 +1,11 @@
 // Lab for the Gated DeltaNet CUDA kernels (src/backend/cuda/gdn_kernels.{h,cu}).
 // Build (from the repository root):
 //   mkdir -p build-gpu && nvcc -O3 -std=c++20 -gencode=arch=compute_90a,code=sm_90a -Isrc bench/kernels/gdn_lab.cu src/backend/cuda/gdn_*.cu -o build-gpu/gdn_lab
-// Run: build-gpu/gdn_lab [--quick | --quick-real | --cpar] [seed]   (exit code != 0 on any FAIL)
+// Run: build-gpu/gdn_lab [--quick | --quick-real | --quick-cpar | --quick-decode | --cpar | --decode] [seed]   (exit code != 0 on any FAIL)
+//   --decode: decode-only batches at the real shape (1, 64, 256, 512 sequences, fp32 and bf16 state):
+//   the one-block-per-head kernel (serial) against the column-split one (split: 64 threads per block,
+//   the default; split128: 128), checked against the
+//   reference, timed, then a table (µs, GB/s of the floor bytes, share of 4.25 TB/s).
 //   --cpar: the chunk-parallel path (gdn_cp_*.cu) at the real shape: a varlen mix, 16 × 1024 and
 //   1 × 16,384 against the reference, both prefill shapes timed, then a summary table (~1 min).
 //   --quick: small-shape correctness cases only. Without a GPU, bench/kernels/emu/run_emu.sh runs
@@ -57,6 +61,8 @@ const Shape kTiny{"tiny", 2, 4, 64, 64, 4, 1e-6f};
 const Shape kReal{"real", 16, 32, 128, 128, 4, 1e-6f};
 const Shape kOdd32{"odd32", 2, 2, 32, 32, 4, 1e-6f};
 const Shape kOddMix{"odd48x80", 1, 3, 48, 80, 4, 1e-6f};
+// Dv % 8 == 4 (the split kernel's half column groups and 8-byte bf16 accesses), conv K = 3.
+const Shape kOdd36{"odd40x36", 1, 2, 40, 36, 3, 1e-6f};
 
 uint16_t f2bf(float f) {
     uint32_t u;
@@ -243,19 +249,26 @@ void poison(void* d, size_t bytes) { QS_CUDA_CHECK(cudaMemset(d, 0xff, bytes)); 
 // cpar: the chunked sequences take the chunk-parallel path (gdn_cp_*.cu), else the one-block-per-
 // head kernel (gdn_chunked.cu).
 // cols: the state pass's value columns per block (0 = by shape, 32, 64).
+// split: the token-serial sequences' kernel (decode_split): 1 the column-split one (gdn_decode.cu)
+// with blocks of 64 threads, 2 the same with 128, 0 one block per (sequence, head) (gdn_serial.cu),
+// -1 by shape (split, 64 threads, for decode-only batches).
 struct Path {
     int chunk_min;
     bool x3;
     bool cpar = false;
     int cols = 0;
+    int split = -1;
     std::string name() const {
-        if (chunk_min <= 0) return "serial";
+        if (chunk_min <= 0) return split == 2 ? "split128" : split == 1 ? "split" : split == 0 ? "serial" : "serial-auto";
         std::string n = cpar ? (chunk_min == 1 ? "cpar-all" : "cpar") : (chunk_min == 1 ? "chunked-all" : "auto");
         if (cpar && cols) n += std::to_string(cols);
+        if (split > 0) n += split == 2 ? "+split128" : "+split";
         return n + (x3 ? "/3xtf32" : "/tf32");
     }
 };
-const Path kSerial{0, true}, kChunkAll{1, true}, kAuto{64, true}, kChunkAllTf32{1, false}, kAutoTf32{64, false};
+const Path kSerial{0, true, false, 0, 0}, kSplit{0, true, false, 0, 1}, kSplit128{0, true, false, 0, 2};
+const Path kAutoSplit{64, true, false, 0, 1};
+const Path kChunkAll{1, true}, kAuto{64, true}, kChunkAllTf32{1, false}, kAutoTf32{64, false};
 const Path kCparAll{1, true, true}, kCpar{64, true, true}, kCparAllTf32{1, false, true}, kCparTf32{64, false, true};
 const Path kCparAll64{1, true, true, 64}, kCpar32{64, true, true, 32}, kCpar64{64, true, true, 64};
 const Path kCpar32Tf32{64, false, true, 32}, kCpar64Tf32{64, false, true, 64};
@@ -345,6 +358,7 @@ struct DeviceProblem {
         p.chunk_tf32x3 = path.x3;
         p.chunk_parallel = path.cpar ? 1 : 0;
         p.chunk_value_cols = path.cols;
+        p.decode_split = path.split;
         return p;
     }
 };
@@ -653,13 +667,60 @@ int run_cpar(std::mt19937_64& rng) {
     return g_failures ? 1 : 0;
 }
 
+// Decode-only batches (every sequence 1 token, or a few: MTP verification), slots out of order in a
+// larger slot table with non-zero states and windows: the column-split kernel (chosen by shape,
+// and forced) against the one-block-per-head kernel, fp32 and bf16 state, every generic shape.
+void decode_quick_cases(std::mt19937_64& rng, double tol_state_bf16) {
+    for (const Shape* sh : {&kTiny, &kOdd32, &kOddMix, &kOdd36}) {
+        const Problem P = make_problem(*sh, {1, 1, 1, 1, 1, 1}, {5, 0, 3, 7, 1, 6}, 9, rng, false);
+        const Ref R = make_ref(P, false);
+        for (const Path& path : {kAuto, kSerial, kSplit, kSplit128}) check_case("decode", P, R, false, path);
+        const Problem Q = make_problem(*sh, {1, 1, 1, 1}, {2, 4, 0, 3}, 5, rng, true);
+        const Ref RQ = make_ref(Q, true);
+        for (const Path& path : {kAuto, kSplit128}) check_case("decode", Q, RQ, true, path, tol_state_bf16);
+    }
+    for (const Shape* sh : {&kTiny, &kOdd36}) {  // verify-like: 1-3 tokens per sequence (< K-1 too)
+        const Problem P = make_problem(*sh, {2, 1, 3, 1}, {3, 0, 4, 1}, 6, rng, false);
+        check_case("verify", P, make_ref(P, false), false, kAuto);
+        const Problem Q = make_problem(*sh, {2, 1, 3, 1}, {3, 0, 4, 1}, 6, rng, true);
+        check_case("verify", Q, make_ref(Q, true), true, kAuto, tol_state_bf16);
+    }
+}
+
+// --decode: the issue's decode shapes (real model, 1 / 64 / 256 / 512 sequences of 1 token, fp32
+// and bf16 state): both token-serial kernels against the reference, then timed, then a table.
+int run_decode(std::mt19937_64& rng) {
+    const double kStateBf16Tol = 2e-3;
+    for (int nseq : {1, 64, 256, 512}) {
+        std::vector<int> lens(size_t(nseq), 1), slots(size_t(nseq + 3));
+        for (int i = 0; i < nseq + 3; ++i) slots[size_t(i)] = i;
+        std::shuffle(slots.begin(), slots.end(), rng);  // 3 slots stay outside the batch
+        slots.resize(size_t(nseq));
+        for (bool bf16 : {false, true}) {
+            const std::string name = "decode" + std::to_string(nseq) + (bf16 ? "/bf16" : "/fp32");
+            const Problem P = make_problem(kReal, lens, slots, nseq + 3, rng, bf16);
+            const Ref R = make_ref(P, bf16);
+            for (const Path& path : {kSerial, kSplit, kSplit128}) check_case(name, P, R, bf16, path, bf16 ? kStateBf16Tol : -1);
+            time_case(name, P, bf16, {kSerial, kSplit, kSplit128});
+        }
+    }
+    std::printf("\n| case | path | total us (conv + recurrence) | recurrence us | GB/s (floor bytes / total) | %% of %.2f TB/s | "
+                "out err | state err |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n",
+                kCopyCeilingGBs / 1e3);
+    for (const TableRow& r : g_table)
+        std::printf("| %s | %s | %.1f | %.1f | %.0f | %.1f | %.2e | %.2e |\n", r.name.c_str(), r.path.c_str(), r.us_total,
+                    r.us_rec, r.gbs, 100.0 * r.gbs / kCopyCeilingGBs, r.err_out, r.err_state);
+    std::printf("\n%s: %d failure(s) (decode)\n", g_failures ? "FAIL" : "PASS", g_failures);
+    return g_failures ? 1 : 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     // Arguments: [--quick] [seed]. --quick: the small-shape correctness cases only (no real shape,
     // no timing), as run by the host emulation (bench/kernels/emu/run_emu.sh).
     std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress visible when logged to a file
-    bool quick = false, quick_real = false, quick_cpar = false, cpar = false;
+    bool quick = false, quick_real = false, quick_cpar = false, quick_decode = false, cpar = false, decode = false;
     uint64_t seed = uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
     for (int i = 1; i < argc; ++i) {
         if (std::strcmp(argv[i], "--quick") == 0)
@@ -668,6 +729,10 @@ int main(int argc, char** argv) {
             quick_real = true;
         else if (std::strcmp(argv[i], "--cpar") == 0)
             cpar = true;
+        else if (std::strcmp(argv[i], "--decode") == 0)
+            decode = true;
+        else if (std::strcmp(argv[i], "--quick-decode") == 0)
+            quick_decode = true;
         else if (std::strcmp(argv[i], "--quick-cpar") == 0)
             quick_cpar = true;
         else
@@ -680,9 +745,19 @@ int main(int argc, char** argv) {
     std::printf("device %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
 
     const double kStateBf16Tol = 2e-3;
-    const std::vector<Path> paths{kSerial, kChunkAll, kAuto, kChunkAllTf32, kCparAll, kCpar, kCparAllTf32, kCparAll64};
+    const std::vector<Path> paths{kSerial, kChunkAll, kAuto,        kChunkAllTf32, kCparAll,
+                                  kCpar,   kCparAllTf32, kCparAll64, kSplit};
 
     if (cpar) return run_cpar(rng);
+    if (decode) return run_decode(rng);
+    if (quick_decode) {  // the token-serial kernels alone, small shapes (for the emulation)
+        decode_quick_cases(rng, kStateBf16Tol);
+        const Problem P = make_problem(kOdd36, {1, 5, 70, 2, 1}, {5, 0, 3, 2, 1}, 6, rng, false);
+        const Ref R = make_ref(P, false);
+        for (const Path& path : {kSplit, kSplit128, kAutoSplit}) check_case("mixed", P, R, false, path);
+        std::printf("\n%s: %d failure(s) (quick-decode)\n", g_failures ? "FAIL" : "PASS", g_failures);
+        return g_failures ? 1 : 0;
+    }
     if (quick_cpar) {  // the chunk-parallel path alone, small shapes (for the emulation)
         for (const Shape* sh : {&kTiny, &kOddMix}) {
             const Problem P = make_problem(*sh, {1, 5, 130, 2, 64, 1}, {5, 0, 3, 7, 1, 6}, 9, rng, false);
@@ -699,6 +774,12 @@ int main(int argc, char** argv) {
         const Ref R = make_ref(P, false);
         check_case("mixed", P, R, false, kAuto);
         check_case("mixed", P, R, false, kCpar);
+        check_case("mixed", P, R, false, kAutoSplit);
+        // Decode-only (the column-split kernel by shape), fp32 and bf16 state.
+        const Problem Q = make_problem(kReal, {1, 1, 1}, {2, 0, 3}, 4, rng, false);
+        check_case("decode", Q, make_ref(Q, false), false, kAuto);
+        const Problem Qb = make_problem(kReal, {1, 1}, {1, 0}, 3, rng, true);
+        check_case("decode", Qb, make_ref(Qb, true), true, kAuto, kStateBf16Tol);
         std::printf("\n%s: %d failure(s) (quick-real)\n", g_failures ? "FAIL" : "PASS", g_failures);
         return g_failures ? 1 : 0;
     }
@@ -714,6 +795,7 @@ int main(int argc, char** argv) {
         // No sequence longer than K-1: no conv row part, the sequence part does every row.
         const Problem Q = make_problem(kTiny, {1, 3, 2, 1, 1}, {2, 4, 0, 3, 1}, 6, rng, false);
         check_case("short", Q, make_ref(Q, false), false, kAuto);
+        decode_quick_cases(rng, kStateBf16Tol);
         std::printf("\n%s: %d failure(s) (quick)\n", g_failures ? "FAIL" : "PASS", g_failures);
         return g_failures ? 1 : 0;
     }
@@ -739,9 +821,11 @@ int main(int argc, char** argv) {
     std::shuffle(dec_slots.begin(), dec_slots.end(), rng);
     {
         const Problem P = make_problem(kReal, dec_lens, dec_slots, 512, rng, false);
-        check_case("decode512", P, make_ref(P, false), false, kAuto);
+        const Ref R = make_ref(P, false);
+        for (const Path& path : {kSerial, kAuto}) check_case("decode512", P, R, false, path);
         const Problem Q = make_problem(kReal, dec_lens, dec_slots, 512, rng, true);
-        check_case("decode512", Q, make_ref(Q, true), true, kAuto, kStateBf16Tol);
+        const Ref RQ = make_ref(Q, true);
+        for (const Path& path : {kSerial, kAuto}) check_case("decode512", Q, RQ, true, path, kStateBf16Tol);
     }
     // Prefill 16 x 1024 (real shape): two sequences checked against the reference.
     std::vector<int> pre_lens(16, 1024), pre_slots(16);
@@ -759,9 +843,9 @@ int main(int argc, char** argv) {
     std::printf("\n");
     {
         const Problem P = make_problem(kReal, dec_lens, dec_slots, 512, rng, false);
-        time_case("decode512", P, false, {kAuto});
+        time_case("decode512", P, false, {kSerial, kAuto, kSplit128});
         const Problem Q = make_problem(kReal, dec_lens, dec_slots, 512, rng, true);
-        time_case("decode512", Q, true, {kAuto});
+        time_case("decode512", Q, true, {kSerial, kAuto, kSplit128});
     }
     {
         const Problem P = make_problem(kReal, pre_lens, pre_slots, 16, rng, false);

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Runs kernel correctness cases on the CPU, the kernels' own source executed by the host emulation
 # in this folder (no GPU needed; slow: minutes). From the repository root:
-#   sh bench/kernels/emu/run_emu.sh [gdn] [--quick-real] [seed]   GDN lab's --quick cases (default)
+#   sh bench/kernels/emu/run_emu.sh [gdn] [--quick-real|--quick-cpar|--quick-decode] [seed]
+#                                                      GDN lab's --quick cases (default) or those named
 #   sh bench/kernels/emu/run_emu.sh attention [seed] [--real]      attention cases (attention_emu.cpp)
 # The GDN emulation (prepare.py + gdn/cuda_runtime.h) and the attention one (emu_prelude.h + the
 # emulated backend/cuda/ptx_helpers.cuh, with the real CUDA headers) are separate harnesses.
@@ -28,5 +29,5 @@ for f in src/backend/cuda/gdn_*.cu bench/kernels/gdn_lab.cu; do
     python3 bench/kernels/emu/prepare.py $f $out/$(basename $f .cu)_emu.cpp
 done
 g++ -std=c++20 -O2 -w -Ibench/kernels/emu/gdn -I$out -Isrc -Isrc/backend/cuda $out/gdn_*_emu.cpp -o $out/gdn_lab_emu
-case "$1" in --quick-real|--quick-cpar) ;; *) set -- --quick "$@" ;; esac
+case "$1" in --quick-real|--quick-cpar|--quick-decode) ;; *) set -- --quick "$@" ;; esac
 exec $out/gdn_lab_emu "$@"

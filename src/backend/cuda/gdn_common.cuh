@@ -32,7 +32,7 @@ __device__ __forceinline__ float softplus_f(float x) { return x > 20.0f ? x : lo
 __device__ __forceinline__ float4 ld4(const float* p) { return *reinterpret_cast<const float4*>(p); }
 __device__ __forceinline__ void st4(float* p, float4 v) { *reinterpret_cast<float4*>(p) = v; }
 
-// Argument block of both recurrence kernels (gdn_serial.cu, gdn_chunked.cu).
+// Argument block of the recurrence kernels (gdn_serial.cu, gdn_decode.cu, gdn_chunked.cu, gdn_cp_*.cu).
 struct RecArgs {
     const float* conv;  // [T, C] conv output (workspace)
     const float* z;
@@ -127,12 +127,17 @@ struct StateIO<true> {
 // Aborts with the failed requirement unless p is a shape and layout the kernels support.
 void check_params(const GatedDeltaNetParams& p);
 
-// Recurrence launchers for state tiles up to D x D (D = 32, 64, 128): gdn_serial.cu and
-// gdn_chunked.cu. The serial kernel skips sequences with n >= a.chunk_min_tokens (> 0).
+// Recurrence launchers for state tiles up to D x D (D = 32, 64, 128): gdn_serial.cu,
+// gdn_decode.cu and gdn_chunked.cu. The serial kernel skips sequences with n >= a.chunk_min_tokens (> 0).
 template <int D>
 void launch_serial(const RecArgs& a, bool bf16, int num_seqs, cudaStream_t stream);
 template <int D>
 void launch_chunked(const RecArgs& a, bool bf16, bool x3, int num_seqs, cudaStream_t stream);
+// The same sequences as launch_serial, split over 32 value columns per block of `threads` (64 or
+// 128) threads (gdn_decode.cu), then the gated RMSNorm of their rows when a head has more than one
+// slice.
+template <int D>
+void launch_split(const RecArgs& a, bool bf16, int threads, int num_seqs, cudaStream_t stream);
 // The chunk-parallel path for the same sequences as launch_chunked (gdn_cp_prep.cu: per-chunk WY
 // precompute; gdn_cp_state.cu: the pass over chunks per (sequence, head, value_cols = 32 or 64
 // value columns; 64 only at D = 128) with the outputs, then their gated RMSNorm). Needs the

@@ -9,12 +9,14 @@
 //   1. conv1d + SiLU of all rows into the workspace ([T, conv_dim] fp32), advancing each sequence's
 //      conv window (read and written by one thread per (sequence, 4 channels): race-free);
 //   2. the recurrence fused with the gates, the l2norms and the gated RMSNorm. Sequences with fewer
-//      than `chunk_min_tokens` tokens (all decode rows) run the token-serial kernel (state in
-//      registers, read once and written once); longer ones run the chunked kernel (chunk 64, WY/UT
-//      form on tensor cores, tf32x3 split = fp32-level accuracy), also one state read and write,
-//      either one block per (sequence, value head) or, for few long sequences, the chunk-parallel
-//      path (three launches: every chunk's WY precompute, the pass over chunks split over value
-//      columns, the gated RMSNorm; see chunk_parallel below).
+//      than `chunk_min_tokens` tokens (all decode rows) run a token-serial kernel (state in
+//      registers, read once and written once): for decode-only batches the one split over 32 value
+//      columns per block plus a gated-RMSNorm launch (gdn_decode.cu, decode_split below), else one
+//      block per (sequence, value head) (gdn_serial.cu); longer ones run the chunked kernel (chunk
+//      64, WY/UT form on tensor cores, tf32x3 split = fp32-level accuracy), also one state read
+//      and write, either one block per (sequence, value head) or, for few long sequences, the
+//      chunk-parallel path (three launches: every chunk's WY precompute, the pass over chunks
+//      split over value columns, the gated RMSNorm; see chunk_parallel below).
 // Grids depend only on num_tokens / num_seqs / shapes; each block decides on the device which
 // sequences it serves. The host also reads batch.max_seq_tokens to skip launches nobody needs (the
 // chunked kernel when max < chunk_min_tokens, the conv row part when max <= K-1); the kernels are
@@ -22,7 +24,8 @@
 // correctness (0 = unknown: the conv row part runs, the chunked kernel does not).
 // Requirements (checked in the launcher): Nv % Nk == 0, Dk and Dv multiples of 4 and <= 128,
 // K in [2, 4], all pointers 16-byte aligned. Not checked: state slots of one call distinct.
-// Fields added to the brief's interface: chunk_min_tokens, chunk_tf32x3, chunk_parallel.
+// Fields added to the brief's interface: chunk_min_tokens, chunk_tf32x3, chunk_parallel,
+// chunk_value_cols, decode_split.
 #pragma once
 
 #include <cstdint>
@@ -69,7 +72,18 @@ struct GatedDeltaNetParams {
     // Added: value columns per block of the chunk-parallel state pass: 32 or 64 (64 only when
     // max(Dk, Dv) > 64); 0 = by shape (32 while the blocks fit in one wave over the SMs, else 64).
     int chunk_value_cols = 0;
+    // Added: the sequences below chunk_min_tokens run the token-serial recurrence split over 32
+    // value columns per block (gdn_decode.cu: more, smaller blocks, so more state bytes in flight)
+    // instead of one block per (sequence, value head) (gdn_serial.cu). 1: always, blocks of 64
+    // threads; 2: always, blocks of 128 threads (the lab's comparison); 0: never; -1: by shape, 64
+    // threads for decode-only batches (1 <= batch.max_seq_tokens <= kGdnDecodeSplitMaxTokens: plain
+    // decode, MTP verification and commit). Every kernel is correct for any such sequence, so a
+    // stale max_seq_tokens in a replayed graph only picks another kernel.
+    int decode_split = -1;
 };
+
+// decode_split = -1 picks the column-split kernel while no sequence has more rows than this.
+inline constexpr int kGdnDecodeSplitMaxTokens = 8;
 
 // Bytes of scratch the launcher needs for T rows: the conv output [T, conv_dim] fp32, then the
 // chunk-parallel path's per-row W [Nv, Dk], P [Nv, 64], γ [Nv] and norms [2, Nk] (fp32).
