@@ -35,7 +35,8 @@ TEST(NcclCollective, AllReduceAndGatherOverEveryVisibleGpu) {
     const int size = devices;
     const int64_t n = 100003;                 // odd: no alignment luck
     const int64_t rows = 3, cols = 4096 / 2;  // a [3, vocab / 2] logits block per rank
-    std::vector<std::vector<float>> sums(size_t(size)), gathered(size_t(size)), gathered_row(size_t(size));
+    std::vector<std::vector<float>> sums(static_cast<size_t>(size)), gathered(static_cast<size_t>(size)),
+        gathered_row(static_cast<size_t>(size));
     std::vector<std::thread> ranks;
     for (int r = 0; r < size; ++r)
         ranks.emplace_back([&, r] {
