@@ -21,6 +21,15 @@ bool cuda_backend_available() {
 #endif
 }
 
+int cuda_device_count() {
+#ifdef QS_HAVE_CUDA
+    int n = 0;
+    return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
+#else
+    return 0;
+#endif
+}
+
 Result<int64_t> gpu_cache_budget_mb(Ops& ops, const ModelConfig& config, bool with_mtp, double utilization,
                                     int64_t max_batched_tokens, const std::function<void(int64_t)>& warm_up) {
     if (!(utilization > 0.0 && utilization <= 1.0))

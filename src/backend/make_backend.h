@@ -18,10 +18,16 @@ struct BackendOptions {
     std::string device = "cpu";  // cpu | cuda
     bool gdn_state_bf16 = false; // cuda: GDN recurrent state stored in bf16 (math in fp32)
     int64_t cuda_graph_max_batch = 512;  // cuda: decode batches up to this size replay CUDA graphs (0: off)
+    // Ranks of the tensor-parallel group the model runs on (model/tensor_parallel_runner.h); 1: none.
+    int64_t tensor_parallel_size = 1;
+    // The group splits the routed experts over its ranks instead of their intermediate (CPU only).
+    bool expert_parallel = false;
 };
 
 // Whether this build has the CUDA backend and a GPU is present.
 bool cuda_backend_available();
+// The GPUs this process sees (0 in a build without CUDA).
+int cuda_device_count();
 
 // GPU backends: the cache budget in MB that leaves `utilization` of the device's memory in use
 // once the weights are loaded and `warm_up(max_batched_tokens)` (a forward of the largest step,

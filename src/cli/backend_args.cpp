@@ -1,6 +1,8 @@
 // Backend options (see backend_args.h).
 #include "cli/backend_args.h"
 
+#include <fmt/format.h>
+
 namespace qs::cli {
 
 OptionGroup backend_option_group() {
@@ -17,6 +19,28 @@ OptionGroup backend_option_group() {
     return g;
 }
 
+OptionGroup parallel_option_group() {
+    const BackendOptions defaults;
+    OptionGroup g{"Parallel",
+                  {valued("tensor-parallel-size", "N",
+                          "ranks of the tensor-parallel group the model is split over (attention and "
+                          "linear-attention heads, every expert's intermediate, the vocabulary; "
+                          "docs/ARCHITECTURE.md, \"Tensor parallel\"): on --device cpu one thread per rank; "
+                          "--device cuda refuses N > 1 for now. N must divide the model's attention heads, "
+                          "linear-attention value heads, MoE and shared-expert intermediate sizes and vocabulary, "
+                          "and divide or be a multiple of its K/V heads and linear-attention key heads; the error "
+                          "names the field that does not split",
+                          std::to_string(defaults.tensor_parallel_size)),
+                   flag("enable-expert-parallel",
+                        "with --tensor-parallel-size N > 1: split the routed experts over the ranks (rank r "
+                        "holds experts r*E/N .. (r+1)*E/N - 1 whole) instead of splitting every expert's "
+                        "intermediate; attention and the shared expert stay tensor-parallel. N must divide "
+                        "num_experts")}};
+    g.options[0].allowed = ">= 1";
+    g.options[0].short_name = "tp";
+    return g;
+}
+
 Result<BackendOptions> backend_options_from_args(const Args& args, const EngineConfig& engine) {
     BackendOptions o;
     o.device = args.get_or("device", "cpu");
@@ -29,12 +53,21 @@ Result<BackendOptions> backend_options_from_args(const Args& args, const EngineC
                                 std::to_string(o.cuda_graph_max_batch));
     if (args.has("cuda-graph-max-batch") && o.device != "cuda")
         return invalid_argument("--cuda-graph-max-batch is only for --device cuda");
+    QS_ASSIGN_OR_RETURN(o.tensor_parallel_size, args.get_int("tensor-parallel-size", o.tensor_parallel_size));
+    if (o.tensor_parallel_size < 1)
+        return invalid_argument(fmt::format("--tensor-parallel-size must be >= 1, got {}", o.tensor_parallel_size));
+    o.expert_parallel = args.has("enable-expert-parallel");
+    if (o.expert_parallel && o.tensor_parallel_size < 2)
+        return invalid_argument("--enable-expert-parallel splits the experts over a tensor-parallel group: it needs "
+                                "--tensor-parallel-size >= 2");
     return o;
 }
 
 Result<std::unique_ptr<Ops>> make_backend_from_args(const Args& args, const EngineConfig& engine,
                                                     const ModelWeights& weights) {
     QS_ASSIGN_OR_RETURN(BackendOptions o, backend_options_from_args(args, engine));
+    if (o.tensor_parallel_size > 1)
+        return invalid_argument("--tensor-parallel-size is only for serve (this command runs one backend)");
     return make_backend(o, weights);
 }
 

@@ -202,7 +202,7 @@ Status run_batch_generate(const Args& args) {
         tokenizer = std::move(t);
     }
     QS_ASSIGN_OR_RETURN(std::unique_ptr<Ops> ops, make_backend_from_args(args, engine_config, weights));
-    QS_ASSIGN_OR_RETURN(engine_config, size_engine(engine_config, *ops, weights, args.get_or("device", "cpu") == "cuda",
+    QS_ASSIGN_OR_RETURN(engine_config, size_engine(engine_config, ops.get(), weights, args.get_or("device", "cpu") == "cuda",
                                                    args.has("cache-memory-mb")));
     QS_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine,
                         Engine::create(weights, *ops, engine_config,

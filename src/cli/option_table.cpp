@@ -75,7 +75,8 @@ void wrap(std::string& out, const std::string& text) {
 }
 
 void format_option(std::string& out, const CliOption& o) {
-    out += "  --" + o.name + (o.is_flag() ? "" : " " + o.metavar) + "\n";
+    out += "  --" + o.name + (o.short_name.empty() ? "" : ", -" + o.short_name) + (o.is_flag() ? "" : " " + o.metavar) +
+           "\n";
     std::string tail;
     if (o.required) tail = "required";
     else if (!o.default_text.empty()) tail = "default: " + o.default_text;
@@ -98,6 +99,23 @@ std::string choice_list(const std::vector<std::string>& choices) {
     for (size_t i = 0; i < choices.size(); ++i)
         list += fmt::format("{}'{}'", i == 0 ? "" : i + 1 == choices.size() ? " or " : ", ", choices[i]);
     return list;
+}
+
+// argv with every option's short form (-tp, -tp=N) spelled out as its long one; an argument after
+// "--" stays as it is.
+std::vector<std::string> expand_short_names(const CommandSpec& spec, int argc, char** argv) {
+    std::vector<std::string> out(argv, argv + argc);
+    for (std::string& a : out) {
+        if (a == "--") break;
+        if (a.size() < 2 || a[0] != '-' || a[1] == '-') continue;
+        const std::string word = a.substr(1, a.find('=') == std::string::npos ? std::string::npos : a.find('=') - 1);
+        for (const CliOption* o : all_options(spec))
+            if (!o->short_name.empty() && o->short_name == word) {
+                a = "--" + o->name + a.substr(1 + word.size());
+                break;
+            }
+    }
+    return out;
 }
 
 int usage_error(const CommandSpec& spec, const std::string& message) {
@@ -148,6 +166,10 @@ bool wants_help(const CommandSpec& spec, int argc, char** argv) {
 }
 
 std::optional<Args> parse_command(const CommandSpec& spec, int argc, char** argv, int& exit_code) {
+    std::vector<std::string> expanded = expand_short_names(spec, argc, argv);
+    std::vector<char*> expanded_argv;
+    for (std::string& a : expanded) expanded_argv.push_back(a.data());
+    argv = expanded_argv.data();
     if (wants_help(spec, argc, argv)) {
         const std::string help = format_help(spec);
         std::fwrite(help.data(), 1, help.size(), stdout);

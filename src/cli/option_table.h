@@ -24,6 +24,7 @@ struct CliOption {
     std::vector<std::string> choices;  // when not empty: the accepted values (checked by parse_command)
     std::string allowed;       // the values allowed, in words (">= 1"), for the help; checked by the command
     bool repeatable = false;   // parsed by the command itself (campaign sweep's --grid)
+    std::string short_name;    // also accepted as -short_name (vLLM's "-tp"); empty: none
 
     bool is_flag() const { return metavar.empty(); }
 };

@@ -7,7 +7,8 @@
 // (server/request_guard). SIGTERM/SIGINT: stop accepting, let in-flight requests finish within
 // --shutdown-grace-s, then abort the rest and exit.
 // The tokenizer comes from --tokenizer or the model directory (src/tokenizer behind the
-// TextPipeline seam). The engine is the batched Engine on the CPU backend; --fake-engine serves
+// TextPipeline seam). The engine is the batched Engine on the backend --device names (or, with
+// --tensor-parallel-size N, on a group of N ranks: model/tensor_parallel_runner.h); --fake-engine serves
 // a scripted test double instead (with the byte-level tokenizer double when there is no
 // tokenizer), and says so in its log line.
 // Threads: the main thread waits for signals; the HTTP server, worker pool and engine own theirs.
@@ -272,8 +273,17 @@ Status serve(const Args& args) {
             log_info("serve: image input on (vision tower, {}..{} pixels per image after resizing)",
                      vision->processor.min_pixels, vision->processor.max_pixels);
         }
-        QS_ASSIGN_OR_RETURN(ops, make_backend_from_args(args, c.engine, *weights));
-        QS_ASSIGN_OR_RETURN(c.engine, size_engine(c.engine, *ops, *weights, args.get_or("device", "cpu") == "cuda",
+        // One backend, or a tensor-parallel group whose ranks each own theirs.
+        QS_ASSIGN_OR_RETURN(const BackendOptions backend, backend_options_from_args(args, c.engine));
+        std::unique_ptr<ModelRunner> group;
+        if (backend.tensor_parallel_size > 1) {
+            QS_ASSIGN_OR_RETURN(group, make_tensor_parallel_runner(backend, *weights));
+            log_info("serve: tensor parallel over {} ranks (one thread each, device {}{})", backend.tensor_parallel_size,
+                     backend.device, backend.expert_parallel ? ", experts split over the ranks" : "");
+        } else {
+            QS_ASSIGN_OR_RETURN(ops, make_backend(backend, *weights));
+        }
+        QS_ASSIGN_OR_RETURN(c.engine, size_engine(c.engine, ops.get(), *weights, backend.device == "cuda",
                                                   args.has("cache-memory-mb")));
         auto* tp = static_cast<const TokenizerTextPipeline*>(&text);
         std::vector<int32_t> stops;
@@ -281,8 +291,10 @@ Status serve(const Args& args) {
         grammars = std::make_unique<grammar::GrammarCompiler>(grammar::grammar_vocab_from_tokenizer(
             *tp->tokenizer(), int32_t(weights->config.vocab_size), stops, tp->chat_format() == tok::ChatFormat::kQwen35));
         state->set_grammars(grammars.get());
+        auto decoder = std::make_shared<TokenizerTextDecoder>(tp->tokenizer());
         QS_ASSIGN_OR_RETURN(std::unique_ptr<Engine> real,
-                            Engine::create(*weights, *ops, c.engine, std::make_shared<TokenizerTextDecoder>(tp->tokenizer())));
+                            group ? Engine::create(*weights, std::move(group), c.engine, decoder)
+                                  : Engine::create(*weights, *ops, c.engine, decoder));
         log_engine(with_resolved_sizes(c.engine, real->capacity()), "batched");
         log_info("serve: capacity: {}", real->capacity().describe());
         if (c.debug_stall_s > 0) {
@@ -303,7 +315,7 @@ Status serve(const Args& args) {
         });
         if (capture_progress) capture_progress->finish();
         if (graph_sizes > 0)
-            log_info("serve: {} CUDA graphs captured for {} batch sizes in {:.1f} s", ops->graph_captures(), graph_sizes,
+            log_info("serve: {} CUDA graphs captured for {} batch sizes in {:.1f} s", ops ? ops->graph_captures() : 0, graph_sizes,
                      now_seconds() - capture_start);
         real->start();
         engine = std::move(real);
@@ -431,6 +443,7 @@ const CommandSpec& serve_spec() {
                                   "request-log line; off because prompts may be private")}});
         c.groups.push_back(model_option_group());
         c.groups.push_back(backend_option_group());
+        c.groups.push_back(parallel_option_group());
         c.groups.push_back(engine_option_group());
         c.groups.push_back(
             {"Testing",

@@ -18,27 +18,31 @@ namespace qs {
 
 Result<std::unique_ptr<Engine>> Engine::create(const ModelWeights& weights, Ops& ops, const EngineConfig& config,
                                                std::shared_ptr<const TextDecoder> decoder) {
+    return create(weights, std::make_unique<LocalModelRunner>(weights, ops), config, std::move(decoder));
+}
+
+Result<std::unique_ptr<Engine>> Engine::create(const ModelWeights& weights, std::unique_ptr<ModelRunner> runner,
+                                               const EngineConfig& config, std::shared_ptr<const TextDecoder> decoder) {
     QS_RETURN_IF_ERROR(config.validate());
     if (config.num_speculative_tokens > 0 && !weights.mtp.present)
         return invalid_argument("num_speculative_tokens > 0 needs a checkpoint with an MTP block (mtp.*)");
     QS_ASSIGN_OR_RETURN(CapacityPlan plan, plan_capacity(weights.config, config, weights.mtp.present));
-    return std::unique_ptr<Engine>(new Engine(weights, ops, config, plan, std::move(decoder)));
+    return std::unique_ptr<Engine>(new Engine(weights, std::move(runner), config, plan, std::move(decoder)));
 }
 
-Engine::Engine(const ModelWeights& weights, Ops& ops, const EngineConfig& config, const CapacityPlan& plan,
-               std::shared_ptr<const TextDecoder> decoder)
+Engine::Engine(const ModelWeights& weights, std::unique_ptr<ModelRunner> runner, const EngineConfig& config,
+               const CapacityPlan& plan, std::shared_ptr<const TextDecoder> decoder)
     : weights_(weights),
-      ops_(ops),
+      model_(std::move(runner)),
       config_(config),
       plan_(plan),
       decoder_(std::move(decoder)),
-      model_(weights, ops),
       num_spec_(config.num_speculative_tokens),
       clock_(now_seconds) {
     CacheGeometry geometry = CacheGeometry::for_model(weights.config, plan.num_kv_blocks, config.kv_block_size,
                                                       plan.total_state_slots(), num_spec_ > 0, config.kv_cache_dtype);
     geometry.state_bf16 = config.gdn_state_bf16;
-    cache_ = ops.make_cache(geometry);
+    cache_ = model_->make_cache(geometry);
     cache_mgr_ = std::make_unique<CacheManager>(*cache_, plan_, config_);
     scheduler_ = std::make_unique<Scheduler>(config_, *cache_mgr_);
     mtp_proposed_.assign(size_t(num_spec_), 0);
@@ -79,13 +83,14 @@ Status Engine::submit(GenerationRequest request, OutputSink sink) {
         if (!weights_.visual)
             return invalid_argument("image input: this model has no vision tower (no vision_config or no "
                                     "model.visual.* tensors in the checkpoint)");
-        if (!ops_.supports_mrope())
+        if (!model_->supports_mrope())
             return invalid_argument("image input is not supported on this device's backend (its attention has "
                                     "no M-RoPE positions)");
         std::vector<const ImagePatches*> patches;
         for (const auto& p : request.images) patches.push_back(p.get());
         QS_ASSIGN_OR_RETURN(PromptImages prepared, prepare_prompt_images(*weights_.visual, request.prompt_ids,
-                                                                         weights_.config.image_token_id, patches, &ops_));
+                                                                         weights_.config.image_token_id, patches,
+                                                                         model_->vision_ops()));
         images = std::make_shared<const PromptImages>(std::move(prepared));
         cache_key = image_cache_key(request.prompt_ids, weights_.config.image_token_id, request.images);
     }

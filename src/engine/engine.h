@@ -22,6 +22,7 @@
 #include "engine/scheduler.h"
 #include "engine/text_decoder.h"
 #include "grammar/bitmask_filler.h"
+#include "model/model_runner.h"
 #include "model/qwen36.h"
 
 namespace qs {
@@ -46,6 +47,11 @@ class Engine final : public EngineApi {
 public:
     // `decoder` may be null: outputs then carry token ids only and stop strings are rejected.
     static Result<std::unique_ptr<Engine>> create(const ModelWeights& weights, Ops& ops, const EngineConfig& config,
+                                                  std::shared_ptr<const TextDecoder> decoder);
+    // The same over any runner (a tensor-parallel group: model/tensor_parallel_runner.h); `weights`
+    // are the whole model's (its config, MTP block and vision tower).
+    static Result<std::unique_ptr<Engine>> create(const ModelWeights& weights, std::unique_ptr<ModelRunner> runner,
+                                                  const EngineConfig& config,
                                                   std::shared_ptr<const TextDecoder> decoder);
     ~Engine() override;
 
@@ -92,8 +98,8 @@ public:
     void reset_profile() { profile_ = {}; }
 
 private:
-    Engine(const ModelWeights& weights, Ops& ops, const EngineConfig& config, const CapacityPlan& plan,
-           std::shared_ptr<const TextDecoder> decoder);
+    Engine(const ModelWeights& weights, std::unique_ptr<ModelRunner> runner, const EngineConfig& config,
+           const CapacityPlan& plan, std::shared_ptr<const TextDecoder> decoder);
 
     struct Command {
         enum Kind { kSubmit, kAbort } kind;
@@ -162,11 +168,10 @@ private:
     const ModelWeights& weights_;
     std::vector<Sequence*> span_seqs_;                  // place_images' scratch
     std::vector<const PromptImages*> span_images_;
-    Ops& ops_;
+    std::unique_ptr<ModelRunner> model_;  // the forwards, draws and cache (one backend or a group)
     EngineConfig config_;
     CapacityPlan plan_;
     std::shared_ptr<const TextDecoder> decoder_;
-    Qwen36Model model_;
     std::unique_ptr<ModelCache> cache_;
     std::unique_ptr<CacheManager> cache_mgr_;
     std::unique_ptr<Scheduler> scheduler_;

@@ -17,7 +17,7 @@ int64_t Engine::capture_graphs(const std::function<void(const GraphCaptureProgre
     // the first: a batch of `cap` sequences is padded to it (run then with `cap` requests).
     const int64_t cap = std::min(config_.max_num_seqs, config_.max_num_batched_tokens);
     std::vector<int64_t> sizes;  // requests per size
-    for (int64_t s : ops_.graph_batch_sizes()) {
+    for (int64_t s : model_->graph_batch_sizes()) {
         sizes.push_back(std::min(s, cap));
         if (s >= cap) break;
     }
@@ -32,7 +32,7 @@ int64_t Engine::capture_graphs(const std::function<void(const GraphCaptureProgre
     // With MTP the catch-up and draft graphs read the kept hidden states by address: size them for
     // the largest forward first (a prompt chunk of the whole step budget, or a full verify step).
     if (num_spec_ > 0)
-        model_.reserve_mtp_hidden(std::max(config_.max_num_batched_tokens, config_.max_num_seqs * (1 + num_spec_)),
+        model_->reserve_mtp_hidden(std::max(config_.max_num_batched_tokens, config_.max_num_seqs * (1 + num_spec_)),
                                   config_.max_num_seqs);
     GraphCaptureProgress p;
     p.total = int64_t(sizes.size());

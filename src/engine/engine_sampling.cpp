@@ -59,7 +59,7 @@ void Engine::sample_rows(const SchedulerOutput& sched, const Qwen36Model::Output
     }
     pick_begin_.push_back(int32_t(picks_.size()));
     QS_CHECK(out.device_logits != nullptr || b.rows.empty());
-    if (!b.rows.empty()) ops_.sample(out.device_logits, V, b, *cache_, sampled_);
+    if (!b.rows.empty()) model_->sample(out.device_logits, V, b, *cache_, sampled_);
     for (RowPick& pick : picks_) {
         pick.token = sampled_.token[size_t(pick.sample_row)];
         pick.accepted = sampled_.accepted[size_t(pick.sample_row)] != 0;

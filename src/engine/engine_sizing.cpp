@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "core/check.h"
 #include "core/log.h"
 #include "model/model_backend.h"
 
@@ -13,11 +14,12 @@ size_t step_logits_bytes(const ModelConfig& model, const EngineConfig& config, b
     return size_t(config.max_num_seqs * rows_per_seq * model.vocab_size) * sizeof(float);
 }
 
-Result<EngineConfig> size_engine(const EngineConfig& config, Ops& ops, const ModelWeights& weights, bool on_gpu,
+Result<EngineConfig> size_engine(const EngineConfig& config, Ops* ops, const ModelWeights& weights, bool on_gpu,
                                  bool budget_given) {
     EngineConfig c = config;
     if (on_gpu && !budget_given) {
-        QS_ASSIGN_OR_RETURN(const int64_t budget_mb, device_cache_budget_mb(ops, weights, c.max_num_batched_tokens,
+        QS_CHECK(ops != nullptr);
+        QS_ASSIGN_OR_RETURN(const int64_t budget_mb, device_cache_budget_mb(*ops, weights, c.max_num_batched_tokens,
                                                                             c.gpu_memory_utilization));
         const int64_t logits_mb = int64_t(step_logits_bytes(weights.config, c, weights.mtp.present) >> 20) + 1;
         if (budget_mb - logits_mb < 64)

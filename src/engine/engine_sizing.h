@@ -19,8 +19,9 @@ namespace qs {
 size_t step_logits_bytes(const ModelConfig& model, const EngineConfig& config, bool with_mtp);
 
 // `config` with cache_memory_mb set from the device (GPU, unless `budget_given`) and
-// max_num_seqs fitted. On the CPU backend the budget is the flag's.
-Result<EngineConfig> size_engine(const EngineConfig& config, Ops& ops, const ModelWeights& weights, bool on_gpu,
+// max_num_seqs fitted. On the CPU backend the budget is the flag's (and `ops` may be null: a
+// tensor-parallel group's ranks each own theirs).
+Result<EngineConfig> size_engine(const EngineConfig& config, Ops* ops, const ModelWeights& weights, bool on_gpu,
                                  bool budget_given);
 
 }  // namespace qs

@@ -41,7 +41,7 @@ void Engine::run_batch(const SchedulerOutput& sched) {
     place_images(batch, span_seqs_, /*token_offset=*/0);
     start_grammar_masks(sched);  // filled on other threads during the forward
     double t = now_seconds();
-    Qwen36Model::Output out = model_.forward(batch, *cache_, /*want_hidden=*/num_spec_ > 0, std::move(forward_buf_));
+    Qwen36Model::Output out = model_->forward(batch, *cache_, /*want_hidden=*/num_spec_ > 0, std::move(forward_buf_));
     profile_.forward_s += now_seconds() - t;
 
     t = now_seconds();
@@ -140,7 +140,7 @@ void Engine::run_batch(const SchedulerOutput& sched) {
         add_mtp(&s, span.row_begin, span.num_tokens, int32_t(accepted));
     }
     t = now_seconds();
-    model_.commit_deferred_state(commit, commit_rows_, *cache_);
+    model_->commit_deferred_state(commit, commit_rows_, *cache_);
     for (Sequence* s : committed_) cache_mgr_->after_forward(*s);  // snapshots see the committed state
     profile_.forward_s += now_seconds() - t;
     run_mtp(out.device_hidden, out.num_hidden_rows);
@@ -201,7 +201,7 @@ void Engine::run_mtp(const float* hidden, int64_t num_hidden_rows) {
     place_images(b, mtp_seqs_, /*token_offset=*/1);
     double t = now_seconds();
     // With k > 1 the output carries the MTP hidden at the drafting rows, in drafting_ order.
-    Qwen36Model::Output out = model_.mtp_forward(b, hidden, num_hidden_rows, mtp_hidden_rows_, *cache_,
+    Qwen36Model::Output out = model_->mtp_forward(b, hidden, num_hidden_rows, mtp_hidden_rows_, *cache_,
                                                  /*want_hidden=*/num_spec_ > 1,
                                                  std::move(mtp_buf_));
     profile_.forward_s += now_seconds() - t;
@@ -228,7 +228,7 @@ void Engine::run_mtp(const float* hidden, int64_t num_hidden_rows) {
         place_images(db, drafting_, /*token_offset=*/1);
         t = now_seconds();
         Qwen36Model::Output o =
-            model_.mtp_forward(db, out.device_hidden, out.num_hidden_rows, /*hidden_rows=*/{}, *cache_,
+            model_->mtp_forward(db, out.device_hidden, out.num_hidden_rows, /*hidden_rows=*/{}, *cache_,
                                /*want_hidden=*/true, std::move(mtp_step_buf_));
         profile_.forward_s += now_seconds() - t;
         t = now_seconds();

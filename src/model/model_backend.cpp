@@ -1,9 +1,14 @@
 // The model on a backend (see model_backend.h).
 #include "model/model_backend.h"
 
+#include <fmt/format.h>
+
 #include <vector>
 
+#include "backend/cpu/cpu_collective.h"
 #include "model/single_sequence.h"
+#include "model/tensor_parallel.h"
+#include "model/tensor_parallel_runner.h"
 
 namespace qs {
 
@@ -24,6 +29,36 @@ Result<std::unique_ptr<Ops>> make_backend(const BackendOptions& options, const M
     QS_ASSIGN_OR_RETURN(std::unique_ptr<Ops> ops, create_backend(options, weights.config));
     ops->prepare_weights(weight_set(weights));
     return ops;
+}
+
+Result<std::unique_ptr<ModelRunner>> make_tensor_parallel_runner(const BackendOptions& options,
+                                                                 const ModelWeights& weights) {
+    const int64_t n = options.tensor_parallel_size;
+    if (n < 2 || n > 64)
+        return invalid_argument(fmt::format("--tensor-parallel-size: a group has 2..64 ranks, got {}", n));
+    if (Status split = shard_config(weights.config, int(n), options.expert_parallel).status(); !split.is_ok())
+        return invalid_argument("--tensor-parallel-size: " + split.message());
+    if (options.device == "cuda") {
+        const int gpus = cuda_device_count();
+        if (gpus < n)
+            return invalid_argument(fmt::format(
+                "--tensor-parallel-size {} on --device cuda needs {} GPUs, one per rank; this process sees {}", n, n,
+                gpus));
+        return Status(ErrorKind::kUnsupported,
+                      fmt::format("tensor parallel on CUDA needs {} GPUs; not yet run on multi-GPU hardware (the NCCL "
+                                  "collective is built and tested on one GPU; serving runs tensor parallel on "
+                                  "--device cpu only)",
+                                  n));
+    }
+    if (options.device != "cpu")
+        return invalid_argument("--device must be 'cpu' or 'cuda', got '" + options.device + "'");
+    auto group = std::make_shared<InProcessGroup>(int(n));
+    RankBackendFactory f;
+    f.make_ops = [options](int, const ModelWeights& shard) { return make_backend(options, shard); };
+    f.make_collective = [group](int r, Ops&) -> Result<Collective*> { return &group->rank(r); };
+    QS_ASSIGN_OR_RETURN(std::unique_ptr<TensorParallelRunner> runner,
+                        TensorParallelRunner::create(weights, int(n), std::move(f), options.expert_parallel));
+    return std::unique_ptr<ModelRunner>(std::move(runner));
 }
 
 }  // namespace qs

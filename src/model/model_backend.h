@@ -1,12 +1,13 @@
 // The model on a backend: creates the backend a command runs on for these weights and prepares
 // them for it (backend/make_backend.h + Ops::prepare_weights), and sizes a GPU's cache by a
-// warm-up forward. Used by the CLI commands, on their main thread before the engine starts.
+// warm-up forward, or spreads them over a tensor-parallel group. Used by the CLI commands, on their main thread before the engine starts.
 #pragma once
 
 #include <memory>
 
 #include "backend/make_backend.h"
 #include "core/status.h"
+#include "model/model_runner.h"
 #include "model/weights.h"
 
 namespace qs {
@@ -20,5 +21,12 @@ Result<int64_t> device_cache_budget_mb(Ops& ops, const ModelWeights& weights, in
 // Creates the backend and uploads/prepares `weights` for it (they must outlive it). Errors name
 // the problem: unknown device, a build without CUDA, no GPU.
 Result<std::unique_ptr<Ops>> make_backend(const BackendOptions& options, const ModelWeights& weights);
+
+// The tensor-parallel group of options.tensor_parallel_size ranks (> 1) the engine runs `weights`
+// on (they must outlive it): on the CPU backend, one thread per rank with an in-process
+// Collective (options.expert_parallel: the routed experts split over the ranks). Errors: a config that does not split over the ranks (naming the field); on CUDA,
+// fewer GPUs than ranks, and otherwise that CUDA ranks are not built into serving yet.
+Result<std::unique_ptr<ModelRunner>> make_tensor_parallel_runner(const BackendOptions& options,
+                                                                 const ModelWeights& weights);
 
 }  // namespace qs

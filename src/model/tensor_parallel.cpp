@@ -76,12 +76,18 @@ Result<ExpertWeights> shard_expert(const ExpertWeights& e, int64_t intermediate,
     return s;
 }
 
-Result<MoeWeights> shard_moe(const MoeWeights& m, const ModelConfig& c, int rank, int size, const std::string& name) {
+Result<MoeWeights> shard_moe(const MoeWeights& m, const ModelConfig& c, int rank, int size, bool expert_parallel,
+                             const std::string& name) {
     MoeWeights s;
     s.router = m.router;
     s.shared_expert_gate = m.shared_expert_gate;
     s.experts.reserve(m.experts.size());
+    const size_t per_rank = m.experts.size() / size_t(size);
     for (size_t e = 0; e < m.experts.size(); ++e) {
+        if (expert_parallel) {  // whole, or empty when another rank holds it
+            s.experts.push_back(e / per_rank == size_t(rank) ? m.experts[e] : ExpertWeights{});
+            continue;
+        }
         QS_ASSIGN_OR_RETURN(ExpertWeights x, shard_expert(m.experts[e], c.moe_intermediate_size, rank, size,
                                                           fmt::format("{}.experts.{}", name, e)));
         s.experts.push_back(std::move(x));
@@ -92,7 +98,7 @@ Result<MoeWeights> shard_moe(const MoeWeights& m, const ModelConfig& c, int rank
 }
 
 Result<DecoderLayerWeights> shard_layer(const DecoderLayerWeights& l, const ModelConfig& c, int rank, int size,
-                                        const std::string& name) {
+                                        bool expert_parallel, const std::string& name) {
     DecoderLayerWeights s;
     s.type = l.type;
     s.input_layernorm = l.input_layernorm;
@@ -102,13 +108,13 @@ Result<DecoderLayerWeights> shard_layer(const DecoderLayerWeights& l, const Mode
     } else {
         QS_ASSIGN_OR_RETURN(s.gdn, shard_gdn(l.gdn, c, rank, size, name + ".linear_attn"));
     }
-    QS_ASSIGN_OR_RETURN(s.moe, shard_moe(l.moe, c, rank, size, name + ".mlp"));
+    QS_ASSIGN_OR_RETURN(s.moe, shard_moe(l.moe, c, rank, size, expert_parallel, name + ".mlp"));
     return s;
 }
 
 }  // namespace
 
-Result<ModelConfig> shard_config(const ModelConfig& full, int size) {
+Result<ModelConfig> shard_config(const ModelConfig& full, int size, bool expert_parallel) {
     if (size < 1) return invalid_argument(fmt::format("the tensor-parallel size must be >= 1, got {}", size));
     ModelConfig s = full;
     QS_ASSIGN_OR_RETURN(const HeadSplit q, split_heads(full.num_attention_heads, 0, size, "num_attention_heads", false));
@@ -120,15 +126,19 @@ Result<ModelConfig> shard_config(const ModelConfig& full, int size) {
     s.num_key_value_heads = kv.local;
     s.linear_num_value_heads = v.local;
     s.linear_num_key_heads = k.local;
-    QS_ASSIGN_OR_RETURN(s.moe_intermediate_size, split_dim(full.moe_intermediate_size, size, "moe_intermediate_size"));
+    if (expert_parallel) {
+        QS_RETURN_IF_ERROR(split_dim(full.num_experts, size, "num_experts").status());
+    } else {
+        QS_ASSIGN_OR_RETURN(s.moe_intermediate_size, split_dim(full.moe_intermediate_size, size, "moe_intermediate_size"));
+    }
     QS_ASSIGN_OR_RETURN(s.shared_expert_intermediate_size,
                         split_dim(full.shared_expert_intermediate_size, size, "shared_expert_intermediate_size"));
     QS_RETURN_IF_ERROR(split_dim(full.vocab_size, size, "vocab_size").status());
     return s;
 }
 
-Result<ModelWeights> shard_weights(const ModelWeights& full, int rank, int size) {
-    QS_ASSIGN_OR_RETURN(ModelConfig config, shard_config(full.config, size));
+Result<ModelWeights> shard_weights(const ModelWeights& full, int rank, int size, bool expert_parallel) {
+    QS_ASSIGN_OR_RETURN(ModelConfig config, shard_config(full.config, size, expert_parallel));
     if (rank < 0 || rank >= size)
         return invalid_argument(fmt::format("tensor-parallel rank {} is outside 0..{}", rank, size - 1));
     const ModelConfig& c = full.config;
@@ -137,7 +147,8 @@ Result<ModelWeights> shard_weights(const ModelWeights& full, int rank, int size)
     s.embed_tokens = full.embed_tokens;
     s.norm = full.norm;
     for (size_t i = 0; i < full.layers.size(); ++i) {
-        QS_ASSIGN_OR_RETURN(DecoderLayerWeights l, shard_layer(full.layers[i], c, rank, size, fmt::format("layers.{}", i)));
+        QS_ASSIGN_OR_RETURN(DecoderLayerWeights l,
+                            shard_layer(full.layers[i], c, rank, size, expert_parallel, fmt::format("layers.{}", i)));
         s.layers.push_back(std::move(l));
     }
     const int64_t vocab = c.vocab_size / size;
@@ -149,7 +160,7 @@ Result<ModelWeights> shard_weights(const ModelWeights& full, int rank, int size)
         s.mtp.pre_fc_norm_hidden = m.pre_fc_norm_hidden;
         s.mtp.fc = m.fc;
         s.mtp.norm = m.norm;
-        QS_ASSIGN_OR_RETURN(s.mtp.layer, shard_layer(m.layer, c, rank, size, "mtp.layers.0"));
+        QS_ASSIGN_OR_RETURN(s.mtp.layer, shard_layer(m.layer, c, rank, size, expert_parallel, "mtp.layers.0"));
     }
     return s;
 }

@@ -1,8 +1,9 @@
 // Tensor parallel on the CPU backend (issue 22): a model sharded over N ranks (threads with an
 // in-process Collective) gives the unsharded model's logits and MTP draft logits — prefill,
-// decode steps and the MTP head — for head splits, replicated K/V and key heads, and a trained
-// checkpoint; the pieces (collective, row/column selections of BF16 and FP8 weights) and the
-// errors for configs that do not split are checked on their own.
+// decode steps and the MTP head — for head splits, replicated K/V and key heads, a trained
+// checkpoint, and the experts split over the ranks (expert parallel); the pieces (collective,
+// row/column selections of BF16 and FP8 weights, expert-parallel shards) and the errors for
+// configs that do not split are checked on their own.
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -41,11 +42,11 @@ Trace run_sequence(Qwen36Model& model, const std::vector<int32_t>& prompt, const
 
 // The same sequence on `size` ranks, one thread each; returns every rank's trace.
 std::vector<Trace> run_sharded(const ModelWeights& full, int size, const std::vector<int32_t>& prompt,
-                               const std::vector<int32_t>& steps) {
+                               const std::vector<int32_t>& steps, bool expert_parallel) {
     InProcessGroup group(size);
     std::vector<ModelWeights> shards;
     for (int r = 0; r < size; ++r) {
-        Result<ModelWeights> shard = shard_weights(full, r, size);
+        Result<ModelWeights> shard = shard_weights(full, r, size, expert_parallel);
         EXPECT_TRUE(shard.is_ok()) << shard.status().message();
         if (!shard.is_ok()) return {};
         shards.push_back(std::move(shard).value());
@@ -96,13 +97,14 @@ float max_abs(const std::vector<float>& v) {
 
 // Sharded traces equal the unsharded one up to the order of fp32 sums (relative 1e-4 of the
 // logits' scale), and all ranks hold identical logits.
-void expect_same_model(const ModelWeights& full, int size, int prompt_len, int decode_steps, uint32_t seed) {
+void expect_same_model(const ModelWeights& full, int size, int prompt_len, int decode_steps, uint32_t seed,
+                       bool expert_parallel = false) {
     CpuOps ops;
     Qwen36Model model(full, ops);
     const auto ids = random_ids(prompt_len + decode_steps, full.config.vocab_size, seed);
     const std::vector<int32_t> prompt(ids.begin(), ids.begin() + prompt_len), steps(ids.begin() + prompt_len, ids.end());
     const Trace ref = run_sequence(model, prompt, steps);
-    const std::vector<Trace> got = run_sharded(full, size, prompt, steps);
+    const std::vector<Trace> got = run_sharded(full, size, prompt, steps, expert_parallel);
     ASSERT_EQ(got.size(), size_t(size));
     const float scale = std::max(1.0f, max_abs(ref.prompt));
     for (int r = 0; r < size; ++r) {
@@ -159,6 +161,37 @@ TEST(TensorParallel, TwoRanksEqualOneOnTheTrainedTinyCheckpoint) {
     Result<ModelWeights> w = load_model_dir(test::source_path("models/qwen36-tiny"));
     ASSERT_TRUE(w.is_ok()) << w.status().message();
     expect_same_model(w.value(), 2, 24, 4, 7);
+}
+
+TEST(TensorParallel, ExpertParallelEqualsOneRank) {
+    // Experts split over the ranks (each holds E/N whole, the others empty; the shared expert
+    // split by intermediate): tiny's 8 experts over 2 and 4 ranks, the trained model's 16 over 2.
+    const ModelWeights w = make_dummy_weights(tiny_model_config(), 33);
+    expect_same_model(w, 2, 19, 3, 8, /*expert_parallel=*/true);
+    expect_same_model(w, 4, 17, 3, 9, /*expert_parallel=*/true);
+    Result<ModelWeights> trained = load_model_dir(test::source_path("models/qwen36-tiny"));
+    ASSERT_TRUE(trained.is_ok()) << trained.status().message();
+    expect_same_model(trained.value(), 2, 22, 3, 10, /*expert_parallel=*/true);
+}
+
+TEST(TensorParallel, ExpertParallelShardsHoldTheirExpertsWhole) {
+    const ModelWeights w = make_dummy_weights(tiny_model_config(), 34);
+    Result<ModelWeights> shard = shard_weights(w, 1, 4, /*expert_parallel=*/true);  // experts 2, 3 of 8
+    ASSERT_TRUE(shard.is_ok()) << shard.status().message();
+    EXPECT_EQ(shard->config.moe_intermediate_size, w.config.moe_intermediate_size);
+    EXPECT_EQ(shard->config.shared_expert_intermediate_size, w.config.shared_expert_intermediate_size / 4);
+    const MoeWeights& m = shard->layers[0].moe;
+    ASSERT_EQ(m.experts.size(), 8u);
+    for (size_t e = 0; e < 8; ++e) {
+        const bool mine = e == 2 || e == 3;
+        EXPECT_EQ(m.experts[e].gate_proj.out_features, mine ? w.config.moe_intermediate_size : 0) << e;
+        EXPECT_EQ(m.experts[e].down_proj.in_features, mine ? w.config.moe_intermediate_size : 0) << e;
+    }
+    ModelConfig six = tiny_model_config();
+    six.num_experts = 6;
+    const std::string msg = shard_config(six, 4, /*expert_parallel=*/true).status().message();
+    EXPECT_NE(msg.find("num_experts = 6"), std::string::npos) << msg;
+    EXPECT_TRUE(shard_config(six, 2, /*expert_parallel=*/true).is_ok());
 }
 
 TEST(TensorParallel, ConfigsThatDoNotSplitNameTheField) {

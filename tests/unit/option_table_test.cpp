@@ -162,3 +162,23 @@ TEST(OptionTable, UsageListsEveryCommand) {
     for (const CommandSpec* spec : all_specs())
         EXPECT_NE(usage.find("  " + spec->name + " "), std::string::npos) << spec->name;
 }
+
+TEST(OptionTable, ShortNamesSpellOutTheirOption) {
+    CommandSpec spec = toy();
+    spec.groups[0].options[1].short_name = "sz";
+    int code = -1;
+    auto a = parse(spec, {"--need", "x", "-sz", "3"}, code);
+    ASSERT_TRUE(a.has_value());
+    EXPECT_EQ(*a->get("size"), "3");
+    a = parse(spec, {"--need", "x", "-sz=4"}, code);
+    ASSERT_TRUE(a.has_value());
+    EXPECT_EQ(*a->get("size"), "4");
+    EXPECT_NE(format_help(spec).find("--size, -sz N"), std::string::npos) << format_help(spec);
+    EXPECT_FALSE(parse(spec, {"--need", "x", "-sy", "3"}, code).has_value());  // not a short name
+    // serve takes vLLM's -tp.
+    const CommandSpec* serve = find_spec("serve");
+    ASSERT_NE(serve, nullptr);
+    a = parse(*serve, {"--model", "m", "-tp", "2"}, code);
+    ASSERT_TRUE(a.has_value());
+    EXPECT_EQ(*a->get("tensor-parallel-size"), "2");
+}

@@ -1,7 +1,7 @@
 // CPU sparse MoE (spec §2.5): router logits, softmax in fp32 over all experts, top-k (ties to the
 // lower index), renormalised weights; tokens grouped by expert so each expert's weights are read
 // once; experts' outputs combined per token in top-k order; plus the shared expert scaled by
-// sigmoid(x · shared_expert_gate).
+// sigmoid(x · shared_expert_gate). An expert with empty weights contributes zero (Ops::moe).
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -58,7 +58,8 @@ void CpuOps::moe(const float* x, int64_t T, const MoeWeights& w, int64_t top_k, 
     std::vector<float> expert_out(size_t(T * top_k * H));
     for (int64_t e = 0; e < E; ++e) {
         const auto& toks = by_expert[size_t(e)];
-        if (toks.empty()) continue;
+        // An empty expert (another rank's under expert parallel) adds zero: its rows stay 0.
+        if (toks.empty() || w.experts[size_t(e)].gate_proj.out_features == 0) continue;
         const int64_t n = int64_t(toks.size());
         std::vector<float> xin(size_t(n * H)), yout(size_t(n * H));
         for (int64_t i = 0; i < n; ++i) std::copy_n(x + toks[size_t(i)].first * H, H, xin.data() + i * H);
