@@ -158,9 +158,10 @@ TEST(CudaVisionTower, EqualsHostReferenceAtReleaseWidths) {
         ops.vision_tower(w, patches.data() + r0 * w.dims.patch_dim, {g}, alone.data());
         const std::vector<float> part(together.begin() + m0 * w.dims.out_hidden,
                                       together.begin() + (m0 + g.rows() / 4) * w.dims.out_hidden);
-        // GEMM tilings may differ with the row count: rounding-level differences only (attention
-        // across images would move the rows by O(1)).
-        EXPECT_LT(normalised_error(alone, part), 1e-3) << g.h << "x" << g.w;
+        // GEMM tilings may differ with the row count: bf16-rounding-level differences only (the
+        // H200 measured 2.5e-3 to 2.6e-3 over 27 blocks, against bf16's 3.9e-3 unit roundoff;
+        // attention across images would move the rows by O(1)).
+        EXPECT_LT(normalised_error(alone, part), 1e-2) << g.h << "x" << g.w;
         r0 += g.rows();
         m0 += g.rows() / 4;
     }

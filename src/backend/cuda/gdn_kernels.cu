@@ -120,7 +120,11 @@ void launch_gdn_recurrence(const GatedDeltaNetParams& p, cudaStream_t stream) {
     // The token-serial sequences: split over value columns (decode-only batches by default) or one
     // block per (sequence, value head).
     const int mx = p.batch.max_seq_tokens;
-    const bool split = p.decode_split > 0 || (p.decode_split < 0 && mx >= 1 && mx <= kGdnDecodeSplitMaxTokens);
+    // By shape (-1) the split kernel is not taken: on the H200 it was slower than one block per
+    // (sequence, value head) at 256 sequences (bf16 state 386 against 276 µs, fp32 367 against
+    // 320 µs; bench/kernels/NOTES.md, GDN v3 measured), so it stays for the lab and forced runs.
+    const bool split = p.decode_split > 0 || (p.decode_split < 0 && mx >= 1 && mx <= kGdnDecodeSplitMaxTokens &&
+                                              kGdnDecodeSplitByShape);
     const int split_threads = p.decode_split == 2 ? 128 : 64;
     const int D = (p.Dk > p.Dv ? p.Dk : p.Dv);
     if (D <= 32) {

@@ -10,9 +10,9 @@
 //      conv window (read and written by one thread per (sequence, 4 channels): race-free);
 //   2. the recurrence fused with the gates, the l2norms and the gated RMSNorm. Sequences with fewer
 //      than `chunk_min_tokens` tokens (all decode rows) run a token-serial kernel (state in
-//      registers, read once and written once): for decode-only batches the one split over 32 value
-//      columns per block plus a gated-RMSNorm launch (gdn_decode.cu, decode_split below), else one
-//      block per (sequence, value head) (gdn_serial.cu); longer ones run the chunked kernel (chunk
+//      registers, read once and written once): one block per (sequence, value head) (gdn_serial.cu),
+//      or, when asked (decode_split below), the split over 32 value columns per block plus a
+//      gated-RMSNorm launch (gdn_decode.cu); longer ones run the chunked kernel (chunk
 //      64, WY/UT form on tensor cores, tf32x3 split = fp32-level accuracy), also one state read
 //      and write, either one block per (sequence, value head) or, for few long sequences, the
 //      chunk-parallel path (three launches: every chunk's WY precompute, the pass over chunks
@@ -75,15 +75,18 @@ struct GatedDeltaNetParams {
     // Added: the sequences below chunk_min_tokens run the token-serial recurrence split over 32
     // value columns per block (gdn_decode.cu: more, smaller blocks, so more state bytes in flight)
     // instead of one block per (sequence, value head) (gdn_serial.cu). 1: always, blocks of 64
-    // threads; 2: always, blocks of 128 threads (the lab's comparison); 0: never; -1: by shape, 64
-    // threads for decode-only batches (1 <= batch.max_seq_tokens <= kGdnDecodeSplitMaxTokens: plain
+    // threads; 2: always, blocks of 128 threads (the lab's comparison); 0: never; -1: by shape (today:
+    // never, kGdnDecodeSplitByShape), 64 threads for decode-only batches (1 <= batch.max_seq_tokens <= kGdnDecodeSplitMaxTokens: plain
     // decode, MTP verification and commit). Every kernel is correct for any such sequence, so a
     // stale max_seq_tokens in a replayed graph only picks another kernel.
     int decode_split = -1;
 };
 
-// decode_split = -1 picks the column-split kernel while no sequence has more rows than this.
+// decode_split = -1 would pick the column-split kernel while no sequence has more rows than this,
+// if kGdnDecodeSplitByShape were true; it is false since the H200 measured the split kernel slower
+// than the one-block-per-head kernel (bench/kernels/NOTES.md, GDN v3 measured).
 inline constexpr int kGdnDecodeSplitMaxTokens = 8;
+inline constexpr bool kGdnDecodeSplitByShape = false;
 
 // Bytes of scratch the launcher needs for T rows: the conv output [T, conv_dim] fp32, then the
 // chunk-parallel path's per-row W [Nv, Dk], P [Nv, 64], γ [Nv] and norms [2, Nk] (fp32).
