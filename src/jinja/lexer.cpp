@@ -5,6 +5,7 @@
 
 #include "jinja/error.h"
 #include "jinja/value.h"
+#include "tokenizer/unicode.h"
 
 namespace qs::jinja {
 
@@ -27,24 +28,6 @@ std::string normalize_newlines(const std::string& s) {
 
 bool is_name_start(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
-
-void append_utf8(uint32_t cp, std::string& out) {
-    if (cp < 0x80) {
-        out.push_back(static_cast<char>(cp));
-    } else if (cp < 0x800) {
-        out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
-        out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    } else if (cp < 0x10000) {
-        out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
-        out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-        out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    } else {
-        out.push_back(static_cast<char>(0xF0 | (cp >> 18)));
-        out.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-        out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-        out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    }
-}
 
 class Lexer {
 public:
@@ -285,7 +268,7 @@ private:
                         cp = cp * 16 + uint32_t(d);
                     }
                     p += n;
-                    append_utf8(cp, value);
+                    tok::utf8_append(value, cp);
                     break;
                 }
                 default:

@@ -235,31 +235,6 @@ int values_compare(const Value& a, const Value& b, int line) {
 
 namespace {
 
-void dump_string(const std::string& s, std::string& out) {
-    out.push_back('"');
-    for (unsigned char c : s) {
-        switch (c) {
-            case '"': out += "\\\""; break;
-            case '\\': out += "\\\\"; break;
-            case '\n': out += "\\n"; break;
-            case '\r': out += "\\r"; break;
-            case '\t': out += "\\t"; break;
-            case '\b': out += "\\b"; break;
-            case '\f': out += "\\f"; break;
-            default:
-                if (c < 0x20) {
-                    static const char* hex = "0123456789abcdef";
-                    out += "\\u00";
-                    out.push_back(hex[c >> 4]);
-                    out.push_back(hex[c & 15]);
-                } else {
-                    out.push_back(static_cast<char>(c));
-                }
-        }
-    }
-    out.push_back('"');
-}
-
 void dump(const Value& v, const DumpOptions& o, int level, int line, std::string& out) {
     const bool pretty = o.indent >= 0;
     auto newline = [&](int lvl) {
@@ -274,7 +249,7 @@ void dump(const Value& v, const DumpOptions& o, int level, int line, std::string
             out += std::isnan(d) ? "NaN" : std::isinf(d) ? (d > 0 ? "Infinity" : "-Infinity") : float_str(d);
             return;
         }
-        case Value::Kind::kString: dump_string(v.as_string(), out); return;
+        case Value::Kind::kString: tok::python_json_dump_string(v.as_string(), out); return;
         case Value::Kind::kList: {
             const List& l = v.as_list();
             if (l.empty()) {
@@ -305,7 +280,7 @@ void dump(const Value& v, const DumpOptions& o, int level, int line, std::string
             for (size_t i = 0; i < items.size(); ++i) {
                 if (i) out += o.item_separator;
                 newline(level + 1);
-                dump_string(items[i]->first, out);
+                tok::python_json_dump_string(items[i]->first, out);
                 out += o.key_separator;
                 dump(items[i]->second, o, level + 1, line, out);
             }

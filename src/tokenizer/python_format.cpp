@@ -47,9 +47,7 @@ std::string python_float_repr(double value) {
     return sign + out;
 }
 
-namespace {
-
-void dump_string(const std::string& s, std::string& out) {
+void python_json_dump_string(const std::string& s, std::string& out) {
     out.push_back('"');
     for (unsigned char c : s) {
         switch (c) {
@@ -73,6 +71,9 @@ void dump_string(const std::string& s, std::string& out) {
     out.push_back('"');
 }
 
+namespace {
+
+
 void dump(const OrderedJson& v, std::string& out) {
     switch (v.type()) {
         case OrderedJson::value_t::null: out += "null"; break;
@@ -80,7 +81,7 @@ void dump(const OrderedJson& v, std::string& out) {
         case OrderedJson::value_t::number_integer: out += std::to_string(v.get<int64_t>()); break;
         case OrderedJson::value_t::number_unsigned: out += std::to_string(v.get<uint64_t>()); break;
         case OrderedJson::value_t::number_float: out += python_float_repr(v.get<double>()); break;
-        case OrderedJson::value_t::string: dump_string(v.get_ref<const std::string&>(), out); break;
+        case OrderedJson::value_t::string: python_json_dump_string(v.get_ref<const std::string&>(), out); break;
         case OrderedJson::value_t::array: {
             out.push_back('[');
             bool first = true;
@@ -98,7 +99,7 @@ void dump(const OrderedJson& v, std::string& out) {
             for (const auto& [key, item] : v.items()) {
                 if (!first) out += ", ";
                 first = false;
-                dump_string(key, out);
+                python_json_dump_string(key, out);
                 out += ": ";
                 dump(item, out);
             }

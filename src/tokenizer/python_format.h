@@ -18,6 +18,8 @@ std::string python_float_repr(double value);
 
 // json.dumps(value, ensure_ascii=False) with default separators, keys in stored order.
 std::string python_json_dumps(const OrderedJson& value);
+// json.dumps of one string (ensure_ascii=False), quotes included, appended to `out`.
+void python_json_dump_string(const std::string& s, std::string& out);
 
 // str(value) for a JSON scalar (strings as they are); false for objects and arrays.
 bool python_str(const OrderedJson& value, std::string& out);
