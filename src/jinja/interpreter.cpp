@@ -24,12 +24,26 @@ int64_t floor_div(int64_t a, int64_t b) {
 }  // namespace
 
 Interpreter::Interpreter(Dict globals) {
-    auto builtins = std::make_shared<Frame>();
+    auto builtins = make_frame(nullptr);
     for (const char* name : {"range", "namespace", "dict", "raise_exception", "strftime_now"})
         builtins->vars[name] = builtin_global(name);
-    frame_ = std::make_shared<Frame>();
-    frame_->parent = builtins;
+    frame_ = make_frame(builtins);
     for (auto& [k, v] : globals.entries) frame_->vars[k] = std::move(v);
+}
+
+Interpreter::~Interpreter() {
+    frame_.reset();
+    for (const auto& w : frames_)
+        if (auto f = w.lock()) {
+            f->vars.clear();
+            f->parent.reset();
+        }
+}
+
+std::shared_ptr<Interpreter::Frame> Interpreter::make_frame(std::shared_ptr<Frame> parent) {
+    auto f = std::make_shared<Frame>(Frame{{}, std::move(parent)});
+    frames_.push_back(f);
+    return f;
 }
 
 Value Interpreter::builtin_global(const std::string& name) const {
@@ -140,7 +154,7 @@ Interpreter::Flow Interpreter::exec(const Stmt& s, std::string& out) {
         }
         case Stmt::Kind::kScope: {
             auto saved = frame_;
-            frame_ = std::make_shared<Frame>(Frame{{}, saved});
+            frame_ = make_frame(saved);
             const Flow f = exec_body(s.body, out);
             frame_ = saved;
             return f;
@@ -174,7 +188,7 @@ void Interpreter::exec_set(const Stmt& s, const Value& v) {
 void Interpreter::exec_for(const Stmt& s, std::string& out) {
     const List all = iterate(eval(*s.expr), s.line);
     auto saved = frame_;
-    frame_ = std::make_shared<Frame>(Frame{{}, saved});
+    frame_ = make_frame(saved);
     auto bind = [&](const Value& item) {
         if (s.targets.size() == 1) {
             assign(s.targets[0], item);
@@ -199,7 +213,7 @@ void Interpreter::exec_for(const Stmt& s, std::string& out) {
     }
     const int64_t n = int64_t(items.size());
     for (int64_t i = 0; i < n; ++i) {
-        frame_ = std::make_shared<Frame>(Frame{{}, saved});
+        frame_ = make_frame(saved);
         Dict loop;
         loop.set("index0", Value(i));
         loop.set("index", Value(i + 1));
@@ -237,7 +251,7 @@ Value Interpreter::define_macro(const Stmt& s) {
                      a.line);
             if (++depth_ > kMaxMacroDepth) fail("macro recursion is too deep", a.line);
             auto saved = frame_;
-            frame_ = std::make_shared<Frame>(Frame{{}, defined_in});
+            frame_ = make_frame(defined_in);
             for (size_t i = 0; i < macro->params.size(); ++i) {
                 const auto& [pname, def] = macro->params[i];
                 const Value* given = nullptr;

@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "jinja/ast.h"
 #include "jinja/value.h"
@@ -17,6 +18,11 @@ class Interpreter {
 public:
     // globals: the render's variables (messages, tools, kwargs...) over the built-in globals.
     explicit Interpreter(Dict globals);
+    // Clears every frame still alive: a macro's callable holds the frame it was defined in, which
+    // holds the macro (a shared_ptr cycle that would otherwise leak).
+    ~Interpreter();
+    Interpreter(const Interpreter&) = delete;
+    Interpreter& operator=(const Interpreter&) = delete;
 
     // Throws TemplateError.
     std::string render(const Body& body);
@@ -44,6 +50,8 @@ private:
     Value builtin_global(const std::string& name) const;
 
     std::shared_ptr<Frame> frame_;
+    std::vector<std::weak_ptr<Frame>> frames_;  // every frame made, for the destructor
+    std::shared_ptr<Frame> make_frame(std::shared_ptr<Frame> parent);
     int depth_ = 0;  // macro call depth (recursion guard)
 };
 
