@@ -14,30 +14,12 @@ Usage: chat_template_parity.py --binary build/qwenserve --template-file F --form
                                --tokenizer DIR_OR_JSON [--count 300]
 """
 import argparse
-import copy
 import json
 import random
-import subprocess
 import sys
 
-import jinja2
-from jinja2.sandbox import ImmutableSandboxedEnvironment
-from jinja2.ext import loopcontrols
-
-
-def make_env():
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols])
-
-    def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
-        return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators,
-                          sort_keys=sort_keys)
-
-    def raise_exception(message):
-        raise jinja2.exceptions.TemplateError(message)
-
-    env.filters["tojson"] = tojson
-    env.globals["raise_exception"] = raise_exception
-    return env
+from template_parity_common import make_env, reference_outcomes, run_tokenize_chat, score, \
+    with_parsed_tool_arguments
 
 
 TEXTS = ["hello", "  What is 2+2?  ", "\nexplain\tthis\n\n", "你好，世界", "héllo wörld 👍🏽",
@@ -148,13 +130,8 @@ def malformed(rng, fmt):
 
 
 def render_reference(template, case, fmt):
-    case = copy.deepcopy(case)
     if fmt != "qwen3":  # vLLM parses JSON-string tool arguments before templating
-        for m in case.get("messages", []):
-            for tc in m.get("tool_calls") or []:
-                fn = tc.get("function", tc)
-                if isinstance(fn.get("arguments"), str):
-                    fn["arguments"] = json.loads(fn["arguments"])
+        case = with_parsed_tool_arguments(case)
     kwargs = {k: v for k, v in case.items() if k != "messages"}
     kwargs.setdefault("add_generation_prompt", True)
     return template.render(messages=case["messages"], **kwargs)
@@ -177,30 +154,13 @@ def main():
     cases = [rand_conversation(rng, args.format) for _ in range(args.count)]
     cases += [malformed(rng, args.format) for _ in range(max(20, args.count // 10))]
 
-    want = []
-    for case in cases:
-        try:
-            want.append(("text", render_reference(template, case, args.format)))
-        except Exception as e:  # the template (or jinja) refuses: ours must refuse too
-            want.append(("error", f"{type(e).__name__}: {e}"))
-    proc = subprocess.run([args.binary, "tokenize", "--tokenizer", args.tokenizer, "--chat",
-                           "--template", args.format],
-                          input="".join(json.dumps(c, ensure_ascii=False) + "\n" for c in cases).encode(),
-                          capture_output=True, check=False)
-    if proc.returncode != 0:
-        sys.exit(f"qwenserve tokenize --chat failed: {proc.stderr.decode()}")
-    got = [json.loads(l) for l in proc.stdout.decode().split("\n") if l]
-    passed = failed = 0
-    for case, w, g in zip(cases, want, got):
-        ok = ("error" in g) if w[0] == "error" else (g.get("text") == w[1])
-        if ok:
-            passed += 1
-        else:
-            failed += 1
-            if failed <= 5:
-                print("FAIL", json.dumps(case, ensure_ascii=False)[:600])
-                print("  want", repr(w[1])[:800])
-                print("  got ", repr(g)[:800])
+    # The native renderers' refusals need not word raise_exception's message as the template does.
+    want = [("error", w[1]) if w[0] == "raised" else w
+            for w in reference_outcomes(cases, lambda c: render_reference(template, c, args.format))]
+    got = run_tokenize_chat(args.binary, args.tokenizer, ["--template", args.format], cases)
+    if got is None:
+        sys.exit(1)
+    passed, failed = score(args.format, cases, want, got, show=5)
     errors = sum(1 for w in want if w[0] == "error")
     print(f"{args.format}: {len(cases)} conversations ({errors} the template refuses)")
     print(f"{passed} passed, {failed} failed")

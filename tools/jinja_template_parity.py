@@ -19,39 +19,13 @@ kind (what conversations the template takes): plain (default), no_system, altern
 tools, tools_id9 (Mistral's 9-character call ids), parts.
 """
 import argparse
-import copy
-import datetime
 import json
 import os
 import random
-import subprocess
 import sys
 
-import jinja2
-from jinja2.ext import loopcontrols
-from jinja2.sandbox import ImmutableSandboxedEnvironment
-
-
-class RaisedByTemplate(Exception):
-    pass
-
-
-def make_env():
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols])
-
-    def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
-        return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
-
-    def raise_exception(message):
-        raise RaisedByTemplate(message)
-
-    def strftime_now(fmt):
-        return datetime.datetime.now().strftime(fmt)
-
-    env.filters["tojson"] = tojson
-    env.globals["raise_exception"] = raise_exception
-    env.globals["strftime_now"] = strftime_now
-    return env
+from template_parity_common import make_env, reference_outcomes, run_tokenize_chat, score, \
+    with_parsed_tool_arguments
 
 
 TEXTS = ["hello", "  What is 2+2?  ", "\nexplain\tthis\n\n", "你好，世界", "héllo wörld 👍🏽", "line1\nline2",
@@ -173,12 +147,7 @@ def special_tokens(tokenizer_dir):
 
 
 def render_reference(template, case, specials):
-    case = copy.deepcopy(case)
-    for m in case["messages"]:
-        for tc in m.get("tool_calls") or []:
-            fn = tc.get("function", tc)
-            if isinstance(fn.get("arguments"), str):
-                fn["arguments"] = json.loads(fn["arguments"])
+    case = with_parsed_tool_arguments(case)
     variables = dict(specials)
     variables.update(case.get("chat_template_kwargs", {}))
     return template.render(messages=case["messages"], tools=case.get("tools"), documents=None,
@@ -193,38 +162,11 @@ def run_template(args, spec, specials):
     rng = random.Random(sum(map(ord, os.path.basename(path))))
     cases = [rand_conversation(rng, kind) for _ in range(args.count)]
     cases += [malformed(rng, kind) for _ in range(max(5, args.count // 6))]
-    want = []
-    for case in cases:
-        try:
-            want.append(("text", render_reference(template, case, specials)))
-        except RaisedByTemplate as e:
-            want.append(("raised", str(e)))
-        except Exception as e:  # jinja refuses (a type error in the template, ...): ours must refuse too
-            want.append(("error", f"{type(e).__name__}: {e}"))
-    proc = subprocess.run([args.binary, "tokenize", "--tokenizer", args.tokenizer, "--chat", "--template", "jinja",
-                           "--chat-template", path],
-                          input="".join(json.dumps(c, ensure_ascii=False) + "\n" for c in cases).encode(),
-                          capture_output=True, check=False)
-    if proc.returncode != 0:
-        print(f"{path}: qwenserve tokenize --chat failed: {proc.stderr.decode()}")
+    want = reference_outcomes(cases, lambda c: render_reference(template, c, specials))
+    got = run_tokenize_chat(args.binary, args.tokenizer, ["--template", "jinja", "--chat-template", path], cases)
+    if got is None:
         return False
-    got = [json.loads(l) for l in proc.stdout.decode().split("\n") if l]
-    passed = failed = 0
-    for case, w, g in zip(cases, want, got):
-        if w[0] == "text":
-            ok = g.get("text") == w[1]
-        elif w[0] == "raised":
-            ok = g.get("error") == w[1]
-        else:
-            ok = "error" in g
-        if ok:
-            passed += 1
-            continue
-        failed += 1
-        if failed <= 3:
-            print("FAIL", path, json.dumps(case, ensure_ascii=False)[:500])
-            print("  want", w[0], repr(w[1])[:700])
-            print("  got ", repr(g)[:700])
+    passed, failed = score(path, cases, want, got)
     texts = sum(1 for w in want if w[0] == "text")
     raised = sum(1 for w in want if w[0] == "raised")
     print(f"{os.path.basename(path)} ({kind}): {len(cases)} cases ({texts} rendered, {raised} raise_exception, "

@@ -97,7 +97,10 @@ Status run_decode(const tok::Tokenizer& t, bool skip_special) {
     return Status::ok();
 }
 
-Status run_chat(const tok::ChatTemplate& chat) {
+// The --chat modes read one JSON object per line and write {"text": ...} or {"error": ...}; a
+// line that is not an object stops the run with its number.
+template <typename Render>
+Status for_each_chat_line(Render render) {
     using OJson = nlohmann::ordered_json;
     std::string line;
     size_t line_no = 0;
@@ -105,17 +108,9 @@ Status run_chat(const tok::ChatTemplate& chat) {
         ++line_no;
         OJson j = OJson::parse(line, nullptr, false);
         if (j.is_discarded() || !j.is_object()) return line_error(line_no, "expected a JSON object");
-        tok::ChatOptions options;
-        auto flag = [&](const char* key, bool& slot) {
-            if (j.contains(key) && j[key].is_boolean()) slot = j[key].get<bool>();
-        };
-        flag("add_generation_prompt", options.add_generation_prompt);
-        flag("enable_thinking", options.enable_thinking);
-        flag("preserve_thinking", options.preserve_thinking);
-        flag("add_vision_id", options.add_vision_id);
         const OJson messages = j.contains("messages") ? j["messages"] : OJson();
         const OJson tools = j.contains("tools") ? j["tools"] : OJson();
-        auto text = chat.render(messages, tools, options);
+        auto text = render(j, messages, tools);
         OJson out;
         if (text.is_ok()) out["text"] = *text;
         else out["error"] = text.status().message();
@@ -125,40 +120,38 @@ Status run_chat(const tok::ChatTemplate& chat) {
     return Status::ok();
 }
 
+void read_flag(const nlohmann::ordered_json& j, const char* key, bool& slot) {
+    if (j.contains(key) && j[key].is_boolean()) slot = j[key].get<bool>();
+}
+
+Status run_chat(const tok::ChatTemplate& chat) {
+    using OJson = nlohmann::ordered_json;
+    return for_each_chat_line([&](const OJson& j, const OJson& messages, const OJson& tools) {
+        tok::ChatOptions options;
+        read_flag(j, "add_generation_prompt", options.add_generation_prompt);
+        read_flag(j, "enable_thinking", options.enable_thinking);
+        read_flag(j, "preserve_thinking", options.preserve_thinking);
+        read_flag(j, "add_vision_id", options.add_vision_id);
+        return chat.render(messages, tools, options);
+    });
+}
+
 // --chat through the server's text pipeline (--chat-template FILE or --template jinja): each
 // line's messages, tools, add_generation_prompt, continue_final_message and
 // chat_template_kwargs (every key a template variable) as a chat request sends them.
 Status run_chat_pipeline(const TextPipeline& text) {
     using OJson = nlohmann::ordered_json;
-    std::string line;
-    size_t line_no = 0;
-    while (std::getline(std::cin, line)) {
-        ++line_no;
-        OJson j = OJson::parse(line, nullptr, false);
-        if (j.is_discarded() || !j.is_object()) return line_error(line_no, "expected a JSON object");
+    return for_each_chat_line([&](const OJson& j, const OJson& messages, const OJson& tools) {
         ChatRenderOptions ro;
-        if (j.contains("add_generation_prompt") && j["add_generation_prompt"].is_boolean())
-            ro.add_generation_prompt = j["add_generation_prompt"].get<bool>();
-        if (j.contains("continue_final_message") && j["continue_final_message"].is_boolean())
-            ro.continue_final_message = j["continue_final_message"].get<bool>();
+        read_flag(j, "add_generation_prompt", ro.add_generation_prompt);
+        read_flag(j, "continue_final_message", ro.continue_final_message);
         if (j.contains("chat_template_kwargs") && j["chat_template_kwargs"].is_object()) {
             ro.template_kwargs = j["chat_template_kwargs"];
-            const OJson& kw = ro.template_kwargs;
-            if (kw.contains("enable_thinking") && kw["enable_thinking"].is_boolean())
-                ro.enable_thinking = kw["enable_thinking"].get<bool>();
-            if (kw.contains("preserve_thinking") && kw["preserve_thinking"].is_boolean())
-                ro.preserve_thinking = kw["preserve_thinking"].get<bool>();
+            read_flag(ro.template_kwargs, "enable_thinking", ro.enable_thinking);
+            read_flag(ro.template_kwargs, "preserve_thinking", ro.preserve_thinking);
         }
-        const OJson messages = j.contains("messages") ? j["messages"] : OJson();
-        const OJson tools = j.contains("tools") ? j["tools"] : OJson();
-        auto rendered = text.render_chat(messages, tools, ro);
-        OJson out;
-        if (rendered.is_ok()) out["text"] = *rendered;
-        else out["error"] = rendered.status().message();
-        const std::string s = out.dump(-1, ' ', false, OJson::error_handler_t::replace) + "\n";
-        std::fwrite(s.data(), 1, s.size(), stdout);
-    }
-    return Status::ok();
+        return text.render_chat(messages, tools, ro);
+    });
 }
 
 Status run_benchmark(const tok::Tokenizer& t, int64_t repeat) {
