@@ -217,8 +217,10 @@ void Engine::abort_request(const std::string& id) {
 
 bool Engine::step() {
     const double t0 = now_seconds();
+    const double t0_clock = clock_();
     drain_inbox();
     SchedulerOutput sched;
+    bool step_has_prompt_rows = false;
     if (!requests_.empty()) sched = scheduler_->schedule();
     const double t1 = now_seconds();
     if (!sched.scheduled.empty()) {
@@ -228,16 +230,33 @@ bool Engine::step() {
             if (t.first_scheduled_s < 0 && ss.num_tokens > 0) t.first_scheduled_s = scheduled_at;
         }
         if (step_hook_) step_hook_(counters_.steps_total);
+        int64_t prompt_rows = 0, decode_rows = 0;
+        for (const ScheduledSeq& ss : sched.scheduled) {
+            // One new token (or a verify span) is decoding; more rows are a prompt being computed.
+            const bool decoding = ss.verify || (ss.num_tokens == 1 && ss.seq->num_uncomputed() == 1);
+            (decoding ? decode_rows : prompt_rows) += ss.num_tokens;
+        }
         run_batch(sched);
         ++counters_.steps_total;
+        counters_.prompt_rows_total += prompt_rows;
+        counters_.decode_rows_total += decode_rows;
+        step_has_prompt_rows = prompt_rows > 0;
     }
     flush_outputs();
-    publish_stats();
     if (!sched.scheduled.empty()) {
         ++profile_.steps;
         profile_.schedule_s += t1 - t0;
         profile_.total_s += now_seconds() - t0;
+        const double step_s = clock_() - t0_clock;
+        if (step_has_prompt_rows) {
+            counters_.step_seconds_prefill += step_s;
+            ++counters_.steps_prefill;
+        } else {
+            counters_.step_seconds_decode += step_s;
+            ++counters_.steps_decode;
+        }
     }
+    publish_stats();
     return !sched.scheduled.empty();
 }
 

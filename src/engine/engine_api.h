@@ -35,6 +35,16 @@ struct EngineStats {
     int64_t mtp_drafts = 0;                        // drafts proposed (sequence-steps with a draft)
     std::vector<int64_t> mtp_accepted_by_position; // [num_speculative_tokens]; empty without MTP
     int64_t steps_total = 0;
+    // Where the engine thread's step time goes, by step kind: a "prefill" step carries prompt rows
+    // (prompt chunks, or a preempted sequence's recompute) beside any decodes; a "decode" step only
+    // decode and MTP-verify rows. Seconds are the engine thread's wall time in step() (scheduling,
+    // the forward, sampling and outputs); rows are the forward's rows of each kind.
+    double step_seconds_prefill = 0.0;
+    double step_seconds_decode = 0.0;
+    int64_t steps_prefill = 0;
+    int64_t steps_decode = 0;
+    int64_t prompt_rows_total = 0;
+    int64_t decode_rows_total = 0;
     double last_step_age_s = 0.0;     // seconds since the loop last made progress or idled
     // Watchdog (--engine-stall-timeout-s): the loop has not come round for longer than the
     // timeout (a step that long, or a loop that stopped); and the stalls seen so far (each

@@ -59,6 +59,20 @@ std::string ServerMetrics::render(const EngineStats* e, const std::string& model
         counter(out, "qwenserve_mtp_accepted_tokens_total", "MTP draft tokens accepted.", uint64_t(e->mtp_accepted_tokens));
         counter(out, "qwenserve_num_preemptions_total", "Requests preempted by the scheduler.", uint64_t(e->num_preemptions_total));
         counter(out, "qwenserve_engine_steps_total", "Engine loop steps.", uint64_t(e->steps_total));
+        out += "# HELP qwenserve_engine_step_seconds_total Engine-thread seconds in steps, by kind (prefill: the step "
+               "carries prompt rows; decode: only decode and MTP-verify rows).\n"
+               "# TYPE qwenserve_engine_step_seconds_total counter\n";
+        out += fmt::format("qwenserve_engine_step_seconds_total{{kind=\"prefill\"}} {}\n", e->step_seconds_prefill);
+        out += fmt::format("qwenserve_engine_step_seconds_total{{kind=\"decode\"}} {}\n", e->step_seconds_decode);
+        out += "# HELP qwenserve_engine_steps_by_kind_total Engine steps by kind (as qwenserve_engine_step_seconds_total).\n"
+               "# TYPE qwenserve_engine_steps_by_kind_total counter\n";
+        out += fmt::format("qwenserve_engine_steps_by_kind_total{{kind=\"prefill\"}} {}\n", e->steps_prefill);
+        out += fmt::format("qwenserve_engine_steps_by_kind_total{{kind=\"decode\"}} {}\n", e->steps_decode);
+        out += "# HELP qwenserve_engine_step_rows_total Forward rows by kind: prompt rows (prompt chunks, recomputes) "
+               "and decode rows (one per decoding sequence, 1 + k per MTP verify).\n"
+               "# TYPE qwenserve_engine_step_rows_total counter\n";
+        out += fmt::format("qwenserve_engine_step_rows_total{{kind=\"prompt\"}} {}\n", e->prompt_rows_total);
+        out += fmt::format("qwenserve_engine_step_rows_total{{kind=\"decode\"}} {}\n", e->decode_rows_total);
         gauge(out, "qwenserve_engine_last_step_age_seconds", "Seconds since the engine loop last made progress.", e->last_step_age_s);
         gauge(out, "qwenserve_engine_stalled",
               "1 while the engine loop has not come round within --engine-stall-timeout-s (GET /health answers 503).",

@@ -78,6 +78,15 @@ TEST_F(RequestTimingTest, WaitingBehindMaxNumSeqsIsQueueTime) {
     expect_timing(b, 0, 40, 41, 61);
     EXPECT_EQ(a.queue_s(), 10);
     EXPECT_EQ(b.queue_s(), 40);
+    // Steps 1 and 4 carry the prompts (4 rows each), steps 2, 3, 5 and 6 one decode row each; every
+    // step takes 1 on this clock.
+    const EngineStats st = e->stats();
+    EXPECT_EQ(st.steps_prefill, 2);
+    EXPECT_EQ(st.steps_decode, 4);
+    EXPECT_EQ(st.step_seconds_prefill, 2.0);
+    EXPECT_EQ(st.step_seconds_decode, 4.0);
+    EXPECT_EQ(st.prompt_rows_total, 8);
+    EXPECT_EQ(st.decode_rows_total, 4);
     EXPECT_EQ(b.prefill_s(), 1);
     EXPECT_EQ(b.decode_s(), 20);
     EXPECT_EQ(b.inference_s(), 21);

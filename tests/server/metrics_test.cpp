@@ -31,13 +31,25 @@ TEST(Metrics, RendersEngineGauges) {
     s.prefix_cache_hash_mismatches = 7;
     s.mtp_draft_tokens = 8;
     s.mtp_accepted_tokens = 6;
+    s.step_seconds_prefill = 1.5;
+    s.step_seconds_decode = 2.25;
+    s.steps_prefill = 3;
+    s.steps_decode = 9;
+    s.prompt_rows_total = 4096;
+    s.decode_rows_total = 17;
     m.completion_tokens = 42;
     const std::string out = m.render(&s);
     for (const char* line : {"qwenserve_num_requests_running 3\n", "qwenserve_num_requests_waiting 2\n",
                              "qwenserve_kv_cache_usage_ratio 0.25\n", "qwenserve_prefix_cache_hit_rate 0.4\n",
                              "qwenserve_mtp_acceptance_rate 0.75\n", "qwenserve_generation_tokens_total 42\n",
                              "qwenserve_time_to_first_token_seconds_count 0\n",
-                             "qwenserve_prefix_cache_hash_mismatches_total 7\n"})
+                             "qwenserve_prefix_cache_hash_mismatches_total 7\n",
+                             "qwenserve_engine_step_seconds_total{kind=\"prefill\"} 1.5\n",
+                             "qwenserve_engine_step_seconds_total{kind=\"decode\"} 2.25\n",
+                             "qwenserve_engine_steps_by_kind_total{kind=\"prefill\"} 3\n",
+                             "qwenserve_engine_steps_by_kind_total{kind=\"decode\"} 9\n",
+                             "qwenserve_engine_step_rows_total{kind=\"prompt\"} 4096\n",
+                             "qwenserve_engine_step_rows_total{kind=\"decode\"} 17\n"})
         EXPECT_NE(out.find(line), std::string::npos) << line;
     EXPECT_EQ(m.render(nullptr).find("qwenserve_num_requests_running"), std::string::npos);
 }
