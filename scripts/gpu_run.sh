@@ -71,7 +71,7 @@ for stage in "$@"; do
                        run grammar_masks_regex "$B/grammar_mask_bench" --tokenizer .carry/qwen36-tok --threads 16 --reps 3 \
                            --walk 16 --rows 1,8,32,128,512 --regex "[a-z ]+"
                        run grammar_masks_http_schema "$B/grammar_mask_bench" --tokenizer .carry/qwen36-tok --threads 16 \
-                           --reps 3 --walk 64 --rows 1,8,32,128,512 --schema '{"type": "object", "properties": {"name":
+                           --reps 3 --walk 32 --rows 1,8,32,128,512 --schema '{"type": "object", "properties": {"name":
                            {"type": "string", "minLength": 1, "maxLength": 40}, "age": {"type": "integer", "minimum": 0,
                            "maximum": 150}, "notes": {"type": "array", "minItems": 128, "items": {"type": "string",
                            "minLength": 2, "maxLength": 40}}}, "required": ["name", "age", "notes"]}' ;;
