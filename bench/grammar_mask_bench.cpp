@@ -1,7 +1,7 @@
 // Grammar mask fill per step: the masks of `rows` constrained sequences over a real tokenizer's
 // vocabulary, filled (a) one after the other from the grammar as xgrammar's own entry point
-// compiles it (GrammarCompiler::compile_reference: the engine before the regex rewrite of
-// grammar_compiler.cpp), (b) one after the other from GrammarCompiler::compile's grammar, and
+// compiles it (GrammarCompiler::compile_reference: CompileJSONSchema / CompileRegex, the engine
+// before the rewrites of grammar_compiler.cpp and repetition_automaton.cpp), (b) one after the other from GrammarCompiler::compile's grammar, and
 // (c) by grammar::BitmaskFiller on T threads (what the engine does). Each row is a matcher
 // advanced by its own random walk of allowed tokens (so rows sit in different states: inside
 // strings, numbers, between keys), as a batch of independent requests would; a reference
@@ -9,6 +9,7 @@
 // every walk step and after the fills, equals the reference's, and the parallel fill equals the
 // serial one. Prints rows × best-of-reps milliseconds. A benchmark, never a test.
 // Usage: build/bench/grammar_mask_bench [--tokenizer DIR] [--threads T] [--reps 10] [--walk 24]
+//            [--schema S]  (another JSON schema, as JSON text, instead of the built-in one)
 //            [--regex R]   (a regex grammar instead of the JSON schema, e.g. "[a-z ]+")
 //            [--ebnf G]    (an xgrammar EBNF grammar instead, e.g. 'root ::= [a-z ]+')
 //            [--rows 1,8,32,128,512]
@@ -57,7 +58,7 @@ double best_ms(int reps, const std::function<void()>& fn) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    auto args = Args::parse(argc, argv, {}, {"tokenizer", "threads", "reps", "walk", "regex", "ebnf", "rows"});
+    auto args = Args::parse(argc, argv, {}, {"tokenizer", "threads", "reps", "walk", "schema", "regex", "ebnf", "rows"});
     if (!args.is_ok()) {
         std::fprintf(stderr, "%s\n", args.status().message().c_str());
         return 2;
@@ -81,7 +82,7 @@ int main(int argc, char** argv) {
     grammar::GrammarCompiler compiler(grammar::grammar_vocab_from_tokenizer(**tokenizer, V, stops, true));
     grammar::GrammarSpec spec;
     spec.kind = args->has("regex") ? grammar::GrammarSpec::Kind::kRegex : grammar::GrammarSpec::Kind::kJsonSchema;
-    spec.text = args->has("regex") ? args->get_or("regex", "") : kSchema;
+    spec.text = args->has("regex") ? args->get_or("regex", "") : args->get_or("schema", kSchema);
     if (args->has("ebnf")) {
         spec.kind = grammar::GrammarSpec::Kind::kGrammar;
         spec.text = args->get_or("ebnf", "");
@@ -112,7 +113,8 @@ int main(int argc, char** argv) {
     }
     const std::string label = args->has("ebnf")    ? "EBNF " + spec.text
                               : args->has("regex") ? "regex " + spec.text
-                                                   : std::string("JSON schema");
+                              : args->has("schema") ? std::string("JSON schema (--schema)")
+                                                    : std::string("JSON schema (built-in, 5 properties)");
     const int64_t W = bitmask_words(V);
     const int threads = int(*threads_arg), reps = int(*reps_arg);
     std::printf("grammar_mask_bench: tokenizer %s (%d ids), %s compiled in %.1f ms, %d threads "

@@ -18,8 +18,12 @@
 #           1 / 64 / 256 / 512 sequences) and the GPU GDN parity tests
 #   sampling the sampling lab and the GPU sampling tests only
 #   moe_small  `moe_lab 1 --small` (the MoE small-T path beside mma.sync) and the GPU MoE tests only
+#   grammar_masks  grammar_mask_bench (needs it in the bundle: build_gpu_bundle.sh ... grammar_mask_bench)
+#           on the host's 16 cores, the Qwen3.6 vocabulary: the built-in JSON schema, regex "[a-z ]+",
+#           and the schema of the http `schema` mode
 #   http:MODE,MODE[:SERVE_ARGS]   scripts/gpu_serve_bench.sh: serve FP8 lean + qwenserve bench per
-#           mode (greedy, sampled, penalties, logprobs, default), e.g. http:greedy,sampled
+#           mode (greedy, sampled, penalties, logprobs, default, json, regex, schema), e.g.
+#           http:greedy,sampled
 # Usage: bash scripts/gpu_run.sh labs tests bf16
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -61,6 +65,16 @@ for stage in "$@"; do
                     --requests "${HTTP_REQUESTS:-1024}" --clients "${HTTP_CLIENTS:-1280}" --name "fp8_lean${tag:+_$tag}" \
                     --single "${HTTP_SINGLE:-0}" \
                     --serve "$serve_args" ${modes//,/ } ;;
+        grammar_masks) [ -f .carry/qwen36-tok/tokenizer.json ] || { mkdir -p .carry/qwen36-tok && tar -C .carry/qwen36-tok -xJf .carry/qwen36-tok.tar.xz; }
+                       run grammar_masks_json "$B/grammar_mask_bench" --tokenizer .carry/qwen36-tok --threads 16 --reps 3 \
+                           --walk 16 --rows 1,8,32,128,512
+                       run grammar_masks_regex "$B/grammar_mask_bench" --tokenizer .carry/qwen36-tok --threads 16 --reps 3 \
+                           --walk 16 --rows 1,8,32,128,512 --regex "[a-z ]+"
+                       run grammar_masks_http_schema "$B/grammar_mask_bench" --tokenizer .carry/qwen36-tok --threads 16 \
+                           --reps 3 --walk 32 --rows 1,8,32,128,512 --schema '{"type": "object", "properties": {"name":
+                           {"type": "string", "minLength": 1, "maxLength": 40}, "age": {"type": "integer", "minimum": 0,
+                           "maximum": 150}, "notes": {"type": "array", "minItems": 128, "items": {"type": "string",
+                           "minLength": 2, "maxLength": 40}}}, "required": ["name", "age", "notes"]}' ;;
         bf16) run bench_bf16 "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b --load-format dummy --no-mtp ;;
         vision) run vision_encode "$B/gpu_vision_bench" --sizes 448,1024,2048 --reps 5 ;;
         fp8) run bench_fp8 "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b --load-format dummy --no-mtp \

@@ -12,7 +12,13 @@
 #         | json (greedy, response_format json_object: the grammar mask on every row; replies end
 #           when the object closes, so fewer tokens than greedy) | regex (greedy, structured_outputs
 #           regex "[a-z ]+" with min_tokens 256: a mask on every row and exactly greedy's 256
-#           tokens per reply, the like-for-like cost of constraints)
+#           tokens per reply, the like-for-like cost of constraints) | schema (greedy, response_format
+#           json_schema: an object with a maxLength string, an integer range and an array of at
+#           least 128 length-bounded strings, min_tokens 256: a mask on every row, and the array
+#           keeps the object open past 256 tokens, so replies are greedy's 256 tokens; if a reply
+#           completed earlier, the completed grammar allows only the stop tokens and min_tokens
+#           yields to it (engine/sample_rows.cpp), so it ends short, never hangs: compare the
+#           "Output token" totals)
 # Needs gpu-bundle/ (scripts/build_gpu_bundle.sh) and the Qwen3.6 tokenizer in .carry/qwen36-tok
 # (tools/qwen36_tokenizer_json.py; travels compressed as .carry/qwen36-tok.tar.xz).
 set -uo pipefail
@@ -48,7 +54,15 @@ fields = {"greedy": {"temperature": 0}, "sampled": {"temperature": 0.7, "top_p":
           "logprobs": {"temperature": 0, "logprobs": True, "top_logprobs": 5}, "default": {},
           "json": {"temperature": 0, "response_format": {"type": "json_object"}},
           "regex": {"temperature": 0, "structured_outputs": {"regex": "[a-z ]+"}, "ignore_eos": False,
-                    "min_tokens": 256}}[mode]
+                    "min_tokens": 256},
+          "schema": {"temperature": 0, "ignore_eos": False, "min_tokens": 256, "response_format": {
+              "type": "json_schema", "json_schema": {"name": "record", "strict": True, "schema": {
+                  "type": "object", "properties": {
+                      "name": {"type": "string", "minLength": 1, "maxLength": 40},
+                      "age": {"type": "integer", "minimum": 0, "maximum": 150},
+                      "notes": {"type": "array", "minItems": 128,
+                                "items": {"type": "string", "minLength": 2, "maxLength": 40}}},
+                  "required": ["name", "age", "notes"]}}}}}[mode]
 with open(src) as f, open(dst, "w") as g:
     for line in f:
         r = json.loads(line)

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "grammar/repetition_automaton.h"
 #include "grammar/schema_check.h"
 #include "grammar/xgrammar_bridge.h"
 
@@ -124,19 +125,45 @@ xgrammar::CompiledGrammar compile_regex(xgrammar::GrammarCompiler& c, const std:
     return c.CompileRegex(regex);
 }
 
+// A JSON schema. xgrammar's converter writes bounded character repetitions (a `maxLength`
+// string's body, each whitespace slot under the whitespace bound) that its compiler unrolls into
+// chains of rules, whose masks re-check most of the vocabulary with the Earley parser: up to
+// 0.1–0.2 s for one row. The same grammar with each of them as one automaton
+// (repetition_automaton.h) accepts the same bytes, so its masks are the same
+// (tests/unit/grammar_test.cpp and grammar_mask_bench compare them with CompileJSONSchema's),
+// and cost microseconds. The converter runs first either way, so its errors and warnings are
+// as before; a grammar the rewrite does not understand, or that does not compile, is compiled
+// by CompileJSONSchema as before.
+xgrammar::CompiledGrammar compile_json_schema(xgrammar::GrammarCompiler& c, const std::string& schema,
+                                              bool any_whitespace, bool strict, bool reference,
+                                              XgrammarWarningCapture& capture) {
+    const std::optional<std::pair<std::string, std::string>> compact =
+        any_whitespace ? std::nullopt : std::optional<std::pair<std::string, std::string>>({",", ":"});
+    if (reference) return c.CompileJSONSchema(schema, any_whitespace, std::nullopt, compact, strict, kMaxJsonWhitespace);
+    const xgrammar::Grammar grammar =
+        xgrammar::Grammar::FromJSONSchema(schema, any_whitespace, std::nullopt, compact, strict, kMaxJsonWhitespace);
+    if (!capture.warnings().empty()) return c.CompileGrammar(grammar);  // refused by the caller
+    if (const std::optional<std::string> rewritten = repetitions_as_automata(grammar.ToString())) {
+        try {
+            xgrammar::CompiledGrammar g = c.CompileGrammar(*rewritten, "root");
+            if (capture.warnings().empty()) return g;
+        } catch (const std::exception&) {
+        }
+        capture.drop_after(0);
+    }
+    return c.CompileJSONSchema(schema, any_whitespace, std::nullopt, compact, strict, kMaxJsonWhitespace);
+}
+
 xgrammar::CompiledGrammar compile_spec(xgrammar::GrammarCompiler& c, const GrammarSpec& s, bool reference,
                                        XgrammarWarningCapture& capture) {
     using K = GrammarSpec::Kind;
-    const std::optional<int> ws = kMaxJsonWhitespace;
-    const std::optional<std::pair<std::string, std::string>> compact =
-        s.any_whitespace ? std::nullopt : std::optional<std::pair<std::string, std::string>>({",", ":"});
     switch (s.kind) {
         case K::kJsonSchema:
-            return c.CompileJSONSchema(s.text, s.any_whitespace, std::nullopt, compact, /*strict_mode=*/true, ws);
+            return compile_json_schema(c, s.text, s.any_whitespace, /*strict=*/true, reference, capture);
         case K::kJsonObject:
             // Any object: strict mode would close it to additional properties.
-            return c.CompileJSONSchema(R"({"type": "object"})", s.any_whitespace, std::nullopt, compact,
-                                       /*strict_mode=*/false, ws);
+            return compile_json_schema(c, R"({"type": "object"})", s.any_whitespace, /*strict=*/false, reference,
+                                       capture);
         case K::kRegex: return compile_regex(c, s.text, reference, capture);
         case K::kChoice: {
             std::string g = "root ::= ";

@@ -40,7 +40,8 @@ public:
 
     Result<std::shared_ptr<const CompiledGrammar>> compile(const GrammarSpec& spec) const;
     // The spec through xgrammar's own entry point, without compile()'s faster equivalent form
-    // (a regex through xgrammar's regex → EBNF converter; see grammar_compiler.cpp): the
+    // (a regex through xgrammar's regex → EBNF converter, a JSON schema through
+    // CompileJSONSchema; see grammar_compiler.cpp, repetition_automaton.h): the
     // reference that tests and bench/grammar_mask_bench compare compile()'s masks with. Same
     // errors as compile().
     Result<std::shared_ptr<const CompiledGrammar>> compile_reference(const GrammarSpec& spec) const;

@@ -18,6 +18,7 @@
 #include "grammar/grammar_compiler.h"
 #include "grammar/bitmask_filler.h"
 #include "grammar/grammar_matcher.h"
+#include "grammar/repetition_automaton.h"
 #include "grammar/structural_tag.h"
 #include "grammar/tool_call_grammar.h"
 #include "tokenizer/tokenizer.h"
@@ -435,10 +436,11 @@ TEST(Grammar, BitmaskFillerEqualsSerialFill) {
 // own CompileRegex. Random walks over all tokens the mask allows (multi-byte tokens, UTF-8
 // lead and continuation bytes, stop tokens) compare the two at every step, over the byte
 // vocabulary and the trained model's BPE vocabulary; errors are the same errors.
-void expect_regex_masks_equal_the_converters(const GrammarCompiler& c, const std::string& regex, int walks, int steps,
-                                             int32_t stop) {
-    auto got = c.compile(spec(GrammarSpec::Kind::kRegex, regex));
-    auto ref = c.compile_reference(spec(GrammarSpec::Kind::kRegex, regex));
+void expect_masks_equal_the_reference(const GrammarCompiler& c, const GrammarSpec& s, int walks, int steps,
+                                      int32_t stop) {
+    const std::string& regex = s.text;  // what the failures name
+    auto got = c.compile(s);
+    auto ref = c.compile_reference(s);
     ASSERT_EQ(got.is_ok(), ref.is_ok()) << regex << ": " << got.status().message() << " / " << ref.status().message();
     if (!got.is_ok()) {
         EXPECT_EQ(got.status().message(), ref.status().message()) << regex;
@@ -460,7 +462,7 @@ void expect_regex_masks_equal_the_converters(const GrammarCompiler& c, const std
                 std::string diff;
                 for (int32_t t = 0; t < V; ++t)
                     if (bitmask_allows(a.data(), t) != bitmask_allows(b.data(), t))
-                        diff += fmt::format(" {}:{}", t, bitmask_allows(a.data(), t) ? "automaton" : "converter");
+                        diff += fmt::format(" {}:{}", t, bitmask_allows(a.data(), t) ? "compile()" : "xgrammar's route");
                 std::string hist;
                 for (unsigned char ch : history) hist += fmt::format("{:02x} ", unsigned(ch));
                 ADD_FAILURE() << regex << " walk " << walk << " step " << step << " after [" << hist
@@ -483,6 +485,11 @@ void expect_regex_masks_equal_the_converters(const GrammarCompiler& c, const std
         }
     }
     EXPECT_GT(compared, walks) << regex;
+}
+
+void expect_regex_masks_equal_the_converters(const GrammarCompiler& c, const std::string& regex, int walks, int steps,
+                                             int32_t stop) {
+    expect_masks_equal_the_reference(c, spec(GrammarSpec::Kind::kRegex, regex), walks, steps, stop);
 }
 
 const std::vector<std::string>& regexes_to_compare() {
@@ -511,6 +518,77 @@ TEST(Grammar, RegexMasksEqualXgrammarsConverterRouteOnABpeVocabulary) {
     ASSERT_TRUE(tok.is_ok()) << tok.status().message();
     const GrammarCompiler c(grammar_vocab_from_tokenizer(**tok, 4096, {4000}, true));
     for (const std::string& regex : regexes_to_compare()) expect_regex_masks_equal_the_converters(c, regex, 20, 24, 4000);
+}
+
+// compile() gives a JSON schema's bounded character repetitions (maxLength strings, the
+// whitespace bound) as automata where xgrammar's converter gives chains of rules
+// (repetition_automaton.h): the masks must be CompileJSONSchema's, bit for bit, along random
+// walks, for schemas of every kind the issue lists; recursive ones included.
+const std::vector<std::string>& schemas_to_compare() {
+    static const std::vector<std::string> s = {
+        R"({"type": "object", "properties": {"name": {"type": "string", "minLength": 1, "maxLength": 12},
+            "age": {"type": "integer", "minimum": 0, "maximum": 150}}, "required": ["name", "age"]})",
+        R"({"type": "string", "maxLength": 5})",
+        R"({"type": "string", "minLength": 3})",
+        R"({"type": "string", "minLength": 2, "maxLength": 2})",
+        R"({"type": "string", "maxLength": 200})",
+        R"({"type": "array", "items": {"type": "string", "maxLength": 3}, "minItems": 1, "maxItems": 3})",
+        R"({"type": "object", "properties": {"a": {"type": "object", "properties": {"b": {"type": "object",
+            "properties": {"c": {"type": "string", "maxLength": 4}}, "required": ["c"]}}, "required": ["b"]}},
+            "required": ["a"]})",
+        R"({"type": "object", "properties": {"color": {"enum": ["red", "green", "blü"]},
+            "n": {"type": "number", "minimum": -2.5, "maximum": 10}, "k": {"type": "integer", "exclusiveMinimum": 3}},
+            "required": ["color", "n", "k"]})",
+        R"({"type": "object", "properties": {"code": {"type": "string", "pattern": "^[A-Z]{2}[0-9]{3}$"},
+            "note": {"type": "string"}}, "required": ["code", "note"]})",
+        R"({"anyOf": [{"type": "string", "maxLength": 6}, {"type": "integer"}, {"type": "null"},
+            {"type": "object", "properties": {"x": {"type": "boolean"}}, "required": ["x"]}]})",
+        R"({"$defs": {"item": {"type": "object", "properties": {"id": {"type": "integer"},
+            "label": {"type": "string", "maxLength": 8}}, "required": ["id", "label"]}},
+            "type": "array", "items": {"$ref": "#/$defs/item"}, "maxItems": 2})",
+        R"({"$defs": {"node": {"type": "object", "properties": {"v": {"type": "string", "maxLength": 3},
+            "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}}, "required": ["v"]}},
+            "$ref": "#/$defs/node"})",
+        R"({"type": "object", "additionalProperties": {"type": "string", "maxLength": 2}})",
+        R"({"type": "object", "properties": {"s": {"type": "string", "format": "date"},
+            "t": {"type": "string", "maxLength": 3}}, "required": ["s", "t"]})"};
+    return s;
+}
+
+TEST(Grammar, JsonSchemaMasksEqualXgrammarsRoute) {
+    for (const std::string& schema : schemas_to_compare()) {
+        for (bool any_whitespace : {true, false}) {
+            GrammarSpec s = spec(GrammarSpec::Kind::kJsonSchema, schema);
+            s.any_whitespace = any_whitespace;
+            expect_masks_equal_the_reference(compiler(), s, 60, 40, kEos);
+        }
+    }
+    expect_masks_equal_the_reference(compiler(), spec(GrammarSpec::Kind::kJsonObject, ""), 60, 40, kEos);
+}
+
+TEST(Grammar, JsonSchemaMasksEqualXgrammarsRouteOnABpeVocabulary) {
+    auto tok = tok::Tokenizer::from_dir(std::string(QS_SOURCE_DIR) + "/models/qwen36-tiny");
+    ASSERT_TRUE(tok.is_ok()) << tok.status().message();
+    const GrammarCompiler c(grammar_vocab_from_tokenizer(**tok, 4096, {4000}, true));
+    for (const std::string& schema : schemas_to_compare())
+        expect_masks_equal_the_reference(c, spec(GrammarSpec::Kind::kJsonSchema, schema), 15, 40, 4000);
+}
+
+TEST(Grammar, RepetitionsBecomeAutomata) {
+    // A class per UTF-8 width, as xgrammar's grammar builder encodes it.
+    EXPECT_EQ(char_class_as_regex(R"([^\"\\\r\n])"),
+              R"((?:[\u{0}-\u{9}\u{b}-\u{c}\u{e}-\u{21}\u{23}-\u{5b}\u{5d}-\u{7f}]|[\u{80}-\u{7ff}]|[\u{800}-\u{ffff}]|[\u{10000}-\u{10ffff}]))");
+    EXPECT_EQ(char_class_as_regex(R"([ \n\r\t])"), R"((?:[\u{9}\u{a}\u{d}\u{20}]))");
+    EXPECT_EQ(char_class_as_regex(R"([\x1f-\u00e9])"), R"((?:[\u{1f}-\u{7f}]|[\u{80}-\u{e9}]))");
+    EXPECT_EQ(char_class_as_regex(R"([\q])"), "") << "an escape it does not know";
+    const std::string g = "root ::= ((\"\\\"\" s{1, 40} \"\\\"\" w{0, 16} w{0, 16} s{0, -1} s{0, 300}))\n"
+                          "s ::= (([^\\\"\\\\\\r\\n]))\nw ::= (([ \\n\\r\\t]))\n";
+    const auto r = repetitions_as_automata(g);
+    ASSERT_TRUE(r.has_value());
+    EXPECT_NE(r->find("root ::= ((\"\\\"\" qs_repeat_0 \"\\\"\" qs_repeat_1 qs_repeat_1 s{0, -1} s{0, 300}))"),
+              std::string::npos)
+        << *r;
+    EXPECT_FALSE(repetitions_as_automata("root ::= ((\"a\" r{0, 3}))\nr ::= ((\"a\" \"b\"))\n").has_value());
 }
 
 TEST(Grammar, VocabularyOfTheTrainedModelsTokenizer) {
