@@ -14,8 +14,8 @@
 #   fp8_lean   the FP8 benchmark with bf16 GDN state and an fp8 K/V cache
 #   profile | profile_fp8_lean   GPU time per op (prefill, single-stream decode, 512-sequence decode)
 #   fp8gemm  the FP8 dense-linear lab (fp8_gemm_lab) and its GPU parity test only
-#   gdn_decode  the GDN lab's decode mode (gdn_lab --decode: old vs column-split decode kernel at
-#           1 / 64 / 256 / 512 sequences) and the GPU GDN parity tests
+#   gdn_decode  the GDN lab's decode mode (gdn_lab --decode: one-block-per-head vs streaming decode
+#           kernel at 1 / 64 / 256 / 512 sequences, fp32 and bf16 state) and the GPU GDN parity tests
 #   sampling the sampling lab and the GPU sampling tests only
 #   moe_small  `moe_lab 1 --small` (the MoE small-T path beside mma.sync) and the GPU MoE tests only
 #   grammar_masks  grammar_mask_bench (needs it in the bundle: build_gpu_bundle.sh ... grammar_mask_bench)

@@ -3,9 +3,10 @@
 //   mkdir -p build-gpu && nvcc -O3 -std=c++20 -gencode=arch=compute_90a,code=sm_90a -Isrc bench/kernels/gdn_lab.cu src/backend/cuda/gdn_*.cu -o build-gpu/gdn_lab
 // Run: build-gpu/gdn_lab [--quick | --quick-real | --quick-cpar | --quick-decode | --cpar | --decode] [seed]   (exit code != 0 on any FAIL)
 //   --decode: decode-only batches at the real shape (1, 64, 256, 512 sequences, fp32 and bf16 state):
-//   the one-block-per-head kernel (serial) against the column-split one (split: 64 threads per block,
-//   the default; split128: 128), checked against the
-//   reference, timed, then a table (µs, GB/s of the floor bytes, share of 4.25 TB/s).
+//   the one-block-per-head kernel (serial, gdn_serial.cu) against the streaming one (stream,
+//   gdn_decode.cu), checked against the reference (1 and 64 sequences: both kernels; 256 and 512:
+//   the streaming kernel, on a quarter of the sequences), timed, then a table (µs, GB/s of the floor
+//   bytes, share of 4.25 TB/s). Sized for < 60 s on the H200.
 //   --cpar: the chunk-parallel path (gdn_cp_*.cu) at the real shape: a varlen mix, 16 × 1024 and
 //   1 × 16,384 against the reference, both prefill shapes timed, then a summary table (~1 min).
 //   --quick: small-shape correctness cases only. Without a GPU, bench/kernels/emu/run_emu.sh runs
@@ -61,7 +62,7 @@ const Shape kTiny{"tiny", 2, 4, 64, 64, 4, 1e-6f};
 const Shape kReal{"real", 16, 32, 128, 128, 4, 1e-6f};
 const Shape kOdd32{"odd32", 2, 2, 32, 32, 4, 1e-6f};
 const Shape kOddMix{"odd48x80", 1, 3, 48, 80, 4, 1e-6f};
-// Dv % 8 == 4 (the split kernel's half column groups and 8-byte bf16 accesses), conv K = 3.
+// Dv % 8 == 4 (half column groups and 8-byte bf16 accesses in the streaming kernel), conv K = 3.
 const Shape kOdd36{"odd40x36", 1, 2, 40, 36, 3, 1e-6f};
 
 uint16_t f2bf(float f) {
@@ -81,6 +82,7 @@ float bf_round(float f) { return bf2f(f2bf(f)); }
 struct Problem {
     Shape sh;
     std::vector<int> lens, slots;
+    std::vector<char> defer;  // per sequence: defer_state (MTP verification: state and window read, not written)
     int num_slots = 0, T = 0;
     std::vector<float> qkv, z, b, a, conv_w, A_log, dt_bias, norm_w, conv0, ssm0;
 };
@@ -91,6 +93,7 @@ Problem make_problem(const Shape& sh, std::vector<int> lens, std::vector<int> sl
     P.sh = sh;
     P.lens = std::move(lens);
     P.slots = std::move(slots);
+    P.defer.assign(P.lens.size(), 0);
     P.num_slots = num_slots;
     for (int n : P.lens) P.T += n;
     const int C = sh.C(), W = sh.K - 1;
@@ -98,7 +101,18 @@ Problem make_problem(const Shape& sh, std::vector<int> lens, std::vector<int> sl
     auto uni = [&](float lo, float hi) { return std::uniform_real_distribution<float>(lo, hi)(rng); };
     auto fill = [&](std::vector<float>& v, size_t n, float sd) {
         v.resize(n);
-        for (auto& x : v) x = sd * N01(rng);
+        if (n <= (size_t(1) << 24)) {
+            for (auto& x : v) x = sd * N01(rng);
+            return;
+        }
+        // Large (the --decode states, up to 270 M values): uniform with the same deviation from a
+        // xorshift stream, ~20x faster than the normal distribution.
+        uint64_t st = rng() | 1u;
+        const float scale = sd * std::sqrt(3.0f) / 2147483648.0f;
+        for (auto& x : v) {
+            st ^= st << 13; st ^= st >> 7; st ^= st << 17;
+            x = scale * float(int32_t(uint32_t(st >> 32)));
+        }
     };
     fill(P.qkv, size_t(P.T) * C, 1.0f);
     fill(P.z, size_t(P.T) * sh.Nv * sh.Dv, 1.0f);
@@ -143,6 +157,12 @@ void reference(const Problem& P, const std::vector<char>& check, bool bf16_state
         if (!check[s]) continue;
         const int n = P.lens[s];
         double* win = conv.data() + size_t(P.slots[s]) * W * C;
+        // A deferred sequence computes its rows but leaves window and state as they were.
+        const size_t SS = size_t(Nv) * Dk * Dv;
+        const std::vector<double> keep_win = P.defer[s] ? std::vector<double>(win, win + size_t(W) * C) : std::vector<double>();
+        const std::vector<double> keep_ssm =
+            P.defer[s] ? std::vector<double>(ssm.begin() + P.slots[s] * SS, ssm.begin() + (P.slots[s] + 1) * SS)
+                       : std::vector<double>();
         std::vector<double> c(size_t(n) * C);
         auto ext = [&](int r, int ch) -> double {
             return r < W ? win[size_t(r) * C + ch] : double(P.qkv[size_t(rb[s] + r - W) * C + ch]);
@@ -220,6 +240,10 @@ void reference(const Problem& P, const std::vector<char>& check, bool bf16_state
                 });
             for (std::thread& t : pool) t.join();
         }
+        if (P.defer[s]) {
+            std::copy(keep_win.begin(), keep_win.end(), win);
+            std::copy(keep_ssm.begin(), keep_ssm.end(), ssm.begin() + P.slots[s] * SS);
+        }
     }
 }
 
@@ -249,25 +273,28 @@ void poison(void* d, size_t bytes) { QS_CUDA_CHECK(cudaMemset(d, 0xff, bytes)); 
 // cpar: the chunked sequences take the chunk-parallel path (gdn_cp_*.cu), else the one-block-per-
 // head kernel (gdn_chunked.cu).
 // cols: the state pass's value columns per block (0 = by shape, 32, 64).
-// split: the token-serial sequences' kernel (decode_split): 1 the column-split one (gdn_decode.cu)
-// with blocks of 64 threads, 2 the same with 128, 0 one block per (sequence, head) (gdn_serial.cu),
-// -1 by shape (split, 64 threads, for decode-only batches).
+// dec: the token-serial sequences' kernel (decode_kernel): 1 the streaming one (gdn_decode.cu), 0 one
+// block per (sequence, head) (gdn_serial.cu), -1 by shape (streaming for decode-only batches).
+// blocks: the streaming kernel's grid (decode_blocks; 0 = 2 per SM).
 struct Path {
     int chunk_min;
     bool x3;
     bool cpar = false;
     int cols = 0;
-    int split = -1;
+    int dec = -1;
+    int blocks = 0;
     std::string name() const {
-        if (chunk_min <= 0) return split == 2 ? "split128" : split == 1 ? "split" : split == 0 ? "serial" : "serial-auto";
+        const std::string b = blocks ? "-b" + std::to_string(blocks) : std::string();
+        if (chunk_min <= 0) return dec == 1 ? "stream" + b : dec == 0 ? "serial" : "serial-auto";
         std::string n = cpar ? (chunk_min == 1 ? "cpar-all" : "cpar") : (chunk_min == 1 ? "chunked-all" : "auto");
         if (cpar && cols) n += std::to_string(cols);
-        if (split > 0) n += split == 2 ? "+split128" : "+split";
+        if (dec >= 0) n += dec == 1 ? "+stream" + b : "+serial";
         return n + (x3 ? "/3xtf32" : "/tf32");
     }
 };
-const Path kSerial{0, true, false, 0, 0}, kSplit{0, true, false, 0, 1}, kSplit128{0, true, false, 0, 2};
-const Path kAutoSplit{64, true, false, 0, 1};
+const Path kSerial{0, true, false, 0, 0}, kStream{0, true, false, 0, 1};
+const Path kStream1{0, true, false, 0, 1, 1}, kStream3{0, true, false, 0, 1, 3};  // 1 or 3 persistent blocks
+const Path kAutoStream{64, true, false, 0, 1};
 const Path kChunkAll{1, true}, kAuto{64, true}, kChunkAllTf32{1, false}, kAutoTf32{64, false};
 const Path kCparAll{1, true, true}, kCpar{64, true, true}, kCparAllTf32{1, false, true}, kCparTf32{64, false, true};
 const Path kCparAll64{1, true, true, 64}, kCpar32{64, true, true, 32}, kCpar64{64, true, true, 64};
@@ -314,7 +341,7 @@ struct DeviceProblem {
         std::vector<DeviceSeq> ds(p.lens.size());
         const std::vector<int> rb = row_begins(p);
         for (size_t s = 0; s < p.lens.size(); ++s) {
-            ds[s] = DeviceSeq{rb[s], p.lens[s], 17, p.slots[s], 0, 0, 0};
+            ds[s] = DeviceSeq{rb[s], p.lens[s], 17, p.slots[s], 0, 0, p.defer[s] ? 1 : 0};
             for (int i = 0; i < p.lens[s]; ++i) rs[rb[s] + i] = int32_t(s);
         }
         row_seq = dalloc<int32_t>(rs.size()); upload(row_seq, rs);
@@ -358,7 +385,8 @@ struct DeviceProblem {
         p.chunk_tf32x3 = path.x3;
         p.chunk_parallel = path.cpar ? 1 : 0;
         p.chunk_value_cols = path.cols;
-        p.decode_split = path.split;
+        p.decode_kernel = path.dec;
+        p.decode_blocks = path.blocks;
         return p;
     }
 };
@@ -668,40 +696,63 @@ int run_cpar(std::mt19937_64& rng) {
 }
 
 // Decode-only batches (every sequence 1 token, or a few: MTP verification), slots out of order in a
-// larger slot table with non-zero states and windows: the column-split kernel (chosen by shape,
-// and forced) against the one-block-per-head kernel, fp32 and bf16 state, every generic shape.
+// larger slot table with non-zero states and windows: the streaming kernel (chosen by shape, and
+// forced with 1 and 3 persistent blocks: every block serves many items, the pipeline wraps around
+// its stages) against the one-block-per-head kernel, fp32 and bf16 state, every generic shape;
+// verification spans with defer_state; spans of 8 (the by-shape limit) and 9 tokens.
 void decode_quick_cases(std::mt19937_64& rng, double tol_state_bf16) {
     for (const Shape* sh : {&kTiny, &kOdd32, &kOddMix, &kOdd36}) {
         const Problem P = make_problem(*sh, {1, 1, 1, 1, 1, 1}, {5, 0, 3, 7, 1, 6}, 9, rng, false);
         const Ref R = make_ref(P, false);
-        for (const Path& path : {kAuto, kSerial, kSplit, kSplit128}) check_case("decode", P, R, false, path);
+        for (const Path& path : {kAuto, kSerial, kStream1, kStream3}) check_case("decode", P, R, false, path);
         const Problem Q = make_problem(*sh, {1, 1, 1, 1}, {2, 4, 0, 3}, 5, rng, true);
         const Ref RQ = make_ref(Q, true);
-        for (const Path& path : {kAuto, kSplit128}) check_case("decode", Q, RQ, true, path, tol_state_bf16);
+        for (const Path& path : {kAuto, kStream1, kSerial}) check_case("decode", Q, RQ, true, path, tol_state_bf16);
     }
     for (const Shape* sh : {&kTiny, &kOdd36}) {  // verify-like: 1-3 tokens per sequence (< K-1 too)
         const Problem P = make_problem(*sh, {2, 1, 3, 1}, {3, 0, 4, 1}, 6, rng, false);
-        check_case("verify", P, make_ref(P, false), false, kAuto);
+        const Ref R = make_ref(P, false);
+        for (const Path& path : {kAuto, kStream3}) check_case("verify", P, R, false, path);
         const Problem Q = make_problem(*sh, {2, 1, 3, 1}, {3, 0, 4, 1}, 6, rng, true);
         check_case("verify", Q, make_ref(Q, true), true, kAuto, tol_state_bf16);
+        // MTP verification: deferred spans read state and window, write neither.
+        for (bool bf16 : {false, true}) {
+            Problem V = make_problem(*sh, {3, 1, 2, 3, 1}, {4, 0, 5, 2, 1}, 7, rng, bf16);
+            V.defer = {1, 0, 1, 1, 0};
+            const Ref RV = make_ref(V, bf16);
+            for (const Path& path : {kAuto, kStream1, kSerial}) check_case("defer", V, RV, bf16, path, bf16 ? tol_state_bf16 : -1);
+        }
+    }
+    {  // spans of 8 tokens (by shape: streaming) and 9 (by shape: one block per head; forced: streaming)
+        const Problem P = make_problem(kOdd36, {8, 1, 9, 2}, {1, 3, 0, 2}, 5, rng, true);
+        const Ref R = make_ref(P, true);
+        for (const Path& path : {kAuto, kStream}) check_case("spans8-9", P, R, true, path, tol_state_bf16);
+        const Problem Q = make_problem(kTiny, {8, 2, 8}, {2, 0, 1}, 4, rng, false);
+        check_case("spans8", Q, make_ref(Q, false), false, kAuto);
     }
 }
 
 // --decode: the issue's decode shapes (real model, 1 / 64 / 256 / 512 sequences of 1 token, fp32
-// and bf16 state): both token-serial kernels against the reference, then timed, then a table.
+// and bf16 state): the token-serial kernels against the reference (256 and 512: the streaming one
+// only, every 4th sequence checked, to stay under a minute), then timed, then a table.
 int run_decode(std::mt19937_64& rng) {
     const double kStateBf16Tol = 2e-3;
-    for (int nseq : {1, 64, 256, 512}) {
+    for (int nseq : {512, 256, 64, 1}) {  // the largest first: a run cut short still has it
         std::vector<int> lens(size_t(nseq), 1), slots(size_t(nseq + 3));
         for (int i = 0; i < nseq + 3; ++i) slots[size_t(i)] = i;
         std::shuffle(slots.begin(), slots.end(), rng);  // 3 slots stay outside the batch
         slots.resize(size_t(nseq));
+        const bool big = nseq > 64;
+        std::vector<char> check(size_t(nseq), 1);
+        if (big)
+            for (int s = 0; s < nseq; ++s) check[size_t(s)] = s % 4 == 0;
         for (bool bf16 : {false, true}) {
             const std::string name = "decode" + std::to_string(nseq) + (bf16 ? "/bf16" : "/fp32");
             const Problem P = make_problem(kReal, lens, slots, nseq + 3, rng, bf16);
-            const Ref R = make_ref(P, bf16);
-            for (const Path& path : {kSerial, kSplit, kSplit128}) check_case(name, P, R, bf16, path, bf16 ? kStateBf16Tol : -1);
-            time_case(name, P, bf16, {kSerial, kSplit, kSplit128});
+            const Ref R = make_ref(P, bf16, check);
+            const std::vector<Path> checked = big ? std::vector<Path>{kStream} : std::vector<Path>{kSerial, kStream};
+            for (const Path& path : checked) check_case(name, P, R, bf16, path, bf16 ? kStateBf16Tol : -1);
+            time_case(name, P, bf16, {kSerial, kStream});
         }
     }
     std::printf("\n| case | path | total us (conv + recurrence) | recurrence us | GB/s (floor bytes / total) | %% of %.2f TB/s | "
@@ -746,7 +797,7 @@ int main(int argc, char** argv) {
 
     const double kStateBf16Tol = 2e-3;
     const std::vector<Path> paths{kSerial, kChunkAll, kAuto,        kChunkAllTf32, kCparAll,
-                                  kCpar,   kCparAllTf32, kCparAll64, kSplit};
+                                  kCpar,   kCparAllTf32, kCparAll64, kStream};
 
     if (cpar) return run_cpar(rng);
     if (decode) return run_decode(rng);
@@ -754,7 +805,7 @@ int main(int argc, char** argv) {
         decode_quick_cases(rng, kStateBf16Tol);
         const Problem P = make_problem(kOdd36, {1, 5, 70, 2, 1}, {5, 0, 3, 2, 1}, 6, rng, false);
         const Ref R = make_ref(P, false);
-        for (const Path& path : {kSplit, kSplit128, kAutoSplit}) check_case("mixed", P, R, false, path);
+        for (const Path& path : {kStream, kStream1, kAutoStream}) check_case("mixed", P, R, false, path);
         std::printf("\n%s: %d failure(s) (quick-decode)\n", g_failures ? "FAIL" : "PASS", g_failures);
         return g_failures ? 1 : 0;
     }
@@ -774,8 +825,8 @@ int main(int argc, char** argv) {
         const Ref R = make_ref(P, false);
         check_case("mixed", P, R, false, kAuto);
         check_case("mixed", P, R, false, kCpar);
-        check_case("mixed", P, R, false, kAutoSplit);
-        // Decode-only (the column-split kernel by shape), fp32 and bf16 state.
+        check_case("mixed", P, R, false, kAutoStream);
+        // Decode-only (the streaming kernel by shape), fp32 and bf16 state.
         const Problem Q = make_problem(kReal, {1, 1, 1}, {2, 0, 3}, 4, rng, false);
         check_case("decode", Q, make_ref(Q, false), false, kAuto);
         const Problem Qb = make_problem(kReal, {1, 1}, {1, 0}, 3, rng, true);
@@ -843,9 +894,9 @@ int main(int argc, char** argv) {
     std::printf("\n");
     {
         const Problem P = make_problem(kReal, dec_lens, dec_slots, 512, rng, false);
-        time_case("decode512", P, false, {kSerial, kAuto, kSplit128});
+        time_case("decode512", P, false, {kSerial, kAuto});
         const Problem Q = make_problem(kReal, dec_lens, dec_slots, 512, rng, true);
-        time_case("decode512", Q, true, {kSerial, kAuto, kSplit128});
+        time_case("decode512", Q, true, {kSerial, kAuto});
     }
     {
         const Problem P = make_problem(kReal, pre_lens, pre_slots, 16, rng, false);

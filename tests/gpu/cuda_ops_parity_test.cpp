@@ -383,7 +383,7 @@ TEST_P(CudaOpsParity, GatedDeltaNetWithStateSlots) {
         batches.push_back(make_batch({{{71, 1, 2}, {3, 900, 0}, {163, 65, 3}, {5, 63, 1}}}, 16, 1, rng_,
                                      int(c.vocab_size)));
         batches.push_back(make_batch({{{963, 2000, 0}}}, 16, 1, rng_, int(c.vocab_size)));  // one long prompt
-        // Decode-only batches (the column-split kernel, gdn_decode.cu, chosen by shape): one token per
+        // Decode-only batches (the streaming kernel, gdn_decode.cu, chosen by shape): one token per
         // sequence, slots out of order; then 1-3 tokens per sequence (MTP-verification-like).
         batches.push_back(make_batch({{{228, 1, 3}, {2963, 1, 0}, {72, 1, 2}, {68, 1, 1}}}, 16, 1, rng_,
                                      int(c.vocab_size)));

@@ -32,6 +32,31 @@ __device__ __forceinline__ float softplus_f(float x) { return x > 20.0f ? x : lo
 __device__ __forceinline__ float4 ld4(const float* p) { return *reinterpret_cast<const float4*>(p); }
 __device__ __forceinline__ void st4(float* p, float4 v) { *reinterpret_cast<float4*>(p) = v; }
 
+// Σq², Σk², q·k of one token's raw q, k (D floats each in shared memory, zero beyond Dk), summed by
+// one warp (every warp of a block computes them redundantly: no barrier needed). The token-serial
+// kernels' prologue (gdn_serial.cu, gdn_decode.cu).
+struct QkNorms {
+    float qq, kk, qk;
+};
+template <int D>
+__device__ __forceinline__ QkNorms qk_norms_warp(const float* q, const float* k, int lane) {
+    float qq = 0.f, kk = 0.f, qk = 0.f;
+#pragma unroll
+    for (int e = lane; e < D; e += 32) {
+        const float qv = q[e], kv = k[e];
+        qq = fmaf(qv, qv, qq);
+        kk = fmaf(kv, kv, kk);
+        qk = fmaf(qv, kv, qk);
+    }
+#pragma unroll
+    for (int sh = 16; sh >= 1; sh >>= 1) {
+        qq += __shfl_xor_sync(0xffffffffu, qq, sh);
+        kk += __shfl_xor_sync(0xffffffffu, kk, sh);
+        qk += __shfl_xor_sync(0xffffffffu, qk, sh);
+    }
+    return QkNorms{qq, kk, qk};
+}
+
 // Argument block of the recurrence kernels (gdn_serial.cu, gdn_decode.cu, gdn_chunked.cu, gdn_cp_*.cu).
 struct RecArgs {
     const float* conv;  // [T, C] conv output (workspace)
@@ -133,11 +158,10 @@ template <int D>
 void launch_serial(const RecArgs& a, bool bf16, int num_seqs, cudaStream_t stream);
 template <int D>
 void launch_chunked(const RecArgs& a, bool bf16, bool x3, int num_seqs, cudaStream_t stream);
-// The same sequences as launch_serial, split over 32 value columns per block of `threads` (64 or
-// 128) threads (gdn_decode.cu), then the gated RMSNorm of their rows when a head has more than one
-// slice.
+// The same sequences as launch_serial, by `blocks` persistent blocks that stream the (sequence,
+// value head) states through a cp.async pipeline in shared memory (gdn_decode.cu).
 template <int D>
-void launch_split(const RecArgs& a, bool bf16, int threads, int num_seqs, cudaStream_t stream);
+void launch_stream(const RecArgs& a, bool bf16, int blocks, cudaStream_t stream);
 // The chunk-parallel path for the same sequences as launch_chunked (gdn_cp_prep.cu: per-chunk WY
 // precompute; gdn_cp_state.cu: the pass over chunks per (sequence, head, value_cols = 32 or 64
 // value columns; 64 only at D = 128) with the outputs, then their gated RMSNorm). Needs the

@@ -1,34 +1,38 @@
-// Gated DeltaNet, step 2b: the token-serial recurrence split over value columns (the default for
-// decode-only batches; gdn_kernels.h, GatedDeltaNetParams::decode_split). CPU reference:
-// src/backend/cpu/cpu_gdn.cpp. Same maths and association as gdn_serial.cu, which it replaces for
-// those batches: for one token the value columns of the state are independent,
-//   S[:, j] ← decay·S[:, j] + k̂ δ_j,  δ_j = β (v_j − decay·(S[:, j]·k̂)),  o_j = S_new[:, j]·q̂,
-// so a (sequence, value head) is served by ceil(Dv / 32) blocks of 32 columns each.
+// Gated DeltaNet, step 2b: the token-serial recurrence with the states streamed through shared
+// memory (decode-only batches by default; gdn_kernels.h, GatedDeltaNetParams::decode_kernel).
+// CPU reference: src/backend/cpu/cpu_gdn.cpp. Same maths and association as gdn_serial.cu:
+//   mk = Sᵀk, mq = Sᵀq (raw q, k),  δ = β (v − decay·r_k·mk),  o = decay·r_q·mq + (q̂·k̂) δ,
+//   S ← decay·S + k̂ δᵀ,  out = gated RMSNorm(o).
+// gdn_serial.cu holds one (sequence, value head) state per block in registers and loads it, computes
+// and stores it in three phases; with bf16 state its two blocks per SM have only 64 KB of loads in
+// flight, and only while both are in the load phase (52 % of copy bandwidth measured at 256
+// sequences). Here the loads run ahead of the compute:
 //
-// Kernel 2b, gdn_split_kernel<D, BF16, NT>: grid (Nv · ceil(Dv/32), num_seqs), NT = 64 or 128
-//   threads; block = 32 value columns [c0, c0 + 32) of one (sequence, value head), skipped when the
-//   sequence goes to the chunked kernel. Its state slice [Dk, 32] lives in registers for the whole
-//   call: thread (ty = tid / 4, tx = tid % 4) holds rows ty + NY·i (NY = NT/4 row groups,
-//   i < D/NY), columns c0 + 8tx .. +7 (one 16-byte streaming load per row for bf16 when
-//   Dv % 8 == 0, else two 8-byte ones; two 16-byte ones for fp32). D = 128 is 8 KB of bf16 state
-//   per block against 32 KB in gdn_serial.cu: 4x the blocks, 4 (NT 128) or 6 (NT 64) per SM
-//   against 2, so the load, compute and store phases of different blocks overlap. Per token: q, k (all Dk), v and z (the block's columns) staged in
-//   shared memory (double-buffered, next token prefetched into registers); Sᵀk, Sᵀq partials
-//   reduced over the warp's 8 row groups by shuffles, then over the warps through shared memory
-//   (two barriers per token); every thread then holds δ, o for its 8 columns and updates its rows.
-//   Output: with one slice per head (Dv <= 32) the block applies the gated RMSNorm itself;
-//   otherwise it writes o un-normalised and the next kernel normalises the rows:
-// Kernel 2b', gdn_split_norm_kernel: grid (num_seqs), 256 threads, one warp per (row, value head)
-//   of the sequences the split kernel served: out = norm_w · o / sqrt(mean(o²) + eps) · silu(z),
-//   in place (the row's Dv outputs come from several blocks).
-// defer_state (MTP verification) is honoured as in gdn_serial.cu: the state is read, not written.
+// Kernel 2b, gdn_stream_kernel<D, BF16>: `blocks` persistent blocks (2 per SM by default) of NT = 256
+//   threads (128 at D = 32); block b serves the items (sequence s, value head h) = item / Nv, item % Nv
+//   for item = b, b + blocks, ... Each item's state [Dk, Dv] (contiguous in the slot: one flat copy),
+//   its first token's q, k, v, z rows and b, a are copied by cp.async into one of NS shared-memory
+//   stages (NS = 2 for D = 128 bf16 state, 1 for D = 128 fp32, up to 4 for smaller heads: as many
+//   as fit two blocks per SM), NS items ahead of the one being computed. Per item: wait for its
+//   stage, copy the state into registers (thread (wy = tid / TX, tx = tid % TX), TX = D/8, holds rows
+//   wy + NW·i, columns 8tx..8tx+7: one 16-byte shared read per row for bf16) and the token inputs
+//   into the token buffer, barrier, refill the stage with the item NS ahead, then compute the tokens
+//   from registers (later tokens' inputs prefetched into registers one token ahead, as in
+//   gdn_serial.cu): Sᵀk, Sᵀq partials reduced by shuffles within the warp, over the warps through
+//   shared memory (one sum per column by one thread), δ, o, the update, the gated RMSNorm by the
+//   first row group (it holds all Dv columns); finally the state is stored from registers (16-byte
+//   streaming stores for bf16 when Dv % 8 == 0). Sequences that are not served (0 tokens, or
+//   chunk_min_tokens or more: the chunked kernel's) copy nothing. defer_state (MTP verification):
+//   read, not written. Item descriptors are read one item ahead of their copy, so the copy issue
+//   never waits for the descriptor.
+//
+// The v3 kernel that split a head over 32-column blocks (measured slower than gdn_serial.cu on the
+// H200: bench/kernels/NOTES.md, GDN v3 measured) was replaced by this one.
 #include "backend/cuda/gdn_common.cuh"
+#include "backend/cuda/ptx_helpers.cuh"
 
 namespace qs::cuda::gdn {
 namespace {
-
-constexpr int kSplitCols = 32;  // value columns per block
-constexpr int kSplitNormThreads = 256;
 
 __device__ __forceinline__ float4 zero4() { return make_float4(0.f, 0.f, 0.f, 0.f); }
 
@@ -42,24 +46,62 @@ __device__ __forceinline__ uint32_t float2_to_bf16x2(float a, float b) {
     return *reinterpret_cast<const uint32_t*>(&v);
 }
 
-// Columns col..col+7 of one state row at element index idx; nvc = dv - col valid columns (>= 8:
-// all, 4: the first half, <= 0: none; Dv and col are multiples of 4). vec16: one 16-byte access
-// for 8 bf16 values (needs idx % 8 == 0, i.e. Dv % 8 == 0).
+// Tile and shared-memory plan of gdn_stream_kernel<D, BF16>.
+template <int D, bool BF16>
+struct StreamTile {
+    static constexpr int NT = D >= 64 ? 256 : 128;  // threads
+    static constexpr int TX = D / 8;                 // threads across a row (8 columns each)
+    static constexpr int NW = NT / TX;               // row groups
+    static constexpr int RK = D / NW;                // rows per thread
+    static constexpr int NWARP = NT / 32;
+    static constexpr int PF = 4 * D / NT;            // token inputs (q | k | v | z) per thread
+    static constexpr int ESZ = BF16 ? 2 : 4;
+    // A stage: the state (flat [Dk, Dv], row stride Dv), then q | k | v | z of the first token
+    // (D floats each), then b, a (16 bytes).
+    static constexpr int kInOff = D * D * ESZ;
+    static constexpr int kAbOff = kInOff + 16 * D;
+    static constexpr int kStageBytes = kAbOff + 16;
+    // Two blocks per SM: 227 KB of shared memory per SM, less 1 KB per block, less the static arrays.
+    static constexpr int kStaticBytes = (8 * D + NWARP * 2 * D + 2 * D) * 4 + 64;
+    static constexpr int kBudget = (227 * 1024) / 2 - 1024 - kStaticBytes;
+    static constexpr int kFit = kBudget / kStageBytes;
+    static constexpr int NS = kFit > 4 ? 4 : kFit < 1 ? 1 : kFit;  // stages
+    static constexpr int kSmemBytes = NS * kStageBytes;
+    static_assert(TX <= 32 && 32 % TX == 0 && NW * TX == NT && RK * NW == D && PF * NT == 4 * D, "bad tile");
+    static_assert(kFit >= 1, "one stage does not fit two blocks per SM");
+};
+
+// Columns col..col+7 of one state row from a stage (element index idx); nvc = Dv − col valid
+// columns (>= 8 all, 4 the first half, <= 0 none). vec16: one 16-byte read for bf16 (Dv % 8 == 0).
 template <bool BF16>
-__device__ __forceinline__ void load8(const void* base, int64_t idx, int nvc, bool vec16, float (&x)[8]) {
+__device__ __forceinline__ void stage_read8(const uint8_t* st, int idx, int nvc, bool vec16, float (&x)[8]) {
     float4 lo = zero4(), hi = zero4();
-    if (BF16 && vec16 && nvc >= 8) {
-        const uint4 u = __ldcs(reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(base) + idx));
-        lo = bf16x4_to_float4(u.x, u.y);
-        hi = bf16x4_to_float4(u.z, u.w);
+    if constexpr (BF16) {
+        const __nv_bfloat16* b = reinterpret_cast<const __nv_bfloat16*>(st) + idx;
+        if (vec16 && nvc >= 8) {
+            const uint4 u = *reinterpret_cast<const uint4*>(b);
+            lo = bf16x4_to_float4(u.x, u.y);
+            hi = bf16x4_to_float4(u.z, u.w);
+        } else {
+            if (nvc >= 4) {
+                const uint2 u = *reinterpret_cast<const uint2*>(b);
+                lo = bf16x4_to_float4(u.x, u.y);
+            }
+            if (nvc >= 8) {
+                const uint2 u = *reinterpret_cast<const uint2*>(b + 4);
+                hi = bf16x4_to_float4(u.x, u.y);
+            }
+        }
     } else {
-        if (nvc >= 4) lo = StateIO<BF16>::load(base, idx);
-        if (nvc >= 8) hi = StateIO<BF16>::load(base, idx + 4);
+        const float* f = reinterpret_cast<const float*>(st) + idx;
+        if (nvc >= 4) lo = ld4(f);
+        if (nvc >= 8) hi = ld4(f + 4);
     }
     x[0] = lo.x; x[1] = lo.y; x[2] = lo.z; x[3] = lo.w;
     x[4] = hi.x; x[5] = hi.y; x[6] = hi.z; x[7] = hi.w;
 }
 
+// The same columns of the global state (streaming stores).
 template <bool BF16>
 __device__ __forceinline__ void store8(void* base, int64_t idx, int nvc, bool vec16, const float (&x)[8]) {
     if (BF16 && vec16 && nvc >= 8) {
@@ -75,242 +117,288 @@ __device__ __forceinline__ void store8(void* base, int64_t idx, int nvc, bool ve
     if (nvc >= 8) StateIO<BF16>::store(base, idx + 4, make_float4(x[4], x[5], x[6], x[7]));
 }
 
-// NT = 128: 4 blocks per SM (128 registers); NT = 64: twice the rows per thread, 6 blocks per SM
-// (168 registers), 1.5x the state bytes in flight per SM.
-template <int D, bool BF16, int NT>
-__global__ void __launch_bounds__(NT, NT == 64 ? 6 : 4) gdn_split_kernel(RecArgs p, int nslices) {
-    constexpr int CB = kSplitCols;
-    constexpr int TX = CB / 8;               // threads across the slice (8 columns each)
-    constexpr int NY = NT / TX;              // row groups
-    constexpr int RK = D / NY;               // rows per thread
-    constexpr int NWARP = NT / 32;
-    constexpr int NIN = 2 * D + 2 * CB;      // staged per token: q[D] | k[D] | v[CB] | z[CB]
-    constexpr int PF = (NIN + NT - 1) / NT;  // staged elements per thread per token
-    static_assert(RK >= 1 && RK * NY == D && NY % 8 == 0 && TX == 4, "bad tile");
+// What a block needs of an item's sequence; n = 0: not served here (no tokens, chunked, past the end).
+struct ItemDesc {
+    int row_begin, n, slot, defer;
+};
 
-    const DeviceSeq sq = p.seqs[blockIdx.y];
-    const int n = sq.num_tokens;
-    if (n <= 0 || (p.chunk_min_tokens > 0 && n >= p.chunk_min_tokens)) return;
+template <int D, bool BF16>
+__global__ void __launch_bounds__(StreamTile<D, BF16>::NT, 2) gdn_stream_kernel(RecArgs p) {
+    using Tl = StreamTile<D, BF16>;
+    constexpr int NT = Tl::NT, TX = Tl::TX, NW = Tl::NW, RK = Tl::RK, NWARP = Tl::NWARP, PF = Tl::PF;
+    constexpr int NS = Tl::NS, ESZ = Tl::ESZ;
 
-    const int h = int(blockIdx.x) / nslices, slice = int(blockIdx.x) % nslices;
-    const int tid = threadIdx.x, tx = tid % TX, ty = tid / TX, lane = tid & 31, warp = tid >> 5;
-    const int dk = p.Dk, dv = p.Dv, Nv = p.Nv;
-    const int kh = h / (Nv / p.Nk);
-    const int c0 = CB * slice;
-    const int col = c0 + 8 * tx;  // this thread's first column
-    const int nvc = dv - col;     // its valid columns: >= 8 all, 4 half, <= 0 none
-    const bool fused_norm = nslices == 1;
+    __shared__ __align__(16) float s_in[2][4 * D];        // token inputs q | k | v | z (double buffer)
+    __shared__ __align__(16) float s_red[NWARP][2 * D];   // per warp: Sᵀk | Sᵀq partials
+    __shared__ __align__(16) float s_m[2 * D];            // Sᵀk | Sᵀq
+    __shared__ int s_hdr[NS][4];                          // per stage: row_begin, n, slot, defer
+    uint8_t* const stages = ptx::dynamic_smem();
+
+    const int tid = threadIdx.x, tx = tid % TX, wy = tid / TX, lane = tid & 31, warp = tid >> 5;
+    const int dk = p.Dk, dv = p.Dv, Nv = p.Nv, Nk = p.Nk, ratio = Nv / Nk;
+    const int col = 8 * tx;     // this thread's first column
+    const int nvc = dv - col;   // its valid columns: >= 8 all, 4 half, <= 0 none
     const bool vec16 = (dv & 7) == 0;
-
-    __shared__ float s_in[2][NIN];
-    __shared__ float s_red[NWARP][TX][16];  // per warp and column group: Sᵀk (8) | Sᵀq (8)
-
-    // State slice into registers (issued first: the largest stream).
-    const int64_t sbase = (int64_t(sq.state_slot) * Nv + h) * dk * dv;
-    float S[RK][8];
-#pragma unroll
-    for (int i = 0; i < RK; ++i) {
-        const int row = ty + NY * i;
-        load8<BF16>(p.state, sbase + int64_t(row) * dv + col, row < dk ? nvc : 0, vec16, S[i]);
-    }
-
     const int64_t C = p.C, ZW = int64_t(Nv) * dv;
-    const float A = expf(p.A_log[h]);
-    const float dtb = p.dt_bias[h];
+    const int total = p.num_seqs * Nv;
+    const int stride = int(gridDim.x);
 
-    // Staging: element e = tid + NT*j of [q | k | v slice | z slice] is a column of the token's
-    // conv row or (fused norm only) z row, or zero beyond Dk / Dv; every slot is written each token.
-    // The source is recomputed per fetch (cheaper than keeping PF indices in registers).
-    float pf[PF], pb, pa;
-    auto fetch = [&](int i) {
-        const int64_t row = sq.row_begin + i;
-        const float* crow = p.conv + row * C;
-#pragma unroll
-        for (int j = 0; j < PF; ++j) {
-            const int e = tid + NT * j;
-            float x = 0.f;
-            if (e < D) {
-                if (e < dk) x = crow[kh * dk + e];
-            } else if (e < 2 * D) {
-                if (e - D < dk) x = crow[p.Nk * dk + kh * dk + (e - D)];
-            } else if (e < 2 * D + CB) {
-                const int c = c0 + (e - 2 * D);
-                if (c < dv) x = crow[2 * p.Nk * dk + h * dv + c];
-            } else if (e < NIN) {
-                const int c = c0 + (e - 2 * D - CB);
-                if (c < dv && fused_norm) x = p.z[row * ZW + h * dv + c];
+    auto load_desc = [&](int item) {
+        ItemDesc d{0, 0, 0, 0};
+        if (item < total) {
+            const DeviceSeq* sq = p.seqs + item / Nv;
+            const int n = sq->num_tokens;
+            if (n > 0 && !(p.chunk_min_tokens > 0 && n >= p.chunk_min_tokens)) {
+                d.row_begin = sq->row_begin;
+                d.n = n;
+                d.slot = sq->state_slot;
+                d.defer = sq->defer_state;
             }
-            pf[j] = x;
         }
-        pb = p.b[row * Nv + h];
-        pa = p.a[row * Nv + h];
+        return d;
     };
-    fetch(0);
+    // Copies item's state and first-token inputs into stage st (every thread its share) and commits
+    // one cp.async group (empty when the item is not served: the group count stays uniform).
+    auto issue = [&](int item, const ItemDesc& d, int st) {
+        if (tid == 0) {
+            s_hdr[st][0] = d.row_begin;
+            s_hdr[st][1] = d.n;
+            s_hdr[st][2] = d.slot;
+            s_hdr[st][3] = d.defer;
+        }
+        if (d.n > 0) {
+            const int h = item % Nv, kh = h / ratio;
+            const uint32_t sa = ptx::smem_u32(stages + st * Tl::kStageBytes);
+            const char* src = static_cast<const char*>(p.state) + ((int64_t(d.slot) * Nv + h) * dk * dv) * ESZ;
+            const int chunks = dk * dv * ESZ / 16;
+            for (int c = tid; c < chunks; c += NT) ptx::cp_async16(sa + 16u * uint32_t(c), src + 16 * int64_t(c), 16);
+            const int64_t row = d.row_begin;
+            const float* crow = p.conv + row * C;
+            const int cq = dk / 4, cv = dv / 4;
+            for (int c = tid; c < 2 * cq + 2 * cv; c += NT) {
+                const float* s;
+                int dst;
+                if (c < cq) {
+                    s = crow + kh * dk + 4 * c;
+                    dst = 4 * c;
+                } else if (c < 2 * cq) {
+                    s = crow + Nk * dk + kh * dk + 4 * (c - cq);
+                    dst = D + 4 * (c - cq);
+                } else if (c < 2 * cq + cv) {
+                    s = crow + 2 * Nk * dk + h * dv + 4 * (c - 2 * cq);
+                    dst = 2 * D + 4 * (c - 2 * cq);
+                } else {
+                    s = p.z + row * ZW + h * dv + 4 * (c - 2 * cq - cv);
+                    dst = 3 * D + 4 * (c - 2 * cq - cv);
+                }
+                ptx::cp_async16(sa + uint32_t(Tl::kInOff + 4 * dst), s, 16);
+            }
+            if (tid == NT - 1) {
+                ptx::cp_async4(sa + uint32_t(Tl::kAbOff), p.b + row * Nv + h);
+                ptx::cp_async4(sa + uint32_t(Tl::kAbOff + 4), p.a + row * Nv + h);
+            }
+        }
+        ptx::cp_async_commit();
+    };
 
-    for (int i = 0; i < n; ++i) {
-        float* sin = s_in[i & 1];
-#pragma unroll
-        for (int j = 0; j < PF; ++j)
-            if (tid + NT * j < NIN) sin[tid + NT * j] = pf[j];
-        const float bcur = pb, acur = pa;
-        if (i + 1 < n) fetch(i + 1);
-        __syncthreads();  // (S1) inputs of token i staged
+    int item = int(blockIdx.x);
+#pragma unroll 1
+    for (int s = 0; s < NS; ++s) issue(item + s * stride, load_desc(item + s * stride), s);
+    ItemDesc nx = load_desc(item + NS * stride);  // the next item to copy
 
-        const float* q = sin;
-        const float* k = sin + D;
-        // Norms and q·k (raw), every warp redundantly.
-        float qq = 0.f, kk = 0.f, qk = 0.f;
+#pragma unroll 1
+    for (int j = 0; item < total; ++j, item += stride) {
+        const int st = j % NS;
+        ptx::cp_async_wait<NS - 1>();  // this thread's copies of item j (group j) have landed
+        __syncthreads();               // (B0) everyone's
+        const int row_begin = s_hdr[st][0], n = s_hdr[st][1], slot = s_hdr[st][2], defer = s_hdr[st][3];
+        float S[RK][8];
+        float bcur = 0.f, acur = 0.f;
+        if (n > 0) {
+            const uint8_t* sb = stages + st * Tl::kStageBytes;
 #pragma unroll
-        for (int e = lane; e < D; e += 32) {
-            const float qv = q[e], kv = k[e];
-            qq = fmaf(qv, qv, qq);
-            kk = fmaf(kv, kv, kk);
-            qk = fmaf(qv, kv, qk);
-        }
-#pragma unroll
-        for (int sh = 16; sh >= 1; sh >>= 1) {
-            qq += __shfl_xor_sync(0xffffffffu, qq, sh);
-            kk += __shfl_xor_sync(0xffffffffu, kk, sh);
-            qk += __shfl_xor_sync(0xffffffffu, qk, sh);
-        }
-        // Partial Sᵀk, Sᵀq over this thread's rows, then over the warp's row groups (lanes with
-        // the same tx: xor 4, 8, 16).
-        float pk[8], pq[8];
-#pragma unroll
-        for (int c = 0; c < 8; ++c) { pk[c] = 0.f; pq[c] = 0.f; }
-#pragma unroll
-        for (int r = 0; r < RK; ++r) {
-            const int row = ty + NY * r;
-            const float kr = k[row], qr = q[row];
-#pragma unroll
-            for (int c = 0; c < 8; ++c) {
-                pk[c] = fmaf(S[r][c], kr, pk[c]);
-                pq[c] = fmaf(S[r][c], qr, pq[c]);
+            for (int i = 0; i < RK; ++i) {
+                const int row = wy + NW * i;
+                stage_read8<BF16>(sb, row * dv + col, row < dk ? nvc : 0, vec16, S[i]);
             }
-        }
+            const float* in = reinterpret_cast<const float*>(sb + Tl::kInOff);
 #pragma unroll
-        for (int sh = TX; sh < 32; sh <<= 1)
-#pragma unroll
-            for (int c = 0; c < 8; ++c) {
-                pk[c] += __shfl_xor_sync(0xffffffffu, pk[c], sh);
-                pq[c] += __shfl_xor_sync(0xffffffffu, pq[c], sh);
+            for (int jj = 0; jj < PF; ++jj) {
+                const int e = tid + NT * jj, part = e / D, idx = e % D;
+                s_in[0][e] = idx < (part < 2 ? dk : dv) ? in[e] : 0.f;
             }
-        if (lane < TX) {
-#pragma unroll
-            for (int c = 0; c < 8; ++c) {
-                s_red[warp][lane][c] = pk[c];
-                s_red[warp][lane][8 + c] = pq[c];
-            }
+            const float* ab = reinterpret_cast<const float*>(sb + Tl::kAbOff);
+            bcur = ab[0];
+            acur = ab[1];
         }
-        __syncthreads();  // (S2) partials visible
+        __syncthreads();  // (B1) stage st read by everyone; token 0's inputs staged
+        issue(item + NS * stride, nx, st);
+        nx = load_desc(item + (NS + 1) * stride);
+        if (n == 0) continue;
 
-        float mk[8], mq[8];
+        const int h = item % Nv, kh = h / ratio;
+        const float A = expf(p.A_log[h]);
+        const float dtb = p.dt_bias[h];
+        float pf[PF], pb = 0.f, pa = 0.f;
+        auto fetch = [&](int i) {  // inputs of token i >= 1 into registers
+            const int64_t row = row_begin + i;
+            const float* crow = p.conv + row * C;
 #pragma unroll
-        for (int c = 0; c < 8; ++c) { mk[c] = 0.f; mq[c] = 0.f; }
+            for (int jj = 0; jj < PF; ++jj) {
+                const int e = tid + NT * jj, part = e / D, idx = e % D;
+                float x = 0.f;
+                if (part == 0) {
+                    if (idx < dk) x = crow[kh * dk + idx];
+                } else if (part == 1) {
+                    if (idx < dk) x = crow[Nk * dk + kh * dk + idx];
+                } else if (part == 2) {
+                    if (idx < dv) x = crow[2 * Nk * dk + h * dv + idx];
+                } else if (idx < dv) {
+                    x = p.z[row * ZW + h * dv + idx];
+                }
+                pf[jj] = x;
+            }
+            pb = p.b[row * Nv + h];
+            pa = p.a[row * Nv + h];
+        };
+        if (n > 1) fetch(1);
+
+#pragma unroll 1
+        for (int i = 0; i < n; ++i) {
+            float* sin = s_in[i & 1];
+            if (i > 0) {
 #pragma unroll
-        for (int w = 0; w < NWARP; ++w)
+                for (int jj = 0; jj < PF; ++jj) sin[tid + NT * jj] = pf[jj];
+                bcur = pb;
+                acur = pa;
+                if (i + 1 < n) fetch(i + 1);
+                __syncthreads();  // (S1) inputs of token i staged (token 0: B1)
+            }
+            const float* q = sin;
+            const float* k = sin + D;
+            const QkNorms nr = qk_norms_warp<D>(q, k, lane);
+            // Partial Sᵀk, Sᵀq over this thread's rows, then over the warp's row groups (lanes with
+            // the same tx: xor TX .. 16), then over the warps (one column sum per thread).
+            float pk[8], pq[8];
+#pragma unroll
+            for (int c = 0; c < 8; ++c) { pk[c] = 0.f; pq[c] = 0.f; }
+#pragma unroll
+            for (int r = 0; r < RK; ++r) {
+                const int row = wy + NW * r;
+                const float kr = k[row], qr = q[row];
+#pragma unroll
+                for (int c = 0; c < 8; ++c) {
+                    pk[c] = fmaf(S[r][c], kr, pk[c]);
+                    pq[c] = fmaf(S[r][c], qr, pq[c]);
+                }
+            }
+#pragma unroll
+            for (int sh = TX; sh < 32; sh <<= 1)
+#pragma unroll
+                for (int c = 0; c < 8; ++c) {
+                    pk[c] += __shfl_xor_sync(0xffffffffu, pk[c], sh);
+                    pq[c] += __shfl_xor_sync(0xffffffffu, pq[c], sh);
+                }
+            if (lane < TX) {
+                st4(&s_red[warp][col], make_float4(pk[0], pk[1], pk[2], pk[3]));
+                st4(&s_red[warp][col + 4], make_float4(pk[4], pk[5], pk[6], pk[7]));
+                st4(&s_red[warp][D + col], make_float4(pq[0], pq[1], pq[2], pq[3]));
+                st4(&s_red[warp][D + col + 4], make_float4(pq[4], pq[5], pq[6], pq[7]));
+            }
+            __syncthreads();  // (S2) partials visible
+            for (int t = tid; t < 2 * D; t += NT) {
+                float acc = 0.f;
+#pragma unroll
+                for (int w = 0; w < NWARP; ++w) acc += s_red[w][t];
+                s_m[t] = acc;
+            }
+            __syncthreads();  // (S3) sums visible
+            float mk[8], mq[8];
+            {
+                const float4 k0 = ld4(&s_m[col]), k1 = ld4(&s_m[col + 4]);
+                const float4 q0 = ld4(&s_m[D + col]), q1 = ld4(&s_m[D + col + 4]);
+                mk[0] = k0.x; mk[1] = k0.y; mk[2] = k0.z; mk[3] = k0.w;
+                mk[4] = k1.x; mk[5] = k1.y; mk[6] = k1.z; mk[7] = k1.w;
+                mq[0] = q0.x; mq[1] = q0.y; mq[2] = q0.z; mq[3] = q0.w;
+                mq[4] = q1.x; mq[5] = q1.y; mq[6] = q1.z; mq[7] = q1.w;
+            }
+            const float rk = 1.0f / sqrtf(nr.kk + 1e-6f);
+            const float rq = p.q_scale / sqrtf(nr.qq + 1e-6f);
+            const float beta = sigmoid_f(bcur);
+            const float decay = expf(-A * softplus_f(acur + dtb));
+            const float dm = decay * rk, dq = decay * rq, qkn = nr.qk * rk * rq;
+            const float* v = sin + 2 * D + col;
+            float dl[8], o[8];
 #pragma unroll
             for (int c = 0; c < 8; ++c) {
-                mk[c] += s_red[w][tx][c];
-                mq[c] += s_red[w][tx][8 + c];
+                dl[c] = beta * (v[c] - dm * mk[c]);
+                o[c] = fmaf(dq, mq[c], qkn * dl[c]);
             }
-        const float rk = 1.0f / sqrtf(kk + 1e-6f);
-        const float rq = p.q_scale / sqrtf(qq + 1e-6f);
-        const float beta = sigmoid_f(bcur);
-        const float decay = expf(-A * softplus_f(acur + dtb));
-        const float dm = decay * rk, dq = decay * rq, qkn = qk * rk * rq;
-        const float* v = sin + 2 * D + 8 * tx;
-        float dl[8], o[8];
 #pragma unroll
-        for (int c = 0; c < 8; ++c) {
-            dl[c] = beta * (v[c] - dm * mk[c]);
-            o[c] = fmaf(dq, mq[c], qkn * dl[c]);
-        }
+            for (int r = 0; r < RK; ++r) {
+                const float kr = k[wy + NW * r] * rk;
 #pragma unroll
-        for (int r = 0; r < RK; ++r) {
-            const float kr = k[ty + NY * r] * rk;
-#pragma unroll
-            for (int c = 0; c < 8; ++c) S[r][c] = fmaf(decay, S[r][c], kr * dl[c]);
-        }
-        // Output: the row group ty == 0 (lanes 0..3 of warp 0) writes the slice's 32 columns.
-        float* orow = p.out + (int64_t(sq.row_begin) + i) * ZW + int64_t(h) * dv + col;
-        if (fused_norm) {  // the slice is the whole head: gated RMSNorm here (columns beyond Dv are 0)
+                for (int c = 0; c < 8; ++c) S[r][c] = fmaf(decay, S[r][c], kr * dl[c]);
+            }
+            // Gated RMSNorm over the head's Dv outputs: one row group's TX lanes hold all columns.
             float ss = 0.f;
 #pragma unroll
             for (int c = 0; c < 8; ++c) ss = fmaf(o[c], o[c], ss);
-            ss += __shfl_xor_sync(0xffffffffu, ss, 1);
-            ss += __shfl_xor_sync(0xffffffffu, ss, 2);
-            const float inv = 1.0f / sqrtf(ss / float(dv) + p.eps);
-            const float* z = sin + 2 * D + CB + 8 * tx;
-            if (ty == 0 && nvc > 0) {
-                float y[8];
 #pragma unroll
-                for (int c = 0; c < 8; ++c) y[c] = p.norm_w[col + (c < nvc ? c : 0)] * (o[c] * inv) * silu_f(z[c]);
-                st4(orow, make_float4(y[0], y[1], y[2], y[3]));
-                if (nvc >= 8) st4(orow + 4, make_float4(y[4], y[5], y[6], y[7]));
+            for (int sh = TX / 2; sh >= 1; sh >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, sh);
+            if (wy == 0 && nvc > 0) {
+                const float inv = 1.0f / sqrtf(ss / float(dv) + p.eps);
+                const float* z = sin + 3 * D + col;
+                float* orow = p.out + (int64_t(row_begin) + i) * ZW + int64_t(h) * dv + col;
+                const float4 w0 = ld4(p.norm_w + col);
+                st4(orow, make_float4(w0.x * (o[0] * inv) * silu_f(z[0]), w0.y * (o[1] * inv) * silu_f(z[1]),
+                                      w0.z * (o[2] * inv) * silu_f(z[2]), w0.w * (o[3] * inv) * silu_f(z[3])));
+                if (nvc >= 8) {
+                    const float4 w1 = ld4(p.norm_w + col + 4);
+                    st4(orow + 4, make_float4(w1.x * (o[4] * inv) * silu_f(z[4]), w1.y * (o[5] * inv) * silu_f(z[5]),
+                                              w1.z * (o[6] * inv) * silu_f(z[6]), w1.w * (o[7] * inv) * silu_f(z[7])));
+                }
             }
-        } else if (ty == 0 && nvc > 0) {
-            st4(orow, make_float4(o[0], o[1], o[2], o[3]));
-            if (nvc >= 8) st4(orow + 4, make_float4(o[4], o[5], o[6], o[7]));
+        }
+
+        if (defer) continue;  // MTP verification: the state stays (gdn_commit advances it)
+        const int64_t sbase = (int64_t(slot) * Nv + h) * dk * dv;
+#pragma unroll
+        for (int i = 0; i < RK; ++i) {
+            const int row = wy + NW * i;
+            if (row < dk) store8<BF16>(p.state, sbase + int64_t(row) * dv + col, nvc, vec16, S[i]);
         }
     }
-
-    if (sq.defer_state) return;  // MTP verification: the state stays (gdn_commit advances it)
-#pragma unroll
-    for (int i = 0; i < RK; ++i) {
-        const int row = ty + NY * i;
-        if (row < dk) store8<BF16>(p.state, sbase + int64_t(row) * dv + col, nvc, vec16, S[i]);
-    }
+    ptx::cp_async_wait<0>();  // no copy outlives the block (they are all empty by now)
 }
 
-// The gated RMSNorm of the rows the split kernel wrote un-normalised (more than one slice per head).
-__global__ void __launch_bounds__(kSplitNormThreads) gdn_split_norm_kernel(RecArgs p) {
-    constexpr int NWARP = kSplitNormThreads / 32;
-    const DeviceSeq sq = p.seqs[blockIdx.x];
-    const int n = sq.num_tokens;
-    if (n <= 0 || (p.chunk_min_tokens > 0 && n >= p.chunk_min_tokens)) return;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int dv = p.Dv, Nv = p.Nv, e = 4 * lane;
-    const bool on = e < dv;
-    const float4 nw = on ? ld4(p.norm_w + e) : zero4();
-    for (int w = warp; w < n * Nv; w += NWARP) {
-        const int64_t row = int64_t(sq.row_begin) + w / Nv;
-        const int h = w % Nv;
-        const int64_t off = row * Nv * dv + int64_t(h) * dv + e;
-        const float4 o = on ? ld4(p.out + off) : zero4();
-        float ss = o.x * o.x + o.y * o.y + o.z * o.z + o.w * o.w;
-#pragma unroll
-        for (int sh = 16; sh >= 1; sh >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, sh);
-        if (!on) continue;
-        const float inv = 1.0f / sqrtf(ss / float(dv) + p.eps);
-        const float4 z = ld4(p.z + off);
-        st4(p.out + off, make_float4(nw.x * (o.x * inv) * silu_f(z.x), nw.y * (o.y * inv) * silu_f(z.y),
-                                     nw.z * (o.z * inv) * silu_f(z.z), nw.w * (o.w * inv) * silu_f(z.w)));
+template <int D, bool BF16>
+void launch_stream_t(const RecArgs& a, int blocks, cudaStream_t stream) {
+    using Tl = StreamTile<D, BF16>;
+    // The dynamic shared-memory opt-in is per device; set once per device (host-side call, no stream
+    // work, so harmless inside a graph capture after the first call).
+    static bool attr_set[64] = {};
+    int dev = 0;
+    QS_CUDA_CHECK(cudaGetDevice(&dev));
+    if (dev < 0 || dev >= 64 || !attr_set[dev]) {
+        QS_CUDA_CHECK(cudaFuncSetAttribute(gdn_stream_kernel<D, BF16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           Tl::kSmemBytes));
+        if (dev >= 0 && dev < 64) attr_set[dev] = true;
     }
+    gdn_stream_kernel<D, BF16><<<unsigned(blocks), Tl::NT, Tl::kSmemBytes, stream>>>(a);
+    QS_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
 
 template <int D>
-void launch_split(const RecArgs& a, bool bf16, int threads, int num_seqs, cudaStream_t stream) {
-    const int nslices = (a.Dv + kSplitCols - 1) / kSplitCols;
-    const dim3 grid(unsigned(a.Nv * nslices), unsigned(num_seqs));
-    if (threads == 64) {
-        if (bf16) gdn_split_kernel<D, true, 64><<<grid, 64, 0, stream>>>(a, nslices);
-        else gdn_split_kernel<D, false, 64><<<grid, 64, 0, stream>>>(a, nslices);
-    } else {
-        if (bf16) gdn_split_kernel<D, true, 128><<<grid, 128, 0, stream>>>(a, nslices);
-        else gdn_split_kernel<D, false, 128><<<grid, 128, 0, stream>>>(a, nslices);
-    }
-    QS_CUDA_CHECK_LAUNCH();
-    if (nslices > 1) {
-        gdn_split_norm_kernel<<<unsigned(num_seqs), kSplitNormThreads, 0, stream>>>(a);
-        QS_CUDA_CHECK_LAUNCH();
-    }
+void launch_stream(const RecArgs& a, bool bf16, int blocks, cudaStream_t stream) {
+    if (bf16) launch_stream_t<D, true>(a, blocks, stream);
+    else launch_stream_t<D, false>(a, blocks, stream);
 }
 
-template void launch_split<32>(const RecArgs&, bool, int, int, cudaStream_t);
-template void launch_split<64>(const RecArgs&, bool, int, int, cudaStream_t);
-template void launch_split<128>(const RecArgs&, bool, int, int, cudaStream_t);
+template void launch_stream<32>(const RecArgs&, bool, int, cudaStream_t);
+template void launch_stream<64>(const RecArgs&, bool, int, cudaStream_t);
+template void launch_stream<128>(const RecArgs&, bool, int, cudaStream_t);
 
 }  // namespace qs::cuda::gdn

@@ -1,7 +1,7 @@
 // Gated DeltaNet on the GPU: the public launchers (gdn_kernels.h: maths, layouts, requirements)
 // over the kernels of gdn_conv.cu (conv1d + SiLU, window advance), gdn_serial.cu and gdn_decode.cu
-// (token-serial recurrence, one block per head or split over value columns: decode, short
-// sequences) and gdn_chunked.cu, gdn_cp_*.cu (chunked WY prefill on tensor cores).
+// (token-serial recurrence, one block per head or persistent blocks streaming the states: decode,
+// short sequences) and gdn_chunked.cu, gdn_cp_*.cu (chunked WY prefill on tensor cores).
 // CPU reference: src/backend/cpu/cpu_gdn.cpp (CpuOps::gated_delta_net).
 #include "backend/cuda/gdn_kernels.h"
 
@@ -18,7 +18,8 @@ void check_params(const GatedDeltaNetParams& p) {
     GDN_REQUIRE(p.K >= 2 && p.K <= 4);
     GDN_REQUIRE(p.batch.num_tokens >= 0 && p.batch.num_seqs >= 0);
     GDN_REQUIRE(p.batch.num_seqs <= 65535);
-    GDN_REQUIRE(p.decode_split >= -1 && p.decode_split <= 2);
+    GDN_REQUIRE(p.decode_kernel >= -1 && p.decode_kernel <= 1);
+    GDN_REQUIRE(p.decode_blocks >= 0);
     auto aligned = [](const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; };
     GDN_REQUIRE(aligned(p.qkv) && aligned(p.z) && aligned(p.conv_w) && aligned(p.norm_w) &&
                 aligned(p.conv_state) && aligned(p.ssm_state) && aligned(p.workspace) && aligned(p.out));
@@ -62,7 +63,7 @@ RecArgs make_rec_args(const GatedDeltaNetParams& p) {
 using gdn::check_params;
 using gdn::launch_chunked;
 using gdn::launch_serial;
-using gdn::launch_split;
+using gdn::launch_stream;
 
 size_t gdn_workspace_bytes(int64_t num_tokens, int64_t conv_dim, int Nk, int Nv, int Dk) {
     return size_t(gdn::cp_layout(num_tokens, conv_dim, Nk, Nv, Dk).total) * sizeof(float);
@@ -117,27 +118,28 @@ void launch_gdn_recurrence(const GatedDeltaNetParams& p, cudaStream_t stream) {
     // serial kernel is told to take every sequence (the two launches always agree on the split).
     const bool chunked = p.chunk_min_tokens > 0 && p.batch.max_seq_tokens >= p.chunk_min_tokens;
     if (!chunked) a.chunk_min_tokens = 0;
-    // The token-serial sequences: split over value columns (decode-only batches by default) or one
-    // block per (sequence, value head).
+    // The token-serial sequences: streamed through shared memory by persistent blocks (decode-only
+    // batches by default) or one block per (sequence, value head).
     const int mx = p.batch.max_seq_tokens;
-    // By shape (-1) the split kernel is not taken: on the H200 it was slower than one block per
-    // (sequence, value head) at 256 sequences (bf16 state 386 against 276 µs, fp32 367 against
-    // 320 µs; bench/kernels/NOTES.md, GDN v3 measured), so it stays for the lab and forced runs.
-    const bool split = p.decode_split > 0 || (p.decode_split < 0 && mx >= 1 && mx <= kGdnDecodeSplitMaxTokens &&
-                                              kGdnDecodeSplitByShape);
-    const int split_threads = p.decode_split == 2 ? 128 : 64;
+    const bool by_shape = kGdnDecodeStreamByShape && mx >= 1 && mx <= kGdnDecodeStreamMaxTokens;
+    const bool stream_k = p.decode_kernel == 1 || (p.decode_kernel < 0 && by_shape);
+    int blocks = p.decode_blocks;
+    if (stream_k && blocks == 0) {
+        const int64_t items = int64_t(S) * p.Nv, cap = 2 * int64_t(sm_count());
+        blocks = int(items < cap ? items : cap);
+    }
     const int D = (p.Dk > p.Dv ? p.Dk : p.Dv);
     if (D <= 32) {
         if (chunked) launch_chunked_any<32>(p, a, stream);
-        if (split) launch_split<32>(a, p.ssm_bf16, split_threads, S, stream);
+        if (stream_k) launch_stream<32>(a, p.ssm_bf16, blocks, stream);
         else launch_serial<32>(a, p.ssm_bf16, S, stream);
     } else if (D <= 64) {
         if (chunked) launch_chunked_any<64>(p, a, stream);
-        if (split) launch_split<64>(a, p.ssm_bf16, split_threads, S, stream);
+        if (stream_k) launch_stream<64>(a, p.ssm_bf16, blocks, stream);
         else launch_serial<64>(a, p.ssm_bf16, S, stream);
     } else {
         if (chunked) launch_chunked_any<128>(p, a, stream);
-        if (split) launch_split<128>(a, p.ssm_bf16, split_threads, S, stream);
+        if (stream_k) launch_stream<128>(a, p.ssm_bf16, blocks, stream);
         else launch_serial<128>(a, p.ssm_bf16, S, stream);
     }
 }

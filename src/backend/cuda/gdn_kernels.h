@@ -11,8 +11,8 @@
 //   2. the recurrence fused with the gates, the l2norms and the gated RMSNorm. Sequences with fewer
 //      than `chunk_min_tokens` tokens (all decode rows) run a token-serial kernel (state in
 //      registers, read once and written once): one block per (sequence, value head) (gdn_serial.cu),
-//      or, when asked (decode_split below), the split over 32 value columns per block plus a
-//      gated-RMSNorm launch (gdn_decode.cu); longer ones run the chunked kernel (chunk
+//      or (decode_kernel below; decode-only batches by default) persistent blocks that stream the
+//      states through shared memory ahead of the compute (gdn_decode.cu); longer ones run the chunked kernel (chunk
 //      64, WY/UT form on tensor cores, tf32x3 split = fp32-level accuracy), also one state read
 //      and write, either one block per (sequence, value head) or, for few long sequences, the
 //      chunk-parallel path (three launches: every chunk's WY precompute, the pass over chunks
@@ -25,7 +25,7 @@
 // Requirements (checked in the launcher): Nv % Nk == 0, Dk and Dv multiples of 4 and <= 128,
 // K in [2, 4], all pointers 16-byte aligned. Not checked: state slots of one call distinct.
 // Fields added to the brief's interface: chunk_min_tokens, chunk_tf32x3, chunk_parallel,
-// chunk_value_cols, decode_split.
+// chunk_value_cols, decode_kernel, decode_blocks.
 #pragma once
 
 #include <cstdint>
@@ -72,21 +72,24 @@ struct GatedDeltaNetParams {
     // Added: value columns per block of the chunk-parallel state pass: 32 or 64 (64 only when
     // max(Dk, Dv) > 64); 0 = by shape (32 while the blocks fit in one wave over the SMs, else 64).
     int chunk_value_cols = 0;
-    // Added: the sequences below chunk_min_tokens run the token-serial recurrence split over 32
-    // value columns per block (gdn_decode.cu: more, smaller blocks, so more state bytes in flight)
-    // instead of one block per (sequence, value head) (gdn_serial.cu). 1: always, blocks of 64
-    // threads; 2: always, blocks of 128 threads (the lab's comparison); 0: never; -1: by shape (today:
-    // never, kGdnDecodeSplitByShape), 64 threads for decode-only batches (1 <= batch.max_seq_tokens <= kGdnDecodeSplitMaxTokens: plain
-    // decode, MTP verification and commit). Every kernel is correct for any such sequence, so a
-    // stale max_seq_tokens in a replayed graph only picks another kernel.
-    int decode_split = -1;
+    // Added: the kernel of the sequences below chunk_min_tokens. 0: one block per (sequence, value
+    // head), state loaded into registers, computed, stored (gdn_serial.cu); 1: persistent blocks that
+    // stream the states through a cp.async pipeline in shared memory, NS items ahead of the compute
+    // (gdn_decode.cu); -1: by shape (kernel 1 for decode-only batches, 1 <= batch.max_seq_tokens <=
+    // kGdnDecodeStreamMaxTokens: plain decode, MTP verification and commit, while
+    // kGdnDecodeStreamByShape; else kernel 0). Both are correct for any such sequence, so a stale
+    // max_seq_tokens in a replayed graph only picks the other kernel.
+    int decode_kernel = -1;
+    // Added: blocks of the streaming kernel; 0 = min(num_seqs · Nv, 2 per SM). Other values are for
+    // the lab and the emulation (e.g. 1 block that serves every item).
+    int decode_blocks = 0;
 };
 
-// decode_split = -1 would pick the column-split kernel while no sequence has more rows than this,
-// if kGdnDecodeSplitByShape were true; it is false since the H200 measured the split kernel slower
-// than the one-block-per-head kernel (bench/kernels/NOTES.md, GDN v3 measured).
-inline constexpr int kGdnDecodeSplitMaxTokens = 8;
-inline constexpr bool kGdnDecodeSplitByShape = false;
+// decode_kernel = -1 takes the streaming kernel while no sequence has more rows than this (and
+// kGdnDecodeStreamByShape). Flip kGdnDecodeStreamByShape to false to make gdn_serial.cu the default
+// again (bench/kernels/NOTES.md, GDN v4, has the H200 comparison).
+inline constexpr int kGdnDecodeStreamMaxTokens = 8;
+inline constexpr bool kGdnDecodeStreamByShape = true;
 
 // Bytes of scratch the launcher needs for T rows: the conv output [T, conv_dim] fp32, then the
 // chunk-parallel path's per-row W [Nv, Dk], P [Nv, 64], γ [Nv] and norms [2, Nk] (fp32).

@@ -109,20 +109,8 @@ __global__ void __launch_bounds__(kSerialThreads, 2) gdn_serial_kernel(RecArgs p
         const float* q = sin;
         const float* k = sin + D;
         // Norms and q·k (raw), every warp redundantly (no extra barrier).
-        float qq = 0.f, kk = 0.f, qk = 0.f;
-#pragma unroll
-        for (int e = lane; e < D; e += 32) {
-            const float qv = q[e], kv = k[e];
-            qq = fmaf(qv, qv, qq);
-            kk = fmaf(kv, kv, kk);
-            qk = fmaf(qv, kv, qk);
-        }
-#pragma unroll
-        for (int sh = 16; sh >= 1; sh >>= 1) {
-            qq += __shfl_xor_sync(0xffffffffu, qq, sh);
-            kk += __shfl_xor_sync(0xffffffffu, kk, sh);
-            qk += __shfl_xor_sync(0xffffffffu, qk, sh);
-        }
+        const QkNorms nr = qk_norms_warp<D>(q, k, lane);
+        const float qq = nr.qq, kk = nr.kk, qk = nr.qk;
         // Partial Sᵀk, Sᵀq over this thread's rows.
         float4 pk = make_float4(0.f, 0.f, 0.f, 0.f), pq = pk;
 #pragma unroll

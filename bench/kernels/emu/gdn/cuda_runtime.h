@@ -22,6 +22,7 @@
 #define __launch_bounds__(...)
 #define __shared__ static
 #define __restrict__
+#define __align__(n) __attribute__((aligned(n)))
 
 struct dim3 {
     unsigned x = 1, y = 1, z = 1;
@@ -72,11 +73,21 @@ inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int) {
 
 namespace emu {
 
+// One cp.async copy (ptx_helpers.cuh stand-in, backend/cuda/ beside this file): `bytes` from src,
+// the rest of `size` zero-filled, into the block's dynamic shared memory at byte offset dst.
+struct CpCopy {
+    uint32_t dst;
+    const void* src;
+    int bytes, size;
+};
+
 struct Fiber {
     ucontext_t ctx;
     std::vector<char> stack;
     unsigned tid = 0;
     int wait = 0;  // 0 runnable, 1 at __syncthreads, 2 at a warp collective, 3 finished
+    std::vector<CpCopy> open_group;               // cp.async copies not yet committed
+    std::vector<std::vector<CpCopy>> groups;      // committed, not yet landed (oldest first)
 };
 
 struct Block {
@@ -87,6 +98,11 @@ struct Block {
     std::vector<float4> dyn;
     std::function<void()> body;
     uint64_t xch[32][32][8];  // per warp, per lane exchange slots
+    // cp.async landing, chosen at random per block: 0 at cp.async.wait_group (the latest the
+    // hardware may: a read before the wait, or before the barrier after another thread's wait, sees
+    // stale data), 1 at issue (the earliest: a stage refilled before every thread has read it is
+    // overwritten under the readers).
+    int cp_mode = 0;
 };
 
 inline Block*& blk() { static Block* b = nullptr; return b; }
@@ -124,11 +140,14 @@ inline void run_block(unsigned nthreads, size_t dyn_bytes, const std::function<v
     B.bdim = dim3(nthreads);
     B.body = body;
     B.dyn.assign((dyn_bytes + 15) / 16, float4{NAN, NAN, NAN, NAN});  // poisoned shared memory
+    B.cp_mode = int(order_rng()() % 2);
     if (B.f.size() != nthreads) B.f = std::vector<Fiber>(nthreads);
     for (unsigned t = 0; t < nthreads; ++t) {
         Fiber& f = B.f[t];
         f.tid = t;
         f.wait = 0;
+        f.open_group.clear();
+        f.groups.clear();
         if (f.stack.empty()) f.stack.resize(256 * 1024);
         getcontext(&f.ctx);
         f.ctx.uc_stack.ss_sp = f.stack.data();
@@ -222,6 +241,46 @@ inline void launch(void (*kernel)(KArgs...), dim3 grid, unsigned block, size_t d
 }
 
 inline void* dyn_smem() { return blk()->dyn.data(); }
+
+inline uint8_t* smem_at(uint32_t off, int size) {
+    Block* b = blk();
+    if (size_t(off) + size_t(size) > b->dyn.size() * sizeof(float4)) {
+        std::fprintf(stderr, "emu: shared-memory access [%u, +%d) beyond the dynamic shared memory (%zu bytes)\n", off,
+                     size, b->dyn.size() * sizeof(float4));
+        std::abort();
+    }
+    return reinterpret_cast<uint8_t*>(b->dyn.data()) + off;
+}
+inline void cp_land(const CpCopy& c) {
+    uint8_t* d = smem_at(c.dst, c.size);
+    std::memset(d, 0, size_t(c.size));
+    if (c.bytes > 0) std::memcpy(d, c.src, size_t(c.bytes));
+}
+inline void cp_async(uint32_t dst, const void* src, int bytes, int size) {
+    if (dst % uint32_t(size) != 0 || (reinterpret_cast<uintptr_t>(src) % uintptr_t(size) != 0 && bytes > 0)) {
+        std::fprintf(stderr, "emu: misaligned cp.async of %d bytes (shared offset %u)\n", size, dst);
+        std::abort();
+    }
+    Block* b = blk();
+    const CpCopy c{dst, src, bytes, size};
+    if (b->cp_mode == 1) {
+        cp_land(c);
+        return;
+    }
+    b->f[b->cur].open_group.push_back(c);
+}
+inline void cp_commit() {
+    Fiber& f = blk()->f[blk()->cur];
+    f.groups.push_back(std::move(f.open_group));
+    f.open_group.clear();
+}
+inline void cp_wait(size_t n) {
+    Fiber& f = blk()->f[blk()->cur];
+    while (f.groups.size() > n) {
+        for (const CpCopy& c : f.groups.front()) cp_land(c);
+        f.groups.erase(f.groups.begin());
+    }
+}
 
 template <typename T>
 inline T shfl_from(T v, int src_of_lane(int lane, int arg), int arg) {

@@ -1,0 +1,34 @@
+// Emulated stand-in for src/backend/cuda/ptx_helpers.cuh in the GDN harness (cuda_runtime.h two
+// folders up; it shadows the real header through the -I order of run_emu.sh): the dynamic
+// shared-memory base and cp.async (16 and 4 bytes, commit, wait_group), landing at issue or at
+// the wait as that block's schedule says. Only what the gdn_*.cu kernels use.
+#pragma once
+
+#include <cstdint>
+
+#include "cuda_runtime.h"
+
+namespace qs::cuda::ptx {
+
+inline uint8_t* dynamic_smem() { return static_cast<uint8_t*>(::emu::dyn_smem()); }
+
+// A shared-memory address is its byte offset in the block's dynamic shared memory here.
+inline uint32_t smem_u32(const void* p) {
+    const auto* b = static_cast<const uint8_t*>(p);
+    const auto* base = dynamic_smem();
+    if (b < base) {
+        std::fprintf(stderr, "emu: smem_u32 of a pointer outside dynamic shared memory\n");
+        std::abort();
+    }
+    return uint32_t(b - base);
+}
+
+inline void cp_async16(uint32_t dst, const void* src, int src_bytes) { ::emu::cp_async(dst, src, src_bytes, 16); }
+inline void cp_async4(uint32_t dst, const void* src) { ::emu::cp_async(dst, src, 4, 4); }
+inline void cp_async_commit() { ::emu::cp_commit(); }
+template <int N>
+inline void cp_async_wait() {
+    ::emu::cp_wait(size_t(N));
+}
+
+}  // namespace qs::cuda::ptx
