@@ -90,7 +90,7 @@ int main(int argc, char** argv) {
     std::vector<int32_t> pages(size_t(g.num_blocks * block_size));
     for (int32_t& t : pages) t = int32_t(rng() % 30000);  // common ids: repeats, as in text
     std::copy(pages.begin(), pages.end(), cpu_cache.token_pages());
-    auto* st = dynamic_cast<cuda::CudaCacheStorage*>(gpu_cache->external_storage());
+    auto* st = ops.storage(gpu_cache.get());
     QS_CUDA_CHECK(cudaMemcpy(st->token_pages(), pages.data(), pages.size() * 4, cudaMemcpyHostToDevice));
     // Logits like a model's: N(0, 2.5) with a few confident tokens per row.
     std::vector<float> logits(size_t(max_rows) * size_t(kVocab));

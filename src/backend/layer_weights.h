@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "backend/linear_weight.h"
+#include "backend/weight_handle.h"
 
 namespace qs {
 
@@ -17,10 +18,10 @@ struct GdnWeights {
     LinearWeight in_proj_b;    // [linear_num_value_heads, hidden]
     LinearWeight in_proj_a;    // [linear_num_value_heads, hidden]
     LinearWeight out_proj;     // [hidden, Vdim]
-    std::vector<float> conv1d;   // [conv_dim, conv_kernel]; tap conv_kernel-1 multiplies the current token
-    std::vector<float> A_log;    // [linear_num_value_heads]
-    std::vector<float> dt_bias;  // [linear_num_value_heads]
-    std::vector<float> norm;     // [linear_value_head_dim], plain scale (not 1 + w)
+    ParamVector conv1d;   // [conv_dim, conv_kernel]; tap conv_kernel-1 multiplies the current token
+    ParamVector A_log;    // [linear_num_value_heads]
+    ParamVector dt_bias;  // [linear_num_value_heads]
+    ParamVector norm;     // [linear_value_head_dim], plain scale (not 1 + w)
 };
 
 struct ExpertWeights {
@@ -35,6 +36,9 @@ struct MoeWeights {
     std::vector<ExpertWeights> experts; // [num_experts]
     ExpertWeights shared_expert;        // intermediate = shared_expert_intermediate_size
     LinearWeight shared_expert_gate;    // [1, hidden]
+    // The backend's copy of the experts as one table (weight_handle.h: the CUDA grouped GEMM's
+    // per-expert pointer arrays); the expert linears themselves get no handles.
+    WeightHandle experts_handle{};
 };
 
 }  // namespace qs

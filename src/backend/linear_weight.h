@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/weight_handle.h"
 #include "core/dtype.h"
 
 namespace qs {
@@ -23,6 +24,9 @@ struct WeightBuffer {
     std::vector<int64_t> shape;
     const void* data = nullptr;
     std::shared_ptr<const void> owner;  // keeps `data` alive (a Checkpoint or a heap block)
+    // An embedding table's backend copy (weight_handle.h); unset for the buffers inside a
+    // LinearWeight, which the LinearWeight's handle covers. slice() leaves it unset.
+    WeightHandle handle{};
 
     int64_t numel() const;
     // A contiguous sub-range [offset, offset + numel(new_shape)) of this buffer with a new shape.
@@ -98,6 +102,8 @@ struct LinearWeight {
     IntGroupParams int_params;
     float global_scale = 1.0f;
     Nvfp4Global nvfp4_global = Nvfp4Global::kMultiply;
+    // The backend's copy of this linear (weight_handle.h); set when a WeightSet lists it.
+    WeightHandle handle{};
 
     // Writes row `row` of W (in_features values) as float32: the format's reference dequant.
     void row_to_f32(int64_t row, float* out) const;

@@ -7,7 +7,6 @@
 #include "backend/cpu/cpu_ops.h"
 #include "core/log.h"
 #ifdef QS_HAVE_CUDA
-#include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
 #endif
 
@@ -34,27 +33,25 @@ Result<int64_t> gpu_cache_budget_mb(Ops& ops, const ModelConfig& config, bool wi
                                     int64_t max_batched_tokens, const std::function<void(int64_t)>& warm_up) {
     if (!(utilization > 0.0 && utilization <= 1.0))
         return invalid_argument(fmt::format("--gpu-memory-utilization must be in (0, 1], got {}", utilization));
-#ifdef QS_HAVE_CUDA
-    auto* cuda_ops = dynamic_cast<cuda::CudaOps*>(&ops);
-    if (!cuda_ops) return invalid_argument("device_cache_budget_mb: not a GPU backend");
+    if (!ops.device_memory()) return invalid_argument("device_cache_budget_mb: not a GPU backend");
     // The CUDA cache keeps one spare page and state slot for the padding rows of graph-replayed
     // decode batches (cuda_cache.h), outside the geometry the budget is turned into.
     const CacheGeometry one = CacheGeometry::for_model(config, 1, 16, 1, true, KvCacheDtype::kBF16);
     const double spare = double(one.kv_bytes_per_block() + one.state_bytes_per_slot());
-    size_t free_b = 0, total_b = 0;
+    DeviceMemoryUse mem;
     if (max_batched_tokens > 512) {
         BatchedTokensFitInput in;
         warm_up(256);
-        in.small = {256, cuda_ops->arena_high_water()};
+        in.small = {256, ops.device_memory()->arena_high_water};
         warm_up(512);
-        in.large = {512, cuda_ops->arena_high_water()};
-        in.arena_reserved_bytes = cuda_ops->arena_reserved();
+        mem = *ops.device_memory();
+        in.large = {512, mem.arena_high_water};
+        in.arena_reserved_bytes = mem.arena_reserved;
         const CacheGeometry warm = CacheGeometry::for_model(config, 1, 16, 1, with_mtp, KvCacheDtype::kBF16);
         in.warm_cache_bytes_per_token = warm.kv_bytes_per_block() / 16;
         in.warm_cache_fixed_bytes = warm.state_bytes_per_slot() + warm.kv_bytes_per_block();
-        QS_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
-        in.free_bytes = free_b;
-        in.total_bytes = total_b;
+        in.free_bytes = mem.free_bytes;
+        in.total_bytes = mem.total_bytes;
         in.utilization = utilization;
         in.keep_bytes = size_t(64 << 20) + size_t(spare);
         in.wanted_tokens = max_batched_tokens;
@@ -64,12 +61,13 @@ Result<int64_t> gpu_cache_budget_mb(Ops& ops, const ModelConfig& config, bool wi
                  double(fit.bytes_per_token) / double(1 << 20), double(fit.available_bytes) / double(1 << 30));
         if (!fit.fits) return Status(ErrorKind::kResourceExhausted, batched_tokens_oom_message(in, fit));
     }
-    const size_t free_before = free_b;
+    const size_t free_before = mem.free_bytes;
     warm_up(max_batched_tokens);
-    QS_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+    const DeviceMemoryUse after = *ops.device_memory();
+    const size_t free_b = after.free_bytes, total_b = after.total_bytes;
     if (max_batched_tokens > 512)  // the prediction's check: what the warm-up really took
         log_info("cuda: warm-up of {} tokens took the arena to {:.2f} GiB; {:.2f} GiB more device memory held "
-                 "after it", max_batched_tokens, double(cuda_ops->arena_reserved()) / double(1 << 30),
+                 "after it", max_batched_tokens, double(after.arena_reserved) / double(1 << 30),
                  (double(free_before) - double(free_b)) / double(1 << 30));
     const double budget = double(total_b) * utilization - double(total_b - free_b) - spare;
     if (budget < double(64 << 20))
@@ -80,10 +78,6 @@ Result<int64_t> gpu_cache_budget_mb(Ops& ops, const ModelConfig& config, bool wi
                                   utilization, double(total_b - free_b) / double(1 << 30), double(total_b) / double(1 << 30),
                                   max_batched_tokens));
     return int64_t(budget / double(1 << 20));
-#else
-    (void)config, (void)with_mtp, (void)max_batched_tokens, (void)warm_up;
-    return invalid_argument("device_cache_budget_mb: this build has no GPU backend");
-#endif
 }
 
 Result<std::unique_ptr<Ops>> create_backend(const BackendOptions& options, const ModelConfig& config) {

@@ -41,15 +41,24 @@ struct CacheGeometry {
     size_t state_bytes_per_slot() const;
 };
 
+class Ops;
+
 // Cache storage that lives outside host memory (the CUDA backend's device buffers). The
-// ModelCache checks ids and delegates the slot/page copies to it; the owning backend reads its
-// own storage through ModelCache::external_storage().
+// ModelCache checks ids and delegates the slot/page copies to it. The backend that made it
+// (Ops::make_cache) names itself as its owner and reads its own storage type through
+// ModelCache::external_storage() after checking the owner (CudaOps::storage): only that backend
+// makes storage it owns, so its type is known without a dynamic_cast.
 class CacheStorage {
 public:
+    explicit CacheStorage(const Ops* owner = nullptr) : owner_(owner) {}
     virtual ~CacheStorage() = default;
+    const Ops* owner() const { return owner_; }
     virtual void reset_slot(int64_t slot) = 0;
     virtual void copy_slot(int64_t from, int64_t to) = 0;
     virtual void copy_block(int64_t from, int64_t to) = 0;
+
+private:
+    const Ops* owner_;
 };
 
 class ModelCache {

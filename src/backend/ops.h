@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "backend/forward_batch.h"
@@ -53,6 +54,15 @@ struct Replay {
     bool short_spans = false;
 };
 
+// A device backend's memory: its activation arena (the most bytes a forward held at once so
+// far, and what the arena holds from the device) and the device's free and total bytes.
+struct DeviceMemoryUse {
+    size_t arena_high_water = 0;
+    size_t arena_reserved = 0;
+    size_t free_bytes = 0;
+    size_t total_bytes = 0;
+};
+
 class Ops {
 public:
     virtual ~Ops() = default;
@@ -85,9 +95,14 @@ public:
     virtual std::unique_ptr<ModelCache> make_cache(const CacheGeometry& g) {
         return std::make_unique<ModelCache>(g, needs_cache_storage());
     }
-    // Moves the weights into the backend's memory before the first forward (CUDA: upload). The
-    // weights the set points to must outlive the backend and keep their addresses.
+    // Moves the weights into the backend's memory before the first forward (CUDA: uploads each
+    // view and files the copy at the view's WeightHandle, which the set wrote: the ops then read
+    // it from the view they are handed). The weights the set points to must outlive the backend
+    // and keep their addresses. The CPU backend reads the host views and needs nothing here.
     virtual void prepare_weights(const WeightSet& w) {}
+    // A device backend's memory as it stands (the GPU cache budget is sized from it:
+    // make_backend.h, gpu_cache_budget_mb); nullopt for host backends.
+    virtual std::optional<DeviceMemoryUse> device_memory() { return std::nullopt; }
     // Called once at the start of every forward with the batch the following ops will see
     // (CUDA: uploads token ids, positions and block tables once instead of per op). Returns the
     // number of rows the forward's ops run over: batch.num_tokens(), or more when the forward is
@@ -116,7 +131,7 @@ public:
     // x[t] = table[ids[t]]. table [vocab, hidden]; x [T, hidden].
     virtual void embed(const WeightBuffer& table, const int32_t* ids, int64_t T, float* x) = 0;
     // Zero-centred RMSNorm: y = x * rsqrt(mean(x²) + eps) * (1 + w). x, y [T, n]; w [n].
-    virtual void rms_norm_zc(const float* x, const float* w, int64_t T, int64_t n, double eps, float* y) = 0;
+    virtual void rms_norm_zc(const float* x, const ParamVector& w, int64_t T, int64_t n, double eps, float* y) = 0;
     // y = x · Wᵀ for selected rows: x [T, in], y [T, out].
     virtual void linear(const float* x, int64_t T, const LinearWeight& w, float* y) = 0;
     // out[r] = index of the largest of x[r, 0..n) (the first one on ties), for x [R, n] in the
@@ -141,8 +156,8 @@ public:
     // head), k, v [T, kv_heads, head_dim]: q/k norm, partial RoPE, store k/v into the paged cache
     // at each row's position, causal attention over the cache, and o = attn ⊙ sigmoid(gate).
     // out [T, heads * head_dim].
-    virtual void gated_attention(const float* qg, float* k, const float* v, const std::vector<float>& q_norm,
-                                 const std::vector<float>& k_norm, const AttentionDims& d,
+    virtual void gated_attention(const float* qg, float* k, const float* v, const ParamVector& q_norm,
+                                 const ParamVector& k_norm, const AttentionDims& d,
                                  const ForwardBatch& batch, const int32_t* positions, ModelCache& cache,
                                  int64_t kv_layer, float* out) = 0;
 

@@ -64,7 +64,7 @@ Result<BackendOptions> backend_options_from_args(const Args& args, const EngineC
 }
 
 Result<std::unique_ptr<Ops>> make_backend_from_args(const Args& args, const EngineConfig& engine,
-                                                    const ModelWeights& weights) {
+                                                    ModelWeights& weights) {
     QS_ASSIGN_OR_RETURN(BackendOptions o, backend_options_from_args(args, engine));
     if (o.tensor_parallel_size > 1)
         return invalid_argument("--tensor-parallel-size is only for serve (this command runs one backend)");

@@ -25,6 +25,6 @@ Result<BackendOptions> backend_options_from_args(const Args& args, const EngineC
 // Creates the backend the options name, with the weights prepared for it (one backend: an error
 // for --tensor-parallel-size > 1, which serve builds with make_tensor_parallel_runner).
 Result<std::unique_ptr<Ops>> make_backend_from_args(const Args& args, const EngineConfig& engine,
-                                                    const ModelWeights& weights);
+                                                    ModelWeights& weights);
 
 }  // namespace qs::cli

@@ -25,7 +25,7 @@ Result<int64_t> device_cache_budget_mb(Ops& ops, const ModelWeights& weights, in
                                });
 }
 
-Result<std::unique_ptr<Ops>> make_backend(const BackendOptions& options, const ModelWeights& weights) {
+Result<std::unique_ptr<Ops>> make_backend(const BackendOptions& options, ModelWeights& weights) {
     QS_ASSIGN_OR_RETURN(std::unique_ptr<Ops> ops, create_backend(options, weights.config));
     ops->prepare_weights(weight_set(weights));
     return ops;
@@ -54,7 +54,7 @@ Result<std::unique_ptr<ModelRunner>> make_tensor_parallel_runner(const BackendOp
         return invalid_argument("--device must be 'cpu' or 'cuda', got '" + options.device + "'");
     auto group = std::make_shared<InProcessGroup>(int(n));
     RankBackendFactory f;
-    f.make_ops = [options](int, const ModelWeights& shard) { return make_backend(options, shard); };
+    f.make_ops = [options](int, ModelWeights& shard) { return make_backend(options, shard); };
     f.make_collective = [group](int r, Ops&) -> Result<Collective*> { return &group->rank(r); };
     QS_ASSIGN_OR_RETURN(std::unique_ptr<TensorParallelRunner> runner,
                         TensorParallelRunner::create(weights, int(n), std::move(f), options.expert_parallel));

@@ -18,9 +18,10 @@ namespace qs {
 Result<int64_t> device_cache_budget_mb(Ops& ops, const ModelWeights& weights, int64_t max_batched_tokens,
                                        double utilization);
 
-// Creates the backend and uploads/prepares `weights` for it (they must outlive it). Errors name
+// Creates the backend and uploads/prepares `weights` for it (they must outlive it; their views
+// get the handles the backend files its copies under: backend/weight_handle.h). Errors name
 // the problem: unknown device, a build without CUDA, no GPU.
-Result<std::unique_ptr<Ops>> make_backend(const BackendOptions& options, const ModelWeights& weights);
+Result<std::unique_ptr<Ops>> make_backend(const BackendOptions& options, ModelWeights& weights);
 
 // The tensor-parallel group of options.tensor_parallel_size ranks (> 1) the engine runs `weights`
 // on (they must outlive it): on the CPU backend, one thread per rank with an in-process

@@ -23,7 +23,7 @@ void Qwen36Model::decoder_layer(const DecoderLayerWeights& l, float* x, int64_t 
     const size_t layer_mark = ops_.mark();  // everything below is this layer's temporaries
     float* h = ops_.alloc(T * H);    // [T, H]
     float* out = ops_.alloc(T * H);  // [T, H]
-    ops_.rms_norm_zc(x, l.input_layernorm.data(), T, H, c.rms_norm_eps, h);
+    ops_.rms_norm_zc(x, l.input_layernorm, T, H, c.rms_norm_eps, h);
     if (l.type == LayerType::kFullAttention) {
         const AttentionDims& d = attn_dims_;
         float* qg = ops_.alloc(T * c.q_proj_out());                // [T, heads, 2*head_dim]
@@ -52,7 +52,7 @@ void Qwen36Model::decoder_layer(const DecoderLayerWeights& l, float* x, int64_t 
         reduce(out, T * H);
     }
     ops_.add(x, out, T * H);
-    ops_.rms_norm_zc(x, l.post_attention_layernorm.data(), T, H, c.rms_norm_eps, h);
+    ops_.rms_norm_zc(x, l.post_attention_layernorm, T, H, c.rms_norm_eps, h);
     ops_.moe(h, T, l.moe, c.num_experts_per_tok, c.norm_topk_prob, out);
     reduce(out, T * H);  // tensor parallel: each rank's slice of every expert's intermediate
     ops_.add(x, out, T * H);
@@ -176,7 +176,7 @@ Qwen36Model::Output Qwen36Model::forward(const ForwardBatch& batch, ModelCache& 
             decoder_layer(l, x, T, batch, positions.data(), cache, kv_layer, gdn_layer);
             (l.type == LayerType::kFullAttention ? kv_layer : gdn_layer) += 1;
         }
-        ops_.rms_norm_zc(x, w_.norm.data(), T, H, c.rms_norm_eps, x);
+        ops_.rms_norm_zc(x, w_.norm, T, H, c.rms_norm_eps, x);
         return x;
     });
     return finish(x_final, batch, want_hidden ? HiddenOut::kAllRows : HiddenOut::kNone, std::move(recycled));
@@ -257,12 +257,12 @@ Qwen36Model::Output Qwen36Model::mtp_forward(const ForwardBatch& batch, const fl
             ops_.gather_rows(hidden, hidden_rows.data(), B, H, hid);
         }
         if (T > B) ops_.fill_zero(hid + B * H, (T - B) * H);
-        ops_.rms_norm_zc(e, m.pre_fc_norm_embedding.data(), T, H, c.rms_norm_eps, e);
-        ops_.rms_norm_zc(hid, m.pre_fc_norm_hidden.data(), T, H, c.rms_norm_eps, hid);
+        ops_.rms_norm_zc(e, m.pre_fc_norm_embedding, T, H, c.rms_norm_eps, e);
+        ops_.rms_norm_zc(hid, m.pre_fc_norm_hidden, T, H, c.rms_norm_eps, hid);
         ops_.concat_columns(e, hid, T, H, u);
         ops_.linear(u, T, m.fc, x);
         decoder_layer(m.layer, x, T, batch, positions.data(), cache, mtp_kv_layer(), -1);
-        ops_.rms_norm_zc(x, m.norm.data(), T, H, c.rms_norm_eps, x);
+        ops_.rms_norm_zc(x, m.norm, T, H, c.rms_norm_eps, x);
         return x;
     });
     return finish(x_final, batch, want_hidden ? HiddenOut::kLogitsRows : HiddenOut::kNone, std::move(recycled));

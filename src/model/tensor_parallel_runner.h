@@ -25,7 +25,7 @@ namespace qs {
 // Collective, which the factory's own state owns (the runner keeps the functions, and so that
 // state, until every rank is gone).
 struct RankBackendFactory {
-    std::function<Result<std::unique_ptr<Ops>>(int rank, const ModelWeights& shard)> make_ops;
+    std::function<Result<std::unique_ptr<Ops>>(int rank, ModelWeights& shard)> make_ops;
     std::function<Result<Collective*>(int rank, Ops& ops)> make_collective;
 };
 

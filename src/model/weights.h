@@ -27,14 +27,14 @@ struct AttentionWeights {
     LinearWeight k_proj;  // [num_kv_heads * head_dim, hidden]
     LinearWeight v_proj;  // [num_kv_heads * head_dim, hidden]
     LinearWeight o_proj;  // [hidden, num_heads * head_dim]
-    std::vector<float> q_norm;  // [head_dim], zero-centred (scale 1 + w)
-    std::vector<float> k_norm;  // [head_dim], zero-centred
+    ParamVector q_norm;  // [head_dim], zero-centred (scale 1 + w)
+    ParamVector k_norm;  // [head_dim], zero-centred
 };
 
 struct DecoderLayerWeights {
     LayerType type = LayerType::kLinearAttention;
-    std::vector<float> input_layernorm;           // [hidden], zero-centred
-    std::vector<float> post_attention_layernorm;  // [hidden], zero-centred
+    ParamVector input_layernorm;           // [hidden], zero-centred
+    ParamVector post_attention_layernorm;  // [hidden], zero-centred
     AttentionWeights attn;  // when type == kFullAttention
     GdnWeights gdn;         // when type == kLinearAttention
     MoeWeights moe;
@@ -43,18 +43,18 @@ struct DecoderLayerWeights {
 // The MTP draft block (spec §3): shares embed_tokens and lm_head with the main model.
 struct MtpWeights {
     bool present = false;
-    std::vector<float> pre_fc_norm_embedding;  // [hidden], zero-centred
-    std::vector<float> pre_fc_norm_hidden;     // [hidden], zero-centred
+    ParamVector pre_fc_norm_embedding;  // [hidden], zero-centred
+    ParamVector pre_fc_norm_hidden;     // [hidden], zero-centred
     LinearWeight fc;                           // [hidden, 2 * hidden]; input = [embedding ; hidden]
     DecoderLayerWeights layer;                 // a full-attention MoE decoder layer
-    std::vector<float> norm;                   // [hidden], zero-centred
+    ParamVector norm;                   // [hidden], zero-centred
 };
 
 struct ModelWeights {
     ModelConfig config;
     WeightBuffer embed_tokens;  // [vocab_size, hidden]
     std::vector<DecoderLayerWeights> layers;
-    std::vector<float> norm;  // [hidden], zero-centred final norm
+    ParamVector norm;  // [hidden], zero-centred final norm
     LinearWeight lm_head;     // [vocab_size, hidden]
     MtpWeights mtp;
     // The vision tower (model.visual.*), when the config has a vision_config and the checkpoint
@@ -96,7 +96,8 @@ ModelWeights make_shape_only_weights(const ModelConfig& config, bool with_mtp);
 // Every weight Qwen36Model's forward and MTP step pass to the ops, for Ops::prepare_weights:
 // embed_tokens, then per layer its norms, attention linears and q/k norms or its GDN block, and
 // its MoE block; the final norm, lm_head, then the MTP block's when present. Points into `w`,
-// which must outlive the backend the set is prepared on.
-WeightSet weight_set(const ModelWeights& w);
+// which must outlive the backend the set is prepared on, and numbers its views (writes their
+// WeightHandles: backend/weight_handle.h), the same numbers every time for the same weights.
+WeightSet weight_set(ModelWeights& w);
 
 }  // namespace qs

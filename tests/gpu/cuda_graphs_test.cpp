@@ -25,7 +25,7 @@ struct Decoder {
     Qwen36Model model;
     std::unique_ptr<ModelCache> cache;
 
-    Decoder(const ModelWeights& w, const cuda::CudaOptions& o, int64_t num_seqs) : ops(o), model(w, ops) {
+    Decoder(ModelWeights& w, const cuda::CudaOptions& o, int64_t num_seqs) : ops(o), model(w, ops) {
         ops.prepare_weights(weight_set(w));
         cache = ops.make_cache(CacheGeometry::for_model(w.config, num_seqs * kPagesPerSeq, kBlockSize, num_seqs,
                                                         /*with_mtp=*/false, KvCacheDtype::kBF16));

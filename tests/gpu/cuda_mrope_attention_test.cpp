@@ -60,7 +60,7 @@ class CudaMrope : public ::testing::TestWithParam<std::string> {};
 TEST_P(CudaMrope, GatedAttentionEqualsCpu) {
     QS_REQUIRE_GPU();
     const ModelConfig c = GetParam() == "tiny" ? tiny_model_config() : real_shapes();
-    const ModelWeights weights = make_dummy_weights(c, 77, /*with_mtp=*/false);
+    ModelWeights weights = make_dummy_weights(c, 77, /*with_mtp=*/false);
     cuda::CudaOptions o;
     o.poison = true;
     cuda::CudaOps gpu(o);
@@ -147,7 +147,7 @@ TEST_P(CudaMrope, GatedAttentionEqualsCpu) {
                         normalised_error(ref_plain, ref));
             EXPECT_LT(err, bound) << "out " << what;
             EXPECT_GT(normalised_error(ref_plain, ref), std::max(bound, 5 * err)) << "M-RoPE changes nothing in " << what;
-            auto* st = static_cast<cuda::CudaCacheStorage*>(gpu_cache->external_storage());
+            auto* st = gpu.storage(gpu_cache.get());
             const size_t n = size_t(g.num_blocks * bs * g.num_kv_heads * g.head_dim);
             const int elem = kv == KvCacheDtype::kBF16 ? 2 : 1;
             const std::vector<float> k_ref(cpu_cache.k(0), cpu_cache.k(0) + n);

@@ -102,15 +102,15 @@ TEST_P(CudaOpsParity, RowOps) {
     const int64_t T = 37, H = config_.hidden_size;
     const auto x = gpu_test::random_floats(size_t(T * H), rng_);
     const auto y = gpu_test::random_floats(size_t(T * H), rng_);
-    const std::vector<float>& w = weights_->layers[0].input_layernorm;
+    const ParamVector& w = weights_->layers[0].input_layernorm;
 
     std::vector<float> ref(size_t(T * H));
-    cpu_.rms_norm_zc(x.data(), w.data(), T, H, config_.rms_norm_eps, ref.data());
+    cpu_.rms_norm_zc(x.data(), w, T, H, config_.rms_norm_eps, ref.data());
     float* dx = gpu_test::to_device(*gpu_, x);
     float* dy = gpu_->alloc(T * H);
-    gpu_->rms_norm_zc(dx, w.data(), T, H, config_.rms_norm_eps, dy);
+    gpu_->rms_norm_zc(dx, w, T, H, config_.rms_norm_eps, dy);
     EXPECT_LT(normalised_error(gpu_test::to_host(*gpu_, dy, ref.size()), ref), kFp32Bound) << "rms_norm_zc";
-    gpu_->rms_norm_zc(dx, w.data(), T, H, config_.rms_norm_eps, dx);  // in place, as the final norm runs
+    gpu_->rms_norm_zc(dx, w, T, H, config_.rms_norm_eps, dx);  // in place, as the final norm runs
     EXPECT_LT(normalised_error(gpu_test::to_host(*gpu_, dx, ref.size()), ref), kFp32Bound) << "rms_norm_zc in place";
 
     std::vector<float> sum = x;
@@ -197,7 +197,7 @@ TEST_P(CudaOpsParity, Linear) {
 // tiny model) take the dequant path: W and x rounded to bf16, kBf16Bound.
 TEST_P(CudaOpsParity, Fp8BlockLinear) {
     constexpr double kFp8ActBound = 4e-2;
-    const ModelWeights w8 = make_dummy_weights(config_, 78, /*with_mtp=*/false, WeightFormat::kFP8Block);
+    ModelWeights w8 = make_dummy_weights(config_, 78, /*with_mtp=*/false, WeightFormat::kFP8Block);
     cuda::CudaOptions o;
     o.poison = true;
     cuda::CudaOps gpu(o);
@@ -346,7 +346,7 @@ TEST_P(CudaOpsParity, GatedAttentionWithPagedCache) {
             // (1/16 relative) moves scores more than bf16's 1/256.
             const double bound = kv == KvCacheDtype::kBF16 ? 5e-3 : 2e-2;
             EXPECT_LT(normalised_error(gpu_test::to_host(*gpu_, out, ref.size()), ref), bound) << "out " << what;
-            auto* st = static_cast<cuda::CudaCacheStorage*>(gpu_cache->external_storage());
+            auto* st = gpu_->storage(gpu_cache.get());
             const size_t n = size_t(g.num_blocks * bs * g.num_kv_heads * g.head_dim);
             const int elem = kv == KvCacheDtype::kBF16 ? 2 : 1;
             const std::vector<float> k_ref(cpu_cache.k(0), cpu_cache.k(0) + n), v_ref(cpu_cache.v(0), cpu_cache.v(0) + n);
@@ -406,7 +406,7 @@ TEST_P(CudaOpsParity, GatedDeltaNetWithStateSlots) {
             // bf16 state storage rounds the state once per call (math stays fp32).
             const double bound = ssm_bf16 ? 1e-2 : kFp32Bound;
             EXPECT_LT(normalised_error(gpu_test::to_host(gpu, out, ref.size()), ref), bound) << "out " << what;
-            auto* st = static_cast<cuda::CudaCacheStorage*>(gpu_cache->external_storage());
+            auto* st = gpu.storage(gpu_cache.get());
             const size_t nc = size_t(g.num_state_slots * g.conv_window * g.conv_dim);
             const size_t ns = size_t(g.num_state_slots * g.num_value_heads * g.key_head_dim * g.value_head_dim);
             EXPECT_LT(normalised_error(gpu_test::read_device(st->conv(0), nc, 4),
@@ -425,7 +425,7 @@ TEST_P(CudaOpsParity, GatedDeltaNetWithStateSlots) {
 TEST_P(CudaOpsParity, CacheSlotAndPageCopies) {
     const CacheGeometry g = CacheGeometry::for_model(config_, 6, 16, 3, false, KvCacheDtype::kBF16);
     auto cache = gpu_->make_cache(g);
-    auto* st = static_cast<cuda::CudaCacheStorage*>(cache->external_storage());
+    auto* st = gpu_->storage(cache.get());
     const size_t slot = size_t(g.num_value_heads * g.key_head_dim * g.value_head_dim);
     const auto values = gpu_test::random_floats(slot, rng_);
     QS_CUDA_CHECK(cudaMemcpy(static_cast<float*>(st->ssm(0)) + slot, values.data(), slot * 4, cudaMemcpyHostToDevice));

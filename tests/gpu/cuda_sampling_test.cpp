@@ -60,7 +60,7 @@ TEST(CudaSampling, MatchesTheCpuSpecification) {
         std::vector<int32_t> pages(size_t(g.num_blocks * g.block_size));
         for (int32_t& t : pages) t = int32_t(rng() % 64) * int32_t(V / 64);
         std::copy(pages.begin(), pages.end(), cpu_cache.token_pages());
-        auto* st = dynamic_cast<cuda::CudaCacheStorage*>(gpu_cache->external_storage());
+        auto* st = ops.storage(gpu_cache.get());
         ASSERT_NE(st, nullptr);
         QS_CUDA_CHECK(cudaMemcpy(st->token_pages(), pages.data(), pages.size() * 4, cudaMemcpyHostToDevice));
 

@@ -40,8 +40,8 @@ void apply_rope(float* x, int64_t rotary_dim, const int32_t pos[3], const Attent
 
 }  // namespace
 
-void CpuOps::gated_attention(const float* qg, float* k, const float* v, const std::vector<float>& q_norm,
-                             const std::vector<float>& k_norm, const AttentionDims& d, const ForwardBatch& batch,
+void CpuOps::gated_attention(const float* qg, float* k, const float* v, const ParamVector& q_norm,
+                             const ParamVector& k_norm, const AttentionDims& d, const ForwardBatch& batch,
                              const int32_t* positions, ModelCache& cache, int64_t kv_layer, float* out) {
     const int64_t Hq = d.num_heads, Hkv = d.num_kv_heads, D = d.head_dim;
     const CacheGeometry& g = cache.geometry();

@@ -69,10 +69,10 @@ float round_for_kv(float x, KvCacheDtype t) {
 
 }  // namespace cpu
 
-void CpuOps::rms_norm_zc(const float* x, const float* w, int64_t T, int64_t n, double eps, float* y) {
+void CpuOps::rms_norm_zc(const float* x, const ParamVector& w, int64_t T, int64_t n, double eps, float* y) {
     for (int64_t t = 0; t < T; ++t) {
         if (y != x) std::memcpy(y + t * n, x + t * n, size_t(n) * sizeof(float));
-        cpu::rms_norm_zc_row(y + t * n, w, n, eps);
+        cpu::rms_norm_zc_row(y + t * n, w.data(), n, eps);
     }
 }
 

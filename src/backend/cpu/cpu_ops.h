@@ -26,15 +26,15 @@ public:
     void copy_from_host(const float* src, int64_t n, float* dst) override { std::copy_n(src, n, dst); }
 
     void embed(const WeightBuffer& table, const int32_t* ids, int64_t T, float* x) override;
-    void rms_norm_zc(const float* x, const float* w, int64_t T, int64_t n, double eps, float* y) override;
+    void rms_norm_zc(const float* x, const ParamVector& w, int64_t T, int64_t n, double eps, float* y) override;
     void linear(const float* x, int64_t T, const LinearWeight& w, float* y) override;
     void sample(float* logits, int64_t V, const SamplingBatch& batch, ModelCache& cache, SampleOutput& out) override;
     void add(float* x, const float* y, int64_t n) override;
     void fill_zero(float* x, int64_t n) override;
     void gather_rows(const float* src, const int32_t* rows, int64_t R, int64_t n, float* out) override;
     void concat_columns(const float* a, const float* b, int64_t T, int64_t n, float* out) override;
-    void gated_attention(const float* qg, float* k, const float* v, const std::vector<float>& q_norm,
-                         const std::vector<float>& k_norm, const AttentionDims& d, const ForwardBatch& batch,
+    void gated_attention(const float* qg, float* k, const float* v, const ParamVector& q_norm,
+                         const ParamVector& k_norm, const AttentionDims& d, const ForwardBatch& batch,
                          const int32_t* positions, ModelCache& cache, int64_t kv_layer, float* out) override;
     void gated_delta_net(const float* qkv, const float* z, const float* b, const float* a, const GdnWeights& w,
                          const GdnDims& d, const ForwardBatch& batch, ModelCache& cache, int64_t gdn_layer,

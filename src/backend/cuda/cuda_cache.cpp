@@ -12,8 +12,8 @@ namespace {
 std::atomic<uint64_t> next_storage_id{1};
 }
 
-CudaCacheStorage::CudaCacheStorage(const CacheGeometry& g, bool ssm_bf16, cudaStream_t stream)
-    : g_(g), id_(next_storage_id++), ssm_bf16_(ssm_bf16), stream_(stream) {
+CudaCacheStorage::CudaCacheStorage(const Ops* owner, const CacheGeometry& g, bool ssm_bf16, cudaStream_t stream)
+    : CacheStorage(owner), g_(g), id_(next_storage_id++), ssm_bf16_(ssm_bf16), stream_(stream) {
     kv_dtype_ = g.kv_dtype == KvCacheDtype::kBF16   ? DeviceKvDtype::kBF16
                 : g.kv_dtype == KvCacheDtype::kF32 ? DeviceKvDtype::kF32
                                                    : DeviceKvDtype::kFP8E4M3;

@@ -20,7 +20,8 @@ namespace qs::cuda {
 
 class CudaCacheStorage final : public CacheStorage {
 public:
-    CudaCacheStorage(const CacheGeometry& g, bool ssm_bf16, cudaStream_t stream);
+    // `owner`: the CudaOps that makes it (CudaOps::make_cache) and alone reads it.
+    CudaCacheStorage(const Ops* owner, const CacheGeometry& g, bool ssm_bf16, cudaStream_t stream);
 
     void* k(int64_t kv_layer) const { return bytes_at(k_, kv_layer * kv_layer_bytes_); }
     void* v(int64_t kv_layer) const { return bytes_at(v_, kv_layer * kv_layer_bytes_); }

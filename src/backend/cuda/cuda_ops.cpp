@@ -113,7 +113,7 @@ void CudaOps::synchronize() { QS_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
 
 std::unique_ptr<ModelCache> CudaOps::make_cache(const CacheGeometry& g) {
     // bf16 state when the backend was made so or the geometry (the engine's plan) asks for it.
-    return std::make_unique<ModelCache>(g, std::make_unique<CudaCacheStorage>(g, options_.ssm_bf16 || g.state_bf16, stream_));
+    return std::make_unique<ModelCache>(g, std::make_unique<CudaCacheStorage>(this, g, options_.ssm_bf16 || g.state_bf16, stream_));
 }
 
 void CudaOps::prepare_weights(const WeightSet& w) {
@@ -121,9 +121,17 @@ void CudaOps::prepare_weights(const WeightSet& w) {
     const std::string why = cuda_unsupported_reason(*w.config);
     QS_CHECK_MSG(why.empty(), why.c_str());
     weights_.upload(w, stream_, options_.reference_precision);
-    lm_head_ = w.lm_head->weight.data;
+    lm_head_ = w.lm_head->handle.index;
     QS_CUDA_CHECK(cudaStreamSynchronize(stream_));
     graphs_possible_ = true;  // every op of a forward's layers only enqueues work
+}
+
+std::optional<DeviceMemoryUse> CudaOps::device_memory() {
+    DeviceMemoryUse m;
+    m.arena_high_water = arena_.high_water();
+    m.arena_reserved = arena_.reserved();
+    QS_CUDA_CHECK(cudaMemGetInfo(&m.free_bytes, &m.total_bytes));
+    return m;
 }
 
 int32_t* CudaOps::upload_ints(const int32_t* host, int64_t n) {
@@ -133,18 +141,17 @@ int32_t* CudaOps::upload_ints(const int32_t* host, int64_t n) {
     return d;
 }
 
-namespace {
-// The device storage of a cache made by CudaOps::make_cache (null for any other cache).
-CudaCacheStorage* cuda_storage(ModelCache* cache) {
-    return cache ? dynamic_cast<CudaCacheStorage*>(cache->external_storage()) : nullptr;
+CudaCacheStorage* CudaOps::storage(ModelCache* cache) const {
+    CacheStorage* s = cache ? cache->external_storage() : nullptr;
+    // make_cache is the only maker of storage this backend owns, and it makes CudaCacheStorage.
+    return s && s->owner() == this ? static_cast<CudaCacheStorage*>(s) : nullptr;
 }
 
-CudaCacheStorage& checked_cuda_storage(ModelCache& cache) {
-    CudaCacheStorage* st = cuda_storage(&cache);
-    QS_CHECK_MSG(st != nullptr, "CudaOps needs a cache made by CudaOps::make_cache");
+CudaCacheStorage& CudaOps::checked_storage(ModelCache& cache) const {
+    CudaCacheStorage* st = storage(&cache);
+    QS_CHECK_MSG(st != nullptr, "CudaOps needs a cache made by its own make_cache");
     return *st;
 }
-}  // namespace
 
 CudaOps::GraphShape CudaOps::graph_shape(const ForwardBatch& batch, const Replay& replay,
                                          const CudaCacheStorage* storage) const {
@@ -197,10 +204,10 @@ void CudaOps::plan_stash(const ForwardBatch& batch, int64_t rows, bool whole_bat
 int64_t CudaOps::begin_forward(const ForwardBatch& batch, const int32_t* positions, const Replay& replay) {
     arena_.set_label("the batch upload");
     const int64_t T = batch.num_tokens(), S = int64_t(batch.seqs.size());
-    const CudaCacheStorage* storage = cuda_storage(replay.cache);
+    const CudaCacheStorage* replay_storage = storage(replay.cache);
     // A batch that runs as a graph gets dummy sequences of `stride` rows each up to the padded
     // number of sequences, in the cache's spare page and slot (cuda_cache.h).
-    const GraphShape shape = graph_shape(batch, replay, storage);
+    const GraphShape shape = graph_shape(batch, replay, replay_storage);
     const int64_t rows = std::max(T, shape.seqs * shape.stride), num_seqs = std::max(S, shape.seqs);
     int64_t num_pages = rows > T ? 1 : 0;  // the padding's one page id
     for (const SeqSpan& s : batch.seqs) num_pages += int64_t(s.block_table.size());
@@ -241,7 +248,7 @@ int64_t CudaOps::begin_forward(const ForwardBatch& batch, const int32_t* positio
     if (shape.seqs > 0) {
         // The launches may depend on max_seq_tokens: fixed by the shape, not by the spans.
         max_seq_tokens = shape.stride;
-        if (rows > T) pages[page_offset] = storage->pad_block();
+        if (rows > T) pages[page_offset] = replay_storage->pad_block();
         for (int64_t i = S; i < num_seqs; ++i) {
             const int32_t r0 = int32_t(i) * shape.stride;
             for (int32_t r = 0; r < shape.stride; ++r) {
@@ -249,7 +256,7 @@ int64_t CudaOps::begin_forward(const ForwardBatch& batch, const int32_t* positio
                 pos[r0 + r] = r;
                 row_seq[r0 + r] = int32_t(i);
             }
-            seqs[i] = DeviceSeq{r0, shape.stride, 0, storage->pad_slot(), page_offset, 1, 0};
+            seqs[i] = DeviceSeq{r0, shape.stride, 0, replay_storage->pad_slot(), page_offset, 1, 0};
         }
     }
     // Rotary positions: the 1-D positions in all three streams (padding rows included), the
@@ -277,7 +284,7 @@ int64_t CudaOps::begin_forward(const ForwardBatch& batch, const int32_t* positio
     replay_pending_ = shape.seqs > 0 && !options_.pad_without_graphs;
     if (replay_pending_) {
         const DeviceArena::Mark m = arena_.mark();
-        graph_key_ = ForwardGraphs::Key{rows, shape.stride, replay.short_spans, replay.variant, storage->id(),
+        graph_key_ = ForwardGraphs::Key{rows, shape.stride, replay.short_spans, replay.variant, replay_storage->id(),
                                         m.chunk, m.used};
     }
     return rows;
@@ -308,13 +315,13 @@ void CudaOps::embed(const WeightBuffer& table, const int32_t* ids, int64_t T, fl
     launch_embed(t.data, t.dtype, d_ids, T, table.shape.at(1), x, stream_);
 }
 
-void CudaOps::rms_norm_zc(const float* x, const float* w, int64_t T, int64_t n, double eps, float* y) {
+void CudaOps::rms_norm_zc(const float* x, const ParamVector& w, int64_t T, int64_t n, double eps, float* y) {
     const auto prof = op_scope("rms_norm");
     launch_rms_norm_zc(x, weights_.vec(w), T, n, float(eps), y, stream_);
 }
 
 void CudaOps::linear(const float* x, int64_t T, const LinearWeight& w, float* y) {
-    const auto prof = op_scope(w.weight.data == lm_head_ ? "lm_head" : "linear");
+    const auto prof = op_scope(w.handle.index == lm_head_ ? "lm_head" : "linear");
     gemm_->linear(weights_.linear(w), x, T, y, arena_, stream_);
 }
 
@@ -345,12 +352,12 @@ void CudaOps::concat_columns(const float* a, const float* b, int64_t T, int64_t 
     launch_concat_columns(a, b, T, n, out, stream_);
 }
 
-void CudaOps::gated_attention(const float* qg, float* k, const float* v, const std::vector<float>& q_norm,
-                              const std::vector<float>& k_norm, const AttentionDims& d, const ForwardBatch& batch,
+void CudaOps::gated_attention(const float* qg, float* k, const float* v, const ParamVector& q_norm,
+                              const ParamVector& k_norm, const AttentionDims& d, const ForwardBatch& batch,
                               const int32_t* positions, ModelCache& cache, int64_t kv_layer, float* out) {
     const auto prof = op_scope("attention");
     check_batch(batch);
-    CudaCacheStorage& st = checked_cuda_storage(cache);
+    CudaCacheStorage& st = checked_storage(cache);
     const CacheGeometry& g = cache.geometry();
     GatedAttentionParams p{};
     p.qg = qg;
@@ -392,7 +399,7 @@ void CudaOps::gated_delta_net(const float* qkv, const float* z, const float* b, 
                               float* out) {
     const auto prof = op_scope("gated_delta_net");
     check_batch(batch);
-    CudaCacheStorage& st = checked_cuda_storage(cache);
+    CudaCacheStorage& st = checked_storage(cache);
     GatedDeltaNetParams p{};
     p.qkv = qkv;
     p.z = z;

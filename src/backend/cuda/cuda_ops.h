@@ -72,6 +72,7 @@ public:
                       float* blocks_out = nullptr) override;
     std::unique_ptr<ModelCache> make_cache(const CacheGeometry& g) override;
     void prepare_weights(const WeightSet& w) override;
+    std::optional<DeviceMemoryUse> device_memory() override;
     int64_t begin_forward(const ForwardBatch& batch, const int32_t* positions, const Replay& replay = {}) override;
     float* run_layers(const std::function<float*()>& layers) override;
     std::vector<int64_t> graph_batch_sizes() const override;
@@ -79,7 +80,7 @@ public:
     void synchronize() override;
 
     void embed(const WeightBuffer& table, const int32_t* ids, int64_t T, float* x) override;
-    void rms_norm_zc(const float* x, const float* w, int64_t T, int64_t n, double eps, float* y) override;
+    void rms_norm_zc(const float* x, const ParamVector& w, int64_t T, int64_t n, double eps, float* y) override;
     void linear(const float* x, int64_t T, const LinearWeight& w, float* y) override;
     void argmax_rows(const float* x, int64_t R, int64_t n, int32_t* out) override;
     void sample(float* logits, int64_t V, const SamplingBatch& batch, ModelCache& cache, SampleOutput& out) override;
@@ -88,8 +89,8 @@ public:
     void fill_zero(float* x, int64_t n) override;
     void gather_rows(const float* src, const int32_t* rows, int64_t R, int64_t n, float* out) override;
     void concat_columns(const float* a, const float* b, int64_t T, int64_t n, float* out) override;
-    void gated_attention(const float* qg, float* k, const float* v, const std::vector<float>& q_norm,
-                         const std::vector<float>& k_norm, const AttentionDims& d, const ForwardBatch& batch,
+    void gated_attention(const float* qg, float* k, const float* v, const ParamVector& q_norm,
+                         const ParamVector& k_norm, const AttentionDims& d, const ForwardBatch& batch,
                          const int32_t* positions, ModelCache& cache, int64_t kv_layer, float* out) override;
     void gated_delta_net(const float* qkv, const float* z, const float* b, const float* a, const GdnWeights& w,
                          const GdnDims& d, const ForwardBatch& batch, ModelCache& cache, int64_t gdn_layer,
@@ -99,6 +100,10 @@ public:
     void moe(const float* x, int64_t T, const MoeWeights& w, int64_t top_k, bool norm_topk_prob, float* y) override;
 
     cudaStream_t stream() const { return stream_; }
+    // The device storage of a cache this backend made (make_cache); null for any other cache
+    // (another backend's, or a host one). checked_storage: the same, a QS_CHECK when it is not.
+    CudaCacheStorage* storage(ModelCache* cache) const;
+    CudaCacheStorage& checked_storage(ModelCache& cache) const;
     const DeviceWeights& weights() const { return weights_; }
     // The dense-linear engine (tests and labs: which FP8 path ran, forcing the dequant path).
     Gemm& gemm() { return *gemm_; }
@@ -146,7 +151,7 @@ private:
     const ForwardBatch* batch_host_ = nullptr;
     ForwardGraphs graphs_;
     OpProfiler profiler_;
-    const void* lm_head_ = nullptr;  // the lm_head's host weight: its linear is profiled apart
+    int32_t lm_head_ = -1;  // the lm_head's WeightHandle index: its linear is profiled apart
     bool graphs_possible_ = false;  // every op of these weights can be captured (prepare_weights)
     bool replay_pending_ = false;   // begin_forward padded the batch; run_layers uses graph_key_
     ForwardGraphs::Key graph_key_{};

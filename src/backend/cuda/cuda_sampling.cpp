@@ -27,9 +27,8 @@ size_t pack(std::vector<char>& buf, const T* v, size_t n) {
 
 void CudaOps::store_token_ids(const ForwardBatch& batch, const int32_t* positions, ModelCache& cache) {
     check_batch(batch);
-    CudaCacheStorage* st = dynamic_cast<CudaCacheStorage*>(cache.external_storage());
-    QS_CHECK_MSG(st != nullptr, "CudaOps needs a cache made by CudaOps::make_cache");
-    launch_store_token_ids(batch_, st->token_pages(), int32_t(st->block_size()), stream_);
+    const CudaCacheStorage& st = checked_storage(cache);
+    launch_store_token_ids(batch_, st.token_pages(), int32_t(st.block_size()), stream_);
 }
 
 void CudaOps::sample(float* logits, int64_t V, const SamplingBatch& batch, ModelCache& cache, SampleOutput& out) {
@@ -37,8 +36,7 @@ void CudaOps::sample(float* logits, int64_t V, const SamplingBatch& batch, Model
     const int32_t R = int32_t(batch.rows.size());
     out.resize(size_t(R));
     if (R == 0) return;
-    CudaCacheStorage* st = dynamic_cast<CudaCacheStorage*>(cache.external_storage());
-    QS_CHECK_MSG(st != nullptr, "CudaOps needs a cache made by CudaOps::make_cache");
+    const CudaCacheStorage* st = &checked_storage(cache);
 
     // Raw-value lists: one per adjusted logits row that some row wants logprobs of (siblings
     // share their parent's logits row, so the lookups go by logits row).

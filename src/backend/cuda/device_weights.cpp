@@ -18,12 +18,12 @@ namespace {
 // may be another format; reading the host side from disk is what takes the time).
 size_t host_bytes(const WeightSet::Entry& entry) {
     auto linear = [](const LinearWeight& l) { return l.storage_bytes(); };
-    auto vec = [](const std::vector<float>& v) { return v.size() * sizeof(float); };
+    auto vec = [](const ParamVector& v) { return v.size() * sizeof(float); };
     return std::visit(
         [&](const auto* p) -> size_t {
             using T = std::remove_cvref_t<decltype(*p)>;
             if constexpr (std::is_same_v<T, WeightBuffer>) return size_t(p->numel()) * dtype_size(p->dtype);
-            else if constexpr (std::is_same_v<T, std::vector<float>>) return vec(*p);
+            else if constexpr (std::is_same_v<T, ParamVector>) return vec(*p);
             else if constexpr (std::is_same_v<T, LinearWeight>) return linear(*p);
             else if constexpr (std::is_same_v<T, GdnWeights>)
                 return linear(p->in_proj_qkv) + linear(p->in_proj_z) + linear(p->in_proj_b) + linear(p->in_proj_a) +
@@ -93,18 +93,29 @@ DeviceLinear DeviceWeights::upload_linear(const LinearWeight& w, DeviceLinear::D
     return d;
 }
 
+namespace {
+// The slot of `h` in a table of `n` entries (a view the set numbered: WeightSet::add_*).
+size_t slot(WeightHandle h, size_t n, const char* what) {
+    QS_CHECK_MSG(h.valid() && size_t(h.index) < n, what);
+    return size_t(h.index);
+}
+}  // namespace
+
 void DeviceWeights::add_linear(const LinearWeight& w, bool keep_f32, cudaStream_t stream) {
-    if (linears_.count(w.weight.data)) return;
+    DeviceLinear& d = linears_[slot(w.handle, linears_.size(), "a linear of the weight set has no handle")];
+    if (d.w) return;
     DeviceLinear::Dtype dtype = DeviceLinear::Dtype::kBF16;
     if (w.format == WeightFormat::kFP8Block) dtype = DeviceLinear::Dtype::kFP8Block;
     if (keep_f32 || reference_precision_ || (w.format == WeightFormat::kDense && w.weight.dtype != DType::kBF16))
         dtype = DeviceLinear::Dtype::kF32;
-    linears_.emplace(w.weight.data, upload_linear(w, dtype, stream));
+    d = upload_linear(w, dtype, stream);
 }
 
-void DeviceWeights::add_vec(const std::vector<float>& v, cudaStream_t stream) {
-    if (v.empty() || vectors_.count(v.data())) return;
-    vectors_.emplace(v.data(), static_cast<const float*>(upload_bytes(v.data(), v.size() * 4, stream)));
+void DeviceWeights::add_vec(const ParamVector& v, cudaStream_t stream) {
+    DeviceVector& d = vectors_[slot(v.handle, vectors_.size(), "a vector of the weight set has no handle")];
+    if (d.size >= 0) return;
+    d.size = int64_t(v.size());
+    if (!v.empty()) d.data = static_cast<const float*>(upload_bytes(v.data(), v.size() * 4, stream));
 }
 
 void DeviceWeights::add_experts(const MoeWeights& m, cudaStream_t stream) {
@@ -152,7 +163,7 @@ void DeviceWeights::add_experts(const MoeWeights& m, cudaStream_t stream) {
     d.H = int(m.router.in_features);
     d.I = E > 0 ? int(m.experts[0].gate_proj.out_features) : 0;
     d.I_shared = int(m.shared_expert.gate_proj.out_features);
-    experts_.emplace(&m, d);
+    experts_[slot(m.experts_handle, experts_.size(), "a MoE block of the weight set has no handle")] = d;
 }
 
 void DeviceWeights::add_table(const WeightBuffer& e, cudaStream_t stream) {
@@ -160,8 +171,10 @@ void DeviceWeights::add_table(const WeightBuffer& e, cudaStream_t stream) {
     t.dtype = e.dtype == DType::kBF16 ? TableDtype::kBF16 : e.dtype == DType::kF16 ? TableDtype::kF16 : TableDtype::kF32;
     QS_CHECK_MSG(e.dtype == DType::kBF16 || e.dtype == DType::kF16 || e.dtype == DType::kF32,
                  "embed_tokens must be F32, F16 or BF16");
+    DeviceTable& d = tables_[slot(e.handle, tables_.size(), "a table of the weight set has no handle")];
+    if (d.data) return;
     t.data = upload_bytes(e.data, size_t(e.numel()) * dtype_size(e.dtype), stream);
-    tables_.emplace(e.data, t);
+    d = t;
 }
 
 void DeviceWeights::add_gdn(const GdnWeights& g, cudaStream_t stream) {
@@ -186,15 +199,21 @@ size_t DeviceWeights::upload(const WeightSet& w, cudaStream_t stream, bool refer
     QS_CHECK(w.config != nullptr);
     reference_precision_ = reference_precision;
     top_k_ = w.config->num_experts_per_tok;
+    QS_CHECK_MSG(linears_.empty() && vectors_.empty() && tables_.empty() && experts_.empty(),
+                 "DeviceWeights: a backend prepares one weight set");
+    linears_.resize(size_t(w.num_linears()));
+    vectors_.resize(size_t(w.num_vectors()));
+    tables_.resize(size_t(w.num_tables()));
+    experts_.resize(size_t(w.num_expert_tables()));
     double total = 0;
-    for (const WeightSet::Entry& entry : w.entries) total += double(host_bytes(entry));
+    for (const WeightSet::Entry& entry : w.entries()) total += double(host_bytes(entry));
     Progress progress("uploading weights", total);
-    for (const WeightSet::Entry& entry : w.entries) {
+    for (const WeightSet::Entry& entry : w.entries()) {
         std::visit(
             [&](const auto* p) {
                 using T = std::remove_cvref_t<decltype(*p)>;
                 if constexpr (std::is_same_v<T, WeightBuffer>) add_table(*p, stream);
-                else if constexpr (std::is_same_v<T, std::vector<float>>) add_vec(*p, stream);
+                else if constexpr (std::is_same_v<T, ParamVector>) add_vec(*p, stream);
                 else if constexpr (std::is_same_v<T, LinearWeight>) add_linear(*p, false, stream);
                 else if constexpr (std::is_same_v<T, GdnWeights>) add_gdn(*p, stream);
                 else add_moe(*p, stream);
@@ -206,30 +225,33 @@ size_t DeviceWeights::upload(const WeightSet& w, cudaStream_t stream, bool refer
     return bytes_;
 }
 
+// The lookups check that the copy at the view's handle has the view's shape: a view of another
+// weight set (or of none) fails here, not in a kernel.
 const DeviceLinear& DeviceWeights::linear(const LinearWeight& w) const {
-    auto it = linears_.find(w.weight.data);
-    QS_CHECK_MSG(it != linears_.end(), "linear weight was not uploaded (prepare_weights not called?)");
-    return it->second;
+    const DeviceLinear& d =
+        linears_[slot(w.handle, linears_.size(), "linear weight was not uploaded (prepare_weights not called?)")];
+    QS_CHECK_MSG(d.w != nullptr && d.out == w.out_features && d.in == w.in_features,
+                 "linear weight does not match the copy at its handle (a view of another weight set?)");
+    return d;
 }
 
-const float* DeviceWeights::vec(const float* host) const {
-    auto it = vectors_.find(host);
-    QS_CHECK_MSG(it != vectors_.end(), "parameter vector was not uploaded (prepare_weights not called?)");
-    return it->second;
+const float* DeviceWeights::vec(const ParamVector& v) const {
+    const DeviceVector& d =
+        vectors_[slot(v.handle, vectors_.size(), "parameter vector was not uploaded (prepare_weights not called?)")];
+    QS_CHECK_MSG(d.size == int64_t(v.size()), "parameter vector does not match the copy at its handle");
+    return d.data;
 }
-
-const float* DeviceWeights::vec(const std::vector<float>& v) const { return vec(v.data()); }
 
 const DeviceTable& DeviceWeights::table(const WeightBuffer& b) const {
-    auto it = tables_.find(b.data);
-    QS_CHECK_MSG(it != tables_.end(), "embedding table was not uploaded");
-    return it->second;
+    const DeviceTable& d = tables_[slot(b.handle, tables_.size(), "embedding table was not uploaded")];
+    QS_CHECK_MSG(d.data != nullptr, "embedding table was not uploaded");
+    return d;
 }
 
 const DeviceExperts& DeviceWeights::experts(const MoeWeights& m) const {
-    auto it = experts_.find(&m);
-    QS_CHECK_MSG(it != experts_.end(), "MoE weights were not uploaded");
-    return it->second;
+    const DeviceExperts& d = experts_[slot(m.experts_handle, experts_.size(), "MoE weights were not uploaded")];
+    QS_CHECK_MSG(d.gate != nullptr && d.E == int(m.experts.size()), "MoE weights do not match the copy at their handle");
+    return d;
 }
 
 }  // namespace qs::cuda

@@ -1,5 +1,6 @@
-// DeviceWeights: the model's weights (a WeightSet) uploaded to the GPU once (Ops::prepare_weights)
-// and found again by the host address of the tensor the model passes to an op. Linear layers keep their
+// DeviceWeights: the model's weights (a WeightSet) uploaded to the GPU once (Ops::prepare_weights),
+// one table per kind of view indexed by the views' WeightHandles (backend/weight_handle.h): an op
+// reads the copy of the view it is handed at view.handle, no lookup. Linear layers keep their
 // storage format (BF16, FP8 128×128 blocks; F32/F16 fixtures become F32); the MoE experts of a
 // layer (routed, then the shared one as entry E) also get device arrays of per-expert pointers
 // for the grouped GEMM (BF16 or FP8), or F32 for the fp32 MoE kernels (moe_reference_kernels.h)
@@ -10,7 +11,6 @@
 #pragma once
 
 #include <cstdint>
-#include <unordered_map>
 #include <vector>
 
 #include <cuda_runtime.h>
@@ -46,16 +46,17 @@ public:
     // Uploads every tensor of w, in its order; returns the bytes now held on the device.
     size_t upload(const WeightSet& w, cudaStream_t stream, bool reference_precision = false);
 
+    // The copies of views of the uploaded set (checked: a view of another set, or one not
+    // numbered, is an error naming what is missing).
     const DeviceLinear& linear(const LinearWeight& w) const;
-    const float* vec(const std::vector<float>& v) const;
-    const float* vec(const float* host) const;
+    const float* vec(const ParamVector& v) const;
     const DeviceTable& table(const WeightBuffer& b) const;
     const DeviceExperts& experts(const MoeWeights& m) const;
     size_t device_bytes() const { return bytes_; }
 
 private:
     void add_linear(const LinearWeight& w, bool keep_f32, cudaStream_t stream);
-    void add_vec(const std::vector<float>& v, cudaStream_t stream);
+    void add_vec(const ParamVector& v, cudaStream_t stream);
     void add_table(const WeightBuffer& e, cudaStream_t stream);
     void add_gdn(const GdnWeights& g, cudaStream_t stream);
     void add_moe(const MoeWeights& m, cudaStream_t stream);
@@ -67,10 +68,16 @@ private:
     void* upload_bytes(const void* src, size_t bytes, cudaStream_t stream);
 
     std::vector<DeviceBuffer> buffers_;
-    std::unordered_map<const void*, DeviceLinear> linears_;   // by LinearWeight::weight.data
-    std::unordered_map<const float*, const float*> vectors_;  // by host data()
-    std::unordered_map<const void*, DeviceTable> tables_;     // by WeightBuffer::data
-    std::unordered_map<const MoeWeights*, DeviceExperts> experts_;
+    // By WeightHandle::index; sized by the set's counts. An entry not uploaded yet is empty
+    // (DeviceLinear::w / DeviceTable::data null, DeviceExperts::E 0 with gate null).
+    struct DeviceVector {
+        const float* data = nullptr;
+        int64_t size = -1;  // -1: not uploaded
+    };
+    std::vector<DeviceLinear> linears_;
+    std::vector<DeviceVector> vectors_;
+    std::vector<DeviceTable> tables_;
+    std::vector<DeviceExperts> experts_;
     size_t bytes_ = 0;
     bool reference_precision_ = false;
     int64_t top_k_ = 0;  // the config's experts per token (decides whether the grouped GEMM tiles)
