@@ -11,7 +11,7 @@
 //          (mtp: a k=0 decode step against MTP k=1/k=2 steps with forced acceptance at 1 and 512
 //          resident sequences, GPU time per phase, syncs and launches per step; without --no-mtp:
 //          [--mtp-k 0,1,2] [--mtp-acceptance 0,0.8] [--mtp-seqs 1,512] [--mtp-steps 32]
-//          [--mtp-prompt-tokens 128]; see gpu_forward_bench_mtp.h)
+//          [--mtp-prompt-tokens 128] [--mtp-overlap on|off|on,off]; see gpu_forward_bench_mtp.h)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -243,7 +243,7 @@ int run(const Args& args) {
 
 int main(int argc, char** argv) {
     std::set<std::string> valued = {"mode",   "requests", "prompt",   "completion",     "decode-steps",
-                                    "mtp-k",  "mtp-acceptance", "mtp-seqs", "mtp-steps", "mtp-prompt-tokens"};
+                                    "mtp-k",  "mtp-acceptance", "mtp-seqs", "mtp-steps", "mtp-prompt-tokens", "mtp-overlap"};
     std::set<std::string> flags;
     cli::add_option_names(cli::model_option_group(), flags, valued);
     cli::add_option_names(cli::backend_option_group(), flags, valued);

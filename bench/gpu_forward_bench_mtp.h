@@ -28,6 +28,7 @@ namespace qs::mtp_bench {
 struct Point {
     int64_t k = 0;
     double acceptance = -1.0;  // -1: not forced
+    bool overlap = true;       // EngineConfig::mtp_overlap
     int64_t seqs = 0;
     int64_t steps = 0;
     double wall_ms = 0.0, tokens = 0.0, host_ms = 0.0;
@@ -122,10 +123,10 @@ inline bool measure(Engine& engine, cuda::CudaOps& ops, int64_t vocab, int64_t N
 inline void print(const std::vector<Point>& points) {
     const char* phases[] = {"forward", "lm_head", "sample", "GDN commit", "MTP head", "MTP lm_head", "draft argmax"};
     std::printf("\nMTP step cost (per engine step; GPU ms: the stream's timeline by phase, gaps included)\n\n");
-    std::printf("| seqs | k | P | wall ms/step | tok/step | tok/s | step cost vs k=0 | tok/s vs k=0 |");
+    std::printf("| seqs | k | P | overlap | wall ms/step | tok/step | tok/s | step cost vs k=0 | tok/s vs k=0 |");
     for (const char* ph : phases) std::printf(" %s |", ph);
     std::printf(" host other ms | syncs | graph launches | eager ops | copies |\n|");
-    for (int i = 0; i < 8 + 7 + 5; ++i) std::printf("--:|");
+    for (int i = 0; i < 9 + 7 + 5; ++i) std::printf("--:|");
     std::printf("\n");
     for (const Point& p : points) {
         const double n = double(p.steps);
@@ -133,8 +134,9 @@ inline void print(const std::vector<Point>& points) {
         for (const Point& q : points)
             if (q.k == 0 && q.seqs == p.seqs) base = &q;
         const double ms = p.wall_ms / n, tps = p.tokens / (p.wall_ms / 1e3);
-        std::printf("| %lld | %lld | %s | %.3f | %.3f | %.1f |", (long long)p.seqs, (long long)p.k,
-                    p.acceptance < 0 ? "-" : std::to_string(p.acceptance).substr(0, 4).c_str(), ms, p.tokens / n, tps);
+        std::printf("| %lld | %lld | %s | %s | %.3f | %.3f | %.1f |", (long long)p.seqs, (long long)p.k,
+                    p.acceptance < 0 ? "-" : std::to_string(p.acceptance).substr(0, 4).c_str(),
+                    p.k == 0 ? "-" : p.overlap ? "on" : "off", ms, p.tokens / n, tps);
         if (base) {
             std::printf(" %.3f | %.3f |", ms / (base->wall_ms / double(base->steps)),
                         tps / (base->tokens / (base->wall_ms / 1e3)));
@@ -151,24 +153,37 @@ inline void print(const std::vector<Point>& points) {
 }
 
 // The mode: options --mtp-k (list), --mtp-acceptance (list, applied to k > 0), --mtp-seqs (list),
-// --mtp-steps, --mtp-prompt-tokens. `ec` carries the engine knobs parsed as serve parses them.
+// --mtp-steps, --mtp-prompt-tokens, --mtp-overlap (on, off or on,off: EngineConfig::mtp_overlap
+// for k > 0). `ec` carries the engine knobs parsed as serve parses them.
 inline int run(const Args& args, const ModelWeights& w, cuda::CudaOps& ops, EngineConfig ec) {
     const std::vector<int64_t> ks = parse_list(args.get_or("mtp-k", "0,1,2"));
     const std::vector<double> accs = parse_doubles(args.get_or("mtp-acceptance", "0,0.8"));
     const std::vector<int64_t> seqs = parse_list(args.get_or("mtp-seqs", "1,512"));
     const int64_t steps = std::stoll(args.get_or("mtp-steps", "32"));
     const int64_t prompt = std::stoll(args.get_or("mtp-prompt-tokens", "128"));
+    const std::string overlap_arg = args.get_or("mtp-overlap", "on");
+    std::vector<bool> overlaps;
+    if (overlap_arg == "on" || overlap_arg == "on,off") overlaps.push_back(true);
+    if (overlap_arg == "off" || overlap_arg == "on,off") overlaps.push_back(false);
+    if (overlaps.empty()) {
+        std::fprintf(stderr, "--mtp-overlap must be on, off or on,off\n");
+        return 2;
+    }
     if (!w.mtp.present) {
         std::fprintf(stderr, "--mode mtp needs the MTP block (drop --no-mtp)\n");
         return 2;
     }
     std::vector<Point> points;
     for (int64_t k : ks) {
-        std::vector<double> these = k == 0 ? std::vector<double>{-1.0} : accs;
-        for (double acc : these) {
+        std::vector<std::pair<double, bool>> these;  // (acceptance, overlap)
+        if (k == 0) these.push_back({-1.0, true});
+        for (double acc : k == 0 ? std::vector<double>{} : accs)
+            for (bool ov : overlaps) these.push_back({acc, ov});
+        for (const auto& [acc, overlap] : these) {
             EngineConfig c = ec;
             c.num_speculative_tokens = k;
             c.benchmark_mtp_acceptance = acc;
+            c.mtp_overlap = overlap;
             Timer tc;
             auto engine = Engine::create(w, ops, c, nullptr);
             if (!engine.is_ok()) {
@@ -176,13 +191,14 @@ inline int run(const Args& args, const ModelWeights& w, cuda::CudaOps& ops, Engi
                 return 1;
             }
             const int64_t graphs = (*engine)->capture_graphs();
-            std::printf("| engine k=%lld P=%.2f: create + %lld graph sizes | %.1f s |\n", (long long)k, acc,
-                        (long long)graphs, tc.elapsed_s());
+            std::printf("| engine k=%lld P=%.2f overlap %s: create + %lld graph sizes | %.1f s |\n", (long long)k, acc,
+                        overlap ? "on" : "off", (long long)graphs, tc.elapsed_s());
             std::fflush(stdout);
             for (int64_t n : seqs) {
                 Point p;
                 p.k = k;
                 p.acceptance = acc;
+                p.overlap = overlap;
                 if (!measure(**engine, ops, w.config.vocab_size, n, prompt, steps, p)) return 1;
                 points.push_back(p);
             }
