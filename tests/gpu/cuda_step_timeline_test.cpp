@@ -21,7 +21,7 @@ TEST(CudaStepTimeline, DeferredArgmaxEqualsArgmaxRowsAndSyncsOnlyInTheWait) {
     x[size_t(2 * n + 17)] = 50.0f;  // a tie: the first index wins
     x[size_t(2 * n + 900)] = 50.0f;
     const float* d = gpu_test::to_device(ops, x);
-    std::vector<int32_t> ref(size_t(R)), got(size_t(R), -1);
+    std::vector<int32_t> ref(static_cast<size_t>(R)), got(static_cast<size_t>(R), -1);
     ops.argmax_rows(d, R, n, ref.data());
     EXPECT_EQ(ref[2], 17);
     ops.take_step_timeline();
