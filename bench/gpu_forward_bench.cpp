@@ -4,10 +4,14 @@
 // test. Needs a GPU.
 // Usage: build/bench/gpu_forward_bench --model builtin:qwen36-35b-a3b --load-format dummy
 //          [--kv-cache-dtype bf16|fp8_e4m3] [--gdn-state-dtype f32|bf16] [--gpu-memory-utilization 0.90]
-//          [--mode all|single|batch|profile] [--requests 1024] [--prompt 1000] [--completion 256]
+//          [--mode all|single|batch|profile|mtp] [--requests 1024] [--prompt 1000] [--completion 256]
 //          (profile: GPU time per op of a 16,384-token prefill, single-stream decode and a
 //          512-sequence decode step, CUDA graphs off)
 //          [--max-num-seqs 512] [--max-num-batched-tokens 16384] [--decode-steps 128]
+//          (mtp: a k=0 decode step against MTP k=1/k=2 steps with forced acceptance at 1 and 512
+//          resident sequences, GPU time per phase, syncs and launches per step; without --no-mtp:
+//          [--mtp-k 0,1,2] [--mtp-acceptance 0,0.8] [--mtp-seqs 1,512] [--mtp-steps 32]
+//          [--mtp-prompt-tokens 128] [--mtp-overlap on|off|on,off]; see gpu_forward_bench_mtp.h)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -23,6 +27,8 @@
 #include "core/timer.h"
 #include "engine/engine.h"
 #include "model/single_sequence.h"
+
+#include "gpu_forward_bench_mtp.h"
 
 using namespace qs;
 
@@ -132,6 +138,7 @@ int run(const Args& args) {
     co.ssm_bf16 = ec.gdn_state_bf16;
     co.graph_max_batch = std::stoll(args.get_or("cuda-graph-max-batch", "512"));
     co.profile_ops = mode == "profile";
+    co.step_timeline = mode == "mtp";
     cuda::CudaOps ops(co);
     Timer t_up;
     ops.prepare_weights(weight_set(*w));
@@ -155,7 +162,10 @@ int run(const Args& args) {
     }
     size_t free_b = 0, total_b = 0;
     QS_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
-    const double budget = double(total_b) * util - double(total_b - free_b);
+    // --mode mtp: room for what MTP keeps outside the arena (logits of 1 + k rows per sequence,
+    // the GDN stash of the verify rows, the kept hidden states): a few GiB at 512 sequences.
+    const double mtp_room = mode == "mtp" ? 6.0 * double(1 << 30) : 0.0;
+    const double budget = double(total_b) * util - double(total_b - free_b) - mtp_room;
     std::printf("| memory | total %.1f GiB, free after weights+arena %.1f GiB, cache budget at %.2f: %.1f GiB |\n",
                 gib(total_b), gib(free_b), util, budget / double(1 << 30));
 
@@ -173,6 +183,7 @@ int run(const Args& args) {
         profile_ops(ops, model, kv, max_batched, prompt, ec.max_num_seqs);
         return 0;
     }
+    if (mode == "mtp") return mtp_bench::run(args, *w, ops, ec);
     if (mode == "all" || mode == "single") {
         std::mt19937 rng(2);
         SingleSequence seq(model, prompt + decode_steps + 2, kv);
@@ -231,7 +242,8 @@ int run(const Args& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    std::set<std::string> valued = {"mode", "requests", "prompt", "completion", "decode-steps"};
+    std::set<std::string> valued = {"mode",   "requests", "prompt",   "completion",     "decode-steps",
+                                    "mtp-k",  "mtp-acceptance", "mtp-seqs", "mtp-steps", "mtp-prompt-tokens", "mtp-overlap"};
     std::set<std::string> flags;
     cli::add_option_names(cli::model_option_group(), flags, valued);
     cli::add_option_names(cli::backend_option_group(), flags, valued);

@@ -13,6 +13,9 @@
 #           completions, plain and streaming (scripts/gpu_serve_smoke.py)
 #   fp8_lean   the FP8 benchmark with bf16 GDN state and an fp8 K/V cache
 #   profile | profile_fp8_lean   GPU time per op (prefill, single-stream decode, 512-sequence decode)
+#   mtp_step  FP8 lean, graphs on: a k=0 decode step against MTP k=1/k=2 steps at forced acceptance
+#           0 and 0.8, 1 and 512 resident sequences, GPU ms per phase, syncs and launches per step
+#           (gpu_forward_bench --mode mtp; MTP_STEP_ARGS adds options, e.g. "--mtp-k 0,1")
 #   fp8gemm  the FP8 dense-linear lab (fp8_gemm_lab) and its GPU parity test only
 #   gdn_decode  the GDN lab's decode mode (gdn_lab --decode: one-block-per-head vs streaming decode
 #           kernel at 1 / 64 / 256 / 512 sequences, fp32 and bf16 state) and the GPU GDN parity tests
@@ -93,6 +96,8 @@ for stage in "$@"; do
                      --mode profile ;;
         profile_fp8_lean) run profile_fp8_lean "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b --load-format dummy \
                               --no-mtp --mode profile --dummy-format fp8-block --gdn-state-dtype bf16 --kv-cache-dtype fp8_e4m3 ;;
+        mtp_step) run mtp_step "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b --load-format dummy \
+                      --dummy-format fp8-block --gdn-state-dtype bf16 --kv-cache-dtype fp8_e4m3 --mode mtp ${MTP_STEP_ARGS:-} ;;
         tests:*) run "gpu_tests_$(printf %s "${stage#tests:}" | tr -c 'A-Za-z0-9_' '_')" "$B/qs_gpu_tests" --gtest_color=no --gtest_filter="${stage#tests:}" ;;
         *) echo "unknown stage $stage" | tee -a "$summary" ;;
     esac

@@ -37,6 +37,10 @@ struct ForwardBatch {
     // Only the argmax of each logits row is wanted (an all-greedy batch): the logits stay in the
     // backend's memory and Output::argmax is filled instead of Output::logits.
     bool argmax_only = false;
+    // With argmax_only: the backend may return before the argmax reaches the host; the ids come
+    // with Qwen36Model::take_argmax (Ops::argmax_rows_start / argmax_rows_wait), so host work can
+    // run while the GPU finishes (the engine's last MTP draft forward of a step).
+    bool argmax_deferred = false;
     // The logits stay in the backend's memory (Output::device_logits, for Ops::sample) and are
     // not copied to the host. Wins over argmax_only.
     bool logits_on_device = false;
@@ -61,6 +65,7 @@ struct ForwardBatch {
         seqs.clear();
         logits_rows.clear();
         argmax_only = false;
+        argmax_deferred = false;
         logits_on_device = false;
         mrope_positions.clear();
         embed_rows.clear();

@@ -23,6 +23,15 @@ void Ops::argmax_rows(const float* x, int64_t R, int64_t n, int32_t* out) {
     }
 }
 
+void Ops::argmax_rows_start(const float* x, int64_t R, int64_t n) {
+    started_argmax_.resize(size_t(R));
+    argmax_rows(x, R, n, started_argmax_.data());
+}
+
+void Ops::argmax_rows_wait(int32_t* out) {
+    std::copy(started_argmax_.begin(), started_argmax_.end(), out);
+}
+
 void Ops::store_token_ids(const ForwardBatch& batch, const int32_t* positions, ModelCache& cache) {
     int32_t* pages = cache.token_pages();
     if (!pages) return;  // no storage (NullOps)

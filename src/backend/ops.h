@@ -52,6 +52,7 @@ struct Replay {
     ModelCache* cache = nullptr;  // the cache the layers use; null: not replayable
     uint64_t variant = 0;         // tells apart different work over the same batch shape
     bool short_spans = false;
+    const char* phase = "forward";  // a string literal naming the work (a backend's profiling only)
 };
 
 // A device backend's memory: its activation arena (the most bytes a forward held at once so
@@ -137,6 +138,12 @@ public:
     // out[r] = index of the largest of x[r, 0..n) (the first one on ties), for x [R, n] in the
     // backend's memory; out is a host array. Greedy batches take tokens without copying logits.
     virtual void argmax_rows(const float* x, int64_t R, int64_t n, int32_t* out);
+    // argmax_rows in two halves: start enqueues it (x may be released right after: later work is
+    // ordered after it), wait returns its R ids into `out` (host) once they are there. One
+    // argmax in flight at a time (a start waits for the previous one's result to be taken or
+    // dropped). Default: start runs argmax_rows, wait copies.
+    virtual void argmax_rows_start(const float* x, int64_t R, int64_t n);
+    virtual void argmax_rows_wait(int32_t* out);
     // Draws one token per SampleRow from logits [rows, V] in the backend's memory, by the
     // contract in backend/sampling.h (the adjustments change the logits rows in place); reads the
     // penalties' history from the cache's token pages. Fills `out` (host memory) for every row.
@@ -190,6 +197,9 @@ public:
     // shared expert × sigmoid(shared_expert_gate). x, y [T, hidden].
     virtual void moe(const float* x, int64_t T, const MoeWeights& w, int64_t top_k, bool norm_topk_prob,
                      float* y) = 0;
+
+private:
+    std::vector<int32_t> started_argmax_;  // the default argmax_rows_start's result
 };
 
 }  // namespace qs

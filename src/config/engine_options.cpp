@@ -107,6 +107,9 @@ std::vector<EngineOption> make_table() {
                        "prefill a prompt in one step instead of chunks that share the token budget"));
     t.push_back(option("no-prefix-caching", "prefix_caching", OptionKind::kOffSwitch,
                        "do not reuse the KV pages and GDN snapshots of earlier prompts"));
+    t.push_back(option("no-mtp-overlap", "mtp_overlap", OptionKind::kOffSwitch,
+                       "MTP: wait for the draft ids at the end of each step instead of while the host emits "
+                       "the outputs and schedules the next step (for timing the difference)"));
     return t;
 }
 

@@ -223,6 +223,7 @@ bool Engine::step() {
     bool step_has_prompt_rows = false;
     if (!requests_.empty()) sched = scheduler_->schedule();
     const double t1 = now_seconds();
+    resolve_drafts();
     if (!sched.scheduled.empty()) {
         const double scheduled_at = clock_();  // vLLM stamps SCHEDULED when the step is scheduled
         for (const ScheduledSeq& ss : sched.scheduled) {

@@ -158,6 +158,14 @@ private:
     // mtp_first_row_ / mtp_num_rows_; the draft comes from row mtp_last_row_ of each) and the
     // draft steps for the next verify.
     void run_mtp(const float* hidden, int64_t num_hidden_rows);
+    // The last draft forward of a step leaves its argmax in flight (ForwardBatch::argmax_deferred)
+    // and its drafting sequences hold kPendingDraft in their last draft slot: host work (the
+    // outputs, the next schedule) runs while the GPU finishes the MTP head. resolve_drafts, in
+    // the next step() right after scheduling (before any sequence can be destroyed, and before
+    // any draft value is read), waits for the ids and fills them in; a sequence whose draft was
+    // dropped meanwhile (preempted, no room, aborted) is skipped.
+    void resolve_drafts();
+    static constexpr int32_t kPendingDraft = -2;
     // Images: embeddings and M-RoPE positions for the spans of `b` whose sequence (seqs[i] is span
     // i's) has images (model/prompt_images.h; token_offset 1 for MTP batches).
     void place_images(ForwardBatch& b, const std::vector<Sequence*>& seqs, int token_offset);
@@ -188,7 +196,7 @@ private:
     EngineStats counters_;
     EngineProfile profile_;
     // Forward outputs kept between steps so their [rows, vocab] buffers are reused.
-    Qwen36Model::Output forward_buf_, mtp_buf_, mtp_step_buf_;
+    Qwen36Model::Output forward_buf_{}, mtp_buf_{}, mtp_step_buf_{};
     // Per-step scratch, cleared and refilled every step (capacity kept: no allocation per step).
     ForwardBatch batch_, commit_batch_, mtp_batch_, mtp_step_batch_;
     std::vector<int32_t> commit_rows_;  // commit_batch_ span i: first row of its verify span in batch_
@@ -199,6 +207,8 @@ private:
     std::vector<int32_t> mtp_hidden_rows_;  // target row of each catch-up row
     std::vector<Sequence*> drafting_;   // sequences drafting for the next verify
     std::vector<int32_t> draft_scratch_;  // the draft being verified
+    std::vector<Sequence*> pending_drafters_;  // resolve_drafts: sequence d takes argmax d
+    Qwen36Model::Output* pending_draft_out_ = nullptr;  // the Output whose argmax is in flight
     struct RowPick {
         int32_t token;              // drawn (on a draft row: the draft when accepted)
         int32_t sample_row;         // its row of sampling_ / sampled_

@@ -84,12 +84,14 @@ std::string EngineConfig::describe() const {
         "max_num_seqs={} max_num_batched_tokens={} max_model_len={} kv_block_size={} kv_cache_dtype={} "
         "max_prefill_tokens_with_decodes={} chunked_prefill={} prefix_caching={} max_waiting={} num_speculative_tokens={} "
         "speculative_disable_by_batch_size={} num_state_snapshots={} grammar_mask_threads={} "
-        "cache_memory_mb={} num_kv_blocks={} gdn_state_dtype={} prefix_cache_seed={} engine_stall_timeout_s={}",
+        "cache_memory_mb={} num_kv_blocks={} gdn_state_dtype={} prefix_cache_seed={} engine_stall_timeout_s={} "
+        "mtp_overlap={}",
         max_num_seqs, max_num_batched_tokens, max_model_len, kv_block_size, kv_cache_dtype_name(kv_cache_dtype),
         max_prefill_tokens_with_decodes, enable_chunked_prefill, enable_prefix_caching, max_waiting,
         num_speculative_tokens, speculative_disable_by_batch_size, num_state_snapshots, grammar_mask_threads,
         cache_memory_mb, num_kv_blocks, gdn_state_bf16 ? "bf16" : "f32",
-        prefix_cache_seed >= 0 ? std::to_string(prefix_cache_seed) : std::string("random"), engine_stall_timeout_s) +
+        prefix_cache_seed >= 0 ? std::to_string(prefix_cache_seed) : std::string("random"), engine_stall_timeout_s,
+        mtp_overlap) +
            (benchmark_mtp_acceptance >= 0.0
                 ? fmt::format(" benchmark_mtp_acceptance={} (BENCHMARK ONLY: outputs are not the model's)",
                               benchmark_mtp_acceptance)
@@ -125,6 +127,7 @@ Result<EngineConfig> EngineConfig::from_args(const Args& a) {
     c.gdn_state_bf16 = state_name == "bf16";
     c.enable_chunked_prefill = !a.has("no-chunked-prefill");
     c.enable_prefix_caching = !a.has("no-prefix-caching");
+    c.mtp_overlap = !a.has("no-mtp-overlap");
     QS_RETURN_IF_ERROR(c.validate());
     return c;
 }
@@ -138,6 +141,7 @@ std::string engine_option_value(const EngineConfig& c, std::string_view name) {
     if (name == "gdn-state-dtype") return c.gdn_state_bf16 ? "bf16" : "f32";
     if (name == "no-chunked-prefill") return c.enable_chunked_prefill ? "0" : "1";
     if (name == "no-prefix-caching") return c.enable_prefix_caching ? "0" : "1";
+    if (name == "no-mtp-overlap") return c.mtp_overlap ? "0" : "1";
     QS_CHECK_MSG(false, "engine_option_value: the option is not bound to a field");
     return {};
 }

@@ -27,6 +27,7 @@ struct EngineConfig {
     bool gdn_state_bf16 = false;             // --gdn-state-dtype bf16 (GPU): recurrent state in bf16
     bool enable_chunked_prefill = true;
     bool enable_prefix_caching = true;
+    bool mtp_overlap = true;  // --no-mtp-overlap: the last draft argmax of a step is not deferred
     int64_t max_waiting = 4096;              // bounded waiting queue: beyond it submit() says retry
     int64_t num_speculative_tokens = 0;      // MTP proposals per step, 0..3
     // MTP drafts only while at most this many sequences are running (0: always). The MTP

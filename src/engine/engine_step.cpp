@@ -23,6 +23,7 @@ void Engine::run_batch(const SchedulerOutput& sched) {
         span.state_slot = s.slot;
         span.block_table = s.block_table;
         if (ss.verify) {
+            for (int32_t d : s.draft) QS_CHECK_MSG(d >= 0, "Engine: a draft id was not resolved before its verify");
             batch.token_ids.push_back(s.tokens.back());
             batch.token_ids.insert(batch.token_ids.end(), s.draft.begin(), s.draft.end());
             for (int64_t r = 0; r < ss.num_tokens; ++r) batch.logits_rows.push_back(span.row_begin + int32_t(r));
@@ -198,6 +199,7 @@ void Engine::run_mtp(const float* hidden, int64_t num_hidden_rows) {
     }
     if (identity && b.num_tokens() == num_hidden_rows) mtp_hidden_rows_.clear();
     b.argmax_only = true;  // drafts are greedy: only the argmax of each row comes back
+    b.argmax_deferred = config_.mtp_overlap && num_spec_ == 1;  // the step's last draft forward (resolve_drafts)
     place_images(b, mtp_seqs_, /*token_offset=*/1);
     double t = now_seconds();
     // With k > 1 the output carries the MTP hidden at the drafting rows, in drafting_ order.
@@ -206,7 +208,8 @@ void Engine::run_mtp(const float* hidden, int64_t num_hidden_rows) {
                                                  std::move(mtp_buf_));
     profile_.forward_s += now_seconds() - t;
     t = now_seconds();
-    for (size_t d = 0; d < drafting_.size(); ++d) drafting_[d]->draft.assign(1, out.argmax[d]);
+    const bool deferred = out.argmax_pending;
+    for (size_t d = 0; d < drafting_.size(); ++d) drafting_[d]->draft.assign(1, deferred ? kPendingDraft : out.argmax[d]);
     profile_.sample_s += now_seconds() - t;
     // Further drafts: one MTP row per sequence, fed its own output hidden and last draft.
     for (int64_t step = 2; step <= num_spec_ && !drafting_.empty(); ++step) {
@@ -225,6 +228,7 @@ void Engine::run_mtp(const float* hidden, int64_t num_hidden_rows) {
             db.seqs.push_back(span);
         }
         db.argmax_only = true;
+        db.argmax_deferred = config_.mtp_overlap && step == num_spec_;
         place_images(db, drafting_, /*token_offset=*/1);
         t = now_seconds();
         Qwen36Model::Output o =
@@ -232,13 +236,39 @@ void Engine::run_mtp(const float* hidden, int64_t num_hidden_rows) {
                                /*want_hidden=*/true, std::move(mtp_step_buf_));
         profile_.forward_s += now_seconds() - t;
         t = now_seconds();
-        for (size_t d = 0; d < drafting_.size(); ++d) drafting_[d]->draft.push_back(o.argmax[d]);
+        const bool last_deferred = o.argmax_pending;
+        for (size_t d = 0; d < drafting_.size(); ++d)
+            drafting_[d]->draft.push_back(last_deferred ? kPendingDraft : o.argmax[d]);
         profile_.sample_s += now_seconds() - t;
         out.device_hidden = o.device_hidden;  // this step's hidden feeds the next (read before written)
         out.num_hidden_rows = o.num_hidden_rows;
         mtp_step_buf_ = std::move(o);
+        if (last_deferred) {
+            pending_drafters_ = drafting_;
+            pending_draft_out_ = &mtp_step_buf_;
+        }
     }
     mtp_buf_ = std::move(out);
+    if (deferred) {
+        pending_drafters_ = drafting_;
+        pending_draft_out_ = &mtp_buf_;
+    }
+}
+
+void Engine::resolve_drafts() {
+    if (pending_drafters_.empty()) return;
+    const double t = now_seconds();
+    Qwen36Model::Output& o = *pending_draft_out_;
+    model_->take_argmax(o);
+    QS_CHECK(o.argmax.size() == pending_drafters_.size());
+    for (size_t d = 0; d < pending_drafters_.size(); ++d) {
+        Sequence& s = *pending_drafters_[d];
+        if (s.status == SeqStatus::kFinished || s.draft.empty() || s.draft.back() != kPendingDraft) continue;
+        s.draft.back() = o.argmax[d];
+    }
+    pending_drafters_.clear();
+    pending_draft_out_ = nullptr;
+    profile_.forward_s += now_seconds() - t;  // the wait for the MTP head's end
 }
 
 }  // namespace qs

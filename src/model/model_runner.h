@@ -29,6 +29,8 @@ public:
     virtual void commit_deferred_state(const ForwardBatch& commit, const std::vector<int32_t>& deferred_rows,
                                        ModelCache& cache) = 0;
     virtual void reserve_mtp_hidden(int64_t max_rows, int64_t max_mtp_rows) = 0;
+    // Qwen36Model::take_argmax of an Output this runner returned (a deferred draft argmax).
+    virtual void take_argmax(Output& out) = 0;
     // Ops::sample over `logits`, the device_logits of the last forward this runner returned.
     virtual void sample(float* logits, int64_t V, const SamplingBatch& batch, ModelCache& cache, SampleOutput& out) = 0;
     // Ops::graph_batch_sizes and Ops::supports_mrope of the backend (rank 0's in a group).
@@ -57,6 +59,7 @@ public:
                                ModelCache& cache) override {
         model_.commit_deferred_state(commit, deferred_rows, cache);
     }
+    void take_argmax(Output& out) override { model_.take_argmax(out); }
     void reserve_mtp_hidden(int64_t max_rows, int64_t max_mtp_rows) override {
         model_.reserve_mtp_hidden(max_rows, max_mtp_rows);
     }

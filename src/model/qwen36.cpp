@@ -112,6 +112,7 @@ Qwen36Model::Output Qwen36Model::finish(const float* x_final, const ForwardBatch
     }
     result.logits.resize(host_logits ? size_t(R * V) : 0);
     result.argmax.clear();
+    result.argmax_pending = false;
     result.device_logits = nullptr;
     if (R > 0) {
         float* logits = ops_.persistent(kLogits, R * V);  // [R, V]
@@ -142,6 +143,11 @@ Qwen36Model::Output Qwen36Model::finish(const float* x_final, const ForwardBatch
         }
         if (batch.logits_on_device) {
             result.device_logits = logits;
+        } else if (batch.argmax_only && batch.argmax_deferred) {
+            result.logits.clear();
+            result.argmax.resize(size_t(R));
+            result.argmax_pending = true;
+            ops_.argmax_rows_start(logits, R, V);
         } else if (batch.argmax_only) {
             result.logits.clear();
             result.argmax.resize(size_t(R));
@@ -188,6 +194,12 @@ void Qwen36Model::reserve_mtp_hidden(int64_t max_rows, int64_t max_mtp_rows) {
     ops_.persistent(kMtpHidden, max_mtp_rows * H);
 }
 
+void Qwen36Model::take_argmax(Output& out) {
+    if (!out.argmax_pending) return;
+    ops_.argmax_rows_wait(out.argmax.data());
+    out.argmax_pending = false;
+}
+
 void Qwen36Model::commit_deferred_state(const ForwardBatch& commit, const std::vector<int32_t>& deferred_rows,
                                         ModelCache& cache) {
     QS_CHECK(commit.seqs.size() == deferred_rows.size());
@@ -196,7 +208,7 @@ void Qwen36Model::commit_deferred_state(const ForwardBatch& commit, const std::v
     for (const SeqSpan& s : commit.seqs) QS_CHECK(!s.defer_state);
     ops_.free_all();
     const std::vector<int32_t> positions = commit.positions();
-    ops_.begin_forward(commit, positions.data(), Replay{&cache, kCommitVariant, /*short_spans=*/true});
+    ops_.begin_forward(commit, positions.data(), Replay{&cache, kCommitVariant, /*short_spans=*/true, "GDN commit"});
     ops_.run_layers([&]() -> float* {
         int64_t gdn_layer = 0;
         for (const DecoderLayerWeights& l : w_.layers) {
@@ -236,9 +248,10 @@ Qwen36Model::Output Qwen36Model::mtp_forward(const ForwardBatch& batch, const fl
     const std::vector<int32_t> positions = batch.positions();
     // Replayable when the hidden rows are read in order (no row list to upload); the graph reads
     // `hidden` by address, so the address tells the variants apart.
-    const Replay replay = hidden_rows.empty() && batch.embed_rows.empty()
-                              ? Replay{&cache, reinterpret_cast<uintptr_t>(hidden)}
-                              : Replay{};
+    Replay replay = hidden_rows.empty() && batch.embed_rows.empty()
+                        ? Replay{&cache, reinterpret_cast<uintptr_t>(hidden)}
+                        : Replay{};
+    replay.phase = "MTP head";
     const int64_t T = ops_.begin_forward(batch, positions.data(), replay);  // T ≥ B: padded
     const float* image_rows = upload_embeds(batch);
     float* x_final = ops_.run_layers([&] {

@@ -30,6 +30,8 @@ public:
         int64_t num_hidden_rows;
         std::vector<float> hidden;
         std::vector<int32_t> argmax;  // [batch.logits_rows.size()] when batch.argmax_only
+        // batch.argmax_deferred: argmax is filled by take_argmax (true until then).
+        bool argmax_pending;
         // [batch.logits_rows.size(), vocab_size] in the backend's memory when
         // batch.logits_on_device; valid until the next forward or mtp_forward.
         float* device_logits;  // (no initializer: Output{} is a default argument of this class)
@@ -67,6 +69,10 @@ public:
     // forwards of up to max_mtp_rows logits rows, now: their addresses are what captured MTP
     // graphs read (Replay::variant), so they must not move when a larger batch comes later.
     void reserve_mtp_hidden(int64_t max_rows, int64_t max_mtp_rows);
+
+    // Fills out.argmax of the last forward or mtp_forward that ran with batch.argmax_deferred
+    // (waits for it); nothing when out.argmax_pending is false.
+    void take_argmax(Output& out);
 
     const ModelConfig& config() const { return w_.config; }
     const ModelWeights& weights() const { return w_; }

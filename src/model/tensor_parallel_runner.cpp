@@ -105,7 +105,7 @@ std::unique_ptr<ModelCache> TensorParallelRunner::make_cache(const CacheGeometry
 ModelRunner::Output TensorParallelRunner::forward(const ForwardBatch& batch, ModelCache& cache, bool want_hidden,
                                                   Output recycled) {
     check_cache(cache);
-    Output out0;
+    Output out0{};
     threads_.run_all([&](int r) {
         Rank& k = *ranks_[size_t(r)];
         Output& out = r == 0 ? out0 : k.forward_out;
@@ -124,7 +124,7 @@ ModelRunner::Output TensorParallelRunner::mtp_forward(const ForwardBatch& batch,
     const bool from_forward = hidden == first.forward_hidden;
     QS_CHECK_MSG(from_forward || hidden == first.mtp_hidden,
                  "TensorParallelRunner::mtp_forward: hidden states this runner did not return");
-    Output out0;
+    Output out0{};
     threads_.run_all([&](int r) {
         Rank& k = *ranks_[size_t(r)];
         const float* mine = from_forward ? k.forward_hidden : k.mtp_hidden;
@@ -147,6 +147,11 @@ void TensorParallelRunner::commit_deferred_state(const ForwardBatch& commit, con
 
 void TensorParallelRunner::reserve_mtp_hidden(int64_t max_rows, int64_t max_mtp_rows) {
     threads_.run_all([&](int r) { ranks_[size_t(r)]->model->reserve_mtp_hidden(max_rows, max_mtp_rows); });
+}
+
+void TensorParallelRunner::take_argmax(Output& out) {
+    if (!out.argmax_pending) return;
+    threads_.run_on(0, [&] { ranks_[0]->model->take_argmax(out); });
 }
 
 void TensorParallelRunner::sample(float* logits, int64_t V, const SamplingBatch& batch, ModelCache& cache,

@@ -51,6 +51,9 @@ public:
     void commit_deferred_state(const ForwardBatch& commit, const std::vector<int32_t>& deferred_rows,
                                ModelCache& cache) override;
     void reserve_mtp_hidden(int64_t max_rows, int64_t max_mtp_rows) override;
+    // Rank 0's ids (every rank computed the same argmax; the others' are dropped: a rank's next
+    // argmax_rows_start replaces its unread one).
+    void take_argmax(Output& out) override;
     void sample(float* logits, int64_t V, const SamplingBatch& batch, ModelCache& cache, SampleOutput& out) override;
     std::vector<int64_t> graph_batch_sizes() const override { return graph_batch_sizes_; }
     bool supports_mrope() const override { return supports_mrope_; }

@@ -64,6 +64,38 @@ TEST(MtpTrained, GreedyEqualsNoMtpAndDraftsAreAccepted) {
     }
 }
 
+// The deferred draft argmax (EngineConfig::mtp_overlap: the last draft forward's ids are taken in
+// the next step, after its schedule) proposes the same drafts as waiting for them at once: the
+// same tokens, and the same drafts proposed and accepted at every position.
+TEST(MtpTrained, DeferredDraftIdsProposeTheSameDrafts) {
+    auto w = load_model_dir(kModelDir);
+    ASSERT_TRUE(w.is_ok()) << w.status().message();
+    const std::vector<GenerationRequest> reqs = held_out_prompts({7, 19, 33, 52}, 24);
+    for (int64_t k = 1; k <= 2; ++k) {
+        std::map<bool, Collector> got;
+        std::map<bool, std::vector<int64_t>> proposed, accepted;
+        for (bool overlap : {true, false}) {
+            CpuOps ops;
+            EngineConfig cfg;
+            cfg.num_speculative_tokens = k;
+            cfg.mtp_overlap = overlap;
+            cfg.max_num_seqs = 8;
+            cfg.cache_memory_mb = 64;
+            auto engine = Engine::create(*w, ops, cfg, nullptr);
+            ASSERT_TRUE(engine.is_ok()) << engine.status().message();
+            for (const auto& r : reqs) ASSERT_TRUE((*engine)->submit(r, got[overlap].sink_for(r.id)).is_ok());
+            (*engine)->run_until_idle();
+            proposed[overlap] = (*engine)->mtp_proposed_by_position();
+            accepted[overlap] = (*engine)->mtp_accepted_by_position();
+        }
+        for (const auto& r : reqs)
+            EXPECT_EQ(got[true].got[r.id][0].tokens, got[false].got[r.id][0].tokens) << r.id << " k=" << k;
+        EXPECT_EQ(proposed[true], proposed[false]) << "k=" << k;
+        EXPECT_EQ(accepted[true], accepted[false]) << "k=" << k;
+        EXPECT_GT(accepted[true][0], 0) << "k=" << k;
+    }
+}
+
 // --speculative-disable-by-batch-size: with more sequences running than the limit no draft is
 // proposed (the steps are plain decode steps); at or under it MTP drafts as usual. Greedy output
 // is the same either way.

@@ -35,7 +35,7 @@ TEST(EngineOptions, NamesAndKnobsAreUniqueAndEveryOptionHasHelp) {
 TEST(EngineOptions, FlagAndValuedNamesSplitTheTable) {
     const auto valued = engine_valued_option_names(), flags = engine_flag_option_names();
     EXPECT_EQ(valued.size() + flags.size(), engine_options().size());
-    EXPECT_EQ(flags, (std::set<std::string>{"no-chunked-prefill", "no-prefix-caching"}));
+    EXPECT_EQ(flags, (std::set<std::string>{"no-chunked-prefill", "no-prefix-caching", "no-mtp-overlap"}));
     for (const char* n : {"max-num-seqs", "kv-cache-dtype", "gdn-state-dtype", "gpu-memory-utilization"})
         EXPECT_EQ(valued.count(n), 1u) << n;
 }

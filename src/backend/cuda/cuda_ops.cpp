@@ -36,11 +36,13 @@ std::string cuda_unsupported_reason(const ModelConfig& c) {
 CudaOps::CudaOps(const CudaOptions& options)
     : options_(options), graphs_(options.profile_ops ? 0 : options.graph_max_batch) {
     profiler_.enable(options.profile_ops);
+    timeline_.enable(options.step_timeline);
     QS_CUDA_CHECK(cudaSetDevice(options.device));
     cudaDeviceProp prop{};
     QS_CUDA_CHECK(cudaGetDeviceProperties(&prop, options.device));
     device_name_ = prop.name;
     QS_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    QS_CUDA_CHECK(cudaEventCreateWithFlags(&argmax_done_, cudaEventDisableTiming));
     gemm_ = std::make_unique<Gemm>();
 }
 
@@ -48,6 +50,8 @@ CudaOps::~CudaOps() {
     if (stream_) cudaStreamSynchronize(stream_);
     graphs_.clear(stream_);
     if (staging_) cudaFreeHost(staging_);
+    if (argmax_pinned_) cudaFreeHost(argmax_pinned_);
+    if (argmax_done_) cudaEventDestroy(argmax_done_);
     gemm_.reset();
     if (stream_) cudaStreamDestroy(stream_);
 }
@@ -64,6 +68,7 @@ void CudaOps::free_all() {
     // after it on the same stream, so reuse is safe without a sync.
     arena_.reset();
     marks_.clear();
+    commit_zero_z_ = commit_unused_out_ = nullptr;
 }
 
 size_t CudaOps::mark() {
@@ -88,7 +93,7 @@ float* CudaOps::persistent(int id, int64_t n) {
         // Verify graphs write the GDN stash by address: they go with the old buffer. (The other
         // persistent buffers a graph reads, the MTP head's input, are in its key by address.)
         if (id >= kGdnStashId) graphs_.clear(stream_);
-        QS_CUDA_CHECK(cudaStreamSynchronize(stream_));  // queued work may still use the old buffer
+        sync_stream();  // queued work may still use the old buffer
         b = DeviceBuffer(size_t(n) * sizeof(float));
     }
     return b.as<float>();
@@ -99,17 +104,24 @@ void CudaOps::copy(const float* src, int64_t n, float* dst) {
 }
 
 void CudaOps::copy_to_host(const float* src, int64_t n, float* dst) {
+    timeline_.count_copy();
     QS_CUDA_CHECK(cudaMemcpyAsync(dst, src, size_t(n) * sizeof(float), cudaMemcpyDeviceToHost, stream_));
-    QS_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    sync_stream();
 }
 
 void CudaOps::copy_from_host(const float* src, int64_t n, float* dst) {
+    timeline_.count_copy();
     QS_CUDA_CHECK(cudaMemcpyAsync(dst, src, size_t(n) * sizeof(float), cudaMemcpyHostToDevice, stream_));
     // The host buffer may be reused by the caller right after return.
-    QS_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    sync_stream();
 }
 
-void CudaOps::synchronize() { QS_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+void CudaOps::synchronize() { sync_stream(); }
+
+void CudaOps::sync_stream() {
+    timeline_.count_sync();
+    QS_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
 
 std::unique_ptr<ModelCache> CudaOps::make_cache(const CacheGeometry& g) {
     // bf16 state when the backend was made so or the geometry (the engine's plan) asks for it.
@@ -136,7 +148,10 @@ std::optional<DeviceMemoryUse> CudaOps::device_memory() {
 
 int32_t* CudaOps::upload_ints(const int32_t* host, int64_t n) {
     auto* d = static_cast<int32_t*>(arena_.allocate(size_t(std::max<int64_t>(n, 1)) * sizeof(int32_t)));
-    if (n > 0) QS_CUDA_CHECK(cudaMemcpyAsync(d, host, size_t(n) * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
+    if (n > 0) {
+        timeline_.count_copy();
+        QS_CUDA_CHECK(cudaMemcpyAsync(d, host, size_t(n) * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
+    }
     // Pageable source: cudaMemcpyAsync returns once the data is staged, so `host` may go away.
     return d;
 }
@@ -203,6 +218,9 @@ void CudaOps::plan_stash(const ForwardBatch& batch, int64_t rows, bool whole_bat
 
 int64_t CudaOps::begin_forward(const ForwardBatch& batch, const int32_t* positions, const Replay& replay) {
     arena_.set_label("the batch upload");
+    timeline_.mark(replay.phase, stream_);
+    phase_ = replay.phase;
+    commit_zero_z_ = commit_unused_out_ = nullptr;
     const int64_t T = batch.num_tokens(), S = int64_t(batch.seqs.size());
     const CudaCacheStorage* replay_storage = storage(replay.cache);
     // A batch that runs as a graph gets dummy sequences of `stride` rows each up to the padded
@@ -268,6 +286,7 @@ int64_t CudaOps::begin_forward(const ForwardBatch& batch, const int32_t* positio
         const std::vector<int32_t> rp = batch.rope_positions();
         for (int64_t k = 0; k < 3; ++k) std::memcpy(rope + k * rows, rp.data() + k * T, size_t(T) * 4);
     }
+    timeline_.count_copy();
     QS_CUDA_CHECK(cudaMemcpyAsync(batch_ints_.get(), staging_, total * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
     const int32_t* d = batch_ints_.as<int32_t>();
     batch_.token_ids = d;
@@ -293,7 +312,12 @@ int64_t CudaOps::begin_forward(const ForwardBatch& batch, const int32_t* positio
 float* CudaOps::run_layers(const std::function<float*()>& layers) {
     if (!replay_pending_) return layers();
     replay_pending_ = false;
-    return graphs_.run(graph_key_, stream_, arena_, layers);
+    timeline_.count_graph_launch();
+    // The layers run only when the graph is captured now: their ops are not eager then.
+    in_capture_ = true;
+    float* result = graphs_.run(graph_key_, stream_, arena_, layers);
+    in_capture_ = false;
+    return result;
 }
 
 std::vector<int64_t> CudaOps::graph_batch_sizes() const {
@@ -321,16 +345,47 @@ void CudaOps::rms_norm_zc(const float* x, const ParamVector& w, int64_t T, int64
 }
 
 void CudaOps::linear(const float* x, int64_t T, const LinearWeight& w, float* y) {
-    const auto prof = op_scope(w.handle.index == lm_head_ ? "lm_head" : "linear");
+    const bool lm_head = w.handle.index == lm_head_;
+    if (lm_head) timeline_.mark(phase_ == kMtpPhase ? "MTP lm_head" : "lm_head", stream_);
+    const auto prof = op_scope(lm_head ? "lm_head" : "linear");
     gemm_->linear(weights_.linear(w), x, T, y, arena_, stream_);
 }
 
 void CudaOps::argmax_rows(const float* x, int64_t R, int64_t n, int32_t* out) {
+    timeline_.mark(phase_ == kMtpPhase ? "draft argmax" : "argmax", stream_);
     const auto prof = op_scope("argmax");
     auto* d = static_cast<int32_t*>(arena_.allocate(size_t(std::max<int64_t>(R, 1)) * sizeof(int32_t)));
     launch_argmax_rows(x, R, n, d, stream_);
+    timeline_.count_copy();
     QS_CUDA_CHECK(cudaMemcpyAsync(out, d, size_t(R) * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_));
-    QS_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    sync_stream();
+}
+
+void CudaOps::argmax_rows_start(const float* x, int64_t R, int64_t n) {
+    timeline_.mark(phase_ == kMtpPhase ? "draft argmax" : "argmax", stream_);
+    const auto prof = op_scope("argmax");
+    // The pinned buffer is reused: the previous ids must have landed (normally taken already).
+    if (argmax_in_flight_) QS_CUDA_CHECK(cudaEventSynchronize(argmax_done_));
+    if (R > argmax_pinned_rows_) {
+        if (argmax_pinned_) QS_CUDA_CHECK(cudaFreeHost(argmax_pinned_));
+        argmax_pinned_rows_ = std::max<int64_t>(R, 2 * argmax_pinned_rows_);
+        QS_CUDA_CHECK(cudaMallocHost(&argmax_pinned_, size_t(argmax_pinned_rows_) * sizeof(int32_t)));
+    }
+    auto* d = static_cast<int32_t*>(arena_.allocate(size_t(std::max<int64_t>(R, 1)) * sizeof(int32_t)));
+    launch_argmax_rows(x, R, n, d, stream_);
+    timeline_.count_copy();
+    QS_CUDA_CHECK(cudaMemcpyAsync(argmax_pinned_, d, size_t(R) * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_));
+    QS_CUDA_CHECK(cudaEventRecord(argmax_done_, stream_));
+    argmax_in_flight_ = true;
+    argmax_started_rows_ = R;
+}
+
+void CudaOps::argmax_rows_wait(int32_t* out) {
+    QS_CHECK_MSG(argmax_in_flight_, "CudaOps::argmax_rows_wait without argmax_rows_start");
+    timeline_.count_sync();
+    QS_CUDA_CHECK(cudaEventSynchronize(argmax_done_));
+    std::memcpy(out, argmax_pinned_, size_t(argmax_started_rows_) * sizeof(int32_t));
+    argmax_in_flight_ = false;
 }
 
 void CudaOps::add(float* x, const float* y, int64_t n) {
@@ -459,9 +514,13 @@ void CudaOps::gdn_commit(const GdnWeights& w, const GdnDims& d, const ForwardBat
         QS_CHECK_MSG(it != stash_.first.end(), "gdn_commit: no deferred span began at that row");
         in_place = it->second == commit.seqs[i].row_begin;
     }
-    float* z = alloc(T * d.value_dim());    // [T, Vdim] (only feeds the unused output)
-    float* out = alloc(T * d.value_dim());  // [T, Vdim] unused
-    fill_zero(z, T * d.value_dim());
+    if (commit_zero_z_ == nullptr) {  // the first layer of this commit forward
+        commit_zero_z_ = alloc(T * d.value_dim());      // [T, Vdim] (only feeds the unused output)
+        commit_unused_out_ = alloc(T * d.value_dim());  // [T, Vdim] unused
+        fill_zero(commit_zero_z_, T * d.value_dim());
+    }
+    float* z = commit_zero_z_;
+    float* out = commit_unused_out_;
     if (in_place) {
         gated_delta_net(persistent(id, 0), z, persistent(id + 1, 0), persistent(id + 2, 0), w, d, commit, cache,
                         gdn_layer, out);

@@ -22,6 +22,7 @@
 #include "backend/cuda/forward_graphs.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/op_profile.h"
+#include "backend/cuda/step_timeline.h"
 #include "backend/cuda/vision_tower.h"
 #include "backend/ops.h"
 
@@ -45,6 +46,9 @@ struct CudaOptions {
     bool pad_without_graphs = false;
     // GPU time per op (op_profile.h; CUDA graphs are off while it is on). For the bench's profile.
     bool profile_ops = false;
+    // GPU time per step phase (step_timeline.h; an event per forward, lm_head, sampling and draft
+    // argmax; graphs stay on). For the bench's MTP step table.
+    bool step_timeline = false;
     // Tests, diagnosis: MoeParams::gemm_path for every MoE call (-1: by shape, the default;
     // 0: the mma.sync grouped GEMMs at every size; 1: the CUTLASS prefill path at every size).
     // Either fixed path computes each token's rows independently of the batch around it.
@@ -83,6 +87,9 @@ public:
     void rms_norm_zc(const float* x, const ParamVector& w, int64_t T, int64_t n, double eps, float* y) override;
     void linear(const float* x, int64_t T, const LinearWeight& w, float* y) override;
     void argmax_rows(const float* x, int64_t R, int64_t n, int32_t* out) override;
+    // The ids go to pinned memory with an event behind them: no stream sync until the wait.
+    void argmax_rows_start(const float* x, int64_t R, int64_t n) override;
+    void argmax_rows_wait(int32_t* out) override;
     void sample(float* logits, int64_t V, const SamplingBatch& batch, ModelCache& cache, SampleOutput& out) override;
     void store_token_ids(const ForwardBatch& batch, const int32_t* positions, ModelCache& cache) override;
     void add(float* x, const float* y, int64_t n) override;
@@ -113,13 +120,19 @@ public:
     const ForwardGraphs& graphs() const { return graphs_; }
     // With CudaOptions::profile_ops: GPU ms and calls per op name since the last call (syncs).
     std::map<std::string, OpProfiler::Total> take_op_profile() { return profiler_.take(stream_); }
+    // Syncs, graph launches, eager ops and copies (always) and, with CudaOptions::step_timeline,
+    // GPU ms per phase since the last call (syncs).
+    StepTimeline::Totals take_step_timeline() { return timeline_.take(stream_); }
 
 private:
     // The op's profiler scope; labels the arena's blocks with the op's name.
     OpProfiler::Scope op_scope(const char* name) {
         arena_.set_label(name);
+        if (!in_capture_) timeline_.count_eager_op();
         return profiler_.scope(name, stream_);
     }
+    // Waits for the stream (counted by the timeline).
+    void sync_stream();
     // Uploads n int32 host values into the arena (ordered on the stream).
     int32_t* upload_ints(const int32_t* host, int64_t n);
     void check_batch(const ForwardBatch& batch) const;
@@ -151,6 +164,11 @@ private:
     const ForwardBatch* batch_host_ = nullptr;
     ForwardGraphs graphs_;
     OpProfiler profiler_;
+    StepTimeline timeline_;
+    bool in_capture_ = false;  // run_layers is capturing a graph (ops then are not eager)
+    // The last begin_forward's Replay::phase: names the lm_head and argmax after it.
+    std::string phase_;
+    static constexpr const char* kMtpPhase = "MTP head";  // Qwen36Model::mtp_forward's
     int32_t lm_head_ = -1;  // the lm_head's WeightHandle index: its linear is profiled apart
     bool graphs_possible_ = false;  // every op of these weights can be captured (prepare_weights)
     bool replay_pending_ = false;   // begin_forward padded the batch; run_layers uses graph_key_
@@ -172,8 +190,17 @@ private:
         int64_t layers = 0, conv_dim = 0, value_heads = 0;  // seen by gated_delta_net
     } gdn_shape_;
     std::vector<int32_t> stash_rows_scratch_;
+    // gdn_commit: the zero gate input and the unused output, shared by every layer of one commit
+    // forward (one memset per commit instead of one per layer); begin_forward drops them.
+    float* commit_zero_z_ = nullptr;
+    float* commit_unused_out_ = nullptr;
     std::mutex vision_mu_;                   // guards the lazy creation of vision_
     std::unique_ptr<VisionRunner> vision_;   // vision_tower(): made on the first image
+    // argmax_rows_start: the ids' pinned landing place and the event after their copy.
+    int32_t* argmax_pinned_ = nullptr;
+    int64_t argmax_pinned_rows_ = 0, argmax_started_rows_ = 0;
+    cudaEvent_t argmax_done_ = nullptr;
+    bool argmax_in_flight_ = false;
     std::vector<char> sample_upload_;        // sample(): the SamplingBatch packed for one copy
     std::vector<int32_t> sample_download_;   // sample(): what comes back
 };

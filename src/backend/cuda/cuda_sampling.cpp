@@ -32,6 +32,7 @@ void CudaOps::store_token_ids(const ForwardBatch& batch, const int32_t* position
 }
 
 void CudaOps::sample(float* logits, int64_t V, const SamplingBatch& batch, ModelCache& cache, SampleOutput& out) {
+    timeline_.mark("sample", stream_);
     const auto prof = op_scope("sample");
     const int32_t R = int32_t(batch.rows.size());
     out.resize(size_t(R));
@@ -76,6 +77,7 @@ void CudaOps::sample(float* logits, int64_t V, const SamplingBatch& batch, Model
     const size_t o_begin = pack(up, list_begin.data(), L);
     const size_t o_cap = pack(up, list_cap.data(), L);
     char* d_in = static_cast<char*>(arena_.allocate(up.size()));
+    timeline_.count_copy();
     QS_CUDA_CHECK(cudaMemcpyAsync(d_in, up.data(), up.size(), cudaMemcpyHostToDevice, stream_));
 
     // Outputs (and the zeroed list counts) in one region: token, accepted, logprob [R];
@@ -114,8 +116,9 @@ void CudaOps::sample(float* logits, int64_t V, const SamplingBatch& batch, Model
     // Back in one copy: the top logprobs only when some row asked for them.
     sample_download_.resize(out_bytes / 4);
     const size_t back = any_logprobs ? out_bytes : 3 * size_t(R) * 4;
+    timeline_.count_copy();
     QS_CUDA_CHECK(cudaMemcpyAsync(sample_download_.data(), d_out, back, cudaMemcpyDeviceToHost, stream_));
-    QS_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    sync_stream();
     const int32_t* h = sample_download_.data();
     std::memcpy(out.token.data(), h, size_t(R) * 4);
     for (int32_t i = 0; i < R; ++i) out.accepted[size_t(i)] = uint8_t(h[R + i] != 0);
