@@ -186,6 +186,7 @@ TEST(MediaRuns, VideoFramesAndMismatches) {
     video.grid_t = 2;
     video.grid_h = 2;
     video.grid_w = 4;  // 2 tokens per temporal patch
+    image.grid_t = 1;
     image.grid_h = 2;
     image.grid_w = 2;  // 1 token
     const int32_t I = 7, V = 8, x = 1;

@@ -39,7 +39,8 @@ VideoProcessorConfig test_config() {
 
 std::vector<RgbImage> clip_frames(const std::string& clip) {
     std::vector<RgbImage> frames;
-    for (const auto& f : manifest()[clip]["frames"]) {
+    const nlohmann::json m = manifest();
+    for (const auto& f : m[clip]["frames"]) {
         auto img = decode_image(read_file(kDir + "/" + clip + "/" + f.get<std::string>()));
         EXPECT_TRUE(img.is_ok()) << img.status().message();
         frames.push_back(std::move(img).value());
@@ -130,7 +131,10 @@ TEST(VideoProcessor, TimestampsAreTheProcessors) {
 
 TEST(VideoProcessor, RefusesMixedFrameSizesAndBadConfig) {
     std::vector<RgbImage> frames = clip_frames("clip_a");
-    frames.push_back(clip_frames("clip_b")[0]);
+    const std::vector<RgbImage> other = clip_frames("clip_b");
+    ASSERT_EQ(frames.size(), 4u);
+    ASSERT_FALSE(other.empty());
+    frames.push_back(other[0]);
     auto r = preprocess_video(frames, test_config());
     ASSERT_FALSE(r.is_ok());
     EXPECT_NE(r.status().message().find("frame 5"), std::string::npos) << r.status().message();
