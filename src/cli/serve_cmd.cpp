@@ -453,8 +453,8 @@ const CommandSpec& serve_spec() {
               valued("max-video-frames", "N", "frames in one video_url frame list (counted before decoding)",
                      std::to_string(di.max_video_frames)),
               valued("video-frame-list-fps", "FPS",
-                     "frame rate a video_url frame list is taken to have: the timestamps written before each pair "
-                     "of frames (vLLM's default)", fmt::format("{}", di.video_frame_list_fps)),
+                     "frame rate a video_url frame list is taken to have (sets the timestamps written before each "
+                     "pair of frames; 1 as in vLLM)", fmt::format("{}", di.video_frame_list_fps)),
               valued("remote-image-timeout-s", "S", "time for one http:// image fetch", fmt::format("{}", di.remote_timeout_s))}});
         for (auto& o : c.groups.back().options) {
             if (o.metavar == "N") o.allowed = ">= 1";
