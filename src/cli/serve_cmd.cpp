@@ -126,6 +126,10 @@ Result<ServeConfig> resolve(const Args& args) {
     QS_RETURN_IF_ERROR(positive("max-image-bytes", im.max_image_bytes, im.max_image_bytes));
     QS_RETURN_IF_ERROR(positive("max-image-pixels", im.max_image_pixels, im.max_image_pixels));
     QS_RETURN_IF_ERROR(positive("max-images-per-request", im.max_images_per_request, im.max_images_per_request));
+    QS_RETURN_IF_ERROR(positive("max-video-frames", im.max_video_frames, im.max_video_frames));
+    QS_ASSIGN_OR_RETURN(im.video_frame_list_fps, args.get_double("video-frame-list-fps", im.video_frame_list_fps));
+    if (!(im.video_frame_list_fps > 0))
+        return invalid_argument(fmt::format("--video-frame-list-fps must be positive, got {}", im.video_frame_list_fps));
     QS_RETURN_IF_ERROR(seconds("remote-image-timeout-s", im.remote_timeout_s, im.remote_timeout_s));
     QS_ASSIGN_OR_RETURN(c.engine, EngineConfig::from_args(args));
     c.fake_engine = args.has("fake-engine");
@@ -167,9 +171,10 @@ void log_config(const ServeConfig& c) {
              s.shutdown_grace_s, s.request_timeout_s > 0 ? fmt::format("{}", s.request_timeout_s) : "off", s.log_requests ? "on" : "off", s.log_requests && s.log_prompts ? " (with prompts)" : "");
     const ImageInputOptions& im = s.images;
     log_info("serve: allowed-local-media-path={} allow-remote-images={} max-image-bytes={} max-image-pixels={} "
-             "max-images-per-request={} remote-image-timeout-s={}",
+             "max-images-per-request={} max-video-frames={} video-frame-list-fps={} remote-image-timeout-s={}",
              im.allowed_local_media_path.empty() ? "none" : im.allowed_local_media_path, im.allow_remote_images,
-             im.max_image_bytes, im.max_image_pixels, im.max_images_per_request, im.remote_timeout_s);
+             im.max_image_bytes, im.max_image_pixels, im.max_images_per_request, im.max_video_frames,
+             im.video_frame_list_fps, im.remote_timeout_s);
 }
 
 // The engine's knobs as it runs them: automatic values (0) replaced by what they resolved to.
@@ -265,13 +270,29 @@ Status serve(const Args& args) {
         }
         if (weights->visual && !proc.is_ok())
             log_warn("serve: image input off: the model has a vision tower but {}", proc.status().message());
+        // Videos need video_preprocessor_config.json (its defaults when absent) to fit the tower too.
+        auto video_proc = proc.is_ok() ? load_video_processor_config(c.model_path)
+                                       : Result<VideoProcessorConfig>(not_found("no image input"));
+        if (video_proc.is_ok() && (video_proc->image.patch_size != proc->patch_size ||
+                                   video_proc->image.temporal_patch_size != proc->temporal_patch_size ||
+                                   video_proc->image.merge_size != proc->merge_size))
+            video_proc = invalid_argument("its video_preprocessor_config.json patch sizes differ from the tower's");
         if (proc.is_ok()) {
             vision = std::make_unique<VisionInput>();
             vision->processor = proc.value();
             vision->image_token_id = int32_t(weights->config.image_token_id);
+            vision->vision_start_token_id = int32_t(weights->config.vision_start_token_id);
+            vision->vision_end_token_id = int32_t(weights->config.vision_end_token_id);
+            if (video_proc.is_ok()) {
+                vision->video = video_proc.value();
+                vision->video_token_id = int32_t(weights->config.video_token_id);
+            } else {
+                log_warn("serve: video input off: {}", video_proc.status().message());
+            }
             state->set_vision(vision.get());
-            log_info("serve: image input on (vision tower, {}..{} pixels per image after resizing)",
-                     vision->processor.min_pixels, vision->processor.max_pixels);
+            log_info("serve: image input on (vision tower, {}..{} pixels per image after resizing); video input {}",
+                     vision->processor.min_pixels, vision->processor.max_pixels,
+                     vision->video_token_id >= 0 ? "on (frame lists)" : "off");
         }
         // One backend, or a tensor-parallel group whose ranks each own theirs.
         QS_ASSIGN_OR_RETURN(const BackendOptions backend, backend_options_from_args(args, c.engine));
@@ -427,12 +448,18 @@ const CommandSpec& serve_spec() {
                      std::to_string(di.max_image_bytes)),
               valued("max-image-pixels", "N", "largest image, width x height before resizing (a 400 beyond)",
                      std::to_string(di.max_image_pixels)),
-              valued("max-images-per-request", "N", "image_url parts per request",
+              valued("max-images-per-request", "N", "image_url and video_url parts per request",
                      std::to_string(di.max_images_per_request)),
+              valued("max-video-frames", "N", "frames in one video_url frame list (counted before decoding)",
+                     std::to_string(di.max_video_frames)),
+              valued("video-frame-list-fps", "FPS",
+                     "frame rate a video_url frame list is taken to have (sets the timestamps written before each "
+                     "pair of frames; 1 as in vLLM)", fmt::format("{}", di.video_frame_list_fps)),
               valued("remote-image-timeout-s", "S", "time for one http:// image fetch", fmt::format("{}", di.remote_timeout_s))}});
         for (auto& o : c.groups.back().options) {
             if (o.metavar == "N") o.allowed = ">= 1";
             if (o.metavar == "S") o.allowed = ">= 0";
+            if (o.metavar == "FPS") o.allowed = "> 0";
         }
         c.groups.push_back(
             {"Request log",

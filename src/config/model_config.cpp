@@ -6,7 +6,7 @@
 //   partial_rotary_factor, rope_theta, rope_type, mrope_*:
 //       text.rope_parameters → text.rope_scaling → text → top.rope_parameters → top
 //   tie_word_embeddings, bos/eos/pad_token_id, dtype (or torch_dtype): text → top
-//   vision_config, image_token_id, vision_start/end_token_id: top (nested layout only)
+//   vision_config, image_token_id, video_token_id, vision_start/end_token_id: top (nested layout only)
 // ("text" is text_config in the nested layout and the file's top level in the flat one.)
 #include "config/model_config.h"
 
@@ -380,6 +380,7 @@ Result<ModelConfig> parse_model_config(const nlohmann::json& j, const std::strin
                 warnings->push_back(fmt::format("{}: {}; image input is off", source, vc.status().message()));
             }
             QS_RETURN_IF_ERROR(top.read_int("image_token_id", &c.image_token_id, false));
+            QS_RETURN_IF_ERROR(top.read_int("video_token_id", &c.video_token_id, false));
             QS_RETURN_IF_ERROR(top.read_int("vision_start_token_id", &c.vision_start_token_id, false));
             QS_RETURN_IF_ERROR(top.read_int("vision_end_token_id", &c.vision_end_token_id, false));
         }

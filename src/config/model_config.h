@@ -73,6 +73,7 @@ struct ModelConfig {
     // top-level image token ids (transformers' Qwen3_5MoeConfig defaults when absent).
     std::optional<VisionConfig> vision;
     int64_t image_token_id = 248056;
+    int64_t video_token_id = 248057;
     int64_t vision_start_token_id = 248053;
     int64_t vision_end_token_id = 248054;
 

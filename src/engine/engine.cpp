@@ -88,11 +88,12 @@ Status Engine::submit(GenerationRequest request, OutputSink sink) {
                                     "no M-RoPE positions)");
         std::vector<const ImagePatches*> patches;
         for (const auto& p : request.images) patches.push_back(p.get());
-        QS_ASSIGN_OR_RETURN(PromptImages prepared, prepare_prompt_images(*weights_.visual, request.prompt_ids,
-                                                                         weights_.config.image_token_id, patches,
-                                                                         model_->vision_ops()));
+        QS_ASSIGN_OR_RETURN(PromptImages prepared,
+                            prepare_prompt_images(*weights_.visual, request.prompt_ids, weights_.config.image_token_id,
+                                                  patches, model_->vision_ops(), weights_.config.video_token_id));
         images = std::make_shared<const PromptImages>(std::move(prepared));
-        cache_key = image_cache_key(request.prompt_ids, weights_.config.image_token_id, request.images);
+        cache_key = image_cache_key(request.prompt_ids, weights_.config.image_token_id, request.images,
+                                    weights_.config.video_token_id, weights_.visual->config().spatial_merge_size);
     }
     std::lock_guard<std::mutex> lock(inbox_mu_);
     if (live_ids_.count(request.id)) return invalid_argument("duplicate request id '" + request.id + "'");

@@ -62,8 +62,10 @@ struct GenerationRequest {
     // token is generated (</think>: the reasoning is free, the answer constrained).
     std::shared_ptr<const grammar::CompiledGrammar> grammar;
     int32_t grammar_after_token = -1;
-    // The prompt's images in order, preprocessed (image/image_processor.h); the i-th maximal run
-    // of <|image_pad|> (ModelConfig::image_token_id) in prompt_ids is image i's merged tokens.
+    // The prompt's images and videos in order, preprocessed (image/image_processor.h,
+    // image/video_processor.h); placed as model/media_runs says: an image is a maximal run of
+    // <|image_pad|> (ModelConfig::image_token_id) of its merged tokens, a video grid_t runs of
+    // <|video_pad|> (ModelConfig::video_token_id), one per temporal patch.
     // Engine::submit refuses them on a model without a vision tower or a backend without M-RoPE.
     std::vector<std::shared_ptr<const ImagePatches>> images;
 };

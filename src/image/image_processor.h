@@ -51,6 +51,9 @@ struct ImagePatches {
     int grid_t = 0, grid_h = 0, grid_w = 0;  // in patches
     int64_t patch_dim = 0;                   // C · T · P · P
     std::vector<float> values;               // [grid_t·grid_h·grid_w][patch_dim]
+    // A video (image/video_processor): grid_t temporal patches, placed in the prompt as grid_t
+    // runs of <|video_pad|> (one per temporal patch, each after its timestamp); else a still image.
+    bool video = false;
 
     int64_t rows() const { return int64_t(grid_t) * grid_h * grid_w; }
     // Tokens the image occupies in the prompt after the merger.

@@ -8,14 +8,21 @@ namespace qs {
 
 Result<MropePositions> mrope_positions(const std::vector<bool>& is_image, const std::vector<ImageGrid>& grids,
                                        int merge) {
+    std::vector<uint8_t> kind(is_image.size());
+    for (size_t i = 0; i < kind.size(); ++i) kind[i] = is_image[i] ? 1 : 0;
+    return mrope_positions(kind, grids, merge);
+}
+
+Result<MropePositions> mrope_positions(const std::vector<uint8_t>& kind, const std::vector<ImageGrid>& grids,
+                                       int merge) {
     MropePositions out;
-    const size_t n = is_image.size();
+    const size_t n = kind.size();
     for (auto& s : out.pos) s.resize(n);
     int64_t cur = 0, max_pos = -1;
     size_t next_image = 0;
     size_t i = 0;
     while (i < n) {
-        if (!is_image[i]) {
+        if (kind[i] == 0) {
             for (auto& s : out.pos) s[i] = int32_t(cur);
             max_pos = std::max(max_pos, cur);
             ++cur;
@@ -23,7 +30,7 @@ Result<MropePositions> mrope_positions(const std::vector<bool>& is_image, const 
             continue;
         }
         size_t end = i;
-        while (end < n && is_image[end]) ++end;
+        while (end < n && kind[end] == kind[i]) ++end;
         if (next_image >= grids.size()) {
             return invalid_argument(fmt::format("more image placeholder runs than the {} images given", grids.size()));
         }

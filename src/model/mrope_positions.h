@@ -29,5 +29,10 @@ struct MropePositions {
 // the next image of `grids` and must have t·(h/m)·(w/m) tokens; a mismatch is kInvalidArgument.
 Result<MropePositions> mrope_positions(const std::vector<bool>& is_image, const std::vector<ImageGrid>& grids,
                                        int merge);
+// The same with token kinds (0 text, else a media kind: 1 image, 2 video, as transformers'
+// mm_token_type_ids): a run ends where the kind changes. A video of grid (t, h, w) is given as t
+// grids (1, h, w), one per temporal patch run (get_rope_index splits video_grid_thw so).
+Result<MropePositions> mrope_positions(const std::vector<uint8_t>& kind, const std::vector<ImageGrid>& grids,
+                                       int merge);
 
 }  // namespace qs

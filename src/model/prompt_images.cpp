@@ -4,28 +4,33 @@
 #include <fmt/format.h>
 
 #include "core/check.h"
+#include "model/media_runs.h"
 
 namespace qs {
 
 Result<PromptImages> prepare_prompt_images(const VisionTower& tower, const std::vector<int32_t>& prompt,
                                            int64_t image_token_id, const std::vector<const ImagePatches*>& images,
-                                           Ops* ops) {
+                                           Ops* ops, int64_t video_token_id) {
     const int merge = tower.config().spatial_merge_size;
-    std::vector<bool> is_image(prompt.size());
+    QS_ASSIGN_OR_RETURN(std::vector<MediaRun> runs, media_runs(prompt, image_token_id, video_token_id, images, merge));
+    std::vector<uint8_t> kind(prompt.size(), 0);
     std::vector<ImageGrid> grids;
-    for (size_t i = 0; i < prompt.size(); ++i) is_image[i] = prompt[i] == image_token_id;
-    for (const ImagePatches* p : images) grids.push_back({p->grid_t, p->grid_h, p->grid_w});
-    QS_ASSIGN_OR_RETURN(MropePositions positions, mrope_positions(is_image, grids, merge));
+    for (const MediaRun& r : runs) {
+        for (size_t i = r.begin; i < r.end; ++i) kind[i] = r.video ? 2 : 1;
+        const ImagePatches& m = *images[r.media];
+        grids.push_back({r.video ? 1 : m.grid_t, m.grid_h, m.grid_w});
+    }
+    QS_ASSIGN_OR_RETURN(MropePositions positions, mrope_positions(kind, grids, merge));
     QS_ASSIGN_OR_RETURN(std::vector<float> embeds, tower.forward(images, ops));
     PromptImages out;
     out.hidden = tower.config().out_hidden_size;
     out.embed_index.assign(prompt.size(), -1);
     int32_t next = 0;
     for (size_t i = 0; i < prompt.size(); ++i)
-        if (is_image[i]) out.embed_index[i] = next++;
+        if (kind[i] != 0) out.embed_index[i] = next++;
     if (int64_t(next) * out.hidden != int64_t(embeds.size()))
-        return invalid_argument(fmt::format("the prompt has {} image tokens but its {} images make {} embeddings",
-                                            next, images.size(), int64_t(embeds.size()) / out.hidden));
+        return invalid_argument(fmt::format("the prompt has {} image and video tokens but its {} images and videos make "
+                                            "{} embeddings", next, images.size(), int64_t(embeds.size()) / out.hidden));
     out.embeds = std::move(embeds);
     out.positions = std::move(positions);
     return out;

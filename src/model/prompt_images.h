@@ -1,5 +1,5 @@
-// PromptImages: what one prompt's images add to its forwards (spec §1.3, §2.3): the vision tower's
-// embeddings for its <|image_pad|> tokens and the prompt's M-RoPE positions. Made once per request
+// PromptImages: what one prompt's images and videos add to its forwards (spec §1.3, §2.3): the vision
+// tower's embeddings for its <|image_pad|> and <|video_pad|> tokens and the prompt's M-RoPE positions. Made once per request
 // (prepare_prompt_images: the tower runs once, however the prompt is chunked) and applied to every
 // forward batch that covers the sequence (place_prompt_images: embedding rows for the pad tokens
 // in the batch, rotary positions for every row, the per-sequence delta for tokens after the
@@ -26,13 +26,15 @@ struct PromptImages {
     int64_t prompt_tokens() const { return int64_t(embed_index.size()); }
 };
 
-// Runs the tower over `images` (in prompt order) and lays the result over `prompt`: every maximal
-// run of `image_token_id` must be the next image's merged-token count. A mismatch (more or fewer
-// runs than images, a wrong run length) is kInvalidArgument naming it. The tower runs on `ops`
-// (Ops::vision_tower; null: the host reference).
+// Runs the tower over `images` (images and videos, in prompt order) and lays the result over
+// `prompt` as model/media_runs places them: every maximal run of `image_token_id` is the next
+// image's merged tokens, a video (ImagePatches::video) is grid_t runs of `video_token_id`, one per
+// temporal patch. A mismatch (more or fewer runs than media, a wrong run length) is
+// kInvalidArgument naming it. The tower runs on `ops` (Ops::vision_tower; null: the host
+// reference).
 Result<PromptImages> prepare_prompt_images(const VisionTower& tower, const std::vector<int32_t>& prompt,
                                            int64_t image_token_id, const std::vector<const ImagePatches*>& images,
-                                           Ops* ops = nullptr);
+                                           Ops* ops = nullptr, int64_t video_token_id = -1);
 
 // After every span of `batch` is in place: for each span s with images[s] non-null, sets its
 // rope_delta, fills batch.mrope_positions (every row of the batch; rows of other spans get

@@ -10,6 +10,7 @@
 
 #include "grammar/tool_call_grammar.h"
 #include "server/generation_stream.h"
+#include "server/video_input.h"
 
 namespace qs {
 
@@ -60,6 +61,39 @@ std::optional<ApiError> compile_grammar(const ServerState& state, GenerationSpec
     return std::nullopt;
 }
 
+// The request's images and videos in message order (images numbered among images, videos among
+// videos in the errors). Worker thread.
+Result<std::vector<PromptMedia>> load_media(ServerState& state, const TextPipeline& text,
+                                            const std::vector<MediaUrl>& urls) {
+    const VisionInput* vision = state.vision();
+    if (!vision)
+        return invalid_argument("this server takes no images or videos (the model has no vision tower or no fitting "
+                                "preprocessor_config.json, or image input is off on this device: docs/VISION.md)");
+    const ImageInputOptions& o = state.options().images;
+    if (int64_t(urls.size()) > o.max_images_per_request)
+        return invalid_argument(fmt::format("the request has {} images and videos; at most {} are allowed "
+                                            "(--max-images-per-request)", urls.size(), o.max_images_per_request));
+    std::vector<std::string> image_urls;
+    for (const MediaUrl& m : urls)
+        if (!m.video) image_urls.push_back(m.url);
+    QS_ASSIGN_OR_RETURN(auto images, load_images(image_urls, o, vision->processor));
+    std::vector<PromptMedia> out;
+    size_t next_image = 0, video = 0;
+    for (const MediaUrl& m : urls) {
+        if (!m.video) {
+            out.push_back({images[next_image++], {}});
+            continue;
+        }
+        ++video;
+        auto v = load_video(m.url, o, vision->video);
+        if (!v.is_ok()) return invalid_argument(fmt::format("video {} of the request: {}", video, v.status().message()));
+        PromptMedia pm{v->patches, {}};
+        for (double ts : v->timestamps) pm.frame_prefix.push_back(text.encode(timestamp_text(ts)));
+        out.push_back(std::move(pm));
+    }
+    return out;
+}
+
 // Worker thread.
 void prepare_and_submit(ServerState& state, ApiKind kind, const HttpRequest& request,
                         const std::shared_ptr<Exchange>& exchange, std::chrono::steady_clock::time_point arrival) {
@@ -91,19 +125,13 @@ void prepare_and_submit(ServerState& state, ApiKind kind, const HttpRequest& req
         if (!rendered.is_ok()) return reply_error(state, exchange, api_error_from_status(rendered.status(), "messages"));
         prompt_ids = text.encode(rendered.value());
         starts_in_reasoning = text.prompt_opens_reasoning(ro);
-        if (!spec.image_urls.empty()) {
-            const VisionInput* vision = state.vision();
-            if (!vision)
-                return reply_error(state, exchange, ApiError::bad_request(
-                    "this server takes no images (the model has no vision tower or no fitting preprocessor_config.json, "
-                    "or image input is off on this device: docs/VISION.md)",
-                    "messages"));
-            auto loaded = load_images(spec.image_urls, state.options().images, vision->processor);
+        if (!spec.media.empty()) {
+            auto loaded = load_media(state, text, spec.media);
             if (!loaded.is_ok())
                 return reply_error(state, exchange, ApiError::bad_request(loaded.status().message(), "messages"));
-            Status st = expand_image_pads(prompt_ids, vision->image_token_id, loaded.value(), vision->processor.merge_size);
+            Status st = expand_media_pads(prompt_ids, *state.vision(), loaded.value());
             if (!st.is_ok()) return reply_error(state, exchange, ApiError::bad_request(st.message(), "messages"));
-            images = std::move(loaded).value();
+            for (const PromptMedia& m : loaded.value()) images.push_back(m.patches);
         }
     } else if (spec.prompt_text) {
         prompt_ids = text.encode(*spec.prompt_text);

@@ -19,7 +19,9 @@ struct ImageInputOptions {
     bool allow_remote_images = false;       // http:// URLs
     int64_t max_image_bytes = 20 << 20;     // encoded bytes per image (any source)
     int64_t max_image_pixels = 1 << 24;     // width × height before resizing (checked from the header)
-    int64_t max_images_per_request = 8;
+    int64_t max_images_per_request = 8;     // image_url and video_url parts together
+    int64_t max_video_frames = 32;          // frames in one video_url frame list
+    double video_frame_list_fps = 1.0;      // frame rate a frame list is taken to have (timestamps)
     double remote_timeout_s = 10.0;         // connect + request + response of one http:// fetch
 };
 

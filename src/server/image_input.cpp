@@ -54,4 +54,44 @@ Status expand_image_pads(std::vector<int32_t>& ids, int32_t image_token_id,
     return Status::ok();
 }
 
+Status expand_media_pads(std::vector<int32_t>& ids, const VisionInput& vision, const std::vector<PromptMedia>& media) {
+    size_t found = 0;
+    for (int32_t t : ids) found += t == vision.image_token_id || t == vision.video_token_id;
+    if (found != media.size())
+        return invalid_argument(fmt::format("the prompt has {} image and video placeholders for {} images and videos",
+                                            found, media.size()));
+    if (media.empty()) return Status::ok();
+    const int m = vision.processor.merge_size;
+    std::vector<int32_t> out;
+    size_t next = 0;
+    for (int32_t t : ids) {
+        if (t != vision.image_token_id && t != vision.video_token_id) {
+            out.push_back(t);
+            continue;
+        }
+        const PromptMedia& pm = media[next++];
+        const ImagePatches& p = *pm.patches;
+        if (p.video != (t == vision.video_token_id))
+            return invalid_argument(fmt::format("placeholder {} of the prompt is an {} pad but media {} is an {}", next,
+                                                t == vision.video_token_id ? "video" : "image", next,
+                                                p.video ? "video" : "image"));
+        if (!p.video) {
+            out.insert(out.end(), size_t(p.merged_tokens(m)), t);
+            continue;
+        }
+        if (pm.frame_prefix.size() != size_t(p.grid_t))
+            return invalid_argument(fmt::format("video {} has {} timestamps for {} temporal patches", next,
+                                                pm.frame_prefix.size(), p.grid_t));
+        const size_t per_frame = size_t(p.grid_h / m) * size_t(p.grid_w / m);
+        for (int f = 0; f < p.grid_t; ++f) {
+            out.insert(out.end(), pm.frame_prefix[size_t(f)].begin(), pm.frame_prefix[size_t(f)].end());
+            out.push_back(vision.vision_start_token_id);
+            out.insert(out.end(), per_frame, t);
+            out.push_back(vision.vision_end_token_id);
+        }
+    }
+    ids = std::move(out);
+    return Status::ok();
+}
+
 }  // namespace qs

@@ -290,27 +290,29 @@ MaybeError parse_tools(const J& o, GenerationSpec& s) {
     return std::nullopt;
 }
 
-// Text and image_url parts ({"type": "image_url", "image_url": {"url": URL}} or the URL as a
-// string); the URLs are collected in order (fetched and checked later, on the worker pool).
-// Video parts are refused.
-MaybeError check_content_parts(const J& parts, const std::string& param, std::vector<std::string>& image_urls) {
+// Text, image_url and video_url parts ({"type": "image_url", "image_url": {"url": URL}} or the URL
+// as a string; video_url alike); the URLs are collected in order (fetched and checked later, on
+// the worker pool) and each video_url part becomes {"type": "video"}, which the chat templates
+// render as <|vision_start|><|video_pad|><|vision_end|>.
+MaybeError check_content_parts(J& parts, const std::string& param, std::vector<MediaUrl>& media) {
     for (size_t k = 0; k < parts.size(); ++k) {
-        const J& part = parts[k];
+        J& part = parts[k];
         const std::string where = fmt::format("{}.content[{}]", param, k);
         if (!part.is_object() || !part.contains("type") || !part["type"].is_string())
             return bad(where + ".type", fmt::format("{} must be an object with a string 'type'", where));
         const std::string type = part["type"].get<std::string>();
-        if (type == "image_url") {
-            const J* u = field(part, "image_url");
+        if (type == "image_url" || type == "video_url") {
+            const J* u = field(part, type.c_str());
             if (u && u->is_object()) u = field(*u, "url");
             if (!u || !u->is_string())
-                return bad(where + ".image_url", fmt::format("{}.image_url.url must be a string", where));
-            image_urls.push_back(u->get<std::string>());
+                return bad(where + "." + type, fmt::format("{}.{}.url must be a string", where, type));
+            media.push_back({type == "video_url", u->get<std::string>()});
+            if (type == "video_url") part = J{{"type", "video"}};
             continue;
         }
         if (type != "text")
-            return unsupported(where + ".type",
-                               fmt::format("{} has type '{}'; only 'text' and 'image_url' parts are supported", where, type));
+            return unsupported(where + ".type", fmt::format("{} has type '{}'; only 'text', 'image_url' and 'video_url' "
+                                                            "parts are supported", where, type));
         if (!part.contains("text") || !part["text"].is_string())
             return bad(where + ".text", fmt::format("{}.text must be a string", where));
     }
@@ -322,8 +324,9 @@ MaybeError parse_messages(const J& o, bool any_template_kwargs, GenerationSpec& 
     if (!m) return bad("messages", "'messages' is required");
     if (!m->is_array()) return bad("messages", fmt::format("'messages' must be an array, got {}", type_name(*m)));
     if (m->empty()) return bad("messages", "'messages' must not be empty");
-    for (size_t i = 0; i < m->size(); ++i) {
-        const J& msg = (*m)[i];
+    s.messages = *m;
+    for (size_t i = 0; i < s.messages.size(); ++i) {
+        J& msg = s.messages[i];
         const std::string param = fmt::format("messages[{}]", i);
         if (!msg.is_object()) return bad(param, fmt::format("{} must be an object", param));
         if (!msg.contains("role") || !msg["role"].is_string())
@@ -332,15 +335,14 @@ MaybeError parse_messages(const J& o, bool any_template_kwargs, GenerationSpec& 
         if (role != "system" && role != "developer" && role != "user" && role != "assistant" && role != "tool")
             return bad(param + ".role", fmt::format("{}.role '{}' is not one of system, developer, user, assistant, tool", param, role));
         if (msg.contains("content")) {
-            const J& c = msg["content"];
+            J& c = msg["content"];
             if (!c.is_null() && !c.is_string() && !c.is_array())
                 return bad(param + ".content", fmt::format("{}.content must be a string, an array of parts or null", param));
-            if (c.is_array()) QS_TRY_API(check_content_parts(c, param, s.image_urls));
+            if (c.is_array()) QS_TRY_API(check_content_parts(c, param, s.media));
         } else if (role != "assistant") {
             return bad(param + ".content", fmt::format("{}.content is required", param));
         }
     }
-    s.messages = *m;
     // The variables Qwen's templates read (enable_thinking: both; preserve_thinking: 3.5/3.6;
     // add_vision_id numbers image parts, which are refused, so it changes nothing). For the
     // native renderers a key the templates do not read would be a silent no-op in jinja:

@@ -18,13 +18,22 @@ namespace qs {
 
 enum class ApiKind { kChat, kCompletion };
 
+// An image_url or video_url part's URL (fetched and checked later, on the worker pool).
+struct MediaUrl {
+    bool video = false;
+    std::string url;
+    bool operator==(const MediaUrl&) const = default;
+};
+
 struct GenerationSpec {
     ApiKind kind = ApiKind::kChat;
     std::string model;
     // Chat.
     nlohmann::ordered_json messages;            // non-empty array
     nlohmann::ordered_json tools;               // null or a non-empty array
-    std::vector<std::string> image_urls;        // the image_url parts' URLs, in message order
+    // The image_url and video_url parts' URLs, in message order; `messages` holds each video_url
+    // part as {"type": "video"}, the part the chat templates render (as vLLM hands them over).
+    std::vector<MediaUrl> media;
     bool tool_choice_none = false;              // "none": tools rendered, calls not parsed
     bool tool_choice_required = false;          // "required": one or more calls (constrained)
     std::string tool_choice_function;           // a named function: exactly one call of it (constrained)

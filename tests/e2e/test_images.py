@@ -173,7 +173,9 @@ def test_bad_images_are_400s(client, http_images):
     bad(client, user(image_part(f"{http_images}/missing.png")), "404")
     bad(client, user(image_part("https://example.com/x.png")), "https")
     bad(client, user(image_part("/etc/passwd")), "outside --allowed-local-media-path")
-    bad(client, [{"role": "user", "content": [{"type": "video_url", "video_url": {"url": png}}]}], "video_url")
+    # An image sent as a video_url (tests/e2e/test_videos.py has the videos).
+    bad(client, [{"role": "user", "content": [{"type": "video_url", "video_url": {"url": png}}]}], "video 1",
+        "not a video type")
 
 
 def test_text_only_model_refuses_images():

@@ -103,7 +103,7 @@ def test_bad_min_tokens(client, kwargs):
     ({"prompt_cache_retention": "24h"}, "prompt_cache_retention"),
     ({"stream": True, "stream_options": {"include_obfuscation": True}}, "stream_options.include_obfuscation"),
     ({"tools": [{"type": "function", "function": {"name": "f", "strict": True}}]}, "tools[0].function.strict"),
-    ({"messages": [{"role": "user", "content": [{"type": "video_url", "video_url": {"url": "data:video/mp4;base64,AA"}}]}]},
+    ({"messages": [{"role": "user", "content": [{"type": "input_audio", "input_audio": {"data": "AA", "format": "wav"}}]}]},
      "messages[0].content[0].type"),
     ({"extra_body": {"guided_json": {"type": "object"}}}, "guided_json"),
     ({"extra_body": {"guided_regex": "a+"}}, "guided_regex"),

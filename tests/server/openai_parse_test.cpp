@@ -525,18 +525,34 @@ TEST(OpenAiParse, ContentPartsAreTextOrImages) {
         R"({"role":"user","content":[{"type":"image_url","image_url":"http://h/y.png"}]}]})",
         kModels, si);
     EXPECT_FALSE(e) << e->message;
-    EXPECT_EQ(si.image_urls, (std::vector<std::string>{"data:x", "http://h/y.png"}));
+    EXPECT_EQ(si.media, (std::vector<MediaUrl>{{false, "data:x"}, {false, "http://h/y.png"}}));
     e = parse_generation_request(
         ApiKind::kChat, R"({"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":3}}]}]})",
         kModels, s);
     ASSERT_TRUE(e);
     EXPECT_EQ(e->param, "messages[0].content[0].image_url");
+    // video_url parts: their URLs in order with the images', the part handed to the template as
+    // {"type": "video"}.
+    GenerationSpec sv;
     e = parse_generation_request(
         ApiKind::kChat,
-        R"({"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"video_url","video_url":{"url":"data:x"}}]}]})",
+        R"({"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"video_url","video_url":{"url":"data:x"}},)"
+        R"({"type":"image_url","image_url":{"url":"data:y"}}]}]})",
+        kModels, sv);
+    EXPECT_FALSE(e) << e->message;
+    EXPECT_EQ(sv.media, (std::vector<MediaUrl>{{true, "data:x"}, {false, "data:y"}}));
+    EXPECT_EQ(sv.messages[0]["content"][1].dump(), R"({"type":"video"})");
+    e = parse_generation_request(
+        ApiKind::kChat, R"({"model":"m","messages":[{"role":"user","content":[{"type":"video_url","video_url":{}}]}]})",
         kModels, s);
     ASSERT_TRUE(e);
-    EXPECT_EQ(e->param, "messages[0].content[1].type");
+    EXPECT_EQ(e->param, "messages[0].content[0].video_url");
+    e = parse_generation_request(
+        ApiKind::kChat,
+        R"({"model":"m","messages":[{"role":"user","content":[{"type":"input_audio","input_audio":{"data":"x"}}]}]})",
+        kModels, s);
+    ASSERT_TRUE(e);
+    EXPECT_EQ(e->param, "messages[0].content[0].type");
     EXPECT_EQ(e->code, "unsupported_value");
     e = parse_generation_request(ApiKind::kChat, R"({"model":"m","messages":[{"role":"user","content":[{"text":"a"}]}]})",
                                  kModels, s);

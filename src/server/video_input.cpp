@@ -1,0 +1,78 @@
+// Chat request videos: frame lists → patches and timestamps (see video_input.h).
+#include "server/video_input.h"
+
+#include <algorithm>
+#include <cctype>
+#include <numeric>
+
+#include <fmt/format.h>
+
+#include "image/image_decode.h"
+
+namespace qs {
+
+namespace {
+
+std::string lower(std::string s) {
+    std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+    return s;
+}
+
+Status no_decoder(const std::string& what) {
+    return invalid_argument(fmt::format(
+        "{} needs a video decoder (libavcodec), which this server is built without; send the frames as a list, "
+        "data:video/jpeg;base64,<frame>,<frame>,... (JPEG, PNG or WebP frames, base64, comma-separated)",
+        what));
+}
+
+}  // namespace
+
+Result<LoadedVideo> load_video(const std::string& url, const ImageInputOptions& options,
+                               const VideoProcessorConfig& processor) {
+    if (url.rfind("data:", 0) != 0) return no_decoder("a video file or URL (only frame lists are taken)");
+    const size_t comma = url.find(',');
+    if (comma == std::string::npos) return invalid_argument("the data: URL has no ',' before its data");
+    const std::string meta = lower(url.substr(5, comma - 5));  // video/jpeg;base64
+    if (meta.size() < 7 || meta.compare(meta.size() - 7, 7, ";base64") != 0)
+        return invalid_argument("the data: URL must be base64 (data:video/jpeg;base64,<frame>,<frame>,...)");
+    const std::string type = meta.substr(0, meta.size() - 7);
+    if (type.rfind("video/", 0) != 0)
+        return invalid_argument(fmt::format("the data: URL's media type '{}' is not a video type (a frame list is "
+                                            "data:video/jpeg;base64,<frame>,<frame>,...)", type));
+    if (type != "video/jpeg") return no_decoder(fmt::format("a {} data: URL", type));
+    // The frames: split on ',' (base64 has no commas), counted before any is decoded.
+    const std::string_view data(url.data() + comma + 1, url.size() - comma - 1);
+    const int64_t count = int64_t(std::count(data.begin(), data.end(), ',')) + 1;
+    if (count > options.max_video_frames)
+        return invalid_argument(fmt::format("the video has {} frames; at most {} are allowed (--max-video-frames)",
+                                            count, options.max_video_frames));
+    std::vector<RgbImage> frames;
+    size_t from = 0;
+    for (int64_t k = 0; k < count; ++k) {
+        const size_t to = std::min(data.find(',', from), data.size());
+        const std::string_view b64 = data.substr(from, to - from);
+        from = to + 1;
+        auto fail = [&](const std::string& m) { return invalid_argument(fmt::format("frame {}: {}", k + 1, m)); };
+        if (int64_t(b64.size()) / 4 * 3 > options.max_image_bytes)
+            return fail(fmt::format("larger than --max-image-bytes ({} bytes)", options.max_image_bytes));
+        auto bytes = base64_decode(b64);
+        if (!bytes.is_ok()) return fail("not valid base64: " + bytes.status().message());
+        if (sniff_image_format(bytes.value()) == ImageFormat::kUnknown)
+            return fail("unsupported image format (JPEG, PNG and WebP frames are supported)");
+        DecodeLimits limits;
+        limits.max_pixels = options.max_image_pixels;
+        auto rgb = decode_image(bytes.value(), limits);
+        if (!rgb.is_ok()) return fail(rgb.status().message());
+        frames.push_back(std::move(rgb).value());
+    }
+    auto patches = preprocess_video(frames, processor);
+    if (!patches.is_ok()) return patches.status();
+    LoadedVideo out;
+    std::vector<int64_t> indices(frames.size());
+    std::iota(indices.begin(), indices.end(), 0);
+    out.timestamps = frame_timestamps(indices, options.video_frame_list_fps, processor.image.temporal_patch_size);
+    out.patches = std::make_shared<const ImagePatches>(std::move(patches).value());
+    return out;
+}
+
+}  // namespace qs

@@ -1,0 +1,30 @@
+// A chat request's videos: a video_url part's URL → frames → patches (image/video_processor), and
+// the timestamps Qwen3VLProcessor writes before each temporal patch. The form taken is vLLM's
+// frame list, `data:video/jpeg;base64,<frame>,<frame>,...` (each frame a base64 JPEG, PNG or WebP;
+// the frames are used as given, no sampling, and are taken to be --video-frame-list-fps apart, 1
+// per second by default as in vLLM). The frame count is checked before anything is decoded
+// (--max-video-frames), each frame's bytes and pixels as an image's. Video files (data:video/mp4,
+// webm, a file or http:// URL) need a video decoder this build does not link: a 400 that says so.
+// Errors are kInvalidArgument naming the video and frame. Worker threads; no shared state.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "image/image_processor.h"
+#include "image/video_processor.h"
+#include "server/image_fetch.h"
+
+namespace qs {
+
+struct LoadedVideo {
+    std::shared_ptr<const ImagePatches> patches;  // video = true
+    std::vector<double> timestamps;               // seconds, one per temporal patch
+};
+
+Result<LoadedVideo> load_video(const std::string& url, const ImageInputOptions& options,
+                               const VideoProcessorConfig& processor);
+
+}  // namespace qs
