@@ -8,6 +8,8 @@
 //          (profile: GPU time per op of a 16,384-token prefill, single-stream decode and a
 //          512-sequence decode step, CUDA graphs off)
 //          [--max-num-seqs 512] [--max-num-batched-tokens 16384] [--decode-steps 128]
+//          [--moe-small-version 1|2]  (CudaOptions::moe_small_version: the small-T MoE path's
+//          version for decode steps of up to 8 rows; 2 fuses the router, bench/kernels/NOTES.md)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -132,6 +134,12 @@ int run(const Args& args) {
     co.ssm_bf16 = ec.gdn_state_bf16;
     co.graph_max_batch = std::stoll(args.get_or("cuda-graph-max-batch", "512"));
     co.profile_ops = mode == "profile";
+    const std::string moe_small = args.get_or("moe-small-version", "1");
+    if (moe_small != "1" && moe_small != "2") {
+        std::fprintf(stderr, "--moe-small-version must be 1 or 2, got '%s'\n", moe_small.c_str());
+        return 2;
+    }
+    co.moe_small_version = moe_small == "2" ? 2 : 1;
     cuda::CudaOps ops(co);
     Timer t_up;
     ops.prepare_weights(weight_set(*w));

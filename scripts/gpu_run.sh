@@ -17,7 +17,10 @@
 #   gdn_decode  the GDN lab's decode mode (gdn_lab --decode: old vs column-split decode kernel at
 #           1 / 64 / 256 / 512 sequences) and the GPU GDN parity tests
 #   sampling the sampling lab and the GPU sampling tests only
-#   moe_small  `moe_lab 1 --small` (the MoE small-T path beside mma.sync) and the GPU MoE tests only
+#   moe_small  `moe_lab 1 --small` (the MoE small-T path, v1 and v2, beside mma.sync) and the GPU MoE
+#           tests only (with the tiny model's greedy decode on small-T v2)
+#   single_moev2 | single_fp8_moev2   single-stream numbers with the small-T MoE path's version 2
+#           (--moe-small-version 2; BF16 / FP8)
 #   http:MODE,MODE[:SERVE_ARGS]   scripts/gpu_serve_bench.sh: serve FP8 lean + qwenserve bench per
 #           mode (greedy, sampled, penalties, logprobs, default), e.g. http:greedy,sampled
 # Usage: bash scripts/gpu_run.sh labs tests bf16
@@ -50,7 +53,8 @@ for stage in "$@"; do
                  run gpu_tests_fp8 "$B/qs_gpu_tests" --gtest_color=no --gtest_filter='*Fp8BlockLinear*' ;;
         tests) run gpu_tests "$B/qs_gpu_tests" --gtest_color=no ;;
         moe_small) run moe_lab_small "$B/moe_lab" 1 --small
-                   run gpu_tests_moe "$B/qs_gpu_tests" --gtest_color=no --gtest_filter='*MoE*:*Moe*' ;;
+                   run gpu_tests_moe "$B/qs_gpu_tests" --gtest_color=no \
+                       --gtest_filter='*MoE*:*Moe*:CudaModel.TinyModelGreedy64MatchesTransformers*' ;;
         gdn_decode) run gdn_lab_decode "$B/gdn_lab" --decode
                     run gpu_tests_gdn "$B/qs_gpu_tests" --gtest_color=no --gtest_filter='*GatedDeltaNet*' ;;
         sampling) run sampling_lab "$B/sampling_lab"
@@ -68,6 +72,10 @@ for stage in "$@"; do
         single) run single_bf16 "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b --load-format dummy --no-mtp --mode single ;;
         single_fp8) run single_fp8 "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b --load-format dummy --no-mtp \
                         --mode single --dummy-format fp8-block ;;
+        single_moev2) run single_bf16_moev2 "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b --load-format dummy \
+                          --no-mtp --mode single --moe-small-version 2 ;;
+        single_fp8_moev2) run single_fp8_moev2 "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b --load-format dummy \
+                              --no-mtp --mode single --dummy-format fp8-block --moe-small-version 2 ;;
         single_nograph) run single_bf16_nograph "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b --load-format dummy \
                             --no-mtp --mode single --cuda-graph-max-batch 0 ;;
         bf16_nograph) run bench_bf16_nograph "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b --load-format dummy \
