@@ -6,7 +6,7 @@
 // out-of-bounds accesses of the kernels, whose "device" buffers are host allocations):
 //   g++ -O1 -g -std=c++20 -fsanitize=address -x c++ -Isrc -Ibench/kernels -I/usr/local/cuda/include \
 //       bench/kernels/moe_emu.cpp -o build-gpu/moe_emu -lpthread
-// Run: build-gpu/moe_emu [seed [--quick | --no-real | --small-real | --v2 [--no-real] | --v2-quick]]
+// Run: build-gpu/moe_emu [seed [--quick | --no-real | --small-real | --v2 [--no-real|--real|--bf16|--fp8] | --v2-quick]]
 // (--no-real: skips the small-T path's real-shape cases, which take most of the time; --small-real:
 // only those; --v2: the small-T path's version 2 only; --v2-quick: two of its cases, for mutations)
 #include "moe_emu_shim.h"
@@ -315,9 +315,9 @@ int main(int argc, char** argv) {
     const bool skip_real = argc > 2 && !std::strcmp(argv[2], "--no-real");  // tiny shapes only
     const bool real_only = argc > 2 && !std::strcmp(argv[2], "--small-real");  // the real-shape small-T cases only
     const bool v2_only = argc > 2 && !std::strcmp(argv[2], "--v2");  // the small-T path's version 2 only
-    if (argc > 2 && !std::strcmp(argv[2], "--v2-quick")) {  // two v2 cases (mutation tests)
-        run_case(h, false, 3, Routing::kGapped, true, -1, rng, -1, 2, false, true);
-        run_case(h, true, 4, Routing::kSkewed, true, -1, rng, -1, 2, false, false);
+    if (argc > 2 && !std::strcmp(argv[2], "--v2-quick")) {  // two small v2 cases (mutation tests)
+        run_case(h, false, 1, Routing::kGapped, true, -1, rng, -1, 2, false, true);
+        run_case(h, true, 2, Routing::kSkewed, true, -1, rng, -1, 2, false, false);
         std::printf("%s (%d failing)\n", g_fail ? "FAIL" : "PASS", g_fail);
         return g_fail ? 1 : 0;
     }
@@ -325,14 +325,17 @@ int main(int argc, char** argv) {
         // Both formats, every T bucket, exact router weights (gaps and exact ties: == v1 bitwise),
         // dense ones, skewed routing (multi-token slots), I_shared != I, both counters; then the
         // real shapes at T = 1 and 8.
-        for (int fp8 = 0; fp8 <= 1; ++fp8) {
+        // argv[3]: --no-real (tiny shapes only), --real (real shapes only), --bf16 / --fp8 (tiny, one format)
+        const char* sel = argc > 3 ? argv[3] : "";
+        for (int fp8 = 0; fp8 <= 1 && std::strcmp(sel, "--real"); ++fp8) {
+            if ((!std::strcmp(sel, "--bf16") && fp8) || (!std::strcmp(sel, "--fp8") && !fp8)) continue;
             for (const int T : {1, 2, 3, 4, 8}) run_case(h, fp8, T, Routing::kGapped, true, -1, rng, -1, 2, false, T % 2 == 1);
             run_case(h, fp8, 8, Routing::kSkewed, true, -1, rng, -1, 2, false, true);
             run_case(h, fp8, 4, Routing::kNormal, true, -1, rng, -1, 2, true, false);
             run_case(hs, fp8, 5, Routing::kSkewed, false, -1, rng, -1, 2, false, false);
             run_case(hs, fp8, 2, Routing::kGapped, true, -1, rng, 1, 2, true, true);
         }
-        if (!(argc > 3 && !std::strcmp(argv[3], "--no-real"))) {
+        if (!*sel || !std::strcmp(sel, "--real")) {
             const Shape real{"real", 256, 8, 2048, 512, 512};
             const HostExperts hr = make_host_experts(real, seed + 3);
             for (int fp8 = 0; fp8 <= 1; ++fp8) {

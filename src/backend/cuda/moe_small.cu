@@ -142,14 +142,15 @@ __device__ __forceinline__ void stage_x(const SmallParams& p, float* xs, int slo
 
 // Stages x (nb rows) and computes the block's rows. V2: the first step's weight loads are issued
 // before x is staged, and a step is 4 chunks per lane for N <= 2 (one step covers a 2048-wide fp8
-// row: 16 loads of 16 bytes in flight per lane); the FMAs run in the same chunk order either way,
-// so v1 and v2 give bit-identical h.
-template <bool FP8, int N, bool V2>
+// row: 16 loads of 16 bytes in flight per lane) unless the kernel also holds the 8-token path (NMAX
+// 8: 128 registers, it would spill); the FMAs run in the same chunk order either way, so v1 and v2
+// give bit-identical h.
+template <bool FP8, int N, bool V2, int NMAX>
 __device__ __forceinline__ void small_gate_up_rows(const SmallParams& p, float* xs, int slot, int e, int nt, int nb,
                                                    int n0) {
     using X = SmallX<FP8>;
     constexpr int VPC = X::VPC, RPW = kSmallRowsPerWarp, NR = 2 * RPW;
-    constexpr int US = V2 && N <= 2 ? 4 : 2;  // chunks per lane per step
+    constexpr int US = V2 && N <= 2 && NMAX <= 4 ? 4 : 2;  // chunks per lane per step
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int r0 = n0 + warp * RPW;
     const int H = p.H, xrow = X::row(H), nch = H / VPC;
@@ -293,10 +294,10 @@ __global__ __launch_bounds__(kSmallThreads, 2) void moe_small_gate_up_kernel(Sma
     if (n0 >= Ie) return;
     const int nb = token_bucket(nt);
     float* xs = reinterpret_cast<float*>(ptx::dynamic_smem());  // [nb][X::row(H)]
-    if (nb == 1 || NMAX == 1) small_gate_up_rows<FP8, 1, V2>(p, xs, slot, e, nt, nb, n0);
-    else if (nb == 2 || NMAX == 2) small_gate_up_rows<FP8, (NMAX < 2 ? NMAX : 2), V2>(p, xs, slot, e, nt, nb, n0);
-    else if (nb == 4 || NMAX == 4) small_gate_up_rows<FP8, (NMAX < 4 ? NMAX : 4), V2>(p, xs, slot, e, nt, nb, n0);
-    else small_gate_up_rows<FP8, NMAX, V2>(p, xs, slot, e, nt, nb, n0);
+    if (nb == 1 || NMAX == 1) small_gate_up_rows<FP8, 1, V2, NMAX>(p, xs, slot, e, nt, nb, n0);
+    else if (nb == 2 || NMAX == 2) small_gate_up_rows<FP8, (NMAX < 2 ? NMAX : 2), V2, NMAX>(p, xs, slot, e, nt, nb, n0);
+    else if (nb == 4 || NMAX == 4) small_gate_up_rows<FP8, (NMAX < 4 ? NMAX : 4), V2, NMAX>(p, xs, slot, e, nt, nb, n0);
+    else small_gate_up_rows<FP8, NMAX, V2, NMAX>(p, xs, slot, e, nt, nb, n0);
 }
 
 // ---------------------------------------------------------------------------------------------
