@@ -99,6 +99,8 @@ void emu_small(const MoeParams& p) {
     const bool v2 = pl.version == 2;
     if (v2) {
         if (pl.zero_counter) *pl.p.counter = 0;  // the memset
+        // The router's blocks count themselves to find the last one: odd T runs them last block first.
+        g_emu_reverse_blocks = pl.p.T % 2 == 1;
         switch (pl.route_vpl) {
             case 1: emu_small_router<1>(pl); break;
             case 2: emu_small_router<2>(pl); break;
@@ -106,6 +108,7 @@ void emu_small(const MoeParams& p) {
             case 8: emu_small_router<8>(pl); break;
             default: emu_small_router<16>(pl); break;
         }
+        g_emu_reverse_blocks = false;
     } else {
         switch (pl.route_vpl) {
             case 1: emu_launch(dim3(1), nt, 0, [&] { moe_small_route_kernel<1>(pl.p); }); break;

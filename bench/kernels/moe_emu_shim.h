@@ -240,6 +240,10 @@ inline void mma_16816_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, u
 
 }  // namespace qs::cuda::ptx
 
+// Blocks in reverse order (the last block first) for the next emu_launch calls: a GPU runs them in
+// any order, so code that counts finished blocks must work either way.
+inline bool g_emu_reverse_blocks = false;
+
 // Runs body() as a grid of blocks of nthr threads: one block at a time, its threads as fibers
 // scheduled round-robin on this OS thread (they switch only at barriers and warp collectives).
 template <class F>
@@ -250,8 +254,10 @@ void emu_launch(dim3 grid, int nthr, size_t smem_bytes, F&& body) {
     for (auto& st : stacks) st.reset(new char[kStack]);
     static F* body_ptr;
     body_ptr = &body;
-    for (unsigned by = 0; by < grid.y; ++by)
-        for (unsigned bx = 0; bx < grid.x; ++bx) {
+    for (unsigned byi = 0; byi < grid.y; ++byi)
+        for (unsigned bxi = 0; bxi < grid.x; ++bxi) {
+            const unsigned by = g_emu_reverse_blocks ? grid.y - 1 - byi : byi;
+            const unsigned bx = g_emu_reverse_blocks ? grid.x - 1 - bxi : bxi;
             EmuBlock blk;
             blk.bar.n = nthr;
             for (int w = 0; w < (nthr + 31) / 32; ++w) blk.warps.push_back(std::make_unique<EmuWarp>());
