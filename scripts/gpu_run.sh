@@ -20,10 +20,13 @@
 #   gdn_decode  the GDN lab's decode mode (gdn_lab --decode: one-block-per-head vs streaming decode
 #           kernel at 1 / 64 / 256 / 512 sequences, fp32 and bf16 state) and the GPU GDN parity tests
 #   sampling the sampling lab and the GPU sampling tests only
-#   moe_small  `moe_lab 1 --small` (the MoE small-T path beside mma.sync) and the GPU MoE tests only
 #   grammar_masks  grammar_mask_bench (needs it in the bundle: build_gpu_bundle.sh ... grammar_mask_bench)
 #           on the host's 16 cores, the Qwen3.6 vocabulary: the built-in JSON schema, regex "[a-z ]+",
 #           and the schema of the http `schema` mode
+#   moe_small  `moe_lab 1 --small` (the MoE small-T path, v1 and v2, beside mma.sync) and the GPU MoE
+#           tests only (with the tiny model's greedy decode on small-T v2)
+#   single_moev2 | single_fp8_moev2   single-stream numbers with the small-T MoE path's version 2
+#           (--moe-small-version 2; BF16 / FP8)
 #   http:MODE,MODE[:SERVE_ARGS]   scripts/gpu_serve_bench.sh: serve FP8 lean + qwenserve bench per
 #           mode (greedy, sampled, penalties, logprobs, default, json, regex, schema), e.g.
 #           http:greedy,sampled
@@ -57,7 +60,8 @@ for stage in "$@"; do
                  run gpu_tests_fp8 "$B/qs_gpu_tests" --gtest_color=no --gtest_filter='*Fp8BlockLinear*' ;;
         tests) run gpu_tests "$B/qs_gpu_tests" --gtest_color=no ;;
         moe_small) run moe_lab_small "$B/moe_lab" 1 --small
-                   run gpu_tests_moe "$B/qs_gpu_tests" --gtest_color=no --gtest_filter='*MoE*:*Moe*' ;;
+                   run gpu_tests_moe "$B/qs_gpu_tests" --gtest_color=no \
+                       --gtest_filter='*MoE*:*Moe*:CudaModel.TinyModelGreedy64MatchesTransformers*' ;;
         gdn_decode) run gdn_lab_decode "$B/gdn_lab" --decode
                     run gpu_tests_gdn "$B/qs_gpu_tests" --gtest_color=no --gtest_filter='*GatedDeltaNet*' ;;
         sampling) run sampling_lab "$B/sampling_lab"
@@ -85,6 +89,10 @@ for stage in "$@"; do
         single) run single_bf16 "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b --load-format dummy --no-mtp --mode single ;;
         single_fp8) run single_fp8 "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b --load-format dummy --no-mtp \
                         --mode single --dummy-format fp8-block ;;
+        single_moev2) run single_bf16_moev2 "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b --load-format dummy \
+                          --no-mtp --mode single --moe-small-version 2 ;;
+        single_fp8_moev2) run single_fp8_moev2 "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b --load-format dummy \
+                              --no-mtp --mode single --dummy-format fp8-block --moe-small-version 2 ;;
         single_nograph) run single_bf16_nograph "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b --load-format dummy \
                             --no-mtp --mode single --cuda-graph-max-batch 0 ;;
         bf16_nograph) run bench_bf16_nograph "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b --load-format dummy \

@@ -6,8 +6,9 @@
 // out-of-bounds accesses of the kernels, whose "device" buffers are host allocations):
 //   g++ -O1 -g -std=c++20 -fsanitize=address -x c++ -Isrc -Ibench/kernels -I/usr/local/cuda/include \
 //       bench/kernels/moe_emu.cpp -o build-gpu/moe_emu -lpthread
-// Run: build-gpu/moe_emu [seed [--quick | --no-real | --small-real]]   (--no-real: skips the
-// small-T path's real-shape cases, which take most of the time; --small-real: only those)
+// Run: build-gpu/moe_emu [seed [--quick | --no-real | --small-real | --v2 [--no-real|--real|--bf16|--fp8] | --v2-quick]]
+// (--no-real: skips the small-T path's real-shape cases, which take most of the time; --small-real:
+// only those; --v2: the small-T path's version 2 only; --v2-quick: two of its cases, for mutations)
 #include "moe_emu_shim.h"
 
 #include "backend/cuda/moe_combine.cu"
@@ -15,6 +16,7 @@
 #include "backend/cuda/moe_kernels.cu"
 #include "backend/cuda/moe_route.cu"
 #include "backend/cuda/moe_small.cu"
+#include "backend/cuda/moe_small_route.cu"
 #include "moe_ref.h"
 
 #include <chrono>
@@ -39,35 +41,108 @@ void emu_sort_gemms(const MoePlan& pl) {
     }
 }
 
-template <bool FP8>
+template <bool FP8, bool V2>
 void emu_small_gate_up(const SmallPlan& pl) {
     const int nt = kSmallThreads;
     switch (pl.nmax) {
-        case 1: emu_launch(pl.gate_up_grid, nt, pl.gate_up_smem, [&] { moe_small_gate_up_kernel<FP8, 1>(pl.p); }); break;
-        case 2: emu_launch(pl.gate_up_grid, nt, pl.gate_up_smem, [&] { moe_small_gate_up_kernel<FP8, 2>(pl.p); }); break;
-        case 4: emu_launch(pl.gate_up_grid, nt, pl.gate_up_smem, [&] { moe_small_gate_up_kernel<FP8, 4>(pl.p); }); break;
-        default: emu_launch(pl.gate_up_grid, nt, pl.gate_up_smem, [&] { moe_small_gate_up_kernel<FP8, 8>(pl.p); }); break;
+        case 1: emu_launch(pl.gate_up_grid, nt, pl.gate_up_smem, [&] { moe_small_gate_up_kernel<FP8, 1, V2>(pl.p); }); break;
+        case 2: emu_launch(pl.gate_up_grid, nt, pl.gate_up_smem, [&] { moe_small_gate_up_kernel<FP8, 2, V2>(pl.p); }); break;
+        case 4: emu_launch(pl.gate_up_grid, nt, pl.gate_up_smem, [&] { moe_small_gate_up_kernel<FP8, 4, V2>(pl.p); }); break;
+        default: emu_launch(pl.gate_up_grid, nt, pl.gate_up_smem, [&] { moe_small_gate_up_kernel<FP8, 8, V2>(pl.p); }); break;
     }
 }
 
-// The small-T path (moe_small.cu): route + expert list, gate_up, down + combine.
+template <int VPL>
+void emu_small_router(const SmallPlan& pl) {
+    const dim3 g(pl.router_blocks);
+    const int nt = kSmallThreads;
+    switch (pl.nmax) {
+        case 1: emu_launch(g, nt, 0, [&] { moe_small_router_kernel<VPL, 1>(pl.p); }); break;
+        case 2: emu_launch(g, nt, 0, [&] { moe_small_router_kernel<VPL, 2>(pl.p); }); break;
+        case 4: emu_launch(g, nt, 0, [&] { moe_small_router_kernel<VPL, 4>(pl.p); }); break;
+        default: emu_launch(g, nt, 0, [&] { moe_small_router_kernel<VPL, 8>(pl.p); }); break;
+    }
+}
+
+// Programmatic dependent launch, emulated adversarially: what the previous grid wrote is saved and
+// overwritten with garbage before a v2 kernel launches, and put back at its first griddep_wait (by
+// the first block that waits), so anything read before the wait reads garbage (ASan / wrong y).
+struct EmuRegion {
+    void* p;
+    size_t bytes;
+    std::vector<unsigned char> saved;
+};
+std::vector<EmuRegion> g_pdl_regions;
+void pdl_restore() {
+    for (EmuRegion& r : g_pdl_regions) std::memcpy(r.p, r.saved.data(), r.bytes);
+    g_pdl_regions.clear();
+}
+void pdl_poison(std::vector<std::pair<void*, size_t>> regions) {
+    g_pdl_regions.clear();
+    for (auto [p, n] : regions) {
+        EmuRegion r{p, n, std::vector<unsigned char>(static_cast<unsigned char*>(p), static_cast<unsigned char*>(p) + n)};
+        std::memset(p, 0xC3, n);
+        g_pdl_regions.push_back(std::move(r));
+    }
+    ptx::g_emu_griddep_hook = pdl_restore;
+}
+void pdl_done() {  // a grid in which no block waited: put the buffers back for the next one
+    ptx::g_emu_griddep_hook = nullptr;
+    pdl_restore();
+}
+
+// The small-T path (moe_small.cu, moe_small_route.cu): route + expert list (v2: with the router
+// GEMV), gate_up, down + combine.
 void emu_small(const MoeParams& p) {
     const SmallPlan pl = make_small_plan(p);
     const int nt = kSmallThreads;
-    switch (pl.route_vpl) {
-        case 1: emu_launch(dim3(1), nt, 0, [&] { moe_small_route_kernel<1>(pl.p); }); break;
-        case 2: emu_launch(dim3(1), nt, 0, [&] { moe_small_route_kernel<2>(pl.p); }); break;
-        case 4: emu_launch(dim3(1), nt, 0, [&] { moe_small_route_kernel<4>(pl.p); }); break;
-        case 8: emu_launch(dim3(1), nt, 0, [&] { moe_small_route_kernel<8>(pl.p); }); break;
-        default: emu_launch(dim3(1), nt, 0, [&] { moe_small_route_kernel<16>(pl.p); }); break;
+    const bool v2 = pl.version == 2;
+    if (v2) {
+        if (pl.zero_counter) *pl.p.counter = 0;  // the memset
+        // The router's blocks count themselves to find the last one: odd T runs them last block first.
+        g_emu_reverse_blocks = pl.p.T % 2 == 1;
+        switch (pl.route_vpl) {
+            case 1: emu_small_router<1>(pl); break;
+            case 2: emu_small_router<2>(pl); break;
+            case 4: emu_small_router<4>(pl); break;
+            case 8: emu_small_router<8>(pl); break;
+            default: emu_small_router<16>(pl); break;
+        }
+        g_emu_reverse_blocks = false;
+    } else {
+        switch (pl.route_vpl) {
+            case 1: emu_launch(dim3(1), nt, 0, [&] { moe_small_route_kernel<1>(pl.p); }); break;
+            case 2: emu_launch(dim3(1), nt, 0, [&] { moe_small_route_kernel<2>(pl.p); }); break;
+            case 4: emu_launch(dim3(1), nt, 0, [&] { moe_small_route_kernel<4>(pl.p); }); break;
+            case 8: emu_launch(dim3(1), nt, 0, [&] { moe_small_route_kernel<8>(pl.p); }); break;
+            default: emu_launch(dim3(1), nt, 0, [&] { moe_small_route_kernel<16>(pl.p); }); break;
+        }
+    }
+    const SmallParams& s = pl.p;
+    const int T = s.T, k = s.k, E = s.E;
+    const int max_slots = int(small_max_slots(T, E, k));
+    if (v2) {  // gate_up may start before the router's writes land
+        pdl_poison({{s.topk_id, size_t(T * k) * 4},
+                    {s.topk_w, size_t(T * k) * 4},
+                    {s.n_slots, size_t(small_plan_ints(T, E, k)) * 4},
+                    {s.logits_out, size_t(T * E) * 4},
+                    {s.sg_out, size_t(T) * 4}});
+        (void)max_slots;
+    }
+    if (pl.fp8) v2 ? emu_small_gate_up<true, true>(pl) : emu_small_gate_up<true, false>(pl);
+    else v2 ? emu_small_gate_up<false, true>(pl) : emu_small_gate_up<false, false>(pl);
+    if (v2) {  // down may start before gate_up's h lands (the router's outputs are there by then)
+        pdl_done();
+        pdl_poison({{s.h, size_t(T * (k + 1)) * size_t(s.ldh) * 2}});
     }
     if (pl.fp8) {
-        emu_small_gate_up<true>(pl);
-        emu_launch(pl.down_grid, nt, 0, [&] { moe_small_down_kernel<true>(pl.p); });
+        if (v2) emu_launch(pl.down_grid, nt, 0, [&] { moe_small_down_kernel<true, true>(pl.p); });
+        else emu_launch(pl.down_grid, nt, 0, [&] { moe_small_down_kernel<true, false>(pl.p); });
     } else {
-        emu_small_gate_up<false>(pl);
-        emu_launch(pl.down_grid, nt, 0, [&] { moe_small_down_kernel<false>(pl.p); });
+        if (v2) emu_launch(pl.down_grid, nt, 0, [&] { moe_small_down_kernel<false, true>(pl.p); });
+        else emu_launch(pl.down_grid, nt, 0, [&] { moe_small_down_kernel<false, false>(pl.p); });
     }
+    if (v2) pdl_done();
 }
 
 void emu_moe(const MoeParams& p) {
@@ -131,9 +206,16 @@ HostTable host_table(const HostExperts& h, bool fp8) {
 int g_fail = 0;
 
 // small: MoeParams::small_t (-1: chosen; with cfg >= 0 the grouped-GEMM path runs).
-void run_case(const HostExperts& h, bool fp8, int T, Routing routing, bool norm, int cfg, Rng& rng, int small = -1) {
+// version: MoeParams::small_version. Version 2 computes the router logits from router weights
+// (make_router_weights: exact, or dense when dense_router), is run twice (the block counter must
+// be back at 0: bitwise equal y), with the caller's counter (own_counter) or the workspace's, and,
+// with exact router weights, must equal version 1 on the same logits bit for bit.
+void run_case(const HostExperts& h, bool fp8, int T, Routing routing, bool norm, int cfg, Rng& rng, int small = -1,
+              int version = 1, bool dense_router = false, bool own_counter = false) {
     const Shape& s = h.s;
-    const Inputs in = make_inputs(s, T, routing, rng);
+    Inputs in = make_inputs(s, T, routing, rng);
+    RouterWeights rw;
+    if (version == 2) rw = make_router_weights(s, in, dense_router, rng);
     HostTable tab = host_table(h, fp8);
     const size_t wsb = ws_layout(T, s.H, s.I, s.Is, s.E, s.k).total;  // = moe_workspace_bytes
     // 256-aligned workspace, pre-filled with garbage.
@@ -152,10 +234,41 @@ void run_case(const HostExperts& h, bool fp8, int T, Routing routing, bool norm,
     p.y = y.data();
     p.tile_config = cfg;
     p.small_t = small;
+    int counter = own_counter ? 0 : 0x5A5A5A5A;  // garbage when the workspace's is used
+    std::vector<float> logits_copy, sg_copy;
+    if (version == 2) {
+        p.small_version = 2;
+        p.router_weight = rw.w.data();
+        p.shared_gate_weight = rw.sg.data();
+        p.router_logits = nullptr;  // must not be read
+        p.shared_gate_logit = nullptr;
+        p.small_counter = own_counter ? &counter : nullptr;
+    }
     const bool small_path = small_path_chosen(p);
     const auto t0 = std::chrono::steady_clock::now();
     emu_moe(p);
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::string v2_note;
+    bool v2_ok = true;
+    if (version == 2) {
+        // Again: the counter must have been left at 0 (same y); then version 1 on the same logits.
+        const std::vector<float> y1 = y;
+        std::fill(y.begin(), y.end(), std::nanf(""));
+        emu_moe(p);
+        const bool again = std::memcmp(y.data(), y1.data(), y.size() * 4) == 0 && (!own_counter || counter == 0);
+        MoeParams q = p;
+        q.small_version = 1;
+        q.router_logits = in.logits.data();
+        q.shared_gate_logit = in.sg.data();
+        std::vector<float> yv1(y.size(), std::nanf(""));
+        q.y = yv1.data();
+        emu_moe(q);
+        const bool same_as_v1 = std::memcmp(yv1.data(), y1.data(), y.size() * 4) == 0;
+        v2_ok = again && (dense_router || same_as_v1);
+        v2_note = std::string(" v2(") + (dense_router ? "dense" : "exact") + " router, " +
+                  (own_counter ? "own" : "ws") + " counter): rerun " + (again ? "same" : "DIFFERS") + ", == v1 " +
+                  (same_as_v1 ? "bitwise" : dense_router ? "no (logits differ in the last bits)" : "NO");
+    }
     double num = 0, den = 0, worst = 0;
     size_t bad = 0;
     std::vector<double> ref;
@@ -180,10 +293,11 @@ void run_case(const HostExperts& h, bool fp8, int T, Routing routing, bool norm,
         std::memcpy(&u, &v, 4);
         for (int i = 0; i < 4; ++i) y_hash = (y_hash ^ ((u >> (8 * i)) & 0xffu)) * 1099511628211ull;
     }
-    const bool pass = bad == 0 && nerr < 1e-2 && worst < 3e-2;
-    std::printf("  %-5s %-4s T=%-4d %-7s norm=%d %s=%d copy@%s  nerr=%.3e worst_tok=%.3e nonfinite=%zu y#%016llx  %s  (%.1f s)\n",
+    const bool pass = bad == 0 && nerr < 1e-2 && worst < 3e-2 && v2_ok;
+    std::printf("  %-5s %-4s T=%-4d %-7s norm=%d %s=%d copy@%s  nerr=%.3e worst_tok=%.3e nonfinite=%zu y#%016llx  %s  (%.1f s)%s\n",
                 s.name, fp8 ? "fp8" : "bf16", T, routing == Routing::kSkewed ? "skewed" : "gapped", int(norm), small_path ? "small" : "cfg", small_path ? 1 : cfg,
-                g_emu_copy_at_issue ? "issue" : "wait", nerr, worst, bad, (unsigned long long)y_hash, pass ? "PASS" : "FAIL", secs);
+                g_emu_copy_at_issue ? "issue" : "wait", nerr, worst, bad, (unsigned long long)y_hash, pass ? "PASS" : "FAIL", secs,
+                v2_note.c_str());
     if (!pass) ++g_fail;
 }
 
@@ -203,11 +317,45 @@ int main(int argc, char** argv) {
     const bool quick = argc > 2 && !std::strcmp(argv[2], "--quick");  // four small cases (mutation tests)
     const bool skip_real = argc > 2 && !std::strcmp(argv[2], "--no-real");  // tiny shapes only
     const bool real_only = argc > 2 && !std::strcmp(argv[2], "--small-real");  // the real-shape small-T cases only
+    const bool v2_only = argc > 2 && !std::strcmp(argv[2], "--v2");  // the small-T path's version 2 only
+    if (argc > 2 && !std::strcmp(argv[2], "--v2-quick")) {  // two small v2 cases (mutation tests)
+        run_case(h, false, 1, Routing::kGapped, true, -1, rng, -1, 2, false, true);
+        run_case(h, true, 2, Routing::kSkewed, true, -1, rng, -1, 2, false, false);
+        std::printf("%s (%d failing)\n", g_fail ? "FAIL" : "PASS", g_fail);
+        return g_fail ? 1 : 0;
+    }
+    if (v2_only) {
+        // Both formats, every T bucket, exact router weights (gaps and exact ties: == v1 bitwise),
+        // dense ones, skewed routing (multi-token slots), I_shared != I, both counters; then the
+        // real shapes at T = 1 and 8.
+        // argv[3]: --no-real (tiny shapes only), --real (real shapes only), --bf16 / --fp8 (tiny, one format)
+        const char* sel = argc > 3 ? argv[3] : "";
+        for (int fp8 = 0; fp8 <= 1 && std::strcmp(sel, "--real"); ++fp8) {
+            if ((!std::strcmp(sel, "--bf16") && fp8) || (!std::strcmp(sel, "--fp8") && !fp8)) continue;
+            for (const int T : {1, 2, 3, 4, 8}) run_case(h, fp8, T, Routing::kGapped, true, -1, rng, -1, 2, false, T % 2 == 1);
+            run_case(h, fp8, 8, Routing::kSkewed, true, -1, rng, -1, 2, false, true);
+            run_case(h, fp8, 4, Routing::kNormal, true, -1, rng, -1, 2, true, false);
+            run_case(hs, fp8, 5, Routing::kSkewed, false, -1, rng, -1, 2, false, false);
+            run_case(hs, fp8, 2, Routing::kGapped, true, -1, rng, 1, 2, true, true);
+        }
+        if (!*sel || !std::strcmp(sel, "--real")) {
+            const Shape real{"real", 256, 8, 2048, 512, 512};
+            const HostExperts hr = make_host_experts(real, seed + 3);
+            for (int fp8 = 0; fp8 <= 1; ++fp8) {
+                run_case(hr, fp8, 1, Routing::kGapped, true, -1, rng, -1, 2, false, true);
+                run_case(hr, fp8, 8, Routing::kSkewed, true, -1, rng, -1, 2, false, false);
+            }
+        }
+        std::printf("%s (%d failing)\n", g_fail ? "FAIL" : "PASS", g_fail);
+        return g_fail ? 1 : 0;
+    }
     if (quick) {
         run_case(h, false, 7, Routing::kGapped, true, 0, rng);
         run_case(h, true, 7, Routing::kGapped, true, 0, rng);
         run_case(h, false, 4, Routing::kGapped, true, -1, rng);  // the small-T path
         run_case(h, true, 4, Routing::kSkewed, true, -1, rng);
+        run_case(h, false, 3, Routing::kGapped, true, -1, rng, -1, 2, false, true);  // version 2
+        run_case(h, true, 4, Routing::kSkewed, true, -1, rng, -1, 2, false, false);
         std::printf("%s (%d failing)\n", g_fail ? "FAIL" : "PASS", g_fail);
         return g_fail ? 1 : 0;
     }

@@ -51,7 +51,7 @@ struct EmuCopy {
 };
 
 struct EmuThread {
-    dim3 tid, bid, bdim;
+    dim3 tid, bid, bdim, gdim;
     EmuBlock* blk = nullptr;
     int lane = 0, warp = 0;
     bool done = false;
@@ -79,6 +79,7 @@ inline void emu_bar_wait(EmuBar& b) {
 #define threadIdx (emu_t.tid)
 #define blockIdx (emu_t.bid)
 #define blockDim (emu_t.bdim)
+#define gridDim (emu_t.gdim)
 
 inline void __syncthreads() { emu_bar_wait(emu_t.blk->bar); }
 inline unsigned char* emu_dyn_smem() { return emu_t.blk->smem.data(); }
@@ -130,6 +131,24 @@ inline void cp_async_wait() {
     }
 }
 
+// Programmatic dependent launch. Grids run one after another here, so to check what a kernel reads
+// before griddep_wait, the driver may set g_emu_griddep_hook (e.g. restoring buffers it poisoned
+// before the launch): the first griddep_wait of the grid runs it. prefetch_l2 touches one byte
+// (AddressSanitizer checks the address).
+inline void (*g_emu_griddep_hook)() = nullptr;
+inline void griddep_wait() {
+    if (g_emu_griddep_hook) {
+        void (*h)() = g_emu_griddep_hook;
+        g_emu_griddep_hook = nullptr;
+        h();
+    }
+}
+inline void griddep_launch_dependents() {}
+inline void prefetch_l2(const void* p) {
+    const volatile unsigned char* b = static_cast<const volatile unsigned char*>(p);
+    (void)*b;
+}
+
 // PTX prmt.b32, default mode, second source 0.
 inline uint32_t prmt(uint32_t a, uint32_t sel) {
     uint8_t src[8] = {uint8_t(a), uint8_t(a >> 8), uint8_t(a >> 16), uint8_t(a >> 24), 0, 0, 0, 0};
@@ -145,7 +164,10 @@ inline uint32_t prmt(uint32_t a, uint32_t sel) {
 
 }  // namespace qs::cuda::ptx
 
-// Shared-memory atomics of the block (all blocks run one at a time).
+// Blocks run one at a time and their threads on one OS thread: fences have nothing to order.
+inline void __threadfence() {}
+
+// Shared- and global-memory atomics (all blocks run one at a time).
 inline int atomicAdd(int* p, int v) {
     const int old = *p;
     *p = old + v;
@@ -218,6 +240,10 @@ inline void mma_16816_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, u
 
 }  // namespace qs::cuda::ptx
 
+// Blocks in reverse order (the last block first) for the next emu_launch calls: a GPU runs them in
+// any order, so code that counts finished blocks must work either way.
+inline bool g_emu_reverse_blocks = false;
+
 // Runs body() as a grid of blocks of nthr threads: one block at a time, its threads as fibers
 // scheduled round-robin on this OS thread (they switch only at barriers and warp collectives).
 template <class F>
@@ -228,8 +254,10 @@ void emu_launch(dim3 grid, int nthr, size_t smem_bytes, F&& body) {
     for (auto& st : stacks) st.reset(new char[kStack]);
     static F* body_ptr;
     body_ptr = &body;
-    for (unsigned by = 0; by < grid.y; ++by)
-        for (unsigned bx = 0; bx < grid.x; ++bx) {
+    for (unsigned byi = 0; byi < grid.y; ++byi)
+        for (unsigned bxi = 0; bxi < grid.x; ++bxi) {
+            const unsigned by = g_emu_reverse_blocks ? grid.y - 1 - byi : byi;
+            const unsigned bx = g_emu_reverse_blocks ? grid.x - 1 - bxi : bxi;
             EmuBlock blk;
             blk.bar.n = nthr;
             for (int w = 0; w < (nthr + 31) / 32; ++w) blk.warps.push_back(std::make_unique<EmuWarp>());
@@ -240,6 +268,7 @@ void emu_launch(dim3 grid, int nthr, size_t smem_bytes, F&& body) {
                 e.tid = dim3(t);
                 e.bid = dim3(bx, by);
                 e.bdim = dim3(nthr);
+                e.gdim = grid;
                 e.blk = &blk;
                 e.lane = t % 32;
                 e.warp = t / 32;

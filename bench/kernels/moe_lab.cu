@@ -5,9 +5,11 @@
 // Run: build-gpu/moe_lab [seed] [--no-timing] [--quick] [--tiny-only] [--prefill] [--small]
 // --prefill: the CUTLASS prefill path beside mma.sync (fp8 and bf16): tiny + real correctness,
 // timing at T = 1024, 2048, 4096, 16384 (a short device run).
-// --small: the small-T path (moe_small.cu, T <= kMoeSmallTMax) beside the mma.sync path: tiny + real
-// correctness at T = 1, 2, 4, 8 (with determinism and graph replay), timing at T = 1, 2, 4, 8, 16
-// (16: mma.sync only, the path above the threshold) (a short device run).
+// --small: the small-T path (moe_small.cu, T <= kMoeSmallTMax), v1 and v2 (router fused), beside the
+// mma.sync path: tiny + real correctness at T = 1, 2, 4, 8 (with determinism and graph replay; v2 with
+// exact router weights must equal v1 bitwise, plus one dense-router case), timing at T = 1, 2, 4, 8,
+// 16 (16: mma.sync only, the path above the threshold): eager with per-stage events, then each
+// call in a CUDA graph with the router linears included (what a decode step pays) (a short device run).
 //
 // Correctness: tiny (E=16, k=4, H=256, I=128) and real (E=256, k=8, H=2048, I=512) shapes, T = 1, 7,
 // 512 (+4096 real), bf16 and fp8 weights, every tile configuration; fresh random inputs, y
@@ -41,6 +43,8 @@
 #include <cuda_runtime.h>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_memory.h"
+#include "backend/cuda/gemm.h"
 #include "backend/cuda/moe_kernels.h"
 #include "backend/cuda/moe_prefill.h"
 #include "moe_ref.h"
@@ -135,11 +139,18 @@ void free_layer(DevLayer& L) {
 
 struct DevInputs {
     float *x = nullptr, *logits = nullptr, *sg = nullptr;
+    float *rw = nullptr, *rsg = nullptr;  // router weights (make_router_weights), for the small-T path v2
     int T = 0;
 };
-DevInputs upload_inputs(const Inputs& in) {
+DevInputs upload_inputs(const Inputs& in, const RouterWeights* rw = nullptr) {
     DevInputs d;
     d.T = in.T;
+    if (rw) {
+        QS_CUDA_CHECK(cudaMalloc(&d.rw, rw->w.size() * 4));
+        QS_CUDA_CHECK(cudaMalloc(&d.rsg, rw->sg.size() * 4));
+        QS_CUDA_CHECK(cudaMemcpy(d.rw, rw->w.data(), rw->w.size() * 4, cudaMemcpyHostToDevice));
+        QS_CUDA_CHECK(cudaMemcpy(d.rsg, rw->sg.data(), rw->sg.size() * 4, cudaMemcpyHostToDevice));
+    }
     QS_CUDA_CHECK(cudaMalloc(&d.x, in.x.size() * 4));
     QS_CUDA_CHECK(cudaMalloc(&d.logits, in.logits.size() * 4));
     QS_CUDA_CHECK(cudaMalloc(&d.sg, in.sg.size() * 4));
@@ -152,10 +163,15 @@ void free_inputs(DevInputs& d) {
     QS_CUDA_CHECK(cudaFree(d.x));
     QS_CUDA_CHECK(cudaFree(d.logits));
     QS_CUDA_CHECK(cudaFree(d.sg));
+    if (d.rw) QS_CUDA_CHECK(cudaFree(d.rw));
+    if (d.rsg) QS_CUDA_CHECK(cudaFree(d.rsg));
 }
 
+int* g_counter = nullptr;  // MoeParams::small_counter (0 between calls)
+
 // path: MoeParams::gemm_path (0 = mma.sync grouped GEMMs, 1 = CUTLASS wgmma/TMA prefill path), or -1:
-// the small-T path (moe_small.cu; MoeParams::small_t = 1, T <= kMoeSmallTMax).
+// the small-T path (moe_small.cu; MoeParams::small_t = 1, T <= kMoeSmallTMax), -2: its version 2
+// (router fused: MoeParams::small_version = 2 with the inputs' router weights).
 MoeParams params_for(const DevLayer& L, const DevInputs& in, const Shape& s, bool norm, void* ws, float* y, int cfg,
                      int path = 0) {
     MoeParams p{};
@@ -170,7 +186,15 @@ MoeParams params_for(const DevLayer& L, const DevInputs& in, const Shape& s, boo
     p.y = y;
     p.tile_config = cfg;
     p.gemm_path = path;
-    p.small_t = path == -1 ? 1 : 0;  // path -1: the small-T path; every other run keeps it off
+    p.small_t = path < 0 ? 1 : 0;  // path -1, -2: the small-T path; every other run keeps it off
+    if (path == -2) {
+        p.small_version = 2;
+        p.router_weight = in.rw;
+        p.shared_gate_weight = in.rsg;
+        p.router_logits = nullptr;  // computed by the path
+        p.shared_gate_logit = nullptr;
+        p.small_counter = g_counter;
+    }
     return p;
 }
 
@@ -211,9 +235,9 @@ struct Bounds {
 constexpr Bounds kMmaBounds{1e-2, 3e-2};
 constexpr Bounds kFp8ActBounds{6e-2, 1.2e-1};
 
-// path -1: the small-T path (params_for sets MoeParams::small_t = 1; T <= kMoeSmallTMax).
+// path -1: the small-T path (params_for sets MoeParams::small_t = 1; T <= kMoeSmallTMax); -2 its v2.
 const char* path_name(int path) {
-    return path == -1 ? "small" : path == 1 ? "cutlass" : path == 2 ? "cut-pp" : "mma";
+    return path == -2 ? "smallv2" : path == -1 ? "small" : path == 1 ? "cutlass" : path == 2 ? "cut-pp" : "mma";
 }
 
 bool prefill_supported(const DevLayer& L, const Shape& s) {
@@ -238,11 +262,16 @@ double rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
 // Correctness case
 // ------------------------------------------------------------------------------------------
 
+// --small: T <= kMoeSmallTMax also runs the small-T path v2 (router weights from
+// make_router_weights: exact, which keeps the gaps and ties, or dense when dense_router).
 void check_case(const HostExperts& h, const DevLayer& L, bool fp8, int T, Routing routing, bool norm, Rng& rng,
-                Buffers& buf, cudaStream_t st, bool extra_checks) {
+                Buffers& buf, cudaStream_t st, bool extra_checks, bool dense_router = false) {
     const Shape& s = h.s;
-    const Inputs in = make_inputs(s, T, routing, rng);
-    DevInputs din = upload_inputs(in);
+    Inputs in = make_inputs(s, T, routing, rng);
+    const bool v2 = g_small_mode && T <= kMoeSmallTMax;
+    RouterWeights rw;
+    if (v2) rw = make_router_weights(s, in, dense_router, rng);
+    DevInputs din = upload_inputs(in, v2 ? &rw : nullptr);
     buf.ensure(moe_workspace_bytes(T, s.H, s.I, s.Is, s.E, s.k), size_t(T) * s.H);
 
     // Reference on a sample of tokens (all when T <= 128).
@@ -259,8 +288,8 @@ void check_case(const HostExperts& h, const DevLayer& L, bool fp8, int T, Routin
         moe_ref_token(h, fp8, norm, &in.x[size_t(t) * s.H], &in.logits[size_t(t) * s.E], in.sg[t], ref[i]);
     });
 
-    const char* rname = routing == Routing::kSkewed ? "skewed" : "gapped+ties";
-    std::vector<float> y(size_t(T) * s.H), y_first;
+    const char* rname = routing == Routing::kSkewed ? "skewed" : routing == Routing::kNormal ? "normal" : "gapped+ties";
+    std::vector<float> y(size_t(T) * s.H), y_first, y_small;
     // mma.sync: auto tile configuration, then each one; then the CUTLASS prefill path.
     std::vector<std::pair<int, int>> runs;  // {tile_config, gemm_path}
     for (int cfg = -1; cfg <= 3; ++cfg) runs.push_back({cfg, 0});
@@ -269,6 +298,7 @@ void check_case(const HostExperts& h, const DevLayer& L, bool fp8, int T, Routin
     if (cutlass && fp8) runs.push_back({-1, 2});  // ping-pong schedule
     const bool small = T <= kMoeSmallTMax;
     if (small) runs.push_back({-1, -1});  // the small-T path
+    if (small && v2) runs.push_back({-1, -2});  // its v2
     for (const auto& [cfg, path] : runs) {
         poison(buf.y, size_t(T) * s.H, st);
         const MoeParams p = params_for(L, din, s, norm, buf.ws, buf.y, cfg, path);
@@ -294,10 +324,15 @@ void check_case(const HostExperts& h, const DevLayer& L, bool fp8, int T, Routin
         const Bounds b = path >= 1 && fp8 ? kFp8ActBounds : kMmaBounds;
         const bool pass = bad == 0 && nerr < b.all && worst_tok < b.worst_tok && std::isfinite(nerr);
         std::string note;
-        if (path >= 1 || path == -1) {
-            char buf2[96];
-            std::snprintf(buf2, sizeof buf2, " (vs mma.sync: %.3e)", rel_diff(y, y_first));
+        if (path >= 1 || path < 0) {
+            char buf2[160];
+            std::snprintf(buf2, sizeof buf2, " (vs mma.sync: %.3e)%s", rel_diff(y, y_first),
+                          path != -2 ? ""
+                          : std::memcmp(y.data(), y_small.data(), y.size() * 4) == 0
+                              ? " (bitwise = small v1)"
+                              : dense_router ? " (vs small v1: router sums differ in the last bits)" : " (DIFFERS from small v1)");
             note = buf2;
+            if (path == -1) y_small = y;
         } else if (cfg == -1) {
             y_first = y;
         } else {
@@ -310,7 +345,7 @@ void check_case(const HostExperts& h, const DevLayer& L, bool fp8, int T, Routin
         if (!pass) ++g_failures;
     }
 
-    for (int path = small ? -1 : 0; extra_checks && path <= (cutlass ? (fp8 ? 2 : 1) : 0); ++path) {
+    for (int path = small ? (v2 ? -2 : -1) : 0; extra_checks && path <= (cutlass ? (fp8 ? 2 : 1) : 0); ++path) {
         // Determinism: a second direct run must be bitwise identical.
         const MoeParams p = params_for(L, din, s, norm, buf.ws, buf.y, -1, path);
         std::vector<float> y1(y.size()), y2(y.size()), y3(y.size());
@@ -392,6 +427,52 @@ double measure_copy_tbs(cudaStream_t st) {
     return 2.0 * n / (median(ts) * 1e-3) / 1e12;
 }
 
+// The router [E, H] and shared-expert gate [1, H] linears as CudaOps::moe runs them for the paths
+// that take logits (fp32 weights, cuBLASLt without TF32): the inputs' router weights (--small).
+struct RouterGemm {
+    Gemm gemm;
+    DeviceArena arena;
+    float *logits = nullptr, *sg = nullptr;  // [16, E], [16]: outputs (not read: the inputs' logits drive the call)
+};
+RouterGemm* g_router = nullptr;
+void router_linears(const DevInputs& in, const Shape& s, cudaStream_t st) {
+    RouterGemm& r = *g_router;
+    const DeviceLinear wr{DeviceLinear::Dtype::kF32, in.rw, nullptr, nullptr, s.E, s.H};
+    const DeviceLinear ws{DeviceLinear::Dtype::kF32, in.rsg, nullptr, nullptr, 1, s.H};
+    r.arena.reset();
+    r.gemm.linear(wr, in.x, in.T, r.logits, r.arena, st);
+    r.gemm.linear(ws, in.x, in.T, r.sg, r.arena, st);
+}
+
+// µs per call of `call(i)` (i = 0, 1, ...) replayed as a CUDA graph of kCalls calls (warmed up eagerly
+// first, so that cuBLASLt plans and scratch exist before the capture).
+double graph_us_per_call(cudaStream_t st, const std::function<void(int)>& call) {
+    constexpr int kCalls = 24, kReplays = 10;
+    for (int i = 0; i < kCalls; ++i) call(i);
+    QS_CUDA_CHECK(cudaStreamSynchronize(st));
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    QS_CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+    for (int i = 0; i < kCalls; ++i) call(i);
+    QS_CUDA_CHECK(cudaStreamEndCapture(st, &graph));
+    QS_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    cudaEvent_t e0, e1;
+    QS_CUDA_CHECK(cudaEventCreate(&e0));
+    QS_CUDA_CHECK(cudaEventCreate(&e1));
+    QS_CUDA_CHECK(cudaGraphLaunch(exec, st));
+    QS_CUDA_CHECK(cudaEventRecord(e0, st));
+    for (int r = 0; r < kReplays; ++r) QS_CUDA_CHECK(cudaGraphLaunch(exec, st));
+    QS_CUDA_CHECK(cudaEventRecord(e1, st));
+    QS_CUDA_CHECK(cudaEventSynchronize(e1));
+    float ms;
+    QS_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+    QS_CUDA_CHECK(cudaEventDestroy(e0));
+    QS_CUDA_CHECK(cudaEventDestroy(e1));
+    QS_CUDA_CHECK(cudaGraphExecDestroy(exec));
+    QS_CUDA_CHECK(cudaGraphDestroy(graph));
+    return double(ms) * 1e3 / (kCalls * kReplays);
+}
+
 void time_shapes(const HostExperts& h, Rng& rng, Buffers& buf, cudaStream_t st, bool quick) {
     const Shape& s = h.s;
     constexpr int kLayers = 3, kSets = 4;
@@ -415,7 +496,10 @@ void time_shapes(const HostExperts& h, Rng& rng, Buffers& buf, cudaStream_t st, 
             double touched = 0.0;
             for (int i = 0; i < kSets; ++i) {
                 hin.push_back(make_inputs(s, T, Routing::kNormal, rng));
-                din.push_back(upload_inputs(hin.back()));
+                // --small: router weights for v2 (exact: the same logits; x's first T columns one-hot)
+                RouterWeights rw;
+                if (g_small_mode) rw = make_router_weights(s, hin.back(), false, rng);
+                din.push_back(upload_inputs(hin.back(), g_small_mode ? &rw : nullptr));
                 touched += touched_experts(hin.back(), s);
             }
             touched /= kSets;
@@ -438,6 +522,7 @@ void time_shapes(const HostExperts& h, Rng& rng, Buffers& buf, cudaStream_t st, 
             if (!g_small_mode && prefill_supported(layers[0], s)) runs.push_back({-1, 1});
             if (!g_small_mode && fp8 && prefill_supported(layers[0], s)) runs.push_back({-1, 2});
             if (T <= kMoeSmallTMax) runs.push_back({-1, -1});  // the small-T path: route, gate_up, down+combine
+            if (T <= kMoeSmallTMax && g_small_mode) runs.push_back({-1, -2});  // v2: router GEMV + route, gate_up, down
             for (const auto& [cfg, path] : runs) {
                 double nerr = 0.0;
                 {
@@ -483,6 +568,18 @@ void time_shapes(const HostExperts& h, Rng& rng, Buffers& buf, cudaStream_t st, 
                             100.0 * gbs / (kCopyTBs * 1e3), flops / (us * 1e-6) / 1e12, nerr);
                 std::printf("  | %5.1f %5.1f %8.1f %6.1f %7.1f\n", median(stage[0]), median(stage[1]), median(stage[2]),
                             median(stage[3]), median(stage[4]));
+                if (g_small_mode) {
+                    // As a decode step runs it: calls captured in one CUDA graph (layers and input
+                    // sets rotating), the router and shared-gate linears included (cuBLASLt fp32,
+                    // as CudaOps::moe runs them before launch_moe; v2 computes them itself).
+                    const double gus = graph_us_per_call(st, [&](int i) {
+                        const MoeParams p = params_for(layers[i % kLayers], din[i % kSets], s, true, buf.ws, buf.y, cfg, path);
+                        if (path != -2) router_linears(din[i % kSets], s, st);
+                        launch_moe(p, st);
+                    });
+                    std::printf("        in a CUDA graph, router linears included: %.1f us per call (%.0f GB/s of expert weights)\n",
+                                gus, wbytes / (gus * 1e-6) / 1e9);
+                }
                 if (cfg == -1 && path == 0) {
                     const double gu_bytes = wbytes * 2.0 / 3.0;
                     const double gu_us = median(stage[2]);
@@ -518,6 +615,12 @@ int main(int argc, char** argv) {
     std::printf("device: %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
     cudaStream_t st;
     QS_CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    QS_CUDA_CHECK(cudaMalloc(&g_counter, sizeof(int)));
+    QS_CUDA_CHECK(cudaMemset(g_counter, 0, sizeof(int)));
+    RouterGemm router_gemm;
+    QS_CUDA_CHECK(cudaMalloc(&router_gemm.logits, size_t(16) * 512 * 4));  // T <= 16 (the timing rows)
+    QS_CUDA_CHECK(cudaMalloc(&router_gemm.sg, size_t(16) * 4));
+    g_router = &router_gemm;
     Rng rng(seed);
     Buffers buf;
 
@@ -572,6 +675,7 @@ int main(int argc, char** argv) {
             DevLayer L = make_layer(hreal, fp8 != 0);
             for (int T : {1, 2, 4, 8}) check_case(hreal, L, fp8 != 0, T, Routing::kGapped, true, rng, buf, st, true);
             check_case(hreal, L, fp8 != 0, 8, Routing::kSkewed, true, rng, buf, st, true);
+            check_case(hreal, L, fp8 != 0, 4, Routing::kNormal, true, rng, buf, st, false, /*dense_router=*/true);
             free_layer(L);
         }
         std::printf("  correctness done in %.1f s: %s\n",

@@ -280,4 +280,44 @@ inline Inputs make_inputs(const Shape& s, int T, Routing routing, Rng& r) {
     return in;
 }
 
+// Router weights for the small-T path's v2 (MoeParams::router_weight / shared_gate_weight, fp32
+// [E, H] and [H]), which computes the logits itself.
+//  exact (dense = false): x[t, c] for c < T becomes 1 if c == t else 0, and router column t holds
+//    token t's logits (the shared gate's entry t its sg): every other product is an exact zero, so
+//    any fp32 summation order gives exactly in.logits and in.sg (gaps and exact ties stay). Needs
+//    T <= H.
+//  dense: N(0, 1/H) weights everywhere; in.logits and in.sg are replaced by the float64 products
+//    rounded to float (the GPU's fp32 sums differ in the last bits: a near-tie could flip a choice,
+//    ~1e-4 per token at E = 256).
+struct RouterWeights {
+    std::vector<float> w, sg;  // [E, H], [H]
+};
+inline RouterWeights make_router_weights(const Shape& s, Inputs& in, bool dense, Rng& r) {
+    RouterWeights rw;
+    rw.w.assign(size_t(s.E) * s.H, 0.0f);
+    rw.sg.assign(size_t(s.H), 0.0f);
+    const int T = in.T;
+    if (!dense) {
+        for (int t = 0; t < T; ++t) {
+            for (int c = 0; c < T; ++c) in.x[size_t(t) * s.H + c] = c == t ? 1.0f : 0.0f;
+            for (int e = 0; e < s.E; ++e) rw.w[size_t(e) * s.H + t] = in.logits[size_t(t) * s.E + e];
+            rw.sg[size_t(t)] = in.sg[size_t(t)];
+        }
+        return rw;
+    }
+    const double sd = 1.0 / std::sqrt(double(s.H));
+    for (auto& v : rw.w) v = float(r.normal() * sd);
+    for (auto& v : rw.sg) v = float(r.normal() * sd);
+    for (int t = 0; t < T; ++t) {
+        const float* x = &in.x[size_t(t) * s.H];
+        for (int e = 0; e <= s.E; ++e) {
+            const float* w = e < s.E ? &rw.w[size_t(e) * s.H] : rw.sg.data();
+            double acc = 0.0;
+            for (int c = 0; c < s.H; ++c) acc += double(w[c]) * double(x[c]);
+            (e < s.E ? in.logits[size_t(t) * s.E + e] : in.sg[size_t(t)]) = float(acc);
+        }
+    }
+    return rw;
+}
+
 }  // namespace moe_ref

@@ -118,12 +118,11 @@ TEST(CudaModel, TransformersFixtures) {
 // to 0.17 on ~5 % of steps). Wherever the GPU's argmax differs from transformers' token, the logit
 // gap between the two is within twice the GPU's own largest logit error at that step: the flip
 // is explained by the measured deviation, not by a wrong result.
-TEST(CudaModel, TinyModelGreedy64MatchesTransformers) {
-    QS_REQUIRE_GPU();
+static void greedy64_matches_transformers(const cuda::CudaOptions& options) {
     const std::string dir = gpu_test::source_path("models/qwen36-tiny");
     auto weights = load_model_dir(dir);
     ASSERT_TRUE(weights.is_ok()) << weights.status().message();
-    cuda::CudaOps ops(test_options());
+    cuda::CudaOps ops(options);
     ops.prepare_weights(weight_set(*weights));
     Qwen36Model model(*weights, ops);
     CpuOps cpu;
@@ -171,6 +170,20 @@ TEST(CudaModel, TinyModelGreedy64MatchesTransformers) {
     EXPECT_LT(median, 2e-2);
     EXPECT_GT(total, 0);
     EXPECT_GE(equal, total * 95 / 100);
+}
+
+TEST(CudaModel, TinyModelGreedy64MatchesTransformers) {
+    QS_REQUIRE_GPU();
+    greedy64_matches_transformers(test_options());
+}
+
+// The same with the small-T MoE path's version 2 (router fused into the MoE kernels, programmatic
+// dependent launch), decode steps replayed as CUDA graphs.
+TEST(CudaModel, TinyModelGreedy64MatchesTransformersMoeSmallV2) {
+    QS_REQUIRE_GPU();
+    cuda::CudaOptions o = test_options();
+    o.moe_small_version = 2;
+    greedy64_matches_transformers(o);
 }
 
 // The same 64-step greedy samples free-running (each step feeds the GPU's own token), with the

@@ -308,6 +308,48 @@ TEST_P(CudaOpsParity, MoeBothGroupedGemmPaths) {
     }
 }
 
+// The small-T path's version 2 (CudaOptions::moe_small_version = 2: the router GEMV and the
+// shared-expert-gate logit inside the MoE kernels, top-k in the GEMV's last block, programmatic
+// dependent launch) against CpuOps::moe, BF16 and FP8 experts, every T bucket (T = 9: above the
+// threshold, the router linears run as before); each call twice (the block counter must be back
+// at 0: bitwise equal), and against version 1 on the same input (the same routing unless a
+// near-tie flips: the error bound, not equality).
+TEST_P(CudaOpsParity, MoeSmallVersion2) {
+    const int64_t k = config_.num_experts_per_tok, H = config_.hidden_size;
+    for (WeightFormat format : {WeightFormat::kDense, WeightFormat::kFP8Block}) {
+        const bool fp8 = format == WeightFormat::kFP8Block;
+        std::unique_ptr<ModelWeights> w8;
+        if (fp8) w8 = std::make_unique<ModelWeights>(make_dummy_weights(config_, 79, /*with_mtp=*/false, format));
+        const ModelWeights& wts = fp8 ? *w8 : *weights_;
+        cuda::CudaOptions o1, o2;
+        o1.poison = o2.poison = true;
+        o2.moe_small_version = 2;
+        cuda::CudaOps g1(o1), g2(o2);
+        g1.prepare_weights(weight_set(wts));
+        g2.prepare_weights(weight_set(wts));
+        const MoeWeights& m = wts.layers[0].moe;
+        for (int64_t T : {1, 2, 3, 4, 5, 8, 9}) {
+            const auto x = gpu_test::random_floats(size_t(T * H), rng_);
+            std::vector<float> ref(x.size());
+            cpu_.moe(x.data(), T, m, k, config_.norm_topk_prob, ref.data());
+            const std::string what = std::string(fp8 ? "fp8" : "bf16") + " T=" + std::to_string(T);
+            float* dx = gpu_test::to_device(g2, x);
+            float* dy = g2.alloc(int64_t(ref.size()));
+            g2.moe(dx, T, m, k, config_.norm_topk_prob, dy);
+            const std::vector<float> y2 = gpu_test::to_host(g2, dy, ref.size());
+            g2.moe(dx, T, m, k, config_.norm_topk_prob, dy);
+            const std::vector<float> y2b = gpu_test::to_host(g2, dy, ref.size());
+            EXPECT_LT(normalised_error(y2, ref), kBf16Bound) << what;
+            EXPECT_TRUE(y2 == y2b) << what << ": a second call differs";
+            float* dy1 = g1.alloc(int64_t(ref.size()));
+            g1.moe(gpu_test::to_device(g1, x), T, m, k, config_.norm_topk_prob, dy1);
+            EXPECT_LT(normalised_error(y2, gpu_test::to_host(g1, dy1, ref.size())), kBf16Bound) << what << " vs v1";
+            g1.free_all();
+            g2.free_all();
+        }
+    }
+}
+
 TEST_P(CudaOpsParity, GatedAttentionWithPagedCache) {
     const DecoderLayerWeights& l = layer(LayerType::kFullAttention);
     const ModelConfig& c = config_;

@@ -44,6 +44,10 @@ CudaOps::CudaOps(const CudaOptions& options)
     QS_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     QS_CUDA_CHECK(cudaEventCreateWithFlags(&argmax_done_, cudaEventDisableTiming));
     gemm_ = std::make_unique<Gemm>();
+    QS_CHECK_MSG(options.moe_small_version == 1 || options.moe_small_version == 2,
+                 "CudaOptions::moe_small_version must be 1 or 2");
+    moe_counter_ = DeviceBuffer(sizeof(int));
+    QS_CUDA_CHECK(cudaMemset(moe_counter_.get(), 0, sizeof(int)));
 }
 
 CudaOps::~CudaOps() {
@@ -548,14 +552,8 @@ void CudaOps::gdn_commit(const GdnWeights& w, const GdnDims& d, const ForwardBat
 void CudaOps::moe(const float* x, int64_t T, const MoeWeights& w, int64_t top_k, bool norm_topk_prob, float* y) {
     const auto prof = op_scope("moe");
     const DeviceExperts& e = weights_.experts(w);
-    float* router_logits = alloc(T * e.E);  // [T, E]
-    float* shared_gate = alloc(T);           // [T]
-    linear(x, T, w.router, router_logits);
-    linear(x, T, w.shared_expert_gate, shared_gate);
     MoeParams p{};
     p.x = x;
-    p.router_logits = router_logits;
-    p.shared_gate_logit = shared_gate;
     p.experts = MoeExpertTable{e.format, e.gate, e.up, e.down, e.gate_scale, e.up_scale, e.down_scale,
                                e.E, e.H, e.I, e.I_shared};
     p.T = int(T);
@@ -563,6 +561,25 @@ void CudaOps::moe(const float* x, int64_t T, const MoeWeights& w, int64_t top_k,
     p.norm_topk_prob = norm_topk_prob;
     p.y = y;
     p.gemm_path = options_.moe_gemm_path;
+    // Small-T version 2 reads the fp32 router and shared-expert-gate weights itself.
+    const DeviceLinear& router = weights_.linear(w.router);
+    const DeviceLinear& sgate = weights_.linear(w.shared_expert_gate);
+    if (options_.moe_small_version == 2 && e.format != DeviceWeightFormat::kF32 &&
+        router.dtype == DeviceLinear::Dtype::kF32 && sgate.dtype == DeviceLinear::Dtype::kF32 && router.out == e.E &&
+        router.in == e.H && sgate.out == 1 && sgate.in == e.H) {
+        p.small_version = 2;
+        p.router_weight = static_cast<const float*>(router.w);
+        p.shared_gate_weight = static_cast<const float*>(sgate.w);
+        p.small_counter = moe_counter_.as<int>();
+    }
+    if (!moe_computes_router(p)) {
+        float* router_logits = alloc(T * e.E);  // [T, E]
+        float* shared_gate = alloc(T);           // [T]
+        linear(x, T, w.router, router_logits);
+        linear(x, T, w.shared_expert_gate, shared_gate);
+        p.router_logits = router_logits;
+        p.shared_gate_logit = shared_gate;
+    }
     if (e.format == DeviceWeightFormat::kF32) {
         p.workspace = arena_.allocate(moe_reference_workspace_bytes(T, e.H, e.I, e.I_shared, top_k));
         launch_moe_reference(p, stream_);

@@ -53,6 +53,11 @@ struct CudaOptions {
     // 0: the mma.sync grouped GEMMs at every size; 1: the CUTLASS prefill path at every size).
     // Either fixed path computes each token's rows independently of the batch around it.
     int moe_gemm_path = -1;
+    // MoeParams::small_version for MoE calls that take the small-T path (T <= kMoeSmallTMax;
+    // bench/kernels/NOTES.md "Small-T v2"): 2 computes the router and shared-expert-gate logits
+    // inside the MoE kernels (no cuBLAS calls before them) and overlaps its launches with
+    // programmatic dependent launch; 1 the earlier path (router linears, then three launches).
+    int moe_small_version = 1;
 };
 
 class CudaOps final : public Ops {
@@ -174,6 +179,7 @@ private:
     bool replay_pending_ = false;   // begin_forward padded the batch; run_layers uses graph_key_
     ForwardGraphs::Key graph_key_{};
     std::map<int, DeviceBuffer> persistent_;  // persistent(): outside the arena
+    DeviceBuffer moe_counter_;  // MoeParams::small_counter: one int, 0 between MoE calls
     // GDN stash (stash_deferred_inputs): persistent ids kGdnStashId + 3·layer + {qkv, b, a}.
     // The plan of the last forward with deferred spans: the stash row where each deferred span
     // (by its first batch row) begins; either the whole batch copied row for row (graphs: no

@@ -46,6 +46,9 @@ struct WsLayout {
     // The prefill path's (moe_prefill.cu; it also uses hbuf for the fp8 h and eout for bf16 outputs).
     size_t expert_off, row_pos, a8, sfa, sfh, gu, grouped_arrays, grouped_gemm_ws;
     size_t small_plan;  // the small-T path's expert list (moe_small.cu; empty above kMoeSmallTMax)
+    // The small-T path v2's router outputs [T, E] and [T], and its fallback block counter
+    // (moe_small_route.cu; empty above kMoeSmallTMax).
+    size_t small_logits, small_sg, small_counter;
     size_t total;
 };
 
@@ -77,6 +80,9 @@ inline WsLayout ws_layout(int64_t T, int64_t H, int64_t I, int64_t I_shared, int
     L.grouped_arrays = take(kGroupedArraysBytesPerGroup * size_t(3 * (E + 1)) + 9 * 256);
     L.grouped_gemm_ws = take(kGroupedGemmWorkspaceBytes);
     L.small_plan = take(T <= kMoeSmallTMax ? size_t(small_plan_ints(T, E, k)) * 4 : 0);
+    L.small_logits = take(T <= kMoeSmallTMax ? size_t(T * E) * 4 : 0);
+    L.small_sg = take(T <= kMoeSmallTMax ? size_t(T) * 4 : 0);
+    L.small_counter = take(T <= kMoeSmallTMax ? 4 : 0);
     L.total = off;
     return L;
 }
@@ -175,8 +181,15 @@ inline int small_x_row_floats(int H) { return H / 16 * 20; }
 
 struct SmallParams {
     const float* x;                  // [T, H]
-    const float* router_logits;      // [T, E]
-    const float* shared_gate_logit;  // [T]
+    const float* router_logits;      // [T, E] (v2: = logits_out)
+    const float* shared_gate_logit;  // [T] (v2: = sg_out)
+    // v2 (moe_small_route.cu): router [E, H] and shared-expert gate [H] weights (fp32), where the
+    // router kernel writes the logits, and the block counter (0 on entry, left 0).
+    const float* router_w;
+    const float* sgate_w;
+    float* logits_out;
+    float* sg_out;
+    int* counter;
     const void* const* gate;         // MoeExpertTable's arrays
     const void* const* up;
     const void* const* down;
@@ -213,6 +226,9 @@ struct MoePlan {
 // y = expert slots) and down+combine (x = tokens, y = H / kSmallCols column slices).
 struct SmallPlan {
     bool fp8 = false;
+    int version = 1;          // MoeParams::small_version
+    bool zero_counter = false; // v2 without MoeParams::small_counter: memset the workspace's first
+    int router_blocks = 1;    // v2: blocks of the router GEMV (kSmallThreads / 32 rows each, E + 1 rows)
     int route_vpl = 1;
     int nmax = 1;             // token bucket of T (1, 2, 4, 8): the gate_up instantiation
     size_t gate_up_smem = 0;  // x of up to nmax tokens, fp32
@@ -234,6 +250,9 @@ void launch_gemm(const GemmParams& gp, dim3 grid, cudaStream_t stream);         
 void launch_combine(const MoePlan& pl, cudaStream_t stream);                      // moe_combine.cu
 // The small-T path (moe_small.cu); `ev` (optional, the lab's) gets events 1..5 as launch_moe_profiled.
 void launch_small(const SmallPlan& pl, cudaStream_t stream, cudaEvent_t* ev);
+// Its first launch (moe_small_route.cu): v1 the route kernel, v2 the router GEMV + route kernel
+// (after a memset of the workspace counter when zero_counter).
+void launch_small_route(const SmallPlan& pl, cudaStream_t stream);
 #endif
 
 }  // namespace qs::cuda::moe

@@ -37,7 +37,8 @@
 // Files: moe_common.cuh (parameters, layout, plan), moe_route.cu (1, 2), moe_gemm.cu (3, 4),
 // moe_combine.cu (5), this file (shape checks, the plan, the launch sequence, public API).
 // T <= kMoeSmallTMax (chosen by small_path_chosen) takes the small-T path instead: moe_small.cu
-// (route + expert list, gate_up, down + combine; three launches, no sort, no tile list).
+// (route + expert list, gate_up, down + combine; three launches, no sort, no tile list); its
+// version 2 (MoeParams::small_version) also computes the router logits (moe_small_route.cu).
 // All of them also compile as host C++ for the CPU emulation test (bench/kernels/moe_emu.cpp).
 #include "backend/cuda/moe_kernels.h"
 
@@ -68,7 +69,9 @@ int check_and_choose_config(const MoeParams& p) {
                  "launch_moe: weight format");
     QS_CHECK(x.gate && x.up && x.down);
     QS_CHECK(x.format != DeviceWeightFormat::kFP8Block || (x.gate_scale && x.up_scale && x.down_scale));
-    QS_CHECK(p.x && p.router_logits && p.shared_gate_logit && p.y && p.workspace);
+    QS_CHECK(p.x && p.y && p.workspace);
+    QS_CHECK_MSG((p.router_logits && p.shared_gate_logit) || moe_computes_router(p),
+                 "launch_moe: router_logits and shared_gate_logit must be set (or small_version 2 with router weights)");
     QS_CHECK_MSG(reinterpret_cast<uintptr_t>(p.workspace) % 256 == 0, "launch_moe: workspace must be 256-aligned");
     QS_CHECK_MSG(reinterpret_cast<uintptr_t>(p.x) % 16 == 0 && reinterpret_cast<uintptr_t>(p.y) % 16 == 0,
                  "launch_moe: x and y must be 16-byte aligned");
@@ -162,6 +165,7 @@ MoePlan make_plan(const MoeParams& p) {
 
 bool small_path_chosen(const MoeParams& p) {
     QS_CHECK_MSG(p.small_t >= -1 && p.small_t <= 1, "launch_moe: small_t must be -1, 0 or 1");
+    QS_CHECK_MSG(p.small_version == 1 || p.small_version == 2, "launch_moe: small_version must be 1 or 2");
     if (p.small_t == 1) {
         QS_CHECK_MSG(p.T >= 1 && p.T <= kMoeSmallTMax, "launch_moe: small_t = 1 needs 1 <= T <= kMoeSmallTMax");
         return true;
@@ -183,10 +187,27 @@ SmallPlan make_small_plan(const MoeParams& p) {
     SmallPlan pl;
     pl.fp8 = x.format == DeviceWeightFormat::kFP8Block;
     pl.route_vpl = E <= 32 ? 1 : E <= 64 ? 2 : E <= 128 ? 4 : E <= 256 ? 8 : 16;
+    pl.version = p.small_version;
     SmallParams& s = pl.p;
     s.x = p.x;
     s.router_logits = p.router_logits;
     s.shared_gate_logit = p.shared_gate_logit;
+    if (pl.version == 2) {
+        QS_CHECK_MSG(p.router_weight && p.shared_gate_weight,
+                     "launch_moe: small_version 2 needs router_weight and shared_gate_weight");
+        QS_CHECK_MSG(reinterpret_cast<uintptr_t>(p.router_weight) % 16 == 0 &&
+                         reinterpret_cast<uintptr_t>(p.shared_gate_weight) % 16 == 0,
+                     "launch_moe: router_weight and shared_gate_weight must be 16-byte aligned");
+        s.router_w = p.router_weight;
+        s.sgate_w = p.shared_gate_weight;
+        s.logits_out = reinterpret_cast<float*>(ws + L.small_logits);
+        s.sg_out = reinterpret_cast<float*>(ws + L.small_sg);
+        s.router_logits = s.logits_out;
+        s.shared_gate_logit = s.sg_out;
+        pl.zero_counter = p.small_counter == nullptr;
+        s.counter = p.small_counter ? p.small_counter : reinterpret_cast<int*>(ws + L.small_counter);
+        pl.router_blocks = (E + 1 + kSmallThreads / 32 - 1) / (kSmallThreads / 32);
+    }
     s.gate = x.gate;
     s.up = x.up;
     s.down = x.down;
@@ -218,6 +239,10 @@ SmallPlan make_small_plan(const MoeParams& p) {
 }
 
 }  // namespace moe
+
+bool moe_computes_router(const MoeParams& p) {
+    return p.small_version == 2 && p.T >= 1 && moe::small_path_chosen(p);
+}
 
 #if !defined(QS_MOE_EMULATE)
 namespace {

@@ -60,10 +60,28 @@ struct MoeParams {
     // down fused with the combine; three launches, no sort). -1 = chosen: T <= kMoeSmallTMax with
     // tile_config and gemm_path left at -1; 0 = never; 1 = required (T <= kMoeSmallTMax).
     int small_t = -1;
+    // Added fields: the small-T path's version (bench/kernels/NOTES.md "Small-T v2"). 1: three
+    // launches, router_logits and shared_gate_logit from the caller. 2: the router GEMV and the
+    // shared-expert-gate logit are computed inside the path from router_weight (fp32 [E, H]) and
+    // shared_gate_weight (fp32 [H]), which must then be set (router_logits and shared_gate_logit
+    // are not read and may be null), the top-k runs in the GEMV's last block, and gate_up and
+    // down are launched with programmatic dependent launch (the shared expert's gate_up blocks
+    // start while the router runs). Only read when the small-T path is taken (moe_computes_router).
+    int small_version = 1;
+    const float* router_weight = nullptr;
+    const float* shared_gate_weight = nullptr;
+    // Optional (small_version 2): a device int that is 0 before the call and is left 0 (the
+    // router blocks count themselves on it). Null: the call zeroes one in its workspace first
+    // (one memset more). One counter serves every call of a stream (calls do not overlap).
+    int* small_counter = nullptr;
 };
 
 // Largest T the small-T path takes (MoeParams::small_t).
 constexpr int kMoeSmallTMax = 8;
+
+// Whether launch_moe computes the router logits and the shared-expert-gate logit itself (the
+// small-T path, version 2): then the caller skips its router linears.
+bool moe_computes_router(const MoeParams& p);
 
 // Whether the grouped GEMM's tiles cover these shapes: hidden a multiple of 128, intermediates
 // of 64, at most 512 experts and top-k 32. Other shapes take the fp32 kernels

@@ -1,10 +1,10 @@
 // MoE small-T path (T <= kMoeSmallTMax tokens: decode and MTP verify steps). Maths in
 // moe_kernels.h; CPU reference: src/backend/cpu/cpu_moe.cpp. Three launches, no sort:
-//  1. moe_small_route_kernel   one block, warp t routes token t (route_one_token: softmax, top-k,
-//                              renormalisation → topk_id/topk_w); then the list of distinct experts
-//                              in pair order: slot 0 = the shared expert (all T tokens, h rows
-//                              T·k + t), slot s >= 1 = the s-th distinct routed expert with its
-//                              tokens in token order (h rows t·k + j); n_slots.
+//  1. routing + the list of distinct experts (moe_small_route.cu): v1 from the caller's router
+//                              logits; v2 (SmallPlan::version) also computes the router GEMV and
+//                              the shared-expert-gate logit. Slot 0 = the shared expert (all T
+//                              tokens, h rows T·k + t), slot s >= 1 = the s-th distinct routed
+//                              expert with its tokens in token order (h rows t·k + j); n_slots.
 //  2. moe_small_gate_up_kernel grid (max(I, I_shared) / kSmallRows, max slots); a block = kSmallRows
 //                              intermediate rows of one slot's expert for all the slot's tokens:
 //                              x rows of those tokens → shared memory (fp32 of the bf16-rounded x,
@@ -21,11 +21,13 @@
 // each lane's 16-value chunk lies inside one 128-wide K block, its partial dot is multiplied by
 // scale_inv·kFp8Unscale (x and h carry kFp8AScale, see moe_common.cuh). A block's 16 rows
 // (kSmallRows) and a warp's column lie inside one 128-row scale block.
+// v2 launches 2 and 3 with programmatic dependent launch: gate_up's slot-0 blocks (the shared
+// expert, known without routing) run while the router kernel does; down prefetches its weight rows
+// into L2 while gate_up finishes (bench/kernels/NOTES.md, "Small-T v2").
 // Launch shapes depend on T and the shapes only (CUDA-graph capturable); the host never learns the
 // routing. Also compiles as host C++ for the CPU emulation (bench/kernels/moe_emu.cpp).
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/moe_common.cuh"
-#include "backend/cuda/moe_route_token.cuh"
 #if !defined(QS_MOE_EMULATE)
 #include "backend/cuda/ptx_helpers.cuh"  // the emulation shim defines qs::cuda::ptx itself
 #endif
@@ -53,6 +55,17 @@ __device__ __forceinline__ uint4 load16(const void* p) {
     return *static_cast<const uint4*>(p);
 #else
     return __ldg(static_cast<const uint4*>(p));
+#endif
+}
+
+// A value an earlier grid wrote, read from L2 (v2's kernels start before that grid's end is known
+// to their L1).
+template <class T>
+__device__ __forceinline__ T load_cg(const T* p) {
+#if defined(QS_MOE_EMULATE)
+    return *p;
+#else
+    return __ldcg(p);
 #endif
 }
 
@@ -85,55 +98,6 @@ __device__ __forceinline__ int token_of_dest(const SmallParams& p, int dest) {
 __device__ __forceinline__ int token_bucket(int n) { return n <= 1 ? 1 : n <= 2 ? 2 : n <= 4 ? 4 : 8; }
 
 // ---------------------------------------------------------------------------------------------
-// 1. Routing and the list of distinct experts (one block)
-// ---------------------------------------------------------------------------------------------
-
-template <int VPL>
-__global__ __launch_bounds__(kSmallThreads) void moe_small_route_kernel(SmallParams p) {
-    __shared__ int s_id[kSmallThreads];
-    __shared__ float s_w[kSmallThreads];
-    __shared__ int s_first[kSmallThreads];
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int n = p.T * p.k;  // <= kSmallThreads (host check)
-    if (warp < p.T) route_one_token<VPL>(p.router_logits + size_t(warp) * p.E, p.E, p.k, p.norm_topk_prob, lane,
-                                         s_id + warp * p.k, s_w + warp * p.k);
-    __syncthreads();
-    int e = -1, first = tid, pos = 0;
-    if (tid < n) {
-        e = s_id[tid];
-        p.topk_id[tid] = e;
-        p.topk_w[tid] = s_w[tid];
-        for (int i = 0; i < tid; ++i) {
-            if (s_id[i] == e) {
-                if (first == tid) first = i;
-                ++pos;  // earlier tokens of the same expert (one pair per token and expert)
-            }
-        }
-        s_first[tid] = first == tid ? 1 : 0;
-    }
-    __syncthreads();
-    if (tid < n) {
-        int slot = 1;
-        for (int i = 0; i < first; ++i) slot += s_first[i];
-        p.slot_dest[slot * p.T + pos] = tid;
-        if (first == tid) {
-            int c = 0;
-            for (int i = tid; i < n; ++i) c += s_id[i] == e ? 1 : 0;
-            p.slot_expert[slot] = e;
-            p.slot_count[slot] = c;
-        }
-    }
-    if (tid < p.T) p.slot_dest[tid] = n + tid;  // slot 0: the shared expert, every token
-    if (tid == 0) {
-        int c = 1;
-        for (int i = 0; i < n; ++i) c += s_first[i];
-        *p.n_slots = c;
-        p.slot_expert[0] = p.E;
-        p.slot_count[0] = p.T;
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
 // 2. gate_up with SiLU·mul
 // ---------------------------------------------------------------------------------------------
 
@@ -149,11 +113,44 @@ struct SmallX {
 static_assert(SmallX<true>::row(2048) == 2560 && SmallX<false>::row(2048) == 2560,
               "small_x_row_floats (moe_common.cuh) sizes the shared memory for both formats");
 
-template <bool FP8, int N>
-__device__ __forceinline__ void small_gate_up_rows(const SmallParams& p, const float* xs, int slot, int e, int nt,
+// h row of token n of a slot: slot 0 (the shared expert) is T·k + n without reading the plan (v2
+// runs those blocks before the router has written it).
+__device__ __forceinline__ int slot_dest_of(const SmallParams& p, int slot, int n) {
+    return slot == 0 ? p.T * p.k + n : p.slot_dest[slot * p.T + n];
+}
+
+// The slot's x rows → shared memory (nb rows; rows past nt are zeros).
+template <bool FP8>
+__device__ __forceinline__ void stage_x(const SmallParams& p, float* xs, int slot, int nt, int nb) {
+    using X = SmallX<FP8>;
+    const int H = p.H, xrow = X::row(H), h2 = H / 2;
+    const float sc = FP8 ? kFp8AScale : 1.0f;
+    for (int n = 0; n < nb; ++n) {
+        const float2* src = nullptr;
+        if (n < nt) src = reinterpret_cast<const float2*>(p.x + size_t(token_of_dest(p, slot_dest_of(p, slot, n))) * H);
+        for (int c = threadIdx.x; c < h2; c += kSmallThreads) {
+            float2 v = make_float2(0.0f, 0.0f);  // tokens past nt: zeros (computed, never stored)
+            if (src != nullptr) {
+                const float2 f = src[c];
+                v = make_float2(bf16_round(f.x * sc), bf16_round(f.y * sc));
+            }
+            const int col = 2 * c;
+            *reinterpret_cast<float2*>(xs + n * xrow + col / X::VPC * (X::VPC + X::PAD) + col % X::VPC) = v;
+        }
+    }
+}
+
+// Stages x (nb rows) and computes the block's rows. V2: the first step's weight loads are issued
+// before x is staged, and a step is 4 chunks per lane for N <= 2 (one step covers a 2048-wide fp8
+// row: 16 loads of 16 bytes in flight per lane) unless the kernel also holds the 8-token path (NMAX
+// 8: 128 registers, it would spill); the FMAs run in the same chunk order either way, so v1 and v2
+// give bit-identical h.
+template <bool FP8, int N, bool V2, int NMAX>
+__device__ __forceinline__ void small_gate_up_rows(const SmallParams& p, float* xs, int slot, int e, int nt, int nb,
                                                    int n0) {
     using X = SmallX<FP8>;
     constexpr int VPC = X::VPC, RPW = kSmallRowsPerWarp, NR = 2 * RPW;
+    constexpr int US = V2 && N <= 2 && NMAX <= 4 ? 4 : 2;  // chunks per lane per step
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int r0 = n0 + warp * RPW;
     const int H = p.H, xrow = X::row(H), nch = H / VPC;
@@ -176,16 +173,23 @@ __device__ __forceinline__ void small_gate_up_rows(const SmallParams& p, const f
 #pragma unroll
         for (int n = 0; n < N; ++n) acc[i][n] = 0.0f;
 
-    for (int c0 = 0; c0 < nch; c0 += 64) {  // two chunks per lane per step: 2·NR loads in flight
-        uint4 w[2][NR];
+    uint4 w[US][NR];  // US·NR loads in flight per lane
+    auto load_step = [&](int c0) {
 #pragma unroll
-        for (int u = 0; u < 2; ++u) {
+        for (int u = 0; u < US; ++u) {
             const int c = c0 + 32 * u + lane;
 #pragma unroll
             for (int i = 0; i < NR; ++i) w[u][i] = c < nch ? load16(wrow[i] + size_t(c) * 16) : make_uint4(0, 0, 0, 0);
         }
+    };
+    if constexpr (V2) load_step(0);
+    stage_x<FP8>(p, xs, slot, nt, nb);
+    __syncthreads();
+
+    for (int c0 = 0; c0 < nch; c0 += 32 * US) {
+        if constexpr (!V2) load_step(c0);
 #pragma unroll
-        for (int u = 0; u < 2; ++u) {
+        for (int u = 0; u < US; ++u) {
             const int c = c0 + 32 * u + lane;
             if (c >= nch) continue;
             const float* xc = xs + c * (VPC + X::PAD);
@@ -242,6 +246,9 @@ __device__ __forceinline__ void small_gate_up_rows(const SmallParams& p, const f
                     for (int n = 0; n < N; ++n) acc[i][n] += part[i][n];
             }
         }
+        if constexpr (V2) {
+            if (c0 + 32 * US < nch) load_step(c0 + 32 * US);
+        }
     }
 #pragma unroll
     for (int i = 0; i < NR; ++i)
@@ -259,7 +266,7 @@ __device__ __forceinline__ void small_gate_up_rows(const SmallParams& p, const f
             const float g = acc[i][n], u = acc[RPW + i][n];
             constexpr float hs = FP8 ? kFp8AScale : 1.0f;  // the down kernel's h scaling
             const float h = g / (1.0f + expf(-g)) * u * hs;
-            const int dest = p.slot_dest[slot * p.T + n];
+            const int dest = slot_dest_of(p, slot, n);
             p.h[size_t(dest) * p.ldh + r0 + i] = __float2bfloat16_rn(h);
         }
     }
@@ -267,50 +274,59 @@ __device__ __forceinline__ void small_gate_up_rows(const SmallParams& p, const f
 
 // NMAX = token_bucket(T): the largest bucket a slot can need (the shared expert's slot has T tokens);
 // instantiated per bucket so that T = 1 does not pay the registers of the 8-token accumulators.
-template <bool FP8, int NMAX>
+// V2 (launched with programmatic dependent launch after the router kernel): the shared expert's
+// blocks (slot 0) read nothing the router writes and start at once; the others wait for it.
+template <bool FP8, int NMAX, bool V2>
 __global__ __launch_bounds__(kSmallThreads, 2) void moe_small_gate_up_kernel(SmallParams p) {
-    using X = SmallX<FP8>;
     const int slot = blockIdx.y;
-    if (slot >= *p.n_slots) return;
-    const int e = p.slot_expert[slot], nt = p.slot_count[slot];
+    int e = p.E, nt = p.T;  // slot 0: the shared expert, every token
+    if constexpr (V2) {
+        if (slot != 0) ptx::griddep_wait();
+        ptx::griddep_launch_dependents();  // down starts once every block got here (after the router)
+    }
+    if (slot != 0) {
+        if (slot >= *p.n_slots) return;
+        e = p.slot_expert[slot];
+        nt = p.slot_count[slot];
+    }
     const int Ie = e == p.E ? p.I_shared : p.I;
     const int n0 = blockIdx.x * kSmallRows;
     if (n0 >= Ie) return;
     const int nb = token_bucket(nt);
     float* xs = reinterpret_cast<float*>(ptx::dynamic_smem());  // [nb][X::row(H)]
-    const int H = p.H, xrow = X::row(H), h2 = H / 2;
-    const float sc = FP8 ? kFp8AScale : 1.0f;
-    for (int n = 0; n < nb; ++n) {
-        const float2* src = nullptr;
-        if (n < nt) src = reinterpret_cast<const float2*>(p.x + size_t(token_of_dest(p, p.slot_dest[slot * p.T + n])) * H);
-        for (int c = threadIdx.x; c < h2; c += kSmallThreads) {
-            float2 v = make_float2(0.0f, 0.0f);  // tokens past nt: zeros (computed, never stored)
-            if (src != nullptr) {
-                const float2 f = src[c];
-                v = make_float2(bf16_round(f.x * sc), bf16_round(f.y * sc));
-            }
-            const int col = 2 * c;
-            *reinterpret_cast<float2*>(xs + n * xrow + col / X::VPC * (X::VPC + X::PAD) + col % X::VPC) = v;
-        }
-    }
-    __syncthreads();
-    if (nb == 1 || NMAX == 1) small_gate_up_rows<FP8, 1>(p, xs, slot, e, nt, n0);
-    else if (nb == 2 || NMAX == 2) small_gate_up_rows<FP8, (NMAX < 2 ? NMAX : 2)>(p, xs, slot, e, nt, n0);
-    else if (nb == 4 || NMAX == 4) small_gate_up_rows<FP8, (NMAX < 4 ? NMAX : 4)>(p, xs, slot, e, nt, n0);
-    else small_gate_up_rows<FP8, NMAX>(p, xs, slot, e, nt, n0);
+    if (nb == 1 || NMAX == 1) small_gate_up_rows<FP8, 1, V2, NMAX>(p, xs, slot, e, nt, nb, n0);
+    else if (nb == 2 || NMAX == 2) small_gate_up_rows<FP8, (NMAX < 2 ? NMAX : 2), V2, NMAX>(p, xs, slot, e, nt, nb, n0);
+    else if (nb == 4 || NMAX == 4) small_gate_up_rows<FP8, (NMAX < 4 ? NMAX : 4), V2, NMAX>(p, xs, slot, e, nt, nb, n0);
+    else small_gate_up_rows<FP8, NMAX, V2, NMAX>(p, xs, slot, e, nt, nb, n0);
 }
 
 // ---------------------------------------------------------------------------------------------
 // 3. down + combine
 // ---------------------------------------------------------------------------------------------
 
-template <bool FP8>
+// V2 (launched with programmatic dependent launch after gate_up, which lets it start only after
+// the router has finished): the warp's k + 1 weight rows are prefetched into L2 before waiting
+// for gate_up's h.
+template <bool FP8, bool V2>
 __global__ __launch_bounds__(kSmallThreads) void moe_small_down_kernel(SmallParams p) {
     constexpr int VPC = FP8 ? 16 : 8, G = kDownGroup;
     const int t = blockIdx.x, lane = threadIdx.x & 31;
     const int col = blockIdx.y * kSmallCols + (threadIdx.x >> 5);
     const int k = p.k, ndots = k + 1;  // the routed experts in j order, then the shared one
     const int max_nch = (p.I > p.I_shared ? p.I : p.I_shared) / VPC;
+    if constexpr (V2) {
+        const int Imax = p.I > p.I_shared ? p.I : p.I_shared;
+        const int lines = Imax * (FP8 ? 1 : 2) / 128;  // 128-byte lines per weight row (I % 64 == 0)
+        for (int i = lane; i < ndots * lines; i += 32) {
+            const int j = i / lines, l = i % lines;
+            const bool shared = j == k;
+            const int Ie = shared ? p.I_shared : p.I;
+            if (l * 128 >= Ie * (FP8 ? 1 : 2)) continue;
+            const int e = shared ? p.E : load_cg(p.topk_id + t * k + j);
+            ptx::prefetch_l2(static_cast<const unsigned char*>(p.down[e]) + size_t(col) * Ie * (FP8 ? 1 : 2) + l * 128);
+        }
+        ptx::griddep_wait();
+    }
     float y = 0.0f;
     for (int j0 = 0; j0 < ndots; j0 += G) {
         const unsigned char* wrow[G];
@@ -326,7 +342,7 @@ __global__ __launch_bounds__(kSmallThreads) void moe_small_down_kernel(SmallPara
             srow[g] = nullptr;
             if (j >= ndots) continue;
             const bool shared = j == k;
-            const int e = shared ? p.E : p.topk_id[t * k + j];
+            const int e = shared ? p.E : V2 ? load_cg(p.topk_id + t * k + j) : p.topk_id[t * k + j];
             const int dest = shared ? p.T * k + t : t * k + j;
             const int Ie = shared ? p.I_shared : p.I;
             nch[g] = Ie / VPC;
@@ -379,8 +395,8 @@ __global__ __launch_bounds__(kSmallThreads) void moe_small_down_kernel(SmallPara
 #pragma unroll
             for (int o = 16; o > 0; o >>= 1) part[g] += __shfl_xor_sync(0xffffffffu, part[g], o);
             const int j = j0 + g;
-            if (j < k) y += p.topk_w[t * k + j] * part[g];  // summed in j order, as moe_combine.cu
-            else if (j == k) y += 1.0f / (1.0f + expf(-p.shared_gate_logit[t])) * part[g];
+            if (j < k) y += (V2 ? load_cg(p.topk_w + t * k + j) : p.topk_w[t * k + j]) * part[g];  // j order, as moe_combine.cu
+            else if (j == k) y += 1.0f / (1.0f + expf(-(V2 ? load_cg(p.shared_gate_logit + t) : p.shared_gate_logit[t]))) * part[g];
         }
     }
     if (lane == 0) p.y[size_t(t) * p.H + col] = y;
@@ -395,47 +411,60 @@ void record_small(cudaEvent_t* ev, int i, cudaStream_t s) {
     if (ev) QS_CUDA_CHECK(cudaEventRecord(ev[i], s));
 }
 
-template <bool FP8, int NMAX>
+template <bool FP8, int NMAX, bool V2>
 void launch_small_gate_up(const SmallPlan& pl, cudaStream_t stream) {
     static size_t smem_set = 48 * 1024;  // the default limit; raised once per kernel as needed
     if (pl.gate_up_smem > smem_set) {
-        QS_CUDA_CHECK(cudaFuncSetAttribute(moe_small_gate_up_kernel<FP8, NMAX>,
+        QS_CUDA_CHECK(cudaFuncSetAttribute(moe_small_gate_up_kernel<FP8, NMAX, V2>,
                                            cudaFuncAttributeMaxDynamicSharedMemorySize, int(pl.gate_up_smem)));
         smem_set = pl.gate_up_smem;
     }
-    moe_small_gate_up_kernel<FP8, NMAX><<<pl.gate_up_grid, kSmallThreads, pl.gate_up_smem, stream>>>(pl.p);
-    QS_CUDA_CHECK_LAUNCH();
+    if constexpr (V2) {
+        QS_CUDA_CHECK(ptx::launch_kernel_pdl(moe_small_gate_up_kernel<FP8, NMAX, V2>, pl.gate_up_grid,
+                                             dim3(kSmallThreads), pl.gate_up_smem, stream, pl.p));
+    } else {
+        moe_small_gate_up_kernel<FP8, NMAX, V2><<<pl.gate_up_grid, kSmallThreads, pl.gate_up_smem, stream>>>(pl.p);
+        QS_CUDA_CHECK_LAUNCH();
+    }
 }
 
-template <bool FP8>
+template <bool FP8, bool V2>
 void launch_small_gate_up_bucket(const SmallPlan& pl, cudaStream_t stream) {
     switch (pl.nmax) {
-        case 1: launch_small_gate_up<FP8, 1>(pl, stream); break;
-        case 2: launch_small_gate_up<FP8, 2>(pl, stream); break;
-        case 4: launch_small_gate_up<FP8, 4>(pl, stream); break;
-        default: launch_small_gate_up<FP8, 8>(pl, stream); break;
+        case 1: launch_small_gate_up<FP8, 1, V2>(pl, stream); break;
+        case 2: launch_small_gate_up<FP8, 2, V2>(pl, stream); break;
+        case 4: launch_small_gate_up<FP8, 4, V2>(pl, stream); break;
+        default: launch_small_gate_up<FP8, 8, V2>(pl, stream); break;
+    }
+}
+
+template <bool FP8, bool V2>
+void launch_small_down(const SmallPlan& pl, cudaStream_t stream) {
+    if constexpr (V2) {
+        QS_CUDA_CHECK(ptx::launch_kernel_pdl(moe_small_down_kernel<FP8, V2>, pl.down_grid, dim3(kSmallThreads), 0,
+                                             stream, pl.p));
+    } else {
+        moe_small_down_kernel<FP8, V2><<<pl.down_grid, kSmallThreads, 0, stream>>>(pl.p);
+        QS_CUDA_CHECK_LAUNCH();
     }
 }
 
 }  // namespace
 
 void launch_small(const SmallPlan& pl, cudaStream_t stream, cudaEvent_t* ev) {
-    switch (pl.route_vpl) {
-        case 1: moe_small_route_kernel<1><<<1, kSmallThreads, 0, stream>>>(pl.p); break;
-        case 2: moe_small_route_kernel<2><<<1, kSmallThreads, 0, stream>>>(pl.p); break;
-        case 4: moe_small_route_kernel<4><<<1, kSmallThreads, 0, stream>>>(pl.p); break;
-        case 8: moe_small_route_kernel<8><<<1, kSmallThreads, 0, stream>>>(pl.p); break;
-        default: moe_small_route_kernel<16><<<1, kSmallThreads, 0, stream>>>(pl.p); break;
-    }
-    QS_CUDA_CHECK_LAUNCH();
+    launch_small_route(pl, stream);
     record_small(ev, 1, stream);
     record_small(ev, 2, stream);  // no sort stage
-    if (pl.fp8) launch_small_gate_up_bucket<true>(pl, stream);
-    else launch_small_gate_up_bucket<false>(pl, stream);
+    const bool v2 = pl.version == 2;
+    if (pl.fp8 && v2) launch_small_gate_up_bucket<true, true>(pl, stream);
+    else if (pl.fp8) launch_small_gate_up_bucket<true, false>(pl, stream);
+    else if (v2) launch_small_gate_up_bucket<false, true>(pl, stream);
+    else launch_small_gate_up_bucket<false, false>(pl, stream);
     record_small(ev, 3, stream);
-    if (pl.fp8) moe_small_down_kernel<true><<<pl.down_grid, kSmallThreads, 0, stream>>>(pl.p);
-    else moe_small_down_kernel<false><<<pl.down_grid, kSmallThreads, 0, stream>>>(pl.p);
-    QS_CUDA_CHECK_LAUNCH();
+    if (pl.fp8 && v2) launch_small_down<true, true>(pl, stream);
+    else if (pl.fp8) launch_small_down<true, false>(pl, stream);
+    else if (v2) launch_small_down<false, true>(pl, stream);
+    else launch_small_down<false, false>(pl, stream);
     record_small(ev, 4, stream);
     record_small(ev, 5, stream);  // the combine is fused into down
 }

@@ -1,6 +1,6 @@
 // Thin wrappers over the PTX the tensor-core kernels use (cp.async, ldmatrix, mma.sync, prmt), the
-// dynamic shared-memory base and the kernel launch. Device code only (nvcc); included by .cu
-// files (attention_*, moe_kernels). Kept in one header so that the host-side emulators
+// dynamic shared-memory base, programmatic dependent launch and the kernel launch. Device code
+// only (nvcc); included by .cu files (attention_*, moe_kernels). Kept in one header so that the host-side emulators
 // (bench/kernels/emu/backend/cuda/ptx_helpers.cuh, bench/kernels/moe_emu_shim.h) can stand in
 // for exactly these primitives and run the kernels' own code on a machine without a GPU.
 #pragma once
@@ -81,6 +81,36 @@ __device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t sel) {
     uint32_t d;
     asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(0u), "r"(sel));
     return d;
+}
+
+// Programmatic dependent launch (sm_90; launched by launch_kernel_pdl). griddep_wait: waits until
+// the grids this one depends on have completed and their memory is visible (returns at once in a
+// grid launched without the attribute); griddep_launch_dependents: lets the next grid of the stream,
+// if launched with the attribute, start before this one ends (it starts once every block of this
+// grid has called it or exited).
+__device__ __forceinline__ void griddep_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
+__device__ __forceinline__ void griddep_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory"); }
+
+// Brings the 128-byte line holding p into L2 (no register written, nothing waited for).
+__device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p)); }
+
+// kernel<<<grid, block, smem, stream>>>(args...) with programmatic stream serialisation: the kernel
+// may start while the previous one in the stream still runs, so it must call griddep_wait before
+// reading anything that kernel writes. Graph-capturable. Returns the launch's error.
+template <typename... KP, typename... AP>
+cudaError_t launch_kernel_pdl(void (*kernel)(KP...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                              AP&&... args) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream;
+    cudaLaunchAttribute attr[1] = {};
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    return cudaLaunchKernelEx(&cfg, kernel, std::forward<AP>(args)...);
 }
 
 // kernel<<<grid, block, smem, stream>>>(args...)
