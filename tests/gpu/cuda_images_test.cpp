@@ -3,10 +3,16 @@
 // tests/model/vision_parity_test.cpp) run with CudaOps: the images' embeddings from the CUDA
 // tower (CudaOps::vision_tower) at the pad rows and M-RoPE positions in the CUDA attention. The prefill logits of one, two and
 // three images, a chunked prefill (chunks of 5: boundaries inside the pad runs) and the decode
-// steps after the prompt (position + delta) equal transformers' within bf16 noise (normalised
-// error 2e-2, CudaModel.TransformersFixtures' bound), and in reference precision (fp32 weights,
-// f32 cache: the fp32 fallback attention kernel) within the CPU's own 1e-3. Without the images
-// the logits are far off (the test can fail). The engine on CudaOps serves an image request next
+// steps after the prompt (position + delta) equal transformers' in reference precision (fp32
+// weights, f32 cache: the fp32 fallback attention kernel) within the CPU's own 1e-3 — the check
+// that catches a wrong position, placement, order or chunking — and in bf16 within this fixture's
+// bf16 noise: normalised error < 0.5. That bound is not CudaModel.TransformersFixtures' 2e-2:
+// transformers itself, with only the inputs of its linears or of its tower rounded to bf16 as
+// this backend rounds them, moves these logits by up to 0.18 (max |diff| 5), because the fixture's
+// MoE routing has top-k gaps down to 4e-4 and bf16 rounding flips the experts of some tokens
+// (tools/vision_bf16_noise.py; docs/VISION.md "bf16 and this fixture"); the H200 measured 0.21.
+// Faults that put wrong embeddings at the pad rows (left out, rows reversed, images in the wrong
+// order) move them by 1.0 or more, so in bf16 the run without images must be ≥ 0.8 off. The engine on CudaOps serves an image request next
 // to a text request, greedy output equal to the single-sequence run up to near-ties.
 #include <gtest/gtest.h>
 
@@ -110,13 +116,14 @@ TEST_P(CudaImages, LogitsEqualTransformers) {
         const PromptImages images = prepare(*weights, ids, patches, ops);
         const KvCacheDtype kv = reference_precision ? KvCacheDtype::kF32 : KvCacheDtype::kBF16;
         const std::string what = GetParam() + (reference_precision ? " fp32" : " bf16");
-        // Within bf16 noise, or the CPU's own bound in reference precision.
+        // Within this fixture's bf16 noise (above), or the CPU's own bound in reference precision.
+        constexpr double kBf16Noise = 0.5, kWrongEmbeddings = 0.8;
         auto check = [&](const std::vector<float>& got, const std::vector<float>& ref, const std::string& part) {
             const double err = normalised_error(got, ref);
             const float maxd = max_abs_diff(got, ref);
             std::printf("%s %s: normalised error %.2e, max |diff| %.2e\n", what.c_str(), part.c_str(), err, maxd);
             if (reference_precision) EXPECT_LE(maxd, 1e-3f) << what << " " << part;
-            else EXPECT_LT(err, 2e-2) << what << " " << part;
+            else EXPECT_LT(err, kBf16Noise) << what << " " << part;
         };
         {
             SingleSequence seq(model, T + int64_t(decode_ids.size()) + 16, kv);
@@ -138,9 +145,13 @@ TEST_P(CudaImages, LogitsEqualTransformers) {
             }
             check(logits, ref_prefill, "chunks of 5");
         }
-        {  // Without the images: far off (the CPU test's criterion, 10× its bound).
+        {  // Without the images: far off (the CPU test's criterion, 10× its bound; in bf16 beyond
+           // the noise, as the faults that misplace embeddings are).
             SingleSequence seq(model, T + 16, kv);
-            EXPECT_GT(max_abs_diff(seq.feed(ids, true), ref_prefill), 1e-2f) << what << " without images";
+            const std::vector<float> l = seq.feed(ids, true);
+            std::printf("%s without images: normalised error %.2e\n", what.c_str(), normalised_error(l, ref_prefill));
+            EXPECT_GT(max_abs_diff(l, ref_prefill), 1e-2f) << what << " without images";
+            if (!reference_precision) EXPECT_GT(normalised_error(l, ref_prefill), kWrongEmbeddings) << what;
         }
     }
 }

@@ -70,6 +70,9 @@ public:
     // thread may run it while the engine thread runs forwards.
     void vision_tower(const VisionWeights& w, const float* patches, const std::vector<VisionGrid>& grids, float* out,
                       float* blocks_out = nullptr) override;
+    size_t reserve_vision_tower(const VisionWeights& w, int64_t max_rows) override;
+    // The tower's arena bytes held from the device (0 before its first use; tests).
+    size_t vision_arena_reserved();
     std::unique_ptr<ModelCache> make_cache(const CacheGeometry& g) override;
     void prepare_weights(const WeightSet& w) override;
     int64_t begin_forward(const ForwardBatch& batch, const int32_t* positions, const Replay& replay = {}) override;
@@ -168,7 +171,8 @@ private:
     } gdn_shape_;
     std::vector<int32_t> stash_rows_scratch_;
     std::mutex vision_mu_;                   // guards the lazy creation of vision_
-    std::unique_ptr<VisionRunner> vision_;   // vision_tower(): made on the first image
+    std::unique_ptr<VisionRunner> vision_;   // vision_tower(): made on the first image (or reserve)
+    VisionRunner& vision_runner();           // vision_, made under vision_mu_ when absent
     std::vector<char> sample_upload_;        // sample(): the SamplingBatch packed for one copy
     std::vector<int32_t> sample_download_;   // sample(): what comes back
 };
