@@ -22,10 +22,12 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "backend/vision_memory.h"
 #include "engine/engine.h"
 #include "gpu_test_util.h"
 #include "image/image_decode.h"
 #include "io/npy.h"
+#include "model/model_backend.h"
 #include "model/prompt_images.h"
 #include "model/single_sequence.h"
 
@@ -233,4 +235,34 @@ TEST(CudaImagesEngine, ImageRequestEqualsSingleSequence) {
         }
         EXPECT_EQ((*engine)->num_blocks_in_use(), 0);
     }
+}
+
+// The cache budget on a GPU leaves the vision tower's memory out when image input is on
+// (device_cache_budget_mb with the largest image's patch rows: Ops::reserve_vision_tower before
+// the warm-up and the measurement): the budget shrinks by what the tower holds (its weights and
+// the arena for 65,536 rows, the release processor's 4,096² pixels), within what cuBLASLt's
+// handle, the tower's stream and allocation granularity add.
+TEST(CudaImagesEngine, CacheBudgetLeavesTheTowerOut) {
+    QS_REQUIRE_GPU();
+    auto weights = load_model_dir(gpu_test::source_path(kFixture));
+    ASSERT_TRUE(weights.is_ok()) << weights.status().message();
+    constexpr int64_t kRows = 65536;
+    int64_t budget[2] = {0, 0};
+    size_t held = 0;
+    for (int with_images : {0, 1}) {
+        cuda::CudaOps ops;
+        ops.prepare_weights(weight_set(*weights));
+        if (with_images)  // what the reservation will hold: the arithmetic the runner sizes it by
+            held = vision_weight_bytes(weights->visual->weights(), false) +
+                   vision_arena_bytes(weights->visual->weights().dims, kRows, false);
+        auto b = device_cache_budget_mb(ops, *weights, 64, 0.5, with_images ? kRows : 0);
+        ASSERT_TRUE(b.is_ok()) << b.status().message();
+        budget[with_images] = *b;
+        if (with_images) EXPECT_EQ(ops.vision_arena_reserved(), vision_arena_bytes(weights->visual->weights().dims, kRows, false));
+    }
+    const int64_t held_mb = int64_t(held >> 20);
+    std::printf("cache budget without images %lld MB, with %lld MB; the tower holds %lld MB\n", (long long)budget[0],
+                (long long)budget[1], (long long)held_mb);
+    EXPECT_GE(budget[0] - budget[1], held_mb);
+    EXPECT_LE(budget[0] - budget[1], held_mb + 128);
 }
