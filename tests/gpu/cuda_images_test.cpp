@@ -153,7 +153,9 @@ TEST_P(CudaImages, LogitsEqualTransformers) {
             const std::vector<float> l = seq.feed(ids, true);
             std::printf("%s without images: normalised error %.2e\n", what.c_str(), normalised_error(l, ref_prefill));
             EXPECT_GT(max_abs_diff(l, ref_prefill), 1e-2f) << what << " without images";
-            if (!reference_precision) EXPECT_GT(normalised_error(l, ref_prefill), kWrongEmbeddings) << what;
+            if (!reference_precision) {
+                EXPECT_GT(normalised_error(l, ref_prefill), kWrongEmbeddings) << what;
+            }
         }
     }
 }
@@ -258,7 +260,9 @@ TEST(CudaImagesEngine, CacheBudgetLeavesTheTowerOut) {
         auto b = device_cache_budget_mb(ops, *weights, 64, 0.5, with_images ? kRows : 0);
         ASSERT_TRUE(b.is_ok()) << b.status().message();
         budget[with_images] = *b;
-        if (with_images) EXPECT_EQ(ops.vision_arena_reserved(), vision_arena_bytes(weights->visual->weights().dims, kRows, false));
+        if (with_images) {
+            EXPECT_EQ(ops.vision_arena_reserved(), vision_arena_bytes(weights->visual->weights().dims, kRows, false));
+        }
     }
     const int64_t held_mb = int64_t(held >> 20);
     std::printf("cache budget without images %lld MB, with %lld MB; the tower holds %lld MB\n", (long long)budget[0],
