@@ -192,6 +192,11 @@ public:
     // not touch the forward's buffers or stream. Default: the host reference (cpu::vision_tower).
     virtual void vision_tower(const VisionWeights& w, const float* patches, const std::vector<VisionGrid>& grids,
                               float* out, float* blocks_out = nullptr);
+    // Takes the device memory the tower needs for images of up to `max_rows` patch rows (its
+    // weights and the activation arena of such a forward: backend/vision_memory.h) now, before a
+    // GPU's cache is sized from what is left (model/model_backend.h). Returns the bytes it holds.
+    // Default (host backends): nothing to take, 0.
+    virtual size_t reserve_vision_tower(const VisionWeights& w, int64_t max_rows) { return 0; }
 
     // Sparse MoE with shared expert: router softmax (fp32), top-k, renormalise, SiLU-gated experts,
     // shared expert × sigmoid(shared_expert_gate). x, y [T, hidden].

@@ -21,6 +21,7 @@
 #include <set>
 #include <thread>
 
+#include "backend/vision_memory.h"
 #include "cli/backend_args.h"
 #include "cli/commands.h"
 #include "cli/engine_option_group.h"
@@ -304,8 +305,12 @@ Status serve(const Args& args) {
         } else {
             QS_ASSIGN_OR_RETURN(ops, make_backend(backend, *weights));
         }
+        // With image input on, the tower's memory for the largest image the processor makes is
+        // taken before the cache is sized.
+        const int64_t max_image_rows =
+            vision ? vision_max_patch_rows(vision->processor.max_pixels, vision->processor.patch_size) : 0;
         QS_ASSIGN_OR_RETURN(c.engine, size_engine(c.engine, ops.get(), *weights, backend.device == "cuda",
-                                                  args.has("cache-memory-mb")));
+                                                  args.has("cache-memory-mb"), max_image_rows));
         auto* tp = static_cast<const TokenizerTextPipeline*>(&text);
         std::vector<int32_t> stops;
         for (int64_t id : weights->config.eos_token_ids) stops.push_back(int32_t(id));

@@ -15,12 +15,12 @@ size_t step_logits_bytes(const ModelConfig& model, const EngineConfig& config, b
 }
 
 Result<EngineConfig> size_engine(const EngineConfig& config, Ops* ops, const ModelWeights& weights, bool on_gpu,
-                                 bool budget_given) {
+                                 bool budget_given, int64_t max_image_rows) {
     EngineConfig c = config;
     if (on_gpu && !budget_given) {
         QS_CHECK(ops != nullptr);
         QS_ASSIGN_OR_RETURN(const int64_t budget_mb, device_cache_budget_mb(*ops, weights, c.max_num_batched_tokens,
-                                                                            c.gpu_memory_utilization));
+                                                                            c.gpu_memory_utilization, max_image_rows));
         const int64_t logits_mb = int64_t(step_logits_bytes(weights.config, c, weights.mtp.present) >> 20) + 1;
         if (budget_mb - logits_mb < 64)
             return Status(ErrorKind::kResourceExhausted,

@@ -20,8 +20,10 @@ size_t step_logits_bytes(const ModelConfig& model, const EngineConfig& config, b
 
 // `config` with cache_memory_mb set from the device (GPU, unless `budget_given`) and
 // max_num_seqs fitted. On the CPU backend the budget is the flag's (and `ops` may be null: a
-// tensor-parallel group's ranks each own theirs).
+// tensor-parallel group's ranks each own theirs). `max_image_rows` > 0 (image input on): the vision
+// tower's device memory for an image of that many patch rows is taken before the GPU budget is
+// measured (device_cache_budget_mb).
 Result<EngineConfig> size_engine(const EngineConfig& config, Ops* ops, const ModelWeights& weights, bool on_gpu,
-                                 bool budget_given);
+                                 bool budget_given, int64_t max_image_rows = 0);
 
 }  // namespace qs

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_collective.h"
+#include "core/log.h"
 #include "model/single_sequence.h"
 #include "model/tensor_parallel.h"
 #include "model/tensor_parallel_runner.h"
@@ -13,7 +14,13 @@
 namespace qs {
 
 Result<int64_t> device_cache_budget_mb(Ops& ops, const ModelWeights& weights, int64_t max_batched_tokens,
-                                       double utilization) {
+                                       double utilization, int64_t max_image_rows) {
+    if (weights.visual && max_image_rows > 0) {
+        const size_t held = ops.reserve_vision_tower(weights.visual->weights(), max_image_rows);
+        log_info("vision tower: {:.2f} GiB of device memory reserved before the cache is sized (weights and the "
+                 "activations of an image of {} patch rows, the largest the image processor makes)",
+                 double(held) / double(1 << 30), max_image_rows);
+    }
     return gpu_cache_budget_mb(ops, weights.config, weights.mtp.present, utilization, max_batched_tokens,
                                [&](int64_t tokens) {
                                    Qwen36Model model(weights, ops);

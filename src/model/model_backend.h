@@ -15,8 +15,11 @@ namespace qs {
 // GPU backends: the cache budget in MB that leaves `utilization` of the device's memory in use
 // once the weights are loaded and a warm-up forward of `max_batched_tokens` tokens has sized the
 // activation arena. Errors when nothing is left. Not for the CPU backend (its budget is a flag).
+// With `max_image_rows` > 0 and a vision tower in `weights`, the tower's weights and the arena of
+// a forward over that many patch rows are taken first (Ops::reserve_vision_tower; logged), so the
+// cache budget is what is left after them.
 Result<int64_t> device_cache_budget_mb(Ops& ops, const ModelWeights& weights, int64_t max_batched_tokens,
-                                       double utilization);
+                                       double utilization, int64_t max_image_rows = 0);
 
 // Creates the backend and uploads/prepares `weights` for it (they must outlive it; their views
 // get the handles the backend files its copies under: backend/weight_handle.h). Errors name

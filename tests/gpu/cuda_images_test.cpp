@@ -3,10 +3,16 @@
 // tests/model/vision_parity_test.cpp) run with CudaOps: the images' embeddings from the CUDA
 // tower (CudaOps::vision_tower) at the pad rows and M-RoPE positions in the CUDA attention. The prefill logits of one, two and
 // three images, a chunked prefill (chunks of 5: boundaries inside the pad runs) and the decode
-// steps after the prompt (position + delta) equal transformers' within bf16 noise (normalised
-// error 2e-2, CudaModel.TransformersFixtures' bound), and in reference precision (fp32 weights,
-// f32 cache: the fp32 fallback attention kernel) within the CPU's own 1e-3. Without the images
-// the logits are far off (the test can fail). The engine on CudaOps serves an image request next
+// steps after the prompt (position + delta) equal transformers' in reference precision (fp32
+// weights, f32 cache: the fp32 fallback attention kernel) within the CPU's own 1e-3 — the check
+// that catches a wrong position, placement, order or chunking — and in bf16 within this fixture's
+// bf16 noise: normalised error < 0.5. That bound is not CudaModel.TransformersFixtures' 2e-2:
+// transformers itself, with only the inputs of its linears or of its tower rounded to bf16 as
+// this backend rounds them, moves these logits by up to 0.18 (max |diff| 5), because the fixture's
+// MoE routing has top-k gaps down to 4e-4 and bf16 rounding flips the experts of some tokens
+// (tools/vision_bf16_noise.py; docs/VISION.md "bf16 and this fixture"); the H200 measured 0.21.
+// Faults that put wrong embeddings at the pad rows (left out, rows reversed, images in the wrong
+// order) move them by 1.0 or more, so in bf16 the run without images must be ≥ 0.8 off. The engine on CudaOps serves an image request next
 // to a text request, greedy output equal to the single-sequence run up to near-ties.
 #include <gtest/gtest.h>
 
@@ -16,10 +22,12 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "backend/vision_memory.h"
 #include "engine/engine.h"
 #include "gpu_test_util.h"
 #include "image/image_decode.h"
 #include "io/npy.h"
+#include "model/model_backend.h"
 #include "model/prompt_images.h"
 #include "model/single_sequence.h"
 
@@ -110,13 +118,14 @@ TEST_P(CudaImages, LogitsEqualTransformers) {
         const PromptImages images = prepare(*weights, ids, patches, ops);
         const KvCacheDtype kv = reference_precision ? KvCacheDtype::kF32 : KvCacheDtype::kBF16;
         const std::string what = GetParam() + (reference_precision ? " fp32" : " bf16");
-        // Within bf16 noise, or the CPU's own bound in reference precision.
+        // Within this fixture's bf16 noise (above), or the CPU's own bound in reference precision.
+        constexpr double kBf16Noise = 0.5, kWrongEmbeddings = 0.8;
         auto check = [&](const std::vector<float>& got, const std::vector<float>& ref, const std::string& part) {
             const double err = normalised_error(got, ref);
             const float maxd = max_abs_diff(got, ref);
             std::printf("%s %s: normalised error %.2e, max |diff| %.2e\n", what.c_str(), part.c_str(), err, maxd);
             if (reference_precision) EXPECT_LE(maxd, 1e-3f) << what << " " << part;
-            else EXPECT_LT(err, 2e-2) << what << " " << part;
+            else EXPECT_LT(err, kBf16Noise) << what << " " << part;
         };
         {
             SingleSequence seq(model, T + int64_t(decode_ids.size()) + 16, kv);
@@ -138,9 +147,15 @@ TEST_P(CudaImages, LogitsEqualTransformers) {
             }
             check(logits, ref_prefill, "chunks of 5");
         }
-        {  // Without the images: far off (the CPU test's criterion, 10× its bound).
+        {  // Without the images: far off (the CPU test's criterion, 10× its bound; in bf16 beyond
+           // the noise, as the faults that misplace embeddings are).
             SingleSequence seq(model, T + 16, kv);
-            EXPECT_GT(max_abs_diff(seq.feed(ids, true), ref_prefill), 1e-2f) << what << " without images";
+            const std::vector<float> l = seq.feed(ids, true);
+            std::printf("%s without images: normalised error %.2e\n", what.c_str(), normalised_error(l, ref_prefill));
+            EXPECT_GT(max_abs_diff(l, ref_prefill), 1e-2f) << what << " without images";
+            if (!reference_precision) {
+                EXPECT_GT(normalised_error(l, ref_prefill), kWrongEmbeddings) << what;
+            }
         }
     }
 }
@@ -222,4 +237,36 @@ TEST(CudaImagesEngine, ImageRequestEqualsSingleSequence) {
         }
         EXPECT_EQ((*engine)->num_blocks_in_use(), 0);
     }
+}
+
+// The cache budget on a GPU leaves the vision tower's memory out when image input is on
+// (device_cache_budget_mb with the largest image's patch rows: Ops::reserve_vision_tower before
+// the warm-up and the measurement): the budget shrinks by what the tower holds (its weights and
+// the arena for 65,536 rows, the release processor's 4,096² pixels), within what cuBLASLt's
+// handle, the tower's stream and allocation granularity add.
+TEST(CudaImagesEngine, CacheBudgetLeavesTheTowerOut) {
+    QS_REQUIRE_GPU();
+    auto weights = load_model_dir(gpu_test::source_path(kFixture));
+    ASSERT_TRUE(weights.is_ok()) << weights.status().message();
+    constexpr int64_t kRows = 65536;
+    int64_t budget[2] = {0, 0};
+    size_t held = 0;
+    for (int with_images : {0, 1}) {
+        cuda::CudaOps ops;
+        ops.prepare_weights(weight_set(*weights));
+        if (with_images)  // what the reservation will hold: the arithmetic the runner sizes it by
+            held = vision_weight_bytes(weights->visual->weights(), false) +
+                   vision_arena_bytes(weights->visual->weights().dims, kRows, false);
+        auto b = device_cache_budget_mb(ops, *weights, 64, 0.5, with_images ? kRows : 0);
+        ASSERT_TRUE(b.is_ok()) << b.status().message();
+        budget[with_images] = *b;
+        if (with_images) {
+            EXPECT_EQ(ops.vision_arena_reserved(), vision_arena_bytes(weights->visual->weights().dims, kRows, false));
+        }
+    }
+    const int64_t held_mb = int64_t(held >> 20);
+    std::printf("cache budget without images %lld MB, with %lld MB; the tower holds %lld MB\n", (long long)budget[0],
+                (long long)budget[1], (long long)held_mb);
+    EXPECT_GE(budget[0] - budget[1], held_mb);
+    EXPECT_LE(budget[0] - budget[1], held_mb + 128);
 }

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "backend/cpu/cpu_ops.h"
+#include "backend/vision_memory.h"
 #include "config/vision_config.h"
 #include "gpu_test_util.h"
 #include "io/checkpoint.h"
@@ -164,5 +165,46 @@ TEST(CudaVisionTower, EqualsHostReferenceAtReleaseWidths) {
         EXPECT_LT(normalised_error(alone, part), 1e-2) << g.h << "x" << g.w;
         r0 += g.rows();
         m0 += g.rows() / 4;
+    }
+}
+
+// The tower's memory taken before the cache is sized (Ops::reserve_vision_tower, called by
+// device_cache_budget_mb): after reserving for the largest image, forwards of that image and of
+// smaller ones take no further device memory — the arithmetic (backend/vision_memory.h,
+// VisionMemory.* on the CPU) covers VisionRunner::forward's allocations. The reserved total is
+// the weights plus the arena, and the device's free memory drops by at least that much.
+TEST(CudaVisionTower, ReserveHoldsEveryForward) {
+    QS_REQUIRE_GPU();
+    std::mt19937 rng(12);
+    const VisionWeights w = release_width_tower(1, rng);
+    const std::vector<VisionGrid> largest = {{1, 32, 48}};  // 1,536 rows
+    const std::vector<std::vector<VisionGrid>> smaller = {{{1, 8, 12}, {1, 16, 16}, {1, 4, 6}}, {{1, 4, 4}}};
+    const std::vector<float> patches =
+        gpu_test::random_floats(size_t(largest[0].rows()) * size_t(w.dims.patch_dim), rng);
+    for (bool reference_precision : {false, true}) {
+        cuda::CudaOptions o;
+        o.reference_precision = reference_precision;
+        cuda::CudaOps ops(o);
+        size_t free0 = 0, free1 = 0, total = 0;
+        ASSERT_EQ(cudaMemGetInfo(&free0, &total), cudaSuccess);
+        const size_t held = ops.reserve_vision_tower(w, largest[0].rows());
+        ASSERT_EQ(cudaMemGetInfo(&free1, &total), cudaSuccess);
+        const size_t arena = ops.vision_arena_reserved();
+        EXPECT_EQ(arena, vision_arena_bytes(w.dims, largest[0].rows(), reference_precision));
+        EXPECT_EQ(held, arena + vision_weight_bytes(w, reference_precision));
+        EXPECT_GE(free0 - free1, held) << "the device's free memory drops by the reservation";
+        std::printf("%s: reserved %.1f MiB (arena %.1f MiB), free memory down %.1f MiB\n",
+                    reference_precision ? "fp32" : "bf16", double(held) / 1048576.0, double(arena) / 1048576.0,
+                    double(free0 - free1) / 1048576.0);
+        std::vector<std::vector<VisionGrid>> runs = {largest};
+        runs.insert(runs.end(), smaller.begin(), smaller.end());
+        for (const auto& grids : runs) {
+            int64_t rows = 0;
+            for (const VisionGrid& g : grids) rows += g.rows();
+            std::vector<float> out(size_t(rows / 4) * size_t(w.dims.out_hidden), NAN);
+            ops.vision_tower(w, patches.data(), grids, out.data());
+            EXPECT_EQ(ops.vision_arena_reserved(), arena) << rows << " rows";
+            EXPECT_TRUE(std::isfinite(out[0]) && std::isfinite(out.back()));
+        }
     }
 }

@@ -14,15 +14,50 @@ using namespace qs::cuda;
 
 namespace {
 
+// The vision parity fixture's text attention (tests/data/vision_parity: 4 query and 2 KV heads of
+// 32, rotary dim 8, mrope_section {2, 1, 1}) and its prompts' M-RoPE streams (positions.npy, as
+// transformers' get_rope_index made them) with their rope deltas, for the bf16 multi-image
+// question of docs/VISION.md.
+const Shape kVisionFixture{"vision fixture D32 rot8", 4, 2, 32, 8, 16, 1e7, 1e-6f};
+const int kTwoImages[3][27] = {
+    {0, 1, 2, 3, 4, 4, 4, 4, 4, 4, 7, 8, 9, 10, 11, 12, 13, 13, 13, 13, 15, 16, 17, 18, 19, 20, 21},
+    {0, 1, 2, 3, 4, 4, 4, 5, 5, 5, 7, 8, 9, 10, 11, 12, 13, 13, 14, 14, 15, 16, 17, 18, 19, 20, 21},
+    {0, 1, 2, 3, 4, 5, 6, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 13, 14, 15, 16, 17, 18, 19, 20, 21}};
+const int kThreeImages[3][42] = {
+    {0,  1,  2,  3,  4,  5,  5,  5,  5,  5,  5,  8,  9,  10, 11, 12, 13, 13, 13, 13, 13,
+     13, 13, 13, 17, 18, 19, 20, 21, 22, 23, 24, 24, 24, 24, 26, 27, 28, 29, 30, 31, 32},
+    {0,  1,  2,  3,  4,  5,  5,  5,  6,  6,  6,  8,  9,  10, 11, 12, 13, 13, 14, 14, 15,
+     15, 16, 16, 17, 18, 19, 20, 21, 22, 23, 24, 24, 25, 25, 26, 27, 28, 29, 30, 31, 32},
+    {0,  1,  2,  3,  4,  5,  6,  7,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 13, 14, 13,
+     14, 13, 14, 17, 18, 19, 20, 21, 22, 23, 24, 25, 24, 25, 26, 27, 28, 29, 30, 31, 32}};
+
+// Sets the batch's streams from a prompt's (rows at positions p < len take streams[k][p], later
+// ones p + delta in all three), as place_prompt_images does.
+template <int N>
+void set_prompt_streams(HostBatch& b, const int (&streams)[3][N], int delta) {
+    b.rope.resize(size_t(3 * b.T));
+    for (int k = 0; k < 3; ++k)
+        for (int r = 0; r < b.T; ++r) {
+            const int p = b.positions[size_t(r)];
+            b.rope[size_t(k * b.T + r)] = p < N ? streams[k][p] : p + delta;
+        }
+    b.section[0] = 2;
+    b.section[1] = 1;
+    b.section[2] = 1;
+}
+
 // mrope: the batch gets random M-RoPE streams (set_mrope) with the section {2, 1, 1} scaled to
 // the rotary half (every stream rotates some frequencies).
+// prompt: instead, the streams of one of the fixture's prompts (0 none, 2 or 3 images).
 bool run_case(const char* label, const Shape& sh, DeviceKvDtype dt, const std::vector<SeqSpec>& specs,
-              std::mt19937_64& rng, bool mrope = false) {
+              std::mt19937_64& rng, bool mrope = false, int prompt = 0) {
     Case c = make_case(sh, dt, specs, rng);
     if (mrope) {
         const int half = sh.rot / 2, section[3] = {half - 2 * (half / 4), half / 4, half / 4};
         set_mrope(c.b, section, rng);
     }
+    if (prompt == 2) set_prompt_streams(c.b, kTwoImages, -5);
+    if (prompt == 3) set_prompt_streams(c.b, kThreeImages, -9);
     const int T = c.b.T;
     struct Run {
         std::vector<uint8_t> k_raw, v_raw;
@@ -95,6 +130,13 @@ int main(int argc, char** argv) {
         all &= run_case("mrope gen D96 mixed", kGenA, dt, {{70, 1}, {30, 17}, {0, 40}}, rng, true);
         all &= run_case("mrope tiny decode 12 (splits)", kTiny, dt, decode_specs(12, 0, 700, rng), rng, true);
         all &= run_case("mrope fallback D16 rot16", kFbB, dt, {{300, 1}, {40, 70}, {0, 130}, {5, 1}}, rng, true);
+        // The vision fixture's two- and three-image prompts: whole, chunked inside an image, and a
+        // decode row at position + delta beside them.
+        const Shape& vf = kVisionFixture;
+        all &= run_case("fixture two images prefill 27", vf, dt, {{0, 27}}, rng, false, 2);
+        all &= run_case("fixture two images chunk 5 + decode", vf, dt, {{5, 5}, {27, 1}, {30, 1}}, rng, false, 2);
+        all &= run_case("fixture three images prefill 42", vf, dt, {{0, 42}}, rng, false, 3);
+        all &= run_case("fixture three images chunks + decode", vf, dt, {{15, 12}, {30, 12}, {42, 1}}, rng, false, 3);
         if (real) {
             all &= run_case("real small mixed", kReal, dt, {{90, 1}, {40, 13}, {0, 20}}, rng);
             all &= run_case("real decode 3 (splits)", kReal, dt, decode_specs(3, 100, 400, rng), rng);

@@ -444,14 +444,20 @@ void CudaOps::gated_attention(const float* qg, float* k, const float* v, const P
 
 void CudaOps::vision_tower(const VisionWeights& w, const float* patches, const std::vector<VisionGrid>& grids,
                            float* out, float* blocks_out) {
-    VisionRunner* runner;
-    {
-        std::lock_guard<std::mutex> lock(vision_mu_);
-        if (!vision_) vision_ = std::make_unique<VisionRunner>(options_.device, options_.reference_precision);
-        runner = vision_.get();
-    }
-    runner->forward(w, patches, grids, out, blocks_out);
+    vision_runner().forward(w, patches, grids, out, blocks_out);
 }
+
+VisionRunner& CudaOps::vision_runner() {
+    std::lock_guard<std::mutex> lock(vision_mu_);
+    if (!vision_) vision_ = std::make_unique<VisionRunner>(options_.device, options_.reference_precision);
+    return *vision_;
+}
+
+size_t CudaOps::reserve_vision_tower(const VisionWeights& w, int64_t max_rows) {
+    return vision_runner().reserve(w, max_rows);
+}
+
+size_t CudaOps::vision_arena_reserved() { return vision_runner().arena_reserved(); }
 
 void CudaOps::gated_delta_net(const float* qkv, const float* z, const float* b, const float* a, const GdnWeights& w,
                               const GdnDims& d, const ForwardBatch& batch, ModelCache& cache, int64_t gdn_layer,

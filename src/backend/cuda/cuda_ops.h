@@ -79,6 +79,9 @@ public:
     // thread may run it while the engine thread runs forwards.
     void vision_tower(const VisionWeights& w, const float* patches, const std::vector<VisionGrid>& grids, float* out,
                       float* blocks_out = nullptr) override;
+    size_t reserve_vision_tower(const VisionWeights& w, int64_t max_rows) override;
+    // The tower's arena bytes held from the device (0 before its first use; tests).
+    size_t vision_arena_reserved();
     std::unique_ptr<ModelCache> make_cache(const CacheGeometry& g) override;
     void prepare_weights(const WeightSet& w) override;
     std::optional<DeviceMemoryUse> device_memory() override;
@@ -201,12 +204,13 @@ private:
     float* commit_zero_z_ = nullptr;
     float* commit_unused_out_ = nullptr;
     std::mutex vision_mu_;                   // guards the lazy creation of vision_
-    std::unique_ptr<VisionRunner> vision_;   // vision_tower(): made on the first image
     // argmax_rows_start: the ids' pinned landing place and the event after their copy.
     int32_t* argmax_pinned_ = nullptr;
     int64_t argmax_pinned_rows_ = 0, argmax_started_rows_ = 0;
     cudaEvent_t argmax_done_ = nullptr;
     bool argmax_in_flight_ = false;
+    std::unique_ptr<VisionRunner> vision_;   // vision_tower(): made on the first image (or reserve)
+    VisionRunner& vision_runner();           // vision_, made under vision_mu_ when absent
     std::vector<char> sample_upload_;        // sample(): the SamplingBatch packed for one copy
     std::vector<int32_t> sample_download_;   // sample(): what comes back
 };

@@ -8,6 +8,7 @@
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/vision_kernels.h"
+#include "backend/vision_memory.h"
 #include "core/check.h"
 #include "core/dtype.h"
 
@@ -92,6 +93,22 @@ void VisionRunner::upload(const VisionWeights& w) {
     merger_fc2_ = upload_linear(w.merger_fc2);
     QS_CUDA_CHECK(cudaStreamSynchronize(stream_));
     uploaded_ = &w;
+    weight_bytes_ = vision_weight_bytes(w, reference_precision_);
+}
+
+size_t VisionRunner::reserve(const VisionWeights& w, int64_t max_rows) {
+    std::lock_guard<std::mutex> lock(mu_);
+    QS_CUDA_CHECK(cudaSetDevice(device_));
+    if (uploaded_ != &w) upload(w);
+    const size_t need = vision_arena_bytes(w.dims, max_rows, reference_precision_);
+    if (need > arena_.reserved()) {
+        // One chunk of exactly `need`: every block of a forward up to max_rows stacks in it.
+        QS_CUDA_CHECK(cudaStreamSynchronize(stream_));
+        arena_ = DeviceArena(need);
+        arena_.allocate(need);
+        arena_.reset();
+    }
+    return weight_bytes_ + arena_.reserved();
 }
 
 void VisionRunner::linear(const Linear& l, const float* x, int64_t T, float* y, int act) {

@@ -9,8 +9,8 @@
 // forwards on the backend's stream and arena, so the runner owns its own stream, cuBLASLt handle
 // and device arena, and serialises its callers with a mutex. The weights are uploaded on the first
 // call for a VisionWeights (keyed by address; the struct must outlive the runner's use of it);
-// the arena grows to the largest image seen (about 4 KB per patch row at the release sizes, plus
-// the bf16 GEMM copies: ~1 GB at 2,048² pixels) and is kept.
+// the arena grows to the largest image seen (about 64 KB per patch row at the release sizes, the
+// bf16 GEMM copies included: ~1 GB at 2,048² pixels) and is kept; `reserve` takes both up front.
 #pragma once
 
 #include <memory>
@@ -36,6 +36,11 @@ public:
     // output when blocks_out is non-null). Returns after the results are on the host.
     void forward(const VisionWeights& w, const float* patches, const std::vector<VisionGrid>& grids, float* out,
                  float* blocks_out);
+    // Uploads `w` (when not yet) and grows the arena to one chunk that holds a forward over up
+    // to `max_rows` patch rows (vision_arena_bytes, backend/vision_memory.h), so serving images
+    // takes no device memory beyond it. Returns the weights' and the arena's device bytes.
+    size_t reserve(const VisionWeights& w, int64_t max_rows);
+    size_t arena_reserved() const { return arena_.reserved(); }
 
 private:
     struct Linear {
@@ -62,6 +67,7 @@ private:
     std::unique_ptr<Gemm> gemm_;  // made after cudaSetDevice(device_)
     DeviceArena arena_;
     const VisionWeights* uploaded_ = nullptr;
+    size_t weight_bytes_ = 0;
     Linear patch_embed_, merger_fc1_, merger_fc2_;
     Norm merger_norm_;
     DeviceBuffer pos_embed_;
