@@ -126,7 +126,10 @@ Result<ServeConfig> resolve(const Args& args) {
     im.allow_remote_images = args.has("allow-remote-images");
     QS_RETURN_IF_ERROR(positive("max-image-bytes", im.max_image_bytes, im.max_image_bytes));
     QS_RETURN_IF_ERROR(positive("max-image-pixels", im.max_image_pixels, im.max_image_pixels));
-    QS_RETURN_IF_ERROR(positive("max-images-per-request", im.max_images_per_request, im.max_images_per_request));
+    QS_ASSIGN_OR_RETURN(im.max_images_per_request, args.get_int("max-images-per-request", im.max_images_per_request));
+    if (im.max_images_per_request < 0)
+        return invalid_argument(fmt::format("--max-images-per-request must be >= 0 (0: image and video input off), got {}",
+                                            im.max_images_per_request));
     QS_RETURN_IF_ERROR(positive("max-video-frames", im.max_video_frames, im.max_video_frames));
     QS_ASSIGN_OR_RETURN(im.video_frame_list_fps, args.get_double("video-frame-list-fps", im.video_frame_list_fps));
     if (!(im.video_frame_list_fps > 0))
@@ -269,8 +272,14 @@ Status serve(const Args& args) {
                     proc->patch_size, proc->temporal_patch_size, proc->merge_size, vc.patch_size,
                     vc.temporal_patch_size, vc.spatial_merge_size));
         }
-        if (weights->visual && !proc.is_ok())
+        if (weights->visual && c.server.images.max_images_per_request == 0) {
+            // Operators who serve text only keep the tower's device memory for the cache.
+            proc = unsupported("--max-images-per-request is 0");
+            log_info("serve: image and video input off (--max-images-per-request 0): the vision tower holds no "
+                     "device memory");
+        } else if (weights->visual && !proc.is_ok()) {
             log_warn("serve: image input off: the model has a vision tower but {}", proc.status().message());
+        }
         // Videos need video_preprocessor_config.json (its defaults when absent) to fit the tower too.
         auto video_proc = proc.is_ok() ? load_video_processor_config(c.model_path)
                                        : Result<VideoProcessorConfig>(not_found("no image input"));
@@ -453,7 +462,9 @@ const CommandSpec& serve_spec() {
                      std::to_string(di.max_image_bytes)),
               valued("max-image-pixels", "N", "largest image, width x height before resizing (a 400 beyond)",
                      std::to_string(di.max_image_pixels)),
-              valued("max-images-per-request", "N", "image_url and video_url parts per request",
+              valued("max-images-per-request", "N",
+                     "image_url and video_url parts per request; 0 turns image and video input off (then the vision "
+                     "tower reserves no device memory before the cache is sized)",
                      std::to_string(di.max_images_per_request)),
               valued("max-video-frames", "N", "frames in one video_url frame list (counted before decoding)",
                      std::to_string(di.max_video_frames)),
@@ -462,7 +473,7 @@ const CommandSpec& serve_spec() {
                      "pair of frames; 1 as in vLLM)", fmt::format("{}", di.video_frame_list_fps)),
               valued("remote-image-timeout-s", "S", "time for one http:// image fetch", fmt::format("{}", di.remote_timeout_s))}});
         for (auto& o : c.groups.back().options) {
-            if (o.metavar == "N") o.allowed = ">= 1";
+            if (o.metavar == "N") o.allowed = o.name == "max-images-per-request" ? ">= 0" : ">= 1";
             if (o.metavar == "S") o.allowed = ">= 0";
             if (o.metavar == "FPS") o.allowed = "> 0";
         }

@@ -68,7 +68,8 @@ Result<std::vector<PromptMedia>> load_media(ServerState& state, const TextPipeli
     const VisionInput* vision = state.vision();
     if (!vision)
         return invalid_argument("this server takes no images or videos (the model has no vision tower or no fitting "
-                                "preprocessor_config.json, or image input is off on this device: docs/VISION.md)");
+                                "preprocessor_config.json, image input is off on this device, or "
+                                "--max-images-per-request is 0: docs/VISION.md)");
     const ImageInputOptions& o = state.options().images;
     if (int64_t(urls.size()) > o.max_images_per_request)
         return invalid_argument(fmt::format("the request has {} images and videos; at most {} are allowed "

@@ -192,6 +192,22 @@ def test_text_only_model_refuses_images():
         proc.wait(timeout=30)
 
 
+def test_max_images_zero_turns_image_input_off():
+    port = free_port()
+    proc = spawn([BINARY, "serve", "--model", MODEL_DIR, "--served-model-name", MODEL, "--port", str(port),
+                  "--max-images-per-request", "0"])
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(proc, base, 60)
+        c = openai.OpenAI(base_url=base + "/v1", api_key="unused", max_retries=0, timeout=60)
+        bad(c, user(image_part(data_url("gray_64x64.jpg"))), "--max-images-per-request is 0")
+        assert chat(c, [{"role": "user", "content": "Describe nothing"}])[0] is not None
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    assert "image and video input off (--max-images-per-request 0)" in server_output(proc)
+
+
 def test_local_and_remote_need_their_options(http_images):
     port = free_port()
     proc = spawn([BINARY, "serve", "--model", MODEL_DIR, "--served-model-name", MODEL, "--port", str(port)])
