@@ -320,7 +320,7 @@ TEST_P(CudaOpsParity, MoeSmallVersion2) {
         const bool fp8 = format == WeightFormat::kFP8Block;
         std::unique_ptr<ModelWeights> w8;
         if (fp8) w8 = std::make_unique<ModelWeights>(make_dummy_weights(config_, 79, /*with_mtp=*/false, format));
-        const ModelWeights& wts = fp8 ? *w8 : *weights_;
+        ModelWeights& wts = fp8 ? *w8 : *weights_;
         cuda::CudaOptions o1, o2;
         o1.poison = o2.poison = true;
         o2.moe_small_version = 2;

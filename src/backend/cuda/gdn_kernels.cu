@@ -121,7 +121,7 @@ void launch_gdn_recurrence(const GatedDeltaNetParams& p, cudaStream_t stream) {
     // The token-serial sequences: streamed through shared memory by persistent blocks (decode-only
     // batches by default) or one block per (sequence, value head).
     const int mx = p.batch.max_seq_tokens;
-    const bool by_shape = kGdnDecodeStreamByShape && mx >= 1 && mx <= kGdnDecodeStreamMaxTokens;
+    const bool by_shape = kGdnDecodeStreamByShape && p.ssm_bf16 && mx >= 1 && mx <= kGdnDecodeStreamMaxTokens;
     const bool stream_k = p.decode_kernel == 1 || (p.decode_kernel < 0 && by_shape);
     int blocks = p.decode_blocks;
     if (stream_k && blocks == 0) {

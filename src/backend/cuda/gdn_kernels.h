@@ -75,9 +75,9 @@ struct GatedDeltaNetParams {
     // Added: the kernel of the sequences below chunk_min_tokens. 0: one block per (sequence, value
     // head), state loaded into registers, computed, stored (gdn_serial.cu); 1: persistent blocks that
     // stream the states through a cp.async pipeline in shared memory, NS items ahead of the compute
-    // (gdn_decode.cu); -1: by shape (kernel 1 for decode-only batches, 1 <= batch.max_seq_tokens <=
-    // kGdnDecodeStreamMaxTokens: plain decode, MTP verification and commit, while
-    // kGdnDecodeStreamByShape; else kernel 0). Both are correct for any such sequence, so a stale
+    // (gdn_decode.cu); -1: by shape (kernel 1 for decode-only batches with bf16 state,
+    // 1 <= batch.max_seq_tokens <= kGdnDecodeStreamMaxTokens: plain decode, MTP verification and
+    // commit, while kGdnDecodeStreamByShape; else kernel 0: with fp32 state kernel 0 is faster). Both are correct for any such sequence, so a stale
     // max_seq_tokens in a replayed graph only picks the other kernel.
     int decode_kernel = -1;
     // Added: blocks of the streaming kernel; 0 = min(num_seqs · Nv, 2 per SM). Other values are for
@@ -85,8 +85,10 @@ struct GatedDeltaNetParams {
     int decode_blocks = 0;
 };
 
-// decode_kernel = -1 takes the streaming kernel while no sequence has more rows than this (and
-// kGdnDecodeStreamByShape). Flip kGdnDecodeStreamByShape to false to make gdn_serial.cu the default
+// decode_kernel = -1 takes the streaming kernel for bf16 state while no sequence has more rows than
+// this (and kGdnDecodeStreamByShape). H200, conv + recurrence at 512 / 256 / 64 / 1 sequences: bf16
+// 456 / 235 / 70 / 17.4 µs against 548 / 278 / 74 / 16.2 for kernel 0; fp32 kernel 0 is faster
+// (322 against 378 µs at 256). Flip kGdnDecodeStreamByShape to false to make gdn_serial.cu the default
 // again (bench/kernels/NOTES.md, GDN v4, has the H200 comparison).
 inline constexpr int kGdnDecodeStreamMaxTokens = 8;
 inline constexpr bool kGdnDecodeStreamByShape = true;
