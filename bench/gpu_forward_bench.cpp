@@ -12,7 +12,7 @@
 //          resident sequences, GPU time per phase, syncs and launches per step; without --no-mtp:
 //          [--mtp-k 0,1,2] [--mtp-acceptance 0,0.8] [--mtp-seqs 1,512] [--mtp-steps 32]
 //          [--mtp-prompt-tokens 128] [--mtp-overlap on|off|on,off]; see gpu_forward_bench_mtp.h)
-//          [--moe-small-version 1|2]  (CudaOptions::moe_small_version: the small-T MoE path's
+//          [--moe-small-version -1|1|2]  (CudaOptions::moe_small_version: the small-T MoE path's
 //          version for decode steps of up to 8 rows; 2 fuses the router, bench/kernels/NOTES.md)
 #include <cuda_runtime.h>
 
@@ -141,12 +141,12 @@ int run(const Args& args) {
     co.graph_max_batch = std::stoll(args.get_or("cuda-graph-max-batch", "512"));
     co.profile_ops = mode == "profile";
     co.step_timeline = mode == "mtp";
-    const std::string moe_small = args.get_or("moe-small-version", "1");
-    if (moe_small != "1" && moe_small != "2") {
-        std::fprintf(stderr, "--moe-small-version must be 1 or 2, got '%s'\n", moe_small.c_str());
+    const std::string moe_small = args.get_or("moe-small-version", "-1");
+    if (moe_small != "-1" && moe_small != "1" && moe_small != "2") {
+        std::fprintf(stderr, "--moe-small-version must be -1, 1 or 2, got '%s'\n", moe_small.c_str());
         return 2;
     }
-    co.moe_small_version = moe_small == "2" ? 2 : 1;
+    co.moe_small_version = std::stoi(moe_small);
     cuda::CudaOps ops(co);
     Timer t_up;
     ops.prepare_weights(weight_set(*w));

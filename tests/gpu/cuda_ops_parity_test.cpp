@@ -323,6 +323,7 @@ TEST_P(CudaOpsParity, MoeSmallVersion2) {
         ModelWeights& wts = fp8 ? *w8 : *weights_;
         cuda::CudaOptions o1, o2;
         o1.poison = o2.poison = true;
+        o1.moe_small_version = 1;
         o2.moe_small_version = 2;
         cuda::CudaOps g1(o1), g2(o2);
         g1.prepare_weights(weight_set(wts));

@@ -44,8 +44,8 @@ CudaOps::CudaOps(const CudaOptions& options)
     QS_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     QS_CUDA_CHECK(cudaEventCreateWithFlags(&argmax_done_, cudaEventDisableTiming));
     gemm_ = std::make_unique<Gemm>();
-    QS_CHECK_MSG(options.moe_small_version == 1 || options.moe_small_version == 2,
-                 "CudaOptions::moe_small_version must be 1 or 2");
+    QS_CHECK_MSG(options.moe_small_version == -1 || options.moe_small_version == 1 || options.moe_small_version == 2,
+                 "CudaOptions::moe_small_version must be -1, 1 or 2");
     moe_counter_ = DeviceBuffer(sizeof(int));
     QS_CUDA_CHECK(cudaMemset(moe_counter_.get(), 0, sizeof(int)));
 }
@@ -570,7 +570,8 @@ void CudaOps::moe(const float* x, int64_t T, const MoeWeights& w, int64_t top_k,
     // Small-T version 2 reads the fp32 router and shared-expert-gate weights itself.
     const DeviceLinear& router = weights_.linear(w.router);
     const DeviceLinear& sgate = weights_.linear(w.shared_expert_gate);
-    if (options_.moe_small_version == 2 && e.format != DeviceWeightFormat::kF32 &&
+    const bool small_v2 = options_.moe_small_version == 2 || (options_.moe_small_version < 0 && T == 1);
+    if (small_v2 && e.format != DeviceWeightFormat::kF32 &&
         router.dtype == DeviceLinear::Dtype::kF32 && sgate.dtype == DeviceLinear::Dtype::kF32 && router.out == e.E &&
         router.in == e.H && sgate.out == 1 && sgate.in == e.H) {
         p.small_version = 2;
