@@ -8,6 +8,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "grammar/ebnf_text.h"
 #include "grammar/repetition_automaton.h"
 #include "grammar/schema_check.h"
 #include "grammar/xgrammar_bridge.h"
@@ -47,23 +48,6 @@ GrammarCompiler::GrammarCompiler(GrammarVocab vocab) : vocab_(std::move(vocab)),
 GrammarCompiler::~GrammarCompiler() = default;
 
 namespace {
-
-// A string as an EBNF literal: quotes and backslashes escaped, control characters as \uXXXX
-// (fixed width: a following hex digit cannot be read into it), other bytes as they are.
-std::string ebnf_literal(const std::string& s) {
-    std::string out = "\"";
-    for (unsigned char c : s) {
-        if (c == '"' || c == '\\') {
-            out += '\\';
-            out += char(c);
-        } else if (c < 0x20 || c == 0x7f) {
-            out += fmt::format("\\u{:04x}", unsigned(c));
-        } else {
-            out += char(c);
-        }
-    }
-    return out + "\"";
-}
 
 // Lark grammars define rules with "name:"; xgrammar's EBNF with "name ::=".
 bool looks_like_lark(const std::string& g) { return g.find("::=") == std::string::npos; }

@@ -12,6 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include "grammar/ebnf_text.h"
+
 namespace qs::grammar {
 
 namespace {
@@ -80,22 +82,6 @@ int64_t class_codepoint(const std::string& s, size_t& i) {
         }
         default: return -1;  // \b \f ... : printed so? Not seen; leave the grammar alone.
     }
-}
-
-// An EBNF string literal of `s` (quotes and backslashes escaped, control bytes as \uXXXX).
-std::string ebnf_string(const std::string& s) {
-    std::string out = "\"";
-    for (unsigned char c : s) {
-        if (c == '"' || c == '\\') {
-            out += '\\';
-            out += char(c);
-        } else if (c < 0x20 || c == 0x7f) {
-            out += fmt::format("\\u{:04x}", unsigned(c));
-        } else {
-            out += char(c);
-        }
-    }
-    return out + "\"";
 }
 
 bool name_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
@@ -250,7 +236,7 @@ std::optional<std::string> repetitions_as_automata(const std::string& ebnf) {
         out += rewritten + "\n";
     }
     if (new_rules.empty()) return std::nullopt;
-    for (const auto& [regex, name] : new_rules) out += fmt::format("{} ::= Regex({})\n", name, ebnf_string(regex));
+    for (const auto& [regex, name] : new_rules) out += fmt::format("{} ::= Regex({})\n", name, ebnf_literal(regex));
     return out;
 }
 
