@@ -10,7 +10,9 @@ import httpx
 from conftest import server_output, start_server
 
 MODEL = "tiny"
-SECRET = "[[reply:hello there]] a private prompt 7f3a"
+# The marker is not hexadecimal, so a git hash in the start-up line cannot contain it.
+MARKER = "private-prompt-marker-qz"
+SECRET = "[[reply:hello there]] a private prompt " + MARKER
 
 
 def run_one_request(*flags):
@@ -49,7 +51,7 @@ def test_json_lines_and_one_request_line_matching_the_response():
     assert r["decode_s"] >= 0.001 * (r["completion_tokens"] - 1)
     assert r["queue_s"] + r["prefill_s"] + r["decode_s"] <= r["e2e_s"]
     assert "prompt" not in r
-    assert "7f3a" not in out  # the prompt is nowhere in the log
+    assert MARKER not in out  # the prompt is nowhere in the log
 
 
 def test_log_prompts_puts_the_prompt_in_the_request_line():
@@ -64,7 +66,7 @@ def test_text_format_request_line():
     assert len(lines) == 1, out
     assert f"id={body['id']}" in lines[0]
     assert f"completion_tokens={body['usage']['completion_tokens']}" in lines[0]
-    assert "7f3a" not in out
+    assert MARKER not in out
 
 
 def test_log_level_warn_drops_info_lines():
