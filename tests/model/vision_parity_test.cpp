@@ -17,6 +17,7 @@
 #include "io/npy.h"
 #include "model/prompt_images.h"
 #include "model/single_sequence.h"
+#include "fixture_files.h"
 #include "test_util.h"
 
 using namespace qs;
@@ -26,27 +27,9 @@ namespace {
 constexpr float kTolerance = 1e-3f;
 const std::string kDir = test::source_path("tests/data/vision_parity");
 
-std::string read_bytes(const std::string& path) {
-    std::ifstream f(path, std::ios::binary);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
-}
-
-std::vector<int32_t> read_ids(const std::string& path) {
-    auto r = read_npy_int(path);
-    EXPECT_TRUE(r.is_ok()) << path;
-    std::vector<int32_t> out;
-    if (r.is_ok())
-        for (int64_t v : r->data) out.push_back(int32_t(v));
-    return out;
-}
-
-std::vector<float> read_floats(const std::string& path) {
-    auto r = read_npy_float(path);
-    EXPECT_TRUE(r.is_ok()) << path;
-    return r.is_ok() ? r->data : std::vector<float>();
-}
+using test::read_bytes;
+using test::read_floats;
+using test::read_ids;
 
 std::vector<float> rows(const std::vector<float>& a, int64_t from, int64_t n, int64_t width) {
     return std::vector<float>(a.begin() + from * width, a.begin() + (from + n) * width);
