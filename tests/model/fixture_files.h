@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "io/npy.h"
+#include "model/prompt_images.h"
 
 namespace qs::test {
 
@@ -34,6 +35,16 @@ inline std::vector<float> read_floats(const std::string& path) {
     auto r = read_npy_float(path);
     EXPECT_TRUE(r.is_ok()) << path;
     return r.is_ok() ? r->data : std::vector<float>();
+}
+
+// The prompt's M-RoPE positions and delta equal transformers' get_rope_index (`dir`/positions.npy,
+// [3, T]; `rope_delta` from the fixture's case file).
+inline void expect_positions_equal(const PromptImages& pi, const std::string& dir, size_t T, int64_t rope_delta) {
+    auto pos = read_npy_int(dir + "/positions.npy");
+    ASSERT_TRUE(pos.is_ok()) << dir;
+    for (size_t k = 0; k < 3; ++k)
+        for (size_t i = 0; i < T; ++i) EXPECT_EQ(pi.positions.pos[k][i], pos->data[k * T + i]) << k << " " << i;
+    EXPECT_EQ(pi.positions.delta, rope_delta);
 }
 
 }  // namespace qs::test
