@@ -19,6 +19,10 @@
 #           completed earlier, the completed grammar allows only the stop tokens and min_tokens
 #           yields to it (engine/sample_rows.cpp), so it ends short, never hangs: compare the
 #           "Output token" totals)
+#         | images (greedy, one 448x448 PNG per request before its text: 196 image tokens more per
+#           prompt, the vision tower on every request) | image_mix (the same on every second request:
+#           a mixed text+image load). An image mode starts the server with --dummy-vision (a
+#           random tower of the release shapes); each request's image differs (no prefix hits).
 # Needs gpu-bundle/ (scripts/build_gpu_bundle.sh) and the Qwen3.6 tokenizer in .carry/qwen36-tok
 # (tools/qwen36_tokenizer_json.py; travels compressed as .carry/qwen36-tok.tar.xz).
 set -uo pipefail
@@ -41,14 +45,36 @@ source scripts/gpu_serve_lib.sh
 gpu_serve_unpack
 fx=$(mktemp -d)  # fixtures, results and the server log stay off $OUT (the device tool returns 8 files)
 # shellcheck disable=SC2086  # $extra is a list of arguments
+case " $* " in *" images "*|*" image_mix "*) extra="$extra --dummy-vision" ;; esac
 gpu_serve_start --max-waiting 8192 $extra
 echo "serve up after ${up_after}s ($name: $extra)"
 "$B/qwenserve" bench fixture --out "$fx/fixture.jsonl" --requests "$requests" --seed 1 --min-prompt 256 \
     --max-prompt 1792 --max-tokens 256 --context 2048 --model qwen3.6-35b-a3b > /dev/null
 for mode in "$@"; do
     python3 - "$mode" "$fx/fixture.jsonl" "$fx/fixture_$mode.jsonl" <<'EOF'
-import json, sys
+import base64, json, struct, sys, zlib
 mode, src, dst = sys.argv[1:]
+
+SIDE = 448
+# PNG rows with the Sub filter (1): each byte is the difference to the pixel on its left, from a
+# small periodic alphabet, so the images compress to a few KB; a per-request table remaps the
+# differences (keeping the filter byte 1), so every request's pixels differ.
+BASE = b"".join(b"\1" + bytes(((x % 8) * 3 + (y % 8) * 5 + c) % 7 + 2 for x in range(SIDE) for c in range(3))
+                for y in range(SIDE))
+
+def png_data_url(i):
+    """A SIDE x SIDE RGB PNG that differs with i (pure Python: no PIL needed)."""
+    table = bytearray(range(256))
+    for v in range(2, 9):
+        table[v] = (v * 31 + i * 17) % 250 + 2
+    chunk = lambda t, d: struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d))
+    png = (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", SIDE, SIDE, 8, 2, 0, 0, 0))
+           + chunk(b"IDAT", zlib.compress(BASE.translate(bytes(table)), 9)) + chunk(b"IEND", b""))
+    return "data:image/png;base64," + base64.b64encode(png).decode()
+
+image_every = {"images": 1, "image_mix": 2}.get(mode, 0)
+if image_every:
+    mode = "greedy"
 fields = {"greedy": {"temperature": 0}, "sampled": {"temperature": 0.7, "top_p": 0.95},
           "penalties": {"temperature": 1.0, "repetition_penalty": 1.1, "presence_penalty": 0.5, "frequency_penalty": 0.5},
           "logprobs": {"temperature": 0, "logprobs": True, "top_logprobs": 5}, "default": {},
@@ -64,10 +90,14 @@ fields = {"greedy": {"temperature": 0}, "sampled": {"temperature": 0.7, "top_p":
                                 "items": {"type": "string", "minLength": 2, "maxLength": 40}}},
                   "required": ["name", "age", "notes"]}}}}}[mode]
 with open(src) as f, open(dst, "w") as g:
-    for line in f:
+    for i, line in enumerate(f):
         r = json.loads(line)
         r["body"].pop("temperature", None)
         r["body"].update(fields)
+        if image_every and i % image_every == 0:
+            m = r["body"]["messages"][-1]
+            m["content"] = [{"type": "image_url", "image_url": {"url": png_data_url(i)}},
+                            {"type": "text", "text": m["content"]}]
         g.write(json.dumps(r) + "\n")
 EOF
     "$B/qwenserve" bench --url "http://127.0.0.1:$port" --fixture "$fx/fixture_$mode.jsonl" --clients "$clients" \

@@ -7,6 +7,7 @@
 #include "core/log.h"
 #include "core/timer.h"
 #include "io/hf_cache.h"
+#include "model/dummy_vision_tower.h"
 
 namespace qs::cli {
 
@@ -29,6 +30,10 @@ OptionGroup model_option_group() {
                     "the linears of dummy weights; auto: FP8 128x128 blocks when the config has a "
                     "quantization_config, else BF16",
                     "auto"),
+             flag("dummy-vision",
+                  "dummy weights: also a vision tower of random weights (the config's vision_config; "
+                  "builtin:qwen36-35b-a3b has the release one), so image and video input is on: for benchmarks "
+                  "of image load"),
              valued("seed", "N", "seed of the dummy weights", "0"),
              valued("num-layers", "N", "keep only the first N decoder layers (dummy weights; 0: all)", "0"),
              flag("no-mtp", "do not load the MTP head (mtp.*)")}};
@@ -50,6 +55,8 @@ Result<ModelWeights> load_model_from_args(const Args& args) {
     const std::string dummy_format = args.get_or("dummy-format", "auto");
     if (dummy_format != "auto" && dummy_format != "bf16" && dummy_format != "fp8-block")
         return invalid_argument("--dummy-format must be 'auto', 'bf16' or 'fp8-block', got '" + dummy_format + "'");
+    if (args.has("dummy-vision") && format != "dummy")
+        return invalid_argument("--dummy-vision is only for --load-format dummy (a checkpoint's tower is its own)");
     if (args.has("dummy-format") && format != "dummy")
         return invalid_argument("--dummy-format is only for --load-format dummy (a checkpoint's format is its own)");
 
@@ -78,6 +85,15 @@ Result<ModelWeights> load_model_from_args(const Args& args) {
         const bool fp8 = dummy_format == "fp8-block" || (dummy_format == "auto" && config.quantization.quantized());
         const WeightFormat wf = fp8 ? WeightFormat::kFP8Block : WeightFormat::kDense;
         ModelWeights w = make_dummy_weights(config, uint64_t(seed), with_mtp, wf);
+        if (args.has("dummy-vision")) {
+            if (!config.vision)
+                return invalid_argument("--dummy-vision: the model's config has no vision_config (no tower to make)");
+            if (config.vision->out_hidden_size != config.hidden_size)
+                return invalid_argument(fmt::format("--dummy-vision: vision_config.out_hidden_size {} is not the "
+                                                    "text model's hidden_size {}",
+                                                    config.vision->out_hidden_size, config.hidden_size));
+            w.visual = std::make_shared<const VisionTower>(make_dummy_vision_tower(*config.vision, uint64_t(seed)));
+        }
         log_info("dummy weights ({}): {} layers, {:.2f} GB, {:.1f} s", fp8 ? "fp8-block" : "bf16",
                  config.num_hidden_layers, double(w.storage_bytes()) / 1e9, timer.elapsed_s());
         return w;

@@ -231,6 +231,10 @@ ModelConfig qwen36_35b_a3b_config() {
     c.eos_token_ids = {248046, 248044};  // generation_config.json; config.json lists only 248044
     c.pad_token_id = -1;
     c.dtype = "bfloat16";
+    // The release's tower (spec §1.3): transformers' defaults but out_hidden_size, which the
+    // checkpoint sets to the text model's width. Dummy weights make it only with --dummy-vision.
+    c.vision = VisionConfig{};
+    c.vision->out_hidden_size = 2048;
     return c;
 }
 

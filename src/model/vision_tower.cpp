@@ -29,31 +29,37 @@ Result<std::vector<float>> read_tensor(const Checkpoint& ckpt, const std::string
 }  // namespace
 
 Result<VisionTower> VisionTower::load(const Checkpoint& ckpt, const VisionConfig& cfg, const std::string& prefix) {
+    return build(cfg, [&](const std::string& name, const std::vector<int64_t>& shape) {
+        return read_tensor(ckpt, prefix + name, shape);
+    });
+}
+
+Result<VisionTower> VisionTower::build(const VisionConfig& cfg, const TensorReader& read) {
     VisionTower t;
     t.cfg_ = cfg;
     const int H = cfg.hidden_size, I = cfg.intermediate_size, M2 = cfg.spatial_merge_size * cfg.spatial_merge_size;
     auto lin = [&](const std::string& name, int in, int out, VisionLinear* l) -> Status {
         l->in = in;
         l->out = out;
-        QS_ASSIGN_OR_RETURN(l->w, read_tensor(ckpt, prefix + name + ".weight", {out, in}));
-        QS_ASSIGN_OR_RETURN(l->b, read_tensor(ckpt, prefix + name + ".bias", {out}));
+        QS_ASSIGN_OR_RETURN(l->w, read(name + ".weight", {out, in}));
+        QS_ASSIGN_OR_RETURN(l->b, read(name + ".bias", {out}));
         return Status::ok();
     };
     auto norm = [&](const std::string& name, VisionNorm* n) -> Status {
-        QS_ASSIGN_OR_RETURN(n->w, read_tensor(ckpt, prefix + name + ".weight", {H}));
-        QS_ASSIGN_OR_RETURN(n->b, read_tensor(ckpt, prefix + name + ".bias", {H}));
+        QS_ASSIGN_OR_RETURN(n->w, read(name + ".weight", {H}));
+        QS_ASSIGN_OR_RETURN(n->b, read(name + ".bias", {H}));
         return Status::ok();
     };
     {
         // Conv3d weight [H, C, T, P, P]: flattened, a [H][C·T·P·P] linear map in the patch row's order.
-        QS_ASSIGN_OR_RETURN(t.w_.patch_embed.w, read_tensor(ckpt, prefix + "patch_embed.proj.weight",
+        QS_ASSIGN_OR_RETURN(t.w_.patch_embed.w, read("patch_embed.proj.weight",
                                                           {H, cfg.in_channels, cfg.temporal_patch_size,
                                                            cfg.patch_size, cfg.patch_size}));
-        QS_ASSIGN_OR_RETURN(t.w_.patch_embed.b, read_tensor(ckpt, prefix + "patch_embed.proj.bias", {H}));
+        QS_ASSIGN_OR_RETURN(t.w_.patch_embed.b, read("patch_embed.proj.bias", {H}));
         t.w_.patch_embed.in = cfg.patch_dim();
         t.w_.patch_embed.out = H;
     }
-    QS_ASSIGN_OR_RETURN(t.w_.pos_embed, read_tensor(ckpt, prefix + "pos_embed.weight", {cfg.num_position_embeddings, H}));
+    QS_ASSIGN_OR_RETURN(t.w_.pos_embed, read("pos_embed.weight", {cfg.num_position_embeddings, H}));
     t.w_.blocks.resize(size_t(cfg.depth));
     for (int i = 0; i < cfg.depth; ++i) {
         const std::string b = fmt::format("blocks.{}.", i);

@@ -10,6 +10,8 @@
 // const and may run on any thread (Ops::vision_tower's contract).
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -28,6 +30,14 @@ public:
     // shape is an error naming it.
     static Result<VisionTower> load(const Checkpoint& ckpt, const VisionConfig& cfg,
                                     const std::string& prefix = "model.visual.");
+
+    // The values of one tensor, named as in a checkpoint without the prefix ("blocks.0.attn.qkv.weight"),
+    // of the shape the config implies (the Conv3d patch embedding as [H, C, T, P, P]).
+    using TensorReader =
+        std::function<Result<std::vector<float>>(const std::string& name, const std::vector<int64_t>& shape)>;
+    // Every tensor of the config's tower from `read` (load: a checkpoint; model/dummy_vision_tower:
+    // random values).
+    static Result<VisionTower> build(const VisionConfig& cfg, const TensorReader& read);
 
     const VisionConfig& config() const { return cfg_; }
 

@@ -208,6 +208,30 @@ def test_max_images_zero_turns_image_input_off():
     assert "image and video input off (--max-images-per-request 0)" in server_output(proc)
 
 
+def test_dummy_vision_tower_turns_image_input_on(client):
+    """--load-format dummy makes no tower (images are a 400); --dummy-vision adds one of the
+    config's shapes, so an image request is served and its prompt expands to the same number of
+    tokens as on the real weights (the tower's merged-token count comes from its shapes)."""
+    msgs = user(image_part(data_url("rgb_97x61.png")), {"type": "text", "text": "What is this?"})
+    _, real_usage = chat(client, msgs)
+    for extra, expect_images in (([], False), (["--dummy-vision"], True)):
+        port = free_port()
+        proc = spawn([BINARY, "serve", "--model", MODEL_DIR, "--served-model-name", MODEL, "--port", str(port),
+                      "--load-format", "dummy"] + extra)
+        base = f"http://127.0.0.1:{port}"
+        try:
+            wait_healthy(proc, base, 60)
+            c = openai.OpenAI(base_url=base + "/v1", api_key="unused", max_retries=0, timeout=60)
+            if expect_images:
+                _, usage = chat(c, msgs)
+                assert usage.prompt_tokens == real_usage.prompt_tokens
+            else:
+                bad(c, msgs, "no images")
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+
+
 def test_local_and_remote_need_their_options(http_images):
     port = free_port()
     proc = spawn([BINARY, "serve", "--model", MODEL_DIR, "--served-model-name", MODEL, "--port", str(port)])

@@ -32,7 +32,7 @@ const std::vector<std::string> kEngineOptions = {
     "num-speculative-tokens", "speculative-disable-by-batch-size", "num-state-snapshots", "grammar-mask-threads", "cache-memory-mb", "num-kv-blocks",  "gpu-memory-utilization",
     "benchmark-mtp-acceptance", "kv-cache-dtype",      "gdn-state-dtype", "no-chunked-prefill", "no-prefix-caching",
     "no-mtp-overlap"};
-const std::vector<std::string> kModelOptions = {"model", "load-format", "dummy-format", "seed", "num-layers", "no-mtp",
+const std::vector<std::string> kModelOptions = {"model", "load-format", "dummy-format", "dummy-vision", "seed", "num-layers", "no-mtp",
                                                 "device", "cuda-graph-max-batch"};
 const std::vector<std::string> kServeOptions = {
     "host", "port", "api-key", "served-model-name", "tokenizer", "chat-template", "scheduling-policy", "io-threads", "worker-threads", "max-body-bytes",

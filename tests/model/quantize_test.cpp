@@ -215,3 +215,15 @@ TEST_F(Quantize, DummyFormatFlag) {
     expect_failure("logits --model " + kTiny + " --ids 1 --out " + dir_ + "/l.npy --dummy-format bf16", 2,
                    "--dummy-format is only for --load-format dummy", {});
 }
+
+TEST_F(Quantize, DummyVisionFlag) {
+    const std::string out = " --ids 1,2 --out " + dir_ + "/l.npy";
+    // The tiny model's config has a vision_config (out_hidden_size = its hidden_size): a tower is made.
+    test::RunResult r = test::run_binary("logits --model " + kTiny + out + " --load-format dummy --dummy-vision");
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    fs::remove(dir_ + "/l.npy");
+    expect_failure("logits --model builtin:tiny" + out + " --load-format dummy --dummy-vision", 2,
+                   "--dummy-vision: the model's config has no vision_config", {});
+    expect_failure("logits --model " + kTiny + out + " --dummy-vision", 2,
+                   "--dummy-vision is only for --load-format dummy", {});
+}

@@ -127,14 +127,32 @@ TEST(ModelConfig, RealNestedConfigMatchesPreset) {
     EXPECT_EQ(c.vision->hidden_size, 1152);
     EXPECT_EQ(c.vision->patch_size, 16);
     EXPECT_EQ(c.image_token_id, 248056);
-    c.vision.reset();  // the preset is the text model
+    c.vision.reset();  // this abbreviated vision_config lacks out_hidden_size (checked below)
     ModelConfig want = qwen36_35b_a3b_config();
+    want.vision.reset();
     EXPECT_EQ(c.eos_token_ids,
               std::vector<int64_t>{248044});  // config.json; the preset adds 248046
     want.eos_token_ids = {248044};
     EXPECT_EQ(c, want);
     EXPECT_EQ(c.model_type, "qwen3_5_moe_text");
     EXPECT_EQ(c.pad_token_id, -1);  // null
+}
+
+TEST(ModelConfig, PresetVisionTowerIsTheReleaseOne) {
+    // spec §1.3, written out here rather than read from VisionConfig's defaults.
+    const std::optional<VisionConfig> v = qwen36_35b_a3b_config().vision;
+    ASSERT_TRUE(v.has_value());
+    EXPECT_EQ(v->depth, 27);
+    EXPECT_EQ(v->hidden_size, 1152);
+    EXPECT_EQ(v->num_heads, 16);
+    EXPECT_EQ(v->intermediate_size, 4304);
+    EXPECT_EQ(v->hidden_act, "gelu_pytorch_tanh");
+    EXPECT_EQ(v->patch_size, 16);
+    EXPECT_EQ(v->temporal_patch_size, 2);
+    EXPECT_EQ(v->spatial_merge_size, 2);
+    EXPECT_EQ(v->out_hidden_size, 2048);
+    EXPECT_EQ(v->num_position_embeddings, 2304);
+    EXPECT_FALSE(tiny_model_config().vision.has_value());
 }
 
 TEST(ModelConfig, BothLayoutsParseToTheSameStruct) {
