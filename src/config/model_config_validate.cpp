@@ -187,6 +187,26 @@ nlohmann::json model_config_to_json(const ModelConfig& c) {
                 {"tie_word_embeddings", c.tie_word_embeddings},
                 {"text_config", t}};
     if (c.quantization.quantized()) top["quantization_config"] = quantization_config_to_json(c.quantization);
+    if (c.vision) {
+        const VisionConfig& v = *c.vision;
+        top["vision_config"] = {{"model_type", "qwen3_5_moe_vision"},
+                                {"depth", v.depth},
+                                {"hidden_size", v.hidden_size},
+                                {"intermediate_size", v.intermediate_size},
+                                {"num_heads", v.num_heads},
+                                {"in_channels", v.in_channels},
+                                {"patch_size", v.patch_size},
+                                {"spatial_merge_size", v.spatial_merge_size},
+                                {"temporal_patch_size", v.temporal_patch_size},
+                                {"out_hidden_size", v.out_hidden_size},
+                                {"num_position_embeddings", v.num_position_embeddings},
+                                {"hidden_act", v.hidden_act},
+                                {"rope_parameters", {{"rope_type", "axial"}, {"rope_theta", v.rope_theta}}}};
+        top["image_token_id"] = c.image_token_id;
+        top["video_token_id"] = c.video_token_id;
+        top["vision_start_token_id"] = c.vision_start_token_id;
+        top["vision_end_token_id"] = c.vision_end_token_id;
+    }
     return top;
 }
 
