@@ -11,8 +11,9 @@
 // 16 (16: mma.sync only, the path above the threshold): eager with per-stage events, then each
 // call in a CUDA graph with the router linears included (what a decode step pays) (a short device run).
 // --decode: the decode grouped GEMMs, version 1 (moe_gemm.cu: auto tiles, 16- and 32-row tiles) beside
-// version 2 (MoeParams::decode_version = 2, moe_decode_gemm.cu): tiny + real correctness at T = 7, 40,
-// 512 (determinism, graph replay), timing at T = 64, 256, 512 eager with stages and in a CUDA graph
+// version 2 (MoeParams::decode_version = 2, moe_decode_gemm.cu): correctness tiny T = 9, 40, 512 and
+// 64 skewed, real T = 40, 512 and 512 skewed (determinism, graph replay), timing at T = 64, 256, 512
+// eager with stages and in a CUDA graph
 // (the MoE call alone: the router linears are the same for both versions) (a short device run).
 //
 // Correctness: tiny (E=16, k=4, H=256, I=128) and real (E=256, k=8, H=2048, I=512) shapes, T = 1, 7,
