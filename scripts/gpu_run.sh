@@ -25,6 +25,9 @@
 #           and the schema of the http `schema` mode
 #   moe_small  `moe_lab 1 --small` (the MoE small-T path, v1 and v2, beside mma.sync) and the GPU MoE
 #           tests only (with the tiny model's greedy decode on small-T v2)
+#   moe_decode  `moe_lab 1 --decode` (the decode grouped GEMMs v1 vs v2 at T = 64, 256, 512) and the
+#           GPU MoE tests only (with CudaOpsParity.MoeDecodeVersion2)
+#   profile_fp8_lean_dec2   profile_fp8_lean with --moe-decode-version 2
 #   single_moev2 | single_fp8_moev2   single-stream numbers with the small-T MoE path's version 2
 #           (--moe-small-version 2; BF16 / FP8)
 #   http:MODE,MODE[:SERVE_ARGS]   scripts/gpu_serve_bench.sh: serve FP8 lean + qwenserve bench per
@@ -62,6 +65,8 @@ for stage in "$@"; do
         moe_small) run moe_lab_small "$B/moe_lab" 1 --small
                    run gpu_tests_moe "$B/qs_gpu_tests" --gtest_color=no \
                        --gtest_filter='*MoE*:*Moe*:CudaModel.TinyModelGreedy64MatchesTransformers*' ;;
+        moe_decode) run moe_lab_decode "$B/moe_lab" 1 --decode
+                    run gpu_tests_moe "$B/qs_gpu_tests" --gtest_color=no --gtest_filter='*MoE*:*Moe*' ;;
         gdn_decode) run gdn_lab_decode "$B/gdn_lab" --decode
                     run gpu_tests_gdn "$B/qs_gpu_tests" --gtest_color=no --gtest_filter='*GatedDeltaNet*' ;;
         sampling) run sampling_lab "$B/sampling_lab"
@@ -104,6 +109,9 @@ for stage in "$@"; do
                      --mode profile ;;
         profile_fp8_lean) run profile_fp8_lean "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b --load-format dummy \
                               --no-mtp --mode profile --dummy-format fp8-block --gdn-state-dtype bf16 --kv-cache-dtype fp8_e4m3 ;;
+        profile_fp8_lean_dec2) run profile_fp8_lean_dec2 "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b --load-format dummy \
+                                   --no-mtp --mode profile --dummy-format fp8-block --gdn-state-dtype bf16 --kv-cache-dtype fp8_e4m3 \
+                                   --moe-decode-version 2 ;;
         mtp_step) run mtp_step "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b --load-format dummy \
                       --dummy-format fp8-block --gdn-state-dtype bf16 --kv-cache-dtype fp8_e4m3 --mode mtp ${MTP_STEP_ARGS:-} ;;
         tests:*) run "gpu_tests_$(printf %s "${stage#tests:}" | tr -c 'A-Za-z0-9_' '_')" "$B/qs_gpu_tests" --gtest_color=no --gtest_filter="${stage#tests:}" ;;

@@ -6,12 +6,15 @@
 // out-of-bounds accesses of the kernels, whose "device" buffers are host allocations):
 //   g++ -O1 -g -std=c++20 -fsanitize=address -x c++ -Isrc -Ibench/kernels -I/usr/local/cuda/include \
 //       bench/kernels/moe_emu.cpp -o build-gpu/moe_emu -lpthread
-// Run: build-gpu/moe_emu [seed [--quick | --no-real | --small-real | --v2 [--no-real|--real|--bf16|--fp8] | --v2-quick]]
+// Run: build-gpu/moe_emu [seed [--quick | --no-real | --small-real | --v2 [--no-real|--real|--bf16|--fp8] | --v2-quick |
+//                             --dec2 [--no-real]]]
 // (--no-real: skips the small-T path's real-shape cases, which take most of the time; --small-real:
-// only those; --v2: the small-T path's version 2 only; --v2-quick: two of its cases, for mutations)
+// only those; --v2: the small-T path's version 2 only; --v2-quick: two of its cases, for mutations;
+// --dec2: the decode grouped GEMMs' version 2 (MoeParams::decode_version), each case also run with v1)
 #include "moe_emu_shim.h"
 
 #include "backend/cuda/moe_combine.cu"
+#include "backend/cuda/moe_decode_gemm.cu"
 #include "backend/cuda/moe_gemm.cu"
 #include "backend/cuda/moe_kernels.cu"
 #include "backend/cuda/moe_route.cu"
@@ -32,6 +35,16 @@ template <class Cfg>
 void emu_sort_gemms(const MoePlan& pl) {
     emu_launch(dim3(1), kSortThreads, 0, [&] { moe_sort_kernel<Cfg::BM>(pl.sort); });
     const int nthr = GemmShape<Cfg, false>::NTHR;
+    if (pl.decode_v2) {  // MoeParams::decode_version 2 (moe_decode_gemm.cu; cfg 1's plan)
+        if (pl.fp8) {
+            emu_launch(pl.gemm_up_grid, nthr, GemmShape<Cfg, true>::SMEM, [&] { moe_decode_gemm_kernel<true, true>(pl.gate_up); });
+            emu_launch(pl.gemm_down_grid, nthr, GemmShape<Cfg, true>::SMEM, [&] { moe_decode_gemm_kernel<true, false>(pl.down); });
+        } else {
+            emu_launch(pl.gemm_up_grid, nthr, GemmShape<Cfg, false>::SMEM, [&] { moe_decode_gemm_kernel<false, true>(pl.gate_up); });
+            emu_launch(pl.gemm_down_grid, nthr, GemmShape<Cfg, false>::SMEM, [&] { moe_decode_gemm_kernel<false, false>(pl.down); });
+        }
+        return;
+    }
     if (pl.fp8) {
         emu_launch(pl.gemm_up_grid, nthr, GemmShape<Cfg, true>::SMEM, [&] { moe_gemm_kernel<Cfg, true, true>(pl.gate_up); });
         emu_launch(pl.gemm_down_grid, nthr, GemmShape<Cfg, true>::SMEM, [&] { moe_gemm_kernel<Cfg, true, false>(pl.down); });
@@ -204,6 +217,7 @@ HostTable host_table(const HostExperts& h, bool fp8) {
 }
 
 int g_fail = 0;
+int g_decode_version = 1;  // MoeParams::decode_version of every case (--dec2: 2, each also run with 1)
 
 // small: MoeParams::small_t (-1: chosen; with cfg >= 0 the grouped-GEMM path runs).
 // version: MoeParams::small_version. Version 2 computes the router logits from router weights
@@ -234,6 +248,7 @@ void run_case(const HostExperts& h, bool fp8, int T, Routing routing, bool norm,
     p.y = y.data();
     p.tile_config = cfg;
     p.small_t = small;
+    p.decode_version = g_decode_version;
     int counter = own_counter ? 0 : 0x5A5A5A5A;  // garbage when the workspace's is used
     std::vector<float> logits_copy, sg_copy;
     if (version == 2) {
@@ -268,6 +283,23 @@ void run_case(const HostExperts& h, bool fp8, int T, Routing routing, bool norm,
         v2_note = std::string(" v2(") + (dense_router ? "dense" : "exact") + " router, " +
                   (own_counter ? "own" : "ws") + " counter): rerun " + (again ? "same" : "DIFFERS") + ", == v1 " +
                   (same_as_v1 ? "bitwise" : dense_router ? "no (logits differ in the last bits)" : "NO");
+    }
+    if (g_decode_version == 2) {  // decode v2 against v1 (moe_gemm.cu's cfg 1) on the same inputs
+        MoeParams q = p;
+        q.decode_version = 1;
+        q.tile_config = 1;
+        std::vector<float> yv1(y.size(), std::nanf(""));
+        q.y = yv1.data();
+        emu_moe(q);
+        double dn = 0, dd = 0;
+        for (size_t i = 0; i < y.size(); ++i) {
+            dn += (double(y[i]) - yv1[i]) * (double(y[i]) - yv1[i]);
+            dd += double(yv1[i]) * yv1[i];
+        }
+        char b[96];
+        std::snprintf(b, sizeof b, " dec2 vs v1 cfg1: %s %.3e", std::memcmp(y.data(), yv1.data(), y.size() * 4) ? "differs" : "bitwise",
+                      std::sqrt(dn / std::max(dd, 1e-300)));
+        v2_note += b;
     }
     double num = 0, den = 0, worst = 0;
     size_t bad = 0;
@@ -345,6 +377,32 @@ int main(int argc, char** argv) {
                 run_case(hr, fp8, 1, Routing::kGapped, true, -1, rng, -1, 2, false, true);
                 run_case(hr, fp8, 8, Routing::kSkewed, true, -1, rng, -1, 2, false, false);
             }
+        }
+        std::printf("%s (%d failing)\n", g_fail ? "FAIL" : "PASS", g_fail);
+        return g_fail ? 1 : 0;
+    }
+    if (argc > 2 && !std::strcmp(argv[2], "--dec2")) {
+        // Decode v2 (moe_decode_gemm.cu): both formats; 1..4 token groups per tile (T = 7: ~2 rows
+        // per expert; T = 40 skewed: experts past 32 rows take two tiles, the shared expert 32 + 8);
+        // I_shared != I; I = 192 with I_shared = 64 (K blocks of one 64-wide stage in down, and a
+        // second 128-row scale block in gate_up); norm off; cp.async completing at issue. The real
+        // shapes at T = 9 and 40 (argv[3] --no-real skips them).
+        g_decode_version = 2;
+        const Shape odd{"tinyO", 16, 4, 256, 192, 64};
+        const HostExperts ho = make_host_experts(odd, seed + 4);
+        for (int fp8 = 0; fp8 <= 1; ++fp8) {
+            run_case(h, fp8, 7, Routing::kGapped, true, -1, rng, 0);
+            run_case(h, fp8, 40, Routing::kSkewed, true, -1, rng, 0);
+            g_emu_copy_at_issue = true;
+            run_case(hs, fp8, 40, Routing::kSkewed, true, -1, rng, 0);
+            g_emu_copy_at_issue = false;
+            run_case(ho, fp8, 24, Routing::kSkewed, false, -1, rng, 0);
+            run_case(ho, fp8, 9, Routing::kGapped, true, -1, rng, 0);
+        }
+        if (!(argc > 3 && !std::strcmp(argv[3], "--no-real"))) {
+            const Shape real{"real", 256, 8, 2048, 512, 512};
+            const HostExperts hr = make_host_experts(real, seed + 3);
+            for (int fp8 = 1; fp8 >= 0; --fp8) run_case(hr, fp8, 40, Routing::kSkewed, true, -1, rng, 0);
         }
         std::printf("%s (%d failing)\n", g_fail ? "FAIL" : "PASS", g_fail);
         return g_fail ? 1 : 0;

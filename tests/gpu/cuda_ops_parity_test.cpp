@@ -351,6 +351,49 @@ TEST_P(CudaOpsParity, MoeSmallVersion2) {
     }
 }
 
+// The decode grouped GEMMs' version 2 (CudaOptions::moe_decode_version = 2, moe_decode_gemm.cu:
+// weights as the MMA's 16-row operand, tokens in 8-row groups) against CpuOps::moe, BF16 and FP8
+// experts, on the mma.sync path at every T (moe_gemm_path = 0, so T = 200 does not take the
+// prefill path): 1-4 token groups per tile, experts over several 32-row tiles; each call twice
+// (bitwise equal) and against version 1 on the same input.
+TEST_P(CudaOpsParity, MoeDecodeVersion2) {
+    const int64_t k = config_.num_experts_per_tok, H = config_.hidden_size;
+    for (WeightFormat format : {WeightFormat::kDense, WeightFormat::kFP8Block}) {
+        const bool fp8 = format == WeightFormat::kFP8Block;
+        std::unique_ptr<ModelWeights> w8;
+        if (fp8) w8 = std::make_unique<ModelWeights>(make_dummy_weights(config_, 83, /*with_mtp=*/false, format));
+        ModelWeights& wts = fp8 ? *w8 : *weights_;
+        cuda::CudaOptions o1, o2;
+        o1.poison = o2.poison = true;
+        o1.moe_gemm_path = o2.moe_gemm_path = 0;
+        o1.moe_decode_version = 1;
+        o2.moe_decode_version = 2;
+        cuda::CudaOps g1(o1), g2(o2);
+        g1.prepare_weights(weight_set(wts));
+        g2.prepare_weights(weight_set(wts));
+        const MoeWeights& m = wts.layers[0].moe;
+        for (int64_t T : {9, 17, 40, 200}) {
+            const auto x = gpu_test::random_floats(size_t(T * H), rng_);
+            std::vector<float> ref(x.size());
+            cpu_.moe(x.data(), T, m, k, config_.norm_topk_prob, ref.data());
+            const std::string what = std::string(fp8 ? "fp8" : "bf16") + " T=" + std::to_string(T);
+            float* dx = gpu_test::to_device(g2, x);
+            float* dy = g2.alloc(int64_t(ref.size()));
+            g2.moe(dx, T, m, k, config_.norm_topk_prob, dy);
+            const std::vector<float> y2 = gpu_test::to_host(g2, dy, ref.size());
+            g2.moe(dx, T, m, k, config_.norm_topk_prob, dy);
+            const std::vector<float> y2b = gpu_test::to_host(g2, dy, ref.size());
+            EXPECT_LT(normalised_error(y2, ref), kBf16Bound) << what;
+            EXPECT_TRUE(y2 == y2b) << what << ": a second call differs";
+            float* dy1 = g1.alloc(int64_t(ref.size()));
+            g1.moe(gpu_test::to_device(g1, x), T, m, k, config_.norm_topk_prob, dy1);
+            EXPECT_LT(normalised_error(y2, gpu_test::to_host(g1, dy1, ref.size())), kBf16Bound) << what << " vs v1";
+            g1.free_all();
+            g2.free_all();
+        }
+    }
+}
+
 TEST_P(CudaOpsParity, GatedAttentionWithPagedCache) {
     const DecoderLayerWeights& l = layer(LayerType::kFullAttention);
     const ModelConfig& c = config_;

@@ -60,6 +60,10 @@ struct CudaOptions {
     // -1 (default): 2 at T = 1, 1 above (H200 in a CUDA graph, router included: T = 1 fp8 33.0
     // against 41.6 µs, bf16 34.7 against 49.6; at T = 2..8 version 2 is 5-30 % slower).
     int moe_small_version = -1;
+    // MoeParams::decode_version for MoE calls on the mma.sync grouped path (9 <= T, fewer than 32
+    // rows per expert; bench/kernels/NOTES.md "Decode v2"): 1 (default) moe_gemm.cu's tiles, 2 the
+    // swapped-operand decode GEMMs of moe_decode_gemm.cu. Default flips after the H200 lab run.
+    int moe_decode_version = 1;
 };
 
 class CudaOps final : public Ops {

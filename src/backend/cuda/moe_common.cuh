@@ -214,6 +214,7 @@ struct SmallParams {
 struct MoePlan {
     int cfg = 0;  // 0: CfgS16, 1: CfgS32, 2: CfgL128, 3: CfgS16N
     bool fp8 = false;
+    bool decode_v2 = false;  // MoeParams::decode_version 2: cfg 1's tiles, moe_decode_gemm.cu's GEMMs
     int route_vpl = 1;
     dim3 route_grid, gemm_up_grid, gemm_down_grid, combine_grid;
     RouteParams route{};
@@ -248,6 +249,8 @@ void launch_sort(const MoePlan& pl, cudaStream_t stream);                       
 template <class Cfg, bool FP8, bool GATE_UP>
 void launch_gemm(const GemmParams& gp, dim3 grid, cudaStream_t stream);           // moe_gemm.cu
 void launch_combine(const MoePlan& pl, cudaStream_t stream);                      // moe_combine.cu
+template <bool FP8, bool GATE_UP>
+void launch_decode_gemm(const GemmParams& gp, dim3 grid, cudaStream_t stream);    // moe_decode_gemm.cu
 // The small-T path (moe_small.cu); `ev` (optional, the lab's) gets events 1..5 as launch_moe_profiled.
 void launch_small(const SmallPlan& pl, cudaStream_t stream, cudaEvent_t* ev);
 // Its first launch (moe_small_route.cu): v1 the route kernel, v2 the router GEMV + route kernel

@@ -36,6 +36,8 @@
 // host (MoeParams::tile_config).
 // Files: moe_common.cuh (parameters, layout, plan), moe_route.cu (1, 2), moe_gemm.cu (3, 4),
 // moe_combine.cu (5), this file (shape checks, the plan, the launch sequence, public API).
+// MoeParams::decode_version 2 replaces stages 3-4 by moe_decode_gemm.cu's kernels (32-row tiles,
+// weights as the MMA's 16-row operand, tokens in 8-row groups).
 // T <= kMoeSmallTMax (chosen by small_path_chosen) takes the small-T path instead: moe_small.cu
 // (route + expert list, gate_up, down + combine; three launches, no sort, no tile list); its
 // version 2 (MoeParams::small_version) also computes the router logits (moe_small_route.cu).
@@ -98,7 +100,12 @@ int check_and_choose_config(const MoeParams& p) {
 
 MoePlan make_plan(const MoeParams& p) {
     MoePlan pl;
+    QS_CHECK_MSG(p.decode_version == 1 || p.decode_version == 2, "launch_moe: decode_version must be 1 or 2");
     pl.cfg = check_and_choose_config(p);
+    // Decode v2 (moe_decode_gemm.cu) runs on 32-row tiles whatever T is; an explicit tile_config
+    // keeps moe_gemm.cu's kernels (the lab's per-configuration runs).
+    pl.decode_v2 = p.decode_version == 2 && p.tile_config < 0;
+    if (pl.decode_v2) pl.cfg = 1;
     pl.fp8 = p.experts.format == DeviceWeightFormat::kFP8Block;
     const int bm = pl.cfg == 0 ? CfgS16::BM : pl.cfg == 1 ? CfgS32::BM : pl.cfg == 2 ? CfgL128::BM : CfgS16N::BM;
     const int bnw = pl.cfg == 0 ? CfgS16::BNW : pl.cfg == 1 ? CfgS32::BNW : pl.cfg == 2 ? CfgL128::BNW : CfgS16N::BNW;
@@ -257,6 +264,15 @@ template <class Cfg>
 void launch_sort_and_gemms(const MoePlan& pl, cudaStream_t stream, cudaEvent_t* ev) {
     launch_sort<Cfg>(pl, stream);
     record(ev, 2, stream);
+    if (pl.decode_v2) {  // cfg 1's tile list and grids (make_plan)
+        if (pl.fp8) launch_decode_gemm<true, true>(pl.gate_up, pl.gemm_up_grid, stream);
+        else launch_decode_gemm<false, true>(pl.gate_up, pl.gemm_up_grid, stream);
+        record(ev, 3, stream);
+        if (pl.fp8) launch_decode_gemm<true, false>(pl.down, pl.gemm_down_grid, stream);
+        else launch_decode_gemm<false, false>(pl.down, pl.gemm_down_grid, stream);
+        record(ev, 4, stream);
+        return;
+    }
     if (pl.fp8) launch_gemm<Cfg, true, true>(pl.gate_up, pl.gemm_up_grid, stream);
     else launch_gemm<Cfg, false, true>(pl.gate_up, pl.gemm_up_grid, stream);
     record(ev, 3, stream);

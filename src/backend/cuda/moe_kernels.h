@@ -74,6 +74,12 @@ struct MoeParams {
     // router blocks count themselves on it). Null: the call zeroes one in its workspace first
     // (one memset more). One counter serves every call of a stream (calls do not overlap).
     int* small_counter = nullptr;
+    // Added field: the decode grouped GEMMs' version (bench/kernels/NOTES.md "Decode v2"), read
+    // when the mma.sync grouped path runs with tile_config -1. 1: moe_gemm.cu's tiles as chosen
+    // from T·top_k/E. 2: 32-row tiles with the MMA operands swapped (moe_decode_gemm.cu: weights
+    // as the 16-row operand, tokens in 8-row groups, empty groups skipped); same route, sort and
+    // combine, same rounding points.
+    int decode_version = 1;
 };
 
 // Largest T the small-T path takes (MoeParams::small_t).
