@@ -22,7 +22,18 @@ std::string int4_layout_unsupported(const LinearWeight& w) {
     if (w.format != WeightFormat::kIntGroup) return fmt::format("format {}", weight_format_name(w.format));
     const IntGroupParams& p = w.int_params;
     if (p.bits != 4) return fmt::format("{} bits", p.bits);
-    if (w.zeros.data) return "asymmetric (zero points)";
+    if (w.zeros.data) {
+        // GPTQ/AutoRound store zero points even for symmetric weights: accept them when every
+        // effective zero is 8 (the symmetric value the layout implies).
+        const int64_t groups = p.groups(w.in_features), zw = (w.out_features + 7) / 8;
+        const bool gptq = p.packing == IntPacking::kGptq;
+        for (int64_t o = 0; o < w.out_features; ++o)
+            for (int64_t g = 0; g < groups; ++g) {
+                const size_t word = gptq ? size_t(g * zw + o / 8) : size_t((o / 8) * groups + g);
+                const int z = int((word_at(w.zeros.data, word) >> (4 * (o % 8))) & 15u) + p.zero_offset;
+                if (z != 8) return "asymmetric (zero points)";
+            }
+    }
     if (w.g_idx.data) return "g_idx (act-order)";
     const int64_t in = w.in_features, g = p.group_size;
     if (in <= 0 || in % 32 != 0) return fmt::format("in_features {} not a multiple of 32", in);
@@ -41,7 +52,7 @@ std::string int4_layout_unsupported(const LinearWeight& w) {
 
 Int4DeviceLayout int4_device_layout(const LinearWeight& w) {
     const std::string why = int4_layout_unsupported(w);
-    QS_CHECK_MSG(why.empty(), "int4_device_layout: " + why);
+    QS_CHECK_MSG(why.empty(), ("int4_device_layout: " + why).c_str());
     Int4DeviceLayout l;
     l.out = w.out_features;
     l.in = w.in_features;

@@ -27,7 +27,7 @@ struct Int4DeviceLayout {
 };
 
 // Empty when w can take the device INT4 layout, else why not (the caller keeps the BF16 path):
-// kIntGroup, 4 bits, symmetric (no zeros), no g_idx, in % 32 == 0, group % 8 == 0 dividing in,
+// kIntGroup, 4 bits, symmetric (no zeros, or every effective zero 8), no g_idx, in % 32 == 0, group % 8 == 0 dividing in,
 // scales BF16 (or F16/F32 values that bf16 holds exactly).
 std::string int4_layout_unsupported(const LinearWeight& w);
 

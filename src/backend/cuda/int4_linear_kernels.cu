@@ -58,8 +58,8 @@ __global__ __launch_bounds__(kWarps * 32) void int4_linear_kernel(const uint32_t
 #pragma unroll
             for (int r = 0; r < RPW; ++r) {
                 const uint32_t wq = q == 0 ? w[r].x : q == 1 ? w[r].y : q == 2 ? w[r].z : w[r].w;
-                int4::unpack8(wq, wf[r]);
-                s[r] = int4::bf16_bits_f32(__ldg(srow[r] + k0 / group));
+                w4::unpack8(wq, wf[r]);
+                s[r] = w4::bf16_bits_f32(__ldg(srow[r] + k0 / group));
             }
 #pragma unroll
             for (int t = 0; t < T; ++t) {

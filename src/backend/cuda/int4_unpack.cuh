@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <cstring>
 
-namespace qs::cuda::int4 {
+namespace qs::cuda::w4 {
 
 __device__ __forceinline__ float bits_f32(uint32_t u) {
 #if defined(__CUDA_ARCH__)
@@ -33,4 +33,4 @@ __device__ __forceinline__ void unpack8(uint32_t w, float (&f)[8]) {
 // A bf16 scale (bits) as fp32.
 __device__ __forceinline__ float bf16_bits_f32(uint16_t b) { return bits_f32(uint32_t(b) << 16); }
 
-}  // namespace qs::cuda::int4
+}  // namespace qs::cuda::w4
