@@ -68,8 +68,8 @@ void emu_small_router(const SmallPlan& pl) {
 
 template <int NMAX>
 void emu_int4_gate_up(const SmallPlan& pl, bool v2) {
-    if (v2) small_w4::gate_up_kernel<NMAX, true>(pl.p);
-    else small_w4::gate_up_kernel<NMAX, false>(pl.p);
+    if (v2) small_int4::gate_up_kernel<NMAX, true>(pl.p);
+    else small_int4::gate_up_kernel<NMAX, false>(pl.p);
 }
 
 // Programmatic dependent launch, emulated adversarially: what the previous grid wrote is saved and
@@ -147,10 +147,10 @@ void emu_small(const MoeParams& p) {
         if (v2) {
             pdl_done();
             pdl_poison({{s.h, size_t(T * (k + 1)) * size_t(s.ldh) * 2}});
-            emu_launch(pl.down_grid, nt, 0, [&] { small_w4::down_kernel<true>(pl.p); });
+            emu_launch(pl.down_grid, nt, 0, [&] { small_int4::down_kernel<true>(pl.p); });
             pdl_done();
         } else {
-            emu_launch(pl.down_grid, nt, 0, [&] { small_w4::down_kernel<false>(pl.p); });
+            emu_launch(pl.down_grid, nt, 0, [&] { small_int4::down_kernel<false>(pl.p); });
         }
         return;
     }

@@ -251,15 +251,15 @@ template <int NMAX, bool V2>
 void launch_int4_gate_up(const SmallPlan& pl, cudaStream_t stream) {
     static size_t smem_set = 48 * 1024;
     if (pl.gate_up_smem > smem_set) {
-        QS_CUDA_CHECK(cudaFuncSetAttribute(small_w4::gate_up_kernel<NMAX, V2>,
+        QS_CUDA_CHECK(cudaFuncSetAttribute(small_int4::gate_up_kernel<NMAX, V2>,
                                            cudaFuncAttributeMaxDynamicSharedMemorySize, int(pl.gate_up_smem)));
         smem_set = pl.gate_up_smem;
     }
     if constexpr (V2) {
-        QS_CUDA_CHECK(ptx::launch_kernel_pdl(small_w4::gate_up_kernel<NMAX, V2>, pl.gate_up_grid,
+        QS_CUDA_CHECK(ptx::launch_kernel_pdl(small_int4::gate_up_kernel<NMAX, V2>, pl.gate_up_grid,
                                              dim3(kSmallThreads), pl.gate_up_smem, stream, pl.p));
     } else {
-        small_w4::gate_up_kernel<NMAX, V2><<<pl.gate_up_grid, kSmallThreads, pl.gate_up_smem, stream>>>(pl.p);
+        small_int4::gate_up_kernel<NMAX, V2><<<pl.gate_up_grid, kSmallThreads, pl.gate_up_smem, stream>>>(pl.p);
         QS_CUDA_CHECK_LAUNCH();
     }
 }
@@ -274,10 +274,10 @@ void launch_int4_stages_v(const SmallPlan& pl, cudaStream_t stream, cudaEvent_t*
     }
     if (ev) QS_CUDA_CHECK(cudaEventRecord(ev[3], stream));
     if constexpr (V2) {
-        QS_CUDA_CHECK(ptx::launch_kernel_pdl(small_w4::down_kernel<V2>, pl.down_grid, dim3(kSmallThreads), 0, stream,
+        QS_CUDA_CHECK(ptx::launch_kernel_pdl(small_int4::down_kernel<V2>, pl.down_grid, dim3(kSmallThreads), 0, stream,
                                              pl.p));
     } else {
-        small_w4::down_kernel<V2><<<pl.down_grid, kSmallThreads, 0, stream>>>(pl.p);
+        small_int4::down_kernel<V2><<<pl.down_grid, kSmallThreads, 0, stream>>>(pl.p);
         QS_CUDA_CHECK_LAUNCH();
     }
 }
