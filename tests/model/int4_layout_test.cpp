@@ -110,7 +110,7 @@ TEST(Int4Layout, HandMadeValues) {
     w.scales = WeightBuffer{DType::kBF16, {out, in / group}, scales.data(), nullptr, {}};
     ASSERT_EQ(int4_layout_unsupported(w), "");
     const Int4DeviceLayout d = int4_device_layout(w);
-    std::vector<float> row(size_t(in));
+    std::vector<float> row(static_cast<size_t>(in));
     for (int64_t o = 0; o < out; ++o) {
         int4_layout_row(d, o, row.data());
         for (int64_t i = 0; i < in; ++i)
