@@ -25,9 +25,9 @@
 #           and the schema of the http `schema` mode
 #   moe_small  `moe_lab 1 --small` (the MoE small-T path, v1 and v2, beside mma.sync) and the GPU MoE
 #           tests only (with the tiny model's greedy decode on small-T v2)
-#   int4    INT4 W4A16 decode (issue 18 item 4): int4_gemv_lab, the INT4 GPU tests (CudaInt4*,
-#           Int4*), then single stream on int4-w4a16 dummy weights beside fp8-block, both with the
-#           small-T MoE v2 (the FP8 default at T = 1 picks v2 anyway)
+#   int4    INT4 W4A16 kernels (issue 18 item 4): int4_gemv_lab and the INT4 GPU tests (CudaInt4*)
+#           with the dense-linear parity tests
+#   single_int4   single-stream numbers on int4-w4a16 dummy weights (compare with single_fp8)
 #   single_moev2 | single_fp8_moev2   single-stream numbers with the small-T MoE path's version 2
 #           (--moe-small-version 2; BF16 / FP8)
 #   http:MODE,MODE[:SERVE_ARGS]   scripts/gpu_serve_bench.sh: serve FP8 lean + qwenserve bench per
@@ -63,11 +63,9 @@ for stage in "$@"; do
                  run gpu_tests_fp8 "$B/qs_gpu_tests" --gtest_color=no --gtest_filter='*Fp8BlockLinear*' ;;
         tests) run gpu_tests "$B/qs_gpu_tests" --gtest_color=no ;;
         int4) run int4_gemv_lab "$B/int4_gemv_lab"
-              run gpu_tests_int4 "$B/qs_gpu_tests" --gtest_color=no --gtest_filter='*Int4*:CudaOpsParity.*Linear*'
-              run single_int4 "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b --load-format dummy --no-mtp \
-                  --mode single --dummy-format int4-w4a16
-              run single_fp8 "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b --load-format dummy --no-mtp \
-                  --mode single --dummy-format fp8-block ;;
+              run gpu_tests_int4 "$B/qs_gpu_tests" --gtest_color=no --gtest_filter='*Int4*:CudaOpsParity.*Linear*' ;;
+        single_int4) run single_int4 "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b --load-format dummy --no-mtp \
+                         --mode single --dummy-format int4-w4a16 ;;
         moe_small) run moe_lab_small "$B/moe_lab" 1 --small
                    run gpu_tests_moe "$B/qs_gpu_tests" --gtest_color=no \
                        --gtest_filter='*MoE*:*Moe*:CudaModel.TinyModelGreedy64MatchesTransformers*' ;;
