@@ -45,7 +45,7 @@ protected:
     ModelConfig config_;
     std::unique_ptr<ModelWeights> weights_;
     std::unique_ptr<cuda::CudaOps> gpu_;
-    cpu::CpuOps cpu_;
+    CpuOps cpu_;
     std::mt19937 rng_{5};
 };
 
