@@ -28,6 +28,9 @@
 #   moe_decode  `moe_lab 1 --decode` (the decode grouped GEMMs v1 vs v2 at T = 64, 256, 512) and the
 #           GPU MoE tests only (with CudaOpsParity.MoeDecodeVersion2)
 #   profile_fp8_lean_dec2   profile_fp8_lean with --moe-decode-version 2
+#   int4    INT4 W4A16 kernels (issue 18 item 4): int4_gemv_lab and the INT4 GPU tests (CudaInt4*)
+#           with the dense-linear parity tests
+#   single_int4   single-stream numbers on int4-w4a16 dummy weights (compare with single_fp8)
 #   single_moev2 | single_fp8_moev2   single-stream numbers with the small-T MoE path's version 2
 #           (--moe-small-version 2; BF16 / FP8)
 #   http:MODE,MODE[:SERVE_ARGS]   scripts/gpu_serve_bench.sh: serve FP8 lean + qwenserve bench per
@@ -62,6 +65,10 @@ for stage in "$@"; do
         fp8gemm) run fp8_gemm_lab "$B/fp8_gemm_lab"
                  run gpu_tests_fp8 "$B/qs_gpu_tests" --gtest_color=no --gtest_filter='*Fp8BlockLinear*' ;;
         tests) run gpu_tests "$B/qs_gpu_tests" --gtest_color=no ;;
+        int4) run int4_gemv_lab "$B/int4_gemv_lab"
+              run gpu_tests_int4 "$B/qs_gpu_tests" --gtest_color=no --gtest_filter='*Int4*:CudaOpsParity.*Linear*' ;;
+        single_int4) run single_int4 "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b --load-format dummy --no-mtp \
+                         --mode single --dummy-format int4-w4a16 ;;
         moe_small) run moe_lab_small "$B/moe_lab" 1 --small
                    run gpu_tests_moe "$B/qs_gpu_tests" --gtest_color=no \
                        --gtest_filter='*MoE*:*Moe*:CudaModel.TinyModelGreedy64MatchesTransformers*' ;;

@@ -564,6 +564,13 @@ void CudaOps::moe(const float* x, int64_t T, const MoeWeights& w, int64_t top_k,
     p.x = x;
     p.experts = MoeExpertTable{e.format, e.gate, e.up, e.down, e.gate_scale, e.up_scale, e.down_scale,
                                e.E, e.H, e.I, e.I_shared};
+    p.experts.gate_q = e.gate_q;
+    p.experts.up_q = e.up_q;
+    p.experts.down_q = e.down_q;
+    p.experts.gate_qs = e.gate_qs;
+    p.experts.up_qs = e.up_qs;
+    p.experts.down_qs = e.down_qs;
+    p.experts.int4_group = e.int4_group;
     p.T = int(T);
     p.top_k = int(top_k);
     p.norm_topk_prob = norm_topk_prob;

@@ -193,6 +193,15 @@ SmallPlan make_small_plan(const MoeParams& p) {
     int* plan = reinterpret_cast<int*>(ws + L.small_plan);
     SmallPlan pl;
     pl.fp8 = x.format == DeviceWeightFormat::kFP8Block;
+    pl.int4 = x.gate_q != nullptr;
+    if (pl.int4) {
+        QS_CHECK_MSG(x.format == DeviceWeightFormat::kBF16 && x.up_q && x.down_q && x.gate_qs && x.up_qs && x.down_qs,
+                     "launch_moe: INT4 experts need all six arrays beside BF16 copies");
+        const int g = x.int4_group;
+        QS_CHECK_MSG(H % 32 == 0 && x.I % 16 == 0 && x.I_shared % 16 == 0 && g > 0 && g % 8 == 0 && H % g == 0 &&
+                         x.I % g == 0 && x.I_shared % g == 0,
+                     "launch_moe: INT4 experts need H % 32, I % 16 == 0 and a group (multiple of 8) dividing H and I");
+    }
     pl.route_vpl = E <= 32 ? 1 : E <= 64 ? 2 : E <= 128 ? 4 : E <= 256 ? 8 : 16;
     pl.version = p.small_version;
     SmallParams& s = pl.p;
@@ -221,6 +230,13 @@ SmallPlan make_small_plan(const MoeParams& p) {
     s.gate_scale = x.gate_scale;
     s.up_scale = x.up_scale;
     s.down_scale = x.down_scale;
+    s.gate_q = x.gate_q;
+    s.up_q = x.up_q;
+    s.down_q = x.down_q;
+    s.gate_qs = x.gate_qs;
+    s.up_qs = x.up_qs;
+    s.down_qs = x.down_qs;
+    s.qgroup = x.int4_group;
     s.T = T;
     s.E = E;
     s.H = H;

@@ -36,6 +36,17 @@ struct MoeExpertTable {            // device arrays built once at weight upload
     const float* const* up_scale;   // [E + 1] same shape as gate_scale
     const float* const* down_scale; // [E + 1] [ceil(H/128), ceil(I_e/128)]
     int E, H, I, I_shared;          // routed experts have I_e = I (moe_intermediate_size), the shared I_shared
+    // INT4 W4A16 experts kept packed (backend/int4_layout.h), beside the BF16 copies above (format
+    // kBF16): [E + 1] pointers to u32 codes [rows, cols/8] and bf16 scales [rows, cols/int4_group].
+    // Null when the experts are not INT4; the small-T path (T <= kMoeSmallTMax) then reads these,
+    // every other path the BF16 copies.
+    const uint32_t* const* gate_q = nullptr;
+    const uint32_t* const* up_q = nullptr;
+    const uint32_t* const* down_q = nullptr;
+    const uint16_t* const* gate_qs = nullptr;
+    const uint16_t* const* up_qs = nullptr;
+    const uint16_t* const* down_qs = nullptr;
+    int int4_group = 0;
 };
 
 struct MoeParams {
