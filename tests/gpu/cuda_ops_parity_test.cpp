@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 #include "backend/cpu/cpu_ops.h"
@@ -575,3 +576,38 @@ TEST_P(CudaOpsParity, CacheSlotAndPageCopies) {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaOpsParity, ::testing::ValuesIn(cases()),
                          [](const auto& info) { return info.param.name; });
+
+// argmax_rows splits few long rows over several blocks (basic_kernels.cu): against the CPU at the
+// real vocabulary (248,320) for 1, 2 and 3 rows (split) and 300 rows (one block each), with ties
+// across chunk boundaries (the first index wins), NaNs (never win), an all-NaN row and an
+// all -inf row (index 0), and the maximum in the last column.
+TEST(CudaArgmaxRows, SplitRowsEqualCpu) {
+    QS_REQUIRE_GPU();
+    cuda::CudaOps gpu;
+    CpuOps cpu;
+    std::mt19937 rng(41);
+    for (int64_t R : {1, 2, 3, 300}) {
+        const int64_t n = R >= 300 ? 1000 : 248320;
+        std::vector<float> x = gpu_test::random_floats(size_t(R * n), rng);
+        auto at = [&](int64_t r, int64_t i) -> float& { return x[size_t(r * n + i)]; };
+        // A tie across the first chunk boundary (4096 columns or more per chunk): the first wins.
+        const int64_t tie = n > 4096 ? 4095 : n / 2;
+        at(0, tie) = 9.0f;
+        at(0, n - 3) = 9.0f;
+        at(0, 17) = std::nanf("");
+        if (R >= 2) {
+            for (int64_t i = 3; i < n; i += 7) at(1, i) = std::nanf("");  // (NaN at 0: the CPU keeps it)
+            at(1, n - 1) = 20.0f;  // the last column
+        }
+        if (R >= 3)
+            for (int64_t i = 0; i < n; ++i) at(2, i) = std::nanf("");
+        if (R >= 4)
+            for (int64_t i = 0; i < n; ++i) at(R - 1, i) = -INFINITY;
+        std::vector<int32_t> want(size_t(R)), got(size_t(R), -1);
+        cpu.argmax_rows(x.data(), R, n, want.data());
+        gpu.argmax_rows(gpu_test::to_device(gpu, x), R, n, got.data());
+        EXPECT_EQ(got, want) << R << " rows";
+        EXPECT_EQ(got[0], tie) << R << " rows";
+        gpu.free_all();
+    }
+}

@@ -384,7 +384,7 @@ void CudaOps::argmax_rows(const float* x, int64_t R, int64_t n, int32_t* out) {
     timeline_.mark(phase_ == kMtpPhase ? "draft argmax" : "argmax", stream_);
     const auto prof = op_scope("argmax");
     auto* d = static_cast<int32_t*>(arena_.allocate(size_t(std::max<int64_t>(R, 1)) * sizeof(int32_t)));
-    launch_argmax_rows(x, R, n, d, stream_);
+    launch_argmax_rows(x, R, n, d, arena_.allocate(argmax_rows_workspace_bytes(R, n)), stream_);
     timeline_.count_copy();
     QS_CUDA_CHECK(cudaMemcpyAsync(out, d, size_t(R) * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_));
     sync_stream();
@@ -401,7 +401,7 @@ void CudaOps::argmax_rows_start(const float* x, int64_t R, int64_t n) {
         QS_CUDA_CHECK(cudaMallocHost(&argmax_pinned_, size_t(argmax_pinned_rows_) * sizeof(int32_t)));
     }
     auto* d = static_cast<int32_t*>(arena_.allocate(size_t(std::max<int64_t>(R, 1)) * sizeof(int32_t)));
-    launch_argmax_rows(x, R, n, d, stream_);
+    launch_argmax_rows(x, R, n, d, arena_.allocate(argmax_rows_workspace_bytes(R, n)), stream_);
     timeline_.count_copy();
     QS_CUDA_CHECK(cudaMemcpyAsync(argmax_pinned_, d, size_t(R) * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_));
     QS_CUDA_CHECK(cudaEventRecord(argmax_done_, stream_));
