@@ -180,7 +180,7 @@ TEST(CudaGraphs, VerifyAndCommitReplayEqualsEagerPadding) {
         ForwardBatch commit;
         commit.token_ids.assign(verify.token_ids.size(), 0);
         std::vector<int32_t> deferred_rows;
-        std::vector<int32_t> accepted(size_t(S));
+        std::vector<int32_t> accepted(static_cast<size_t>(S));
         for (int64_t s = 0; s < S; ++s) {
             accepted[size_t(s)] = s == 0 ? int32_t(1 + rng() % uint32_t(q - 1)) : int32_t(rng() % uint32_t(q));
             if (accepted[size_t(s)] == 0) continue;

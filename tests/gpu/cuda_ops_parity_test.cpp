@@ -603,7 +603,7 @@ TEST(CudaArgmaxRows, SplitRowsEqualCpu) {
             for (int64_t i = 0; i < n; ++i) at(2, i) = std::nanf("");
         if (R >= 4)
             for (int64_t i = 0; i < n; ++i) at(R - 1, i) = -INFINITY;
-        std::vector<int32_t> want(size_t(R)), got(size_t(R), -1);
+        std::vector<int32_t> want(static_cast<size_t>(R)), got(static_cast<size_t>(R), -1);
         cpu.argmax_rows(x.data(), R, n, want.data());
         gpu.argmax_rows(gpu_test::to_device(gpu, x), R, n, got.data());
         EXPECT_EQ(got, want) << R << " rows";
