@@ -119,8 +119,9 @@ TEST(DeferredGdnCommit, VerifyThenCommitEqualsOrdinaryForward) {
             seqs.length[size_t(s)] += accepted + 1;
         }
         const std::string what = "step " + std::to_string(step) + " (q=" + std::to_string(q) + ")";
-        const std::vector<float> vl = model.forward(verify, verified).logits;
+        // The ordinary forward first: the backend keeps the stash of its last GDN forward only.
         const std::vector<float> ol = model.forward(ordinary, reference).logits;
+        const std::vector<float> vl = model.forward(verify, verified).logits;
         // The verify's kept rows give the ordinary forward's logits.
         size_t o = 0;
         for (int s = 0; s < S; ++s)
@@ -171,8 +172,8 @@ TEST(DeferredGdnCommit, NothingAcceptedNeedsNoCommit) {
     verify.token_ids = {int32_t(rng() % uint32_t(V)), 1, 2};
     one.seqs.push_back(seqs.span(0, 0, 1, 9));
     one.token_ids = {verify.token_ids[0]};
-    model.forward(verify, verified);
     model.forward(one, reference);
+    model.forward(verify, verified);
     model.commit_deferred_state(ForwardBatch{}, {}, verified);
     EXPECT_LT(gdn_state_diff(verified, reference), 1e-5f);
 }
