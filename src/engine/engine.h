@@ -128,8 +128,10 @@ private:
     // Draws every token this step needs on the backend (Ops::sample over the forward's device
     // logits) into picks_ and sampled_.
     void sample_rows(const SchedulerOutput& sched, const Qwen36Model::Output& out);
-    // --benchmark-mtp-acceptance: overrides the draft verdicts of picks_ (benchmark only).
-    void force_acceptance();
+    // --benchmark-mtp-acceptance (benchmark only), or capture_graphs' internal requests (every
+    // draft, so the step after a verify commits and its graph is captured): overrides the draft
+    // verdicts of picks_ with acceptance probability p.
+    void force_acceptance(double p);
     // The sampling key of completion `completion_index` of parent's request.
     uint64_t sampling_key_for(const Sequence& parent, int32_t completion_index);
     // Appends `token` (drawn by sampled_ row `sample_row`) to the sequence, detokenizes, checks
@@ -184,6 +186,7 @@ private:
     std::unique_ptr<CacheManager> cache_mgr_;
     std::unique_ptr<Scheduler> scheduler_;
     int64_t num_spec_;  // MTP proposals per step (0 if the model has no MTP block)
+    bool capturing_graphs_ = false;  // capture_graphs is stepping its internal requests
 
     // Engine-thread state.
     std::unordered_map<std::string, std::unique_ptr<RequestState>> requests_;

@@ -153,15 +153,15 @@ private:
     // Copies the deferred spans' GDN inputs into the layer's stash (SeqSpan::defer_state), by
     // the plan begin_forward made.
     void stash_deferred_inputs(const float* qkv, const float* b, const float* a, int64_t gdn_layer);
-    // begin_forward: the stash plan of a batch with deferred spans, and the stash buffers sized
-    // for it (before any capture: a buffer that grows invalidates the graphs).
-    void plan_stash(const ForwardBatch& batch, int64_t rows, bool whole_batch);
     // A batch shape that can run as a graph: `seqs` sequences (padded) of `stride` rows.
     struct GraphShape {
         int64_t seqs = 0;  // 0: the batch runs eagerly
         int32_t stride = 0;
     };
     GraphShape graph_shape(const ForwardBatch& batch, const Replay& replay, const CudaCacheStorage* storage) const;
+    // begin_forward: the stash plan of a batch with deferred spans, and the stash buffers sized
+    // for it (before any capture: a buffer that grows invalidates the graphs).
+    void plan_stash(const ForwardBatch& batch, int64_t rows, const GraphShape& shape);
 
     CudaOptions options_;
     cudaStream_t stream_ = nullptr;
@@ -198,6 +198,7 @@ private:
         std::map<int32_t, int64_t> first;
         bool whole_batch = false;
         int64_t rows = 0;                         // stash rows
+        int64_t seqs = 0, stride = 0;             // whole batch: the graph shape it was stashed in
         const int32_t* rows_dev = nullptr;        // gathered: batch row of each stash row
         bool this_forward = false;                // the current forward stashes
     } stash_;
