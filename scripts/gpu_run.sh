@@ -22,7 +22,8 @@
 #   sampling the sampling lab and the GPU sampling tests only
 #   grammar_masks  grammar_mask_bench (needs it in the bundle: build_gpu_bundle.sh ... grammar_mask_bench)
 #           on the host's 16 cores, the Qwen3.6 vocabulary: the built-in JSON schema, regex "[a-z ]+",
-#           and the schema of the http `schema` mode
+#           and the schema of the http `schema` mode (with --steps 32: 32 engine steps of 512 rows,
+#           the accepts serial on the engine thread against deferred into the parallel fill)
 #   moe_small  `moe_lab 1 --small` (the MoE small-T path, v1 and v2, beside mma.sync) and the GPU MoE
 #           tests only (with the tiny model's greedy decode on small-T v2)
 #   single_moev2 | single_fp8_moev2   single-stream numbers with the small-T MoE path's version 2
@@ -78,7 +79,7 @@ for stage in "$@"; do
                        run grammar_masks_regex "$B/grammar_mask_bench" --tokenizer .carry/qwen36-tok --threads 16 --reps 3 \
                            --walk 16 --rows 1,8,32,128,512 --regex "[a-z ]+"
                        run grammar_masks_http_schema "$B/grammar_mask_bench" --tokenizer .carry/qwen36-tok --threads 16 \
-                           --reps 3 --walk 32 --rows 1,8,32,128,512 --schema '{"type": "object", "properties": {"name":
+                           --reps 3 --walk 32 --rows 1,8,32,128,512 --steps 32 --schema '{"type": "object", "properties": {"name":
                            {"type": "string", "minLength": 1, "maxLength": 40}, "age": {"type": "integer", "minimum": 0,
                            "maximum": 150}, "notes": {"type": "array", "minItems": 128, "items": {"type": "string",
                            "minLength": 2, "maxLength": 40}}}, "required": ["name", "age", "notes"]}' ;;

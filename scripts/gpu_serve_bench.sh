@@ -100,11 +100,35 @@ with open(src) as f, open(dst, "w") as g:
                             {"type": "text", "text": m["content"]}]
         g.write(json.dumps(r) + "\n")
 EOF
+    curl -s "http://127.0.0.1:$port/metrics" > "$fx/metrics_before.txt"
     "$B/qwenserve" bench --url "http://127.0.0.1:$port" --fixture "$fx/fixture_$mode.jsonl" --clients "$clients" \
         --requests "$requests" --threads 4 --gpu-hourly-cost 5 --json-out "$fx/${name}_$mode.json" \
         --pass-timeout-s 400 > "$fx/${name}_$mode.txt" 2>&1
     echo "---- $name $mode (rc $?)"; grep -E "Completed|Failed|Duration|Output token|Mean TTFT|P99 TTFT|Mean TPOT|P99 ITL|Median ITL|\\$/M" "$fx/${name}_$mode.txt"
-    curl -s "http://127.0.0.1:$port/metrics" | grep -E "^qwenserve_(mtp|engine_step|host)" | head -20
+    curl -s "http://127.0.0.1:$port/metrics" > "$fx/metrics_after.txt"
+    grep -E "^qwenserve_(mtp|engine_step|host)" "$fx/metrics_after.txt" | head -20
+    # This mode's own engine time (the counters run from the server's start: warm-up and earlier
+    # modes included): steps by kind and their seconds, and the engine's idle time, the pass's
+    # duration less its steps (waiting for requests: admission, grammar compiles, the client).
+    python3 - "$fx/metrics_before.txt" "$fx/metrics_after.txt" "$fx/${name}_$mode.txt" <<'EOF'
+import re, sys
+def read(path):
+    d = {}
+    for line in open(path):
+        m = re.match(r'^(qwenserve_engine_step\w*)(\{[^}]*\})? ([0-9.eE+-]+)$', line.strip())
+        if m: d[m.group(1) + (m.group(2) or '')] = float(m.group(3))
+    return d
+a, b = read(sys.argv[1]), read(sys.argv[2])
+dur = next((float(l.split()[-1]) for l in open(sys.argv[3]) if l.startswith('Duration')), float('nan'))
+delta = lambda k: b.get(k, 0.0) - a.get(k, 0.0)
+total = 0.0
+for kind in ('prefill', 'decode'):
+    s = delta(f'qwenserve_engine_step_seconds_total{{kind="{kind}"}}')
+    n = delta(f'qwenserve_engine_steps_by_kind_total{{kind="{kind}"}}')
+    total += s
+    print(f'mode engine {kind} steps: {n:.0f} in {s:.2f} s ({1e3 * s / max(n, 1):.1f} ms each)')
+print(f'mode engine idle: {dur - total:.2f} s of the {dur:.2f} s pass (duration less steps)')
+EOF
 done
 if [ "$single" -gt 0 ]; then
     "$B/qwenserve" bench --url "http://127.0.0.1:$port" --fixture "$fx/fixture_$1.jsonl" --clients 1 \
