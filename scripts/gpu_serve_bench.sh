@@ -5,8 +5,12 @@
 # tokens, 256 completion tokens, thinking off, seed 1). Each MODE rewrites the fixture's sampling
 # fields; each mode's summary lines go to standard output (the files stay in a temporary folder).
 # Usage: bash scripts/gpu_serve_bench.sh [--requests N] [--clients C] [--serve "extra serve args"]
-#            [--name NAME] [--single N] MODE...
+#            [--name NAME] [--single N] [--no-warmup] MODE...
 #   --single N: after the modes, N requests of the first mode from one client (single stream).
+#   Before each mode's pass, one request of the mode from one client (its duration is printed):
+#   one-time costs, such as the first compile of the mode's grammar (seconds for the schema
+#   mode's at the 248k vocabulary, which every request of the pass would otherwise wait behind
+#   with the engine idle), stay out of the pass. --no-warmup: no such request (as before 2026-12-02).
 #   MODE: greedy | sampled (T 0.7, top_p 0.95) | penalties (T 1, repetition 1.1, presence 0.5,
 #         frequency 0.5) | logprobs (greedy, logprobs 5) | default (no sampling fields: T 1)
 #         | json (greedy, response_format json_object: the grammar mask on every row; replies end
@@ -30,7 +34,7 @@ cd "$(dirname "$0")/.."
 OUT="${OUT:-gpu-logs}"
 mkdir -p "$OUT"
 B=gpu-bundle
-requests=1024 clients=1280 extra="" name=fp8_lean port=18500 single=0
+requests=1024 clients=1280 extra="" name=fp8_lean port=18500 single=0 warmup=1
 while [ $# -gt 0 ]; do
     case "$1" in
         --requests) requests="$2"; shift 2 ;;
@@ -38,6 +42,7 @@ while [ $# -gt 0 ]; do
         --serve) extra="$2"; shift 2 ;;
         --name) name="$2"; shift 2 ;;
         --single) single="$2"; shift 2 ;;
+        --no-warmup) warmup=0; shift ;;
         *) break ;;
     esac
 done
@@ -100,6 +105,11 @@ with open(src) as f, open(dst, "w") as g:
                             {"type": "text", "text": m["content"]}]
         g.write(json.dumps(r) + "\n")
 EOF
+    if [ "$warmup" = 1 ]; then
+        "$B/qwenserve" bench --url "http://127.0.0.1:$port" --fixture "$fx/fixture_$mode.jsonl" --clients 1 \
+            --requests 1 > "$fx/warmup_$mode.txt" 2>&1
+        echo "warm-up $mode (rc $?, 1 request): $(grep -E "^Duration" "$fx/warmup_$mode.txt")"
+    fi
     curl -s "http://127.0.0.1:$port/metrics" > "$fx/metrics_before.txt"
     "$B/qwenserve" bench --url "http://127.0.0.1:$port" --fixture "$fx/fixture_$mode.jsonl" --clients "$clients" \
         --requests "$requests" --threads 4 --gpu-hourly-cost 5 --json-out "$fx/${name}_$mode.json" \
