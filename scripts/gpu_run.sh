@@ -22,7 +22,9 @@
 #   sampling the sampling lab and the GPU sampling tests only
 #   grammar_masks  grammar_mask_bench (needs it in the bundle: build_gpu_bundle.sh ... grammar_mask_bench)
 #           on the host's 16 cores, the Qwen3.6 vocabulary: the built-in JSON schema, regex "[a-z ]+",
-#           and the schema of the http `schema` mode
+#           and the schema of the http `schema` mode (with --steps 32: 32 engine steps of 512 rows,
+#           the accepts serial on the engine thread against deferred into the parallel fill; and its
+#           first compile with 16 xgrammar threads against the server's 2)
 #   moe_small  `moe_lab 1 --small` (the MoE small-T path, v1 and v2, beside mma.sync) and the GPU MoE
 #           tests only (with the tiny model's greedy decode on small-T v2)
 #   moe_decode  `moe_lab 1 --decode` (the decode grouped GEMMs v1 vs v2 at T = 64, 256, 512) and the
@@ -89,11 +91,15 @@ for stage in "$@"; do
                            --walk 16 --rows 1,8,32,128,512
                        run grammar_masks_regex "$B/grammar_mask_bench" --tokenizer .carry/qwen36-tok --threads 16 --reps 3 \
                            --walk 16 --rows 1,8,32,128,512 --regex "[a-z ]+"
+                       http_schema='{"type": "object", "properties": {"name": {"type": "string", "minLength": 1,
+                           "maxLength": 40}, "age": {"type": "integer", "minimum": 0, "maximum": 150}, "notes": {"type":
+                           "array", "minItems": 128, "items": {"type": "string", "minLength": 2, "maxLength": 40}}},
+                           "required": ["name", "age", "notes"]}'
                        run grammar_masks_http_schema "$B/grammar_mask_bench" --tokenizer .carry/qwen36-tok --threads 16 \
-                           --reps 3 --walk 32 --rows 1,8,32,128,512 --schema '{"type": "object", "properties": {"name":
-                           {"type": "string", "minLength": 1, "maxLength": 40}, "age": {"type": "integer", "minimum": 0,
-                           "maximum": 150}, "notes": {"type": "array", "minItems": 128, "items": {"type": "string",
-                           "minLength": 2, "maxLength": 40}}}, "required": ["name", "age", "notes"]}' ;;
+                           --reps 3 --walk 32 --rows 1,8,32,128,512 --steps 32 --schema "$http_schema"
+                       # The first compile with 16 xgrammar threads instead of the server's 2.
+                       run grammar_masks_compile16 "$B/grammar_mask_bench" --tokenizer .carry/qwen36-tok --threads 16 \
+                           --reps 1 --walk 0 --rows 1 --compile-threads 16 --schema "$http_schema" ;;
         bf16) run bench_bf16 "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b --load-format dummy --no-mtp ;;
         vision) run vision_encode "$B/gpu_vision_bench" --sizes 448,1024,2048 --reps 5 ;;
         fp8) run bench_fp8 "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b --load-format dummy --no-mtp \

@@ -151,6 +151,9 @@ public:
     // penalties' history from the cache's token pages. Fills `out` (host memory) for every row.
     virtual void sample(float* logits, int64_t V, const SamplingBatch& batch, ModelCache& cache,
                         SampleOutput& out) = 0;
+    // Host memory for a SamplingBatch's bitmask (upload_memory.h): page-locked where sample()
+    // copies it to a device, so the copy can run beside the forward. Lives as long as the process.
+    virtual UploadMemory& upload_memory() { return heap_upload_memory(); }
     // Writes the batch's token ids into the cache's token pages at their positions (the history
     // the sampler reads). Target forwards only: an MTP forward's rows hold the next tokens.
     virtual void store_token_ids(const ForwardBatch& batch, const int32_t* positions, ModelCache& cache);

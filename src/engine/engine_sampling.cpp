@@ -34,6 +34,7 @@ void Engine::sample_rows(const SchedulerOutput& sched, const Qwen36Model::Output
             spec.draw = s.num_output();
             spec.bitmask_row = mask_row_of_[si];  // siblings share it: same state, same row
             spec.bitmask_words = bitmask_words(V);
+            if (spec.bitmask_row >= 0) spec.bitmask_allowed = mask_allowed_[size_t(spec.bitmask_row)];
             const int32_t row = int32_t(b.rows.size());
             add_sample_row(b, s, s.sample_key, spec, eos, bs);
             int32_t first_sibling = -1;

@@ -58,6 +58,9 @@ CudaOps::~CudaOps() {
     if (staging_) cudaFreeHost(staging_);
     if (argmax_pinned_) cudaFreeHost(argmax_pinned_);
     if (argmax_done_) cudaEventDestroy(argmax_done_);
+    if (copy_stream_) cudaStreamSynchronize(copy_stream_);
+    if (bitmask_copied_) cudaEventDestroy(bitmask_copied_);
+    if (copy_stream_) cudaStreamDestroy(copy_stream_);
     gemm_.reset();
     if (stream_) cudaStreamDestroy(stream_);
 }

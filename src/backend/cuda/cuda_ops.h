@@ -105,6 +105,9 @@ public:
     void argmax_rows_start(const float* x, int64_t R, int64_t n) override;
     void argmax_rows_wait(int32_t* out) override;
     void sample(float* logits, int64_t V, const SamplingBatch& batch, ModelCache& cache, SampleOutput& out) override;
+    // Page-locked (cudaMallocHost): sample() copies a bitmask from it on copy_stream_, beside
+    // the forward still running on the stream.
+    UploadMemory& upload_memory() override;
     void store_token_ids(const ForwardBatch& batch, const int32_t* positions, ModelCache& cache) override;
     void add(float* x, const float* y, int64_t n) override;
     void fill_zero(float* x, int64_t n) override;
@@ -219,6 +222,13 @@ private:
     std::unique_ptr<VisionRunner> vision_;   // vision_tower(): made on the first image (or reserve)
     VisionRunner& vision_runner();           // vision_, made under vision_mu_ when absent
     std::vector<char> sample_upload_;        // sample(): the SamplingBatch packed for one copy
+    // sample(): the bitmask's own copy, on a second stream (the logits' forward may still be
+    // running on stream_; the draw waits for bitmask_copied_), into a buffer outside the arena
+    // (the arena's blocks are ordered on stream_ only). The previous sample() synced, so the
+    // buffer is free when the next copy starts.
+    cudaStream_t copy_stream_ = nullptr;
+    cudaEvent_t bitmask_copied_ = nullptr;
+    DeviceBuffer bitmask_dev_;
     std::vector<int32_t> sample_download_;   // sample(): what comes back
 };
 
