@@ -31,7 +31,7 @@ VisionTower make_dummy_vision_tower(const VisionConfig& cfg, uint64_t seed) {
             lo = -a;
             hi = a;
         }
-        std::vector<float> v(size_t(n));
+        std::vector<float> v(static_cast<size_t>(n));
         const uint64_t key = dummy::splitmix64(seed ^ dummy::name_hash("model.visual." + name));
         const int64_t chunks = (n + dummy::kChunk - 1) / dummy::kChunk;
 #pragma omp parallel for schedule(static)

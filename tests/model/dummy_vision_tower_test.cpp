@@ -48,7 +48,8 @@ TEST(DummyVisionTower, HasTheShapesOfACheckpointTransformersMade) {
     auto real = VisionTower::load(*ckpt.value(), cfg);
     ASSERT_TRUE(real.is_ok()) << real.status().message();
     const VisionWeights& r = real->weights();
-    const VisionWeights& d = make_dummy_vision_tower(cfg, 3).weights();
+    const VisionTower dummy = make_dummy_vision_tower(cfg, 3);
+    const VisionWeights& d = dummy.weights();
     EXPECT_EQ(d.dims.hidden, r.dims.hidden);
     EXPECT_EQ(d.dims.heads, r.dims.heads);
     EXPECT_EQ(d.dims.intermediate, r.dims.intermediate);
