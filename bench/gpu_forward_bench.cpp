@@ -14,6 +14,8 @@
 //          [--mtp-prompt-tokens 128] [--mtp-overlap on|off|on,off]; see gpu_forward_bench_mtp.h)
 //          [--moe-small-version -1|1|2]  (CudaOptions::moe_small_version: the small-T MoE path's
 //          version for decode steps of up to 8 rows; 2 fuses the router, bench/kernels/NOTES.md)
+//          [--moe-decode-version 1|2]  (CudaOptions::moe_decode_version: the MoE decode grouped
+//          GEMMs at 9+ rows below the prefill path; 2 = moe_decode_gemm.cu, bench/kernels/NOTES.md)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -147,6 +149,12 @@ int run(const Args& args) {
         return 2;
     }
     co.moe_small_version = std::stoi(moe_small);
+    const std::string moe_decode = args.get_or("moe-decode-version", "1");
+    if (moe_decode != "1" && moe_decode != "2") {
+        std::fprintf(stderr, "--moe-decode-version must be 1 or 2, got '%s'\n", moe_decode.c_str());
+        return 2;
+    }
+    co.moe_decode_version = std::stoi(moe_decode);
     cuda::CudaOps ops(co);
     Timer t_up;
     ops.prepare_weights(weight_set(*w));
@@ -252,7 +260,7 @@ int run(const Args& args) {
 int main(int argc, char** argv) {
     std::set<std::string> valued = {"mode",   "requests", "prompt",   "completion",     "decode-steps",
                                     "mtp-k",  "mtp-acceptance", "mtp-seqs", "mtp-steps", "mtp-prompt-tokens", "mtp-overlap",
-                                    "moe-small-version"};
+                                    "moe-small-version", "moe-decode-version"};
     std::set<std::string> flags;
     cli::add_option_names(cli::model_option_group(), flags, valued);
     cli::add_option_names(cli::backend_option_group(), flags, valued);

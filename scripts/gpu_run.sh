@@ -22,9 +22,17 @@
 #   sampling the sampling lab and the GPU sampling tests only
 #   grammar_masks  grammar_mask_bench (needs it in the bundle: build_gpu_bundle.sh ... grammar_mask_bench)
 #           on the host's 16 cores, the Qwen3.6 vocabulary: the built-in JSON schema, regex "[a-z ]+",
-#           and the schema of the http `schema` mode
+#           and the schema of the http `schema` mode (with --steps 32: 32 engine steps of 512 rows,
+#           the accepts serial on the engine thread against deferred into the parallel fill; and its
+#           first compile with 16 xgrammar threads against the server's 2)
 #   moe_small  `moe_lab 1 --small` (the MoE small-T path, v1 and v2, beside mma.sync) and the GPU MoE
 #           tests only (with the tiny model's greedy decode on small-T v2)
+#   moe_decode  `moe_lab 1 --decode` (the decode grouped GEMMs v1 vs v2 at T = 64, 256, 512) and the
+#           GPU MoE tests only (with CudaOpsParity.MoeDecodeVersion2)
+#   profile_fp8_lean_dec2   profile_fp8_lean with --moe-decode-version 2
+#   int4    INT4 W4A16 kernels (issue 18 item 4): int4_gemv_lab and the INT4 GPU tests (CudaInt4*)
+#           with the dense-linear parity tests
+#   single_int4   single-stream numbers on int4-w4a16 dummy weights (compare with single_fp8)
 #   single_moev2 | single_fp8_moev2   single-stream numbers with the small-T MoE path's version 2
 #           (--moe-small-version 2; BF16 / FP8)
 #   http:MODE,MODE[:SERVE_ARGS]   scripts/gpu_serve_bench.sh: serve FP8 lean + qwenserve bench per
@@ -59,9 +67,15 @@ for stage in "$@"; do
         fp8gemm) run fp8_gemm_lab "$B/fp8_gemm_lab"
                  run gpu_tests_fp8 "$B/qs_gpu_tests" --gtest_color=no --gtest_filter='*Fp8BlockLinear*' ;;
         tests) run gpu_tests "$B/qs_gpu_tests" --gtest_color=no ;;
+        int4) run int4_gemv_lab "$B/int4_gemv_lab"
+              run gpu_tests_int4 "$B/qs_gpu_tests" --gtest_color=no --gtest_filter='*Int4*:CudaOpsParity.*Linear*' ;;
+        single_int4) run single_int4 "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b --load-format dummy --no-mtp \
+                         --mode single --dummy-format int4-w4a16 ;;
         moe_small) run moe_lab_small "$B/moe_lab" 1 --small
                    run gpu_tests_moe "$B/qs_gpu_tests" --gtest_color=no \
                        --gtest_filter='*MoE*:*Moe*:CudaModel.TinyModelGreedy64MatchesTransformers*' ;;
+        moe_decode) run moe_lab_decode "$B/moe_lab" 1 --decode
+                    run gpu_tests_moe "$B/qs_gpu_tests" --gtest_color=no --gtest_filter='*MoE*:*Moe*' ;;
         gdn_decode) run gdn_lab_decode "$B/gdn_lab" --decode
                     run gpu_tests_gdn "$B/qs_gpu_tests" --gtest_color=no --gtest_filter='*GatedDeltaNet*' ;;
         sampling) run sampling_lab "$B/sampling_lab"
@@ -77,11 +91,15 @@ for stage in "$@"; do
                            --walk 16 --rows 1,8,32,128,512
                        run grammar_masks_regex "$B/grammar_mask_bench" --tokenizer .carry/qwen36-tok --threads 16 --reps 3 \
                            --walk 16 --rows 1,8,32,128,512 --regex "[a-z ]+"
+                       http_schema='{"type": "object", "properties": {"name": {"type": "string", "minLength": 1,
+                           "maxLength": 40}, "age": {"type": "integer", "minimum": 0, "maximum": 150}, "notes": {"type":
+                           "array", "minItems": 128, "items": {"type": "string", "minLength": 2, "maxLength": 40}}},
+                           "required": ["name", "age", "notes"]}'
                        run grammar_masks_http_schema "$B/grammar_mask_bench" --tokenizer .carry/qwen36-tok --threads 16 \
-                           --reps 3 --walk 32 --rows 1,8,32,128,512 --schema '{"type": "object", "properties": {"name":
-                           {"type": "string", "minLength": 1, "maxLength": 40}, "age": {"type": "integer", "minimum": 0,
-                           "maximum": 150}, "notes": {"type": "array", "minItems": 128, "items": {"type": "string",
-                           "minLength": 2, "maxLength": 40}}}, "required": ["name", "age", "notes"]}' ;;
+                           --reps 3 --walk 32 --rows 1,8,32,128,512 --steps 32 --schema "$http_schema"
+                       # The first compile with 16 xgrammar threads instead of the server's 2.
+                       run grammar_masks_compile16 "$B/grammar_mask_bench" --tokenizer .carry/qwen36-tok --threads 16 \
+                           --reps 1 --walk 0 --rows 1 --compile-threads 16 --schema "$http_schema" ;;
         bf16) run bench_bf16 "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b --load-format dummy --no-mtp ;;
         vision) run vision_encode "$B/gpu_vision_bench" --sizes 448,1024,2048 --reps 5 ;;
         fp8) run bench_fp8 "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b --load-format dummy --no-mtp \
@@ -104,6 +122,9 @@ for stage in "$@"; do
                      --mode profile ;;
         profile_fp8_lean) run profile_fp8_lean "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b --load-format dummy \
                               --no-mtp --mode profile --dummy-format fp8-block --gdn-state-dtype bf16 --kv-cache-dtype fp8_e4m3 ;;
+        profile_fp8_lean_dec2) run profile_fp8_lean_dec2 "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b --load-format dummy \
+                                   --no-mtp --mode profile --dummy-format fp8-block --gdn-state-dtype bf16 --kv-cache-dtype fp8_e4m3 \
+                                   --moe-decode-version 2 ;;
         mtp_step) run mtp_step "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b --load-format dummy \
                       --dummy-format fp8-block --gdn-state-dtype bf16 --kv-cache-dtype fp8_e4m3 --mode mtp ${MTP_STEP_ARGS:-} ;;
         tests:*) run "gpu_tests_$(printf %s "${stage#tests:}" | tr -c 'A-Za-z0-9_' '_')" "$B/qs_gpu_tests" --gtest_color=no --gtest_filter="${stage#tests:}" ;;

@@ -5,8 +5,12 @@
 # tokens, 256 completion tokens, thinking off, seed 1). Each MODE rewrites the fixture's sampling
 # fields; each mode's summary lines go to standard output (the files stay in a temporary folder).
 # Usage: bash scripts/gpu_serve_bench.sh [--requests N] [--clients C] [--serve "extra serve args"]
-#            [--name NAME] [--single N] MODE...
+#            [--name NAME] [--single N] [--no-warmup] MODE...
 #   --single N: after the modes, N requests of the first mode from one client (single stream).
+#   Before each mode's pass, one request of the mode from one client (its duration is printed):
+#   one-time costs, such as the first compile of the mode's grammar (seconds for the schema
+#   mode's at the 248k vocabulary, which every request of the pass would otherwise wait behind
+#   with the engine idle), stay out of the pass. --no-warmup: no such request (as before 2026-12-02).
 #   MODE: greedy | sampled (T 0.7, top_p 0.95) | penalties (T 1, repetition 1.1, presence 0.5,
 #         frequency 0.5) | logprobs (greedy, logprobs 5) | default (no sampling fields: T 1)
 #         | json (greedy, response_format json_object: the grammar mask on every row; replies end
@@ -30,7 +34,7 @@ cd "$(dirname "$0")/.."
 OUT="${OUT:-gpu-logs}"
 mkdir -p "$OUT"
 B=gpu-bundle
-requests=1024 clients=1280 extra="" name=fp8_lean port=18500 single=0
+requests=1024 clients=1280 extra="" name=fp8_lean port=18500 single=0 warmup=1
 while [ $# -gt 0 ]; do
     case "$1" in
         --requests) requests="$2"; shift 2 ;;
@@ -38,6 +42,7 @@ while [ $# -gt 0 ]; do
         --serve) extra="$2"; shift 2 ;;
         --name) name="$2"; shift 2 ;;
         --single) single="$2"; shift 2 ;;
+        --no-warmup) warmup=0; shift ;;
         *) break ;;
     esac
 done
@@ -100,11 +105,40 @@ with open(src) as f, open(dst, "w") as g:
                             {"type": "text", "text": m["content"]}]
         g.write(json.dumps(r) + "\n")
 EOF
+    if [ "$warmup" = 1 ]; then
+        "$B/qwenserve" bench --url "http://127.0.0.1:$port" --fixture "$fx/fixture_$mode.jsonl" --clients 1 \
+            --requests 1 > "$fx/warmup_$mode.txt" 2>&1
+        echo "warm-up $mode (rc $?, 1 request): $(grep -E "^Duration" "$fx/warmup_$mode.txt")"
+    fi
+    curl -s "http://127.0.0.1:$port/metrics" > "$fx/metrics_before.txt"
     "$B/qwenserve" bench --url "http://127.0.0.1:$port" --fixture "$fx/fixture_$mode.jsonl" --clients "$clients" \
         --requests "$requests" --threads 4 --gpu-hourly-cost 5 --json-out "$fx/${name}_$mode.json" \
         --pass-timeout-s 400 > "$fx/${name}_$mode.txt" 2>&1
     echo "---- $name $mode (rc $?)"; grep -E "Completed|Failed|Duration|Output token|Mean TTFT|P99 TTFT|Mean TPOT|P99 ITL|Median ITL|\\$/M" "$fx/${name}_$mode.txt"
-    curl -s "http://127.0.0.1:$port/metrics" | grep -E "^qwenserve_(mtp|engine_step|host)" | head -20
+    curl -s "http://127.0.0.1:$port/metrics" > "$fx/metrics_after.txt"
+    grep -E "^qwenserve_(mtp|engine_step|host)" "$fx/metrics_after.txt" | head -20
+    # This mode's own engine time (the counters run from the server's start: warm-up and earlier
+    # modes included): steps by kind and their seconds, and the engine's idle time, the pass's
+    # duration less its steps (waiting for requests: admission, grammar compiles, the client).
+    python3 - "$fx/metrics_before.txt" "$fx/metrics_after.txt" "$fx/${name}_$mode.txt" <<'EOF'
+import re, sys
+def read(path):
+    d = {}
+    for line in open(path):
+        m = re.match(r'^(qwenserve_engine_step\w*)(\{[^}]*\})? ([0-9.eE+-]+)$', line.strip())
+        if m: d[m.group(1) + (m.group(2) or '')] = float(m.group(3))
+    return d
+a, b = read(sys.argv[1]), read(sys.argv[2])
+dur = next((float(l.split()[-1]) for l in open(sys.argv[3]) if l.startswith('Duration')), float('nan'))
+delta = lambda k: b.get(k, 0.0) - a.get(k, 0.0)
+total = 0.0
+for kind in ('prefill', 'decode'):
+    s = delta(f'qwenserve_engine_step_seconds_total{{kind="{kind}"}}')
+    n = delta(f'qwenserve_engine_steps_by_kind_total{{kind="{kind}"}}')
+    total += s
+    print(f'mode engine {kind} steps: {n:.0f} in {s:.2f} s ({1e3 * s / max(n, 1):.1f} ms each)')
+print(f'mode engine idle: {dur - total:.2f} s of the {dur:.2f} s pass (duration less steps)')
+EOF
 done
 if [ "$single" -gt 0 ]; then
     "$B/qwenserve" bench --url "http://127.0.0.1:$port" --fixture "$fx/fixture_$1.jsonl" --clients 1 \

@@ -82,7 +82,7 @@ float bf_round(float f) { return bf2f(f2bf(f)); }
 struct Problem {
     Shape sh;
     std::vector<int> lens, slots;
-    std::vector<char> defer;  // per sequence: defer_state (MTP verification: state and window read, not written)
+    std::vector<char> defer;  // per sequence: defer_state (MTP verification: state and window after row 0 only)
     int num_slots = 0, T = 0;
     std::vector<float> qkv, z, b, a, conv_w, A_log, dt_bias, norm_w, conv0, ssm0;
 };
@@ -157,16 +157,17 @@ void reference(const Problem& P, const std::vector<char>& check, bool bf16_state
         if (!check[s]) continue;
         const int n = P.lens[s];
         double* win = conv.data() + size_t(P.slots[s]) * W * C;
-        // A deferred sequence computes its rows but leaves window and state as they were.
+        // A deferred sequence computes its rows but leaves the window and state after its first
+        // row (MTP verification: the first row is always kept; gdn_commit runs the rest).
         const size_t SS = size_t(Nv) * Dk * Dv;
-        const std::vector<double> keep_win = P.defer[s] ? std::vector<double>(win, win + size_t(W) * C) : std::vector<double>();
-        const std::vector<double> keep_ssm =
-            P.defer[s] ? std::vector<double>(ssm.begin() + P.slots[s] * SS, ssm.begin() + (P.slots[s] + 1) * SS)
-                       : std::vector<double>();
+        std::vector<double> keep_win(P.defer[s] ? size_t(W) * C : 0), keep_ssm(P.defer[s] ? SS : 0);
         std::vector<double> c(size_t(n) * C);
         auto ext = [&](int r, int ch) -> double {
             return r < W ? win[size_t(r) * C + ch] : double(P.qkv[size_t(rb[s] + r - W) * C + ch]);
         };
+        if (P.defer[s])
+            for (int r = 0; r < W; ++r)
+                for (int ch = 0; ch < C; ++ch) keep_win[size_t(r) * C + ch] = ext(std::min(n, 1) + r, ch);
         for (int t = 0; t < n; ++t)
             for (int ch = 0; ch < C; ++ch) {
                 double acc = 0;
@@ -212,6 +213,9 @@ void reference(const Problem& P, const std::vector<char>& check, bool bf16_state
                 }
                 for (int kk = 0; kk < Dk; ++kk)
                     for (int vv = 0; vv < Dv; ++vv) S[kk * Dv + vv] += k[kk] * delta[vv];
+                if (i == 0 && P.defer[s])
+                    for (int e = 0; e < Dk * Dv; ++e)
+                        keep_ssm[size_t(h) * Dk * Dv + e] = bf16_state ? bf_round(float(S[e])) : S[e];
                 for (int vv = 0; vv < Dv; ++vv) o[vv] = 0;
                 for (int kk = 0; kk < Dk; ++kk)
                     for (int vv = 0; vv < Dv; ++vv) o[vv] += S[kk * Dv + vv] * q[kk];
@@ -240,7 +244,7 @@ void reference(const Problem& P, const std::vector<char>& check, bool bf16_state
                 });
             for (std::thread& t : pool) t.join();
         }
-        if (P.defer[s]) {
+        if (P.defer[s] && n > 0) {
             std::copy(keep_win.begin(), keep_win.end(), win);
             std::copy(keep_ssm.begin(), keep_ssm.end(), ssm.begin() + P.slots[s] * SS);
         }
@@ -715,7 +719,7 @@ void decode_quick_cases(std::mt19937_64& rng, double tol_state_bf16) {
         for (const Path& path : {kAuto, kStream3}) check_case("verify", P, R, false, path);
         const Problem Q = make_problem(*sh, {2, 1, 3, 1}, {3, 0, 4, 1}, 6, rng, true);
         check_case("verify", Q, make_ref(Q, true), true, kAuto, tol_state_bf16);
-        // MTP verification: deferred spans read state and window, write neither.
+        // MTP verification: deferred spans write state and window after their first row only.
         for (bool bf16 : {false, true}) {
             Problem V = make_problem(*sh, {3, 1, 2, 3, 1}, {4, 0, 5, 2, 1}, 7, rng, bf16);
             V.defer = {1, 0, 1, 1, 0};

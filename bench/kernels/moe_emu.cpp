@@ -6,16 +6,20 @@
 // out-of-bounds accesses of the kernels, whose "device" buffers are host allocations):
 //   g++ -O1 -g -std=c++20 -fsanitize=address -x c++ -Isrc -Ibench/kernels -I/usr/local/cuda/include \
 //       bench/kernels/moe_emu.cpp -o build-gpu/moe_emu -lpthread
-// Run: build-gpu/moe_emu [seed [--quick | --no-real | --small-real | --v2 [--no-real|--real|--bf16|--fp8] | --v2-quick]]
+// Run: build-gpu/moe_emu [seed [--quick | --no-real | --small-real | --v2 [--no-real|--real|--bf16|--fp8] | --v2-quick |
+//                             --dec2 [--no-real] | --int4 [--real]]]
 // (--no-real: skips the small-T path's real-shape cases, which take most of the time; --small-real:
-// only those; --v2: the small-T path's version 2 only; --v2-quick: two of its cases, for mutations)
+// only those; --v2: the small-T path's version 2 only; --v2-quick: two of its cases, for mutations;
+// --dec2: the decode grouped GEMMs' version 2 (MoeParams::decode_version), each case also run with v1)
 #include "moe_emu_shim.h"
 
 #include "backend/cuda/moe_combine.cu"
+#include "backend/cuda/moe_decode_gemm.cu"
 #include "backend/cuda/moe_gemm.cu"
 #include "backend/cuda/moe_kernels.cu"
 #include "backend/cuda/moe_route.cu"
 #include "backend/cuda/moe_small.cu"
+#include "backend/cuda/moe_small_int4.cu"
 #include "backend/cuda/moe_small_route.cu"
 #include "moe_ref.h"
 
@@ -32,6 +36,16 @@ template <class Cfg>
 void emu_sort_gemms(const MoePlan& pl) {
     emu_launch(dim3(1), kSortThreads, 0, [&] { moe_sort_kernel<Cfg::BM>(pl.sort); });
     const int nthr = GemmShape<Cfg, false>::NTHR;
+    if (pl.decode_v2) {  // MoeParams::decode_version 2 (moe_decode_gemm.cu; cfg 1's plan)
+        if (pl.fp8) {
+            emu_launch(pl.gemm_up_grid, nthr, GemmShape<Cfg, true>::SMEM, [&] { moe_decode_gemm_kernel<true, true>(pl.gate_up); });
+            emu_launch(pl.gemm_down_grid, nthr, GemmShape<Cfg, true>::SMEM, [&] { moe_decode_gemm_kernel<true, false>(pl.down); });
+        } else {
+            emu_launch(pl.gemm_up_grid, nthr, GemmShape<Cfg, false>::SMEM, [&] { moe_decode_gemm_kernel<false, true>(pl.gate_up); });
+            emu_launch(pl.gemm_down_grid, nthr, GemmShape<Cfg, false>::SMEM, [&] { moe_decode_gemm_kernel<false, false>(pl.down); });
+        }
+        return;
+    }
     if (pl.fp8) {
         emu_launch(pl.gemm_up_grid, nthr, GemmShape<Cfg, true>::SMEM, [&] { moe_gemm_kernel<Cfg, true, true>(pl.gate_up); });
         emu_launch(pl.gemm_down_grid, nthr, GemmShape<Cfg, true>::SMEM, [&] { moe_gemm_kernel<Cfg, true, false>(pl.down); });
@@ -62,6 +76,12 @@ void emu_small_router(const SmallPlan& pl) {
         case 4: emu_launch(g, nt, 0, [&] { moe_small_router_kernel<VPL, 4>(pl.p); }); break;
         default: emu_launch(g, nt, 0, [&] { moe_small_router_kernel<VPL, 8>(pl.p); }); break;
     }
+}
+
+template <int NMAX>
+void emu_int4_gate_up(const SmallPlan& pl, bool v2) {
+    if (v2) small_int4::gate_up_kernel<NMAX, true>(pl.p);
+    else small_int4::gate_up_kernel<NMAX, false>(pl.p);
 }
 
 // Programmatic dependent launch, emulated adversarially: what the previous grid wrote is saved and
@@ -128,6 +148,23 @@ void emu_small(const MoeParams& p) {
                     {s.logits_out, size_t(T * E) * 4},
                     {s.sg_out, size_t(T) * 4}});
         (void)max_slots;
+    }
+    if (pl.int4) {  // moe_small_int4.cu
+        switch (pl.nmax) {
+            case 1: emu_launch(pl.gate_up_grid, nt, pl.gate_up_smem, [&] { emu_int4_gate_up<1>(pl, v2); }); break;
+            case 2: emu_launch(pl.gate_up_grid, nt, pl.gate_up_smem, [&] { emu_int4_gate_up<2>(pl, v2); }); break;
+            case 4: emu_launch(pl.gate_up_grid, nt, pl.gate_up_smem, [&] { emu_int4_gate_up<4>(pl, v2); }); break;
+            default: emu_launch(pl.gate_up_grid, nt, pl.gate_up_smem, [&] { emu_int4_gate_up<8>(pl, v2); }); break;
+        }
+        if (v2) {
+            pdl_done();
+            pdl_poison({{s.h, size_t(T * (k + 1)) * size_t(s.ldh) * 2}});
+            emu_launch(pl.down_grid, nt, 0, [&] { small_int4::down_kernel<true>(pl.p); });
+            pdl_done();
+        } else {
+            emu_launch(pl.down_grid, nt, 0, [&] { small_int4::down_kernel<false>(pl.p); });
+        }
+        return;
     }
     if (pl.fp8) v2 ? emu_small_gate_up<true, true>(pl) : emu_small_gate_up<true, false>(pl);
     else v2 ? emu_small_gate_up<false, true>(pl) : emu_small_gate_up<false, false>(pl);
@@ -203,7 +240,57 @@ HostTable host_table(const HostExperts& h, bool fp8) {
     return t;
 }
 
+// INT4 experts (--int4): every expert matrix of `h` replaced by random 4-bit codes u with a
+// power-of-two scale per (row, group) in 2^[-9, -6] (so the dequantised (u − 8)·scale is exact in
+// bf16: `h`'s bf16 weights become exactly the INT4 weights and moe_ref's bf16 reference applies),
+// packed in the device INT4 layout (backend/int4_layout.h) beside them.
+struct Int4Experts {
+    std::vector<std::vector<uint32_t>> codes;  // per matrix
+    std::vector<std::vector<uint16_t>> scales;
+    std::vector<const uint32_t*> gq, uq, dq;
+    std::vector<const uint16_t*> gs, us, ds;
+    int group = 0;
+};
+
+void int4_matrix(uint16_t* w, int rows, int cols, int group, Rng& rng, Int4Experts& q) {
+    std::vector<uint32_t> codes(size_t(rows) * cols / 8, 0);
+    std::vector<uint16_t> scales(size_t(rows) * (cols / group));
+    for (int r = 0; r < rows; ++r)
+        for (int g = 0; g < cols / group; ++g) {
+            const float sc = std::ldexp(1.0f, -9 + int(rng.next() % 4));
+            scales[size_t(r) * (cols / group) + g] = f2bf(sc);
+            for (int c = g * group; c < (g + 1) * group; ++c) {
+                const uint32_t u = uint32_t(rng.next() % 16);
+                codes[(size_t(r) * cols + c) / 8] |= u << (4 * (c % 8));
+                w[size_t(r) * cols + c] = f2bf(float(int(u) - 8) * sc);
+            }
+        }
+    q.codes.push_back(std::move(codes));
+    q.scales.push_back(std::move(scales));
+}
+
+Int4Experts make_int4_experts(HostExperts& h, int group, Rng& rng) {
+    Int4Experts q;
+    q.group = group;
+    const Shape& s = h.s;
+    q.codes.reserve(size_t(3 * (s.E + 1)));
+    q.scales.reserve(size_t(3 * (s.E + 1)));
+    for (int e = 0; e <= s.E; ++e) {
+        const int Ie = h.Ie(e);
+        int4_matrix(&h.gate[h.gu_off[e]], Ie, s.H, group, rng, q);
+        q.gq.push_back(q.codes.back().data()), q.gs.push_back(q.scales.back().data());
+        int4_matrix(&h.up[h.gu_off[e]], Ie, s.H, group, rng, q);
+        q.uq.push_back(q.codes.back().data()), q.us.push_back(q.scales.back().data());
+        int4_matrix(&h.down[h.d_off[e]], s.H, Ie, group, rng, q);
+        q.dq.push_back(q.codes.back().data()), q.ds.push_back(q.scales.back().data());
+    }
+    return q;
+}
+
+const Int4Experts* g_int4 = nullptr;  // set: run_case's table gets these INT4 arrays (bf16 format)
+
 int g_fail = 0;
+int g_decode_version = 1;  // MoeParams::decode_version of every case (--dec2: 2, each also run with 1)
 
 // small: MoeParams::small_t (-1: chosen; with cfg >= 0 the grouped-GEMM path runs).
 // version: MoeParams::small_version. Version 2 computes the router logits from router weights
@@ -217,6 +304,15 @@ void run_case(const HostExperts& h, bool fp8, int T, Routing routing, bool norm,
     RouterWeights rw;
     if (version == 2) rw = make_router_weights(s, in, dense_router, rng);
     HostTable tab = host_table(h, fp8);
+    if (g_int4) {
+        tab.table.gate_q = g_int4->gq.data();
+        tab.table.up_q = g_int4->uq.data();
+        tab.table.down_q = g_int4->dq.data();
+        tab.table.gate_qs = g_int4->gs.data();
+        tab.table.up_qs = g_int4->us.data();
+        tab.table.down_qs = g_int4->ds.data();
+        tab.table.int4_group = g_int4->group;
+    }
     const size_t wsb = ws_layout(T, s.H, s.I, s.Is, s.E, s.k).total;  // = moe_workspace_bytes
     // 256-aligned workspace, pre-filled with garbage.
     std::vector<unsigned char> ws_store(wsb + 256, 0xC3);
@@ -234,6 +330,7 @@ void run_case(const HostExperts& h, bool fp8, int T, Routing routing, bool norm,
     p.y = y.data();
     p.tile_config = cfg;
     p.small_t = small;
+    p.decode_version = g_decode_version;
     int counter = own_counter ? 0 : 0x5A5A5A5A;  // garbage when the workspace's is used
     std::vector<float> logits_copy, sg_copy;
     if (version == 2) {
@@ -269,6 +366,23 @@ void run_case(const HostExperts& h, bool fp8, int T, Routing routing, bool norm,
                   (own_counter ? "own" : "ws") + " counter): rerun " + (again ? "same" : "DIFFERS") + ", == v1 " +
                   (same_as_v1 ? "bitwise" : dense_router ? "no (logits differ in the last bits)" : "NO");
     }
+    if (g_decode_version == 2) {  // decode v2 against v1 (moe_gemm.cu's cfg 1) on the same inputs
+        MoeParams q = p;
+        q.decode_version = 1;
+        q.tile_config = 1;
+        std::vector<float> yv1(y.size(), std::nanf(""));
+        q.y = yv1.data();
+        emu_moe(q);
+        double dn = 0, dd = 0;
+        for (size_t i = 0; i < y.size(); ++i) {
+            dn += (double(y[i]) - yv1[i]) * (double(y[i]) - yv1[i]);
+            dd += double(yv1[i]) * yv1[i];
+        }
+        char b[96];
+        std::snprintf(b, sizeof b, " dec2 vs v1 cfg1: %s %.3e", std::memcmp(y.data(), yv1.data(), y.size() * 4) ? "differs" : "bitwise",
+                      std::sqrt(dn / std::max(dd, 1e-300)));
+        v2_note += b;
+    }
     double num = 0, den = 0, worst = 0;
     size_t bad = 0;
     std::vector<double> ref;
@@ -295,7 +409,7 @@ void run_case(const HostExperts& h, bool fp8, int T, Routing routing, bool norm,
     }
     const bool pass = bad == 0 && nerr < 1e-2 && worst < 3e-2 && v2_ok;
     std::printf("  %-5s %-4s T=%-4d %-7s norm=%d %s=%d copy@%s  nerr=%.3e worst_tok=%.3e nonfinite=%zu y#%016llx  %s  (%.1f s)%s\n",
-                s.name, fp8 ? "fp8" : "bf16", T, routing == Routing::kSkewed ? "skewed" : "gapped", int(norm), small_path ? "small" : "cfg", small_path ? 1 : cfg,
+                s.name, g_int4 ? "int4" : fp8 ? "fp8" : "bf16", T, routing == Routing::kSkewed ? "skewed" : "gapped", int(norm), small_path ? "small" : "cfg", small_path ? 1 : cfg,
                 g_emu_copy_at_issue ? "issue" : "wait", nerr, worst, bad, (unsigned long long)y_hash, pass ? "PASS" : "FAIL", secs,
                 v2_note.c_str());
     if (!pass) ++g_fail;
@@ -324,6 +438,30 @@ int main(int argc, char** argv) {
         std::printf("%s (%d failing)\n", g_fail ? "FAIL" : "PASS", g_fail);
         return g_fail ? 1 : 0;
     }
+    if (argc > 2 && !std::strcmp(argv[2], "--int4")) {
+        // INT4 experts on the small-T path (moe_small_int4.cu), v1 and v2, every T bucket, skewed
+        // routing, I_shared != I, group 32 and 64; argv[3] --real adds the real shapes (group 128).
+        HostExperts hi = make_host_experts(tiny, seed + 1), hsi = make_host_experts(tiny_is, seed + 2);
+        const Int4Experts qi = make_int4_experts(hi, 32, rng), qsi = make_int4_experts(hsi, 64, rng);
+        g_int4 = &qi;
+        for (const int T : {1, 2, 3, 4, 8}) run_case(hi, false, T, Routing::kGapped, true, -1, rng, -1, T % 2 ? 1 : 2, false, true);
+        run_case(hi, false, 8, Routing::kSkewed, true, -1, rng, -1, 2, false, false);
+        run_case(hi, false, 6, Routing::kSkewed, false, -1, rng);
+        g_int4 = &qsi;
+        run_case(hsi, false, 5, Routing::kSkewed, false, -1, rng, -1, 2, false, false);
+        run_case(hsi, false, 2, Routing::kGapped, true, -1, rng, 1);
+        if (argc > 3 && !std::strcmp(argv[3], "--real")) {
+            const Shape real{"real", 256, 8, 2048, 512, 512};
+            HostExperts hr = make_host_experts(real, seed + 3);
+            const Int4Experts qr = make_int4_experts(hr, 128, rng);
+            g_int4 = &qr;
+            run_case(hr, false, 1, Routing::kGapped, true, -1, rng, -1, 2, false, true);
+            run_case(hr, false, 8, Routing::kSkewed, true, -1, rng);
+        }
+        g_int4 = nullptr;
+        std::printf("%s (%d failing)\n", g_fail ? "FAIL" : "PASS", g_fail);
+        return g_fail ? 1 : 0;
+    }
     if (v2_only) {
         // Both formats, every T bucket, exact router weights (gaps and exact ties: == v1 bitwise),
         // dense ones, skewed routing (multi-token slots), I_shared != I, both counters; then the
@@ -345,6 +483,32 @@ int main(int argc, char** argv) {
                 run_case(hr, fp8, 1, Routing::kGapped, true, -1, rng, -1, 2, false, true);
                 run_case(hr, fp8, 8, Routing::kSkewed, true, -1, rng, -1, 2, false, false);
             }
+        }
+        std::printf("%s (%d failing)\n", g_fail ? "FAIL" : "PASS", g_fail);
+        return g_fail ? 1 : 0;
+    }
+    if (argc > 2 && !std::strcmp(argv[2], "--dec2")) {
+        // Decode v2 (moe_decode_gemm.cu): both formats; 1..4 token groups per tile (T = 7: ~2 rows
+        // per expert; T = 40 skewed: experts past 32 rows take two tiles, the shared expert 32 + 8);
+        // I_shared != I; I = 192 with I_shared = 64 (K blocks of one 64-wide stage in down, and a
+        // second 128-row scale block in gate_up); norm off; cp.async completing at issue. The real
+        // shapes at T = 9 and 40 (argv[3] --no-real skips them).
+        g_decode_version = 2;
+        const Shape odd{"tinyO", 16, 4, 256, 192, 64};
+        const HostExperts ho = make_host_experts(odd, seed + 4);
+        for (int fp8 = 0; fp8 <= 1; ++fp8) {
+            run_case(h, fp8, 7, Routing::kGapped, true, -1, rng, 0);
+            run_case(h, fp8, 40, Routing::kSkewed, true, -1, rng, 0);
+            g_emu_copy_at_issue = true;
+            run_case(hs, fp8, 40, Routing::kSkewed, true, -1, rng, 0);
+            g_emu_copy_at_issue = false;
+            run_case(ho, fp8, 24, Routing::kSkewed, false, -1, rng, 0);
+            run_case(ho, fp8, 9, Routing::kGapped, true, -1, rng, 0);
+        }
+        if (!(argc > 3 && !std::strcmp(argv[3], "--no-real"))) {
+            const Shape real{"real", 256, 8, 2048, 512, 512};
+            const HostExperts hr = make_host_experts(real, seed + 3);
+            for (int fp8 = 1; fp8 >= 0; --fp8) run_case(hr, fp8, 40, Routing::kSkewed, true, -1, rng, 0);
         }
         std::printf("%s (%d failing)\n", g_fail ? "FAIL" : "PASS", g_fail);
         return g_fail ? 1 : 0;

@@ -2,7 +2,7 @@
 // reference of CpuOps::moe (src/backend/cpu/cpu_moe.cpp), then timings at decode and prefill shapes.
 // Build (from the repository root):
 //   nvcc -O3 -std=c++20 -gencode=arch=compute_90a,code=sm_90a -Isrc bench/kernels/moe_lab.cu src/backend/cuda/moe_*.cu -o build-gpu/moe_lab
-// Run: build-gpu/moe_lab [seed] [--no-timing] [--quick] [--tiny-only] [--prefill] [--small]
+// Run: build-gpu/moe_lab [seed] [--no-timing] [--quick] [--tiny-only] [--prefill] [--small] [--decode]
 // --prefill: the CUTLASS prefill path beside mma.sync (fp8 and bf16): tiny + real correctness,
 // timing at T = 1024, 2048, 4096, 16384 (a short device run).
 // --small: the small-T path (moe_small.cu, T <= kMoeSmallTMax), v1 and v2 (router fused), beside the
@@ -10,6 +10,11 @@
 // exact router weights must equal v1 bitwise, plus one dense-router case), timing at T = 1, 2, 4, 8,
 // 16 (16: mma.sync only, the path above the threshold): eager with per-stage events, then each
 // call in a CUDA graph with the router linears included (what a decode step pays) (a short device run).
+// --decode: the decode grouped GEMMs, version 1 (moe_gemm.cu: auto tiles, 16- and 32-row tiles) beside
+// version 2 (MoeParams::decode_version = 2, moe_decode_gemm.cu): correctness tiny T = 9, 40, 512 and
+// 64 skewed, real T = 40, 512 and 512 skewed (determinism, graph replay), timing at T = 64, 256, 512
+// eager with stages and in a CUDA graph
+// (the MoE call alone: the router linears are the same for both versions) (a short device run).
 //
 // Correctness: tiny (E=16, k=4, H=256, I=128) and real (E=256, k=8, H=2048, I=512) shapes, T = 1, 7,
 // 512 (+4096 real), bf16 and fp8 weights, every tile configuration; fresh random inputs, y
@@ -171,7 +176,8 @@ int* g_counter = nullptr;  // MoeParams::small_counter (0 between calls)
 
 // path: MoeParams::gemm_path (0 = mma.sync grouped GEMMs, 1 = CUTLASS wgmma/TMA prefill path), or -1:
 // the small-T path (moe_small.cu; MoeParams::small_t = 1, T <= kMoeSmallTMax), -2: its version 2
-// (router fused: MoeParams::small_version = 2 with the inputs' router weights).
+// (router fused: MoeParams::small_version = 2 with the inputs' router weights), 3: the mma.sync path
+// with MoeParams::decode_version = 2 (moe_decode_gemm.cu; cfg must be -1).
 MoeParams params_for(const DevLayer& L, const DevInputs& in, const Shape& s, bool norm, void* ws, float* y, int cfg,
                      int path = 0) {
     MoeParams p{};
@@ -185,7 +191,8 @@ MoeParams params_for(const DevLayer& L, const DevInputs& in, const Shape& s, boo
     p.workspace = ws;
     p.y = y;
     p.tile_config = cfg;
-    p.gemm_path = path;
+    p.gemm_path = path == 3 ? 0 : path;
+    p.decode_version = path == 3 ? 2 : 1;
     p.small_t = path < 0 ? 1 : 0;  // path -1, -2: the small-T path; every other run keeps it off
     if (path == -2) {
         p.small_version = 2;
@@ -224,6 +231,7 @@ void poison(float* y, size_t n, cudaStream_t st) {
 int g_failures = 0;
 bool g_prefill_mode = false;  // --prefill: the prefill path's checks and timings only (short device runs)
 bool g_small_mode = false;    // --small: the small-T path's checks and timings only (short device runs)
+bool g_decode_mode = false;   // --decode: the decode GEMMs v1 vs v2 checks and timings only (short device runs)
 
 // Error bounds. mma.sync path, and the CUTLASS path with bf16 experts: bf16 rounding of x and h
 // (~2^-9 each): 1e-2 overall, 3e-2 for the worst token. CUTLASS path with fp8 experts: e4m3
@@ -237,7 +245,8 @@ constexpr Bounds kFp8ActBounds{6e-2, 1.2e-1};
 
 // path -1: the small-T path (params_for sets MoeParams::small_t = 1; T <= kMoeSmallTMax); -2 its v2.
 const char* path_name(int path) {
-    return path == -2 ? "smallv2" : path == -1 ? "small" : path == 1 ? "cutlass" : path == 2 ? "cut-pp" : "mma";
+    return path == -2 ? "smallv2" : path == -1 ? "small" : path == 1 ? "cutlass" : path == 2 ? "cut-pp"
+           : path == 3 ? "dec2" : "mma";
 }
 
 bool prefill_supported(const DevLayer& L, const Shape& s) {
@@ -289,7 +298,7 @@ void check_case(const HostExperts& h, const DevLayer& L, bool fp8, int T, Routin
     });
 
     const char* rname = routing == Routing::kSkewed ? "skewed" : routing == Routing::kNormal ? "normal" : "gapped+ties";
-    std::vector<float> y(size_t(T) * s.H), y_first, y_small;
+    std::vector<float> y(size_t(T) * s.H), y_first, y_small, y_cfg1;
     // mma.sync: auto tile configuration, then each one; then the CUTLASS prefill path.
     std::vector<std::pair<int, int>> runs;  // {tile_config, gemm_path}
     for (int cfg = -1; cfg <= 3; ++cfg) runs.push_back({cfg, 0});
@@ -299,6 +308,7 @@ void check_case(const HostExperts& h, const DevLayer& L, bool fp8, int T, Routin
     const bool small = T <= kMoeSmallTMax;
     if (small) runs.push_back({-1, -1});  // the small-T path
     if (small && v2) runs.push_back({-1, -2});  // its v2
+    runs.push_back({-1, 3});  // the decode GEMMs' version 2 (32-row tiles at every T)
     for (const auto& [cfg, path] : runs) {
         poison(buf.y, size_t(T) * s.H, st);
         const MoeParams p = params_for(L, din, s, norm, buf.ws, buf.y, cfg, path);
@@ -321,7 +331,7 @@ void check_case(const HostExperts& h, const DevLayer& L, bool fp8, int T, Routin
             worst_tok = std::max(worst_tok, std::sqrt(tn / std::max(td, 1e-300)));
         }
         const double nerr = std::sqrt(num / std::max(den, 1e-300));
-        const Bounds b = path >= 1 && fp8 ? kFp8ActBounds : kMmaBounds;
+        const Bounds b = (path == 1 || path == 2) && fp8 ? kFp8ActBounds : kMmaBounds;
         const bool pass = bad == 0 && nerr < b.all && worst_tok < b.worst_tok && std::isfinite(nerr);
         std::string note;
         if (path >= 1 || path < 0) {
@@ -333,10 +343,14 @@ void check_case(const HostExperts& h, const DevLayer& L, bool fp8, int T, Routin
                               : dense_router ? " (vs small v1: router sums differ in the last bits)" : " (DIFFERS from small v1)");
             note = buf2;
             if (path == -1) y_small = y;
+            if (path == 3)
+                note += std::memcmp(y.data(), y_cfg1.data(), y.size() * 4) == 0 ? " (bitwise = cfg 1)"
+                                                                                  : " (differs from cfg 1)";
         } else if (cfg == -1) {
             y_first = y;
         } else {
             note = std::memcmp(y.data(), y_first.data(), y.size() * 4) == 0 ? " (bitwise = auto)" : " (differs from auto)";
+            if (cfg == 1) y_cfg1 = y;
         }
         std::printf("  %-5s %-4s T=%-5d %-11s norm=%d %-7s cfg=%2d  nerr=%.3e  max_abs=%.3e  worst_tok=%.3e  "
                     "nonfinite=%zu [%zu tokens checked]  %s%s\n",
@@ -345,7 +359,11 @@ void check_case(const HostExperts& h, const DevLayer& L, bool fp8, int T, Routin
         if (!pass) ++g_failures;
     }
 
-    for (int path = small ? (v2 ? -2 : -1) : 0; extra_checks && path <= (cutlass ? (fp8 ? 2 : 1) : 0); ++path) {
+    std::vector<int> det_paths;  // the small-T path(s) when T is small, mma.sync, CUTLASS, decode v2
+    for (int path = small ? (v2 ? -2 : -1) : 0; extra_checks && path <= (cutlass ? (fp8 ? 2 : 1) : 0); ++path)
+        det_paths.push_back(path);
+    if (extra_checks) det_paths.push_back(3);
+    for (const int path : det_paths) {
         // Determinism: a second direct run must be bitwise identical.
         const MoeParams p = params_for(L, din, s, norm, buf.ws, buf.y, -1, path);
         std::vector<float> y1(y.size()), y2(y.size()), y3(y.size());
@@ -485,6 +503,7 @@ void time_shapes(const HostExperts& h, Rng& rng, Buffers& buf, cudaStream_t st, 
     for (auto& e : ev) QS_CUDA_CHECK(cudaEventCreate(&e));
     const std::vector<int> Ts = g_prefill_mode ? std::vector<int>{1024, 2048, 4096, 16384}
                                 : g_small_mode ? std::vector<int>{1, 2, 4, 8, 16}
+                                : g_decode_mode ? std::vector<int>{64, 256, 512}
                                 : quick        ? std::vector<int>{1, 512, 4096}
                                                : std::vector<int>{1, 64, 512, 1024, 2048, 4096, 8192, 16384};
     for (int fp8 = 1; fp8 >= 0; --fp8) {
@@ -517,10 +536,13 @@ void time_shapes(const HostExperts& h, Rng& rng, Buffers& buf, cudaStream_t st, 
             });
             std::vector<std::pair<int, int>> runs;  // {tile_config, gemm_path}
             for (int cfg = -1; cfg <= 3; ++cfg)
-                if (g_prefill_mode || g_small_mode ? cfg == -1 : (T < 1024 || cfg == -1 || cfg == 1 || cfg == 2))
+                if (g_prefill_mode || g_small_mode ? cfg == -1
+                    : g_decode_mode                ? cfg <= 1
+                                                   : (T < 1024 || cfg == -1 || cfg == 1 || cfg == 2))
                     runs.push_back({cfg, 0});  // 16-row tiles: decode only; --prefill/--small: the mma.sync baseline
-            if (!g_small_mode && prefill_supported(layers[0], s)) runs.push_back({-1, 1});
-            if (!g_small_mode && fp8 && prefill_supported(layers[0], s)) runs.push_back({-1, 2});
+            if (!g_small_mode && !g_decode_mode && prefill_supported(layers[0], s)) runs.push_back({-1, 1});
+            if (!g_small_mode && !g_decode_mode && fp8 && prefill_supported(layers[0], s)) runs.push_back({-1, 2});
+            if (!g_small_mode && !g_prefill_mode && T > kMoeSmallTMax) runs.push_back({-1, 3});  // decode v2
             if (T <= kMoeSmallTMax) runs.push_back({-1, -1});  // the small-T path: route, gate_up, down+combine
             if (T <= kMoeSmallTMax && g_small_mode) runs.push_back({-1, -2});  // v2: router GEMV + route, gate_up, down
             for (const auto& [cfg, path] : runs) {
@@ -580,7 +602,15 @@ void time_shapes(const HostExperts& h, Rng& rng, Buffers& buf, cudaStream_t st, 
                     std::printf("        in a CUDA graph, router linears included: %.1f us per call (%.0f GB/s of expert weights)\n",
                                 gus, wbytes / (gus * 1e-6) / 1e9);
                 }
-                if (cfg == -1 && path == 0) {
+                if (g_decode_mode && cfg == -1) {
+                    // The MoE call alone, calls captured in one CUDA graph (layers and inputs rotating).
+                    const double gus = graph_us_per_call(st, [&](int i) {
+                        launch_moe(params_for(layers[i % kLayers], din[i % kSets], s, true, buf.ws, buf.y, cfg, path), st);
+                    });
+                    std::printf("        in a CUDA graph: %.1f us per call (%.0f GB/s of expert weights, %.0f%% of copy)\n", gus,
+                                wbytes / (gus * 1e-6) / 1e9, 100.0 * wbytes / (gus * 1e-6) / 1e9 / (kCopyTBs * 1e3));
+                }
+                if (cfg == -1 && (path == 0 || path == 3)) {
                     const double gu_bytes = wbytes * 2.0 / 3.0;
                     const double gu_us = median(stage[2]);
                     std::printf("        gate_up alone: %.1f us = %.0f GB/s of gate+up weights (%.0f%% of copy)%s\n", gu_us,
@@ -606,6 +636,7 @@ int main(int argc, char** argv) {
         else if (!std::strcmp(argv[i], "--tiny-only")) tiny_only = timing = false, tiny_only = true;
         else if (!std::strcmp(argv[i], "--prefill")) g_prefill_mode = true;
         else if (!std::strcmp(argv[i], "--small")) g_small_mode = true;
+        else if (!std::strcmp(argv[i], "--decode")) g_decode_mode = true;
         else seed = std::strtoull(argv[i], nullptr, 10);
     }
     std::printf("moe_lab seed=%llu\n", (unsigned long long)seed);
@@ -682,6 +713,36 @@ int main(int argc, char** argv) {
                     std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
                     g_failures ? "FAILURES" : "all PASS");
         if (timing) time_shapes(hreal, rng, buf, st, false);
+        std::printf("\n%s (%d failing checks)\n", g_failures ? "FAIL" : "PASS", g_failures);
+        return g_failures ? 1 : 0;
+    }
+    if (g_decode_mode) {
+        // The decode GEMMs v1 and v2 (every check_case runs both): tiny shapes (I_shared != I too),
+        // then real ones at T = 7, 40, 512 (gapped with ties, skewed), determinism and graph replay.
+        std::printf("\n== correctness (--decode)\n");
+        for (const Shape* sp : {&tiny, &tiny_is}) {
+            const HostExperts h = make_host_experts(*sp, seed + 1);
+            for (int fp8 = 1; fp8 >= 0; --fp8) {
+                DevLayer L = make_layer(h, fp8 != 0);
+                for (int T : {9, 40, 512}) check_case(h, L, fp8 != 0, T, Routing::kGapped, true, rng, buf, st, true);
+                check_case(h, L, fp8 != 0, 64, Routing::kSkewed, false, rng, buf, st, false);
+                free_layer(L);
+            }
+        }
+        const HostExperts hreal = make_host_experts(real, seed + 2);
+        for (int fp8 = 1; fp8 >= 0; --fp8) {
+            DevLayer L = make_layer(hreal, fp8 != 0);
+            for (int T : {40, 512}) check_case(hreal, L, fp8 != 0, T, Routing::kGapped, true, rng, buf, st, true);
+            check_case(hreal, L, fp8 != 0, 512, Routing::kSkewed, true, rng, buf, st, false);
+            free_layer(L);
+        }
+        std::printf("  correctness done in %.1f s: %s\n",
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+                    g_failures ? "FAILURES" : "all PASS");
+        if (timing) {
+            std::printf("\nmeasured device-to-device copy: %.2f TB/s (read + write)\n", measure_copy_tbs(st));
+            time_shapes(hreal, rng, buf, st, false);
+        }
         std::printf("\n%s (%d failing checks)\n", g_failures ? "FAIL" : "PASS", g_failures);
         return g_failures ? 1 : 0;
     }

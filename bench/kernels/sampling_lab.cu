@@ -2,7 +2,10 @@
 // src/backend/sampling.h) checked against its CPU specification (cpu::sample_rows) and timed at
 // the real vocabulary (248,320) for 1, 64 and 512 rows in each serving mode:
 //   greedy; temperature 1; T 0.7 + top_p 0.95; top_k 50; T 1 + the three penalties over a
-//   2,048-token history; logprobs 5 (greedy); T 0.7 + top_p 0.95 + logprobs 5.
+//   2,048-token history; logprobs 5 (greedy); T 0.7 + top_p 0.95 + logprobs 5; and greedy under a
+//   grammar mask (1/8 of the ids allowed, and the two EOS bans of min_tokens: the HTTP `schema`
+//   mode's rows), its bitmask in the engine's page-locked memory (Ops::upload_memory) and in
+//   pageable memory: the mask's cost at 512 rows is the difference to plain greedy.
 // Check: the same tokens, verdicts and top ids as the CPU for 8 rows of every mode.
 // Timing: host wall time of whole sample() calls (upload, launches, download, sync), median of
 // 20 after 3 warm-ups, on logits that stay in place (L2 holds none of 512 rows: 508 MB).
@@ -10,6 +13,7 @@
 // that reads them k times reaches at most copy/k. Built with QS_BUILD_KERNEL_LABS=ON.
 // Run: sampling_lab [--quick]   (exit code 1 on any FAIL)
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <random>
@@ -29,12 +33,15 @@ namespace {
 constexpr int64_t kVocab = 248320;
 constexpr int64_t kHistory = 2048;
 
+enum class Mask { kNone, kPinned, kPageable };
+
 struct Mode {
     const char* name;
     float temperature, top_p;
     int top_k;
     bool penalties;
     int logprobs;
+    Mask mask = Mask::kNone;
 };
 
 const Mode kModes[] = {
@@ -42,10 +49,16 @@ const Mode kModes[] = {
     {"T 0.7 top_p 0.95", 0.7f, 0.95f, 0, false, -1}, {"top_k 50", 1.0f, 1.0f, 50, false, -1},
     {"T 1 + penalties", 1.0f, 1.0f, 0, true, -1},  {"greedy + logprobs 5", 0.0f, 1.0f, 0, false, 5},
     {"T 0.7 top_p 0.95 + logprobs 5", 0.7f, 0.95f, 0, false, 5},
+    // Last: the timing runs adjust the logits in place (masked ids stay -inf for what follows).
+    {"greedy + mask + bans (page-locked)", 0.0f, 1.0f, 0, false, -1, Mask::kPinned},
+    {"greedy + mask + bans (pageable)", 0.0f, 1.0f, 0, false, -1, Mask::kPageable},
 };
 
-SamplingBatch make_batch(const Mode& m, int rows, int64_t pages_per_row) {
+SamplingBatch make_batch(const Mode& m, int rows, int64_t pages_per_row, UploadMemory& pinned) {
     SamplingBatch b;
+    if (m.mask == Mask::kPinned) b.bitmask = decltype(b.bitmask)(UploadAllocator<uint32_t>(pinned));
+    const int64_t W = bitmask_words(kVocab);
+    std::mt19937 mask_rng(5);
     for (int i = 0; i < rows; ++i) {
         SampleRow r;
         r.logits_row = i;
@@ -63,6 +76,17 @@ SamplingBatch make_batch(const Mode& m, int rows, int64_t pages_per_row) {
             r.num_prompt = int32_t(kHistory - 256);
             r.table_begin = int32_t(b.block_tables.size());
             for (int64_t p = 0; p < pages_per_row; ++p) b.block_tables.push_back(int32_t(int64_t(i) * pages_per_row + p));
+        }
+        if (m.mask != Mask::kNone) {
+            r.bitmask_row = i;
+            b.bitmask.resize(b.bitmask.size() + size_t(W));
+            uint32_t* w = b.bitmask.data() + int64_t(i) * W;
+            for (int64_t k = 0; k < W; ++k) w[k] = uint32_t(mask_rng()) & uint32_t(mask_rng()) & uint32_t(mask_rng());
+            if (kVocab % 32) w[W - 1] &= (1u << (kVocab % 32)) - 1u;  // nothing past the vocabulary
+            w[0] |= 1u;
+            r.adjust_begin = int32_t(b.adjust.size());
+            for (int32_t eos : {248044, 248046}) b.adjust.push_back({eos, -INFINITY});  // min_tokens' bans
+            r.adjust_end = int32_t(b.adjust.size());
         }
         b.rows.push_back(r);
     }
@@ -104,7 +128,7 @@ int main(int argc, char** argv) {
     bool ok = true;
     std::printf("Check against the CPU specification (8 rows per mode):\n");
     for (const Mode& m : kModes) {
-        const SamplingBatch b = make_batch(m, 8, pages_per_row);
+        const SamplingBatch b = make_batch(m, 8, pages_per_row, ops.upload_memory());
         std::vector<float> host(logits.begin(), logits.begin() + 8 * kVocab);
         SampleOutput want, got;
         cpu::sample_rows(host.data(), kVocab, b, cpu_cache.token_pages(), block_size, want);
@@ -125,7 +149,7 @@ int main(int argc, char** argv) {
     for (const Mode& m : kModes) {
         for (int rows : {1, 64, 512}) {
             if (quick && rows == 64) continue;
-            const SamplingBatch b = make_batch(m, rows, pages_per_row);
+            const SamplingBatch b = make_batch(m, rows, pages_per_row, ops.upload_memory());
             SampleOutput out;
             std::vector<double> t;
             for (int it = 0; it < 23; ++it) {

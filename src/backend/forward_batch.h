@@ -20,9 +20,10 @@ struct SeqSpan {
     // (the engine's Sequence::block_table), not a copy: whoever builds a batch keeps those tables
     // unchanged until the batch's forward has run. Qwen36Model checks that it covers the rows.
     std::span<const int32_t> block_table;
-    // MTP verification: the GDN layers read the slot's state and conv window but leave both
-    // unchanged, and stash this span's inputs; Ops::gdn_commit later runs the accepted prefix of
-    // those rows into the slot (so a rejected draft needs no backup state and no recompute).
+    // MTP verification: the GDN layers write the slot's state and conv window after this span's
+    // first row only (the sequence's last token, always kept) and stash the span's inputs;
+    // Ops::gdn_commit later runs the accepted drafts (rows 1..a) into the slot, and nothing when
+    // none was accepted (so a rejected draft needs no backup state and no recompute).
     bool defer_state = false;
     // M-RoPE (spec §2.3): rows without an entry in ForwardBatch::mrope_positions rotate by
     // position + rope_delta in all three (t/h/w) streams. 0 for text-only sequences; after images

@@ -46,8 +46,10 @@ struct GdnDims {
 
 // What lets a forward's layers replay as a captured CUDA graph (Ops::begin_forward). A batch
 // qualifies when its sequences are laid out on a fixed stride q (span i starts at row i·q) of at
-// most 4 rows, each span q rows long — or, with short_spans, 1..q rows long (a GDN commit: the
-// rows past a span's end are unused).
+// most 4 rows, each span q rows long — or, with short_spans, a GDN commit over the deferred
+// (verify) forward just before it: any subset of its spans, in order, each shortened to rows
+// 1..a (1 <= a < q) of the verify span, at the verify span's rows (row i·q + 1 for verify span
+// i); the other rows are unused.
 struct Replay {
     ModelCache* cache = nullptr;  // the cache the layers use; null: not replayable
     uint64_t variant = 0;         // tells apart different work over the same batch shape
@@ -149,6 +151,9 @@ public:
     // penalties' history from the cache's token pages. Fills `out` (host memory) for every row.
     virtual void sample(float* logits, int64_t V, const SamplingBatch& batch, ModelCache& cache,
                         SampleOutput& out) = 0;
+    // Host memory for a SamplingBatch's bitmask (upload_memory.h): page-locked where sample()
+    // copies it to a device, so the copy can run beside the forward. Lives as long as the process.
+    virtual UploadMemory& upload_memory() { return heap_upload_memory(); }
     // Writes the batch's token ids into the cache's token pages at their positions (the history
     // the sampler reads). Target forwards only: an MTP forward's rows hold the next tokens.
     virtual void store_token_ids(const ForwardBatch& batch, const int32_t* positions, ModelCache& cache);
@@ -176,11 +181,14 @@ public:
                                  const GdnWeights& w, const GdnDims& d, const ForwardBatch& batch,
                                  ModelCache& cache, int64_t gdn_layer, float* out) = 0;
 
-    // Commits deferred GDN spans (SeqSpan::defer_state) of the last forward that ran this layer:
-    // span i of `commit` (set up by begin_forward) runs its num_tokens rows — the first rows of
-    // the deferred span that began at row deferred_rows[i] of that forward — from the stashed
-    // inputs through the conv window and the recurrence into its slot, exactly as an ordinary
-    // forward over those rows would have. The layer's outputs are not produced.
+    // Commits deferred GDN spans (SeqSpan::defer_state) of the last forward that ran this layer.
+    // That forward already wrote the state and conv window after each deferred span's first row
+    // (always kept: it is the sequence's last token) into the slot; span i of `commit` (set up by
+    // begin_forward) runs its num_tokens rows — rows 1..num_tokens of the deferred span that
+    // began at row deferred_rows[i] of that forward, the accepted drafts — from the stashed
+    // inputs through the conv window and the recurrence into its slot, so that the slot ends as
+    // an ordinary forward over rows 0..num_tokens would have left it. A sequence that accepted no
+    // draft needs no commit span. The layer's outputs are not produced.
     virtual void gdn_commit(const GdnWeights& w, const GdnDims& d, const ForwardBatch& commit,
                             const std::vector<int32_t>& deferred_rows, ModelCache& cache, int64_t gdn_layer) = 0;
 

@@ -37,6 +37,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "backend/upload_memory.h"
 #include "core/host_device.h"
 
 namespace qs {
@@ -91,7 +92,9 @@ struct SamplingBatch {
     std::vector<SampleRow> rows;
     std::vector<TokenAdjust> adjust;       // per row, unique tokens
     std::vector<int32_t> block_tables;     // concatenated page ids of the rows with penalties
-    std::vector<uint32_t> bitmask;         // [rows with a mask, bitmask_words(V)] allowed tokens
+    // [rows with a mask, bitmask_words(V)] allowed tokens. resize() leaves new words unset
+    // (upload_memory.h); the engine's lives in the backend's UploadMemory (Ops::upload_memory).
+    std::vector<uint32_t, UploadAllocator<uint32_t>> bitmask;
 
     void clear() {
         rows.clear();

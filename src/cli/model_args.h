@@ -1,6 +1,6 @@
 // Shared model options of the subcommands: --model DIR | ORG/NAME | builtin:NAME (ORG/NAME: a
 // Hugging Face id in the local hub cache, io/hf_cache.h), --load-format auto|dummy,
-// --dummy-format auto|bf16|fp8-block (dummy weights' linears; auto = FP8 when the config has a
+// --dummy-format auto|bf16|fp8-block|int4-w4a16 (dummy weights' linears; auto = FP8 when the config has a
 // quantization_config), --seed N (dummy weights), --no-mtp, --num-layers N (truncate, for dummy
 // experiments), and the backend's: --device cpu|cuda, --cuda-graph-max-batch N (read by
 // cli/backend_args.h). The cache dtypes are engine options (cli/engine_option_group.h).

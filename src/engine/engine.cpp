@@ -47,6 +47,8 @@ Engine::Engine(const ModelWeights& weights, std::unique_ptr<ModelRunner> runner,
     scheduler_ = std::make_unique<Scheduler>(config_, *cache_mgr_);
     mtp_proposed_.assign(size_t(num_spec_), 0);
     mtp_accepted_.assign(size_t(num_spec_), 0);
+    // The grammar masks are filled where the sampler's backend can copy them from directly.
+    sampling_.bitmask = decltype(sampling_.bitmask)(UploadAllocator<uint32_t>(model_->upload_memory()));
     heartbeat_ = now_seconds();
 }
 

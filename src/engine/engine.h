@@ -128,8 +128,10 @@ private:
     // Draws every token this step needs on the backend (Ops::sample over the forward's device
     // logits) into picks_ and sampled_.
     void sample_rows(const SchedulerOutput& sched, const Qwen36Model::Output& out);
-    // --benchmark-mtp-acceptance: overrides the draft verdicts of picks_ (benchmark only).
-    void force_acceptance();
+    // --benchmark-mtp-acceptance (benchmark only), or capture_graphs' internal requests (every
+    // draft, so the step after a verify commits and its graph is captured): overrides the draft
+    // verdicts of picks_ with acceptance probability p.
+    void force_acceptance(double p);
     // The sampling key of completion `completion_index` of parent's request.
     uint64_t sampling_key_for(const Sequence& parent, int32_t completion_index);
     // Appends `token` (drawn by sampled_ row `sample_row`) to the sequence, detokenizes, checks
@@ -148,9 +150,11 @@ private:
     // finish_grammar_masks waits for them (the engine thread joins in).
     void start_grammar_masks(const SchedulerOutput& sched);
     void finish_grammar_masks();
-    // Advances s's grammar by the token just appended; false when that finished s (the grammar
-    // terminated, or refused the token).
-    bool advance_grammar(Sequence& s, int32_t token, PendingOutput& out);
+    // Advances s's grammar by the token just appended (drawn by sampled_ row `sample_row`);
+    // false when that finished s (the grammar terminated, or refused the token). A token the
+    // row's mask allowed is only checked against the mask here: its accept waits for the
+    // sequence's next mask fill (GrammarMatcher::accept_later), on the filler's threads.
+    bool advance_grammar(Sequence& s, int32_t token, int32_t sample_row, PendingOutput& out);
     // Returns the completions forked into the running set (they share the parent's rows this
     // step); their first tokens are sampled_ rows first_sibling_row.. (one per sibling).
     std::vector<Sequence*> fork_siblings(Sequence& parent, int32_t first_sibling_row);
@@ -184,6 +188,7 @@ private:
     std::unique_ptr<CacheManager> cache_mgr_;
     std::unique_ptr<Scheduler> scheduler_;
     int64_t num_spec_;  // MTP proposals per step (0 if the model has no MTP block)
+    bool capturing_graphs_ = false;  // capture_graphs is stepping its internal requests
 
     // Engine-thread state.
     std::unordered_map<std::string, std::unique_ptr<RequestState>> requests_;
@@ -219,6 +224,7 @@ private:
     std::vector<std::pair<Sequence*, int32_t>> mask_rows_;  // this step's reserved mask rows
     std::vector<grammar::MaskJob> mask_jobs_;
     std::vector<int32_t> mask_row_of_;  // scheduled sequence i: its mask row, or -1
+    std::vector<int64_t> mask_allowed_;  // mask row r: its allowed tokens (the fill's count)
     SamplingBatch sampling_;           // this step's draws
     SampleOutput sampled_;             // and what they drew
     std::vector<RowPick> picks_;       // this step's tokens, grouped by scheduled sequence

@@ -75,7 +75,7 @@ struct CapacityPlan {
     int64_t num_snapshot_slots = 0;
     // MTP verification defers the GDN state (SeqSpan::defer_state): the backend stashes every
     // verify row's GDN inputs, max_num_seqs × (k + 1) rows × GDN layers × (conv_dim + 2 ×
-    // linear_num_value_heads) fp32, until the accepted prefix is committed.
+    // linear_num_value_heads) fp32, until the accepted drafts are committed.
     size_t mtp_stash_bytes = 0;
     int64_t max_model_len = 0;
     size_t kv_bytes_per_token = 0;

@@ -26,8 +26,10 @@ int64_t Engine::capture_graphs(const std::function<void(const GraphCaptureProgre
     // shapes' graphs are keyed by its state.
     std::sort(sizes.rbegin(), sizes.rend());
     // Step 1 prefills the one-token prompts (one row per sequence: the decode shape). With MTP,
-    // step 2 verifies 1 + k rows per sequence, commits and catches up; it must not finish the
-    // sequences, or the commit and catch-up would run over fewer of them than the verify did.
+    // step 2 verifies 1 + k rows per sequence, commits and catches up; every draft is accepted
+    // (force_acceptance: only a sequence that accepted one commits, and the commit graph has the
+    // verify's shape whichever commit), and it must not finish the sequences, or the commit and
+    // catch-up would run over fewer of them than the verify did.
     const int64_t max_tokens = 2 + 2 * (num_spec_ + 1);
     // With MTP the catch-up and draft graphs read the kept hidden states by address: size them for
     // the largest forward first (a prompt chunk of the whole step budget, or a full verify step).
@@ -47,10 +49,12 @@ int64_t Engine::capture_graphs(const std::function<void(const GraphCaptureProgre
             admit(Command{Command::kSubmit, std::move(r), nullptr, {}});
         }
         // Each request takes at most max_tokens steps; a few more would mean a scheduling bug.
+        capturing_graphs_ = true;
         for (int64_t steps = 0; !requests_.empty(); ++steps) {
             QS_CHECK_MSG(steps <= 4 * max_tokens, "Engine::capture_graphs: the internal requests did not finish");
             step();
         }
+        capturing_graphs_ = false;
         ++p.done;
         p.batch_size = s;
         if (on_progress) on_progress(p);

@@ -24,7 +24,7 @@ void Engine::append_token(Sequence& s, int32_t token, int32_t sample_row, Pendin
             top[i] = {sampled_.top_ids[at * kMaxTopLogprobs + i], sampled_.top_logprobs[at * kMaxTopLogprobs + i]};
         out.top_logprobs.push_back(std::move(top));
     }
-    if (s.matcher && !advance_grammar(s, token, out)) return;
+    if (s.matcher && !advance_grammar(s, token, sample_row, out)) return;
     const auto& eos = weights_.config.eos_token_ids;
     const bool is_eos = !p.ignore_eos && std::find(eos.begin(), eos.end(), token) != eos.end();
     const bool is_stop_token = std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), token) != p.stop_token_ids.end();

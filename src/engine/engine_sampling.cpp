@@ -34,6 +34,7 @@ void Engine::sample_rows(const SchedulerOutput& sched, const Qwen36Model::Output
             spec.draw = s.num_output();
             spec.bitmask_row = mask_row_of_[si];  // siblings share it: same state, same row
             spec.bitmask_words = bitmask_words(V);
+            if (spec.bitmask_row >= 0) spec.bitmask_allowed = mask_allowed_[size_t(spec.bitmask_row)];
             const int32_t row = int32_t(b.rows.size());
             add_sample_row(b, s, s.sample_key, spec, eos, bs);
             int32_t first_sibling = -1;
@@ -64,16 +65,16 @@ void Engine::sample_rows(const SchedulerOutput& sched, const Qwen36Model::Output
         pick.token = sampled_.token[size_t(pick.sample_row)];
         pick.accepted = sampled_.accepted[size_t(pick.sample_row)] != 0;
     }
-    if (config_.benchmark_mtp_acceptance >= 0.0) force_acceptance();
+    if (capturing_graphs_) force_acceptance(1.0);
+    else if (config_.benchmark_mtp_acceptance >= 0.0) force_acceptance(config_.benchmark_mtp_acceptance);
 }
 
-void Engine::force_acceptance() {
+void Engine::force_acceptance(double p) {
     // Benchmark only: a draft row accepts its draft with the configured probability, decided by
     // a hash of (sequence key, position), and emits the draft then; a refused draft emits what
     // the target drew. Outputs are no longer the model's.
     // P · 2^64 as an integer; P = 1 would be 2^64, which no uint64 holds (converting it is
     // undefined behaviour, found by UBSan): P >= 1 accepts every draft below instead.
-    const double p = config_.benchmark_mtp_acceptance;
     const uint64_t threshold = p >= 1.0 ? UINT64_MAX : uint64_t(std::ldexp(p, 64));
     for (RowPick& pick : picks_) {
         const SampleRow& r = sampling_.rows[size_t(pick.sample_row)];
@@ -82,7 +83,7 @@ void Engine::force_acceptance() {
         h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ull;
         h = (h ^ (h >> 27)) * 0x94d049bb133111ebull;
         h ^= h >> 31;
-        pick.accepted = config_.benchmark_mtp_acceptance >= 1.0 || h < threshold;
+        pick.accepted = p >= 1.0 || h < threshold;
         if (pick.accepted) pick.token = r.draft;
     }
 }

@@ -27,7 +27,7 @@ void Engine::run_batch(const SchedulerOutput& sched) {
             batch.token_ids.push_back(s.tokens.back());
             batch.token_ids.insert(batch.token_ids.end(), s.draft.begin(), s.draft.end());
             for (int64_t r = 0; r < ss.num_tokens; ++r) batch.logits_rows.push_back(span.row_begin + int32_t(r));
-            span.defer_state = true;  // the accepted prefix is committed after the verdicts
+            span.defer_state = true;  // the accepted drafts are committed after the verdicts
         } else {
             batch.token_ids.insert(batch.token_ids.end(), s.tokens.begin() + s.num_computed,
                                    s.tokens.begin() + s.num_computed + ss.num_tokens);
@@ -51,7 +51,7 @@ void Engine::run_batch(const SchedulerOutput& sched) {
     emit_time_s_ = clock_();  // every token this step emits (vLLM stamps a step's outputs once)
 
     // Emit the picked tokens, sequence by sequence: stop checks, outputs, GDN commits and MTP rows.
-    ForwardBatch& commit = commit_batch_;  // per verified sequence: its accepted prefix
+    ForwardBatch& commit = commit_batch_;  // per verified sequence that accepted drafts: those rows
     commit.clear();
     commit_rows_.clear();
     committed_.clear();
@@ -122,20 +122,25 @@ void Engine::run_batch(const SchedulerOutput& sched) {
         counters_.mtp_accepted_tokens += accepted;
         if (s.status == SeqStatus::kFinished) continue;
         s.num_computed = c + accepted + 1;
-        // The verify forward left the GDN state where it was: commit the kept rows. The span
-        // keeps the verify span's q rows; those past the kept ones are unused.
-        SeqSpan r;
-        r.row_begin = all_verify ? span.row_begin : commit_rows;
-        r.num_tokens = int32_t(accepted + 1);
-        r.start_pos = int32_t(c);
-        r.state_slot = s.slot;
-        r.block_table = s.block_table;
-        commit_rows = r.row_begin + span.num_tokens;
-        commit.token_ids.resize(size_t(commit_rows), 0);
-        std::copy(s.tokens.begin() + c, s.tokens.begin() + c + accepted + 1, commit.token_ids.begin() + r.row_begin);
-        commit.seqs.push_back(r);
-        commit_rows_.push_back(span.row_begin);
         committed_.push_back(&s);
+        // The verify forward wrote the GDN state after its first row (the last token): commit
+        // the accepted drafts, rows 1..accepted, and nothing when none was accepted. In a batch
+        // of verify spans the commit span stays at the verify span's rows (a graph of the step's
+        // shape reads the GDN stash in place); otherwise the spans are packed.
+        if (accepted > 0) {
+            SeqSpan r;
+            r.row_begin = all_verify ? span.row_begin + 1 : commit_rows;
+            r.num_tokens = int32_t(accepted);
+            r.start_pos = int32_t(c + 1);
+            r.state_slot = s.slot;
+            r.block_table = s.block_table;
+            commit_rows = r.row_begin + r.num_tokens;
+            commit.token_ids.resize(size_t(commit_rows), 0);
+            std::copy(s.tokens.begin() + c + 1, s.tokens.begin() + c + 1 + accepted,
+                      commit.token_ids.begin() + r.row_begin);
+            commit.seqs.push_back(r);
+            commit_rows_.push_back(span.row_begin);
+        }
         // The MTP catch-up runs all the verify rows too (the same shape every step); the rows
         // past the kept ones write MTP keys and values that the next steps overwrite first.
         add_mtp(&s, span.row_begin, span.num_tokens, int32_t(accepted));

@@ -25,6 +25,8 @@ struct SampleRowSpec {
     bool adjusts_row = true;    // false for fork siblings sharing their parent's (adjusted) row
     int32_t bitmask_row = -1;   // its grammar's mask in SamplingBatch::bitmask, or -1
     int64_t bitmask_words = 0;  // words per mask row (bitmask_words(V))
+    // The tokens the mask allows when known (the fill counted them), else -1: counted here.
+    int64_t bitmask_allowed = -1;
 };
 
 // Appends the row for one draw of `s` (its key: `key`) to `b`: parameters, logit_bias and the

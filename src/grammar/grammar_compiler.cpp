@@ -39,12 +39,13 @@ struct GrammarCompiler::Impl {
     // Specs refused for a warning: xgrammar caches what it compiled, so a second compile of the
     // same spec would not warn again. Key: spec_key(); value: the error message.
     std::unordered_map<std::string, std::string> refused;
-    Impl(const GrammarVocab& v)
+    Impl(const GrammarVocab& v, int threads)
         : info(v.tokens, xgrammar::VocabType::RAW, v.vocab_size, v.stop_token_ids, /*add_prefix_space=*/false),
-          compiler(info, /*max_threads=*/2, /*cache_enabled=*/true, /*max_memory_bytes=*/int64_t(512) << 20) {}
+          compiler(info, /*max_threads=*/threads, /*cache_enabled=*/true, /*max_memory_bytes=*/int64_t(512) << 20) {}
 };
 
-GrammarCompiler::GrammarCompiler(GrammarVocab vocab) : vocab_(std::move(vocab)), impl_(std::make_unique<Impl>(vocab_)) {}
+GrammarCompiler::GrammarCompiler(GrammarVocab vocab, int compile_threads)
+    : vocab_(std::move(vocab)), impl_(std::make_unique<Impl>(vocab_, compile_threads < 1 ? 1 : compile_threads)) {}
 GrammarCompiler::~GrammarCompiler() = default;
 
 namespace {

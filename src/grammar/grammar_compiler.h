@@ -35,7 +35,10 @@ private:
 
 class GrammarCompiler {
 public:
-    explicit GrammarCompiler(GrammarVocab vocab);
+    // compile_threads: the threads xgrammar may use for one compile (the first compile of a
+    // grammar precomputes its token masks over the whole vocabulary: seconds at 248k tokens).
+    explicit GrammarCompiler(GrammarVocab vocab, int compile_threads = kDefaultCompileThreads);
+    static constexpr int kDefaultCompileThreads = 2;
     ~GrammarCompiler();
 
     Result<std::shared_ptr<const CompiledGrammar>> compile(const GrammarSpec& spec) const;

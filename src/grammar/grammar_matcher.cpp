@@ -1,6 +1,8 @@
-// GrammarMatcher over xgrammar::GrammarMatcher (see grammar_matcher.h). Engine thread.
+// GrammarMatcher over xgrammar::GrammarMatcher (see grammar_matcher.h). Engine thread (or the
+// mask filler's, between its start and wait).
 #include "grammar/grammar_matcher.h"
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 
@@ -17,19 +19,45 @@ GrammarMatcher::GrammarMatcher(std::shared_ptr<const CompiledGrammar> grammar, c
     : grammar_(std::move(grammar)),
       impl_(std::make_unique<Impl>(Impl{xgrammar::GrammarMatcher(
           grammar_->impl().compiled, std::vector<int>(stop_token_ids.begin(), stop_token_ids.end()),
-          /*terminate_without_stop_token=*/false)})) {}
+          /*terminate_without_stop_token=*/false)})),
+      stop_token_ids_(stop_token_ids) {}
 
-GrammarMatcher::GrammarMatcher(std::shared_ptr<const CompiledGrammar> grammar, std::unique_ptr<Impl> impl)
-    : grammar_(std::move(grammar)), impl_(std::move(impl)) {}
+GrammarMatcher::GrammarMatcher(std::shared_ptr<const CompiledGrammar> grammar, std::unique_ptr<Impl> impl,
+                               std::vector<int32_t> stop_token_ids)
+    : grammar_(std::move(grammar)), impl_(std::move(impl)), stop_token_ids_(std::move(stop_token_ids)) {}
 
 GrammarMatcher::~GrammarMatcher() = default;
 
 std::unique_ptr<GrammarMatcher> GrammarMatcher::fork() const {
+    apply_deferred();
     return std::unique_ptr<GrammarMatcher>(
-        new GrammarMatcher(grammar_, std::make_unique<Impl>(Impl{impl_->matcher.Fork()})));
+        new GrammarMatcher(grammar_, std::make_unique<Impl>(Impl{impl_->matcher.Fork()}), stop_token_ids_));
+}
+
+bool GrammarMatcher::apply_deferred() const {
+    if (deferred_ < 0) return true;
+    const int32_t token = deferred_;
+    deferred_ = -1;
+    try {
+        if (impl_->matcher.AcceptToken(token)) return true;
+        log_warn("grammar: the deferred token {} was refused although the mask allowed it", token);
+    } catch (const std::exception& e) {
+        log_warn("grammar: accepting the deferred token {} failed: {}", token, e.what());
+    }
+    return false;
+}
+
+void GrammarMatcher::accept_later(int32_t token) {
+    apply_deferred();
+    deferred_ = token;
+}
+
+bool GrammarMatcher::is_stop_token(int32_t token) const {
+    return std::find(stop_token_ids_.begin(), stop_token_ids_.end(), token) != stop_token_ids_.end();
 }
 
 bool GrammarMatcher::accept(int32_t token) {
+    apply_deferred();
     try {
         return impl_->matcher.AcceptToken(token);
     } catch (const std::exception& e) {
@@ -40,7 +68,7 @@ bool GrammarMatcher::accept(int32_t token) {
 
 int64_t GrammarMatcher::fill_next_bitmask(uint32_t* words) {
     const int64_t W = (int64_t(grammar_->vocab_size()) + 31) / 32;
-    if (impl_->matcher.IsTerminated()) {
+    if (!apply_deferred() || impl_->matcher.IsTerminated()) {
         std::memset(words, 0, size_t(W) * sizeof(uint32_t));
         return 0;
     }
@@ -68,6 +96,9 @@ int64_t GrammarMatcher::fill_next_bitmask(uint32_t* words) {
     return n;
 }
 
-bool GrammarMatcher::terminated() const { return impl_->matcher.IsTerminated(); }
+bool GrammarMatcher::terminated() const {
+    apply_deferred();
+    return impl_->matcher.IsTerminated();
+}
 
 }  // namespace qs::grammar

@@ -4,7 +4,10 @@
 // has std ≈ gain/sqrt(in_features), output projections use a smaller gain so the residual stream
 // grows slowly over 40 layers, zero-centred norm weights are near 0 (scale ≈ 1).
 // FP8 block format: the same BF16 values, quantised one 128-row block row at a time as they are
-// generated (fp8_block.h); all work of all tensors runs in one OpenMP loop (DummyFactory::run).
+// generated (fp8_block.h); INT4 W4A16 (WeightFormat::kIntGroup): the same BF16 values quantised
+// as `qwenserve quantize --format int4-w4a16` does (low_bit_rtn.h: compressed-tensors
+// pack-quantized, symmetric, group 128, bf16 scales) on the modules that format quantises; all
+// work of all tensors runs in one OpenMP loop (DummyFactory::run).
 // Also the shape-only weights (no tensors) that Qwen36Model runs on NullOps with.
 #include <fmt/format.h>
 
@@ -15,6 +18,7 @@
 #include "core/progress.h"
 #include "model/dummy_values.h"
 #include "model/fp8_block.h"
+#include "model/low_bit_rtn.h"
 #include "model/weights.h"
 
 namespace qs {
@@ -38,13 +42,15 @@ struct FillJob {
     uint16_t* bf16_out = nullptr;
     uint8_t* fp8_out = nullptr;  // [rows, cols]
     float* scale_out = nullptr;  // [⌈rows/128⌉, ⌈cols/128⌉]
+    uint32_t* int4_out = nullptr;     // INT4 instead of fp8: [rows, cols/8] packed codes
+    uint16_t* int4_scales = nullptr;  // [rows, cols/128] bf16
     int64_t num_tasks() const { return bf16_out ? (cols + kDenseTask - 1) / kDenseTask : fp8_num_blocks(rows); }
     // Bytes of weights task t writes (scales left out): what the progress line counts.
     int64_t task_bytes(int64_t t) const {
         return bf16_out ? 2 * std::min(kDenseTask, cols - t * kDenseTask)
-                        : std::min(kFp8BlockSize, rows - t * kFp8BlockSize) * cols;
+                        : std::min(kFp8BlockSize, rows - t * kFp8BlockSize) * cols / (int4_out ? 2 : 1);
     }
-    int64_t bytes() const { return bf16_out ? 2 * cols : rows * cols; }
+    int64_t bytes() const { return bf16_out ? 2 * cols : int4_out ? rows * cols / 2 : rows * cols; }
 };
 
 void run_task(const FillJob& j, int64_t t, std::vector<float>& scratch) {
@@ -59,6 +65,12 @@ void run_task(const FillJob& j, int64_t t, std::vector<float>& scratch) {
     scratch.resize(size_t(n * j.cols));
     fill_stream(j.key, j.base + r0 * j.cols, n * j.cols, -j.a, j.a, scratch.data());
     for (float& v : scratch) v = round_to_bf16(v);
+    if (j.int4_out) {
+        const int64_t g = kInt4DefaultGroupSize;
+        QS_CHECK(quantize_int4_rows(scratch.data(), n, j.cols, g, j.int4_out + r0 * (j.cols / 8),
+                                    j.int4_scales + r0 * (j.cols / g)));
+        return;
+    }
     const bool ok = quantize_fp8_block_row(scratch.data(), n, j.cols, DType::kF32, j.fp8_out + r0 * j.cols,
                                            j.scale_out + t * fp8_num_blocks(j.cols));
     QS_CHECK(ok);
@@ -125,15 +137,53 @@ public:
         return w;
     }
 
-    bool fp8(const std::string& module) const {
-        return format_ == WeightFormat::kFP8Block && fp8_role(module) == Fp8Role::kQuantized;
+    // An INT4 W4A16 linear [out, in] made of elements [base, base + out·in) of stream `stream`
+    // (compressed-tensors pack-quantized, group 128), codes and scales at the given offsets of
+    // shared buffers.
+    LinearWeight int4_part(const std::string& stream, int64_t base, int64_t out, int64_t in, float a,
+                           const std::shared_ptr<uint32_t[]>& codes, int64_t code_offset,
+                           const std::shared_ptr<uint16_t[]>& scales, int64_t scale_offset) {
+        const int64_t g = kInt4DefaultGroupSize;
+        QS_CHECK_MSG(in % g == 0, "int4-w4a16 dummy weights need in_features divisible by 128");
+        LinearWeight w;
+        w.format = WeightFormat::kIntGroup;
+        w.out_features = out;
+        w.in_features = in;
+        w.int_params.packing = IntPacking::kCompressed;
+        w.int_params.bits = 4;
+        w.int_params.group_size = g;
+        w.weight.dtype = DType::kI32;
+        w.weight.shape = {out, in / 8};
+        w.weight.data = codes.get() + code_offset;
+        w.weight.owner = std::shared_ptr<const void>(codes, codes.get());
+        w.scales.dtype = DType::kBF16;
+        w.scales.shape = {out, in / g};
+        w.scales.data = scales.get() + scale_offset;
+        w.scales.owner = std::shared_ptr<const void>(scales, scales.get());
+        FillJob j;
+        j.key = key_of(stream);
+        j.a = a;
+        j.base = base;
+        j.rows = out;
+        j.cols = in;
+        j.int4_out = codes.get() + code_offset;
+        j.int4_scales = scales.get() + scale_offset;
+        add(j);
+        return w;
     }
 
-    // A linear with std = gain / sqrt(in): uniform bound a = std * sqrt(3). FP8 when the format
-    // asks for it and the module is one the FP8 format quantises.
+    // Whether `module` is stored quantised in this format (FP8 blocks or INT4).
+    bool quantized(const std::string& module) const {
+        if (format_ == WeightFormat::kFP8Block) return fp8_role(module) == Fp8Role::kQuantized;
+        if (format_ == WeightFormat::kIntGroup) return low_bit_quantized(module);
+        return false;
+    }
+
+    // A linear with std = gain / sqrt(in): uniform bound a = std * sqrt(3). FP8 or INT4 when the
+    // format asks for it and the module is one that format quantises.
     LinearWeight linear(const std::string& name, int64_t out, int64_t in, float gain = 1.0f) {
         const float a = gain * std::sqrt(3.0f / float(in));
-        if (!fp8(name.substr(0, name.size() - 7))) {
+        if (!quantized(name.substr(0, name.size() - 7))) {
             LinearWeight w;
             w.out_features = out;
             w.in_features = in;
@@ -141,6 +191,9 @@ public:
             return w;
         }
         names_.push_back(name);
+        if (format_ == WeightFormat::kIntGroup)
+            return int4_part(name, 0, out, in, a, storage<uint32_t>(out * in / 8), 0,
+                             storage<uint16_t>(out * (in / kInt4DefaultGroupSize)), 0);
         return fp8_part(name, 0, out, in, a, storage<uint8_t>(out * in), 0,
                         storage<float>(fp8_num_blocks(out) * fp8_num_blocks(in)), 0);
     }
@@ -198,7 +251,23 @@ void make_moe(DummyFactory& f, const std::string& p, const ModelConfig& c, MoeWe
     moe.experts.resize(static_cast<size_t>(E));
     const std::string gate_up_name = p + "mlp.experts.gate_up_proj", down_name = p + "mlp.experts.down_proj";
     const float gate_up_a = std::sqrt(3.0f / float(H)), down_a = kOutGain * std::sqrt(3.0f / float(I));
-    if (f.fp8(gate_up_name)) {
+    if (f.format() == WeightFormat::kIntGroup && f.quantized(gate_up_name)) {
+        // As FP8 below: the fused BF16 tensors' values, quantised per expert matrix.
+        const int64_t g = kInt4DefaultGroupSize;
+        auto gate_up_codes = storage<uint32_t>(E * 2 * I * H / 8);
+        auto down_codes = storage<uint32_t>(E * H * I / 8);
+        auto gate_up_sc = storage<uint16_t>(E * 2 * I * (H / g));
+        auto down_sc = storage<uint16_t>(E * H * (I / g));
+        for (int64_t e = 0; e < E; ++e) {
+            ExpertWeights& x = moe.experts[size_t(e)];
+            const int64_t o = e * 2 * I * H;
+            x.gate_proj = f.int4_part(gate_up_name, o, I, H, gate_up_a, gate_up_codes, o / 8, gate_up_sc, o / g);
+            x.up_proj = f.int4_part(gate_up_name, o + I * H, I, H, gate_up_a, gate_up_codes, (o + I * H) / 8,
+                                    gate_up_sc, (o + I * H) / g);
+            x.down_proj = f.int4_part(down_name, e * H * I, H, I, down_a, down_codes, e * H * I / 8, down_sc,
+                                      e * H * I / g);
+        }
+    } else if (f.quantized(gate_up_name)) {
         // The values of the fused BF16 tensors, quantised per expert matrix (the official FP8
         // checkpoints store experts per expert); codes laid out as the fused tensors.
         const int64_t gate_scales = fp8_num_blocks(I) * fp8_num_blocks(H);
@@ -290,11 +359,19 @@ ModelWeights make_dummy_weights(const ModelConfig& c, uint64_t seed, bool with_m
         m.norm = f.vec("mtp.norm.weight", H, -0.1f, 0.1f);
     }
     f.run();
-    // The config describes the weights made: FP8 ones carry the quantization_config a
+    // The config describes the weights made: FP8 and INT4 ones carry the quantization_config a
     // checkpoint of them would have.
-    w.config.quantization = format == WeightFormat::kFP8Block
-                                ? fp8_block_quantization(fp8_unconverted_modules(f.names()))
-                                : QuantizationConfig{};
+    if (format == WeightFormat::kFP8Block) {
+        w.config.quantization = fp8_block_quantization(fp8_unconverted_modules(f.names()));
+    } else if (format == WeightFormat::kIntGroup) {
+        auto q = parse_quantization_config(
+            low_bit_quantization_config(LowBitFormat::kInt4W4A16, kInt4DefaultGroupSize, low_bit_ignore(f.names())),
+            "int4-w4a16 dummy weights");
+        QS_CHECK_MSG(q.is_ok(), "int4-w4a16 dummy weights: quantization_config does not parse");
+        w.config.quantization = std::move(q).value();
+    } else {
+        w.config.quantization = QuantizationConfig{};
+    }
     return w;
 }
 

@@ -33,6 +33,8 @@ public:
     virtual void take_argmax(Output& out) = 0;
     // Ops::sample over `logits`, the device_logits of the last forward this runner returned.
     virtual void sample(float* logits, int64_t V, const SamplingBatch& batch, ModelCache& cache, SampleOutput& out) = 0;
+    // Ops::upload_memory of the backend that runs sample(): where a SamplingBatch's bitmask goes.
+    virtual UploadMemory& upload_memory() = 0;
     // Ops::graph_batch_sizes and Ops::supports_mrope of the backend (rank 0's in a group).
     virtual std::vector<int64_t> graph_batch_sizes() const = 0;
     virtual bool supports_mrope() const = 0;
@@ -66,6 +68,7 @@ public:
     void sample(float* logits, int64_t V, const SamplingBatch& batch, ModelCache& cache, SampleOutput& out) override {
         ops_.sample(logits, V, batch, cache, out);
     }
+    UploadMemory& upload_memory() override { return ops_.upload_memory(); }
     std::vector<int64_t> graph_batch_sizes() const override { return ops_.graph_batch_sizes(); }
     bool supports_mrope() const override { return ops_.supports_mrope(); }
     Ops* vision_ops() override { return &ops_; }

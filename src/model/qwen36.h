@@ -59,10 +59,12 @@ public:
                        const std::vector<int32_t>& hidden_rows, ModelCache& cache, bool want_hidden = false,
                        Output recycled = {});
 
-    // After a forward with deferred spans (SeqSpan::defer_state, MTP verification): runs the
-    // first commit.seqs[i].num_tokens rows of the deferred span that began at row
-    // deferred_rows[i] into span i's GDN slot, in every GDN layer (the accepted prefix). K/V
-    // need nothing: rejected positions are overwritten later.
+    // After a forward with deferred spans (SeqSpan::defer_state, MTP verification), which
+    // already wrote each span's first row into its GDN slot: runs rows 1..commit.seqs[i].num_tokens
+    // (the accepted drafts) of the deferred span that began at row deferred_rows[i] into span
+    // i's GDN slot, in every GDN layer (Ops::gdn_commit). Sequences that accepted no draft are
+    // left out (an empty commit runs nothing). K/V need nothing: rejected positions are
+    // overwritten later.
     void commit_deferred_state(const ForwardBatch& commit, const std::vector<int32_t>& deferred_rows, ModelCache& cache);
 
     // Sizes the hidden states kept for the MTP head for forwards of up to max_rows rows and MTP

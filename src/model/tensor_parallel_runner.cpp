@@ -154,6 +154,8 @@ void TensorParallelRunner::take_argmax(Output& out) {
     threads_.run_on(0, [&] { ranks_[0]->model->take_argmax(out); });
 }
 
+UploadMemory& TensorParallelRunner::upload_memory() { return ranks_[0]->ops->upload_memory(); }
+
 void TensorParallelRunner::sample(float* logits, int64_t V, const SamplingBatch& batch, ModelCache& cache,
                                   SampleOutput& out) {
     check_cache(cache);

@@ -55,6 +55,7 @@ public:
     // argmax_rows_start replaces its unread one).
     void take_argmax(Output& out) override;
     void sample(float* logits, int64_t V, const SamplingBatch& batch, ModelCache& cache, SampleOutput& out) override;
+    UploadMemory& upload_memory() override;  // rank 0's, which samples
     std::vector<int64_t> graph_batch_sizes() const override { return graph_batch_sizes_; }
     bool supports_mrope() const override { return supports_mrope_; }
     // The ranks' backends live on their threads: images go through the host reference tower.

@@ -85,7 +85,10 @@ Result<ModelWeights> load_model_dir(const std::string& dir, const LoadOptions& o
 // stay finite and O(1) through every layer of the real config. With format kFP8Block the linears
 // that Qwen's FP8 checkpoints quantise (fp8_role kQuantized) are FP8 with F32 block scales: the
 // same BF16 values quantised per tensor while they are made (no BF16 copy of the model is ever
-// held), and the returned config carries the matching quantization_config. Multi-threaded.
+// held), and the returned config carries the matching quantization_config. With kIntGroup the
+// modules `qwenserve quantize --format int4-w4a16` quantises (low_bit_quantized) are INT4 W4A16 as
+// it writes them (symmetric, group 128, bf16 scales; in_features must divide by 128), made the
+// same way. Multi-threaded.
 ModelWeights make_dummy_weights(const ModelConfig& config, uint64_t seed, bool with_mtp = true,
                                 WeightFormat format = WeightFormat::kDense);
 

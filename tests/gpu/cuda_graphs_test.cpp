@@ -116,8 +116,9 @@ TEST(CudaGraphs, ReplayEqualsEagerPaddingAndUnpaddedRun) {
     EXPECT_EQ(plain.ops.graphs().captures(), 0);
 }
 
-// MTP verify steps as graphs: every sequence feeds 1 + k rows with its GDN state deferred, then
-// the GDN commit runs a random kept prefix of each (rows past it unused). The verify logits of
+// MTP verify steps as graphs: every sequence feeds 1 + k rows with its GDN state deferred (the
+// verify writes the state after row 0), then the GDN commit runs a random number of accepted
+// drafts of some of them (rows 1..a at the verify rows; the rest unused). The verify logits of
 // the graph backend equal the eager padded run bit for bit, and after the commits the next
 // decode step agrees too: a commit that read the wrong stash rows or slot would change them.
 TEST(CudaGraphs, VerifyAndCommitReplayEqualsEagerPadding) {
@@ -173,17 +174,23 @@ TEST(CudaGraphs, VerifyAndCommitReplayEqualsEagerPadding) {
         const std::string what = "verify step " + std::to_string(step) + " (q=" + std::to_string(q) + ")";
         EXPECT_TRUE(logits[0] == logits[1]) << what << ": graph replay differs from the eager padded run";
         EXPECT_LT(gpu_test::normalised_error(logits[0], logits[2]), 1e-2) << what;
-        // Commit a random kept prefix of each span, in the verify layout.
+        // Commit a random number of accepted drafts of each span (rows 1..a, in the verify
+        // layout; the verify wrote row 0): none for some sequences (no span), at least one for
+        // sequence 0 (so every step commits and its graph is captured).
         ForwardBatch commit;
         commit.token_ids.assign(verify.token_ids.size(), 0);
         std::vector<int32_t> deferred_rows;
+        std::vector<int32_t> accepted(static_cast<size_t>(S));
         for (int64_t s = 0; s < S; ++s) {
-            const auto kept = int32_t(1 + rng() % uint32_t(q));
-            commit.seqs.push_back(span_of(s, int32_t(s) * q, kept));
+            accepted[size_t(s)] = s == 0 ? int32_t(1 + rng() % uint32_t(q - 1)) : int32_t(rng() % uint32_t(q));
+            if (accepted[size_t(s)] == 0) continue;
+            SeqSpan span = span_of(s, int32_t(s) * q + 1, accepted[size_t(s)]);
+            span.start_pos += 1;
+            commit.seqs.push_back(span);
             deferred_rows.push_back(int32_t(s) * q);
         }
         for (Decoder* d : all) d->model.commit_deferred_state(commit, deferred_rows, *d->cache);
-        for (int64_t s = 0; s < S; ++s) length[size_t(s)] += commit.seqs[size_t(s)].num_tokens;
+        for (int64_t s = 0; s < S; ++s) length[size_t(s)] += 1 + accepted[size_t(s)];
     }
     // A decode step reads every committed state and window.
     ForwardBatch b;

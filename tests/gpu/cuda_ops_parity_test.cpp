@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 #include "backend/cpu/cpu_ops.h"
@@ -351,6 +352,49 @@ TEST_P(CudaOpsParity, MoeSmallVersion2) {
     }
 }
 
+// The decode grouped GEMMs' version 2 (CudaOptions::moe_decode_version = 2, moe_decode_gemm.cu:
+// weights as the MMA's 16-row operand, tokens in 8-row groups) against CpuOps::moe, BF16 and FP8
+// experts, on the mma.sync path at every T (moe_gemm_path = 0, so T = 200 does not take the
+// prefill path): 1-4 token groups per tile, experts over several 32-row tiles; each call twice
+// (bitwise equal) and against version 1 on the same input.
+TEST_P(CudaOpsParity, MoeDecodeVersion2) {
+    const int64_t k = config_.num_experts_per_tok, H = config_.hidden_size;
+    for (WeightFormat format : {WeightFormat::kDense, WeightFormat::kFP8Block}) {
+        const bool fp8 = format == WeightFormat::kFP8Block;
+        std::unique_ptr<ModelWeights> w8;
+        if (fp8) w8 = std::make_unique<ModelWeights>(make_dummy_weights(config_, 83, /*with_mtp=*/false, format));
+        ModelWeights& wts = fp8 ? *w8 : *weights_;
+        cuda::CudaOptions o1, o2;
+        o1.poison = o2.poison = true;
+        o1.moe_gemm_path = o2.moe_gemm_path = 0;
+        o1.moe_decode_version = 1;
+        o2.moe_decode_version = 2;
+        cuda::CudaOps g1(o1), g2(o2);
+        g1.prepare_weights(weight_set(wts));
+        g2.prepare_weights(weight_set(wts));
+        const MoeWeights& m = wts.layers[0].moe;
+        for (int64_t T : {9, 17, 40, 200}) {
+            const auto x = gpu_test::random_floats(size_t(T * H), rng_);
+            std::vector<float> ref(x.size());
+            cpu_.moe(x.data(), T, m, k, config_.norm_topk_prob, ref.data());
+            const std::string what = std::string(fp8 ? "fp8" : "bf16") + " T=" + std::to_string(T);
+            float* dx = gpu_test::to_device(g2, x);
+            float* dy = g2.alloc(int64_t(ref.size()));
+            g2.moe(dx, T, m, k, config_.norm_topk_prob, dy);
+            const std::vector<float> y2 = gpu_test::to_host(g2, dy, ref.size());
+            g2.moe(dx, T, m, k, config_.norm_topk_prob, dy);
+            const std::vector<float> y2b = gpu_test::to_host(g2, dy, ref.size());
+            EXPECT_LT(normalised_error(y2, ref), kBf16Bound) << what;
+            EXPECT_TRUE(y2 == y2b) << what << ": a second call differs";
+            float* dy1 = g1.alloc(int64_t(ref.size()));
+            g1.moe(gpu_test::to_device(g1, x), T, m, k, config_.norm_topk_prob, dy1);
+            EXPECT_LT(normalised_error(y2, gpu_test::to_host(g1, dy1, ref.size())), kBf16Bound) << what << " vs v1";
+            g1.free_all();
+            g2.free_all();
+        }
+    }
+}
+
 TEST_P(CudaOpsParity, GatedAttentionWithPagedCache) {
     const DecoderLayerWeights& l = layer(LayerType::kFullAttention);
     const ModelConfig& c = config_;
@@ -465,6 +509,101 @@ TEST_P(CudaOpsParity, GatedDeltaNetWithStateSlots) {
     }
 }
 
+// MTP verification's deferred GDN state against the CPU specification: a verify batch of
+// 1 + k rows per sequence (SeqSpan::defer_state) writes the state and conv window after each
+// span's first row only (outputs of every row), then gdn_commit runs the accepted drafts (rows
+// 1..a, packed; a sequence that accepted none has no commit span) into the slots. Outputs,
+// windows and states are compared after each, fp32 and bf16 state.
+TEST_P(CudaOpsParity, GatedDeltaNetDeferredVerifyAndCommit) {
+    const DecoderLayerWeights& l = layer(LayerType::kLinearAttention);
+    const ModelConfig& c = config_;
+    const GdnDims d{c.linear_num_key_heads, c.linear_num_value_heads, c.linear_key_head_dim, c.linear_value_head_dim,
+                    c.linear_conv_kernel_dim, c.rms_norm_eps};
+    for (bool ssm_bf16 : {false, true}) {
+        cuda::CudaOptions o;
+        o.poison = true;
+        o.ssm_bf16 = ssm_bf16;
+        cuda::CudaOps gpu(o);
+        gpu.prepare_weights(weight_set(*weights_));
+        const CacheGeometry g = CacheGeometry::for_model(c, 4, 16, 4, false, KvCacheDtype::kBF16);
+        ModelCache cpu_cache(g);
+        auto gpu_cache = gpu.make_cache(g);
+        CpuOps cpu;  // its own stash
+        const std::string kind = ssm_bf16 ? "bf16 state" : "fp32 state";
+        const double bound = ssm_bf16 ? 1e-2 : kFp32Bound;
+        auto compare_states = [&](const std::string& what) {
+            auto* st = gpu.storage(gpu_cache.get());
+            const size_t nc = size_t(g.num_state_slots * g.conv_window * g.conv_dim);
+            const size_t ns = size_t(g.num_state_slots * g.num_value_heads * g.key_head_dim * g.value_head_dim);
+            EXPECT_LT(normalised_error(gpu_test::read_device(st->conv(0), nc, 4),
+                                       std::vector<float>(cpu_cache.conv(0), cpu_cache.conv(0) + nc)),
+                      1e-6)
+                << "conv state " << what;
+            EXPECT_LT(normalised_error(gpu_test::read_device(st->ssm(0), ns, ssm_bf16 ? 2 : 4),
+                                       std::vector<float>(cpu_cache.ssm(0), cpu_cache.ssm(0) + ns)),
+                      bound)
+                << "recurrent state " << what;
+        };
+        // Runs one GDN call over batch b on both backends (random inputs) and compares.
+        auto run = [&](const ForwardBatch& b, const std::string& what) {
+            const int64_t T = b.num_tokens();
+            const auto pos = b.positions();
+            const auto qkv = gpu_test::random_floats(size_t(T * d.conv_dim()), rng_);
+            const auto z = gpu_test::random_floats(size_t(T * d.value_dim()), rng_);
+            const auto bb = gpu_test::random_floats(size_t(T * d.num_value_heads), rng_);
+            const auto a = gpu_test::random_floats(size_t(T * d.num_value_heads), rng_);
+            std::vector<float> ref(size_t(T * d.value_dim()));
+            cpu.gated_delta_net(qkv.data(), z.data(), bb.data(), a.data(), l.gdn, d, b, cpu_cache, 0, ref.data());
+            gpu.begin_forward(b, pos.data());
+            float* out = gpu.alloc(int64_t(ref.size()));
+            gpu.gated_delta_net(gpu_test::to_device(gpu, qkv), gpu_test::to_device(gpu, z),
+                                gpu_test::to_device(gpu, bb), gpu_test::to_device(gpu, a), l.gdn, d, b, *gpu_cache, 0, out);
+            EXPECT_LT(normalised_error(gpu_test::to_host(gpu, out, ref.size()), ref), bound) << "out " << what;
+            compare_states(what);
+            gpu.free_all();
+        };
+        std::vector<OwnedBatch> batches;
+        batches.push_back(make_batch({{{0, 9, 2}, {0, 2, 0}, {0, 13, 3}, {0, 5, 1}}}, 16, 1, rng_, int(c.vocab_size)));
+        run(batches.back().batch, kind + " prefill");
+        std::vector<int32_t> length = {2, 5, 9, 13};  // by slot
+        for (int step = 0; step < 4; ++step) {
+            // Spans of 4, 3, 2 and 1 rows (slots out of order), shifted each step.
+            std::vector<std::array<int, 3>> spans;
+            for (int i = 0; i < 4; ++i) {
+                const int slot = (i + step) % 4;
+                spans.push_back({length[size_t(slot)], 4 - i, slot});
+            }
+            batches.push_back(make_batch(spans, 16, 1, rng_, int(c.vocab_size)));
+            ForwardBatch& verify = batches.back().batch;
+            for (SeqSpan& sp : verify.seqs) sp.defer_state = true;
+            const std::string what = kind + " step " + std::to_string(step);
+            run(verify, what + " verify");
+            // Accepted drafts: 0..q-1, varied over the steps; packed commit spans.
+            ForwardBatch commit;
+            std::vector<int32_t> deferred_rows;
+            for (const SeqSpan& sp : verify.seqs) {
+                const int32_t accepted = (sp.state_slot + step) % sp.num_tokens;
+                length[size_t(sp.state_slot)] += accepted + 1;
+                if (accepted == 0) continue;
+                SeqSpan r = sp;
+                r.defer_state = false;
+                r.row_begin = int32_t(commit.token_ids.size());
+                r.num_tokens = accepted;
+                r.start_pos = sp.start_pos + 1;
+                commit.seqs.push_back(r);
+                commit.token_ids.resize(commit.token_ids.size() + size_t(accepted), 0);
+                deferred_rows.push_back(sp.row_begin);
+            }
+            cpu.gdn_commit(l.gdn, d, commit, deferred_rows, cpu_cache, 0);
+            const auto pos = commit.positions();
+            gpu.begin_forward(commit, pos.data());
+            gpu.gdn_commit(l.gdn, d, commit, deferred_rows, *gpu_cache, 0);
+            compare_states(what + " commit");
+            gpu.free_all();
+        }
+    }
+}
+
 TEST_P(CudaOpsParity, CacheSlotAndPageCopies) {
     const CacheGeometry g = CacheGeometry::for_model(config_, 6, 16, 3, false, KvCacheDtype::kBF16);
     auto cache = gpu_->make_cache(g);
@@ -480,3 +619,38 @@ TEST_P(CudaOpsParity, CacheSlotAndPageCopies) {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaOpsParity, ::testing::ValuesIn(cases()),
                          [](const auto& info) { return info.param.name; });
+
+// argmax_rows splits few long rows over several blocks (basic_kernels.cu): against the CPU at the
+// real vocabulary (248,320) for 1, 2 and 3 rows (split) and 300 rows (one block each), with ties
+// across chunk boundaries (the first index wins), NaNs (never win), an all-NaN row and an
+// all -inf row (index 0), and the maximum in the last column.
+TEST(CudaArgmaxRows, SplitRowsEqualCpu) {
+    QS_REQUIRE_GPU();
+    cuda::CudaOps gpu;
+    CpuOps cpu;
+    std::mt19937 rng(41);
+    for (int64_t R : {1, 2, 3, 300}) {
+        const int64_t n = R >= 300 ? 1000 : 248320;
+        std::vector<float> x = gpu_test::random_floats(size_t(R * n), rng);
+        auto at = [&](int64_t r, int64_t i) -> float& { return x[size_t(r * n + i)]; };
+        // A tie across the first chunk boundary (4096 columns or more per chunk): the first wins.
+        const int64_t tie = n > 4096 ? 4095 : n / 2;
+        at(0, tie) = 9.0f;
+        at(0, n - 3) = 9.0f;
+        at(0, 17) = std::nanf("");
+        if (R >= 2) {
+            for (int64_t i = 3; i < n; i += 7) at(1, i) = std::nanf("");  // (NaN at 0: the CPU keeps it)
+            at(1, n - 1) = 20.0f;  // the last column
+        }
+        if (R >= 3)
+            for (int64_t i = 0; i < n; ++i) at(2, i) = std::nanf("");
+        if (R >= 4)
+            for (int64_t i = 0; i < n; ++i) at(R - 1, i) = -INFINITY;
+        std::vector<int32_t> want(static_cast<size_t>(R)), got(static_cast<size_t>(R), -1);
+        cpu.argmax_rows(x.data(), R, n, want.data());
+        gpu.argmax_rows(gpu_test::to_device(gpu, x), R, n, got.data());
+        EXPECT_EQ(got, want) << R << " rows";
+        EXPECT_EQ(got[0], tie) << R << " rows";
+        gpu.free_all();
+    }
+}

@@ -1,6 +1,6 @@
 // The GPU sampler against its CPU specification (backend/cpu/cpu_sampling.cpp) on the same
 // inputs: tokens, verdicts, raw logprobs and the adjusted logits of mixed rows (grammar bitmasks
-// included) at the real vocabulary; its draws against brute-force distributions (chi-square, tabulated critical
+// included, from page-locked and pageable memory) at the real vocabulary; its draws against brute-force distributions (chi-square, tabulated critical
 // values); and the engine on CudaOps, where MTP k = 1..3 must not change greedy or seeded
 // sampled output (reference precision, so rounding differences between batch shapes stay far
 // below any gap that decides a token).
@@ -66,6 +66,9 @@ TEST(CudaSampling, MatchesTheCpuSpecification) {
 
         std::vector<float> logits = gpu_test::random_floats(size_t(R) * size_t(V), rng, 3.0f);
         SamplingBatch b;
+        // The bitmask's two upload routes: from the backend's page-locked memory (the engine's)
+        // at the real vocabulary, from pageable memory at the small one.
+        if (V == 248320) b.bitmask = decltype(b.bitmask)(UploadAllocator<uint32_t>(ops.upload_memory()));
         for (int i = 0; i < R; ++i) {
             SampleRow r;
             r.logits_row = i;

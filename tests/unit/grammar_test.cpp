@@ -430,6 +430,89 @@ TEST(Grammar, BitmaskFillerEqualsSerialFill) {
     }
 }
 
+// The engine defers each row's accept into its next fill (GrammarMatcher::accept_later), so the
+// accepts run on the filler's threads. Many rows of a JSON schema, walked by random allowed
+// tokens (multi-byte tokens and stop tokens included) over many steps: the masks and counts of
+// the deferred route, filled on 4 threads, equal those of accepting each token at once and
+// filling one row after the other, at every step; a stop token the mask allows completes the
+// grammar either way (is_stop_token / terminated).
+TEST(Grammar, DeferredAcceptsInTheParallelFillEqualSerialAccepts) {
+    auto g = must_compile(spec(GrammarSpec::Kind::kJsonSchema,
+                               R"({"type":"object","properties":{"s":{"type":"string","maxLength":6},)"
+                               R"("k":{"type":"integer"},"a":{"type":"array","items":{"type":"boolean"}}},)"
+                               R"("required":["s","k","a"]})"));
+    ASSERT_TRUE(g);
+    const int64_t W = bitmask_words(kV);
+    constexpr size_t kRows = 96;
+    std::vector<std::unique_ptr<GrammarMatcher>> serial, deferred;
+    for (size_t r = 0; r < kRows; ++r) {
+        serial.push_back(std::make_unique<GrammarMatcher>(g, std::vector<int32_t>{kEos}));
+        deferred.push_back(std::make_unique<GrammarMatcher>(g, std::vector<int32_t>{kEos}));
+    }
+    std::vector<uint32_t> serial_words(kRows * size_t(W)), deferred_words(serial_words.size());
+    BitmaskFiller filler(4);
+    std::mt19937 rng(21);
+    int64_t accepted = 0, completed = 0;
+    for (int step = 0; step < 60; ++step) {
+        std::vector<int64_t> serial_counts;
+        for (size_t r = 0; r < kRows; ++r) serial_counts.push_back(serial[r]->fill_next_bitmask(serial_words.data() + r * W));
+        std::fill(deferred_words.begin(), deferred_words.end(), 0xdeadbeefu);
+        std::vector<MaskJob> jobs;
+        for (size_t r = 0; r < kRows; ++r) jobs.push_back({deferred[r].get(), deferred_words.data() + r * W, -1});
+        filler.fill(jobs);
+        ASSERT_EQ(deferred_words, serial_words) << "step " << step;
+        for (size_t r = 0; r < kRows; ++r) {
+            ASSERT_EQ(jobs[r].num_allowed, serial_counts[r]) << "step " << step << " row " << r;
+            ASSERT_GT(serial_counts[r], 0);
+            std::vector<int32_t> allowed;
+            for (int32_t t = 0; t < kV; ++t)
+                if (bitmask_allows(serial_words.data() + r * W, t)) allowed.push_back(t);
+            const int32_t t = allowed[rng() % allowed.size()];
+            ASSERT_TRUE(serial[r]->accept(t));
+            if (deferred[r]->is_stop_token(t)) {
+                // The engine finishes the sequence without an accept; the matcher agrees.
+                ASSERT_TRUE(serial[r]->terminated());
+                deferred[r]->accept_later(t);
+                ASSERT_TRUE(deferred[r]->terminated());
+                serial[r] = std::make_unique<GrammarMatcher>(g, std::vector<int32_t>{kEos});
+                deferred[r] = std::make_unique<GrammarMatcher>(g, std::vector<int32_t>{kEos});
+                ++completed;
+                continue;
+            }
+            ASSERT_FALSE(serial[r]->terminated());
+            deferred[r]->accept_later(t);
+            ++accepted;
+        }
+    }
+    EXPECT_GT(accepted, 3000);
+    EXPECT_GT(completed, 0) << "no walk completed its object: the stop-token path went untested";
+}
+
+// A deferred token is applied before anything else reads the state: a fork, an accept, a
+// terminated(); a second accept_later applies the first. One the grammar refuses (only a
+// sampler that ignored the mask could draw it) leaves the next fill with nothing allowed.
+TEST(Grammar, DeferredAcceptIsAppliedBeforeTheStateIsRead) {
+    auto g = must_compile(spec(GrammarSpec::Kind::kRegex, "ab(c|d)"));
+    ASSERT_TRUE(g);
+    GrammarMatcher m(g, {kEos});
+    m.accept_later('a');
+    auto f = m.fork();  // from "a"
+    EXPECT_FALSE(f->accept('a'));
+    EXPECT_TRUE(f->accept('b'));
+    m.accept_later('b');
+    m.accept_later('c');  // applies 'b'
+    EXPECT_FALSE(m.terminated());  // applies 'c'
+    EXPECT_TRUE(can_stop(m));
+    EXPECT_TRUE(m.is_stop_token(kEos));
+    EXPECT_FALSE(m.is_stop_token('c'));
+
+    GrammarMatcher bad(g, {kEos});
+    bad.accept_later('z');
+    std::vector<uint32_t> w(size_t(bitmask_words(kV)), 0xffffffffu);
+    EXPECT_EQ(bad.fill_next_bitmask(w.data()), 0);
+    EXPECT_EQ(w, std::vector<uint32_t>(w.size(), 0u));
+}
+
 // compile() gives a regex as one automaton where xgrammar's regex → EBNF converter would give
 // right-recursive rules (grammar_compiler.cpp: the same language, masks thousands of times
 // cheaper). The masks must be the converter's, bit for bit: compile_reference() is xgrammar's

@@ -4,6 +4,7 @@
 #   sh bench/kernels/emu/run_emu.sh [gdn] [--quick-real|--quick-cpar|--quick-decode] [seed]
 #                                                      GDN lab's --quick cases (default) or those named
 #   sh bench/kernels/emu/run_emu.sh attention [seed] [--real]      attention cases (attention_emu.cpp)
+#   sh bench/kernels/emu/run_emu.sh int4                            INT4 small-row linear (int4_emu.cpp)
 # The GDN emulation (prepare.py + gdn/cuda_runtime.h) and the attention one (emu_prelude.h + the
 # emulated backend/cuda/ptx_helpers.cuh, with the real CUDA headers) are separate harnesses.
 set -e
@@ -21,6 +22,18 @@ if [ "$1" = attention ]; then
     done
     g++ -fopenmp $objs -o $out/attention_emu
     exec $out/attention_emu "$@"
+fi
+if [ "$1" = int4 ]; then
+    shift
+    objs=
+    for f in src/backend/cuda/int4_linear_kernels.cu bench/kernels/emu/int4_emu.cpp; do
+        o=$out/$(basename $f).o
+        g++ -std=c++20 -O2 -w -include bench/kernels/emu/emu_prelude.h -Ibench/kernels/emu -Ibench/kernels \
+            -Isrc -I$cuda_inc -x c++ -c $f -o $o
+        objs="$objs $o"
+    done
+    g++ $objs -o $out/int4_emu
+    exec $out/int4_emu "$@"
 fi
 [ "$1" = gdn ] && shift
 mkdir -p $out/backend/cuda  # prepared headers shadow src/ (quoted includes look beside the .cpp first)

@@ -124,9 +124,14 @@ void CpuOps::gated_delta_net(const float* qkv, const float* z, const float* b, c
             gdn_span(qkv + r0 * C, z + r0 * Vdim, b + r0 * Nv, a + r0 * Nv, n, w, d, window, state, out + r0 * Vdim);
             continue;
         }
-        // Deferred: run on copies, and keep the inputs for gdn_commit.
+        // Deferred: the first row (always kept) into the slot, the rest on copies; keep the inputs
+        // for gdn_commit (rows 1.. of the span).
+        if (n > 0) gdn_span(qkv + r0 * C, z + r0 * Vdim, b + r0 * Nv, a + r0 * Nv, 1, w, d, window, state, out + r0 * Vdim);
         std::vector<float> win(window, window + W * C), st(state, state + state_n);
-        gdn_span(qkv + r0 * C, z + r0 * Vdim, b + r0 * Nv, a + r0 * Nv, n, w, d, win.data(), st.data(), out + r0 * Vdim);
+        const int64_t r1 = r0 + 1;
+        if (n > 1)
+            gdn_span(qkv + r1 * C, z + r1 * Vdim, b + r1 * Nv, a + r1 * Nv, n - 1, w, d, win.data(), st.data(),
+                     out + r1 * Vdim);
         stash.first_row[s.row_begin] = int64_t(stash.b.size()) / Nv;
         stash.qkv.insert(stash.qkv.end(), qkv + r0 * C, qkv + (r0 + n) * C);
         stash.b.insert(stash.b.end(), b + r0 * Nv, b + (r0 + n) * Nv);
@@ -145,7 +150,7 @@ void CpuOps::gdn_commit(const GdnWeights& w, const GdnDims& d, const ForwardBatc
         const SeqSpan& s = commit.seqs[i];
         auto it = stash.first_row.find(deferred_rows[i]);
         QS_CHECK_MSG(it != stash.first_row.end(), "gdn_commit: no deferred span began at that row");
-        const int64_t r0 = it->second, n = s.num_tokens;
+        const int64_t r0 = it->second + 1, n = s.num_tokens;  // row 0 went into the slot in the forward
         QS_CHECK(int64_t(stash.b.size()) / Nv >= r0 + n);
         float* window = cache.conv(gdn_layer) + int64_t(s.state_slot) * W * C;
         float* state = cache.ssm(gdn_layer) + int64_t(s.state_slot) * state_n;

@@ -7,6 +7,7 @@
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "backend/cuda/cuda_check.h"
@@ -122,14 +123,14 @@ __global__ void bf16_to_f32_kernel(const __nv_bfloat16* src, int64_t n, float* d
         dst[i] = __bfloat162float(src[i]);
 }
 
-__global__ void argmax_rows_kernel(const float* x, int64_t n, int32_t* out) {
-    const float* row = x + int64_t(blockIdx.x) * n;
-    float best = -INFINITY;
-    int64_t best_i = n;  // n: nothing seen yet (all NaN or -inf rows resolve to index 0 below)
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-        const float v = row[i];
-        if (!(v != v) && (best_i == n || v > best)) best = v, best_i = i;  // ascending i: first max wins
-    }
+// The better of two (value, index) candidates: the larger value, the lower index on ties; index
+// `none` is no candidate (NaN and nothing-seen never win).
+__device__ __forceinline__ void argmax_merge(float& v, int64_t& i, float ov, int64_t oi, int64_t none) {
+    if (oi != none && (i == none || ov > v || (ov == v && oi < i))) v = ov, i = oi;
+}
+
+// Block reduction of every thread's candidate; thread 0 gets the block's.
+__device__ __forceinline__ void argmax_block(float& best, int64_t& best_i, int64_t none) {
     __shared__ float sv[kThreads];
     __shared__ int64_t si[kThreads];
     sv[threadIdx.x] = best;
@@ -137,14 +138,50 @@ __global__ void argmax_rows_kernel(const float* x, int64_t n, int32_t* out) {
     __syncthreads();
     for (int s = blockDim.x / 2; s > 0; s >>= 1) {
         if (threadIdx.x < s) {
-            const float ov = sv[threadIdx.x + s];
-            const int64_t oi = si[threadIdx.x + s];
-            if (oi != n && (si[threadIdx.x] == n || ov > sv[threadIdx.x] || (ov == sv[threadIdx.x] && oi < si[threadIdx.x])))
-                sv[threadIdx.x] = ov, si[threadIdx.x] = oi;
+            float v = sv[threadIdx.x];
+            int64_t i = si[threadIdx.x];
+            argmax_merge(v, i, sv[threadIdx.x + s], si[threadIdx.x + s], none);
+            sv[threadIdx.x] = v, si[threadIdx.x] = i;
         }
         __syncthreads();
     }
-    if (threadIdx.x == 0) out[blockIdx.x] = int32_t(si[0] == n ? 0 : si[0]);
+    best = sv[0];
+    best_i = si[0];
+}
+
+// Block (c, r) scans columns [c·chunk, min(n, (c+1)·chunk)) of row r. With one chunk per row it
+// writes the row's id into out; otherwise its candidate into part_v / part_i [R, gridDim.x]
+// (argmax_rows_finish_kernel reduces them). Several blocks per row: one block alone issues too
+// few loads at a time to stream a 248k-entry vocabulary row (the MTP draft argmax of one row).
+__global__ void argmax_rows_kernel(const float* x, int64_t n, int64_t chunk, int32_t* out, float* part_v,
+                                   int64_t* part_i) {
+    const float* row = x + int64_t(blockIdx.y) * n;
+    const int64_t begin = int64_t(blockIdx.x) * chunk, end = min(n, begin + chunk);
+    float best = -INFINITY;
+    int64_t best_i = n;  // n: nothing seen yet (all NaN or -inf rows resolve to index 0 below)
+#pragma unroll 4
+    for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+        const float v = row[i];
+        if (!(v != v) && (best_i == n || v > best)) best = v, best_i = i;  // ascending i: first max wins
+    }
+    argmax_block(best, best_i, n);
+    if (threadIdx.x != 0) return;
+    if (gridDim.x == 1) {
+        out[blockIdx.y] = int32_t(best_i == n ? 0 : best_i);
+    } else {
+        part_v[int64_t(blockIdx.y) * gridDim.x + blockIdx.x] = best;
+        part_i[int64_t(blockIdx.y) * gridDim.x + blockIdx.x] = best_i;
+    }
+}
+
+__global__ void argmax_rows_finish_kernel(const float* part_v, const int64_t* part_i, int chunks, int64_t n,
+                                          int32_t* out) {
+    float best = -INFINITY;
+    int64_t best_i = n;
+    for (int c = threadIdx.x; c < chunks; c += blockDim.x)
+        argmax_merge(best, best_i, part_v[int64_t(blockIdx.x) * chunks + c], part_i[int64_t(blockIdx.x) * chunks + c], n);
+    argmax_block(best, best_i, n);
+    if (threadIdx.x == 0) out[blockIdx.x] = int32_t(best_i == n ? 0 : best_i);
 }
 
 __global__ void fill_nan_kernel(float* x, int64_t n) {
@@ -216,9 +253,34 @@ void launch_bf16_to_f32(const uint16_t* src, int64_t n, float* dst, cudaStream_t
     QS_CUDA_CHECK_LAUNCH();
 }
 
-void launch_argmax_rows(const float* x, int64_t R, int64_t n, int32_t* out, cudaStream_t stream) {
+namespace {
+// Chunks per row: enough blocks for the GPU (~2 per SM of an H200) when there are few rows, no
+// chunk under kArgmaxMinChunk columns; many rows keep one block each (no second pass).
+constexpr int64_t kArgmaxTargetBlocks = 264, kArgmaxMinChunk = 4096, kArgmaxMaxChunks = 64;
+int64_t argmax_chunks(int64_t R, int64_t n) {
+    if (R <= 0 || R >= kArgmaxTargetBlocks) return 1;
+    const int64_t by_size = (n + kArgmaxMinChunk - 1) / kArgmaxMinChunk;
+    const int64_t by_rows = (kArgmaxTargetBlocks + R - 1) / R;
+    return std::max<int64_t>(1, std::min({by_size, by_rows, kArgmaxMaxChunks}));
+}
+}  // namespace
+
+size_t argmax_rows_workspace_bytes(int64_t R, int64_t n) {
+    const int64_t chunks = argmax_chunks(R, n);
+    return chunks == 1 ? 0 : size_t(R * chunks) * (sizeof(float) + sizeof(int64_t));
+}
+
+void launch_argmax_rows(const float* x, int64_t R, int64_t n, int32_t* out, void* workspace, cudaStream_t stream) {
     if (R == 0) return;
-    argmax_rows_kernel<<<unsigned(R), kThreads, 0, stream>>>(x, n, out);
+    const int64_t chunks = argmax_chunks(R, n);
+    const int64_t chunk = (n + chunks - 1) / chunks;
+    // int64 candidates first (8-byte aligned in the workspace), then the values.
+    auto* part_i = static_cast<int64_t*>(workspace);
+    auto* part_v = chunks == 1 ? nullptr : reinterpret_cast<float*>(part_i + R * chunks);
+    argmax_rows_kernel<<<dim3(unsigned(chunks), unsigned(R)), kThreads, 0, stream>>>(x, n, chunk, out, part_v, part_i);
+    QS_CUDA_CHECK_LAUNCH();
+    if (chunks == 1) return;
+    argmax_rows_finish_kernel<<<unsigned(R), kThreads, 0, stream>>>(part_v, part_i, int(chunks), n, out);
     QS_CUDA_CHECK_LAUNCH();
 }
 

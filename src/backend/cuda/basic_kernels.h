@@ -39,8 +39,11 @@ void launch_quant_fp8_rows128(const float* x, int64_t T, int64_t K, int64_t T_pa
                               cudaStream_t stream);
 // dst (fp32) = bf16 src, n elements.
 void launch_bf16_to_f32(const uint16_t* src, int64_t n, float* dst, cudaStream_t stream);
-// out[r] = argmax of x[r, 0..n) (first index on ties; NaN never wins), x [R, n].
-void launch_argmax_rows(const float* x, int64_t R, int64_t n, int32_t* out, cudaStream_t stream);
+// out[r] = argmax of x[r, 0..n) (first index on ties; NaN never wins), x [R, n]. Few rows are
+// split over several blocks per row, whose candidates go through `workspace`
+// (argmax_rows_workspace_bytes(R, n) bytes, 8-byte aligned; none needed when that is 0).
+size_t argmax_rows_workspace_bytes(int64_t R, int64_t n);
+void launch_argmax_rows(const float* x, int64_t R, int64_t n, int32_t* out, void* workspace, cudaStream_t stream);
 // Writes NaN into n floats (tests poison activations to catch unwritten outputs).
 void launch_fill_nan(float* x, int64_t n, cudaStream_t stream);
 

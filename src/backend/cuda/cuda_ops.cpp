@@ -46,6 +46,8 @@ CudaOps::CudaOps(const CudaOptions& options)
     gemm_ = std::make_unique<Gemm>();
     QS_CHECK_MSG(options.moe_small_version == -1 || options.moe_small_version == 1 || options.moe_small_version == 2,
                  "CudaOptions::moe_small_version must be -1, 1 or 2");
+    QS_CHECK_MSG(options.moe_decode_version == 1 || options.moe_decode_version == 2,
+                 "CudaOptions::moe_decode_version must be 1 or 2");
     moe_counter_ = DeviceBuffer(sizeof(int));
     QS_CUDA_CHECK(cudaMemset(moe_counter_.get(), 0, sizeof(int)));
 }
@@ -56,6 +58,9 @@ CudaOps::~CudaOps() {
     if (staging_) cudaFreeHost(staging_);
     if (argmax_pinned_) cudaFreeHost(argmax_pinned_);
     if (argmax_done_) cudaEventDestroy(argmax_done_);
+    if (copy_stream_) cudaStreamSynchronize(copy_stream_);
+    if (bitmask_copied_) cudaEventDestroy(bitmask_copied_);
+    if (copy_stream_) cudaStreamDestroy(copy_stream_);
     gemm_.reset();
     if (stream_) cudaStreamDestroy(stream_);
 }
@@ -177,23 +182,37 @@ CudaOps::GraphShape CudaOps::graph_shape(const ForwardBatch& batch, const Replay
     constexpr int32_t kMaxStride = 4;  // 1 + the most MTP drafts
     if (!storage || !graphs_possible_ || options_.graph_max_batch <= 0 || options_.profile_ops) return {};
     const int64_t S = int64_t(batch.seqs.size()), T = batch.num_tokens();
-    if (S == 0 || T % S != 0 || T / S > kMaxStride) return {};
+    if (S == 0) return {};
+    if (replay.short_spans) {
+        // A GDN commit (Replay::short_spans): spans of accepted drafts at rows i·q + 1 .. i·q + a
+        // of the verify forward's whole-batch stash, read in place. The graph has the verify's
+        // padded shape; the sequences that commit nothing are padding of 0 rows (begin_forward).
+        if (!stash_.whole_batch || stash_.seqs == 0 || S > stash_.seqs || T > stash_.rows) return {};
+        const int64_t q = stash_.stride;
+        int64_t end = 0;
+        for (const SeqSpan& s : batch.seqs) {
+            if (s.defer_state || s.row_begin % q != 1 || s.row_begin < end || s.num_tokens < 1 || s.num_tokens >= q)
+                return {};
+            end = s.row_begin + s.num_tokens;
+        }
+        return GraphShape{stash_.seqs, int32_t(q)};
+    }
+    if (T % S != 0 || T / S > kMaxStride) return {};
     const auto q = int32_t(T / S);
     for (int64_t i = 0; i < S; ++i) {
         const SeqSpan& s = batch.seqs[size_t(i)];
-        if (s.row_begin != i * q || s.num_tokens > q || s.num_tokens < (replay.short_spans ? 1 : q)) return {};
+        if (s.row_begin != i * q || s.num_tokens != q) return {};
     }
     bool defers = false;
     for (const SeqSpan& s : batch.seqs) defers = defers || s.defer_state;
     // A stash is sized before the capture from the GDN layers seen (none yet: run eagerly once).
     if (defers && gdn_shape_.layers == 0) return {};
     const int64_t padded = graphs_.padded_size(S);
-    // A commit reads the stash row for row: the verify forward must have stashed the padded batch.
-    if (replay.short_spans && (!stash_.whole_batch || stash_.rows < padded * q)) return {};
     return padded > 0 ? GraphShape{padded, q} : GraphShape{};
 }
 
-void CudaOps::plan_stash(const ForwardBatch& batch, int64_t rows, bool whole_batch) {
+void CudaOps::plan_stash(const ForwardBatch& batch, int64_t rows, const GraphShape& shape) {
+    const bool whole_batch = shape.seqs > 0;
     stash_.this_forward = false;
     std::vector<int32_t>& list = stash_rows_scratch_;
     list.clear();
@@ -208,6 +227,8 @@ void CudaOps::plan_stash(const ForwardBatch& batch, int64_t rows, bool whole_bat
     if (first.empty()) return;  // the previous plan stays for the commit that follows it
     stash_.first = std::move(first);
     stash_.whole_batch = whole_batch;
+    stash_.seqs = shape.seqs;
+    stash_.stride = shape.stride;
     stash_.rows = whole_batch ? rows : int64_t(list.size());
     stash_.rows_dev = whole_batch ? nullptr : upload_ints(list.data(), int64_t(list.size()));
     stash_.this_forward = true;
@@ -271,7 +292,16 @@ int64_t CudaOps::begin_forward(const ForwardBatch& batch, const int32_t* positio
         // The launches may depend on max_seq_tokens: fixed by the shape, not by the spans.
         max_seq_tokens = shape.stride;
         if (rows > T) pages[page_offset] = replay_storage->pad_block();
-        for (int64_t i = S; i < num_seqs; ++i) {
+        if (replay.short_spans) {
+            // A GDN commit: the spans sit at their verify rows (graph_shape); the other rows are
+            // no sequence's, and the padding sequences have no rows (the kernels skip them).
+            std::fill(ids + T, ids + rows, 0);
+            std::fill(pos + T, pos + rows, 0);
+            std::fill(row_seq + T, row_seq + rows, -1);
+            for (int64_t i = S; i < num_seqs; ++i)
+                seqs[i] = DeviceSeq{0, 0, 0, replay_storage->pad_slot(), page_offset, 1, 0};
+        }
+        for (int64_t i = replay.short_spans ? num_seqs : S; i < num_seqs; ++i) {
             const int32_t r0 = int32_t(i) * shape.stride;
             for (int32_t r = 0; r < shape.stride; ++r) {
                 ids[r0 + r] = 0;
@@ -303,7 +333,7 @@ int64_t CudaOps::begin_forward(const ForwardBatch& batch, const int32_t* positio
     batch_.num_seqs = int32_t(num_seqs);
     batch_.max_seq_tokens = max_seq_tokens;
     batch_host_ = &batch;
-    plan_stash(batch, rows, shape.seqs > 0);
+    plan_stash(batch, rows, shape);
     replay_pending_ = shape.seqs > 0 && !options_.pad_without_graphs;
     if (replay_pending_) {
         const DeviceArena::Mark m = arena_.mark();
@@ -359,7 +389,7 @@ void CudaOps::argmax_rows(const float* x, int64_t R, int64_t n, int32_t* out) {
     timeline_.mark(phase_ == kMtpPhase ? "draft argmax" : "argmax", stream_);
     const auto prof = op_scope("argmax");
     auto* d = static_cast<int32_t*>(arena_.allocate(size_t(std::max<int64_t>(R, 1)) * sizeof(int32_t)));
-    launch_argmax_rows(x, R, n, d, stream_);
+    launch_argmax_rows(x, R, n, d, arena_.allocate(argmax_rows_workspace_bytes(R, n)), stream_);
     timeline_.count_copy();
     QS_CUDA_CHECK(cudaMemcpyAsync(out, d, size_t(R) * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_));
     sync_stream();
@@ -376,7 +406,7 @@ void CudaOps::argmax_rows_start(const float* x, int64_t R, int64_t n) {
         QS_CUDA_CHECK(cudaMallocHost(&argmax_pinned_, size_t(argmax_pinned_rows_) * sizeof(int32_t)));
     }
     auto* d = static_cast<int32_t*>(arena_.allocate(size_t(std::max<int64_t>(R, 1)) * sizeof(int32_t)));
-    launch_argmax_rows(x, R, n, d, stream_);
+    launch_argmax_rows(x, R, n, d, arena_.allocate(argmax_rows_workspace_bytes(R, n)), stream_);
     timeline_.count_copy();
     QS_CUDA_CHECK(cudaMemcpyAsync(argmax_pinned_, d, size_t(R) * sizeof(int32_t), cudaMemcpyDeviceToHost, stream_));
     QS_CUDA_CHECK(cudaEventRecord(argmax_done_, stream_));
@@ -516,13 +546,14 @@ void CudaOps::gdn_commit(const GdnWeights& w, const GdnDims& d, const ForwardBat
     check_batch(commit);
     const int64_t T = batch_.num_tokens, C = d.conv_dim(), Nv = d.num_value_heads;
     const int id = kGdnStashId + 3 * int(gdn_layer);
-    // Where each commit row's inputs are in the stash. A whole-batch stash holds the verify
-    // forward's rows in place: a commit laid out like that forward reads it directly.
+    // Where each commit row's inputs are in the stash: commit span i's rows are rows 1.. of the
+    // deferred span (the forward wrote row 0 into the slot). A whole-batch stash holds the verify
+    // forward's rows in place: a commit whose spans sit at those rows reads it directly.
     bool in_place = stash_.whole_batch && T <= stash_.rows;
     for (size_t i = 0; i < commit.seqs.size() && in_place; ++i) {
         auto it = stash_.first.find(deferred_rows[i]);
         QS_CHECK_MSG(it != stash_.first.end(), "gdn_commit: no deferred span began at that row");
-        in_place = it->second == commit.seqs[i].row_begin;
+        in_place = it->second + 1 == commit.seqs[i].row_begin;
     }
     if (commit_zero_z_ == nullptr) {  // the first layer of this commit forward
         commit_zero_z_ = alloc(T * d.value_dim());      // [T, Vdim] (only feeds the unused output)
@@ -536,14 +567,16 @@ void CudaOps::gdn_commit(const GdnWeights& w, const GdnDims& d, const ForwardBat
                         gdn_layer, out);
         return;
     }
-    // Gathered: commit row row_begin + r ← stash row first + r (rows of no span read row 0).
+    // Gathered: commit row row_begin + r ← stash row first + 1 + r (rows of no span read row 0).
+    // The row list is this call's data: a captured graph would replay it for other commits.
+    QS_CHECK_MSG(!in_capture_, "gdn_commit: a commit captured as a graph must read the stash in place");
     std::vector<int32_t>& rows = stash_rows_scratch_;
     rows.assign(size_t(T), 0);
     for (size_t i = 0; i < commit.seqs.size(); ++i) {
         auto it = stash_.first.find(deferred_rows[i]);
         QS_CHECK_MSG(it != stash_.first.end(), "gdn_commit: no deferred span began at that row");
         for (int32_t r = 0; r < commit.seqs[i].num_tokens; ++r)
-            rows[size_t(commit.seqs[i].row_begin + r)] = int32_t(it->second + r);
+            rows[size_t(commit.seqs[i].row_begin + r)] = int32_t(it->second + 1 + r);
     }
     const int32_t* d_rows = upload_ints(rows.data(), T);
     float* qkv = alloc(T * C);  // [T, C] the kept rows' pre-conv inputs
@@ -562,11 +595,19 @@ void CudaOps::moe(const float* x, int64_t T, const MoeWeights& w, int64_t top_k,
     p.x = x;
     p.experts = MoeExpertTable{e.format, e.gate, e.up, e.down, e.gate_scale, e.up_scale, e.down_scale,
                                e.E, e.H, e.I, e.I_shared};
+    p.experts.gate_q = e.gate_q;
+    p.experts.up_q = e.up_q;
+    p.experts.down_q = e.down_q;
+    p.experts.gate_qs = e.gate_qs;
+    p.experts.up_qs = e.up_qs;
+    p.experts.down_qs = e.down_qs;
+    p.experts.int4_group = e.int4_group;
     p.T = int(T);
     p.top_k = int(top_k);
     p.norm_topk_prob = norm_topk_prob;
     p.y = y;
     p.gemm_path = options_.moe_gemm_path;
+    p.decode_version = options_.moe_decode_version;
     // Small-T version 2 reads the fp32 router and shared-expert-gate weights itself.
     const DeviceLinear& router = weights_.linear(w.router);
     const DeviceLinear& sgate = weights_.linear(w.shared_expert_gate);

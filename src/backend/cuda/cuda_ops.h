@@ -60,6 +60,10 @@ struct CudaOptions {
     // -1 (default): 2 at T = 1, 1 above (H200 in a CUDA graph, router included: T = 1 fp8 33.0
     // against 41.6 µs, bf16 34.7 against 49.6; at T = 2..8 version 2 is 5-30 % slower).
     int moe_small_version = -1;
+    // MoeParams::decode_version for MoE calls on the mma.sync grouped path (9 <= T, fewer than 32
+    // rows per expert; bench/kernels/NOTES.md "Decode v2"): 1 (default) moe_gemm.cu's tiles, 2 the
+    // swapped-operand decode GEMMs of moe_decode_gemm.cu. Default flips after the H200 lab run.
+    int moe_decode_version = 1;
 };
 
 class CudaOps final : public Ops {
@@ -101,6 +105,9 @@ public:
     void argmax_rows_start(const float* x, int64_t R, int64_t n) override;
     void argmax_rows_wait(int32_t* out) override;
     void sample(float* logits, int64_t V, const SamplingBatch& batch, ModelCache& cache, SampleOutput& out) override;
+    // Page-locked (cudaMallocHost): sample() copies a bitmask from it on copy_stream_, beside
+    // the forward still running on the stream.
+    UploadMemory& upload_memory() override;
     void store_token_ids(const ForwardBatch& batch, const int32_t* positions, ModelCache& cache) override;
     void add(float* x, const float* y, int64_t n) override;
     void fill_zero(float* x, int64_t n) override;
@@ -149,15 +156,15 @@ private:
     // Copies the deferred spans' GDN inputs into the layer's stash (SeqSpan::defer_state), by
     // the plan begin_forward made.
     void stash_deferred_inputs(const float* qkv, const float* b, const float* a, int64_t gdn_layer);
-    // begin_forward: the stash plan of a batch with deferred spans, and the stash buffers sized
-    // for it (before any capture: a buffer that grows invalidates the graphs).
-    void plan_stash(const ForwardBatch& batch, int64_t rows, bool whole_batch);
     // A batch shape that can run as a graph: `seqs` sequences (padded) of `stride` rows.
     struct GraphShape {
         int64_t seqs = 0;  // 0: the batch runs eagerly
         int32_t stride = 0;
     };
     GraphShape graph_shape(const ForwardBatch& batch, const Replay& replay, const CudaCacheStorage* storage) const;
+    // begin_forward: the stash plan of a batch with deferred spans, and the stash buffers sized
+    // for it (before any capture: a buffer that grows invalidates the graphs).
+    void plan_stash(const ForwardBatch& batch, int64_t rows, const GraphShape& shape);
 
     CudaOptions options_;
     cudaStream_t stream_ = nullptr;
@@ -194,6 +201,7 @@ private:
         std::map<int32_t, int64_t> first;
         bool whole_batch = false;
         int64_t rows = 0;                         // stash rows
+        int64_t seqs = 0, stride = 0;             // whole batch: the graph shape it was stashed in
         const int32_t* rows_dev = nullptr;        // gathered: batch row of each stash row
         bool this_forward = false;                // the current forward stashes
     } stash_;
@@ -214,6 +222,13 @@ private:
     std::unique_ptr<VisionRunner> vision_;   // vision_tower(): made on the first image (or reserve)
     VisionRunner& vision_runner();           // vision_, made under vision_mu_ when absent
     std::vector<char> sample_upload_;        // sample(): the SamplingBatch packed for one copy
+    // sample(): the bitmask's own copy, on a second stream (the logits' forward may still be
+    // running on stream_; the draw waits for bitmask_copied_), into a buffer outside the arena
+    // (the arena's blocks are ordered on stream_ only). The previous sample() synced, so the
+    // buffer is free when the next copy starts.
+    cudaStream_t copy_stream_ = nullptr;
+    cudaEvent_t bitmask_copied_ = nullptr;
+    DeviceBuffer bitmask_dev_;
     std::vector<int32_t> sample_download_;   // sample(): what comes back
 };
 

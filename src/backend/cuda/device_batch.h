@@ -16,8 +16,8 @@ struct DeviceSeq {
     int32_t state_slot;         // GDN conv + recurrent state slot
     int32_t block_table_begin;  // offset of this sequence's page ids in DeviceBatch::block_tables
     int32_t num_blocks;         // page ids available (cover positions [0, start_pos + num_tokens))
-    int32_t defer_state;        // 1: GDN reads the slot's state and conv window but does not write
-                                // them (SeqSpan::defer_state, MTP verification; token-serial kernels only)
+    int32_t defer_state;        // 1: GDN writes the slot's state and conv window after the first row
+                                // only (SeqSpan::defer_state, MTP verification; token-serial kernels only)
 };
 
 struct DeviceBatch {

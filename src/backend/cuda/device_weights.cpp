@@ -1,12 +1,14 @@
 // DeviceWeights (see device_weights.h).
 #include "backend/cuda/device_weights.h"
 
+#include <algorithm>
 #include <cstring>
 #include <type_traits>
 #include <variant>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/moe_kernels.h"
+#include "backend/int4_layout.h"
 #include "core/check.h"
 #include "core/dtype.h"
 #include "core/progress.h"
@@ -70,6 +72,14 @@ DeviceLinear DeviceWeights::upload_linear(const LinearWeight& w, DeviceLinear::D
             }
         }
         return d;
+    }
+    if (dtype == DeviceLinear::Dtype::kBF16 && w.format == WeightFormat::kIntGroup &&
+        int4_layout_unsupported(w).empty()) {
+        // INT4 kept packed for the small-row kernels, beside the BF16 copy made below.
+        const Int4DeviceLayout l = int4_device_layout(w);
+        d.int4_codes = static_cast<const uint32_t*>(upload_bytes(l.codes.data(), l.codes.size() * 4, stream));
+        d.int4_scales = static_cast<const uint16_t*>(upload_bytes(l.scales.data(), l.scales.size() * 2, stream));
+        d.int4_group = l.group;
     }
     if (dtype == DeviceLinear::Dtype::kBF16 && w.format == WeightFormat::kDense && w.weight.dtype == DType::kBF16) {
         d.w = upload_bytes(w.weight.data, n * 2, stream);
@@ -138,6 +148,9 @@ void DeviceWeights::add_experts(const MoeWeights& m, cudaStream_t stream) {
         f32 ? DeviceLinear::Dtype::kF32 : all_fp8 ? DeviceLinear::Dtype::kFP8Block : DeviceLinear::Dtype::kBF16;
     std::vector<const void*> gate, up, down;
     std::vector<const float*> gate_s, up_s, down_s;
+    std::vector<const uint32_t*> gate_q, up_q, down_q;
+    std::vector<const uint16_t*> gate_qs, up_qs, down_qs;
+    std::vector<int64_t> groups;  // every expert matrix's INT4 group (0: not INT4)
     auto add = [&](const ExpertWeights& e) {
         // The grouped GEMM reads scale_inv itself: no block-scaled GEMM copy of the scales.
         const DeviceLinear g = upload_linear(e.gate_proj, dtype, stream, false),
@@ -145,6 +158,9 @@ void DeviceWeights::add_experts(const MoeWeights& m, cudaStream_t stream) {
                            dn = upload_linear(e.down_proj, dtype, stream, false);
         gate.push_back(g.w), up.push_back(u.w), down.push_back(dn.w);
         gate_s.push_back(g.scale_inv), up_s.push_back(u.scale_inv), down_s.push_back(dn.scale_inv);
+        gate_q.push_back(g.int4_codes), up_q.push_back(u.int4_codes), down_q.push_back(dn.int4_codes);
+        gate_qs.push_back(g.int4_scales), up_qs.push_back(u.int4_scales), down_qs.push_back(dn.int4_scales);
+        for (const DeviceLinear* l : {&g, &u, &dn}) groups.push_back(l->int4_codes ? l->int4_group : 0);
     };
     for (const ExpertWeights& e : m.experts) add(e);
     add(m.shared_expert);
@@ -158,6 +174,19 @@ void DeviceWeights::add_experts(const MoeWeights& m, cudaStream_t stream) {
         d.gate_scale = static_cast<const float* const*>(table(gate_s));
         d.up_scale = static_cast<const float* const*>(table(up_s));
         d.down_scale = static_cast<const float* const*>(table(down_s));
+    }
+    // INT4 only when every matrix has the packed copy with one group size (else the BF16 copies
+    // serve every path; the packed ones stay unused).
+    const bool int4 = !groups.empty() && groups[0] > 0 &&
+                      std::all_of(groups.begin(), groups.end(), [&](int64_t g) { return g == groups[0]; });
+    if (int4) {
+        d.gate_q = static_cast<const uint32_t* const*>(table(gate_q));
+        d.up_q = static_cast<const uint32_t* const*>(table(up_q));
+        d.down_q = static_cast<const uint32_t* const*>(table(down_q));
+        d.gate_qs = static_cast<const uint16_t* const*>(table(gate_qs));
+        d.up_qs = static_cast<const uint16_t* const*>(table(up_qs));
+        d.down_qs = static_cast<const uint16_t* const*>(table(down_qs));
+        d.int4_group = int(groups[0]);
     }
     d.E = int(E);
     d.H = int(m.router.in_features);

@@ -3,7 +3,8 @@
 // reads the copy of the view it is handed at view.handle, no lookup. Linear layers keep their
 // storage format (BF16, FP8 128×128 blocks; F32/F16 fixtures become F32); the MoE experts of a
 // layer (routed, then the shared one as entry E) also get device arrays of per-expert pointers
-// for the grouped GEMM (BF16 or FP8), or F32 for the fp32 MoE kernels (moe_reference_kernels.h)
+// for the grouped GEMM (BF16 or FP8; INT4 experts also keep their packed codes for the small-T
+// path, beside a BF16 copy), or F32 for the fp32 MoE kernels (moe_reference_kernels.h)
 // when the checkpoint's experts are F32/F16 or the grouped GEMM does not tile their shapes.
 // Precision-critical small linears (router, shared-expert gate, GDN a/b) are kept in F32 so
 // top-k choices and decays match the CPU. With `reference_precision` every linear and expert is
@@ -33,6 +34,15 @@ struct DeviceExperts {
     const float* const* gate_scale = nullptr; // [E + 1] → [ceil(I_e/128), ceil(H/128)]
     const float* const* up_scale = nullptr;
     const float* const* down_scale = nullptr; // [E + 1] → [ceil(H/128), ceil(I_e/128)]
+    // INT4 W4A16 experts (every expert and the shared one symmetric 4-bit with one group size):
+    // the packed copies (backend/int4_layout.h) for the small-T path, format kBF16 for the rest.
+    const uint32_t* const* gate_q = nullptr;  // [E + 1] → codes [I_e, H/8]
+    const uint32_t* const* up_q = nullptr;
+    const uint32_t* const* down_q = nullptr;  // [E + 1] → codes [H, I_e/8]
+    const uint16_t* const* gate_qs = nullptr; // [E + 1] → bf16 scales [I_e, H/group]
+    const uint16_t* const* up_qs = nullptr;
+    const uint16_t* const* down_qs = nullptr; // [E + 1] → [H, I_e/group]
+    int int4_group = 0;
     int E = 0, H = 0, I = 0, I_shared = 0;
 };
 

@@ -10,7 +10,9 @@
 //     t < min(n, K-1) (those that read the old window; every row when num_row_chunks == 0, the
 //     decode case) and then writes the new window (= the last K-1 rows of [old window ; new
 //     rows]). Only this thread reads or writes that window slice, so there is no race between
-//     reading the old and writing the new window.
+//     reading the old and writing the new window. A deferred span (MTP verification) writes the
+//     window after its first row instead (rows t >= 1 are committed by gdn_commit); row 0 is
+//     always in the sequence part (n_here >= 1).
 #include "backend/cuda/gdn_common.cuh"
 
 namespace qs::cuda {
@@ -88,6 +90,7 @@ __global__ void __launch_bounds__(kConvThreads) gdn_conv_kernel(ConvArgs p) {
     // Sequence part: rows t < min(n, K-1) (all rows when there is no row part), then the window.
     const DeviceSeq sq = p.seqs[blockIdx.y - p.num_row_chunks];
     const int n = sq.num_tokens;
+    if (n <= 0) return;  // the window stays (a graph's padding sequences of a GDN commit)
     const int n_here = p.num_row_chunks > 0 ? min(n, W) : n;
     float* win = p.window + int64_t(sq.state_slot) * W * C + c;
     const float* in = p.qkv + int64_t(sq.row_begin) * C + c;
@@ -100,6 +103,10 @@ __global__ void __launch_bounds__(kConvThreads) gdn_conv_kernel(ConvArgs p) {
         st4(out + int64_t(tt) * C, conv_dot<K>(w, hist));
 #pragma unroll
         for (int j = 0; j < W; ++j) hist[j] = hist[j + 1];
+        if (tt == 0 && sq.defer_state) {  // MTP verification: the window after the kept first row
+#pragma unroll
+            for (int j = 0; j < W; ++j) st4(win + int64_t(j) * C, hist[j]);
+        }
     }
     // New window = extended rows n .. n+W-1: hist when every row went through it, else the last
     // W input rows (then n > W).
@@ -107,7 +114,7 @@ __global__ void __launch_bounds__(kConvThreads) gdn_conv_kernel(ConvArgs p) {
 #pragma unroll
         for (int j = 0; j < W; ++j) hist[j] = ld4(in + int64_t(n - W + j) * C);
     }
-    if (sq.defer_state) return;  // MTP verification: the window stays (gdn_commit advances it)
+    if (sq.defer_state) return;  // MTP verification: rows 1.. are gdn_commit's (accepted drafts)
 #pragma unroll
     for (int j = 0; j < W; ++j) st4(win + int64_t(j) * C, hist[j]);
 }

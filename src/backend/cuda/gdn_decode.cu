@@ -23,7 +23,7 @@
 //   first row group (it holds all Dv columns); finally the state is stored from registers (16-byte
 //   streaming stores for bf16 when Dv % 8 == 0). Sequences that are not served (0 tokens, or
 //   chunk_min_tokens or more: the chunked kernel's) copy nothing. defer_state (MTP verification):
-//   read, not written. Item descriptors are read one item ahead of their copy, so the copy issue
+//   the state after the first token (always kept) is stored, the later tokens' is not. Item descriptors are read one item ahead of their copy, so the copy issue
 //   never waits for the descriptor.
 //
 // The v3 kernel that split a head over 32-column blocks (measured slower than gdn_serial.cu on the
@@ -340,6 +340,14 @@ __global__ void __launch_bounds__(StreamTile<D, BF16>::NT, 2) gdn_stream_kernel(
 #pragma unroll
                 for (int c = 0; c < 8; ++c) S[r][c] = fmaf(decay, S[r][c], kr * dl[c]);
             }
+            if (i == 0 && defer) {  // MTP verification: the state after the kept first row
+                const int64_t sbase = (int64_t(slot) * Nv + h) * dk * dv;
+#pragma unroll
+                for (int r = 0; r < RK; ++r) {
+                    const int row = wy + NW * r;
+                    if (row < dk) store8<BF16>(p.state, sbase + int64_t(row) * dv + col, nvc, vec16, S[r]);
+                }
+            }
             // Gated RMSNorm over the head's Dv outputs: one row group's TX lanes hold all columns.
             float ss = 0.f;
 #pragma unroll
@@ -361,7 +369,7 @@ __global__ void __launch_bounds__(StreamTile<D, BF16>::NT, 2) gdn_stream_kernel(
             }
         }
 
-        if (defer) continue;  // MTP verification: the state stays (gdn_commit advances it)
+        if (defer) continue;  // MTP verification: rows 1.. are gdn_commit's (accepted drafts)
         const int64_t sbase = (int64_t(slot) * Nv + h) * dk * dv;
 #pragma unroll
         for (int i = 0; i < RK; ++i) {

@@ -158,6 +158,13 @@ __global__ void __launch_bounds__(kSerialThreads, 2) gdn_serial_kernel(RecArgs p
             S[r].z = fmaf(decay, S[r].z, kr * dl.z);
             S[r].w = fmaf(decay, S[r].w, kr * dl.w);
         }
+        if (i == 0 && sq.defer_state) {  // MTP verification: the state after the kept first row
+#pragma unroll
+            for (int r = 0; r < RK; ++r) {
+                const int row = wy + NW * r;
+                if (row < dk && col_ok) StateIO<BF16>::store(p.state, sbase + int64_t(row) * dv + col, S[r]);
+            }
+        }
         // Gated RMSNorm over the head's Dv outputs (one row group's TX lanes hold all columns).
         float ss = o.x * o.x + o.y * o.y + o.z * o.z + o.w * o.w;
 #pragma unroll
@@ -174,7 +181,7 @@ __global__ void __launch_bounds__(kSerialThreads, 2) gdn_serial_kernel(RecArgs p
         }
     }
 
-    if (sq.defer_state) return;  // MTP verification: the state stays (gdn_commit advances it)
+    if (sq.defer_state) return;  // MTP verification: rows 1.. are gdn_commit's (accepted drafts)
 #pragma unroll
     for (int i = 0; i < RK; ++i) {
         const int row = wy + NW * i;

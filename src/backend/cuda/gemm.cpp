@@ -7,6 +7,7 @@
 #include <initializer_list>
 
 #include "backend/cuda/basic_kernels.h"
+#include "backend/cuda/int4_linear_kernels.h"
 #include "backend/cuda/small_linear_kernels.h"
 #include "backend/cuda/cuda_check.h"
 #include "core/check.h"
@@ -216,6 +217,12 @@ void Gemm::linear(const DeviceLinear& w, const float* x, int64_t T, float* y, De
             matmul(CUDA_R_32F, w.w, x, w.out, T, w.in, y, stream);
             return;
         case DeviceLinear::Dtype::kBF16: {
+            if (policy_ == LinearPolicy::kAuto && w.int4_codes &&
+                int4_linear_supports(T, w.in, w.int4_group, w.int4_codes, x)) {
+                launch_int4_linear(w.int4_codes, w.int4_scales, w.out, w.in, w.int4_group, x, T, y, stream);
+                ++int4_calls_;
+                return;
+            }
             if (policy_ == LinearPolicy::kAuto && small_linear_supports(false, T, w.in, w.w, x)) {
                 launch_small_linear(w.w, false, nullptr, w.out, w.in, x, T, y, stream);
                 ++small_rows_calls_;

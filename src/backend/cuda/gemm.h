@@ -45,6 +45,13 @@ struct DeviceLinear {
     // Null otherwise (then only the dequant path runs).
     const float* scale_blk = nullptr;
     int64_t out = 0, in = 0;
+    // INT4 W4A16 weights kept packed (backend/int4_layout.h; dtype is then kBF16 and w their
+    // dequantised copy): u32 codes [out, in/8] and bf16 scales [out, in/int4_group]. Null unless the
+    // checkpoint's linear is symmetric 4-bit grouped integers the layout takes. Calls of up to
+    // kInt4LinearMaxRows rows read these (int4_linear_kernels.h); larger T the BF16 copy.
+    const uint32_t* int4_codes = nullptr;
+    const uint16_t* int4_scales = nullptr;
+    int64_t int4_group = 0;
 };
 
 // The BLK128x128_32F copy of FP8 block scales for out, in multiples of 128: scale_inv
@@ -79,6 +86,8 @@ public:
     };
     // Calls of any dtype that took the small-rows kernel.
     int64_t small_rows_calls() const { return small_rows_calls_; }
+    // Calls that took the INT4 small-row kernel (DeviceLinear::int4_codes; tests and labs).
+    int64_t int4_calls() const { return int4_calls_; }
     const Fp8Counts& fp8_counts() const { return fp8_counts_; }
     // The cached block-scaled plan of a shape (T as passed to linear): planned = a call at this
     // shape tried it; ok = cuBLASLt gave an algorithm; d_type = the output type it runs with.
@@ -124,6 +133,7 @@ private:
     Fp8Path last_fp8_path_ = Fp8Path::kNone;
     Fp8Counts fp8_counts_;
     int64_t small_rows_calls_ = 0;
+    int64_t int4_calls_ = 0;
 };
 
 }  // namespace qs::cuda

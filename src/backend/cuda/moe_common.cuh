@@ -196,6 +196,14 @@ struct SmallParams {
     const float* const* gate_scale;
     const float* const* up_scale;
     const float* const* down_scale;
+    // INT4 experts (SmallPlan::int4; moe_small_int4.cu): MoeExpertTable's INT4 arrays and group.
+    const uint32_t* const* gate_q;
+    const uint32_t* const* up_q;
+    const uint32_t* const* down_q;
+    const uint16_t* const* gate_qs;
+    const uint16_t* const* up_qs;
+    const uint16_t* const* down_qs;
+    int qgroup;
     int T, E, H, I, I_shared, k;
     bool norm_topk_prob;
     int* topk_id;                    // [T, k]
@@ -214,6 +222,7 @@ struct SmallParams {
 struct MoePlan {
     int cfg = 0;  // 0: CfgS16, 1: CfgS32, 2: CfgL128, 3: CfgS16N
     bool fp8 = false;
+    bool decode_v2 = false;  // MoeParams::decode_version 2: cfg 1's tiles, moe_decode_gemm.cu's GEMMs
     int route_vpl = 1;
     dim3 route_grid, gemm_up_grid, gemm_down_grid, combine_grid;
     RouteParams route{};
@@ -226,6 +235,7 @@ struct MoePlan {
 // y = expert slots) and down+combine (x = tokens, y = H / kSmallCols column slices).
 struct SmallPlan {
     bool fp8 = false;
+    bool int4 = false;        // INT4 experts: gate_up and down are moe_small_int4.cu's
     int version = 1;          // MoeParams::small_version
     bool zero_counter = false; // v2 without MoeParams::small_counter: memset the workspace's first
     int router_blocks = 1;    // v2: blocks of the router GEMV (kSmallThreads / 32 rows each, E + 1 rows)
@@ -248,11 +258,15 @@ void launch_sort(const MoePlan& pl, cudaStream_t stream);                       
 template <class Cfg, bool FP8, bool GATE_UP>
 void launch_gemm(const GemmParams& gp, dim3 grid, cudaStream_t stream);           // moe_gemm.cu
 void launch_combine(const MoePlan& pl, cudaStream_t stream);                      // moe_combine.cu
+template <bool FP8, bool GATE_UP>
+void launch_decode_gemm(const GemmParams& gp, dim3 grid, cudaStream_t stream);    // moe_decode_gemm.cu
 // The small-T path (moe_small.cu); `ev` (optional, the lab's) gets events 1..5 as launch_moe_profiled.
 void launch_small(const SmallPlan& pl, cudaStream_t stream, cudaEvent_t* ev);
 // Its first launch (moe_small_route.cu): v1 the route kernel, v2 the router GEMV + route kernel
 // (after a memset of the workspace counter when zero_counter).
 void launch_small_route(const SmallPlan& pl, cudaStream_t stream);
+// The INT4 experts' gate_up and down (moe_small_int4.cu; event 3 between them when ev is set).
+void launch_small_int4_stages(const SmallPlan& pl, cudaStream_t stream, cudaEvent_t* ev);
 #endif
 
 }  // namespace qs::cuda::moe

@@ -4,6 +4,7 @@
 // src/backend/cpu/cpu_moe.cpp.
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/moe_common.cuh"
+#include "backend/cuda/moe_fp8_operand.cuh"
 #if !defined(QS_MOE_EMULATE)
 #include "backend/cuda/ptx_helpers.cuh"  // the emulation shim defines qs::cuda::ptx itself
 #endif
@@ -15,18 +16,8 @@ using ptx::cp_async16;
 using ptx::cp_async_commit;
 using ptx::cp_async_wait;
 using ptx::mma_16816_bf16;
-using ptx::prmt;
 using ptx::smem_u32;
 
-
-// e4m3 bytes b0..b3 of w (b0 = lowest k) → lo = bf16x2(b0, b1), hi = bf16x2(b2, b3), times 2^-120.
-__device__ __forceinline__ void e4m3x4_to_bf16x2_scaled(uint32_t w, uint32_t& lo, uint32_t& hi) {
-    // Each 16-bit half becomes [byte, sign-of-byte replicated]; << 4 puts the sign at bit 15, the
-    // exponent at bits 10:7 and the mantissa at 6:4; the mask drops the replicas and the bits that
-    // the shift carried over from the lower half.
-    lo = (prmt(w, 0x9180u) << 4) & 0x87F087F0u;
-    hi = (prmt(w, 0xB3A2u) << 4) & 0x87F087F0u;
-}
 
 // ---------------------------------------------------------------------------------------------
 // 3./4. Grouped GEMMs

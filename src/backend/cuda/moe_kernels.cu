@@ -36,6 +36,8 @@
 // host (MoeParams::tile_config).
 // Files: moe_common.cuh (parameters, layout, plan), moe_route.cu (1, 2), moe_gemm.cu (3, 4),
 // moe_combine.cu (5), this file (shape checks, the plan, the launch sequence, public API).
+// MoeParams::decode_version 2 replaces stages 3-4 by moe_decode_gemm.cu's kernels (32-row tiles,
+// weights as the MMA's 16-row operand, tokens in 8-row groups).
 // T <= kMoeSmallTMax (chosen by small_path_chosen) takes the small-T path instead: moe_small.cu
 // (route + expert list, gate_up, down + combine; three launches, no sort, no tile list); its
 // version 2 (MoeParams::small_version) also computes the router logits (moe_small_route.cu).
@@ -98,7 +100,12 @@ int check_and_choose_config(const MoeParams& p) {
 
 MoePlan make_plan(const MoeParams& p) {
     MoePlan pl;
+    QS_CHECK_MSG(p.decode_version == 1 || p.decode_version == 2, "launch_moe: decode_version must be 1 or 2");
     pl.cfg = check_and_choose_config(p);
+    // Decode v2 (moe_decode_gemm.cu) runs on 32-row tiles whatever T is; an explicit tile_config
+    // keeps moe_gemm.cu's kernels (the lab's per-configuration runs).
+    pl.decode_v2 = p.decode_version == 2 && p.tile_config < 0;
+    if (pl.decode_v2) pl.cfg = 1;
     pl.fp8 = p.experts.format == DeviceWeightFormat::kFP8Block;
     const int bm = pl.cfg == 0 ? CfgS16::BM : pl.cfg == 1 ? CfgS32::BM : pl.cfg == 2 ? CfgL128::BM : CfgS16N::BM;
     const int bnw = pl.cfg == 0 ? CfgS16::BNW : pl.cfg == 1 ? CfgS32::BNW : pl.cfg == 2 ? CfgL128::BNW : CfgS16N::BNW;
@@ -186,6 +193,15 @@ SmallPlan make_small_plan(const MoeParams& p) {
     int* plan = reinterpret_cast<int*>(ws + L.small_plan);
     SmallPlan pl;
     pl.fp8 = x.format == DeviceWeightFormat::kFP8Block;
+    pl.int4 = x.gate_q != nullptr;
+    if (pl.int4) {
+        QS_CHECK_MSG(x.format == DeviceWeightFormat::kBF16 && x.up_q && x.down_q && x.gate_qs && x.up_qs && x.down_qs,
+                     "launch_moe: INT4 experts need all six arrays beside BF16 copies");
+        const int g = x.int4_group;
+        QS_CHECK_MSG(H % 32 == 0 && x.I % 16 == 0 && x.I_shared % 16 == 0 && g > 0 && g % 8 == 0 && H % g == 0 &&
+                         x.I % g == 0 && x.I_shared % g == 0,
+                     "launch_moe: INT4 experts need H % 32, I % 16 == 0 and a group (multiple of 8) dividing H and I");
+    }
     pl.route_vpl = E <= 32 ? 1 : E <= 64 ? 2 : E <= 128 ? 4 : E <= 256 ? 8 : 16;
     pl.version = p.small_version;
     SmallParams& s = pl.p;
@@ -214,6 +230,13 @@ SmallPlan make_small_plan(const MoeParams& p) {
     s.gate_scale = x.gate_scale;
     s.up_scale = x.up_scale;
     s.down_scale = x.down_scale;
+    s.gate_q = x.gate_q;
+    s.up_q = x.up_q;
+    s.down_q = x.down_q;
+    s.gate_qs = x.gate_qs;
+    s.up_qs = x.up_qs;
+    s.down_qs = x.down_qs;
+    s.qgroup = x.int4_group;
     s.T = T;
     s.E = E;
     s.H = H;
@@ -257,6 +280,15 @@ template <class Cfg>
 void launch_sort_and_gemms(const MoePlan& pl, cudaStream_t stream, cudaEvent_t* ev) {
     launch_sort<Cfg>(pl, stream);
     record(ev, 2, stream);
+    if (pl.decode_v2) {  // cfg 1's tile list and grids (make_plan)
+        if (pl.fp8) launch_decode_gemm<true, true>(pl.gate_up, pl.gemm_up_grid, stream);
+        else launch_decode_gemm<false, true>(pl.gate_up, pl.gemm_up_grid, stream);
+        record(ev, 3, stream);
+        if (pl.fp8) launch_decode_gemm<true, false>(pl.down, pl.gemm_down_grid, stream);
+        else launch_decode_gemm<false, false>(pl.down, pl.gemm_down_grid, stream);
+        record(ev, 4, stream);
+        return;
+    }
     if (pl.fp8) launch_gemm<Cfg, true, true>(pl.gate_up, pl.gemm_up_grid, stream);
     else launch_gemm<Cfg, false, true>(pl.gate_up, pl.gemm_up_grid, stream);
     record(ev, 3, stream);

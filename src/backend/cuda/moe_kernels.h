@@ -36,6 +36,17 @@ struct MoeExpertTable {            // device arrays built once at weight upload
     const float* const* up_scale;   // [E + 1] same shape as gate_scale
     const float* const* down_scale; // [E + 1] [ceil(H/128), ceil(I_e/128)]
     int E, H, I, I_shared;          // routed experts have I_e = I (moe_intermediate_size), the shared I_shared
+    // INT4 W4A16 experts kept packed (backend/int4_layout.h), beside the BF16 copies above (format
+    // kBF16): [E + 1] pointers to u32 codes [rows, cols/8] and bf16 scales [rows, cols/int4_group].
+    // Null when the experts are not INT4; the small-T path (T <= kMoeSmallTMax) then reads these,
+    // every other path the BF16 copies.
+    const uint32_t* const* gate_q = nullptr;
+    const uint32_t* const* up_q = nullptr;
+    const uint32_t* const* down_q = nullptr;
+    const uint16_t* const* gate_qs = nullptr;
+    const uint16_t* const* up_qs = nullptr;
+    const uint16_t* const* down_qs = nullptr;
+    int int4_group = 0;
 };
 
 struct MoeParams {
@@ -74,6 +85,12 @@ struct MoeParams {
     // router blocks count themselves on it). Null: the call zeroes one in its workspace first
     // (one memset more). One counter serves every call of a stream (calls do not overlap).
     int* small_counter = nullptr;
+    // Added field: the decode grouped GEMMs' version (bench/kernels/NOTES.md "Decode v2"), read
+    // when the mma.sync grouped path runs with tile_config -1. 1: moe_gemm.cu's tiles as chosen
+    // from T·top_k/E. 2: 32-row tiles with the MMA operands swapped (moe_decode_gemm.cu: weights
+    // as the 16-row operand, tokens in 8-row groups, empty groups skipped); same route, sort and
+    // combine, same rounding points.
+    int decode_version = 1;
 };
 
 // Largest T the small-T path takes (MoeParams::small_t).

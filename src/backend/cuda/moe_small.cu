@@ -455,6 +455,12 @@ void launch_small(const SmallPlan& pl, cudaStream_t stream, cudaEvent_t* ev) {
     launch_small_route(pl, stream);
     record_small(ev, 1, stream);
     record_small(ev, 2, stream);  // no sort stage
+    if (pl.int4) {
+        launch_small_int4_stages(pl, stream, ev);
+        record_small(ev, 4, stream);
+        record_small(ev, 5, stream);
+        return;
+    }
     const bool v2 = pl.version == 2;
     if (pl.fp8 && v2) launch_small_gate_up_bucket<true, true>(pl, stream);
     else if (pl.fp8) launch_small_gate_up_bucket<true, false>(pl, stream);

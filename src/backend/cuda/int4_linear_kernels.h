@@ -1,0 +1,29 @@
+// Dense linears with INT4 W4A16 weights for a few rows (decode): y [T, out] = x [T, in] · Wᵀ,
+// T in [1, kInt4LinearMaxRows], W in the device INT4 layout (backend/int4_layout.h: u32 codes
+// [out, in/8] holding q + 8, bf16 scales [out, in/group]), read once from DRAM at half the bytes of
+// FP8. The 4-bit codes are unpacked in registers (one and+or turns two codes into two bf16 values
+// 128 + u, exact; their fp32 bits minus 136 give q), x is rounded to bf16 as the BF16 GEMM path
+// rounds it, fp32 products and sums, the group's scale applied per 8-input word. One warp per RPW
+// output rows (RPW 1, 2 or 4: every x load serves RPW rows), lanes stride over 16-byte chunks of the
+// row (32 codes). CPU reference: cpu::linear on the dequantised weights (bench/kernels/int4_gemv_lab.cu).
+// Larger T: the caller's BF16 copy of the weight (cuBLASLt; not yet a Marlin-style GEMM).
+// Included from g++-compiled code: no device-only syntax here.
+#pragma once
+
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+namespace qs::cuda {
+
+constexpr int64_t kInt4LinearMaxRows = 8;
+
+// Whether the kernel takes this call: T in [1, 8], in % 32 == 0, group % 8 == 0 dividing in,
+// codes and x 16-byte aligned.
+bool int4_linear_supports(int64_t T, int64_t in, int64_t group, const void* codes, const float* x);
+
+// rows_per_warp: 0 = chosen from out (the lab sweeps 1, 2, 4).
+void launch_int4_linear(const uint32_t* codes, const uint16_t* scales, int64_t out, int64_t in, int64_t group,
+                        const float* x, int64_t T, float* y, cudaStream_t stream, int rows_per_warp = 0);
+
+}  // namespace qs::cuda

@@ -1,0 +1,36 @@
+// INT4 → fp32 in registers, shared by the INT4 kernels (int4_linear_kernels.cu, moe_small.cu).
+// A u32 word holds 8 codes u = q + 8 (input i of the word at bits 4i). For s in 0..3,
+// ((w >> 4s) & 0x000F000F) | 0x43004300 is the bf16 pair (128 + u_s, 128 + u_{s+4}) exactly (one
+// lop3 after the shift); each bf16 widens to fp32 by a bit move and 136 is subtracted exactly, so
+// f[i] = q_i with no conversion instruction. Compiles as host C++ too (the CPU emulation).
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+namespace qs::cuda::w4 {
+
+__device__ __forceinline__ float bits_f32(uint32_t u) {
+#if defined(__CUDA_ARCH__)
+    return __uint_as_float(u);
+#else
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+#endif
+}
+
+// f[i] = q_i (input i of the word), i = 0..7.
+__device__ __forceinline__ void unpack8(uint32_t w, float (&f)[8]) {
+#pragma unroll
+    for (int s = 0; s < 4; ++s) {
+        const uint32_t pair = ((w >> (4 * s)) & 0x000F000Fu) | 0x43004300u;
+        f[s] = bits_f32(pair << 16) - 136.0f;
+        f[s + 4] = bits_f32(pair & 0xFFFF0000u) - 136.0f;
+    }
+}
+
+// A bf16 scale (bits) as fp32.
+__device__ __forceinline__ float bf16_bits_f32(uint16_t b) { return bits_f32(uint32_t(b) << 16); }
+
+}  // namespace qs::cuda::w4

@@ -1,0 +1,282 @@
+// MoE decode grouped GEMMs, version 2 (MoeParams::decode_version = 2; bench/kernels/NOTES.md
+// "Decode v2"): the same tile list (sort with 32-row tiles), loaders, shared layouts, cp.async
+// pipeline and block scaling as moe_gemm.cu's CfgS32 kernel, with the MMA operands swapped: the
+// weights are the m16 operand (16 weight rows per fragment) and the tile's tokens the n8 operand.
+// Why: at decode sizes an expert has ~16 rows (T = 512, top-8 of 256), so the 32-row A tile of
+// moe_gemm.cu runs half its MMAs on zero rows; here a warp skips every 8-token column group past
+// the tile's row count (16 rows: half the MMAs; 9 rows: 2 groups of 4). The fp8 block promotion
+// also runs once per 128-wide K block on a fresh zero accumulator (no per-element zeroing moves).
+// Results are not bitwise equal to moe_gemm.cu's (each MMA sums the same products in the
+// hardware's order for its operand roles); both sit within the same CPU-reference bounds.
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/moe_common.cuh"
+#include "backend/cuda/moe_fp8_operand.cuh"
+#if !defined(QS_MOE_EMULATE)
+#include "backend/cuda/ptx_helpers.cuh"  // the emulation shim defines qs::cuda::ptx itself
+#endif
+
+namespace qs::cuda::moe {
+namespace {
+
+using ptx::cp_async16;
+using ptx::cp_async_commit;
+using ptx::cp_async_wait;
+using ptx::mma_16816_bf16;
+using ptx::smem_u32;
+
+using DecCfg = CfgS32;  // tiles of up to 32 rows (tokens), 128 weight rows, 4 warps
+
+// Block = one (tile, 128 weight rows); warp w owns shared weight rows [32w, 32w + 32) as two m16
+// fragments (gate_up: fragment 0 = gate rows, fragment 1 = the up rows of the same 16 columns,
+// the loader's layout), and every valid 8-token group of the tile.
+template <bool FP8, bool GATE_UP>
+__global__ __launch_bounds__(GemmShape<DecCfg, FP8>::NTHR) void moe_decode_gemm_kernel(GemmParams p) {
+    using S = GemmShape<DecCfg, FP8>;
+    constexpr int BM = DecCfg::BM, BNW = DecCfg::BNW, NTHR = S::NTHR, STAGES = S::STAGES;
+    constexpr int MT = 2, NG = BM / 8;                 // weight fragments per warp, 8-token groups
+    constexpr int ELEM = FP8 ? 1 : 2;
+    constexpr int B_CH = S::B_ROW / 16;
+    constexpr int A_ITERS = BM * 8 / NTHR, B_ITERS = BNW * B_CH / NTHR;
+    static_assert(DecCfg::WARPS_M == 1 && DecCfg::WARPS_N * 32 == BNW, "one 32-row weight slice per warp");
+    static_assert(BM * 8 % NTHR == 0 && BNW * B_CH % NTHR == 0, "loader split");
+
+    unsigned char* smem = ptx::dynamic_smem();
+    unsigned char* sA = smem;
+    unsigned char* sB = smem + STAGES * S::A_STAGE;
+
+    const int tile = blockIdx.y;
+    if (tile >= *p.num_tiles) return;
+    const int4 wk = p.work[tile];
+    const int e = wk.x, row0 = wk.y, rows = wk.z;
+    const int Ie = e == p.E ? p.I_shared : p.I;
+    int n0, K;
+    if constexpr (GATE_UP) {
+        n0 = blockIdx.x * (BNW / 2);
+        if (n0 >= Ie) return;
+        K = p.H;
+    } else {
+        n0 = blockIdx.x * BNW;
+        K = Ie;
+    }
+    const int KT = K / kBK;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int g = lane >> 2, q = lane & 3;
+    const int groups = (rows + 7) / 8;  // 8-token groups holding valid rows (warp-uniform)
+
+    // Loaders: exactly moe_gemm.cu's for CfgS32 (same shared layouts and swizzles).
+    const __nv_bfloat16* a_src[A_ITERS];
+    uint32_t a_dst[A_ITERS];
+    int a_bytes[A_ITERS];
+#pragma unroll
+    for (int i = 0; i < A_ITERS; ++i) {
+        const int c = tid + i * NTHR, m = c >> 3, ch = c & 7;
+        const bool valid = m < rows;
+        int src_row;
+        if constexpr (GATE_UP) src_row = p.row_token[row0 + (valid ? m : 0)];
+        else src_row = row0 + (valid ? m : 0);
+        a_src[i] = p.a + size_t(src_row) * p.lda + ch * 8;
+        a_dst[i] = smem_u32(sA) + m * 128 + ((ch ^ (m & 1)) * 16);
+        a_bytes[i] = valid ? 16 : 0;
+    }
+    const unsigned char* b_src[B_ITERS];
+    uint32_t b_dst[B_ITERS];
+    {
+        const unsigned char* w0 = static_cast<const unsigned char*>(p.w0[e]);
+        const unsigned char* w1 = GATE_UP ? static_cast<const unsigned char*>(p.w1[e]) : nullptr;
+#pragma unroll
+        for (int i = 0; i < B_ITERS; ++i) {
+            const int c = tid + i * NTHR, r = c / B_CH, ch = c % B_CH;
+            const unsigned char* mat = w0;
+            int wrow;
+            if constexpr (GATE_UP) {
+                const int ws = r / 32, wi = r % 32;  // slice ws: 16 gate rows, then the same 16 up rows
+                if (wi < 16) {
+                    wrow = n0 + ws * 16 + wi;
+                } else {
+                    mat = w1;
+                    wrow = n0 + ws * 16 + wi - 16;
+                }
+            } else {
+                wrow = n0 + r;
+            }
+            b_src[i] = mat + (size_t(wrow) * K + ch * (16 / ELEM)) * ELEM;
+            b_dst[i] = smem_u32(sB) + r * S::B_ROW + (FP8 ? ch * 16 : ((ch ^ (r & 1)) * 16));
+        }
+    }
+    auto load_stage = [&](int kt, int slot) {
+#pragma unroll
+        for (int i = 0; i < A_ITERS; ++i)
+            cp_async16(a_dst[i] + slot * S::A_STAGE, a_src[i] + kt * kBK, a_bytes[i]);
+#pragma unroll
+        for (int i = 0; i < B_ITERS; ++i)
+            cp_async16(b_dst[i] + slot * S::B_STAGE, b_src[i] + size_t(kt) * kBK * ELEM, 16);
+    };
+
+    const float* sc0 = nullptr;
+    const float* sc1 = nullptr;
+    int sc_stride = 0, sc_row = 0;
+    if constexpr (FP8) {
+        sc0 = p.s0[e];
+        if constexpr (GATE_UP) sc1 = p.s1[e];
+        sc_stride = (K + 127) / 128;
+        sc_row = n0 / 128;
+    }
+
+    // acc[mt][ng]: rows = weight rows 32·warp + 16·mt + g (+8), columns = tokens 8·ng + 2q (+1).
+    float acc[MT][NG][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int n = 0; n < NG; ++n)
+#pragma unroll
+            for (int r = 0; r < 4; ++r) acc[mt][n][r] = 0.0f;
+
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+        if (s < KT) load_stage(s, s);
+        cp_async_commit();
+    }
+
+    // One 64-wide K stage into c (fp8: the block's temporary; bf16: the accumulator).
+    auto stage_mma = [&](int kt, float (&c)[MT][NG][4]) {
+        cp_async_wait<STAGES - 2>();
+        __syncthreads();  // stage kt visible to all; slot (kt-1)%STAGES no longer read by anyone
+        {
+            const int nk = kt + STAGES - 1;
+            if (nk < KT) load_stage(nk, nk % STAGES);
+            cp_async_commit();
+        }
+        const int slot = kt % STAGES;
+        const unsigned char* a_s = sA + slot * S::A_STAGE;
+        const unsigned char* b_s = sB + slot * S::B_STAGE;
+        [[maybe_unused]] uint4 wraw[MT][2];  // fp8: rows g and g+8 of each fragment, the lane's 16 K bytes
+        if constexpr (FP8) {
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int hr = 0; hr < 2; ++hr)
+                    wraw[mt][hr] = *reinterpret_cast<const uint4*>(b_s + (warp * 32 + mt * 16 + hr * 8 + g) * S::B_ROW + q * 16);
+        }
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            // Weight fragments of both k16 steps of this half: wf[mt][step][4] in mma A order.
+            uint32_t wf[MT][2][4];
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+                if constexpr (FP8) {
+#pragma unroll
+                    for (int st = 0; st < 2; ++st) {
+                        uint32_t lo0, hi0, lo1, hi1;
+                        const uint32_t w0 = h ? (st ? wraw[mt][0].w : wraw[mt][0].z) : (st ? wraw[mt][0].y : wraw[mt][0].x);
+                        const uint32_t w1 = h ? (st ? wraw[mt][1].w : wraw[mt][1].z) : (st ? wraw[mt][1].y : wraw[mt][1].x);
+                        e4m3x4_to_bf16x2_scaled(w0, lo0, hi0);
+                        e4m3x4_to_bf16x2_scaled(w1, lo1, hi1);
+                        wf[mt][st][0] = lo0;
+                        wf[mt][st][1] = lo1;
+                        wf[mt][st][2] = hi0;
+                        wf[mt][st][3] = hi1;
+                    }
+                } else {
+                    const int r0 = warp * 32 + mt * 16 + g, r1 = r0 + 8, ch = 2 * q + h;
+                    const uint4 v0 = *reinterpret_cast<const uint4*>(b_s + r0 * S::B_ROW + ((ch ^ (r0 & 1)) * 16));
+                    const uint4 v1 = *reinterpret_cast<const uint4*>(b_s + r1 * S::B_ROW + ((ch ^ (r1 & 1)) * 16));
+                    wf[mt][0][0] = v0.x;
+                    wf[mt][0][1] = v1.x;
+                    wf[mt][0][2] = v0.y;
+                    wf[mt][0][3] = v1.y;
+                    wf[mt][1][0] = v0.z;
+                    wf[mt][1][1] = v1.z;
+                    wf[mt][1][2] = v0.w;
+                    wf[mt][1][3] = v1.w;
+                }
+            }
+#pragma unroll
+            for (int n = 0; n < NG; ++n) {
+                if (n >= groups) break;  // warp-uniform: token groups past the tile's rows
+                const int m = n * 8 + g, ch = 2 * q + h;
+                const uint4 t = *reinterpret_cast<const uint4*>(a_s + m * 128 + ((ch ^ (m & 1)) * 16));
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) {
+                    mma_16816_bf16(c[mt][n], wf[mt][0][0], wf[mt][0][1], wf[mt][0][2], wf[mt][0][3], t.x, t.y);
+                    mma_16816_bf16(c[mt][n], wf[mt][1][0], wf[mt][1][1], wf[mt][1][2], wf[mt][1][3], t.z, t.w);
+                }
+            }
+        }
+    };
+
+    if constexpr (FP8) {
+        // Per 128-wide K block (two stages; K a multiple of 64, so the last block may be one):
+        // a fresh zero temporary, then acc += tmp · scale_inv · 2^56 (gate and up scales apart).
+        for (int kt = 0; kt < KT; kt += 2) {
+            float tmp[MT][NG][4];
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int n = 0; n < NG; ++n)
+#pragma unroll
+                    for (int r = 0; r < 4; ++r) tmp[mt][n][r] = 0.0f;
+            const float s_a = sc0[sc_row * sc_stride + (kt >> 1)] * kFp8Unscale;
+            const float s_b = GATE_UP ? sc1[sc_row * sc_stride + (kt >> 1)] * kFp8Unscale : s_a;
+            stage_mma(kt, tmp);
+            if (kt + 1 < KT) stage_mma(kt + 1, tmp);
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+                const float sc = (GATE_UP && mt == 1) ? s_b : s_a;
+#pragma unroll
+                for (int n = 0; n < NG; ++n)
+#pragma unroll
+                    for (int r = 0; r < 4; ++r) acc[mt][n][r] = fmaf(tmp[mt][n][r], sc, acc[mt][n][r]);
+            }
+        }
+    } else {
+        for (int kt = 0; kt < KT; ++kt) stage_mma(kt, acc);
+    }
+    cp_async_wait<0>();
+
+    // Epilogue: accumulator element r of (mt, n) is weight row 16·mt + g + 8·(r >> 1) of the warp's
+    // slice, token 8·n + 2q + (r & 1).
+#pragma unroll
+    for (int n = 0; n < NG; ++n) {
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+            const int m = n * 8 + 2 * q + (r & 1);
+            if (m >= rows) continue;
+            const int wr = g + 8 * (r >> 1);
+            if constexpr (GATE_UP) {
+                constexpr float hs = FP8 ? kFp8AScale : 1.0f;  // the down GEMM's A scaling
+                const float gv = acc[0][n][r], uv = acc[1][n][r];
+                const float hv = gv / (1.0f + expf(-gv)) * uv * hs;
+                p.h_out[size_t(row0 + m) * p.ldh + n0 + warp * 16 + wr] = __float2bfloat16_rn(hv);
+            } else {
+                const int dest = p.row_dest[row0 + m];
+                float* out = p.y_out + size_t(dest) * p.H + n0 + warp * 32 + wr;
+                out[0] = acc[0][n][r];
+                out[16] = acc[1][n][r];
+            }
+        }
+    }
+}
+
+}  // namespace
+
+#if !defined(QS_MOE_EMULATE)
+template <bool FP8, bool GATE_UP>
+void launch_decode_gemm(const GemmParams& gp, dim3 grid, cudaStream_t stream) {
+    using S = GemmShape<DecCfg, FP8>;
+    static bool attr_set = false;  // the raised shared-memory limit is per kernel, set once
+    if (!attr_set) {
+        QS_CUDA_CHECK(cudaFuncSetAttribute(moe_decode_gemm_kernel<FP8, GATE_UP>,
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize, S::SMEM));
+        attr_set = true;
+    }
+    moe_decode_gemm_kernel<FP8, GATE_UP><<<grid, S::NTHR, S::SMEM, stream>>>(gp);
+    QS_CUDA_CHECK_LAUNCH();
+}
+
+template void launch_decode_gemm<false, false>(const GemmParams&, dim3, cudaStream_t);
+template void launch_decode_gemm<false, true>(const GemmParams&, dim3, cudaStream_t);
+template void launch_decode_gemm<true, false>(const GemmParams&, dim3, cudaStream_t);
+template void launch_decode_gemm<true, true>(const GemmParams&, dim3, cudaStream_t);
+#endif
+
+}  // namespace qs::cuda::moe

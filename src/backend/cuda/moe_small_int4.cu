@@ -1,0 +1,293 @@
+// MoE small-T path with INT4 W4A16 experts (T <= kMoeSmallTMax; issue 18 item 4). The same plan,
+// routing launch (moe_small_route.cu) and stage structure as moe_small.cu, whose header comment
+// describes them; only the weight reads differ: each expert matrix is in the device INT4 layout
+// (backend/int4_layout.h: u32 codes [rows, cols/8] of q + 8, bf16 scales [rows, cols/group]),
+// half the bytes of FP8, unpacked in registers (int4_unpack.cuh) and multiplied by the group's
+// scale per 8-input word, fp32 sums. x and h are rounded to bf16 as on the BF16 path (no fp8
+// scaling), so y agrees with the BF16 small-T path on the dequantised weights up to fp32
+// summation order.
+//  gate_up: grid (max(I, I_shared) / kSmallRows, max slots); warp w takes intermediate rows
+//           n0 + 2w, n0 + 2w + 1 (gate and up); lane l reads 16-byte chunks c = l, l + 32, ... (32
+//           codes: a 2048-wide row is 64 chunks) of its 4 rows; x of the slot's tokens staged in
+//           shared memory, 32 values per chunk padded to 36 floats (conflict-free float4 reads).
+//  down:    grid (T, H / kSmallCols); warp = output column of one token; lane reads 8 bytes (16
+//           codes) per step so that a 512-wide row (256 bytes) keeps all 32 lanes busy; the
+//           routed experts in j order then the shared one, combined as moe_combine.cu sums.
+// Also compiles as host C++ for the CPU emulation (bench/kernels/moe_emu.cpp --int4).
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/int4_unpack.cuh"
+#include "backend/cuda/moe_common.cuh"
+#if !defined(QS_MOE_EMULATE)
+#include "backend/cuda/ptx_helpers.cuh"
+#endif
+
+namespace qs::cuda::moe {
+namespace small_int4 {
+
+constexpr int kWarps = kSmallThreads / 32;
+constexpr int kRPW = kSmallRows / kWarps;  // intermediate rows per warp (gate + up each)
+constexpr int kVPC = 32, kPad = 4;         // x values per 16-byte code chunk, shared-memory padding
+constexpr int kDownGroup = 3;              // dots whose loads are in flight together
+
+__device__ __forceinline__ int x_row(int H) { return H / kVPC * (kVPC + kPad); }
+static_assert(2048 / kVPC * (kVPC + kPad) <= 2048 / 16 * 20, "small_x_row_floats sizes the shared memory");
+
+template <class T>
+__device__ __forceinline__ T ld(const T* p) {
+#if defined(QS_MOE_EMULATE)
+    return *p;
+#else
+    return __ldg(p);
+#endif
+}
+template <class T>
+__device__ __forceinline__ T ld_cg(const T* p) {
+#if defined(QS_MOE_EMULATE)
+    return *p;
+#else
+    return __ldcg(p);
+#endif
+}
+
+__device__ __forceinline__ float round_bf16(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
+__device__ __forceinline__ uint32_t word_of(const uint4& v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
+__device__ __forceinline__ int token_of_dest(const SmallParams& p, int dest) {
+    return dest < p.T * p.k ? dest / p.k : dest - p.T * p.k;
+}
+__device__ __forceinline__ int token_bucket(int n) { return n <= 1 ? 1 : n <= 2 ? 2 : n <= 4 ? 4 : 8; }
+__device__ __forceinline__ int slot_dest_of(const SmallParams& p, int slot, int n) {
+    return slot == 0 ? p.T * p.k + n : p.slot_dest[slot * p.T + n];
+}
+
+template <int N>
+__device__ __forceinline__ void gate_up_rows(const SmallParams& p, float* xs, int slot, int e, int nt, int nb, int n0) {
+    constexpr int NR = 2 * kRPW;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int r0 = n0 + warp * kRPW;
+    const int H = p.H, xrow = x_row(H), nch = H / kVPC, words = H / 8, groups = H / p.qgroup;
+    const uint4* wrow[NR];
+    const uint16_t* srow[NR];
+#pragma unroll
+    for (int i = 0; i < NR; ++i) {
+        const int r = r0 + i % kRPW;
+        wrow[i] = reinterpret_cast<const uint4*>((i < kRPW ? p.gate_q[e] : p.up_q[e]) + size_t(r) * words);
+        srow[i] = (i < kRPW ? p.gate_qs[e] : p.up_qs[e]) + size_t(r) * groups;
+    }
+    // x rows of the slot's tokens → shared memory (nb rows; rows past nt are zeros).
+    for (int n = 0; n < nb; ++n) {
+        const float* src = n < nt ? p.x + size_t(token_of_dest(p, slot_dest_of(p, slot, n))) * H : nullptr;
+        for (int c = threadIdx.x; c < H; c += kSmallThreads)
+            xs[n * xrow + c / kVPC * (kVPC + kPad) + c % kVPC] = src ? round_bf16(src[c]) : 0.0f;
+    }
+    __syncthreads();
+    float acc[NR][N];
+#pragma unroll
+    for (int i = 0; i < NR; ++i)
+#pragma unroll
+        for (int n = 0; n < N; ++n) acc[i][n] = 0.0f;
+    for (int c = lane; c < nch; c += 32) {
+        uint4 w[NR];
+#pragma unroll
+        for (int i = 0; i < NR; ++i) w[i] = ld(wrow[i] + c);
+        const float* xc = xs + c * (kVPC + kPad);
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+            float wf[NR][8], s[NR];
+#pragma unroll
+            for (int i = 0; i < NR; ++i) {
+                w4::unpack8(word_of(w[i], q), wf[i]);
+                s[i] = w4::bf16_bits_f32(ld(srow[i] + (kVPC * c + 8 * q) / p.qgroup));
+            }
+#pragma unroll
+            for (int n = 0; n < N; ++n) {
+                const float4 a = *reinterpret_cast<const float4*>(xc + n * xrow + 8 * q);
+                const float4 b = *reinterpret_cast<const float4*>(xc + n * xrow + 8 * q + 4);
+                const float xv[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+#pragma unroll
+                for (int i = 0; i < NR; ++i) {
+                    float d = 0.0f;
+#pragma unroll
+                    for (int j = 0; j < 8; ++j) d = fmaf(wf[i][j], xv[j], d);
+                    acc[i][n] = fmaf(d, s[i], acc[i][n]);
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < NR; ++i)
+#pragma unroll
+        for (int n = 0; n < N; ++n)
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) acc[i][n] += __shfl_xor_sync(0xffffffffu, acc[i][n], o);
+#pragma unroll
+    for (int i = 0; i < kRPW; ++i)
+#pragma unroll
+        for (int n = 0; n < N; ++n) {
+            if (lane != i * N + n || n >= nt) continue;
+            const float g = acc[i][n], u = acc[kRPW + i][n];
+            const float h = g / (1.0f + expf(-g)) * u;
+            p.h[size_t(slot_dest_of(p, slot, n)) * p.ldh + r0 + i] = __float2bfloat16_rn(h);
+        }
+}
+
+template <int NMAX, bool V2>
+__global__ __launch_bounds__(kSmallThreads, 2) void gate_up_kernel(SmallParams p) {
+    const int slot = blockIdx.y;
+    int e = p.E, nt = p.T;
+    if constexpr (V2) {
+        if (slot != 0) ptx::griddep_wait();
+        ptx::griddep_launch_dependents();
+    }
+    if (slot != 0) {
+        if (slot >= *p.n_slots) return;
+        e = p.slot_expert[slot];
+        nt = p.slot_count[slot];
+    }
+    const int Ie = e == p.E ? p.I_shared : p.I;
+    const int n0 = blockIdx.x * kSmallRows;
+    if (n0 >= Ie) return;
+    const int nb = token_bucket(nt);
+    float* xs = reinterpret_cast<float*>(ptx::dynamic_smem());
+    if (nb == 1 || NMAX == 1) gate_up_rows<1>(p, xs, slot, e, nt, nb, n0);
+    else if (nb == 2 || NMAX == 2) gate_up_rows<(NMAX < 2 ? NMAX : 2)>(p, xs, slot, e, nt, nb, n0);
+    else if (nb == 4 || NMAX == 4) gate_up_rows<(NMAX < 4 ? NMAX : 4)>(p, xs, slot, e, nt, nb, n0);
+    else gate_up_rows<NMAX>(p, xs, slot, e, nt, nb, n0);
+}
+
+template <bool V2>
+__global__ __launch_bounds__(kSmallThreads) void down_kernel(SmallParams p) {
+    constexpr int G = kDownGroup;
+    const int t = blockIdx.x, lane = threadIdx.x & 31;
+    const int col = blockIdx.y * kSmallCols + (threadIdx.x >> 5);
+    const int k = p.k, ndots = k + 1;
+    const int Imax = p.I > p.I_shared ? p.I : p.I_shared, max_nch = Imax / 16;
+    if constexpr (V2) {
+        const int lines = (Imax / 2 + 127) / 128;
+        for (int i = lane; i < ndots * lines; i += 32) {
+            const int j = i / lines, l = i % lines;
+            const bool shared = j == k;
+            const int Ie = shared ? p.I_shared : p.I;
+            if (l * 128 >= Ie / 2) continue;
+            const int e = shared ? p.E : ld_cg(p.topk_id + t * k + j);
+            ptx::prefetch_l2(reinterpret_cast<const unsigned char*>(p.down_q[e] + size_t(col) * (Ie / 8)) + l * 128);
+        }
+        ptx::griddep_wait();
+    }
+    float y = 0.0f;
+    for (int j0 = 0; j0 < ndots; j0 += G) {
+        const uint2* wrow[G];
+        const __nv_bfloat16* hrow[G];
+        const uint16_t* srow[G];
+        int nch[G];
+#pragma unroll
+        for (int g = 0; g < G; ++g) {
+            const int j = j0 + g;
+            nch[g] = 0;
+            wrow[g] = nullptr;
+            hrow[g] = nullptr;
+            srow[g] = nullptr;
+            if (j >= ndots) continue;
+            const bool shared = j == k;
+            const int e = shared ? p.E : V2 ? ld_cg(p.topk_id + t * k + j) : p.topk_id[t * k + j];
+            const int dest = shared ? p.T * k + t : t * k + j;
+            const int Ie = shared ? p.I_shared : p.I;
+            nch[g] = Ie / 16;
+            wrow[g] = reinterpret_cast<const uint2*>(p.down_q[e] + size_t(col) * (Ie / 8));
+            srow[g] = p.down_qs[e] + size_t(col) * (Ie / p.qgroup);
+            hrow[g] = p.h + size_t(dest) * p.ldh;
+        }
+        float part[G];
+#pragma unroll
+        for (int g = 0; g < G; ++g) part[g] = 0.0f;
+        for (int c0 = 0; c0 < max_nch; c0 += 32) {
+            const int c = c0 + lane;
+            uint2 w[G];
+            uint4 h0[G], h1[G];
+#pragma unroll
+            for (int g = 0; g < G; ++g) {
+                const bool ok = c < nch[g];
+                w[g] = ok ? ld(wrow[g] + c) : make_uint2(0, 0);
+                h0[g] = ok ? *reinterpret_cast<const uint4*>(hrow[g] + 16 * c) : make_uint4(0, 0, 0, 0);
+                h1[g] = ok ? *reinterpret_cast<const uint4*>(hrow[g] + 16 * c + 8) : make_uint4(0, 0, 0, 0);
+            }
+#pragma unroll
+            for (int g = 0; g < G; ++g) {
+                if (c >= nch[g]) continue;
+#pragma unroll
+                for (int half = 0; half < 2; ++half) {
+                    float wf[8];
+                    w4::unpack8(half == 0 ? w[g].x : w[g].y, wf);
+                    const uint4 hv = half == 0 ? h0[g] : h1[g];
+                    float d = 0.0f;
+#pragma unroll
+                    for (int q = 0; q < 4; ++q) {
+                        const uint32_t hw = word_of(hv, q);
+                        d = fmaf(wf[2 * q], w4::bits_f32(hw << 16), d);
+                        d = fmaf(wf[2 * q + 1], w4::bits_f32(hw & 0xFFFF0000u), d);
+                    }
+                    const float s = w4::bf16_bits_f32(ld(srow[g] + (16 * c + 8 * half) / p.qgroup));
+                    part[g] = fmaf(d, s, part[g]);
+                }
+            }
+        }
+#pragma unroll
+        for (int g = 0; g < G; ++g) {
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) part[g] += __shfl_xor_sync(0xffffffffu, part[g], o);
+            const int j = j0 + g;
+            if (j < k) y += (V2 ? ld_cg(p.topk_w + t * k + j) : p.topk_w[t * k + j]) * part[g];
+            else if (j == k) y += 1.0f / (1.0f + expf(-(V2 ? ld_cg(p.shared_gate_logit + t) : p.shared_gate_logit[t]))) * part[g];
+        }
+    }
+    if (lane == 0) p.y[size_t(t) * p.H + col] = y;
+}
+
+}  // namespace small_int4
+
+#if !defined(QS_MOE_EMULATE)
+namespace {
+
+template <int NMAX, bool V2>
+void launch_int4_gate_up(const SmallPlan& pl, cudaStream_t stream) {
+    static size_t smem_set = 48 * 1024;
+    if (pl.gate_up_smem > smem_set) {
+        QS_CUDA_CHECK(cudaFuncSetAttribute(small_int4::gate_up_kernel<NMAX, V2>,
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize, int(pl.gate_up_smem)));
+        smem_set = pl.gate_up_smem;
+    }
+    if constexpr (V2) {
+        QS_CUDA_CHECK(ptx::launch_kernel_pdl(small_int4::gate_up_kernel<NMAX, V2>, pl.gate_up_grid,
+                                             dim3(kSmallThreads), pl.gate_up_smem, stream, pl.p));
+    } else {
+        small_int4::gate_up_kernel<NMAX, V2><<<pl.gate_up_grid, kSmallThreads, pl.gate_up_smem, stream>>>(pl.p);
+        QS_CUDA_CHECK_LAUNCH();
+    }
+}
+
+template <bool V2>
+void launch_int4_stages_v(const SmallPlan& pl, cudaStream_t stream, cudaEvent_t* ev) {
+    switch (pl.nmax) {
+        case 1: launch_int4_gate_up<1, V2>(pl, stream); break;
+        case 2: launch_int4_gate_up<2, V2>(pl, stream); break;
+        case 4: launch_int4_gate_up<4, V2>(pl, stream); break;
+        default: launch_int4_gate_up<8, V2>(pl, stream); break;
+    }
+    if (ev) QS_CUDA_CHECK(cudaEventRecord(ev[3], stream));
+    if constexpr (V2) {
+        QS_CUDA_CHECK(ptx::launch_kernel_pdl(small_int4::down_kernel<V2>, pl.down_grid, dim3(kSmallThreads), 0, stream,
+                                             pl.p));
+    } else {
+        small_int4::down_kernel<V2><<<pl.down_grid, kSmallThreads, 0, stream>>>(pl.p);
+        QS_CUDA_CHECK_LAUNCH();
+    }
+}
+
+}  // namespace
+
+void launch_small_int4_stages(const SmallPlan& pl, cudaStream_t stream, cudaEvent_t* ev) {
+    if (pl.version == 2) launch_int4_stages_v<true>(pl, stream, ev);
+    else launch_int4_stages_v<false>(pl, stream, ev);
+}
+#endif
+
+}  // namespace qs::cuda::moe
