@@ -3,8 +3,11 @@
 // frame list, `data:video/jpeg;base64,<frame>,<frame>,...` (each frame a base64 JPEG, PNG or WebP;
 // the frames are used as given, no sampling, and are taken to be --video-frame-list-fps apart, 1
 // per second by default as in vLLM). The frame count is checked before anything is decoded
-// (--max-video-frames), each frame's bytes and pixels as an image's. Video files (data:video/mp4,
-// webm, a file or http:// URL) need a video decoder this build does not link: a 400 that says so.
+// (--max-video-frames), each frame's bytes and pixels as an image's. Any other video_url is a video
+// file (data:video/mp4;base64,..., webm, mkv, a local file or an http(s):// URL under the same
+// options as images, within --max-video-bytes): decoded by image/video_decode with the processor's
+// fps sampling (at most --max-video-frames sampled, --max-image-pixels per frame), its timestamps
+// from the container's frame rate; a build without libavcodec refuses it with a 400 saying so.
 // Errors are kInvalidArgument naming the video and frame. Worker threads; no shared state.
 #pragma once
 
