@@ -23,7 +23,7 @@ std::string lower(std::string s) {
 // sampling (transformers samples a decoded video by its container's frame count and rate), the
 // timestamps from the sampled indices and the container's frame rate (Qwen3VLProcessor's).
 Result<LoadedVideo> load_video_file(const std::string& url, const ImageInputOptions& options,
-                                    const VideoProcessorConfig& processor) {
+                                    const VideoProcessorConfig& processor, const MediaKwargs& kwargs) {
     if (!video_files_supported()) return decode_video({}, {}, {}).status();  // the "needs libavcodec" 400
     QS_ASSIGN_OR_RETURN(const std::string bytes, fetch_video_bytes(url, options));
     VideoDecodeLimits limits;
@@ -35,7 +35,7 @@ Result<LoadedVideo> load_video_file(const std::string& url, const ImageInputOpti
             std::iota(all.begin(), all.end(), 0);
             return all;
         }
-        return sample_frame_indices(info.total_frames, info.fps, std::nullopt, std::nullopt, processor);
+        return sample_frame_indices(info.total_frames, info.fps, kwargs.num_frames, kwargs.fps, processor);
     };
     QS_ASSIGN_OR_RETURN(DecodedVideo v, decode_video(bytes, pick, limits));
     auto patches = preprocess_video(v.frames, processor);
@@ -51,8 +51,8 @@ Result<LoadedVideo> load_video_file(const std::string& url, const ImageInputOpti
 }  // namespace
 
 Result<LoadedVideo> load_video(const std::string& url, const ImageInputOptions& options,
-                               const VideoProcessorConfig& processor) {
-    if (url.rfind("data:", 0) != 0) return load_video_file(url, options, processor);
+                               const VideoProcessorConfig& processor, const MediaKwargs& kwargs) {
+    if (url.rfind("data:", 0) != 0) return load_video_file(url, options, processor, kwargs);
     const size_t comma = url.find(',');
     if (comma == std::string::npos) return invalid_argument("the data: URL has no ',' before its data");
     const std::string meta = lower(url.substr(5, comma - 5));  // video/jpeg;base64
@@ -62,7 +62,7 @@ Result<LoadedVideo> load_video(const std::string& url, const ImageInputOptions& 
     if (type.rfind("video/", 0) != 0)
         return invalid_argument(fmt::format("the data: URL's media type '{}' is not a video type (a frame list is "
                                             "data:video/jpeg;base64,<frame>,<frame>,...)", type));
-    if (type != "video/jpeg") return load_video_file(url, options, processor);
+    if (type != "video/jpeg") return load_video_file(url, options, processor, kwargs);
     // The frames: split on ',' (base64 has no commas), counted before any is decoded.
     const std::string_view data(url.data() + comma + 1, url.size() - comma - 1);
     const int64_t count = int64_t(std::count(data.begin(), data.end(), ',')) + 1;

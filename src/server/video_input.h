@@ -19,6 +19,7 @@
 #include "image/image_processor.h"
 #include "image/video_processor.h"
 #include "server/image_fetch.h"
+#include "server/mm_processor_kwargs.h"
 
 namespace qs {
 
@@ -27,7 +28,9 @@ struct LoadedVideo {
     std::vector<double> timestamps;               // seconds, one per temporal patch
 };
 
+// `kwargs`: the request's mm_processor_kwargs; fps or num_frames replace the processor's fps in
+// a video file's frame sampling (a frame list is used as given).
 Result<LoadedVideo> load_video(const std::string& url, const ImageInputOptions& options,
-                               const VideoProcessorConfig& processor);
+                               const VideoProcessorConfig& processor, const MediaKwargs& kwargs = {});
 
 }  // namespace qs

@@ -166,3 +166,42 @@ def test_frames_over_the_limit_are_a_400(client):
     # tests/unit/video_decode_test.cpp); here the frame-list limit names the option.
     frames = ["AAAA"] * 7
     bad(client, user(video("data:video/jpeg;base64," + ",".join(frames))), "--max-video-frames")
+
+
+def chat_kw(client, messages, kwargs, max_tokens=6):
+    r = client.chat.completions.create(model=MODEL, messages=messages, temperature=0, max_tokens=max_tokens,
+                                       extra_body={**NO_THINK, "mm_processor_kwargs": kwargs})
+    return r.choices[0].message.content or "", r.usage.prompt_tokens
+
+
+def test_mm_processor_kwargs_sample_the_file(client):
+    import numpy as np
+    m = MANIFEST["h264"]
+    tok = Tokenizer.from_file(os.path.join(MODEL_DIR, "tokenizer.json"))
+    count = lambda ts: sum(len(tok.encode(f"<{t:.1f} seconds>", add_special_tokens=False).ids) for t in ts)
+    _, base = chat(client, user(video(data_url("h264"))))
+    # num_frames 4: np.linspace(0, 19, 4).round() = 0, 6, 13, 19 (Qwen3VLVideoProcessor.sample_frames),
+    # two temporal patches of 4 merged tokens instead of three.
+    idx = np.linspace(0, m["total_frames"] - 1, 4).round().astype(int).tolist()
+    ts = [(idx[i] + idx[i + 1]) / 2 / m["fps"] for i in (0, 2)]
+    got, n = chat_kw(client, user(video(data_url("h264"))), {"num_frames": 4})
+    assert base - n == 4 + 2 + count(m["timestamps"]) - count(ts)
+    # fps 1: int(20 / 8 * 1) = 2 frames, raised to min_frames 4: the same frames as num_frames 4.
+    assert chat_kw(client, user(video(data_url("h264"))), {"fps": 1}) == (got, n)
+    # Every frame (20) is over --max-video-frames 6.
+    with pytest.raises(openai.BadRequestError) as e:
+        chat_kw(client, user(video(data_url("h264"))), {"do_sample_frames": False})
+    assert "--max-video-frames" in str(e.value)
+
+
+@pytest.mark.parametrize("kwargs,needle", [
+    ({"bogus": 1}, "'bogus' is not supported"),
+    ({"fps": 1, "num_frames": 4}, "mutually exclusive"),
+    ({"fps": -1}, "'fps' must be a positive number"),
+    ({"num_frames": 1.5}, "'num_frames' must be an integer"),
+    ({"min_pixels": 10000, "max_pixels": 5000}, "exceeds max_pixels"),
+])
+def test_bad_mm_processor_kwargs_are_400s(client, kwargs, needle):
+    with pytest.raises(openai.BadRequestError) as e:
+        chat_kw(client, user(video(data_url("h264"))), kwargs)
+    assert needle in str(e.value), str(e.value)
