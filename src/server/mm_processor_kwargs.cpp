@@ -32,7 +32,7 @@ Result<MediaKwargs> parse_mm_processor_kwargs(const nlohmann::json& v) {
         } else if (key == "max_pixels") {
             QS_ASSIGN_OR_RETURN(k.max_pixels, count(x, key));
         } else {
-            return invalid_argument(fmt::format("mm_processor_kwargs '{}' is not supported (supported: fps, num_frames, "
+            return unsupported(fmt::format("mm_processor_kwargs '{}' is not supported (supported: fps, num_frames, "
                                                 "do_sample_frames, min_pixels, max_pixels)", key));
         }
     }

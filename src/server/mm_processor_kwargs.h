@@ -6,8 +6,8 @@
 //   min_pixels,         images: the smart_resize pixel bounds (Qwen2VLImageProcessor's kwargs of
 //   max_pixels          those names; the video processor does not read them)
 // Frame lists (data:video/jpeg;base64,f1,f2,...) are used as given, as vLLM and transformers use
-// them, so the video keys do not change them. Any other key, or a value of the wrong type or
-// range, is kInvalidArgument naming it. Any thread; no shared state.
+// them, so the video keys do not change them. Any other key is kUnsupported, a value of the wrong
+// type or range kInvalidArgument, naming it. Any thread; no shared state.
 #pragma once
 
 #include <cstdint>

@@ -437,6 +437,8 @@ std::optional<ApiError> parse_generation_request(ApiKind kind, std::string_view 
     QS_TRY_API(check_unsupported_fields(o, kind));
     if (const J* kw = field(o, "mm_processor_kwargs")) {
         auto mk = parse_mm_processor_kwargs(nlohmann::json::parse(kw->dump()));
+        if (!mk.is_ok() && mk.status().kind() == ErrorKind::kUnsupported)
+            return unsupported("mm_processor_kwargs", mk.status().message());
         if (!mk.is_ok()) return ApiError::bad_request(mk.status().message(), "mm_processor_kwargs");
         s.media_kwargs = mk.value();
     }

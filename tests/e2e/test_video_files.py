@@ -3,10 +3,11 @@
 # `qwenserve serve` on the tiny model with a vision tower (tests/data/vision_parity). A video file
 # as a data: URL, a local file (--allowed-local-media-path) and an https:// URL from a loopback
 # TLS server whose self-signed certificate is made here (--remote-ca-file) gives one reply; the
-# prompt holds transformers' sampled frames (grid 3x4x4: 12 video pads) and Qwen3VLProcessor's
-# timestamps (checked against a frame list of the same frame count: the token counts differ by
-# exactly the timestamps' tokens, counted with the tokenizers library); corrupt and truncated
-# files, limits and a certificate the server does not trust are 400s naming the problem.
+# prompt holds transformers' sampled frames' grid (3x4x4: the token count of a frame list of as
+# many frames, the timestamps' token counts from the tokenizers library; their values, which
+# tokenize to as many tokens, are checked in tests/server/video_file_input_test.cpp);
+# mm_processor_kwargs resample; corrupt and truncated files, limits and a certificate the server
+# does not trust are 400s naming the problem.
 import base64
 import http.server
 import io
@@ -135,8 +136,8 @@ def test_prompt_has_transformers_frames_and_timestamps(client, clip):
     assert m["grid_thw"] == [3, 4, 4]
     _, file_tokens = chat(client, user(video(data_url(clip))))
     # The same number of frames as a frame list (PyAV's frames, 64x64): the same grid, so the
-    # prompts differ only in the timestamps: the file's are Qwen3VLProcessor's (from the sampled
-    # indices and the container's fps), the list's are frames 1 s apart (--video-frame-list-fps).
+    # prompts differ only in the timestamps' tokens (the file's from the sampled indices and the
+    # container's fps, the list's 1 s apart, --video-frame-list-fps).
     with open(os.path.join(FILES, clip, "frames.rgb"), "rb") as f:
         raw = f.read()
     frames = [png_b64(raw[i:i + 64 * 64 * 3]) for i in range(0, len(raw), 64 * 64 * 3)]
