@@ -16,6 +16,9 @@ APT_PACKAGES=(
   libxxhash-dev=0.8.1-1
   # Image input (src/image): JPEG, PNG and WebP decoders.
   libjpeg62-turbo-dev libpng-dev libwebp-dev
+  # Video files (src/image/video_decode) and https URLs (server/remote_fetch); both optional in CMake.
+  libavformat-dev libavcodec-dev libswscale-dev libavutil-dev libssl-dev
+  openssl  # tests/e2e/test_video_files.py makes its self-signed certificates with the CLI
   python3-venv
   haproxy  # tests/e2e/test_replicas_haproxy.py: replicas behind deploy/haproxy/qwenserve.cfg
   # tests/e2e/test_report_chromium.py opens campaign report's HTML in headless Chromium. About

@@ -37,7 +37,9 @@
 #include "engine/engine_config_text.h"
 #include "engine/engine_sizing.h"
 #include "grammar/grammar_compiler.h"
+#include "image/video_decode.h"
 #include "server/http_server.h"
+#include "server/remote_fetch.h"
 #include "server/routes.h"
 #include "server/testing/byte_text_pipeline.h"
 #include "server/testing/fake_engine.h"
@@ -131,6 +133,10 @@ Result<ServeConfig> resolve(const Args& args) {
         return invalid_argument(fmt::format("--max-images-per-request must be >= 0 (0: image and video input off), got {}",
                                             im.max_images_per_request));
     QS_RETURN_IF_ERROR(positive("max-video-frames", im.max_video_frames, im.max_video_frames));
+    QS_RETURN_IF_ERROR(positive("max-video-bytes", im.max_video_bytes, im.max_video_bytes));
+    im.remote_ca_file = args.get_or("remote-ca-file", "");
+    if (!im.remote_ca_file.empty() && !std::filesystem::is_regular_file(im.remote_ca_file))
+        return invalid_argument(fmt::format("--remote-ca-file '{}' is not a file", im.remote_ca_file));
     QS_ASSIGN_OR_RETURN(im.video_frame_list_fps, args.get_double("video-frame-list-fps", im.video_frame_list_fps));
     if (!(im.video_frame_list_fps > 0))
         return invalid_argument(fmt::format("--video-frame-list-fps must be positive, got {}", im.video_frame_list_fps));
@@ -175,10 +181,14 @@ void log_config(const ServeConfig& c) {
              s.shutdown_grace_s, s.request_timeout_s > 0 ? fmt::format("{}", s.request_timeout_s) : "off", s.log_requests ? "on" : "off", s.log_requests && s.log_prompts ? " (with prompts)" : "");
     const ImageInputOptions& im = s.images;
     log_info("serve: allowed-local-media-path={} allow-remote-images={} max-image-bytes={} max-image-pixels={} "
-             "max-images-per-request={} max-video-frames={} video-frame-list-fps={} remote-image-timeout-s={}",
+             "max-images-per-request={} max-video-frames={} max-video-bytes={} video-frame-list-fps={} "
+             "remote-image-timeout-s={} remote-ca-file={} (video files {}, https {})",
              im.allowed_local_media_path.empty() ? "none" : im.allowed_local_media_path, im.allow_remote_images,
              im.max_image_bytes, im.max_image_pixels, im.max_images_per_request, im.max_video_frames,
-             im.video_frame_list_fps, im.remote_timeout_s);
+             im.max_video_bytes, im.video_frame_list_fps, im.remote_timeout_s,
+             im.remote_ca_file.empty() ? "system" : im.remote_ca_file,
+             video_files_supported() ? "on" : "off: built without libavcodec",
+             https_supported() ? "on" : "off: built without OpenSSL");
 }
 
 // The engine's knobs as it runs them: automatic values (0) replaced by what they resolved to.
@@ -302,7 +312,7 @@ Status serve(const Args& args) {
             state->set_vision(vision.get());
             log_info("serve: image input on (vision tower, {}..{} pixels per image after resizing); video input {}",
                      vision->processor.min_pixels, vision->processor.max_pixels,
-                     vision->video_token_id >= 0 ? "on (frame lists)" : "off");
+                     vision->video_token_id >= 0 ? video_files_supported() ? "on (frame lists and files)" : "on (frame lists; files need libavcodec)" : "off");
         }
         // One backend, or a tensor-parallel group whose ranks each own theirs.
         QS_ASSIGN_OR_RETURN(const BackendOptions backend, backend_options_from_args(args, c.engine));
@@ -456,8 +466,12 @@ const CommandSpec& serve_spec() {
                      "image_url parts may name local files (a path or file:// URL) under DIR (symbolic links "
                      "resolved first); without it only data: URLs (and http:// with --allow-remote-images)",
                      "none"),
-              flag("allow-remote-images", "image_url parts may be http:// URLs, fetched by the server within "
-                                          "--max-image-bytes and --remote-image-timeout-s (https is refused)"),
+              flag("allow-remote-images", "image_url and video_url parts may be http:// or https:// URLs, fetched "
+                                          "by the server within --max-image-bytes (--max-video-bytes) and "
+                                          "--remote-image-timeout-s; https certificates are verified"),
+              valued("remote-ca-file", "FILE",
+                     "PEM CA certificates that https image and video URLs are verified against (instead of the "
+                     "system's CA store)", "system"),
               valued("max-image-bytes", "N", "largest encoded image (data: URL, file or download), in bytes",
                      std::to_string(di.max_image_bytes)),
               valued("max-image-pixels", "N", "largest image, width x height before resizing (a 400 beyond)",
@@ -466,12 +480,15 @@ const CommandSpec& serve_spec() {
                      "image_url and video_url parts per request; 0 turns image and video input off (then the vision "
                      "tower reserves no device memory before the cache is sized)",
                      std::to_string(di.max_images_per_request)),
-              valued("max-video-frames", "N", "frames in one video_url frame list (counted before decoding)",
-                     std::to_string(di.max_video_frames)),
+              valued("max-video-frames", "N",
+                     "frames in one video: a video_url frame list (counted before decoding) or the frames sampled "
+                     "from a video file", std::to_string(di.max_video_frames)),
+              valued("max-video-bytes", "N", "largest video file (data: URL, file or download), in bytes",
+                     std::to_string(di.max_video_bytes)),
               valued("video-frame-list-fps", "FPS",
                      "frame rate a video_url frame list is taken to have (sets the timestamps written before each "
                      "pair of frames; 1 as in vLLM)", fmt::format("{}", di.video_frame_list_fps)),
-              valued("remote-image-timeout-s", "S", "time for one http:// image fetch", fmt::format("{}", di.remote_timeout_s))}});
+              valued("remote-image-timeout-s", "S", "time for one http:// or https:// image or video fetch", fmt::format("{}", di.remote_timeout_s))}});
         for (auto& o : c.groups.back().options) {
             if (o.metavar == "N") o.allowed = o.name == "max-images-per-request" ? ">= 0" : ">= 1";
             if (o.metavar == "S") o.allowed = ">= 0";

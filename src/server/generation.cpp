@@ -64,7 +64,7 @@ std::optional<ApiError> compile_grammar(const ServerState& state, GenerationSpec
 // The request's images and videos in message order (images numbered among images, videos among
 // videos in the errors). Worker thread.
 Result<std::vector<PromptMedia>> load_media(ServerState& state, const TextPipeline& text,
-                                            const std::vector<MediaUrl>& urls) {
+                                            const std::vector<MediaUrl>& urls, const MediaKwargs& kwargs) {
     const VisionInput* vision = state.vision();
     if (!vision)
         return invalid_argument("this server takes no images or videos (the model has no vision tower or no fitting "
@@ -77,7 +77,9 @@ Result<std::vector<PromptMedia>> load_media(ServerState& state, const TextPipeli
     std::vector<std::string> image_urls;
     for (const MediaUrl& m : urls)
         if (!m.video) image_urls.push_back(m.url);
-    QS_ASSIGN_OR_RETURN(auto images, load_images(image_urls, o, vision->processor));
+    QS_ASSIGN_OR_RETURN(const ImageProcessorConfig image_proc, apply_media_kwargs(kwargs, vision->processor));
+    const VideoProcessorConfig video_proc = apply_media_kwargs(kwargs, vision->video);
+    QS_ASSIGN_OR_RETURN(auto images, load_images(image_urls, o, image_proc));
     std::vector<PromptMedia> out;
     size_t next_image = 0, video = 0;
     for (const MediaUrl& m : urls) {
@@ -86,7 +88,7 @@ Result<std::vector<PromptMedia>> load_media(ServerState& state, const TextPipeli
             continue;
         }
         ++video;
-        auto v = load_video(m.url, o, vision->video);
+        auto v = load_video(m.url, o, video_proc, kwargs);
         if (!v.is_ok()) return invalid_argument(fmt::format("video {} of the request: {}", video, v.status().message()));
         PromptMedia pm{v->patches, {}};
         for (double ts : v->timestamps) pm.frame_prefix.push_back(text.encode(timestamp_text(ts)));
@@ -127,7 +129,7 @@ void prepare_and_submit(ServerState& state, ApiKind kind, const HttpRequest& req
         prompt_ids = text.encode(rendered.value());
         starts_in_reasoning = text.prompt_opens_reasoning(ro);
         if (!spec.media.empty()) {
-            auto loaded = load_media(state, text, spec.media);
+            auto loaded = load_media(state, text, spec.media, spec.media_kwargs);
             if (!loaded.is_ok())
                 return reply_error(state, exchange, ApiError::bad_request(loaded.status().message(), "messages"));
             Status st = expand_media_pads(prompt_ids, *state.vision(), loaded.value());

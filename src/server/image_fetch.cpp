@@ -1,12 +1,10 @@
-// Image bytes from data:, file and http:// URLs (see image_fetch.h).
+// Image and video bytes from data:, file, http:// and https:// URLs (see image_fetch.h).
 #include "server/image_fetch.h"
+
+#include "server/remote_fetch.h"
 
 #include <fmt/format.h>
 
-#include <boost/asio.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
-#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -15,9 +13,6 @@ namespace qs {
 
 namespace {
 
-namespace beast = boost::beast;
-namespace http = beast::http;
-namespace net = boost::asio;
 namespace fs = std::filesystem;
 
 int base64_value(char c) {
@@ -29,95 +24,52 @@ int base64_value(char c) {
     return -1;
 }
 
-Status too_large(int64_t limit) {
-    return invalid_argument(fmt::format("the image is larger than --max-image-bytes ({} bytes)", limit));
+// What is being fetched: the noun in messages, the data: media type, the byte limit and its option.
+struct Kind {
+    const char* noun;         // "image", "video"
+    const char* mime_prefix;  // "image/", "video/"
+    int64_t max_bytes;
+    const char* bytes_option;  // "--max-image-bytes"
+};
+
+Status too_large(const Kind& k) {
+    return invalid_argument(fmt::format("the {} is larger than {} ({} bytes)", k.noun, k.bytes_option, k.max_bytes));
 }
 
-Result<std::string> from_data_url(const std::string& url, const ImageInputOptions& o) {
+Result<std::string> from_data_url(const std::string& url, const Kind& k) {
     const size_t comma = url.find(',');
     if (comma == std::string::npos) return invalid_argument("the data: URL has no ',' before its data");
     const std::string meta = url.substr(5, comma - 5);  // e.g. image/png;base64
     if (meta.size() < 7 || meta.compare(meta.size() - 7, 7, ";base64") != 0)
-        return invalid_argument("the data: URL must be base64 (data:image/...;base64,...)");
-    if (meta.rfind("image/", 0) != 0)
-        return invalid_argument(fmt::format("the data: URL's media type '{}' is not an image type",
-                                            meta.substr(0, meta.size() - 7)));
+        return invalid_argument(fmt::format("the data: URL must be base64 (data:{}...;base64,...)", k.mime_prefix));
+    if (meta.rfind(k.mime_prefix, 0) != 0)
+        return invalid_argument(fmt::format("the data: URL's media type '{}' is not an {} type",
+                                            meta.substr(0, meta.size() - 7), k.noun));
     const std::string_view data(url.data() + comma + 1, url.size() - comma - 1);
-    if (int64_t(data.size()) / 4 * 3 > o.max_image_bytes) return too_large(o.max_image_bytes);
+    if (int64_t(data.size()) / 4 * 3 > k.max_bytes) return too_large(k);
     auto bytes = base64_decode(data);
     if (!bytes.is_ok()) return invalid_argument("the data: URL is not valid base64: " + bytes.status().message());
     return bytes;
 }
 
-Result<std::string> from_file(const std::string& path_in, const ImageInputOptions& o) {
+Result<std::string> from_file(const std::string& path_in, const ImageInputOptions& o, const Kind& k) {
     if (o.allowed_local_media_path.empty())
-        return invalid_argument("local image files are not allowed (start the server with "
-                                "--allowed-local-media-path DIR to allow files under DIR)");
+        return invalid_argument(fmt::format("local {} files are not allowed (start the server with "
+                                            "--allowed-local-media-path DIR to allow files under DIR)", k.noun));
     std::error_code ec;
     const fs::path root = fs::weakly_canonical(o.allowed_local_media_path, ec);
     const fs::path path = fs::weakly_canonical(path_in, ec);
     if (ec || !fs::is_regular_file(path, ec))
-        return invalid_argument(fmt::format("the image file '{}' does not exist or is not a file", path_in));
+        return invalid_argument(fmt::format("the {} file '{}' does not exist or is not a file", k.noun, path_in));
     // The resolved path (symbolic links followed) must lie under the allowed directory.
     const fs::path rel = path.lexically_relative(root);
     if (rel.empty() || *rel.begin() == "..")
-        return invalid_argument(fmt::format("the image file '{}' is outside --allowed-local-media-path", path_in));
-    if (int64_t(fs::file_size(path, ec)) > o.max_image_bytes) return too_large(o.max_image_bytes);
+        return invalid_argument(fmt::format("the {} file '{}' is outside --allowed-local-media-path", k.noun, path_in));
+    if (int64_t(fs::file_size(path, ec)) > k.max_bytes) return too_large(k);
     std::ifstream f(path, std::ios::binary);
     std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    if (!f && !f.eof()) return invalid_argument(fmt::format("the image file '{}' cannot be read", path_in));
+    if (!f && !f.eof()) return invalid_argument(fmt::format("the {} file '{}' cannot be read", k.noun, path_in));
     return bytes;
-}
-
-Result<std::string> from_http(const std::string& url, const ImageInputOptions& o) {
-    if (!o.allow_remote_images)
-        return invalid_argument("remote image URLs are not allowed (start the server with --allow-remote-images)");
-    // http://host[:port][/target]
-    const std::string rest = url.substr(7);
-    const size_t slash = rest.find('/');
-    const std::string authority = rest.substr(0, slash);
-    const std::string target = slash == std::string::npos ? "/" : rest.substr(slash);
-    std::string host = authority, port = "80";
-    if (const size_t colon = authority.rfind(':'); colon != std::string::npos && authority.find(']') == std::string::npos) {
-        host = authority.substr(0, colon);
-        port = authority.substr(colon + 1);
-    }
-    if (host.empty()) return invalid_argument(fmt::format("the image URL '{}' has no host", url));
-    net::io_context ioc;
-    net::ip::tcp::resolver resolver(ioc);
-    beast::tcp_stream stream(ioc);
-    http::request<http::empty_body> req{http::verb::get, target, 11};
-    req.set(http::field::host, authority);
-    req.set(http::field::user_agent, "qwenserve");
-    http::response_parser<http::string_body> parser;
-    parser.body_limit(uint64_t(o.max_image_bytes));
-    beast::flat_buffer buffer;
-    beast::error_code result;
-    const auto timeout = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-        std::chrono::duration<double>(o.remote_timeout_s));
-    stream.expires_after(timeout);
-    resolver.async_resolve(host, port, [&](beast::error_code ec, net::ip::tcp::resolver::results_type hosts) {
-        if (ec) return void(result = ec);
-        stream.async_connect(hosts, [&](beast::error_code ec2, const net::ip::tcp::endpoint&) {
-            if (ec2) return void(result = ec2);
-            http::async_write(stream, req, [&](beast::error_code ec3, size_t) {
-                if (ec3) return void(result = ec3);
-                http::async_read(stream, buffer, parser, [&](beast::error_code ec4, size_t) { result = ec4; });
-            });
-        });
-    });
-    // The resolver is not covered by the stream's timer: bound the whole fetch as well.
-    ioc.run_for(timeout + std::chrono::seconds(1));
-    if (!ioc.stopped()) return invalid_argument(fmt::format("fetching the image URL '{}' timed out", url));
-    if (result == http::error::body_limit) return too_large(o.max_image_bytes);
-    if (result == beast::error::timeout)
-        return invalid_argument(fmt::format("fetching the image URL '{}' timed out after {} s", url, o.remote_timeout_s));
-    if (result)
-        return invalid_argument(fmt::format("the image URL '{}' is unreachable: {}", url, result.message()));
-    const auto& res = parser.get();
-    if (res.result_int() != 200)
-        return invalid_argument(fmt::format("the image URL '{}' answered HTTP {}", url, res.result_int()));
-    return res.body();
 }
 
 }  // namespace
@@ -142,15 +94,38 @@ Result<std::string> base64_decode(std::string_view in) {
     return out;
 }
 
+namespace {
+
+Result<std::string> fetch(const std::string& url, const ImageInputOptions& options, const Kind& k) {
+    if (url.rfind("data:", 0) == 0) return from_data_url(url, k);
+    if (url.rfind("http://", 0) == 0 || url.rfind("https://", 0) == 0) {
+        if (!options.allow_remote_images)
+            return invalid_argument(fmt::format("remote {} URLs are not allowed (start the server with "
+                                                "--allow-remote-images)", k.noun));
+        RemoteFetchLimits limits;
+        limits.max_bytes = k.max_bytes;
+        limits.timeout_s = options.remote_timeout_s;
+        limits.ca_file = options.remote_ca_file;
+        auto r = fetch_remote(url, limits);
+        if (!r.is_ok() && r.status().message() == kRemoteTooLarge) return too_large(k);
+        if (!r.is_ok())
+            return invalid_argument(fmt::format("the {} URL '{}': {}", k.noun, url, r.status().message()));
+        return r;
+    }
+    if (url.rfind("file://", 0) == 0) return from_file(url.substr(7), options, k);
+    if (!url.empty() && url[0] == '/') return from_file(url, options, k);
+    return invalid_argument(fmt::format("the {} URL must be a data: URL, an http:// or https:// URL or a local file path",
+                                        k.noun));
+}
+
+}  // namespace
+
 Result<std::string> fetch_image_bytes(const std::string& url, const ImageInputOptions& options) {
-    if (url.rfind("data:", 0) == 0) return from_data_url(url, options);
-    if (url.rfind("http://", 0) == 0) return from_http(url, options);
-    if (url.rfind("https://", 0) == 0)
-        return invalid_argument("https image URLs are not supported (no TLS in this server); send the image as a "
-                                "data: URL or fetch it over http:// with --allow-remote-images");
-    if (url.rfind("file://", 0) == 0) return from_file(url.substr(7), options);
-    if (!url.empty() && url[0] == '/') return from_file(url, options);
-    return invalid_argument("the image URL must be a data: URL, an http:// URL or a local file path");
+    return fetch(url, options, Kind{"image", "image/", options.max_image_bytes, "--max-image-bytes"});
+}
+
+Result<std::string> fetch_video_bytes(const std::string& url, const ImageInputOptions& options) {
+    return fetch(url, options, Kind{"video", "video/", options.max_video_bytes, "--max-video-bytes"});
 }
 
 }  // namespace qs

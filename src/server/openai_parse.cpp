@@ -12,6 +12,7 @@
 
 #include "server/request_json.h"
 #include "server/structured_output_parse.h"
+#include "server/mm_processor_kwargs.h"
 #include "server/unsupported_fields.h"
 
 namespace qs {
@@ -434,6 +435,13 @@ std::optional<ApiError> parse_generation_request(ApiKind kind, std::string_view 
         return e;
     }
     QS_TRY_API(check_unsupported_fields(o, kind));
+    if (const J* kw = field(o, "mm_processor_kwargs")) {
+        auto mk = parse_mm_processor_kwargs(nlohmann::json::parse(kw->dump()));
+        if (!mk.is_ok() && mk.status().kind() == ErrorKind::kUnsupported)
+            return unsupported("mm_processor_kwargs", mk.status().message());
+        if (!mk.is_ok()) return ApiError::bad_request(mk.status().message(), "mm_processor_kwargs");
+        s.media_kwargs = mk.value();
+    }
     if (kind == ApiKind::kChat) {
         QS_TRY_API(parse_messages(o, any_template_kwargs, s));
         QS_TRY_API(parse_tools(o, s));

@@ -13,6 +13,7 @@
 #include "engine/request.h"
 #include "grammar/grammar_spec.h"
 #include "server/api_error.h"
+#include "server/mm_processor_kwargs.h"
 
 namespace qs {
 
@@ -34,6 +35,7 @@ struct GenerationSpec {
     // The image_url and video_url parts' URLs, in message order; `messages` holds each video_url
     // part as {"type": "video"}, the part the chat templates render (as vLLM hands them over).
     std::vector<MediaUrl> media;
+    MediaKwargs media_kwargs;                   // vLLM's mm_processor_kwargs (server/mm_processor_kwargs)
     bool tool_choice_none = false;              // "none": tools rendered, calls not parsed
     bool tool_choice_required = false;          // "required": one or more calls (constrained)
     std::string tool_choice_function;           // a named function: exactly one call of it (constrained)

@@ -51,7 +51,6 @@ constexpr UnsupportedField kFields[] = {
     {"include_reasoning", kBothApis, "[true]", "reasoning is always returned (reasoning_content)"},
     {"documents", kBothApis, "", "the chat template takes no documents"},
     {"chat_template", kBothApis, "", "per-request chat templates are not supported; the model's template is used"},
-    {"mm_processor_kwargs", kBothApis, "", "the model takes text only"},
     {"prompt_embeds", kBothApis, "", "prompt embeddings are not supported"},
     {"guided_decoding_backend", kBothApis, R"(["auto", "xgrammar"])", "the one grammar backend is xgrammar"},
     {"guided_whitespace_pattern", kBothApis, "", kStructured},

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "image/image_decode.h"
+#include "image/video_decode.h"
 
 namespace qs {
 
@@ -18,18 +19,40 @@ std::string lower(std::string s) {
     return s;
 }
 
-Status no_decoder(const std::string& what) {
-    return invalid_argument(fmt::format(
-        "{} needs a video decoder (libavcodec), which this server is built without; send the frames as a list, "
-        "data:video/jpeg;base64,<frame>,<frame>,... (JPEG, PNG or WebP frames, base64, comma-separated)",
-        what));
+// A video file (mp4, webm, mkv, ...): its bytes from any source, decoded with the processor's frame
+// sampling (transformers samples a decoded video by its container's frame count and rate), the
+// timestamps from the sampled indices and the container's frame rate (Qwen3VLProcessor's).
+Result<LoadedVideo> load_video_file(const std::string& url, const ImageInputOptions& options,
+                                    const VideoProcessorConfig& processor, const MediaKwargs& kwargs) {
+    if (!video_files_supported()) return decode_video({}, {}, {}).status();  // the "needs libavcodec" 400
+    QS_ASSIGN_OR_RETURN(const std::string bytes, fetch_video_bytes(url, options));
+    VideoDecodeLimits limits;
+    limits.max_pixels = options.max_image_pixels;
+    limits.max_frames = options.max_video_frames;
+    const PickFrames pick = [&](const VideoStreamInfo& info) -> Result<std::vector<int64_t>> {
+        if (!processor.do_sample_frames) {
+            std::vector<int64_t> all(size_t(info.total_frames));
+            std::iota(all.begin(), all.end(), 0);
+            return all;
+        }
+        return sample_frame_indices(info.total_frames, info.fps, kwargs.num_frames, kwargs.fps, processor);
+    };
+    QS_ASSIGN_OR_RETURN(DecodedVideo v, decode_video(bytes, pick, limits));
+    auto patches = preprocess_video(v.frames, processor);
+    if (!patches.is_ok()) return patches.status();
+    LoadedVideo out;
+    // transformers takes 24 frames per second when the container gives no rate.
+    out.timestamps = frame_timestamps(v.indices, v.info.fps > 0 ? v.info.fps : 24.0,
+                                      processor.image.temporal_patch_size);
+    out.patches = std::make_shared<const ImagePatches>(std::move(patches).value());
+    return out;
 }
 
 }  // namespace
 
 Result<LoadedVideo> load_video(const std::string& url, const ImageInputOptions& options,
-                               const VideoProcessorConfig& processor) {
-    if (url.rfind("data:", 0) != 0) return no_decoder("a video file or URL (only frame lists are taken)");
+                               const VideoProcessorConfig& processor, const MediaKwargs& kwargs) {
+    if (url.rfind("data:", 0) != 0) return load_video_file(url, options, processor, kwargs);
     const size_t comma = url.find(',');
     if (comma == std::string::npos) return invalid_argument("the data: URL has no ',' before its data");
     const std::string meta = lower(url.substr(5, comma - 5));  // video/jpeg;base64
@@ -39,7 +62,7 @@ Result<LoadedVideo> load_video(const std::string& url, const ImageInputOptions& 
     if (type.rfind("video/", 0) != 0)
         return invalid_argument(fmt::format("the data: URL's media type '{}' is not a video type (a frame list is "
                                             "data:video/jpeg;base64,<frame>,<frame>,...)", type));
-    if (type != "video/jpeg") return no_decoder(fmt::format("a {} data: URL", type));
+    if (type != "video/jpeg") return load_video_file(url, options, processor, kwargs);
     // The frames: split on ',' (base64 has no commas), counted before any is decoded.
     const std::string_view data(url.data() + comma + 1, url.size() - comma - 1);
     const int64_t count = int64_t(std::count(data.begin(), data.end(), ',')) + 1;

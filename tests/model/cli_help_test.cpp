@@ -38,7 +38,7 @@ const std::vector<std::string> kServeOptions = {
     "host", "port", "api-key", "served-model-name", "tokenizer", "chat-template", "scheduling-policy", "io-threads", "worker-threads", "max-body-bytes",
     "stream-buffer-bytes", "max-in-flight", "idle-timeout-s", "write-stall-timeout-s", "shutdown-grace-s",
     "disable-log-requests", "log-prompts", "allowed-local-media-path", "allow-remote-images", "max-image-bytes",
-    "max-image-pixels", "max-images-per-request", "max-video-frames", "video-frame-list-fps", "remote-image-timeout-s", "fake-engine", "fake-step-ms", "fake-load-s", "log-level", "log-format"};
+    "max-image-pixels", "max-images-per-request", "max-video-frames", "max-video-bytes", "video-frame-list-fps", "remote-image-timeout-s", "remote-ca-file", "fake-engine", "fake-step-ms", "fake-load-s", "log-level", "log-format"};
 
 void expect_documented(const std::string& help, const std::vector<std::string>& options) {
     for (const auto& o : options) {
