@@ -80,15 +80,15 @@ TEST(Int4Layout, CompressedTensorsRoundTrip) {
     EXPECT_EQ(int4_layout_unsupported(l0.moe.experts[0].gate_proj), "");
 }
 
-TEST(Int4Layout, AutoGptqPackingRoundTrip) {
+TEST(Int4Layout, AutoGptqPackingWithFp16ScalesIsRefused) {
+    // auto-round's fixture stores fp16 group scales that bf16 cannot hold exactly: the device
+    // layout (bf16 scales) refuses those weights, which keep the dequantised BF16 path.
     auto w = load_model_dir(fixture("autoround_int4"));
     ASSERT_TRUE(w.is_ok()) << w.status().message();
     const LinearWeight& g = w->layers[0].moe.experts[0].gate_proj;
     ASSERT_EQ(g.int_params.packing, IntPacking::kGptq);
-    ASSERT_NE(g.zeros.data, nullptr);  // stored zero points, all 8 (symmetric)
-    EXPECT_EQ(int4_layout_unsupported(g), "");
-    EXPECT_GT(check_round_trip(*w), 0);
-    // The 8-bit attention linears of layer 1 are refused.
+    EXPECT_NE(int4_layout_unsupported(g).find("is not a bf16 value"), std::string::npos) << int4_layout_unsupported(g);
+    // The 8-bit attention linears of layer 1 are refused for their width.
     EXPECT_EQ(int4_layout_unsupported(w->layers[1].attn.q_proj), "8 bits");
 }
 
