@@ -1,5 +1,6 @@
 // ShareGPT datasets to bench requests (see sharegpt.h).
 #include "bench/sharegpt.h"
+#include "core/read_file.h"
 
 #include <fstream>
 #include <random>
@@ -91,11 +92,9 @@ Result<std::vector<FixtureRequest>> parse_sharegpt(const std::string& text, cons
 
 Result<std::vector<FixtureRequest>> load_sharegpt(const std::string& path, const ShareGptOptions& o,
                                                   const TokenCounter& count_tokens) {
-    std::ifstream f(path, std::ios::binary);
-    if (!f) return not_found("cannot open ShareGPT file '" + path + "'");
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return parse_sharegpt(ss.str(), path, o, count_tokens);
+    auto text = read_file(path);
+    if (!text.is_ok()) return text.status().with_context("ShareGPT file");
+    return parse_sharegpt(text.value(), path, o, count_tokens);
 }
 
 }  // namespace qs::bench

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "config/engine_options.h"
+#include "core/read_file.h"
 
 namespace qs::bench {
 
@@ -98,11 +99,9 @@ Status add_grid_spec(Grid& grid, const std::string& spec) {
 }
 
 Status read_grid_file(Grid& grid, const std::string& path) {
-    std::ifstream f(path, std::ios::binary);
-    if (!f) return not_found("cannot open grid file '" + path + "'");
-    std::stringstream ss;
-    ss << f.rdbuf();
-    const std::string text = ss.str();
+    auto file = read_file(path);
+    if (!file.is_ok()) return file.status().with_context("grid file");
+    const std::string text = std::move(file).value();
     auto where = [&](const Status& s, const std::string& at) {
         return s.is_ok() ? s : s.with_context(path + at);
     };

@@ -19,6 +19,7 @@
 #include <sstream>
 
 #include "core/log.h"
+#include "core/read_file.h"
 
 namespace qs {
 namespace {
@@ -398,12 +399,9 @@ Result<ModelConfig> load_model_config(const std::string& path) {
     std::string file = path;
     if (std::filesystem::is_directory(path, ec))
         file = (std::filesystem::path(path) / "config.json").string();
-    std::ifstream in(file, std::ios::binary);
-    if (!in) return not_found(fmt::format("{}: cannot open model config", file));
-    std::stringstream ss;
-    ss << in.rdbuf();
-    if (in.bad()) return io_error(fmt::format("{}: read failed", file));
-    json j = json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
+    auto text = read_file(file);
+    if (!text.is_ok()) return text.status().with_context("model config");
+    json j = json::parse(text.value(), nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded()) return corrupt_data(fmt::format("{}: not valid JSON", file));
     std::vector<std::string> warnings;
     QS_ASSIGN_OR_RETURN(ModelConfig c, parse_model_config(j, file, &warnings));

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "image/resample.h"
+#include "core/read_file.h"
 
 namespace qs {
 
@@ -95,11 +96,8 @@ Result<ImageProcessorConfig> load_image_processor_config(const std::string& mode
     const std::filesystem::path path = std::filesystem::path(model_dir) / "preprocessor_config.json";
     std::error_code ec;
     if (!std::filesystem::exists(path, ec)) return ImageProcessorConfig{};
-    std::ifstream f(path);
-    if (!f) return io_error(fmt::format("cannot read {}", path.string()));
-    std::stringstream ss;
-    ss << f.rdbuf();
-    auto r = parse_image_processor_config(ss.str());
+    QS_ASSIGN_OR_RETURN(std::string text, read_file(path.string()));
+    auto r = parse_image_processor_config(text);
     if (!r.is_ok()) return r.status().with_context(path.string());
     return r;
 }

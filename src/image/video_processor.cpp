@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/read_file.h"
 #include "image/resample.h"
 
 namespace qs {
@@ -73,11 +74,8 @@ Result<VideoProcessorConfig> load_video_processor_config(const std::string& mode
     const std::filesystem::path path = std::filesystem::path(model_dir) / kFile;
     std::error_code ec;
     if (!std::filesystem::exists(path, ec)) return VideoProcessorConfig{};
-    std::ifstream f(path);
-    if (!f) return io_error(fmt::format("cannot read {}", path.string()));
-    std::stringstream ss;
-    ss << f.rdbuf();
-    auto r = parse_video_processor_config(ss.str());
+    QS_ASSIGN_OR_RETURN(std::string text, read_file(path.string()));
+    auto r = parse_video_processor_config(text);
     if (!r.is_ok()) return r.status().with_context(path.string());
     return r;
 }

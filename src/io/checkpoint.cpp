@@ -7,6 +7,7 @@
 // A tensor name found in two files is an error in both layouts. `dir` may also be a path to one
 // .safetensors file. Runs on the loading thread; the result is immutable afterwards.
 #include "io/checkpoint.h"
+#include "core/read_file.h"
 
 #include <fmt/format.h>
 
@@ -27,11 +28,8 @@ constexpr const char* kIndexName = "model.safetensors.index.json";
 
 // Reads the index's weight_map into (tensor → shard file name).
 Status read_index(const std::string& index_path, std::map<std::string, std::string>* weight_map) {
-    std::ifstream in(index_path, std::ios::binary);
-    if (!in) return io_error(fmt::format("{}: cannot open", index_path));
-    std::stringstream ss;
-    ss << in.rdbuf();
-    json j = json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
+    QS_ASSIGN_OR_RETURN(std::string text, read_file(index_path));
+    json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded()) return corrupt_data(fmt::format("{}: not valid JSON", index_path));
     if (!j.is_object()) return corrupt_data(fmt::format("{}: not a JSON object", index_path));
     auto wm = j.find("weight_map");

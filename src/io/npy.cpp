@@ -15,6 +15,8 @@
 #include <iterator>
 #include <optional>
 
+#include "core/read_file.h"
+
 namespace qs {
 namespace {
 
@@ -129,14 +131,6 @@ private:
     std::string_view s_;
     size_t pos_ = 0;
 };
-
-Result<std::string> read_file(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return not_found(fmt::format("{}: cannot open", path));
-    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (in.bad()) return io_error(fmt::format("{}: read failed", path));
-    return bytes;
-}
 
 // Parses and checks the preamble and header; leaves the element count in *numel.
 Result<NpyHeader> parse_header(const std::string& path, const std::string& bytes, size_t* itemsize,

@@ -21,6 +21,7 @@
 #include "config/model_config.h"
 #include "core/log.h"
 #include "core/progress.h"
+#include "core/read_file.h"
 #include "core/timer.h"
 #include "io/checkpoint.h"
 #include "model/fp8_block.h"
@@ -95,11 +96,8 @@ void load_rows(const TensorInfo& src, int64_t offset, int64_t cols, int64_t r0, 
 }
 
 Result<nlohmann::ordered_json> read_json(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return not_found(path + ": cannot open");
-    std::stringstream ss;
-    ss << in.rdbuf();
-    auto j = nlohmann::ordered_json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
+    QS_ASSIGN_OR_RETURN(std::string text, read_file(path));
+    auto j = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded() || !j.is_object()) return corrupt_data(path + ": not a JSON object");
     return j;
 }

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/read_file.h"
 #include "tokenizer/reasoning_parser.h"
 #include "tokenizer/tool_call_parser.h"
 
@@ -76,11 +77,9 @@ Result<std::unique_ptr<TokenizerTextPipeline>> TokenizerTextPipeline::load(const
     std::string text = tok->chat_template();
     std::string origin = path;
     if (!template_file.empty()) {
-        std::ifstream in(template_file, std::ios::binary);
-        if (!in) return not_found("--chat-template " + template_file + ": cannot read the file");
-        std::stringstream ss;
-        ss << in.rdbuf();
-        text = ss.str();
+        auto file = read_file(template_file);
+        if (!file.is_ok()) return file.status().with_context("--chat-template");
+        text = std::move(file).value();
         origin = "--chat-template " + template_file;
     }
     auto make = [&](tok::ChatFormat format, bool qwen, std::optional<JinjaChatTemplate> jinja) {

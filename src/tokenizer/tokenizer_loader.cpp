@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "core/read_file.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/unicode.h"
 
@@ -17,15 +18,6 @@ using Json = nlohmann::json;
 // GPT-2's pattern, used by a ByteLevel pre-tokenizer with use_regex=true.
 constexpr const char* kGpt2Regex =
     R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
-
-Result<std::string> read_file(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return not_found("cannot open " + path);
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    if (in.bad()) return io_error("cannot read " + path);
-    return ss.str();
-}
 
 std::string type_of(const Json& j) {
     if (!j.is_object() || !j.contains("type") || !j["type"].is_string()) return "";

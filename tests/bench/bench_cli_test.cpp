@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../common/test_files.h"
 #include "../server/test_server.h"
 
 namespace {
@@ -24,19 +25,12 @@ int sh(const std::string& args) {
     return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
 
-std::string slurp(const std::string& path) {
-    std::ifstream f(path, std::ios::binary);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
-}
-
 TEST(BenchCli, FixtureIsReproducible) {
     std::string a = tmp("a.jsonl"), b = tmp("b.jsonl");
     ASSERT_EQ(sh("bench fixture --out " + a + " --requests 30 --seed 11"), 0);
     ASSERT_EQ(sh("bench fixture --out " + b + " --requests 30 --seed 11"), 0);
-    std::string text = slurp(a);
-    EXPECT_EQ(text, slurp(b));
+    std::string text = qs::test::read_if_exists(a);
+    EXPECT_EQ(text, qs::test::read_if_exists(b));
     EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 30);
     EXPECT_NE(sh("bench fixture --out " + a + " --requests 30 --max-prompt 5000"), 0);
     EXPECT_NE(sh("bench fixture --requests 30"), 0);  // no --out

@@ -1,5 +1,6 @@
 // Fixture generator: reproducibility (same seed, same bytes), lengths within bounds, the context
 // limit, and JSONL round trips with errors that name the line.
+#include "../common/test_files.h"
 #include "bench/fixtures.h"
 
 #include "../tokenizer/tokenizer_test_util.h"
@@ -17,13 +18,6 @@ std::string temp_path(const std::string& name) {
     return ::testing::TempDir() + "qs_bench_" + std::to_string(::getpid()) + "_" + name;
 }
 
-std::string slurp(const std::string& path) {
-    std::ifstream f(path, std::ios::binary);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
-}
-
 size_t word_count(const std::string& s) {
     size_t n = s.empty() ? 0 : 1;
     for (char c : s) n += c == ' ';
@@ -39,9 +33,9 @@ TEST(BenchFixtures, SameSeedSameFileDifferentSeedDifferentFile) {
     ASSERT_TRUE(write_fixture(b, generate_fixture(o).value()).is_ok());
     o.seed = 8;
     ASSERT_TRUE(write_fixture(c, generate_fixture(o).value()).is_ok());
-    EXPECT_FALSE(slurp(a).empty());
-    EXPECT_EQ(slurp(a), slurp(b));
-    EXPECT_NE(slurp(a), slurp(c));
+    EXPECT_FALSE(qs::test::read_if_exists(a).empty());
+    EXPECT_EQ(qs::test::read_if_exists(a), qs::test::read_if_exists(b));
+    EXPECT_NE(qs::test::read_if_exists(a), qs::test::read_if_exists(c));
     std::remove(a.c_str()), std::remove(b.c_str()), std::remove(c.c_str());
 }
 

@@ -1,6 +1,7 @@
 // ServerProcess on plain shell children: exit codes and the log, exec failure, SIGTERM then
 // SIGKILL for a child that ignores SIGTERM, its own process group, the destructor never leaving
 // a child behind; health polling against a child that exits; the log tail.
+#include "../common/test_files.h"
 #include "bench/server_process.h"
 
 #include <gtest/gtest.h>
@@ -18,13 +19,6 @@ namespace {
 
 std::string tmp(const std::string& name) {
     return ::testing::TempDir() + "qs_server_process_" + std::to_string(::getpid()) + "_" + name;
-}
-
-std::string slurp(const std::string& path) {
-    std::ifstream f(path);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
 }
 
 // Waits (bounded) for the child to exit by itself.
@@ -57,7 +51,7 @@ TEST(BenchServerProcess, ExecFailureIs127WithTheReasonInTheLog) {
     ASSERT_TRUE(p.is_ok());
     ASSERT_TRUE(wait_exit(**p));
     EXPECT_EQ((*p)->exit_description(), "exit code 127");
-    EXPECT_NE(slurp(log).find("exec of the server failed"), std::string::npos);
+    EXPECT_NE(qs::test::read_if_exists(log).find("exec of the server failed"), std::string::npos);
     EXPECT_EQ(wait_healthy(**p, 1, 5), HealthWait::kExited);
     std::remove(log.c_str());
 }
@@ -76,7 +70,7 @@ TEST(BenchServerProcess, StopTermThenKill) {
     auto stubborn =
         ServerProcess::spawn({"/bin/sh", "-c", "trap '' TERM; echo ready; exec sleep 60"}, log);
     ASSERT_TRUE(stubborn.is_ok());
-    for (int i = 0; i < 1000 && slurp(log).find("ready") == std::string::npos; ++i)
+    for (int i = 0; i < 1000 && qs::test::read_if_exists(log).find("ready") == std::string::npos; ++i)
         std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the trap is set
     auto s2 = (*stubborn)->stop(0.3);
     EXPECT_FALSE(s2.graceful);

@@ -21,6 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../common/test_files.h"
 #include "../common/run_binary.h"
 #include "bench/sweep.h"
 
@@ -77,13 +78,6 @@ class SweepCli : public ::testing::Test {
     std::string dir_;
 };
 
-std::string slurp(const std::string& p) {
-    std::ifstream f(p);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
-}
-
 bool all_gates_passed(const nlohmann::json& e, const std::vector<std::string>& names) {
     std::vector<std::string> seen;
     for (const auto& g : e["gates"]) {
@@ -119,7 +113,7 @@ TEST_F(SweepCli, TwoPointGridEndToEndThenReport) {
         EXPECT_TRUE(all_gates_passed(e, gates)) << e.dump();
     }
     for (const char* p : {"t-p1", "t-p2"}) {
-        std::string log = slurp(path("logs/") + p + ".server.log");
+        std::string log = qs::test::read_if_exists(path("logs/") + p + ".server.log");
         EXPECT_NE(log.find("--fake-engine"), std::string::npos) << p;   // the command line
         EXPECT_NE(log.find("listening on"), std::string::npos) << p;    // the server's own log
         EXPECT_NE(log.find("serve: stopped"), std::string::npos) << p;  // it exited cleanly
@@ -128,11 +122,11 @@ TEST_F(SweepCli, TwoPointGridEndToEndThenReport) {
     auto rep = qs::test::run_binary("campaign report --ledger " + path("ledger.jsonl") +
                                     " --output " + path("r.html") + " --markdown " + path("r.md"));
     ASSERT_EQ(rep.exit_code, 0) << rep.output;
-    std::string html = slurp(path("r.html"));
+    std::string html = qs::test::read_if_exists(path("r.html"));
     EXPECT_NE(html.find("<code>t-p1</code>"), std::string::npos);
     EXPECT_NE(html.find("<code>t-p2</code>"), std::string::npos);
     EXPECT_NE(html.find("<svg"), std::string::npos);
-    EXPECT_NE(slurp(path("r.md")).find("| t-p2 |"), std::string::npos);
+    EXPECT_NE(qs::test::read_if_exists(path("r.md")).find("| t-p2 |"), std::string::npos);
 }
 
 TEST_F(SweepCli, PointWhoseServerRefusesItsKnobIsRecordedAsFailed) {
@@ -233,7 +227,7 @@ pid_t spawn_sweep(const std::string& args, const std::string& out) {
 // The server's pid from the sweep's "server pid N" line (bounded wait); 0 if it never came.
 pid_t wait_server_pid(const std::string& out) {
     for (int i = 0; i < 3000; ++i) {
-        std::string text = slurp(out);
+        std::string text = qs::test::read_if_exists(out);
         if (auto p = text.find("server pid "); p != std::string::npos)
             return pid_t(std::atoi(text.c_str() + p + 11));
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -244,7 +238,7 @@ pid_t wait_server_pid(const std::string& out) {
 // Dead: no such process, or a zombie nobody reaped yet (it no longer runs or holds its port).
 bool dead(pid_t pid) {
     if (::kill(pid, 0) != 0 && errno == ESRCH) return true;
-    std::string stat = slurp("/proc/" + std::to_string(pid) + "/stat");
+    std::string stat = qs::test::read_if_exists("/proc/" + std::to_string(pid) + "/stat");
     auto close = stat.rfind(')');
     return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] == 'Z';
 }
@@ -262,16 +256,16 @@ TEST_F(SweepCli, CtrlCStopsTheServerAndRecordsTheInterruption) {
         sweep_args(fixture(5, "x", 8), "--grid max_num_seqs=4,8") + " --fake-load-s 600", out);
     ASSERT_GT(sweep, 0);
     pid_t server = wait_server_pid(out);
-    ASSERT_GT(server, 0) << slurp(out);
+    ASSERT_GT(server, 0) << qs::test::read_if_exists(out);
     ::kill(sweep, SIGINT);
     int status = 0;
     ASSERT_EQ(::waitpid(sweep, &status, 0), sweep);
-    ASSERT_TRUE(WIFEXITED(status)) << slurp(out);
-    EXPECT_EQ(WEXITSTATUS(status), 130) << slurp(out);
+    ASSERT_TRUE(WIFEXITED(status)) << qs::test::read_if_exists(out);
+    EXPECT_EQ(WEXITSTATUS(status), 130) << qs::test::read_if_exists(out);
     EXPECT_TRUE(dead(server)) << "the sweep exited and left its server running";
     if (!dead(server)) ::kill(server, SIGKILL);  // do not leave it behind for 10 minutes
     auto l = ledger();
-    ASSERT_EQ(l.size(), 1u) << slurp(out);  // the interrupted point; the second never started
+    ASSERT_EQ(l.size(), 1u) << qs::test::read_if_exists(out);  // the interrupted point; the second never started
     EXPECT_EQ(l[0]["status"], "failed");
     EXPECT_EQ(l[0]["reason"], "start: interrupted while waiting for /health");
 }
@@ -282,7 +276,7 @@ TEST_F(SweepCli, KilledSweepTakesItsServerDown) {
         sweep_args(fixture(5, "x", 8), "--grid max_num_seqs=4") + " --fake-load-s 600", out);
     ASSERT_GT(sweep, 0);
     pid_t server = wait_server_pid(out);
-    ASSERT_GT(server, 0) << slurp(out);
+    ASSERT_GT(server, 0) << qs::test::read_if_exists(out);
     ::kill(sweep, SIGKILL);  // no handler runs: only the child's parent-death signal helps
     int status = 0;
     ASSERT_EQ(::waitpid(sweep, &status, 0), sweep);

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "../common/test_files.h"
 #include "engine/image_cache_key.h"
 #include "engine_test_util.h"
 #include "image/image_decode.h"
@@ -22,10 +23,7 @@ namespace {
 const std::string kDir = std::string(QS_SOURCE_DIR) + "/tests/data/vision_parity";
 
 std::shared_ptr<const ImagePatches> load_image(const std::string& name) {
-    std::ifstream f(std::string(QS_SOURCE_DIR) + "/tests/data/image/" + name, std::ios::binary);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    auto img = decode_image(ss.str());
+    auto img = decode_image(qs::test::read_fixture(std::string(QS_SOURCE_DIR) + "/tests/data/image/" + name));
     EXPECT_TRUE(img.is_ok()) << name;
     auto proc = load_image_processor_config(kDir);
     EXPECT_TRUE(proc.is_ok());

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "../common/test_files.h"
 #include "../common/run_binary.h"
 #include "../server/test_server.h"
 #include "eval/sandbox.h"
@@ -20,13 +21,6 @@ using qs::test::run_binary;
 
 std::string tmp(const std::string& name) {
     return ::testing::TempDir() + "qs_eval_cli_" + std::to_string(::getpid()) + "_" + name;
-}
-
-std::string slurp(const std::string& path) {
-    std::ifstream f(path, std::ios::binary);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
 }
 
 int count_lines(const std::string& s) { return int(std::count(s.begin(), s.end(), '\n')); }
@@ -47,7 +41,7 @@ TEST(EvalCli, ProblemsAndCodeAgainstALiveServer) {
     std::string problems = tmp("problems.jsonl"), out = tmp("results.jsonl");
     auto p = run_binary("eval problems --out " + problems);
     ASSERT_EQ(p.exit_code, 0) << p.output;
-    EXPECT_EQ(count_lines(slurp(problems)), 10);
+    EXPECT_EQ(count_lines(qs::test::read_if_exists(problems)), 10);
     qs::testing::TestServer server;
     std::string url = "http://127.0.0.1:" + std::to_string(server.port());
     // The fake engine does not write code: every problem ends as no_code, and the run succeeds.
@@ -56,7 +50,7 @@ TEST(EvalCli, ProblemsAndCodeAgainstALiveServer) {
     ASSERT_EQ(r.exit_code, 0) << r.output;
     EXPECT_NE(r.output.find("0 / 10 passed"), std::string::npos) << r.output;
     EXPECT_NE(r.output.find("no_code"), std::string::npos) << r.output;
-    EXPECT_EQ(count_lines(slurp(out)), 10);
+    EXPECT_EQ(count_lines(qs::test::read_if_exists(out)), 10);
     std::remove(problems.c_str());
     std::remove(out.c_str());
 }
@@ -164,11 +158,11 @@ TEST(EvalCli, NiahTableHtmlAndCampaignReport) {
                         "--needle '[[reply:{answer}]]' --html " +
                         html + " --markdown " + md);
     ASSERT_EQ(r.exit_code, 0) << r.output;
-    EXPECT_EQ(count_lines(slurp(out)), 6);
+    EXPECT_EQ(count_lines(qs::test::read_if_exists(out)), 6);
     EXPECT_NE(r.output.find("| 1200 |"), std::string::npos) << r.output;
     EXPECT_NE(r.output.find("1/1 | 1/1 | 1/1 | 3/3 |"), std::string::npos) << r.output;
-    EXPECT_NE(slurp(html).find("<svg"), std::string::npos);
-    EXPECT_NE(slurp(md).find("| target tokens |"), std::string::npos);
+    EXPECT_NE(qs::test::read_if_exists(html).find("<svg"), std::string::npos);
+    EXPECT_NE(qs::test::read_if_exists(md).find("| target tokens |"), std::string::npos);
 
     // The campaign report includes the heatmap.
     std::string ledger = tmp("ledger.jsonl"), report = tmp("report.html");
@@ -179,7 +173,7 @@ TEST(EvalCli, NiahTableHtmlAndCampaignReport) {
     auto rep =
         run_binary("campaign report --ledger " + ledger + " --output " + report + " --niah " + out);
     ASSERT_EQ(rep.exit_code, 0) << rep.output;
-    std::string page = slurp(report);
+    std::string page = qs::test::read_if_exists(report);
     EXPECT_NE(page.find("Needle in a haystack"), std::string::npos);
     EXPECT_NE(page.find("needle depth"), std::string::npos);
 

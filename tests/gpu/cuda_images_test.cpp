@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "../common/test_files.h"
 #include "backend/vision_memory.h"
 #include "engine/engine.h"
 #include "gpu_test_util.h"
@@ -37,13 +38,6 @@ using gpu_test::normalised_error;
 namespace {
 
 const std::string kFixture = "tests/data/vision_parity";
-
-std::string read_bytes(const std::string& path) {
-    std::ifstream f(path, std::ios::binary);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
-}
 
 std::vector<int32_t> read_ids(const std::string& path) {
     auto r = read_npy_int(path);
@@ -66,12 +60,12 @@ float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
 
 // The case's images, decoded and preprocessed as the server does.
 std::vector<std::shared_ptr<const ImagePatches>> case_images(const std::string& case_dir) {
-    const nlohmann::json c = nlohmann::json::parse(read_bytes(case_dir + "/case.json"));
+    const nlohmann::json c = nlohmann::json::parse(qs::test::read_fixture(case_dir + "/case.json"));
     auto proc = load_image_processor_config(gpu_test::source_path(kFixture));
     EXPECT_TRUE(proc.is_ok()) << proc.status().message();
     std::vector<std::shared_ptr<const ImagePatches>> out;
     for (const auto& name : c.at("images")) {
-        auto img = decode_image(read_bytes(gpu_test::source_path("tests/data/image/" + name.get<std::string>())));
+        auto img = decode_image(qs::test::read_fixture(gpu_test::source_path("tests/data/image/" + name.get<std::string>())));
         EXPECT_TRUE(img.is_ok()) << img.status().message();
         auto p = preprocess_image(img.value(), proc.value());
         EXPECT_TRUE(p.is_ok()) << p.status().message();

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "../common/test_files.h"
 #include "backend/cpu/cpu_ops.h"
 #include "backend/vision_memory.h"
 #include "config/vision_config.h"
@@ -76,10 +77,8 @@ VisionWeights release_width_tower(int depth, std::mt19937& rng) {
 
 TEST(CudaVisionTower, EqualsTransformersOnTwoImages) {
     QS_REQUIRE_GPU();
-    std::ifstream f(gpu_test::source_path(kFixture + "/config.json"));
-    std::stringstream ss;
-    ss << f.rdbuf();
-    auto cfg = parse_vision_config(nlohmann::json::parse(ss.str())["vision_config"]);
+    auto cfg = parse_vision_config(
+        nlohmann::json::parse(qs::test::read_fixture(gpu_test::source_path(kFixture + "/config.json")))["vision_config"]);
     ASSERT_TRUE(cfg.is_ok()) << cfg.status().message();
     auto ckpt = Checkpoint::open(gpu_test::source_path(kFixture));
     ASSERT_TRUE(ckpt.is_ok()) << ckpt.status().message();

@@ -13,6 +13,7 @@
 #include <regex>
 #include <sstream>
 
+#include "../common/test_files.h"
 #include "../common/run_binary.h"
 #include "test_util.h"
 
@@ -145,11 +146,8 @@ TEST(CliHelp, UsageErrorsPointAtHelp) {
 TEST(CliHelp, VersionNamesVersionCommitAndCuda) {
     auto r = run_binary("--version");
     ASSERT_EQ(r.exit_code, 0) << r.output;
-    std::ifstream f(test::source_path("CMakeLists.txt"));
-    std::stringstream cm;
-    cm << f.rdbuf();
     std::smatch m;
-    const std::string cmake = cm.str();
+    const std::string cmake = qs::test::read_fixture(test::source_path("CMakeLists.txt"));
     ASSERT_TRUE(std::regex_search(cmake, m, std::regex(R"(project\(qwenserve VERSION ([0-9.]+))")));
     EXPECT_EQ(r.output.rfind("qwenserve " + m[1].str() + "\n", 0), 0u) << r.output;
 

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "../common/test_files.h"
 #include "io/checkpoint.h"
 #include "model/dummy_vision_tower.h"
 
@@ -18,10 +19,7 @@ namespace {
 const std::string kDir = std::string(QS_SOURCE_DIR) + "/tests/data/vision";
 
 VisionConfig fixture_config() {
-    std::ifstream f(kDir + "/config.json");
-    std::stringstream ss;
-    ss << f.rdbuf();
-    auto cfg = parse_vision_config(nlohmann::json::parse(ss.str())["vision_config"]);
+    auto cfg = parse_vision_config(nlohmann::json::parse(qs::test::read_fixture(kDir + "/config.json"))["vision_config"]);
     EXPECT_TRUE(cfg.is_ok()) << cfg.status().message();
     return cfg.value();
 }

@@ -10,17 +10,13 @@
 #include <string>
 #include <vector>
 
+#include "../common/test_files.h"
 #include "io/npy.h"
 #include "model/prompt_images.h"
 
 namespace qs::test {
 
-inline std::string read_bytes(const std::string& path) {
-    std::ifstream f(path, std::ios::binary);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
-}
+inline std::string read_bytes(const std::string& path) { return read_fixture(path); }
 
 inline std::vector<int32_t> read_ids(const std::string& path) {
     auto r = read_npy_int(path);

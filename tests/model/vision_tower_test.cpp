@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "../common/test_files.h"
 #include "config/vision_config.h"
 #include "io/checkpoint.h"
 #include "io/npy.h"
@@ -28,10 +29,7 @@ double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
 }
 
 TEST(VisionTower, EqualsTransformersOnTwoImages) {
-    std::ifstream f(kDir + "/config.json");
-    std::stringstream ss;
-    ss << f.rdbuf();
-    auto cfg = parse_vision_config(nlohmann::json::parse(ss.str())["vision_config"]);
+    auto cfg = parse_vision_config(nlohmann::json::parse(qs::test::read_fixture(kDir + "/config.json"))["vision_config"]);
     ASSERT_TRUE(cfg.is_ok()) << cfg.status().message();
     auto ckpt = Checkpoint::open(kDir);
     ASSERT_TRUE(ckpt.is_ok()) << ckpt.status().message();
@@ -92,10 +90,7 @@ TEST(VisionConfig, BadFieldsAreNamed) {
 }
 
 TEST(MropePositions, EqualTransformersGetRopeIndex) {
-    std::ifstream f(kDir + "/mrope_cases.json");
-    std::stringstream ss;
-    ss << f.rdbuf();
-    const auto cases = nlohmann::json::parse(ss.str());
+    const auto cases = nlohmann::json::parse(qs::test::read_fixture(kDir + "/mrope_cases.json"));
     ASSERT_GE(cases.size(), 5u);
     for (const auto& c : cases) {
         std::vector<bool> is_image;

@@ -10,6 +10,7 @@
 #include <sstream>
 #include <thread>
 
+#include "../common/test_files.h"
 #include "image/image_processor.h"
 #include "server/image_input.h"
 
@@ -18,13 +19,6 @@ using namespace qs;
 namespace {
 
 const std::string kImages = std::string(QS_SOURCE_DIR) + "/tests/data/image";
-
-std::string read_file(const std::string& path) {
-    std::ifstream f(path, std::ios::binary);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
-}
 
 // One-shot loopback HTTP server: answers each connection with `response` (raw bytes).
 class OneShotHttp {
@@ -96,8 +90,8 @@ TEST(ImageFetch, LocalFilesOnlyUnderTheAllowedDirectory) {
     ASSERT_FALSE(r.is_ok());
     EXPECT_NE(r.status().message().find("--allowed-local-media-path"), std::string::npos);
     o.allowed_local_media_path = kImages;
-    EXPECT_EQ(fetch_image_bytes(png, o).value(), read_file(png));
-    EXPECT_EQ(fetch_image_bytes("file://" + png, o).value(), read_file(png));
+    EXPECT_EQ(fetch_image_bytes(png, o).value(), qs::test::read_fixture(png));
+    EXPECT_EQ(fetch_image_bytes("file://" + png, o).value(), qs::test::read_fixture(png));
     r = fetch_image_bytes(kImages + "/../vision/config.json", o);  // .. leaves the directory
     ASSERT_FALSE(r.is_ok());
     EXPECT_NE(r.status().message().find("outside"), std::string::npos) << r.status().message();
@@ -114,7 +108,7 @@ TEST(ImageFetch, LocalFilesOnlyUnderTheAllowedDirectory) {
 }
 
 TEST(ImageFetch, HttpOnlyWhenAllowedWithinLimits) {
-    const std::string png = read_file(kImages + "/rgb_97x61.png");
+    const std::string png = qs::test::read_fixture(kImages + "/rgb_97x61.png");
     ImageInputOptions o;
     o.remote_timeout_s = 5;
     {

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "../common/test_files.h"
 #include "server/openai_parse.h"
 #include "server/unsupported_fields.h"
 
@@ -567,11 +568,7 @@ TEST(OpenAiParse, ContentPartsAreTextOrImages) {
 
 // docs/API.md is the user's list: it must name every refused field.
 TEST(OpenAiParse, ApiDocNamesEveryRefusedField) {
-    std::ifstream in(std::string(QS_SOURCE_DIR) + "/docs/API.md");
-    ASSERT_TRUE(in) << "docs/API.md is missing";
-    std::stringstream ss;
-    ss << in.rdbuf();
-    const std::string doc = ss.str();
+    const std::string doc = qs::test::read_fixture(std::string(QS_SOURCE_DIR) + "/docs/API.md");
     for (const UnsupportedField& f : unsupported_fields())
         EXPECT_NE(doc.find("`" + std::string(f.name) + "`"), std::string::npos) << f.name << " is not in docs/API.md";
     for (const char* name : {"logit_bias", "min_tokens", "user", "metadata", "add_special_tokens",

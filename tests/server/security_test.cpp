@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "../common/test_files.h"
 #include "core/log.h"
 #include "server/request_guard.h"
 #include "test_server.h"
@@ -186,11 +187,9 @@ std::string capture_stderr(Fn fn) {
     ::dup2(saved, 2);
     ::close(saved);
     ::close(fd);
-    std::ifstream in(path);
-    std::stringstream ss;
-    ss << in.rdbuf();
+    std::string text = qs::test::read_if_exists(path);
     std::remove(path);
-    return ss.str();
+    return text;
 }
 
 std::string run_requests_and_log(bool log_prompts) {

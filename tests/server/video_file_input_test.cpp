@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "../common/test_files.h"
 #include "image/video_decode.h"
 #include "io/npy.h"
 #include "server/video_input.h"
@@ -20,13 +21,6 @@ namespace qs {
 namespace {
 
 const std::string kDir = std::string(QS_SOURCE_DIR) + "/tests/data/video_file";
-
-std::string read_file(const std::string& path) {
-    std::ifstream f(path, std::ios::binary);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
-}
 
 std::string base64(const std::string& in) {
     static const char* t = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -61,11 +55,11 @@ TEST(VideoFileInput, DataUrlAndFileEqualTransformers) {
         EXPECT_NE(r.status().message().find("libavcodec"), std::string::npos) << r.status().message();
         GTEST_SKIP() << "built without libavcodec: only the refusal is checked";
     }
-    const auto m = nlohmann::json::parse(read_file(kDir + "/manifest.json"))["clips"]["h264"];
+    const auto m = nlohmann::json::parse(qs::test::read_fixture(kDir + "/manifest.json"))["clips"]["h264"];
     auto ref = read_npy_float(kDir + "/h264/pixel_values.npy");
     ASSERT_TRUE(ref.is_ok());
     o.allowed_local_media_path = kDir;
-    for (const std::string& url : {"data:video/mp4;base64," + base64(read_file(kDir + "/h264.mp4")),
+    for (const std::string& url : {"data:video/mp4;base64," + base64(qs::test::read_fixture(kDir + "/h264.mp4")),
                                    kDir + "/h264.mp4"}) {
         auto v = load_video(url, o, test_config());
         ASSERT_TRUE(v.is_ok()) << v.status().message();
@@ -80,7 +74,7 @@ TEST(VideoFileInput, DataUrlAndFileEqualTransformers) {
 TEST(VideoFileInput, KwargsSampleAndLimitsRefuse) {
     if (!video_files_supported()) GTEST_SKIP() << "built without libavcodec";
     ImageInputOptions o;
-    const std::string url = "data:video/mp4;base64," + base64(read_file(kDir + "/h264.mp4"));
+    const std::string url = "data:video/mp4;base64," + base64(qs::test::read_fixture(kDir + "/h264.mp4"));
     // 20 frames at 8 fps. num_frames 4: np.linspace(0, 19, 4).round() = 0, 6, 13, 19: two temporal
     // patches at (0 + 6) / 2 / 8 and (13 + 19) / 2 / 8 seconds. fps 1: int(20 / 8) = 2 → min_frames 4.
     MediaKwargs k;

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "../common/test_files.h"
 #include "config/model_config.h"
 
 namespace qs {
@@ -19,10 +20,7 @@ namespace {
 using json = nlohmann::json;
 
 json fixture() {
-    std::ifstream in(std::string(QS_SOURCE_DIR) + "/tests/data/config/transformers_acceptance.json");
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return json::parse(ss.str());
+    return json::parse(qs::test::read_fixture(std::string(QS_SOURCE_DIR) + "/tests/data/config/transformers_acceptance.json"));
 }
 
 // Accepted by transformers, refused by qwenserve: the field the message names. Each is a config

@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "../common/test_files.h"
 #include "image/image_decode.h"
 #include "image/image_processor.h"
 #include "image/resample.h"
@@ -23,17 +24,10 @@ namespace {
 
 const std::string kDir = std::string(QS_SOURCE_DIR) + "/tests/data/image";
 
-std::string read_file(const std::string& path) {
-    std::ifstream f(path, std::ios::binary);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
-}
-
-nlohmann::json manifest() { return nlohmann::json::parse(read_file(kDir + "/manifest.json")); }
+nlohmann::json manifest() { return nlohmann::json::parse(qs::test::read_fixture(kDir + "/manifest.json")); }
 
 ImageProcessorConfig test_config() {
-    auto c = parse_image_processor_config(read_file(kDir + "/preprocessor_config.json"));
+    auto c = parse_image_processor_config(qs::test::read_fixture(kDir + "/preprocessor_config.json"));
     EXPECT_TRUE(c.is_ok()) << c.status().message();
     return c.value();
 }
@@ -49,11 +43,11 @@ class ImageFixture : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ImageFixture, DecodeEqualsPil) {
     const auto m = manifest()[GetParam()];
-    auto img = decode_image(read_file(kDir + "/" + m["file"].get<std::string>()));
+    auto img = decode_image(qs::test::read_fixture(kDir + "/" + m["file"].get<std::string>()));
     ASSERT_TRUE(img.is_ok()) << img.status().message();
     ASSERT_EQ(img->width, m["width"].get<int>());
     ASSERT_EQ(img->height, m["height"].get<int>());
-    const std::string want = read_file(kDir + "/" + GetParam() + ".decoded.rgb");
+    const std::string want = qs::test::read_fixture(kDir + "/" + GetParam() + ".decoded.rgb");
     ASSERT_EQ(want.size(), img->rgb.size());
     int64_t differ = 0;
     for (size_t i = 0; i < want.size(); ++i) differ += uint8_t(want[i]) != img->rgb[i];
@@ -62,7 +56,7 @@ TEST_P(ImageFixture, DecodeEqualsPil) {
 
 TEST_P(ImageFixture, PixelValuesEqualPilBackendProcessor) {
     const auto m = manifest()[GetParam()];
-    auto img = decode_image(read_file(kDir + "/" + m["file"].get<std::string>()));
+    auto img = decode_image(qs::test::read_fixture(kDir + "/" + m["file"].get<std::string>()));
     ASSERT_TRUE(img.is_ok());
     auto p = preprocess_image(img.value(), test_config());
     ASSERT_TRUE(p.is_ok()) << p.status().message();
@@ -86,7 +80,7 @@ TEST_P(ImageFixture, PixelValuesNearTorchvisionBackend) {
     const std::string tv = kDir + "/" + GetParam() + ".tv_pixel_values.npy";
     if (!std::ifstream(tv)) GTEST_SKIP() << "no torchvision reference committed";
     const auto m = manifest()[GetParam()];
-    auto img = decode_image(read_file(kDir + "/" + m["file"].get<std::string>()));
+    auto img = decode_image(qs::test::read_fixture(kDir + "/" + m["file"].get<std::string>()));
     ASSERT_TRUE(img.is_ok());
     auto p = preprocess_image(img.value(), test_config());
     ASSERT_TRUE(p.is_ok());
@@ -110,7 +104,7 @@ INSTANTIATE_TEST_SUITE_P(Transformers, ImageFixture, ::testing::ValuesIn(image_n
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
 TEST(SmartResize, EqualsTransformersOnAGrid) {
-    const auto cases = nlohmann::json::parse(read_file(kDir + "/smart_resize.json"));
+    const auto cases = nlohmann::json::parse(qs::test::read_fixture(kDir + "/smart_resize.json"));
     ASSERT_GT(cases.size(), 50u);
     for (const auto& c : cases) {
         auto r = smart_resize(c["h"].get<int>(), c["w"].get<int>(), 32, c["min"].get<int64_t>(), c["max"].get<int64_t>());
@@ -131,18 +125,18 @@ TEST(ImageDecode, RefusesWhatItCannotRead) {
     EXPECT_EQ(r.status().kind(), ErrorKind::kUnsupported);
     EXPECT_NE(r.status().message().find("JPEG, PNG and WebP"), std::string::npos);
 
-    const std::string png = read_file(kDir + "/rgb_97x61.png");
+    const std::string png = qs::test::read_fixture(kDir + "/rgb_97x61.png");
     auto cut = decode_image(png.substr(0, png.size() / 2));
     ASSERT_FALSE(cut.is_ok());
     EXPECT_EQ(cut.status().kind(), ErrorKind::kInvalidArgument);
     EXPECT_NE(cut.status().message().find("corrupt PNG"), std::string::npos) << cut.status().message();
 
-    const std::string jpg = read_file(kDir + "/photo_300x180.jpg");
+    const std::string jpg = qs::test::read_fixture(kDir + "/photo_300x180.jpg");
     auto jcut = decode_image(jpg.substr(0, 200));
     ASSERT_FALSE(jcut.is_ok());
     EXPECT_NE(jcut.status().message().find("corrupt JPEG"), std::string::npos) << jcut.status().message();
 
-    const std::string webp = read_file(kDir + "/lossy_120x90.webp");
+    const std::string webp = qs::test::read_fixture(kDir + "/lossy_120x90.webp");
     auto wcut = decode_image(webp.substr(0, 40));
     ASSERT_FALSE(wcut.is_ok());
     EXPECT_NE(wcut.status().message().find("corrupt WebP"), std::string::npos) << wcut.status().message();

@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "../common/test_files.h"
 #include "image/video_decode.h"
 #include "image/video_processor.h"
 #include "io/npy.h"
@@ -24,17 +25,10 @@ namespace {
 
 const std::string kDir = std::string(QS_SOURCE_DIR) + "/tests/data/video_file";
 
-std::string read_file(const std::string& path) {
-    std::ifstream f(path, std::ios::binary);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
-}
-
-nlohmann::json manifest() { return nlohmann::json::parse(read_file(kDir + "/manifest.json")); }
+nlohmann::json manifest() { return nlohmann::json::parse(qs::test::read_fixture(kDir + "/manifest.json")); }
 
 VideoProcessorConfig test_config() {
-    auto c = parse_video_processor_config(read_file(std::string(QS_SOURCE_DIR) +
+    auto c = parse_video_processor_config(qs::test::read_fixture(std::string(QS_SOURCE_DIR) +
                                                     "/tests/data/video/video_preprocessor_config.json"));
     EXPECT_TRUE(c.is_ok()) << c.status().message();
     return c.value();
@@ -70,7 +64,7 @@ TEST_P(VideoFile, FramesAndPixelValuesEqualPyAVAndTransformers) {
     const auto m = manifest()["clips"][GetParam()];
     const VideoProcessorConfig cfg = test_config();
     VideoDecodeLimits limits;
-    auto v = decode_video(read_file(kDir + "/" + m["file"].get<std::string>()), sampler(cfg), limits);
+    auto v = decode_video(qs::test::read_fixture(kDir + "/" + m["file"].get<std::string>()), sampler(cfg), limits);
     ASSERT_TRUE(v.is_ok()) << v.status().message();
     EXPECT_EQ(v->info.total_frames, m["total_frames"].get<int64_t>());
     EXPECT_DOUBLE_EQ(v->info.fps, m["fps"].get<double>());
@@ -81,7 +75,7 @@ TEST_P(VideoFile, FramesAndPixelValuesEqualPyAVAndTransformers) {
     EXPECT_EQ(frame_timestamps(v->indices, v->info.fps, 2), m["timestamps"].get<std::vector<double>>());
 
     // RGB frames against PyAV's to_ndarray("rgb24") of the same frames.
-    const std::string ref_rgb = read_file(kDir + "/" + GetParam() + "/frames.rgb");
+    const std::string ref_rgb = qs::test::read_fixture(kDir + "/" + GetParam() + "/frames.rgb");
     std::vector<int64_t> distinct = v->indices;
     distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
     const size_t frame_bytes = 64 * 64 * 3;
@@ -124,7 +118,7 @@ INSTANTIATE_TEST_SUITE_P(PyAV, VideoFile, ::testing::Values("h264", "vp9", "ffv1
 TEST(VideoDecode, CorruptTruncatedAndLimits) {
     if (!video_files_supported()) GTEST_SKIP() << "built without libavcodec";
     const VideoProcessorConfig cfg = test_config();
-    const std::string mp4 = read_file(kDir + "/h264.mp4");
+    const std::string mp4 = qs::test::read_fixture(kDir + "/h264.mp4");
     VideoDecodeLimits limits;
     // Truncated: the header promises frames the file does not hold (or the container is cut).
     auto cut = decode_video(std::string_view(mp4).substr(0, mp4.size() / 2), sampler(cfg), limits);

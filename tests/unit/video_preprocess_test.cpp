@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "../common/test_files.h"
 #include "image/image_decode.h"
 #include "image/video_processor.h"
 #include "io/npy.h"
@@ -22,17 +23,10 @@ namespace {
 
 const std::string kDir = std::string(QS_SOURCE_DIR) + "/tests/data/video";
 
-std::string read_file(const std::string& path) {
-    std::ifstream f(path, std::ios::binary);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
-}
-
-nlohmann::json manifest() { return nlohmann::json::parse(read_file(kDir + "/manifest.json")); }
+nlohmann::json manifest() { return nlohmann::json::parse(qs::test::read_fixture(kDir + "/manifest.json")); }
 
 VideoProcessorConfig test_config() {
-    auto c = parse_video_processor_config(read_file(kDir + "/video_preprocessor_config.json"));
+    auto c = parse_video_processor_config(qs::test::read_fixture(kDir + "/video_preprocessor_config.json"));
     EXPECT_TRUE(c.is_ok()) << c.status().message();
     return c.value();
 }
@@ -41,7 +35,7 @@ std::vector<RgbImage> clip_frames(const std::string& clip) {
     std::vector<RgbImage> frames;
     const nlohmann::json m = manifest();
     for (const auto& f : m[clip]["frames"]) {
-        auto img = decode_image(read_file(kDir + "/" + clip + "/" + f.get<std::string>()));
+        auto img = decode_image(qs::test::read_fixture(kDir + "/" + clip + "/" + f.get<std::string>()));
         EXPECT_TRUE(img.is_ok()) << img.status().message();
         frames.push_back(std::move(img).value());
     }
@@ -84,7 +78,7 @@ INSTANTIATE_TEST_SUITE_P(Transformers, VideoClip, ::testing::Values("clip_a", "c
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
 TEST(VideoProcessor, SampleFramesEqualsTransformers) {
-    const auto cases = nlohmann::json::parse(read_file(kDir + "/sample_frames.json"));
+    const auto cases = nlohmann::json::parse(qs::test::read_fixture(kDir + "/sample_frames.json"));
     ASSERT_GT(cases.size(), 100u);
     for (const auto& c : cases) {
         VideoProcessorConfig cfg = test_config();
@@ -102,7 +96,7 @@ TEST(VideoProcessor, SampleFramesEqualsTransformers) {
 }
 
 TEST(VideoProcessor, SmartResizeEqualsTransformers) {
-    const auto cases = nlohmann::json::parse(read_file(kDir + "/smart_resize.json"));
+    const auto cases = nlohmann::json::parse(qs::test::read_fixture(kDir + "/smart_resize.json"));
     int errors = 0;
     for (const auto& c : cases) {
         auto r = smart_resize_video(c["t"].get<int64_t>(), c["h"].get<int>(), c["w"].get<int>(), 2, 32,
