@@ -189,7 +189,7 @@ __global__ __launch_bounds__(kSortBlockThreads) void moe_prefill_hist_kernel(Pre
 __global__ __launch_bounds__(kPrefillScanThreads) void moe_prefill_scan_kernel(PrefillSortParams p) {
     __shared__ int s_warp[kPrefillScanThreads / 32];
     const int e = threadIdx.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int nblk = prefill_sort_blocks(p.T, p.k, p.chunk);
+    const int nblk = (p.T * p.k + p.chunk - 1) / p.chunk;  // prefill_sort_blocks (host-only)
     int total = 0;
     if (e < p.E)
         for (int b = 0; b < nblk; ++b) total += p.blk[size_t(b) * p.E + e];
