@@ -52,8 +52,10 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_memory.h"
 #include "backend/cuda/gemm.h"
+#include "backend/cuda/moe_common.cuh"
 #include "backend/cuda/moe_kernels.h"
 #include "backend/cuda/moe_prefill.h"
+#include "backend/cuda/moe_prefill_stages.h"
 #include "moe_ref.h"
 
 using namespace qs::cuda;
@@ -507,6 +509,62 @@ double graph_us_per_call(cudaStream_t st, const std::function<void(int)>& call) 
     return double(ms) * 1e3 / (kCalls * kReplays);
 }
 
+// --prefill: the non-GEMM stages of the prefill path alone, version 1 against version 2, on the
+// workspace of a finished call (its routing, sorted rows, GEMM outputs): µs per launch sequence,
+// median of 20 (sort: v1 one block, v2 histogram + scan + scatter; the group setup is not included).
+void time_prefill_stages(const DevLayer& layer, const DevInputs& in, const Shape& s, bool fp8, Buffers& buf, cudaStream_t st) {
+    const int T = in.T, E = s.E, H = s.H, k = s.k, imax = std::max(s.I, s.Is), R = T * (k + 1);
+    launch_moe(params_for(layer, in, s, true, buf.ws, buf.y, -1, 4), st);  // fills the workspace
+    const moe::WsLayout L = moe::ws_layout(T, H, s.I, s.Is, E, k);
+    unsigned char* ws = static_cast<unsigned char*>(buf.ws);
+    int* topk_id = reinterpret_cast<int*>(ws + L.topk_id);
+    int* expert_off = reinterpret_cast<int*>(ws + L.expert_off);
+    int* row_pos = reinterpret_cast<int*>(ws + L.row_pos);
+    moe::MoePlan pl;
+    pl.sort = moe::SortParams{topk_id, T, E, k, reinterpret_cast<int*>(ws + L.num_tiles), reinterpret_cast<int4*>(ws + L.work),
+                              reinterpret_cast<int*>(ws + L.row_token), reinterpret_cast<int*>(ws + L.row_dest), expert_off,
+                              row_pos};
+    const moe::PrefillSortParams sp{topk_id, T, E, k, moe::kPrefillSortChunk, reinterpret_cast<int*>(ws + L.xb), expert_off, row_pos};
+    const moe::GatherQuantParams gq{in.x, row_pos, T, H, k, ws + L.a8, reinterpret_cast<float*>(ws + L.sfa)};
+    const moe::SiluQuantParams sq{reinterpret_cast<const __nv_bfloat16*>(ws + L.gu), R, T * k, s.I, s.Is, imax, ws + L.hbuf,
+                                  reinterpret_cast<float*>(ws + L.sfh)};
+    const moe::CombineSortedParams cp{reinterpret_cast<const __nv_bfloat16*>(ws + L.eout), row_pos,
+                                      reinterpret_cast<const float*>(ws + L.topk_w), in.sg, T, H, k, buf.y};
+    cudaEvent_t e0, e1;
+    QS_CUDA_CHECK(cudaEventCreate(&e0));
+    QS_CUDA_CHECK(cudaEventCreate(&e1));
+    auto time = [&](const std::function<void()>& f) {
+        for (int i = 0; i < 2; ++i) f();
+        std::vector<double> v;
+        for (int i = 0; i < 20; ++i) {
+            QS_CUDA_CHECK(cudaEventRecord(e0, st));
+            f();
+            QS_CUDA_CHECK(cudaEventRecord(e1, st));
+            QS_CUDA_CHECK(cudaEventSynchronize(e1));
+            float ms;
+            QS_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+            v.push_back(ms * 1e3);
+        }
+        return median(v);
+    };
+    const double sort1 = time([&] { moe::launch_sort<moe::CfgL128>(pl, st); });
+    const double sort2 = time([&] { moe::launch_prefill_sort_v2(sp, st); });
+    const double g1 = time([&] { moe::launch_prefill_gather(gq, fp8, 1, st); });
+    const double g2 = time([&] { moe::launch_prefill_gather(gq, fp8, 2, st); });
+    const double s1 = time([&] { moe::launch_prefill_silu(sq, fp8, 1, st); });
+    const double s2 = time([&] { moe::launch_prefill_silu(sq, fp8, 2, st); });
+    const double c1 = time([&] { moe::launch_prefill_combine(cp, 1, st); });
+    const double c2 = time([&] { moe::launch_prefill_combine(cp, 2, st); });
+    const double gb = (double(T) * H * 4 + double(R) * H * (fp8 ? 1 : 2)) / 1e9;
+    const double cb = (double(R) * H * 2 + double(T) * H * 4) / 1e9;
+    std::printf("        %s T=%d stages alone, v1 -> v2 (us): sort %.1f -> %.1f | gather %.1f -> %.1f (%.0f -> %.0f GB/s) | "
+                "silu %.1f -> %.1f | combine %.1f -> %.1f (%.0f -> %.0f GB/s)\n",
+                fp8 ? "fp8" : "bf16", T, sort1, sort2, g1, g2, gb / (g1 * 1e-6), gb / (g2 * 1e-6), s1, s2, c1, c2,
+                cb / (c1 * 1e-6), cb / (c2 * 1e-6));
+    QS_CUDA_CHECK(cudaEventDestroy(e0));
+    QS_CUDA_CHECK(cudaEventDestroy(e1));
+}
+
 void time_shapes(const HostExperts& h, Rng& rng, Buffers& buf, cudaStream_t st, bool quick) {
     const Shape& s = h.s;
     constexpr int kLayers = 3, kSets = 4;
@@ -649,6 +707,7 @@ void time_shapes(const HostExperts& h, Rng& rng, Buffers& buf, cudaStream_t st, 
                                 T == 512 && !fp8 ? "   [torch grouped bf16 gate_up, 256 experts x 16 tokens: 327 us]" : "");
                 }
             }
+            if (g_prefill_mode && prefill_supported(layers[0], s)) time_prefill_stages(layers[0], din[0], s, fp8 != 0, buf, st);
             for (auto& d : din) free_inputs(d);
         }
         for (auto& L : layers) free_layer(L);

@@ -62,6 +62,7 @@ bool prefill_path_chosen(const MoeParams& p) {
 }
 
 void launch_moe_prefill(const MoeParams& p, cudaStream_t stream, cudaEvent_t* ev) {
+    QS_CHECK_MSG(p.prefill_version == 1 || p.prefill_version == 2, "launch_moe: prefill_version must be 1 or 2");
     const MoeExpertTable& x = p.experts;
     const int T = p.T, E = x.E, H = x.H, k = p.top_k;
     const int imax = std::max(x.I, x.I_shared);
@@ -82,7 +83,6 @@ void launch_moe_prefill(const MoeParams& p, cudaStream_t stream, cudaEvent_t* ev
     launch_route(pl, stream);
     record(ev, 1, stream);
 
-    QS_CHECK_MSG(p.prefill_version == 1 || p.prefill_version == 2, "launch_moe: prefill_version must be 1 or 2");
     // Version 2's per-block expert counts live in the bf16 copy of x, which this path never
     // writes (T·H·2 bytes: enough from T·H >= 2·E, so below that, a few tokens forced onto this
     // path, the one-block sort runs instead; the permutation differs only inside an expert).
