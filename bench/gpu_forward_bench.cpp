@@ -16,6 +16,8 @@
 //          version for decode steps of up to 8 rows; 2 fuses the router, bench/kernels/NOTES.md)
 //          [--moe-decode-version 1|2]  (CudaOptions::moe_decode_version: the MoE decode grouped
 //          GEMMs at 9+ rows below the prefill path; 2 = moe_decode_gemm.cu, bench/kernels/NOTES.md)
+//          [--moe-prefill-version 1|2]  (CudaOptions::moe_prefill_version: the MoE prefill path's
+//          sort / gather / SiLU / combine stages; 2 = bench/kernels/NOTES.md "Prefill v2")
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -155,6 +157,12 @@ int run(const Args& args) {
         return 2;
     }
     co.moe_decode_version = std::stoi(moe_decode);
+    const std::string moe_prefill = args.get_or("moe-prefill-version", "1");
+    if (moe_prefill != "1" && moe_prefill != "2") {
+        std::fprintf(stderr, "--moe-prefill-version must be 1 or 2, got '%s'\n", moe_prefill.c_str());
+        return 2;
+    }
+    co.moe_prefill_version = std::stoi(moe_prefill);
     cuda::CudaOps ops(co);
     Timer t_up;
     ops.prepare_weights(weight_set(*w));
@@ -260,7 +268,8 @@ int run(const Args& args) {
 int main(int argc, char** argv) {
     std::set<std::string> valued = {"mode",   "requests", "prompt",   "completion",     "decode-steps",
                                     "mtp-k",  "mtp-acceptance", "mtp-seqs", "mtp-steps", "mtp-prompt-tokens", "mtp-overlap",
-                                    "moe-small-version", "moe-decode-version"};
+                                    "moe-small-version", "moe-decode-version",
+                                    "moe-prefill-version"};
     std::set<std::string> flags;
     cli::add_option_names(cli::model_option_group(), flags, valued);
     cli::add_option_names(cli::backend_option_group(), flags, valued);

@@ -29,6 +29,8 @@
 #           tests only (with the tiny model's greedy decode on small-T v2)
 #   moe_decode  `moe_lab 1 --decode` (the decode grouped GEMMs v1 vs v2 at T = 64, 256, 512) and the
 #           GPU MoE tests only (with CudaOpsParity.MoeDecodeVersion2)
+#   moe_prefill  `moe_lab 1 --prefill` (the CUTLASS prefill path, versions 1 and 2 of its stages, beside
+#           mma.sync at T = 1,024 to 16,384) and the GPU MoE tests only (with CudaOpsParity.MoePrefillVersion2)
 #   profile_fp8_lean_dec2   profile_fp8_lean with --moe-decode-version 2
 #   int4    INT4 W4A16 kernels (issue 18 item 4): int4_gemv_lab and the INT4 GPU tests (CudaInt4*)
 #           with the dense-linear parity tests
@@ -74,6 +76,8 @@ for stage in "$@"; do
         moe_small) run moe_lab_small "$B/moe_lab" 1 --small
                    run gpu_tests_moe "$B/qs_gpu_tests" --gtest_color=no \
                        --gtest_filter='*MoE*:*Moe*:CudaModel.TinyModelGreedy64MatchesTransformers*' ;;
+        moe_prefill) run moe_lab_prefill "$B/moe_lab" 1 --prefill
+                     run gpu_tests_moe "$B/qs_gpu_tests" --gtest_color=no --gtest_filter='*MoE*:*Moe*' ;;
         moe_decode) run moe_lab_decode "$B/moe_lab" 1 --decode
                     run gpu_tests_moe "$B/qs_gpu_tests" --gtest_color=no --gtest_filter='*MoE*:*Moe*' ;;
         gdn_decode) run gdn_lab_decode "$B/gdn_lab" --decode

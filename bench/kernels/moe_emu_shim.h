@@ -191,6 +191,24 @@ template <class T>
 inline T __shfl_up_sync(unsigned, T v, int o) { return emu_shfl(v, emu_t.lane >= o ? emu_t.lane - o : emu_t.lane); }
 template <class T>
 inline T __shfl_sync(unsigned, T v, int src) { return emu_shfl(v, src); }
+// Full-warp only (as every use in the MoE kernels): the lanes holding the same value as this one.
+inline unsigned __match_any_sync(unsigned, int v) {
+    EmuWarp& w = *emu_t.blk->warps[emu_t.warp];
+    std::memcpy(&w.u[emu_t.lane][0], &v, 4);
+    emu_bar_wait(w.bar);
+    unsigned m = 0;
+    for (int l = 0; l < 32; ++l) {
+        int o;
+        std::memcpy(&o, &w.u[l][0], 4);
+        if (o == v) m |= 1u << l;
+    }
+    emu_bar_wait(w.bar);
+    return m;
+}
+// A real warp barrier, so that a missing __syncwarp between lanes' shared-memory updates shows.
+inline void __syncwarp(unsigned = 0xffffffffu) { emu_bar_wait(emu_t.blk->warps[emu_t.warp]->bar); }
+inline int __popc(unsigned x) { return __builtin_popcount(x); }
+inline float __fdiv_rn(float a, float b) { return a / b; }  // host IEEE division rounds to nearest
 
 inline float emu_bf16_half(uint32_t reg, int hi) {
     const uint32_t bits = (hi ? reg >> 16 : reg & 0xffffu) << 16;

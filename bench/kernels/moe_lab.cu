@@ -4,7 +4,9 @@
 //   nvcc -O3 -std=c++20 -gencode=arch=compute_90a,code=sm_90a -Isrc bench/kernels/moe_lab.cu src/backend/cuda/moe_*.cu -o build-gpu/moe_lab
 // Run: build-gpu/moe_lab [seed] [--no-timing] [--quick] [--tiny-only] [--prefill] [--small] [--decode]
 // --prefill: the CUTLASS prefill path beside mma.sync (fp8 and bf16): tiny + real correctness,
-// timing at T = 1024, 2048, 4096, 16384 (a short device run).
+// timing at T = 1024, 2048, 4096, 16384 (a short device run). Each CUTLASS run also runs with
+// MoeParams::prefill_version = 2 (paths cut-v2 / cutpp-v2: multi-block sort, batched-load stages;
+// y must be bitwise that of version 1), and the timing prints a "v2 - v1" line per stage.
 // --small: the small-T path (moe_small.cu, T <= kMoeSmallTMax), v1 and v2 (router fused), beside the
 // mma.sync path: tiny + real correctness at T = 1, 2, 4, 8 (with determinism and graph replay; v2 with
 // exact router weights must equal v1 bitwise, plus one dense-router case), timing at T = 1, 2, 4, 8,
@@ -50,8 +52,10 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_memory.h"
 #include "backend/cuda/gemm.h"
+#include "backend/cuda/moe_common.cuh"
 #include "backend/cuda/moe_kernels.h"
 #include "backend/cuda/moe_prefill.h"
+#include "backend/cuda/moe_prefill_stages.h"
 #include "moe_ref.h"
 
 using namespace qs::cuda;
@@ -177,7 +181,8 @@ int* g_counter = nullptr;  // MoeParams::small_counter (0 between calls)
 // path: MoeParams::gemm_path (0 = mma.sync grouped GEMMs, 1 = CUTLASS wgmma/TMA prefill path), or -1:
 // the small-T path (moe_small.cu; MoeParams::small_t = 1, T <= kMoeSmallTMax), -2: its version 2
 // (router fused: MoeParams::small_version = 2 with the inputs' router weights), 3: the mma.sync path
-// with MoeParams::decode_version = 2 (moe_decode_gemm.cu; cfg must be -1).
+// with MoeParams::decode_version = 2 (moe_decode_gemm.cu; cfg must be -1), 4 and 5: paths 1 and 2 with
+// MoeParams::prefill_version = 2 (moe_prefill_stages.cu).
 MoeParams params_for(const DevLayer& L, const DevInputs& in, const Shape& s, bool norm, void* ws, float* y, int cfg,
                      int path = 0) {
     MoeParams p{};
@@ -191,8 +196,9 @@ MoeParams params_for(const DevLayer& L, const DevInputs& in, const Shape& s, boo
     p.workspace = ws;
     p.y = y;
     p.tile_config = cfg;
-    p.gemm_path = path == 3 ? 0 : path;
+    p.gemm_path = path == 3 ? 0 : path >= 4 ? path - 3 : path;
     p.decode_version = path == 3 ? 2 : 1;
+    p.prefill_version = path >= 4 ? 2 : 1;
     p.small_t = path < 0 ? 1 : 0;  // path -1, -2: the small-T path; every other run keeps it off
     if (path == -2) {
         p.small_version = 2;
@@ -246,7 +252,7 @@ constexpr Bounds kFp8ActBounds{6e-2, 1.2e-1};
 // path -1: the small-T path (params_for sets MoeParams::small_t = 1; T <= kMoeSmallTMax); -2 its v2.
 const char* path_name(int path) {
     return path == -2 ? "smallv2" : path == -1 ? "small" : path == 1 ? "cutlass" : path == 2 ? "cut-pp"
-           : path == 3 ? "dec2" : "mma";
+           : path == 3 ? "dec2" : path == 4 ? "cut-v2" : path == 5 ? "cutpp-v2" : "mma";
 }
 
 bool prefill_supported(const DevLayer& L, const Shape& s) {
@@ -298,13 +304,15 @@ void check_case(const HostExperts& h, const DevLayer& L, bool fp8, int T, Routin
     });
 
     const char* rname = routing == Routing::kSkewed ? "skewed" : routing == Routing::kNormal ? "normal" : "gapped+ties";
-    std::vector<float> y(size_t(T) * s.H), y_first, y_small, y_cfg1;
+    std::vector<float> y(size_t(T) * s.H), y_first, y_small, y_cfg1, y_cut[2];
     // mma.sync: auto tile configuration, then each one; then the CUTLASS prefill path.
     std::vector<std::pair<int, int>> runs;  // {tile_config, gemm_path}
     for (int cfg = -1; cfg <= 3; ++cfg) runs.push_back({cfg, 0});
     const bool cutlass = prefill_supported(L, s);
     if (cutlass) runs.push_back({-1, 1});
     if (cutlass && fp8) runs.push_back({-1, 2});  // ping-pong schedule
+    if (cutlass && g_prefill_mode) runs.push_back({-1, 4});  // prefill_version 2 (after 1: bitwise equal)
+    if (cutlass && fp8 && g_prefill_mode) runs.push_back({-1, 5});
     const bool small = T <= kMoeSmallTMax;
     if (small) runs.push_back({-1, -1});  // the small-T path
     if (small && v2) runs.push_back({-1, -2});  // its v2
@@ -331,7 +339,8 @@ void check_case(const HostExperts& h, const DevLayer& L, bool fp8, int T, Routin
             worst_tok = std::max(worst_tok, std::sqrt(tn / std::max(td, 1e-300)));
         }
         const double nerr = std::sqrt(num / std::max(den, 1e-300));
-        const Bounds b = (path == 1 || path == 2) && fp8 ? kFp8ActBounds : kMmaBounds;
+        const bool cut = path == 1 || path == 2 || path == 4 || path == 5;
+        const Bounds b = cut && fp8 ? kFp8ActBounds : kMmaBounds;
         const bool pass = bad == 0 && nerr < b.all && worst_tok < b.worst_tok && std::isfinite(nerr);
         std::string note;
         if (path >= 1 || path < 0) {
@@ -346,6 +355,13 @@ void check_case(const HostExperts& h, const DevLayer& L, bool fp8, int T, Routin
             if (path == 3)
                 note += std::memcmp(y.data(), y_cfg1.data(), y.size() * 4) == 0 ? " (bitwise = cfg 1)"
                                                                                   : " (differs from cfg 1)";
+            if (path == 1 || path == 2) y_cut[path - 1] = y;
+            if (path >= 4) {
+                // Version 2 puts every row through the same arithmetic: y must be bitwise version 1's.
+                const bool same = std::memcmp(y.data(), y_cut[path - 4].data(), y.size() * 4) == 0;
+                note += same ? " (bitwise = v1)" : " (DIFFERS from v1: a failing check)";
+                if (!same) ++g_failures;
+            }
         } else if (cfg == -1) {
             y_first = y;
         } else {
@@ -363,6 +379,8 @@ void check_case(const HostExperts& h, const DevLayer& L, bool fp8, int T, Routin
     for (int path = small ? (v2 ? -2 : -1) : 0; extra_checks && path <= (cutlass ? (fp8 ? 2 : 1) : 0); ++path)
         det_paths.push_back(path);
     if (extra_checks) det_paths.push_back(3);
+    if (extra_checks && cutlass && g_prefill_mode) det_paths.push_back(4);
+    if (extra_checks && cutlass && g_prefill_mode && fp8) det_paths.push_back(5);
     for (const int path : det_paths) {
         // Determinism: a second direct run must be bitwise identical.
         const MoeParams p = params_for(L, din, s, norm, buf.ws, buf.y, -1, path);
@@ -491,6 +509,62 @@ double graph_us_per_call(cudaStream_t st, const std::function<void(int)>& call) 
     return double(ms) * 1e3 / (kCalls * kReplays);
 }
 
+// --prefill: the non-GEMM stages of the prefill path alone, version 1 against version 2, on the
+// workspace of a finished call (its routing, sorted rows, GEMM outputs): µs per launch sequence,
+// median of 20 (sort: v1 one block, v2 histogram + scan + scatter; the group setup is not included).
+void time_prefill_stages(const DevLayer& layer, const DevInputs& in, const Shape& s, bool fp8, Buffers& buf, cudaStream_t st) {
+    const int T = in.T, E = s.E, H = s.H, k = s.k, imax = std::max(s.I, s.Is), R = T * (k + 1);
+    launch_moe(params_for(layer, in, s, true, buf.ws, buf.y, -1, 4), st);  // fills the workspace
+    const moe::WsLayout L = moe::ws_layout(T, H, s.I, s.Is, E, k);
+    unsigned char* ws = static_cast<unsigned char*>(buf.ws);
+    int* topk_id = reinterpret_cast<int*>(ws + L.topk_id);
+    int* expert_off = reinterpret_cast<int*>(ws + L.expert_off);
+    int* row_pos = reinterpret_cast<int*>(ws + L.row_pos);
+    moe::MoePlan pl;
+    pl.sort = moe::SortParams{topk_id, T, E, k, reinterpret_cast<int*>(ws + L.num_tiles), reinterpret_cast<int4*>(ws + L.work),
+                              reinterpret_cast<int*>(ws + L.row_token), reinterpret_cast<int*>(ws + L.row_dest), expert_off,
+                              row_pos};
+    const moe::PrefillSortParams sp{topk_id, T, E, k, moe::kPrefillSortChunk, reinterpret_cast<int*>(ws + L.xb), expert_off, row_pos};
+    const moe::GatherQuantParams gq{in.x, row_pos, T, H, k, ws + L.a8, reinterpret_cast<float*>(ws + L.sfa)};
+    const moe::SiluQuantParams sq{reinterpret_cast<const __nv_bfloat16*>(ws + L.gu), R, T * k, s.I, s.Is, imax, ws + L.hbuf,
+                                  reinterpret_cast<float*>(ws + L.sfh)};
+    const moe::CombineSortedParams cp{reinterpret_cast<const __nv_bfloat16*>(ws + L.eout), row_pos,
+                                      reinterpret_cast<const float*>(ws + L.topk_w), in.sg, T, H, k, buf.y};
+    cudaEvent_t e0, e1;
+    QS_CUDA_CHECK(cudaEventCreate(&e0));
+    QS_CUDA_CHECK(cudaEventCreate(&e1));
+    auto time = [&](const std::function<void()>& f) {
+        for (int i = 0; i < 2; ++i) f();
+        std::vector<double> v;
+        for (int i = 0; i < 20; ++i) {
+            QS_CUDA_CHECK(cudaEventRecord(e0, st));
+            f();
+            QS_CUDA_CHECK(cudaEventRecord(e1, st));
+            QS_CUDA_CHECK(cudaEventSynchronize(e1));
+            float ms;
+            QS_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+            v.push_back(ms * 1e3);
+        }
+        return median(v);
+    };
+    const double sort1 = time([&] { moe::launch_sort<moe::CfgL128>(pl, st); });
+    const double sort2 = time([&] { moe::launch_prefill_sort_v2(sp, st); });
+    const double g1 = time([&] { moe::launch_prefill_gather(gq, fp8, 1, st); });
+    const double g2 = time([&] { moe::launch_prefill_gather(gq, fp8, 2, st); });
+    const double s1 = time([&] { moe::launch_prefill_silu(sq, fp8, 1, st); });
+    const double s2 = time([&] { moe::launch_prefill_silu(sq, fp8, 2, st); });
+    const double c1 = time([&] { moe::launch_prefill_combine(cp, 1, st); });
+    const double c2 = time([&] { moe::launch_prefill_combine(cp, 2, st); });
+    const double gb = (double(T) * H * 4 + double(R) * H * (fp8 ? 1 : 2)) / 1e9;
+    const double cb = (double(R) * H * 2 + double(T) * H * 4) / 1e9;
+    std::printf("        %s T=%d stages alone, v1 -> v2 (us): sort %.1f -> %.1f | gather %.1f -> %.1f (%.0f -> %.0f GB/s) | "
+                "silu %.1f -> %.1f | combine %.1f -> %.1f (%.0f -> %.0f GB/s)\n",
+                fp8 ? "fp8" : "bf16", T, sort1, sort2, g1, g2, gb / (g1 * 1e-6), gb / (g2 * 1e-6), s1, s2, c1, c2,
+                cb / (c1 * 1e-6), cb / (c2 * 1e-6));
+    QS_CUDA_CHECK(cudaEventDestroy(e0));
+    QS_CUDA_CHECK(cudaEventDestroy(e1));
+}
+
 void time_shapes(const HostExperts& h, Rng& rng, Buffers& buf, cudaStream_t st, bool quick) {
     const Shape& s = h.s;
     constexpr int kLayers = 3, kSets = 4;
@@ -542,6 +616,9 @@ void time_shapes(const HostExperts& h, Rng& rng, Buffers& buf, cudaStream_t st, 
                     runs.push_back({cfg, 0});  // 16-row tiles: decode only; --prefill/--small: the mma.sync baseline
             if (!g_small_mode && !g_decode_mode && prefill_supported(layers[0], s)) runs.push_back({-1, 1});
             if (!g_small_mode && !g_decode_mode && fp8 && prefill_supported(layers[0], s)) runs.push_back({-1, 2});
+            if (g_prefill_mode && prefill_supported(layers[0], s)) runs.push_back({-1, 4});  // prefill_version 2
+            if (g_prefill_mode && fp8 && prefill_supported(layers[0], s)) runs.push_back({-1, 5});
+            double v1_us[2][6] = {};  // paths 1, 2: total and the five stages (the "v2 - v1" line)
             if (!g_small_mode && !g_prefill_mode && T > kMoeSmallTMax) runs.push_back({-1, 3});  // decode v2
             if (T <= kMoeSmallTMax) runs.push_back({-1, -1});  // the small-T path: route, gate_up, down+combine
             if (T <= kMoeSmallTMax && g_small_mode) runs.push_back({-1, -2});  // v2: router GEMV + route, gate_up, down
@@ -590,6 +667,18 @@ void time_shapes(const HostExperts& h, Rng& rng, Buffers& buf, cudaStream_t st, 
                             100.0 * gbs / (kCopyTBs * 1e3), flops / (us * 1e-6) / 1e12, nerr);
                 std::printf("  | %5.1f %5.1f %8.1f %6.1f %7.1f\n", median(stage[0]), median(stage[1]), median(stage[2]),
                             median(stage[3]), median(stage[4]));
+                if (path == 1 || path == 2) {
+                    v1_us[path - 1][0] = us;
+                    for (int k = 0; k < 5; ++k) v1_us[path - 1][k + 1] = median(stage[k]);
+                }
+                if (path >= 4) {
+                    const double* o = v1_us[path - 4];
+                    std::printf("        %s T=%d prefill v2 - v1 (%s): total %.1f -> %.1f us (%+.1f) | route %+.1f, "
+                                "sort+setup+gather %+.1f, gate_up+silu %+.1f, down %+.1f, combine %+.1f us\n",
+                                fp8 ? "fp8" : "bf16", T, path == 4 ? "cooperative" : "ping-pong", o[0], us, us - o[0],
+                                median(stage[0]) - o[1], median(stage[1]) - o[2], median(stage[2]) - o[3],
+                                median(stage[3]) - o[4], median(stage[4]) - o[5]);
+                }
                 if (g_small_mode) {
                     // As a decode step runs it: calls captured in one CUDA graph (layers and input
                     // sets rotating), the router and shared-gate linears included (cuBLASLt fp32,
@@ -618,6 +707,7 @@ void time_shapes(const HostExperts& h, Rng& rng, Buffers& buf, cudaStream_t st, 
                                 T == 512 && !fp8 ? "   [torch grouped bf16 gate_up, 256 experts x 16 tokens: 327 us]" : "");
                 }
             }
+            if (g_prefill_mode && prefill_supported(layers[0], s)) time_prefill_stages(layers[0], din[0], s, fp8 != 0, buf, st);
             for (auto& d : din) free_inputs(d);
         }
         for (auto& L : layers) free_layer(L);

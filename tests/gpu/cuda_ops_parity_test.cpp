@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 
 #include "backend/cpu/cpu_ops.h"
@@ -389,6 +390,65 @@ TEST_P(CudaOpsParity, MoeDecodeVersion2) {
             float* dy1 = g1.alloc(int64_t(ref.size()));
             g1.moe(gpu_test::to_device(g1, x), T, m, k, config_.norm_topk_prob, dy1);
             EXPECT_LT(normalised_error(y2, gpu_test::to_host(g1, dy1, ref.size())), kBf16Bound) << what << " vs v1";
+            g1.free_all();
+            g2.free_all();
+        }
+    }
+}
+
+// The prefill path's version 2 stages (CudaOptions::moe_prefill_version = 2, moe_prefill_stages.cu:
+// multi-block stable sort, batched-load gather / SiLU / combine) against CpuOps::moe and against
+// version 1, BF16 and FP8 experts, the CUTLASS path forced at every T (moe_gemm_path = 1) where
+// the shapes allow it: T = 64 (one sort block), 1,024 and 2,500 (several, the last one partial).
+// Every row goes through the same arithmetic in both versions, so y must be bitwise equal; each
+// version 2 call twice (bitwise equal).
+TEST_P(CudaOpsParity, MoePrefillVersion2) {
+    constexpr double kFp8ActBound = 6e-2;
+    const int64_t k = config_.num_experts_per_tok, H = config_.hidden_size;
+    const bool tiles128 = H % 128 == 0 && config_.moe_intermediate_size % 128 == 0 &&
+                          config_.shared_expert_intermediate_size % 128 == 0;
+    if (GetParam().name == "real") {
+        EXPECT_TRUE(cuda::moe::cutlass_grouped_gemm_compiled())
+            << "the CUTLASS grouped GEMM is not compiled in (run scripts/setup_cutlass.sh)";
+    }
+    // Elsewhere (shapes off the 128 grid, or no CUTLASS) version 2 must still leave y unchanged.
+    const bool cutlass = tiles128 && cuda::moe::cutlass_grouped_gemm_compiled();
+    for (WeightFormat format : {WeightFormat::kDense, WeightFormat::kFP8Block}) {
+        const bool fp8 = format == WeightFormat::kFP8Block;
+        std::unique_ptr<ModelWeights> w8;
+        if (fp8) w8 = std::make_unique<ModelWeights>(make_dummy_weights(config_, 89, /*with_mtp=*/false, format));
+        ModelWeights& wts = fp8 ? *w8 : *weights_;
+        cuda::CudaOptions o1, o2;
+        o1.poison = o2.poison = true;
+        o1.moe_gemm_path = o2.moe_gemm_path = cutlass ? 1 : -1;
+        o1.moe_prefill_version = 1;
+        o2.moe_prefill_version = 2;
+        cuda::CudaOps g1(o1), g2(o2);
+        g1.prepare_weights(weight_set(wts));
+        g2.prepare_weights(weight_set(wts));
+        const MoeWeights& m = wts.layers[0].moe;
+        for (int64_t T : {64, 1024, 2500}) {
+            const auto x = gpu_test::random_floats(size_t(T * H), rng_);
+            std::vector<float> ref(x.size());
+            cpu_.moe(x.data(), T, m, k, config_.norm_topk_prob, ref.data());
+            const std::string what = std::string(fp8 ? "fp8" : "bf16") + " T=" + std::to_string(T) +
+                                     (cutlass ? " (CUTLASS path)" : " (auto path)");
+            float* dx = gpu_test::to_device(g2, x);
+            float* dy = g2.alloc(int64_t(ref.size()));
+            g2.moe(dx, T, m, k, config_.norm_topk_prob, dy);
+            const std::vector<float> y2 = gpu_test::to_host(g2, dy, ref.size());
+            g2.moe(dx, T, m, k, config_.norm_topk_prob, dy);
+            const std::vector<float> y2b = gpu_test::to_host(g2, dy, ref.size());
+            const double err = normalised_error(y2, ref);
+            EXPECT_LT(err, cutlass && fp8 ? kFp8ActBound : kBf16Bound) << what;
+            if (cutlass && fp8) {
+                EXPECT_GT(err, 8e-3) << what << ": no e4m3 rounding visible: did the prefill path run?";
+            }
+            EXPECT_TRUE(y2 == y2b) << what << ": a second call differs";
+            float* dy1 = g1.alloc(int64_t(ref.size()));
+            g1.moe(gpu_test::to_device(g1, x), T, m, k, config_.norm_topk_prob, dy1);
+            const std::vector<float> y1 = gpu_test::to_host(g1, dy1, ref.size());
+            EXPECT_EQ(std::memcmp(y1.data(), y2.data(), y2.size() * 4), 0) << what << ": version 2 differs from version 1";
             g1.free_all();
             g2.free_all();
         }

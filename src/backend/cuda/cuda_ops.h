@@ -64,6 +64,11 @@ struct CudaOptions {
     // rows per expert; bench/kernels/NOTES.md "Decode v2"): 1 (default) moe_gemm.cu's tiles, 2 the
     // swapped-operand decode GEMMs of moe_decode_gemm.cu. Default flips after the H200 lab run.
     int moe_decode_version = 1;
+    // MoeParams::prefill_version for MoE calls on the CUTLASS prefill path (>= 32 routed rows per
+    // expert; bench/kernels/NOTES.md "Prefill v2"): 1 (default) the one-block sort and the first
+    // gather / SiLU / combine kernels, 2 the multi-block sort and the batched-load stages (y
+    // bitwise equal). Default flips after the H200 lab run.
+    int moe_prefill_version = 1;
 };
 
 class CudaOps final : public Ops {

@@ -91,6 +91,12 @@ struct MoeParams {
     // as the 16-row operand, tokens in 8-row groups, empty groups skipped); same route, sort and
     // combine, same rounding points.
     int decode_version = 1;
+    // Added field: the prefill path's stages around the CUTLASS GEMMs (moe_prefill_stages.cu;
+    // bench/kernels/NOTES.md "Prefill v2"), read when that path runs. 1: the one-block sort and
+    // the first gather / SiLU / combine kernels. 2: the multi-block sort (histogram, scan, stable
+    // scatter), and the gather, SiLU·mul and combine with all their loads issued before any
+    // store; the same rows in the same order and the same arithmetic, so y is bitwise that of 1.
+    int prefill_version = 1;
 };
 
 // Largest T the small-T path takes (MoeParams::small_t).
