@@ -64,6 +64,11 @@ struct CudaOptions {
     // rows per expert; bench/kernels/NOTES.md "Decode v2"): 1 (default) moe_gemm.cu's tiles, 2 the
     // swapped-operand decode GEMMs of moe_decode_gemm.cu. Default flips after the H200 lab run.
     int moe_decode_version = 1;
+    // GatedDeltaNetParams::prefill_version for every GDN call (gdn_kernels.h; bench/kernels/NOTES.md
+    // "v5"): 1 (default) the 3xTF32 chunked paths; 2 the bf16 tensor-core chunk phases
+    // (gdn_tc_*.cu: bf16 operands, fp32 accumulation and state, ~1e-3 normalised error). Needs the
+    // model's key and value head dims to be multiples of 8. Default flips after the H200 lab run.
+    int gdn_prefill_version = 1;
 };
 
 class CudaOps final : public Ops {
