@@ -520,8 +520,11 @@ void CudaOps::gated_delta_net(const float* qkv, const float* z, const float* b, 
     if (p.prefill_version == 2)
         QS_CHECK_MSG(p.Dk % 8 == 0 && p.Dv % 8 == 0,
                      "CudaOptions::gdn_prefill_version 2 needs GDN key and value head dims that are multiples of 8");
+    // Version 2's larger workspace (bf16 operands and chunk-start states, ~1 MB per sequence of the
+    // batch at the real shape) only when a sequence takes the chunked path; decode batches keep v1's.
+    const bool chunked = batch_.max_seq_tokens >= p.chunk_min_tokens;
     p.workspace = arena_.allocate(gdn_workspace_bytes(batch_.num_tokens, d.conv_dim(), p.Nk, p.Nv, p.Dk, p.Dv,
-                                                      batch_.num_seqs, p.prefill_version));
+                                                      batch_.num_seqs, chunked ? p.prefill_version : 1));
     p.out = out;
     // The stash buffers are sized before a capture for the layers seen so far.
     if (gdn_layer >= gdn_shape_.layers) gdn_shape_ = GdnShape{gdn_layer + 1, d.conv_dim(), d.num_value_heads};

@@ -87,7 +87,7 @@ struct RecArgs {
     uint16_t* tcW;         // [T, Nv, Dk] W = T (k̂ β e^γ)
     uint16_t* tcU;         // [T, Nv, Dv] U = T (v β); the state pass overwrites it with V' = U - W S
     float* tcGam;          // [T, Nv] γ (fp32)
-    uint16_t* tcH;         // [num_seqs + ceil(T/64), Nv, Dk, Dv] the state at each chunk's start
+    uint16_t* tcH;         // [num_seqs + ceil(T/64), Nv, Dv, Dk] the state at each chunk's start, transposed
 };
 
 // The workspace (offsets in floats, every region 16-byte aligned): the conv output [T, C], then

@@ -7,7 +7,7 @@
 //   P = lower(q̂_r·k̂_s e^{γr-γs}) (diagonal included; bf16 mma, fp32, stored bf16);
 //   o = e^{γr} q̂ S + P V' (bf16 mma, fp32 accumulation);
 //   out = norm_w · o / sqrt(mean(o²) + eps) · silu(z).
-// Shared memory (bf16): q̂, k̂, V' [64][D+8], S [D][D+8], P [64][72], γ and the row sums (fp32):
+// Shared memory (bf16): q̂, k̂, V' [64][D+8], Sᵀ [D][D+8], P [64][72], γ and the row sums (fp32):
 // D = 128: 97,024 bytes (2 blocks per SM).
 #include "backend/cuda/gdn_common.cuh"
 #include "backend/cuda/gdn_tc_math.cuh"
@@ -61,7 +61,7 @@ __global__ void __launch_bounds__(kTcOutThreads, 2) gdn_tc_out_kernel(RecArgs p)
     tc_cp_tile(sK, LD, p.tcK + (row0 * Nk + kh) * dk, int64_t(Nk) * dk, CT, D, nc, dk, tid, NT);
     tc_cp_tile(sV, LD, p.tcU + (row0 * Nv + h) * dv, int64_t(Nv) * dv, CT, D, nc, dv, tid, NT);
     const int64_t key = int64_t(blockIdx.x);  // = s + row_begin/64 + c (cp_chunk_of)
-    tc_cp_tile(sS, LD, p.tcH + (key * Nv + h) * dk * dv, dv, D, D, dk, dv, tid, NT);
+    tc_cp_tile(sS, LD, p.tcH + (key * Nv + h) * dk * dv, dk, D, D, dv, dk, tid, NT);  // Sᵀ [Dv][Dk]
     ptx::cp_async_commit();
     if (tid < CT) sG[tid] = tid < nc ? p.tcGam[(row0 + tid) * Nv + h] : 0.f;
     ptx::cp_async_wait<0>();
@@ -94,7 +94,7 @@ __global__ void __launch_bounds__(kTcOutThreads, 2) gdn_tc_out_kernel(RecArgs p)
     tc_zero<NJ>(acc);
     tc_mma<NJ>(
         acc, 0, D, [&](int k, uint32_t (&a)[4]) { tc_a_rows(sQ, LD, m0, k, a); },
-        [&](int k, int j, uint32_t (&b)[2]) { tc_b_rows(sS, LD, n0, k, j, b); });
+        [&](int k, int j, uint32_t (&b)[2]) { tc_b_cols(sS, LD, n0, k, j, b); });  // B(d, v) = Sᵀ[v][d]
     const int g = lane >> 2;
     const float e0 = expf(sG[m0 + g]), e1 = expf(sG[m0 + g + 8]);
 #pragma unroll

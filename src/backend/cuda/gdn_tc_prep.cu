@@ -8,8 +8,9 @@
 //   L = strict_lower(β_r k̂_r·k̂_s e^{γr-γs}) (bf16 mma, fp32 accumulation);
 //   T = (I + L)^-1 in fp32 (invert_unit_lower64, gdn_chunk_math.cuh), then rounded to bf16;
 //   W = T (k̂ β e^γ) -> tcW, U = T (v β) -> tcU (bf16 mma, fp32 accumulation, stored bf16).
-// Shared memory: K̂, K̂βe^γ, Vβ bf16 [64][D+8], L/T fp32 [64][68], scratch 768 floats, T bf16
-// [64][72], 3 × 64 floats: D = 128: 83,712 bytes (2 blocks per SM).
+// Shared memory: K̂ bf16 [64][D+8], (K̂βe^γ)ᵀ and (Vβ)ᵀ bf16 [D][72] (transposed: the WY products'
+// B fragments become 32-bit loads), L/T fp32 [64][68], scratch 768 floats, T bf16 [64][72],
+// 3 × 64 floats: D = 128: 84,736 bytes (2 blocks per SM).
 #include "backend/cuda/gdn_chunk_math.cuh"
 #include "backend/cuda/gdn_common.cuh"
 #include "backend/cuda/gdn_tc_math.cuh"
@@ -24,9 +25,9 @@ struct TcPrepSmem {
     static constexpr int CT = 64, LD = D + 8, LDT = CT + 4, LDTB = CT + 8;
     // Byte offsets.
     static constexpr int oK = 0;                          // uint16 [64][LD] k̂
-    static constexpr int oKw = oK + 2 * CT * LD;          // uint16 [64][LD] k̂ β e^γ
-    static constexpr int oV = oKw + 2 * CT * LD;          // uint16 [64][LD] v β
-    static constexpr int oT = oV + 2 * CT * LD;           // float [64][LDT] L, then T
+    static constexpr int oKw = oK + 2 * CT * LD;          // uint16 [D][LDTB] (k̂ β e^γ)ᵀ
+    static constexpr int oV = oKw + 2 * D * LDTB;         // uint16 [D][LDTB] (v β)ᵀ
+    static constexpr int oT = oV + 2 * D * LDTB;          // float [64][LDT] L, then T
     static constexpr int oScr = oT + 4 * CT * LDT;        // float [768]
     static constexpr int oTb = oScr + 4 * 768;            // uint16 [64][LDTB] T in bf16
     static constexpr int oVec = oTb + 2 * CT * LDTB;      // float beta, gam, fk [64] each
@@ -114,10 +115,10 @@ __global__ void __launch_bounds__(kTcPrepThreads, 2) gdn_tc_prep_kernel(RecArgs 
             const int e = lane + 32 * j;
             const float kn = kv[j] * fk;
             sK[r * LD + e] = to_bf16(kn);
-            sKw[r * LD + e] = to_bf16(kn * fw);
+            sKw[e * LDTB + r] = to_bf16(kn * fw);
             if (head_writer && rv && e < dk) p.tcK[((row0 + r) * Nk + kh) * dk + e] = to_bf16(kn);
             const float vv = (rv && e < dv) ? src[2 * Nk * dk + h * dv + e] : 0.f;
-            sV[r * LD + e] = to_bf16(vv * fb);
+            sV[e * LDTB + r] = to_bf16(vv * fb);
         }
         if (head_writer && rv) {
             float qv[D / 32], qq = 0.f;
@@ -182,9 +183,9 @@ __global__ void __launch_bounds__(kTcPrepThreads, 2) gdn_tc_prep_kernel(RecArgs 
 #pragma unroll
             for (int j = 0; j < NJ; ++j) {
                 uint32_t b[2];
-                tc_b_rows(sKw, LD, n0, k, j, b);
+                tc_b_cols(sKw, LDTB, n0, k, j, b);
                 ptx::mma_16816_bf16(aw[j], a, b[0], b[1]);
-                tc_b_rows(sV, LD, n0, k, j, b);
+                tc_b_cols(sV, LDTB, n0, k, j, b);
                 ptx::mma_16816_bf16(au[j], a, b[0], b[1]);
             }
         }

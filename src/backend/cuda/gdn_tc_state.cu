@@ -6,11 +6,13 @@
 // gdn_tc_state_kernel<D, BV, BF16>: grid (ceil(Dv/BV), Nv, num_seqs), 128 threads (4 warps); block =
 // value columns [v0, v0 + BV) of one (chunked sequence, value head). The state slice S [Dk, BV]
 // lives in the warps' fp32 accumulators for the whole call (read once, written once). Per chunk:
-//   S (bf16) -> tcH[chunk key] (the output kernel's chunk-start state) and to shared memory;
+//   S (bf16) -> shared memory as Sᵀ, and from there to tcH[chunk key] (the output kernel's
+//   chunk-start state, stored transposed: [Dv][Dk]);
 //   V' = U - W S (bf16 mma, fp32) -> tcU in place (bf16);  S ← e^{γlast} S + k̂ᵀ (V' e^{γlast-γ}).
 // The next chunk's W, k̂, U, γ arrive by cp.async into the other of two stages while this one
-// computes. Shared memory (bf16): 2 × (W, k̂ [64][D+8], U [64][BV+8], γ fp32 [64]), S [D][BV+8],
-// V' scaled [64][BV+8]: D = 128: 95,744 bytes at BV 32 (2 blocks per SM), 85,504 at BV 16.
+// computes. Shared memory (bf16): 2 × (W, k̂ [64][D+8], U [64][BV+8], γ fp32 [64]), Sᵀ [BV][D+8],
+// (scaled V')ᵀ [BV][72] (transposed: the B fragments become 32-bit loads): D = 128: 93,696 bytes
+// at BV 32 (2 blocks per SM), 82,944 at BV 16.
 #include "backend/cuda/gdn_common.cuh"
 #include "backend/cuda/gdn_tc_math.cuh"
 
@@ -28,15 +30,16 @@ struct TcStateSmem {
     static constexpr int sU = sK + 2 * CT * LD;
     static constexpr int sG = sU + 2 * CT * LU;
     static constexpr int stage = sG + 4 * CT;
-    static constexpr int oS = 2 * stage;            // uint16 [D][LU]
-    static constexpr int oV = oS + 2 * D * LU;      // uint16 [64][LU]
-    static constexpr size_t bytes = size_t(oV) + 2 * CT * LU;
+    static constexpr int LST = D + 8, LVT = CT + 8;
+    static constexpr int oS = 2 * stage;            // uint16 [BV][LST] Sᵀ
+    static constexpr int oV = oS + 2 * kBV * LST;   // uint16 [BV][LVT] (V' e^{γlast-γ})ᵀ
+    static constexpr size_t bytes = size_t(oV) + 2 * kBV * LVT;
 };
 
 template <int D, int kBV, bool BF16>
 __global__ void __launch_bounds__(kTcStateThreads, 2) gdn_tc_state_kernel(RecArgs p) {
     using L = TcStateSmem<D, kBV>;
-    constexpr int CT = 64, NT = kTcStateThreads, LD = L::LD, LU = L::LU;
+    constexpr int CT = 64, NT = kTcStateThreads, LD = L::LD, LU = L::LU, LST = L::LST, LVT = L::LVT;
     constexpr int NJ = kBV / 8;           // 8-column tiles: every warp covers all BV columns
     constexpr int NMS = D / 16;           // 16-row tiles of S
     constexpr int MPW = (NMS + 3) / 4;    // per warp (warps 2, 3 idle in the S phases when D = 32)
@@ -122,19 +125,25 @@ __global__ void __launch_bounds__(kTcStateThreads, 2) gdn_tc_state_kernel(RecArg
         __syncthreads();
         const float glast = cG[nc - 1], el = expf(glast);
 
-        // ---- S (bf16) -> shared memory and the chunk-start state tcH.
-        uint16_t* const H = p.tcH + ((key + ci) * Nv + h) * dk * dv;
+        // ---- S (bf16) -> shared memory, transposed; from there to the chunk-start state tcH.
 #pragma unroll
         for (int i = 0; i < MPW; ++i) {
             const int ms0 = 16 * (warp + 4 * i);
             if (ms0 >= D) continue;
             tc_pairs<NJ>(ms0, 0, [&](int j, int e, int r, int cc) {
                 const uint32_t u = pack_bf16(acc[i][j][e], acc[i][j][e + 1]);
-                *reinterpret_cast<uint32_t*>(sS + r * LU + cc) = u;
-                if (r < dk && cc < vcols) *reinterpret_cast<uint32_t*>(H + int64_t(r) * dv + v0 + cc) = u;
+                sS[cc * LST + r] = uint16_t(u & 0xffffu);
+                sS[(cc + 1) * LST + r] = uint16_t(u >> 16);
             });
         }
         __syncthreads();
+        {
+            uint16_t* const H = p.tcH + ((key + ci) * Nv + h) * dk * dv + int64_t(v0) * dk;  // Sᵀ rows v0..
+            for (int idx = tid; idx < vcols * (dk / 8); idx += NT) {
+                const int v = idx / (dk / 8), d = 8 * (idx % (dk / 8));
+                *reinterpret_cast<uint4*>(H + int64_t(v) * dk + d) = *reinterpret_cast<const uint4*>(sS + v * LST + d);
+            }
+        }
 
         // ---- V' = U - W S (warp: rows 16·warp, all BV columns) -> tcU; V' e^{γlast-γ} -> sVs.
         {
@@ -143,7 +152,7 @@ __global__ void __launch_bounds__(kTcStateThreads, 2) gdn_tc_state_kernel(RecArg
             tc_zero<NJ>(av);
             tc_mma<NJ>(
                 av, 0, D, [&](int k, uint32_t (&a)[4]) { tc_a_rows(cW, LD, m0, k, a); },
-                [&](int k, int j, uint32_t (&bb)[2]) { tc_b_rows(sS, LU, 0, k, j, bb); });
+                [&](int k, int j, uint32_t (&bb)[2]) { tc_b_cols(sS, LST, 0, k, j, bb); });
             tc_pairs<NJ>(m0, 0, [&](int j, int e, int r, int cc) {
                 const uint32_t u = *reinterpret_cast<const uint32_t*>(cU + r * LU + cc);
                 const float x0 = from_bf16(uint16_t(u & 0xffffu)) - av[j][e];
@@ -151,7 +160,9 @@ __global__ void __launch_bounds__(kTcStateThreads, 2) gdn_tc_state_kernel(RecArg
                 if (r < nc && cc < vcols)
                     *reinterpret_cast<uint32_t*>(p.tcU + ((row0 + r) * Nv + h) * dv + v0 + cc) = pack_bf16(x0, x1);
                 const float f = expf(glast - cG[r]);
-                *reinterpret_cast<uint32_t*>(sVs + r * LU + cc) = pack_bf16(x0 * f, x1 * f);
+                const uint32_t w = pack_bf16(x0 * f, x1 * f);
+                sVs[cc * LVT + r] = uint16_t(w & 0xffffu);
+                sVs[(cc + 1) * LVT + r] = uint16_t(w >> 16);
             });
         }
         __syncthreads();
@@ -167,7 +178,7 @@ __global__ void __launch_bounds__(kTcStateThreads, 2) gdn_tc_state_kernel(RecArg
                 for (int e = 0; e < 4; ++e) acc[i][j][e] *= el;
             tc_mma<NJ>(
                 acc[i], 0, CT, [&](int k, uint32_t (&a)[4]) { tc_a_cols(cK, LD, ms0, k, a); },
-                [&](int k, int j, uint32_t (&bb)[2]) { tc_b_rows(sVs, LU, 0, k, j, bb); });
+                [&](int k, int j, uint32_t (&bb)[2]) { tc_b_cols(sVs, LVT, 0, k, j, bb); });
         }
         __syncthreads();  // every warp is done with this stage, sS and sVs
         issue(ci + 2, st);
