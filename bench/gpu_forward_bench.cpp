@@ -18,6 +18,8 @@
 //          GEMMs at 9+ rows below the prefill path; 2 = moe_decode_gemm.cu, bench/kernels/NOTES.md)
 //          [--moe-prefill-version 1|2]  (CudaOptions::moe_prefill_version: the MoE prefill path's
 //          sort / gather / SiLU / combine stages; 2 = bench/kernels/NOTES.md "Prefill v2")
+//          [--gdn-prefill-version 1|2]  (CudaOptions::gdn_prefill_version: the GDN chunked prefill;
+//          2 = bf16 tensor cores, gdn_tc_*.cu, bench/kernels/NOTES.md "v5")
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -163,6 +165,12 @@ int run(const Args& args) {
         return 2;
     }
     co.moe_prefill_version = std::stoi(moe_prefill);
+    const std::string gdn_prefill = args.get_or("gdn-prefill-version", "1");
+    if (gdn_prefill != "1" && gdn_prefill != "2") {
+        std::fprintf(stderr, "--gdn-prefill-version must be 1 or 2, got '%s'\n", gdn_prefill.c_str());
+        return 2;
+    }
+    co.gdn_prefill_version = std::stoi(gdn_prefill);
     cuda::CudaOps ops(co);
     Timer t_up;
     ops.prepare_weights(weight_set(*w));
@@ -269,7 +277,7 @@ int main(int argc, char** argv) {
     std::set<std::string> valued = {"mode",   "requests", "prompt",   "completion",     "decode-steps",
                                     "mtp-k",  "mtp-acceptance", "mtp-seqs", "mtp-steps", "mtp-prompt-tokens", "mtp-overlap",
                                     "moe-small-version", "moe-decode-version",
-                                    "moe-prefill-version"};
+                                    "moe-prefill-version", "gdn-prefill-version"};
     std::set<std::string> flags;
     cli::add_option_names(cli::model_option_group(), flags, valued);
     cli::add_option_names(cli::backend_option_group(), flags, valued);

@@ -19,6 +19,9 @@
 #   fp8gemm  the FP8 dense-linear lab (fp8_gemm_lab) and its GPU parity test only
 #   gdn_decode  the GDN lab's decode mode (gdn_lab --decode: one-block-per-head vs streaming decode
 #           kernel at 1 / 64 / 256 / 512 sequences, fp32 and bf16 state) and the GPU GDN parity tests
+#   gdn_tc  the GDN lab's prefill version 2 mode (gdn_lab --tc: bf16 tensor-core chunk phases against
+#           today's default at 16 × 1,024, 1 × 16,384, 64 × 256 and a varlen mix, reference check,
+#           µs and TFLOP/s) and the GPU GDN parity tests (with CudaOpsParity.GatedDeltaNetPrefillVersion2)
 #   sampling the sampling lab and the GPU sampling tests only
 #   grammar_masks  grammar_mask_bench (needs it in the bundle: build_gpu_bundle.sh ... grammar_mask_bench)
 #           on the host's 16 cores, the Qwen3.6 vocabulary: the built-in JSON schema, regex "[a-z ]+",
@@ -82,6 +85,8 @@ for stage in "$@"; do
                     run gpu_tests_moe "$B/qs_gpu_tests" --gtest_color=no --gtest_filter='*MoE*:*Moe*' ;;
         gdn_decode) run gdn_lab_decode "$B/gdn_lab" --decode
                     run gpu_tests_gdn "$B/qs_gpu_tests" --gtest_color=no --gtest_filter='*GatedDeltaNet*' ;;
+        gdn_tc) run gdn_lab_tc "$B/gdn_lab" --tc
+                run gpu_tests_gdn "$B/qs_gpu_tests" --gtest_color=no --gtest_filter='*GatedDeltaNet*' ;;
         sampling) run sampling_lab "$B/sampling_lab"
                   run gpu_tests_sampling "$B/qs_gpu_tests" --gtest_color=no --gtest_filter='CudaSampling*' ;;
         http:*) spec="${stage#http:}"; modes="${spec%%:*}"; serve_args=""; [ "$spec" != "$modes" ] && serve_args="${spec#*:}"

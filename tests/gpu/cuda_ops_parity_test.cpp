@@ -569,6 +569,68 @@ TEST_P(CudaOpsParity, GatedDeltaNetWithStateSlots) {
     }
 }
 
+// Prefill version 2 (CudaOptions::gdn_prefill_version = 2: the chunked sequences on bf16 tensor
+// cores, gdn_tc_*.cu) against the CPU specification, fp32 and bf16 state: prompts with chunk
+// boundaries +-1, continuations from the non-zero states left by earlier batches, a long prompt
+// among decode rows and short ones, one 2,000-token prompt, and a 16-sequence batch (at the real
+// shape its state pass takes 32 value columns by shape, the other batches 16). bf16 operands:
+// kBf16Bound.
+TEST_P(CudaOpsParity, GatedDeltaNetPrefillVersion2) {
+    const DecoderLayerWeights& l = layer(LayerType::kLinearAttention);
+    const ModelConfig& c = config_;
+    const GdnDims d{c.linear_num_key_heads, c.linear_num_value_heads, c.linear_key_head_dim, c.linear_value_head_dim,
+                    c.linear_conv_kernel_dim, c.rms_norm_eps};
+    for (bool ssm_bf16 : {false, true}) {
+        cuda::CudaOptions o;
+        o.poison = true;
+        o.ssm_bf16 = ssm_bf16;
+        o.gdn_prefill_version = 2;
+        cuda::CudaOps gpu(o);
+        gpu.prepare_weights(weight_set(*weights_));
+        const CacheGeometry g = CacheGeometry::for_model(c, 20, 16, 20, false, KvCacheDtype::kBF16);
+        ModelCache cpu_cache(g);
+        auto gpu_cache = gpu.make_cache(g);
+        std::vector<OwnedBatch> batches;
+        batches.push_back(make_batch({{{0, 64, 2}, {0, 2, 0}, {0, 65, 3}, {0, 130, 1}}}, 16, 1, rng_, int(c.vocab_size)));
+        batches.push_back(make_batch({{{64, 1, 2}, {2, 63, 0}, {65, 150, 3}, {130, 5, 1}}}, 16, 1, rng_, int(c.vocab_size)));
+        batches.push_back(make_batch({{{65, 1, 2}, {65, 900, 0}, {215, 65, 3}, {135, 63, 1}}}, 16, 1, rng_,
+                                     int(c.vocab_size)));
+        batches.push_back(make_batch({{{965, 2000, 0}}}, 16, 1, rng_, int(c.vocab_size)));
+        std::vector<std::array<int, 3>> many;
+        for (int s = 0; s < 16; ++s) many.push_back({0, 200 + 7 * s, 4 + s});
+        batches.push_back(make_batch(many, 16, 1, rng_, int(c.vocab_size)));
+        for (size_t bi = 0; bi < batches.size(); ++bi) {
+            const ForwardBatch& b = batches[bi].batch;
+            const int64_t T = b.num_tokens();
+            const auto pos = b.positions();
+            const auto qkv = gpu_test::random_floats(size_t(T * d.conv_dim()), rng_);
+            const auto z = gpu_test::random_floats(size_t(T * d.value_dim()), rng_);
+            const auto bb = gpu_test::random_floats(size_t(T * d.num_value_heads), rng_);
+            const auto a = gpu_test::random_floats(size_t(T * d.num_value_heads), rng_);
+            std::vector<float> ref(size_t(T * d.value_dim()));
+            cpu_.gated_delta_net(qkv.data(), z.data(), bb.data(), a.data(), l.gdn, d, b, cpu_cache, 0, ref.data());
+            gpu.begin_forward(b, pos.data());
+            float* out = gpu.alloc(int64_t(ref.size()));
+            gpu.gated_delta_net(gpu_test::to_device(gpu, qkv), gpu_test::to_device(gpu, z),
+                                gpu_test::to_device(gpu, bb), gpu_test::to_device(gpu, a), l.gdn, d, b, *gpu_cache, 0, out);
+            const std::string what = std::string(ssm_bf16 ? "bf16 state" : "fp32 state") + " batch " + std::to_string(bi);
+            EXPECT_LT(normalised_error(gpu_test::to_host(gpu, out, ref.size()), ref), kBf16Bound) << "out " << what;
+            auto* st = gpu.storage(gpu_cache.get());
+            const size_t nc = size_t(g.num_state_slots * g.conv_window * g.conv_dim);
+            const size_t ns = size_t(g.num_state_slots * g.num_value_heads * g.key_head_dim * g.value_head_dim);
+            EXPECT_LT(normalised_error(gpu_test::read_device(st->conv(0), nc, 4),
+                                       std::vector<float>(cpu_cache.conv(0), cpu_cache.conv(0) + nc)),
+                      1e-6)
+                << "conv state " << what;
+            EXPECT_LT(normalised_error(gpu_test::read_device(st->ssm(0), ns, ssm_bf16 ? 2 : 4),
+                                       std::vector<float>(cpu_cache.ssm(0), cpu_cache.ssm(0) + ns)),
+                      kBf16Bound)
+                << "recurrent state " << what;
+            gpu.free_all();
+        }
+    }
+}
+
 // MTP verification's deferred GDN state against the CPU specification: a verify batch of
 // 1 + k rows per sequence (SeqSpan::defer_state) writes the state and conv window after each
 // span's first row only (outputs of every row), then gdn_commit runs the accepted drafts (rows

@@ -50,6 +50,8 @@ CudaOps::CudaOps(const CudaOptions& options)
                  "CudaOptions::moe_decode_version must be 1 or 2");
     QS_CHECK_MSG(options.moe_prefill_version == 1 || options.moe_prefill_version == 2,
                  "CudaOptions::moe_prefill_version must be 1 or 2");
+    QS_CHECK_MSG(options.gdn_prefill_version == 1 || options.gdn_prefill_version == 2,
+                 "CudaOptions::gdn_prefill_version must be 1 or 2");
     moe_counter_ = DeviceBuffer(sizeof(int));
     QS_CUDA_CHECK(cudaMemset(moe_counter_.get(), 0, sizeof(int)));
 }
@@ -516,7 +518,15 @@ void CudaOps::gated_delta_net(const float* qkv, const float* z, const float* b, 
     p.K = int(d.conv_kernel);
     p.eps = float(d.eps);
     p.batch = batch_;
-    p.workspace = arena_.allocate(gdn_workspace_bytes(batch_.num_tokens, d.conv_dim(), p.Nk, p.Nv, p.Dk));
+    p.prefill_version = options_.gdn_prefill_version;
+    if (p.prefill_version == 2)
+        QS_CHECK_MSG(p.Dk % 8 == 0 && p.Dv % 8 == 0,
+                     "CudaOptions::gdn_prefill_version 2 needs GDN key and value head dims that are multiples of 8");
+    // Version 2's larger workspace (bf16 operands and chunk-start states, ~1 MB per sequence of the
+    // batch at the real shape) only when a sequence takes the chunked path; decode batches keep v1's.
+    const bool chunked = batch_.max_seq_tokens >= p.chunk_min_tokens;
+    p.workspace = arena_.allocate(gdn_workspace_bytes(batch_.num_tokens, d.conv_dim(), p.Nk, p.Nv, p.Dk, p.Dv,
+                                                      batch_.num_seqs, chunked ? p.prefill_version : 1));
     p.out = out;
     // The stash buffers are sized before a capture for the layers seen so far.
     if (gdn_layer >= gdn_shape_.layers) gdn_shape_ = GdnShape{gdn_layer + 1, d.conv_dim(), d.num_value_heads};

@@ -69,6 +69,11 @@ struct CudaOptions {
     // gather / SiLU / combine kernels, 2 the multi-block sort and the batched-load stages (y
     // bitwise equal). Default flips after the H200 lab run.
     int moe_prefill_version = 1;
+    // GatedDeltaNetParams::prefill_version for every GDN call (gdn_kernels.h; bench/kernels/NOTES.md
+    // "v5"): 1 (default) the 3xTF32 chunked paths; 2 the bf16 tensor-core chunk phases
+    // (gdn_tc_*.cu: bf16 operands, fp32 accumulation and state, ~1e-3 normalised error). Needs the
+    // model's key and value head dims to be multiples of 8. Default flips after the H200 lab run.
+    int gdn_prefill_version = 1;
 };
 
 class CudaOps final : public Ops {

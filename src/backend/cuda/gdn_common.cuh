@@ -81,6 +81,13 @@ struct RecArgs {
     float* cpRk;           // [T, Nk] 1 / ||k||
     const int32_t* row_seq;
     int T, num_seqs;
+    // Prefill version 2 only (gdn_tc_*.cu, bf16 tensor cores; layout in TcLayout), bf16 bits:
+    uint16_t* tcQ;         // [T, Nk, Dk] q̂ (l2-normalised, × q_scale)
+    uint16_t* tcK;         // [T, Nk, Dk] k̂
+    uint16_t* tcW;         // [T, Nv, Dk] W = T (k̂ β e^γ)
+    uint16_t* tcU;         // [T, Nv, Dv] U = T (v β); the state pass overwrites it with V' = U - W S
+    float* tcGam;          // [T, Nv] γ (fp32)
+    uint16_t* tcH;         // [num_seqs + ceil(T/64), Nv, Dv, Dk] the state at each chunk's start, transposed
 };
 
 // The workspace (offsets in floats, every region 16-byte aligned): the conv output [T, C], then
@@ -97,6 +104,25 @@ inline CpLayout cp_layout(int64_t T, int64_t C, int64_t Nk, int64_t Nv, int64_t 
     L.oRq = L.oGam + r4(T * Nv);
     L.oRk = L.oRq + r4(T * Nk);
     L.total = L.oRk + r4(T * Nk);
+    return L;
+}
+
+// Prefill version 2's workspace (offsets in floats, 16-byte aligned): the conv output [T, C], then
+// the bf16 arrays and γ of RecArgs::tc*. Chunk key x (cp_chunk_of) owns tcH's slice x.
+struct TcLayout {
+    int64_t oQ, oK, oW, oU, oGam, oH, total;
+};
+inline TcLayout tc_layout(int64_t T, int64_t C, int64_t Nk, int64_t Nv, int64_t Dk, int64_t Dv, int64_t num_seqs) {
+    auto r4 = [](int64_t x) { return (x + 3) / 4 * 4; };
+    auto bf = [&](int64_t n) { return r4((n + 1) / 2); };  // n bf16 values, in floats
+    TcLayout L;
+    L.oQ = T * r4(C);
+    L.oK = L.oQ + bf(T * Nk * Dk);
+    L.oW = L.oK + bf(T * Nk * Dk);
+    L.oU = L.oW + bf(T * Nv * Dk);
+    L.oGam = L.oU + bf(T * Nv * Dv);
+    L.oH = L.oGam + r4(T * Nv);
+    L.total = L.oH + bf((num_seqs + (T + 63) / 64) * Nv * Dk * Dv);
     return L;
 }
 
@@ -170,5 +196,15 @@ template <int D>
 void launch_cp_prep(const RecArgs& a, bool x3, cudaStream_t stream);
 template <int D>
 void launch_cp_state(const RecArgs& a, bool bf16, bool x3, int value_cols, cudaStream_t stream);
+// Prefill version 2 (bf16 tensor cores; NOTES.md "v5"), the same sequences as launch_chunked:
+// gdn_tc_prep.cu (every chunk's q̂, k̂, γ, W, U), gdn_tc_state.cu (the pass over chunks per
+// (sequence, head, value_cols = 16 or 32 columns): V' and the chunk-start states), gdn_tc_out.cu
+// (every chunk's outputs with the gated RMSNorm). Needs the TcLayout workspace; Dk, Dv % 8 == 0.
+template <int D>
+void launch_tc_prep(const RecArgs& a, cudaStream_t stream);
+template <int D>
+void launch_tc_state(const RecArgs& a, bool bf16, int value_cols, cudaStream_t stream);
+template <int D>
+void launch_tc_out(const RecArgs& a, cudaStream_t stream);
 
 }  // namespace qs::cuda::gdn

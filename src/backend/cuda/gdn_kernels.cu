@@ -1,7 +1,8 @@
 // Gated DeltaNet on the GPU: the public launchers (gdn_kernels.h: maths, layouts, requirements)
 // over the kernels of gdn_conv.cu (conv1d + SiLU, window advance), gdn_serial.cu and gdn_decode.cu
 // (token-serial recurrence, one block per head or persistent blocks streaming the states: decode,
-// short sequences) and gdn_chunked.cu, gdn_cp_*.cu (chunked WY prefill on tensor cores).
+// short sequences) and gdn_chunked.cu, gdn_cp_*.cu (chunked WY prefill on tensor cores, 3xTF32),
+// gdn_tc_*.cu (prefill_version 2: the same on bf16 tensor cores).
 // CPU reference: src/backend/cpu/cpu_gdn.cpp (CpuOps::gated_delta_net).
 #include "backend/cuda/gdn_kernels.h"
 
@@ -20,6 +21,11 @@ void check_params(const GatedDeltaNetParams& p) {
     GDN_REQUIRE(p.batch.num_seqs <= 65535);
     GDN_REQUIRE(p.decode_kernel >= -1 && p.decode_kernel <= 1);
     GDN_REQUIRE(p.decode_blocks >= 0);
+    GDN_REQUIRE(p.prefill_version == 1 || p.prefill_version == 2);
+    if (p.prefill_version == 2) {
+        GDN_REQUIRE(p.Dk % 8 == 0 && p.Dv % 8 == 0);  // 16-byte bf16 rows for cp.async
+        GDN_REQUIRE(p.chunk_value_cols == 0 || p.chunk_value_cols == 16 || p.chunk_value_cols == 32);
+    }
     auto aligned = [](const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; };
     GDN_REQUIRE(aligned(p.qkv) && aligned(p.z) && aligned(p.conv_w) && aligned(p.norm_w) &&
                 aligned(p.conv_state) && aligned(p.ssm_state) && aligned(p.workspace) && aligned(p.out));
@@ -52,6 +58,18 @@ RecArgs make_rec_args(const GatedDeltaNetParams& p) {
     a.cpGam = ws + lay.oGam;
     a.cpRq = ws + lay.oRq;
     a.cpRk = ws + lay.oRk;
+    if (p.prefill_version == 2) {
+        const gdn::TcLayout t = gdn::tc_layout(p.batch.num_tokens, a.C, p.Nk, p.Nv, p.Dk, p.Dv, p.batch.num_seqs);
+        a.tcQ = reinterpret_cast<uint16_t*>(ws + t.oQ);
+        a.tcK = reinterpret_cast<uint16_t*>(ws + t.oK);
+        a.tcW = reinterpret_cast<uint16_t*>(ws + t.oW);
+        a.tcU = reinterpret_cast<uint16_t*>(ws + t.oU);
+        a.tcGam = ws + t.oGam;
+        a.tcH = reinterpret_cast<uint16_t*>(ws + t.oH);
+    } else {
+        a.tcQ = a.tcK = a.tcW = a.tcU = a.tcH = nullptr;
+        a.tcGam = nullptr;
+    }
     a.row_seq = p.batch.row_seq;
     a.T = p.batch.num_tokens;
     a.num_seqs = p.batch.num_seqs;
@@ -67,6 +85,12 @@ using gdn::launch_stream;
 
 size_t gdn_workspace_bytes(int64_t num_tokens, int64_t conv_dim, int Nk, int Nv, int Dk) {
     return size_t(gdn::cp_layout(num_tokens, conv_dim, Nk, Nv, Dk).total) * sizeof(float);
+}
+
+size_t gdn_workspace_bytes(int64_t num_tokens, int64_t conv_dim, int Nk, int Nv, int Dk, int Dv, int64_t num_seqs,
+                           int prefill_version) {
+    if (prefill_version != 2) return gdn_workspace_bytes(num_tokens, conv_dim, Nk, Nv, Dk);
+    return size_t(gdn::tc_layout(num_tokens, conv_dim, Nk, Nv, Dk, Dv, num_seqs).total) * sizeof(float);
 }
 
 namespace {
@@ -93,6 +117,14 @@ void launch_chunked_any(const GatedDeltaNetParams& p, const RecArgs& a, cudaStre
     const int64_t T = p.batch.num_tokens, mx = p.batch.max_seq_tokens;
     const int64_t pairs = (mx > 0 ? (T + mx - 1) / mx : T) * p.Nv;
     const bool by_shape = p.chunk_parallel < 0 || p.chunk_value_cols == 0;
+    if (p.prefill_version == 2) {  // bf16 tensor cores (gdn_tc_*.cu)
+        int cols = p.chunk_value_cols;
+        if (cols == 0) cols = pairs * ((p.Dv + 31) / 32) <= sm_count() ? 16 : 32;
+        gdn::launch_tc_prep<D>(a, stream);
+        gdn::launch_tc_state<D>(a, p.ssm_bf16, cols, stream);
+        gdn::launch_tc_out<D>(a, stream);
+        return;
+    }
     const int64_t sms = by_shape ? sm_count() : 0;
     const bool cp = p.chunk_parallel > 0 || (p.chunk_parallel < 0 && pairs * ((p.Dv + 63) / 64) <= sms);
     if (cp) {

@@ -25,7 +25,7 @@
 // Requirements (checked in the launcher): Nv % Nk == 0, Dk and Dv multiples of 4 and <= 128,
 // K in [2, 4], all pointers 16-byte aligned. Not checked: state slots of one call distinct.
 // Fields added to the brief's interface: chunk_min_tokens, chunk_tf32x3, chunk_parallel,
-// chunk_value_cols, decode_kernel, decode_blocks.
+// chunk_value_cols, decode_kernel, decode_blocks, prefill_version.
 #pragma once
 
 #include <cstdint>
@@ -83,6 +83,16 @@ struct GatedDeltaNetParams {
     // Added: blocks of the streaming kernel; 0 = min(num_seqs · Nv, 2 per SM). Other values are for
     // the lab and the emulation (e.g. 1 block that serves every item).
     int decode_blocks = 0;
+    // Added: the chunked sequences' prefill path. 1 (default): the 3xTF32 kernels above (one block per
+    // head or chunk-parallel, chunk_parallel / chunk_tf32x3 / chunk_value_cols as documented there).
+    // 2: bf16 tensor cores (bench/kernels/NOTES.md "v5"; gdn_tc_prep.cu every chunk's q̂, k̂, γ, W, U;
+    // gdn_tc_state.cu the pass over chunks per (sequence, head, 16 or 32 value columns) storing the
+    // chunk-start states; gdn_tc_out.cu every chunk's outputs with the gated RMSNorm): bf16 operands,
+    // fp32 accumulation, fp32 state and triangular inverse; normalised error ~1e-3 against fp32.
+    // chunk_value_cols picks its state pass's columns: 0 = by shape (16 while the blocks at 32
+    // columns fit in one wave over the SMs, else 32), 16 or 32; chunk_parallel and chunk_tf32x3
+    // do not apply. Needs Dk, Dv % 8 == 0 and the workspace of gdn_workspace_bytes(..., 2).
+    int prefill_version = 1;
 };
 
 // decode_kernel = -1 takes the streaming kernel for bf16 state while no sequence has more rows than
@@ -96,6 +106,10 @@ inline constexpr bool kGdnDecodeStreamByShape = true;
 // Bytes of scratch the launcher needs for T rows: the conv output [T, conv_dim] fp32, then the
 // chunk-parallel path's per-row W [Nv, Dk], P [Nv, 64], γ [Nv] and norms [2, Nk] (fp32).
 size_t gdn_workspace_bytes(int64_t num_tokens, int64_t conv_dim, int Nk, int Nv, int Dk);
+// The same for a given prefill_version (1: as above; 2: the conv output, then bf16 q̂, k̂, W, U per
+// row, γ, and the chunk-start states [num_seqs + ceil(T/64), Nv, Dk, Dv] bf16).
+size_t gdn_workspace_bytes(int64_t num_tokens, int64_t conv_dim, int Nk, int Nv, int Dk, int Dv, int64_t num_seqs,
+                           int prefill_version);
 
 // Both launches below, in order. Never synchronises, never allocates.
 void launch_gated_delta_net(const GatedDeltaNetParams& p, cudaStream_t stream);

@@ -1,7 +1,7 @@
 // Host emulation of the small part of the CUDA runtime and device language that the qwenserve
 // kernels and labs use, so that a kernel's own source runs (slowly) on a machine without a GPU.
 // Threads are user-level fibers (ucontext), one block at a time; __syncthreads, warp shuffles and
-// mma.sync m16n8k8 tf32 are emulated collectively (the mma with the PTX ISA fragment layout).
+// mma.sync m16n8k8 tf32 and m16n8k16 bf16 are emulated collectively (the mma with the PTX ISA fragment layout).
 // Used by bench/kernels/emu/run_emu.sh; never part of a real build.
 #pragma once
 #include <algorithm>
@@ -328,6 +328,40 @@ inline void mma_m16n8k8_tf32(float (&d)[4], const uint32_t (&a)[4], const uint32
     for (int i = 0; i < 4; ++i) {
         float acc = d[i];
         for (int k = 0; k < 8; ++k) acc = std::fma(A[rows[i]][k], Bm[k][cols[i]], acc);
+        d[i] = acc;
+    }
+    warp_sync();
+}
+
+// mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32, PTX ISA fragment layout (g = lane/4,
+// t = lane%4; each register holds two bf16, the lower column / k in the low half): a0 (g, 2t..2t+1)
+// a1 (g+8, 2t..) a2 (g, 2t+8..) a3 (g+8, 2t+8..); b0 (k = 2t..2t+1, n = g) b1 (k = 2t+8.., n = g);
+// c as for m16n8k8. Products are exact in fp32 (8-bit mantissas); the sum is fp32 fma in k order.
+inline void mma_m16n8k16_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    Block* b = blk();
+    const unsigned t = b->f[b->cur].tid, w = t / 32, lane = t % 32;
+    for (int i = 0; i < 4; ++i) b->xch[w][lane][i] = a[i];
+    b->xch[w][lane][4] = b0;
+    b->xch[w][lane][5] = b1;
+    warp_sync();
+    float A[16][16], Bm[16][8];
+    auto h = [](uint64_t r, int hi) { return __uint_as_float((uint32_t(r) >> (16 * hi)) << 16); };
+    for (int l = 0; l < 32; ++l) {
+        const int g = l / 4, tt = l % 4;
+        for (int e = 0; e < 2; ++e) {
+            A[g][2 * tt + e] = h(b->xch[w][l][0], e);
+            A[g + 8][2 * tt + e] = h(b->xch[w][l][1], e);
+            A[g][2 * tt + 8 + e] = h(b->xch[w][l][2], e);
+            A[g + 8][2 * tt + 8 + e] = h(b->xch[w][l][3], e);
+            Bm[2 * tt + e][g] = h(b->xch[w][l][4], e);
+            Bm[2 * tt + 8 + e][g] = h(b->xch[w][l][5], e);
+        }
+    }
+    const int g = lane / 4, tt = lane % 4;
+    const int rows[4] = {g, g, g + 8, g + 8}, cols[4] = {2 * tt, 2 * tt + 1, 2 * tt, 2 * tt + 1};
+    for (int i = 0; i < 4; ++i) {
+        float acc = d[i];
+        for (int k = 0; k < 16; ++k) acc = std::fma(A[rows[i]][k], Bm[k][cols[i]], acc);
         d[i] = acc;
     }
     warp_sync();

@@ -1,6 +1,6 @@
 // Emulated stand-in for src/backend/cuda/ptx_helpers.cuh in the GDN harness (cuda_runtime.h two
 // folders up; it shadows the real header through the -I order of run_emu.sh): the dynamic
-// shared-memory base and cp.async (16 and 4 bytes, commit, wait_group), landing at issue or at
+// shared-memory base, mma.sync m16n8k16 bf16 and cp.async (16 and 4 bytes, commit, wait_group), landing at issue or at
 // the wait as that block's schedule says. Only what the gdn_*.cu kernels use.
 #pragma once
 
@@ -29,6 +29,11 @@ inline void cp_async_commit() { ::emu::cp_commit(); }
 template <int N>
 inline void cp_async_wait() {
     ::emu::cp_wait(size_t(N));
+}
+
+// D = A (16x16, row) * B (16x8, col) + C, bf16 operands, fp32 accumulators in place.
+inline void mma_16816_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    ::emu::mma_m16n8k16_bf16(c, a, b0, b1);
 }
 
 }  // namespace qs::cuda::ptx

@@ -1,0 +1,114 @@
+// bf16 tensor-core helpers of the Gated DeltaNet prefill version 2 (gdn_tc_*.cu; NOTES.md "v5"):
+// bf16 packing, fragment loaders from row-major bf16 tiles in shared memory, and a warp-level
+// product on mma.sync m16n8k16 (bf16 operands, fp32 accumulators, ptx_helpers.cuh).
+// m16n8k16 fragments (g = lane/4, t = lane%4; a register holds two bf16, lower k / column low):
+// A a0 (g, 2t..2t+1) a1 (g+8, 2t..) a2 (g, 2t+8..) a3 (g+8, 2t+8..); B b0 (k = 2t..2t+1, n = g)
+// b1 (k = 2t+8.., n = g); C c0 (g,2t) c1 (g,2t+1) c2 (g+8,2t) c3 (g+8,2t+1).
+// Tiles are uint16_t arrays of bf16 bits (the host emulation has no bf16 arithmetic type).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "backend/cuda/ptx_helpers.cuh"
+
+namespace qs::cuda::gdn {
+
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&v);
+}
+__device__ __forceinline__ uint16_t to_bf16(float x) { return uint16_t(pack_bf16(x, 0.f) & 0xffffu); }
+__device__ __forceinline__ float from_bf16(uint16_t h) { return __uint_as_float(uint32_t(h) << 16); }
+__device__ __forceinline__ uint32_t ld_u32(const uint16_t* p) { return *reinterpret_cast<const uint32_t*>(p); }
+__device__ __forceinline__ uint32_t pair_u32(uint16_t lo, uint16_t hi) { return uint32_t(lo) | (uint32_t(hi) << 16); }
+
+// A(i, k) = X[(m0 + i) * ld + k] (ld even): adjacent k are adjacent in memory.
+__device__ __forceinline__ void tc_a_rows(const uint16_t* X, int ld, int m0, int k, uint32_t (&a)[4]) {
+    const int g = (threadIdx.x & 31) >> 2, t2 = 2 * (threadIdx.x & 3);
+    const uint16_t* r0 = X + (m0 + g) * ld + k + t2;
+    const uint16_t* r1 = r0 + 8 * ld;
+    a[0] = ld_u32(r0);
+    a[1] = ld_u32(r1);
+    a[2] = ld_u32(r0 + 8);
+    a[3] = ld_u32(r1 + 8);
+}
+
+// A = Xᵀ: A(i, k) = X[k * ld + m0 + i].
+__device__ __forceinline__ void tc_a_cols(const uint16_t* X, int ld, int m0, int k, uint32_t (&a)[4]) {
+    const int g = (threadIdx.x & 31) >> 2, t2 = 2 * (threadIdx.x & 3);
+    const uint16_t* c = X + (k + t2) * ld + m0 + g;
+    a[0] = pair_u32(c[0], c[ld]);
+    a[1] = pair_u32(c[8], c[ld + 8]);
+    a[2] = pair_u32(c[8 * ld], c[9 * ld]);
+    a[3] = pair_u32(c[8 * ld + 8], c[9 * ld + 8]);
+}
+
+// B = Xᵀ from rows n0..: B(k, n) = X[(n0 + n) * ld + k], tile j (n = 8j + g).
+__device__ __forceinline__ void tc_b_cols(const uint16_t* X, int ld, int n0, int k, int j, uint32_t (&b)[2]) {
+    const int g = (threadIdx.x & 31) >> 2, t2 = 2 * (threadIdx.x & 3);
+    const uint16_t* r = X + (n0 + 8 * j + g) * ld + k + t2;
+    b[0] = ld_u32(r);
+    b[1] = ld_u32(r + 8);
+}
+
+// B from columns n0..: B(k, n) = X[k * ld + n0 + n], tile j.
+__device__ __forceinline__ void tc_b_rows(const uint16_t* X, int ld, int n0, int k, int j, uint32_t (&b)[2]) {
+    const int g = (threadIdx.x & 31) >> 2, t2 = 2 * (threadIdx.x & 3);
+    const uint16_t* c = X + (k + t2) * ld + n0 + 8 * j + g;
+    b[0] = pair_u32(c[0], c[ld]);
+    b[1] = pair_u32(c[8 * ld], c[9 * ld]);
+}
+
+// acc[j] (16 × 8 tile, columns 8j) += A · B over k in [k0, k1) (multiples of 16); fa(k, a[4]) and
+// fb(k, j, b[2]) give the fragments (the loaders above).
+template <int NJ, typename FA, typename FB>
+__device__ __forceinline__ void tc_mma(float (&acc)[NJ][4], int k0, int k1, FA&& fa, FB&& fb) {
+#pragma unroll 2
+    for (int k = k0; k < k1; k += 16) {
+        uint32_t a[4];
+        fa(k, a);
+#pragma unroll
+        for (int j = 0; j < NJ; ++j) {
+            uint32_t b[2];
+            fb(k, j, b);
+            ptx::mma_16816_bf16(acc[j], a, b[0], b[1]);
+        }
+    }
+}
+
+template <int NJ>
+__device__ __forceinline__ void tc_zero(float (&acc)[NJ][4]) {
+#pragma unroll
+    for (int j = 0; j < NJ; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[j][e] = 0.f;
+}
+
+// f(j, e, r, c) for each pair (acc[j][e], acc[j][e + 1]) of a warp's 16 × 8·NJ tile at (m0, n0).
+template <int NJ, typename F>
+__device__ __forceinline__ void tc_pairs(int m0, int n0, F&& f) {
+    const int g = (threadIdx.x & 31) >> 2, t2 = 2 * (threadIdx.x & 3);
+#pragma unroll
+    for (int j = 0; j < NJ; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; e += 2) f(j, e, m0 + g + 4 * e, n0 + 8 * j + t2);
+}
+
+// Copies `rows` rows of `cols` bf16 (multiple of 8) from global (row r at src + r * gstride, rows >=
+// valid and columns >= vcols zero-filled: vcols a multiple of 8) into a shared tile of pitch ld
+// (multiple of 8) by 16-byte cp.async, spread over nthreads threads.
+__device__ __forceinline__ void tc_cp_tile(uint16_t* dst, int ld, const uint16_t* src, int64_t gstride, int rows,
+                                           int cols, int valid, int vcols, int tid, int nthreads) {
+    const int per = cols / 8;
+    const uint32_t base = ptx::smem_u32(dst);
+    for (int i = tid; i < rows * per; i += nthreads) {
+        const int r = i / per, c = 8 * (i % per);
+        const bool on = r < valid && c < vcols;
+        ptx::cp_async16(base + uint32_t(2 * (r * ld + c)), on ? src + r * gstride + c : src, on ? 16 : 0);
+    }
+}
+
+}  // namespace qs::cuda::gdn

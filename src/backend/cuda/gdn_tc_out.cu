@@ -1,0 +1,161 @@
+// Gated DeltaNet prefill version 2 (bf16 tensor cores; bench/kernels/NOTES.md "v5"), step 3 of 3:
+// every chunk's outputs at once, with the gated RMSNorm. Inputs from gdn_tc_prep.cu (q̂, k̂, γ) and
+// gdn_tc_state.cu (V' in tcU, the chunk-start states tcH). CPU reference: src/backend/cpu/cpu_gdn.cpp.
+//
+// gdn_tc_out_kernel<D>: grid (num_seqs + ceil(T/64), Nv) (block -> chunk: cp_chunk_of), 256
+// threads. Per chunk of nc rows and value head h (S = the state at the chunk's start):
+//   P = lower(q̂_r·k̂_s e^{γr-γs}) (diagonal included; bf16 mma, fp32, stored bf16);
+//   o = e^{γr} q̂ S + P V' (bf16 mma, fp32 accumulation);
+//   out = norm_w · o / sqrt(mean(o²) + eps) · silu(z).
+// Shared memory (bf16): q̂, k̂, V' [64][D+8], Sᵀ [D][D+8], P [64][72], γ and the row sums (fp32):
+// D = 128: 97,024 bytes (2 blocks per SM).
+#include "backend/cuda/gdn_common.cuh"
+#include "backend/cuda/gdn_tc_math.cuh"
+
+namespace qs::cuda::gdn {
+namespace {
+
+constexpr int kTcOutThreads = 256;
+
+template <int D>
+struct TcOutSmem {
+    static constexpr int CT = 64, LD = D + 8, LDP = CT + 8;
+    static constexpr int oQ = 0;
+    static constexpr int oK = oQ + 2 * CT * LD;
+    static constexpr int oV = oK + 2 * CT * LD;
+    static constexpr int oS = oV + 2 * CT * LD;
+    static constexpr int oP = oS + 2 * D * LD;
+    static constexpr int oG = oP + 2 * CT * LDP;  // float [64]
+    static constexpr int oR = oG + 4 * CT;        // float [64][2]
+    static constexpr size_t bytes = size_t(oR) + 4 * 2 * CT;
+};
+
+template <int D>
+__global__ void __launch_bounds__(kTcOutThreads, 2) gdn_tc_out_kernel(RecArgs p) {
+    using L = TcOutSmem<D>;
+    constexpr int CT = 64, NT = kTcOutThreads, LD = L::LD, LDP = L::LDP;
+    static_assert(D % 32 == 0 && D <= 128, "D");
+
+    int s = 0, c = 0;
+    if (!cp_chunk_of(p, blockIdx.x, s, c)) return;
+    const DeviceSeq sq = p.seqs[s];
+    const int t0 = 64 * c, nc = min(CT, sq.num_tokens - t0);
+    const int64_t row0 = int64_t(sq.row_begin) + t0;
+
+    extern __shared__ float4 smem4[];
+    uint8_t* const sm = reinterpret_cast<uint8_t*>(smem4);
+    uint16_t* const sQ = reinterpret_cast<uint16_t*>(sm + L::oQ);
+    uint16_t* const sK = reinterpret_cast<uint16_t*>(sm + L::oK);
+    uint16_t* const sV = reinterpret_cast<uint16_t*>(sm + L::oV);
+    uint16_t* const sS = reinterpret_cast<uint16_t*>(sm + L::oS);
+    uint16_t* const sP = reinterpret_cast<uint16_t*>(sm + L::oP);
+    float* const sG = reinterpret_cast<float*>(sm + L::oG);
+    float* const sR = reinterpret_cast<float*>(sm + L::oR);
+
+    const int h = blockIdx.y;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int dk = p.Dk, dv = p.Dv, Nv = p.Nv, Nk = p.Nk;
+    const int kh = h / (Nv / Nk);
+
+    tc_cp_tile(sQ, LD, p.tcQ + (row0 * Nk + kh) * dk, int64_t(Nk) * dk, CT, D, nc, dk, tid, NT);
+    tc_cp_tile(sK, LD, p.tcK + (row0 * Nk + kh) * dk, int64_t(Nk) * dk, CT, D, nc, dk, tid, NT);
+    tc_cp_tile(sV, LD, p.tcU + (row0 * Nv + h) * dv, int64_t(Nv) * dv, CT, D, nc, dv, tid, NT);
+    const int64_t key = int64_t(blockIdx.x);  // = s + row_begin/64 + c (cp_chunk_of)
+    tc_cp_tile(sS, LD, p.tcH + (key * Nv + h) * dk * dv, dk, D, D, dv, dk, tid, NT);  // Sᵀ [Dv][Dk]
+    ptx::cp_async_commit();
+    if (tid < CT) sG[tid] = tid < nc ? p.tcGam[(row0 + tid) * Nv + h] : 0.f;
+    ptx::cp_async_wait<0>();
+    __syncthreads();
+
+    const int mi = warp >> 1, half = warp & 1;
+    const int m0 = 16 * mi;
+
+    // ---- P = lower(q̂ k̂ᵀ ⊙ e^{γr-γs}) -> sP (every entry written).
+    {
+        const int n0 = 32 * half;
+        float acc[4][4];
+        tc_zero<4>(acc);
+        if (n0 <= m0 + 15)
+            tc_mma<4>(
+                acc, 0, D, [&](int k, uint32_t (&a)[4]) { tc_a_rows(sQ, LD, m0, k, a); },
+                [&](int k, int j, uint32_t (&b)[2]) { tc_b_cols(sK, LD, n0, k, j, b); });
+        tc_pairs<4>(m0, n0, [&](int j, int e, int r, int cc) {
+            const float x0 = cc <= r ? acc[j][e] * expf(sG[r] - sG[cc]) : 0.f;
+            const float x1 = cc + 1 <= r ? acc[j][e + 1] * expf(sG[r] - sG[cc + 1]) : 0.f;
+            *reinterpret_cast<uint32_t*>(sP + r * LDP + cc) = pack_bf16(x0, x1);
+        });
+    }
+    __syncthreads();
+
+    // ---- o = e^{γr} q̂ S + P V' (warp: rows m0, columns n0.. of D/2; P lower: k < m0 + 16).
+    constexpr int NJ = D / 16;
+    const int n0 = half * (D / 2);
+    float acc[NJ][4];
+    tc_zero<NJ>(acc);
+    tc_mma<NJ>(
+        acc, 0, D, [&](int k, uint32_t (&a)[4]) { tc_a_rows(sQ, LD, m0, k, a); },
+        [&](int k, int j, uint32_t (&b)[2]) { tc_b_cols(sS, LD, n0, k, j, b); });  // B(d, v) = Sᵀ[v][d]
+    const int g = lane >> 2;
+    const float e0 = expf(sG[m0 + g]), e1 = expf(sG[m0 + g + 8]);
+#pragma unroll
+    for (int j = 0; j < NJ; ++j) {
+        acc[j][0] *= e0;
+        acc[j][1] *= e0;
+        acc[j][2] *= e1;
+        acc[j][3] *= e1;
+    }
+    tc_mma<NJ>(
+        acc, 0, m0 + 16, [&](int k, uint32_t (&a)[4]) { tc_a_rows(sP, LDP, m0, k, a); },
+        [&](int k, int j, uint32_t (&b)[2]) { tc_b_rows(sV, LD, n0, k, j, b); });
+
+    // ---- gated RMSNorm over the row's Dv values (columns >= dv are zero: S, V' zero-filled).
+    float ss0 = 0.f, ss1 = 0.f;
+#pragma unroll
+    for (int j = 0; j < NJ; ++j) {
+        ss0 += acc[j][0] * acc[j][0] + acc[j][1] * acc[j][1];
+        ss1 += acc[j][2] * acc[j][2] + acc[j][3] * acc[j][3];
+    }
+#pragma unroll
+    for (int sh = 1; sh <= 2; sh <<= 1) {
+        ss0 += __shfl_xor_sync(0xffffffffu, ss0, sh);
+        ss1 += __shfl_xor_sync(0xffffffffu, ss1, sh);
+    }
+    if ((lane & 3) == 0) {
+        sR[(m0 + g) * 2 + half] = ss0;
+        sR[(m0 + g + 8) * 2 + half] = ss1;
+    }
+    __syncthreads();
+    const int64_t ZW = int64_t(Nv) * dv;
+    tc_pairs<NJ>(m0, n0, [&](int j, int e, int r, int cc) {
+        if (r >= nc || cc >= dv) return;
+        const float inv = 1.0f / sqrtf((sR[2 * r] + sR[2 * r + 1]) / float(dv) + p.eps);
+        const int64_t off = (row0 + r) * ZW + int64_t(h) * dv + cc;
+        const float2 z = *reinterpret_cast<const float2*>(p.z + off);
+        const float2 w = *reinterpret_cast<const float2*>(p.norm_w + cc);
+        *reinterpret_cast<float2*>(p.out + off) =
+            make_float2(w.x * (acc[j][e] * inv) * silu_f(z.x), w.y * (acc[j][e + 1] * inv) * silu_f(z.y));
+    });
+}
+
+}  // namespace
+
+template <int D>
+void launch_tc_out(const RecArgs& a, cudaStream_t stream) {
+    constexpr size_t smem = TcOutSmem<D>::bytes;
+    static bool attr_set[64] = {};
+    int dev = 0;
+    QS_CUDA_CHECK(cudaGetDevice(&dev));
+    if (dev < 0 || dev >= 64 || !attr_set[dev]) {
+        QS_CUDA_CHECK(cudaFuncSetAttribute(gdn_tc_out_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+        if (dev >= 0 && dev < 64) attr_set[dev] = true;
+    }
+    const dim3 grid(unsigned(a.num_seqs + (a.T + 63) / 64), unsigned(a.Nv));
+    gdn_tc_out_kernel<D><<<grid, kTcOutThreads, smem, stream>>>(a);
+    QS_CUDA_CHECK_LAUNCH();
+}
+
+template void launch_tc_out<32>(const RecArgs&, cudaStream_t);
+template void launch_tc_out<64>(const RecArgs&, cudaStream_t);
+template void launch_tc_out<128>(const RecArgs&, cudaStream_t);
+
+}  // namespace qs::cuda::gdn

@@ -1,0 +1,224 @@
+// Gated DeltaNet prefill version 2 (bf16 tensor cores; bench/kernels/NOTES.md "v5"), step 1 of 3:
+// every chunk of every chunked sequence at once. CPU reference: src/backend/cpu/cpu_gdn.cpp.
+//
+// gdn_tc_prep_kernel<D>: grid (num_seqs + ceil(T/64), Nv) (block -> chunk: cp_chunk_of), 256
+// threads. Per chunk of nc <= 64 rows (rows >= nc zero) and value head h:
+//   k̂ = k / ||k||, q̂ = q / ||q|| / sqrt(Dk) (fp32, then bf16 -> tcK, tcQ by the first value head of
+//   the key head); β; γ = cumsum(g) -> tcGam;
+//   L = strict_lower(β_r k̂_r·k̂_s e^{γr-γs}) (bf16 mma, fp32 accumulation);
+//   T = (I + L)^-1 in fp32 (invert_unit_lower64, gdn_chunk_math.cuh), then rounded to bf16;
+//   W = T (k̂ β e^γ) -> tcW, U = T (v β) -> tcU (bf16 mma, fp32 accumulation, stored bf16).
+// Shared memory: K̂ bf16 [64][D+8], (K̂βe^γ)ᵀ and (Vβ)ᵀ bf16 [D][72] (transposed: the WY products'
+// B fragments become 32-bit loads), L/T fp32 [64][68], scratch 768 floats, T bf16 [64][72],
+// 3 × 64 floats: D = 128: 84,736 bytes (2 blocks per SM).
+#include "backend/cuda/gdn_chunk_math.cuh"
+#include "backend/cuda/gdn_common.cuh"
+#include "backend/cuda/gdn_tc_math.cuh"
+
+namespace qs::cuda::gdn {
+namespace {
+
+constexpr int kTcPrepThreads = 256;
+
+template <int D>
+struct TcPrepSmem {
+    static constexpr int CT = 64, LD = D + 8, LDT = CT + 4, LDTB = CT + 8;
+    // Byte offsets.
+    static constexpr int oK = 0;                          // uint16 [64][LD] k̂
+    static constexpr int oKw = oK + 2 * CT * LD;          // uint16 [D][LDTB] (k̂ β e^γ)ᵀ
+    static constexpr int oV = oKw + 2 * D * LDTB;         // uint16 [D][LDTB] (v β)ᵀ
+    static constexpr int oT = oV + 2 * D * LDTB;          // float [64][LDT] L, then T
+    static constexpr int oScr = oT + 4 * CT * LDT;        // float [768]
+    static constexpr int oTb = oScr + 4 * 768;            // uint16 [64][LDTB] T in bf16
+    static constexpr int oVec = oTb + 2 * CT * LDTB;      // float beta, gam, fk [64] each
+    static constexpr size_t bytes = size_t(oVec) + 3 * 4 * CT;
+};
+
+template <int D>
+__global__ void __launch_bounds__(kTcPrepThreads, 2) gdn_tc_prep_kernel(RecArgs p) {
+    using L = TcPrepSmem<D>;
+    constexpr int CT = 64, NT = kTcPrepThreads, LD = L::LD, LDT = L::LDT, LDTB = L::LDTB;
+    static_assert(D % 32 == 0 && D <= 128, "D");
+
+    int s = 0, c = 0;
+    if (!cp_chunk_of(p, blockIdx.x, s, c)) return;
+    const DeviceSeq sq = p.seqs[s];
+    const int t0 = 64 * c, nc = min(CT, sq.num_tokens - t0);
+    const int64_t row0 = int64_t(sq.row_begin) + t0;
+
+    extern __shared__ float4 smem4[];
+    uint8_t* const sm = reinterpret_cast<uint8_t*>(smem4);
+    uint16_t* const sK = reinterpret_cast<uint16_t*>(sm + L::oK);
+    uint16_t* const sKw = reinterpret_cast<uint16_t*>(sm + L::oKw);
+    uint16_t* const sV = reinterpret_cast<uint16_t*>(sm + L::oV);
+    float* const sT = reinterpret_cast<float*>(sm + L::oT);
+    float* const sScr = reinterpret_cast<float*>(sm + L::oScr);
+    uint16_t* const sTb = reinterpret_cast<uint16_t*>(sm + L::oTb);
+    float* const sBeta = reinterpret_cast<float*>(sm + L::oVec);
+    float* const sGam = sBeta + CT;
+    float* const sFk = sGam + CT;
+
+    const int h = blockIdx.y;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int dk = p.Dk, dv = p.Dv, Nv = p.Nv, Nk = p.Nk;
+    const int kh = h / (Nv / Nk);
+    const bool head_writer = (h % (Nv / Nk)) == 0;  // writes the key head's q̂, k̂
+    const int64_t C = p.C;
+
+    // ---- gates; γ = cumsum(g) by warp 0 (after the barrier: it reads all 64 rows).
+    if (tid < CT) {
+        float beta = 0.f, gg = 0.f;
+        if (tid < nc) {
+            const int64_t row = row0 + tid;
+            beta = sigmoid_f(p.b[row * Nv + h]);
+            gg = -expf(p.A_log[h]) * softplus_f(p.a[row * Nv + h] + p.dt_bias[h]);
+        }
+        sBeta[tid] = beta;
+        sGam[tid] = gg;
+    }
+    __syncthreads();
+    if (warp == 0) {
+        const float g0 = sGam[2 * lane], g1 = sGam[2 * lane + 1];
+        float inc = g0 + g1;
+#pragma unroll
+        for (int off = 1; off < 32; off <<= 1) {
+            const float u = __shfl_up_sync(0xffffffffu, inc, off);
+            if (lane >= off) inc += u;
+        }
+        const float ga = inc - g1, gb = inc;  // γ at rows 2·lane, 2·lane + 1
+        sGam[2 * lane] = ga;
+        sGam[2 * lane + 1] = gb;
+        sFk[2 * lane] = sBeta[2 * lane] * expf(ga);
+        sFk[2 * lane + 1] = sBeta[2 * lane + 1] * expf(gb);
+        if (2 * lane < nc) p.tcGam[(row0 + 2 * lane) * Nv + h] = ga;
+        if (2 * lane + 1 < nc) p.tcGam[(row0 + 2 * lane + 1) * Nv + h] = gb;
+    }
+    __syncthreads();
+
+    // ---- rows, one warp each: k̂ and k̂ β e^γ, v β (and q̂ to the workspace), bf16.
+#pragma unroll 1
+    for (int r = warp; r < CT; r += NT / 32) {
+        const bool rv = r < nc;
+        const float* src = p.conv + (row0 + r) * C;
+        float kv[D / 32], ss = 0.f;
+#pragma unroll
+        for (int j = 0; j < D / 32; ++j) {
+            const int e = lane + 32 * j;
+            kv[j] = (rv && e < dk) ? src[Nk * dk + kh * dk + e] : 0.f;
+            ss = fmaf(kv[j], kv[j], ss);
+        }
+#pragma unroll
+        for (int sh = 16; sh >= 1; sh >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, sh);
+        const float fk = 1.0f / sqrtf(ss + 1e-6f), fw = sFk[r], fb = sBeta[r];
+#pragma unroll
+        for (int j = 0; j < D / 32; ++j) {
+            const int e = lane + 32 * j;
+            const float kn = kv[j] * fk;
+            sK[r * LD + e] = to_bf16(kn);
+            sKw[e * LDTB + r] = to_bf16(kn * fw);
+            if (head_writer && rv && e < dk) p.tcK[((row0 + r) * Nk + kh) * dk + e] = to_bf16(kn);
+            const float vv = (rv && e < dv) ? src[2 * Nk * dk + h * dv + e] : 0.f;
+            sV[e * LDTB + r] = to_bf16(vv * fb);
+        }
+        if (head_writer && rv) {
+            float qv[D / 32], qq = 0.f;
+#pragma unroll
+            for (int j = 0; j < D / 32; ++j) {
+                const int e = lane + 32 * j;
+                qv[j] = e < dk ? src[kh * dk + e] : 0.f;
+                qq = fmaf(qv[j], qv[j], qq);
+            }
+#pragma unroll
+            for (int sh = 16; sh >= 1; sh >>= 1) qq += __shfl_xor_sync(0xffffffffu, qq, sh);
+            const float fq = p.q_scale / sqrtf(qq + 1e-6f);
+#pragma unroll
+            for (int j = 0; j < D / 32; ++j) {
+                const int e = lane + 32 * j;
+                if (e < dk) p.tcQ[((row0 + r) * Nk + kh) * dk + e] = to_bf16(qv[j] * fq);
+            }
+        }
+    }
+    __syncthreads();
+
+    // Warp tiling of the 64-row products: m-tile mi (16 rows), half of the columns.
+    const int mi = warp >> 1, half = warp & 1;
+    const int m0 = 16 * mi;
+
+    // ---- L = strict_lower(β_r k̂_r·k̂_s e^{γr-γs}) into sT (all 64 × 64 entries written).
+    {
+        const int n0 = 32 * half;
+        float acc[4][4];
+        tc_zero<4>(acc);
+        if (n0 <= m0 + 15)
+            tc_mma<4>(
+                acc, 0, D, [&](int k, uint32_t (&a)[4]) { tc_a_rows(sK, LD, m0, k, a); },
+                [&](int k, int j, uint32_t (&b)[2]) { tc_b_cols(sK, LD, n0, k, j, b); });
+        tc_pairs<4>(m0, n0, [&](int j, int e, int r, int cc) {
+#pragma unroll
+            for (int u = 0; u < 2; ++u)
+                sT[r * LDT + cc + u] = cc + u < r ? sBeta[r] * acc[j][e + u] * expf(sGam[r] - sGam[cc + u]) : 0.f;
+        });
+    }
+    __syncthreads();
+
+    // ---- T = (I + L)^-1 in place (fp32), then its bf16 copy.
+    invert_unit_lower64(sT, LDT, sScr);
+    for (int i = tid; i < CT * CT / 2; i += NT) {
+        const int r = i / (CT / 2), cc = 2 * (i % (CT / 2));
+        *reinterpret_cast<uint32_t*>(sTb + r * LDTB + cc) = pack_bf16(sT[r * LDT + cc], sT[r * LDT + cc + 1]);
+    }
+    __syncthreads();
+
+    // ---- W = T (k̂ β e^γ) -> tcW, U = T (v β) -> tcU (T lower triangular: k < m0 + 16).
+    {
+        constexpr int NJ = D / 16;
+        const int n0 = half * (D / 2);
+        float aw[NJ][4], au[NJ][4];
+        tc_zero<NJ>(aw);
+        tc_zero<NJ>(au);
+#pragma unroll 1
+        for (int k = 0; k < m0 + 16; k += 16) {
+            uint32_t a[4];
+            tc_a_rows(sTb, LDTB, m0, k, a);
+#pragma unroll
+            for (int j = 0; j < NJ; ++j) {
+                uint32_t b[2];
+                tc_b_cols(sKw, LDTB, n0, k, j, b);
+                ptx::mma_16816_bf16(aw[j], a, b[0], b[1]);
+                tc_b_cols(sV, LDTB, n0, k, j, b);
+                ptx::mma_16816_bf16(au[j], a, b[0], b[1]);
+            }
+        }
+        tc_pairs<NJ>(m0, n0, [&](int j, int e, int r, int cc) {
+            if (r >= nc) return;
+            const int64_t row = row0 + r;
+            if (cc < dk)
+                *reinterpret_cast<uint32_t*>(p.tcW + (row * Nv + h) * dk + cc) = pack_bf16(aw[j][e], aw[j][e + 1]);
+            if (cc < dv)
+                *reinterpret_cast<uint32_t*>(p.tcU + (row * Nv + h) * dv + cc) = pack_bf16(au[j][e], au[j][e + 1]);
+        });
+    }
+}
+
+}  // namespace
+
+template <int D>
+void launch_tc_prep(const RecArgs& a, cudaStream_t stream) {
+    constexpr size_t smem = TcPrepSmem<D>::bytes;
+    static bool attr_set[64] = {};
+    int dev = 0;
+    QS_CUDA_CHECK(cudaGetDevice(&dev));
+    if (dev < 0 || dev >= 64 || !attr_set[dev]) {
+        QS_CUDA_CHECK(cudaFuncSetAttribute(gdn_tc_prep_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+        if (dev >= 0 && dev < 64) attr_set[dev] = true;
+    }
+    const dim3 grid(unsigned(a.num_seqs + (a.T + 63) / 64), unsigned(a.Nv));
+    gdn_tc_prep_kernel<D><<<grid, kTcPrepThreads, smem, stream>>>(a);
+    QS_CUDA_CHECK_LAUNCH();
+}
+
+template void launch_tc_prep<32>(const RecArgs&, cudaStream_t);
+template void launch_tc_prep<64>(const RecArgs&, cudaStream_t);
+template void launch_tc_prep<128>(const RecArgs&, cudaStream_t);
+
+}  // namespace qs::cuda::gdn
