@@ -16,6 +16,8 @@
 //          version for decode steps of up to 8 rows; 2 fuses the router, bench/kernels/NOTES.md)
 //          [--moe-decode-version 1|2]  (CudaOptions::moe_decode_version: the MoE decode grouped
 //          GEMMs at 9+ rows below the prefill path; 2 = moe_decode_gemm.cu, bench/kernels/NOTES.md)
+//          [--moe-int4-grouped 0|1]  (CudaOptions::moe_int4_grouped: with --dummy-format int4-w4a16,
+//          MoE calls of 9..1,024 rows on the INT4 tensor-core grouped GEMMs instead of the BF16 copy)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -155,6 +157,12 @@ int run(const Args& args) {
         return 2;
     }
     co.moe_decode_version = std::stoi(moe_decode);
+    const std::string moe_int4 = args.get_or("moe-int4-grouped", "0");
+    if (moe_int4 != "0" && moe_int4 != "1") {
+        std::fprintf(stderr, "--moe-int4-grouped must be 0 or 1, got '%s'\n", moe_int4.c_str());
+        return 2;
+    }
+    co.moe_int4_grouped = std::stoi(moe_int4);
     cuda::CudaOps ops(co);
     Timer t_up;
     ops.prepare_weights(weight_set(*w));
@@ -260,7 +268,7 @@ int run(const Args& args) {
 int main(int argc, char** argv) {
     std::set<std::string> valued = {"mode",   "requests", "prompt",   "completion",     "decode-steps",
                                     "mtp-k",  "mtp-acceptance", "mtp-seqs", "mtp-steps", "mtp-prompt-tokens", "mtp-overlap",
-                                    "moe-small-version", "moe-decode-version"};
+                                    "moe-small-version", "moe-decode-version", "moe-int4-grouped"};
     std::set<std::string> flags;
     cli::add_option_names(cli::model_option_group(), flags, valued);
     cli::add_option_names(cli::backend_option_group(), flags, valued);

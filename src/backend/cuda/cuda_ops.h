@@ -64,6 +64,11 @@ struct CudaOptions {
     // rows per expert; bench/kernels/NOTES.md "Decode v2"): 1 (default) moe_gemm.cu's tiles, 2 the
     // swapped-operand decode GEMMs of moe_decode_gemm.cu. Default flips after the H200 lab run.
     int moe_decode_version = 1;
+    // MoeParams::int4_grouped for MoE calls on INT4 W4A16 experts above the small-T path (9 <= T
+    // <= 1,024; bench/kernels/NOTES.md "INT4 MoE grouped GEMM"): 0 (default) the BF16 copies of the
+    // experts, 1 the tensor-core INT4 grouped GEMMs of moe_decode_gemm_int4.cu (4-bit weights
+    // read). Default flips after the H200 lab run.
+    int moe_int4_grouped = 0;
 };
 
 class CudaOps final : public Ops {
