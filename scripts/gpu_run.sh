@@ -36,8 +36,9 @@
 #   int4_moe  the INT4 MoE grouped GEMM on tensor cores (CudaOptions::moe_int4_grouped): moe_int4_lab
 #           (bf16 / fp8 / int4 today / int4 tensor-core MoE at T = 1, 8, 64, 512, CPU-reference checks)
 #           and the INT4 GPU tests (CudaInt4*, with CudaInt4.MoeInt4GroupedGemm)
-#   profile_int4 | profile_int4_grouped   GPU time per op on int4-w4a16 dummy weights (the 512-sequence
-#           decode step's `moe` row is the number), BF16 expert copies / --moe-int4-grouped 1
+#   profile_int4 | profile_int4_grouped | profile_fp8   GPU time per op on int4-w4a16 dummy weights (the
+#           512-sequence decode step's `moe` row is the number), BF16 expert copies / --moe-int4-grouped 1,
+#           and on fp8-block dummy weights (same options otherwise)
 #   batch_int4 | batch_int4_grouped | batch_fp8   offline batch throughput (512 resident sequences) on
 #           int4-w4a16 (BF16 expert copies / --moe-int4-grouped 1) and fp8-block dummy weights
 #   single_moev2 | single_fp8_moev2   single-stream numbers with the small-T MoE path's version 2
@@ -82,6 +83,8 @@ for stage in "$@"; do
                           --mode profile --dummy-format int4-w4a16 ;;
         profile_int4_grouped) run profile_int4_grouped "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b \
                                   --load-format dummy --no-mtp --mode profile --dummy-format int4-w4a16 --moe-int4-grouped 1 ;;
+        profile_fp8) run profile_fp8 "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b --load-format dummy --no-mtp \
+                         --mode profile --dummy-format fp8-block ;;
         batch_int4) run batch_int4 "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b --load-format dummy --no-mtp \
                         --mode batch --dummy-format int4-w4a16 ;;
         batch_int4_grouped) run batch_int4_grouped "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b --load-format dummy \
