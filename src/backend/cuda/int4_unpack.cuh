@@ -1,4 +1,5 @@
-// INT4 → fp32 in registers, shared by the INT4 kernels (int4_linear_kernels.cu, moe_small.cu).
+// INT4 → fp32 (or bf16 pairs) in registers, shared by the INT4 kernels (int4_linear_kernels.cu,
+// moe_small_int4.cu; bf16x2_pair: moe_decode_gemm_int4.cu).
 // A u32 word holds 8 codes u = q + 8 (input i of the word at bits 4i). For s in 0..3,
 // ((w >> 4s) & 0x000F000F) | 0x43004300 is the bf16 pair (128 + u_s, 128 + u_{s+4}) exactly (one
 // lop3 after the shift); each bf16 widens to fp32 by a bit move and 136 is subtracted exactly, so
