@@ -20,6 +20,8 @@
 //          sort / gather / SiLU / combine stages; 2 = bench/kernels/NOTES.md "Prefill v2")
 //          [--gdn-prefill-version 1|2]  (CudaOptions::gdn_prefill_version: the GDN chunked prefill;
 //          2 = bf16 tensor cores, gdn_tc_*.cu, bench/kernels/NOTES.md "v5")
+//          [--moe-int4-grouped 0|1]  (CudaOptions::moe_int4_grouped: with --dummy-format int4-w4a16,
+//          MoE calls of 9..1,024 rows on the INT4 tensor-core grouped GEMMs instead of the BF16 copy)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -171,6 +173,12 @@ int run(const Args& args) {
         return 2;
     }
     co.gdn_prefill_version = std::stoi(gdn_prefill);
+    const std::string moe_int4 = args.get_or("moe-int4-grouped", "0");
+    if (moe_int4 != "0" && moe_int4 != "1") {
+        std::fprintf(stderr, "--moe-int4-grouped must be 0 or 1, got '%s'\n", moe_int4.c_str());
+        return 2;
+    }
+    co.moe_int4_grouped = std::stoi(moe_int4);
     cuda::CudaOps ops(co);
     Timer t_up;
     ops.prepare_weights(weight_set(*w));
@@ -277,7 +285,7 @@ int main(int argc, char** argv) {
     std::set<std::string> valued = {"mode",   "requests", "prompt",   "completion",     "decode-steps",
                                     "mtp-k",  "mtp-acceptance", "mtp-seqs", "mtp-steps", "mtp-prompt-tokens", "mtp-overlap",
                                     "moe-small-version", "moe-decode-version",
-                                    "moe-prefill-version", "gdn-prefill-version"};
+                                    "moe-prefill-version", "gdn-prefill-version", "moe-int4-grouped"};
     std::set<std::string> flags;
     cli::add_option_names(cli::model_option_group(), flags, valued);
     cli::add_option_names(cli::backend_option_group(), flags, valued);

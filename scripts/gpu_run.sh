@@ -38,6 +38,14 @@
 #   int4    INT4 W4A16 kernels (issue 18 item 4): int4_gemv_lab and the INT4 GPU tests (CudaInt4*)
 #           with the dense-linear parity tests
 #   single_int4   single-stream numbers on int4-w4a16 dummy weights (compare with single_fp8)
+#   int4_moe  the INT4 MoE grouped GEMM on tensor cores (CudaOptions::moe_int4_grouped): moe_int4_lab
+#           (bf16 / fp8 / int4 today / int4 tensor-core MoE at T = 1, 8, 64, 512, CPU-reference checks)
+#           and the INT4 GPU tests (CudaInt4*, with CudaInt4.MoeInt4GroupedGemm)
+#   profile_int4 | profile_int4_grouped | profile_fp8   GPU time per op on int4-w4a16 dummy weights (the
+#           512-sequence decode step's `moe` row is the number), BF16 expert copies / --moe-int4-grouped 1,
+#           and on fp8-block dummy weights (same options otherwise)
+#   batch_int4 | batch_int4_grouped | batch_fp8   offline batch throughput (512 resident sequences) on
+#           int4-w4a16 (BF16 expert copies / --moe-int4-grouped 1) and fp8-block dummy weights
 #   single_moev2 | single_fp8_moev2   single-stream numbers with the small-T MoE path's version 2
 #           (--moe-small-version 2; BF16 / FP8)
 #   http:MODE,MODE[:SERVE_ARGS]   scripts/gpu_serve_bench.sh: serve FP8 lean + qwenserve bench per
@@ -74,6 +82,20 @@ for stage in "$@"; do
         tests) run gpu_tests "$B/qs_gpu_tests" --gtest_color=no ;;
         int4) run int4_gemv_lab "$B/int4_gemv_lab"
               run gpu_tests_int4 "$B/qs_gpu_tests" --gtest_color=no --gtest_filter='*Int4*:CudaOpsParity.*Linear*' ;;
+        int4_moe) run moe_int4_lab "$B/moe_int4_lab" 1
+                  run gpu_tests_int4 "$B/qs_gpu_tests" --gtest_color=no --gtest_filter='*Int4*' ;;
+        profile_int4) run profile_int4 "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b --load-format dummy --no-mtp \
+                          --mode profile --dummy-format int4-w4a16 ;;
+        profile_int4_grouped) run profile_int4_grouped "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b \
+                                  --load-format dummy --no-mtp --mode profile --dummy-format int4-w4a16 --moe-int4-grouped 1 ;;
+        profile_fp8) run profile_fp8 "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b --load-format dummy --no-mtp \
+                         --mode profile --dummy-format fp8-block ;;
+        batch_int4) run batch_int4 "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b --load-format dummy --no-mtp \
+                        --mode batch --dummy-format int4-w4a16 ;;
+        batch_int4_grouped) run batch_int4_grouped "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b --load-format dummy \
+                                --no-mtp --mode batch --dummy-format int4-w4a16 --moe-int4-grouped 1 ;;
+        batch_fp8) run batch_fp8 "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b --load-format dummy --no-mtp \
+                       --mode batch --dummy-format fp8-block ;;
         single_int4) run single_int4 "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b --load-format dummy --no-mtp \
                          --mode single --dummy-format int4-w4a16 ;;
         moe_small) run moe_lab_small "$B/moe_lab" 1 --small

@@ -7,20 +7,23 @@
 //   g++ -O1 -g -std=c++20 -fsanitize=address -x c++ -Isrc -Ibench/kernels -I/usr/local/cuda/include \
 //       bench/kernels/moe_emu.cpp -o build-gpu/moe_emu -lpthread
 // Run: build-gpu/moe_emu [seed [--quick | --no-real | --small-real | --v2 [--no-real|--real|--bf16|--fp8] | --v2-quick |
-//                             --dec2 [--no-real] | --int4 [--real]]]
+//                             --dec2 [--no-real] | --int4 [--real] | --int4-dec [--real]]]
 // (--no-real: skips the small-T path's real-shape cases, which take most of the time; --small-real:
 // only those; --v2: the small-T path's version 2 only; --v2-quick: two of its cases, for mutations;
-// --dec2: the decode grouped GEMMs' version 2 (MoeParams::decode_version), each case also run with v1)
+// --dec2: the decode grouped GEMMs' version 2 (MoeParams::decode_version), each case also run with v1;
+// --int4-dec: INT4 experts on the tensor-core grouped GEMMs, MoeParams::int4_grouped = 1)
 #include "moe_emu_shim.h"
 
 #include "backend/cuda/moe_combine.cu"
 #include "backend/cuda/moe_decode_gemm.cu"
+#include "backend/cuda/moe_decode_gemm_int4.cu"
 #include "backend/cuda/moe_gemm.cu"
 #include "backend/cuda/moe_kernels.cu"
 #include "backend/cuda/moe_route.cu"
 #include "backend/cuda/moe_small.cu"
 #include "backend/cuda/moe_small_int4.cu"
 #include "backend/cuda/moe_small_route.cu"
+#include "moe_int4_ref.h"
 #include "moe_ref.h"
 
 #include <chrono>
@@ -36,6 +39,12 @@ template <class Cfg>
 void emu_sort_gemms(const MoePlan& pl) {
     emu_launch(dim3(1), kSortThreads, 0, [&] { moe_sort_kernel<Cfg::BM>(pl.sort); });
     const int nthr = GemmShape<Cfg, false>::NTHR;
+    if (pl.int4) {  // MoeParams::int4_grouped (moe_decode_gemm_int4.cu; cfg 1's plan)
+        using S = Int4GemmShape;
+        emu_launch(pl.gemm_up_grid, S::NTHR, S::SMEM, [&] { moe_int4_gemm_kernel<true>(pl.gate_up); });
+        emu_launch(pl.gemm_down_grid, S::NTHR, S::SMEM, [&] { moe_int4_gemm_kernel<false>(pl.down); });
+        return;
+    }
     if (pl.decode_v2) {  // MoeParams::decode_version 2 (moe_decode_gemm.cu; cfg 1's plan)
         if (pl.fp8) {
             emu_launch(pl.gemm_up_grid, nthr, GemmShape<Cfg, true>::SMEM, [&] { moe_decode_gemm_kernel<true, true>(pl.gate_up); });
@@ -240,56 +249,10 @@ HostTable host_table(const HostExperts& h, bool fp8) {
     return t;
 }
 
-// INT4 experts (--int4): every expert matrix of `h` replaced by random 4-bit codes u with a
-// power-of-two scale per (row, group) in 2^[-9, -6] (so the dequantised (u − 8)·scale is exact in
-// bf16: `h`'s bf16 weights become exactly the INT4 weights and moe_ref's bf16 reference applies),
-// packed in the device INT4 layout (backend/int4_layout.h) beside them.
-struct Int4Experts {
-    std::vector<std::vector<uint32_t>> codes;  // per matrix
-    std::vector<std::vector<uint16_t>> scales;
-    std::vector<const uint32_t*> gq, uq, dq;
-    std::vector<const uint16_t*> gs, us, ds;
-    int group = 0;
-};
-
-void int4_matrix(uint16_t* w, int rows, int cols, int group, Rng& rng, Int4Experts& q) {
-    std::vector<uint32_t> codes(size_t(rows) * cols / 8, 0);
-    std::vector<uint16_t> scales(size_t(rows) * (cols / group));
-    for (int r = 0; r < rows; ++r)
-        for (int g = 0; g < cols / group; ++g) {
-            const float sc = std::ldexp(1.0f, -9 + int(rng.next() % 4));
-            scales[size_t(r) * (cols / group) + g] = f2bf(sc);
-            for (int c = g * group; c < (g + 1) * group; ++c) {
-                const uint32_t u = uint32_t(rng.next() % 16);
-                codes[(size_t(r) * cols + c) / 8] |= u << (4 * (c % 8));
-                w[size_t(r) * cols + c] = f2bf(float(int(u) - 8) * sc);
-            }
-        }
-    q.codes.push_back(std::move(codes));
-    q.scales.push_back(std::move(scales));
-}
-
-Int4Experts make_int4_experts(HostExperts& h, int group, Rng& rng) {
-    Int4Experts q;
-    q.group = group;
-    const Shape& s = h.s;
-    q.codes.reserve(size_t(3 * (s.E + 1)));
-    q.scales.reserve(size_t(3 * (s.E + 1)));
-    for (int e = 0; e <= s.E; ++e) {
-        const int Ie = h.Ie(e);
-        int4_matrix(&h.gate[h.gu_off[e]], Ie, s.H, group, rng, q);
-        q.gq.push_back(q.codes.back().data()), q.gs.push_back(q.scales.back().data());
-        int4_matrix(&h.up[h.gu_off[e]], Ie, s.H, group, rng, q);
-        q.uq.push_back(q.codes.back().data()), q.us.push_back(q.scales.back().data());
-        int4_matrix(&h.down[h.d_off[e]], s.H, Ie, group, rng, q);
-        q.dq.push_back(q.codes.back().data()), q.ds.push_back(q.scales.back().data());
-    }
-    return q;
-}
-
 const Int4Experts* g_int4 = nullptr;  // set: run_case's table gets these INT4 arrays (bf16 format)
 
 int g_fail = 0;
+int g_int4_grouped = 0;    // MoeParams::int4_grouped of every case (--int4-dec: 1)
 int g_decode_version = 1;  // MoeParams::decode_version of every case (--dec2: 2, each also run with 1)
 
 // small: MoeParams::small_t (-1: chosen; with cfg >= 0 the grouped-GEMM path runs).
@@ -331,6 +294,7 @@ void run_case(const HostExperts& h, bool fp8, int T, Routing routing, bool norm,
     p.tile_config = cfg;
     p.small_t = small;
     p.decode_version = g_decode_version;
+    p.int4_grouped = g_int4_grouped;
     int counter = own_counter ? 0 : 0x5A5A5A5A;  // garbage when the workspace's is used
     std::vector<float> logits_copy, sg_copy;
     if (version == 2) {
@@ -342,6 +306,10 @@ void run_case(const HostExperts& h, bool fp8, int T, Routing routing, bool norm,
         p.small_counter = own_counter ? &counter : nullptr;
     }
     const bool small_path = small_path_chosen(p);
+    if (g_int4_grouped && !small_path && !int4_grouped_chosen(p)) {
+        std::printf("  int4-dec case T=%d does not take the INT4 grouped path: FAIL\n", T);
+        ++g_fail;
+    }
     const auto t0 = std::chrono::steady_clock::now();
     emu_moe(p);
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -457,6 +425,40 @@ int main(int argc, char** argv) {
             g_int4 = &qr;
             run_case(hr, false, 1, Routing::kGapped, true, -1, rng, -1, 2, false, true);
             run_case(hr, false, 8, Routing::kSkewed, true, -1, rng);
+        }
+        g_int4 = nullptr;
+        std::printf("%s (%d failing)\n", g_fail ? "FAIL" : "PASS", g_fail);
+        return g_fail ? 1 : 0;
+    }
+    if (argc > 2 && !std::strcmp(argv[2], "--int4-dec")) {
+        // INT4 experts on the tensor-core grouped GEMMs (moe_decode_gemm_int4.cu, MoeParams::
+        // int4_grouped = 1) against the float64 reference of the same (exactly bf16) weights: 1..4
+        // token groups per tile (T = 9: ~2 rows per expert; T = 40 skewed: experts past 32 rows take
+        // two tiles, the shared expert 32 + 8), group 64 (two scale groups per 128-wide K block) and
+        // 128, I_shared != I, I = 192 with I_shared = 64 (down K of one stage), norm off, cp.async
+        // completing at issue. argv[3] --real adds the real shapes (group 128) at T = 40 skewed.
+        g_int4_grouped = 1;
+        const Shape odd{"tinyO", 16, 4, 256, 192, 64};
+        HostExperts hi = make_host_experts(tiny, seed + 1), hsi = make_host_experts(tiny_is, seed + 2);
+        HostExperts ho = make_host_experts(odd, seed + 4);
+        const Int4Experts qi = make_int4_experts(hi, 64, rng), qsi = make_int4_experts(hsi, 128, rng);
+        const Int4Experts qo = make_int4_experts(ho, 64, rng);
+        g_int4 = &qi;
+        run_case(hi, false, 9, Routing::kGapped, true, -1, rng);
+        run_case(hi, false, 40, Routing::kSkewed, true, -1, rng);
+        g_int4 = &qsi;
+        g_emu_copy_at_issue = true;
+        run_case(hsi, false, 40, Routing::kSkewed, true, -1, rng);
+        g_emu_copy_at_issue = false;
+        run_case(hsi, false, 12, Routing::kGapped, false, -1, rng);
+        g_int4 = &qo;
+        run_case(ho, false, 24, Routing::kSkewed, false, -1, rng);
+        if (argc > 3 && !std::strcmp(argv[3], "--real")) {
+            const Shape real{"real", 256, 8, 2048, 512, 512};
+            HostExperts hr = make_host_experts(real, seed + 3);
+            const Int4Experts qr = make_int4_experts(hr, 128, rng);
+            g_int4 = &qr;
+            run_case(hr, false, 40, Routing::kSkewed, true, -1, rng);
         }
         g_int4 = nullptr;
         std::printf("%s (%d failing)\n", g_fail ? "FAIL" : "PASS", g_fail);

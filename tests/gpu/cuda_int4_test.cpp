@@ -3,9 +3,11 @@
 // int4-w4a16` writes) against the CPU specification (CpuOps on the same weights, dequantised
 // exactly). Linears of up to kInt4LinearMaxRows rows must take the packed INT4 kernel
 // (int4_linear_kernels.h), larger T the BF16 copy; the MoE small-T path (T <= 8) the INT4 experts
-// (moe_small_int4.cu), v1 and v2, larger T the BF16 grouped GEMMs. x (and h) are rounded to bf16
-// on the GPU, W is exact: bound 1e-2 as the BF16 paths (cuda_ops_parity_test.cpp). Also the
-// kernel on weights packed by compressed-tensors itself (tests/data/quant/ct_int4's experts).
+// (moe_small_int4.cu), v1 and v2, larger T the BF16 grouped GEMMs, or with
+// CudaOptions::moe_int4_grouped the INT4 tensor-core grouped GEMMs (moe_decode_gemm_int4.cu). x
+// (and h) are rounded to bf16 on the GPU, W is exact: bound 1e-2 as the BF16 paths
+// (cuda_ops_parity_test.cpp). Also the kernel on weights packed by compressed-tensors itself
+// (tests/data/quant/ct_int4's experts).
 #include <gtest/gtest.h>
 
 #include "backend/cpu/cpu_ops.h"
@@ -94,6 +96,40 @@ TEST_F(CudaInt4, MoeSmallTAndGroupedGemm) {
                 << "v" << version << " T=" << T;
             gpu.free_all();
         }
+    }
+}
+
+// CudaOptions::moe_int4_grouped = 1: MoE calls of 9..1,024 rows on the tensor-core INT4 grouped
+// GEMMs (moe_decode_gemm_int4.cu) instead of the BF16 copies, against the CPU specification; T = 1
+// and 8 keep the small-T path (bitwise equal to option 0), T = 9, 64, 300 must take the new kernels
+// (their fp32 summation order differs from the BF16 GEMMs': not bitwise equal to option 0), and
+// T = 1,025 (above int4_grouped_max_t) keeps the BF16 path (bitwise equal again; no CPU run there).
+TEST_F(CudaInt4, MoeInt4GroupedGemm) {
+    const MoeWeights& m = weights_->layers[0].moe;
+    const int64_t k = config_.num_experts_per_tok, H = config_.hidden_size;
+    cuda::CudaOptions o;
+    o.poison = true;
+    o.moe_int4_grouped = 1;
+    cuda::CudaOps gpu(o);
+    gpu.prepare_weights(weight_set(*weights_));
+    for (int64_t T : {1, 8, 9, 64, 300, 1025}) {
+        const auto x = gpu_test::random_floats(size_t(T * H), rng_);
+        std::vector<float> ref(x.size());
+        float* dy = gpu.alloc(int64_t(ref.size()));
+        gpu.moe(gpu_test::to_device(gpu, x), T, m, k, config_.norm_topk_prob, dy);
+        const std::vector<float> y = gpu_test::to_host(gpu, dy, ref.size());
+        if (T <= 1024) {
+            cpu_.moe(x.data(), T, m, k, config_.norm_topk_prob, ref.data());
+            EXPECT_LT(normalised_error(y, ref), kBound) << "T=" << T;
+        }
+        float* dy0 = gpu_->alloc(int64_t(ref.size()));  // option 0 (the fixture's CudaOps)
+        gpu_->moe(gpu_test::to_device(*gpu_, x), T, m, k, config_.norm_topk_prob, dy0);
+        const std::vector<float> y0 = gpu_test::to_host(*gpu_, dy0, ref.size());
+        const bool new_path = T > 8 && T <= 1024;
+        EXPECT_EQ(y != y0, new_path) << "T=" << T << (new_path ? ": equals the BF16 path bitwise (not taken?)"
+                                                              : ": differs from option 0 outside the INT4 grouped range");
+        gpu.free_all();
+        gpu_->free_all();
     }
 }
 

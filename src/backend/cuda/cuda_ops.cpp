@@ -52,6 +52,8 @@ CudaOps::CudaOps(const CudaOptions& options)
                  "CudaOptions::moe_prefill_version must be 1 or 2");
     QS_CHECK_MSG(options.gdn_prefill_version == 1 || options.gdn_prefill_version == 2,
                  "CudaOptions::gdn_prefill_version must be 1 or 2");
+    QS_CHECK_MSG(options.moe_int4_grouped == 0 || options.moe_int4_grouped == 1,
+                 "CudaOptions::moe_int4_grouped must be 0 or 1");
     moe_counter_ = DeviceBuffer(sizeof(int));
     QS_CUDA_CHECK(cudaMemset(moe_counter_.get(), 0, sizeof(int)));
 }
@@ -621,6 +623,7 @@ void CudaOps::moe(const float* x, int64_t T, const MoeWeights& w, int64_t top_k,
     p.gemm_path = options_.moe_gemm_path;
     p.decode_version = options_.moe_decode_version;
     p.prefill_version = options_.moe_prefill_version;
+    p.int4_grouped = options_.moe_int4_grouped;
     // Small-T version 2 reads the fp32 router and shared-expert-gate weights itself.
     const DeviceLinear& router = weights_.linear(w.router);
     const DeviceLinear& sgate = weights_.linear(w.shared_expert_gate);

@@ -74,6 +74,11 @@ struct CudaOptions {
     // (gdn_tc_*.cu: bf16 operands, fp32 accumulation and state, ~1e-3 normalised error). Needs the
     // model's key and value head dims to be multiples of 8. Default flips after the H200 lab run.
     int gdn_prefill_version = 1;
+    // MoeParams::int4_grouped for MoE calls on INT4 W4A16 experts above the small-T path (9 <= T
+    // <= 1,024; bench/kernels/NOTES.md "INT4 MoE grouped GEMM"): 0 (default) the BF16 copies of the
+    // experts, 1 the tensor-core INT4 grouped GEMMs of moe_decode_gemm_int4.cu (4-bit weights
+    // read). Default flips after the H200 lab run.
+    int moe_int4_grouped = 0;
 };
 
 class CudaOps final : public Ops {

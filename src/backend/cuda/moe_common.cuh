@@ -148,6 +148,24 @@ struct GemmParams {
     __nv_bfloat16* h_out;    // gate_up: hbuf [R, ldh]
     int ldh;
     float* y_out;            // down: eout [T·(k+1), H]
+    // INT4 experts (MoePlan::int4, moe_decode_gemm_int4.cu): codes and bf16 scales of w0 / w1
+    // (MoeExpertTable's INT4 arrays), scale group (a multiple of kBK).
+    const uint32_t* const* q0 = nullptr;
+    const uint32_t* const* q1 = nullptr;
+    const uint16_t* const* qs0 = nullptr;
+    const uint16_t* const* qs1 = nullptr;
+    int qgroup = 0;
+};
+
+// The INT4 grouped GEMMs' block (moe_decode_gemm_int4.cu): CfgS32's tiles (32 tokens × 128
+// weight rows, 4 warps), 32-byte weight rows per 64-wide K stage, 8 stages.
+struct Int4GemmShape {
+    static constexpr int BM = CfgS32::BM, BNW = CfgS32::BNW, NTHR = CfgS32::WARPS_N * 32;
+    static constexpr int STAGES = 8;
+    static constexpr int A_STAGE = BM * kBK * 2;
+    static constexpr int B_ROW = kBK / 2;
+    static constexpr int B_STAGE = BNW * B_ROW;
+    static constexpr int SMEM = STAGES * (A_STAGE + B_STAGE);
 };
 
 template <class Cfg, bool FP8>
@@ -223,6 +241,7 @@ struct MoePlan {
     int cfg = 0;  // 0: CfgS16, 1: CfgS32, 2: CfgL128, 3: CfgS16N
     bool fp8 = false;
     bool decode_v2 = false;  // MoeParams::decode_version 2: cfg 1's tiles, moe_decode_gemm.cu's GEMMs
+    bool int4 = false;       // MoeParams::int4_grouped taken: cfg 1's tiles, moe_decode_gemm_int4.cu's GEMMs
     int route_vpl = 1;
     dim3 route_grid, gemm_up_grid, gemm_down_grid, combine_grid;
     RouteParams route{};
@@ -247,6 +266,8 @@ struct SmallPlan {
 };
 
 MoePlan make_plan(const MoeParams& p);
+// Whether MoeParams::int4_grouped sends this call to moe_decode_gemm_int4.cu (checked there).
+bool int4_grouped_chosen(const MoeParams& p);
 bool small_path_chosen(const MoeParams& p);
 SmallPlan make_small_plan(const MoeParams& p);
 
@@ -260,6 +281,8 @@ void launch_gemm(const GemmParams& gp, dim3 grid, cudaStream_t stream);         
 void launch_combine(const MoePlan& pl, cudaStream_t stream);                      // moe_combine.cu
 template <bool FP8, bool GATE_UP>
 void launch_decode_gemm(const GemmParams& gp, dim3 grid, cudaStream_t stream);    // moe_decode_gemm.cu
+template <bool GATE_UP>
+void launch_int4_gemm(const GemmParams& gp, dim3 grid, cudaStream_t stream);      // moe_decode_gemm_int4.cu
 // The small-T path (moe_small.cu); `ev` (optional, the lab's) gets events 1..5 as launch_moe_profiled.
 void launch_small(const SmallPlan& pl, cudaStream_t stream, cudaEvent_t* ev);
 // Its first launch (moe_small_route.cu): v1 the route kernel, v2 the router GEMV + route kernel

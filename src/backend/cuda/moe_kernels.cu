@@ -37,7 +37,9 @@
 // Files: moe_common.cuh (parameters, layout, plan), moe_route.cu (1, 2), moe_gemm.cu (3, 4),
 // moe_combine.cu (5), this file (shape checks, the plan, the launch sequence, public API).
 // MoeParams::decode_version 2 replaces stages 3-4 by moe_decode_gemm.cu's kernels (32-row tiles,
-// weights as the MMA's 16-row operand, tokens in 8-row groups).
+// weights as the MMA's 16-row operand, tokens in 8-row groups); MoeParams::int4_grouped 1 (INT4
+// experts, kMoeSmallTMax < T <= int4_grouped_max_t) replaces them by moe_decode_gemm_int4.cu's
+// (the same tiles and operand roles, 4-bit weights unpacked in registers) ahead of the prefill path.
 // T <= kMoeSmallTMax (chosen by small_path_chosen) takes the small-T path instead: moe_small.cu
 // (route + expert list, gate_up, down + combine; three launches, no sort, no tile list); its
 // version 2 (MoeParams::small_version) also computes the router logits (moe_small_route.cu).
@@ -105,7 +107,10 @@ MoePlan make_plan(const MoeParams& p) {
     // Decode v2 (moe_decode_gemm.cu) runs on 32-row tiles whatever T is; an explicit tile_config
     // keeps moe_gemm.cu's kernels (the lab's per-configuration runs).
     pl.decode_v2 = p.decode_version == 2 && p.tile_config < 0;
-    if (pl.decode_v2) pl.cfg = 1;
+    // The INT4 grouped GEMMs (moe_decode_gemm_int4.cu) run on the same 32-row tiles.
+    pl.int4 = int4_grouped_chosen(p);
+    if (pl.int4) pl.decode_v2 = false;
+    if (pl.decode_v2 || pl.int4) pl.cfg = 1;
     pl.fp8 = p.experts.format == DeviceWeightFormat::kFP8Block;
     const int bm = pl.cfg == 0 ? CfgS16::BM : pl.cfg == 1 ? CfgS32::BM : pl.cfg == 2 ? CfgL128::BM : CfgS16N::BM;
     const int bnw = pl.cfg == 0 ? CfgS16::BNW : pl.cfg == 1 ? CfgS32::BNW : pl.cfg == 2 ? CfgL128::BNW : CfgS16N::BNW;
@@ -164,10 +169,27 @@ MoePlan make_plan(const MoeParams& p) {
     dn.I_shared = x.I_shared;
     dn.y_out = eout;
     pl.gemm_down_grid = dim3(H / bnw, max_tiles);
+    if (pl.int4) {
+        gu.q0 = x.gate_q;
+        gu.q1 = x.up_q;
+        gu.qs0 = x.gate_qs;
+        gu.qs1 = x.up_qs;
+        gu.qgroup = x.int4_group;
+        dn.q0 = x.down_q;
+        dn.qs0 = x.down_qs;
+        dn.qgroup = x.int4_group;
+    }
 
     pl.combine = CombineParams{eout, topk_w, p.shared_gate_logit, T, H, k, p.y};
     pl.combine_grid = dim3(T);
     return pl;
+}
+
+bool int4_grouped_chosen(const MoeParams& p) {
+    QS_CHECK_MSG(p.int4_grouped == 0 || p.int4_grouped == 1, "launch_moe: int4_grouped must be 0 or 1");
+    if (p.int4_grouped == 0 || p.experts.gate_q == nullptr || !moe_int4_grouped_supported(p.experts)) return false;
+    QS_CHECK_MSG(p.experts.format == DeviceWeightFormat::kBF16, "launch_moe: INT4 experts sit beside BF16 copies");
+    return p.T >= 1 && p.T <= p.int4_grouped_max_t && p.tile_config < 0 && p.gemm_path < 0 && !small_path_chosen(p);
 }
 
 bool small_path_chosen(const MoeParams& p) {
@@ -263,6 +285,12 @@ SmallPlan make_small_plan(const MoeParams& p) {
 
 }  // namespace moe
 
+bool moe_int4_grouped_supported(const MoeExpertTable& x) {
+    const int g = x.int4_group;
+    return x.gate_q && x.up_q && x.down_q && x.gate_qs && x.up_qs && x.down_qs && g >= moe::kBK && g % moe::kBK == 0 &&
+           x.H % g == 0 && x.I % g == 0 && x.I_shared % g == 0;
+}
+
 bool moe_computes_router(const MoeParams& p) {
     return p.small_version == 2 && p.T >= 1 && moe::small_path_chosen(p);
 }
@@ -280,6 +308,13 @@ template <class Cfg>
 void launch_sort_and_gemms(const MoePlan& pl, cudaStream_t stream, cudaEvent_t* ev) {
     launch_sort<Cfg>(pl, stream);
     record(ev, 2, stream);
+    if (pl.int4) {  // cfg 1's tile list and grids (make_plan)
+        launch_int4_gemm<true>(pl.gate_up, pl.gemm_up_grid, stream);
+        record(ev, 3, stream);
+        launch_int4_gemm<false>(pl.down, pl.gemm_down_grid, stream);
+        record(ev, 4, stream);
+        return;
+    }
     if (pl.decode_v2) {  // cfg 1's tile list and grids (make_plan)
         if (pl.fp8) launch_decode_gemm<true, true>(pl.gate_up, pl.gemm_up_grid, stream);
         else launch_decode_gemm<false, true>(pl.gate_up, pl.gemm_up_grid, stream);
@@ -309,7 +344,7 @@ void launch_impl(const MoeParams& p, cudaStream_t stream, cudaEvent_t* ev) {
         launch_small(pl, stream, ev);
         return;
     }
-    if (prefill_path_chosen(p)) {
+    if (!int4_grouped_chosen(p) && prefill_path_chosen(p)) {
         check_and_choose_config(p);  // the same shape checks
         launch_moe_prefill(p, stream, ev);
         return;

@@ -97,7 +97,19 @@ struct MoeParams {
     // scatter), and the gather, SiLU·mul and combine with all their loads issued before any
     // store; the same rows in the same order and the same arithmetic, so y is bitwise that of 1.
     int prefill_version = 1;
+    // Added fields: INT4 experts (experts.gate_q set) above the small-T path. 0: the BF16 copies
+    // (today's paths); 1: the tensor-core INT4 grouped GEMMs (moe_decode_gemm_int4.cu: 4-bit
+    // codes and bf16 group scales streamed, unpacked to bf16 in registers; the same route, sort
+    // and combine as decode_version 2) for kMoeSmallTMax < T <= int4_grouped_max_t with
+    // tile_config and gemm_path left at -1, when moe_int4_grouped_supported(experts); other
+    // calls keep the BF16 copies.
+    int int4_grouped = 0;
+    int int4_grouped_max_t = 1024;
 };
+
+// Whether the INT4 grouped GEMMs cover these experts: INT4 arrays set and a scale group that is
+// a multiple of 64 dividing H, I and I_shared.
+bool moe_int4_grouped_supported(const MoeExpertTable& x);
 
 // Largest T the small-T path takes (MoeParams::small_t).
 constexpr int kMoeSmallTMax = 8;

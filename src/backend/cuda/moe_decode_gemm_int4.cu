@@ -1,0 +1,263 @@
+// MoE grouped GEMMs with INT4 W4A16 experts on tensor cores (issue 18 item 4; MoeParams::
+// int4_grouped = 1; bench/kernels/NOTES.md "INT4 MoE grouped GEMM"). The tile list (sort with
+// 32-row tiles), token loader and operand roles are moe_decode_gemm.cu's (weights the m16
+// operand, tokens the n8 operand in 8-token groups, groups past the tile's rows skipped); what
+// differs is the weight operand: the device INT4 layout (backend/int4_layout.h: u32 codes
+// [rows, K/8] of u = q + 8, bf16 scales [rows, K/group]), a quarter of the BF16 copy's bytes.
+//  - Shared weight rows are 32 bytes per 64-wide K stage (2 cp.async chunks), 128 rows: 4 KiB a
+//    stage, the same as the token tile; 8 stages in flight (64 KiB per block).
+//  - Unpack: lane (g, q) needs K 16q..16q+15 of its rows (moe_gemm.cu's K permutation), i.e.
+//    code words 2q and 2q+1 of the stage row: one 8-byte shared load per row. A word's natural
+//    bf16 pairs are (q_s, q_{s+4}) (int4_unpack.cuh bf16x2_pair: shift, lop3, one bf16x2 fma),
+//    so the MMA's K positions are permuted once more inside each word, and the token operand is
+//    permuted to match: (x0, x4), (x1, x5) for k16 step 0, (x2, x6), (x3, x7) for step 1 (two
+//    shifts and a lop3 per register, once per token group, shared by both weight fragments).
+//  - Scales: the MMA sums q·x over one scale group (group a multiple of 64: whole stages) into a
+//    fresh zero temporary, then acc += tmp · scale[row][group] in fp32, as the fp8 path's block
+//    promotion; the products q·x are exact, so the result differs from the CPU reference
+//    ((q·s)·x summed in fp32) only in summation order.
+// h = silu(g)·u is rounded to bf16 as on the BF16 path; the down GEMM writes fp32 eout rows for
+// moe_combine.cu. Also compiles as host C++ for the CPU emulation (bench/kernels/moe_emu.cpp
+// --int4-dec).
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/int4_unpack.cuh"
+#include "backend/cuda/moe_common.cuh"
+#if !defined(QS_MOE_EMULATE)
+#include "backend/cuda/ptx_helpers.cuh"  // the emulation shim defines qs::cuda::ptx itself
+#endif
+
+namespace qs::cuda::moe {
+namespace {
+
+using ptx::cp_async16;
+using ptx::cp_async_commit;
+using ptx::cp_async_wait;
+using ptx::mma_16816_bf16;
+using ptx::smem_u32;
+
+// Token bf16 pair words (lo, hi) → the pair (lo.low, hi.low) and (lo.high, hi.high).
+__device__ __forceinline__ uint32_t lows(uint32_t a, uint32_t b) { return (a & 0xFFFFu) | (b << 16); }
+__device__ __forceinline__ uint32_t highs(uint32_t a, uint32_t b) { return (a >> 16) | (b & 0xFFFF0000u); }
+
+template <bool GATE_UP>
+__global__ __launch_bounds__(Int4GemmShape::NTHR) void moe_int4_gemm_kernel(GemmParams p) {
+    using S = Int4GemmShape;
+    constexpr int BM = S::BM, BNW = S::BNW, NTHR = S::NTHR, STAGES = S::STAGES;
+    constexpr int MT = 2, NG = BM / 8;  // weight fragments per warp, 8-token groups
+    constexpr int A_ITERS = BM * 8 / NTHR, B_ITERS = BNW * 2 / NTHR;
+    static_assert(BNW == (NTHR / 32) * 32, "one 32-row weight slice per warp");
+    static_assert(BM * 8 % NTHR == 0 && BNW * 2 % NTHR == 0, "loader split");
+
+    unsigned char* smem = ptx::dynamic_smem();
+    unsigned char* sA = smem;
+    unsigned char* sB = smem + STAGES * S::A_STAGE;
+
+    const int tile = blockIdx.y;
+    if (tile >= *p.num_tiles) return;
+    const int4 wk = p.work[tile];
+    const int e = wk.x, row0 = wk.y, rows = wk.z;
+    const int Ie = e == p.E ? p.I_shared : p.I;
+    int n0, K;
+    if constexpr (GATE_UP) {
+        n0 = blockIdx.x * (BNW / 2);
+        if (n0 >= Ie) return;
+        K = p.H;
+    } else {
+        n0 = blockIdx.x * BNW;
+        K = Ie;
+    }
+    const int KT = K / kBK, words = K / 8, ngroups = K / p.qgroup, spg = p.qgroup / kBK;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int g = lane >> 2, q = lane & 3;
+    const int groups = (rows + 7) / 8;  // 8-token groups holding valid rows (warp-uniform)
+
+    // Token loader: moe_decode_gemm.cu's (128-byte rows, chunk c of row m at c ^ (m & 1)).
+    const __nv_bfloat16* a_src[A_ITERS];
+    uint32_t a_dst[A_ITERS];
+    int a_bytes[A_ITERS];
+#pragma unroll
+    for (int i = 0; i < A_ITERS; ++i) {
+        const int c = tid + i * NTHR, m = c >> 3, ch = c & 7;
+        const bool valid = m < rows;
+        int src_row;
+        if constexpr (GATE_UP) src_row = p.row_token[row0 + (valid ? m : 0)];
+        else src_row = row0 + (valid ? m : 0);
+        a_src[i] = p.a + size_t(src_row) * p.lda + ch * 8;
+        a_dst[i] = smem_u32(sA) + m * 128 + ((ch ^ (m & 1)) * 16);
+        a_bytes[i] = valid ? 16 : 0;
+    }
+    // Weight row r of the block: gate_up slice ws = r / 32 is 16 gate rows then the same 16 up
+    // rows (moe_decode_gemm.cu's layout); down: row n0 + r. Shared rows of 32 bytes, plain.
+    auto weight_row = [&](int r, bool& second) {
+        if constexpr (GATE_UP) {
+            const int ws = r / 32, wi = r % 32;
+            second = wi >= 16;
+            return n0 + ws * 16 + (wi & 15);
+        } else {
+            second = false;
+            return n0 + r;
+        }
+    };
+    const uint32_t* b_src[B_ITERS];
+    uint32_t b_dst[B_ITERS];
+#pragma unroll
+    for (int i = 0; i < B_ITERS; ++i) {
+        const int c = tid + i * NTHR, r = c >> 1, ch = c & 1;
+        bool second;
+        const int wrow = weight_row(r, second);
+        const uint32_t* mat = second ? p.q1[e] : p.q0[e];
+        b_src[i] = mat + size_t(wrow) * words + ch * 4;
+        b_dst[i] = smem_u32(sB) + r * S::B_ROW + ch * 16;
+    }
+    auto load_stage = [&](int kt, int slot) {
+#pragma unroll
+        for (int i = 0; i < A_ITERS; ++i)
+            cp_async16(a_dst[i] + slot * S::A_STAGE, a_src[i] + kt * kBK, a_bytes[i]);
+#pragma unroll
+        for (int i = 0; i < B_ITERS; ++i) cp_async16(b_dst[i] + slot * S::B_STAGE, b_src[i] + kt * (kBK / 8), 16);
+    };
+
+    // The lane's four accumulator rows' scale rows: fragment mt, half hr → shared row 32·warp +
+    // 16·mt + 8·hr + g.
+    const uint16_t* srow[MT][2];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int hr = 0; hr < 2; ++hr) {
+            bool second;
+            const int wrow = weight_row(warp * 32 + mt * 16 + hr * 8 + g, second);
+            srow[mt][hr] = (second ? p.qs1[e] : p.qs0[e]) + size_t(wrow) * ngroups;
+        }
+
+    // acc[mt][ng]: rows = weight rows 32·warp + 16·mt + g (+8), columns = tokens 8·ng + 2q (+1).
+    float acc[MT][NG][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int n = 0; n < NG; ++n)
+#pragma unroll
+            for (int r = 0; r < 4; ++r) acc[mt][n][r] = 0.0f;
+
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+        if (s < KT) load_stage(s, s);
+        cp_async_commit();
+    }
+
+    auto stage_mma = [&](int kt, float (&c)[MT][NG][4]) {
+        cp_async_wait<STAGES - 2>();
+        __syncthreads();  // stage kt visible to all; slot (kt-1)%STAGES no longer read by anyone
+        {
+            const int nk = kt + STAGES - 1;
+            if (nk < KT) load_stage(nk, nk % STAGES);
+            cp_async_commit();
+        }
+        const int slot = kt % STAGES;
+        const unsigned char* a_s = sA + slot * S::A_STAGE;
+        const unsigned char* b_s = sB + slot * S::B_STAGE;
+        uint2 wraw[MT][2];  // rows g and g+8 of each fragment: code words 2q (K 16q..+7) and 2q+1
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int hr = 0; hr < 2; ++hr)
+                wraw[mt][hr] = *reinterpret_cast<const uint2*>(b_s + (warp * 32 + mt * 16 + hr * 8 + g) * S::B_ROW + q * 8);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            // wf[mt][step][4] in mma A order: step 0 pairs (q0, q4), (q1, q5); step 1 (q2, q6), (q3, q7).
+            uint32_t wf[MT][2][4];
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+                const uint32_t w0 = h ? wraw[mt][0].y : wraw[mt][0].x;
+                const uint32_t w1 = h ? wraw[mt][1].y : wraw[mt][1].x;
+#pragma unroll
+                for (int st = 0; st < 2; ++st) {
+                    wf[mt][st][0] = w4::bf16x2_pair(w0, 2 * st);
+                    wf[mt][st][1] = w4::bf16x2_pair(w1, 2 * st);
+                    wf[mt][st][2] = w4::bf16x2_pair(w0, 2 * st + 1);
+                    wf[mt][st][3] = w4::bf16x2_pair(w1, 2 * st + 1);
+                }
+            }
+#pragma unroll
+            for (int n = 0; n < NG; ++n) {
+                if (n >= groups) break;  // warp-uniform: token groups past the tile's rows
+                const int m = n * 8 + g, ch = 2 * q + h;
+                const uint4 t = *reinterpret_cast<const uint4*>(a_s + m * 128 + ((ch ^ (m & 1)) * 16));
+                // t = (x0, x1), (x2, x3), (x4, x5), (x6, x7) → the weight pairs' order.
+                const uint32_t b00 = lows(t.x, t.z), b01 = highs(t.x, t.z);
+                const uint32_t b10 = lows(t.y, t.w), b11 = highs(t.y, t.w);
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt) {
+                    mma_16816_bf16(c[mt][n], wf[mt][0][0], wf[mt][0][1], wf[mt][0][2], wf[mt][0][3], b00, b01);
+                    mma_16816_bf16(c[mt][n], wf[mt][1][0], wf[mt][1][1], wf[mt][1][2], wf[mt][1][3], b10, b11);
+                }
+            }
+        }
+    };
+
+    for (int kg = 0; kg < ngroups; ++kg) {
+        float sc[MT][2];  // issued before the group's MMAs, used after them
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int hr = 0; hr < 2; ++hr) sc[mt][hr] = w4::bf16_bits_f32(srow[mt][hr][kg]);
+        float tmp[MT][NG][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int n = 0; n < NG; ++n)
+#pragma unroll
+                for (int r = 0; r < 4; ++r) tmp[mt][n][r] = 0.0f;
+        for (int s = 0; s < spg; ++s) stage_mma(kg * spg + s, tmp);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int n = 0; n < NG; ++n)
+#pragma unroll
+                for (int r = 0; r < 4; ++r) acc[mt][n][r] = fmaf(tmp[mt][n][r], sc[mt][r >> 1], acc[mt][n][r]);
+    }
+    cp_async_wait<0>();
+
+    // Epilogue (moe_decode_gemm.cu's): element r of (mt, n) is weight row 16·mt + g + 8·(r >> 1) of
+    // the warp's slice, token 8·n + 2q + (r & 1).
+#pragma unroll
+    for (int n = 0; n < NG; ++n) {
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+            const int m = n * 8 + 2 * q + (r & 1);
+            if (m >= rows) continue;
+            const int wr = g + 8 * (r >> 1);
+            if constexpr (GATE_UP) {
+                const float gv = acc[0][n][r], uv = acc[1][n][r];
+                const float hv = gv / (1.0f + expf(-gv)) * uv;
+                p.h_out[size_t(row0 + m) * p.ldh + n0 + warp * 16 + wr] = __float2bfloat16_rn(hv);
+            } else {
+                const int dest = p.row_dest[row0 + m];
+                float* out = p.y_out + size_t(dest) * p.H + n0 + warp * 32 + wr;
+                out[0] = acc[0][n][r];
+                out[16] = acc[1][n][r];
+            }
+        }
+    }
+}
+
+}  // namespace
+
+#if !defined(QS_MOE_EMULATE)
+template <bool GATE_UP>
+void launch_int4_gemm(const GemmParams& gp, dim3 grid, cudaStream_t stream) {
+    using S = Int4GemmShape;
+    static bool attr_set = false;  // the raised shared-memory limit is per kernel, set once
+    if (!attr_set) {
+        QS_CUDA_CHECK(cudaFuncSetAttribute(moe_int4_gemm_kernel<GATE_UP>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           S::SMEM));
+        attr_set = true;
+    }
+    moe_int4_gemm_kernel<GATE_UP><<<grid, S::NTHR, S::SMEM, stream>>>(gp);
+    QS_CUDA_CHECK_LAUNCH();
+}
+
+template void launch_int4_gemm<false>(const GemmParams&, dim3, cudaStream_t);
+template void launch_int4_gemm<true>(const GemmParams&, dim3, cudaStream_t);
+#endif
+
+}  // namespace qs::cuda::moe
