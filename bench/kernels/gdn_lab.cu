@@ -345,7 +345,7 @@ struct DeviceProblem {
         std::vector<DeviceSeq> ds(p.lens.size());
         const std::vector<int> rb = row_begins(p);
         for (size_t s = 0; s < p.lens.size(); ++s) {
-            ds[s] = DeviceSeq{rb[s], p.lens[s], 17, p.slots[s], 0, 0, p.defer[s] ? 1 : 0};
+            ds[s] = DeviceSeq{rb[s], p.lens[s], 17, p.slots[s], 0, 0, p.defer[s] ? 1 : 0, -1};
             for (int i = 0; i < p.lens[s]; ++i) rs[rb[s] + i] = int32_t(s);
         }
         row_seq = dalloc<int32_t>(rs.size()); upload(row_seq, rs);
