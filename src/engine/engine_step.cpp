@@ -138,8 +138,9 @@ void Engine::run_batch(const SchedulerOutput& sched) {
         if (take_spare) {
             cache_mgr_->take_spare(s, span.spare_slot);
             ++counters_.mtp_spare_slot_swaps;
+        } else if (span.spare_slot >= 0) {
+            cache_mgr_->return_spare(span.spare_slot);
         }
-        else if (span.spare_slot >= 0) cache_mgr_->return_spare(span.spare_slot);
         if (s.status == SeqStatus::kFinished) continue;
         s.num_computed = c + accepted + 1;
         committed_.push_back(&s);

@@ -275,7 +275,9 @@ TEST(CudaSampling, EngineMtpDoesNotChangeGreedyOrSeededOutput) {
             const EngineStats st = (*engine)->stats();
             std::printf("[mtp k=%d spares %d] accepted %lld of %lld first drafts; %lld spare-slot swaps\n", spec, spares,
                         (long long)acc[0], (long long)prop[0], (long long)st.mtp_spare_slot_swaps);
-            if (spares > 0) EXPECT_GT(st.mtp_spare_slot_swaps, 0) << "k=" << spec << " spares=" << spares;
+            if (spares > 0) {
+                EXPECT_GT(st.mtp_spare_slot_swaps, 0) << "k=" << spec << " spares=" << spares;
+            }
         }
         EXPECT_EQ((*engine)->num_slots_in_use(), 0);
     }
@@ -284,6 +286,6 @@ TEST(CudaSampling, EngineMtpDoesNotChangeGreedyOrSeededOutput) {
     for (const auto& [spec, spares] : variants)
         for (const auto& [id, tokens] : off) {
             EXPECT_EQ(tokens.size(), 24u) << id;
-            EXPECT_EQ(by_k[{spec, spares}][id], tokens) << id << " with MTP k=" << spec << " spares=" << spares;
+            EXPECT_EQ((by_k[{spec, spares}][id]), tokens) << id << " with MTP k=" << spec << " spares=" << spares;
         }
 }
