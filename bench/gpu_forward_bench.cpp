@@ -11,7 +11,8 @@
 //          (mtp: a k=0 decode step against MTP k=1/k=2 steps with forced acceptance at 1 and 512
 //          resident sequences, GPU time per phase, syncs and launches per step; without --no-mtp:
 //          [--mtp-k 0,1,2] [--mtp-acceptance 0,0.8] [--mtp-seqs 1,512] [--mtp-steps 32]
-//          [--mtp-prompt-tokens 128] [--mtp-overlap on|off|on,off]; see gpu_forward_bench_mtp.h)
+//          [--mtp-prompt-tokens 128] [--mtp-overlap on|off|on,off] [--mtp-spare-slots-list 0,512];
+//          see gpu_forward_bench_mtp.h)
 //          [--moe-small-version -1|1|2]  (CudaOptions::moe_small_version: the small-T MoE path's
 //          version for decode steps of up to 8 rows; 2 fuses the router, bench/kernels/NOTES.md)
 //          [--moe-decode-version 1|2]  (CudaOptions::moe_decode_version: the MoE decode grouped
@@ -65,14 +66,16 @@ void print_profile(const char* title, const std::map<std::string, cuda::OpProfil
                     t.ms / double(steps), 100.0 * t.ms / all);
 }
 
-// Per-op GPU time of three forwards that make up the batch workload (opts.profile_ops is on).
+// Per-op GPU time of the forwards that make up the batch workload (opts.profile_ops is on): a
+// prefill, single-stream decode, a single-stream 2-row step (MTP k = 1 verify shape), and decode
+// of `batch` sequences.
 void profile_ops(cuda::CudaOps& ops, Qwen36Model& model, KvCacheDtype kv, int64_t prefill, int64_t context,
                  int64_t batch) {
     const ModelConfig& c = model.config();
     std::mt19937 rng(5);
     ops.take_op_profile();  // drop the warm-up's
     {
-        SingleSequence seq(model, prefill + 40, kv);
+        SingleSequence seq(model, prefill + 40 + 2 * 16, kv);
         Timer t;
         std::vector<float> logits = seq.feed(random_ids(rng, prefill, c.vocab_size), false);
         const double wall = t.elapsed_s();
@@ -88,6 +91,21 @@ void profile_ops(cuda::CudaOps& ops, Qwen36Model& model, KvCacheDtype kv, int64_
         const double per = td.elapsed_s() / double(steps);
         print_profile(("single-stream decode after it (wall " + std::to_string(per * 1e3) + " ms per step)").c_str(),
                       ops.take_op_profile(), steps);
+        // Two rows a forward, both rows' logits: the shape of an MTP k = 1 verify of one stream
+        // (without its deferred GDN stores and stash), to set beside the one-row step above: the
+        // ops whose time grows from 1 row to 2 are what the verify's second row costs.
+        const int64_t steps2 = 16;
+        Timer t2;
+        for (int64_t i = 0; i < steps2; ++i) {
+            const int32_t next = int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
+            const std::vector<float> both = seq.feed({next, int32_t(rng() % 1000)}, true);
+            logits.assign(both.end() - c.vocab_size, both.end());
+        }
+        const double per2 = t2.elapsed_s() / double(steps2);
+        print_profile(("single-stream 2-row step after it, both rows' logits (MTP k=1 verify shape; wall " +
+                       std::to_string(per2 * 1e3) + " ms per step)")
+                          .c_str(),
+                      ops.take_op_profile(), steps2);
     }
     // Decode of `batch` sequences at `context` tokens each: the caches hold zeros, which costs the
     // same reads as real keys and states.
@@ -283,7 +301,7 @@ int run(const Args& args) {
 
 int main(int argc, char** argv) {
     std::set<std::string> valued = {"mode",   "requests", "prompt",   "completion",     "decode-steps",
-                                    "mtp-k",  "mtp-acceptance", "mtp-seqs", "mtp-steps", "mtp-prompt-tokens", "mtp-overlap",
+                                    "mtp-k",  "mtp-acceptance", "mtp-seqs", "mtp-steps", "mtp-prompt-tokens", "mtp-overlap", "mtp-spare-slots-list",
                                     "moe-small-version", "moe-decode-version",
                                     "moe-prefill-version", "gdn-prefill-version", "moe-int4-grouped"};
     std::set<std::string> flags;

@@ -29,6 +29,7 @@ struct Point {
     int64_t k = 0;
     double acceptance = -1.0;  // -1: not forced
     bool overlap = true;       // EngineConfig::mtp_overlap
+    int64_t spares = 0;        // EngineConfig::mtp_spare_slots (0: the commit of accepted drafts)
     int64_t seqs = 0;
     int64_t steps = 0;
     double wall_ms = 0.0, tokens = 0.0, host_ms = 0.0;
@@ -123,10 +124,10 @@ inline bool measure(Engine& engine, cuda::CudaOps& ops, int64_t vocab, int64_t N
 inline void print(const std::vector<Point>& points) {
     const char* phases[] = {"forward", "lm_head", "sample", "GDN commit", "MTP head", "MTP lm_head", "draft argmax"};
     std::printf("\nMTP step cost (per engine step; GPU ms: the stream's timeline by phase, gaps included)\n\n");
-    std::printf("| seqs | k | P | overlap | wall ms/step | tok/step | tok/s | step cost vs k=0 | tok/s vs k=0 |");
+    std::printf("| seqs | k | P | overlap | spare slots | wall ms/step | tok/step | tok/s | step cost vs k=0 | tok/s vs k=0 |");
     for (const char* ph : phases) std::printf(" %s |", ph);
     std::printf(" host other ms | syncs | graph launches | eager ops | copies |\n|");
-    for (int i = 0; i < 9 + 7 + 5; ++i) std::printf("--:|");
+    for (int i = 0; i < 10 + 7 + 5; ++i) std::printf("--:|");
     std::printf("\n");
     for (const Point& p : points) {
         const double n = double(p.steps);
@@ -134,9 +135,9 @@ inline void print(const std::vector<Point>& points) {
         for (const Point& q : points)
             if (q.k == 0 && q.seqs == p.seqs) base = &q;
         const double ms = p.wall_ms / n, tps = p.tokens / (p.wall_ms / 1e3);
-        std::printf("| %lld | %lld | %s | %s | %.3f | %.3f | %.1f |", (long long)p.seqs, (long long)p.k,
+        std::printf("| %lld | %lld | %s | %s | %lld | %.3f | %.3f | %.1f |", (long long)p.seqs, (long long)p.k,
                     p.acceptance < 0 ? "-" : std::to_string(p.acceptance).substr(0, 4).c_str(),
-                    p.k == 0 ? "-" : p.overlap ? "on" : "off", ms, p.tokens / n, tps);
+                    p.k == 0 ? "-" : p.overlap ? "on" : "off", (long long)p.spares, ms, p.tokens / n, tps);
         if (base) {
             std::printf(" %.3f | %.3f |", ms / (base->wall_ms / double(base->steps)),
                         tps / (base->tokens / (base->wall_ms / 1e3)));
@@ -154,7 +155,9 @@ inline void print(const std::vector<Point>& points) {
 
 // The mode: options --mtp-k (list), --mtp-acceptance (list, applied to k > 0), --mtp-seqs (list),
 // --mtp-steps, --mtp-prompt-tokens, --mtp-overlap (on, off or on,off: EngineConfig::mtp_overlap
-// for k > 0). `ec` carries the engine knobs parsed as serve parses them.
+// for k > 0), --mtp-spare-slots-list (EngineConfig::mtp_spare_slots values for k > 0, e.g. 0,512:
+// the commit of accepted drafts against spare-slot mode in one run). `ec` carries the engine
+// knobs parsed as serve parses them.
 inline int run(const Args& args, const ModelWeights& w, cuda::CudaOps& ops, EngineConfig ec) {
     const std::vector<int64_t> ks = parse_list(args.get_or("mtp-k", "0,1,2"));
     const std::vector<double> accs = parse_doubles(args.get_or("mtp-acceptance", "0,0.8"));
@@ -162,6 +165,13 @@ inline int run(const Args& args, const ModelWeights& w, cuda::CudaOps& ops, Engi
     const int64_t steps = std::stoll(args.get_or("mtp-steps", "32"));
     const int64_t prompt = std::stoll(args.get_or("mtp-prompt-tokens", "128"));
     const std::string overlap_arg = args.get_or("mtp-overlap", "on");
+    const std::vector<int64_t> spare_list =
+        parse_list(args.get_or("mtp-spare-slots-list", std::to_string(ec.mtp_spare_slots)));
+    for (int64_t v : spare_list)
+        if (v < 0) {
+            std::fprintf(stderr, "--mtp-spare-slots-list takes counts >= 0\n");
+            return 2;
+        }
     std::vector<bool> overlaps;
     if (overlap_arg == "on" || overlap_arg == "on,off") overlaps.push_back(true);
     if (overlap_arg == "off" || overlap_arg == "on,off") overlaps.push_back(false);
@@ -175,15 +185,22 @@ inline int run(const Args& args, const ModelWeights& w, cuda::CudaOps& ops, Engi
     }
     std::vector<Point> points;
     for (int64_t k : ks) {
-        std::vector<std::pair<double, bool>> these;  // (acceptance, overlap)
-        if (k == 0) these.push_back({-1.0, true});
+        struct Variant {
+            double acc;
+            bool overlap;
+            int64_t spares;
+        };
+        std::vector<Variant> these;
+        if (k == 0) these.push_back({-1.0, true, 0});
         for (double acc : k == 0 ? std::vector<double>{} : accs)
-            for (bool ov : overlaps) these.push_back({acc, ov});
-        for (const auto& [acc, overlap] : these) {
+            for (bool ov : overlaps)
+                for (int64_t sp : spare_list) these.push_back({acc, ov, sp});
+        for (const auto& [acc, overlap, spares] : these) {
             EngineConfig c = ec;
             c.num_speculative_tokens = k;
             c.benchmark_mtp_acceptance = acc;
             c.mtp_overlap = overlap;
+            c.mtp_spare_slots = spares;
             Timer tc;
             auto engine = Engine::create(w, ops, c, nullptr);
             if (!engine.is_ok()) {
@@ -191,14 +208,15 @@ inline int run(const Args& args, const ModelWeights& w, cuda::CudaOps& ops, Engi
                 return 1;
             }
             const int64_t graphs = (*engine)->capture_graphs();
-            std::printf("| engine k=%lld P=%.2f overlap %s: create + %lld graph sizes | %.1f s |\n", (long long)k, acc,
-                        overlap ? "on" : "off", (long long)graphs, tc.elapsed_s());
+            std::printf("| engine k=%lld P=%.2f overlap %s spare slots %lld: create + %lld graph sizes | %.1f s |\n",
+                        (long long)k, acc, overlap ? "on" : "off", (long long)spares, (long long)graphs, tc.elapsed_s());
             std::fflush(stdout);
             for (int64_t n : seqs) {
                 Point p;
                 p.k = k;
                 p.acceptance = acc;
                 p.overlap = overlap;
+                p.spares = spares;
                 if (!measure(**engine, ops, w.config.vocab_size, n, prompt, steps, p)) return 1;
                 points.push_back(p);
             }

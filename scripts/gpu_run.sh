@@ -16,6 +16,11 @@
 #   mtp_step  FP8 lean, graphs on: a k=0 decode step against MTP k=1/k=2 steps at forced acceptance
 #           0 and 0.8, 1 and 512 resident sequences, GPU ms per phase, syncs and launches per step
 #           (gpu_forward_bench --mode mtp; MTP_STEP_ARGS adds options, e.g. "--mtp-k 0,1")
+#   mtp_spare_tests  the GPU tests of MTP spare-slot mode (--mtp-spare-slots): the verify variant
+#           against the CPU, the deferred commit, verify/commit graphs, engine MTP equality
+#   mtp_spare  gpu_forward_bench --mode mtp at k = 0/1, P = 0/0.8, 1 and 512 sequences, spare slots 0
+#           (the commit of accepted drafts, today) and 512 (one per sequence); five engines: give it
+#           STAGE_TIMEOUT=590, or split it over two calls with MTP_SPARE_SEQS=1 and MTP_SPARE_SEQS=512
 #   fp8gemm  the FP8 dense-linear lab (fp8_gemm_lab) and its GPU parity test only
 #   gdn_decode  the GDN lab's decode mode (gdn_lab --decode: one-block-per-head vs streaming decode
 #           kernel at 1 / 64 / 256 / 512 sequences, fp32 and bf16 state) and the GPU GDN parity tests
@@ -158,6 +163,11 @@ for stage in "$@"; do
                                    --moe-decode-version 2 ;;
         mtp_step) run mtp_step "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b --load-format dummy \
                       --dummy-format fp8-block --gdn-state-dtype bf16 --kv-cache-dtype fp8_e4m3 --mode mtp ${MTP_STEP_ARGS:-} ;;
+        mtp_spare_tests) run mtp_spare_tests "$B/qs_gpu_tests" --gtest_color=no \
+                       --gtest_filter='*GatedDeltaNetVerifyWritesSpareSlot*:*GatedDeltaNetDeferredVerifyAndCommit*:CudaGraphs.VerifyAndCommit*:CudaSampling.EngineMtp*' ;;
+        mtp_spare) run mtp_spare "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b --load-format dummy \
+                       --dummy-format fp8-block --gdn-state-dtype bf16 --kv-cache-dtype fp8_e4m3 --mode mtp \
+                       --mtp-k 0,1 --mtp-acceptance 0,0.8 --mtp-seqs "${MTP_SPARE_SEQS:-1,512}" --mtp-spare-slots-list 0,512 ;;
         tests:*) run "gpu_tests_$(printf %s "${stage#tests:}" | tr -c 'A-Za-z0-9_' '_')" "$B/qs_gpu_tests" --gtest_color=no --gtest_filter="${stage#tests:}" ;;
         *) echo "unknown stage $stage" | tee -a "$summary" ;;
     esac

@@ -86,6 +86,7 @@ struct Problem {
     Shape sh;
     std::vector<int> lens, slots;
     std::vector<char> defer;  // per sequence: defer_state (MTP verification: state and window after row 0 only)
+    std::vector<int> spare;   // per deferred sequence: spare slot for the state after its last row (-1: none)
     int num_slots = 0, T = 0;
     std::vector<float> qkv, z, b, a, conv_w, A_log, dt_bias, norm_w, conv0, ssm0;
 };
@@ -97,6 +98,7 @@ Problem make_problem(const Shape& sh, std::vector<int> lens, std::vector<int> sl
     P.lens = std::move(lens);
     P.slots = std::move(slots);
     P.defer.assign(P.lens.size(), 0);
+    P.spare.assign(P.lens.size(), -1);
     P.num_slots = num_slots;
     for (int n : P.lens) P.T += n;
     const int C = sh.C(), W = sh.K - 1;
@@ -248,6 +250,11 @@ void reference(const Problem& P, const std::vector<char>& check, bool bf16_state
             for (std::thread& t : pool) t.join();
         }
         if (P.defer[s] && n > 0) {
+            if (P.spare[s] >= 0) {  // spare-slot mode: the window and state after the last row
+                std::copy(win, win + size_t(W) * C, conv.begin() + size_t(P.spare[s]) * W * C);
+                std::copy(ssm.begin() + P.slots[s] * SS, ssm.begin() + (P.slots[s] + 1) * SS,
+                          ssm.begin() + P.spare[s] * SS);
+            }
             std::copy(keep_win.begin(), keep_win.end(), win);
             std::copy(keep_ssm.begin(), keep_ssm.end(), ssm.begin() + P.slots[s] * SS);
         }
@@ -372,7 +379,7 @@ struct DeviceProblem {
         std::vector<DeviceSeq> ds(p.lens.size());
         const std::vector<int> rb = row_begins(p);
         for (size_t s = 0; s < p.lens.size(); ++s) {
-            ds[s] = DeviceSeq{rb[s], p.lens[s], 17, p.slots[s], 0, 0, p.defer[s] ? 1 : 0};
+            ds[s] = DeviceSeq{rb[s], p.lens[s], 17, p.slots[s], 0, 0, p.defer[s] ? 1 : 0, p.defer[s] ? p.spare[s] : -1};
             for (int i = 0; i < p.lens[s]; ++i) rs[rb[s] + i] = int32_t(s);
         }
         row_seq = dalloc<int32_t>(rs.size()); upload(row_seq, rs);
@@ -798,6 +805,13 @@ void decode_quick_cases(std::mt19937_64& rng, double tol_state_bf16) {
             V.defer = {1, 0, 1, 1, 0};
             const Ref RV = make_ref(V, bf16);
             for (const Path& path : {kAuto, kStream1, kSerial}) check_case("defer", V, RV, bf16, path, bf16 ? tol_state_bf16 : -1);
+            // Spare-slot mode: the state and window after the last row also go into a spare slot
+            // (free slots 3, 6, 7, 8 of 9); one deferred span without a spare.
+            Problem X = make_problem(*sh, {2, 1, 2, 4, 1}, {4, 0, 5, 2, 1}, 9, rng, bf16);
+            X.defer = {1, 0, 1, 1, 0};
+            X.spare = {6, -1, -1, 3, -1};
+            const Ref RX = make_ref(X, bf16);
+            for (const Path& path : {kAuto, kStream1, kSerial}) check_case("spare", X, RX, bf16, path, bf16 ? tol_state_bf16 : -1);
         }
     }
     {  // spans of 8 tokens (by shape: streaming) and 9 (by shape: one block per head; forced: streaming)

@@ -25,6 +25,12 @@ struct SeqSpan {
     // Ops::gdn_commit later runs the accepted drafts (rows 1..a) into the slot, and nothing when
     // none was accepted (so a rejected draft needs no backup state and no recompute).
     bool defer_state = false;
+    // With defer_state (MTP verification, spare-slot mode): the GDN layers also write the state
+    // and conv window after the span's LAST row (every draft accepted) into this slot, which the
+    // forward otherwise leaves alone; the span's own slot still ends after its first row. On full
+    // acceptance the engine makes this slot the sequence's (no gdn_commit); on none it drops it.
+    // -1: none (the accepted drafts are committed by Ops::gdn_commit).
+    int32_t spare_slot = -1;
     // M-RoPE (spec §2.3): rows without an entry in ForwardBatch::mrope_positions rotate by
     // position + rope_delta in all three (t/h/w) streams. 0 for text-only sequences; after images
     // it is the sequence's delta from mrope_positions (model/mrope_positions.h).

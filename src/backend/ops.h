@@ -176,7 +176,8 @@ public:
     // Gated DeltaNet core: causal conv1d + SiLU over qkv [T, conv_dim] using and updating the
     // slot's conv window; L2-normalised q/k, beta = sigmoid(b), g = -exp(A_log)·softplus(a + dt_bias);
     // the delta-rule recurrence on the slot's state; gated RMSNorm with z. b, a [T, value_heads];
-    // z [T, value_dim]; out [T, value_dim].
+    // z [T, value_dim]; out [T, value_dim]. A deferred span (SeqSpan::defer_state) leaves its slot
+    // after its first row and, with a spare_slot, writes the state after its last row there.
     virtual void gated_delta_net(const float* qkv, const float* z, const float* b, const float* a,
                                  const GdnWeights& w, const GdnDims& d, const ForwardBatch& batch,
                                  ModelCache& cache, int64_t gdn_layer, float* out) = 0;

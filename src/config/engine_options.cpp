@@ -50,6 +50,12 @@ std::vector<EngineOption> make_table() {
     t.push_back(int_option("speculative-disable-by-batch-size", "speculative_disable_by_batch_size", 0, kNoMax,
                            "MTP drafts only while at most this many sequences run (0: always); above it steps "
                            "are plain decode steps, which cost less at full load than a verify step gives"));
+    t.push_back(int_option("mtp-spare-slots", "mtp_spare_slots", 0, kNoMax,
+                           "MTP verification: up to this many verified sequences a step also get the GDN state "
+                           "after their last draft written into a spare state slot, and a sequence that "
+                           "accepts every draft takes that slot instead of replaying its drafts (no GDN "
+                           "commit); costs one state slot each (capped at max_num_seqs). 0: off (the commit "
+                           "of accepted drafts)"));
     t.push_back(int_option("grammar-mask-threads", "grammar_mask_threads", 0, 256,
                            "threads (the engine's included) that fill the grammar masks of a step's "
                            "constrained rows (structured outputs); 0: the hardware's, at most 16; 1: serial"));

@@ -19,6 +19,26 @@ CacheManager::CacheManager(ModelCache& cache, const CapacityPlan& plan, const En
       mtp_(config.num_speculative_tokens > 0) {
     QS_CHECK(cache.geometry().num_state_slots >= plan.total_state_slots());
     for (int64_t s = num_running_slots_ - 1; s >= 0; --s) free_slots_.push_back(int32_t(s));
+    const int64_t first_spare = plan.num_running_slots + plan.num_snapshot_slots;
+    for (int64_t s = first_spare + plan.num_spare_slots - 1; s >= first_spare; --s) free_spares_.push_back(int32_t(s));
+}
+
+int32_t CacheManager::borrow_spare() {
+    if (free_spares_.empty()) return -1;
+    const int32_t s = free_spares_.back();
+    free_spares_.pop_back();
+    return s;
+}
+
+void CacheManager::take_spare(Sequence& s, int32_t spare) {
+    QS_CHECK(spare >= 0 && s.slot >= 0 && spare != s.slot);
+    free_spares_.push_back(s.slot);
+    s.slot = spare;
+}
+
+void CacheManager::return_spare(int32_t spare) {
+    QS_CHECK(spare >= 0);
+    free_spares_.push_back(spare);
 }
 
 int32_t CacheManager::acquire_slot() {

@@ -1,7 +1,9 @@
 // CacheManager: the memory a running sequence owns, in one place. KV pages (BlockPool, with the
 // prefix cache), GDN state slots (running slots, snapshot slots) and the copies between them:
 // prefix hits restore a snapshot, forks share pages and copy state. (MTP needs no slot of its
-// own: verification defers the GDN state and commits the accepted rows, Qwen36Model.) A prefix
+// own: verification defers the GDN state and commits the accepted rows, Qwen36Model; in
+// spare-slot mode a verify step borrows a spare slot per verified sequence from a small pool,
+// and a full acceptance swaps it with the sequence's slot.) A prefix
 // hit is verified page by page (tokens and predecessor, BlockPool), never taken on a hash alone.
 // Owned by the engine thread.
 #pragma once
@@ -32,6 +34,15 @@ public:
     int32_t acquire_slot();  // zeroes the slot's state
     int64_t num_slots_in_use() const { return num_running_slots_ - int64_t(free_slots_.size()); }
     int64_t num_running_slots() const { return num_running_slots_; }
+
+    // MTP spare slots (CapacityPlan::num_spare_slots), borrowed for one verify step: -1 when
+    // none is free. The verify writes the state after every draft there; then either
+    // take_spare (every draft accepted: the spare becomes the sequence's slot and its old slot
+    // a spare) or return_spare (the sequence's slot stays). Never zeroed: the verify writes all of it.
+    int32_t borrow_spare();
+    void take_spare(Sequence& s, int32_t spare);
+    void return_spare(int32_t spare);
+    int64_t num_free_spares() const { return int64_t(free_spares_.size()); }
 
     // Pages so that positions [0, num_positions) are backed; false (allocating nothing) if the
     // pool cannot supply them.
@@ -73,6 +84,7 @@ private:
     int64_t num_running_slots_;
     bool mtp_;  // MTP on: the page of the last computed position holds sequence-private MTP K/V
     std::vector<int32_t> free_slots_;
+    std::vector<int32_t> free_spares_;
     std::vector<int32_t> key_buf_;  // key_tokens' result for a sequence with images
 };
 

@@ -189,6 +189,9 @@ private:
     std::unique_ptr<Scheduler> scheduler_;
     int64_t num_spec_;  // MTP proposals per step (0 if the model has no MTP block)
     bool capturing_graphs_ = false;  // capture_graphs is stepping its internal requests
+    // Verify steps run so far for the batch size being captured: the first borrows no MTP spare
+    // slot (so the commit graph is captured), the later ones do (the spare-slot verify graph).
+    int64_t capture_verify_steps_ = 0;
 
     // Engine-thread state.
     std::unordered_map<std::string, std::unique_ptr<RequestState>> requests_;

@@ -33,6 +33,9 @@ struct EngineStats {
     int64_t mtp_draft_tokens = 0;
     int64_t mtp_accepted_tokens = 0;
     int64_t mtp_drafts = 0;                        // drafts proposed (sequence-steps with a draft)
+    // Verified sequences that accepted every draft and took their spare slot instead of a GDN
+    // commit (--mtp-spare-slots); 0 when the mode is off.
+    int64_t mtp_spare_slot_swaps = 0;
     std::vector<int64_t> mtp_accepted_by_position; // [num_speculative_tokens]; empty without MTP
     int64_t steps_total = 0;
     // Where the engine thread's step time goes, by step kind: a "prefill" step carries prompt rows

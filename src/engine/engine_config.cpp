@@ -33,6 +33,7 @@ constexpr IntField kIntFields[] = {
     {"num-speculative-tokens", &EngineConfig::num_speculative_tokens},
     {"speculative-disable-by-batch-size", &EngineConfig::speculative_disable_by_batch_size},
     {"num-state-snapshots", &EngineConfig::num_state_snapshots},
+    {"mtp-spare-slots", &EngineConfig::mtp_spare_slots},
     {"grammar-mask-threads", &EngineConfig::grammar_mask_threads},
     {"cache-memory-mb", &EngineConfig::cache_memory_mb},
     {"num-kv-blocks", &EngineConfig::num_kv_blocks},
@@ -85,13 +86,13 @@ std::string EngineConfig::describe() const {
         "max_prefill_tokens_with_decodes={} chunked_prefill={} prefix_caching={} max_waiting={} num_speculative_tokens={} "
         "speculative_disable_by_batch_size={} num_state_snapshots={} grammar_mask_threads={} "
         "cache_memory_mb={} num_kv_blocks={} gdn_state_dtype={} prefix_cache_seed={} engine_stall_timeout_s={} "
-        "mtp_overlap={}",
+        "mtp_overlap={} mtp_spare_slots={}",
         max_num_seqs, max_num_batched_tokens, max_model_len, kv_block_size, kv_cache_dtype_name(kv_cache_dtype),
         max_prefill_tokens_with_decodes, enable_chunked_prefill, enable_prefix_caching, max_waiting,
         num_speculative_tokens, speculative_disable_by_batch_size, num_state_snapshots, grammar_mask_threads,
         cache_memory_mb, num_kv_blocks, gdn_state_bf16 ? "bf16" : "f32",
         prefix_cache_seed >= 0 ? std::to_string(prefix_cache_seed) : std::string("random"), engine_stall_timeout_s,
-        mtp_overlap) +
+        mtp_overlap, mtp_spare_slots) +
            (benchmark_mtp_acceptance >= 0.0
                 ? fmt::format(" benchmark_mtp_acceptance={} (BENCHMARK ONLY: outputs are not the model's)",
                               benchmark_mtp_acceptance)
@@ -167,9 +168,9 @@ EngineConfig EngineConfig::fitted(const ModelConfig& model, bool with_mtp) const
 
 std::string CapacityPlan::describe() const {
     return fmt::format(
-        "KV: {} pages = {} tokens ({} B/token); state slots: {} running + {} snapshots ({:.2f} MB each); "
-        "MTP stash {:.1f} MB; max_model_len {}; {:.1f} MB in all",
-        num_kv_blocks, kv_capacity_tokens, kv_bytes_per_token, num_running_slots, num_snapshot_slots,
+        "KV: {} pages = {} tokens ({} B/token); state slots: {} running + {} snapshots + {} MTP spares ({:.2f} MB "
+        "each); MTP stash {:.1f} MB; max_model_len {}; {:.1f} MB in all",
+        num_kv_blocks, kv_capacity_tokens, kv_bytes_per_token, num_running_slots, num_snapshot_slots, num_spare_slots,
         double(state_bytes_per_slot) / 1e6, double(mtp_stash_bytes) / 1e6, max_model_len, double(total_bytes) / 1e6);
 }
 
@@ -184,6 +185,8 @@ Result<CapacityPlan> plan_capacity(const ModelConfig& model, const EngineConfig&
     p.num_snapshot_slots = !c.enable_prefix_caching ? 0
                            : c.num_state_snapshots  ? c.num_state_snapshots
                                                     : std::max<int64_t>(4, c.max_num_seqs / 4);
+    // A verified sequence holds at most one spare for the step (EngineConfig::mtp_spare_slots).
+    p.num_spare_slots = with_mtp && c.num_speculative_tokens > 0 ? std::min(c.mtp_spare_slots, c.max_num_seqs) : 0;
     if (with_mtp && c.num_speculative_tokens > 0)
         p.mtp_stash_bytes = size_t(c.max_num_seqs * (c.num_speculative_tokens + 1) * model.num_linear_attention_layers() *
                                    (model.linear_conv_dim() + 2 * model.linear_num_value_heads)) *

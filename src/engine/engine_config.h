@@ -35,6 +35,10 @@ struct EngineConfig {
     int64_t speculative_disable_by_batch_size = 0;
     int64_t grammar_mask_threads = 0;        // fill grammar masks on this many threads; 0: hardware (<= 16)
     int64_t num_state_snapshots = 0;         // prefix-cache GDN snapshots; 0: max(4, max_num_seqs / 4)
+    // MTP verification, spare-slot mode: up to this many verified sequences per step also get the
+    // GDN state after their last draft in a spare slot (SeqSpan::spare_slot), taken on a full
+    // acceptance instead of a GDN commit. 0: off (today's commit of the accepted drafts).
+    int64_t mtp_spare_slots = 0;
     int64_t cache_memory_mb = 256;           // KV + state budget (CPU backend; GPU derives it)
     double gpu_memory_utilization = 0.90;    // GPU: share of device memory in use once the cache is made
     int64_t num_kv_blocks = 0;               // 0: derived from cache_memory_mb
@@ -73,6 +77,9 @@ struct CapacityPlan {
     int64_t kv_capacity_tokens = 0;
     int64_t num_running_slots = 0;   // = max_num_seqs
     int64_t num_snapshot_slots = 0;
+    // MTP spare-slot mode: min(mtp_spare_slots, max_num_seqs) with MTP on, else 0. Slot ids after
+    // the snapshots'; a full acceptance swaps a running slot with a spare, so the ids mix.
+    int64_t num_spare_slots = 0;
     // MTP verification defers the GDN state (SeqSpan::defer_state): the backend stashes every
     // verify row's GDN inputs, max_num_seqs × (k + 1) rows × GDN layers × (conv_dim + 2 ×
     // linear_num_value_heads) fp32, until the accepted drafts are committed.
@@ -82,7 +89,7 @@ struct CapacityPlan {
     size_t state_bytes_per_slot = 0;
     size_t total_bytes = 0;
 
-    int64_t total_state_slots() const { return num_running_slots + num_snapshot_slots; }
+    int64_t total_state_slots() const { return num_running_slots + num_snapshot_slots + num_spare_slots; }
     // The state slots and the MTP stash.
     size_t state_bytes() const { return size_t(total_state_slots()) * state_bytes_per_slot + mtp_stash_bytes; }
     std::string describe() const;

@@ -29,7 +29,10 @@ int64_t Engine::capture_graphs(const std::function<void(const GraphCaptureProgre
     // step 2 verifies 1 + k rows per sequence, commits and catches up; every draft is accepted
     // (force_acceptance: only a sequence that accepted one commits, and the commit graph has the
     // verify's shape whichever commit), and it must not finish the sequences, or the commit and
-    // catch-up would run over fewer of them than the verify did.
+    // catch-up would run over fewer of them than the verify did. With --mtp-spare-slots the
+    // first verify step borrows no spare (it commits: the commit graph) and the later ones do
+    // (the spare-slot verify graph, which stashes nothing at k = 1): at least two verify steps
+    // run before the requests finish (1 + 2 (k + 1) tokens after the prefill's first).
     const int64_t max_tokens = 2 + 2 * (num_spec_ + 1);
     // With MTP the catch-up and draft graphs read the kept hidden states by address: size them for
     // the largest forward first (a prompt chunk of the whole step budget, or a full verify step).
@@ -50,6 +53,7 @@ int64_t Engine::capture_graphs(const std::function<void(const GraphCaptureProgre
         }
         // Each request takes at most max_tokens steps; a few more would mean a scheduling bug.
         capturing_graphs_ = true;
+        capture_verify_steps_ = 0;  // run_batch: the first verify step commits, later ones use spares
         for (int64_t steps = 0; !requests_.empty(); ++steps) {
             QS_CHECK_MSG(steps <= 4 * max_tokens, "Engine::capture_graphs: the internal requests did not finish");
             step();

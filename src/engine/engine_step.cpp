@@ -1,6 +1,7 @@
 // Engine, one step around the model: the forward batch from the schedule (verify spans defer
 // their GDN state), the draws (engine_sampling.cpp), emitting the picked tokens, the GDN commit
-// of each verified sequence's accepted rows, and the MTP catch-up and draft forwards for the
+// of each verified sequence's accepted rows (or, spare-slot mode, the swap to the slot that holds
+// the state after every draft when all were accepted), and the MTP catch-up and draft forwards for the
 // next verify (see engine.h). Engine thread.
 #include "core/timer.h"
 #include "engine/engine.h"
@@ -14,6 +15,11 @@ void Engine::run_batch(const SchedulerOutput& sched) {
     // run_mtp grows a table before taking its view).
     ForwardBatch& batch = batch_;
     batch.clear();
+    // Spare-slot mode (--mtp-spare-slots): see below. While capturing graphs, not in the first
+    // verify step of a batch size, which must commit (capture_graphs accepts every draft) so that
+    // the commit graph exists for the steps that run out of spares.
+    const bool use_spares = !capturing_graphs_ || capture_verify_steps_ > 0;
+    bool any_verify = false;
     for (const ScheduledSeq& ss : sched.scheduled) {
         Sequence& s = *ss.seq;
         SeqSpan span;
@@ -28,6 +34,10 @@ void Engine::run_batch(const SchedulerOutput& sched) {
             batch.token_ids.insert(batch.token_ids.end(), s.draft.begin(), s.draft.end());
             for (int64_t r = 0; r < ss.num_tokens; ++r) batch.logits_rows.push_back(span.row_begin + int32_t(r));
             span.defer_state = true;  // the accepted drafts are committed after the verdicts
+            // Spare-slot mode: the state after every draft goes into a borrowed slot, taken on a
+            // full acceptance (no commit); -1 when the pool is empty (that sequence commits).
+            if (use_spares) span.spare_slot = cache_mgr_->borrow_spare();
+            any_verify = true;
         } else {
             batch.token_ids.insert(batch.token_ids.end(), s.tokens.begin() + s.num_computed,
                                    s.tokens.begin() + s.num_computed + ss.num_tokens);
@@ -36,6 +46,7 @@ void Engine::run_batch(const SchedulerOutput& sched) {
         }
         batch.seqs.push_back(span);
     }
+    if (capturing_graphs_ && any_verify) ++capture_verify_steps_;
     batch.logits_on_device = true;
     span_seqs_.clear();
     for (const ScheduledSeq& ss : sched.scheduled) span_seqs_.push_back(ss.seq);
@@ -120,6 +131,16 @@ void Engine::run_batch(const SchedulerOutput& sched) {
         }
         counters_.mtp_draft_tokens += int64_t(draft.size());
         counters_.mtp_accepted_tokens += accepted;
+        // Spare-slot mode: every draft accepted (and the sequence goes on) -> the spare holds the
+        // state after all the verify rows and becomes the sequence's slot; otherwise it goes back.
+        const bool take_spare = span.spare_slot >= 0 && s.status != SeqStatus::kFinished &&
+                                accepted == int64_t(draft.size());
+        if (take_spare) {
+            cache_mgr_->take_spare(s, span.spare_slot);
+            ++counters_.mtp_spare_slot_swaps;
+        } else if (span.spare_slot >= 0) {
+            cache_mgr_->return_spare(span.spare_slot);
+        }
         if (s.status == SeqStatus::kFinished) continue;
         s.num_computed = c + accepted + 1;
         committed_.push_back(&s);
@@ -127,7 +148,7 @@ void Engine::run_batch(const SchedulerOutput& sched) {
         // the accepted drafts, rows 1..accepted, and nothing when none was accepted. In a batch
         // of verify spans the commit span stays at the verify span's rows (a graph of the step's
         // shape reads the GDN stash in place); otherwise the spans are packed.
-        if (accepted > 0) {
+        if (accepted > 0 && !take_spare) {
             SeqSpan r;
             r.row_begin = all_verify ? span.row_begin + 1 : commit_rows;
             r.num_tokens = int32_t(accepted);

@@ -87,6 +87,9 @@ void Qwen36Model::check_batch(const ForwardBatch& batch, const ModelCache& cache
         QS_CHECK(s.row_begin >= 0 && s.num_tokens >= 0 && int64_t(s.row_begin) + s.num_tokens <= T);
         QS_CHECK_MSG(int64_t(s.block_table.size()) * bs >= int64_t(s.start_pos) + s.num_tokens,
                      "ForwardBatch: a block table does not cover its rows");
+        QS_CHECK_MSG(s.spare_slot < 0 || (s.defer_state && s.spare_slot != s.state_slot &&
+                                          s.spare_slot < cache.geometry().num_state_slots),
+                     "ForwardBatch: a spare slot needs a deferred span and a valid slot other than its own");
     }
     for (int32_t row : batch.logits_rows) QS_CHECK(row >= 0 && row < T);
 }

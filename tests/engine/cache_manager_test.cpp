@@ -54,6 +54,34 @@ TEST(CacheManager, SlotsAreZeroedWhenTakenAndComeBack) {
     EXPECT_EQ(rig.take_ops(), (std::vector<CacheOp>{{CacheOp::kResetSlot, 1, -1}}));
 }
 
+// MTP spare slots (--mtp-spare-slots) come after the running and snapshot slots; a borrowed
+// spare either comes back or, taken on a full acceptance, becomes the sequence's slot while its
+// old slot joins the spares; the running slots in use stay the same. Nothing is zeroed or copied
+// (the verify writes all of a spare).
+TEST(CacheManager, SpareSlotsAreBorrowedAndSwapped) {
+    MemoryRig rig(4, 4, /*running=*/2, /*snapshots=*/1, /*mtp=*/true, true, xxh3_page_hash, /*spares=*/2);
+    CacheManager& m = *rig.manager;
+    Sequence* s = rig.make_seq(0, count_to(3));
+    s->slot = m.acquire_slot();
+    EXPECT_EQ(s->slot, 0);
+    rig.take_ops();
+    EXPECT_EQ(m.num_free_spares(), 2);
+    const int32_t a = m.borrow_spare(), b = m.borrow_spare();
+    EXPECT_EQ(a, 3);  // after running 0..1 and snapshot 2
+    EXPECT_EQ(b, 4);
+    EXPECT_EQ(m.borrow_spare(), -1);  // none left: that sequence commits as before
+    m.return_spare(b);
+    m.take_spare(*s, a);
+    EXPECT_EQ(s->slot, 3);
+    EXPECT_EQ(m.num_free_spares(), 2);
+    EXPECT_EQ(m.num_slots_in_use(), 1);
+    EXPECT_EQ(m.borrow_spare(), 0);  // the sequence's old slot is now a spare
+    EXPECT_TRUE(rig.take_ops().empty());
+    m.free_sequence(*s);  // its slot (a former spare) goes back to the running slots
+    EXPECT_EQ(m.num_slots_in_use(), 0);
+    EXPECT_EQ(m.acquire_slot(), 3);
+}
+
 TEST(CacheManager, FreeSequenceGivesEverythingBack) {
     MemoryRig rig(6, 4, 2, 0, false, false);
     CacheManager& m = *rig.manager;

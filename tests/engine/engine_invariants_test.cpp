@@ -1,7 +1,7 @@
 // The engine's invariants on the CPU backend with a tiny model:
 // (a) a request's greedy output equals the same prompt decoded alone, whatever it is batched
 //     with, for any prefill chunk size, with prefix caching on or off (hits and misses), under
-//     preemption forced by a tiny KV pool, and with MTP k = 0..3;
+//     preemption forced by a tiny KV pool, and with MTP k = 0..3 (spare-slot mode too);
 // (b) no request is lost or answered twice under seeded storms of submits and aborts;
 // (c) every page and slot is returned when all requests end;
 // (d) seeded sampling is reproducible regardless of batching;
@@ -22,6 +22,7 @@ struct Scenario {
     int64_t num_kv_blocks;  // 0: plenty
     int64_t spec;
     int64_t max_num_seqs;
+    int64_t mtp_spare_slots = 0;  // --mtp-spare-slots
 };
 // gtest prints a parameter in failure messages and test listings; without this, a byte dump.
 void PrintTo(const Scenario& s, std::ostream* os) { *os << s.name; }
@@ -68,6 +69,7 @@ TEST_P(GreedyInvariance, MatchesSingleSequenceReference) {
     cfg.kv_block_size = 4;
     cfg.num_speculative_tokens = sc.spec;
     cfg.max_num_seqs = sc.max_num_seqs;
+    cfg.mtp_spare_slots = sc.mtp_spare_slots;
     cfg.num_state_snapshots = 8;
     cfg.cache_memory_mb = 16;
     if (sc.num_kv_blocks) cfg.max_model_len = sc.num_kv_blocks * cfg.kv_block_size;
@@ -122,7 +124,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Scenario{"chunk16_prefix", 16, true, 0, 0, 64}, Scenario{"prefix", 2048, true, 0, 0, 64},
                       Scenario{"preempt", 64, false, 24, 0, 8}, Scenario{"preempt_prefix", 64, true, 24, 0, 8},
                       Scenario{"mtp1", 2048, false, 0, 1, 64}, Scenario{"mtp2_prefix", 33, true, 0, 2, 64},
-                      Scenario{"mtp3_preempt", 64, true, 28, 3, 8}, Scenario{"one_seq", 9, true, 0, 2, 1}),
+                      Scenario{"mtp3_preempt", 64, true, 28, 3, 8}, Scenario{"one_seq", 9, true, 0, 2, 1},
+                      Scenario{"mtp1_spare", 2048, false, 0, 1, 64, 64},
+                      Scenario{"mtp3_preempt_spare3", 64, true, 28, 3, 8, 3}),
     [](const ::testing::TestParamInfo<Scenario>& info) { return info.param.name; });
 
 TEST(EngineInvariants, BatchedWithUpTo64Others) {

@@ -47,7 +47,7 @@ struct MemoryRig {
     std::vector<std::unique_ptr<RequestState>> requests;  // own the sequences
 
     MemoryRig(int64_t num_blocks, int64_t block_size, int64_t running, int64_t snapshots, bool mtp,
-              bool prefix_caching, PageHashFn hash_fn = xxh3_page_hash) {
+              bool prefix_caching, PageHashFn hash_fn = xxh3_page_hash, int64_t spares = 0) {
         config.kv_block_size = block_size;
         config.max_num_seqs = running;
         config.enable_prefix_caching = prefix_caching;
@@ -55,6 +55,7 @@ struct MemoryRig {
         plan.num_kv_blocks = num_blocks;
         plan.num_running_slots = running;
         plan.num_snapshot_slots = snapshots;
+        plan.num_spare_slots = spares;
         CacheGeometry g;  // only the ids matter: no storage, so the layer shapes stay zero
         g.block_size = block_size;
         g.num_blocks = num_blocks;

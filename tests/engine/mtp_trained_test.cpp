@@ -130,3 +130,43 @@ TEST(MtpTrained, DisableByBatchSize) {
         EXPECT_EQ(by_limit[4].got[r.id][0].tokens, by_limit[-1].got[r.id][0].tokens) << r.id;
     }
 }
+
+// Spare-slot mode (--mtp-spare-slots): a verified sequence that accepts every draft takes the
+// slot its verify wrote the state after every draft into, instead of replaying the drafts (GDN
+// commit). Greedy output with MTP k = 1..3 equals MTP off, with a spare for every sequence (8)
+// and with fewer spares than sequences (2: the others commit as before, in the same steps); the
+// swaps happen (the trained head's drafts are accepted), and every slot is given back.
+TEST(MtpTrained, SpareSlotModeGreedyEqualsNoMtp) {
+    auto w = load_model_dir(kModelDir);
+    ASSERT_TRUE(w.is_ok()) << w.status().message();
+    const std::vector<GenerationRequest> reqs = held_out_prompts({5, 12, 23, 40, 61, 80}, 32);
+    auto run = [&](int64_t k, int64_t spares, Collector& col, EngineStats& stats) {
+        CpuOps ops;
+        EngineConfig cfg;
+        cfg.num_speculative_tokens = k;
+        cfg.mtp_spare_slots = spares;
+        cfg.max_num_seqs = 8;
+        cfg.cache_memory_mb = 64;
+        auto engine = Engine::create(*w, ops, cfg, nullptr);
+        ASSERT_TRUE(engine.is_ok()) << engine.status().message();
+        for (const auto& r : reqs) ASSERT_TRUE((*engine)->submit(r, col.sink_for(r.id)).is_ok());
+        (*engine)->run_until_idle();
+        stats = (*engine)->stats();
+        EXPECT_EQ((*engine)->num_slots_in_use(), 0) << "k=" << k << " spares=" << spares;
+    };
+    Collector off;
+    EngineStats off_stats;
+    run(0, 0, off, off_stats);
+    for (int64_t k = 1; k <= 3; ++k)
+        for (int64_t spares : {8, 2}) {
+            Collector col;
+            EngineStats st;
+            run(k, spares, col, st);
+            for (const auto& r : reqs)
+                EXPECT_EQ(col.got[r.id][0].tokens, off.got[r.id][0].tokens) << r.id << " k=" << k << " spares=" << spares;
+            std::printf("MTP k=%lld spares %lld: %lld spare-slot swaps, %lld/%lld drafts accepted\n", (long long)k,
+                        (long long)spares, (long long)st.mtp_spare_slot_swaps, (long long)st.mtp_accepted_tokens,
+                        (long long)st.mtp_draft_tokens);
+            EXPECT_GT(st.mtp_spare_slot_swaps, 0) << "k=" << k << " spares=" << spares;
+        }
+}

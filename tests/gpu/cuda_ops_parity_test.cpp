@@ -726,6 +726,94 @@ TEST_P(CudaOpsParity, GatedDeltaNetDeferredVerifyAndCommit) {
     }
 }
 
+// Spare-slot mode (SeqSpan::spare_slot): the verify also writes the state and conv window after
+// its last row into the spare slot, as the CPU does (the slot itself keeps row 0's), for fp32
+// state (gdn_serial.cu) and bf16 state (the streaming kernel, gdn_decode.cu); spans of 1..4 rows,
+// some without a spare (-1). Every slot is compared, the spares included; between steps a full
+// acceptance swaps the sequence's slot with its spare, as the engine does.
+TEST_P(CudaOpsParity, GatedDeltaNetVerifyWritesSpareSlot) {
+    const DecoderLayerWeights& l = layer(LayerType::kLinearAttention);
+    const ModelConfig& c = config_;
+    const GdnDims d{c.linear_num_key_heads, c.linear_num_value_heads, c.linear_key_head_dim, c.linear_value_head_dim,
+                    c.linear_conv_kernel_dim, c.rms_norm_eps};
+    for (bool ssm_bf16 : {false, true}) {
+        cuda::CudaOptions o;
+        o.poison = true;
+        o.ssm_bf16 = ssm_bf16;
+        cuda::CudaOps gpu(o);
+        gpu.prepare_weights(weight_set(*weights_));
+        const CacheGeometry g = CacheGeometry::for_model(c, 4, 16, 8, false, KvCacheDtype::kBF16);  // 4 + 4 spares
+        ModelCache cpu_cache(g);
+        auto gpu_cache = gpu.make_cache(g);
+        CpuOps cpu;
+        const std::string kind = ssm_bf16 ? "bf16 state" : "fp32 state";
+        const double bound = ssm_bf16 ? 1e-2 : kFp32Bound;
+        auto compare_states = [&](const std::string& what) {
+            auto* st = gpu.storage(gpu_cache.get());
+            const size_t nc = size_t(g.num_state_slots * g.conv_window * g.conv_dim);
+            const size_t ns = size_t(g.num_state_slots * g.num_value_heads * g.key_head_dim * g.value_head_dim);
+            EXPECT_LT(normalised_error(gpu_test::read_device(st->conv(0), nc, 4),
+                                       std::vector<float>(cpu_cache.conv(0), cpu_cache.conv(0) + nc)),
+                      1e-6)
+                << "conv state " << what;
+            EXPECT_LT(normalised_error(gpu_test::read_device(st->ssm(0), ns, ssm_bf16 ? 2 : 4),
+                                       std::vector<float>(cpu_cache.ssm(0), cpu_cache.ssm(0) + ns)),
+                      bound)
+                << "recurrent state " << what;
+        };
+        auto run = [&](const ForwardBatch& b, const std::string& what) {
+            const int64_t T = b.num_tokens();
+            const auto pos = b.positions();
+            const auto qkv = gpu_test::random_floats(size_t(T * d.conv_dim()), rng_);
+            const auto z = gpu_test::random_floats(size_t(T * d.value_dim()), rng_);
+            const auto bb = gpu_test::random_floats(size_t(T * d.num_value_heads), rng_);
+            const auto a = gpu_test::random_floats(size_t(T * d.num_value_heads), rng_);
+            std::vector<float> ref(size_t(T * d.value_dim()));
+            cpu.gated_delta_net(qkv.data(), z.data(), bb.data(), a.data(), l.gdn, d, b, cpu_cache, 0, ref.data());
+            gpu.begin_forward(b, pos.data());
+            float* out = gpu.alloc(int64_t(ref.size()));
+            gpu.gated_delta_net(gpu_test::to_device(gpu, qkv), gpu_test::to_device(gpu, z),
+                                gpu_test::to_device(gpu, bb), gpu_test::to_device(gpu, a), l.gdn, d, b, *gpu_cache, 0, out);
+            EXPECT_LT(normalised_error(gpu_test::to_host(gpu, out, ref.size()), ref), bound) << "out " << what;
+            compare_states(what);
+            gpu.free_all();
+        };
+        std::vector<OwnedBatch> batches;
+        batches.push_back(make_batch({{{0, 9, 2}, {0, 2, 0}, {0, 13, 3}, {0, 5, 1}}}, 16, 1, rng_, int(c.vocab_size)));
+        run(batches.back().batch, kind + " prefill");
+        std::vector<int32_t> length = {2, 5, 9, 13};  // by sequence
+        std::vector<int32_t> slot_of = {0, 1, 2, 3}, spare_of = {4, 5, 6, 7};
+        for (int step = 0; step < 4; ++step) {
+            std::vector<std::array<int, 3>> spans;
+            for (int i = 0; i < 4; ++i) {
+                const int seq = (i + step) % 4;
+                spans.push_back({length[size_t(seq)], 4 - i, slot_of[size_t(seq)]});
+            }
+            batches.push_back(make_batch(spans, 16, 1, rng_, int(c.vocab_size)));
+            ForwardBatch& verify = batches.back().batch;
+            for (int i = 0; i < 4; ++i) {
+                const int seq = (i + step) % 4;
+                SeqSpan& sp = verify.seqs[size_t(i)];
+                sp.defer_state = true;
+                sp.spare_slot = (seq + step) % 4 == 3 ? -1 : spare_of[size_t(seq)];  // one without a spare
+            }
+            run(verify, kind + " step " + std::to_string(step) + " verify");
+            // Every draft accepted where there was a spare: swap (no commit); elsewhere nothing
+            // accepted (no commit either). The next step verifies from the swapped slots.
+            for (int i = 0; i < 4; ++i) {
+                const int seq = (i + step) % 4;
+                const SeqSpan& sp = verify.seqs[size_t(i)];
+                if (sp.spare_slot >= 0) {
+                    std::swap(slot_of[size_t(seq)], spare_of[size_t(seq)]);
+                    length[size_t(seq)] += sp.num_tokens;
+                } else {
+                    length[size_t(seq)] += 1;
+                }
+            }
+        }
+    }
+}
+
 TEST_P(CudaOpsParity, CacheSlotAndPageCopies) {
     const CacheGeometry g = CacheGeometry::for_model(config_, 6, 16, 3, false, KvCacheDtype::kBF16);
     auto cache = gpu_->make_cache(g);

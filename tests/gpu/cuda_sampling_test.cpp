@@ -248,16 +248,20 @@ TEST(CudaSampling, EngineMtpDoesNotChangeGreedyOrSeededOutput) {
         r.params.ignore_eos = true;
         reqs.push_back(r);
     }
-    std::map<int, std::map<std::string, std::vector<int32_t>>> by_k;
-    for (int spec : {0, 1, 2, 3}) {
+    // (k, --mtp-spare-slots): the commit of accepted drafts, and spare-slot mode with a spare for
+    // every sequence (k = 1: no commit at all) and with fewer (k = 2: swaps, commits, and both).
+    const std::vector<std::pair<int, int>> variants = {{0, 0}, {1, 0}, {2, 0}, {3, 0}, {1, 16}, {2, 4}};
+    std::map<std::pair<int, int>, std::map<std::string, std::vector<int32_t>>> by_k;
+    for (const auto& [spec, spares] : variants) {
         EngineConfig cfg;
         cfg.num_speculative_tokens = spec;
+        cfg.mtp_spare_slots = spares;
         cfg.max_num_seqs = 16;
         cfg.cache_memory_mb = 64;
         cfg.kv_cache_dtype = KvCacheDtype::kF32;
         auto engine = Engine::create(*weights, ops, cfg, nullptr);
         ASSERT_TRUE(engine.is_ok()) << engine.status().message();
-        auto& got = by_k[spec];
+        auto& got = by_k[{spec, spares}];
         for (const auto& r : reqs)
             ASSERT_TRUE((*engine)->submit(r, [&got, id = r.id](RequestOutput&& out) {
                 auto& v = got[id + "/" + std::to_string(out.index)];
@@ -268,13 +272,20 @@ TEST(CudaSampling, EngineMtpDoesNotChangeGreedyOrSeededOutput) {
         if (spec > 0) {
             const auto& acc = (*engine)->mtp_accepted_by_position();
             const auto& prop = (*engine)->mtp_proposed_by_position();
-            std::printf("[mtp k=%d] accepted %lld of %lld first drafts\n", spec, (long long)acc[0], (long long)prop[0]);
+            const EngineStats st = (*engine)->stats();
+            std::printf("[mtp k=%d spares %d] accepted %lld of %lld first drafts; %lld spare-slot swaps\n", spec, spares,
+                        (long long)acc[0], (long long)prop[0], (long long)st.mtp_spare_slot_swaps);
+            if (spares > 0) {
+                EXPECT_GT(st.mtp_spare_slot_swaps, 0) << "k=" << spec << " spares=" << spares;
+            }
         }
+        EXPECT_EQ((*engine)->num_slots_in_use(), 0);
     }
-    ASSERT_EQ(by_k[0].size(), 18u);
-    for (int spec : {1, 2, 3})
-        for (const auto& [id, tokens] : by_k[0]) {
+    const auto& off = by_k[{0, 0}];
+    ASSERT_EQ(off.size(), 18u);
+    for (const auto& [spec, spares] : variants)
+        for (const auto& [id, tokens] : off) {
             EXPECT_EQ(tokens.size(), 24u) << id;
-            EXPECT_EQ(by_k[spec][id], tokens) << id << " with MTP k=" << spec;
+            EXPECT_EQ((by_k[{spec, spares}][id]), tokens) << id << " with MTP k=" << spec << " spares=" << spares;
         }
 }

@@ -32,7 +32,7 @@ const std::vector<std::string> kEngineOptions = {
     "max-num-seqs",        "max-num-batched-tokens", "max-prefill-tokens-with-decodes",   "max-model-len",  "kv-block-size",   "max-waiting",
     "num-speculative-tokens", "speculative-disable-by-batch-size", "num-state-snapshots", "grammar-mask-threads", "cache-memory-mb", "num-kv-blocks",  "gpu-memory-utilization",
     "benchmark-mtp-acceptance", "kv-cache-dtype",      "gdn-state-dtype", "no-chunked-prefill", "no-prefix-caching",
-    "no-mtp-overlap"};
+    "no-mtp-overlap", "mtp-spare-slots"};
 const std::vector<std::string> kModelOptions = {"model", "load-format", "dummy-format", "dummy-vision", "seed", "num-layers", "no-mtp",
                                                 "device", "cuda-graph-max-batch"};
 const std::vector<std::string> kServeOptions = {

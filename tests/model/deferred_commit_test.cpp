@@ -5,7 +5,8 @@
 // as an ordinary forward of rows 0..a leaves it. The reference is that ordinary forward on a
 // second cache; the verify's logits of rows 0..a equal the ordinary forward's too. A commit that
 // replayed row 0 again (the contract before), skipped a row or read another span's stash rows
-// changes the state and fails.
+// changes the state and fails. Spare-slot mode (SeqSpan::spare_slot) also writes the state
+// after every row into a second slot.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -176,4 +177,82 @@ TEST(DeferredGdnCommit, NothingAcceptedNeedsNoCommit) {
     model.forward(verify, verified);
     model.commit_deferred_state(ForwardBatch{}, {}, verified);
     EXPECT_LT(gdn_state_diff(verified, reference), 1e-5f);
+}
+
+namespace {
+
+// Largest |a − b| between slot sa of cache a and slot sb of cache b, over every GDN layer's conv
+// window and recurrent state.
+float slot_diff(ModelCache& a, int32_t sa, ModelCache& b, int32_t sb) {
+    const CacheGeometry& g = a.geometry();
+    const int64_t nc = g.conv_window * g.conv_dim, ns = g.num_value_heads * g.key_head_dim * g.value_head_dim;
+    float worst = 0.0f;
+    for (int64_t l = 0; l < g.num_gdn_layers; ++l) {
+        const float* ca = a.conv(l) + sa * nc;
+        const float* cb = b.conv(l) + sb * nc;
+        const float* xa = a.ssm(l) + sa * ns;
+        const float* xb = b.ssm(l) + sb * ns;
+        worst = std::max(worst, test::max_abs_diff(std::vector<float>(ca, ca + nc), std::vector<float>(cb, cb + nc)));
+        worst = std::max(worst, test::max_abs_diff(std::vector<float>(xa, xa + ns), std::vector<float>(xb, xb + ns)));
+    }
+    return worst;
+}
+
+}  // namespace
+
+// Spare-slot mode (SeqSpan::spare_slot): the verify forward leaves each sequence's slot after its
+// first row, as before, and writes the state after its LAST row (every draft accepted) into the
+// spare slot; the spare slot's state equals an ordinary forward over all the rows, the slot's an
+// ordinary forward over the first row. A spare written after the wrong row (the first, or one
+// short of the last), or not at all, fails; so does a slot that the spare-slot write disturbed.
+TEST(DeferredGdnCommit, SpareSlotHoldsTheStateAfterEveryRow) {
+    const ModelConfig c = gdn_heavy_config();
+    const ModelWeights w = make_dummy_weights(c, 23);
+    CpuOps ops;
+    Qwen36Model model(w, ops);
+    const int V = int(c.vocab_size);
+    constexpr int S = 3, kPages = 4, kBlock = 16;
+    // Slots 0..S-1 the sequences', S..2S-1 their spares.
+    const CacheGeometry g = CacheGeometry::for_model(c, S * kPages, kBlock, 2 * S, false, KvCacheDtype::kF32);
+    ModelCache verified(g), first_row(g), all_rows(g);
+    Seqs seqs;
+    seqs.tables.resize(S);
+    for (int p = 0; p < kPages; ++p)
+        for (int s = 0; s < S; ++s) seqs.tables[size_t(s)].push_back(int32_t(p * S + s));
+    std::mt19937 rng(8);
+    ForwardBatch prompt;
+    for (int s = 0; s < S; ++s) {
+        const int32_t n = 5 + 3 * s;
+        prompt.seqs.push_back(seqs.span(size_t(s), int32_t(prompt.token_ids.size()), n, 0));
+        for (int32_t i = 0; i < n; ++i) prompt.token_ids.push_back(int32_t(rng() % uint32_t(V)));
+        seqs.length.push_back(n);
+    }
+    for (ModelCache* m : {&verified, &first_row, &all_rows}) model.forward(prompt, *m);
+
+    ForwardBatch verify, one, all;
+    const int32_t q[S] = {2, 3, 4};  // k = 1, 2, 3
+    for (int s = 0; s < S; ++s) {
+        const int32_t start = seqs.length[size_t(s)];
+        SeqSpan v = seqs.span(size_t(s), int32_t(verify.token_ids.size()), q[s], start);
+        v.defer_state = true;
+        v.spare_slot = S + s;
+        verify.seqs.push_back(v);
+        one.seqs.push_back(seqs.span(size_t(s), int32_t(one.token_ids.size()), 1, start));
+        all.seqs.push_back(seqs.span(size_t(s), int32_t(all.token_ids.size()), q[s], start));
+        for (int32_t r = 0; r < q[s]; ++r) {
+            const auto id = int32_t(rng() % uint32_t(V));
+            verify.token_ids.push_back(id);
+            all.token_ids.push_back(id);
+            if (r == 0) one.token_ids.push_back(id);
+        }
+    }
+    model.forward(one, first_row);
+    model.forward(all, all_rows);
+    model.forward(verify, verified);
+    for (int s = 0; s < S; ++s) {
+        EXPECT_LT(slot_diff(verified, s, first_row, s), 1e-5f) << "sequence " << s << ": its slot after row 0";
+        EXPECT_LT(slot_diff(verified, S + s, all_rows, s), 1e-5f) << "sequence " << s << ": the spare after every row";
+        // The rows differ, so the two states must too (the check above can fail).
+        EXPECT_GT(slot_diff(verified, S + s, first_row, s), 1e-4f) << "sequence " << s;
+    }
 }

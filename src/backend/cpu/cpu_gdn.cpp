@@ -7,10 +7,12 @@
 //   y = w · rmsnorm(o) · silu(z)   per value head
 // Value head h reads key head h / (Nv / Nk).
 #include <cmath>
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
 #include "backend/cpu/cpu_ops.h"
+#include "backend/gdn_stash_rule.h"
 #include "core/check.h"
 
 namespace qs {
@@ -115,6 +117,7 @@ void CpuOps::gated_delta_net(const float* qkv, const float* z, const float* b, c
     check_gdn_geometry(g, d);
     GdnStash& stash = gdn_stash_[gdn_layer];
     stash = GdnStash();
+    const bool keep_stash = deferred_spans_need_stash(batch);  // no commit can follow otherwise
     for (const SeqSpan& s : batch.seqs) {
         QS_CHECK(s.state_slot >= 0 && s.state_slot < g.num_state_slots);
         float* window = cache.conv(gdn_layer) + int64_t(s.state_slot) * W * C;
@@ -132,6 +135,13 @@ void CpuOps::gated_delta_net(const float* qkv, const float* z, const float* b, c
         if (n > 1)
             gdn_span(qkv + r1 * C, z + r1 * Vdim, b + r1 * Nv, a + r1 * Nv, n - 1, w, d, win.data(), st.data(),
                      out + r1 * Vdim);
+        if (s.spare_slot >= 0) {  // spare-slot mode: the state after every row, for a full acceptance
+            QS_CHECK_MSG(s.spare_slot < g.num_state_slots && s.spare_slot != s.state_slot,
+                         "gated_delta_net: a deferred span's spare slot must be another valid slot");
+            std::copy(win.begin(), win.end(), cache.conv(gdn_layer) + int64_t(s.spare_slot) * W * C);
+            std::copy(st.begin(), st.end(), cache.ssm(gdn_layer) + int64_t(s.spare_slot) * state_n);
+        }
+        if (!keep_stash) continue;
         stash.first_row[s.row_begin] = int64_t(stash.b.size()) / Nv;
         stash.qkv.insert(stash.qkv.end(), qkv + r0 * C, qkv + (r0 + n) * C);
         stash.b.insert(stash.b.end(), b + r0 * Nv, b + (r0 + n) * Nv);

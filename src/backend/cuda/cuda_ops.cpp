@@ -11,6 +11,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/gdn_kernels.h"
 #include "backend/cuda/moe_kernels.h"
+#include "backend/gdn_stash_rule.h"
 #include "backend/cuda/moe_reference_kernels.h"
 #include <fmt/format.h>
 
@@ -223,6 +224,14 @@ void CudaOps::plan_stash(const ForwardBatch& batch, int64_t rows, const GraphSha
     std::vector<int32_t>& list = stash_rows_scratch_;
     list.clear();
     std::map<int32_t, int64_t> first;
+    bool defers = false;
+    for (const SeqSpan& s : batch.seqs) defers = defers || s.defer_state;
+    if (defers && !deferred_spans_need_stash(batch)) {
+        // Spare slots and k = 1 only: no commit can follow (gdn_stash_rule.h), so nothing is
+        // copied; the previous plan is dropped so that a commit after this forward fails.
+        stash_ = StashPlan();
+        return;
+    }
     for (const SeqSpan& s : batch.seqs) {
         if (!s.defer_state) continue;
         QS_CHECK_MSG(s.num_tokens < GatedDeltaNetParams{}.chunk_min_tokens,
@@ -289,7 +298,8 @@ int64_t CudaOps::begin_forward(const ForwardBatch& batch, const int32_t* positio
         const SeqSpan& s = batch.seqs[size_t(i)];
         for (int32_t r = 0; r < s.num_tokens; ++r) row_seq[s.row_begin + r] = int32_t(i);
         seqs[i] = DeviceSeq{s.row_begin, s.num_tokens, s.start_pos, s.state_slot, page_offset,
-                            int32_t(s.block_table.size()), s.defer_state ? 1 : 0};
+                            int32_t(s.block_table.size()), s.defer_state ? 1 : 0,
+                            s.defer_state ? s.spare_slot : -1};
         std::memcpy(pages + page_offset, s.block_table.data(), s.block_table.size() * 4);
         page_offset += int32_t(s.block_table.size());
         max_seq_tokens = std::max(max_seq_tokens, s.num_tokens);
@@ -305,7 +315,7 @@ int64_t CudaOps::begin_forward(const ForwardBatch& batch, const int32_t* positio
             std::fill(pos + T, pos + rows, 0);
             std::fill(row_seq + T, row_seq + rows, -1);
             for (int64_t i = S; i < num_seqs; ++i)
-                seqs[i] = DeviceSeq{0, 0, 0, replay_storage->pad_slot(), page_offset, 1, 0};
+                seqs[i] = DeviceSeq{0, 0, 0, replay_storage->pad_slot(), page_offset, 1, 0, -1};
         }
         for (int64_t i = replay.short_spans ? num_seqs : S; i < num_seqs; ++i) {
             const int32_t r0 = int32_t(i) * shape.stride;
@@ -314,7 +324,7 @@ int64_t CudaOps::begin_forward(const ForwardBatch& batch, const int32_t* positio
                 pos[r0 + r] = r;
                 row_seq[r0 + r] = int32_t(i);
             }
-            seqs[i] = DeviceSeq{r0, shape.stride, 0, replay_storage->pad_slot(), page_offset, 1, 0};
+            seqs[i] = DeviceSeq{r0, shape.stride, 0, replay_storage->pad_slot(), page_offset, 1, 0, -1};
         }
     }
     // Rotary positions: the 1-D positions in all three streams (padding rows included), the
@@ -343,8 +353,8 @@ int64_t CudaOps::begin_forward(const ForwardBatch& batch, const int32_t* positio
     replay_pending_ = shape.seqs > 0 && !options_.pad_without_graphs;
     if (replay_pending_) {
         const DeviceArena::Mark m = arena_.mark();
-        graph_key_ = ForwardGraphs::Key{rows, shape.stride, replay.short_spans, replay.variant, replay_storage->id(),
-                                        m.chunk, m.used};
+        graph_key_ = ForwardGraphs::Key{rows, shape.stride, replay.short_spans, stash_.this_forward, replay.variant,
+                                        replay_storage->id(), m.chunk, m.used};
     }
     return rows;
 }

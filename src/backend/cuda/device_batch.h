@@ -18,6 +18,8 @@ struct DeviceSeq {
     int32_t num_blocks;         // page ids available (cover positions [0, start_pos + num_tokens))
     int32_t defer_state;        // 1: GDN writes the slot's state and conv window after the first row
                                 // only (SeqSpan::defer_state, MTP verification; token-serial kernels only)
+    int32_t spare_slot;         // with defer_state: also write the state after the last row into this
+                                // slot (SeqSpan::spare_slot); -1: none
 };
 
 struct DeviceBatch {

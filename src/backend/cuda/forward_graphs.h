@@ -41,10 +41,11 @@ public:
         int64_t rows;        // padded batch rows
         int32_t seq_rows;    // the stride: rows per sequence
         bool short_spans;    // Replay::short_spans
+        bool stash;          // the forward stashes GDN inputs (a verify step without spare slots for all)
         uint64_t variant;    // Replay::variant
         uint64_t cache_id;   // CudaCacheStorage::id()
         size_t arena_chunk, arena_used;
-        auto tie() const { return std::tie(rows, seq_rows, short_spans, variant, cache_id, arena_chunk, arena_used); }
+        auto tie() const { return std::tie(rows, seq_rows, short_spans, stash, variant, cache_id, arena_chunk, arena_used); }
         bool operator<(const Key& o) const { return tie() < o.tie(); }
     };
     // Replays the graph for `key`, or captures `layers` into one (which must only enqueue work

@@ -12,7 +12,8 @@
 //     rows]). Only this thread reads or writes that window slice, so there is no race between
 //     reading the old and writing the new window. A deferred span (MTP verification) writes the
 //     window after its first row instead (rows t >= 1 are committed by gdn_commit); row 0 is
-//     always in the sequence part (n_here >= 1).
+//     always in the sequence part (n_here >= 1). With a spare slot (SeqSpan::spare_slot) it also
+//     writes the window after the last row into the spare slot's window.
 #include "backend/cuda/gdn_common.cuh"
 
 namespace qs::cuda {
@@ -114,7 +115,10 @@ __global__ void __launch_bounds__(kConvThreads) gdn_conv_kernel(ConvArgs p) {
 #pragma unroll
         for (int j = 0; j < W; ++j) hist[j] = ld4(in + int64_t(n - W + j) * C);
     }
-    if (sq.defer_state) return;  // MTP verification: rows 1.. are gdn_commit's (accepted drafts)
+    if (sq.defer_state) {  // MTP verification: rows 1.. are gdn_commit's (accepted drafts) ...
+        if (sq.spare_slot < 0) return;
+        win = p.window + int64_t(sq.spare_slot) * W * C + c;  // ... or, all accepted, the spare slot's
+    }
 #pragma unroll
     for (int j = 0; j < W; ++j) st4(win + int64_t(j) * C, hist[j]);
 }

@@ -23,7 +23,8 @@
 //   first row group (it holds all Dv columns); finally the state is stored from registers (16-byte
 //   streaming stores for bf16 when Dv % 8 == 0). Sequences that are not served (0 tokens, or
 //   chunk_min_tokens or more: the chunked kernel's) copy nothing. defer_state (MTP verification):
-//   the state after the first token (always kept) is stored, the later tokens' is not. Item descriptors are read one item ahead of their copy, so the copy issue
+//   the state after the first token (always kept) is stored, the later tokens' is not (or, with
+//   a spare slot, the state after the last token goes into the spare slot). Item descriptors are read one item ahead of their copy, so the copy issue
 //   never waits for the descriptor.
 //
 // The v3 kernel that split a head over 32-column blocks (measured slower than gdn_serial.cu on the
@@ -119,7 +120,7 @@ __device__ __forceinline__ void store8(void* base, int64_t idx, int nvc, bool ve
 
 // What a block needs of an item's sequence; n = 0: not served here (no tokens, chunked, past the end).
 struct ItemDesc {
-    int row_begin, n, slot, defer;
+    int row_begin, n, slot, defer, spare;  // spare: the deferred span's spare slot, -1 none
 };
 
 template <int D, bool BF16>
@@ -131,7 +132,7 @@ __global__ void __launch_bounds__(StreamTile<D, BF16>::NT, 2) gdn_stream_kernel(
     __shared__ __align__(16) float s_in[2][4 * D];        // token inputs q | k | v | z (double buffer)
     __shared__ __align__(16) float s_red[NWARP][2 * D];   // per warp: Sᵀk | Sᵀq partials
     __shared__ __align__(16) float s_m[2 * D];            // Sᵀk | Sᵀq
-    __shared__ int s_hdr[NS][4];                          // per stage: row_begin, n, slot, defer
+    __shared__ int s_hdr[NS][5];                          // per stage: row_begin, n, slot, defer, spare
     uint8_t* const stages = ptx::dynamic_smem();
 
     const int tid = threadIdx.x, tx = tid % TX, wy = tid / TX, lane = tid & 31, warp = tid >> 5;
@@ -144,7 +145,7 @@ __global__ void __launch_bounds__(StreamTile<D, BF16>::NT, 2) gdn_stream_kernel(
     const int stride = int(gridDim.x);
 
     auto load_desc = [&](int item) {
-        ItemDesc d{0, 0, 0, 0};
+        ItemDesc d{0, 0, 0, 0, -1};
         if (item < total) {
             const DeviceSeq* sq = p.seqs + item / Nv;
             const int n = sq->num_tokens;
@@ -153,6 +154,7 @@ __global__ void __launch_bounds__(StreamTile<D, BF16>::NT, 2) gdn_stream_kernel(
                 d.n = n;
                 d.slot = sq->state_slot;
                 d.defer = sq->defer_state;
+                d.spare = sq->spare_slot;
             }
         }
         return d;
@@ -165,6 +167,7 @@ __global__ void __launch_bounds__(StreamTile<D, BF16>::NT, 2) gdn_stream_kernel(
             s_hdr[st][1] = d.n;
             s_hdr[st][2] = d.slot;
             s_hdr[st][3] = d.defer;
+            s_hdr[st][4] = d.spare;
         }
         if (d.n > 0) {
             const int h = item % Nv, kh = h / ratio;
@@ -212,6 +215,7 @@ __global__ void __launch_bounds__(StreamTile<D, BF16>::NT, 2) gdn_stream_kernel(
         ptx::cp_async_wait<NS - 1>();  // this thread's copies of item j (group j) have landed
         __syncthreads();               // (B0) everyone's
         const int row_begin = s_hdr[st][0], n = s_hdr[st][1], slot = s_hdr[st][2], defer = s_hdr[st][3];
+        const int spare = s_hdr[st][4];
         float S[RK][8];
         float bcur = 0.f, acur = 0.f;
         if (n > 0) {
@@ -369,8 +373,10 @@ __global__ void __launch_bounds__(StreamTile<D, BF16>::NT, 2) gdn_stream_kernel(
             }
         }
 
-        if (defer) continue;  // MTP verification: rows 1.. are gdn_commit's (accepted drafts)
-        const int64_t sbase = (int64_t(slot) * Nv + h) * dk * dv;
+        // MTP verification: rows 1.. are gdn_commit's (accepted drafts), or, with a spare slot, the
+        // state after the last row goes there (taken on a full acceptance).
+        if (defer && spare < 0) continue;
+        const int64_t sbase = (int64_t(defer ? spare : slot) * Nv + h) * dk * dv;
 #pragma unroll
         for (int i = 0; i < RK; ++i) {
             const int row = wy + NW * i;

@@ -181,11 +181,14 @@ __global__ void __launch_bounds__(kSerialThreads, 2) gdn_serial_kernel(RecArgs p
         }
     }
 
-    if (sq.defer_state) return;  // MTP verification: rows 1.. are gdn_commit's (accepted drafts)
+    // MTP verification: rows 1.. are gdn_commit's (accepted drafts), or, with a spare slot, the
+    // state after the last row goes there (taken on a full acceptance); the slot keeps row 0's.
+    if (sq.defer_state && sq.spare_slot < 0) return;
+    const int64_t obase = sq.defer_state ? (int64_t(sq.spare_slot) * Nv + h) * dk * dv : sbase;
 #pragma unroll
     for (int i = 0; i < RK; ++i) {
         const int row = wy + NW * i;
-        if (row < dk && col_ok) StateIO<BF16>::store(p.state, sbase + int64_t(row) * dv + col, S[i]);
+        if (row < dk && col_ok) StateIO<BF16>::store(p.state, obase + int64_t(row) * dv + col, S[i]);
     }
 }
 
