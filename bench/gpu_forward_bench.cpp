@@ -27,6 +27,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <initializer_list>
 #include <map>
 #include <random>
 
@@ -167,36 +168,22 @@ int run(const Args& args) {
     co.graph_max_batch = std::stoll(args.get_or("cuda-graph-max-batch", "512"));
     co.profile_ops = mode == "profile";
     co.step_timeline = mode == "mtp";
-    const std::string moe_small = args.get_or("moe-small-version", "-1");
-    if (moe_small != "-1" && moe_small != "1" && moe_small != "2") {
-        std::fprintf(stderr, "--moe-small-version must be -1, 1 or 2, got '%s'\n", moe_small.c_str());
+    // The kernel-version options: each defaults to CudaOptions' own default.
+    auto pick = [&](const char* name, std::initializer_list<int> allowed, int* field) {
+        const std::string v = args.get_or(name, std::to_string(*field));
+        for (int a : allowed)
+            if (v == std::to_string(a)) return *field = a, true;
+        std::string list;
+        for (int a : allowed) list += (list.empty() ? "" : ", ") + std::to_string(a);
+        std::fprintf(stderr, "--%s must be one of %s, got '%s'\n", name, list.c_str(), v.c_str());
+        return false;
+    };
+    if (!pick("moe-small-version", {-1, 1, 2}, &co.moe_small_version) ||
+        !pick("moe-decode-version", {1, 2}, &co.moe_decode_version) ||
+        !pick("moe-prefill-version", {1, 2}, &co.moe_prefill_version) ||
+        !pick("gdn-prefill-version", {1, 2}, &co.gdn_prefill_version) ||
+        !pick("moe-int4-grouped", {0, 1}, &co.moe_int4_grouped))
         return 2;
-    }
-    co.moe_small_version = std::stoi(moe_small);
-    const std::string moe_decode = args.get_or("moe-decode-version", "1");
-    if (moe_decode != "1" && moe_decode != "2") {
-        std::fprintf(stderr, "--moe-decode-version must be 1 or 2, got '%s'\n", moe_decode.c_str());
-        return 2;
-    }
-    co.moe_decode_version = std::stoi(moe_decode);
-    const std::string moe_prefill = args.get_or("moe-prefill-version", "1");
-    if (moe_prefill != "1" && moe_prefill != "2") {
-        std::fprintf(stderr, "--moe-prefill-version must be 1 or 2, got '%s'\n", moe_prefill.c_str());
-        return 2;
-    }
-    co.moe_prefill_version = std::stoi(moe_prefill);
-    const std::string gdn_prefill = args.get_or("gdn-prefill-version", "1");
-    if (gdn_prefill != "1" && gdn_prefill != "2") {
-        std::fprintf(stderr, "--gdn-prefill-version must be 1 or 2, got '%s'\n", gdn_prefill.c_str());
-        return 2;
-    }
-    co.gdn_prefill_version = std::stoi(gdn_prefill);
-    const std::string moe_int4 = args.get_or("moe-int4-grouped", "0");
-    if (moe_int4 != "0" && moe_int4 != "1") {
-        std::fprintf(stderr, "--moe-int4-grouped must be 0 or 1, got '%s'\n", moe_int4.c_str());
-        return 2;
-    }
-    co.moe_int4_grouped = std::stoi(moe_int4);
     cuda::CudaOps ops(co);
     Timer t_up;
     ops.prepare_weights(weight_set(*w));

@@ -41,6 +41,7 @@ protected:
         weights_ = std::make_unique<ModelWeights>(make_dummy_weights(config_, 91, false, WeightFormat::kIntGroup));
         cuda::CudaOptions o;
         o.poison = true;
+        o.moe_int4_grouped = 0;  // the BF16 copies above the small-T path: MoeInt4GroupedGemm's baseline
         gpu_ = std::make_unique<cuda::CudaOps>(o);
         gpu_->prepare_weights(weight_set(*weights_));
     }

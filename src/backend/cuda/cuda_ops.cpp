@@ -530,10 +530,9 @@ void CudaOps::gated_delta_net(const float* qkv, const float* z, const float* b, 
     p.K = int(d.conv_kernel);
     p.eps = float(d.eps);
     p.batch = batch_;
-    p.prefill_version = options_.gdn_prefill_version;
-    if (p.prefill_version == 2)
-        QS_CHECK_MSG(p.Dk % 8 == 0 && p.Dv % 8 == 0,
-                     "CudaOptions::gdn_prefill_version 2 needs GDN key and value head dims that are multiples of 8");
+    // Version 2's bf16 fragments need head dims that are multiples of 8 (the released model's are
+    // 128); other shapes (test models) keep version 1.
+    p.prefill_version = (p.Dk % 8 == 0 && p.Dv % 8 == 0) ? options_.gdn_prefill_version : 1;
     // Version 2's larger workspace (bf16 operands and chunk-start states, ~1 MB per sequence of the
     // batch at the real shape) only when a sequence takes the chunked path; decode batches keep v1's.
     const bool chunked = batch_.max_seq_tokens >= p.chunk_min_tokens;

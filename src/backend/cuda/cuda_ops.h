@@ -65,20 +65,22 @@ struct CudaOptions {
     // swapped-operand decode GEMMs of moe_decode_gemm.cu. Default flips after the H200 lab run.
     int moe_decode_version = 1;
     // MoeParams::prefill_version for MoE calls on the CUTLASS prefill path (>= 32 routed rows per
-    // expert; bench/kernels/NOTES.md "Prefill v2"): 1 (default) the one-block sort and the first
-    // gather / SiLU / combine kernels, 2 the multi-block sort and the batched-load stages (y
-    // bitwise equal). Default flips after the H200 lab run.
-    int moe_prefill_version = 1;
+    // expert; bench/kernels/NOTES.md "Prefill v2"): 1 the one-block sort and the first gather /
+    // SiLU / combine kernels, 2 (default; H200 2026-12-02: FP8 at 16,384 tokens 2,041 -> 1,752 µs)
+    // the multi-block sort and the batched-load stages (y bitwise equal).
+    int moe_prefill_version = 2;
     // GatedDeltaNetParams::prefill_version for every GDN call (gdn_kernels.h; bench/kernels/NOTES.md
-    // "v5"): 1 (default) the 3xTF32 chunked paths; 2 the bf16 tensor-core chunk phases
-    // (gdn_tc_*.cu: bf16 operands, fp32 accumulation and state, ~1e-3 normalised error). Needs the
-    // model's key and value head dims to be multiples of 8. Default flips after the H200 lab run.
-    int gdn_prefill_version = 1;
+    // "v5"): 1 the 3xTF32 chunked paths (~1e-6 normalised error); 2 (default; H200 2026-12-02:
+    // 16 x 1,024 tokens 3,536 -> 2,375 µs, 1 x 16,384 12,957 -> 2,541 µs) the bf16 tensor-core chunk
+    // phases (gdn_tc_*.cu: bf16 operands, fp32 accumulation and state, 3.5e-3 normalised error, as
+    // flash-linear-attention's bf16 kernels). Head dims that are not multiples of 8 take version 1.
+    int gdn_prefill_version = 2;
     // MoeParams::int4_grouped for MoE calls on INT4 W4A16 experts above the small-T path (9 <= T
     // <= 1,024; bench/kernels/NOTES.md "INT4 MoE grouped GEMM"): 0 (default) the BF16 copies of the
-    // experts, 1 the tensor-core INT4 grouped GEMMs of moe_decode_gemm_int4.cu (4-bit weights
-    // read). Default flips after the H200 lab run.
-    int moe_int4_grouped = 0;
+    // experts, 1 (default; H200 2026-12-02, one MoE call at T = 512: 367 µs against 469 on the
+    // BF16 copies and 384 for FP8 experts) the tensor-core INT4 grouped GEMMs of
+    // moe_decode_gemm_int4.cu (4-bit weights read).
+    int moe_int4_grouped = 1;
 };
 
 class CudaOps final : public Ops {
