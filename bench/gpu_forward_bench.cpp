@@ -171,8 +171,11 @@ int run(const Args& args) {
     // The kernel-version options: each defaults to CudaOptions' own default.
     auto pick = [&](const char* name, std::initializer_list<int> allowed, int* field) {
         const std::string v = args.get_or(name, std::to_string(*field));
-        for (int a : allowed)
-            if (v == std::to_string(a)) return *field = a, true;
+        for (int a : allowed) {
+            if (v != std::to_string(a)) continue;
+            *field = a;
+            return true;
+        }
         std::string list;
         for (int a : allowed) list += (list.empty() ? "" : ", ") + std::to_string(a);
         std::fprintf(stderr, "--%s must be one of %s, got '%s'\n", name, list.c_str(), v.c_str());
