@@ -68,6 +68,8 @@ const Shape kOdd32{"odd32", 2, 2, 32, 32, 4, 1e-6f};
 const Shape kOddMix{"odd48x80", 1, 3, 48, 80, 4, 1e-6f};
 // Dv % 8 == 4 (half column groups and 8-byte bf16 accesses in the streaming kernel), conv K = 3.
 const Shape kOdd36{"odd40x36", 1, 2, 40, 36, 3, 1e-6f};
+// The tiny test model's GDN (tiny_model_config: CudaOpsParity.GatedDeltaNetWithStateSlots/tiny).
+const Shape kTest16{"test16", 2, 4, 16, 16, 4, 1e-6f};
 
 uint16_t f2bf(float f) {
     uint32_t u;
@@ -908,7 +910,7 @@ int main(int argc, char** argv) {
 
     if (cpar) return run_cpar(rng);
     if (tc) return run_tc(rng);
-    if (quick_tc) {  // prefill version 2 alone, small shapes (for the emulation)
+    if (quick_tc) {  // prefill versions 2 and 3 alone, small shapes (for the emulation)
         for (const Shape* sh : {&kTiny, &kOddMix}) {
             const Problem P = make_problem(*sh, {1, 5, 130, 2, 64, 1}, {5, 0, 3, 7, 1, 6}, 9, rng, false);
             const Ref R = make_ref(P, false);
@@ -917,6 +919,11 @@ int main(int argc, char** argv) {
         const Problem P = make_problem(kOdd32, {3, 70, 1, 2}, {4, 1, 0, 2}, 5, rng, true);
         const Ref R = make_ref(P, true);
         for (const Path& path : {kTcAll16, kTc3All16}) check_case("mixed", P, R, true, path, kStateBf16Tol);
+        // The GPU test's tiny shape and its third batch's lengths (a 900-token prompt among a decode
+        // row and chunk boundaries +-1), fp32 state: that test's bound is 1e-4 (v2 failed it).
+        const Problem Q = make_problem(kTest16, {1, 900, 65, 63}, {2, 0, 3, 1}, 4, rng, false);
+        const Ref RQ = make_ref(Q, false);
+        for (const Path& path : {kTc, kTc3}) check_case("test-tiny", Q, RQ, false, path);
         std::printf("\n%s: %d failure(s) (quick-tc)\n", g_failures ? "FAIL" : "PASS", g_failures);
         return g_failures ? 1 : 0;
     }
