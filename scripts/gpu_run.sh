@@ -32,7 +32,7 @@
 #           then the 4 GPU tests v2 failed, their bounds unchanged, with QS_TEST_GDN_PREFILL_VERSION=
 #           GDN_ACC_VERSION (default 3; gpu_test_util.h): CudaModel.TransformersFixtures,
 #           CudaModel.EngineOnGpuEqualsSingleSequenceMmaSyncMoe, CudaOpsParity.GatedDeltaNetWithStateSlots
-#           (tiny, real); bundle: gdn_lab qs_gpu_tests. ~3 minutes
+#           (tiny, real); bundle: gdn_lab qs_gpu_tests. ~3 minutes (not timed yet)
 #   sampling the sampling lab and the GPU sampling tests only
 #   grammar_masks  grammar_mask_bench (needs it in the bundle: build_gpu_bundle.sh ... grammar_mask_bench)
 #           on the host's 16 cores, the Qwen3.6 vocabulary: the built-in JSON schema, regex "[a-z ]+",

@@ -8,6 +8,8 @@ Error = normalised ‖x − ref‖ / ‖ref‖ of the outputs and of the final s
 (tests/gpu/cuda_ops_parity_test.cpp) and gdn_lab measure it.
 
   python3 bench/kernels/gdn_tc_rounding.py [--tokens 900] [--heads 4] [--dk 128] [--seed 1]
+      [--mode all=x2,S=bf ...]   (needs numpy; ~10 s for the default table; results in
+                                  bench/kernels/NOTES.md "v5 accuracy")
 
 Rounding points (names as in the table; "x2" = kept as a bf16 hi + lo pair, i.e. ~16 bits):
   qk   q̂, k̂ in the workspace (operands of L, P, q̂S, k̂ᵀV')     kw   k̂βe^γ (operand of W = T·kw)
