@@ -19,8 +19,8 @@
 //          GEMMs at 9+ rows below the prefill path; 2 = moe_decode_gemm.cu, bench/kernels/NOTES.md)
 //          [--moe-prefill-version 1|2]  (CudaOptions::moe_prefill_version: the MoE prefill path's
 //          sort / gather / SiLU / combine stages; 2 = bench/kernels/NOTES.md "Prefill v2")
-//          [--gdn-prefill-version 1|2]  (CudaOptions::gdn_prefill_version: the GDN chunked prefill;
-//          2 = bf16 tensor cores, gdn_tc_*.cu, bench/kernels/NOTES.md "v5")
+//          [--gdn-prefill-version 1|2|3]  (CudaOptions::gdn_prefill_version: the GDN chunked prefill;
+//          2 = bf16 tensor cores, gdn_tc_*.cu, bench/kernels/NOTES.md "v5"; 3 = 2 with split operands)
 //          [--moe-int4-grouped 0|1]  (CudaOptions::moe_int4_grouped: with --dummy-format int4-w4a16,
 //          MoE calls of 9..1,024 rows on the INT4 tensor-core grouped GEMMs instead of the BF16 copy)
 #include <cuda_runtime.h>
@@ -184,7 +184,7 @@ int run(const Args& args) {
     if (!pick("moe-small-version", {-1, 1, 2}, &co.moe_small_version) ||
         !pick("moe-decode-version", {1, 2}, &co.moe_decode_version) ||
         !pick("moe-prefill-version", {1, 2}, &co.moe_prefill_version) ||
-        !pick("gdn-prefill-version", {1, 2}, &co.gdn_prefill_version) ||
+        !pick("gdn-prefill-version", {1, 2, 3}, &co.gdn_prefill_version) ||
         !pick("moe-int4-grouped", {0, 1}, &co.moe_int4_grouped))
         return 2;
     cuda::CudaOps ops(co);

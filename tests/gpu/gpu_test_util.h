@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -24,6 +26,21 @@ inline std::string source_path(const std::string& rel) {
     // The GPU machine runs binaries built elsewhere: QS_SOURCE_DIR in the environment wins.
     const char* env = std::getenv("QS_SOURCE_DIR");
     return std::string(env ? env : QS_SOURCE_DIR) + "/" + rel;
+}
+
+// Test-only selection of CudaOptions::gdn_prefill_version, read here and nowhere else: the
+// environment variable QS_TEST_GDN_PREFILL_VERSION (1, 2 or 3; unset = the option's default) applies
+// to the tests that build their options through this (CudaModel's test_options(),
+// CudaOpsParity.GatedDeltaNetWithStateSlots), so that `scripts/gpu_run.sh gdn_acc` can run those
+// tests, with their unchanged bounds, on prefill version 2 before its default flips.
+inline cuda::CudaOptions& apply_test_env(cuda::CudaOptions& o) {
+    const char* v = std::getenv("QS_TEST_GDN_PREFILL_VERSION");
+    if (v == nullptr || *v == 0) return o;
+    const std::string s(v);
+    if (s != "1" && s != "2" && s != "3")
+        throw std::invalid_argument("QS_TEST_GDN_PREFILL_VERSION must be 1, 2 or 3 (got '" + s + "')");
+    o.gdn_prefill_version = std::stoi(s);
+    return o;
 }
 
 inline std::vector<float> random_floats(size_t n, std::mt19937& rng, float scale = 1.0f) {

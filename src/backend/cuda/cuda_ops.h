@@ -75,6 +75,9 @@ struct CudaOptions {
     // 1,024 tokens 3,536 -> 2,375 µs, 1 x 16,384 12,957 -> 2,541 µs, 3.5e-3 normalised error per
     // layer). Not the default: on the transformers fixtures it took the logits error from 9.5e-4 to
     // 2.0e-2 and the MTP head's from 1.0e-3 to 5.1e-2 (docs/PERF.md "Session-12 kernels").
+    // 3: version 2 with every bf16 operand split into hi + lo bf16 (three mma per product; the
+    // lo arrays double the bf16 workspace): ~16-bit operands, predicted ~5e-6 normalised error
+    // (bench/kernels/NOTES.md "v5 accuracy"; not measured on the GPU yet).
     // Head dims that are not multiples of 8 take version 1.
     int gdn_prefill_version = 1;
     // MoeParams::int4_grouped for MoE calls on INT4 W4A16 experts above the small-T path (9 <= T

@@ -88,6 +88,9 @@ struct RecArgs {
     uint16_t* tcU;         // [T, Nv, Dv] U = T (v β); the state pass overwrites it with V' = U - W S
     float* tcGam;          // [T, Nv] γ (fp32)
     uint16_t* tcH;         // [num_seqs + ceil(T/64), Nv, Dv, Dk] the state at each chunk's start, transposed
+    // Version 3 only (split operands): the lo parts (x − bf16(x), bf16) of the five arrays above,
+    // same shapes; null in version 2.
+    uint16_t *tcQl, *tcKl, *tcWl, *tcUl, *tcHl;
 };
 
 // The workspace (offsets in floats, every region 16-byte aligned): the conv output [T, C], then
@@ -109,12 +112,15 @@ inline CpLayout cp_layout(int64_t T, int64_t C, int64_t Nk, int64_t Nv, int64_t 
 
 // Prefill version 2's workspace (offsets in floats, 16-byte aligned): the conv output [T, C], then
 // the bf16 arrays and γ of RecArgs::tc*. Chunk key x (cp_chunk_of) owns tcH's slice x.
+// Version 3 (x2) adds the lo arrays after them (offsets -1 without).
 struct TcLayout {
-    int64_t oQ, oK, oW, oU, oGam, oH, total;
+    int64_t oQ, oK, oW, oU, oGam, oH, oQl = -1, oKl = -1, oWl = -1, oUl = -1, oHl = -1, total;
 };
-inline TcLayout tc_layout(int64_t T, int64_t C, int64_t Nk, int64_t Nv, int64_t Dk, int64_t Dv, int64_t num_seqs) {
+inline TcLayout tc_layout(int64_t T, int64_t C, int64_t Nk, int64_t Nv, int64_t Dk, int64_t Dv, int64_t num_seqs,
+                          bool x2 = false) {
     auto r4 = [](int64_t x) { return (x + 3) / 4 * 4; };
     auto bf = [&](int64_t n) { return r4((n + 1) / 2); };  // n bf16 values, in floats
+    const int64_t nH = (num_seqs + (T + 63) / 64) * Nv * Dk * Dv;
     TcLayout L;
     L.oQ = T * r4(C);
     L.oK = L.oQ + bf(T * Nk * Dk);
@@ -122,7 +128,15 @@ inline TcLayout tc_layout(int64_t T, int64_t C, int64_t Nk, int64_t Nv, int64_t 
     L.oU = L.oW + bf(T * Nv * Dk);
     L.oGam = L.oU + bf(T * Nv * Dv);
     L.oH = L.oGam + r4(T * Nv);
-    L.total = L.oH + bf((num_seqs + (T + 63) / 64) * Nv * Dk * Dv);
+    L.total = L.oH + bf(nH);
+    if (x2) {
+        L.oQl = L.total;
+        L.oKl = L.oQl + bf(T * Nk * Dk);
+        L.oWl = L.oKl + bf(T * Nk * Dk);
+        L.oUl = L.oWl + bf(T * Nv * Dk);
+        L.oHl = L.oUl + bf(T * Nv * Dv);
+        L.total = L.oHl + bf(nH);
+    }
     return L;
 }
 
@@ -200,11 +214,12 @@ void launch_cp_state(const RecArgs& a, bool bf16, bool x3, int value_cols, cudaS
 // gdn_tc_prep.cu (every chunk's q̂, k̂, γ, W, U), gdn_tc_state.cu (the pass over chunks per
 // (sequence, head, value_cols = 16 or 32 columns): V' and the chunk-start states), gdn_tc_out.cu
 // (every chunk's outputs with the gated RMSNorm). Needs the TcLayout workspace; Dk, Dv % 8 == 0.
+// x2 (version 3): every bf16 operand split into hi + lo (RecArgs::tc*l), three products per mma.
 template <int D>
-void launch_tc_prep(const RecArgs& a, cudaStream_t stream);
+void launch_tc_prep(const RecArgs& a, bool x2, cudaStream_t stream);
 template <int D>
-void launch_tc_state(const RecArgs& a, bool bf16, int value_cols, cudaStream_t stream);
+void launch_tc_state(const RecArgs& a, bool bf16, bool x2, int value_cols, cudaStream_t stream);
 template <int D>
-void launch_tc_out(const RecArgs& a, cudaStream_t stream);
+void launch_tc_out(const RecArgs& a, bool x2, cudaStream_t stream);
 
 }  // namespace qs::cuda::gdn

@@ -2,7 +2,7 @@
 // over the kernels of gdn_conv.cu (conv1d + SiLU, window advance), gdn_serial.cu and gdn_decode.cu
 // (token-serial recurrence, one block per head or persistent blocks streaming the states: decode,
 // short sequences) and gdn_chunked.cu, gdn_cp_*.cu (chunked WY prefill on tensor cores, 3xTF32),
-// gdn_tc_*.cu (prefill_version 2: the same on bf16 tensor cores).
+// gdn_tc_*.cu (prefill_version 2: the same on bf16 tensor cores; 3: with split hi + lo operands).
 // CPU reference: src/backend/cpu/cpu_gdn.cpp (CpuOps::gated_delta_net).
 #include "backend/cuda/gdn_kernels.h"
 
@@ -21,8 +21,8 @@ void check_params(const GatedDeltaNetParams& p) {
     GDN_REQUIRE(p.batch.num_seqs <= 65535);
     GDN_REQUIRE(p.decode_kernel >= -1 && p.decode_kernel <= 1);
     GDN_REQUIRE(p.decode_blocks >= 0);
-    GDN_REQUIRE(p.prefill_version == 1 || p.prefill_version == 2);
-    if (p.prefill_version == 2) {
+    GDN_REQUIRE(p.prefill_version >= 1 && p.prefill_version <= 3);
+    if (p.prefill_version >= 2) {
         GDN_REQUIRE(p.Dk % 8 == 0 && p.Dv % 8 == 0);  // 16-byte bf16 rows for cp.async
         GDN_REQUIRE(p.chunk_value_cols == 0 || p.chunk_value_cols == 16 || p.chunk_value_cols == 32);
     }
@@ -58,17 +58,26 @@ RecArgs make_rec_args(const GatedDeltaNetParams& p) {
     a.cpGam = ws + lay.oGam;
     a.cpRq = ws + lay.oRq;
     a.cpRk = ws + lay.oRk;
-    if (p.prefill_version == 2) {
-        const gdn::TcLayout t = gdn::tc_layout(p.batch.num_tokens, a.C, p.Nk, p.Nv, p.Dk, p.Dv, p.batch.num_seqs);
-        a.tcQ = reinterpret_cast<uint16_t*>(ws + t.oQ);
-        a.tcK = reinterpret_cast<uint16_t*>(ws + t.oK);
-        a.tcW = reinterpret_cast<uint16_t*>(ws + t.oW);
-        a.tcU = reinterpret_cast<uint16_t*>(ws + t.oU);
+    a.tcQ = a.tcK = a.tcW = a.tcU = a.tcH = nullptr;
+    a.tcQl = a.tcKl = a.tcWl = a.tcUl = a.tcHl = nullptr;
+    a.tcGam = nullptr;
+    if (p.prefill_version >= 2) {
+        const bool x2 = p.prefill_version == 3;
+        const gdn::TcLayout t = gdn::tc_layout(p.batch.num_tokens, a.C, p.Nk, p.Nv, p.Dk, p.Dv, p.batch.num_seqs, x2);
+        auto bf = [&](int64_t o) { return reinterpret_cast<uint16_t*>(ws + o); };
+        a.tcQ = bf(t.oQ);
+        a.tcK = bf(t.oK);
+        a.tcW = bf(t.oW);
+        a.tcU = bf(t.oU);
         a.tcGam = ws + t.oGam;
-        a.tcH = reinterpret_cast<uint16_t*>(ws + t.oH);
-    } else {
-        a.tcQ = a.tcK = a.tcW = a.tcU = a.tcH = nullptr;
-        a.tcGam = nullptr;
+        a.tcH = bf(t.oH);
+        if (x2) {
+            a.tcQl = bf(t.oQl);
+            a.tcKl = bf(t.oKl);
+            a.tcWl = bf(t.oWl);
+            a.tcUl = bf(t.oUl);
+            a.tcHl = bf(t.oHl);
+        }
     }
     a.row_seq = p.batch.row_seq;
     a.T = p.batch.num_tokens;
@@ -89,8 +98,9 @@ size_t gdn_workspace_bytes(int64_t num_tokens, int64_t conv_dim, int Nk, int Nv,
 
 size_t gdn_workspace_bytes(int64_t num_tokens, int64_t conv_dim, int Nk, int Nv, int Dk, int Dv, int64_t num_seqs,
                            int prefill_version) {
-    if (prefill_version != 2) return gdn_workspace_bytes(num_tokens, conv_dim, Nk, Nv, Dk);
-    return size_t(gdn::tc_layout(num_tokens, conv_dim, Nk, Nv, Dk, Dv, num_seqs).total) * sizeof(float);
+    if (prefill_version < 2) return gdn_workspace_bytes(num_tokens, conv_dim, Nk, Nv, Dk);
+    return size_t(gdn::tc_layout(num_tokens, conv_dim, Nk, Nv, Dk, Dv, num_seqs, prefill_version == 3).total) *
+           sizeof(float);
 }
 
 namespace {
@@ -117,12 +127,13 @@ void launch_chunked_any(const GatedDeltaNetParams& p, const RecArgs& a, cudaStre
     const int64_t T = p.batch.num_tokens, mx = p.batch.max_seq_tokens;
     const int64_t pairs = (mx > 0 ? (T + mx - 1) / mx : T) * p.Nv;
     const bool by_shape = p.chunk_parallel < 0 || p.chunk_value_cols == 0;
-    if (p.prefill_version == 2) {  // bf16 tensor cores (gdn_tc_*.cu)
+    if (p.prefill_version >= 2) {  // bf16 tensor cores (gdn_tc_*.cu); 3: split operands
+        const bool x2 = p.prefill_version == 3;
         int cols = p.chunk_value_cols;
         if (cols == 0) cols = pairs * ((p.Dv + 31) / 32) <= sm_count() ? 16 : 32;
-        gdn::launch_tc_prep<D>(a, stream);
-        gdn::launch_tc_state<D>(a, p.ssm_bf16, cols, stream);
-        gdn::launch_tc_out<D>(a, stream);
+        gdn::launch_tc_prep<D>(a, x2, stream);
+        gdn::launch_tc_state<D>(a, p.ssm_bf16, x2, cols, stream);
+        gdn::launch_tc_out<D>(a, x2, stream);
         return;
     }
     const int64_t sms = by_shape ? sm_count() : 0;

@@ -92,6 +92,8 @@ struct GatedDeltaNetParams {
     // chunk_value_cols picks its state pass's columns: 0 = by shape (16 while the blocks at 32
     // columns fit in one wave over the SMs, else 32), 16 or 32; chunk_parallel and chunk_tf32x3
     // do not apply. Needs Dk, Dv % 8 == 0 and the workspace of gdn_workspace_bytes(..., 2).
+    // 3: version 2 with split operands (each bf16 operand as hi + lo bf16, three mma per product,
+    // the lo arrays in the workspace of gdn_workspace_bytes(..., 3); NOTES.md "v5 accuracy").
     int prefill_version = 1;
 };
 
@@ -107,7 +109,8 @@ inline constexpr bool kGdnDecodeStreamByShape = true;
 // chunk-parallel path's per-row W [Nv, Dk], P [Nv, 64], γ [Nv] and norms [2, Nk] (fp32).
 size_t gdn_workspace_bytes(int64_t num_tokens, int64_t conv_dim, int Nk, int Nv, int Dk);
 // The same for a given prefill_version (1: as above; 2: the conv output, then bf16 q̂, k̂, W, U per
-// row, γ, and the chunk-start states [num_seqs + ceil(T/64), Nv, Dk, Dv] bf16).
+// row, γ, and the chunk-start states [num_seqs + ceil(T/64), Nv, Dk, Dv] bf16; 3: 2's, then the lo
+// parts of q̂, k̂, W, U and the chunk-start states).
 size_t gdn_workspace_bytes(int64_t num_tokens, int64_t conv_dim, int Nk, int Nv, int Dk, int Dv, int64_t num_seqs,
                            int prefill_version);
 

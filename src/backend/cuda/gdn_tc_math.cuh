@@ -79,6 +79,44 @@ __device__ __forceinline__ void tc_mma(float (&acc)[NJ][4], int k0, int k1, FA&&
     }
 }
 
+// Version 3's split operands (NOTES.md "v5 accuracy"): x = hi + lo, both bf16 (16 significant
+// bits; the lo part's own rounding is ~2^-17 of x). pack_split does two adjacent values.
+__device__ __forceinline__ void pack_split(float x0, float x1, uint32_t& hi, uint32_t& lo) {
+    hi = pack_bf16(x0, x1);
+    lo = pack_bf16(x0 - from_bf16(uint16_t(hi & 0xffffu)), x1 - from_bf16(uint16_t(hi >> 16)));
+}
+__device__ __forceinline__ void split_bf16(float x, uint16_t& hi, uint16_t& lo) {
+    hi = to_bf16(x);
+    lo = to_bf16(x - from_bf16(hi));
+}
+
+// tc_mma with split operands when X2: A·B ≈ Ah·Bh + Al·Bh + Ah·Bl (the Al·Bl term is ~2^-16 of the
+// product: below the fp32 accumulation's own error at these sizes). fa(k, a[4], lo) and
+// fb(k, j, b[2], lo) give the hi (lo = false) or lo fragments. Without X2: tc_mma on the hi parts.
+template <int NJ, bool X2, typename FA, typename FB>
+__device__ __forceinline__ void tc_mma_x(float (&acc)[NJ][4], int k0, int k1, FA&& fa, FB&& fb) {
+#pragma unroll 2
+    for (int k = k0; k < k1; k += 16) {
+        uint32_t a[4];
+        [[maybe_unused]] uint32_t al[4];
+        fa(k, a, false);
+        if constexpr (X2) fa(k, al, true);
+#pragma unroll
+        for (int j = 0; j < NJ; ++j) {
+            uint32_t b[2];
+            if constexpr (X2) {
+                fb(k, j, b, true);
+                ptx::mma_16816_bf16(acc[j], a, b[0], b[1]);
+                fb(k, j, b, false);
+                ptx::mma_16816_bf16(acc[j], al, b[0], b[1]);
+            } else {
+                fb(k, j, b, false);
+            }
+            ptx::mma_16816_bf16(acc[j], a, b[0], b[1]);
+        }
+    }
+}
+
 template <int NJ>
 __device__ __forceinline__ void tc_zero(float (&acc)[NJ][4]) {
 #pragma unroll

@@ -9,6 +9,9 @@
 //   out = norm_w · o / sqrt(mean(o²) + eps) · silu(z).
 // Shared memory (bf16): q̂, k̂, V' [64][D+8], Sᵀ [D][D+8], P [64][72], γ and the row sums (fp32):
 // D = 128: 97,024 bytes (2 blocks per SM).
+// X2 (version 3, NOTES.md "v5 accuracy"): q̂, k̂, V', S arrive as hi + lo (RecArgs::tc*l), every
+// bf16 tile has a lo twin right after it, P is split on its way to shared memory, and the three
+// products take three mma each (tc_mma_x): D = 128: 193,280 bytes (1 block per SM).
 #include "backend/cuda/gdn_common.cuh"
 #include "backend/cuda/gdn_tc_math.cuh"
 
@@ -17,22 +20,24 @@ namespace {
 
 constexpr int kTcOutThreads = 256;
 
-template <int D>
+template <int D, bool X2>
 struct TcOutSmem {
-    static constexpr int CT = 64, LD = D + 8, LDP = CT + 8;
+    static constexpr int CT = 64, LD = D + 8, LDP = CT + 8, NS = X2 ? 2 : 1;
     static constexpr int oQ = 0;
-    static constexpr int oK = oQ + 2 * CT * LD;
-    static constexpr int oV = oK + 2 * CT * LD;
-    static constexpr int oS = oV + 2 * CT * LD;
-    static constexpr int oP = oS + 2 * D * LD;
-    static constexpr int oG = oP + 2 * CT * LDP;  // float [64]
-    static constexpr int oR = oG + 4 * CT;        // float [64][2]
+    static constexpr int oK = oQ + NS * 2 * CT * LD;
+    static constexpr int oV = oK + NS * 2 * CT * LD;
+    static constexpr int oS = oV + NS * 2 * CT * LD;
+    static constexpr int oP = oS + NS * 2 * D * LD;
+    static constexpr int oG = oP + NS * 2 * CT * LDP;  // float [64]
+    static constexpr int oR = oG + 4 * CT;             // float [64][2]
     static constexpr size_t bytes = size_t(oR) + 4 * 2 * CT;
+    // Lo twins, in elements after their hi tile.
+    static constexpr int loQ = CT * LD, loS = D * LD, loP = CT * LDP;
 };
 
-template <int D>
-__global__ void __launch_bounds__(kTcOutThreads, 2) gdn_tc_out_kernel(RecArgs p) {
-    using L = TcOutSmem<D>;
+template <int D, bool X2>
+__global__ void __launch_bounds__(kTcOutThreads, X2 ? 1 : 2) gdn_tc_out_kernel(RecArgs p) {
+    using L = TcOutSmem<D, X2>;
     constexpr int CT = 64, NT = kTcOutThreads, LD = L::LD, LDP = L::LDP;
     static_assert(D % 32 == 0 && D <= 128, "D");
 
@@ -62,6 +67,12 @@ __global__ void __launch_bounds__(kTcOutThreads, 2) gdn_tc_out_kernel(RecArgs p)
     tc_cp_tile(sV, LD, p.tcU + (row0 * Nv + h) * dv, int64_t(Nv) * dv, CT, D, nc, dv, tid, NT);
     const int64_t key = int64_t(blockIdx.x);  // = s + row_begin/64 + c (cp_chunk_of)
     tc_cp_tile(sS, LD, p.tcH + (key * Nv + h) * dk * dv, dk, D, D, dv, dk, tid, NT);  // Sᵀ [Dv][Dk]
+    if constexpr (X2) {
+        tc_cp_tile(sQ + L::loQ, LD, p.tcQl + (row0 * Nk + kh) * dk, int64_t(Nk) * dk, CT, D, nc, dk, tid, NT);
+        tc_cp_tile(sK + L::loQ, LD, p.tcKl + (row0 * Nk + kh) * dk, int64_t(Nk) * dk, CT, D, nc, dk, tid, NT);
+        tc_cp_tile(sV + L::loQ, LD, p.tcUl + (row0 * Nv + h) * dv, int64_t(Nv) * dv, CT, D, nc, dv, tid, NT);
+        tc_cp_tile(sS + L::loS, LD, p.tcHl + (key * Nv + h) * dk * dv, dk, D, D, dv, dk, tid, NT);
+    }
     ptx::cp_async_commit();
     if (tid < CT) sG[tid] = tid < nc ? p.tcGam[(row0 + tid) * Nv + h] : 0.f;
     ptx::cp_async_wait<0>();
@@ -76,13 +87,20 @@ __global__ void __launch_bounds__(kTcOutThreads, 2) gdn_tc_out_kernel(RecArgs p)
         float acc[4][4];
         tc_zero<4>(acc);
         if (n0 <= m0 + 15)
-            tc_mma<4>(
-                acc, 0, D, [&](int k, uint32_t (&a)[4]) { tc_a_rows(sQ, LD, m0, k, a); },
-                [&](int k, int j, uint32_t (&b)[2]) { tc_b_cols(sK, LD, n0, k, j, b); });
+            tc_mma_x<4, X2>(
+                acc, 0, D, [&](int k, uint32_t (&a)[4], bool lo) { tc_a_rows(sQ + (lo ? L::loQ : 0), LD, m0, k, a); },
+                [&](int k, int j, uint32_t (&b)[2], bool lo) { tc_b_cols(sK + (lo ? L::loQ : 0), LD, n0, k, j, b); });
         tc_pairs<4>(m0, n0, [&](int j, int e, int r, int cc) {
             const float x0 = cc <= r ? acc[j][e] * expf(sG[r] - sG[cc]) : 0.f;
             const float x1 = cc + 1 <= r ? acc[j][e + 1] * expf(sG[r] - sG[cc + 1]) : 0.f;
-            *reinterpret_cast<uint32_t*>(sP + r * LDP + cc) = pack_bf16(x0, x1);
+            if constexpr (X2) {
+                uint32_t hi, lo;
+                pack_split(x0, x1, hi, lo);
+                *reinterpret_cast<uint32_t*>(sP + r * LDP + cc) = hi;
+                *reinterpret_cast<uint32_t*>(sP + L::loP + r * LDP + cc) = lo;
+            } else {
+                *reinterpret_cast<uint32_t*>(sP + r * LDP + cc) = pack_bf16(x0, x1);
+            }
         });
     }
     __syncthreads();
@@ -92,9 +110,11 @@ __global__ void __launch_bounds__(kTcOutThreads, 2) gdn_tc_out_kernel(RecArgs p)
     const int n0 = half * (D / 2);
     float acc[NJ][4];
     tc_zero<NJ>(acc);
-    tc_mma<NJ>(
-        acc, 0, D, [&](int k, uint32_t (&a)[4]) { tc_a_rows(sQ, LD, m0, k, a); },
-        [&](int k, int j, uint32_t (&b)[2]) { tc_b_cols(sS, LD, n0, k, j, b); });  // B(d, v) = Sᵀ[v][d]
+    tc_mma_x<NJ, X2>(
+        acc, 0, D, [&](int k, uint32_t (&a)[4], bool lo) { tc_a_rows(sQ + (lo ? L::loQ : 0), LD, m0, k, a); },
+        [&](int k, int j, uint32_t (&b)[2], bool lo) {
+            tc_b_cols(sS + (lo ? L::loS : 0), LD, n0, k, j, b);  // B(d, v) = Sᵀ[v][d]
+        });
     const int g = lane >> 2;
     const float e0 = expf(sG[m0 + g]), e1 = expf(sG[m0 + g + 8]);
 #pragma unroll
@@ -104,9 +124,9 @@ __global__ void __launch_bounds__(kTcOutThreads, 2) gdn_tc_out_kernel(RecArgs p)
         acc[j][2] *= e1;
         acc[j][3] *= e1;
     }
-    tc_mma<NJ>(
-        acc, 0, m0 + 16, [&](int k, uint32_t (&a)[4]) { tc_a_rows(sP, LDP, m0, k, a); },
-        [&](int k, int j, uint32_t (&b)[2]) { tc_b_rows(sV, LD, n0, k, j, b); });
+    tc_mma_x<NJ, X2>(
+        acc, 0, m0 + 16, [&](int k, uint32_t (&a)[4], bool lo) { tc_a_rows(sP + (lo ? L::loP : 0), LDP, m0, k, a); },
+        [&](int k, int j, uint32_t (&b)[2], bool lo) { tc_b_rows(sV + (lo ? L::loQ : 0), LD, n0, k, j, b); });
 
     // ---- gated RMSNorm over the row's Dv values (columns >= dv are zero: S, V' zero-filled).
     float ss0 = 0.f, ss1 = 0.f;
@@ -137,25 +157,32 @@ __global__ void __launch_bounds__(kTcOutThreads, 2) gdn_tc_out_kernel(RecArgs p)
     });
 }
 
-}  // namespace
-
-template <int D>
-void launch_tc_out(const RecArgs& a, cudaStream_t stream) {
-    constexpr size_t smem = TcOutSmem<D>::bytes;
+template <int D, bool X2>
+void launch_t(const RecArgs& a, cudaStream_t stream) {
+    constexpr size_t smem = TcOutSmem<D, X2>::bytes;
     static bool attr_set[64] = {};
     int dev = 0;
     QS_CUDA_CHECK(cudaGetDevice(&dev));
     if (dev < 0 || dev >= 64 || !attr_set[dev]) {
-        QS_CUDA_CHECK(cudaFuncSetAttribute(gdn_tc_out_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+        QS_CUDA_CHECK(
+            cudaFuncSetAttribute(gdn_tc_out_kernel<D, X2>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
         if (dev >= 0 && dev < 64) attr_set[dev] = true;
     }
     const dim3 grid(unsigned(a.num_seqs + (a.T + 63) / 64), unsigned(a.Nv));
-    gdn_tc_out_kernel<D><<<grid, kTcOutThreads, smem, stream>>>(a);
+    gdn_tc_out_kernel<D, X2><<<grid, kTcOutThreads, smem, stream>>>(a);
     QS_CUDA_CHECK_LAUNCH();
 }
 
-template void launch_tc_out<32>(const RecArgs&, cudaStream_t);
-template void launch_tc_out<64>(const RecArgs&, cudaStream_t);
-template void launch_tc_out<128>(const RecArgs&, cudaStream_t);
+}  // namespace
+
+template <int D>
+void launch_tc_out(const RecArgs& a, bool x2, cudaStream_t stream) {
+    if (x2) launch_t<D, true>(a, stream);
+    else launch_t<D, false>(a, stream);
+}
+
+template void launch_tc_out<32>(const RecArgs&, bool, cudaStream_t);
+template void launch_tc_out<64>(const RecArgs&, bool, cudaStream_t);
+template void launch_tc_out<128>(const RecArgs&, bool, cudaStream_t);
 
 }  // namespace qs::cuda::gdn

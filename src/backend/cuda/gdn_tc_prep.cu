@@ -11,6 +11,9 @@
 // Shared memory: K̂ bf16 [64][D+8], (K̂βe^γ)ᵀ and (Vβ)ᵀ bf16 [D][72] (transposed: the WY products'
 // B fragments become 32-bit loads), L/T fp32 [64][68], scratch 768 floats, T bf16 [64][72],
 // 3 × 64 floats: D = 128: 84,736 bytes (2 blocks per SM).
+// X2 (version 3, NOTES.md "v5 accuracy"): every bf16 tile above has a lo twin (x − bf16(x)) right
+// after it, the products take three mma (tc_mma_x) and q̂, k̂, W, U go out as hi + lo
+// (RecArgs::tc*l): D = 128: 148,224 bytes (1 block per SM).
 #include "backend/cuda/gdn_chunk_math.cuh"
 #include "backend/cuda/gdn_common.cuh"
 #include "backend/cuda/gdn_tc_math.cuh"
@@ -20,25 +23,28 @@ namespace {
 
 constexpr int kTcPrepThreads = 256;
 
-template <int D>
+template <int D, bool X2>
 struct TcPrepSmem {
-    static constexpr int CT = 64, LD = D + 8, LDT = CT + 4, LDTB = CT + 8;
+    static constexpr int CT = 64, LD = D + 8, LDT = CT + 4, LDTB = CT + 8, NS = X2 ? 2 : 1;
+    // Lo twins (X2), in elements after their hi tile.
+    static constexpr int loK = CT * LD, loKw = D * LDTB, loTb = CT * LDTB;
     // Byte offsets.
     static constexpr int oK = 0;                          // uint16 [64][LD] k̂
-    static constexpr int oKw = oK + 2 * CT * LD;          // uint16 [D][LDTB] (k̂ β e^γ)ᵀ
-    static constexpr int oV = oKw + 2 * D * LDTB;         // uint16 [D][LDTB] (v β)ᵀ
-    static constexpr int oT = oV + 2 * D * LDTB;          // float [64][LDT] L, then T
+    static constexpr int oKw = oK + NS * 2 * CT * LD;     // uint16 [D][LDTB] (k̂ β e^γ)ᵀ
+    static constexpr int oV = oKw + NS * 2 * D * LDTB;    // uint16 [D][LDTB] (v β)ᵀ
+    static constexpr int oT = oV + NS * 2 * D * LDTB;     // float [64][LDT] L, then T
     static constexpr int oScr = oT + 4 * CT * LDT;        // float [768]
     static constexpr int oTb = oScr + 4 * 768;            // uint16 [64][LDTB] T in bf16
-    static constexpr int oVec = oTb + 2 * CT * LDTB;      // float beta, gam, fk [64] each
+    static constexpr int oVec = oTb + NS * 2 * CT * LDTB; // float beta, gam, fk [64] each
     static constexpr size_t bytes = size_t(oVec) + 3 * 4 * CT;
 };
 
-template <int D>
-__global__ void __launch_bounds__(kTcPrepThreads, 2) gdn_tc_prep_kernel(RecArgs p) {
-    using L = TcPrepSmem<D>;
+template <int D, bool X2>
+__global__ void __launch_bounds__(kTcPrepThreads, X2 ? 1 : 2) gdn_tc_prep_kernel(RecArgs p) {
+    using L = TcPrepSmem<D, X2>;
     constexpr int CT = 64, NT = kTcPrepThreads, LD = L::LD, LDT = L::LDT, LDTB = L::LDTB;
     static_assert(D % 32 == 0 && D <= 128, "D");
+    static_assert(L::loK > 0 && L::loKw > 0 && L::loTb > 0, "lo twins");  // (also: referenced without X2)
 
     int s = 0, c = 0;
     if (!cp_chunk_of(p, blockIdx.x, s, c)) return;
@@ -114,11 +120,28 @@ __global__ void __launch_bounds__(kTcPrepThreads, 2) gdn_tc_prep_kernel(RecArgs 
         for (int j = 0; j < D / 32; ++j) {
             const int e = lane + 32 * j;
             const float kn = kv[j] * fk;
-            sK[r * LD + e] = to_bf16(kn);
-            sKw[e * LDTB + r] = to_bf16(kn * fw);
-            if (head_writer && rv && e < dk) p.tcK[((row0 + r) * Nk + kh) * dk + e] = to_bf16(kn);
             const float vv = (rv && e < dv) ? src[2 * Nk * dk + h * dv + e] : 0.f;
-            sV[e * LDTB + r] = to_bf16(vv * fb);
+            if constexpr (X2) {
+                uint16_t hi, lo;
+                split_bf16(kn, hi, lo);
+                sK[r * LD + e] = hi;
+                sK[L::loK + r * LD + e] = lo;
+                if (head_writer && rv && e < dk) {
+                    p.tcK[((row0 + r) * Nk + kh) * dk + e] = hi;
+                    p.tcKl[((row0 + r) * Nk + kh) * dk + e] = lo;
+                }
+                split_bf16(kn * fw, hi, lo);
+                sKw[e * LDTB + r] = hi;
+                sKw[L::loKw + e * LDTB + r] = lo;
+                split_bf16(vv * fb, hi, lo);
+                sV[e * LDTB + r] = hi;
+                sV[L::loKw + e * LDTB + r] = lo;
+            } else {
+                sK[r * LD + e] = to_bf16(kn);
+                sKw[e * LDTB + r] = to_bf16(kn * fw);
+                if (head_writer && rv && e < dk) p.tcK[((row0 + r) * Nk + kh) * dk + e] = to_bf16(kn);
+                sV[e * LDTB + r] = to_bf16(vv * fb);
+            }
         }
         if (head_writer && rv) {
             float qv[D / 32], qq = 0.f;
@@ -134,7 +157,15 @@ __global__ void __launch_bounds__(kTcPrepThreads, 2) gdn_tc_prep_kernel(RecArgs 
 #pragma unroll
             for (int j = 0; j < D / 32; ++j) {
                 const int e = lane + 32 * j;
-                if (e < dk) p.tcQ[((row0 + r) * Nk + kh) * dk + e] = to_bf16(qv[j] * fq);
+                if (e >= dk) continue;
+                if constexpr (X2) {
+                    uint16_t hi, lo;
+                    split_bf16(qv[j] * fq, hi, lo);
+                    p.tcQ[((row0 + r) * Nk + kh) * dk + e] = hi;
+                    p.tcQl[((row0 + r) * Nk + kh) * dk + e] = lo;
+                } else {
+                    p.tcQ[((row0 + r) * Nk + kh) * dk + e] = to_bf16(qv[j] * fq);
+                }
             }
         }
     }
@@ -150,9 +181,9 @@ __global__ void __launch_bounds__(kTcPrepThreads, 2) gdn_tc_prep_kernel(RecArgs 
         float acc[4][4];
         tc_zero<4>(acc);
         if (n0 <= m0 + 15)
-            tc_mma<4>(
-                acc, 0, D, [&](int k, uint32_t (&a)[4]) { tc_a_rows(sK, LD, m0, k, a); },
-                [&](int k, int j, uint32_t (&b)[2]) { tc_b_cols(sK, LD, n0, k, j, b); });
+            tc_mma_x<4, X2>(
+                acc, 0, D, [&](int k, uint32_t (&a)[4], bool lo) { tc_a_rows(sK + (lo ? L::loK : 0), LD, m0, k, a); },
+                [&](int k, int j, uint32_t (&b)[2], bool lo) { tc_b_cols(sK + (lo ? L::loK : 0), LD, n0, k, j, b); });
         tc_pairs<4>(m0, n0, [&](int j, int e, int r, int cc) {
 #pragma unroll
             for (int u = 0; u < 2; ++u)
@@ -165,7 +196,14 @@ __global__ void __launch_bounds__(kTcPrepThreads, 2) gdn_tc_prep_kernel(RecArgs 
     invert_unit_lower64(sT, LDT, sScr);
     for (int i = tid; i < CT * CT / 2; i += NT) {
         const int r = i / (CT / 2), cc = 2 * (i % (CT / 2));
-        *reinterpret_cast<uint32_t*>(sTb + r * LDTB + cc) = pack_bf16(sT[r * LDT + cc], sT[r * LDT + cc + 1]);
+        if constexpr (X2) {
+            uint32_t hi, lo;
+            pack_split(sT[r * LDT + cc], sT[r * LDT + cc + 1], hi, lo);
+            *reinterpret_cast<uint32_t*>(sTb + r * LDTB + cc) = hi;
+            *reinterpret_cast<uint32_t*>(sTb + L::loTb + r * LDTB + cc) = lo;
+        } else {
+            *reinterpret_cast<uint32_t*>(sTb + r * LDTB + cc) = pack_bf16(sT[r * LDT + cc], sT[r * LDT + cc + 1]);
+        }
     }
     __syncthreads();
 
@@ -179,46 +217,81 @@ __global__ void __launch_bounds__(kTcPrepThreads, 2) gdn_tc_prep_kernel(RecArgs 
 #pragma unroll 1
         for (int k = 0; k < m0 + 16; k += 16) {
             uint32_t a[4];
+            [[maybe_unused]] uint32_t al[4];
             tc_a_rows(sTb, LDTB, m0, k, a);
+            if constexpr (X2) tc_a_rows(sTb + L::loTb, LDTB, m0, k, al);
 #pragma unroll
             for (int j = 0; j < NJ; ++j) {
                 uint32_t b[2];
-                tc_b_cols(sKw, LDTB, n0, k, j, b);
-                ptx::mma_16816_bf16(aw[j], a, b[0], b[1]);
-                tc_b_cols(sV, LDTB, n0, k, j, b);
-                ptx::mma_16816_bf16(au[j], a, b[0], b[1]);
+                if constexpr (X2) {  // Th·Bl + Tl·Bh + Th·Bh (tc_mma_x's order)
+                    tc_b_cols(sKw + L::loKw, LDTB, n0, k, j, b);
+                    ptx::mma_16816_bf16(aw[j], a, b[0], b[1]);
+                    tc_b_cols(sV + L::loKw, LDTB, n0, k, j, b);
+                    ptx::mma_16816_bf16(au[j], a, b[0], b[1]);
+                    tc_b_cols(sKw, LDTB, n0, k, j, b);
+                    ptx::mma_16816_bf16(aw[j], al, b[0], b[1]);
+                    ptx::mma_16816_bf16(aw[j], a, b[0], b[1]);
+                    tc_b_cols(sV, LDTB, n0, k, j, b);
+                    ptx::mma_16816_bf16(au[j], al, b[0], b[1]);
+                    ptx::mma_16816_bf16(au[j], a, b[0], b[1]);
+                } else {
+                    tc_b_cols(sKw, LDTB, n0, k, j, b);
+                    ptx::mma_16816_bf16(aw[j], a, b[0], b[1]);
+                    tc_b_cols(sV, LDTB, n0, k, j, b);
+                    ptx::mma_16816_bf16(au[j], a, b[0], b[1]);
+                }
             }
         }
         tc_pairs<NJ>(m0, n0, [&](int j, int e, int r, int cc) {
             if (r >= nc) return;
             const int64_t row = row0 + r;
-            if (cc < dk)
-                *reinterpret_cast<uint32_t*>(p.tcW + (row * Nv + h) * dk + cc) = pack_bf16(aw[j][e], aw[j][e + 1]);
-            if (cc < dv)
-                *reinterpret_cast<uint32_t*>(p.tcU + (row * Nv + h) * dv + cc) = pack_bf16(au[j][e], au[j][e + 1]);
+            const int64_t ow = (row * Nv + h) * dk + cc, ou = (row * Nv + h) * dv + cc;
+            if constexpr (X2) {
+                uint32_t hi, lo;
+                if (cc < dk) {
+                    pack_split(aw[j][e], aw[j][e + 1], hi, lo);
+                    *reinterpret_cast<uint32_t*>(p.tcW + ow) = hi;
+                    *reinterpret_cast<uint32_t*>(p.tcWl + ow) = lo;
+                }
+                if (cc < dv) {
+                    pack_split(au[j][e], au[j][e + 1], hi, lo);
+                    *reinterpret_cast<uint32_t*>(p.tcU + ou) = hi;
+                    *reinterpret_cast<uint32_t*>(p.tcUl + ou) = lo;
+                }
+            } else {
+                if (cc < dk) *reinterpret_cast<uint32_t*>(p.tcW + ow) = pack_bf16(aw[j][e], aw[j][e + 1]);
+                if (cc < dv) *reinterpret_cast<uint32_t*>(p.tcU + ou) = pack_bf16(au[j][e], au[j][e + 1]);
+            }
         });
     }
+}
+
+template <int D, bool X2>
+void launch_t(const RecArgs& a, cudaStream_t stream) {
+    constexpr size_t smem = TcPrepSmem<D, X2>::bytes;
+    static bool attr_set[64] = {};
+    int dev = 0;
+    QS_CUDA_CHECK(cudaGetDevice(&dev));
+    if (dev < 0 || dev >= 64 || !attr_set[dev]) {
+        QS_CUDA_CHECK(
+            cudaFuncSetAttribute(gdn_tc_prep_kernel<D, X2>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+        if (dev >= 0 && dev < 64) attr_set[dev] = true;
+    }
+    const dim3 grid(unsigned(a.num_seqs + (a.T + 63) / 64), unsigned(a.Nv));
+    gdn_tc_prep_kernel<D, X2><<<grid, kTcPrepThreads, smem, stream>>>(a);
+    QS_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
 
 template <int D>
-void launch_tc_prep(const RecArgs& a, cudaStream_t stream) {
-    constexpr size_t smem = TcPrepSmem<D>::bytes;
-    static bool attr_set[64] = {};
-    int dev = 0;
-    QS_CUDA_CHECK(cudaGetDevice(&dev));
-    if (dev < 0 || dev >= 64 || !attr_set[dev]) {
-        QS_CUDA_CHECK(cudaFuncSetAttribute(gdn_tc_prep_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-        if (dev >= 0 && dev < 64) attr_set[dev] = true;
-    }
-    const dim3 grid(unsigned(a.num_seqs + (a.T + 63) / 64), unsigned(a.Nv));
-    gdn_tc_prep_kernel<D><<<grid, kTcPrepThreads, smem, stream>>>(a);
-    QS_CUDA_CHECK_LAUNCH();
+void launch_tc_prep(const RecArgs& a, bool x2, cudaStream_t stream) {
+    if (x2) launch_t<D, true>(a, stream);
+    else launch_t<D, false>(a, stream);
 }
 
-template void launch_tc_prep<32>(const RecArgs&, cudaStream_t);
-template void launch_tc_prep<64>(const RecArgs&, cudaStream_t);
-template void launch_tc_prep<128>(const RecArgs&, cudaStream_t);
+template void launch_tc_prep<32>(const RecArgs&, bool, cudaStream_t);
+template void launch_tc_prep<64>(const RecArgs&, bool, cudaStream_t);
+template void launch_tc_prep<128>(const RecArgs&, bool, cudaStream_t);
 
 }  // namespace qs::cuda::gdn

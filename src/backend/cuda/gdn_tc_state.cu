@@ -13,6 +13,10 @@
 // computes. Shared memory (bf16): 2 × (W, k̂ [64][D+8], U [64][BV+8], γ fp32 [64]), Sᵀ [BV][D+8],
 // (scaled V')ᵀ [BV][72] (transposed: the B fragments become 32-bit loads): D = 128: 93,696 bytes
 // at BV 32 (2 blocks per SM), 82,944 at BV 16.
+// X2 (version 3, NOTES.md "v5 accuracy"): W, k̂, U arrive as hi + lo (RecArgs::tc*l), every bf16
+// tile has a lo twin right after it, S and V'e^{γlast-γ} are split on their way to shared memory,
+// both products take three mma (tc_mma_x), V' and the chunk-start states go out as hi + lo:
+// D = 128: 186,880 bytes at BV 32, 165,376 at BV 16 (1 block per SM).
 #include "backend/cuda/gdn_common.cuh"
 #include "backend/cuda/gdn_tc_math.cuh"
 
@@ -21,29 +25,32 @@ namespace {
 
 constexpr int kTcStateThreads = 128;
 
-template <int D, int kBV>
+template <int D, int kBV, bool X2>
 struct TcStateSmem {
-    static constexpr int CT = 64, LD = D + 8, LU = kBV + 8;
-    // Byte offsets; a stage is W, K, U, γ.
+    static constexpr int CT = 64, LD = D + 8, LU = kBV + 8, NS = X2 ? 2 : 1;
+    // Byte offsets; a stage is W, K, U, γ (each bf16 tile followed by its lo twin when X2).
     static constexpr int sW = 0;
-    static constexpr int sK = sW + 2 * CT * LD;
-    static constexpr int sU = sK + 2 * CT * LD;
-    static constexpr int sG = sU + 2 * CT * LU;
+    static constexpr int sK = sW + NS * 2 * CT * LD;
+    static constexpr int sU = sK + NS * 2 * CT * LD;
+    static constexpr int sG = sU + NS * 2 * CT * LU;
     static constexpr int stage = sG + 4 * CT;
     static constexpr int LST = D + 8, LVT = CT + 8;
-    static constexpr int oS = 2 * stage;            // uint16 [BV][LST] Sᵀ
-    static constexpr int oV = oS + 2 * kBV * LST;   // uint16 [BV][LVT] (V' e^{γlast-γ})ᵀ
-    static constexpr size_t bytes = size_t(oV) + 2 * kBV * LVT;
+    static constexpr int oS = 2 * stage;                 // uint16 [BV][LST] Sᵀ
+    static constexpr int oV = oS + NS * 2 * kBV * LST;   // uint16 [BV][LVT] (V' e^{γlast-γ})ᵀ
+    static constexpr size_t bytes = size_t(oV) + NS * 2 * kBV * LVT;
+    // Lo twins, in elements after their hi tile.
+    static constexpr int loW = CT * LD, loU = CT * LU, loS = kBV * LST, loV = kBV * LVT;
 };
 
-template <int D, int kBV, bool BF16>
-__global__ void __launch_bounds__(kTcStateThreads, 2) gdn_tc_state_kernel(RecArgs p) {
-    using L = TcStateSmem<D, kBV>;
+template <int D, int kBV, bool BF16, bool X2>
+__global__ void __launch_bounds__(kTcStateThreads, X2 ? 1 : 2) gdn_tc_state_kernel(RecArgs p) {
+    using L = TcStateSmem<D, kBV, X2>;
     constexpr int CT = 64, NT = kTcStateThreads, LD = L::LD, LU = L::LU, LST = L::LST, LVT = L::LVT;
     constexpr int NJ = kBV / 8;           // 8-column tiles: every warp covers all BV columns
     constexpr int NMS = D / 16;           // 16-row tiles of S
     constexpr int MPW = (NMS + 3) / 4;    // per warp (warps 2, 3 idle in the S phases when D = 32)
     static_assert(D % 32 == 0 && D <= 128 && (kBV == 16 || kBV == 32), "D, BV");
+    static_assert(L::loW > 0 && L::loU > 0 && L::loS > 0 && L::loV > 0, "lo twins");  // (also: referenced without X2)
 
     const int s = blockIdx.z;
     const DeviceSeq sq = p.seqs[s];
@@ -74,6 +81,14 @@ __global__ void __launch_bounds__(kTcStateThreads, 2) gdn_tc_state_kernel(RecArg
                        nc, dk, tid, NT);
             tc_cp_tile(reinterpret_cast<uint16_t*>(b + L::sU), LU, p.tcU + (row0 * Nv + h) * dv + v0, int64_t(Nv) * dv, CT,
                        kBV, nc, vcols, tid, NT);
+            if constexpr (X2) {
+                tc_cp_tile(reinterpret_cast<uint16_t*>(b + L::sW) + L::loW, LD, p.tcWl + (row0 * Nv + h) * dk,
+                           int64_t(Nv) * dk, CT, D, nc, dk, tid, NT);
+                tc_cp_tile(reinterpret_cast<uint16_t*>(b + L::sK) + L::loW, LD, p.tcKl + (row0 * Nk + kh) * dk,
+                           int64_t(Nk) * dk, CT, D, nc, dk, tid, NT);
+                tc_cp_tile(reinterpret_cast<uint16_t*>(b + L::sU) + L::loU, LU, p.tcUl + (row0 * Nv + h) * dv + v0,
+                           int64_t(Nv) * dv, CT, kBV, nc, vcols, tid, NT);
+            }
             float* const g = reinterpret_cast<float*>(b + L::sG);
             if (tid < CT) {
                 if (tid < nc) ptx::cp_async4(ptx::smem_u32(g + tid), p.tcGam + (row0 + tid) * Nv + h);
@@ -131,9 +146,16 @@ __global__ void __launch_bounds__(kTcStateThreads, 2) gdn_tc_state_kernel(RecArg
             const int ms0 = 16 * (warp + 4 * i);
             if (ms0 >= D) continue;
             tc_pairs<NJ>(ms0, 0, [&](int j, int e, int r, int cc) {
-                const uint32_t u = pack_bf16(acc[i][j][e], acc[i][j][e + 1]);
+                uint32_t u;
+                [[maybe_unused]] uint32_t ul;
+                if constexpr (X2) pack_split(acc[i][j][e], acc[i][j][e + 1], u, ul);
+                else u = pack_bf16(acc[i][j][e], acc[i][j][e + 1]);
                 sS[cc * LST + r] = uint16_t(u & 0xffffu);
                 sS[(cc + 1) * LST + r] = uint16_t(u >> 16);
+                if constexpr (X2) {
+                    sS[L::loS + cc * LST + r] = uint16_t(ul & 0xffffu);
+                    sS[L::loS + (cc + 1) * LST + r] = uint16_t(ul >> 16);
+                }
             });
         }
         __syncthreads();
@@ -143,6 +165,14 @@ __global__ void __launch_bounds__(kTcStateThreads, 2) gdn_tc_state_kernel(RecArg
                 const int v = idx / (dk / 8), d = 8 * (idx % (dk / 8));
                 *reinterpret_cast<uint4*>(H + int64_t(v) * dk + d) = *reinterpret_cast<const uint4*>(sS + v * LST + d);
             }
+            if constexpr (X2) {
+                uint16_t* const Hl = p.tcHl + ((key + ci) * Nv + h) * dk * dv + int64_t(v0) * dk;
+                for (int idx = tid; idx < vcols * (dk / 8); idx += NT) {
+                    const int v = idx / (dk / 8), d = 8 * (idx % (dk / 8));
+                    *reinterpret_cast<uint4*>(Hl + int64_t(v) * dk + d) =
+                        *reinterpret_cast<const uint4*>(sS + L::loS + v * LST + d);
+                }
+            }
         }
 
         // ---- V' = U - W S (warp: rows 16·warp, all BV columns) -> tcU; V' e^{γlast-γ} -> sVs.
@@ -150,17 +180,36 @@ __global__ void __launch_bounds__(kTcStateThreads, 2) gdn_tc_state_kernel(RecArg
             const int m0 = 16 * warp;
             float av[NJ][4];
             tc_zero<NJ>(av);
-            tc_mma<NJ>(
-                av, 0, D, [&](int k, uint32_t (&a)[4]) { tc_a_rows(cW, LD, m0, k, a); },
-                [&](int k, int j, uint32_t (&bb)[2]) { tc_b_cols(sS, LST, 0, k, j, bb); });
+            tc_mma_x<NJ, X2>(
+                av, 0, D, [&](int k, uint32_t (&a)[4], bool lo) { tc_a_rows(cW + (lo ? L::loW : 0), LD, m0, k, a); },
+                [&](int k, int j, uint32_t (&bb)[2], bool lo) { tc_b_cols(sS + (lo ? L::loS : 0), LST, 0, k, j, bb); });
             tc_pairs<NJ>(m0, 0, [&](int j, int e, int r, int cc) {
                 const uint32_t u = *reinterpret_cast<const uint32_t*>(cU + r * LU + cc);
-                const float x0 = from_bf16(uint16_t(u & 0xffffu)) - av[j][e];
-                const float x1 = from_bf16(uint16_t(u >> 16)) - av[j][e + 1];
-                if (r < nc && cc < vcols)
-                    *reinterpret_cast<uint32_t*>(p.tcU + ((row0 + r) * Nv + h) * dv + v0 + cc) = pack_bf16(x0, x1);
+                float x0 = from_bf16(uint16_t(u & 0xffffu)) - av[j][e];
+                float x1 = from_bf16(uint16_t(u >> 16)) - av[j][e + 1];
+                if constexpr (X2) {
+                    const uint32_t ul = *reinterpret_cast<const uint32_t*>(cU + L::loU + r * LU + cc);
+                    x0 += from_bf16(uint16_t(ul & 0xffffu));
+                    x1 += from_bf16(uint16_t(ul >> 16));
+                }
+                const int64_t ou = ((row0 + r) * Nv + h) * dv + v0 + cc;
                 const float f = expf(glast - cG[r]);
-                const uint32_t w = pack_bf16(x0 * f, x1 * f);
+                uint32_t w;
+                if constexpr (X2) {
+                    uint32_t wl;
+                    if (r < nc && cc < vcols) {
+                        uint32_t hi, lo;
+                        pack_split(x0, x1, hi, lo);
+                        *reinterpret_cast<uint32_t*>(p.tcU + ou) = hi;
+                        *reinterpret_cast<uint32_t*>(p.tcUl + ou) = lo;
+                    }
+                    pack_split(x0 * f, x1 * f, w, wl);
+                    sVs[L::loV + cc * LVT + r] = uint16_t(wl & 0xffffu);
+                    sVs[L::loV + (cc + 1) * LVT + r] = uint16_t(wl >> 16);
+                } else {
+                    if (r < nc && cc < vcols) *reinterpret_cast<uint32_t*>(p.tcU + ou) = pack_bf16(x0, x1);
+                    w = pack_bf16(x0 * f, x1 * f);
+                }
                 sVs[cc * LVT + r] = uint16_t(w & 0xffffu);
                 sVs[(cc + 1) * LVT + r] = uint16_t(w >> 16);
             });
@@ -176,9 +225,9 @@ __global__ void __launch_bounds__(kTcStateThreads, 2) gdn_tc_state_kernel(RecArg
             for (int j = 0; j < NJ; ++j)
 #pragma unroll
                 for (int e = 0; e < 4; ++e) acc[i][j][e] *= el;
-            tc_mma<NJ>(
-                acc[i], 0, CT, [&](int k, uint32_t (&a)[4]) { tc_a_cols(cK, LD, ms0, k, a); },
-                [&](int k, int j, uint32_t (&bb)[2]) { tc_b_cols(sVs, LVT, 0, k, j, bb); });
+            tc_mma_x<NJ, X2>(
+                acc[i], 0, CT, [&](int k, uint32_t (&a)[4], bool lo) { tc_a_cols(cK + (lo ? L::loW : 0), LD, ms0, k, a); },
+                [&](int k, int j, uint32_t (&bb)[2], bool lo) { tc_b_cols(sVs + (lo ? L::loV : 0), LVT, 0, k, j, bb); });
         }
         __syncthreads();  // every warp is done with this stage, sS and sVs
         issue(ci + 2, st);
@@ -201,37 +250,43 @@ __global__ void __launch_bounds__(kTcStateThreads, 2) gdn_tc_state_kernel(RecArg
     }
 }
 
-template <int D, int kBV, bool BF16>
+template <int D, int kBV, bool BF16, bool X2>
 void launch_t(const RecArgs& a, cudaStream_t stream) {
-    constexpr size_t smem = TcStateSmem<D, kBV>::bytes;
+    constexpr size_t smem = TcStateSmem<D, kBV, X2>::bytes;
     static bool attr_set[64] = {};
     int dev = 0;
     QS_CUDA_CHECK(cudaGetDevice(&dev));
     if (dev < 0 || dev >= 64 || !attr_set[dev]) {
-        QS_CUDA_CHECK(cudaFuncSetAttribute(gdn_tc_state_kernel<D, kBV, BF16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           int(smem)));
+        QS_CUDA_CHECK(cudaFuncSetAttribute(gdn_tc_state_kernel<D, kBV, BF16, X2>,
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
         if (dev >= 0 && dev < 64) attr_set[dev] = true;
     }
     const dim3 grid(unsigned((a.Dv + kBV - 1) / kBV), unsigned(a.Nv), unsigned(a.num_seqs));
-    gdn_tc_state_kernel<D, kBV, BF16><<<grid, kTcStateThreads, smem, stream>>>(a);
+    gdn_tc_state_kernel<D, kBV, BF16, X2><<<grid, kTcStateThreads, smem, stream>>>(a);
     QS_CUDA_CHECK_LAUNCH();
+}
+
+template <int D, bool X2>
+void launch_x(const RecArgs& a, bool bf16, int value_cols, cudaStream_t stream) {
+    if (value_cols == 16) {
+        if (bf16) launch_t<D, 16, true, X2>(a, stream);
+        else launch_t<D, 16, false, X2>(a, stream);
+    } else {
+        if (bf16) launch_t<D, 32, true, X2>(a, stream);
+        else launch_t<D, 32, false, X2>(a, stream);
+    }
 }
 
 }  // namespace
 
 template <int D>
-void launch_tc_state(const RecArgs& a, bool bf16, int value_cols, cudaStream_t stream) {
-    if (value_cols == 16) {
-        if (bf16) launch_t<D, 16, true>(a, stream);
-        else launch_t<D, 16, false>(a, stream);
-    } else {
-        if (bf16) launch_t<D, 32, true>(a, stream);
-        else launch_t<D, 32, false>(a, stream);
-    }
+void launch_tc_state(const RecArgs& a, bool bf16, bool x2, int value_cols, cudaStream_t stream) {
+    if (x2) launch_x<D, true>(a, bf16, value_cols, stream);
+    else launch_x<D, false>(a, bf16, value_cols, stream);
 }
 
-template void launch_tc_state<32>(const RecArgs&, bool, int, cudaStream_t);
-template void launch_tc_state<64>(const RecArgs&, bool, int, cudaStream_t);
-template void launch_tc_state<128>(const RecArgs&, bool, int, cudaStream_t);
+template void launch_tc_state<32>(const RecArgs&, bool, bool, int, cudaStream_t);
+template void launch_tc_state<64>(const RecArgs&, bool, bool, int, cudaStream_t);
+template void launch_tc_state<128>(const RecArgs&, bool, bool, int, cudaStream_t);
 
 }  // namespace qs::cuda::gdn
