@@ -23,6 +23,9 @@
 //          2 = bf16 tensor cores, gdn_tc_*.cu, bench/kernels/NOTES.md "v5")
 //          [--moe-int4-grouped 0|1]  (CudaOptions::moe_int4_grouped: with --dummy-format int4-w4a16,
 //          MoE calls of 9..1,024 rows on the INT4 tensor-core grouped GEMMs instead of the BF16 copy)
+//          [--int4-expert-copies bf16|none]  (the serve option, CudaOptions::moe_int4_scratch: with
+//          --dummy-format int4-w4a16, none = no BF16 expert copies; MoE calls above the INT4 kernels'
+//          rows dequantise one layer's experts into a BF16 scratch first)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -166,6 +169,12 @@ int run(const Args& args) {
     cuda::CudaOptions co;
     co.ssm_bf16 = ec.gdn_state_bf16;
     co.graph_max_batch = std::stoll(args.get_or("cuda-graph-max-batch", "512"));
+    const std::string copies = args.get_or("int4-expert-copies", "bf16");
+    if (copies != "bf16" && copies != "none") {
+        std::fprintf(stderr, "--int4-expert-copies must be 'bf16' or 'none', got '%s'\n", copies.c_str());
+        return 2;
+    }
+    co.moe_int4_scratch = copies == "none" ? 1 : 0;
     co.profile_ops = mode == "profile";
     co.step_timeline = mode == "mtp";
     // The kernel-version options: each defaults to CudaOptions' own default.
