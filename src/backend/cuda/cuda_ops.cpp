@@ -58,6 +58,7 @@ CudaOps::CudaOps(const CudaOptions& options)
                  "CudaOptions::moe_int4_grouped must be 0 or 1");
     QS_CHECK_MSG(options.moe_int4_scratch == 0 || options.moe_int4_scratch == 1,
                  "CudaOptions::moe_int4_scratch must be 0 or 1");
+    QS_CHECK_MSG(options.moe_int4_grouped_max_t > kMoeSmallTMax, "CudaOptions::moe_int4_grouped_max_t must be >= 9");
     moe_counter_ = DeviceBuffer(sizeof(int));
     QS_CUDA_CHECK(cudaMemset(moe_counter_.get(), 0, sizeof(int)));
 }
@@ -640,6 +641,7 @@ void CudaOps::moe(const float* x, int64_t T, const MoeWeights& w, int64_t top_k,
     p.decode_version = options_.moe_decode_version;
     p.prefill_version = options_.moe_prefill_version;
     p.int4_grouped = options_.moe_int4_grouped;
+    p.int4_grouped_max_t = options_.moe_int4_grouped_max_t;
     // Small-T version 2 reads the fp32 router and shared-expert-gate weights itself.
     const DeviceLinear& router = weights_.linear(w.router);
     const DeviceLinear& sgate = weights_.linear(w.shared_expert_gate);

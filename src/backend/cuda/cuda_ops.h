@@ -92,6 +92,10 @@ struct CudaOptions {
     // then run the same GEMMs on the same bf16 values (y bitwise equal). Default flips after the
     // lead's H200 measurement (bench/kernels/NOTES.md "INT4 experts without BF16 copies").
     int moe_int4_scratch = 0;
+    // MoeParams::int4_grouped_max_t: the most rows an MoE call takes on the INT4 grouped GEMMs
+    // (moe_int4_grouped 1); larger calls take the CUTLASS prefill path on the BF16 copies or the
+    // scratch. >= 9. Tuning: moe_int4_lab --scratch times both at 1,024 to 16,384 rows.
+    int moe_int4_grouped_max_t = 1024;
 };
 
 class CudaOps final : public Ops {
