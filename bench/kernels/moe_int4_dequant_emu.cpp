@@ -1,7 +1,7 @@
 // CPU emulation test of the INT4 → BF16 scratch dequantisation (src/backend/cuda/moe_int4_dequant.cu,
 // CudaOptions::moe_int4_scratch): compiles the real kernel source as host C++ with the emulation
 // shim (moe_emu_shim.h) and runs it on small shapes (E = 3 routed experts, H = 96, I = 64, I_shared
-// = 32; groups 8, 16 and 32), random codes and random bf16 scales (not powers of two, so the
+// = 32, groups 8, 16 and 32; and H = 256, I = 160, I_shared = 96: several blocks), random codes and random bf16 scales (not powers of two, so the
 // bf16 rounding of q · scale is exercised, ties included), against the host's value:
 // f32_to_bf16((u − 8) · scale) (core/dtype.h, round to nearest even), which is the BF16 copy the
 // upload makes (LinearWeight::row_to_f32 of the same weight, int4_layout.h). Every element must
@@ -29,8 +29,8 @@ struct Matrix {
     std::vector<uint16_t> out;     // the scratch's bf16 [rows, cols]
 };
 
-int run_case(int group, bool with_off, std::mt19937& rng) {
-    const int E = 3, H = 96, I = 64, Is = 32;
+int run_case(int H, int I, int Is, int group, bool with_off, std::mt19937& rng) {
+    const int E = 3;
     std::vector<Matrix> m;  // expert e's gate, up, down at 3e .. 3e+2
     for (int e = 0; e <= E; ++e) {
         const int Ie = e == E ? Is : I;
@@ -84,8 +84,8 @@ int run_case(int group, bool with_off, std::mt19937& rng) {
                     const uint16_t want = skipped ? uint16_t(0x7E57) : qs::f32_to_bf16(float(int(u) - 8) * s).bits;
                     const uint16_t got = x.out[size_t(r) * x.cols + c];
                     if (got != want && bad++ < 5)
-                        std::printf("group %d off %d expert %d matrix %d [%d, %d]: got %04x want %04x\n", group,
-                                    int(with_off), e, k, r, c, got, want);
+                        std::printf("H %d group %d off %d expert %d matrix %d [%d, %d]: got %04x want %04x\n", H,
+                                    group, int(with_off), e, k, r, c, got, want);
                 }
         }
     return bad;
@@ -97,7 +97,9 @@ int main() {
     std::mt19937 rng(7);
     int bad = 0;
     for (int group : {8, 16, 32})
-        for (bool with_off : {false, true}) bad += run_case(group, with_off, rng);
+        for (bool with_off : {false, true}) bad += run_case(96, 64, 32, group, with_off, rng);
+    // Several blocks per matrix, the last one partial (256 × 160 / 8 = 5,120 words: 5 blocks).
+    bad += run_case(256, 160, 96, 32, true, rng);
     std::printf("%s (%d mismatching elements)\n", bad ? "FAIL" : "PASS", bad);
     return bad ? 1 : 0;
 }

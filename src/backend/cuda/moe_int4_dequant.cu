@@ -2,8 +2,9 @@
 // 0.5 B of codes (+ 2 B per group of scales) read and 2 B written; the real model's layer is
 // 257 experts × 3 × 512 × 2048 weights, 1.6 GB written, ~0.4 ms at 4.25 TB/s.
 // Grid (blocks over the largest matrix, 3·(E + 1)): blockIdx.y = expert·3 + matrix (gate, up,
-// down); each thread turns 32 codes (one 16-byte load) into 32 bf16 (four 16-byte stores) at
-// flat index c of the matrix (row c / (cols/32)). w = q · scale in fp32 (exact: int4_layout.h),
+// down); each thread turns 4 code words (8 codes each; word c of the matrix is row c / (cols/8))
+// into 4 × 8 bf16 (one 16-byte store each), loads before stores, consecutive threads on
+// consecutive words (coalesced 4-byte loads, 16-byte stores). w = q · scale in fp32 (exact: int4_layout.h),
 // rounded to bf16 to nearest even: the host's f32_to_bf16 of LinearWeight::row_to_f32.
 // Compiles as host C++ too (QS_MOE_EMULATE: the CPU emulation bench/kernels/moe_int4_dequant_emu.cpp).
 #include "backend/cuda/moe_int4_dequant.h"
@@ -23,6 +24,7 @@ namespace qs::cuda {
 namespace moe {
 
 constexpr int kDequantThreads = 256;
+constexpr int kDequantWords = 4;  // u32 code words (8 weights each) per thread
 
 struct DequantParams {
     const uint32_t* const* q[3];   // gate, up, down codes [E + 1]
@@ -44,29 +46,35 @@ __global__ void __launch_bounds__(kDequantThreads) moe_int4_dequant_kernel(Dequa
     if (p.expert_off != nullptr && p.expert_off[e + 1] == p.expert_off[e]) return;  // no rows: not read
     const int Ie = e == p.E ? p.I_shared : p.I;
     const int rows = m == 2 ? p.H : Ie, cols = m == 2 ? Ie : p.H;
-    const int chunks_per_row = cols / 32, groups_per_row = cols / p.group;
-    const int64_t chunks = int64_t(rows) * chunks_per_row;
-    const uint4* codes = reinterpret_cast<const uint4*>(p.q[m][e]);
+    const int words_per_row = cols / 8, groups_per_row = cols / p.group;
+    const int64_t words = int64_t(rows) * words_per_row;
+    const uint32_t* codes = p.q[m][e];
     const uint16_t* scales = p.qs[m][e];
     uint4* out = reinterpret_cast<uint4*>(const_cast<void*>(p.w[m][e]));
-    for (int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; c < chunks; c += int64_t(gridDim.x) * blockDim.x) {
-        const uint4 q = codes[c];
-        const int64_t row = c / chunks_per_row;
-        const int col0 = int(c % chunks_per_row) * 32;
-        const uint32_t words[4] = {q.x, q.y, q.z, q.w};
+    // kDequantWords words per thread, a block's threads on consecutive words in each step: a warp
+    // loads 128 contiguous bytes of codes and stores 512 contiguous bytes of bf16.
+    const int64_t base = int64_t(blockIdx.x) * kDequantThreads * kDequantWords + threadIdx.x;
+    uint32_t w[kDequantWords];
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
-            // A word's 8 inputs lie in one group (group % 8 == 0).
-            const float s = w4::bf16_bits_f32(scales[row * groups_per_row + (col0 + 8 * i) / p.group]);
-            float f[8];
-            w4::unpack8(words[i], f);
-            uint4 o;
-            o.x = bf16x2_rn(f[0] * s, f[1] * s);
-            o.y = bf16x2_rn(f[2] * s, f[3] * s);
-            o.z = bf16x2_rn(f[4] * s, f[5] * s);
-            o.w = bf16x2_rn(f[6] * s, f[7] * s);
-            out[c * 4 + i] = o;
-        }
+    for (int i = 0; i < kDequantWords; ++i) {  // every load first, then the stores
+        const int64_t c = base + int64_t(i) * kDequantThreads;
+        w[i] = c < words ? codes[c] : 0u;
+    }
+#pragma unroll
+    for (int i = 0; i < kDequantWords; ++i) {
+        const int64_t c = base + int64_t(i) * kDequantThreads;
+        if (c >= words) break;
+        const int64_t row = c / words_per_row;
+        // A word's 8 inputs lie in one group (group % 8 == 0).
+        const float s = w4::bf16_bits_f32(scales[row * groups_per_row + int(c % words_per_row) * 8 / p.group]);
+        float f[8];
+        w4::unpack8(w[i], f);
+        uint4 o;
+        o.x = bf16x2_rn(f[0] * s, f[1] * s);
+        o.y = bf16x2_rn(f[2] * s, f[3] * s);
+        o.z = bf16x2_rn(f[4] * s, f[5] * s);
+        o.w = bf16x2_rn(f[6] * s, f[7] * s);
+        out[c] = o;
     }
 }
 
@@ -74,9 +82,9 @@ DequantParams dequant_params(const MoeExpertTable& x, const int* expert_off) {
     const int g = x.int4_group;
     QS_CHECK_MSG(x.gate_q && x.up_q && x.down_q && x.gate_qs && x.up_qs && x.down_qs && x.gate && x.up && x.down,
                  "launch_moe_int4_dequant: INT4 experts and the scratch's BF16 tables are needed");
-    QS_CHECK_MSG(x.E >= 1 && x.H % 32 == 0 && x.I % 32 == 0 && x.I_shared % 32 == 0 && x.I > 0 && x.I_shared > 0 &&
-                     g > 0 && g % 8 == 0 && x.H % g == 0 && x.I % g == 0 && x.I_shared % g == 0,
-                     "launch_moe_int4_dequant: H, I, I_shared multiples of 32 and a group (multiple of 8) dividing them");
+    QS_CHECK_MSG(x.E >= 1 && x.I > 0 && x.I_shared > 0 && g > 0 && g % 8 == 0 && x.H % g == 0 && x.I % g == 0 &&
+                     x.I_shared % g == 0,
+                     "launch_moe_int4_dequant: a group (multiple of 8) dividing H, I and I_shared");
     DequantParams p{};
     p.q[0] = x.gate_q, p.q[1] = x.up_q, p.q[2] = x.down_q;
     p.qs[0] = x.gate_qs, p.qs[1] = x.up_qs, p.qs[2] = x.down_qs;
@@ -86,10 +94,11 @@ DequantParams dequant_params(const MoeExpertTable& x, const int* expert_off) {
     return p;
 }
 
-// Blocks along x: one thread per 32 codes of the largest matrix (no grid-stride loop needed).
+// Blocks along x: kDequantWords code words per thread over the largest matrix.
 inline unsigned dequant_blocks_x(const MoeExpertTable& x) {
-    const int64_t most = int64_t(x.H) * std::max(x.I, x.I_shared) / 32;
-    return unsigned((most + kDequantThreads - 1) / kDequantThreads);
+    const int64_t most = int64_t(x.H) * std::max(x.I, x.I_shared) / 8;
+    const int64_t per_block = int64_t(kDequantThreads) * kDequantWords;
+    return unsigned((most + per_block - 1) / per_block);
 }
 
 }  // namespace moe

@@ -31,8 +31,8 @@ void moe_int4_scratch_pointers(void* scratch, int64_t E, int64_t H, int64_t I, i
 // Enqueues the dequantisation of x's INT4 experts (gate_q, up_q, down_q and their scales) into the
 // BF16 arrays x.gate, x.up, x.down point to (x.bf16_in_scratch: the scratch's addresses). expert_off:
 // null (every expert), or the sorted-row offsets [E + 2] of the call (moe_common.cuh): an expert
-// with no routed rows is left as it is (its scratch rows are not read). Needs H, I, I_shared
-// multiples of 32 and a group (multiple of 8) dividing them (int4_layout_unsupported's conditions).
+// with no routed rows is left as it is (its scratch rows are not read). Needs a group (multiple of
+// 8) dividing H, I and I_shared (int4_layout_unsupported's conditions imply it).
 void launch_moe_int4_dequant(const MoeExpertTable& x, const int* expert_off, cudaStream_t stream);
 
 }  // namespace qs::cuda
