@@ -17,7 +17,7 @@ OptionGroup backend_option_group() {
                           std::to_string(defaults.cuda_graph_max_batch)),
                    choice("int4-expert-copies", {"bf16", "none"},
                           "--device cuda with INT4 W4A16 experts: bf16 also uploads every expert as BF16 for the "
-                          "MoE calls of more than 1,024 rows (prompt chunks; ~50 GB for Qwen3.6-35B-A3B); none "
+                          "MoE calls of more than 1,024 rows (prompt chunks; ~65 GB for Qwen3.6-35B-A3B); none "
                           "keeps them packed only and dequantises one layer's experts into a BF16 scratch of "
                           "one layer's size (1.6 GB) before those calls, leaving the rest to the KV cache",
                           defaults.int4_expert_bf16_copies ? "bf16" : "none")}};
