@@ -23,6 +23,11 @@
 //          2 = bf16 tensor cores, gdn_tc_*.cu, bench/kernels/NOTES.md "v5"; 3 = 2 with split operands)
 //          [--moe-int4-grouped 0|1]  (CudaOptions::moe_int4_grouped: with --dummy-format int4-w4a16,
 //          MoE calls of 9..1,024 rows on the INT4 tensor-core grouped GEMMs instead of the BF16 copy)
+//          [--moe-int4-grouped-max-t N]  (CudaOptions::moe_int4_grouped_max_t, default 1,024: the
+//          largest MoE call on the INT4 grouped GEMMs; above it the CUTLASS BF16 path)
+//          [--int4-expert-copies bf16|none]  (the serve option, CudaOptions::moe_int4_scratch: with
+//          --dummy-format int4-w4a16, none = no BF16 expert copies; MoE calls above the INT4 kernels'
+//          rows dequantise one layer's experts into a BF16 scratch first)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -166,6 +171,17 @@ int run(const Args& args) {
     cuda::CudaOptions co;
     co.ssm_bf16 = ec.gdn_state_bf16;
     co.graph_max_batch = std::stoll(args.get_or("cuda-graph-max-batch", "512"));
+    const std::string copies = args.get_or("int4-expert-copies", "bf16");
+    if (copies != "bf16" && copies != "none") {
+        std::fprintf(stderr, "--int4-expert-copies must be 'bf16' or 'none', got '%s'\n", copies.c_str());
+        return 2;
+    }
+    co.moe_int4_scratch = copies == "none" ? 1 : 0;
+    co.moe_int4_grouped_max_t = std::stoi(args.get_or("moe-int4-grouped-max-t", "1024"));
+    if (co.moe_int4_grouped_max_t < 9) {
+        std::fprintf(stderr, "--moe-int4-grouped-max-t must be >= 9, got %d\n", co.moe_int4_grouped_max_t);
+        return 2;
+    }
     co.profile_ops = mode == "profile";
     co.step_timeline = mode == "mtp";
     // The kernel-version options: each defaults to CudaOptions' own default.
@@ -293,7 +309,8 @@ int main(int argc, char** argv) {
     std::set<std::string> valued = {"mode",   "requests", "prompt",   "completion",     "decode-steps",
                                     "mtp-k",  "mtp-acceptance", "mtp-seqs", "mtp-steps", "mtp-prompt-tokens", "mtp-overlap", "mtp-spare-slots-list",
                                     "moe-small-version", "moe-decode-version",
-                                    "moe-prefill-version", "gdn-prefill-version", "moe-int4-grouped"};
+                                    "moe-prefill-version", "gdn-prefill-version", "moe-int4-grouped",
+                                    "moe-int4-grouped-max-t"};
     std::set<std::string> flags;
     cli::add_option_names(cli::model_option_group(), flags, valued);
     cli::add_option_names(cli::backend_option_group(), flags, valued);

@@ -52,6 +52,13 @@
 #   int4_moe  the INT4 MoE grouped GEMM on tensor cores (CudaOptions::moe_int4_grouped): moe_int4_lab
 #           (bf16 / fp8 / int4 today / int4 tensor-core MoE at T = 1, 8, 64, 512, CPU-reference checks)
 #           and the INT4 GPU tests (CudaInt4*, with CudaInt4.MoeInt4GroupedGemm)
+#   int4_scratch  INT4 experts without BF16 copies (--int4-expert-copies none, CudaOptions::moe_int4_scratch):
+#           `moe_int4_lab 1 --scratch` (fp8 / int4-copies / int4-scratch / int4-mma at T = 1,024 to 16,384,
+#           the dequantisation alone; scratch must equal copies bitwise), the new GPU tests (MoE calls and
+#           a 1,500-token model forward bitwise equal to the copies, the device memory saved)
+#   single_int4_nocopies | single_int4_4k  gpu_forward_bench --mode single --prompt 4096 on int4-w4a16
+#           dummy weights without / with the BF16 expert copies (the `memory` line: the cache budget;
+#           the prefill time: the prompt's MoE calls dequantise into the scratch without copies)
 #   profile_int4 | profile_int4_grouped | profile_fp8   GPU time per op on int4-w4a16 dummy weights (the
 #           512-sequence decode step's `moe` row is the number), BF16 expert copies / --moe-int4-grouped 1,
 #           and on fp8-block dummy weights (same options otherwise)
@@ -95,6 +102,14 @@ for stage in "$@"; do
               run gpu_tests_int4 "$B/qs_gpu_tests" --gtest_color=no --gtest_filter='*Int4*:CudaOpsParity.*Linear*' ;;
         int4_moe) run moe_int4_lab "$B/moe_int4_lab" 1
                   run gpu_tests_int4 "$B/qs_gpu_tests" --gtest_color=no --gtest_filter='*Int4*' ;;
+        int4_scratch) run moe_int4_lab_scratch "$B/moe_int4_lab" 1 --scratch
+                      run gpu_tests_int4_scratch "$B/qs_gpu_tests" --gtest_color=no \
+                          --gtest_filter='CudaInt4.*Bf16Copies*' ;;
+        single_int4_nocopies) run single_int4_nocopies "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b --load-format dummy \
+                          --no-mtp --mode single --prompt 4096 --decode-steps 32 --dummy-format int4-w4a16 \
+                          --int4-expert-copies none ;;
+        single_int4_4k) run single_int4_4k "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b --load-format dummy \
+                            --no-mtp --mode single --prompt 4096 --decode-steps 32 --dummy-format int4-w4a16 ;;
         profile_int4) run profile_int4 "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b --load-format dummy --no-mtp \
                           --mode profile --dummy-format int4-w4a16 ;;
         profile_int4_grouped) run profile_int4_grouped "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b \

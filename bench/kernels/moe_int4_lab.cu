@@ -11,7 +11,17 @@
 // the median of 25 eager calls, each on the next of 4 device copies of the weights (L2 holds
 // nothing useful between calls), as µs, the weight bytes the routed experts and the shared one
 // touch (INT4: 0.5 B per weight + a bf16 scale per 128) per second and their share of 4.25 TB/s.
-// Build: a bench target (bench/CMakeLists.txt globs kernels/*_lab.cu); run: build/bench/moe_int4_lab [seed]
+// --scratch (INT4 experts without BF16 copies, CudaOptions::moe_int4_scratch; moe_int4_dequant.h):
+// prompt-chunk sizes T = 1,024, 2,048, 4,096, 16,384 (the CUTLASS prefill path), paths
+//   fp8           FP8 experts (the speed to match)
+//   int4-copies   INT4 experts as served today above 1,024 rows: the BF16 copies
+//   int4-scratch  no copies: the layer's experts dequantised into one BF16 scratch, then the same
+//                 GEMMs (must equal int4-copies bitwise: the `same` column)
+//   int4-mma      the INT4 grouped GEMMs at any T (int4_grouped_max_t lifted): the alternative
+// each checked against the float64 reference on 64 evenly spaced tokens, and a `dequant` row:
+// the dequantisation alone (every expert), its µs and write+read GB/s.
+// Build: a bench target (bench/CMakeLists.txt globs kernels/*_lab.cu); run:
+// build/bench/moe_int4_lab [seed] [--scratch]
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -27,6 +37,7 @@
 #include <cuda_runtime.h>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/moe_int4_dequant.h"
 #include "backend/cuda/moe_kernels.h"
 #include "moe_int4_ref.h"
 #include "moe_ref.h"
@@ -155,10 +166,145 @@ double median(std::vector<double> v) {
     return v[v.size() / 2];
 }
 
+// The float64 reference's error of y on the rows `rows` (one reference per row in ref).
+struct Check {
+    double nerr = 0, worst = 0;
+    size_t bad = 0;
+    bool pass() const { return bad == 0 && nerr < 1e-2 && worst < 3e-2; }
+};
+Check check_rows(const std::vector<float>& y, const std::vector<int>& rows, const std::vector<std::vector<double>>& ref,
+                 int H) {
+    Check c;
+    double num = 0, den = 0;
+    for (size_t i = 0; i < rows.size(); ++i) {
+        double tn = 0, td = 0;
+        for (int j = 0; j < H; ++j) {
+            const float v = y[size_t(rows[i]) * H + j];
+            c.bad += !std::isfinite(v);
+            tn += (double(v) - ref[i][j]) * (double(v) - ref[i][j]);
+            td += ref[i][j] * ref[i][j];
+        }
+        num += tn, den += td;
+        c.worst = std::max(c.worst, std::sqrt(tn / std::max(td, 1e-300)));
+    }
+    c.nerr = std::sqrt(num / std::max(den, 1e-300));
+    return c;
+}
+
+// --scratch: see the header.
+int run_scratch(const Shape& s, const HostExperts& h, const Int4Experts& q, std::vector<DevLayer>& bf16_int4,
+                std::vector<DevLayer>& fp8, Rng& rng, cudaStream_t st, cudaEvent_t e0, cudaEvent_t e1) {
+    // One scratch, every weight copy's table pointing into it (as every layer's does on the device).
+    void* scratch;
+    const size_t scratch_bytes = moe_int4_scratch_bytes(s.E, s.H, s.I, s.Is);
+    QS_CUDA_CHECK(cudaMalloc(&scratch, scratch_bytes));
+    std::vector<const void*> sg, su, sd;
+    moe_int4_scratch_pointers(scratch, s.E, s.H, s.I, s.Is, sg, su, sd);
+    std::vector<void*> allocs;
+    const void* const* tg = upload(sg, allocs);
+    const void* const* tu = upload(su, allocs);
+    const void* const* td = upload(sd, allocs);
+    int fails = 0;
+    std::printf("\n   T   path          time_us   vs fp8   nerr(64 rows)  worst     same   check\n");
+    for (const int T : {1024, 2048, 4096, 16384}) {
+        const Inputs in = make_inputs(s, T, Routing::kNormal, rng);
+        float *x, *logits, *sgl, *y;
+        QS_CUDA_CHECK(cudaMalloc(&x, in.x.size() * 4));
+        QS_CUDA_CHECK(cudaMalloc(&logits, in.logits.size() * 4));
+        QS_CUDA_CHECK(cudaMalloc(&sgl, in.sg.size() * 4));
+        QS_CUDA_CHECK(cudaMalloc(&y, size_t(T) * s.H * 4));
+        QS_CUDA_CHECK(cudaMemcpy(x, in.x.data(), in.x.size() * 4, cudaMemcpyHostToDevice));
+        QS_CUDA_CHECK(cudaMemcpy(logits, in.logits.data(), in.logits.size() * 4, cudaMemcpyHostToDevice));
+        QS_CUDA_CHECK(cudaMemcpy(sgl, in.sg.data(), in.sg.size() * 4, cudaMemcpyHostToDevice));
+        void* ws;
+        QS_CUDA_CHECK(cudaMalloc(&ws, moe_workspace_bytes(T, s.H, s.I, s.Is, s.E, s.k)));
+        std::vector<int> rows;
+        for (int i = 0; i < 64; ++i) rows.push_back(int(int64_t(i) * (T - 1) / 63));
+        std::vector<std::vector<double>> ref_b(rows.size()), ref_f(rows.size());
+        parallel_for(int64_t(rows.size()), [&](int64_t i) {
+            const int t = rows[size_t(i)];
+            moe_ref_token(h, false, true, &in.x[size_t(t) * s.H], &in.logits[size_t(t) * s.E], in.sg[t], ref_b[size_t(i)]);
+            moe_ref_token(h, true, true, &in.x[size_t(t) * s.H], &in.logits[size_t(t) * s.E], in.sg[t], ref_f[size_t(i)]);
+        });
+        enum { kFp8, kCopies, kScratch, kMma };
+        const char* names[] = {"fp8", "int4-copies", "int4-scratch", "int4-mma"};
+        std::vector<float> y_copies;
+        double fp8_us = 0;
+        for (int path = kFp8; path <= kMma; ++path) {
+            auto make = [&](int c) {
+                MoeExpertTable t = (path == kFp8 ? fp8 : bf16_int4)[size_t(c)].table;
+                if (path == kScratch) t.gate = tg, t.up = tu, t.down = td, t.bf16_in_scratch = true;
+                MoeParams p = params(t, Path::kBf16, x, logits, sgl, T, s.k, ws, y);
+                p.prefill_version = 2;  // the serving default
+                if (path == kMma) p.int4_grouped = 1, p.int4_grouped_max_t = 1 << 30;
+                return p;
+            };
+            QS_CUDA_CHECK(cudaMemsetAsync(scratch, 0xff, scratch_bytes, st));  // NaN: a skipped expert would show
+            QS_CUDA_CHECK(cudaMemsetAsync(y, 0xff, size_t(T) * s.H * 4, st));
+            launch_moe(make(0), st);
+            std::vector<float> yh(size_t(T) * s.H);
+            QS_CUDA_CHECK(cudaMemcpyAsync(yh.data(), y, yh.size() * 4, cudaMemcpyDeviceToHost, st));
+            QS_CUDA_CHECK(cudaStreamSynchronize(st));
+            const Check c = check_rows(yh, rows, path == kFp8 ? ref_f : ref_b, s.H);
+            bool same = true;
+            if (path == kCopies) y_copies = yh;
+            if (path == kScratch) same = yh == y_copies;
+            const bool pass = c.pass() && same;
+            fails += !pass;
+            for (int r = 0; r < kCopies; ++r) launch_moe(make(r), st);
+            std::vector<double> us;
+            for (int r = 0; r < kReps; ++r) {
+                const MoeParams p = make(r % kCopies);
+                QS_CUDA_CHECK(cudaEventRecord(e0, st));
+                launch_moe(p, st);
+                QS_CUDA_CHECK(cudaEventRecord(e1, st));
+                QS_CUDA_CHECK(cudaEventSynchronize(e1));
+                float ms;
+                QS_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+                us.push_back(double(ms) * 1e3);
+            }
+            const double t_us = median(us);
+            if (path == kFp8) fp8_us = t_us;
+            std::printf("%5d   %-12s %9.1f   %5.2fx   %.3e      %.3e  %-5s  %s%s\n", T, names[path], t_us, t_us / fp8_us,
+                        c.nerr, c.worst, path == kScratch ? (same ? "yes" : "NO") : "-", pass ? "PASS" : "FAIL",
+                        c.bad ? " (non-finite)" : "");
+        }
+        QS_CUDA_CHECK(cudaFree(ws));
+        QS_CUDA_CHECK(cudaFree(x));
+        QS_CUDA_CHECK(cudaFree(logits));
+        QS_CUDA_CHECK(cudaFree(sgl));
+        QS_CUDA_CHECK(cudaFree(y));
+    }
+    // The dequantisation alone, every expert (expert_off null), rotating over the weight copies.
+    std::vector<double> us;
+    for (int r = 0; r < kReps + kCopies; ++r) {
+        MoeExpertTable t = bf16_int4[size_t(r % kCopies)].table;
+        t.gate = tg, t.up = tu, t.down = td, t.bf16_in_scratch = true;
+        QS_CUDA_CHECK(cudaEventRecord(e0, st));
+        launch_moe_int4_dequant(t, nullptr, st);
+        QS_CUDA_CHECK(cudaEventRecord(e1, st));
+        QS_CUDA_CHECK(cudaEventSynchronize(e1));
+        float ms;
+        QS_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+        if (r >= kCopies) us.push_back(double(ms) * 1e3);
+    }
+    const double d_us = median(us);
+    const double moved = double(scratch_bytes) * (1.0 + 0.25 + 1.0 / 128);  // bf16 out, codes, scales in
+    std::printf("      dequant      %9.1f   (%.0f MB written, %.0f GB/s moved, %.1f %% of %.2f TB/s)\n", d_us,
+                double(scratch_bytes) / 1e6, moved / (d_us * 1e-6) / 1e9, 100.0 * moved / (d_us * 1e-6) / (kCopyTBs * 1e12),
+                kCopyTBs);
+    (void)q;
+    for (void* p : allocs) QS_CUDA_CHECK(cudaFree(p));
+    QS_CUDA_CHECK(cudaFree(scratch));
+    return fails;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-    const uint64_t seed = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : 1;
+    const uint64_t seed = argc > 1 && argv[1][0] != '-' ? std::strtoull(argv[1], nullptr, 10) : 1;
+    bool scratch_mode = false;
+    for (int i = 1; i < argc; ++i) scratch_mode = scratch_mode || std::string(argv[i]) == "--scratch";
     std::setvbuf(stdout, nullptr, _IOLBF, 0);
     init_e4m3_lut();
     const Shape s{"real", 256, 8, 2048, 512, 512};
@@ -178,6 +324,13 @@ int main(int argc, char** argv) {
     QS_CUDA_CHECK(cudaEventCreate(&e0));
     QS_CUDA_CHECK(cudaEventCreate(&e1));
     int fails = 0;
+    if (scratch_mode) {
+        fails = run_scratch(s, h, q, bf16_int4, fp8, rng, st, e0, e1);
+        for (DevLayer& L : bf16_int4) free_layer(L);
+        for (DevLayer& L : fp8) free_layer(L);
+        std::printf("\n%s (%d failing)\n", fails ? "FAIL" : "PASS", fails);
+        return fails ? 1 : 0;
+    }
     std::printf("\n   T   path        experts  weightMB   time_us    wGB/s  %%4.25TB/s   nerr      worst     check\n");
     for (const int T : {1, 8, 64, 512}) {
         const Inputs in = make_inputs(s, T, Routing::kGapped, rng);

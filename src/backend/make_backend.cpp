@@ -93,6 +93,7 @@ Result<std::unique_ptr<Ops>> create_backend(const BackendOptions& options, const
     cuda::CudaOptions co;
     co.ssm_bf16 = options.gdn_state_bf16;
     co.graph_max_batch = options.cuda_graph_max_batch;
+    co.moe_int4_scratch = options.int4_expert_bf16_copies ? 0 : 1;
     return std::unique_ptr<Ops>(std::make_unique<cuda::CudaOps>(co));
 #else
     return invalid_argument("--device cuda: this build has no CUDA backend (nvcc was not found at configure time)");

@@ -18,6 +18,9 @@ struct BackendOptions {
     std::string device = "cpu";  // cpu | cuda
     bool gdn_state_bf16 = false; // cuda: GDN recurrent state stored in bf16 (math in fp32)
     int64_t cuda_graph_max_batch = 512;  // cuda: decode batches up to this size replay CUDA graphs (0: off)
+    // cuda: INT4 experts also uploaded as BF16 (true), or packed only with a one-layer BF16 scratch
+    // for the large-T MoE calls (false; --int4-expert-copies none; CudaOptions::moe_int4_scratch).
+    bool int4_expert_bf16_copies = true;
     // Ranks of the tensor-parallel group the model runs on (model/tensor_parallel_runner.h); 1: none.
     int64_t tensor_parallel_size = 1;
     // The group splits the routed experts over its ranks instead of their intermediate (CPU only).

@@ -7,7 +7,8 @@
 // CudaOptions::moe_int4_grouped the INT4 tensor-core grouped GEMMs (moe_decode_gemm_int4.cu). x
 // (and h) are rounded to bf16 on the GPU, W is exact: bound 1e-2 as the BF16 paths
 // (cuda_ops_parity_test.cpp). Also the kernel on weights packed by compressed-tensors itself
-// (tests/data/quant/ct_int4's experts).
+// (tests/data/quant/ct_int4's experts). CudaOptions::moe_int4_scratch (no BF16 expert copies)
+// against the copies: MoE calls and a whole-model prefill bitwise, and the device memory saved.
 #include <gtest/gtest.h>
 
 #include "backend/cpu/cpu_ops.h"
@@ -16,6 +17,8 @@
 #include "backend/int4_layout.h"
 #include "config/model_config.h"
 #include "gpu_test_util.h"
+#include "model/qwen36.h"
+#include "model/single_sequence.h"
 #include "model/weights.h"
 
 using namespace qs;
@@ -132,6 +135,112 @@ TEST_F(CudaInt4, MoeInt4GroupedGemm) {
         gpu.free_all();
         gpu_->free_all();
     }
+}
+
+// CudaOptions::moe_int4_scratch = 1 (no BF16 expert copies; moe_int4_dequant.h): every MoE call
+// the INT4 kernels do not take dequantises the layer's experts into the one-layer scratch first.
+// The scratch holds the copies' bf16 values bit for bit, so y must equal the copy path's bitwise
+// on every path: the small-T INT4 path (T = 1, 8), the mma.sync BF16 GEMMs (T = 9, 64 with
+// moe_int4_grouped 0), the CUTLASS prefill path (T = 300, 1,025, 4,096: at 32 experts it starts at
+// 128 rows), and the prefill path forced at T = 9 (moe_gemm_path 1: experts without rows are not
+// dequantised; the layers alternate, so a stale expert left by the other layer would show). The
+// CPU specification checks T = 300.
+TEST_F(CudaInt4, MoeWithoutBf16CopiesEqualsTheCopies) {
+    const int64_t k = config_.num_experts_per_tok, H = config_.hidden_size;
+    for (int gemm_path : {-1, 1}) {
+        cuda::CudaOptions o;
+        o.poison = true;
+        o.moe_int4_grouped = 0;
+        o.moe_gemm_path = gemm_path;
+        o.moe_int4_scratch = 1;
+        cuda::CudaOps gpu(o);
+        gpu.prepare_weights(weight_set(*weights_));
+        ASSERT_EQ(gpu.weights().int4_scratch_layers(), config_.num_hidden_layers);
+        o.moe_int4_scratch = 0;
+        cuda::CudaOps copies(o);
+        copies.prepare_weights(weight_set(*weights_));
+        ASSERT_EQ(copies.weights().int4_scratch_layers(), 0);
+        const std::vector<int64_t> sizes =
+            gemm_path < 0 ? std::vector<int64_t>{1, 8, 9, 64, 300, 1025, 4096} : std::vector<int64_t>{9, 40};
+        for (int64_t T : sizes) {
+            for (int layer : {0, 1, 0}) {
+                const MoeWeights& m = weights_->layers[size_t(layer)].moe;
+                const auto x = gpu_test::random_floats(size_t(T * H), rng_);
+                float* dy = gpu.alloc(T * H);
+                gpu.moe(gpu_test::to_device(gpu, x), T, m, k, config_.norm_topk_prob, dy);
+                const std::vector<float> y = gpu_test::to_host(gpu, dy, size_t(T * H));
+                float* dy0 = copies.alloc(T * H);
+                copies.moe(gpu_test::to_device(copies, x), T, m, k, config_.norm_topk_prob, dy0);
+                EXPECT_TRUE(y == gpu_test::to_host(copies, dy0, size_t(T * H)))
+                    << "gemm_path " << gemm_path << " T=" << T << " layer " << layer << ": differs from the BF16 copies";
+                if (T == 300 && layer == 1) {
+                    std::vector<float> ref(x.size());
+                    cpu_.moe(x.data(), T, m, k, config_.norm_topk_prob, ref.data());
+                    EXPECT_LT(normalised_error(y, ref), kBound) << "T=" << T;
+                }
+                gpu.free_all();
+                copies.free_all();
+            }
+        }
+    }
+}
+
+// The same through the whole model: a 1,500-token prompt (its MoE calls on the CUTLASS prefill
+// path, INT4 grouped GEMMs on by default) and 3 decode steps give bitwise the logits of the copy path.
+TEST_F(CudaInt4, ModelWithoutBf16CopiesEqualsTheCopies) {
+    std::vector<int32_t> ids(1500);
+    std::uniform_int_distribution<int32_t> tok(0, int32_t(config_.vocab_size) - 1);
+    for (int32_t& t : ids) t = tok(rng_);
+    std::vector<std::vector<float>> logits[2];
+    for (int scratch : {0, 1}) {
+        cuda::CudaOptions o;
+        o.poison = true;
+        o.moe_int4_scratch = scratch;
+        cuda::CudaOps gpu(o);
+        gpu.prepare_weights(weight_set(*weights_));
+        Qwen36Model model(*weights_, gpu);
+        SingleSequence seq(model, int64_t(ids.size()) + 8, KvCacheDtype::kBF16);
+        logits[scratch].push_back(seq.feed(ids, false));
+        for (int32_t t : {5, 77, 1234}) logits[scratch].push_back(seq.feed({t}, false));
+    }
+    ASSERT_EQ(logits[0].size(), 4u);
+    for (size_t i = 0; i < logits[0].size(); ++i) {
+        ASSERT_FALSE(logits[0][i].empty());
+        EXPECT_TRUE(logits[0][i] == logits[1][i]) << "step " << i << ": logits differ from the BF16-copy path";
+    }
+}
+
+// Device memory: without copies the upload holds the packed experts and one layer's scratch, not
+// every layer's BF16 experts. Both by the weights' own count (exact: the copies' bytes minus one
+// scratch) and by the device's free memory around each upload (the driver's view, which the cache
+// budget is sized from; 2 MiB allocation granularity).
+TEST_F(CudaInt4, NoBf16CopiesAllocatedWithoutThem) {
+    const int64_t E = config_.num_experts, H = config_.hidden_size, I = config_.moe_intermediate_size,
+                  Is = config_.shared_expert_intermediate_size, L = config_.num_hidden_layers;
+    const size_t layer_bf16 = size_t(3 * H * (E * I + Is)) * 2;
+    size_t held[2], taken[2];
+    for (int scratch : {0, 1}) {
+        cuda::CudaOptions o;
+        o.moe_int4_scratch = scratch;
+        size_t free0 = 0, free1 = 0, total = 0;
+        QS_CUDA_CHECK(cudaDeviceSynchronize());
+        QS_CUDA_CHECK(cudaMemGetInfo(&free0, &total));
+        cuda::CudaOps gpu(o);
+        gpu.prepare_weights(weight_set(*weights_));
+        QS_CUDA_CHECK(cudaDeviceSynchronize());
+        QS_CUDA_CHECK(cudaMemGetInfo(&free1, &total));
+        held[scratch] = gpu.weights().device_bytes();
+        taken[scratch] = free0 - free1;
+        EXPECT_EQ(gpu.weights().int4_scratch_bytes(), scratch ? layer_bf16 : 0u);
+    }
+    const size_t saved = size_t(L) * layer_bf16 - layer_bf16;
+    EXPECT_EQ(held[0] - held[1], saved);
+    const double driver_saved = double(taken[0]) - double(taken[1]);
+    std::printf("[int4 copies] weights %.1f MiB with BF16 copies, %.1f without (scratch %.1f MiB); device "
+                "memory taken %.1f vs %.1f MiB\n",
+                double(held[0]) / (1 << 20), double(held[1]) / (1 << 20), double(layer_bf16) / (1 << 20),
+                double(taken[0]) / (1 << 20), double(taken[1]) / (1 << 20));
+    EXPECT_NEAR(driver_saved, double(saved), 0.05 * double(saved) + double(64 << 20));
 }
 
 // compressed-tensors' own packing (ct_int4: symmetric experts, group 16) through the kernel.

@@ -103,6 +103,10 @@ TEST_F(CliErrors, GpuBackendOptions) {
                    "--cuda-graph-max-batch is only for --device cuda");
     expect_failure("generate " + model + "--prompt-ids 1,2 --device cuda --cuda-graph-max-batch -1", 2,
                    "--cuda-graph-max-batch must be in [0, 4096]");
+    expect_failure("generate " + model + "--prompt-ids 1,2 --int4-expert-copies none", 2,
+                   "--int4-expert-copies is only for --device cuda");
+    expect_failure("generate " + model + "--prompt-ids 1,2 --device cuda --int4-expert-copies some", 2,
+                   "--int4-expert-copies");
     expect_failure("generate " + model + "--prompt-ids 1,2 --gdn-state-dtype fp16", 2,
                    "--gdn-state-dtype must be 'f32' or 'bf16', got 'fp16'");
     // serve needs a tokenizer before it reaches the engine: the trained tiny model has one.

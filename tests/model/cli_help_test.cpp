@@ -34,7 +34,7 @@ const std::vector<std::string> kEngineOptions = {
     "benchmark-mtp-acceptance", "kv-cache-dtype",      "gdn-state-dtype", "no-chunked-prefill", "no-prefix-caching",
     "no-mtp-overlap", "mtp-spare-slots"};
 const std::vector<std::string> kModelOptions = {"model", "load-format", "dummy-format", "dummy-vision", "seed", "num-layers", "no-mtp",
-                                                "device", "cuda-graph-max-batch"};
+                                                "device", "cuda-graph-max-batch", "int4-expert-copies"};
 const std::vector<std::string> kServeOptions = {
     "host", "port", "api-key", "served-model-name", "tokenizer", "chat-template", "scheduling-policy", "io-threads", "worker-threads", "max-body-bytes",
     "stream-buffer-bytes", "max-in-flight", "idle-timeout-s", "write-stall-timeout-s", "shutdown-grace-s",

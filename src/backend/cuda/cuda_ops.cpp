@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "core/check.h"
+#include "core/log.h"
 
 namespace qs::cuda {
 
@@ -55,6 +56,9 @@ CudaOps::CudaOps(const CudaOptions& options)
                  "CudaOptions::gdn_prefill_version must be 1, 2 or 3");
     QS_CHECK_MSG(options.moe_int4_grouped == 0 || options.moe_int4_grouped == 1,
                  "CudaOptions::moe_int4_grouped must be 0 or 1");
+    QS_CHECK_MSG(options.moe_int4_scratch == 0 || options.moe_int4_scratch == 1,
+                 "CudaOptions::moe_int4_scratch must be 0 or 1");
+    QS_CHECK_MSG(options.moe_int4_grouped_max_t > kMoeSmallTMax, "CudaOptions::moe_int4_grouped_max_t must be >= 9");
     moe_counter_ = DeviceBuffer(sizeof(int));
     QS_CUDA_CHECK(cudaMemset(moe_counter_.get(), 0, sizeof(int)));
 }
@@ -148,7 +152,10 @@ void CudaOps::prepare_weights(const WeightSet& w) {
     QS_CHECK(w.config != nullptr && w.lm_head != nullptr);
     const std::string why = cuda_unsupported_reason(*w.config);
     QS_CHECK_MSG(why.empty(), why.c_str());
-    weights_.upload(w, stream_, options_.reference_precision);
+    weights_.upload(w, stream_, options_.reference_precision, options_.moe_int4_scratch == 1);
+    if (weights_.int4_scratch_layers() > 0)
+        log_info("cuda: INT4 experts of {} MoE layers kept without BF16 copies; one-layer BF16 scratch {:.2f} GiB",
+                 weights_.int4_scratch_layers(), double(weights_.int4_scratch_bytes()) / double(1 << 30));
     lm_head_ = w.lm_head->handle.index;
     QS_CUDA_CHECK(cudaStreamSynchronize(stream_));
     graphs_possible_ = true;  // every op of a forward's layers only enqueues work
@@ -626,6 +633,7 @@ void CudaOps::moe(const float* x, int64_t T, const MoeWeights& w, int64_t top_k,
     p.experts.up_qs = e.up_qs;
     p.experts.down_qs = e.down_qs;
     p.experts.int4_group = e.int4_group;
+    p.experts.bf16_in_scratch = e.bf16_in_scratch;
     p.T = int(T);
     p.top_k = int(top_k);
     p.norm_topk_prob = norm_topk_prob;
@@ -634,6 +642,7 @@ void CudaOps::moe(const float* x, int64_t T, const MoeWeights& w, int64_t top_k,
     p.decode_version = options_.moe_decode_version;
     p.prefill_version = options_.moe_prefill_version;
     p.int4_grouped = options_.moe_int4_grouped;
+    p.int4_grouped_max_t = options_.moe_int4_grouped_max_t;
     // Small-T version 2 reads the fp32 router and shared-expert-gate weights itself.
     const DeviceLinear& router = weights_.linear(w.router);
     const DeviceLinear& sgate = weights_.linear(w.shared_expert_gate);

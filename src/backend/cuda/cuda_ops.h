@@ -86,6 +86,19 @@ struct CudaOptions {
     // BF16 copies and 384 for FP8 experts) the tensor-core INT4 grouped GEMMs of
     // moe_decode_gemm_int4.cu (4-bit weights read).
     int moe_int4_grouped = 1;
+    // INT4 W4A16 experts without BF16 copies (issue 18; moe_int4_dequant.h): 0 (default) every
+    // INT4 MoE layer also keeps a BF16 copy of its experts (~65 GB for the real model: 40 layers
+    // × 1.6 GB) for the MoE calls no INT4 kernel takes (above moe_int4_grouped_max_t rows: prompt
+    // chunks; every call above 8 rows with moe_int4_grouped 0); 1 no copies: those calls first dequantise the layer's
+    // experts (those with routed rows, on the prefill path) into one BF16 scratch of one layer's
+    // size (1.6 GB for the real model), allocated at prepare_weights so the cache budget sees it,
+    // then run the same GEMMs on the same bf16 values (y bitwise equal). Default flips after the
+    // lead's H200 measurement (bench/kernels/NOTES.md "INT4 experts without BF16 copies").
+    int moe_int4_scratch = 0;
+    // MoeParams::int4_grouped_max_t: the most rows an MoE call takes on the INT4 grouped GEMMs
+    // (moe_int4_grouped 1); larger calls take the CUTLASS prefill path on the BF16 copies or the
+    // scratch. >= 9. Tuning: moe_int4_lab --scratch times both at 1,024 to 16,384 rows.
+    int moe_int4_grouped_max_t = 1024;
 };
 
 class CudaOps final : public Ops {

@@ -7,6 +7,7 @@
 #include <variant>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/moe_int4_dequant.h"
 #include "backend/cuda/moe_kernels.h"
 #include "backend/int4_layout.h"
 #include "core/check.h"
@@ -51,7 +52,7 @@ void* DeviceWeights::upload_bytes(const void* src, size_t bytes, cudaStream_t st
 }
 
 DeviceLinear DeviceWeights::upload_linear(const LinearWeight& w, DeviceLinear::Dtype dtype, cudaStream_t stream,
-                                          bool gemm_scales) {
+                                          bool gemm_scales, bool int4_only) {
     DeviceLinear d;
     d.dtype = dtype;
     d.out = w.out_features;
@@ -80,7 +81,9 @@ DeviceLinear DeviceWeights::upload_linear(const LinearWeight& w, DeviceLinear::D
         d.int4_codes = static_cast<const uint32_t*>(upload_bytes(l.codes.data(), l.codes.size() * 4, stream));
         d.int4_scales = static_cast<const uint16_t*>(upload_bytes(l.scales.data(), l.scales.size() * 2, stream));
         d.int4_group = l.group;
+        if (int4_only) return d;  // the layer's BF16 values come from the scratch (moe_int4_dequant.h)
     }
+    QS_CHECK_MSG(!int4_only, "upload_linear: int4_only for a weight without the INT4 device layout");
     if (dtype == DeviceLinear::Dtype::kBF16 && w.format == WeightFormat::kDense && w.weight.dtype == DType::kBF16) {
         d.w = upload_bytes(w.weight.data, n * 2, stream);
         return d;
@@ -153,6 +156,19 @@ void DeviceWeights::add_experts(const MoeWeights& m, cudaStream_t stream) {
     all_fp8 = all_fp8 && !f32;
     const DeviceLinear::Dtype dtype =
         f32 ? DeviceLinear::Dtype::kF32 : all_fp8 ? DeviceLinear::Dtype::kFP8Block : DeviceLinear::Dtype::kBF16;
+    // Without BF16 copies only when every matrix takes the INT4 device layout with one group (the
+    // condition for the INT4 arrays below) and the scratch's dequantisation covers the shapes.
+    bool scratch = int4_scratch_wanted_ && dtype == DeviceLinear::Dtype::kBF16 && E > 0 && H % 32 == 0 &&
+                   I % 32 == 0 && m.shared_expert.gate_proj.out_features % 32 == 0;
+    const int64_t group0 = m.shared_expert.gate_proj.int_params.group_size;
+    auto packable = [&](const ExpertWeights& e) {
+        for (const LinearWeight* l : {&e.gate_proj, &e.up_proj, &e.down_proj})
+            if (l->format != WeightFormat::kIntGroup || l->int_params.group_size != group0 ||
+                !int4_layout_unsupported(*l).empty())
+                return false;
+        return true;
+    };
+    if (scratch) scratch = packable(m.shared_expert) && std::all_of(m.experts.begin(), m.experts.end(), packable);
     std::vector<const void*> gate, up, down;
     std::vector<const float*> gate_s, up_s, down_s;
     std::vector<const uint32_t*> gate_q, up_q, down_q;
@@ -160,9 +176,9 @@ void DeviceWeights::add_experts(const MoeWeights& m, cudaStream_t stream) {
     std::vector<int64_t> groups;  // every expert matrix's INT4 group (0: not INT4)
     auto add = [&](const ExpertWeights& e) {
         // The grouped GEMM reads scale_inv itself: no block-scaled GEMM copy of the scales.
-        const DeviceLinear g = upload_linear(e.gate_proj, dtype, stream, false),
-                           u = upload_linear(e.up_proj, dtype, stream, false),
-                           dn = upload_linear(e.down_proj, dtype, stream, false);
+        const DeviceLinear g = upload_linear(e.gate_proj, dtype, stream, false, scratch),
+                           u = upload_linear(e.up_proj, dtype, stream, false, scratch),
+                           dn = upload_linear(e.down_proj, dtype, stream, false, scratch);
         gate.push_back(g.w), up.push_back(u.w), down.push_back(dn.w);
         gate_s.push_back(g.scale_inv), up_s.push_back(u.scale_inv), down_s.push_back(dn.scale_inv);
         gate_q.push_back(g.int4_codes), up_q.push_back(u.int4_codes), down_q.push_back(dn.int4_codes);
@@ -174,6 +190,18 @@ void DeviceWeights::add_experts(const MoeWeights& m, cudaStream_t stream) {
     DeviceExperts d;
     d.format = f32 ? DeviceWeightFormat::kF32 : all_fp8 ? DeviceWeightFormat::kFP8Block : DeviceWeightFormat::kBF16;
     auto table = [&](const auto& v) { return upload_bytes(v.data(), v.size() * sizeof(v[0]), stream); };
+    if (scratch) {
+        const int64_t Is = m.shared_expert.gate_proj.out_features;
+        QS_CHECK_MSG(moe_int4_scratch_bytes(E, H, I, Is) <= int4_scratch_need_,
+                     "DeviceWeights: an INT4 MoE layer larger than the scratch the pre-pass sized");
+        if (!int4_scratch_.get()) {
+            int4_scratch_ = DeviceBuffer(int4_scratch_need_);
+            bytes_ += int4_scratch_need_;
+        }
+        moe_int4_scratch_pointers(int4_scratch_.get(), E, H, I, Is, gate, up, down);
+        d.bf16_in_scratch = true;
+        ++int4_scratch_layers_;
+    }
     d.gate = static_cast<const void* const*>(table(gate));
     d.up = static_cast<const void* const*>(table(up));
     d.down = static_cast<const void* const*>(table(down));
@@ -186,6 +214,7 @@ void DeviceWeights::add_experts(const MoeWeights& m, cudaStream_t stream) {
     // serve every path; the packed ones stay unused).
     const bool int4 = !groups.empty() && groups[0] > 0 &&
                       std::all_of(groups.begin(), groups.end(), [&](int64_t g) { return g == groups[0]; });
+    QS_CHECK_MSG(int4 || !scratch, "DeviceWeights: INT4 experts without BF16 copies lack their packed copies");
     if (int4) {
         d.gate_q = static_cast<const uint32_t* const*>(table(gate_q));
         d.up_q = static_cast<const uint32_t* const*>(table(up_q));
@@ -231,9 +260,19 @@ void DeviceWeights::add_moe(const MoeWeights& m, cudaStream_t stream) {
     add_experts(m, stream);
 }
 
-size_t DeviceWeights::upload(const WeightSet& w, cudaStream_t stream, bool reference_precision) {
+size_t DeviceWeights::upload(const WeightSet& w, cudaStream_t stream, bool reference_precision, bool int4_scratch) {
     QS_CHECK(w.config != nullptr);
     reference_precision_ = reference_precision;
+    int4_scratch_wanted_ = int4_scratch && !reference_precision;
+    // The scratch's size: the largest MoE layer's experts in bf16 (allocated by the first layer
+    // that goes without BF16 copies; none if no layer does).
+    for (const WeightSet::Entry& entry : w.entries())
+        if (const auto* const* m = std::get_if<const MoeWeights*>(&entry); m && !(*m)->experts.empty())
+            int4_scratch_need_ = std::max(
+                int4_scratch_need_,
+                moe_int4_scratch_bytes(int64_t((*m)->experts.size()), (*m)->router.in_features,
+                                       (*m)->experts[0].gate_proj.out_features,
+                                       (*m)->shared_expert.gate_proj.out_features));
     top_k_ = w.config->num_experts_per_tok;
     QS_CHECK_MSG(linears_.empty() && vectors_.empty() && tables_.empty() && experts_.empty(),
                  "DeviceWeights: a backend prepares one weight set");

@@ -4,7 +4,7 @@
 // storage format (BF16, FP8 128×128 blocks; F32/F16 fixtures become F32); the MoE experts of a
 // layer (routed, then the shared one as entry E) also get device arrays of per-expert pointers
 // for the grouped GEMM (BF16 or FP8; INT4 experts also keep their packed codes for the small-T
-// path, beside a BF16 copy), or F32 for the fp32 MoE kernels (moe_reference_kernels.h)
+// path, beside a BF16 copy, or with `int4_scratch` instead of it: see upload), or F32 for the fp32 MoE kernels (moe_reference_kernels.h)
 // when the checkpoint's experts are F32/F16 or the grouped GEMM does not tile their shapes.
 // Precision-critical small linears (router, shared-expert gate, GDN a/b) are kept in F32 so
 // top-k choices and decays match the CPU. With `reference_precision` every linear and expert is
@@ -43,6 +43,9 @@ struct DeviceExperts {
     const uint16_t* const* up_qs = nullptr;
     const uint16_t* const* down_qs = nullptr; // [E + 1] → [H, I_e/group]
     int int4_group = 0;
+    // gate, up, down point into the one-layer BF16 scratch (upload's int4_scratch): valid only
+    // once launch_moe dequantised the layer there (MoeExpertTable::bf16_in_scratch).
+    bool bf16_in_scratch = false;
     int E = 0, H = 0, I = 0, I_shared = 0;
 };
 
@@ -54,7 +57,13 @@ struct DeviceTable {
 class DeviceWeights {
 public:
     // Uploads every tensor of w, in its order; returns the bytes now held on the device.
-    size_t upload(const WeightSet& w, cudaStream_t stream, bool reference_precision = false);
+    // int4_scratch (CudaOptions::moe_int4_scratch): MoE layers whose experts are all INT4 in the
+    // device layout keep only the packed copies, no BF16 ones; their BF16 tables point into one
+    // scratch of the largest such layer's BF16 size (moe_int4_dequant.h), allocated here, shared by
+    // every layer (launch_moe fills it per call). Its bytes count in device_bytes(), so the cache
+    // budget (measured from the free memory after the upload) sees it.
+    size_t upload(const WeightSet& w, cudaStream_t stream, bool reference_precision = false,
+                  bool int4_scratch = false);
 
     // The copies of views of the uploaded set (checked: a view of another set, or one not
     // numbered, is an error naming what is missing).
@@ -63,6 +72,9 @@ public:
     const DeviceTable& table(const WeightBuffer& b) const;
     const DeviceExperts& experts(const MoeWeights& m) const;
     size_t device_bytes() const { return bytes_; }
+    // The INT4 scratch's bytes (0: none), and how many MoE layers read it (tests, logs).
+    size_t int4_scratch_bytes() const { return int4_scratch_.bytes(); }
+    int int4_scratch_layers() const { return int4_scratch_layers_; }
 
 private:
     void add_linear(const LinearWeight& w, bool keep_f32, cudaStream_t stream);
@@ -73,8 +85,9 @@ private:
     void add_experts(const MoeWeights& m, cudaStream_t stream);
     // Uploads a linear's weight as `dtype` (converting on the host when it differs); FP8 with
     // gemm_scales also gets the block-scaled GEMM's scale layout (DeviceLinear::scale_blk).
+    // int4_only: an INT4 weight (in the device layout) gets its packed copy only, no BF16 one (w null).
     DeviceLinear upload_linear(const LinearWeight& w, DeviceLinear::Dtype dtype, cudaStream_t stream,
-                               bool gemm_scales = true);
+                               bool gemm_scales = true, bool int4_only = false);
     void* upload_bytes(const void* src, size_t bytes, cudaStream_t stream);
 
     std::vector<DeviceBuffer> buffers_;
@@ -90,6 +103,10 @@ private:
     std::vector<DeviceExperts> experts_;
     size_t bytes_ = 0;
     bool reference_precision_ = false;
+    bool int4_scratch_wanted_ = false;
+    size_t int4_scratch_need_ = 0;  // the largest MoE layer's BF16 bytes (upload's pre-pass)
+    DeviceBuffer int4_scratch_;
+    int int4_scratch_layers_ = 0;
     int64_t top_k_ = 0;  // the config's experts per token (decides whether the grouped GEMM tiles)
 };
 

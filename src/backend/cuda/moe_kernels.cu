@@ -53,6 +53,7 @@
 #include "backend/cuda/moe_common.cuh"
 #include "core/check.h"
 #if !defined(QS_MOE_EMULATE)
+#include "backend/cuda/moe_int4_dequant.h"
 #include "backend/cuda/moe_prefill.h"
 #endif
 
@@ -351,6 +352,8 @@ void launch_impl(const MoeParams& p, cudaStream_t stream, cudaEvent_t* ev) {
     }
     const MoePlan pl = make_plan(p);
     record(ev, 0, stream);
+    // INT4 experts without BF16 copies: the mma.sync BF16 GEMMs read the layer's scratch copy.
+    if (p.experts.bf16_in_scratch && !pl.int4) launch_moe_int4_dequant(p.experts, nullptr, stream);
     launch_route(pl, stream);
     record(ev, 1, stream);
     if (pl.cfg == 0) launch_sort_and_gemms<CfgS16>(pl, stream, ev);

@@ -47,6 +47,11 @@ struct MoeExpertTable {            // device arrays built once at weight upload
     const uint16_t* const* up_qs = nullptr;
     const uint16_t* const* down_qs = nullptr;
     int int4_group = 0;
+    // INT4 experts without BF16 copies (CudaOptions::moe_int4_scratch, moe_int4_dequant.h): gate,
+    // up and down point into the device's one-layer BF16 scratch, which holds this layer's values
+    // only once launch_moe has dequantised them there; it does so itself on every path that reads
+    // them (the prefill path, the mma.sync path); the INT4 paths read the packed arrays as before.
+    bool bf16_in_scratch = false;
 };
 
 struct MoeParams {

@@ -7,6 +7,8 @@
 //     and stable scatter, three launches over many blocks), also writing the per-expert row offsets expert_off[E + 2]
 //     and the inverse permutation row_pos[t·k + j] = sorted row of pair (t, j)
 //     (row_pos[T·k + t] = the shared expert's row of token t).
+//     INT4 experts without BF16 copies (MoeExpertTable::bf16_in_scratch): moe_int4_dequant.cu
+//     writes the experts with routed rows into the device's BF16 scratch here.
 //  3. moe_grouped_setup_kernel (moe_cutlass_gemm.cu): problem shapes and pointers of the groups.
 //  Stages 4, 6 and 8 are moe_prefill_stages.cu's (version 2: the same arithmetic, loads batched).
 //  4. moe_gather_quant_kernel: one warp per token reads x_t (fp32) once, quantises it to FP8 e4m3
@@ -29,6 +31,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/moe_common.cuh"
 #include "backend/cuda/moe_cutlass.h"
+#include "backend/cuda/moe_int4_dequant.h"
 #include "backend/cuda/moe_prefill_stages.h"
 #include "core/check.h"
 
@@ -98,6 +101,10 @@ void launch_moe_prefill(const MoeParams& p, cudaStream_t stream, cudaEvent_t* ev
                              reinterpret_cast<int*>(ws + L.row_token), reinterpret_cast<int*>(ws + L.row_dest), expert_off, row_pos};
         launch_sort<CfgL128>(pl, stream);
     }
+
+    // INT4 experts without BF16 copies: this layer's experts into the scratch the groups point
+    // to, those with routed rows only (expert_off is written by now).
+    if (x.bf16_in_scratch) launch_moe_int4_dequant(x, expert_off, stream);
 
     GroupedSetupParams gs{};
     gs.expert_off = expert_off;

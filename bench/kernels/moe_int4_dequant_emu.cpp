@@ -1,0 +1,105 @@
+// CPU emulation test of the INT4 → BF16 scratch dequantisation (src/backend/cuda/moe_int4_dequant.cu,
+// CudaOptions::moe_int4_scratch): compiles the real kernel source as host C++ with the emulation
+// shim (moe_emu_shim.h) and runs it on small shapes (E = 3 routed experts, H = 96, I = 64, I_shared
+// = 32, groups 8, 16 and 32; and H = 256, I = 160, I_shared = 96: several blocks), random codes and random bf16 scales (not powers of two, so the
+// bf16 rounding of q · scale is exercised, ties included), against the host's value:
+// f32_to_bf16((u − 8) · scale) (core/dtype.h, round to nearest even), which is the BF16 copy the
+// upload makes (LinearWeight::row_to_f32 of the same weight, int4_layout.h). Every element must
+// match bit for bit; with expert_off, an expert without rows must be left untouched. No GPU needed.
+// Build (from the repository root):
+//   g++ -O1 -g -std=c++20 -fsanitize=address -x c++ -Isrc -Ibench/kernels -I/usr/local/cuda/include \
+//       bench/kernels/moe_int4_dequant_emu.cpp -o build/moe_int4_dequant_emu -lpthread
+// Run: build/moe_int4_dequant_emu (prints PASS or the first mismatches; exit status 1 on failure).
+#include "moe_emu_shim.h"
+
+#include "backend/cuda/moe_int4_dequant.cu"
+#include "core/dtype.h"
+
+#include <cstdio>
+#include <random>
+
+using namespace qs::cuda;
+
+namespace {
+
+struct Matrix {
+    int rows, cols;
+    std::vector<uint32_t> codes;   // [rows, cols/8]
+    std::vector<uint16_t> scales;  // [rows, cols/group]
+    std::vector<uint16_t> out;     // the scratch's bf16 [rows, cols]
+};
+
+int run_case(int H, int I, int Is, int group, bool with_off, std::mt19937& rng) {
+    const int E = 3;
+    std::vector<Matrix> m;  // expert e's gate, up, down at 3e .. 3e+2
+    for (int e = 0; e <= E; ++e) {
+        const int Ie = e == E ? Is : I;
+        for (int k = 0; k < 3; ++k) {
+            Matrix x;
+            x.rows = k == 2 ? H : Ie;
+            x.cols = k == 2 ? Ie : H;
+            x.codes.resize(size_t(x.rows) * x.cols / 8);
+            for (uint32_t& w : x.codes) w = uint32_t(rng());
+            x.scales.resize(size_t(x.rows) * (x.cols / group));
+            std::uniform_real_distribution<float> mag(-12.0f, 2.0f);
+            for (uint16_t& s : x.scales) {
+                const float v = std::ldexp(1.0f + float(rng() % 1000) / 1000.0f, int(mag(rng)));
+                s = qs::f32_to_bf16(rng() % 2 ? v : -v).bits;
+            }
+            x.out.assign(size_t(x.rows) * x.cols, 0x7E57);  // sentinel
+            m.push_back(std::move(x));
+        }
+    }
+    std::vector<const uint32_t*> q[3];
+    std::vector<const uint16_t*> qs[3];
+    std::vector<const void*> w[3];
+    for (int e = 0; e <= E; ++e)
+        for (int k = 0; k < 3; ++k) {
+            q[k].push_back(m[size_t(3 * e + k)].codes.data());
+            qs[k].push_back(m[size_t(3 * e + k)].scales.data());
+            w[k].push_back(m[size_t(3 * e + k)].out.data());
+        }
+    MoeExpertTable t{};
+    t.format = DeviceWeightFormat::kBF16;
+    t.gate = w[0].data(), t.up = w[1].data(), t.down = w[2].data();
+    t.gate_q = q[0].data(), t.up_q = q[1].data(), t.down_q = q[2].data();
+    t.gate_qs = qs[0].data(), t.up_qs = qs[1].data(), t.down_qs = qs[2].data();
+    t.int4_group = group;
+    t.E = E, t.H = H, t.I = I, t.I_shared = Is;
+    t.bf16_in_scratch = true;
+    // Expert 1 without rows (offsets of sorted rows: 5, 0, 7 routed rows, 4 shared).
+    const std::vector<int> off = {0, 5, 5, 12, 16};
+    const moe::DequantParams p = moe::dequant_params(t, with_off ? off.data() : nullptr);
+    emu_launch(dim3(moe::dequant_blocks_x(t), unsigned(3 * (E + 1))), moe::kDequantThreads, 0,
+               [&] { moe::moe_int4_dequant_kernel(p); });
+    int bad = 0;
+    for (int e = 0; e <= E; ++e)
+        for (int k = 0; k < 3; ++k) {
+            const Matrix& x = m[size_t(3 * e + k)];
+            const bool skipped = with_off && e == 1;
+            for (int r = 0; r < x.rows; ++r)
+                for (int c = 0; c < x.cols; ++c) {
+                    const uint32_t u = (x.codes[size_t(r) * (x.cols / 8) + c / 8] >> (4 * (c % 8))) & 15u;
+                    const float s = qs::bf16_to_f32(qs::bf16{x.scales[size_t(r) * (x.cols / group) + c / group]});
+                    const uint16_t want = skipped ? uint16_t(0x7E57) : qs::f32_to_bf16(float(int(u) - 8) * s).bits;
+                    const uint16_t got = x.out[size_t(r) * x.cols + c];
+                    if (got != want && bad++ < 5)
+                        std::printf("H %d group %d off %d expert %d matrix %d [%d, %d]: got %04x want %04x\n", H,
+                                    group, int(with_off), e, k, r, c, got, want);
+                }
+        }
+    return bad;
+}
+
+}  // namespace
+
+int main() {
+    std::mt19937 rng(7);
+    int bad = 0;
+    for (int group : {8, 16, 32})
+        for (bool with_off : {false, true}) bad += run_case(96, 64, 32, group, with_off, rng);
+    // Several blocks per matrix, the last one partial (256 × 160 / 8 = 5,120 words: 5 blocks).
+    bad += run_case(256, 160, 96, 32, true, rng);
+    std::printf("%s (%d mismatching elements)\n", bad ? "FAIL" : "PASS", bad);
+    return bad ? 1 : 0;
+}

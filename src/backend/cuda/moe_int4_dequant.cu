@@ -1,0 +1,131 @@
+// INT4 experts → one layer's BF16 scratch (see moe_int4_dequant.h). Bandwidth-bound: per weight
+// 0.5 B of codes (+ 2 B per group of scales) read and 2 B written; the real model's layer is
+// 257 experts × 3 × 512 × 2048 weights, 1.6 GB written, ~0.4 ms at 4.25 TB/s.
+// Grid (blocks over the largest matrix, 3·(E + 1)): blockIdx.y = expert·3 + matrix (gate, up,
+// down); each thread turns 4 code words (8 codes each; word c of the matrix is row c / (cols/8))
+// into 4 × 8 bf16 (one 16-byte store each), loads before stores, consecutive threads on
+// consecutive words (coalesced 4-byte loads, 16-byte stores). w = q · scale in fp32 (exact: int4_layout.h),
+// rounded to bf16 to nearest even: the host's f32_to_bf16 of LinearWeight::row_to_f32.
+// Compiles as host C++ too (QS_MOE_EMULATE: the CPU emulation bench/kernels/moe_int4_dequant_emu.cpp).
+#include "backend/cuda/moe_int4_dequant.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include <cuda_bf16.h>
+
+#include "backend/cuda/int4_unpack.cuh"
+#include "core/check.h"
+#if !defined(QS_MOE_EMULATE)
+#include "backend/cuda/cuda_check.h"
+#endif
+
+namespace qs::cuda {
+namespace moe {
+
+constexpr int kDequantThreads = 256;
+constexpr int kDequantWords = 4;  // u32 code words (8 weights each) per thread
+
+struct DequantParams {
+    const uint32_t* const* q[3];   // gate, up, down codes [E + 1]
+    const uint16_t* const* qs[3];  // their bf16 scales
+    const void* const* w[3];       // the scratch's bf16 matrices [E + 1]
+    const int* expert_off;         // optional [E + 2]
+    int E, H, I, I_shared, group;
+};
+
+__device__ __forceinline__ uint32_t bf16x2_rn(float lo, float hi) {
+    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    uint32_t u;
+    memcpy(&u, &v, 4);
+    return u;
+}
+
+__global__ void __launch_bounds__(kDequantThreads) moe_int4_dequant_kernel(DequantParams p) {
+    const int e = int(blockIdx.y) / 3, m = int(blockIdx.y) % 3;
+    if (p.expert_off != nullptr && p.expert_off[e + 1] == p.expert_off[e]) return;  // no rows: not read
+    const int Ie = e == p.E ? p.I_shared : p.I;
+    const int rows = m == 2 ? p.H : Ie, cols = m == 2 ? Ie : p.H;
+    const int words_per_row = cols / 8, groups_per_row = cols / p.group;
+    const int64_t words = int64_t(rows) * words_per_row;
+    const uint32_t* codes = p.q[m][e];
+    const uint16_t* scales = p.qs[m][e];
+    uint4* out = reinterpret_cast<uint4*>(const_cast<void*>(p.w[m][e]));
+    // kDequantWords words per thread, a block's threads on consecutive words in each step: a warp
+    // loads 128 contiguous bytes of codes and stores 512 contiguous bytes of bf16.
+    const int64_t base = int64_t(blockIdx.x) * kDequantThreads * kDequantWords + threadIdx.x;
+    uint32_t w[kDequantWords];
+#pragma unroll
+    for (int i = 0; i < kDequantWords; ++i) {  // every load first, then the stores
+        const int64_t c = base + int64_t(i) * kDequantThreads;
+        w[i] = c < words ? codes[c] : 0u;
+    }
+#pragma unroll
+    for (int i = 0; i < kDequantWords; ++i) {
+        const int64_t c = base + int64_t(i) * kDequantThreads;
+        if (c >= words) break;
+        const int64_t row = c / words_per_row;
+        // A word's 8 inputs lie in one group (group % 8 == 0).
+        const float s = w4::bf16_bits_f32(scales[row * groups_per_row + int(c % words_per_row) * 8 / p.group]);
+        float f[8];
+        w4::unpack8(w[i], f);
+        uint4 o;
+        o.x = bf16x2_rn(f[0] * s, f[1] * s);
+        o.y = bf16x2_rn(f[2] * s, f[3] * s);
+        o.z = bf16x2_rn(f[4] * s, f[5] * s);
+        o.w = bf16x2_rn(f[6] * s, f[7] * s);
+        out[c] = o;
+    }
+}
+
+DequantParams dequant_params(const MoeExpertTable& x, const int* expert_off) {
+    const int g = x.int4_group;
+    QS_CHECK_MSG(x.gate_q && x.up_q && x.down_q && x.gate_qs && x.up_qs && x.down_qs && x.gate && x.up && x.down,
+                 "launch_moe_int4_dequant: INT4 experts and the scratch's BF16 tables are needed");
+    QS_CHECK_MSG(x.E >= 1 && x.I > 0 && x.I_shared > 0 && g > 0 && g % 8 == 0 && x.H % g == 0 && x.I % g == 0 &&
+                     x.I_shared % g == 0,
+                     "launch_moe_int4_dequant: a group (multiple of 8) dividing H, I and I_shared");
+    DequantParams p{};
+    p.q[0] = x.gate_q, p.q[1] = x.up_q, p.q[2] = x.down_q;
+    p.qs[0] = x.gate_qs, p.qs[1] = x.up_qs, p.qs[2] = x.down_qs;
+    p.w[0] = x.gate, p.w[1] = x.up, p.w[2] = x.down;
+    p.expert_off = expert_off;
+    p.E = x.E, p.H = x.H, p.I = x.I, p.I_shared = x.I_shared, p.group = g;
+    return p;
+}
+
+// Blocks along x: kDequantWords code words per thread over the largest matrix.
+inline unsigned dequant_blocks_x(const MoeExpertTable& x) {
+    const int64_t most = int64_t(x.H) * std::max(x.I, x.I_shared) / 8;
+    const int64_t per_block = int64_t(kDequantThreads) * kDequantWords;
+    return unsigned((most + per_block - 1) / per_block);
+}
+
+}  // namespace moe
+
+size_t moe_int4_scratch_bytes(int64_t E, int64_t H, int64_t I, int64_t I_shared) {
+    return size_t(3 * H * (E * I + I_shared)) * 2;
+}
+
+void moe_int4_scratch_pointers(void* scratch, int64_t E, int64_t H, int64_t I, int64_t I_shared,
+                               std::vector<const void*>& gate, std::vector<const void*>& up,
+                               std::vector<const void*>& down) {
+    gate.clear(), up.clear(), down.clear();
+    auto* p = static_cast<unsigned char*>(scratch);
+    for (int64_t e = 0; e <= E; ++e) {
+        const size_t m = size_t((e == E ? I_shared : I) * H) * 2;  // one matrix's bytes
+        gate.push_back(p), up.push_back(p + m), down.push_back(p + 2 * m);
+        p += 3 * m;
+    }
+}
+
+#if !defined(QS_MOE_EMULATE)
+void launch_moe_int4_dequant(const MoeExpertTable& x, const int* expert_off, cudaStream_t stream) {
+    const moe::DequantParams p = moe::dequant_params(x, expert_off);
+    const dim3 grid(moe::dequant_blocks_x(x), unsigned(3 * (x.E + 1)));
+    moe::moe_int4_dequant_kernel<<<grid, moe::kDequantThreads, 0, stream>>>(p);
+    QS_CUDA_CHECK(cudaGetLastError());
+}
+#endif
+
+}  // namespace qs::cuda
