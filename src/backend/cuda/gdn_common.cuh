@@ -185,9 +185,10 @@ void launch_serial(const RecArgs& a, bool bf16, int num_seqs, cudaStream_t strea
 template <int D>
 void launch_chunked(const RecArgs& a, bool bf16, bool x3, int num_seqs, cudaStream_t stream);
 // The same sequences as launch_serial, by `blocks` persistent blocks that stream the (sequence,
-// value head) states through a cp.async pipeline in shared memory (gdn_decode.cu).
+// value head) states through a cp.async pipeline in shared memory (gdn_decode.cu); version 1 or 2
+// (GatedDeltaNetParams::decode_version).
 template <int D>
-void launch_stream(const RecArgs& a, bool bf16, int blocks, cudaStream_t stream);
+void launch_stream(const RecArgs& a, bool bf16, int version, int blocks, cudaStream_t stream);
 // The chunk-parallel path for the same sequences as launch_chunked (gdn_cp_prep.cu: per-chunk WY
 // precompute; gdn_cp_state.cu: the pass over chunks per (sequence, head, value_cols = 32 or 64
 // value columns; 64 only at D = 128) with the outputs, then their gated RMSNorm). Needs the
