@@ -301,8 +301,10 @@ struct Path {
     int blocks = 0;
     int ver = 1;  // prefill_version: 2 = bf16 tensor cores (gdn_tc_*.cu; cols 0, 16, 32)
     int dver = 1;
+    int stages = 0;  // decode_stages (version 2: cp.async stages in use, 0 = all)
     std::string name() const {
         const std::string b = (dver == 2 ? std::string("-v2") : std::string()) +
+                              (stages ? "-s" + std::to_string(stages) : std::string()) +
                               (blocks ? "-b" + std::to_string(blocks) : std::string());
         if (dver == 2 && chunk_min <= 0 && dec < 0) return "serial-auto-v2";
         if (ver == 2) return std::string(chunk_min == 1 ? "tc-all" : "tc") + (cols ? std::to_string(cols) : "") + "/bf16";
@@ -310,6 +312,7 @@ struct Path {
         std::string n = cpar ? (chunk_min == 1 ? "cpar-all" : "cpar") : (chunk_min == 1 ? "chunked-all" : "auto");
         if (cpar && cols) n += std::to_string(cols);
         if (dec >= 0) n += dec == 1 ? "+stream" + b : "+serial";
+        else if (dver == 2) n += "+dec-v2";  // by shape, the streaming kernel in version 2
         return n + (x3 ? "/3xtf32" : "/tf32");
     }
 };
@@ -327,6 +330,12 @@ Path decode_v2(Path p) {
 // The streaming kernel's version 2 (decode_version 2): forced, with 1 or 3 blocks, and by shape.
 const Path kStreamV2 = decode_v2(kStream), kStream1V2 = decode_v2(kStream1), kStream3V2 = decode_v2(kStream3);
 const Path kAutoV2 = decode_v2(kAuto), kAutoStreamV2 = decode_v2(kAutoStream);
+Path with_stages(Path p, int stages) {
+    p.stages = stages;
+    return p;
+}
+// Version 2 on 2 stages (at D = 128 bf16 it has 3): separates the third stage from the rest.
+const Path kStreamV2s2 = with_stages(kStreamV2, 2), kStream1V2s2 = with_stages(kStream1V2, 2);
 // Prefill version 2 (bf16 operands, fp32 accumulation and state): 1e-2. Each bf16 operand carries a
 // relative rounding error up to 2^-9 (~2e-3, ~1e-3 RMS); the products sum them over 64-128 terms
 // with random signs and the state pass feeds its bf16-rounded state into the next chunk, so the
@@ -439,6 +448,7 @@ struct DeviceProblem {
         p.decode_kernel = path.dec;
         p.decode_blocks = path.blocks;
         p.decode_version = path.dver;
+        p.decode_stages = path.stages;
         p.prefill_version = path.ver;
         return p;
     }
@@ -802,7 +812,7 @@ void expect_same_bits(const std::string& name, const Path& a, const Path& b) {
         if (key == name + "|" + a.name()) ha = &h;
         if (key == name + "|" + b.name()) hb = &h;
     }
-    const bool ok = ha && hb && *ha == *hb;
+    const bool ok = a.name() != b.name() && ha && hb && *ha == *hb;  // two distinct runs, same bits
     if (!ok) ++g_failures;
     std::printf("  %s: %s and %s bit-identical (out and state): %s\n", name.c_str(), a.name().c_str(), b.name().c_str(),
                 ok ? "PASS" : "FAIL");
@@ -817,13 +827,14 @@ void decode_quick_cases(std::mt19937_64& rng, double tol_state_bf16) {
     for (const Shape* sh : {&kTiny, &kOdd32, &kOddMix, &kOdd36}) {
         const Problem P = make_problem(*sh, {1, 1, 1, 1, 1, 1}, {5, 0, 3, 7, 1, 6}, 9, rng, false);
         const Ref R = make_ref(P, false);
-        for (const Path& path : {kAuto, kSerial, kStream1, kStream3, kStream1V2, kStream3V2})
+        for (const Path& path : {kAuto, kSerial, kStream1, kStream3, kStream1V2, kStream3V2, kStream1V2s2})
             check_case("decode", P, R, false, path);
         expect_same_bits("decode", kStream3, kStream3V2);
         const Problem Q = make_problem(*sh, {1, 1, 1, 1}, {2, 4, 0, 3}, 5, rng, true);
         const Ref RQ = make_ref(Q, true);
-        for (const Path& path : {kAuto, kStream1, kSerial, kAutoV2, kStream1V2})
+        for (const Path& path : {kAuto, kStream1, kSerial, kAutoV2, kStream1V2, kStream1V2s2})
             check_case("decode/bf16", Q, RQ, true, path, tol_state_bf16);
+        expect_same_bits("decode/bf16", kStream1, kStream1V2s2);
         expect_same_bits("decode/bf16", kAuto, kAutoV2);
         expect_same_bits("decode/bf16", kStream1, kStream1V2);
     }
@@ -896,8 +907,11 @@ int run_decode(std::mt19937_64& rng) {
             const std::vector<Path> checked =
                 big ? std::vector<Path>{kStream, kStreamV2} : std::vector<Path>{kSerial, kStream, kStreamV2};
             for (const Path& path : checked) check_case(name, P, R, bf16, path, bf16 ? kStateBf16Tol : -1);
+            if (bf16) check_case(name, P, R, bf16, kStreamV2s2, kStateBf16Tol);  // version 2 on 2 of its 3 stages
             expect_same_bits(name, kStream, kStreamV2);
-            time_case(name, P, bf16, {kSerial, kStream, kStreamV2});
+            if (bf16) expect_same_bits(name, kStream, kStreamV2s2);
+            time_case(name, P, bf16, bf16 ? std::vector<Path>{kSerial, kStream, kStreamV2, kStreamV2s2}
+                                          : std::vector<Path>{kSerial, kStream, kStreamV2});
         }
     }
     std::printf("\n| case | path | total us (conv + recurrence) | recurrence us | GB/s (floor bytes / total) | %% of %.2f TB/s | "
@@ -907,15 +921,21 @@ int run_decode(std::mt19937_64& rng) {
         std::printf("| %s | %s | %.1f | %.1f | %.0f | %.1f | %.2e | %.2e |\n", r.name.c_str(), r.path.c_str(), r.us_total,
                     r.us_rec, r.gbs, 100.0 * r.gbs / kCopyCeilingGBs, r.err_out, r.err_state);
     // Version 1 against version 2 of the streaming kernel, same inputs (conv + recurrence).
-    std::printf("\n| case | stream v1 us | stream v2 us | v1 GB/s | v2 GB/s | v2 %% of %.2f TB/s | v2 / v1 time |\n"
-                "| --- | --- | --- | --- | --- | --- | --- |\n",
+    // (v2 on 2 stages: bf16 only; "-" for fp32, whose tile has one stage either way.)
+    std::printf("\n| case | stream v1 us | stream v2 us | v2 on 2 stages us | v1 GB/s | v2 GB/s | v2 %% of %.2f TB/s | "
+                "v2 / v1 time |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n",
                 kCopyCeilingGBs / 1e3);
     for (const TableRow& r1 : g_table) {
         if (r1.path != kStream.name()) continue;
-        for (const TableRow& r2 : g_table)
-            if (r2.name == r1.name && r2.path == kStreamV2.name())
-                std::printf("| %s | %.1f | %.1f | %.0f | %.0f | %.1f | %.3f |\n", r1.name.c_str(), r1.us_total, r2.us_total,
-                            r1.gbs, r2.gbs, 100.0 * r2.gbs / kCopyCeilingGBs, r2.us_total / r1.us_total);
+        const TableRow *r2 = nullptr, *r3 = nullptr;
+        for (const TableRow& r : g_table) {
+            if (r.name == r1.name && r.path == kStreamV2.name()) r2 = &r;
+            if (r.name == r1.name && r.path == kStreamV2s2.name()) r3 = &r;
+        }
+        if (!r2) continue;
+        const std::string s2 = r3 ? std::to_string(r3->us_total).substr(0, std::to_string(r3->us_total).find('.') + 2) : "-";
+        std::printf("| %s | %.1f | %.1f | %s | %.0f | %.0f | %.1f | %.3f |\n", r1.name.c_str(), r1.us_total, r2->us_total,
+                    s2.c_str(), r1.gbs, r2->gbs, 100.0 * r2->gbs / kCopyCeilingGBs, r2->us_total / r1.us_total);
     }
     std::printf("\n%s: %d failure(s) (decode)\n", g_failures ? "FAIL" : "PASS", g_failures);
     return g_failures ? 1 : 0;

@@ -72,6 +72,7 @@ struct RecArgs {
     int Nk, Nv, Dk, Dv, C;
     float eps, q_scale;
     int chunk_min_tokens;  // sequences with n >= this are skipped (chunked kernel); <= 0: none
+    int stream_stages;     // gdn_decode.cu version 2: cp.async stages in use (0 = all; GatedDeltaNetParams::decode_stages)
     // Chunk-parallel path only (gdn_cp_*.cu; layout in CpLayout):
     float* conv_mut;       // = conv; the prep kernel overwrites each chunked row's v with U
     float* cpW;            // [T, Nv, Dk] W = T (k̂ β e^γ) per row

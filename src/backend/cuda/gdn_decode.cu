@@ -27,6 +27,11 @@
 //   a spare slot, the state after the last token goes into the spare slot). Item descriptors are read one item ahead of their copy, so the copy issue
 //   never waits for the descriptor.
 //
+// Version 2 (VER, GatedDeltaNetParams::decode_version; see the comment at the kernel): the item's
+// A_log, dt_bias come with its stage and norm_w sits in shared memory, so no global load is left
+// on a single-token item's path; one token-input buffer and the column sums in place free the room
+// for a third stage at D = 128 bf16. Bit-identical to version 1.
+//
 // The v3 kernel that split a head over 32-column blocks (measured slower than gdn_serial.cu on the
 // H200: bench/kernels/NOTES.md, GDN v3 measured) was replaced by this one.
 #include "backend/cuda/gdn_common.cuh"
@@ -228,14 +233,20 @@ __global__ void __launch_bounds__(StreamTile<D, BF16, VER>::NT, 2) gdn_stream_ke
     if constexpr (VER == 2)  // visible after the first item's barrier B0
         for (int t = tid; t < D; t += NT) s_nw[t] = t < dv ? p.norm_w[t] : 0.f;
     int item = int(blockIdx.x);
+    // Stages in use: NS, or (version 2, the lab's decode_stages) fewer, to separate the third
+    // stage's effect from the rest of version 2 on the device.
+    const int ns = VER == 2 && p.stream_stages > 0 && p.stream_stages < NS ? p.stream_stages : NS;
 #pragma unroll 1
-    for (int s = 0; s < NS; ++s) issue(item + s * stride, load_desc(item + s * stride), s);
-    ItemDesc nx = load_desc(item + NS * stride);  // the next item to copy
+    for (int s = 0; s < ns; ++s) issue(item + s * stride, load_desc(item + s * stride), s);
+    ItemDesc nx = load_desc(item + ns * stride);  // the next item to copy
 
 #pragma unroll 1
     for (int j = 0; item < total; ++j, item += stride) {
-        const int st = j % NS;
-        ptx::cp_async_wait<NS - 1>();  // this thread's copies of item j (group j) have landed
+        const int st = VER == 2 ? j % ns : j % NS;
+        if (VER == 1 || ns == NS) ptx::cp_async_wait<NS - 1>();  // this thread's copies of item j (group j) have landed
+        else if (ns == 1) ptx::cp_async_wait<0>();
+        else if (ns == 2) ptx::cp_async_wait<1>();
+        else ptx::cp_async_wait<2>();
         __syncthreads();               // (B0) everyone's
         const int row_begin = s_hdr[st][0], n = s_hdr[st][1], slot = s_hdr[st][2], defer = s_hdr[st][3];
         const int spare = s_hdr[st][4];
@@ -266,8 +277,8 @@ __global__ void __launch_bounds__(StreamTile<D, BF16, VER>::NT, 2) gdn_stream_ke
                 }
         }
         __syncthreads();  // (B1) stage st read by everyone; token 0's inputs staged
-        issue(item + NS * stride, nx, st);
-        nx = load_desc(item + (NS + 1) * stride);
+        issue(item + ns * stride, nx, st);
+        nx = load_desc(item + (ns + 1) * stride);
         if (n == 0) continue;
 
         const int h = item % Nv, kh = h / ratio;

@@ -22,6 +22,7 @@ void check_params(const GatedDeltaNetParams& p) {
     GDN_REQUIRE(p.decode_kernel >= -1 && p.decode_kernel <= 1);
     GDN_REQUIRE(p.decode_blocks >= 0);
     GDN_REQUIRE(p.decode_version == 1 || p.decode_version == 2);
+    GDN_REQUIRE(p.decode_stages >= 0 && p.decode_stages <= 4);
     GDN_REQUIRE(p.prefill_version == 1 || p.prefill_version == 2);
     if (p.prefill_version == 2) {
         GDN_REQUIRE(p.Dk % 8 == 0 && p.Dv % 8 == 0);  // 16-byte bf16 rows for cp.async
@@ -51,6 +52,7 @@ RecArgs make_rec_args(const GatedDeltaNetParams& p) {
     a.eps = p.eps;
     a.q_scale = 1.0f / std::sqrt(float(p.Dk));
     a.chunk_min_tokens = p.chunk_min_tokens;
+    a.stream_stages = p.decode_stages;
     const CpLayout lay = cp_layout(p.batch.num_tokens, a.C, p.Nk, p.Nv, p.Dk);
     float* const ws = static_cast<float*>(p.workspace);
     a.conv_mut = ws;

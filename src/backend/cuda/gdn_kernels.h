@@ -25,7 +25,7 @@
 // Requirements (checked in the launcher): Nv % Nk == 0, Dk and Dv multiples of 4 and <= 128,
 // K in [2, 4], all pointers 16-byte aligned. Not checked: state slots of one call distinct.
 // Fields added to the brief's interface: chunk_min_tokens, chunk_tf32x3, chunk_parallel,
-// chunk_value_cols, decode_kernel, decode_blocks, decode_version, prefill_version.
+// chunk_value_cols, decode_kernel, decode_blocks, decode_version, decode_stages, prefill_version.
 #pragma once
 
 #include <cstdint>
@@ -90,6 +90,10 @@ struct GatedDeltaNetParams {
     // bench/kernels/NOTES.md "GDN decode v2". Same arithmetic in the same order: bit-identical out
     // and state.
     int decode_version = 1;
+    // Added: version 2's cp.async stages in use, 0 = as many as fit (3 at D = 128 bf16); fewer is for
+    // the lab (gdn_lab --decode times version 2 with 2 stages too, to separate the stage count from
+    // the rest of version 2).
+    int decode_stages = 0;
     // Added: the chunked sequences' prefill path. 1 (default): the 3xTF32 kernels above (one block per
     // head or chunk-parallel, chunk_parallel / chunk_tf32x3 / chunk_value_cols as documented there).
     // 2: bf16 tensor cores (bench/kernels/NOTES.md "v5"; gdn_tc_prep.cu every chunk's q̂, k̂, γ, W, U;
