@@ -21,6 +21,8 @@
 //          sort / gather / SiLU / combine stages; 2 = bench/kernels/NOTES.md "Prefill v2")
 //          [--gdn-prefill-version 1|2|3]  (CudaOptions::gdn_prefill_version: the GDN chunked prefill;
 //          2 = bf16 tensor cores, gdn_tc_*.cu, bench/kernels/NOTES.md "v5"; 3 = 2 with split operands)
+//          [--gdn-decode-version 1|2]  (CudaOptions::gdn_decode_version: the streaming GDN decode
+//          kernel's version; 2 = bench/kernels/NOTES.md "GDN decode v2")
 //          [--moe-int4-grouped 0|1]  (CudaOptions::moe_int4_grouped: with --dummy-format int4-w4a16,
 //          MoE calls of 9..1,024 rows on the INT4 tensor-core grouped GEMMs instead of the BF16 copy)
 //          [--moe-int4-grouped-max-t N]  (CudaOptions::moe_int4_grouped_max_t, default 1,024: the
@@ -201,6 +203,7 @@ int run(const Args& args) {
         !pick("moe-decode-version", {1, 2}, &co.moe_decode_version) ||
         !pick("moe-prefill-version", {1, 2}, &co.moe_prefill_version) ||
         !pick("gdn-prefill-version", {1, 2, 3}, &co.gdn_prefill_version) ||
+        !pick("gdn-decode-version", {1, 2}, &co.gdn_decode_version) ||
         !pick("moe-int4-grouped", {0, 1}, &co.moe_int4_grouped))
         return 2;
     cuda::CudaOps ops(co);
@@ -309,7 +312,7 @@ int main(int argc, char** argv) {
     std::set<std::string> valued = {"mode",   "requests", "prompt",   "completion",     "decode-steps",
                                     "mtp-k",  "mtp-acceptance", "mtp-seqs", "mtp-steps", "mtp-prompt-tokens", "mtp-overlap", "mtp-spare-slots-list",
                                     "moe-small-version", "moe-decode-version",
-                                    "moe-prefill-version", "gdn-prefill-version", "moe-int4-grouped",
+                                    "moe-prefill-version", "gdn-prefill-version", "gdn-decode-version", "moe-int4-grouped",
                                     "moe-int4-grouped-max-t"};
     std::set<std::string> flags;
     cli::add_option_names(cli::model_option_group(), flags, valued);

@@ -24,6 +24,12 @@
 #   fp8gemm  the FP8 dense-linear lab (fp8_gemm_lab) and its GPU parity test only
 #   gdn_decode  the GDN lab's decode mode (gdn_lab --decode: one-block-per-head vs streaming decode
 #           kernel at 1 / 64 / 256 / 512 sequences, fp32 and bf16 state) and the GPU GDN parity tests
+#   gdn_dec2  GDN decode version 2 (CudaOptions::gdn_decode_version): `gdn_lab --decode` (serial, the
+#           streaming kernel v1 and v2 at 1 / 64 / 512 sequences, fp32 and bf16 state, CPU-reference
+#           checks, v2 bits = v1 bits, µs and GB/s, a v1-against-v2 table last) and the GPU GDN parity
+#           tests (with CudaOpsParity.GatedDeltaNetDecodeVersion2); ~1.5 min
+#   gdn_dec2_step  the 512-sequence FP8-lean k=0 decode step (gpu_forward_bench --mode mtp --mtp-k 0
+#           --mtp-seqs 512), --gdn-decode-version 1 then 2 (two engines: ~3 min; STAGE_TIMEOUT=300)
 #   gdn_tc  the GDN lab's prefill version 2 mode (gdn_lab --tc: bf16 tensor-core chunk phases against
 #           today's default at 16 × 1,024, 1 × 16,384, 64 × 256 and a varlen mix, reference check,
 #           µs and TFLOP/s) and the GPU GDN parity tests (with CudaOpsParity.GatedDeltaNetPrefillVersion2)
@@ -133,6 +139,13 @@ for stage in "$@"; do
                     run gpu_tests_moe "$B/qs_gpu_tests" --gtest_color=no --gtest_filter='*MoE*:*Moe*' ;;
         gdn_decode) run gdn_lab_decode "$B/gdn_lab" --decode
                     run gpu_tests_gdn "$B/qs_gpu_tests" --gtest_color=no --gtest_filter='*GatedDeltaNet*' ;;
+        gdn_dec2) run gdn_lab_decode_v2 "$B/gdn_lab" --decode
+                  run gpu_tests_gdn_dec2 "$B/qs_gpu_tests" --gtest_color=no --gtest_filter='*GatedDeltaNet*' ;;
+        gdn_dec2_step) for v in 1 2; do
+                           run "gdn_dec2_step_v$v" "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b --load-format dummy \
+                               --dummy-format fp8-block --gdn-state-dtype bf16 --kv-cache-dtype fp8_e4m3 --mode mtp \
+                               --mtp-k 0 --mtp-seqs 512 --gdn-decode-version "$v"
+                       done ;;
         gdn_tc) run gdn_lab_tc "$B/gdn_lab" --tc
                 run gpu_tests_gdn "$B/qs_gpu_tests" --gtest_color=no --gtest_filter='*GatedDeltaNet*' ;;
         gdn_acc) run gdn_lab_tc "$B/gdn_lab" --tc

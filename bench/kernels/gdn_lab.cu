@@ -6,11 +6,12 @@
 //   --tc: prefill versions 2 (bf16 tensor cores, gdn_tc_*.cu) and 3 (the same, split operands) against
 //   today's default on the same inputs: varlen mix, 16 × 1024, 1 × 16,384, 64 × 256 checked against
 //   the reference, timed, then a table.
-//   --decode: decode-only batches at the real shape (1, 64, 256, 512 sequences, fp32 and bf16 state):
+//   --decode: decode-only batches at the real shape (1, 64, 512 sequences, fp32 and bf16 state):
 //   the one-block-per-head kernel (serial, gdn_serial.cu) against the streaming one (stream,
-//   gdn_decode.cu), checked against the reference (1 and 64 sequences: both kernels; 256 and 512:
-//   the streaming kernel, on a quarter of the sequences), timed, then a table (µs, GB/s of the floor
-//   bytes, share of 4.25 TB/s). Sized for < 60 s on the H200.
+//   gdn_decode.cu) in versions 1 and 2 (stream-v2: decode_version 2), checked against the reference
+//   (1 and 64 sequences: all three; 512: the streaming ones, on a quarter of the sequences), v2's
+//   bits against v1's, timed, then two tables (µs, GB/s of the floor bytes, share of 4.25 TB/s;
+//   stream v1 against v2). Sized for ~1 min on the H200.
 //   --cpar: the chunk-parallel path (gdn_cp_*.cu) at the real shape: a varlen mix, 16 × 1024 and
 //   1 × 16,384 against the reference, both prefill shapes timed, then a summary table (~1 min).
 //   --quick: small-shape correctness cases only. Without a GPU, bench/kernels/emu/run_emu.sh runs
@@ -293,6 +294,7 @@ void poison(void* d, size_t bytes) { QS_CUDA_CHECK(cudaMemset(d, 0xff, bytes)); 
 // dec: the token-serial sequences' kernel (decode_kernel): 1 the streaming one (gdn_decode.cu), 0 one
 // block per (sequence, head) (gdn_serial.cu), -1 by shape (streaming for decode-only batches).
 // blocks: the streaming kernel's grid (decode_blocks; 0 = 2 per SM).
+// dver: the streaming kernel's version (decode_version; 2 = NOTES.md "GDN decode v2").
 struct Path {
     int chunk_min;
     bool x3;
@@ -301,8 +303,13 @@ struct Path {
     int dec = -1;
     int blocks = 0;
     int ver = 1;  // prefill_version: 2 = bf16 tensor cores (gdn_tc_*.cu; cols 0, 16, 32), 3 = split operands
+    int dver = 1;
+    int stages = 0;  // decode_stages (version 2: cp.async stages in use, 0 = all)
     std::string name() const {
-        const std::string b = blocks ? "-b" + std::to_string(blocks) : std::string();
+        const std::string b = (dver == 2 ? std::string("-v2") : std::string()) +
+                              (stages ? "-s" + std::to_string(stages) : std::string()) +
+                              (blocks ? "-b" + std::to_string(blocks) : std::string());
+        if (dver == 2 && chunk_min <= 0 && dec < 0) return "serial-auto-v2";
         if (ver >= 2)
             return std::string(chunk_min == 1 ? "tc-all" : "tc") + (cols ? std::to_string(cols) : "") +
                    (ver == 3 ? "/v3-bf16x2" : "/bf16");
@@ -310,6 +317,7 @@ struct Path {
         std::string n = cpar ? (chunk_min == 1 ? "cpar-all" : "cpar") : (chunk_min == 1 ? "chunked-all" : "auto");
         if (cpar && cols) n += std::to_string(cols);
         if (dec >= 0) n += dec == 1 ? "+stream" + b : "+serial";
+        else if (dver == 2) n += "+dec-v2";  // by shape, the streaming kernel in version 2
         return n + (x3 ? "/3xtf32" : "/tf32");
     }
 };
@@ -320,6 +328,19 @@ const Path kChunkAll{1, true}, kAuto{64, true}, kChunkAllTf32{1, false}, kAutoTf
 const Path kCparAll{1, true, true}, kCpar{64, true, true}, kCparAllTf32{1, false, true}, kCparTf32{64, false, true};
 const Path kCparAll64{1, true, true, 64}, kCpar32{64, true, true, 32}, kCpar64{64, true, true, 64};
 const Path kCpar32Tf32{64, false, true, 32}, kCpar64Tf32{64, false, true, 64};
+Path decode_v2(Path p) {
+    p.dver = 2;
+    return p;
+}
+// The streaming kernel's version 2 (decode_version 2): forced, with 1 or 3 blocks, and by shape.
+const Path kStreamV2 = decode_v2(kStream), kStream1V2 = decode_v2(kStream1), kStream3V2 = decode_v2(kStream3);
+const Path kAutoV2 = decode_v2(kAuto), kAutoStreamV2 = decode_v2(kAutoStream);
+Path with_stages(Path p, int stages) {
+    p.stages = stages;
+    return p;
+}
+// Version 2 on 2 stages (at D = 128 bf16 it has 3): separates the third stage from the rest.
+const Path kStreamV2s2 = with_stages(kStreamV2, 2), kStream1V2s2 = with_stages(kStream1V2, 2);
 // Prefill version 2 (bf16 operands, fp32 accumulation and state): 1e-2. Each bf16 operand carries a
 // relative rounding error up to 2^-9 (~2e-3, ~1e-3 RMS); the products sum them over 64-128 terms
 // with random signs and the state pass feeds its bf16-rounded state into the next chunk, so the
@@ -357,6 +378,7 @@ struct CaseErr {
     double out = -1, state = -1;
 };
 std::vector<std::pair<std::string, CaseErr>> g_errs;  // key: case name + "|" + path name
+std::vector<std::pair<std::string, std::pair<uint64_t, uint64_t>>> g_hashes;  // same key: out, state bit hashes
 
 struct DeviceProblem {
     const Problem* P = nullptr;
@@ -438,6 +460,8 @@ struct DeviceProblem {
         p.chunk_value_cols = path.cols;
         p.decode_kernel = path.dec;
         p.decode_blocks = path.blocks;
+        p.decode_version = path.dver;
+        p.decode_stages = path.stages;
         p.prefill_version = path.ver;
         return p;
     }
@@ -551,6 +575,7 @@ void check_case(const std::string& name, const Problem& P, const Ref& R, bool bf
     std::printf("  bits out#%016llx conv#%016llx ssm#%016llx\n", (unsigned long long)bits_hash(go),
                 (unsigned long long)bits_hash(gc), (unsigned long long)bits_hash(gs));
     g_errs.push_back({name + "|" + path.name(), CaseErr{eo.bad ? INFINITY : eo.rel, es.bad ? INFINITY : es.rel}});
+    g_hashes.push_back({name + "|" + path.name(), {bits_hash(go), bits_hash(gs)}});
 }
 
 double median(std::vector<float> v) {
@@ -792,6 +817,20 @@ int run_tc(std::mt19937_64& rng) {
     return g_failures ? 1 : 0;
 }
 
+// Version 2 of the streaming kernel does version 1's arithmetic in the same order: its out and
+// state bits must equal version 1's on the same case (a failure otherwise).
+void expect_same_bits(const std::string& name, const Path& a, const Path& b) {
+    const std::pair<uint64_t, uint64_t>*ha = nullptr, *hb = nullptr;
+    for (const auto& [key, h] : g_hashes) {
+        if (key == name + "|" + a.name()) ha = &h;
+        if (key == name + "|" + b.name()) hb = &h;
+    }
+    const bool ok = a.name() != b.name() && ha && hb && *ha == *hb;  // two distinct runs, same bits
+    if (!ok) ++g_failures;
+    std::printf("  %s: %s and %s bit-identical (out and state): %s\n", name.c_str(), a.name().c_str(), b.name().c_str(),
+                ok ? "PASS" : "FAIL");
+}
+
 // Decode-only batches (every sequence 1 token, or a few: MTP verification), slots out of order in a
 // larger slot table with non-zero states and windows: the streaming kernel (chosen by shape, and
 // forced with 1 and 3 persistent blocks: every block serves many items, the pipeline wraps around
@@ -801,47 +840,71 @@ void decode_quick_cases(std::mt19937_64& rng, double tol_state_bf16) {
     for (const Shape* sh : {&kTiny, &kOdd32, &kOddMix, &kOdd36}) {
         const Problem P = make_problem(*sh, {1, 1, 1, 1, 1, 1}, {5, 0, 3, 7, 1, 6}, 9, rng, false);
         const Ref R = make_ref(P, false);
-        for (const Path& path : {kAuto, kSerial, kStream1, kStream3}) check_case("decode", P, R, false, path);
+        for (const Path& path : {kAuto, kSerial, kStream1, kStream3, kStream1V2, kStream3V2, kStream1V2s2})
+            check_case("decode", P, R, false, path);
+        expect_same_bits("decode", kStream3, kStream3V2);
         const Problem Q = make_problem(*sh, {1, 1, 1, 1}, {2, 4, 0, 3}, 5, rng, true);
         const Ref RQ = make_ref(Q, true);
-        for (const Path& path : {kAuto, kStream1, kSerial}) check_case("decode", Q, RQ, true, path, tol_state_bf16);
+        for (const Path& path : {kAuto, kStream1, kSerial, kAutoV2, kStream1V2, kStream1V2s2})
+            check_case("decode/bf16", Q, RQ, true, path, tol_state_bf16);
+        expect_same_bits("decode/bf16", kStream1, kStream1V2s2);
+        expect_same_bits("decode/bf16", kAuto, kAutoV2);
+        expect_same_bits("decode/bf16", kStream1, kStream1V2);
     }
     for (const Shape* sh : {&kTiny, &kOdd36}) {  // verify-like: 1-3 tokens per sequence (< K-1 too)
         const Problem P = make_problem(*sh, {2, 1, 3, 1}, {3, 0, 4, 1}, 6, rng, false);
         const Ref R = make_ref(P, false);
-        for (const Path& path : {kAuto, kStream3}) check_case("verify", P, R, false, path);
+        for (const Path& path : {kAuto, kStream3, kStream3V2}) check_case("verify", P, R, false, path);
+        expect_same_bits("verify", kStream3, kStream3V2);
         const Problem Q = make_problem(*sh, {2, 1, 3, 1}, {3, 0, 4, 1}, 6, rng, true);
-        check_case("verify", Q, make_ref(Q, true), true, kAuto, tol_state_bf16);
+        const Ref RQ = make_ref(Q, true);
+        for (const Path& path : {kAuto, kAutoV2}) check_case("verify/bf16", Q, RQ, true, path, tol_state_bf16);
+        expect_same_bits("verify/bf16", kAuto, kAutoV2);
         // MTP verification: deferred spans write state and window after their first row only.
         for (bool bf16 : {false, true}) {
             Problem V = make_problem(*sh, {3, 1, 2, 3, 1}, {4, 0, 5, 2, 1}, 7, rng, bf16);
             V.defer = {1, 0, 1, 1, 0};
             const Ref RV = make_ref(V, bf16);
-            for (const Path& path : {kAuto, kStream1, kSerial}) check_case("defer", V, RV, bf16, path, bf16 ? tol_state_bf16 : -1);
+            for (const Path& path : {kAuto, kStream1, kSerial, kStream1V2})
+                check_case("defer", V, RV, bf16, path, bf16 ? tol_state_bf16 : -1);
+            expect_same_bits("defer", kStream1, kStream1V2);
             // Spare-slot mode: the state and window after the last row also go into a spare slot
             // (free slots 3, 6, 7, 8 of 9); one deferred span without a spare.
             Problem X = make_problem(*sh, {2, 1, 2, 4, 1}, {4, 0, 5, 2, 1}, 9, rng, bf16);
             X.defer = {1, 0, 1, 1, 0};
             X.spare = {6, -1, -1, 3, -1};
             const Ref RX = make_ref(X, bf16);
-            for (const Path& path : {kAuto, kStream1, kSerial}) check_case("spare", X, RX, bf16, path, bf16 ? tol_state_bf16 : -1);
+            for (const Path& path : {kAuto, kStream1, kSerial, kStream1V2})
+                check_case("spare", X, RX, bf16, path, bf16 ? tol_state_bf16 : -1);
+            expect_same_bits("spare", kStream1, kStream1V2);
         }
     }
     {  // spans of 8 tokens (by shape: streaming) and 9 (by shape: one block per head; forced: streaming)
         const Problem P = make_problem(kOdd36, {8, 1, 9, 2}, {1, 3, 0, 2}, 5, rng, true);
         const Ref R = make_ref(P, true);
-        for (const Path& path : {kAuto, kStream}) check_case("spans8-9", P, R, true, path, tol_state_bf16);
+        for (const Path& path : {kAuto, kStream, kAutoV2, kStreamV2}) check_case("spans8-9", P, R, true, path, tol_state_bf16);
+        expect_same_bits("spans8-9", kStream, kStreamV2);
         const Problem Q = make_problem(kTiny, {8, 2, 8}, {2, 0, 1}, 4, rng, false);
         check_case("spans8", Q, make_ref(Q, false), false, kAuto);
     }
 }
 
-// --decode: the issue's decode shapes (real model, 1 / 64 / 256 / 512 sequences of 1 token, fp32
-// and bf16 state): the token-serial kernels against the reference (256 and 512: the streaming one
-// only, every 4th sequence checked, to stay under a minute), then timed, then a table.
+// --decode: the issue's decode shapes (real model, 1 / 64 / 512 sequences of 1 token, fp32 and
+// bf16 state): the one-block-per-head kernel, the streaming kernel (version 1, today's default for
+// bf16 state) and its version 2 against the reference (512: the streaming ones only, every 4th
+// sequence checked, to stay near a minute), version 2's bits against version 1's, then timed, then
+// two tables (every path; version 1 against version 2).
 int run_decode(std::mt19937_64& rng) {
     const double kStateBf16Tol = 2e-3;
-    for (int nseq : {512, 256, 64, 1}) {  // the largest first: a run cut short still has it
+    for (int ver : {1, 2})
+        for (bool bf16 : {true, false}) {
+            int stages = 0;
+            const int per_sm = qs::cuda::gdn_decode_stream_plan(128, bf16, ver, &stages);
+            std::printf("streaming kernel v%d, D 128, %s state: %d cp.async stages, %d blocks per SM resident%s\n", ver,
+                        bf16 ? "bf16" : "fp32", stages, per_sm,
+                        per_sm < 0 ? " (unknown: emulation)" : per_sm < 2 ? " (expected 2: the grid assumes it)" : "");
+        }
+    for (int nseq : {512, 64, 1}) {  // the largest first: a run cut short still has it
         std::vector<int> lens(size_t(nseq), 1), slots(size_t(nseq + 3));
         for (int i = 0; i < nseq + 3; ++i) slots[size_t(i)] = i;
         std::shuffle(slots.begin(), slots.end(), rng);  // 3 slots stay outside the batch
@@ -854,9 +917,14 @@ int run_decode(std::mt19937_64& rng) {
             const std::string name = "decode" + std::to_string(nseq) + (bf16 ? "/bf16" : "/fp32");
             const Problem P = make_problem(kReal, lens, slots, nseq + 3, rng, bf16);
             const Ref R = make_ref(P, bf16, check);
-            const std::vector<Path> checked = big ? std::vector<Path>{kStream} : std::vector<Path>{kSerial, kStream};
+            const std::vector<Path> checked =
+                big ? std::vector<Path>{kStream, kStreamV2} : std::vector<Path>{kSerial, kStream, kStreamV2};
             for (const Path& path : checked) check_case(name, P, R, bf16, path, bf16 ? kStateBf16Tol : -1);
-            time_case(name, P, bf16, {kSerial, kStream});
+            if (bf16) check_case(name, P, R, bf16, kStreamV2s2, kStateBf16Tol);  // version 2 on 2 of its 3 stages
+            expect_same_bits(name, kStream, kStreamV2);
+            if (bf16) expect_same_bits(name, kStream, kStreamV2s2);
+            time_case(name, P, bf16, bf16 ? std::vector<Path>{kSerial, kStream, kStreamV2, kStreamV2s2}
+                                          : std::vector<Path>{kSerial, kStream, kStreamV2});
         }
     }
     std::printf("\n| case | path | total us (conv + recurrence) | recurrence us | GB/s (floor bytes / total) | %% of %.2f TB/s | "
@@ -865,6 +933,23 @@ int run_decode(std::mt19937_64& rng) {
     for (const TableRow& r : g_table)
         std::printf("| %s | %s | %.1f | %.1f | %.0f | %.1f | %.2e | %.2e |\n", r.name.c_str(), r.path.c_str(), r.us_total,
                     r.us_rec, r.gbs, 100.0 * r.gbs / kCopyCeilingGBs, r.err_out, r.err_state);
+    // Version 1 against version 2 of the streaming kernel, same inputs (conv + recurrence).
+    // (v2 on 2 stages: bf16 only; "-" for fp32, whose tile has one stage either way.)
+    std::printf("\n| case | stream v1 us | stream v2 us | v2 on 2 stages us | v1 GB/s | v2 GB/s | v2 %% of %.2f TB/s | "
+                "v2 / v1 time |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n",
+                kCopyCeilingGBs / 1e3);
+    for (const TableRow& r1 : g_table) {
+        if (r1.path != kStream.name()) continue;
+        const TableRow *r2 = nullptr, *r3 = nullptr;
+        for (const TableRow& r : g_table) {
+            if (r.name == r1.name && r.path == kStreamV2.name()) r2 = &r;
+            if (r.name == r1.name && r.path == kStreamV2s2.name()) r3 = &r;
+        }
+        if (!r2) continue;
+        const std::string s2 = r3 ? std::to_string(r3->us_total).substr(0, std::to_string(r3->us_total).find('.') + 2) : "-";
+        std::printf("| %s | %.1f | %.1f | %s | %.0f | %.0f | %.1f | %.3f |\n", r1.name.c_str(), r1.us_total, r2->us_total,
+                    s2.c_str(), r1.gbs, r2->gbs, 100.0 * r2->gbs / kCopyCeilingGBs, r2->us_total / r1.us_total);
+    }
     std::printf("\n%s: %d failure(s) (decode)\n", g_failures ? "FAIL" : "PASS", g_failures);
     return g_failures ? 1 : 0;
 }

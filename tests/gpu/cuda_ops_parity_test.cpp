@@ -570,6 +570,80 @@ TEST_P(CudaOpsParity, GatedDeltaNetWithStateSlots) {
     }
 }
 
+// The streaming decode kernel's version 2 (CudaOptions::gdn_decode_version = 2; gdn_decode.cu,
+// bench/kernels/NOTES.md "GDN decode v2") against the CPU specification, bf16 state (the streaming
+// kernel serves decode-only batches with bf16 state by shape): prompts leave non-zero states, then
+// decode-only batches (one token per sequence, slots out of order) and MTP-verification-like spans
+// of 1-3 tokens. Version 2 does version 1's arithmetic in the same order, so a second CudaOps on
+// version 1 fed the same inputs must give the same out and state bits.
+TEST_P(CudaOpsParity, GatedDeltaNetDecodeVersion2) {
+    const DecoderLayerWeights& l = layer(LayerType::kLinearAttention);
+    const ModelConfig& c = config_;
+    const GdnDims d{c.linear_num_key_heads, c.linear_num_value_heads, c.linear_key_head_dim, c.linear_value_head_dim,
+                    c.linear_conv_kernel_dim, c.rms_norm_eps};
+    cuda::CudaOptions o1;
+    o1.poison = true;
+    o1.ssm_bf16 = true;
+    o1.gdn_decode_version = 1;
+    cuda::CudaOptions o2 = o1;
+    o2.gdn_decode_version = 2;
+    cuda::CudaOps gpu1(o1), gpu2(o2);
+    gpu1.prepare_weights(weight_set(*weights_));
+    gpu2.prepare_weights(weight_set(*weights_));
+    const CacheGeometry g = CacheGeometry::for_model(c, 6, 16, 6, false, KvCacheDtype::kBF16);
+    ModelCache cpu_cache(g);
+    auto cache1 = gpu1.make_cache(g);
+    auto cache2 = gpu2.make_cache(g);
+    std::vector<OwnedBatch> batches;  // built in place (spans point into the owned tables)
+    batches.push_back(make_batch({{{0, 70, 2}, {0, 2, 0}, {0, 13, 5}, {0, 5, 1}, {0, 9, 4}}}, 16, 1, rng_,
+                                 int(c.vocab_size)));
+    batches.push_back(make_batch({{{70, 1, 2}, {2, 1, 0}, {13, 1, 5}, {5, 1, 1}, {9, 1, 4}}}, 16, 1, rng_,
+                                 int(c.vocab_size)));
+    batches.push_back(make_batch({{{14, 1, 5}, {71, 1, 2}, {10, 1, 4}}}, 16, 1, rng_, int(c.vocab_size)));
+    batches.push_back(make_batch({{{72, 2, 2}, {3, 3, 0}, {15, 1, 5}, {6, 2, 1}}}, 16, 1, rng_, int(c.vocab_size)));
+    batches.push_back(make_batch({{{74, 1, 2}, {6, 1, 0}, {16, 1, 5}, {8, 1, 1}, {11, 1, 4}}}, 16, 1, rng_,
+                                 int(c.vocab_size)));
+    const size_t nc = size_t(g.num_state_slots * g.conv_window * g.conv_dim);
+    const size_t ns = size_t(g.num_state_slots * g.num_value_heads * g.key_head_dim * g.value_head_dim);
+    for (size_t bi = 0; bi < batches.size(); ++bi) {
+        const ForwardBatch& b = batches[bi].batch;
+        const int64_t T = b.num_tokens();
+        const auto pos = b.positions();
+        const auto qkv = gpu_test::random_floats(size_t(T * d.conv_dim()), rng_);
+        const auto z = gpu_test::random_floats(size_t(T * d.value_dim()), rng_);
+        const auto bb = gpu_test::random_floats(size_t(T * d.num_value_heads), rng_);
+        const auto a = gpu_test::random_floats(size_t(T * d.num_value_heads), rng_);
+        std::vector<float> ref(size_t(T * d.value_dim()));
+        cpu_.gated_delta_net(qkv.data(), z.data(), bb.data(), a.data(), l.gdn, d, b, cpu_cache, 0, ref.data());
+        std::vector<float> outs[2], states[2];
+        int k = 0;
+        for (auto [gpu, cache] : {std::pair{&gpu1, cache1.get()}, std::pair{&gpu2, cache2.get()}}) {
+            gpu->begin_forward(b, pos.data());
+            float* out = gpu->alloc(int64_t(ref.size()));
+            gpu->gated_delta_net(gpu_test::to_device(*gpu, qkv), gpu_test::to_device(*gpu, z),
+                                 gpu_test::to_device(*gpu, bb), gpu_test::to_device(*gpu, a), l.gdn, d, b, *cache, 0, out);
+            outs[k] = gpu_test::to_host(*gpu, out, ref.size());
+            auto* st = gpu->storage(cache);
+            states[k] = gpu_test::read_device(st->ssm(0), ns, 2);
+            const std::string what = "version " + std::to_string(k + 1) + " batch " + std::to_string(bi);
+            EXPECT_LT(normalised_error(outs[k], ref), kBf16Bound) << "out " << what;
+            EXPECT_LT(normalised_error(gpu_test::read_device(st->conv(0), nc, 4),
+                                       std::vector<float>(cpu_cache.conv(0), cpu_cache.conv(0) + nc)),
+                      1e-6)
+                << "conv state " << what;
+            EXPECT_LT(normalised_error(states[k], std::vector<float>(cpu_cache.ssm(0), cpu_cache.ssm(0) + ns)),
+                      kBf16Bound)
+                << "recurrent state " << what;
+            gpu->free_all();
+            ++k;
+        }
+        EXPECT_EQ(std::memcmp(outs[0].data(), outs[1].data(), outs[0].size() * sizeof(float)), 0)
+            << "out bits, version 1 against 2, batch " << bi;
+        EXPECT_EQ(std::memcmp(states[0].data(), states[1].data(), states[0].size() * sizeof(float)), 0)
+            << "state bits, version 1 against 2, batch " << bi;
+    }
+}
+
 // Prefill version 2 (CudaOptions::gdn_prefill_version = 2: the chunked sequences on bf16 tensor
 // cores, gdn_tc_*.cu) against the CPU specification, fp32 and bf16 state: prompts with chunk
 // boundaries +-1, continuations from the non-zero states left by earlier batches, a long prompt

@@ -80,6 +80,13 @@ struct CudaOptions {
     // (bench/kernels/NOTES.md "v5 accuracy"; not measured on the GPU yet).
     // Head dims that are not multiples of 8 take version 1.
     int gdn_prefill_version = 1;
+    // GatedDeltaNetParams::decode_version for every GDN call (gdn_kernels.h; bench/kernels/NOTES.md
+    // "GDN decode v2"): the streaming decode kernel's version, which serves decode-only batches
+    // (up to 8 rows per sequence) with bf16 state. 1 (default) as measured on the H200 (512
+    // sequences 456 µs per layer, 62 % of copy); 2 no global load on an item's compute path and
+    // three cp.async stages at the real shape; bit-identical out and state. Default flips after
+    // the H200 lab run (`gdn_lab --decode`).
+    int gdn_decode_version = 1;
     // MoeParams::int4_grouped for MoE calls on INT4 W4A16 experts above the small-T path (9 <= T
     // <= 1,024; bench/kernels/NOTES.md "INT4 MoE grouped GEMM"): 0 (default) the BF16 copies of the
     // experts, 1 (default; H200 2026-12-02, one MoE call at T = 512: 367 µs against 469 on the

@@ -72,6 +72,7 @@ struct RecArgs {
     int Nk, Nv, Dk, Dv, C;
     float eps, q_scale;
     int chunk_min_tokens;  // sequences with n >= this are skipped (chunked kernel); <= 0: none
+    int stream_stages;     // gdn_decode.cu version 2: cp.async stages in use (0 = all; GatedDeltaNetParams::decode_stages)
     // Chunk-parallel path only (gdn_cp_*.cu; layout in CpLayout):
     float* conv_mut;       // = conv; the prep kernel overwrites each chunked row's v with U
     float* cpW;            // [T, Nv, Dk] W = T (k̂ β e^γ) per row
@@ -199,9 +200,10 @@ void launch_serial(const RecArgs& a, bool bf16, int num_seqs, cudaStream_t strea
 template <int D>
 void launch_chunked(const RecArgs& a, bool bf16, bool x3, int num_seqs, cudaStream_t stream);
 // The same sequences as launch_serial, by `blocks` persistent blocks that stream the (sequence,
-// value head) states through a cp.async pipeline in shared memory (gdn_decode.cu).
+// value head) states through a cp.async pipeline in shared memory (gdn_decode.cu); version 1 or 2
+// (GatedDeltaNetParams::decode_version).
 template <int D>
-void launch_stream(const RecArgs& a, bool bf16, int blocks, cudaStream_t stream);
+void launch_stream(const RecArgs& a, bool bf16, int version, int blocks, cudaStream_t stream);
 // The chunk-parallel path for the same sequences as launch_chunked (gdn_cp_prep.cu: per-chunk WY
 // precompute; gdn_cp_state.cu: the pass over chunks per (sequence, head, value_cols = 32 or 64
 // value columns; 64 only at D = 128) with the outputs, then their gated RMSNorm). Needs the

@@ -27,6 +27,11 @@
 //   a spare slot, the state after the last token goes into the spare slot). Item descriptors are read one item ahead of their copy, so the copy issue
 //   never waits for the descriptor.
 //
+// Version 2 (VER, GatedDeltaNetParams::decode_version; see the comment at the kernel): the item's
+// A_log, dt_bias come with its stage and norm_w sits in shared memory, so no global load is left
+// on a single-token item's path; one token-input buffer and the column sums in place free the room
+// for a third stage at D = 128 bf16. Bit-identical to version 1.
+//
 // The v3 kernel that split a head over 32-column blocks (measured slower than gdn_serial.cu on the
 // H200: bench/kernels/NOTES.md, GDN v3 measured) was replaced by this one.
 #include "backend/cuda/gdn_common.cuh"
@@ -47,8 +52,8 @@ __device__ __forceinline__ uint32_t float2_to_bf16x2(float a, float b) {
     return *reinterpret_cast<const uint32_t*>(&v);
 }
 
-// Tile and shared-memory plan of gdn_stream_kernel<D, BF16>.
-template <int D, bool BF16>
+// Tile and shared-memory plan of gdn_stream_kernel<D, BF16, VER>.
+template <int D, bool BF16, int VER = 1>
 struct StreamTile {
     static constexpr int NT = D >= 64 ? 256 : 128;  // threads
     static constexpr int TX = D / 8;                 // threads across a row (8 columns each)
@@ -58,13 +63,18 @@ struct StreamTile {
     static constexpr int PF = 4 * D / NT;            // token inputs (q | k | v | z) per thread
     static constexpr int ESZ = BF16 ? 2 : 4;
     // A stage: the state (flat [Dk, Dv], row stride Dv), then q | k | v | z of the first token
-    // (D floats each), then b, a (16 bytes).
+    // (D floats each), then b, a (version 2: b, a, A_log, dt_bias of the head; 16 bytes).
     static constexpr int kInOff = D * D * ESZ;
     static constexpr int kAbOff = kInOff + 16 * D;
     static constexpr int kStageBytes = kAbOff + 16;
     // Two blocks per SM: 227 KB of shared memory per SM, less 1 KB per block, less the static arrays.
-    static constexpr int kStaticBytes = (8 * D + NWARP * 2 * D + 2 * D) * 4 + 64;
-    static constexpr int kBudget = (227 * 1024) / 2 - 1024 - kStaticBytes;
+    // Version 2: one token-input buffer (s_in), the column sums in place in s_red (no s_m), s_nw
+    // (norm_w, D floats), s_hdr for up to 4 stages (80 bytes); its budget is the SM's exact 228 KB
+    // (233,472 bytes) over two blocks, less 1 KB reserved per block: at D = 128 bf16 that makes
+    // room for a third stage (3 × 34,832 + 10,832 <= 115,712).
+    static constexpr int kStaticBytes = VER == 2 ? (4 * D + NWARP * 2 * D + D) * 4 + 96
+                                                 : (8 * D + NWARP * 2 * D + 2 * D) * 4 + 64;
+    static constexpr int kBudget = (VER == 2 ? 233472 / 2 : (227 * 1024) / 2) - 1024 - kStaticBytes;
     static constexpr int kFit = kBudget / kStageBytes;
     static constexpr int NS = kFit > 4 ? 4 : kFit < 1 ? 1 : kFit;  // stages
     static constexpr int kSmemBytes = NS * kStageBytes;
@@ -123,16 +133,28 @@ struct ItemDesc {
     int row_begin, n, slot, defer, spare;  // spare: the deferred span's spare slot, -1 none
 };
 
-template <int D, bool BF16>
-__global__ void __launch_bounds__(StreamTile<D, BF16>::NT, 2) gdn_stream_kernel(RecArgs p) {
-    using Tl = StreamTile<D, BF16>;
+// VER 2 (GatedDeltaNetParams::decode_version; bench/kernels/NOTES.md "GDN decode v2"): no global
+// load on an item's compute path. Version 1 reads A_log[h], dt_bias[h] after the barrier that
+// releases the stage and norm_w (twice: the second load is ordered after the first out store,
+// which may alias it) inside the gated RMSNorm, so under the state stream's load every item
+// waits for two to three L2 round trips while the other threads sit at the next barrier.
+// Version 2 copies A_log[h], dt_bias[h] into the stage beside b, a (they arrive with the item,
+// NS items ahead) and norm_w once per block into shared memory. Same arithmetic, same order:
+// the results are bit-identical to version 1.
+template <int D, bool BF16, int VER>
+__global__ void __launch_bounds__(StreamTile<D, BF16, VER>::NT, 2) gdn_stream_kernel(RecArgs p) {
+    using Tl = StreamTile<D, BF16, VER>;
     constexpr int NT = Tl::NT, TX = Tl::TX, NW = Tl::NW, RK = Tl::RK, NWARP = Tl::NWARP, PF = Tl::PF;
     constexpr int NS = Tl::NS, ESZ = Tl::ESZ;
 
-    __shared__ __align__(16) float s_in[2][4 * D];        // token inputs q | k | v | z (double buffer)
+    constexpr int NIN = VER == 2 ? 1 : 2;
+    __shared__ __align__(16) float s_in[NIN][4 * D];      // token inputs q | k | v | z (v1: double buffer)
     __shared__ __align__(16) float s_red[NWARP][2 * D];   // per warp: Sᵀk | Sᵀq partials
-    __shared__ __align__(16) float s_m[2 * D];            // Sᵀk | Sᵀq
+    __shared__ __align__(16) float s_m_v1[VER == 2 ? 4 : 2 * D];
+    float* const s_m = VER == 2 ? &s_red[0][0] : s_m_v1;  // Sᵀk | Sᵀq (version 2: in place in s_red[0])
     __shared__ int s_hdr[NS][5];                          // per stage: row_begin, n, slot, defer, spare
+    __shared__ __align__(16) float s_nw[VER == 2 ? D : 4];  // version 2: norm_w (0 beyond Dv)
+    __shared__ float s_gate[2];                             // version 2: the item's A_log[h], dt_bias[h]
     uint8_t* const stages = ptx::dynamic_smem();
 
     const int tid = threadIdx.x, tx = tid % TX, wy = tid / TX, lane = tid & 31, warp = tid >> 5;
@@ -199,20 +221,32 @@ __global__ void __launch_bounds__(StreamTile<D, BF16>::NT, 2) gdn_stream_kernel(
             if (tid == NT - 1) {
                 ptx::cp_async4(sa + uint32_t(Tl::kAbOff), p.b + row * Nv + h);
                 ptx::cp_async4(sa + uint32_t(Tl::kAbOff + 4), p.a + row * Nv + h);
+                if constexpr (VER == 2) {
+                    ptx::cp_async4(sa + uint32_t(Tl::kAbOff + 8), p.A_log + h);
+                    ptx::cp_async4(sa + uint32_t(Tl::kAbOff + 12), p.dt_bias + h);
+                }
             }
         }
         ptx::cp_async_commit();
     };
 
+    if constexpr (VER == 2)  // visible after the first item's barrier B0
+        for (int t = tid; t < D; t += NT) s_nw[t] = t < dv ? p.norm_w[t] : 0.f;
     int item = int(blockIdx.x);
+    // Stages in use: NS, or (version 2, the lab's decode_stages) fewer, to separate the third
+    // stage's effect from the rest of version 2 on the device.
+    const int ns = VER == 2 && p.stream_stages > 0 && p.stream_stages < NS ? p.stream_stages : NS;
 #pragma unroll 1
-    for (int s = 0; s < NS; ++s) issue(item + s * stride, load_desc(item + s * stride), s);
-    ItemDesc nx = load_desc(item + NS * stride);  // the next item to copy
+    for (int s = 0; s < ns; ++s) issue(item + s * stride, load_desc(item + s * stride), s);
+    ItemDesc nx = load_desc(item + ns * stride);  // the next item to copy
 
 #pragma unroll 1
     for (int j = 0; item < total; ++j, item += stride) {
-        const int st = j % NS;
-        ptx::cp_async_wait<NS - 1>();  // this thread's copies of item j (group j) have landed
+        const int st = VER == 2 ? j % ns : j % NS;
+        if (VER == 1 || ns == NS) ptx::cp_async_wait<NS - 1>();  // this thread's copies of item j (group j) have landed
+        else if (ns == 1) ptx::cp_async_wait<0>();
+        else if (ns == 2) ptx::cp_async_wait<1>();
+        else ptx::cp_async_wait<2>();
         __syncthreads();               // (B0) everyone's
         const int row_begin = s_hdr[st][0], n = s_hdr[st][1], slot = s_hdr[st][2], defer = s_hdr[st][3];
         const int spare = s_hdr[st][4];
@@ -234,15 +268,25 @@ __global__ void __launch_bounds__(StreamTile<D, BF16>::NT, 2) gdn_stream_kernel(
             const float* ab = reinterpret_cast<const float*>(sb + Tl::kAbOff);
             bcur = ab[0];
             acur = ab[1];
+            // Version 2: the head's A_log, dt_bias through shared memory, read where used (fewer
+            // registers live across the token loop than holding them from here).
+            if constexpr (VER == 2)
+                if (tid == 0) {
+                    s_gate[0] = ab[2];
+                    s_gate[1] = ab[3];
+                }
         }
         __syncthreads();  // (B1) stage st read by everyone; token 0's inputs staged
-        issue(item + NS * stride, nx, st);
-        nx = load_desc(item + (NS + 1) * stride);
+        issue(item + ns * stride, nx, st);
+        nx = load_desc(item + (ns + 1) * stride);
         if (n == 0) continue;
 
         const int h = item % Nv, kh = h / ratio;
-        const float A = expf(p.A_log[h]);
-        const float dtb = p.dt_bias[h];
+        float A = 0.f, dtb = 0.f;
+        if constexpr (VER == 1) {
+            A = expf(p.A_log[h]);
+            dtb = p.dt_bias[h];
+        }
         float pf[PF], pb = 0.f, pa = 0.f;
         auto fetch = [&](int i) {  // inputs of token i >= 1 into registers
             const int64_t row = row_begin + i;
@@ -269,8 +313,9 @@ __global__ void __launch_bounds__(StreamTile<D, BF16>::NT, 2) gdn_stream_kernel(
 
 #pragma unroll 1
         for (int i = 0; i < n; ++i) {
-            float* sin = s_in[i & 1];
+            float* sin = s_in[NIN == 2 ? (i & 1) : 0];
             if (i > 0) {
+                if constexpr (NIN == 1) __syncthreads();  // token i-1's reads of s_in are done
 #pragma unroll
                 for (int jj = 0; jj < PF; ++jj) sin[tid + NT * jj] = pf[jj];
                 bcur = pb;
@@ -329,6 +374,10 @@ __global__ void __launch_bounds__(StreamTile<D, BF16>::NT, 2) gdn_stream_kernel(
             const float rk = 1.0f / sqrtf(nr.kk + 1e-6f);
             const float rq = p.q_scale / sqrtf(nr.qq + 1e-6f);
             const float beta = sigmoid_f(bcur);
+            if constexpr (VER == 2) {  // s_gate was written before B1
+                A = expf(s_gate[0]);
+                dtb = s_gate[1];
+            }
             const float decay = expf(-A * softplus_f(acur + dtb));
             const float dm = decay * rk, dq = decay * rq, qkn = nr.qk * rk * rq;
             const float* v = sin + 2 * D + col;
@@ -362,11 +411,11 @@ __global__ void __launch_bounds__(StreamTile<D, BF16>::NT, 2) gdn_stream_kernel(
                 const float inv = 1.0f / sqrtf(ss / float(dv) + p.eps);
                 const float* z = sin + 3 * D + col;
                 float* orow = p.out + (int64_t(row_begin) + i) * ZW + int64_t(h) * dv + col;
-                const float4 w0 = ld4(p.norm_w + col);
+                const float4 w0 = VER == 2 ? ld4(&s_nw[col]) : ld4(p.norm_w + col);
                 st4(orow, make_float4(w0.x * (o[0] * inv) * silu_f(z[0]), w0.y * (o[1] * inv) * silu_f(z[1]),
                                       w0.z * (o[2] * inv) * silu_f(z[2]), w0.w * (o[3] * inv) * silu_f(z[3])));
                 if (nvc >= 8) {
-                    const float4 w1 = ld4(p.norm_w + col + 4);
+                    const float4 w1 = VER == 2 ? ld4(&s_nw[col + 4]) : ld4(p.norm_w + col + 4);
                     st4(orow + 4, make_float4(w1.x * (o[4] * inv) * silu_f(z[4]), w1.y * (o[5] * inv) * silu_f(z[5]),
                                               w1.z * (o[6] * inv) * silu_f(z[6]), w1.w * (o[7] * inv) * silu_f(z[7])));
                 }
@@ -386,33 +435,70 @@ __global__ void __launch_bounds__(StreamTile<D, BF16>::NT, 2) gdn_stream_kernel(
     ptx::cp_async_wait<0>();  // no copy outlives the block (they are all empty by now)
 }
 
-template <int D, bool BF16>
+template <int D, bool BF16, int VER>
 void launch_stream_t(const RecArgs& a, int blocks, cudaStream_t stream) {
-    using Tl = StreamTile<D, BF16>;
+    using Tl = StreamTile<D, BF16, VER>;
     // The dynamic shared-memory opt-in is per device; set once per device (host-side call, no stream
     // work, so harmless inside a graph capture after the first call).
     static bool attr_set[64] = {};
     int dev = 0;
     QS_CUDA_CHECK(cudaGetDevice(&dev));
     if (dev < 0 || dev >= 64 || !attr_set[dev]) {
-        QS_CUDA_CHECK(cudaFuncSetAttribute(gdn_stream_kernel<D, BF16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+        QS_CUDA_CHECK(cudaFuncSetAttribute(gdn_stream_kernel<D, BF16, VER>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            Tl::kSmemBytes));
         if (dev >= 0 && dev < 64) attr_set[dev] = true;
     }
-    gdn_stream_kernel<D, BF16><<<unsigned(blocks), Tl::NT, Tl::kSmemBytes, stream>>>(a);
+    gdn_stream_kernel<D, BF16, VER><<<unsigned(blocks), Tl::NT, Tl::kSmemBytes, stream>>>(a);
     QS_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
 
 template <int D>
-void launch_stream(const RecArgs& a, bool bf16, int blocks, cudaStream_t stream) {
-    if (bf16) launch_stream_t<D, true>(a, blocks, stream);
-    else launch_stream_t<D, false>(a, blocks, stream);
+void launch_stream(const RecArgs& a, bool bf16, int version, int blocks, cudaStream_t stream) {
+    if (version == 2) {
+        if (bf16) launch_stream_t<D, true, 2>(a, blocks, stream);
+        else launch_stream_t<D, false, 2>(a, blocks, stream);
+        return;
+    }
+    if (bf16) launch_stream_t<D, true, 1>(a, blocks, stream);
+    else launch_stream_t<D, false, 1>(a, blocks, stream);
 }
 
-template void launch_stream<32>(const RecArgs&, bool, int, cudaStream_t);
-template void launch_stream<64>(const RecArgs&, bool, int, cudaStream_t);
-template void launch_stream<128>(const RecArgs&, bool, int, cudaStream_t);
+template <int D, bool BF16, int VER>
+int stream_blocks_per_sm() {
+    using Tl = StreamTile<D, BF16, VER>;
+    QS_CUDA_CHECK(cudaFuncSetAttribute(gdn_stream_kernel<D, BF16, VER>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       Tl::kSmemBytes));
+    int n = 0;
+    QS_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, gdn_stream_kernel<D, BF16, VER>, Tl::NT,
+                                                                Tl::kSmemBytes));
+    return n;
+}
+
+template void launch_stream<32>(const RecArgs&, bool, int, int, cudaStream_t);
+template void launch_stream<64>(const RecArgs&, bool, int, int, cudaStream_t);
+template void launch_stream<128>(const RecArgs&, bool, int, int, cudaStream_t);
 
 }  // namespace qs::cuda::gdn
+
+namespace qs::cuda {
+
+int gdn_decode_stream_plan(int D, bool bf16, int version, int* stages) {
+    using namespace gdn;
+    GDN_REQUIRE(D == 32 || D == 64 || D == 128);
+    GDN_REQUIRE(version == 1 || version == 2);
+    auto pick = [&](auto tile, int n) {
+        if (stages) *stages = decltype(tile)::NS;
+        return n;
+    };
+#define QS_GDN_PLAN(DD, B, V) \
+    if (D == DD && bf16 == B && version == V) return pick(StreamTile<DD, B, V>{}, stream_blocks_per_sm<DD, B, V>());
+    QS_GDN_PLAN(32, true, 1) QS_GDN_PLAN(32, false, 1) QS_GDN_PLAN(32, true, 2) QS_GDN_PLAN(32, false, 2)
+    QS_GDN_PLAN(64, true, 1) QS_GDN_PLAN(64, false, 1) QS_GDN_PLAN(64, true, 2) QS_GDN_PLAN(64, false, 2)
+    QS_GDN_PLAN(128, true, 1) QS_GDN_PLAN(128, false, 1) QS_GDN_PLAN(128, true, 2) QS_GDN_PLAN(128, false, 2)
+#undef QS_GDN_PLAN
+    return 0;
+}
+
+}  // namespace qs::cuda

@@ -21,6 +21,8 @@ void check_params(const GatedDeltaNetParams& p) {
     GDN_REQUIRE(p.batch.num_seqs <= 65535);
     GDN_REQUIRE(p.decode_kernel >= -1 && p.decode_kernel <= 1);
     GDN_REQUIRE(p.decode_blocks >= 0);
+    GDN_REQUIRE(p.decode_version == 1 || p.decode_version == 2);
+    GDN_REQUIRE(p.decode_stages >= 0 && p.decode_stages <= 4);
     GDN_REQUIRE(p.prefill_version >= 1 && p.prefill_version <= 3);
     if (p.prefill_version >= 2) {
         GDN_REQUIRE(p.Dk % 8 == 0 && p.Dv % 8 == 0);  // 16-byte bf16 rows for cp.async
@@ -50,6 +52,7 @@ RecArgs make_rec_args(const GatedDeltaNetParams& p) {
     a.eps = p.eps;
     a.q_scale = 1.0f / std::sqrt(float(p.Dk));
     a.chunk_min_tokens = p.chunk_min_tokens;
+    a.stream_stages = p.decode_stages;
     const CpLayout lay = cp_layout(p.batch.num_tokens, a.C, p.Nk, p.Nv, p.Dk);
     float* const ws = static_cast<float*>(p.workspace);
     a.conv_mut = ws;
@@ -174,15 +177,15 @@ void launch_gdn_recurrence(const GatedDeltaNetParams& p, cudaStream_t stream) {
     const int D = (p.Dk > p.Dv ? p.Dk : p.Dv);
     if (D <= 32) {
         if (chunked) launch_chunked_any<32>(p, a, stream);
-        if (stream_k) launch_stream<32>(a, p.ssm_bf16, blocks, stream);
+        if (stream_k) launch_stream<32>(a, p.ssm_bf16, p.decode_version, blocks, stream);
         else launch_serial<32>(a, p.ssm_bf16, S, stream);
     } else if (D <= 64) {
         if (chunked) launch_chunked_any<64>(p, a, stream);
-        if (stream_k) launch_stream<64>(a, p.ssm_bf16, blocks, stream);
+        if (stream_k) launch_stream<64>(a, p.ssm_bf16, p.decode_version, blocks, stream);
         else launch_serial<64>(a, p.ssm_bf16, S, stream);
     } else {
         if (chunked) launch_chunked_any<128>(p, a, stream);
-        if (stream_k) launch_stream<128>(a, p.ssm_bf16, blocks, stream);
+        if (stream_k) launch_stream<128>(a, p.ssm_bf16, p.decode_version, blocks, stream);
         else launch_serial<128>(a, p.ssm_bf16, S, stream);
     }
 }

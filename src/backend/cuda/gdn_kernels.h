@@ -25,7 +25,7 @@
 // Requirements (checked in the launcher): Nv % Nk == 0, Dk and Dv multiples of 4 and <= 128,
 // K in [2, 4], all pointers 16-byte aligned. Not checked: state slots of one call distinct.
 // Fields added to the brief's interface: chunk_min_tokens, chunk_tf32x3, chunk_parallel,
-// chunk_value_cols, decode_kernel, decode_blocks, prefill_version.
+// chunk_value_cols, decode_kernel, decode_blocks, decode_version, decode_stages, prefill_version.
 #pragma once
 
 #include <cstdint>
@@ -83,6 +83,17 @@ struct GatedDeltaNetParams {
     // Added: blocks of the streaming kernel; 0 = min(num_seqs · Nv, 2 per SM). Other values are for
     // the lab and the emulation (e.g. 1 block that serves every item).
     int decode_blocks = 0;
+    // Added: the streaming kernel's version (only where decode_kernel picks it). 1 (default): as
+    // measured on the H200 (bench/kernels/NOTES.md "v4"); 2: no global load on an item's compute
+    // path (A_log, dt_bias copied with the item's stage, norm_w in shared memory once per block) and,
+    // at D = 128 bf16, three stages instead of two (one token-input buffer, the column sums in place):
+    // bench/kernels/NOTES.md "GDN decode v2". Same arithmetic in the same order: bit-identical out
+    // and state.
+    int decode_version = 1;
+    // Added: version 2's cp.async stages in use, 0 = as many as fit (3 at D = 128 bf16); fewer is for
+    // the lab (gdn_lab --decode times version 2 with 2 stages too, to separate the stage count from
+    // the rest of version 2).
+    int decode_stages = 0;
     // Added: the chunked sequences' prefill path. 1 (default): the 3xTF32 kernels above (one block per
     // head or chunk-parallel, chunk_parallel / chunk_tf32x3 / chunk_value_cols as documented there).
     // 2: bf16 tensor cores (bench/kernels/NOTES.md "v5"; gdn_tc_prep.cu every chunk's q̂, k̂, γ, W, U;
@@ -104,6 +115,11 @@ struct GatedDeltaNetParams {
 // again (bench/kernels/NOTES.md, GDN v4, has the H200 comparison).
 inline constexpr int kGdnDecodeStreamMaxTokens = 8;
 inline constexpr bool kGdnDecodeStreamByShape = true;
+
+// The streaming decode kernel's plan for state tiles up to D x D (D = 32, 64, 128): resident blocks
+// per SM on this device (cudaOccupancyMaxActiveBlocksPerMultiprocessor; the default grid assumes 2)
+// and, through `stages`, its cp.async stages. For the lab's table (gdn_lab --decode).
+int gdn_decode_stream_plan(int D, bool bf16, int version, int* stages);
 
 // Bytes of scratch the launcher needs for T rows: the conv output [T, conv_dim] fp32, then the
 // chunk-parallel path's per-row W [Nv, Dk], P [Nv, 64], γ [Nv] and norms [2, Nk] (fp32).

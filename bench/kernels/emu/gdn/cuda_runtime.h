@@ -57,6 +57,8 @@ inline cudaError_t cudaGetLastError() { return cudaSuccess; }
 inline cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
 inline cudaError_t cudaGetDevice(int* d) { *d = 0; return cudaSuccess; }
 template <typename F> inline cudaError_t cudaFuncSetAttribute(F, cudaFuncAttribute, int) { return cudaSuccess; }
+// No occupancy in the emulation: -1 ("unknown"; gdn_lab --decode prints it as such).
+template <typename F> inline cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* n, F, int, size_t) { *n = -1; return cudaSuccess; }
 template <typename T> inline cudaError_t cudaMalloc(T** p, size_t n) { *p = reinterpret_cast<T*>(std::aligned_alloc(256, (n + 255) / 256 * 256)); return cudaSuccess; }
 inline cudaError_t cudaFree(void* p) { std::free(p); return cudaSuccess; }
 inline cudaError_t cudaMemcpy(void* d, const void* s, size_t n, cudaMemcpyKind) { std::memcpy(d, s, n); return cudaSuccess; }
