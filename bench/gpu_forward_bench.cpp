@@ -23,6 +23,10 @@
 //          2 = bf16 tensor cores, gdn_tc_*.cu, bench/kernels/NOTES.md "v5")
 //          [--moe-int4-grouped 0|1]  (CudaOptions::moe_int4_grouped: with --dummy-format int4-w4a16,
 //          MoE calls of 9..1,024 rows on the INT4 tensor-core grouped GEMMs instead of the BF16 copy)
+//          [--fp8-small-rows 0..4]  (CudaOptions::fp8_small_rows: FP8 dense linears of 1..N rows on
+//          the small-rows kernel's version 2, e.g. the MTP verify's 2 rows; 0 = today's path)
+//          [--attention-decode-rows 1..4]  (CudaOptions::attention_decode_rows: sequences of up to
+//          N new rows on the split-K decode attention kernel; 1 = today's path)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -185,7 +189,9 @@ int run(const Args& args) {
         !pick("moe-decode-version", {1, 2}, &co.moe_decode_version) ||
         !pick("moe-prefill-version", {1, 2}, &co.moe_prefill_version) ||
         !pick("gdn-prefill-version", {1, 2}, &co.gdn_prefill_version) ||
-        !pick("moe-int4-grouped", {0, 1}, &co.moe_int4_grouped))
+        !pick("moe-int4-grouped", {0, 1}, &co.moe_int4_grouped) ||
+        !pick("fp8-small-rows", {0, 1, 2, 3, 4}, &co.fp8_small_rows) ||
+        !pick("attention-decode-rows", {1, 2, 3, 4}, &co.attention_decode_rows))
         return 2;
     cuda::CudaOps ops(co);
     Timer t_up;
@@ -293,7 +299,8 @@ int main(int argc, char** argv) {
     std::set<std::string> valued = {"mode",   "requests", "prompt",   "completion",     "decode-steps",
                                     "mtp-k",  "mtp-acceptance", "mtp-seqs", "mtp-steps", "mtp-prompt-tokens", "mtp-overlap", "mtp-spare-slots-list",
                                     "moe-small-version", "moe-decode-version",
-                                    "moe-prefill-version", "gdn-prefill-version", "moe-int4-grouped"};
+                                    "moe-prefill-version", "gdn-prefill-version", "moe-int4-grouped", "fp8-small-rows",
+                                    "attention-decode-rows"};
     std::set<std::string> flags;
     cli::add_option_names(cli::model_option_group(), flags, valued);
     cli::add_option_names(cli::backend_option_group(), flags, valued);
