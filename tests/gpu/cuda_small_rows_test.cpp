@@ -46,7 +46,7 @@ ModelConfig real_shapes() {
 TEST(CudaSmallRowsV2, Fp8LinearsMatchCpuAndTodaysPath) {
     QS_REQUIRE_GPU();
     const ModelConfig config = real_shapes();
-    const ModelWeights w8 = make_dummy_weights(config, 81, /*with_mtp=*/false, WeightFormat::kFP8Block);
+    ModelWeights w8 = make_dummy_weights(config, 81, /*with_mtp=*/false, WeightFormat::kFP8Block);
     cuda::CudaOptions o_today, o_v2;
     o_today.poison = o_v2.poison = true;
     o_v2.fp8_small_rows = 4;
@@ -78,8 +78,11 @@ TEST(CudaSmallRowsV2, Fp8LinearsMatchCpuAndTodaysPath) {
             today.linear(gpu_test::to_device(today, x), T, *w, dy0);
             const std::vector<float> y0 = gpu_test::to_host(today, dy0, ref.size());
             const cuda::Fp8Path p0 = today.gemm().last_fp8_path();
-            if (T == 1) EXPECT_EQ(p0, cuda::Fp8Path::kSmallRows) << what;
-            else if (block_expected) EXPECT_EQ(p0, cuda::Fp8Path::kBlockScaled) << what;
+            if (T == 1) {
+                EXPECT_EQ(p0, cuda::Fp8Path::kSmallRows) << what;
+            } else if (block_expected) {
+                EXPECT_EQ(p0, cuda::Fp8Path::kBlockScaled) << what;
+            }
             today.free_all();
 
             const int64_t before = v2.gemm().fp8_counts().small_rows_v2;
@@ -92,8 +95,11 @@ TEST(CudaSmallRowsV2, Fp8LinearsMatchCpuAndTodaysPath) {
 
             EXPECT_LT(normalised_error(y, ref), 4e-2) << what << " against the CPU";
             const double against_today = normalised_error(y, y0);
-            if (p0 == cuda::Fp8Path::kSmallRows) EXPECT_LT(against_today, 1e-5) << what << " against version 1";
-            else EXPECT_LT(against_today, 2e-3) << what << " against today's path " << int(p0);
+            if (p0 == cuda::Fp8Path::kSmallRows) {
+                EXPECT_LT(against_today, 1e-5) << what << " against version 1";
+            } else {
+                EXPECT_LT(against_today, 2e-3) << what << " against today's path " << int(p0);
+            }
             // Rows never mix: each row alone gives the same bits.
             for (int64_t t = 0; t < T; ++t) {
                 float* d1 = v2.alloc(out);
@@ -140,7 +146,7 @@ OwnedBatch make_batch(const std::vector<std::array<int, 3>>& seqs, int pages_per
 TEST(CudaAttentionDecodeRows, VerifyRowsMatchCpuAndPrefillKernel) {
     QS_REQUIRE_GPU();
     const ModelConfig c = real_shapes();
-    const ModelWeights w = make_dummy_weights(c, 83, /*with_mtp=*/false);
+    ModelWeights w = make_dummy_weights(c, 83, /*with_mtp=*/false);
     const DecoderLayerWeights* attn = nullptr;
     for (const auto& l : w.layers)
         if (l.type == LayerType::kFullAttention) attn = &l;
