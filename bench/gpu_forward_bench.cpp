@@ -30,6 +30,10 @@
 //          [--int4-expert-copies bf16|none]  (the serve option, CudaOptions::moe_int4_scratch: with
 //          --dummy-format int4-w4a16, none = no BF16 expert copies; MoE calls above the INT4 kernels'
 //          rows dequantise one layer's experts into a BF16 scratch first)
+//          [--fp8-small-rows 0..4]  (CudaOptions::fp8_small_rows: FP8 dense linears of 1..N rows on
+//          the small-rows kernel's version 2, e.g. the MTP verify's 2 rows; 0 = today's path)
+//          [--attention-decode-rows 1..4]  (CudaOptions::attention_decode_rows: sequences of up to
+//          N new rows on the split-K decode attention kernel; 1 = today's path)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -204,7 +208,9 @@ int run(const Args& args) {
         !pick("moe-prefill-version", {1, 2}, &co.moe_prefill_version) ||
         !pick("gdn-prefill-version", {1, 2, 3}, &co.gdn_prefill_version) ||
         !pick("gdn-decode-version", {1, 2}, &co.gdn_decode_version) ||
-        !pick("moe-int4-grouped", {0, 1}, &co.moe_int4_grouped))
+        !pick("moe-int4-grouped", {0, 1}, &co.moe_int4_grouped) ||
+        !pick("fp8-small-rows", {0, 1, 2, 3, 4}, &co.fp8_small_rows) ||
+        !pick("attention-decode-rows", {1, 2, 3, 4}, &co.attention_decode_rows))
         return 2;
     cuda::CudaOps ops(co);
     Timer t_up;
@@ -313,7 +319,7 @@ int main(int argc, char** argv) {
                                     "mtp-k",  "mtp-acceptance", "mtp-seqs", "mtp-steps", "mtp-prompt-tokens", "mtp-overlap", "mtp-spare-slots-list",
                                     "moe-small-version", "moe-decode-version",
                                     "moe-prefill-version", "gdn-prefill-version", "gdn-decode-version", "moe-int4-grouped",
-                                    "moe-int4-grouped-max-t"};
+                                    "moe-int4-grouped-max-t", "fp8-small-rows", "attention-decode-rows"};
     std::set<std::string> flags;
     cli::add_option_names(cli::model_option_group(), flags, valued);
     cli::add_option_names(cli::backend_option_group(), flags, valued);

@@ -21,6 +21,18 @@
 #   mtp_spare  gpu_forward_bench --mode mtp at k = 0/1, P = 0/0.8, 1 and 512 sequences, spare slots 0
 #           (the commit of accepted drafts, today) and 512 (one per sequence); five engines: give it
 #           STAGE_TIMEOUT=590, or split it over two calls with MTP_SPARE_SEQS=1 and MTP_SPARE_SEQS=512
+#   mtp_fast  issue 13's one-stream MTP verify step: `fp8_gemm_lab 1 --small-v2` (FP8 small-rows v2 at
+#           1-4 rows: checks, µs against today's path), `attention_lab 1 --verify-rows` (2-4-row
+#           sequences on the split-K decode kernel: checks, µs against today's prefill-kernel path at
+#           1k and 16k context), the GPU tests CudaSmallRowsV2.* and
+#           CudaAttentionDecodeRows.*, then gpu_forward_bench --mode mtp (FP8 lean, graphs on, one
+#           stream, k = 0/1, P = 0/0.8) with today's options and with --fp8-small-rows 4
+#           --attention-decode-rows 4 (MTP_FAST_EXTRA adds options to the new run, e.g.
+#           "--moe-small-version 2"); needs qs_gpu_tests fp8_gemm_lab attention_lab gpu_forward_bench
+#           in the bundle
+#   mtp_fast_long  the same bench after a 16,384-token prompt (k = 0/1, P = 0, 8 steps): the 2-row
+#           step's attention on the prefill kernel (today) against the split-K decode kernel
+#           (--attention-decode-rows 4)
 #   fp8gemm  the FP8 dense-linear lab (fp8_gemm_lab) and its GPU parity test only
 #   gdn_decode  the GDN lab's decode mode (gdn_lab --decode: one-block-per-head vs streaming decode
 #           kernel at 1 / 64 / 256 / 512 sequences, fp32 and bf16 state) and the GPU GDN parity tests
@@ -101,6 +113,22 @@ for stage in "$@"; do
     case "$stage" in
         labs) for lab in "$B"/*_lab; do [ -x "$lab" ] && run "$(basename "$lab")" "$lab"; done ;;
         *_lab) run "$stage" "$B/$stage" ;;
+        mtp_fast) run fp8_gemm_lab_small_v2 "$B/fp8_gemm_lab" 1 --small-v2
+                  run attention_lab_verify_rows "$B/attention_lab" 1 --verify-rows
+                  run gpu_tests_mtp_fast "$B/qs_gpu_tests" --gtest_color=no \
+                      --gtest_filter='CudaSmallRowsV2.*:CudaAttentionDecodeRows.*'
+                  mtp_fast_args=(--model builtin:qwen36-35b-a3b --load-format dummy --dummy-format fp8-block
+                                 --gdn-state-dtype bf16 --kv-cache-dtype fp8_e4m3 --mode mtp --mtp-k 0,1
+                                 --mtp-acceptance 0,0.8 --mtp-seqs 1)
+                  run mtp_fast_today "$B/gpu_forward_bench" "${mtp_fast_args[@]}"
+                  run mtp_fast_new "$B/gpu_forward_bench" "${mtp_fast_args[@]}" --fp8-small-rows 4 \
+                      --attention-decode-rows 4 ${MTP_FAST_EXTRA:-} ;;
+        mtp_fast_long) mtp_long_args=(--model builtin:qwen36-35b-a3b --load-format dummy --dummy-format fp8-block
+                                      --gdn-state-dtype bf16 --kv-cache-dtype fp8_e4m3 --mode mtp --mtp-k 0,1
+                                      --mtp-acceptance 0 --mtp-seqs 1 --mtp-prompt-tokens 16384 --mtp-steps 8)
+                       run mtp_fast_long_today "$B/gpu_forward_bench" "${mtp_long_args[@]}"
+                       run mtp_fast_long_new "$B/gpu_forward_bench" "${mtp_long_args[@]}" --fp8-small-rows 4 \
+                           --attention-decode-rows 4 ;;
         fp8gemm) run fp8_gemm_lab "$B/fp8_gemm_lab"
                  run gpu_tests_fp8 "$B/qs_gpu_tests" --gtest_color=no --gtest_filter='*Fp8BlockLinear*' ;;
         tests) run gpu_tests "$B/qs_gpu_tests" --gtest_color=no ;;

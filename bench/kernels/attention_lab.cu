@@ -4,7 +4,9 @@
 // double here), then timings at the real model's decode and prefill shapes.
 // Build (repo root):
 //   nvcc -O3 -std=c++20 -gencode=arch=compute_90a,code=sm_90a -Isrc -Xcompiler -fopenmp bench/kernels/attention_lab.cu src/backend/cuda/attention_*.cu -o build-gpu/attention_lab -lgomp
-// Run: build-gpu/attention_lab [seed] [--no-timing | --small]     (exit code 1 on any FAIL)
+// Run: build-gpu/attention_lab [seed] [--no-timing | --small | --verify-rows]   (exit code 1 on any FAIL;
+//      --verify-rows: only sequences of 2-4 rows on the split-K decode kernel, GatedAttentionParams::
+//      decode_max_rows, checked and timed against today's prefill-kernel path)
 //
 // Cases, reference and tolerances: bench/kernels/attention_ref.h.
 #include <algorithm>
@@ -63,8 +65,9 @@ struct DeviceBatchBufs {
 // One correctness case on the GPU. use_graph: the launch is captured into a CUDA graph while the
 // batch buffers hold a decoy batch (other positions), then the real positions are copied in and
 // the graph replayed: the host side of the launcher must not depend on context lengths.
+// dec_rows: GatedAttentionParams::decode_max_rows.
 bool run_case(const char* label, const Shape& sh, DeviceKvDtype dt, const std::vector<SeqSpec>& specs,
-              std::mt19937_64& rng, bool use_graph = false) {
+              std::mt19937_64& rng, bool use_graph = false, int dec_rows = 1) {
     Case c = make_case(sh, dt, specs, rng);
     const int T = c.b.T;
     float *d_qg = dev_upload(c.qg), *d_k = dev_upload(c.k), *d_v = dev_upload(c.v), *d_qn = dev_upload(c.qn),
@@ -81,6 +84,7 @@ bool run_case(const char* label, const Shape& sh, DeviceKvDtype dt, const std::v
         QS_CUDA_CHECK(cudaMemset(d_ws, 0xff, ws_bytes));
     }
     GatedAttentionParams p = make_params(c);
+    p.decode_max_rows = dec_rows;
     p.qg = d_qg;
     p.k = d_k;
     p.v = d_v;
@@ -222,7 +226,7 @@ float median(std::vector<float> v) {
 
 // Times launch_gated_attention (all its kernels) on a random batch, via CUDA graph replay.
 float time_batch(const Shape& sh, DeviceKvDtype dt, const std::vector<SeqSpec>& specs, std::mt19937_64& rng,
-                 int reps = 30) {
+                 int reps = 30, int dec_rows = 1) {
     const HostBatch b = make_batch(sh, specs, rng);
     const int T = b.T, Hq = sh.Hq, Hkv = sh.Hkv, D = sh.D;
     const size_t cache_bytes = size_t(b.num_blocks) * sh.bs * Hkv * D * esize(dt);
@@ -247,6 +251,7 @@ float time_batch(const Shape& sh, DeviceKvDtype dt, const std::vector<SeqSpec>& 
     shape_only.sh = sh;
     shape_only.dt = dt;
     GatedAttentionParams p = make_params(shape_only);
+    p.decode_max_rows = dec_rows;
     p.qg = d_qg;
     p.k = d_k;
     p.v = d_v;
@@ -310,9 +315,10 @@ float time_batch(const Shape& sh, DeviceKvDtype dt, const std::vector<SeqSpec>& 
 
 int main(int argc, char** argv) {
     uint64_t seed = uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
-    bool timing = true, small = false;
+    bool timing = true, small = false, verify_rows = false;
     for (int i = 1; i < argc; ++i) {
         if (std::string(argv[i]) == "--no-timing") timing = false;
+        else if (std::string(argv[i]) == "--verify-rows") verify_rows = true;
         else if (std::string(argv[i]) == "--small") { small = true; timing = false; }
         else seed = std::strtoull(argv[i], nullptr, 10);
     }
@@ -323,6 +329,39 @@ int main(int argc, char** argv) {
     std::printf("device %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
 
     bool all = conversion_check(rng);
+    if (verify_rows) {
+        // Sequences of up to 4 rows on the split-K decode kernel (decode_max_rows = 4, or 2 for the
+        // MTP k = 1 shape) against the reference, then timed against today's path (prefill kernel).
+        for (DeviceKvDtype dt : {DeviceKvDtype::kBF16, DeviceKvDtype::kFP8E4M3}) {
+            all &= run_case("real verify rows<=4 + chunk", kReal, dt, {{3000, 2}, {700, 1}, {1511, 3}, {64, 4}, {100, 9}},
+                            rng, false, 4);
+            all &= run_case("real verify 2 rows long (graph)", kReal, dt, {{8000, 2}, {2500, 2}}, rng, true, 2);
+            std::vector<SeqSpec> verify;
+            for (int i = 0; i < 64; ++i) verify.push_back({int(rng() % 800), 3});
+            all &= run_case("real verify 64x3 (graph)", kReal, dt, verify, rng, true, 4);
+            all &= run_case("tiny verify rows<=4", kTiny, dt, {{700, 2}, {300, 1}, {511, 3}, {64, 4}, {0, 2}}, rng,
+                            false, 4);
+            all &= run_case(kGenC.name, kGenC, dt, {{300, 3}, {40, 1}, {90, 2}}, rng, false, 3);
+        }
+        std::printf("\nverify-row attention, µs per call (median of 30 graph replays): today (prefill kernel for 2+ "
+                    "rows) | decode kernel (decode_max_rows = rows) | one row for scale\n");
+        for (DeviceKvDtype dt : {DeviceKvDtype::kBF16, DeviceKvDtype::kFP8E4M3})
+            for (int ctx : {1024, 16384})
+                for (int B : {1, 64})
+                    for (int rows : {2, 4}) {
+                        if (B == 64 && ctx == 16384) continue;
+                        const std::vector<SeqSpec> specs(size_t(B), SeqSpec{ctx - rows, rows});
+                        const float t_today = time_batch(kReal, dt, specs, rng, 30, 1);
+                        const float t_new = time_batch(kReal, dt, specs, rng, 30, rows);
+                        const float t_one =
+                            time_batch(kReal, dt, std::vector<SeqSpec>(size_t(B), SeqSpec{ctx - 1, 1}), rng, 30, 1);
+                        std::printf("%-4s B=%-3d ctx=%-6d rows=%d: today %8.1f | decode kernel %8.1f | 1 row %8.1f\n",
+                                    dname(dt), B, ctx, rows, t_today, t_new, t_one);
+                        std::fflush(stdout);
+                    }
+        std::printf("%s\n", all ? "ALL PASS" : "SOME FAILED");
+        return all ? 0 : 1;
+    }
     for (DeviceKvDtype dt : {DeviceKvDtype::kBF16, DeviceKvDtype::kFP8E4M3}) {
         all &= run_case("tiny mixed", kTiny, dt, kMixed, rng);
         all &= run_case("tiny decode 40 (splits)", kTiny, dt, decode_specs(40, 0, 2000, rng), rng, true);

@@ -7,7 +7,8 @@
 //   q_proj / GDN in_proj_qkv 2048→8192, k_proj / v_proj 2048→512, GDN in_proj_z 2048→4096,
 //   o_proj / GDN out_proj 4096→2048   (spec/model.md).
 // Built with QS_BUILD_KERNEL_LABS=ON (target fp8_gemm_lab, links qs_lib).
-// Run: fp8_gemm_lab [seed] [--no-timing] [--quick]        (exit code 1 on any FAIL)
+// Run: fp8_gemm_lab [seed] [--no-timing] [--quick] [--small-v2]   (exit code 1 on any FAIL;
+//      --small-v2: only the small-rows version 2 section, 1-4 rows, checks and old-vs-new timings)
 //
 // Inputs: W = random N(0, 0.02) times a per-128×128-block factor 2^U(-4,4), quantised with the
 // checkpoint quantiser (quantize_fp8_block_row); x = N(0, 1) times a per-(row, 128-group) factor
@@ -44,6 +45,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_memory.h"
 #include "backend/cuda/gemm.h"
+#include "backend/cuda/small_linear_kernels.h"
 #include "core/dtype.h"
 #include "model/fp8_block.h"
 
@@ -387,6 +389,90 @@ struct Lab {
         for (DevWeight& d : copies) free_weight(d);
     }
 
+    // The small-rows kernel's version 2 (Gemm::set_fp8_small_rows; small_linear_fp8.cu) at 1-4
+    // rows: against the emulated quantisation (< 2e-4: the same x codes, fp32 sums) and the exact
+    // product (< 4e-2); every row bitwise equal to a one-row call on that row (rows never mix,
+    // so a sequence's logits do not depend on the verify's width); a graph capture replays
+    // bitwise; then timed against today's path (version 1 at T = 1, block-scaled cuBLASLt above)
+    // at grid caps of 1, 2 and 4 blocks per SM.
+    void small_v2(const Shape& s, bool timed, std::mt19937& rng) {
+        const HostWeight hw = make_weight(s.out, s.in, rng);
+        const size_t wbytes = hw.q.size() + hw.scale_inv.size() * 4;
+        const size_t ncopies = timed ? std::clamp<size_t>((size_t(128) << 20) / wbytes + 1, 2, 160) : 1;
+        std::vector<DevWeight> copies;
+        for (size_t i = 0; i < ncopies; ++i) copies.push_back(upload_weight(hw));
+        const DeviceLinear& lin = copies[0].lin;
+        for (int64_t T = 1; T <= kSmallLinearFp8V2MaxRows; ++T) {
+            const CallBuffers io(T, s, rng);
+            std::vector<int64_t> rows;
+            for (int64_t t = 0; t < T; ++t) rows.push_back(t);
+            const std::vector<double> ref = reference(hw, io.x, rows);
+            const std::vector<double> emu = reference(hw, quantise_rows128(io.x, T, s.in), rows);
+            const int64_t v2_before = gemm.fp8_counts().small_rows_v2;
+            gemm.set_fp8_small_rows(int(T));
+            Fp8Path p2 = Fp8Path::kNone;
+            const std::vector<float> y2 = run(lin, io.dx, T, io.dy, LinearPolicy::kAuto, &p2);
+            const bool taken = gemm.fp8_counts().small_rows_v2 == v2_before + 1;
+            const double ee = norm_err(y2, s.out, rows, emu), ex = norm_err(y2, s.out, rows, ref);
+            // Row independence: each row alone through the same kernel, bitwise.
+            bool rows_same = true;
+            for (int64_t t = 0; t < T; ++t) {
+                Fp8Path p1;
+                const std::vector<float> y1 = run(lin, io.dx + t * s.in, 1, io.dy, LinearPolicy::kAuto, &p1);
+                rows_same = rows_same && std::memcmp(y1.data(), y2.data() + t * s.out, size_t(s.out) * 4) == 0;
+            }
+            // Today's path on the same inputs (version 1 or block-scaled).
+            gemm.set_fp8_small_rows(0);
+            Fp8Path p0 = Fp8Path::kNone;
+            const std::vector<float> y0 = run(lin, io.dx, T, io.dy, LinearPolicy::kAuto, &p0);
+            const double e0 = norm_err(y0, s.out, rows, emu);
+            // Graph capture of version 2.
+            gemm.set_fp8_small_rows(int(T));
+            cudaGraph_t graph;
+            cudaGraphExec_t exec;
+            QS_CUDA_CHECK(cudaMemsetAsync(io.dy, 0xff, size_t(T * s.out) * 4, stream));
+            QS_CUDA_CHECK(cudaStreamSynchronize(stream));
+            QS_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+            gemm.linear(lin, io.dx, T, io.dy, arena, stream);
+            QS_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+            QS_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+            QS_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+            std::vector<float> yg(size_t(T * s.out));
+            QS_CUDA_CHECK(cudaMemcpyAsync(yg.data(), io.dy, yg.size() * 4, cudaMemcpyDeviceToHost, stream));
+            QS_CUDA_CHECK(cudaStreamSynchronize(stream));
+            arena.reset();
+            cudaGraphExecDestroy(exec);
+            cudaGraphDestroy(graph);
+            const bool graph_same = std::memcmp(yg.data(), y2.data(), yg.size() * 4) == 0;
+            const bool ok = taken && p2 == Fp8Path::kSmallRows && ee < 2e-4 && ex < 4e-2 && rows_same && graph_same;
+            all_ok = all_ok && ok;
+            std::printf("%-5s v2 %-19s %5lldx%-5lld T=%lld vs emulated %.2e (today's %s %.2e), vs exact %.2e, rows %s, "
+                        "graph %s%s\n",
+                        ok ? "PASS" : "FAIL", s.name, (long long)s.out, (long long)s.in, (long long)T, ee,
+                        p0 == Fp8Path::kSmallRows ? "v1" : p0 == Fp8Path::kBlockScaled ? "block-scaled" : "dequant", e0,
+                        ex, rows_same ? "bitwise = 1-row calls" : "DIFFER FROM 1-ROW CALLS",
+                        graph_same ? "identical" : "DIFFERS", taken ? "" : " (V2 NOT TAKEN)");
+            if (timed) {
+                const double bytes = double(wbytes) + double(T) * double(s.in) * 4 + double(T) * double(s.out) * 4;
+                Fp8Path path;
+                gemm.set_fp8_small_rows(0);
+                const float us0 = time_path(copies, io.dx, T, io.dy, LinearPolicy::kAuto, 50, &path);
+                std::printf("      %-22s %5lldx%-5lld T=%lld  today (%s) %6.1f us %5.0f GB/s | v2:", s.name,
+                            (long long)s.out, (long long)s.in, (long long)T,
+                            path == Fp8Path::kSmallRows ? "v1" : "block-scaled", us0, bytes / us0 * 1e-3);
+                for (int bps : {1, 2, 4}) {
+                    gemm.set_fp8_small_rows(int(T), bps);
+                    const float us = time_path(copies, io.dx, T, io.dy, LinearPolicy::kAuto, 50, &path);
+                    std::printf(" %d/SM %6.1f us %5.0f GB/s;", bps, us, bytes / us * 1e-3);
+                }
+                std::printf("\n");
+            }
+            gemm.set_fp8_small_rows(0);
+            std::fflush(stdout);
+        }
+        for (DevWeight& d : copies) free_weight(d);
+    }
+
     // BF16 weights (the FP8 weight's dequantised values rounded to bf16): the small-rows kernel
     // against the product with x rounded to bf16 as both GPU paths round it (< 1e-5), cuBLASLt's
     // bf16 GEMM against the same (< 1e-4) and both against the exact product (< 1e-2), then both
@@ -451,11 +537,12 @@ struct Lab {
 
 int main(int argc, char** argv) {
     uint64_t seed = 1;
-    bool timing = true, quick = false;
+    bool timing = true, quick = false, v2_only = false;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         if (a == "--no-timing") timing = false;
         else if (a == "--quick") quick = true, timing = false;
+        else if (a == "--small-v2") v2_only = true;
         else seed = std::strtoull(argv[i], nullptr, 10);
     }
     int dev = 0;
@@ -477,6 +564,13 @@ int main(int argc, char** argv) {
     // 128 (the tiny test models: the fallback must run and be right).
     const std::vector<Shape> extra = {{"pad-check", 256, 640}, {"tiny (fallback)", 96, 64}, {"odd (fallback)", 200, 384}};
 
+    std::printf("\nsmall-rows version 2 (FP8, 1-4 rows; bounds: vs emulated 2e-4, vs exact 4e-2)\n");
+    for (const Shape& s : real) lab.small_v2(s, timing && v2_only, rng);  // timed with --small-v2 only
+    if (v2_only) {
+        std::printf("\n%s\n", lab.all_ok ? "ALL PASS" : "SOME FAILED");
+        QS_CUDA_CHECK(cudaStreamDestroy(lab.stream));
+        return lab.all_ok ? 0 : 1;
+    }
     std::printf("\ncorrectness (normalised error; bounds: block vs emulated 2e-3, block vs exact 4e-2, dequant vs "
                 "exact 1e-2)\n");
     const std::vector<int64_t> check_T = quick ? std::vector<int64_t>{1, 7} : std::vector<int64_t>{1, 3, 7, 8, 64, 512, 4096};

@@ -49,8 +49,10 @@ void set_prompt_streams(HostBatch& b, const int (&streams)[3][N], int delta) {
 // mrope: the batch gets random M-RoPE streams (set_mrope) with the section {2, 1, 1} scaled to
 // the rotary half (every stream rotates some frequencies).
 // prompt: instead, the streams of one of the fixture's prompts (0 none, 2 or 3 images).
+// dec_rows: GatedAttentionParams::decode_max_rows (sequences of up to that many rows on the
+// split-K decode kernel).
 bool run_case(const char* label, const Shape& sh, DeviceKvDtype dt, const std::vector<SeqSpec>& specs,
-              std::mt19937_64& rng, bool mrope = false, int prompt = 0) {
+              std::mt19937_64& rng, bool mrope = false, int prompt = 0, int dec_rows = 1) {
     Case c = make_case(sh, dt, specs, rng);
     if (mrope) {
         const int half = sh.rot / 2, section[3] = {half - 2 * (half / 4), half / 4, half / 4};
@@ -74,6 +76,7 @@ bool run_case(const char* label, const Shape& sh, DeviceKvDtype dt, const std::v
         r.out.assign(size_t(T) * sh.Hq * sh.D, std::nanf(""));
         std::vector<uint8_t> ws(attention_workspace_bytes(T, sh.Hq, sh.D, kAttentionMaxSplits), 0xff);
         GatedAttentionParams p = make_params(c);
+        p.decode_max_rows = dec_rows;
         p.qg = c.qg.data();
         p.k = c.k.data();
         p.v = c.v.data();
@@ -137,7 +140,19 @@ int main(int argc, char** argv) {
         all &= run_case("fixture two images chunk 5 + decode", vf, dt, {{5, 5}, {27, 1}, {30, 1}}, rng, false, 2);
         all &= run_case("fixture three images prefill 42", vf, dt, {{0, 42}}, rng, false, 3);
         all &= run_case("fixture three images chunks + decode", vf, dt, {{15, 12}, {30, 12}, {42, 1}}, rng, false, 3);
+        // Small-T rows on the decode kernel (CudaOptions::attention_decode_rows; an MTP verify):
+        // sequences of 2-4 rows with long contexts (splits, the last split holding only the
+        // later rows' keys) beside single rows and a prefill chunk that stays on the prefill kernel.
+        all &= run_case("tiny verify rows<=4 (decode kernel)", kTiny, dt,
+                        {{700, 2}, {300, 1}, {511, 3}, {64, 4}, {100, 9}, {0, 2}}, rng, false, 0, 4);
+        all &= run_case("tiny verify 2 rows x 5 (splits)", kTiny, dt, {{650, 2}, {17, 2}, {900, 2}, {1, 2}, {255, 2}},
+                        rng, false, 0, 2);
+        all &= run_case("gen D128 G32 verify 3 rows (head chunks)", kGenC, dt, {{300, 3}, {40, 1}, {90, 2}}, rng,
+                        false, 0, 3);
+        all &= run_case("mrope gen D96 verify rows", kGenA, dt, {{70, 2}, {30, 17}, {200, 4}}, rng, true, 0, 4);
         if (real) {
+            all &= run_case("real verify 2 rows (decode kernel, splits)", kReal, dt, {{300, 2}, {45, 2}, {120, 1}},
+                            rng, false, 0, 2);
             all &= run_case("real small mixed", kReal, dt, {{90, 1}, {40, 13}, {0, 20}}, rng);
             all &= run_case("real decode 3 (splits)", kReal, dt, decode_specs(3, 100, 400, rng), rng);
             all &= run_case("real prefill 70 + chunk (8 warps)", kReal, dt, {{0, 70}, {30, 66}, {50, 1}}, rng);

@@ -5,6 +5,7 @@
 #                                                      GDN lab's --quick cases (default) or those named
 #   sh bench/kernels/emu/run_emu.sh attention [seed] [--real]      attention cases (attention_emu.cpp)
 #   sh bench/kernels/emu/run_emu.sh int4                            INT4 small-row linear (int4_emu.cpp)
+#   sh bench/kernels/emu/run_emu.sh small_linear                    FP8 small-rows v2 (small_linear_emu.cpp)
 # The GDN emulation (prepare.py + gdn/cuda_runtime.h) and the attention one (emu_prelude.h + the
 # emulated backend/cuda/ptx_helpers.cuh, with the real CUDA headers) are separate harnesses.
 set -e
@@ -22,6 +23,18 @@ if [ "$1" = attention ]; then
     done
     g++ -fopenmp $objs -o $out/attention_emu
     exec $out/attention_emu "$@"
+fi
+if [ "$1" = small_linear ]; then
+    shift
+    objs=
+    for f in src/backend/cuda/small_linear_fp8.cu bench/kernels/emu/small_linear_emu.cpp; do
+        o=$out/$(basename $f).o
+        g++ -std=c++20 -O2 -w -include bench/kernels/emu/emu_prelude.h -Ibench/kernels/emu -Ibench/kernels \
+            -Isrc -I$cuda_inc -x c++ -c $f -o $o
+        objs="$objs $o"
+    done
+    g++ $objs -o $out/small_linear_emu
+    exec $out/small_linear_emu "$@"
 fi
 if [ "$1" = int4 ]; then
     shift

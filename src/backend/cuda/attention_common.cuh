@@ -7,7 +7,8 @@
 // Layouts (all row-major): qg [T, Hq, 2D] fp32 (query D, gate D per head); k, v [T, Hkv, D] fp32;
 // caches [num_blocks, block_size, Hkv, D] bf16 or fp8 e4m3; out [T, Hq*D] fp32.
 // Workspace: part_o [slots, Hq, D] fp32 (unnormalised split-K outputs), part_ml [slots, Hq]
-// float2 (running max in log2 units, softmax denominator); slot = seq * splits + split.
+// float2 (running max in log2 units, softmax denominator); slot = seq * splits + split (row *
+// splits + split when Args::dec_rows > 1).
 #pragma once
 
 #include <algorithm>
@@ -27,6 +28,7 @@ constexpr int kMaxRotaryHalf = 128;   // rotary_dim <= D <= 256
 constexpr int kMaxSplitsHard = 64;    // combine kernel's shared array
 constexpr int64_t kMaxPartialSlots = 2048;  // (seq, split) pairs the workspace holds at most
 constexpr int kStoreWarps = 4;
+constexpr int kDecodeMmaRows = 16;  // (row, head) pairs of one decode block (one warp's mma rows)
 constexpr float kNegInf = -INFINITY;
 
 // Everything the kernels read, passed by value as a __grid_constant__ parameter.
@@ -44,6 +46,10 @@ struct Args {
     float2* part_ml;  // [slots, Hq]
     int Hq, Hkv, D, G, rotary_dim, block_size, bs_shift;  // bs_shift = log2(block_size) or -1
     int splits;
+    // Sequences of 1..dec_rows rows run on the decode kernel (1: single-row only), dec_hg query
+    // heads per decode block (16 / dec_hg >= dec_rows packed rows). With dec_rows > 1 the
+    // split-K partial slots are per row (row * splits + split), else per sequence.
+    int dec_rows, dec_hg;
     float eps, scale_log2;  // scale_log2 = log2(e) / sqrt(D)
     float inv_freq[kMaxRotaryHalf];
     // Position stream (0 t, 1 h, 2 w) of each rotary frequency (GatedAttentionParams::

@@ -1,5 +1,5 @@
-// Gated attention, decode rows (sequences with exactly one row): the split-K tensor-core kernel
-// (attention_mma.cuh, kDecode = true) and the combine pass over its partials. Launched by
+// Gated attention, decode rows (sequences with one row, or up to Args::dec_rows rows): the split-K
+// tensor-core kernel (attention_mma.cuh, kDecode = true) and the combine pass over its partials. Launched by
 // launch_gated_attention (attention_kernels.cu) after the K/V store, on the caller's stream.
 #include "backend/cuda/attention_mma.cuh"
 
@@ -7,41 +7,45 @@ namespace qs::cuda::attn {
 namespace {
 
 // ---------------------------------------------------------------------------------------------
-// 3. Combine the split-K partials of decode rows: grid (num_seqs, Hq) x 128 threads.
+// 3. Combine the split-K partials of decode rows: grid (num_seqs, Hq) x 128 threads, the rows of a
+// sequence (up to Args::dec_rows) one after another.
 
 __global__ void __launch_bounds__(128) combine_kernel(const __grid_constant__ Args a) {
     __shared__ float wgt[kMaxSplitsHard];
     __shared__ float inv_total;
     const int seq_idx = blockIdx.x, head = blockIdx.y;
     const DeviceSeq s = a.batch.seqs[seq_idx];
-    if (s.num_tokens != 1) return;  // block-uniform
-    const int row = s.row_begin;
-    const int64_t slot0 = int64_t(seq_idx) * a.splits;
-    if (threadIdx.x < 32) {
-        float mx = kNegInf;
-        for (int sp = threadIdx.x; sp < a.splits; sp += 32) mx = fmaxf(mx, a.part_ml[(slot0 + sp) * a.Hq + head].x);
+    if (s.num_tokens < 1 || s.num_tokens > a.dec_rows) return;  // block-uniform
+    for (int r = 0; r < s.num_tokens; ++r) {
+        const int row = s.row_begin + r;
+        const int64_t slot0 = int64_t(a.dec_rows > 1 ? row : seq_idx) * a.splits;
+        if (threadIdx.x < 32) {
+            float mx = kNegInf;
+            for (int sp = threadIdx.x; sp < a.splits; sp += 32) mx = fmaxf(mx, a.part_ml[(slot0 + sp) * a.Hq + head].x);
 #pragma unroll
-        for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-        float tot = 0.0f;
-        for (int sp = threadIdx.x; sp < a.splits; sp += 32) {
-            const float2 ml = a.part_ml[(slot0 + sp) * a.Hq + head];
-            const float w = ml.x == kNegInf ? 0.0f : exp2f(ml.x - mx);
-            wgt[sp] = w;
-            tot += w * ml.y;
+            for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+            float tot = 0.0f;
+            for (int sp = threadIdx.x; sp < a.splits; sp += 32) {
+                const float2 ml = a.part_ml[(slot0 + sp) * a.Hq + head];
+                const float w = ml.x == kNegInf ? 0.0f : exp2f(ml.x - mx);
+                wgt[sp] = w;
+                tot += w * ml.y;
+            }
+            tot = warp_sum(tot);
+            if (threadIdx.x == 0) inv_total = tot > 0.0f ? 1.0f / tot : 0.0f;
         }
-        tot = warp_sum(tot);
-        if (threadIdx.x == 0) inv_total = tot > 0.0f ? 1.0f / tot : 0.0f;
-    }
-    __syncthreads();
-    const float* gate = a.qg + (int64_t(row) * a.Hq + head) * 2 * a.D + a.D;
-    float* dst = a.out + (int64_t(row) * a.Hq + head) * a.D;
-    for (int d = threadIdx.x; d < a.D; d += blockDim.x) {
-        float acc = 0.0f;
-        for (int sp = 0; sp < a.splits; ++sp) {
-            const float w = wgt[sp];
-            if (w != 0.0f) acc += w * a.part_o[((slot0 + sp) * a.Hq + head) * a.D + d];
+        __syncthreads();
+        const float* gate = a.qg + (int64_t(row) * a.Hq + head) * 2 * a.D + a.D;
+        float* dst = a.out + (int64_t(row) * a.Hq + head) * a.D;
+        for (int d = threadIdx.x; d < a.D; d += blockDim.x) {
+            float acc = 0.0f;
+            for (int sp = 0; sp < a.splits; ++sp) {
+                const float w = wgt[sp];
+                if (w != 0.0f) acc += w * a.part_o[((slot0 + sp) * a.Hq + head) * a.D + d];
+            }
+            dst[d] = acc * inv_total * sigmoidf_(gate[d]);
         }
-        dst[d] = acc * inv_total * sigmoidf_(gate[d]);
+        __syncthreads();  // wgt and inv_total are reused by the next row
     }
 }
 
@@ -65,15 +69,18 @@ void launch_decode(const GatedAttentionParams& p, Args& a, cudaStream_t stream) 
     const int T = b.num_tokens, S = b.num_seqs;
     using Cfg = AttnCfg<CT, DP, 1, kDecBK, kDecStages>;
     const int per_sm = prepare_attention_kernel<CT, DP, 1, kDecBK, kDecStages, true>();
-    const int hg = std::min(a.G, Cfg::kM), nhc = (a.G + hg - 1) / hg;
+    static_assert(Cfg::kM == kDecodeMmaRows, "decode rows are packed into one warp's 16 mma rows");
+    const int hg = a.dec_hg, nhc = (a.G + hg - 1) / hg;
     const int64_t base = int64_t(S) * p.Hkv * nhc;
     const int64_t slots = p.workspace ? partial_slots(T, p.max_splits) : 0;
+    // Partial slots per (sequence, split), or per (row, split) when sequences may have several rows.
+    const int64_t units = a.dec_rows > 1 ? int64_t(T) : int64_t(S);
     int splits = 1;
-    if (slots >= 2 * int64_t(S)) {
+    if (slots >= 2 * units) {
         const int64_t target = int64_t(num_sms()) * per_sm * 2;
         const int64_t want = (target + base - 1) / base;
         splits = int(std::clamp<int64_t>(
-            want, 1, std::min<int64_t>({int64_t(p.max_splits), slots / S, int64_t(kMaxSplitsHard)})));
+            want, 1, std::min<int64_t>({int64_t(p.max_splits), slots / units, int64_t(kMaxSplitsHard)})));
     }
     a.splits = splits;
     const dim3 grid(splits, S, p.Hkv * nhc);

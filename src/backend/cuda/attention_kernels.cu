@@ -36,11 +36,12 @@ void launch_all(const GatedAttentionParams& p, Args& a, cudaStream_t stream) {
     attn::launch_kv_store<CT>(a, stream);
     if (S == 0) return;
 
-    // Decode rows (sequences with one row); the grid is fixed by num_seqs. Skipped when every
-    // sequence has max_seq_tokens > 1 rows (a pure prefill batch).
-    if (b.max_seq_tokens == 1 || int64_t(S) * b.max_seq_tokens != T) attn::launch_decode<CT, DP>(p, a, stream);
-    // Prefill rows (sequences with several rows).
-    if (b.max_seq_tokens > 1) attn::launch_prefill_rows<CT, DP>(p, a, stream);
+    // Decode rows (sequences with one row, or up to a.dec_rows); the grid is fixed by num_seqs.
+    // Skipped when every sequence has max_seq_tokens > dec_rows rows (a pure prefill batch).
+    const int R = a.dec_rows;
+    if (b.max_seq_tokens <= R || int64_t(S) * b.max_seq_tokens != T) attn::launch_decode<CT, DP>(p, a, stream);
+    // Prefill rows (sequences with more rows).
+    if (b.max_seq_tokens > R) attn::launch_prefill_rows<CT, DP>(p, a, stream);
 }
 
 // The fp32 kernel: the fixtures' head dims that are not multiples of 32, and the f32 cache.
@@ -78,6 +79,7 @@ void launch_gated_attention(const GatedAttentionParams& p, cudaStream_t stream) 
     QS_CHECK_MSG(p.D % 2 == 0 && p.D >= 2 && p.D <= 256, "head_dim must be even in [2, 256]");
     QS_CHECK_MSG(p.rotary_dim >= 0 && p.rotary_dim % 2 == 0 && p.rotary_dim <= p.D, "bad rotary_dim");
     QS_CHECK(p.block_size >= 1 && p.max_splits >= 1);
+    QS_CHECK_MSG(p.decode_max_rows >= 1 && p.decode_max_rows <= 4, "decode_max_rows must be in [1, 4]");
     QS_CHECK(p.qg && p.k && p.v && p.q_norm_w && p.k_norm_w && p.k_cache && p.v_cache && p.out);
     const DeviceBatch& b = p.batch;
     QS_CHECK(b.num_tokens >= 0 && b.num_seqs >= 0);
@@ -109,6 +111,10 @@ void launch_gated_attention(const GatedAttentionParams& p, cudaStream_t stream) 
     a.block_size = p.block_size;
     a.bs_shift = (p.block_size & (p.block_size - 1)) == 0 ? __builtin_ctz(unsigned(p.block_size)) : -1;
     a.splits = 1;
+    // Decode-kernel rows: at most the batch's longest sequence (a plain decode batch keeps
+    // today's packing of min(G, 16) heads), and 16 / dec_hg packed rows hold them all.
+    a.dec_rows = std::max(1, std::min(p.decode_max_rows, b.max_seq_tokens));
+    a.dec_hg = std::max(1, std::min(a.G, attn::kDecodeMmaRows / a.dec_rows));
     a.eps = p.eps;
     // CPU: scale = 1/sqrt(float(D)); exp(x*scale - max) == exp2(x*scale*log2(e) - max*log2(e)).
     a.scale_log2 = (1.0f / std::sqrt(float(p.D))) * 1.4426950408889634f;

@@ -50,6 +50,10 @@ struct GatedAttentionParams {
     DeviceBatch batch;        // row r belongs to seqs[row_seq[r]] at positions[r]; pages via block_tables
     void* workspace = nullptr;  // attention_workspace_bytes(num_tokens, Hq, D, max_splits) bytes
     int max_splits = kAttentionMaxSplits;  // [added] the max_splits the workspace was sized with
+    // Sequences with 1..decode_max_rows rows (in [1, 4]; an MTP verify is k + 1 rows) take the
+    // split-K decode kernel, each row's keys bounded causally by its own position; longer ones the
+    // prefill kernel. 1 (default): only single-row sequences (CudaOptions::attention_decode_rows).
+    int decode_max_rows = 1;
     float* out = nullptr;     // [T, Hq*D]
 };
 
@@ -58,9 +62,9 @@ struct GatedAttentionParams {
 size_t attention_workspace_bytes(int64_t num_tokens, int64_t Hq, int64_t D,
                                  int64_t max_splits = kAttentionMaxSplits);
 
-// Enqueues: K/V norm+RoPE+cache store, then attention for decode rows (sequences with one row:
-// split-K over the context + a combine pass) and for prefill rows (sequences with several rows:
-// causal flash attention over the cache). Grids depend on num_tokens / num_seqs /
+// Enqueues: K/V norm+RoPE+cache store, then attention for decode rows (sequences with one row,
+// or up to decode_max_rows: split-K over the context + a combine pass) and for prefill rows
+// (longer sequences: causal flash attention over the cache). Grids depend on num_tokens / num_seqs /
 // max_seq_tokens only, never on context lengths. Requirements (checked): Hq % Hkv == 0,
 // D even in [2, 256], rotary_dim even and <= D, block_size >= 1. D a multiple of 32 runs on the
 // tensor-core kernels; any other D on a simple fp32 CUDA-core fallback (one block per row and

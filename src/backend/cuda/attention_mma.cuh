@@ -7,7 +7,9 @@
 //     (split, seq, kv head [, head chunk]); the warp's 16 mma rows are the G query heads of
 //     the kv head (G <= 16 per chunk; rows beyond G are zero). The split's key range is
 //     computed on the device from the position, so the grid (splits, num_seqs, Hkv*chunks) is
-//     context-independent. splits > 1 writes partials, combine_kernel finishes.
+//     context-independent. splits > 1 writes partials, combine_kernel finishes. With
+//     Args::dec_rows > 1, sequences of up to dec_rows rows too (an MTP verify): the 16 mma rows
+//     are (row, head) pairs of dec_hg heads, each row masked at its own position.
 //  attention_kernel<kDecode=false>: sequences with >= 2 rows (prefill chunks, MTP verify).
 //     Block = W warps = 16W mma rows = BQ query rows x min(G, 16W) heads packed (row-major in
 //     (query row, head)), all sharing one kv head: each K/V tile is read once for the group.
@@ -140,7 +142,7 @@ __global__ void __launch_bounds__(WARPS * 32) attention_kernel(const __grid_cons
     float* scratch = reinterpret_cast<float*>(ring + Cfg::kRingBytes + Cfg::kOpBytes);
 
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-    const int G = a.G, HG = min(G, M), BQ = M / HG, nhc = (G + HG - 1) / HG;
+    const int G = a.G, HG = kDecode ? a.dec_hg : min(G, M), BQ = M / HG, nhc = (G + HG - 1) / HG;
 
     int seq_idx, tile, zi, split;
     if constexpr (kDecode) {
@@ -157,9 +159,9 @@ __global__ void __launch_bounds__(WARPS * 32) attention_kernel(const __grid_cons
     }
     const DeviceSeq s = a.batch.seqs[seq_idx];
     if constexpr (kDecode) {
-        if (s.num_tokens != 1) return;
+        if (s.num_tokens < 1 || s.num_tokens > a.dec_rows) return;  // dec_rows <= BQ (host)
     } else {
-        if (s.num_tokens <= 1 || tile * BQ >= s.num_tokens) return;
+        if (s.num_tokens <= a.dec_rows || tile * BQ >= s.num_tokens) return;
     }
     const int kvh = zi / nhc, hc = zi - kvh * nhc;
     const int head0 = kvh * G + hc * HG;
@@ -171,7 +173,8 @@ __global__ void __launch_bounds__(WARPS * 32) attention_kernel(const __grid_cons
     // Key range [kbeg, kend) of this block.
     int kbeg = 0, kend = 0;
     if constexpr (kDecode) {
-        const int ctx = positions[row0] + 1;
+        int ctx = 0;  // the split covers the latest row's keys; earlier rows mask theirs (klim)
+        for (int r = 0; r < rows_here; ++r) ctx = max(ctx, positions[row0 + r] + 1);
         const int per = (ctx + a.splits - 1) / a.splits;
         const int chunk = (per + BK - 1) / BK * BK;
         kbeg = min(split * chunk, ctx);
@@ -405,7 +408,7 @@ __global__ void __launch_bounds__(WARPS * 32) attention_kernel(const __grid_cons
         if (!(r < rows_here && hl < heads_here)) continue;
         const int row = row0 + r, head = head0 + hl;
         if (kDecode && a.splits > 1) {
-            const int64_t slot = (int64_t(seq_idx) * a.splits + split) * a.Hq + head;
+            const int64_t slot = (int64_t(a.dec_rows > 1 ? row : seq_idx) * a.splits + split) * a.Hq + head;
             float* po = a.part_o + slot * a.D;
 #pragma unroll
             for (int n = 0; n < DP / 8; ++n) {

@@ -13,6 +13,7 @@
 #include "backend/cuda/moe_kernels.h"
 #include "backend/gdn_stash_rule.h"
 #include "backend/cuda/moe_reference_kernels.h"
+#include "backend/cuda/small_linear_kernels.h"
 #include <fmt/format.h>
 
 #include "core/check.h"
@@ -61,6 +62,11 @@ CudaOps::CudaOps(const CudaOptions& options)
     QS_CHECK_MSG(options.moe_int4_scratch == 0 || options.moe_int4_scratch == 1,
                  "CudaOptions::moe_int4_scratch must be 0 or 1");
     QS_CHECK_MSG(options.moe_int4_grouped_max_t > kMoeSmallTMax, "CudaOptions::moe_int4_grouped_max_t must be >= 9");
+    QS_CHECK_MSG(options.fp8_small_rows >= 0 && options.fp8_small_rows <= kSmallLinearFp8V2MaxRows,
+                 "CudaOptions::fp8_small_rows must be in [0, 4]");
+    gemm_->set_fp8_small_rows(options.fp8_small_rows);
+    QS_CHECK_MSG(options.attention_decode_rows >= 1 && options.attention_decode_rows <= 4,
+                 "CudaOptions::attention_decode_rows must be in [1, 4]");
     moe_counter_ = DeviceBuffer(sizeof(int));
     QS_CUDA_CHECK(cudaMemset(moe_counter_.get(), 0, sizeof(int)));
 }
@@ -492,6 +498,7 @@ void CudaOps::gated_attention(const float* qg, float* k, const float* v, const P
     p.eps = float(d.eps);
     p.batch = batch_;  // rope_positions: the M-RoPE streams uploaded by begin_forward
     p.max_splits = kAttentionMaxSplits;
+    p.decode_max_rows = options_.attention_decode_rows;
     p.workspace = arena_.allocate(attention_workspace_bytes(batch_.num_tokens, d.num_heads, d.head_dim, p.max_splits));
     p.out = out;
     launch_gated_attention(p, stream_);

@@ -106,6 +106,21 @@ struct CudaOptions {
     // (moe_int4_grouped 1); larger calls take the CUTLASS prefill path on the BF16 copies or the
     // scratch. >= 9. Tuning: moe_int4_lab --scratch times both at 1,024 to 16,384 rows.
     int moe_int4_grouped_max_t = 1024;
+    // FP8 dense linears of 1..N rows (N <= 4) on the small-rows kernel's version 2
+    // (small_linear_fp8.cu: x quantised once per block into shared memory, the weight streamed once
+    // for all rows; an MTP verify is k + 1 rows): 0 (default) today's path, version 1 at one row
+    // and the block-scaled cuBLASLt GEMM (>= 22 µs a call) from two rows. The same x quantisation
+    // either way; only the fp32 summation order differs. Default flips after the H200 run
+    // (scripts/gpu_run.sh mtp_fast).
+    int fp8_small_rows = 0;
+    // Sequences with 1..N new rows (N in [1, 4]; an MTP verify has k + 1) take the split-K decode
+    // attention kernel, each row masked at its own position (GatedAttentionParams::
+    // decode_max_rows), instead of the prefill kernel, whose one block per (sequence, kv head)
+    // walks the whole context alone (after a 16k prompt a 2-row step spent 13.0 ms in attention
+    // against 1.3 ms for one row). 1 (default): today's path, single rows only. Same maths; the
+    // split-K combine reassociates the softmax sums. Default flips after the H200 run
+    // (scripts/gpu_run.sh mtp_fast).
+    int attention_decode_rows = 1;
 };
 
 class CudaOps final : public Ops {

@@ -234,6 +234,15 @@ void Gemm::linear(const DeviceLinear& w, const float* x, int64_t T, float* y, De
             return;
         }
         case DeviceLinear::Dtype::kFP8Block: {
+            if (policy_ == LinearPolicy::kAuto && T <= fp8_small_rows_ &&
+                small_linear_fp8_v2_supports(T, w.in, w.w, x)) {
+                launch_small_linear_fp8_v2(w.w, w.scale_inv, w.out, w.in, x, T, y, stream, fp8_small_blocks_per_sm_);
+                last_fp8_path_ = Fp8Path::kSmallRows;
+                ++fp8_counts_.small_rows;
+                ++fp8_counts_.small_rows_v2;
+                ++small_rows_calls_;
+                return;
+            }
             if (policy_ == LinearPolicy::kAuto && small_linear_supports(true, T, w.in, w.w, x)) {
                 launch_small_linear(w.w, true, w.scale_inv, w.out, w.in, x, T, y, stream);
                 last_fp8_path_ = Fp8Path::kSmallRows;

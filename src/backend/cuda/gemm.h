@@ -14,8 +14,9 @@
 //  - dequant (fallback): W dequantised to a bf16 scratch every call, then the bf16 path. Used when
 //    out or in is not a multiple of 128 (tiny test models), when cuBLASLt has no algorithm for the
 //    block-scaled descriptor at a shape (decided once per shape, never aborts), or on request.
-// Single-stream calls (BF16: T ≤ 2, in % 256 == 0; FP8: T = 1, in % 512 == 0) take neither:
-// small_linear_kernels.h streams W once in one launch, rounding x as the path it replaces does.
+// Single-stream calls (BF16: T ≤ 2, in % 256 == 0; FP8: T = 1, in % 512 == 0; FP8 T ≤ 4 with
+// set_fp8_small_rows) take neither: small_linear_kernels.h streams W once in one launch, rounding
+// x as the path it replaces does.
 // Which path ran is recorded (last_fp8_path, fp8_counts) for tests and labs. Plans (descriptors +
 // heuristic algorithm) are cached per shape; a call does no host synchronisation and no device
 // allocation (scratch comes from the arena), so it can be captured into a CUDA graph. CPU
@@ -79,10 +80,18 @@ public:
                 cudaStream_t stream);
 
     void set_policy(LinearPolicy p) { policy_ = p; }
+    // FP8 calls of 1..n rows (n <= kSmallLinearFp8V2MaxRows) take the small-rows kernel's version 2
+    // (small_linear_kernels.h) under kAuto; 0 (default): version 1 at T = 1, cuBLASLt above
+    // (CudaOptions::fp8_small_rows). blocks_per_sm: its grid cap (labs).
+    void set_fp8_small_rows(int n, int blocks_per_sm = 2) {
+        fp8_small_rows_ = n;
+        fp8_small_blocks_per_sm_ = blocks_per_sm;
+    }
     // The path the latest FP8 linear took, and how many calls took each.
     Fp8Path last_fp8_path() const { return last_fp8_path_; }
     struct Fp8Counts {
         int64_t block_scaled = 0, dequant = 0, small_rows = 0;
+        int64_t small_rows_v2 = 0;  // of small_rows: version 2 (set_fp8_small_rows)
     };
     // Calls of any dtype that took the small-rows kernel.
     int64_t small_rows_calls() const { return small_rows_calls_; }
@@ -130,6 +139,8 @@ private:
     DeviceBuffer workspace_;
     std::map<Key, Plan> plans_;
     LinearPolicy policy_ = LinearPolicy::kAuto;
+    int fp8_small_rows_ = 0;
+    int fp8_small_blocks_per_sm_ = 2;
     Fp8Path last_fp8_path_ = Fp8Path::kNone;
     Fp8Counts fp8_counts_;
     int64_t small_rows_calls_ = 0;

@@ -29,4 +29,18 @@ bool small_linear_supports(bool fp8, int64_t T, int64_t in, const void* w, const
 void launch_small_linear(const void* w, bool fp8, const float* scale_inv, int64_t out, int64_t in, const float* x,
                          int64_t T, float* y, cudaStream_t stream);
 
+// Version 2, FP8 only (small_linear_fp8.cu; taken when CudaOptions::fp8_small_rows >= T): 1..4 rows
+// (an MTP verify of k + 1 rows for k <= 3), x quantised once per block into shared memory with
+// launch_quant_fp8_rows128's exact operations instead of once per output feature, the weight
+// streamed once for all rows. A row's result does not depend on T (bitwise). Needs `in` a
+// multiple of 512 and T · in · 2 + T · in / 32 bytes of shared memory <= 48 KiB (at T = 4: in <=
+// 6,048; the model's dense linears have in = 2,048 or 4,096).
+constexpr int64_t kSmallLinearFp8V2MaxRows = 4;
+bool small_linear_fp8_v2_supports(int64_t T, int64_t in, const void* w, const float* x);
+// blocks_per_sm: the grid is min(ceil(out / 8), SMs × blocks_per_sm) blocks of 8 warps, each
+// quantising x once (labs sweep it; 2 by default: at 80-96 registers a thread, two blocks of 256
+// threads fit an SM, so the grid is one wave).
+void launch_small_linear_fp8_v2(const void* w, const float* scale_inv, int64_t out, int64_t in, const float* x,
+                                int64_t T, float* y, cudaStream_t stream, int blocks_per_sm = 2);
+
 }  // namespace qs::cuda

@@ -1,0 +1,103 @@
+// Runs the FP8 small-rows kernel's version 2 (src/backend/cuda/small_linear_fp8.cu, its own source
+// and launcher) in the host SIMT emulator (emu_prelude.h) against a double-precision reference on
+// x quantised exactly as launch_quant_fp8_rows128 does it (amax / 448 per row and 128 columns,
+// e4m3 round-to-nearest satfinite of x / scale): the shared-memory swizzle, the per-block
+// quantisation, weight and activation scale indexing, the chunk / output striding of warps
+// (outputs per warp > 1 at a grid cap of 1 block per SM, two chunks per row at in = 4,096),
+// T = 1..4, and that every row of a T-row call equals a one-row call on that row bitwise.
+// Says nothing about speed.
+// Build and run (repo root; g++ only): sh bench/kernels/emu/run_emu.sh small_linear
+#include <cstdio>
+#include <random>
+
+#include "backend/cuda/small_linear_kernels.h"
+
+namespace {
+
+float e4m3(float v) {
+    __nv_fp8_e4m3 q;
+    q.__x = __nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3);
+    return float(q);
+}
+
+}  // namespace
+
+int main() {
+    struct Shape {
+        int64_t out, in;
+        int bps;  // blocks per SM (the emulated device has 132 SMs)
+    };
+    // 1,100 outputs at 1 block/SM: 132 blocks, warps with 1 or 2 outputs (1,100 > 1,056 = 132 · 8);
+    // in 4,096: two chunks per row; in 512: three of a lane's four loads past the row.
+    const Shape shapes[] = {{40, 2048, 2}, {1100, 512, 1}, {300, 4096, 2}, {136, 1024, 1}};
+    std::mt19937 rng(7);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::uniform_real_distribution<float> ud(-4.0f, 4.0f);
+    int fails = 0;
+    for (const Shape& s : shapes) {
+        const int64_t rb = (s.out + 127) / 128, cb = s.in / 128;
+        std::vector<uint8_t> w(size_t(s.out * s.in));
+        std::vector<float> wdq(w.size()), scale_inv(size_t(rb * cb));
+        for (float& f : scale_inv) f = std::exp2(ud(rng)) * 0.01f;
+        for (int64_t o = 0; o < s.out; ++o)
+            for (int64_t k = 0; k < s.in; ++k) {
+                const uint8_t code = __nv_cvt_float_to_fp8(nd(rng) * 100.0f, __NV_SATFINITE, __NV_E4M3);
+                w[size_t(o * s.in + k)] = code;
+                __nv_fp8_e4m3 q;
+                q.__x = code;
+                wdq[size_t(o * s.in + k)] = float(q) * scale_inv[size_t((o / 128) * cb + k / 128)];
+            }
+        for (int64_t T = 1; T <= qs::cuda::kSmallLinearFp8V2MaxRows; ++T) {
+            std::vector<float> x(size_t(T * s.in)), xq(x.size());
+            for (int64_t t = 0; t < T; ++t)
+                for (int64_t g = 0; g < cb; ++g) {
+                    const float f = std::exp2(ud(rng));
+                    float amax = 0.0f;
+                    for (int64_t c = g * 128; c < g * 128 + 128; ++c) {
+                        x[size_t(t * s.in + c)] = nd(rng) * f;
+                        amax = std::max(amax, std::fabs(x[size_t(t * s.in + c)]));
+                    }
+                    if (t == 1 && g == 0) {  // an all-zero group: scale 1, codes 0
+                        for (int64_t c = 0; c < 128; ++c) x[size_t(t * s.in + c)] = 0.0f;
+                        amax = 0.0f;
+                    }
+                    const float scale = amax > 0.0f ? amax / 448.0f : 1.0f;
+                    for (int64_t c = g * 128; c < g * 128 + 128; ++c)
+                        xq[size_t(t * s.in + c)] = e4m3(x[size_t(t * s.in + c)] / scale) * scale;
+                }
+            std::vector<float> y(size_t(T * s.out) + 64, std::nanf(""));
+            qs::cuda::launch_small_linear_fp8_v2(w.data(), scale_inv.data(), s.out, s.in, x.data(), T, y.data(),
+                                                 nullptr, s.bps);
+            double num = 0, den = 0;
+            bool finite = true;
+            for (int64_t t = 0; t < T; ++t)
+                for (int64_t o = 0; o < s.out; ++o) {
+                    double r = 0;
+                    for (int64_t k = 0; k < s.in; ++k)
+                        r += double(wdq[size_t(o * s.in + k)]) * double(xq[size_t(t * s.in + k)]);
+                    const double g = y[size_t(t * s.out + o)];
+                    finite = finite && std::isfinite(g);
+                    num += (g - r) * (g - r);
+                    den += r * r;
+                }
+            bool guard = true;  // nothing written past [T, out]
+            for (size_t i = size_t(T * s.out); i < y.size(); ++i) guard = guard && std::isnan(y[i]);
+            bool rows_same = true;
+            for (int64_t t = 0; t < T; ++t) {
+                std::vector<float> y1(size_t(s.out), std::nanf(""));
+                qs::cuda::launch_small_linear_fp8_v2(w.data(), scale_inv.data(), s.out, s.in, x.data() + t * s.in, 1,
+                                                     y1.data(), nullptr, s.bps);
+                rows_same = rows_same && std::memcmp(y1.data(), y.data() + t * s.out, size_t(s.out) * 4) == 0;
+            }
+            const double err = std::sqrt(num / den);
+            const bool ok = finite && guard && rows_same && err < 1e-5;
+            fails += !ok;
+            std::printf("%s out %lld in %lld bps %d T %lld: rel err %.2e%s%s%s\n", ok ? "ok  " : "FAIL",
+                        (long long)s.out, (long long)s.in, s.bps, (long long)T, err, finite ? "" : " NOT FINITE",
+                        guard ? "" : " WROTE PAST y", rows_same ? ", rows = 1-row calls" : ", ROWS DIFFER");
+            std::fflush(stdout);
+        }
+    }
+    std::printf(fails ? "small_linear emu: %d FAILED\n" : "small_linear emu: all passed\n", fails);
+    return fails ? 1 : 0;
+}

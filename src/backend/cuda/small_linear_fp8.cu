@@ -1,0 +1,243 @@
+// FP8 small-rows linear, version 2 (see small_linear_kernels.h): 1..4 rows in one launch.
+//
+// Version 1 quantises x inside the dot-product loop: every warp (one per output feature)
+// re-quantises every row of x with an IEEE division per value, which made it slower than
+// cuBLASLt from 2 rows on (bench/kernels/NOTES.md "Small-rows kernel"). Version 2 quantises x
+// once per block instead:
+//  1. Each lane first issues the loads of its first weight chunk (so DRAM latency overlaps the
+//     quantisation), then the block quantises x [T, in] into shared memory, 8 lanes per
+//     128-column group (16 values each), with exactly launch_quant_fp8_rows128's operations
+//     (amax over the group, scale = amax / 448 by __fdiv_rn, code = e4m3_satfinite(x / scale)
+//     by __fdiv_rn). The codes are kept as bf16 (every e4m3 value is exact in bf16) so that
+//     reading them back is a shift, not a conversion.
+//  2. Warps stride over output features (grid capped at 2 blocks per SM by default, one wave, so the
+//     per-block quantisation is paid twice per SM, not once per 8 outputs). A lane reads 16 fp8 weights
+//     (16 bytes) at a time, 4 loads per chunk, the next chunk prefetched while this one is
+//     multiplied with all T rows of x from shared memory; per 16 values
+//     acc[t] += (w_scale · x_scale) · Σ w·q, the same order as version 1, so a row's result is
+//     the same bits whatever T is (rows never mix).
+// Shared-memory layout of x: per 512-column block, the first 8 values of every lane's 16 come
+// first (lane-major, 16 bytes each), then the second 8: a warp's 16-byte loads hit 32 distinct
+// 4-byte banks per quarter-warp instead of 2-way conflicts.
+#include "backend/cuda/small_linear_kernels.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include <cuda_bf16.h>
+#include <cuda_fp8.h>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/ptx_helpers.cuh"  // the emulation shim (bench/kernels/emu) has its own
+#include "core/check.h"
+
+namespace qs::cuda {
+namespace {
+
+constexpr int kWarps = 8;
+constexpr int kLoads = 4;                // 16-byte weight loads per lane per chunk
+constexpr int kChunk = 32 * 16 * kLoads; // columns per chunk (2,048)
+
+// Float bits (the host emulation has no __float_as_uint).
+__device__ __forceinline__ uint32_t f32_bits(float f) {
+#if defined(__CUDA_ARCH__)
+    return __float_as_uint(f);
+#else
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    return u;
+#endif
+}
+__device__ __forceinline__ float bits_f32(uint32_t u) {
+#if defined(__CUDA_ARCH__)
+    return __uint_as_float(u);
+#else
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+#endif
+}
+
+// bf16 element offset of column k of a row inside the shared-memory layout above.
+__device__ __forceinline__ int smem_col(int k) {
+    const int blk = k >> 9, r = k & 511, lane = r >> 4, j = r & 15;
+    return blk * 512 + (j >> 3) * 256 + lane * 8 + (j & 7);
+}
+
+__device__ __forceinline__ void fp8x16_to_float(const uint4& raw, float* f) {
+    const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        __nv_fp8x2_e4m3 lo, hi;
+        lo.__x = __nv_fp8x2_storage_t(words[i] & 0xffffu);
+        hi.__x = __nv_fp8x2_storage_t(words[i] >> 16);
+        const float2 a = static_cast<float2>(lo), b = static_cast<float2>(hi);
+        f[4 * i] = a.x, f[4 * i + 1] = a.y, f[4 * i + 2] = b.x, f[4 * i + 3] = b.y;
+    }
+}
+
+__device__ __forceinline__ void bf16x8_to_float(const uint4& raw, float* f) {
+    const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        f[2 * i] = bits_f32(words[i] << 16);
+        f[2 * i + 1] = bits_f32(words[i] & 0xffff0000u);
+    }
+}
+
+// Two e4m3 codes → two bf16 (exact), packed.
+__device__ __forceinline__ uint32_t fp8x2_to_bf16x2(__nv_fp8x2_storage_t codes) {
+    __nv_fp8x2_e4m3 v;
+    v.__x = codes;
+    const float2 f = static_cast<float2>(v);
+    return (f32_bits(f.x) >> 16) | (f32_bits(f.y) & 0xffff0000u);
+}
+
+template <int T>
+__global__ __launch_bounds__(kWarps * 32) void small_linear_fp8_v2_kernel(const uint8_t* __restrict__ w,
+                                                                          const float* __restrict__ scale_inv, int out,
+                                                                          int in, const float* __restrict__ x,
+                                                                          float* __restrict__ y) {
+    uint16_t* xq = reinterpret_cast<uint16_t*>(ptx::dynamic_smem());         // [T][in] e4m3 values as bf16, swizzled
+    float* xscale = reinterpret_cast<float*>(xq + size_t(T) * in);  // [T][in / 128]
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int groups = in / 128, scale_ld = (in + 127) / 128, chunks = (in + kChunk - 1) / kChunk;
+    const int o_stride = gridDim.x * kWarps;
+
+    // Step s of this warp: output o0 + (s / chunks) · o_stride, chunk s % chunks.
+    const int o0 = blockIdx.x * kWarps + warp;
+    uint4 cur[kLoads] = {};
+    float cur_s[kLoads] = {};
+    auto load = [&](int s, uint4* raw, float* sc) {
+        const int o = o0 + (s / chunks) * o_stride, c = s % chunks;
+        const uint4* wr = reinterpret_cast<const uint4*>(w + size_t(o) * in);
+        const float* srow = scale_inv + size_t(o / 128) * scale_ld;
+#pragma unroll
+        for (int u = 0; u < kLoads; ++u) {
+            const int k = c * kChunk + u * 512 + lane * 16;
+            if (k < in) {  // warp-uniform: in is a multiple of 512
+                raw[u] = __ldg(wr + k / 16);
+                sc[u] = __ldg(srow + k / 128);
+            }
+        }
+    };
+    if (o0 < out) load(0, cur, cur_s);
+
+    // 1. Quantise x: each lane 16 values of one group (8 lanes per group, 4 groups per warp).
+    for (int gi = warp * 4 + (lane >> 3); gi < T * groups; gi += kWarps * 4) {
+        const int t = gi / groups, g = gi % groups, sub = lane & 7;
+        const int k = g * 128 + sub * 16;
+        const float4* xp = reinterpret_cast<const float4*>(x + size_t(t) * in + k);
+        float v[16];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            const float4 f = __ldg(xp + j);
+            v[4 * j] = f.x, v[4 * j + 1] = f.y, v[4 * j + 2] = f.z, v[4 * j + 3] = f.w;
+        }
+        float amax = 0.0f;
+#pragma unroll
+        for (int j = 0; j < 16; ++j) amax = fmaxf(amax, fabsf(v[j]));
+        // The 8 lanes of a group are consecutive and aligned: xor offsets below 8 stay inside it.
+#pragma unroll
+        for (int off = 1; off < 8; off <<= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+        const float scale = amax > 0.0f ? __fdiv_rn(amax, 448.0f) : 1.0f;
+        uint32_t packed[8];
+#pragma unroll
+        for (int j = 0; j < 8; ++j)
+            packed[j] = fp8x2_to_bf16x2(__nv_cvt_float2_to_fp8x2(
+                make_float2(__fdiv_rn(v[2 * j], scale), __fdiv_rn(v[2 * j + 1], scale)), __NV_SATFINITE, __NV_E4M3));
+        uint16_t* row = xq + size_t(t) * in;
+        *reinterpret_cast<uint4*>(row + smem_col(k)) = make_uint4(packed[0], packed[1], packed[2], packed[3]);
+        *reinterpret_cast<uint4*>(row + smem_col(k + 8)) = make_uint4(packed[4], packed[5], packed[6], packed[7]);
+        if (sub == 0) xscale[t * groups + g] = scale;
+    }
+    __syncthreads();
+
+    // 2. Dot products, the next chunk's weights in flight while this one is multiplied.
+    float acc[T] = {};
+    for (int s = 0;; ++s) {
+        const int o = o0 + (s / chunks) * o_stride, c = s % chunks;
+        if (o >= out) break;
+        uint4 nxt[kLoads] = {};
+        float nxt_s[kLoads] = {};
+        if (o0 + ((s + 1) / chunks) * o_stride < out) load(s + 1, nxt, nxt_s);
+        if (c == 0) {
+#pragma unroll
+            for (int t = 0; t < T; ++t) acc[t] = 0.0f;
+        }
+#pragma unroll
+        for (int u = 0; u < kLoads; ++u) {
+            const int k = c * kChunk + u * 512 + lane * 16;
+            if (k >= in) break;
+            float wf[16];
+            fp8x16_to_float(cur[u], wf);
+            const int col = smem_col(k);  // the first 8 values; the second 8 are 256 further
+#pragma unroll
+            for (int t = 0; t < T; ++t) {
+                const uint16_t* row = xq + size_t(t) * in;
+                float xv[16];
+                bf16x8_to_float(*reinterpret_cast<const uint4*>(row + col), xv);
+                bf16x8_to_float(*reinterpret_cast<const uint4*>(row + col + 256), xv + 8);
+                float d = 0.0f;
+#pragma unroll
+                for (int j = 0; j < 16; ++j) d = fmaf(wf[j], xv[j], d);
+                acc[t] = fmaf(cur_s[u] * xscale[t * groups + k / 128], d, acc[t]);
+            }
+        }
+        if (c == chunks - 1) {
+#pragma unroll
+            for (int t = 0; t < T; ++t) {
+                float v = acc[t];
+#pragma unroll
+                for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+                if (lane == 0) y[size_t(t) * out + o] = v;
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < kLoads; ++u) cur[u] = nxt[u], cur_s[u] = nxt_s[u];
+    }
+}
+
+size_t smem_bytes(int64_t T, int64_t in) { return size_t(T * in) * 2 + size_t(T * (in / 128)) * 4; }
+
+int sm_count() {
+    static const int n = [] {
+        int dev = 0, count = 0;
+        QS_CUDA_CHECK(cudaGetDevice(&dev));
+        QS_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, dev));
+        return count;
+    }();
+    return n;
+}
+
+template <int T>
+void launch_rows(const uint8_t* w, const float* s, int out, int in, const float* x, float* y, int blocks_per_sm,
+                 cudaStream_t stream) {
+    const int blocks = int(std::min<int64_t>((out + kWarps - 1) / kWarps, int64_t(sm_count()) * blocks_per_sm));
+    ptx::launch_kernel(small_linear_fp8_v2_kernel<T>, dim3(blocks), dim3(kWarps * 32), smem_bytes(T, in), stream, w, s,
+                       out, in, x, y);
+    QS_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+bool small_linear_fp8_v2_supports(int64_t T, int64_t in, const void* w, const float* x) {
+    return T >= 1 && T <= kSmallLinearFp8V2MaxRows && in > 0 && in % 512 == 0 && in < (int64_t(1) << 30) &&
+           smem_bytes(T, in) <= 48 * 1024 && reinterpret_cast<uintptr_t>(w) % 16 == 0 &&
+           reinterpret_cast<uintptr_t>(x) % 16 == 0;
+}
+
+void launch_small_linear_fp8_v2(const void* w, const float* scale_inv, int64_t out, int64_t in, const float* x,
+                                int64_t T, float* y, cudaStream_t stream, int blocks_per_sm) {
+    QS_CHECK_MSG(small_linear_fp8_v2_supports(T, in, w, x), "launch_small_linear_fp8_v2: unsupported shape or alignment");
+    QS_CHECK(out > 0 && out < (int64_t(1) << 31) && scale_inv && blocks_per_sm >= 1);
+    const auto* wb = static_cast<const uint8_t*>(w);
+    switch (T) {
+        case 1: launch_rows<1>(wb, scale_inv, int(out), int(in), x, y, blocks_per_sm, stream); break;
+        case 2: launch_rows<2>(wb, scale_inv, int(out), int(in), x, y, blocks_per_sm, stream); break;
+        case 3: launch_rows<3>(wb, scale_inv, int(out), int(in), x, y, blocks_per_sm, stream); break;
+        default: launch_rows<4>(wb, scale_inv, int(out), int(in), x, y, blocks_per_sm, stream); break;
+    }
+}
+
+}  // namespace qs::cuda
