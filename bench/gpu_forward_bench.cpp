@@ -23,6 +23,8 @@
 //          2 = bf16 tensor cores, gdn_tc_*.cu, bench/kernels/NOTES.md "v5")
 //          [--moe-int4-grouped 0|1]  (CudaOptions::moe_int4_grouped: with --dummy-format int4-w4a16,
 //          MoE calls of 9..1,024 rows on the INT4 tensor-core grouped GEMMs instead of the BF16 copy)
+//          [--attention-prefill-version 1|2]  (CudaOptions::attention_prefill_version: 2 = the
+//          wgmma/TMA prefill attention, attention_prefill_wgmma.cu, for sequences of >= 1,024 rows)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -185,7 +187,8 @@ int run(const Args& args) {
         !pick("moe-decode-version", {1, 2}, &co.moe_decode_version) ||
         !pick("moe-prefill-version", {1, 2}, &co.moe_prefill_version) ||
         !pick("gdn-prefill-version", {1, 2}, &co.gdn_prefill_version) ||
-        !pick("moe-int4-grouped", {0, 1}, &co.moe_int4_grouped))
+        !pick("moe-int4-grouped", {0, 1}, &co.moe_int4_grouped) ||
+        !pick("attention-prefill-version", {1, 2}, &co.attention_prefill_version))
         return 2;
     cuda::CudaOps ops(co);
     Timer t_up;
@@ -293,7 +296,8 @@ int main(int argc, char** argv) {
     std::set<std::string> valued = {"mode",   "requests", "prompt",   "completion",     "decode-steps",
                                     "mtp-k",  "mtp-acceptance", "mtp-seqs", "mtp-steps", "mtp-prompt-tokens", "mtp-overlap", "mtp-spare-slots-list",
                                     "moe-small-version", "moe-decode-version",
-                                    "moe-prefill-version", "gdn-prefill-version", "moe-int4-grouped"};
+                                    "moe-prefill-version", "gdn-prefill-version", "moe-int4-grouped",
+                                    "attention-prefill-version"};
     std::set<std::string> flags;
     cli::add_option_names(cli::model_option_group(), flags, valued);
     cli::add_option_names(cli::backend_option_group(), flags, valued);

@@ -27,6 +27,11 @@
 #   gdn_tc  the GDN lab's prefill version 2 mode (gdn_lab --tc: bf16 tensor-core chunk phases against
 #           today's default at 16 × 1,024, 1 × 16,384, 64 × 256 and a varlen mix, reference check,
 #           µs and TFLOP/s) and the GPU GDN parity tests (with CudaOpsParity.GatedDeltaNetPrefillVersion2)
+#   attn_v2  attention prefill version 2 (issue 14 item 3: FlashInfer's Hopper wgmma kernel,
+#           attention_prefill_wgmma.cu): `attention_lab 1 --v2` (CPU-reference cases: 4k prompt,
+#           varlen + decode row, chunks over cached pages, bf16 and fp8; then v1 vs v2 µs and
+#           TFLOP/s at 1 × 16,384 and 16 × 1,024 with ‖v2 − v1‖/‖v1‖) and the GPU tests CudaAttentionV2*
+#           and CudaOpsParity.GatedAttention* (~2 minutes, most of it the CPU references)
 #   sampling the sampling lab and the GPU sampling tests only
 #   grammar_masks  grammar_mask_bench (needs it in the bundle: build_gpu_bundle.sh ... grammar_mask_bench)
 #           on the host's 16 cores, the Qwen3.6 vocabulary: the built-in JSON schema, regex "[a-z ]+",
@@ -114,6 +119,9 @@ for stage in "$@"; do
                     run gpu_tests_gdn "$B/qs_gpu_tests" --gtest_color=no --gtest_filter='*GatedDeltaNet*' ;;
         gdn_tc) run gdn_lab_tc "$B/gdn_lab" --tc
                 run gpu_tests_gdn "$B/qs_gpu_tests" --gtest_color=no --gtest_filter='*GatedDeltaNet*' ;;
+        attn_v2) run attention_lab_v2 "$B/attention_lab" 1 --v2
+                 run gpu_tests_attn_v2 "$B/qs_gpu_tests" --gtest_color=no \
+                     --gtest_filter='CudaAttentionV2*:*GatedAttention*' ;;
         sampling) run sampling_lab "$B/sampling_lab"
                   run gpu_tests_sampling "$B/qs_gpu_tests" --gtest_color=no --gtest_filter='CudaSampling*' ;;
         http:*) spec="${stage#http:}"; modes="${spec%%:*}"; serve_args=""; [ "$spec" != "$modes" ] && serve_args="${spec#*:}"

@@ -83,6 +83,13 @@ struct CudaOptions {
     // BF16 copies and 384 for FP8 experts) the tensor-core INT4 grouped GEMMs of
     // moe_decode_gemm_int4.cu (4-bit weights read).
     int moe_int4_grouped = 1;
+    // GatedAttentionParams::prefill_version for every attention call (attention_kernels.h): 1
+    // (default) the mma.sync flash attention for all prefill rows; 2 FlashInfer's Hopper wgmma/TMA
+    // kernel (attention_prefill_wgmma.cu) for the prefill rows of batches whose longest sequence
+    // has >= kAttentionV2MinRows rows at head_dim 256 (version 1 elsewhere), with bf16 q, k, v, P
+    // and O for either cache dtype. Needs a build with scripts/setup_flashinfer.sh's headers
+    // (attention_prefill_v2_available()). Default flips after the H200 lab run.
+    int attention_prefill_version = 1;
 };
 
 class CudaOps final : public Ops {
