@@ -24,17 +24,29 @@ if [ -f "$PREFIX/include/flashinfer/attention/hopper/prefill_sm90.cuh" ] &&
 fi
 work="$PWD/.deps/src"
 mkdir -p "$work"
-pip=pip
-[ -x .venv/bin/pip ] && pip=.venv/bin/pip
 sdist="$work/flashinfer_python-$FI_VERSION.tar.gz"
 if [ ! -f "$sdist" ] || ! echo "$FI_SHA256  $sdist" | sha256sum -c --quiet - 2>/dev/null; then
+  # pip cannot download this sdist without building its metadata (which needs torch): take the
+  # file PyPI's simple index lists (the index pip reads); the hash below pins the bytes.
   echo "setup_flashinfer: fetching the flashinfer-python==$FI_VERSION sdist from PyPI"
-  "$pip" download --quiet --no-deps --no-binary=:all: --no-build-isolation "flashinfer-python==$FI_VERSION" -d "$work"
+  python3 - "$FI_VERSION" "$sdist" <<'PY'
+import re, sys, urllib.request
+ver, out = sys.argv[1], sys.argv[2]
+with urllib.request.urlopen("https://pypi.org/simple/flashinfer-python/", timeout=60) as r:
+    html = r.read().decode()
+links = re.findall(r'href="([^"]*/flashinfer_python-' + re.escape(ver) + r'\.tar\.gz[^"]*)"', html)
+if not links:
+    sys.exit("setup_flashinfer: no sdist of flashinfer-python " + ver + " in PyPI's index")
+with urllib.request.urlopen(links[0].replace("&amp;", "&"), timeout=300) as r, open(out, "wb") as f:
+    f.write(r.read())
+PY
 fi
 echo "$FI_SHA256  $sdist" | sha256sum -c --quiet -
 wheel="$work/nvidia_cutlass-$CUTLASS_VERSION-py3-none-any.whl"
 if [ ! -f "$wheel" ] || ! echo "$CUTLASS_SHA256  $wheel" | sha256sum -c --quiet - 2>/dev/null; then
   echo "setup_flashinfer: fetching nvidia-cutlass==$CUTLASS_VERSION from PyPI"
+  pip=pip
+  [ -x .venv/bin/pip ] && pip=.venv/bin/pip
   "$pip" download --quiet --no-deps --only-binary=:all: "nvidia-cutlass==$CUTLASS_VERSION" -d "$work"
 fi
 echo "$CUTLASS_SHA256  $wheel" | sha256sum -c --quiet -
