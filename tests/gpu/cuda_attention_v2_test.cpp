@@ -91,7 +91,7 @@ protected:
         std::vector<int32_t> pages(size_t(tables * pages_per_table));
         std::iota(pages.begin(), pages.end(), 0);
         std::shuffle(pages.begin(), pages.end(), std::mt19937(4321));
-        std::vector<std::vector<int32_t>> tabs(size_t(tables));
+        std::vector<std::vector<int32_t>> tabs(static_cast<size_t>(tables));
         for (int t = 0; t < tables; ++t)
             tabs[size_t(t)].assign(pages.begin() + int64_t(t) * pages_per_table,
                                    pages.begin() + int64_t(t + 1) * pages_per_table);
