@@ -243,6 +243,8 @@ using FiTraits = flashinfer::AttentionKernelTraits</*USE_TMA_LOAD_KV=*/true, kV2
                                                    cute::bfloat16_t, cute::bfloat16_t, cute::bfloat16_t, int32_t,
                                                    flashinfer::StandardAttention>;
 static_assert(FiTraits::CTA_Q == kV2TileQ);
+// Q 64 KB + K and V 2 stages x 32 KB each (O aliases V) + barriers: one block per SM.
+static_assert(sizeof(typename FiTraits::SharedStorage) <= 227 * 1024, "FlashInfer D 256 tile does not fit");
 
 // FlashInfer's BatchPrefillWithRaggedKVCacheKernelTraitsDispatched (prefill_sm90.cuh) with one
 // change: the grid's x is one CTA per work item (the hardware then balances the causal tiles'
