@@ -34,6 +34,8 @@
 //          the small-rows kernel's version 2, e.g. the MTP verify's 2 rows; 0 = today's path)
 //          [--attention-decode-rows 1..4]  (CudaOptions::attention_decode_rows: sequences of up to
 //          N new rows on the split-K decode attention kernel; 1 = today's path)
+//          [--attention-prefill-version 1|2]  (CudaOptions::attention_prefill_version: 2 = the
+//          wgmma/TMA prefill attention, attention_prefill_wgmma.cu, for sequences of >= 1,024 rows)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -210,7 +212,8 @@ int run(const Args& args) {
         !pick("gdn-decode-version", {1, 2}, &co.gdn_decode_version) ||
         !pick("moe-int4-grouped", {0, 1}, &co.moe_int4_grouped) ||
         !pick("fp8-small-rows", {0, 1, 2, 3, 4}, &co.fp8_small_rows) ||
-        !pick("attention-decode-rows", {1, 2, 3, 4}, &co.attention_decode_rows))
+        !pick("attention-decode-rows", {1, 2, 3, 4}, &co.attention_decode_rows) ||
+        !pick("attention-prefill-version", {1, 2}, &co.attention_prefill_version))
         return 2;
     cuda::CudaOps ops(co);
     Timer t_up;
@@ -319,7 +322,8 @@ int main(int argc, char** argv) {
                                     "mtp-k",  "mtp-acceptance", "mtp-seqs", "mtp-steps", "mtp-prompt-tokens", "mtp-overlap", "mtp-spare-slots-list",
                                     "moe-small-version", "moe-decode-version",
                                     "moe-prefill-version", "gdn-prefill-version", "gdn-decode-version", "moe-int4-grouped",
-                                    "moe-int4-grouped-max-t", "fp8-small-rows", "attention-decode-rows"};
+                                    "moe-int4-grouped-max-t", "fp8-small-rows", "attention-decode-rows",
+                                    "attention-prefill-version"};
     std::set<std::string> flags;
     cli::add_option_names(cli::model_option_group(), flags, valued);
     cli::add_option_names(cli::backend_option_group(), flags, valued);

@@ -51,6 +51,11 @@
 #           GDN_ACC_VERSION (default 3; gpu_test_util.h): CudaModel.TransformersFixtures,
 #           CudaModel.EngineOnGpuEqualsSingleSequenceMmaSyncMoe, CudaOpsParity.GatedDeltaNetWithStateSlots
 #           (tiny, real); bundle: gdn_lab qs_gpu_tests. ~3 minutes (not timed yet)
+#   attn_v2  attention prefill version 2 (issue 14 item 3: FlashInfer's Hopper wgmma kernel,
+#           attention_prefill_wgmma.cu): `attention_lab 1 --v2` (CPU-reference cases: 4k prompt,
+#           varlen + decode row, chunks over cached pages, bf16 and fp8; then v1 vs v2 µs and
+#           TFLOP/s at 1 × 16,384 and 16 × 1,024 with ‖v2 − v1‖/‖v1‖) and the GPU tests CudaAttentionV2*
+#           and CudaOpsParity.GatedAttention* (~2 minutes, most of it the CPU references)
 #   sampling the sampling lab and the GPU sampling tests only
 #   grammar_masks  grammar_mask_bench (needs it in the bundle: build_gpu_bundle.sh ... grammar_mask_bench)
 #           on the host's 16 cores, the Qwen3.6 vocabulary: the built-in JSON schema, regex "[a-z ]+",
@@ -181,6 +186,9 @@ for stage in "$@"; do
                      "$B/qs_gpu_tests" --gtest_color=no --gtest_filter='CudaModel.TransformersFixtures:CudaModel.EngineOnGpuEqualsSingleSequenceMmaSyncMoe:*/CudaOpsParity.GatedDeltaNetWithStateSlots/*'
                  grep -h "^\[fixture\]\|^\[engine\]\|^\[  FAILED\|^\[  PASSED\|Failure\|Which is\|out \|state " \
                      "$OUT/gpu_tests_gdn_v${GDN_ACC_VERSION:-3}.log" | head -60 >> "$summary" ;;
+        attn_v2) run attention_lab_v2 "$B/attention_lab" 1 --v2
+                 run gpu_tests_attn_v2 "$B/qs_gpu_tests" --gtest_color=no \
+                     --gtest_filter='CudaAttentionV2*:*GatedAttention*' ;;
         sampling) run sampling_lab "$B/sampling_lab"
                   run gpu_tests_sampling "$B/qs_gpu_tests" --gtest_color=no --gtest_filter='CudaSampling*' ;;
         http:*) spec="${stage#http:}"; modes="${spec%%:*}"; serve_args=""; [ "$spec" != "$modes" ] && serve_args="${spec#*:}"

@@ -56,4 +56,6 @@ fi
 bash scripts/setup_xgrammar.sh
 # CUTLASS 4.2 headers (the MoE prefill grouped GEMM on wgmma/TMA), from its PyPI wheel, into .deps/.
 bash scripts/setup_cutlass.sh
+# FlashInfer 0.3.1 headers + CUTLASS util headers (the wgmma attention prefill, opt-in), into .deps/.
+bash scripts/setup_flashinfer.sh
 echo "setup: ok"

@@ -4,9 +4,13 @@
 // double here), then timings at the real model's decode and prefill shapes.
 // Build (repo root):
 //   nvcc -O3 -std=c++20 -gencode=arch=compute_90a,code=sm_90a -Isrc -Xcompiler -fopenmp bench/kernels/attention_lab.cu src/backend/cuda/attention_*.cu -o build-gpu/attention_lab -lgomp
-// Run: build-gpu/attention_lab [seed] [--no-timing | --small | --verify-rows]   (exit code 1 on any FAIL;
+// Run: build-gpu/attention_lab [seed] [--no-timing | --small | --verify-rows | --v2]   (exit code 1 on any FAIL;
 //      --verify-rows: only sequences of 2-4 rows on the split-K decode kernel, GatedAttentionParams::
 //      decode_max_rows, checked and timed against today's prefill-kernel path)
+//   --v2: prefill version 2 (attention_prefill_wgmma.cu, FlashInfer's Hopper wgmma kernel) only:
+//   CPU-reference cases (a 4k prompt, a varlen batch with a decode row, a chunk continuing over
+//   cached pages; bf16 and fp8 caches), then old (version 1) vs new µs and TFLOP/s at 1 x 16,384
+//   and 16 x 1,024 fresh causal prompts with the two versions' outputs compared (‖v2 − v1‖/‖v1‖).
 //
 // Cases, reference and tolerances: bench/kernels/attention_ref.h.
 #include <algorithm>
@@ -62,12 +66,33 @@ struct DeviceBatchBufs {
     }
 };
 
+// Sum over the sequences with >= 2 rows of start + n (GatedAttentionParams::prefill_kv_tokens).
+int64_t prefill_kv_tokens(const HostBatch& b) {
+    int64_t n = 0;
+    for (const DeviceSeq& s : b.seqs)
+        if (s.num_tokens > 1) n += int64_t(s.start_pos) + s.num_tokens;
+    return n;
+}
+
+// Sets p up for prefill version `version` (2: allocates its workspace into *ws, freed by the caller).
+void set_version(GatedAttentionParams& p, const HostBatch& b, int version, void** ws) {
+    *ws = nullptr;
+    p.prefill_version = version;
+    if (version != 2) return;
+    p.prefill_kv_tokens = prefill_kv_tokens(b);
+    const size_t bytes = attention_prefill_v2_workspace_bytes(b.T, int64_t(b.seqs.size()), p.Hq, p.Hkv, p.D,
+                                                              p.prefill_kv_tokens);
+    QS_CUDA_CHECK(cudaMalloc(ws, bytes));
+    QS_CUDA_CHECK(cudaMemset(*ws, 0xff, bytes));  // NaN poison: every read must follow a write
+    p.prefill_workspace = *ws;
+}
+
 // One correctness case on the GPU. use_graph: the launch is captured into a CUDA graph while the
 // batch buffers hold a decoy batch (other positions), then the real positions are copied in and
 // the graph replayed: the host side of the launcher must not depend on context lengths.
 // dec_rows: GatedAttentionParams::decode_max_rows.
 bool run_case(const char* label, const Shape& sh, DeviceKvDtype dt, const std::vector<SeqSpec>& specs,
-              std::mt19937_64& rng, bool use_graph = false, int dec_rows = 1) {
+              std::mt19937_64& rng, bool use_graph = false, int dec_rows = 1, int version = 1) {
     Case c = make_case(sh, dt, specs, rng);
     const int T = c.b.T;
     float *d_qg = dev_upload(c.qg), *d_k = dev_upload(c.k), *d_v = dev_upload(c.v), *d_qn = dev_upload(c.qn),
@@ -94,6 +119,13 @@ bool run_case(const char* label, const Shape& sh, DeviceKvDtype dt, const std::v
     p.v_cache = d_vc;
     p.workspace = d_ws;
     p.out = d_out;
+    void* d_ws2 = nullptr;
+    set_version(p, c.b, version, &d_ws2);
+    if (version == 2 && !attention_prefill_v2_applies(2, sh.D, dt, c.b.max_n)) {
+        std::printf("FAIL  %s: prefill version 2 does not apply (available %d, D %d, max rows %d)\n", label,
+                    int(attention_prefill_v2_available()), sh.D, c.b.max_n);
+        return false;
+    }
     DeviceBatchBufs bufs;
     cudaStream_t stream;
     QS_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -125,8 +157,9 @@ bool run_case(const char* label, const Shape& sh, DeviceKvDtype dt, const std::v
     QS_CUDA_CHECK(cudaMemcpy(k_raw.data(), d_kc, k_raw.size(), cudaMemcpyDeviceToHost));
     QS_CUDA_CHECK(cudaMemcpy(v_raw.data(), d_vc, v_raw.size(), cudaMemcpyDeviceToHost));
     reference(c);
-    const bool ok = compare(c, label, use_graph ? "graph" : "direct", out, k_raw, v_raw);
-    for (void* ptr : std::initializer_list<void*>{d_qg, d_k, d_v, d_qn, d_kn, d_kc, d_vc, d_out, d_ws})
+    const bool ok = compare(c, label, version == 2 ? "v2" : use_graph ? "graph" : "direct", out, k_raw, v_raw,
+                            version == 2 ? 1e-2 : 0.0);
+    for (void* ptr : std::initializer_list<void*>{d_qg, d_k, d_v, d_qn, d_kn, d_kc, d_vc, d_out, d_ws, d_ws2})
         if (ptr) cudaFree(ptr);
     bufs.free_all();
     QS_CUDA_CHECK(cudaStreamDestroy(stream));
@@ -225,8 +258,10 @@ float median(std::vector<float> v) {
 }
 
 // Times launch_gated_attention (all its kernels) on a random batch, via CUDA graph replay.
+// version: GatedAttentionParams::prefill_version; out_copy: the output after the last replay.
+// Same rng state in -> same inputs (the v1/v2 comparison draws each batch from a copy).
 float time_batch(const Shape& sh, DeviceKvDtype dt, const std::vector<SeqSpec>& specs, std::mt19937_64& rng,
-                 int reps = 30, int dec_rows = 1) {
+                 int reps = 30, int dec_rows = 1, int version = 1, std::vector<float>* out_copy = nullptr) {
     const HostBatch b = make_batch(sh, specs, rng);
     const int T = b.T, Hq = sh.Hq, Hkv = sh.Hkv, D = sh.D;
     const size_t cache_bytes = size_t(b.num_blocks) * sh.bs * Hkv * D * esize(dt);
@@ -262,6 +297,8 @@ float time_batch(const Shape& sh, DeviceKvDtype dt, const std::vector<SeqSpec>& 
     p.batch = bufs.upload(b);
     p.workspace = d_ws;
     p.out = d_out;
+    void* d_ws2 = nullptr;
+    set_version(p, b, version, &d_ws2);
     cudaStream_t stream;
     QS_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     launch_gated_attention(p, stream);  // first launch: kernel attributes
@@ -293,6 +330,8 @@ float time_batch(const Shape& sh, DeviceKvDtype dt, const std::vector<SeqSpec>& 
     size_t nonfinite = 0;
     for (float x : out) nonfinite += !std::isfinite(x);
     if (nonfinite) std::printf("  WARNING: %zu non-finite outputs in the timing run\n", nonfinite);
+    if (out_copy) *out_copy = std::move(out);
+    if (d_ws2) cudaFree(d_ws2);
     QS_CUDA_CHECK(cudaGraphExecDestroy(exec));
     QS_CUDA_CHECK(cudaGraphDestroy(graph));
     cudaEventDestroy(e0);
@@ -311,14 +350,66 @@ float time_batch(const Shape& sh, DeviceKvDtype dt, const std::vector<SeqSpec>& 
     return median(ts);
 }
 
+// --v2: prefill version 2 against the CPU reference, then old vs new timings.
+bool v2_mode(std::mt19937_64& rng) {
+    std::printf("prefill version 2 (FlashInfer Hopper wgmma) available: %s\n",
+                attention_prefill_v2_available() ? "yes" : "NO (built without scripts/setup_flashinfer.sh)");
+    if (!attention_prefill_v2_available()) {
+        std::printf("SOME FAILED\n");
+        return false;
+    }
+    bool all = true;
+    for (DeviceKvDtype dt : {DeviceKvDtype::kBF16, DeviceKvDtype::kFP8E4M3}) {
+        all &= run_case("v2 prompt 4096", kReal, dt, {{0, 4096}}, rng, false, 1, 2);
+        all &= run_case("v2 varlen 1100+1030+300+decode", kReal, dt, {{0, 1100}, {0, 1030}, {37, 1}, {0, 300}}, rng,
+                        false, 1, 2);
+        all &= run_case("v2 chunk 1200 over 1500 cached", kReal, dt, {{1500, 1200}}, rng, false, 1, 2);
+        all &= run_case("v2 two chunks over cache + prompt", kReal, dt, {{2000, 1024}, {517, 1500}, {0, 1029}}, rng,
+                        false, 1, 2);
+    }
+    std::printf("\nold (v1 mma.sync) vs new (v2 wgmma) prefill, fresh causal prompts, median of CUDA-graph "
+                "replays (all kernels of launch_gated_attention: K/V store, and for v2 Q prep + K/V gather + gate)\n");
+    std::printf("%-5s %-10s %12s %12s %10s %10s %8s %12s\n", "cache", "batch", "v1 us", "v2 us", "v1 TF/s",
+                "v2 TF/s", "speedup", "|v2-v1|/|v1|");
+    for (DeviceKvDtype dt : {DeviceKvDtype::kBF16, DeviceKvDtype::kFP8E4M3}) {
+        for (const auto& [S, n] : {std::pair{1, 16384}, std::pair{16, 1024}}) {
+            const std::vector<SeqSpec> specs(size_t(S), SeqSpec{0, n});
+            std::vector<float> o1, o2;
+            std::mt19937_64 r1 = rng, r2 = rng;  // same inputs for both versions
+            const float us1 = time_batch(kReal, dt, specs, r1, 10, 1, 1, &o1);
+            const float us2 = time_batch(kReal, dt, specs, r2, 10, 1, 2, &o2);
+            rng = r1;
+            double num = 0.0, den = 0.0;
+            size_t nonfinite = 0;
+            for (size_t i = 0; i < o1.size(); ++i) {
+                if (!std::isfinite(o2[i])) ++nonfinite;
+                const double d = double(o2[i]) - double(o1[i]);
+                num += d * d;
+                den += double(o1[i]) * double(o1[i]);
+            }
+            const double rel = std::sqrt(num / std::max(den, 1e-300));
+            const double flops = 4.0 * kReal.Hq * kReal.D * S * (double(n) * (n + 1) / 2);
+            const bool ok = nonfinite == 0 && rel < 2e-2;
+            all &= ok;
+            char batch[32];
+            std::snprintf(batch, sizeof(batch), "%dx%d", S, n);
+            std::printf("%-5s %-10s %12.1f %12.1f %10.1f %10.1f %7.2fx %12.2e %s\n", dname(dt), batch, us1, us2,
+                        flops / us1 / 1e6, flops / us2 / 1e6, us1 / us2, rel, ok ? "PASS" : "FAIL");
+        }
+    }
+    std::printf("%s\n", all ? "ALL PASS" : "SOME FAILED");
+    return all;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     uint64_t seed = uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
-    bool timing = true, small = false, verify_rows = false;
+    bool timing = true, small = false, verify_rows = false, v2 = false;
     for (int i = 1; i < argc; ++i) {
         if (std::string(argv[i]) == "--no-timing") timing = false;
         else if (std::string(argv[i]) == "--verify-rows") verify_rows = true;
+        else if (std::string(argv[i]) == "--v2") v2 = true;
         else if (std::string(argv[i]) == "--small") { small = true; timing = false; }
         else seed = std::strtoull(argv[i], nullptr, 10);
     }
@@ -328,6 +419,7 @@ int main(int argc, char** argv) {
     QS_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
     std::printf("device %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
 
+    if (v2) return v2_mode(rng) ? 0 : 1;
     bool all = conversion_check(rng);
     if (verify_rows) {
         // Sequences of up to 4 rows on the split-K decode kernel (decode_max_rows = 4, or 2 for the

@@ -164,6 +164,9 @@ void launch_decode(const GatedAttentionParams& p, Args& a, cudaStream_t stream);
 // 4. Prefill rows (sequences with several rows): causal flash attention (attention_prefill.cu).
 template <typename CT, int DP>
 void launch_prefill_rows(const GatedAttentionParams& p, const Args& a, cudaStream_t stream);
+// 4'. Prefill rows, version 2 (attention_prefill_wgmma.cu; D = 256, attention_prefill_v2_applies).
+template <typename CT>
+void launch_prefill_wgmma(const GatedAttentionParams& p, const Args& a, cudaStream_t stream);
 // 5. Head dims the tensor-core kernels do not tile (D % 32 != 0): every row, CUDA cores, fp32
 // (attention_fallback.cu).
 template <typename CT>

@@ -10,6 +10,8 @@
 //                         (attention_mma.cuh, kDecode = true) + combine of the partials.
 //  attention_prefill.cu   4. sequences with >= 2 rows: causal flash attention on the same
 //                         tensor-core kernel (kDecode = false).
+//  attention_prefill_wgmma.cu  4'. instead of 4. with prefill_version 2 (long prompts, D = 256):
+//                         Q prep + K/V gather to bf16, FlashInfer's Hopper wgmma kernel, gate.
 //  attention_fallback.cu  2.-4. for head_dim not a multiple of 32 (the transformers test fixtures;
 //                         never the real model, D = 256) and for an f32 cache (reference
 //                         precision): one block per (row, query head), fp32 on CUDA cores, every
@@ -41,7 +43,12 @@ void launch_all(const GatedAttentionParams& p, Args& a, cudaStream_t stream) {
     const int R = a.dec_rows;
     if (b.max_seq_tokens <= R || int64_t(S) * b.max_seq_tokens != T) attn::launch_decode<CT, DP>(p, a, stream);
     // Prefill rows (sequences with more rows).
-    if (b.max_seq_tokens > R) attn::launch_prefill_rows<CT, DP>(p, a, stream);
+    if (b.max_seq_tokens > R) {
+        if (attention_prefill_v2_applies(p.prefill_version, p.D, p.kv_dtype, b.max_seq_tokens))
+            attn::launch_prefill_wgmma<CT>(p, a, stream);
+        else
+            attn::launch_prefill_rows<CT, DP>(p, a, stream);
+    }
 }
 
 // The fp32 kernel: the fixtures' head dims that are not multiples of 32, and the f32 cache.
@@ -80,6 +87,7 @@ void launch_gated_attention(const GatedAttentionParams& p, cudaStream_t stream) 
     QS_CHECK_MSG(p.rotary_dim >= 0 && p.rotary_dim % 2 == 0 && p.rotary_dim <= p.D, "bad rotary_dim");
     QS_CHECK(p.block_size >= 1 && p.max_splits >= 1);
     QS_CHECK_MSG(p.decode_max_rows >= 1 && p.decode_max_rows <= 4, "decode_max_rows must be in [1, 4]");
+    QS_CHECK_MSG(p.prefill_version == 1 || p.prefill_version == 2, "prefill_version must be 1 or 2");
     QS_CHECK(p.qg && p.k && p.v && p.q_norm_w && p.k_norm_w && p.k_cache && p.v_cache && p.out);
     const DeviceBatch& b = p.batch;
     QS_CHECK(b.num_tokens >= 0 && b.num_seqs >= 0);

@@ -55,7 +55,27 @@ struct GatedAttentionParams {
     // prefill kernel. 1 (default): only single-row sequences (CudaOptions::attention_decode_rows).
     int decode_max_rows = 1;
     float* out = nullptr;     // [T, Hq*D]
+    // Prefill rows' kernel: 1 (default) the mma.sync flash attention (attention_prefill.cu); 2 the
+    // wgmma/TMA kernel (attention_prefill_wgmma.cu) where attention_prefill_v2_applies(), else 1.
+    int prefill_version = 1;
+    // Version 2 only: sum over the sequences with >= 2 rows of start_pos + num_tokens (the K/V rows
+    // gathered into contiguous bf16), and attention_prefill_v2_workspace_bytes(...) bytes for it.
+    int64_t prefill_kv_tokens = 0;
+    void* prefill_workspace = nullptr;
 };
+
+// Prefill version 2 runs when the batch's longest sequence has at least this many rows (below
+// it the gather and launch overheads outweigh the faster products; bench/kernels/NOTES.md).
+constexpr int kAttentionV2MinRows = 1024;
+// Whether this build has the version-2 kernel (FlashInfer + CUTLASS headers found by CMake:
+// scripts/setup_flashinfer.sh).
+bool attention_prefill_v2_available();
+// Whether launch_gated_attention takes version 2 for the prefill rows: prefill_version == 2,
+// available, D == 256, a bf16 or fp8 cache, max_seq_tokens >= kAttentionV2MinRows.
+bool attention_prefill_v2_applies(int prefill_version, int D, DeviceKvDtype kv_dtype, int max_seq_tokens);
+// Version 2's workspace (bf16 Q and O [T, Hq, D], bf16 K and V [kv_tokens, Hkv, D], the work list).
+size_t attention_prefill_v2_workspace_bytes(int64_t num_tokens, int64_t num_seqs, int64_t Hq, int64_t Hkv,
+                                            int64_t D, int64_t kv_tokens);
 
 // Workspace bytes for a batch of at most num_tokens rows (split-K partials of decode rows; 0 when
 // max_splits <= 1). Sizing with a larger num_tokens than the launch uses is fine.

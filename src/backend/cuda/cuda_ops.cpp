@@ -67,6 +67,11 @@ CudaOps::CudaOps(const CudaOptions& options)
     gemm_->set_fp8_small_rows(options.fp8_small_rows);
     QS_CHECK_MSG(options.attention_decode_rows >= 1 && options.attention_decode_rows <= 4,
                  "CudaOptions::attention_decode_rows must be in [1, 4]");
+    QS_CHECK_MSG(options.attention_prefill_version == 1 || options.attention_prefill_version == 2,
+                 "CudaOptions::attention_prefill_version must be 1 or 2");
+    QS_CHECK_MSG(options.attention_prefill_version == 1 || attention_prefill_v2_available(),
+                 "CudaOptions::attention_prefill_version 2: this build has no FlashInfer headers "
+                 "(run scripts/setup_flashinfer.sh and reconfigure)");
     moe_counter_ = DeviceBuffer(sizeof(int));
     QS_CUDA_CHECK(cudaMemset(moe_counter_.get(), 0, sizeof(int)));
 }
@@ -500,6 +505,15 @@ void CudaOps::gated_attention(const float* qg, float* k, const float* v, const P
     p.max_splits = kAttentionMaxSplits;
     p.decode_max_rows = options_.attention_decode_rows;
     p.workspace = arena_.allocate(attention_workspace_bytes(batch_.num_tokens, d.num_heads, d.head_dim, p.max_splits));
+    if (attention_prefill_v2_applies(options_.attention_prefill_version, p.D, p.kv_dtype, batch_.max_seq_tokens)) {
+        int64_t kv_tokens = 0;  // the prefill sequences' whole causal ranges, gathered to bf16
+        for (const SeqSpan& s : batch.seqs)
+            if (s.num_tokens > 1) kv_tokens += int64_t(s.start_pos) + s.num_tokens;
+        p.prefill_version = 2;
+        p.prefill_kv_tokens = kv_tokens;
+        p.prefill_workspace = arena_.allocate(attention_prefill_v2_workspace_bytes(
+            batch_.num_tokens, batch_.num_seqs, d.num_heads, d.num_kv_heads, d.head_dim, kv_tokens));
+    }
     p.out = out;
     launch_gated_attention(p, stream_);
 }

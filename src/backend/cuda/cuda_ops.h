@@ -121,6 +121,13 @@ struct CudaOptions {
     // split-K combine reassociates the softmax sums. Default flips after the H200 run
     // (scripts/gpu_run.sh mtp_fast).
     int attention_decode_rows = 1;
+    // GatedAttentionParams::prefill_version for every attention call (attention_kernels.h): 1
+    // (default) the mma.sync flash attention for all prefill rows; 2 FlashInfer's Hopper wgmma/TMA
+    // kernel (attention_prefill_wgmma.cu) for the prefill rows of batches whose longest sequence
+    // has >= kAttentionV2MinRows rows at head_dim 256 (version 1 elsewhere), with bf16 q, k, v, P
+    // and O for either cache dtype. Needs a build with scripts/setup_flashinfer.sh's headers
+    // (attention_prefill_v2_available()). Default flips after the H200 lab run.
+    int attention_prefill_version = 1;
 };
 
 class CudaOps final : public Ops {
