@@ -121,7 +121,10 @@ void launch_gated_attention(const GatedAttentionParams& p, cudaStream_t stream) 
     a.splits = 1;
     // Decode-kernel rows: at most the batch's longest sequence (a plain decode batch keeps
     // today's packing of min(G, 16) heads), and 16 / dec_hg packed rows hold them all.
-    a.dec_rows = std::max(1, std::min(p.decode_max_rows, b.max_seq_tokens));
+    // Prefill version 2's plan takes every sequence of more than one row, so with it the decode
+    // kernel keeps single rows only (no row is computed twice).
+    const bool prefill_v2 = attention_prefill_v2_applies(p.prefill_version, p.D, p.kv_dtype, b.max_seq_tokens);
+    a.dec_rows = prefill_v2 ? 1 : std::max(1, std::min(p.decode_max_rows, b.max_seq_tokens));
     a.dec_hg = std::max(1, std::min(a.G, attn::kDecodeMmaRows / a.dec_rows));
     a.eps = p.eps;
     // CPU: scale = 1/sqrt(float(D)); exp(x*scale - max) == exp2(x*scale*log2(e) - max*log2(e)).
