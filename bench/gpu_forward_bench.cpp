@@ -25,15 +25,16 @@
 //          kernel's version; 2 = bench/kernels/NOTES.md "GDN decode v2")
 //          [--moe-int4-grouped 0|1]  (CudaOptions::moe_int4_grouped: with --dummy-format int4-w4a16,
 //          MoE calls of 9..1,024 rows on the INT4 tensor-core grouped GEMMs instead of the BF16 copy)
-//          [--moe-int4-grouped-max-t N]  (CudaOptions::moe_int4_grouped_max_t, default 1,024: the
-//          largest MoE call on the INT4 grouped GEMMs; above it the CUTLASS BF16 path)
+//          [--moe-int4-grouped-max-t N]  (CudaOptions::moe_int4_grouped_max_t, default 0 = 1,024 with
+//          BF16 expert copies, 4,096 without: the largest MoE call on the INT4 grouped GEMMs; above
+//          it the CUTLASS BF16 path)
 //          [--int4-expert-copies bf16|none]  (the serve option, CudaOptions::moe_int4_scratch: with
 //          --dummy-format int4-w4a16, none = no BF16 expert copies; MoE calls above the INT4 kernels'
 //          rows dequantise one layer's experts into a BF16 scratch first)
 //          [--fp8-small-rows 0..4]  (CudaOptions::fp8_small_rows: FP8 dense linears of 1..N rows on
-//          the small-rows kernel's version 2, e.g. the MTP verify's 2 rows; 0 = today's path)
+//          the small-rows kernel's version 2, e.g. the MTP verify's 2 rows; default 4, 0 = the old path)
 //          [--attention-decode-rows 1..4]  (CudaOptions::attention_decode_rows: sequences of up to
-//          N new rows on the split-K decode attention kernel; 1 = today's path)
+//          N new rows on the split-K decode attention kernel; default 4)
 //          [--attention-prefill-version 1|2]  (CudaOptions::attention_prefill_version: 2 = the
 //          wgmma/TMA prefill attention, attention_prefill_wgmma.cu, for sequences of >= 1,024 rows)
 #include <cuda_runtime.h>
@@ -185,9 +186,10 @@ int run(const Args& args) {
         return 2;
     }
     co.moe_int4_scratch = copies == "none" ? 1 : 0;
-    co.moe_int4_grouped_max_t = std::stoi(args.get_or("moe-int4-grouped-max-t", "1024"));
-    if (co.moe_int4_grouped_max_t < 9) {
-        std::fprintf(stderr, "--moe-int4-grouped-max-t must be >= 9, got %d\n", co.moe_int4_grouped_max_t);
+    co.moe_int4_grouped_max_t = std::stoi(args.get_or("moe-int4-grouped-max-t", "0"));
+    if (co.moe_int4_grouped_max_t != 0 && co.moe_int4_grouped_max_t < 9) {
+        std::fprintf(stderr, "--moe-int4-grouped-max-t must be 0 (by the copies) or >= 9, got %d\n",
+                     co.moe_int4_grouped_max_t);
         return 2;
     }
     co.profile_ops = mode == "profile";

@@ -171,6 +171,9 @@ struct Check {
     double nerr = 0, worst = 0;
     size_t bad = 0;
     bool pass() const { return bad == 0 && nerr < 1e-2 && worst < 3e-2; }
+    // FP8 experts on the prefill path (every T of --scratch) also round x and h to e4m3 per 128-column
+    // group (gemm.h: ~2.5e-2 normalised error for Gaussian activations), so their bound is wider.
+    bool pass_fp8_prefill() const { return bad == 0 && nerr < 6e-2 && worst < 1e-1; }
 };
 Check check_rows(const std::vector<float>& y, const std::vector<int>& rows, const std::vector<std::vector<double>>& ref,
                  int H) {
@@ -249,7 +252,7 @@ int run_scratch(const Shape& s, const HostExperts& h, const Int4Experts& q, std:
             bool same = true;
             if (path == kCopies) y_copies = yh;
             if (path == kScratch) same = yh == y_copies;
-            const bool pass = c.pass() && same;
+            const bool pass = (path == kFp8 ? c.pass_fp8_prefill() : c.pass()) && same;
             fails += !pass;
             for (int r = 0; r < kCopies; ++r) launch_moe(make(r), st);
             std::vector<double> us;

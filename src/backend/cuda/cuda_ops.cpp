@@ -61,7 +61,8 @@ CudaOps::CudaOps(const CudaOptions& options)
                  "CudaOptions::moe_int4_grouped must be 0 or 1");
     QS_CHECK_MSG(options.moe_int4_scratch == 0 || options.moe_int4_scratch == 1,
                  "CudaOptions::moe_int4_scratch must be 0 or 1");
-    QS_CHECK_MSG(options.moe_int4_grouped_max_t > kMoeSmallTMax, "CudaOptions::moe_int4_grouped_max_t must be >= 9");
+    QS_CHECK_MSG(options.moe_int4_grouped_max_t == 0 || options.moe_int4_grouped_max_t > kMoeSmallTMax,
+                 "CudaOptions::moe_int4_grouped_max_t must be 0 (by the copies) or >= 9");
     QS_CHECK_MSG(options.fp8_small_rows >= 0 && options.fp8_small_rows <= kSmallLinearFp8V2MaxRows,
                  "CudaOptions::fp8_small_rows must be in [0, 4]");
     gemm_->set_fp8_small_rows(options.fp8_small_rows);
@@ -666,7 +667,9 @@ void CudaOps::moe(const float* x, int64_t T, const MoeWeights& w, int64_t top_k,
     p.decode_version = options_.moe_decode_version;
     p.prefill_version = options_.moe_prefill_version;
     p.int4_grouped = options_.moe_int4_grouped;
-    p.int4_grouped_max_t = options_.moe_int4_grouped_max_t;
+    p.int4_grouped_max_t = options_.moe_int4_grouped_max_t > 0 ? options_.moe_int4_grouped_max_t
+                           : options_.moe_int4_scratch        ? 4096
+                                                              : 1024;
     // Small-T version 2 reads the fp32 router and shared-expert-gate weights itself.
     const DeviceLinear& router = weights_.linear(w.router);
     const DeviceLinear& sgate = weights_.linear(w.shared_expert_gate);

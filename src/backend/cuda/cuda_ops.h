@@ -30,6 +30,8 @@ namespace qs::cuda {
 
 class CudaCacheStorage;
 
+bool attention_prefill_v2_available();  // attention_kernels.h: this build has FlashInfer's headers
+
 struct CudaOptions {
     int device = 0;
     bool ssm_bf16 = false;  // GDN recurrent state stored in bf16 (math stays fp32)
@@ -104,30 +106,34 @@ struct CudaOptions {
     int moe_int4_scratch = 0;
     // MoeParams::int4_grouped_max_t: the most rows an MoE call takes on the INT4 grouped GEMMs
     // (moe_int4_grouped 1); larger calls take the CUTLASS prefill path on the BF16 copies or the
-    // scratch. >= 9. Tuning: moe_int4_lab --scratch times both at 1,024 to 16,384 rows.
-    int moe_int4_grouped_max_t = 1024;
+    // scratch. >= 9, or 0 (default) by the copies: 1,024 with them, 4,096 without (the H200's
+    // moe_int4_lab --scratch, docs/PERF.md: the grouped GEMMs beat a copy's BF16 GEMM only up to
+    // 1,024 rows, but beat dequantising into the scratch + the BF16 GEMM up to 4,096).
+    int moe_int4_grouped_max_t = 0;
     // FP8 dense linears of 1..N rows (N <= 4) on the small-rows kernel's version 2
     // (small_linear_fp8.cu: x quantised once per block into shared memory, the weight streamed once
     // for all rows; an MTP verify is k + 1 rows): 0 (default) today's path, version 1 at one row
     // and the block-scaled cuBLASLt GEMM (>= 22 µs a call) from two rows. The same x quantisation
-    // either way; only the fp32 summation order differs. Default flips after the H200 run
-    // (scripts/gpu_run.sh mtp_fast).
-    int fp8_small_rows = 0;
+    // either way; only the fp32 summation order differs. Default 4 since the H200 run
+    // (scripts/gpu_run.sh mtp_fast, docs/PERF.md): 10.6 against 16.7 µs at one row (in_proj_z),
+    // 11.5 against 22.0 µs at two; one stream's k = 0 step 4.72 → 3.82 ms.
+    int fp8_small_rows = 4;
     // Sequences with 1..N new rows (N in [1, 4]; an MTP verify has k + 1) take the split-K decode
     // attention kernel, each row masked at its own position (GatedAttentionParams::
     // decode_max_rows), instead of the prefill kernel, whose one block per (sequence, kv head)
     // walks the whole context alone (after a 16k prompt a 2-row step spent 13.0 ms in attention
     // against 1.3 ms for one row). 1 (default): today's path, single rows only. Same maths; the
-    // split-K combine reassociates the softmax sums. Default flips after the H200 run
-    // (scripts/gpu_run.sh mtp_fast).
-    int attention_decode_rows = 1;
+    // split-K combine reassociates the softmax sums. Default 4 since the H200 run
+    // (scripts/gpu_run.sh mtp_fast, docs/PERF.md).
+    int attention_decode_rows = 4;
     // GatedAttentionParams::prefill_version for every attention call (attention_kernels.h): 1
     // (default) the mma.sync flash attention for all prefill rows; 2 FlashInfer's Hopper wgmma/TMA
     // kernel (attention_prefill_wgmma.cu) for the prefill rows of batches whose longest sequence
     // has >= kAttentionV2MinRows rows at head_dim 256 (version 1 elsewhere), with bf16 q, k, v, P
     // and O for either cache dtype. Needs a build with scripts/setup_flashinfer.sh's headers
-    // (attention_prefill_v2_available()). Default flips after the H200 lab run.
-    int attention_prefill_version = 1;
+    // (attention_prefill_v2_available()); without them version 1 is the default. Default 2 since
+    // the H200 lab run (docs/PERF.md: 1 × 16,384 causal 11.1 → 3.55 ms, 619 TFLOP/s).
+    int attention_prefill_version = attention_prefill_v2_available() ? 2 : 1;
 };
 
 class CudaOps final : public Ops {
