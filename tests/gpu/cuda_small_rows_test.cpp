@@ -48,6 +48,7 @@ TEST(CudaSmallRowsV2, Fp8LinearsMatchCpuAndTodaysPath) {
     const ModelConfig config = real_shapes();
     ModelWeights w8 = make_dummy_weights(config, 81, /*with_mtp=*/false, WeightFormat::kFP8Block);
     cuda::CudaOptions o_today, o_v2;
+    o_today.fp8_small_rows = 0;  // the path before version 2 (the default is now 4)
     o_today.poison = o_v2.poison = true;
     o_v2.fp8_small_rows = 4;
     cuda::CudaOps today(o_today), v2(o_v2);
@@ -154,6 +155,7 @@ TEST(CudaAttentionDecodeRows, VerifyRowsMatchCpuAndPrefillKernel) {
     const AttentionDims d{c.num_attention_heads, c.num_key_value_heads, c.head_dim, c.rotary_dim(), c.rope_theta,
                           c.rms_norm_eps};
     cuda::CudaOptions o_today, o_new;
+    o_today.attention_decode_rows = 1;  // the path before (the default is now 4)
     o_new.attention_decode_rows = 4;
     cuda::CudaOps today(o_today), rows(o_new);
     today.prepare_weights(weight_set(w));

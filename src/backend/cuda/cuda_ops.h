@@ -123,8 +123,9 @@ struct CudaOptions {
     // decode_max_rows), instead of the prefill kernel, whose one block per (sequence, kv head)
     // walks the whole context alone (after a 16k prompt a 2-row step spent 13.0 ms in attention
     // against 1.3 ms for one row). 1 (default): today's path, single rows only. Same maths; the
-    // split-K combine reassociates the softmax sums. Default 4 since the H200 run
-    // (scripts/gpu_run.sh mtp_fast, docs/PERF.md).
+    // split-K combine reassociates the softmax sums. Only in batches of up to 8 sequences (the
+    // one-stream MTP verify): with more, the prefill kernel is faster (attention_kernels.cu).
+    // Default 4 since the H200 run (scripts/gpu_run.sh mtp_fast, docs/PERF.md).
     int attention_decode_rows = 4;
     // GatedAttentionParams::prefill_version for every attention call (attention_kernels.h): 1
     // (default) the mma.sync flash attention for all prefill rows; 2 FlashInfer's Hopper wgmma/TMA
