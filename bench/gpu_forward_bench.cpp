@@ -180,7 +180,8 @@ int run(const Args& args) {
     cuda::CudaOptions co;
     co.ssm_bf16 = ec.gdn_state_bf16;
     co.graph_max_batch = std::stoll(args.get_or("cuda-graph-max-batch", "512"));
-    const std::string copies = args.get_or("int4-expert-copies", "bf16");
+    const std::string copies =
+        args.get_or("int4-expert-copies", BackendOptions{}.int4_expert_bf16_copies ? "bf16" : "none");
     if (copies != "bf16" && copies != "none") {
         std::fprintf(stderr, "--int4-expert-copies must be 'bf16' or 'none', got '%s'\n", copies.c_str());
         return 2;

@@ -16,10 +16,11 @@ OptionGroup backend_option_group() {
                           "largest decode batch replayed from a CUDA graph (--device cuda; 0: no graphs)",
                           std::to_string(defaults.cuda_graph_max_batch)),
                    choice("int4-expert-copies", {"bf16", "none"},
-                          "--device cuda with INT4 W4A16 experts: bf16 also uploads every expert as BF16 for the "
-                          "MoE calls of more than 1,024 rows (prompt chunks; ~65 GB for Qwen3.6-35B-A3B); none "
-                          "keeps them packed only and dequantises one layer's experts into a BF16 scratch of "
-                          "one layer's size (1.6 GB) before those calls, leaving the rest to the KV cache",
+                          "--device cuda with INT4 W4A16 experts: none keeps them packed only and dequantises "
+                          "one layer's experts into a BF16 scratch of one layer's size (1.6 GB) before the MoE "
+                          "calls of more than 4,096 rows (prompt chunks), leaving the rest to the KV cache; bf16 "
+                          "also uploads every expert as BF16 (~65 GB for Qwen3.6-35B-A3B) for the calls of more "
+                          "than 1,024 rows (faster prompts, a smaller cache)",
                           defaults.int4_expert_bf16_copies ? "bf16" : "none")}};
     g.options[1].allowed = "in [0, 4096]";
     return g;
@@ -59,7 +60,7 @@ Result<BackendOptions> backend_options_from_args(const Args& args, const EngineC
                                 std::to_string(o.cuda_graph_max_batch));
     if (args.has("cuda-graph-max-batch") && o.device != "cuda")
         return invalid_argument("--cuda-graph-max-batch is only for --device cuda");
-    const std::string copies = args.get_or("int4-expert-copies", "bf16");
+    const std::string copies = args.get_or("int4-expert-copies", o.int4_expert_bf16_copies ? "bf16" : "none");
     if (copies != "bf16" && copies != "none")
         return invalid_argument("--int4-expert-copies must be 'bf16' or 'none', got '" + copies + "'");
     if (args.has("int4-expert-copies") && o.device != "cuda")

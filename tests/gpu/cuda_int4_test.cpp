@@ -196,6 +196,10 @@ TEST_F(CudaInt4, ModelWithoutBf16CopiesEqualsTheCopies) {
         cuda::CudaOptions o;
         o.poison = true;
         o.moe_int4_scratch = scratch;
+        // The same kernels for both (by default the grouped GEMMs take up to 4,096 rows without
+        // copies, 1,024 with them): the 1,500-row prompt then runs the BF16 GEMMs on the copies
+        // and on the scratch, which must agree bit for bit.
+        o.moe_int4_grouped_max_t = 1024;
         cuda::CudaOps gpu(o);
         gpu.prepare_weights(weight_set(*weights_));
         Qwen36Model model(*weights_, gpu);

@@ -223,9 +223,10 @@ TEST_P(CudaOpsParity, Fp8BlockLinear) {
             const double err = normalised_error(gpu_test::to_host(gpu, dy, ref.size()), ref);
             const cuda::Fp8Path path = gpu.gemm().last_fp8_path();
             const bool block_shape = w->out_features % 128 == 0 && w->in_features % 128 == 0;
-            const bool small_shape = T == 1 && w->in_features % 512 == 0;
+            // Up to CudaOptions::fp8_small_rows rows (version 2; one row without it): the small-rows
+            // kernel, x quantised as the block-scaled path does it.
+            const bool small_shape = T <= std::max(1, o.fp8_small_rows) && w->in_features % 512 == 0;
             if (small_shape) {
-                // One row: the small-rows kernel, x quantised as the block-scaled path does it.
                 EXPECT_EQ(path, cuda::Fp8Path::kSmallRows) << name << " T=" << T;
             } else if (!block_shape) {
                 EXPECT_EQ(path, cuda::Fp8Path::kDequant) << name << " T=" << T;
