@@ -7,19 +7,10 @@
 #pragma once
 
 #include <cstdint>
-#include <cstring>
+
+#include "backend/cuda/float_bits.cuh"
 
 namespace qs::cuda::w4 {
-
-__device__ __forceinline__ float bits_f32(uint32_t u) {
-#if defined(__CUDA_ARCH__)
-    return __uint_as_float(u);
-#else
-    float f;
-    std::memcpy(&f, &u, 4);
-    return f;
-#endif
-}
 
 // f[i] = q_i (input i of the word), i = 0..7.
 __device__ __forceinline__ void unpack8(uint32_t w, float (&f)[8]) {

@@ -28,6 +28,7 @@
 #include <cuda_fp8.h>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/float_bits.cuh"
 #include "backend/cuda/ptx_helpers.cuh"  // the emulation shim (bench/kernels/emu) has its own
 #include "core/check.h"
 
@@ -37,26 +38,6 @@ namespace {
 constexpr int kWarps = 8;
 constexpr int kLoads = 4;                // 16-byte weight loads per lane per chunk
 constexpr int kChunk = 32 * 16 * kLoads; // columns per chunk (2,048)
-
-// Float bits (the host emulation has no __float_as_uint).
-__device__ __forceinline__ uint32_t f32_bits(float f) {
-#if defined(__CUDA_ARCH__)
-    return __float_as_uint(f);
-#else
-    uint32_t u;
-    std::memcpy(&u, &f, 4);
-    return u;
-#endif
-}
-__device__ __forceinline__ float bits_f32(uint32_t u) {
-#if defined(__CUDA_ARCH__)
-    return __uint_as_float(u);
-#else
-    float f;
-    std::memcpy(&f, &u, 4);
-    return f;
-#endif
-}
 
 // bf16 element offset of column k of a row inside the shared-memory layout above.
 __device__ __forceinline__ int smem_col(int k) {
