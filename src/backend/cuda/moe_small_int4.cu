@@ -222,8 +222,8 @@ __global__ __launch_bounds__(kSmallThreads) void down_kernel(SmallParams p) {
 #pragma unroll
                     for (int q = 0; q < 4; ++q) {
                         const uint32_t hw = word_of(hv, q);
-                        d = fmaf(wf[2 * q], w4::bits_f32(hw << 16), d);
-                        d = fmaf(wf[2 * q + 1], w4::bits_f32(hw & 0xFFFF0000u), d);
+                        d = fmaf(wf[2 * q], bits_f32(hw << 16), d);
+                        d = fmaf(wf[2 * q + 1], bits_f32(hw & 0xFFFF0000u), d);
                     }
                     const float s = w4::bf16_bits_f32(ld(srow[g] + (16 * c + 8 * half) / p.qgroup));
                     part[g] = fmaf(d, s, part[g]);
