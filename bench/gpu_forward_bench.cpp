@@ -19,8 +19,9 @@
 //          GEMMs at 9+ rows below the prefill path; 2 = moe_decode_gemm.cu, bench/kernels/NOTES.md)
 //          [--moe-prefill-version 1|2]  (CudaOptions::moe_prefill_version: the MoE prefill path's
 //          sort / gather / SiLU / combine stages; 2 = bench/kernels/NOTES.md "Prefill v2")
-//          [--gdn-prefill-version 1|2|3]  (CudaOptions::gdn_prefill_version: the GDN chunked prefill;
-//          2 = bf16 tensor cores, gdn_tc_*.cu, bench/kernels/NOTES.md "v5"; 3 = 2 with split operands)
+//          [--gdn-prefill-version 1|2|3|4]  (CudaOptions::gdn_prefill_version: the GDN chunked prefill;
+//          2 = bf16 tensor cores, gdn_tc_*.cu, bench/kernels/NOTES.md "v5"; 3 = 2 with split operands;
+//          4 = 2 on fp16 operands)
 //          [--gdn-decode-version 1|2]  (CudaOptions::gdn_decode_version: the streaming GDN decode
 //          kernel's version; 2 = bench/kernels/NOTES.md "GDN decode v2")
 //          [--moe-int4-grouped 0|1]  (CudaOptions::moe_int4_grouped: with --dummy-format int4-w4a16,
@@ -211,7 +212,7 @@ int run(const Args& args) {
     if (!pick("moe-small-version", {-1, 1, 2}, &co.moe_small_version) ||
         !pick("moe-decode-version", {1, 2}, &co.moe_decode_version) ||
         !pick("moe-prefill-version", {1, 2}, &co.moe_prefill_version) ||
-        !pick("gdn-prefill-version", {1, 2, 3}, &co.gdn_prefill_version) ||
+        !pick("gdn-prefill-version", {1, 2, 3, 4}, &co.gdn_prefill_version) ||
         !pick("gdn-decode-version", {1, 2}, &co.gdn_decode_version) ||
         !pick("moe-int4-grouped", {0, 1}, &co.moe_int4_grouped) ||
         !pick("fp8-small-rows", {0, 1, 2, 3, 4}, &co.fp8_small_rows) ||

@@ -80,6 +80,8 @@ struct CudaOptions {
     // 3: version 2 with every bf16 operand split into hi + lo bf16 (three mma per product; the
     // lo arrays double the bf16 workspace): ~16-bit operands, predicted ~5e-6 normalised error
     // (bench/kernels/NOTES.md "v5 accuracy"; not measured on the GPU yet).
+    // 4: version 2 on fp16 operands (mma.sync f16, same cost and workspace as 2; 11-bit significand:
+    // predicted ~4e-4 normalised error, NOTES.md "v4: fp16 operands").
     // Head dims that are not multiples of 8 take version 1.
     int gdn_prefill_version = 1;
     // GatedDeltaNetParams::decode_version for every GDN call (gdn_kernels.h; bench/kernels/NOTES.md

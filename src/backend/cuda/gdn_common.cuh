@@ -212,16 +212,21 @@ template <int D>
 void launch_cp_prep(const RecArgs& a, bool x3, cudaStream_t stream);
 template <int D>
 void launch_cp_state(const RecArgs& a, bool bf16, bool x3, int value_cols, cudaStream_t stream);
-// Prefill version 2 (bf16 tensor cores; NOTES.md "v5"), the same sequences as launch_chunked:
+// Prefill versions 2-4 (16-bit tensor cores; NOTES.md "v5"), the same sequences as launch_chunked:
 // gdn_tc_prep.cu (every chunk's q̂, k̂, γ, W, U), gdn_tc_state.cu (the pass over chunks per
 // (sequence, head, value_cols = 16 or 32 columns): V' and the chunk-start states), gdn_tc_out.cu
 // (every chunk's outputs with the gated RMSNorm). Needs the TcLayout workspace; Dk, Dv % 8 == 0.
-// x2 (version 3): every bf16 operand split into hi + lo (RecArgs::tc*l), three products per mma.
+// ops: the operand format. kBf16x2 (version 3): every bf16 operand split into hi + lo
+// (RecArgs::tc*l), three products per mma; kF16 (version 4): fp16 operands in version 2's layout.
+enum class TcOperands { kBf16, kBf16x2, kF16 };
+inline TcOperands tc_operands(int prefill_version) {
+    return prefill_version == 3 ? TcOperands::kBf16x2 : prefill_version == 4 ? TcOperands::kF16 : TcOperands::kBf16;
+}
 template <int D>
-void launch_tc_prep(const RecArgs& a, bool x2, cudaStream_t stream);
+void launch_tc_prep(const RecArgs& a, TcOperands ops, cudaStream_t stream);
 template <int D>
-void launch_tc_state(const RecArgs& a, bool bf16, bool x2, int value_cols, cudaStream_t stream);
+void launch_tc_state(const RecArgs& a, bool bf16, TcOperands ops, int value_cols, cudaStream_t stream);
 template <int D>
-void launch_tc_out(const RecArgs& a, bool x2, cudaStream_t stream);
+void launch_tc_out(const RecArgs& a, TcOperands ops, cudaStream_t stream);
 
 }  // namespace qs::cuda::gdn

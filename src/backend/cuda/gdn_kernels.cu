@@ -2,11 +2,13 @@
 // over the kernels of gdn_conv.cu (conv1d + SiLU, window advance), gdn_serial.cu and gdn_decode.cu
 // (token-serial recurrence, one block per head or persistent blocks streaming the states: decode,
 // short sequences) and gdn_chunked.cu, gdn_cp_*.cu (chunked WY prefill on tensor cores, 3xTF32),
-// gdn_tc_*.cu (prefill_version 2: the same on bf16 tensor cores; 3: with split hi + lo operands).
+// gdn_tc_*.cu (prefill_version 2: the same on bf16 tensor cores; 3: with split hi + lo operands;
+// 4: fp16 operands).
 // CPU reference: src/backend/cpu/cpu_gdn.cpp (CpuOps::gated_delta_net).
 #include "backend/cuda/gdn_kernels.h"
 
 #include "backend/cuda/gdn_common.cuh"
+#include "backend/cuda/gdn_tc_phases.h"
 
 namespace qs::cuda {
 
@@ -23,9 +25,9 @@ void check_params(const GatedDeltaNetParams& p) {
     GDN_REQUIRE(p.decode_blocks >= 0);
     GDN_REQUIRE(p.decode_version == 1 || p.decode_version == 2);
     GDN_REQUIRE(p.decode_stages >= 0 && p.decode_stages <= 4);
-    GDN_REQUIRE(p.prefill_version >= 1 && p.prefill_version <= 3);
+    GDN_REQUIRE(p.prefill_version >= 1 && p.prefill_version <= 4);
     if (p.prefill_version >= 2) {
-        GDN_REQUIRE(p.Dk % 8 == 0 && p.Dv % 8 == 0);  // 16-byte bf16 rows for cp.async
+        GDN_REQUIRE(p.Dk % 8 == 0 && p.Dv % 8 == 0);  // 16-byte rows of 16-bit values for cp.async
         GDN_REQUIRE(p.chunk_value_cols == 0 || p.chunk_value_cols == 16 || p.chunk_value_cols == 32);
     }
     auto aligned = [](const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; };
@@ -125,18 +127,20 @@ int sm_count() {
 // state pass ~20 µs per block at 32 columns (4 blocks per head) and ~25 µs at 64 (2 blocks), so
 // the chunk-parallel path wins only while the one-block-per-head grid leaves SMs idle: with P
 // (long sequences × Nv) pairs, when P·ceil(Dv/64) <= SMs; 32 columns while P·ceil(Dv/32) <= SMs.
+// tc_phases (versions 2-4): which of the three kernels run (bits prep, state pass, output; 7 =
+// all; gdn_tc_phases.h times them one by one).
 template <int D>
-void launch_chunked_any(const GatedDeltaNetParams& p, const RecArgs& a, cudaStream_t stream) {
+void launch_chunked_any(const GatedDeltaNetParams& p, const RecArgs& a, cudaStream_t stream, int tc_phases = 7) {
     const int64_t T = p.batch.num_tokens, mx = p.batch.max_seq_tokens;
     const int64_t pairs = (mx > 0 ? (T + mx - 1) / mx : T) * p.Nv;
     const bool by_shape = p.chunk_parallel < 0 || p.chunk_value_cols == 0;
-    if (p.prefill_version >= 2) {  // bf16 tensor cores (gdn_tc_*.cu); 3: split operands
-        const bool x2 = p.prefill_version == 3;
+    if (p.prefill_version >= 2) {  // 16-bit tensor cores (gdn_tc_*.cu); 2 bf16, 3 bf16 hi + lo, 4 fp16
+        const gdn::TcOperands ops = gdn::tc_operands(p.prefill_version);
         int cols = p.chunk_value_cols;
         if (cols == 0) cols = pairs * ((p.Dv + 31) / 32) <= sm_count() ? 16 : 32;
-        gdn::launch_tc_prep<D>(a, x2, stream);
-        gdn::launch_tc_state<D>(a, p.ssm_bf16, x2, cols, stream);
-        gdn::launch_tc_out<D>(a, x2, stream);
+        if (tc_phases & 1) gdn::launch_tc_prep<D>(a, ops, stream);
+        if (tc_phases & 2) gdn::launch_tc_state<D>(a, p.ssm_bf16, ops, cols, stream);
+        if (tc_phases & 4) gdn::launch_tc_out<D>(a, ops, stream);
         return;
     }
     const int64_t sms = by_shape ? sm_count() : 0;
@@ -193,6 +197,17 @@ void launch_gdn_recurrence(const GatedDeltaNetParams& p, cudaStream_t stream) {
 void launch_gated_delta_net(const GatedDeltaNetParams& p, cudaStream_t stream) {
     launch_gdn_conv(p, stream);
     launch_gdn_recurrence(p, stream);
+}
+
+void launch_gdn_tc_phases(const GatedDeltaNetParams& p, int phases, cudaStream_t stream) {
+    check_params(p);
+    GDN_REQUIRE(p.prefill_version >= 2 && p.chunk_min_tokens > 0);
+    if (p.batch.num_tokens == 0 || p.batch.num_seqs == 0) return;
+    const RecArgs a = make_rec_args(p);
+    const int D = (p.Dk > p.Dv ? p.Dk : p.Dv);
+    if (D <= 32) launch_chunked_any<32>(p, a, stream, phases);
+    else if (D <= 64) launch_chunked_any<64>(p, a, stream, phases);
+    else launch_chunked_any<128>(p, a, stream, phases);
 }
 
 }  // namespace qs::cuda

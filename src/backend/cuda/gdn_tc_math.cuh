@@ -1,13 +1,15 @@
-// bf16 tensor-core helpers of the Gated DeltaNet prefill version 2 (gdn_tc_*.cu; NOTES.md "v5"):
-// bf16 packing, fragment loaders from row-major bf16 tiles in shared memory, and a warp-level
-// product on mma.sync m16n8k16 (bf16 operands, fp32 accumulators, ptx_helpers.cuh).
+// 16-bit tensor-core helpers of the Gated DeltaNet prefill versions 2-4 (gdn_tc_*.cu; NOTES.md "v5",
+// "v5 accuracy", "v4: fp16 operands"): the operand formats (TcBf16, TcBf16x2, TcF16: packing and
+// the matching mma.sync), fragment loaders from row-major 16-bit tiles in shared memory, and a
+// warp-level product on mma.sync m16n8k16 (16-bit operands, fp32 accumulators, ptx_helpers.cuh).
 // m16n8k16 fragments (g = lane/4, t = lane%4; a register holds two bf16, lower k / column low):
 // A a0 (g, 2t..2t+1) a1 (g+8, 2t..) a2 (g, 2t+8..) a3 (g+8, 2t+8..); B b0 (k = 2t..2t+1, n = g)
 // b1 (k = 2t+8.., n = g); C c0 (g,2t) c1 (g,2t+1) c2 (g+8,2t) c3 (g+8,2t+1).
-// Tiles are uint16_t arrays of bf16 bits (the host emulation has no bf16 arithmetic type).
+// Tiles are uint16_t arrays of bf16 or fp16 bits (the host emulation has no 16-bit arithmetic type).
 #pragma once
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -22,6 +24,39 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
 }
 __device__ __forceinline__ uint16_t to_bf16(float x) { return uint16_t(pack_bf16(x, 0.f) & 0xffffu); }
 __device__ __forceinline__ float from_bf16(uint16_t h) { return __uint_as_float(uint32_t(h) << 16); }
+__device__ __forceinline__ uint32_t pack_f16(float lo, float hi) {
+    const __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&v);
+}
+__device__ __forceinline__ float from_f16(uint16_t h) { return __half2float(__ushort_as_half(h)); }
+
+// Operand formats, the kernels' template parameter Op: how a float becomes a 16-bit operand and
+// which mma.sync multiplies two of them. bf16 (version 2), bf16 hi + lo pairs (version 3, x2: the
+// kernels keep a lo twin of every tile, split_bf16 / pack_split), fp16 (version 4: 11-bit
+// significand, 8x finer than bf16, range 6e-5 (normal) to 65,504; NOTES.md "v4: fp16 operands" for
+// why every operand stays in that range). The fp32 state storage option (BF16) is independent.
+struct TcBf16 {
+    static constexpr bool x2 = false;
+    static __device__ __forceinline__ uint32_t pack(float lo, float hi) { return pack_bf16(lo, hi); }
+    static __device__ __forceinline__ uint16_t to(float x) { return to_bf16(x); }
+    static __device__ __forceinline__ float from(uint16_t h) { return from_bf16(h); }
+    static __device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+        ptx::mma_16816_bf16(c, a, b0, b1);
+    }
+};
+struct TcBf16x2 : TcBf16 {
+    static constexpr bool x2 = true;
+};
+struct TcF16 {
+    static constexpr bool x2 = false;
+    static __device__ __forceinline__ uint32_t pack(float lo, float hi) { return pack_f16(lo, hi); }
+    static __device__ __forceinline__ uint16_t to(float x) { return uint16_t(pack_f16(x, 0.f) & 0xffffu); }
+    static __device__ __forceinline__ float from(uint16_t h) { return from_f16(h); }
+    static __device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+        ptx::mma_16816_f16(c, a, b0, b1);
+    }
+};
+
 __device__ __forceinline__ uint32_t ld_u32(const uint16_t* p) { return *reinterpret_cast<const uint32_t*>(p); }
 __device__ __forceinline__ uint32_t pair_u32(uint16_t lo, uint16_t hi) { return uint32_t(lo) | (uint32_t(hi) << 16); }
 
@@ -62,23 +97,6 @@ __device__ __forceinline__ void tc_b_rows(const uint16_t* X, int ld, int n0, int
     b[1] = pair_u32(c[8 * ld], c[9 * ld]);
 }
 
-// acc[j] (16 × 8 tile, columns 8j) += A · B over k in [k0, k1) (multiples of 16); fa(k, a[4]) and
-// fb(k, j, b[2]) give the fragments (the loaders above).
-template <int NJ, typename FA, typename FB>
-__device__ __forceinline__ void tc_mma(float (&acc)[NJ][4], int k0, int k1, FA&& fa, FB&& fb) {
-#pragma unroll 2
-    for (int k = k0; k < k1; k += 16) {
-        uint32_t a[4];
-        fa(k, a);
-#pragma unroll
-        for (int j = 0; j < NJ; ++j) {
-            uint32_t b[2];
-            fb(k, j, b);
-            ptx::mma_16816_bf16(acc[j], a, b[0], b[1]);
-        }
-    }
-}
-
 // Version 3's split operands (NOTES.md "v5 accuracy"): x = hi + lo, both bf16 (16 significant
 // bits; the lo part's own rounding is ~2^-17 of x). pack_split does two adjacent values.
 __device__ __forceinline__ void pack_split(float x0, float x1, uint32_t& hi, uint32_t& lo) {
@@ -90,29 +108,30 @@ __device__ __forceinline__ void split_bf16(float x, uint16_t& hi, uint16_t& lo) 
     lo = to_bf16(x - from_bf16(hi));
 }
 
-// tc_mma with split operands when X2: A·B ≈ Ah·Bh + Al·Bh + Ah·Bl (the Al·Bl term is ~2^-16 of the
-// product: below the fp32 accumulation's own error at these sizes). fa(k, a[4], lo) and
-// fb(k, j, b[2], lo) give the hi (lo = false) or lo fragments. Without X2: tc_mma on the hi parts.
-template <int NJ, bool X2, typename FA, typename FB>
+// acc[j] (16 × 8 tile, columns 8j) += A · B over k in [k0, k1) (multiples of 16) in the operand
+// format Op; fa(k, a[4], lo) and fb(k, j, b[2], lo) give the fragments (the loaders above): the hi
+// parts (lo = false), and with Op::x2 the lo parts too: A·B ≈ Ah·Bh + Al·Bh + Ah·Bl (the Al·Bl term
+// is ~2^-16 of the product: below the fp32 accumulation's own error at these sizes).
+template <int NJ, class Op, typename FA, typename FB>
 __device__ __forceinline__ void tc_mma_x(float (&acc)[NJ][4], int k0, int k1, FA&& fa, FB&& fb) {
 #pragma unroll 2
     for (int k = k0; k < k1; k += 16) {
         uint32_t a[4];
         [[maybe_unused]] uint32_t al[4];
         fa(k, a, false);
-        if constexpr (X2) fa(k, al, true);
+        if constexpr (Op::x2) fa(k, al, true);
 #pragma unroll
         for (int j = 0; j < NJ; ++j) {
             uint32_t b[2];
-            if constexpr (X2) {
+            if constexpr (Op::x2) {
                 fb(k, j, b, true);
-                ptx::mma_16816_bf16(acc[j], a, b[0], b[1]);
+                Op::mma(acc[j], a, b[0], b[1]);
                 fb(k, j, b, false);
-                ptx::mma_16816_bf16(acc[j], al, b[0], b[1]);
+                Op::mma(acc[j], al, b[0], b[1]);
             } else {
                 fb(k, j, b, false);
             }
-            ptx::mma_16816_bf16(acc[j], a, b[0], b[1]);
+            Op::mma(acc[j], a, b[0], b[1]);
         }
     }
 }

@@ -1,4 +1,4 @@
-// Gated DeltaNet prefill version 2 (bf16 tensor cores; bench/kernels/NOTES.md "v5"), step 3 of 3:
+// Gated DeltaNet prefill versions 2-4 (16-bit tensor cores; bench/kernels/NOTES.md "v5"), step 3 of 3:
 // every chunk's outputs at once, with the gated RMSNorm. Inputs from gdn_tc_prep.cu (q̂, k̂, γ) and
 // gdn_tc_state.cu (V' in tcU, the chunk-start states tcH). CPU reference: src/backend/cpu/cpu_gdn.cpp.
 //
@@ -12,6 +12,7 @@
 // X2 (version 3, NOTES.md "v5 accuracy"): q̂, k̂, V', S arrive as hi + lo (RecArgs::tc*l), every
 // bf16 tile has a lo twin right after it, P is split on its way to shared memory, and the three
 // products take three mma each (tc_mma_x): D = 128: 193,280 bytes (1 block per SM).
+// Op (gdn_tc_math.cuh) is the operand format: "bf16" above reads fp16 for TcF16 (version 4).
 #include "backend/cuda/gdn_common.cuh"
 #include "backend/cuda/gdn_tc_math.cuh"
 
@@ -35,8 +36,9 @@ struct TcOutSmem {
     static constexpr int loQ = CT * LD, loS = D * LD, loP = CT * LDP;
 };
 
-template <int D, bool X2>
-__global__ void __launch_bounds__(kTcOutThreads, X2 ? 1 : 2) gdn_tc_out_kernel(RecArgs p) {
+template <int D, class Op>
+__global__ void __launch_bounds__(kTcOutThreads, Op::x2 ? 1 : 2) gdn_tc_out_kernel(RecArgs p) {
+    constexpr bool X2 = Op::x2;
     using L = TcOutSmem<D, X2>;
     constexpr int CT = 64, NT = kTcOutThreads, LD = L::LD, LDP = L::LDP;
     static_assert(D % 32 == 0 && D <= 128, "D");
@@ -87,7 +89,7 @@ __global__ void __launch_bounds__(kTcOutThreads, X2 ? 1 : 2) gdn_tc_out_kernel(R
         float acc[4][4];
         tc_zero<4>(acc);
         if (n0 <= m0 + 15)
-            tc_mma_x<4, X2>(
+            tc_mma_x<4, Op>(
                 acc, 0, D, [&](int k, uint32_t (&a)[4], bool lo) { tc_a_rows(sQ + (lo ? L::loQ : 0), LD, m0, k, a); },
                 [&](int k, int j, uint32_t (&b)[2], bool lo) { tc_b_cols(sK + (lo ? L::loQ : 0), LD, n0, k, j, b); });
         tc_pairs<4>(m0, n0, [&](int j, int e, int r, int cc) {
@@ -99,7 +101,7 @@ __global__ void __launch_bounds__(kTcOutThreads, X2 ? 1 : 2) gdn_tc_out_kernel(R
                 *reinterpret_cast<uint32_t*>(sP + r * LDP + cc) = hi;
                 *reinterpret_cast<uint32_t*>(sP + L::loP + r * LDP + cc) = lo;
             } else {
-                *reinterpret_cast<uint32_t*>(sP + r * LDP + cc) = pack_bf16(x0, x1);
+                *reinterpret_cast<uint32_t*>(sP + r * LDP + cc) = Op::pack(x0, x1);
             }
         });
     }
@@ -110,7 +112,7 @@ __global__ void __launch_bounds__(kTcOutThreads, X2 ? 1 : 2) gdn_tc_out_kernel(R
     const int n0 = half * (D / 2);
     float acc[NJ][4];
     tc_zero<NJ>(acc);
-    tc_mma_x<NJ, X2>(
+    tc_mma_x<NJ, Op>(
         acc, 0, D, [&](int k, uint32_t (&a)[4], bool lo) { tc_a_rows(sQ + (lo ? L::loQ : 0), LD, m0, k, a); },
         [&](int k, int j, uint32_t (&b)[2], bool lo) {
             tc_b_cols(sS + (lo ? L::loS : 0), LD, n0, k, j, b);  // B(d, v) = Sᵀ[v][d]
@@ -124,7 +126,7 @@ __global__ void __launch_bounds__(kTcOutThreads, X2 ? 1 : 2) gdn_tc_out_kernel(R
         acc[j][2] *= e1;
         acc[j][3] *= e1;
     }
-    tc_mma_x<NJ, X2>(
+    tc_mma_x<NJ, Op>(
         acc, 0, m0 + 16, [&](int k, uint32_t (&a)[4], bool lo) { tc_a_rows(sP + (lo ? L::loP : 0), LDP, m0, k, a); },
         [&](int k, int j, uint32_t (&b)[2], bool lo) { tc_b_rows(sV + (lo ? L::loQ : 0), LD, n0, k, j, b); });
 
@@ -157,32 +159,33 @@ __global__ void __launch_bounds__(kTcOutThreads, X2 ? 1 : 2) gdn_tc_out_kernel(R
     });
 }
 
-template <int D, bool X2>
+template <int D, class Op>
 void launch_t(const RecArgs& a, cudaStream_t stream) {
-    constexpr size_t smem = TcOutSmem<D, X2>::bytes;
+    constexpr size_t smem = TcOutSmem<D, Op::x2>::bytes;
     static bool attr_set[64] = {};
     int dev = 0;
     QS_CUDA_CHECK(cudaGetDevice(&dev));
     if (dev < 0 || dev >= 64 || !attr_set[dev]) {
         QS_CUDA_CHECK(
-            cudaFuncSetAttribute(gdn_tc_out_kernel<D, X2>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+            cudaFuncSetAttribute(gdn_tc_out_kernel<D, Op>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
         if (dev >= 0 && dev < 64) attr_set[dev] = true;
     }
     const dim3 grid(unsigned(a.num_seqs + (a.T + 63) / 64), unsigned(a.Nv));
-    gdn_tc_out_kernel<D, X2><<<grid, kTcOutThreads, smem, stream>>>(a);
+    gdn_tc_out_kernel<D, Op><<<grid, kTcOutThreads, smem, stream>>>(a);
     QS_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
 
 template <int D>
-void launch_tc_out(const RecArgs& a, bool x2, cudaStream_t stream) {
-    if (x2) launch_t<D, true>(a, stream);
-    else launch_t<D, false>(a, stream);
+void launch_tc_out(const RecArgs& a, TcOperands ops, cudaStream_t stream) {
+    if (ops == TcOperands::kBf16x2) launch_t<D, TcBf16x2>(a, stream);
+    else if (ops == TcOperands::kF16) launch_t<D, TcF16>(a, stream);
+    else launch_t<D, TcBf16>(a, stream);
 }
 
-template void launch_tc_out<32>(const RecArgs&, bool, cudaStream_t);
-template void launch_tc_out<64>(const RecArgs&, bool, cudaStream_t);
-template void launch_tc_out<128>(const RecArgs&, bool, cudaStream_t);
+template void launch_tc_out<32>(const RecArgs&, TcOperands, cudaStream_t);
+template void launch_tc_out<64>(const RecArgs&, TcOperands, cudaStream_t);
+template void launch_tc_out<128>(const RecArgs&, TcOperands, cudaStream_t);
 
 }  // namespace qs::cuda::gdn

@@ -1,4 +1,4 @@
-// Gated DeltaNet prefill version 2 (bf16 tensor cores; bench/kernels/NOTES.md "v5"), step 1 of 3:
+// Gated DeltaNet prefill versions 2-4 (16-bit tensor cores; bench/kernels/NOTES.md "v5"), step 1 of 3:
 // every chunk of every chunked sequence at once. CPU reference: src/backend/cpu/cpu_gdn.cpp.
 //
 // gdn_tc_prep_kernel<D>: grid (num_seqs + ceil(T/64), Nv) (block -> chunk: cp_chunk_of), 256
@@ -14,6 +14,7 @@
 // X2 (version 3, NOTES.md "v5 accuracy"): every bf16 tile above has a lo twin (x − bf16(x)) right
 // after it, the products take three mma (tc_mma_x) and q̂, k̂, W, U go out as hi + lo
 // (RecArgs::tc*l): D = 128: 148,224 bytes (1 block per SM).
+// Op (gdn_tc_math.cuh) is the operand format: "bf16" above reads fp16 for TcF16 (version 4).
 #include "backend/cuda/gdn_chunk_math.cuh"
 #include "backend/cuda/gdn_common.cuh"
 #include "backend/cuda/gdn_tc_math.cuh"
@@ -39,8 +40,9 @@ struct TcPrepSmem {
     static constexpr size_t bytes = size_t(oVec) + 3 * 4 * CT;
 };
 
-template <int D, bool X2>
-__global__ void __launch_bounds__(kTcPrepThreads, X2 ? 1 : 2) gdn_tc_prep_kernel(RecArgs p) {
+template <int D, class Op>
+__global__ void __launch_bounds__(kTcPrepThreads, Op::x2 ? 1 : 2) gdn_tc_prep_kernel(RecArgs p) {
+    constexpr bool X2 = Op::x2;
     using L = TcPrepSmem<D, X2>;
     constexpr int CT = 64, NT = kTcPrepThreads, LD = L::LD, LDT = L::LDT, LDTB = L::LDTB;
     static_assert(D % 32 == 0 && D <= 128, "D");
@@ -137,10 +139,10 @@ __global__ void __launch_bounds__(kTcPrepThreads, X2 ? 1 : 2) gdn_tc_prep_kernel
                 sV[e * LDTB + r] = hi;
                 sV[L::loKw + e * LDTB + r] = lo;
             } else {
-                sK[r * LD + e] = to_bf16(kn);
-                sKw[e * LDTB + r] = to_bf16(kn * fw);
-                if (head_writer && rv && e < dk) p.tcK[((row0 + r) * Nk + kh) * dk + e] = to_bf16(kn);
-                sV[e * LDTB + r] = to_bf16(vv * fb);
+                sK[r * LD + e] = Op::to(kn);
+                sKw[e * LDTB + r] = Op::to(kn * fw);
+                if (head_writer && rv && e < dk) p.tcK[((row0 + r) * Nk + kh) * dk + e] = Op::to(kn);
+                sV[e * LDTB + r] = Op::to(vv * fb);
             }
         }
         if (head_writer && rv) {
@@ -164,7 +166,7 @@ __global__ void __launch_bounds__(kTcPrepThreads, X2 ? 1 : 2) gdn_tc_prep_kernel
                     p.tcQ[((row0 + r) * Nk + kh) * dk + e] = hi;
                     p.tcQl[((row0 + r) * Nk + kh) * dk + e] = lo;
                 } else {
-                    p.tcQ[((row0 + r) * Nk + kh) * dk + e] = to_bf16(qv[j] * fq);
+                    p.tcQ[((row0 + r) * Nk + kh) * dk + e] = Op::to(qv[j] * fq);
                 }
             }
         }
@@ -181,7 +183,7 @@ __global__ void __launch_bounds__(kTcPrepThreads, X2 ? 1 : 2) gdn_tc_prep_kernel
         float acc[4][4];
         tc_zero<4>(acc);
         if (n0 <= m0 + 15)
-            tc_mma_x<4, X2>(
+            tc_mma_x<4, Op>(
                 acc, 0, D, [&](int k, uint32_t (&a)[4], bool lo) { tc_a_rows(sK + (lo ? L::loK : 0), LD, m0, k, a); },
                 [&](int k, int j, uint32_t (&b)[2], bool lo) { tc_b_cols(sK + (lo ? L::loK : 0), LD, n0, k, j, b); });
         tc_pairs<4>(m0, n0, [&](int j, int e, int r, int cc) {
@@ -202,7 +204,7 @@ __global__ void __launch_bounds__(kTcPrepThreads, X2 ? 1 : 2) gdn_tc_prep_kernel
             *reinterpret_cast<uint32_t*>(sTb + r * LDTB + cc) = hi;
             *reinterpret_cast<uint32_t*>(sTb + L::loTb + r * LDTB + cc) = lo;
         } else {
-            *reinterpret_cast<uint32_t*>(sTb + r * LDTB + cc) = pack_bf16(sT[r * LDT + cc], sT[r * LDT + cc + 1]);
+            *reinterpret_cast<uint32_t*>(sTb + r * LDTB + cc) = Op::pack(sT[r * LDT + cc], sT[r * LDT + cc + 1]);
         }
     }
     __syncthreads();
@@ -225,20 +227,20 @@ __global__ void __launch_bounds__(kTcPrepThreads, X2 ? 1 : 2) gdn_tc_prep_kernel
                 uint32_t b[2];
                 if constexpr (X2) {  // Th·Bl + Tl·Bh + Th·Bh (tc_mma_x's order)
                     tc_b_cols(sKw + L::loKw, LDTB, n0, k, j, b);
-                    ptx::mma_16816_bf16(aw[j], a, b[0], b[1]);
+                    Op::mma(aw[j], a, b[0], b[1]);
                     tc_b_cols(sV + L::loKw, LDTB, n0, k, j, b);
-                    ptx::mma_16816_bf16(au[j], a, b[0], b[1]);
+                    Op::mma(au[j], a, b[0], b[1]);
                     tc_b_cols(sKw, LDTB, n0, k, j, b);
-                    ptx::mma_16816_bf16(aw[j], al, b[0], b[1]);
-                    ptx::mma_16816_bf16(aw[j], a, b[0], b[1]);
+                    Op::mma(aw[j], al, b[0], b[1]);
+                    Op::mma(aw[j], a, b[0], b[1]);
                     tc_b_cols(sV, LDTB, n0, k, j, b);
-                    ptx::mma_16816_bf16(au[j], al, b[0], b[1]);
-                    ptx::mma_16816_bf16(au[j], a, b[0], b[1]);
+                    Op::mma(au[j], al, b[0], b[1]);
+                    Op::mma(au[j], a, b[0], b[1]);
                 } else {
                     tc_b_cols(sKw, LDTB, n0, k, j, b);
-                    ptx::mma_16816_bf16(aw[j], a, b[0], b[1]);
+                    Op::mma(aw[j], a, b[0], b[1]);
                     tc_b_cols(sV, LDTB, n0, k, j, b);
-                    ptx::mma_16816_bf16(au[j], a, b[0], b[1]);
+                    Op::mma(au[j], a, b[0], b[1]);
                 }
             }
         }
@@ -259,39 +261,40 @@ __global__ void __launch_bounds__(kTcPrepThreads, X2 ? 1 : 2) gdn_tc_prep_kernel
                     *reinterpret_cast<uint32_t*>(p.tcUl + ou) = lo;
                 }
             } else {
-                if (cc < dk) *reinterpret_cast<uint32_t*>(p.tcW + ow) = pack_bf16(aw[j][e], aw[j][e + 1]);
-                if (cc < dv) *reinterpret_cast<uint32_t*>(p.tcU + ou) = pack_bf16(au[j][e], au[j][e + 1]);
+                if (cc < dk) *reinterpret_cast<uint32_t*>(p.tcW + ow) = Op::pack(aw[j][e], aw[j][e + 1]);
+                if (cc < dv) *reinterpret_cast<uint32_t*>(p.tcU + ou) = Op::pack(au[j][e], au[j][e + 1]);
             }
         });
     }
 }
 
-template <int D, bool X2>
+template <int D, class Op>
 void launch_t(const RecArgs& a, cudaStream_t stream) {
-    constexpr size_t smem = TcPrepSmem<D, X2>::bytes;
+    constexpr size_t smem = TcPrepSmem<D, Op::x2>::bytes;
     static bool attr_set[64] = {};
     int dev = 0;
     QS_CUDA_CHECK(cudaGetDevice(&dev));
     if (dev < 0 || dev >= 64 || !attr_set[dev]) {
         QS_CUDA_CHECK(
-            cudaFuncSetAttribute(gdn_tc_prep_kernel<D, X2>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+            cudaFuncSetAttribute(gdn_tc_prep_kernel<D, Op>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
         if (dev >= 0 && dev < 64) attr_set[dev] = true;
     }
     const dim3 grid(unsigned(a.num_seqs + (a.T + 63) / 64), unsigned(a.Nv));
-    gdn_tc_prep_kernel<D, X2><<<grid, kTcPrepThreads, smem, stream>>>(a);
+    gdn_tc_prep_kernel<D, Op><<<grid, kTcPrepThreads, smem, stream>>>(a);
     QS_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
 
 template <int D>
-void launch_tc_prep(const RecArgs& a, bool x2, cudaStream_t stream) {
-    if (x2) launch_t<D, true>(a, stream);
-    else launch_t<D, false>(a, stream);
+void launch_tc_prep(const RecArgs& a, TcOperands ops, cudaStream_t stream) {
+    if (ops == TcOperands::kBf16x2) launch_t<D, TcBf16x2>(a, stream);
+    else if (ops == TcOperands::kF16) launch_t<D, TcF16>(a, stream);
+    else launch_t<D, TcBf16>(a, stream);
 }
 
-template void launch_tc_prep<32>(const RecArgs&, bool, cudaStream_t);
-template void launch_tc_prep<64>(const RecArgs&, bool, cudaStream_t);
-template void launch_tc_prep<128>(const RecArgs&, bool, cudaStream_t);
+template void launch_tc_prep<32>(const RecArgs&, TcOperands, cudaStream_t);
+template void launch_tc_prep<64>(const RecArgs&, TcOperands, cudaStream_t);
+template void launch_tc_prep<128>(const RecArgs&, TcOperands, cudaStream_t);
 
 }  // namespace qs::cuda::gdn

@@ -1,4 +1,4 @@
-// Gated DeltaNet prefill version 2 (bf16 tensor cores; bench/kernels/NOTES.md "v5"), step 2 of 3:
+// Gated DeltaNet prefill versions 2-4 (16-bit tensor cores; bench/kernels/NOTES.md "v5"), step 2 of 3:
 // the pass over the chunks in order, split over value columns so that one long prompt still fills
 // the GPU. Inputs from gdn_tc_prep.cu (k̂, W, U, γ; RecArgs::tc*). CPU reference:
 // src/backend/cpu/cpu_gdn.cpp.
@@ -17,6 +17,8 @@
 // tile has a lo twin right after it, S and V'e^{γlast-γ} are split on their way to shared memory,
 // both products take three mma (tc_mma_x), V' and the chunk-start states go out as hi + lo:
 // D = 128: 186,880 bytes at BV 32, 165,376 at BV 16 (1 block per SM).
+// Op (gdn_tc_math.cuh) is the operand format: "bf16" above reads fp16 for TcF16 (version 4); the
+// state's own storage (BF16: bf16, else fp32) does not depend on it.
 #include "backend/cuda/gdn_common.cuh"
 #include "backend/cuda/gdn_tc_math.cuh"
 
@@ -42,8 +44,9 @@ struct TcStateSmem {
     static constexpr int loW = CT * LD, loU = CT * LU, loS = kBV * LST, loV = kBV * LVT;
 };
 
-template <int D, int kBV, bool BF16, bool X2>
-__global__ void __launch_bounds__(kTcStateThreads, X2 ? 1 : 2) gdn_tc_state_kernel(RecArgs p) {
+template <int D, int kBV, bool BF16, class Op>
+__global__ void __launch_bounds__(kTcStateThreads, Op::x2 ? 1 : 2) gdn_tc_state_kernel(RecArgs p) {
+    constexpr bool X2 = Op::x2;
     using L = TcStateSmem<D, kBV, X2>;
     constexpr int CT = 64, NT = kTcStateThreads, LD = L::LD, LU = L::LU, LST = L::LST, LVT = L::LVT;
     constexpr int NJ = kBV / 8;           // 8-column tiles: every warp covers all BV columns
@@ -149,7 +152,7 @@ __global__ void __launch_bounds__(kTcStateThreads, X2 ? 1 : 2) gdn_tc_state_kern
                 uint32_t u;
                 [[maybe_unused]] uint32_t ul;
                 if constexpr (X2) pack_split(acc[i][j][e], acc[i][j][e + 1], u, ul);
-                else u = pack_bf16(acc[i][j][e], acc[i][j][e + 1]);
+                else u = Op::pack(acc[i][j][e], acc[i][j][e + 1]);
                 sS[cc * LST + r] = uint16_t(u & 0xffffu);
                 sS[(cc + 1) * LST + r] = uint16_t(u >> 16);
                 if constexpr (X2) {
@@ -180,13 +183,13 @@ __global__ void __launch_bounds__(kTcStateThreads, X2 ? 1 : 2) gdn_tc_state_kern
             const int m0 = 16 * warp;
             float av[NJ][4];
             tc_zero<NJ>(av);
-            tc_mma_x<NJ, X2>(
+            tc_mma_x<NJ, Op>(
                 av, 0, D, [&](int k, uint32_t (&a)[4], bool lo) { tc_a_rows(cW + (lo ? L::loW : 0), LD, m0, k, a); },
                 [&](int k, int j, uint32_t (&bb)[2], bool lo) { tc_b_cols(sS + (lo ? L::loS : 0), LST, 0, k, j, bb); });
             tc_pairs<NJ>(m0, 0, [&](int j, int e, int r, int cc) {
                 const uint32_t u = *reinterpret_cast<const uint32_t*>(cU + r * LU + cc);
-                float x0 = from_bf16(uint16_t(u & 0xffffu)) - av[j][e];
-                float x1 = from_bf16(uint16_t(u >> 16)) - av[j][e + 1];
+                float x0 = Op::from(uint16_t(u & 0xffffu)) - av[j][e];
+                float x1 = Op::from(uint16_t(u >> 16)) - av[j][e + 1];
                 if constexpr (X2) {
                     const uint32_t ul = *reinterpret_cast<const uint32_t*>(cU + L::loU + r * LU + cc);
                     x0 += from_bf16(uint16_t(ul & 0xffffu));
@@ -207,8 +210,8 @@ __global__ void __launch_bounds__(kTcStateThreads, X2 ? 1 : 2) gdn_tc_state_kern
                     sVs[L::loV + cc * LVT + r] = uint16_t(wl & 0xffffu);
                     sVs[L::loV + (cc + 1) * LVT + r] = uint16_t(wl >> 16);
                 } else {
-                    if (r < nc && cc < vcols) *reinterpret_cast<uint32_t*>(p.tcU + ou) = pack_bf16(x0, x1);
-                    w = pack_bf16(x0 * f, x1 * f);
+                    if (r < nc && cc < vcols) *reinterpret_cast<uint32_t*>(p.tcU + ou) = Op::pack(x0, x1);
+                    w = Op::pack(x0 * f, x1 * f);
                 }
                 sVs[cc * LVT + r] = uint16_t(w & 0xffffu);
                 sVs[(cc + 1) * LVT + r] = uint16_t(w >> 16);
@@ -225,7 +228,7 @@ __global__ void __launch_bounds__(kTcStateThreads, X2 ? 1 : 2) gdn_tc_state_kern
             for (int j = 0; j < NJ; ++j)
 #pragma unroll
                 for (int e = 0; e < 4; ++e) acc[i][j][e] *= el;
-            tc_mma_x<NJ, X2>(
+            tc_mma_x<NJ, Op>(
                 acc[i], 0, CT, [&](int k, uint32_t (&a)[4], bool lo) { tc_a_cols(cK + (lo ? L::loW : 0), LD, ms0, k, a); },
                 [&](int k, int j, uint32_t (&bb)[2], bool lo) { tc_b_cols(sVs + (lo ? L::loV : 0), LVT, 0, k, j, bb); });
         }
@@ -250,43 +253,44 @@ __global__ void __launch_bounds__(kTcStateThreads, X2 ? 1 : 2) gdn_tc_state_kern
     }
 }
 
-template <int D, int kBV, bool BF16, bool X2>
+template <int D, int kBV, bool BF16, class Op>
 void launch_t(const RecArgs& a, cudaStream_t stream) {
-    constexpr size_t smem = TcStateSmem<D, kBV, X2>::bytes;
+    constexpr size_t smem = TcStateSmem<D, kBV, Op::x2>::bytes;
     static bool attr_set[64] = {};
     int dev = 0;
     QS_CUDA_CHECK(cudaGetDevice(&dev));
     if (dev < 0 || dev >= 64 || !attr_set[dev]) {
-        QS_CUDA_CHECK(cudaFuncSetAttribute(gdn_tc_state_kernel<D, kBV, BF16, X2>,
+        QS_CUDA_CHECK(cudaFuncSetAttribute(gdn_tc_state_kernel<D, kBV, BF16, Op>,
                                            cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
         if (dev >= 0 && dev < 64) attr_set[dev] = true;
     }
     const dim3 grid(unsigned((a.Dv + kBV - 1) / kBV), unsigned(a.Nv), unsigned(a.num_seqs));
-    gdn_tc_state_kernel<D, kBV, BF16, X2><<<grid, kTcStateThreads, smem, stream>>>(a);
+    gdn_tc_state_kernel<D, kBV, BF16, Op><<<grid, kTcStateThreads, smem, stream>>>(a);
     QS_CUDA_CHECK_LAUNCH();
 }
 
-template <int D, bool X2>
+template <int D, class Op>
 void launch_x(const RecArgs& a, bool bf16, int value_cols, cudaStream_t stream) {
     if (value_cols == 16) {
-        if (bf16) launch_t<D, 16, true, X2>(a, stream);
-        else launch_t<D, 16, false, X2>(a, stream);
+        if (bf16) launch_t<D, 16, true, Op>(a, stream);
+        else launch_t<D, 16, false, Op>(a, stream);
     } else {
-        if (bf16) launch_t<D, 32, true, X2>(a, stream);
-        else launch_t<D, 32, false, X2>(a, stream);
+        if (bf16) launch_t<D, 32, true, Op>(a, stream);
+        else launch_t<D, 32, false, Op>(a, stream);
     }
 }
 
 }  // namespace
 
 template <int D>
-void launch_tc_state(const RecArgs& a, bool bf16, bool x2, int value_cols, cudaStream_t stream) {
-    if (x2) launch_x<D, true>(a, bf16, value_cols, stream);
-    else launch_x<D, false>(a, bf16, value_cols, stream);
+void launch_tc_state(const RecArgs& a, bool bf16, TcOperands ops, int value_cols, cudaStream_t stream) {
+    if (ops == TcOperands::kBf16x2) launch_x<D, TcBf16x2>(a, bf16, value_cols, stream);
+    else if (ops == TcOperands::kF16) launch_x<D, TcF16>(a, bf16, value_cols, stream);
+    else launch_x<D, TcBf16>(a, bf16, value_cols, stream);
 }
 
-template void launch_tc_state<32>(const RecArgs&, bool, bool, int, cudaStream_t);
-template void launch_tc_state<64>(const RecArgs&, bool, bool, int, cudaStream_t);
-template void launch_tc_state<128>(const RecArgs&, bool, bool, int, cudaStream_t);
+template void launch_tc_state<32>(const RecArgs&, bool, TcOperands, int, cudaStream_t);
+template void launch_tc_state<64>(const RecArgs&, bool, TcOperands, int, cudaStream_t);
+template void launch_tc_state<128>(const RecArgs&, bool, TcOperands, int, cudaStream_t);
 
 }  // namespace qs::cuda::gdn

@@ -339,7 +339,15 @@ inline void mma_m16n8k8_tf32(float (&d)[4], const uint32_t (&a)[4], const uint32
 // t = lane%4; each register holds two bf16, the lower column / k in the low half): a0 (g, 2t..2t+1)
 // a1 (g+8, 2t..) a2 (g, 2t+8..) a3 (g+8, 2t+8..); b0 (k = 2t..2t+1, n = g) b1 (k = 2t+8.., n = g);
 // c as for m16n8k8. Products are exact in fp32 (8-bit mantissas); the sum is fp32 fma in k order.
+inline void mma_m16n8k16_16bit(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1, bool f16);
 inline void mma_m16n8k16_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    mma_m16n8k16_16bit(d, a, b0, b1, false);
+}
+// The same with fp16 operands (.f16.f16): products of 11-bit significands are exact in fp32 too.
+inline void mma_m16n8k16_f16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    mma_m16n8k16_16bit(d, a, b0, b1, true);
+}
+inline void mma_m16n8k16_16bit(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1, bool f16) {
     Block* b = blk();
     const unsigned t = b->f[b->cur].tid, w = t / 32, lane = t % 32;
     for (int i = 0; i < 4; ++i) b->xch[w][lane][i] = a[i];
@@ -347,7 +355,14 @@ inline void mma_m16n8k16_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0
     b->xch[w][lane][5] = b1;
     warp_sync();
     float A[16][16], Bm[16][8];
-    auto h = [](uint64_t r, int hi) { return __uint_as_float((uint32_t(r) >> (16 * hi)) << 16); };
+    auto h = [f16](uint64_t r, int hi) {
+        const uint32_t u = (uint32_t(r) >> (16 * hi)) & 0xffffu;
+        if (!f16) return __uint_as_float(u << 16);
+        _Float16 x;
+        const uint16_t u16 = uint16_t(u);
+        std::memcpy(&x, &u16, 2);
+        return static_cast<float>(x);
+    };
     for (int l = 0; l < 32; ++l) {
         const int g = l / 4, tt = l % 4;
         for (int e = 0; e < 2; ++e) {

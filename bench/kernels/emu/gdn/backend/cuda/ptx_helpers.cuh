@@ -1,6 +1,6 @@
 // Emulated stand-in for src/backend/cuda/ptx_helpers.cuh in the GDN harness (cuda_runtime.h two
 // folders up; it shadows the real header through the -I order of run_emu.sh): the dynamic
-// shared-memory base, mma.sync m16n8k16 bf16 and cp.async (16 and 4 bytes, commit, wait_group), landing at issue or at
+// shared-memory base, mma.sync m16n8k16 bf16 / fp16 and cp.async (16 and 4 bytes, commit, wait_group), landing at issue or at
 // the wait as that block's schedule says. Only what the gdn_*.cu kernels use.
 #pragma once
 
@@ -34,6 +34,10 @@ inline void cp_async_wait() {
 // D = A (16x16, row) * B (16x8, col) + C, bf16 operands, fp32 accumulators in place.
 inline void mma_16816_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
     ::emu::mma_m16n8k16_bf16(c, a, b0, b1);
+}
+// The same with fp16 operands.
+inline void mma_16816_f16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    ::emu::mma_m16n8k16_f16(c, a, b0, b1);
 }
 
 }  // namespace qs::cuda::ptx
