@@ -669,8 +669,23 @@ void time_case(const std::string& name, const Problem& P, bool bf16, std::vector
             for (int ph = 0; ph < 3; ++ph)
                 *us[ph] = 1e3 * time_ms([&](int i) { qs::cuda::launch_gdn_tc_phases(sets[i % sets.size()], 1 << ph, nullptr); });
             QS_CUDA_CHECK(cudaDeviceSynchronize());
-            std::printf("  %-12s prep %8.1f us  state pass %8.1f us  output %8.1f us\n", path.name().c_str(), row.us_prep,
-                        row.us_state, row.us_out);
+            // Each kernel's DRAM-side bytes if nothing were reused from L2 (the state pass's W and k̂
+            // tiles are read by every value-column block of a head: counted once per block).
+            const Shape& sh = P.sh;
+            const double T = P.T, ns = double(P.lens.size()), nch = ns + T / 64.0;
+            const int bv = path.cols ? path.cols : (ns * sh.Nv * ((sh.Dv + 31) / 32) <= 132 ? 16 : 32);
+            const double x = path.ver == 3 ? 2.0 : 1.0;  // version 3: every 16-bit array twice
+            const double b_prep = T * (sh.Nk * sh.Dk + sh.Nv * (sh.Dk + sh.Dv) + 2.0 * sh.Nv) * 4 +
+                                  x * T * (2.0 * sh.Nk * sh.Dk + sh.Nv * (sh.Dk + sh.Dv)) * 2 + T * sh.Nv * 4;
+            const double b_state = x * (double((sh.Dv + bv - 1) / bv) * T * sh.Nv * 2.0 * sh.Dk * 2 + 2.0 * T * sh.Nv * sh.Dv * 2 +
+                                        nch * sh.Nv * sh.Dk * sh.Dv * 2) +
+                                   B.state;
+            const double b_out = x * (T * sh.Nv * (2.0 * sh.Dk + sh.Dv) * 2 + nch * sh.Nv * sh.Dk * sh.Dv * 2) +
+                                 T * sh.Nv * (2.0 * sh.Dv + 1) * 4;
+            std::printf("  %-12s prep %8.1f us (%5.0f GB/s)  state pass %8.1f us (%5.0f GB/s, %d cols)  output %8.1f us "
+                        "(%5.0f GB/s)\n",
+                        path.name().c_str(), row.us_prep, b_prep / (row.us_prep * 1e3), row.us_state,
+                        b_state / (row.us_state * 1e3), bv, row.us_out, b_out / (row.us_out * 1e3));
         }
         for (const auto& [key, e] : g_errs)
             if (key == name + "|" + path.name()) {

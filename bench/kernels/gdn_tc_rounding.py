@@ -37,19 +37,48 @@ def bf16x2(x):
     return hi + bf16(np.asarray(x, dtype=np.float64) - hi)
 
 
-def make_inputs(rng, n, H, dk, dv):
+def f16(x):
+    """Round to fp16 (nearest even, subnormals below 6.1e-5, overflow to inf), as float64."""
+    return np.asarray(x, np.float64).astype(np.float16).astype(np.float64)
+
+
+def m11(x):
+    """fp16's 11-bit significand without its exponent range (no underflow, no overflow)."""
+    m, e = np.frexp(np.asarray(x, np.float64))
+    return np.ldexp(np.round(m * 2048.0) / 2048.0, e)
+
+
+def f16x2(x):
+    hi = f16(x)
+    return hi + f16(np.asarray(x, np.float64) - hi)
+
+
+RANGES = {}  # point -> [max |x|, nonzero count, count below fp16's normal 6.1e-5, count below 2^-25 (-> 0)]
+
+
+def note_range(p, x):
+    a = np.abs(np.asarray(x, np.float64))
+    nz = a[a > 0]
+    r = RANGES.setdefault(p, [0.0, 0, 0, 0])
+    r[0] = max(r[0], float(a.max()) if a.size else 0.0)
+    r[1] += nz.size
+    r[2] += int((nz < 6.103515625e-05).sum())
+    r[3] += int((nz < 2.0 ** -25).sum())
+
+
+def make_inputs(rng, n, H, dk, dv, vscale=1.0, sscale=0.3, gscale=1.0):
     silu = lambda x: x / (1 + np.exp(-x))
     # conv output (silu of a mix of the N(0,1) qkv rows), as the GPU tests draw them
     q = silu(rng.normal(0, 1, (H, n, dk))).astype(np.float32)
     k = silu(rng.normal(0, 1, (H, n, dk))).astype(np.float32)
-    v = silu(rng.normal(0, 1, (H, n, dv))).astype(np.float32)
+    v = (vscale * silu(rng.normal(0, 1, (H, n, dv)))).astype(np.float32)
     beta = (1 / (1 + np.exp(-rng.normal(0, 1, (H, n))))).astype(np.float32)
     A = np.exp(rng.uniform(0, np.log(16), H))  # dummy_weights: A in [1, 16]
     dt = rng.uniform(0.001, 0.1, H)
     dt_bias = dt + np.log(-np.expm1(-dt))
     a = rng.normal(0, 1, (H, n))
-    g = (-A[:, None] * np.log1p(np.exp(a + dt_bias[:, None]))).astype(np.float32)
-    S0 = rng.normal(0, 0.3, (H, dk, dv)).astype(np.float32)
+    g = (-gscale * A[:, None] * np.log1p(np.exp(a + dt_bias[:, None]))).astype(np.float32)
+    S0 = rng.normal(0, sscale, (H, dk, dv)).astype(np.float32)
     z = rng.normal(0, 1, (H, n, dv)).astype(np.float32)
     l2 = lambda x: (x / np.sqrt((x.astype(np.float64) ** 2).sum(-1, keepdims=True) + 1e-6)).astype(np.float32)
     qn = (l2(q) / np.float32(np.sqrt(dk))).astype(np.float32)
@@ -77,15 +106,21 @@ def reference(I):
 
 
 def chunked(I, mode):
-    """mode[p]: 'bf' (round to bf16), 'x2' (bf16 hi + lo), 'h' (fp16), 'f' (fp32)."""
+    """mode[p]: 'bf' (round to bf16), 'x2' (bf16 hi + lo), 'h' (fp16), 'hx2' (fp16 hi + lo), 'm11'
+    (fp16's significand, unlimited exponent), 'f' (fp32)."""
     def R(p, x):
         m = mode[p]
+        note_range(p, x)
+        if m == "hx2":
+            return f16x2(x)
+        if m == "m11":
+            return m11(x)
         if m == "bf":
             return bf16(x)
         if m == "x2":
             return bf16x2(x)
         if m == "h":  # fp16 (11-bit significand); overflow shows as inf
-            return np.asarray(x, np.float64).astype(np.float16).astype(np.float64)
+            return f16(x)
         return np.asarray(x, np.float32).astype(np.float64)
     q, k, v, beta, g = (I[x] for x in "q k v beta g".split())
     H, n, dk = q.shape
@@ -96,11 +131,13 @@ def chunked(I, mode):
         gam = np.cumsum(g[:, sl].astype(np.float32), axis=1, dtype=np.float32).astype(np.float64)
         b = beta[:, sl].astype(np.float64)
         kb, qb = R("qk", k[:, sl]), R("qk", q[:, sl])
+        note_range("e^γ", np.exp(gam))
         kw = R("kw", k[:, sl] * (b * np.exp(gam))[..., None])
         vb = R("v", v[:, sl] * b[..., None])
         dec = np.exp(gam[:, :, None] - gam[:, None, :])
         nc = gam.shape[1]
         Lm = np.tril(b[..., None] * np.einsum("hrd,hsd->hrs", kb, kb) * dec, -1)
+        note_range("L", Lm)
         T = R("T", np.linalg.inv(np.eye(nc) + Lm))
         W, U = R("WU", T @ kw), R("WU", T @ vb)
         Sop, Hs = R("S", S), R("H", S)
@@ -123,17 +160,23 @@ def main():
     ap.add_argument("--heads", type=int, default=4)
     ap.add_argument("--dk", type=int, default=128)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--vscale", type=float, default=1.0, help="v = vscale * silu(N(0,1))")
+    ap.add_argument("--sscale", type=float, default=0.3, help="initial state N(0, sscale)")
+    ap.add_argument("--gscale", type=float, default=1.0, help="gates g times gscale (faster decay)")
+    ap.add_argument("--ranges", action="store_true", help="with --mode: max |x| and small values per point")
     ap.add_argument("--mode", action="append", default=[], help="comma list point=bf|x2|h|f over the v2 baseline (repeatable); prints those lines only")
     a = ap.parse_args()
-    I = make_inputs(np.random.default_rng(a.seed), a.tokens, a.heads, a.dk, a.dk)
+    I = make_inputs(np.random.default_rng(a.seed), a.tokens, a.heads, a.dk, a.dk, a.vscale, a.sscale, a.gscale)
     ro, rs = reference(I)
     v2 = {p: "bf" for p in POINTS}
 
     def run(mode, label):
+        RANGES.clear()
         o, s = chunked(I, mode)
         print(f"| {label:34s} | {nerr(o, ro):.2e} | {nerr(s, rs):.2e} |", flush=True)
 
-    print(f"D = {a.dk}, {a.heads} value heads, {a.tokens} tokens, seed {a.seed}")
+    print(f"D = {a.dk}, {a.heads} value heads, {a.tokens} tokens, seed {a.seed}, vscale {a.vscale}, "
+          f"sscale {a.sscale}, gscale {a.gscale}")
     print("| rounding | out err | state err |\n|---|---|---|")
     if a.mode:
         for md in a.mode:
@@ -145,6 +188,10 @@ def main():
                 else:
                     m[p] = x
             run(m, md)
+        if a.ranges:  # of the last --mode's run (the values are the same up to roundings)
+            print("| point | max abs | nonzero values below 6.1e-5 (fp16 subnormal) | below 2^-25 (fp16 0) |\n|---|---|---|---|")
+            for p, (mx, nz, sub, zero) in RANGES.items():
+                print(f"| {p} | {mx:.3g} | {sub / max(nz, 1):.2%} | {zero / max(nz, 1):.2%} |")
         return
     run({p: "f" for p in POINTS}, "none (fp32 chunked)")
     run(v2, "v2: all bf16")
