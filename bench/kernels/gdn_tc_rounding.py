@@ -8,8 +8,14 @@ Error = normalised ‖x − ref‖ / ‖ref‖ of the outputs and of the final s
 (tests/gpu/cuda_ops_parity_test.cpp) and gdn_lab measure it.
 
   python3 bench/kernels/gdn_tc_rounding.py [--tokens 900] [--heads 4] [--dk 128] [--seed 1]
-      [--mode all=x2,S=bf ...]   (needs numpy; ~10 s for the default table; results in
-                                  bench/kernels/NOTES.md "v5 accuracy")
+      [--mode all=x2,S=bf ...] [--ranges] [--vscale 1 --sscale 0.3 --gscale 1]
+      (needs numpy; ~10 s for the default table; results in bench/kernels/NOTES.md "v5 accuracy"
+      and "v4: fp16 operands")
+
+Modes per point: bf (bf16), x2 (bf16 hi + lo), h (fp16, with its range), hx2 (fp16 hi + lo), m11
+(fp16's 11-bit significand with an unlimited exponent: h − m11 is what fp16's range costs), f (fp32).
+--ranges prints, per point, max |x| and the share of non-zero values in fp16's subnormal range and
+below its smallest subnormal (rounded to 0).
 
 Rounding points (names as in the table; "x2" = kept as a bf16 hi + lo pair, i.e. ~16 bits):
   qk   q̂, k̂ in the workspace (operands of L, P, q̂S, k̂ᵀV')     kw   k̂βe^γ (operand of W = T·kw)
