@@ -64,20 +64,25 @@ __global__ void __launch_bounds__(kTcOutThreads, Op::x2 ? 1 : 2) gdn_tc_out_kern
     const int dk = p.Dk, dv = p.Dv, Nv = p.Nv, Nk = p.Nk;
     const int kh = h / (Nv / Nk);
 
+    // Two cp.async groups: q̂, k̂ (the P product's operands), then V' and the chunk-start state,
+    // which land while P is computed.
     tc_cp_tile(sQ, LD, p.tcQ + (row0 * Nk + kh) * dk, int64_t(Nk) * dk, CT, D, nc, dk, tid, NT);
     tc_cp_tile(sK, LD, p.tcK + (row0 * Nk + kh) * dk, int64_t(Nk) * dk, CT, D, nc, dk, tid, NT);
-    tc_cp_tile(sV, LD, p.tcU + (row0 * Nv + h) * dv, int64_t(Nv) * dv, CT, D, nc, dv, tid, NT);
-    const int64_t key = int64_t(blockIdx.x);  // = s + row_begin/64 + c (cp_chunk_of)
-    tc_cp_tile(sS, LD, p.tcH + (key * Nv + h) * dk * dv, dk, D, D, dv, dk, tid, NT);  // Sᵀ [Dv][Dk]
     if constexpr (X2) {
         tc_cp_tile(sQ + L::loQ, LD, p.tcQl + (row0 * Nk + kh) * dk, int64_t(Nk) * dk, CT, D, nc, dk, tid, NT);
         tc_cp_tile(sK + L::loQ, LD, p.tcKl + (row0 * Nk + kh) * dk, int64_t(Nk) * dk, CT, D, nc, dk, tid, NT);
+    }
+    ptx::cp_async_commit();
+    const int64_t key = int64_t(blockIdx.x);  // = s + row_begin/64 + c (cp_chunk_of)
+    tc_cp_tile(sV, LD, p.tcU + (row0 * Nv + h) * dv, int64_t(Nv) * dv, CT, D, nc, dv, tid, NT);
+    tc_cp_tile(sS, LD, p.tcH + (key * Nv + h) * dk * dv, dk, D, D, dv, dk, tid, NT);  // Sᵀ [Dv][Dk]
+    if constexpr (X2) {
         tc_cp_tile(sV + L::loQ, LD, p.tcUl + (row0 * Nv + h) * dv, int64_t(Nv) * dv, CT, D, nc, dv, tid, NT);
         tc_cp_tile(sS + L::loS, LD, p.tcHl + (key * Nv + h) * dk * dv, dk, D, D, dv, dk, tid, NT);
     }
     ptx::cp_async_commit();
     if (tid < CT) sG[tid] = tid < nc ? p.tcGam[(row0 + tid) * Nv + h] : 0.f;
-    ptx::cp_async_wait<0>();
+    ptx::cp_async_wait<1>();  // q̂, k̂ (V', S may still be in flight)
     __syncthreads();
 
     const int mi = warp >> 1, half = warp & 1;
@@ -105,6 +110,7 @@ __global__ void __launch_bounds__(kTcOutThreads, Op::x2 ? 1 : 2) gdn_tc_out_kern
             }
         });
     }
+    ptx::cp_async_wait<0>();  // V', S
     __syncthreads();
 
     // ---- o = e^{γr} q̂ S + P V' (warp: rows m0, columns n0.. of D/2; P lower: k < m0 + 16).
@@ -146,14 +152,23 @@ __global__ void __launch_bounds__(kTcOutThreads, Op::x2 ? 1 : 2) gdn_tc_out_kern
         sR[(m0 + g) * 2 + half] = ss0;
         sR[(m0 + g + 8) * 2 + half] = ss1;
     }
-    __syncthreads();
+    // The gate z and norm weights in registers before the barrier and before any store to out (a
+    // load after a store to a pointer that may alias it cannot be moved above it: one latency
+    // per pair otherwise).
     const int64_t ZW = int64_t(Nv) * dv;
+    float2 zs[NJ][2], ws[NJ][2];
+    tc_pairs<NJ>(m0, n0, [&](int j, int e, int r, int cc) {
+        const bool on = r < nc && cc < dv;
+        zs[j][e / 2] = on ? *reinterpret_cast<const float2*>(p.z + (row0 + r) * ZW + int64_t(h) * dv + cc)
+                          : make_float2(0.f, 0.f);
+        ws[j][e / 2] = on ? *reinterpret_cast<const float2*>(p.norm_w + cc) : make_float2(0.f, 0.f);
+    });
+    __syncthreads();
     tc_pairs<NJ>(m0, n0, [&](int j, int e, int r, int cc) {
         if (r >= nc || cc >= dv) return;
         const float inv = 1.0f / sqrtf((sR[2 * r] + sR[2 * r + 1]) / float(dv) + p.eps);
         const int64_t off = (row0 + r) * ZW + int64_t(h) * dv + cc;
-        const float2 z = *reinterpret_cast<const float2*>(p.z + off);
-        const float2 w = *reinterpret_cast<const float2*>(p.norm_w + cc);
+        const float2 z = zs[j][e / 2], w = ws[j][e / 2];
         *reinterpret_cast<float2*>(p.out + off) =
             make_float2(w.x * (acc[j][e] * inv) * silu_f(z.x), w.y * (acc[j][e + 1] * inv) * silu_f(z.y));
     });

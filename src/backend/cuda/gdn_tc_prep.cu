@@ -104,17 +104,23 @@ __global__ void __launch_bounds__(kTcPrepThreads, Op::x2 ? 1 : 2) gdn_tc_prep_ke
     __syncthreads();
 
     // ---- rows, one warp each: k̂ and k̂ β e^γ, v β (and q̂ to the workspace), bf16.
+    // The row's k, v and q are loaded before any store: the compiler may not move a load from
+    // p.conv above a store to the workspace (they could alias), so loads interleaved with the
+    // stores would wait one memory latency each.
 #pragma unroll 1
     for (int r = warp; r < CT; r += NT / 32) {
         const bool rv = r < nc;
         const float* src = p.conv + (row0 + r) * C;
-        float kv[D / 32], ss = 0.f;
+        float kv[D / 32], vx[D / 32], qv[D / 32], ss = 0.f;
 #pragma unroll
         for (int j = 0; j < D / 32; ++j) {
             const int e = lane + 32 * j;
             kv[j] = (rv && e < dk) ? src[Nk * dk + kh * dk + e] : 0.f;
-            ss = fmaf(kv[j], kv[j], ss);
+            vx[j] = (rv && e < dv) ? src[2 * Nk * dk + h * dv + e] : 0.f;
+            qv[j] = (head_writer && rv && e < dk) ? src[kh * dk + e] : 0.f;
         }
+#pragma unroll
+        for (int j = 0; j < D / 32; ++j) ss = fmaf(kv[j], kv[j], ss);
 #pragma unroll
         for (int sh = 16; sh >= 1; sh >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, sh);
         const float fk = 1.0f / sqrtf(ss + 1e-6f), fw = sFk[r], fb = sBeta[r];
@@ -122,7 +128,7 @@ __global__ void __launch_bounds__(kTcPrepThreads, Op::x2 ? 1 : 2) gdn_tc_prep_ke
         for (int j = 0; j < D / 32; ++j) {
             const int e = lane + 32 * j;
             const float kn = kv[j] * fk;
-            const float vv = (rv && e < dv) ? src[2 * Nk * dk + h * dv + e] : 0.f;
+            const float vv = vx[j];
             if constexpr (X2) {
                 uint16_t hi, lo;
                 split_bf16(kn, hi, lo);
@@ -146,13 +152,9 @@ __global__ void __launch_bounds__(kTcPrepThreads, Op::x2 ? 1 : 2) gdn_tc_prep_ke
             }
         }
         if (head_writer && rv) {
-            float qv[D / 32], qq = 0.f;
+            float qq = 0.f;
 #pragma unroll
-            for (int j = 0; j < D / 32; ++j) {
-                const int e = lane + 32 * j;
-                qv[j] = e < dk ? src[kh * dk + e] : 0.f;
-                qq = fmaf(qv[j], qv[j], qq);
-            }
+            for (int j = 0; j < D / 32; ++j) qq = fmaf(qv[j], qv[j], qq);
 #pragma unroll
             for (int sh = 16; sh >= 1; sh >>= 1) qq += __shfl_xor_sync(0xffffffffu, qq, sh);
             const float fq = p.q_scale / sqrtf(qq + 1e-6f);
