@@ -7,6 +7,7 @@
 //   (fp16 operands) against today's default on the same inputs: varlen mix, 16 × 1024, 1 × 16,384,
 //   64 × 256 checked against the reference, timed (versions 2-4 also kernel by kernel), then a table.
 //   --quick-tc [--ver N]: the small tc cases for the emulator (run_emu.sh), optionally one version's.
+//   --tc-speed: versions 2 and 4: the varlen mix checked, the three large shapes timed (no reference).
 //   --decode: decode-only batches at the real shape (1, 64, 512 sequences, fp32 and bf16 state):
 //   the one-block-per-head kernel (serial, gdn_serial.cu) against the streaming one (stream,
 //   gdn_decode.cu) in versions 1 and 2 (stream-v2: decode_version 2), checked against the reference
@@ -855,6 +856,30 @@ int run_tc(std::mt19937_64& rng) {
     return g_failures ? 1 : 0;
 }
 
+// --tc-speed: versions 2 and 4 alone, for a quick timing of a kernel change: the varlen mix checked
+// against the reference (both state-pass widths), then 16 × 1,024, 1 × 16,384 and 64 × 256 timed
+// (kernel by kernel too) without a reference check.
+int run_tc_speed(std::mt19937_64& rng) {
+    const Problem P = make_problem(kReal, {1, 5, 300, 2, 64, 1, 1500, 129}, {5, 0, 3, 7, 1, 6, 8, 2}, 9, rng, false);
+    const Ref R = make_ref(P, false);
+    for (const Path& path : {kTc16, kTc32, kTc4_16, kTc4_32}) check_case("mixed", P, R, false, path);
+    const int bigs[3][2] = {{16, 1024}, {1, 16384}, {64, 256}};
+    for (const auto& b : bigs) {
+        const size_t ns = size_t(b[0]);
+        std::vector<int> lens(ns, b[1]), slots(ns, 0);
+        for (int i = 0; i < b[0]; ++i) slots[size_t(i)] = (i * 7 + 3) % b[0];
+        const Problem Q = make_problem(kReal, lens, slots, b[0], rng, false);
+        time_case("prefill" + std::to_string(b[0]) + "x" + std::to_string(b[1]), Q, false, {kTc, kTc4});
+    }
+    std::printf("\n| case | path | total us (conv included) | recurrence us | prep / state pass / output us |\n| --- | --- | --- "
+                "| --- | --- |\n");
+    for (const TableRow& r : g_table)
+        std::printf("| %s | %s | %.1f | %.1f | %.1f / %.1f / %.1f |\n", r.name.c_str(), r.path.c_str(), r.us_total, r.us_rec,
+                    r.us_prep, r.us_state, r.us_out);
+    std::printf("\n%s: %d failure(s) (tc-speed)\n", g_failures ? "FAIL" : "PASS", g_failures);
+    return g_failures ? 1 : 0;
+}
+
 // Version 2 of the streaming kernel does version 1's arithmetic in the same order: its out and
 // state bits must equal version 1's on the same case (a failure otherwise).
 void expect_same_bits(const std::string& name, const Path& a, const Path& b) {
@@ -999,7 +1024,7 @@ int main(int argc, char** argv) {
     // no timing), as run by the host emulation (bench/kernels/emu/run_emu.sh).
     std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress visible when logged to a file
     bool quick = false, quick_real = false, quick_cpar = false, quick_decode = false, cpar = false, decode = false;
-    bool tc = false, quick_tc = false;
+    bool tc = false, quick_tc = false, tc_speed = false;
     int only_ver = 0;  // --quick-tc --ver N: that prefill version's cases alone (the inputs stay the same)
     uint64_t seed = uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
     for (int i = 1; i < argc; ++i) {
@@ -1019,6 +1044,8 @@ int main(int argc, char** argv) {
             tc = true;
         else if (std::strcmp(argv[i], "--quick-tc") == 0)
             quick_tc = true;
+        else if (std::strcmp(argv[i], "--tc-speed") == 0)
+            tc_speed = true;
         else if (std::strcmp(argv[i], "--ver") == 0 && i + 1 < argc)
             only_ver = std::atoi(argv[++i]);
         else
@@ -1036,6 +1063,7 @@ int main(int argc, char** argv) {
 
     if (cpar) return run_cpar(rng);
     if (tc) return run_tc(rng);
+    if (tc_speed) return run_tc_speed(rng);
     if (quick_tc) {  // prefill versions 2, 3 and 4 alone, small shapes (for the emulation)
         auto on = [&](const Path& path) { return only_ver == 0 || path.ver == only_ver; };
         for (const Shape* sh : {&kTiny, &kOddMix}) {
