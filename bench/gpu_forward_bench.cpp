@@ -5,8 +5,8 @@
 // Usage: build/bench/gpu_forward_bench --model builtin:qwen36-35b-a3b --load-format dummy
 //          [--kv-cache-dtype bf16|fp8_e4m3] [--gdn-state-dtype f32|bf16] [--gpu-memory-utilization 0.90]
 //          [--mode all|single|batch|profile|mtp] [--requests 1024] [--prompt 1000] [--completion 256]
-//          (profile: GPU time per op of a 16,384-token prefill, single-stream decode and a
-//          512-sequence decode step, CUDA graphs off)
+//          (profile: GPU time per op of a 16,384-token prefill, single-stream decode, a prefill
+//          of 16 prompts of 1,024 tokens and a 512-sequence decode step, CUDA graphs off)
 //          [--max-num-seqs 512] [--max-num-batched-tokens 16384] [--decode-steps 128]
 //          (mtp: a k=0 decode step against MTP k=1/k=2 steps with forced acceptance at 1 and 512
 //          resident sequences, GPU time per phase, syncs and launches per step; without --no-mtp:
@@ -19,9 +19,10 @@
 //          GEMMs at 9+ rows below the prefill path; 2 = moe_decode_gemm.cu, bench/kernels/NOTES.md)
 //          [--moe-prefill-version 1|2]  (CudaOptions::moe_prefill_version: the MoE prefill path's
 //          sort / gather / SiLU / combine stages; 2 = bench/kernels/NOTES.md "Prefill v2")
-//          [--gdn-prefill-version 1|2|3|4]  (CudaOptions::gdn_prefill_version: the GDN chunked prefill;
-//          2 = bf16 tensor cores, gdn_tc_*.cu, bench/kernels/NOTES.md "v5"; 3 = 2 with split operands;
-//          4 = 2 on fp16 operands)
+//          [--gdn-prefill-version 0|1|2|3|4]  (CudaOptions::gdn_prefill_version: the GDN chunked
+//          prefill; 0 = auto (default: 4 with bf16 state, 1 with fp32); 1 = 3xTF32; 2 = bf16 tensor
+//          cores, gdn_tc_*.cu, bench/kernels/NOTES.md "v5"; 3 = 2 with split operands; 4 = 2 on fp16
+//          operands)
 //          [--gdn-decode-version 1|2]  (CudaOptions::gdn_decode_version: the streaming GDN decode
 //          kernel's version; 2 = bench/kernels/NOTES.md "GDN decode v2")
 //          [--moe-int4-grouped 0|1]  (CudaOptions::moe_int4_grouped: with --dummy-format int4-w4a16,
@@ -123,6 +124,38 @@ void profile_ops(cuda::CudaOps& ops, Qwen36Model& model, KvCacheDtype kv, int64_
                           .c_str(),
                       ops.take_op_profile(), steps2);
     }
+    // Many fresh prompts in one step: the shape of the seed-replay's prefill steps through HTTP
+    // (about 15k prompt tokens a step over prompts of 256-1,792), where the split between ops
+    // differs from one long prompt (short attention, the GDN kernels' per-sequence paths).
+    {
+        const int64_t n = 16, len = 1024, bs = 16, pages = len / bs + 1;
+        auto pcache = ops.make_cache(CacheGeometry::for_model(c, n * pages, bs, n, false, kv));
+        std::vector<std::vector<int32_t>> tables(static_cast<size_t>(n));
+        ForwardBatch b;
+        for (int64_t s = 0; s < n; ++s) {
+            auto& t = tables[size_t(s)];
+            for (int64_t p = 0; p < pages; ++p) t.push_back(int32_t(s * pages + p));
+            SeqSpan span;
+            span.row_begin = int32_t(s * len);
+            span.num_tokens = int32_t(len);
+            span.start_pos = 0;
+            span.state_slot = int32_t(s);
+            span.block_table = t;
+            b.seqs.push_back(span);
+            for (int64_t i = 0; i < len; ++i) b.token_ids.push_back(int32_t(rng() % 1000));
+            b.logits_rows.push_back(int32_t(s * len + len - 1));
+        }
+        b.argmax_only = true;
+        model.forward(b, *pcache);  // first use of these shapes
+        ops.take_op_profile();
+        const int64_t steps = 4;
+        Timer t;
+        for (int64_t i = 0; i < steps; ++i) model.forward(b, *pcache);
+        const double per = t.elapsed_s() / double(steps);
+        print_profile(("prefill of " + std::to_string(n) + " prompts of " + std::to_string(len) + " tokens (wall " +
+                       std::to_string(per * 1e3) + " ms per step)").c_str(),
+                      ops.take_op_profile(), steps);
+    }
     // Decode of `batch` sequences at `context` tokens each: the caches hold zeros, which costs the
     // same reads as real keys and states.
     const int64_t bs = 16, pages = (context + 1 + bs - 1) / bs;
@@ -212,7 +245,7 @@ int run(const Args& args) {
     if (!pick("moe-small-version", {-1, 1, 2}, &co.moe_small_version) ||
         !pick("moe-decode-version", {1, 2}, &co.moe_decode_version) ||
         !pick("moe-prefill-version", {1, 2}, &co.moe_prefill_version) ||
-        !pick("gdn-prefill-version", {1, 2, 3, 4}, &co.gdn_prefill_version) ||
+        !pick("gdn-prefill-version", {0, 1, 2, 3, 4}, &co.gdn_prefill_version) ||
         !pick("gdn-decode-version", {1, 2}, &co.gdn_decode_version) ||
         !pick("moe-int4-grouped", {0, 1}, &co.moe_int4_grouped) ||
         !pick("fp8-small-rows", {0, 1, 2, 3, 4}, &co.fp8_small_rows) ||

@@ -235,7 +235,9 @@ TEST(CudaModel, TinyModelGreedy64FreeRunningInReferencePrecision) {
 // The bf16 storage option of the GDN recurrent state (math stays fp32) measured on the logits of
 // the trained tiny model: the 6 greedy samples teacher-forced on two backends that differ only in
 // the state's storage. The rounding compounds over the sequence, so the error is reported per
-// position and bounded loosely; the greedy tokens must still mostly agree.
+// position and bounded loosely; the greedy tokens must still mostly agree. With the default
+// options (CudaOptions::gdn_prefill_version 0, auto) the bf16-state backend also runs the GDN
+// prefill on fp16 operands (version 4), so this measures that configuration as a whole.
 TEST(CudaModel, Bf16StateEffectOnLogits) {
     QS_REQUIRE_GPU();
     const std::string dir = gpu_test::source_path("models/qwen36-tiny");

@@ -506,6 +506,21 @@ TEST_P(CudaOpsParity, GatedAttentionWithPagedCache) {
     }
 }
 
+// The auto choice of the GDN prefill version (CudaOptions::gdn_prefill_version 0, the default):
+// fp16 operands (version 4) only where the state is stored in bf16, whose rounding (8 bits per
+// call) is the op's error budget; fp32 storage keeps version 1's fp32-class math. With the default
+// options GatedDeltaNetWithStateSlots below therefore checks version 1 on fp32 state against 1e-4
+// and version 4 on bf16 state against the bf16 bound.
+TEST(CudaOptionsChoice, GdnPrefillVersionFollowsStateStorage) {
+    EXPECT_EQ(cuda::CudaOptions{}.gdn_prefill_version, 0);
+    EXPECT_EQ(cuda::gdn_prefill_version_for(0, true), 4);
+    EXPECT_EQ(cuda::gdn_prefill_version_for(0, false), 1);
+    for (int v = 1; v <= 4; ++v) {
+        EXPECT_EQ(cuda::gdn_prefill_version_for(v, true), v);
+        EXPECT_EQ(cuda::gdn_prefill_version_for(v, false), v);
+    }
+}
+
 TEST_P(CudaOpsParity, GatedDeltaNetWithStateSlots) {
     const DecoderLayerWeights& l = layer(LayerType::kLinearAttention);
     const ModelConfig& c = config_;

@@ -29,7 +29,8 @@ inline std::string source_path(const std::string& rel) {
 }
 
 // Test-only selection of CudaOptions::gdn_prefill_version, read here and nowhere else: the
-// environment variable QS_TEST_GDN_PREFILL_VERSION (1, 2, 3 or 4; unset = the option's default) applies
+// environment variable QS_TEST_GDN_PREFILL_VERSION (1, 2, 3 or 4; unset = the option's default, 0 =
+// auto: 4 with bf16 state, 1 with fp32) applies
 // to the tests that build their options through this (CudaModel's test_options(),
 // CudaOpsParity.GatedDeltaNetWithStateSlots), so that `scripts/gpu_run.sh gdn_acc` can run those
 // tests, with their unchanged bounds, on prefill version 2 before its default flips.

@@ -53,8 +53,8 @@ CudaOps::CudaOps(const CudaOptions& options)
                  "CudaOptions::moe_decode_version must be 1 or 2");
     QS_CHECK_MSG(options.moe_prefill_version == 1 || options.moe_prefill_version == 2,
                  "CudaOptions::moe_prefill_version must be 1 or 2");
-    QS_CHECK_MSG(options.gdn_prefill_version >= 1 && options.gdn_prefill_version <= 4,
-                 "CudaOptions::gdn_prefill_version must be 1, 2, 3 or 4");
+    QS_CHECK_MSG(options.gdn_prefill_version >= 0 && options.gdn_prefill_version <= 4,
+                 "CudaOptions::gdn_prefill_version must be 0 (auto), 1, 2, 3 or 4");
     QS_CHECK_MSG(options.gdn_decode_version == 1 || options.gdn_decode_version == 2,
                  "CudaOptions::gdn_decode_version must be 1 or 2");
     QS_CHECK_MSG(options.moe_int4_grouped == 0 || options.moe_int4_grouped == 1,
@@ -563,7 +563,8 @@ void CudaOps::gated_delta_net(const float* qkv, const float* z, const float* b, 
     p.batch = batch_;
     // Versions 2 and 3's bf16 fragments need head dims that are multiples of 8 (the released
     // model's are 128); other shapes (test models) keep version 1.
-    p.prefill_version = (p.Dk % 8 == 0 && p.Dv % 8 == 0) ? options_.gdn_prefill_version : 1;
+    p.prefill_version =
+        (p.Dk % 8 == 0 && p.Dv % 8 == 0) ? gdn_prefill_version_for(options_.gdn_prefill_version, p.ssm_bf16) : 1;
     p.decode_version = options_.gdn_decode_version;
     // Versions 2/3's larger workspace (bf16 operands and chunk-start states, ~1 MB per sequence of
     // the batch at the real shape; twice that in 3) only when a sequence takes the chunked path;

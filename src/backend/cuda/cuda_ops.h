@@ -72,7 +72,7 @@ struct CudaOptions {
     // the multi-block sort and the batched-load stages (y bitwise equal).
     int moe_prefill_version = 2;
     // GatedDeltaNetParams::prefill_version for every GDN call (gdn_kernels.h; bench/kernels/NOTES.md
-    // "v5"): 1 (default) the 3xTF32 chunked paths (~1e-6 normalised error); 2 the bf16 tensor-core
+    // "v5"): 1 the 3xTF32 chunked paths (~1e-6 normalised error); 2 the bf16 tensor-core
     // chunk phases (gdn_tc_*.cu: bf16 operands, fp32 accumulation and state; H200 2026-12-02: 16 x
     // 1,024 tokens 3,536 -> 2,375 µs, 1 x 16,384 12,957 -> 2,541 µs, 3.5e-3 normalised error per
     // layer). Not the default: on the transformers fixtures it took the logits error from 9.5e-4 to
@@ -82,8 +82,14 @@ struct CudaOptions {
     // (bench/kernels/NOTES.md "v5 accuracy"; not measured on the GPU yet).
     // 4: version 2 on fp16 operands (mma.sync f16, same cost and workspace as 2; 11-bit significand:
     // predicted ~4e-4 normalised error, NOTES.md "v4: fp16 operands").
+    // 0 (default, auto; gdn_prefill_version_for below): version 4 where the cache stores the
+    // recurrent state in bf16, version 1 where it stores fp32. The kernel's error budget is the
+    // state storage's: bf16 storage rounds every element to 8 bits once per call (the op-level
+    // bound is 1e-2), beside which version 4's 4e-4 is small, and it takes the GDN prefill from
+    // 3,548 to 2,110 µs per layer at 16 x 1,024 tokens (H200, docs/PERF.md "Session 14"); fp32
+    // storage asks for fp32-class math, which version 1's 3xTF32 gives (~1e-6).
     // Head dims that are not multiples of 8 take version 1.
-    int gdn_prefill_version = 1;
+    int gdn_prefill_version = 0;
     // GatedDeltaNetParams::decode_version for every GDN call (gdn_kernels.h; bench/kernels/NOTES.md
     // "GDN decode v2"): the streaming decode kernel's version, which serves decode-only batches
     // (up to 8 rows per sequence) with bf16 state. 1 (default) as measured on the H200 (512
@@ -138,6 +144,12 @@ struct CudaOptions {
     // the H200 lab run (docs/PERF.md: 1 × 16,384 causal 11.1 → 3.55 ms, 619 TFLOP/s).
     int attention_prefill_version = attention_prefill_v2_available() ? 2 : 1;
 };
+
+// The GDN prefill version a call runs (CudaOptions::gdn_prefill_version): the option's, or with 0
+// (auto) version 4 for bf16 state storage and version 1 for fp32.
+inline int gdn_prefill_version_for(int option, bool ssm_bf16) {
+    return option != 0 ? option : ssm_bf16 ? 4 : 1;
+}
 
 class CudaOps final : public Ops {
 public:
