@@ -19,6 +19,8 @@
 //          GEMMs at 9+ rows below the prefill path; 2 = moe_decode_gemm.cu, bench/kernels/NOTES.md)
 //          [--moe-prefill-version 1|2]  (CudaOptions::moe_prefill_version: the MoE prefill path's
 //          sort / gather / SiLU / combine stages; 2 = bench/kernels/NOTES.md "Prefill v2")
+//          [--moe-router-kernel 0|1]  (CudaOptions::moe_router_kernel: 1 = the router and shared-
+//          expert-gate logits on bf16 tensor cores with split operands, router_gemm.h)
 //          [--gdn-prefill-version 0|1|2|3|4]  (CudaOptions::gdn_prefill_version: the GDN chunked
 //          prefill; 0 = auto (default: 4 with bf16 state, 1 with fp32); 1 = 3xTF32; 2 = bf16 tensor
 //          cores, gdn_tc_*.cu, bench/kernels/NOTES.md "v5"; 3 = 2 with split operands; 4 = 2 on fp16
@@ -245,6 +247,7 @@ int run(const Args& args) {
     if (!pick("moe-small-version", {-1, 1, 2}, &co.moe_small_version) ||
         !pick("moe-decode-version", {1, 2}, &co.moe_decode_version) ||
         !pick("moe-prefill-version", {1, 2}, &co.moe_prefill_version) ||
+        !pick("moe-router-kernel", {0, 1}, &co.moe_router_kernel) ||
         !pick("gdn-prefill-version", {0, 1, 2, 3, 4}, &co.gdn_prefill_version) ||
         !pick("gdn-decode-version", {1, 2}, &co.gdn_decode_version) ||
         !pick("moe-int4-grouped", {0, 1}, &co.moe_int4_grouped) ||
@@ -358,7 +361,7 @@ int main(int argc, char** argv) {
     std::set<std::string> valued = {"mode",   "requests", "prompt",   "completion",     "decode-steps",
                                     "mtp-k",  "mtp-acceptance", "mtp-seqs", "mtp-steps", "mtp-prompt-tokens", "mtp-overlap", "mtp-spare-slots-list",
                                     "moe-small-version", "moe-decode-version",
-                                    "moe-prefill-version", "gdn-prefill-version", "gdn-decode-version", "moe-int4-grouped",
+                                    "moe-prefill-version", "moe-router-kernel", "gdn-prefill-version", "gdn-decode-version", "moe-int4-grouped",
                                     "moe-int4-grouped-max-t", "fp8-small-rows", "attention-decode-rows",
                                     "attention-prefill-version"};
     std::set<std::string> flags;

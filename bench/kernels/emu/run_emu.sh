@@ -6,6 +6,7 @@
 #   sh bench/kernels/emu/run_emu.sh attention [seed] [--real]      attention cases (attention_emu.cpp)
 #   sh bench/kernels/emu/run_emu.sh int4                            INT4 small-row linear (int4_emu.cpp)
 #   sh bench/kernels/emu/run_emu.sh small_linear                    FP8 small-rows v2 (small_linear_emu.cpp)
+#   sh bench/kernels/emu/run_emu.sh router                          tensor-core router (router_emu.cpp)
 # The GDN emulation (prepare.py + gdn/cuda_runtime.h) and the attention one (emu_prelude.h + the
 # emulated backend/cuda/ptx_helpers.cuh, with the real CUDA headers) are separate harnesses.
 set -e
@@ -35,6 +36,18 @@ if [ "$1" = small_linear ]; then
     done
     g++ $objs -o $out/small_linear_emu
     exec $out/small_linear_emu "$@"
+fi
+if [ "$1" = router ]; then
+    shift
+    objs=
+    for f in src/backend/cuda/router_gemm.cu bench/kernels/emu/router_emu.cpp; do
+        o=$out/$(basename $f).o
+        g++ -std=c++20 -O2 -w -include bench/kernels/emu/emu_prelude.h -Ibench/kernels/emu -Ibench/kernels \
+            -Isrc -I$cuda_inc -x c++ -c $f -o $o
+        objs="$objs $o"
+    done
+    g++ $objs -o $out/router_emu
+    exec $out/router_emu "$@"
 fi
 if [ "$1" = int4 ]; then
     shift

@@ -13,6 +13,7 @@
 #include "backend/cuda/moe_kernels.h"
 #include "backend/gdn_stash_rule.h"
 #include "backend/cuda/moe_reference_kernels.h"
+#include "backend/cuda/router_gemm.h"
 #include "backend/cuda/small_linear_kernels.h"
 #include <fmt/format.h>
 
@@ -53,6 +54,8 @@ CudaOps::CudaOps(const CudaOptions& options)
                  "CudaOptions::moe_decode_version must be 1 or 2");
     QS_CHECK_MSG(options.moe_prefill_version == 1 || options.moe_prefill_version == 2,
                  "CudaOptions::moe_prefill_version must be 1 or 2");
+    QS_CHECK_MSG(options.moe_router_kernel == 0 || options.moe_router_kernel == 1,
+                 "CudaOptions::moe_router_kernel must be 0 or 1");
     QS_CHECK_MSG(options.gdn_prefill_version >= 0 && options.gdn_prefill_version <= 4,
                  "CudaOptions::gdn_prefill_version must be 0 (auto), 1, 2, 3 or 4");
     QS_CHECK_MSG(options.gdn_decode_version == 1 || options.gdn_decode_version == 2,
@@ -166,7 +169,8 @@ void CudaOps::prepare_weights(const WeightSet& w) {
     QS_CHECK(w.config != nullptr && w.lm_head != nullptr);
     const std::string why = cuda_unsupported_reason(*w.config);
     QS_CHECK_MSG(why.empty(), why.c_str());
-    weights_.upload(w, stream_, options_.reference_precision, options_.moe_int4_scratch == 1);
+    weights_.upload(w, stream_, options_.reference_precision, options_.moe_int4_scratch == 1,
+                    options_.moe_router_kernel == 1);
     if (weights_.int4_scratch_layers() > 0)
         log_info("cuda: INT4 experts of {} MoE layers kept without BF16 copies; one-layer BF16 scratch {:.2f} GiB",
                  weights_.int4_scratch_layers(), double(weights_.int4_scratch_bytes()) / double(1 << 30));
@@ -686,8 +690,12 @@ void CudaOps::moe(const float* x, int64_t T, const MoeWeights& w, int64_t top_k,
     if (!moe_computes_router(p)) {
         float* router_logits = alloc(T * e.E);  // [T, E]
         float* shared_gate = alloc(T);           // [T]
-        linear(x, T, w.router, router_logits);
-        linear(x, T, w.shared_expert_gate, shared_gate);
+        if (options_.moe_router_kernel == 1 && e.router_hi != nullptr) {
+            launch_router_logits(x, T, e.H, e.router_hi, e.router_lo, e.E, router_logits, shared_gate, stream_);
+        } else {
+            linear(x, T, w.router, router_logits);
+            linear(x, T, w.shared_expert_gate, shared_gate);
+        }
         p.router_logits = router_logits;
         p.shared_gate_logit = shared_gate;
     }

@@ -71,6 +71,14 @@ struct CudaOptions {
     // SiLU / combine kernels, 2 (default; H200 2026-12-02: FP8 at 16,384 tokens 2,041 -> 1,752 µs)
     // the multi-block sort and the batched-load stages (y bitwise equal).
     int moe_prefill_version = 2;
+    // The router and shared-expert-gate logits of MoE calls that do not compute them inside the
+    // MoE kernels (every call but small-T version 2's): 0 (default) two cuBLASLt fp32 GEMMs
+    // (SIMT SGEMM: ~0.3 ms per layer at 16,384 tokens); 1 router_gemm.h's one pass over x on
+    // bf16 tensor cores with hi/lo split operands (fp32-class: ~1e-5 of the logits' scale), the
+    // weights' hi/lo copies uploaded at prepare_weights (DeviceExperts::router_hi). Shapes it
+    // does not take (E + 1 > 272 rows, H not a multiple of 8) keep version 0. Default flips
+    // after the H200 measurement (bench/kernels/NOTES.md "Router on tensor cores").
+    int moe_router_kernel = 0;
     // GatedDeltaNetParams::prefill_version for every GDN call (gdn_kernels.h; bench/kernels/NOTES.md
     // "v5"): 1 the 3xTF32 chunked paths (~1e-6 normalised error); 2 the bf16 tensor-core
     // chunk phases (gdn_tc_*.cu: bf16 operands, fp32 accumulation and state; H200 2026-12-02: 16 x

@@ -9,6 +9,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/moe_int4_dequant.h"
 #include "backend/cuda/moe_kernels.h"
+#include "backend/cuda/router_gemm.h"
 #include "backend/int4_layout.h"
 #include "core/check.h"
 #include "core/dtype.h"
@@ -258,11 +259,29 @@ void DeviceWeights::add_moe(const MoeWeights& m, cudaStream_t stream) {
     add_linear(m.router, true, stream);
     add_linear(m.shared_expert_gate, true, stream);
     add_experts(m, stream);
+    DeviceExperts& d = experts_[slot(m.experts_handle, experts_.size(), "a MoE block of the weight set has no handle")];
+    if (router_split_ && !reference_precision_) add_router_split(m, d, stream);
 }
 
-size_t DeviceWeights::upload(const WeightSet& w, cudaStream_t stream, bool reference_precision, bool int4_scratch) {
+void DeviceWeights::add_router_split(const MoeWeights& m, DeviceExperts& d, cudaStream_t stream) {
+    const int64_t E = m.router.out_features, H = m.router.in_features;
+    if (!router_logits_supported(E, H) || m.shared_expert_gate.out_features != 1 || m.shared_expert_gate.in_features != H)
+        return;
+    std::vector<float> w(size_t((E + 1) * H));  // [E + 1, H]: the router's rows, then the gate's
+    for (int64_t r = 0; r < E; ++r) m.router.row_to_f32(r, w.data() + r * H);
+    m.shared_expert_gate.row_to_f32(0, w.data() + E * H);
+    std::vector<uint16_t> hi, lo;
+    const int64_t rows = router_padded_rows(E);
+    const bool any_lo = router_split_weights(w, E + 1, rows, H, hi, lo);
+    d.router_hi = static_cast<const uint16_t*>(upload_bytes(hi.data(), hi.size() * 2, stream));
+    if (any_lo) d.router_lo = static_cast<const uint16_t*>(upload_bytes(lo.data(), lo.size() * 2, stream));
+}
+
+size_t DeviceWeights::upload(const WeightSet& w, cudaStream_t stream, bool reference_precision, bool int4_scratch,
+                             bool router_split) {
     QS_CHECK(w.config != nullptr);
     reference_precision_ = reference_precision;
+    router_split_ = router_split;
     int4_scratch_wanted_ = int4_scratch && !reference_precision;
     // The scratch's size: the largest MoE layer's experts in bf16 (allocated by the first layer
     // that goes without BF16 copies; none if no layer does).

@@ -47,6 +47,12 @@ struct DeviceExperts {
     // once launch_moe dequantised the layer there (MoeExpertTable::bf16_in_scratch).
     bool bf16_in_scratch = false;
     int E = 0, H = 0, I = 0, I_shared = 0;
+    // [router; shared_expert_gate] as hi + lo bf16 [router_padded_rows(E), H] for the tensor-core
+    // router (router_gemm.h; upload's router_split): null when not uploaded (option off, reference
+    // precision, shapes the kernel does not take); router_lo null also where every lo is zero
+    // (bf16 checkpoints). The fp32 copies (linear()) stay: the small-T path reads them.
+    const uint16_t* router_hi = nullptr;
+    const uint16_t* router_lo = nullptr;
 };
 
 struct DeviceTable {
@@ -62,8 +68,10 @@ public:
     // scratch of the largest such layer's BF16 size (moe_int4_dequant.h), allocated here, shared by
     // every layer (launch_moe fills it per call). Its bytes count in device_bytes(), so the cache
     // budget (measured from the free memory after the upload) sees it.
+    // router_split (CudaOptions::moe_router_kernel 1): each MoE layer's router and shared-expert
+    // gate also get DeviceExperts::router_hi / router_lo (~1-2 MB a layer).
     size_t upload(const WeightSet& w, cudaStream_t stream, bool reference_precision = false,
-                  bool int4_scratch = false);
+                  bool int4_scratch = false, bool router_split = false);
 
     // The copies of views of the uploaded set (checked: a view of another set, or one not
     // numbered, is an error naming what is missing).
@@ -83,6 +91,7 @@ private:
     void add_gdn(const GdnWeights& g, cudaStream_t stream);
     void add_moe(const MoeWeights& m, cudaStream_t stream);
     void add_experts(const MoeWeights& m, cudaStream_t stream);
+    void add_router_split(const MoeWeights& m, DeviceExperts& d, cudaStream_t stream);
     // Uploads a linear's weight as `dtype` (converting on the host when it differs); FP8 with
     // gemm_scales also gets the block-scaled GEMM's scale layout (DeviceLinear::scale_blk).
     // int4_only: an INT4 weight (in the device layout) gets its packed copy only, no BF16 one (w null).
@@ -104,6 +113,7 @@ private:
     size_t bytes_ = 0;
     bool reference_precision_ = false;
     bool int4_scratch_wanted_ = false;
+    bool router_split_ = false;
     size_t int4_scratch_need_ = 0;  // the largest MoE layer's BF16 bytes (upload's pre-pass)
     DeviceBuffer int4_scratch_;
     int int4_scratch_layers_ = 0;

@@ -1,0 +1,231 @@
+// router_gemm.h's kernel. A block takes BM = 16·WM tokens and NB rows of W (all 272 at large T;
+// fewer, over several blocks along y, when the token tiles alone do not fill the GPU). Its WM × 2
+// warps each own 16 tokens × NB/2 rows: NB/16 ≤ 17 n8 tiles of fp32 accumulators (68 registers).
+// K is walked in steps of 32 through a STAGES-deep cp.async ring: x as fp32 [BM, 32] (split into
+// bf16 hi/lo when the A fragments are read, never stored split), Wh and Wl as bf16 [NB, 32].
+// Rows are padded by 8 elements (x: 32 bytes, W: 16 bytes) so the fragment reads are free of bank
+// conflicts. Rows past T and columns past H are zero-filled by the copies.
+#include "backend/cuda/router_gemm.h"
+
+#include <cuda_bf16.h>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/ptx_helpers.cuh"
+#include "core/check.h"
+#include "core/dtype.h"
+
+namespace qs::cuda {
+
+namespace {
+
+constexpr int kBK = 32;                  // K per stage
+constexpr int kXStride = kBK + 8;        // floats per x row in shared memory
+constexpr int kWStride = kBK + 8;        // bf16 per W row in shared memory
+constexpr int kMaxTilesPerWarp = kRouterMaxRows / 16;  // n8 tiles of one warp (2 warp columns)
+
+// hi = bf16(a), lo = bf16(a - hi), two elements packed (element 0 in the low half, as mma reads).
+__device__ __forceinline__ void split2(float2 v, uint32_t& hi, uint32_t& lo) {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(v.x, v.y);
+    const __nv_bfloat162 l = __floats2bfloat162_rn(v.x - __low2float(h), v.y - __high2float(h));
+    hi = *reinterpret_cast<const uint32_t*>(&h);
+    lo = *reinterpret_cast<const uint32_t*>(&l);
+}
+
+template <int WM, int STAGES, bool LO>
+struct RouterTile {
+    static constexpr int kThreads = WM * 2 * 32;
+    static constexpr int kBM = 16 * WM;
+    __host__ __device__ static size_t stage_bytes(int nb) {
+        return size_t(kBM) * kXStride * 4 + size_t(nb) * kWStride * 2 * (LO ? 2 : 1);
+    }
+    static size_t smem_bytes(int nb) { return STAGES * stage_bytes(nb); }
+};
+
+// grid (ceil(T / BM), ceil(Npad / nb)); nb a multiple of 16, <= 272.
+template <int WM, int STAGES, bool LO>
+__global__ void __launch_bounds__(WM * 64) router_logits_kernel(const float* __restrict__ x, int T, int H,
+                                                               const uint16_t* __restrict__ w_hi,
+                                                               const uint16_t* __restrict__ w_lo, int n_pad,
+                                                               int nb, int E, float* __restrict__ logits,
+                                                               float* __restrict__ gate) {
+    using Tile = RouterTile<WM, STAGES, LO>;
+    constexpr int BM = Tile::kBM;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int wm = warp >> 1, wn = warp & 1;
+    const int m0 = blockIdx.x * BM, n0 = blockIdx.y * nb;
+    const int nt = nb / 16;  // n8 tiles per warp
+    const int ktiles = (H + kBK - 1) / kBK;
+
+    uint8_t* smem = ptx::dynamic_smem();
+    const size_t stage_bytes = Tile::stage_bytes(nb);
+    auto xs = [&](int s) { return reinterpret_cast<float*>(smem + s * stage_bytes); };
+    auto whs = [&](int s) { return reinterpret_cast<uint16_t*>(smem + s * stage_bytes + size_t(BM) * kXStride * 4); };
+    auto wls = [&](int s) { return whs(s) + size_t(nb) * kWStride; };
+
+    auto load = [&](int s, int kt) {
+        const int k0 = kt * kBK;
+        // x: BM rows × 8 chunks of 4 floats (H % 8 == 0: a chunk is wholly inside or past H).
+        float* xd = xs(s);
+        for (int c = tid; c < BM * 8; c += Tile::kThreads) {
+            const int r = c >> 3, k = k0 + (c & 7) * 4;
+            const bool ok = m0 + r < T && k < H;
+            const float* src = ok ? x + size_t(m0 + r) * H + k : x;
+            ptx::cp_async16(ptx::smem_u32(xd + r * kXStride + (c & 7) * 4), src, ok ? 16 : 0);
+        }
+        // W: nb rows × 4 chunks of 8 bf16, hi (and lo).
+        for (int c = tid; c < nb * 4 * (LO ? 2 : 1); c += Tile::kThreads) {
+            const int which = c / (nb * 4), cc = c - which * nb * 4;
+            const int r = cc >> 2, k = k0 + (cc & 3) * 8;
+            const bool ok = n0 + r < n_pad && k < H;
+            const uint16_t* base = which ? w_lo : w_hi;
+            const uint16_t* src = ok ? base + size_t(n0 + r) * H + k : base;
+            uint16_t* dst = (which ? wls(s) : whs(s)) + r * kWStride + (cc & 3) * 8;
+            ptx::cp_async16(ptx::smem_u32(dst), src, ok ? 16 : 0);
+        }
+    };
+
+    float acc[kMaxTilesPerWarp][4];
+#pragma unroll
+    for (int j = 0; j < kMaxTilesPerWarp; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
+
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+        if (s < ktiles) load(s, s);
+        ptx::cp_async_commit();
+    }
+    const int g = lane >> 2, t = lane & 3;
+    for (int kt = 0; kt < ktiles; ++kt) {
+        ptx::cp_async_wait<STAGES - 2>();
+        __syncthreads();  // stage kt landed for every thread; stage kt - 1 is free to refill
+        if (kt + STAGES - 1 < ktiles) load((kt + STAGES - 1) % STAGES, kt + STAGES - 1);
+        ptx::cp_async_commit();
+        const int s = kt % STAGES;
+        const float* xa = xs(s) + (wm * 16 + g) * kXStride + 2 * t;
+        const uint16_t* wh = whs(s) + (wn * (nb / 2) + g) * kWStride + 2 * t;
+        const uint16_t* wl = wls(s) + (wn * (nb / 2) + g) * kWStride + 2 * t;
+#pragma unroll
+        for (int kk = 0; kk < kBK; kk += 16) {
+            uint32_t ah[4], al[4];
+            split2(*reinterpret_cast<const float2*>(xa + kk), ah[0], al[0]);
+            split2(*reinterpret_cast<const float2*>(xa + 8 * kXStride + kk), ah[1], al[1]);
+            split2(*reinterpret_cast<const float2*>(xa + kk + 8), ah[2], al[2]);
+            split2(*reinterpret_cast<const float2*>(xa + 8 * kXStride + kk + 8), ah[3], al[3]);
+#pragma unroll
+            for (int j = 0; j < kMaxTilesPerWarp; ++j) {
+                if (j < nt) {
+                    const uint16_t* b = wh + j * 8 * kWStride + kk;
+                    const uint32_t bh0 = *reinterpret_cast<const uint32_t*>(b);
+                    const uint32_t bh1 = *reinterpret_cast<const uint32_t*>(b + 8);
+                    ptx::mma_16816_bf16(acc[j], ah, bh0, bh1);
+                    ptx::mma_16816_bf16(acc[j], al, bh0, bh1);
+                    if constexpr (LO) {
+                        const uint16_t* bl = wl + j * 8 * kWStride + kk;
+                        ptx::mma_16816_bf16(acc[j], ah, *reinterpret_cast<const uint32_t*>(bl),
+                                            *reinterpret_cast<const uint32_t*>(bl + 8));
+                    }
+                }
+            }
+        }
+    }
+    ptx::cp_async_wait<0>();
+
+    // c0, c1: token g, rows 2t, 2t + 1 of the tile; c2, c3: token g + 8.
+#pragma unroll
+    for (int j = 0; j < kMaxTilesPerWarp; ++j) {
+        if (j >= nt) continue;
+        const int n = n0 + wn * (nb / 2) + j * 8 + 2 * t;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int m = m0 + wm * 16 + g + 8 * h;
+            if (m >= T) continue;
+#pragma unroll
+            for (int i = 0; i < 2; ++i) {
+                const int e = n + i;
+                const float v = acc[j][2 * h + i];
+                if (e < E) logits[size_t(m) * E + e] = v;
+                else if (e == E) gate[m] = v;
+            }
+        }
+    }
+}
+
+int sm_count() {
+    static int n = [] {
+        int dev = 0, c = 0;
+        QS_CUDA_CHECK(cudaGetDevice(&dev));
+        QS_CUDA_CHECK(cudaDeviceGetAttribute(&c, cudaDevAttrMultiProcessorCount, dev));
+        return c;
+    }();
+    return n;
+}
+
+template <int WM, int STAGES, bool LO>
+void launch_tile(const float* x, int T, int H, const uint16_t* w_hi, const uint16_t* w_lo, int n_pad, int E,
+                 float* logits, float* gate, cudaStream_t stream) {
+    using Tile = RouterTile<WM, STAGES, LO>;
+    const int mblocks = (T + Tile::kBM - 1) / Tile::kBM;
+    // Split the rows over blocks along y only while the token tiles leave SMs idle.
+    const int tiles16 = n_pad / 16;
+    const int want_y = std::max(1, std::min(tiles16, sm_count() / mblocks));
+    const int nb = 16 * ((tiles16 + want_y - 1) / want_y);
+    const dim3 grid(unsigned(mblocks), unsigned((n_pad + nb - 1) / nb));
+    const size_t smem = Tile::smem_bytes(nb);
+    auto kernel = router_logits_kernel<WM, STAGES, LO>;
+    static const bool attr_set = [&] {
+        QS_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           int(Tile::smem_bytes(kRouterMaxRows))));
+        return true;
+    }();
+    (void)attr_set;
+    ptx::launch_kernel(kernel, grid, dim3(Tile::kThreads), smem, stream, x, T, H, w_hi, w_lo, n_pad, nb, E, logits, gate);
+    QS_CUDA_CHECK(cudaGetLastError());
+}
+
+template <int WM, int STAGES>
+void launch_lo(bool lo, const float* x, int T, int H, const uint16_t* w_hi, const uint16_t* w_lo, int n_pad, int E,
+               float* logits, float* gate, cudaStream_t stream) {
+    if (lo) launch_tile<WM, STAGES, true>(x, T, H, w_hi, w_lo, n_pad, E, logits, gate, stream);
+    else launch_tile<WM, STAGES, false>(x, T, H, w_hi, w_lo, n_pad, E, logits, gate, stream);
+}
+
+}  // namespace
+
+bool router_logits_supported(int64_t E, int64_t H) { return E >= 1 && E + 1 <= kRouterMaxRows && H >= 8 && H % 8 == 0; }
+
+int64_t router_padded_rows(int64_t E) { return (E + 1 + 15) / 16 * 16; }
+
+bool router_split_weights(const std::vector<float>& w, int64_t rows, int64_t padded_rows, int64_t H,
+                          std::vector<uint16_t>& hi, std::vector<uint16_t>& lo) {
+    QS_CHECK(int64_t(w.size()) == rows * H && padded_rows >= rows);
+    hi.assign(size_t(padded_rows * H), 0);
+    lo.assign(size_t(padded_rows * H), 0);
+    bool any_lo = false;
+    for (size_t i = 0; i < w.size(); ++i) {
+        const bf16 h = f32_to_bf16(w[i]);
+        const bf16 l = f32_to_bf16(w[i] - bf16_to_f32(h));
+        hi[i] = h.bits;
+        lo[i] = l.bits;
+        any_lo = any_lo || (l.bits & 0x7fff) != 0;
+    }
+    return any_lo;
+}
+
+void launch_router_logits(const float* x, int64_t T, int64_t H, const uint16_t* w_hi, const uint16_t* w_lo,
+                          int64_t E, float* logits, float* gate, cudaStream_t stream, int variant) {
+    QS_CHECK_MSG(router_logits_supported(E, H), "launch_router_logits: unsupported router shape");
+    QS_CHECK(T >= 1 && T < (int64_t(1) << 31) / H);
+    QS_CHECK_MSG(reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(w_hi) % 16 == 0 &&
+                     reinterpret_cast<uintptr_t>(w_lo) % 16 == 0,
+                 "launch_router_logits: x and W must be 16-byte aligned (cp.async)");
+    const int n_pad = int(router_padded_rows(E));
+    const bool lo = w_lo != nullptr;
+    // 128-token tiles (16 warps, one block per SM, 3 stages) once they fill the GPU; 64-token
+    // tiles (8 warps) in between; 16-token tiles at decode sizes. Below a full wave the rows are
+    // spread over blocks along y (x is then re-read per row block, from L2).
+    if (variant == 0) variant = T >= 2048 ? 1 : T > 128 ? 3 : 2;
+    if (variant == 1) launch_lo<8, 3>(lo, x, int(T), int(H), w_hi, w_lo, n_pad, int(E), logits, gate, stream);
+    else if (variant == 3) launch_lo<4, 3>(lo, x, int(T), int(H), w_hi, w_lo, n_pad, int(E), logits, gate, stream);
+    else launch_lo<1, 4>(lo, x, int(T), int(H), w_hi, w_lo, n_pad, int(E), logits, gate, stream);
+}
+
+}  // namespace qs::cuda

@@ -1,0 +1,40 @@
+// The MoE router and shared-expert gate of one layer in one pass over x, on bf16 tensor cores at
+// fp32-class accuracy (CudaOptions::moe_router_kernel 1; bench/kernels/NOTES.md "Router on tensor
+// cores"): logits [T, E] = x · Wrᵀ and gate [T] = x · wgᵀ, where W = [Wr; wg] ([E + 1, H]) is
+// stored as two bf16 arrays W = Wh + Wl (split once at upload, rows padded to a multiple of 16
+// with zeros) and each x element is split in registers as xh + xl (bf16 round to nearest, then
+// the rounded remainder). Three mma.sync m16n8k16 products, Wh·xh + Wh·xl + Wl·xh, fp32
+// accumulation: each product is x·w to ~2⁻¹⁶ relative (the dropped Wl·xl and the two
+// residuals are ≤ 2⁻¹⁸ each), so the logits are fp32-class (~1e-5 of their scale, against
+// ~2⁻⁹ with bf16 operands) and top-k choices match the fp32 CPU specification like cuBLAS's
+// fp32 GEMM does. Where Wl is all zero (bf16 checkpoints) the third product is skipped.
+// Included from g++-compiled code: no device-only syntax here.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include <cuda_runtime.h>
+
+namespace qs::cuda {
+
+// Rows (E + 1) the kernel takes: the real model has E = 256.
+constexpr int kRouterMaxRows = 272;  // 17 × 16: 257 rounded up to the tile
+
+// Whether the kernel takes a router of E experts over H inputs: E + 1 <= 272 rows, H a multiple of 8.
+bool router_logits_supported(int64_t E, int64_t H);
+// Rows of the padded hi/lo arrays: E + 1 rounded up to a multiple of 16.
+int64_t router_padded_rows(int64_t E);
+
+// Splits w [rows, H] (fp32, row-major; the router's E rows then the gate's one) into hi/lo bf16
+// bits [padded_rows, H] (zero rows after `rows`). Returns whether any lo element is nonzero.
+bool router_split_weights(const std::vector<float>& w, int64_t rows, int64_t padded_rows, int64_t H,
+                          std::vector<uint16_t>& hi, std::vector<uint16_t>& lo);
+
+// x [T, H] fp32; w_hi / w_lo [padded_rows, H] bf16 bits (w_lo null: Wl = 0, two products);
+// logits [T, E] and gate [T] fp32 (row e < E of W → logits column e, row E → gate).
+// variant (labs): 0 by shape; 1 the 128-token tiles; 2 the 16-token tiles; 3 the 64-token tiles.
+void launch_router_logits(const float* x, int64_t T, int64_t H, const uint16_t* w_hi, const uint16_t* w_lo,
+                          int64_t E, float* logits, float* gate, cudaStream_t stream, int variant = 0);
+
+}  // namespace qs::cuda
