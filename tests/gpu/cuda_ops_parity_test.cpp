@@ -52,6 +52,7 @@ protected:
         weights_ = std::make_unique<ModelWeights>(make_dummy_weights(config_, 77, /*with_mtp=*/false));
         cuda::CudaOptions o;
         o.poison = true;
+        gpu_test::apply_test_router_env(o);  // QS_TEST_MOE_ROUTER_KERNEL
         gpu_ = std::make_unique<cuda::CudaOps>(o);
         gpu_->prepare_weights(weight_set(*weights_));
     }
@@ -279,6 +280,7 @@ TEST_P(CudaOpsParity, MoeBothGroupedGemmPaths) {
             w8 = std::make_unique<ModelWeights>(make_dummy_weights(config_, 79, /*with_mtp=*/false, format));
             cuda::CudaOptions o;
             o.poison = true;
+            gpu_test::apply_test_router_env(o);
             gpu8 = std::make_unique<cuda::CudaOps>(o);
             gpu8->prepare_weights(weight_set(*w8));
         }
@@ -326,6 +328,7 @@ TEST_P(CudaOpsParity, MoeSmallVersion2) {
         ModelWeights& wts = fp8 ? *w8 : *weights_;
         cuda::CudaOptions o1, o2;
         o1.poison = o2.poison = true;
+        gpu_test::apply_test_router_env(o1), gpu_test::apply_test_router_env(o2);
         o1.moe_small_version = 1;
         o2.moe_small_version = 2;
         cuda::CudaOps g1(o1), g2(o2);
@@ -368,6 +371,7 @@ TEST_P(CudaOpsParity, MoeDecodeVersion2) {
         ModelWeights& wts = fp8 ? *w8 : *weights_;
         cuda::CudaOptions o1, o2;
         o1.poison = o2.poison = true;
+        gpu_test::apply_test_router_env(o1), gpu_test::apply_test_router_env(o2);
         o1.moe_gemm_path = o2.moe_gemm_path = 0;
         o1.moe_decode_version = 1;
         o2.moe_decode_version = 2;
@@ -421,6 +425,7 @@ TEST_P(CudaOpsParity, MoePrefillVersion2) {
         ModelWeights& wts = fp8 ? *w8 : *weights_;
         cuda::CudaOptions o1, o2;
         o1.poison = o2.poison = true;
+        gpu_test::apply_test_router_env(o1), gpu_test::apply_test_router_env(o2);
         o1.moe_gemm_path = o2.moe_gemm_path = cutlass ? 1 : -1;
         o1.moe_prefill_version = 1;
         o2.moe_prefill_version = 2;

@@ -28,6 +28,19 @@ inline std::string source_path(const std::string& rel) {
     return std::string(env ? env : QS_SOURCE_DIR) + "/" + rel;
 }
 
+// Test-only: QS_TEST_MOE_ROUTER_KERNEL (0 or 1; unset = the option's default) sets
+// CudaOptions::moe_router_kernel for the MoE parity tests and (through apply_test_env) the model
+// tests, so that they run with their unchanged bounds on the tensor-core router before its
+// default flips.
+inline cuda::CudaOptions& apply_test_router_env(cuda::CudaOptions& o) {
+    const char* r = std::getenv("QS_TEST_MOE_ROUTER_KERNEL");
+    if (r == nullptr || *r == 0) return o;
+    const std::string s(r);
+    if (s != "0" && s != "1") throw std::invalid_argument("QS_TEST_MOE_ROUTER_KERNEL must be 0 or 1 (got '" + s + "')");
+    o.moe_router_kernel = std::stoi(s);
+    return o;
+}
+
 // Test-only selection of CudaOptions::gdn_prefill_version, read here and nowhere else: the
 // environment variable QS_TEST_GDN_PREFILL_VERSION (1, 2, 3 or 4; unset = the option's default, 0 =
 // auto: 4 with bf16 state, 1 with fp32) applies
@@ -35,6 +48,7 @@ inline std::string source_path(const std::string& rel) {
 // CudaOpsParity.GatedDeltaNetWithStateSlots), so that `scripts/gpu_run.sh gdn_acc` can run those
 // tests, with their unchanged bounds, on prefill version 2 before its default flips.
 inline cuda::CudaOptions& apply_test_env(cuda::CudaOptions& o) {
+    apply_test_router_env(o);
     const char* v = std::getenv("QS_TEST_GDN_PREFILL_VERSION");
     if (v == nullptr || *v == 0) return o;
     const std::string s(v);
