@@ -7,6 +7,8 @@
 // conflicts. Rows past T and columns past H are zero-filled by the copies.
 #include "backend/cuda/router_gemm.h"
 
+#include <algorithm>
+
 #include <cuda_bf16.h>
 
 #include "backend/cuda/cuda_check.h"
@@ -35,6 +37,9 @@ template <int WM, int STAGES, bool LO>
 struct RouterTile {
     static constexpr int kThreads = WM * 2 * 32;
     static constexpr int kBM = 16 * WM;
+    // The 16-token tiles are for latency-bound sizes: one n16 column per block (17 blocks along
+    // y) and a deep ring (7 k-steps in flight, 40 KB) instead of wide tiles.
+    static constexpr int kMaxNb = WM == 1 ? 16 : kRouterMaxRows;
     __host__ __device__ static size_t stage_bytes(int nb) {
         return size_t(kBM) * kXStride * 4 + size_t(nb) * kWStride * 2 * (LO ? 2 : 1);
     }
@@ -164,16 +169,19 @@ void launch_tile(const float* x, int T, int H, const uint16_t* w_hi, const uint1
                  float* logits, float* gate, cudaStream_t stream) {
     using Tile = RouterTile<WM, STAGES, LO>;
     const int mblocks = (T + Tile::kBM - 1) / Tile::kBM;
-    // Split the rows over blocks along y only while the token tiles leave SMs idle.
+    // Split the rows over blocks along y only while the token tiles leave SMs idle: the 128-token
+    // tiles (one block per SM) to at most a wave, the smaller ones (several blocks per SM) to at
+    // least one.
     const int tiles16 = n_pad / 16;
-    const int want_y = std::max(1, std::min(tiles16, sm_count() / mblocks));
-    const int nb = 16 * ((tiles16 + want_y - 1) / want_y);
+    const int per_sm = WM == 8 ? sm_count() / mblocks : (sm_count() + mblocks - 1) / mblocks;
+    const int want_y = std::max(1, std::min(tiles16, per_sm));
+    const int nb = std::min(Tile::kMaxNb, 16 * ((tiles16 + want_y - 1) / want_y));
     const dim3 grid(unsigned(mblocks), unsigned((n_pad + nb - 1) / nb));
     const size_t smem = Tile::smem_bytes(nb);
     auto kernel = router_logits_kernel<WM, STAGES, LO>;
     static const bool attr_set = [&] {
         QS_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           int(Tile::smem_bytes(kRouterMaxRows))));
+                                           int(Tile::smem_bytes(Tile::kMaxNb))));
         return true;
     }();
     (void)attr_set;
@@ -220,12 +228,12 @@ void launch_router_logits(const float* x, int64_t T, int64_t H, const uint16_t* 
     const int n_pad = int(router_padded_rows(E));
     const bool lo = w_lo != nullptr;
     // 128-token tiles (16 warps, one block per SM, 3 stages) once they fill the GPU; 64-token
-    // tiles (8 warps) in between; 16-token tiles at decode sizes. Below a full wave the rows are
+    // tiles (8 warps) in between; 16-token tiles (2 warps, 8 stages) at the smallest sizes. Below a full wave the rows are
     // spread over blocks along y (x is then re-read per row block, from L2).
     if (variant == 0) variant = T >= 2048 ? 1 : T > 128 ? 3 : 2;
     if (variant == 1) launch_lo<8, 3>(lo, x, int(T), int(H), w_hi, w_lo, n_pad, int(E), logits, gate, stream);
     else if (variant == 3) launch_lo<4, 3>(lo, x, int(T), int(H), w_hi, w_lo, n_pad, int(E), logits, gate, stream);
-    else launch_lo<1, 4>(lo, x, int(T), int(H), w_hi, w_lo, n_pad, int(E), logits, gate, stream);
+    else launch_lo<1, 8>(lo, x, int(T), int(H), w_hi, w_lo, n_pad, int(E), logits, gate, stream);
 }
 
 }  // namespace qs::cuda
