@@ -37,7 +37,9 @@ int main() {
                             dense ? "dense" : "bf16");
                 ++fails;
             }
-            for (int variant : {0, 1, 2, 3}) {
+            for (int v = 0; v < 8; ++v) {
+                const int variant = v % 4;
+                emu::g_mode = v / 4;  // lockstep with late cp.async, then greedy warps with early copies
                 std::vector<float> logits(size_t(s.T * s.E) + 16, std::nanf("")), gate(size_t(s.T) + 16, std::nanf(""));
                 qs::cuda::launch_router_logits(x.data(), s.T, s.H, hi.data(), any_lo ? lo.data() : nullptr, s.E,
                                                logits.data(), gate.data(), nullptr, variant);
@@ -58,8 +60,8 @@ int main() {
                 const double err = e1 / std::max(r1, 1e-30);
                 const bool ok = finite && guard && err < 2e-5;
                 fails += !ok;
-                std::printf("E=%3lld H=%3lld T=%3lld %-5s variant %d: err %.2e%s%s %s\n", (long long)s.E,
-                            (long long)s.H, (long long)s.T, dense ? "dense" : "bf16", variant, err,
+                std::printf("E=%3lld H=%3lld T=%3lld %-5s variant %d mode %d: err %.2e%s%s %s\n", (long long)s.E,
+                            (long long)s.H, (long long)s.T, dense ? "dense" : "bf16", variant, emu::g_mode, err,
                             finite ? "" : " NaN", guard ? "" : " wrote past the end", ok ? "PASS" : "FAIL");
             }
         }
