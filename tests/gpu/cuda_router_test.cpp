@@ -145,9 +145,9 @@ TEST_P(CudaRouter, LogitsMatchFloat64) {
 }
 
 // CudaOps::moe with the option on against CpuOps::moe (the parity test's bound
-// and sizes, plus a prefill-sized call) and against the option off (same
-// routing expected: the logits differ by ~1e-5 of their scale, so y agrees to
-// far below the bf16 bound).
+// and sizes, plus prefill-sized calls: the kernel runs from kRouterKernelMinRows
+// rows on, cuBLAS below) and against the option off (same routing expected: the
+// logits differ by ~1e-5 of their scale, so y agrees to far below the bf16 bound).
 TEST_P(CudaRouter, MoeWithRouterKernelMatchesCpu) {
     cuda::CudaOptions on, off;
     on.poison = off.poison = true;
@@ -158,7 +158,7 @@ TEST_P(CudaRouter, MoeWithRouterKernelMatchesCpu) {
     CpuOps cpu;
     const MoeWeights& m = weights_->layers[0].moe;
     const int64_t k = config_.num_experts_per_tok, H = config_.hidden_size;
-    for (int64_t T : {1, 5, 64, 300, 1025}) {
+    for (int64_t T : {int64_t(1), int64_t(64), int64_t(1025), cuda::kRouterKernelMinRows, int64_t(4099)}) {
         const auto x = gpu_test::random_floats(size_t(T * H), rng_);
         std::vector<float> ref(x.size());
         cpu.moe(x.data(), T, m, k, config_.norm_topk_prob, ref.data());
@@ -179,6 +179,9 @@ TEST_P(CudaRouter, MoeWithRouterKernelMatchesCpu) {
 
 TEST(CudaRouterOptions, RejectsUnknownVersion) {
     QS_REQUIRE_GPU();
+    // Threadsafe style: the child re-executes the binary instead of forking a process that holds a
+    // CUDA context (a forked child's cudaSetDevice fails before the option check).
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
     cuda::CudaOptions o;
     o.moe_router_kernel = 2;
     EXPECT_DEATH(cuda::CudaOps ops(o), "moe_router_kernel must be 0 or 1");

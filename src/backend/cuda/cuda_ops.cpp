@@ -690,9 +690,10 @@ void CudaOps::moe(const float* x, int64_t T, const MoeWeights& w, int64_t top_k,
     if (!moe_computes_router(p)) {
         float* router_logits = alloc(T * e.E);  // [T, E]
         float* shared_gate = alloc(T);           // [T]
-        // The kernel's cp.async reads x in 16-byte chunks: a misaligned x (never an arena block)
-        // keeps the cuBLAS path.
-        if (options_.moe_router_kernel == 1 && e.router_hi != nullptr && reinterpret_cast<uintptr_t>(x) % 16 == 0) {
+        // From kRouterKernelMinRows rows on (below, cuBLAS is faster). The kernel's cp.async reads
+        // x in 16-byte chunks: a misaligned x (never an arena block) keeps the cuBLAS path.
+        if (options_.moe_router_kernel == 1 && T >= kRouterKernelMinRows && e.router_hi != nullptr &&
+            reinterpret_cast<uintptr_t>(x) % 16 == 0) {
             launch_router_logits(x, T, e.H, e.router_hi, e.router_lo, e.E, router_logits, shared_gate, stream_);
         } else {
             linear(x, T, w.router, router_logits);

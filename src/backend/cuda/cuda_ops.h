@@ -73,11 +73,13 @@ struct CudaOptions {
     int moe_prefill_version = 2;
     // The router and shared-expert-gate logits of MoE calls that do not compute them inside the
     // MoE kernels (every call but small-T version 2's): 0 (default) two cuBLASLt fp32 GEMMs
-    // (SIMT SGEMM: ~0.3 ms per layer at 16,384 tokens); 1 router_gemm.h's one pass over x on
-    // bf16 tensor cores with hi/lo split operands (fp32-class: ~1e-5 of the logits' scale), the
-    // weights' hi/lo copies uploaded at prepare_weights (DeviceExperts::router_hi). Shapes it
-    // does not take (E + 1 > 272 rows, H not a multiple of 8) keep version 0. Default flips
-    // after the H200 measurement (bench/kernels/NOTES.md "Router on tensor cores").
+    // (SIMT SGEMM: 407 µs per layer at 16,384 tokens on the H200); 1 router_gemm.h's one pass
+    // over x on bf16 tensor cores with hi/lo split operands (fp32-class: ≤ 1e-5 of the logits'
+    // scale measured) for calls of >= kRouterKernelMinRows (4,096) rows, where it is faster (164
+    // µs at 16,384: the 16,384-token prefill step's moe op 86.3 -> 77.3 ms), the weights' hi/lo
+    // copies uploaded at prepare_weights (DeviceExperts::router_hi). Smaller calls, and shapes it
+    // does not take (E + 1 > 272 rows, H not a multiple of 8), keep version 0. Not the default yet
+    // (bench/kernels/NOTES.md "Router on tensor cores": model-level tests to re-check).
     int moe_router_kernel = 0;
     // GatedDeltaNetParams::prefill_version for every GDN call (gdn_kernels.h; bench/kernels/NOTES.md
     // "v5"): 1 the 3xTF32 chunked paths (~1e-6 normalised error); 2 the bf16 tensor-core

@@ -18,6 +18,12 @@
 
 namespace qs::cuda {
 
+// CudaOps::moe takes the kernel from this many rows on (below, cuBLAS's fp32 GEMMs). H200
+// (router_lab, bf16 router, E = 256, H = 2,048): T = 16,384 164 µs against 407; T = 4,096 119
+// against 130; T = 1,024 100 against 53; T = 1..64 60 against 23-24 (the kernel walks K = 2,048 in
+// 64 dependent steps of ~1 µs whatever T: latency-bound below a full wave).
+constexpr int64_t kRouterKernelMinRows = 4096;
+
 // Rows (E + 1) the kernel takes: the real model has E = 256.
 constexpr int kRouterMaxRows = 272;  // 17 × 16: 257 rounded up to the tile
 
