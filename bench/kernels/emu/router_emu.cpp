@@ -20,7 +20,7 @@ int main() {
     // E = 5: one padded row tile; E = 40: 48 rows (3 tiles: column blocks along
     // y, a partial one); H = 72: a K tail of 8; T = 17, 130: partial token tiles
     // of every variant.
-    const Shape shapes[] = {{5, 72, 3}, {40, 64, 17}, {40, 96, 130}, {256, 32, 20}};
+    const Shape shapes[] = {{5, 72, 3}, {40, 64, 17}, {40, 96, 130}, {256, 32, 20}, {8, 32, 150}};  // the last: the a_h32 transformers fixture's router
     std::mt19937 rng(11);
     std::normal_distribution<float> nd(0.0f, 1.0f);
     int fails = 0;
