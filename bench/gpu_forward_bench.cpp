@@ -25,6 +25,8 @@
 //          operands)
 //          [--gdn-decode-version 1|2]  (CudaOptions::gdn_decode_version: the streaming GDN decode
 //          kernel's version; 2 = bench/kernels/NOTES.md "GDN decode v2")
+//          [--gdn-decode-kernel -1|0|1]  (CudaOptions::gdn_decode_kernel: the token-serial GDN
+//          sequences' kernel; -1 = by shape, 0 = one block per head, 1 = streaming)
 //          [--moe-int4-grouped 0|1]  (CudaOptions::moe_int4_grouped: with --dummy-format int4-w4a16,
 //          MoE calls of 9..1,024 rows on the INT4 tensor-core grouped GEMMs instead of the BF16 copy)
 //          [--moe-int4-grouped-max-t N]  (CudaOptions::moe_int4_grouped_max_t, default 0 = 1,024 with
@@ -247,6 +249,7 @@ int run(const Args& args) {
         !pick("moe-prefill-version", {1, 2}, &co.moe_prefill_version) ||
         !pick("gdn-prefill-version", {0, 1, 2, 3, 4}, &co.gdn_prefill_version) ||
         !pick("gdn-decode-version", {1, 2}, &co.gdn_decode_version) ||
+        !pick("gdn-decode-kernel", {-1, 0, 1}, &co.gdn_decode_kernel) ||
         !pick("moe-int4-grouped", {0, 1}, &co.moe_int4_grouped) ||
         !pick("fp8-small-rows", {0, 1, 2, 3, 4}, &co.fp8_small_rows) ||
         !pick("attention-decode-rows", {1, 2, 3, 4}, &co.attention_decode_rows) ||
@@ -358,7 +361,8 @@ int main(int argc, char** argv) {
     std::set<std::string> valued = {"mode",   "requests", "prompt",   "completion",     "decode-steps",
                                     "mtp-k",  "mtp-acceptance", "mtp-seqs", "mtp-steps", "mtp-prompt-tokens", "mtp-overlap", "mtp-spare-slots-list",
                                     "moe-small-version", "moe-decode-version",
-                                    "moe-prefill-version", "gdn-prefill-version", "gdn-decode-version", "moe-int4-grouped",
+                                    "moe-prefill-version", "gdn-prefill-version", "gdn-decode-version", "gdn-decode-kernel",
+                                    "moe-int4-grouped",
                                     "moe-int4-grouped-max-t", "fp8-small-rows", "attention-decode-rows",
                                     "attention-prefill-version"};
     std::set<std::string> flags;

@@ -97,6 +97,14 @@ struct CudaOptions {
     // three cp.async stages at the real shape; bit-identical out and state. Default flips after
     // the H200 lab run (`gdn_lab --decode`).
     int gdn_decode_version = 1;
+    // GatedDeltaNetParams::decode_kernel for every GDN call: the kernel of the token-serial
+    // sequences (decode rows, MTP verification, short prompts). -1 (default) by shape (the
+    // streaming kernel for decode-only batches with bf16 state, gdn_kernels.h), 0 the
+    // one-block-per-head kernel (gdn_serial.cu), 1 the streaming kernel (gdn_decode.cu). For
+    // measuring the by-shape choice end to end (`gpu_forward_bench --gdn-decode-kernel`): the
+    // lab put the two within 5 % of each other at 512 sequences with bf16 state, in either order
+    // on different days (bench/kernels/NOTES.md "GDN decode v3").
+    int gdn_decode_kernel = -1;
     // MoeParams::int4_grouped for MoE calls on INT4 W4A16 experts above the small-T path (9 <= T
     // <= 1,024; bench/kernels/NOTES.md "INT4 MoE grouped GEMM"): 0 (default) the BF16 copies of the
     // experts, 1 (default; H200 2026-12-02, one MoE call at T = 512: 367 µs against 469 on the
