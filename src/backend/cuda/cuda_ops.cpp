@@ -417,6 +417,12 @@ void CudaOps::rms_norm_zc(const float* x, const ParamVector& w, int64_t T, int64
     launch_rms_norm_zc(x, weights_.vec(w), T, n, float(eps), y, stream_);
 }
 
+void CudaOps::add_rms_norm_zc(float* x, const float* y, const ParamVector& w, int64_t T, int64_t n, double eps,
+                              float* out) {
+    const auto prof = op_scope("add_rms_norm");
+    launch_add_rms_norm_zc(x, y, weights_.vec(w), T, n, float(eps), out, stream_);
+}
+
 void CudaOps::linear(const float* x, int64_t T, const LinearWeight& w, float* y) {
     const bool lm_head = w.handle.index == lm_head_;
     if (lm_head) timeline_.mark(phase_ == kMtpPhase ? "MTP lm_head" : "lm_head", stream_);

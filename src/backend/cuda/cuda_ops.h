@@ -192,6 +192,8 @@ public:
 
     void embed(const WeightBuffer& table, const int32_t* ids, int64_t T, float* x) override;
     void rms_norm_zc(const float* x, const ParamVector& w, int64_t T, int64_t n, double eps, float* y) override;
+    void add_rms_norm_zc(float* x, const float* y, const ParamVector& w, int64_t T, int64_t n, double eps,
+                         float* out) override;
     void linear(const float* x, int64_t T, const LinearWeight& w, float* y) override;
     void argmax_rows(const float* x, int64_t R, int64_t n, int32_t* out) override;
     // The ids go to pinned memory with an event behind them: no stream sync until the wait.
