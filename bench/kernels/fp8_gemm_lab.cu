@@ -365,12 +365,20 @@ struct Lab {
         return ts[ts.size() / 2];
     }
 
+    // Enough uploaded copies of one weight (>= 128 MB together, at least 2) that a timing loop
+    // rotating over them finds none of it in L2 (50 MB).
+    std::vector<DevWeight> rotated_copies(const HostWeight& hw) {
+        const size_t wbytes = hw.q.size() + hw.scale_inv.size() * 4;
+        const size_t n = std::clamp<size_t>((size_t(128) << 20) / wbytes + 1, 2, 160);
+        std::vector<DevWeight> copies;
+        for (size_t i = 0; i < n; ++i) copies.push_back(upload_weight(hw));
+        return copies;
+    }
+
     void time_shape(const Shape& s, const std::vector<int64_t>& Ts, std::mt19937& rng) {
         const HostWeight hw = make_weight(s.out, s.in, rng);
         const size_t wbytes = hw.q.size() + hw.scale_inv.size() * 4;
-        const size_t ncopies = std::clamp<size_t>((size_t(128) << 20) / wbytes + 1, 2, 160);
-        std::vector<DevWeight> copies;
-        for (size_t i = 0; i < ncopies; ++i) copies.push_back(upload_weight(hw));
+        std::vector<DevWeight> copies = rotated_copies(hw);
         for (int64_t T : Ts) {
             const CallBuffers io(T, s, rng);
             float* dx = io.dx;
@@ -400,10 +408,7 @@ struct Lab {
     // (launch_quant_fp8_rows128, as gemm.cpp calls it), so the GEMM's own share is their difference.
     void time_prefill(const Shape& s, const std::vector<int64_t>& Ts, std::mt19937& rng) {
         const HostWeight hw = make_weight(s.out, s.in, rng);
-        const size_t wbytes = hw.q.size() + hw.scale_inv.size() * 4;
-        const size_t ncopies = std::clamp<size_t>((size_t(128) << 20) / wbytes + 1, 2, 160);
-        std::vector<DevWeight> copies;
-        for (size_t i = 0; i < ncopies; ++i) copies.push_back(upload_weight(hw));
+        std::vector<DevWeight> copies = rotated_copies(hw);
         for (int64_t T : Ts) {
             const CallBuffers io(T, s, rng);
             const double flops = 2.0 * double(T) * double(s.out) * double(s.in);
