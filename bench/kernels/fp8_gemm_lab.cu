@@ -49,6 +49,7 @@
 #include "backend/cuda/device_memory.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/small_linear_kernels.h"
+#include "lab_timing.h"
 #include "core/dtype.h"
 #include "model/fp8_block.h"
 
@@ -419,23 +420,8 @@ struct Lab {
             float* scales = nullptr;
             QS_CUDA_CHECK(cudaMalloc(&q, size_t(T_pad * s.in)));
             QS_CUDA_CHECK(cudaMalloc(&scales, size_t(s.in / 128 * T_pad) * 4));
-            cudaEvent_t e0, e1;
-            QS_CUDA_CHECK(cudaEventCreate(&e0));
-            QS_CUDA_CHECK(cudaEventCreate(&e1));
-            std::vector<float> ts;
-            for (int i = 0; i < 13; ++i) {
-                QS_CUDA_CHECK(cudaEventRecord(e0, stream));
-                launch_quant_fp8_rows128(io.dx, T, s.in, T_pad, q, scales, stream);
-                QS_CUDA_CHECK(cudaEventRecord(e1, stream));
-                QS_CUDA_CHECK(cudaEventSynchronize(e1));
-                float ms = 0;
-                QS_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-                if (i >= 3) ts.push_back(ms * 1000.0f);
-            }
-            std::sort(ts.begin(), ts.end());
-            const float qus = ts[ts.size() / 2];
-            cudaEventDestroy(e0);
-            cudaEventDestroy(e1);
+            const float qus = 1e3f * qs::lab::median_event_ms(
+                [&](int) { launch_quant_fp8_rows128(io.dx, T, s.in, T_pad, q, scales, stream); }, 10, 3, stream);
             cudaFree(q);
             cudaFree(scales);
             const double gemm_us = std::max(1e-3, double(us) - double(qus));

@@ -22,6 +22,7 @@
 
 #include "backend/cuda/basic_kernels.h"
 #include "backend/cuda/cuda_check.h"
+#include "lab_timing.h"
 
 namespace {
 
@@ -42,27 +43,6 @@ std::vector<float> download(const float* d, size_t n) {
     std::vector<float> v(n);
     QS_CUDA_CHECK(cudaMemcpy(v.data(), d, n * 4, cudaMemcpyDeviceToHost));
     return v;
-}
-
-template <class F>
-float median_us(F&& call, int iters) {
-    cudaEvent_t e0, e1;
-    QS_CUDA_CHECK(cudaEventCreate(&e0));
-    QS_CUDA_CHECK(cudaEventCreate(&e1));
-    std::vector<float> ts;
-    for (int i = 0; i < iters + 3; ++i) {
-        QS_CUDA_CHECK(cudaEventRecord(e0));
-        call(i);
-        QS_CUDA_CHECK(cudaEventRecord(e1));
-        QS_CUDA_CHECK(cudaEventSynchronize(e1));
-        float ms = 0;
-        QS_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-        if (i >= 3) ts.push_back(ms * 1000.0f);
-    }
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
-    std::sort(ts.begin(), ts.end());
-    return ts[ts.size() / 2];
 }
 
 }  // namespace
@@ -132,13 +112,13 @@ int main(int argc, char** argv) {
             QS_CUDA_CHECK(cudaMalloc(&o, n * 4));
             outs.push_back(o);
         }
-        const float fused = median_us(
+        const float fused = 1e3f * qs::lab::median_event_ms(
             [&](int i) {
                 const int c = i % copies;
                 launch_add_rms_norm_zc(xs[size_t(c)], ys[size_t(c)], dw, T, kH, kEps, outs[size_t(c)], nullptr);
             },
             50);
-        const float sep = median_us(
+        const float sep = 1e3f * qs::lab::median_event_ms(
             [&](int i) {
                 const int c = i % copies;
                 launch_add(xs[size_t(c)], ys[size_t(c)], int64_t(n), nullptr);
