@@ -593,11 +593,6 @@ void check_case(const std::string& name, const Problem& P, const Ref& R, bool bf
     g_hashes.push_back({name + "|" + path.name(), {bits_hash(go), bits_hash(gs)}});
 }
 
-double median(std::vector<float> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-}
-
 template <typename F>
 double time_ms(F&& launch, int reps = 25) {
     return qs::lab::median_event_ms(launch, reps);
