@@ -4,7 +4,8 @@
 # with models/qwen36-tiny (42 MB) and tests/data (19 MB) is most of it. This moves what a device run
 # does not need out of the tree, into .device-hold/ (git-ignored), and back.
 # Usage: bash scripts/device_trim.sh gpu-tests   keep models/qwen36-tiny and the test data the GPU
-#                                                tests open (parity, vision, vision_parity, quant/ct_int4)
+#                                                tests open (parity, image, vision, vision_parity,
+#                                                quant/ct_int4): about 60 MB, so carry only qs_gpu_tests
 #        bash scripts/device_trim.sh bench       keep neither (benchmarks, labs, HTTP runs)
 #        bash scripts/device_trim.sh restore     put everything back (run it before building or testing here)
 #        bash scripts/device_trim.sh status      what is held out, and the bytes the tree now carries
@@ -34,7 +35,7 @@ case "${1:-}" in
             exit 1
         fi
         keep=()
-        [ "$1" = gpu-tests ] && keep=(parity vision vision_parity quant)
+        [ "$1" = gpu-tests ] && keep=(parity image vision vision_parity quant)
         for d in tests/data/*; do
             name=$(basename "$d")
             if [[ " ${keep[*]} " == *" $name "* ]]; then continue; fi
