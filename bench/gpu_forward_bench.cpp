@@ -19,7 +19,7 @@
 //          GEMMs at 9+ rows below the prefill path; 2 = moe_decode_gemm.cu, bench/kernels/NOTES.md)
 //          [--moe-prefill-version 1|2]  (CudaOptions::moe_prefill_version: the MoE prefill path's
 //          sort / gather / SiLU / combine stages; 2 = bench/kernels/NOTES.md "Prefill v2")
-//          [--moe-router-kernel 0|1]  (CudaOptions::moe_router_kernel: 1 = the router and shared-
+//          [--moe-router-kernel 0|1|2]  (CudaOptions::moe_router_kernel: 1 = the router and shared-
 //          expert-gate logits on bf16 tensor cores with split operands, router_gemm.h)
 //          [--gdn-prefill-version 0|1|2|3|4]  (CudaOptions::gdn_prefill_version: the GDN chunked
 //          prefill; 0 = auto (default: 4 with bf16 state, 1 with fp32); 1 = 3xTF32; 2 = bf16 tensor
@@ -27,6 +27,8 @@
 //          operands)
 //          [--gdn-decode-version 1|2]  (CudaOptions::gdn_decode_version: the streaming GDN decode
 //          kernel's version; 2 = bench/kernels/NOTES.md "GDN decode v2")
+//          [--gdn-decode-kernel -1|0|1]  (CudaOptions::gdn_decode_kernel: the token-serial GDN
+//          sequences' kernel; -1 = by shape, 0 = one block per head, 1 = streaming)
 //          [--moe-int4-grouped 0|1]  (CudaOptions::moe_int4_grouped: with --dummy-format int4-w4a16,
 //          MoE calls of 9..1,024 rows on the INT4 tensor-core grouped GEMMs instead of the BF16 copy)
 //          [--moe-int4-grouped-max-t N]  (CudaOptions::moe_int4_grouped_max_t, default 0 = 1,024 with
@@ -85,6 +87,42 @@ void print_profile(const char* title, const std::map<std::string, cuda::OpProfil
                     t.ms / double(steps), 100.0 * t.ms / all);
 }
 
+// n sequences of `rows` new rows each after `start_pos` cached tokens (the caches hold zeros, which
+// costs the same reads as real keys and states): sequence s in state slot s and pages
+// [s·pages, (s+1)·pages), its last row's logits asked for. `tables` holds the block tables the spans view.
+ForwardBatch uniform_batch(int64_t n, int64_t rows, int64_t start_pos, int64_t pages,
+                           std::vector<std::vector<int32_t>>& tables, std::mt19937& rng) {
+    tables.assign(size_t(n), {});
+    ForwardBatch b;
+    for (int64_t s = 0; s < n; ++s) {
+        auto& t = tables[size_t(s)];
+        for (int64_t p = 0; p < pages; ++p) t.push_back(int32_t(s * pages + p));
+        SeqSpan span;
+        span.row_begin = int32_t(s * rows);
+        span.num_tokens = int32_t(rows);
+        span.start_pos = int32_t(start_pos);
+        span.state_slot = int32_t(s);
+        span.block_table = t;
+        b.seqs.push_back(span);
+        for (int64_t i = 0; i < rows; ++i) b.token_ids.push_back(int32_t(rng() % 1000));
+        b.logits_rows.push_back(int32_t(s * rows + rows - 1));
+    }
+    b.argmax_only = true;
+    return b;
+}
+
+// `b` once (first use of its shapes), then `steps` forwards with the op profile printed under `what`.
+void profile_steps(cuda::CudaOps& ops, Qwen36Model& model, const ForwardBatch& b, ModelCache& cache, int64_t steps,
+                   const std::string& what) {
+    model.forward(b, cache);
+    ops.take_op_profile();
+    Timer t;
+    for (int64_t i = 0; i < steps; ++i) model.forward(b, cache);
+    const double per = t.elapsed_s() / double(steps);
+    print_profile((what + " (wall " + std::to_string(per * 1e3) + " ms per step)").c_str(), ops.take_op_profile(),
+                  steps);
+}
+
 // Per-op GPU time of the forwards that make up the batch workload (opts.profile_ops is on): a
 // prefill, single-stream decode, a single-stream 2-row step (MTP k = 1 verify shape), and decode
 // of `batch` sequences.
@@ -132,61 +170,19 @@ void profile_ops(cuda::CudaOps& ops, Qwen36Model& model, KvCacheDtype kv, int64_
     {
         const int64_t n = 16, len = 1024, bs = 16, pages = len / bs + 1;
         auto pcache = ops.make_cache(CacheGeometry::for_model(c, n * pages, bs, n, false, kv));
-        std::vector<std::vector<int32_t>> tables(static_cast<size_t>(n));
-        ForwardBatch b;
-        for (int64_t s = 0; s < n; ++s) {
-            auto& t = tables[size_t(s)];
-            for (int64_t p = 0; p < pages; ++p) t.push_back(int32_t(s * pages + p));
-            SeqSpan span;
-            span.row_begin = int32_t(s * len);
-            span.num_tokens = int32_t(len);
-            span.start_pos = 0;
-            span.state_slot = int32_t(s);
-            span.block_table = t;
-            b.seqs.push_back(span);
-            for (int64_t i = 0; i < len; ++i) b.token_ids.push_back(int32_t(rng() % 1000));
-            b.logits_rows.push_back(int32_t(s * len + len - 1));
-        }
-        b.argmax_only = true;
-        model.forward(b, *pcache);  // first use of these shapes
-        ops.take_op_profile();
-        const int64_t steps = 4;
-        Timer t;
-        for (int64_t i = 0; i < steps; ++i) model.forward(b, *pcache);
-        const double per = t.elapsed_s() / double(steps);
-        print_profile(("prefill of " + std::to_string(n) + " prompts of " + std::to_string(len) + " tokens (wall " +
-                       std::to_string(per * 1e3) + " ms per step)").c_str(),
-                      ops.take_op_profile(), steps);
+        std::vector<std::vector<int32_t>> tables;
+        const ForwardBatch b = uniform_batch(n, len, 0, pages, tables, rng);
+        profile_steps(ops, model, b, *pcache, 4,
+                      "prefill of " + std::to_string(n) + " prompts of " + std::to_string(len) + " tokens");
     }
-    // Decode of `batch` sequences at `context` tokens each: the caches hold zeros, which costs the
-    // same reads as real keys and states.
+    // Decode of `batch` sequences at `context` tokens each.
     const int64_t bs = 16, pages = (context + 1 + bs - 1) / bs;
     auto cache = ops.make_cache(CacheGeometry::for_model(c, batch * pages, bs, batch, false, kv));
-    std::vector<std::vector<int32_t>> tables(static_cast<size_t>(batch));
-    ForwardBatch b;
-    for (int64_t s = 0; s < batch; ++s) {
-        auto& t = tables[size_t(s)];
-        for (int64_t p = 0; p < pages; ++p) t.push_back(int32_t(s * pages + p));
-        SeqSpan span;
-        span.row_begin = int32_t(s);
-        span.num_tokens = 1;
-        span.start_pos = int32_t(context);
-        span.state_slot = int32_t(s);
-        span.block_table = t;
-        b.seqs.push_back(span);
-        b.token_ids.push_back(int32_t(rng() % 1000));
-        b.logits_rows.push_back(int32_t(s));
-    }
-    b.argmax_only = true;
-    model.forward(b, *cache);  // first use of these shapes
-    ops.take_op_profile();
-    const int64_t steps = 8;
-    Timer t;
-    for (int64_t i = 0; i < steps; ++i) model.forward(b, *cache);
-    const double per = t.elapsed_s() / double(steps);
-    print_profile(("decode step of " + std::to_string(batch) + " sequences at " + std::to_string(context) +
-                   " tokens of context (wall " + std::to_string(per * 1e3) + " ms per step)").c_str(),
-                  ops.take_op_profile(), steps);
+    std::vector<std::vector<int32_t>> tables;
+    const ForwardBatch b = uniform_batch(batch, 1, context, pages, tables, rng);
+    profile_steps(ops, model, b, *cache, 8,
+                  "decode step of " + std::to_string(batch) + " sequences at " + std::to_string(context) +
+                      " tokens of context");
 }
 
 int run(const Args& args) {
@@ -247,9 +243,10 @@ int run(const Args& args) {
     if (!pick("moe-small-version", {-1, 1, 2}, &co.moe_small_version) ||
         !pick("moe-decode-version", {1, 2}, &co.moe_decode_version) ||
         !pick("moe-prefill-version", {1, 2}, &co.moe_prefill_version) ||
-        !pick("moe-router-kernel", {0, 1}, &co.moe_router_kernel) ||
+        !pick("moe-router-kernel", {0, 1, 2}, &co.moe_router_kernel) ||
         !pick("gdn-prefill-version", {0, 1, 2, 3, 4}, &co.gdn_prefill_version) ||
         !pick("gdn-decode-version", {1, 2}, &co.gdn_decode_version) ||
+        !pick("gdn-decode-kernel", {-1, 0, 1}, &co.gdn_decode_kernel) ||
         !pick("moe-int4-grouped", {0, 1}, &co.moe_int4_grouped) ||
         !pick("fp8-small-rows", {0, 1, 2, 3, 4}, &co.fp8_small_rows) ||
         !pick("attention-decode-rows", {1, 2, 3, 4}, &co.attention_decode_rows) ||
@@ -361,7 +358,8 @@ int main(int argc, char** argv) {
     std::set<std::string> valued = {"mode",   "requests", "prompt",   "completion",     "decode-steps",
                                     "mtp-k",  "mtp-acceptance", "mtp-seqs", "mtp-steps", "mtp-prompt-tokens", "mtp-overlap", "mtp-spare-slots-list",
                                     "moe-small-version", "moe-decode-version",
-                                    "moe-prefill-version", "moe-router-kernel", "gdn-prefill-version", "gdn-decode-version", "moe-int4-grouped",
+                                    "moe-prefill-version", "moe-router-kernel", "gdn-prefill-version", "gdn-decode-version", "gdn-decode-kernel",
+                                    "moe-int4-grouped",
                                     "moe-int4-grouped-max-t", "fp8-small-rows", "attention-decode-rows",
                                     "attention-prefill-version"};
     std::set<std::string> flags;

@@ -34,6 +34,8 @@
 #           step's attention on the prefill kernel (today) against the split-K decode kernel
 #           (--attention-decode-rows 4)
 #   fp8gemm  the FP8 dense-linear lab (fp8_gemm_lab) and its GPU parity test only
+#   fp8_prefill  `fp8_gemm_lab 1 --prefill`: the FP8 dense linears at 4,096 and 16,384 rows, checked, then
+#           the whole call and the activation quantisation alone, TFLOP/s against the measured fp8 peak
 #   gdn_decode  the GDN lab's decode mode (gdn_lab --decode: one-block-per-head vs streaming decode
 #           kernel at 1 / 64 / 256 / 512 sequences, fp32 and bf16 state) and the GPU GDN parity tests
 #   gdn_dec2  GDN decode version 2 (CudaOptions::gdn_decode_version): `gdn_lab --decode` (serial, the
@@ -134,6 +136,7 @@ for stage in "$@"; do
                        run mtp_fast_long_today "$B/gpu_forward_bench" "${mtp_long_args[@]}"
                        run mtp_fast_long_new "$B/gpu_forward_bench" "${mtp_long_args[@]}" --fp8-small-rows 4 \
                            --attention-decode-rows 4 ;;
+        fp8_prefill) run fp8_gemm_lab_prefill "$B/fp8_gemm_lab" 1 --prefill ;;
         fp8gemm) run fp8_gemm_lab "$B/fp8_gemm_lab"
                  run gpu_tests_fp8 "$B/qs_gpu_tests" --gtest_color=no --gtest_filter='*Fp8BlockLinear*' ;;
         tests) run gpu_tests "$B/qs_gpu_tests" --gtest_color=no ;;

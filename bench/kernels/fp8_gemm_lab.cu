@@ -7,8 +7,10 @@
 //   q_proj / GDN in_proj_qkv 2048→8192, k_proj / v_proj 2048→512, GDN in_proj_z 2048→4096,
 //   o_proj / GDN out_proj 4096→2048   (spec/model.md).
 // Built with QS_BUILD_KERNEL_LABS=ON (target fp8_gemm_lab, links qs_lib).
-// Run: fp8_gemm_lab [seed] [--no-timing] [--quick] [--small-v2]   (exit code 1 on any FAIL;
-//      --small-v2: only the small-rows version 2 section, 1-4 rows, checks and old-vs-new timings)
+// Run: fp8_gemm_lab [seed] [--no-timing] [--quick] [--small-v2] [--prefill]   (exit code 1 on any FAIL;
+//      --small-v2: only the small-rows version 2 section, 1-4 rows, checks and old-vs-new timings;
+//      --prefill: only prefill sizes (T = 4,096 and 16,384: checked, then the whole call and the
+//      activation quantisation alone timed, TFLOP/s against the measured fp8 GEMM peak))
 //
 // Inputs: W = random N(0, 0.02) times a per-128×128-block factor 2^U(-4,4), quantised with the
 // checkpoint quantiser (quantize_fp8_block_row); x = N(0, 1) times a per-(row, 128-group) factor
@@ -42,10 +44,12 @@
 
 #include <cuda_runtime.h>
 
+#include "backend/cuda/basic_kernels.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_memory.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/small_linear_kernels.h"
+#include "lab_timing.h"
 #include "core/dtype.h"
 #include "model/fp8_block.h"
 
@@ -55,6 +59,9 @@ using namespace qs::cuda;
 namespace {
 
 constexpr double kCopyTBs = 4.25;  // measured device-to-device copy ceiling (TB/s)
+// Measured fp8 e4m3 GEMM peak (torch._scaled_mm 8192³, per-tensor scales; docs/PERF.md "H200
+// ceilings"): issue 14 asks the dense linears at prefill sizes for >= 70 % of it.
+constexpr double kFp8PeakTflops = 1405.0;
 
 struct Shape {
     const char* name;
@@ -359,12 +366,20 @@ struct Lab {
         return ts[ts.size() / 2];
     }
 
+    // Enough uploaded copies of one weight (>= 128 MB together, at least 2) that a timing loop
+    // rotating over them finds none of it in L2 (50 MB).
+    std::vector<DevWeight> rotated_copies(const HostWeight& hw) {
+        const size_t wbytes = hw.q.size() + hw.scale_inv.size() * 4;
+        const size_t n = std::clamp<size_t>((size_t(128) << 20) / wbytes + 1, 2, 160);
+        std::vector<DevWeight> copies;
+        for (size_t i = 0; i < n; ++i) copies.push_back(upload_weight(hw));
+        return copies;
+    }
+
     void time_shape(const Shape& s, const std::vector<int64_t>& Ts, std::mt19937& rng) {
         const HostWeight hw = make_weight(s.out, s.in, rng);
         const size_t wbytes = hw.q.size() + hw.scale_inv.size() * 4;
-        const size_t ncopies = std::clamp<size_t>((size_t(128) << 20) / wbytes + 1, 2, 160);
-        std::vector<DevWeight> copies;
-        for (size_t i = 0; i < ncopies; ++i) copies.push_back(upload_weight(hw));
+        std::vector<DevWeight> copies = rotated_copies(hw);
         for (int64_t T : Ts) {
             const CallBuffers io(T, s, rng);
             float* dx = io.dx;
@@ -385,6 +400,38 @@ struct Lab {
                             100.0 * bytes / us * 1e-6 / kCopyTBs, flops / us * 1e-6);
                 std::fflush(stdout);
             }
+        }
+        for (DevWeight& d : copies) free_weight(d);
+    }
+
+    // Prefill sizes: the whole Gemm::linear call (activation quantisation + block-scaled GEMM +
+    // the copy of the first T rows when T is padded) and the quantisation alone
+    // (launch_quant_fp8_rows128, as gemm.cpp calls it), so the GEMM's own share is their difference.
+    void time_prefill(const Shape& s, const std::vector<int64_t>& Ts, std::mt19937& rng) {
+        const HostWeight hw = make_weight(s.out, s.in, rng);
+        std::vector<DevWeight> copies = rotated_copies(hw);
+        for (int64_t T : Ts) {
+            const CallBuffers io(T, s, rng);
+            const double flops = 2.0 * double(T) * double(s.out) * double(s.in);
+            Fp8Path path = Fp8Path::kNone;
+            const float us = time_path(copies, io.dx, T, io.dy, LinearPolicy::kNoSmallRows, 10, &path);
+            const int64_t T_pad = Gemm::fp8_padded_rows(T);
+            uint8_t* q = nullptr;
+            float* scales = nullptr;
+            QS_CUDA_CHECK(cudaMalloc(&q, size_t(T_pad * s.in)));
+            QS_CUDA_CHECK(cudaMalloc(&scales, size_t(s.in / 128 * T_pad) * 4));
+            const float qus = 1e3f * qs::lab::median_event_ms(
+                [&](int) { launch_quant_fp8_rows128(io.dx, T, s.in, T_pad, q, scales, stream); }, 10, 3, stream);
+            cudaFree(q);
+            cudaFree(scales);
+            const double gemm_us = std::max(1e-3, double(us) - double(qus));
+            std::printf("%-22s %5lldx%-5lld %6lld  %-13s %9.1f %8.0f %6.1f%% %9.1f %9.1f %8.0f %6.1f%%\n", s.name,
+                        (long long)s.out, (long long)s.in, (long long)T,
+                        path == Fp8Path::kBlockScaled ? "block-scaled" : "NOT block", us, flops / us * 1e-6,
+                        100.0 * flops / us * 1e-6 / kFp8PeakTflops, qus, gemm_us, flops / gemm_us * 1e-6,
+                        100.0 * flops / gemm_us * 1e-6 / kFp8PeakTflops);
+            std::fflush(stdout);
+            if (path != Fp8Path::kBlockScaled && expected) all_ok = false;
         }
         for (DevWeight& d : copies) free_weight(d);
     }
@@ -537,12 +584,13 @@ struct Lab {
 
 int main(int argc, char** argv) {
     uint64_t seed = 1;
-    bool timing = true, quick = false, v2_only = false;
+    bool timing = true, quick = false, v2_only = false, prefill_only = false;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         if (a == "--no-timing") timing = false;
         else if (a == "--quick") quick = true, timing = false;
         else if (a == "--small-v2") v2_only = true;
+        else if (a == "--prefill") prefill_only = true;
         else seed = std::strtoull(argv[i], nullptr, 10);
     }
     int dev = 0;
@@ -564,6 +612,20 @@ int main(int argc, char** argv) {
     // 128 (the tiny test models: the fallback must run and be right).
     const std::vector<Shape> extra = {{"pad-check", 256, 640}, {"tiny (fallback)", 96, 64}, {"odd (fallback)", 200, 384}};
 
+    if (prefill_only) {
+        std::printf("\ncorrectness at prefill sizes (normalised error; bounds: block vs emulated 2e-3, block vs exact "
+                    "4e-2, dequant vs exact 1e-2)\n");
+        for (const Shape& s : real) lab.check(s, {4096, 16384}, rng);
+        std::printf("\nprefill timings (median of 10 whole calls / 10 quantisations alone; weights rotated over >= "
+                    "128 MB of copies; peak = the measured fp8 GEMM %.0f TFLOP/s)\n",
+                    kFp8PeakTflops);
+        std::printf("%-22s %11s %6s  %-13s %9s %8s %7s %9s %9s %8s %7s\n", "shape", "out x in", "T", "path", "call us",
+                    "TFLOP/s", "peak", "quant us", "gemm us", "TFLOP/s", "peak");
+        for (const Shape& s : real) lab.time_prefill(s, {4096, 16384}, rng);
+        std::printf("\n%s\n", lab.all_ok ? "ALL PASS" : "SOME FAILED");
+        QS_CUDA_CHECK(cudaStreamDestroy(lab.stream));
+        return lab.all_ok ? 0 : 1;
+    }
     std::printf("\nsmall-rows version 2 (FP8, 1-4 rows; bounds: vs emulated 2e-4, vs exact 4e-2)\n");
     for (const Shape& s : real) lab.small_v2(s, timing && v2_only, rng);  // timed with --small-v2 only
     if (v2_only) {

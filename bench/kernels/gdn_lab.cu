@@ -48,6 +48,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/gdn_kernels.h"
 #include "backend/cuda/gdn_tc_phases.h"
+#include "lab_timing.h"
 
 using qs::cuda::DeviceBatch;
 using qs::cuda::DeviceSeq;
@@ -592,31 +593,9 @@ void check_case(const std::string& name, const Problem& P, const Ref& R, bool bf
     g_hashes.push_back({name + "|" + path.name(), {bits_hash(go), bits_hash(gs)}});
 }
 
-double median(std::vector<float> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-}
-
 template <typename F>
 double time_ms(F&& launch, int reps = 25) {
-    for (int i = 0; i < 3; ++i) launch(i);
-    QS_CUDA_CHECK(cudaDeviceSynchronize());
-    cudaEvent_t e0, e1;
-    QS_CUDA_CHECK(cudaEventCreate(&e0));
-    QS_CUDA_CHECK(cudaEventCreate(&e1));
-    std::vector<float> ts;
-    for (int i = 0; i < reps; ++i) {
-        QS_CUDA_CHECK(cudaEventRecord(e0));
-        launch(i);
-        QS_CUDA_CHECK(cudaEventRecord(e1));
-        QS_CUDA_CHECK(cudaEventSynchronize(e1));
-        float ms = 0;
-        QS_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-        ts.push_back(ms);
-    }
-    QS_CUDA_CHECK(cudaEventDestroy(e0));
-    QS_CUDA_CHECK(cudaEventDestroy(e1));
-    return median(ts);
+    return qs::lab::median_event_ms(launch, reps);
 }
 
 struct Bytes {

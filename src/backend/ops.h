@@ -159,6 +159,13 @@ public:
     virtual void store_token_ids(const ForwardBatch& batch, const int32_t* positions, ModelCache& cache);
     // x += y, n elements.
     virtual void add(float* x, const float* y, int64_t n) = 0;
+    // x += y, then out = rms_norm_zc(x) (x, y, out [T, n]; out may equal x, which then holds only
+    // the normalised rows): the residual add and the next norm, which backends may do in one pass.
+    virtual void add_rms_norm_zc(float* x, const float* y, const ParamVector& w, int64_t T, int64_t n, double eps,
+                                 float* out) {
+        add(x, y, T * n);
+        rms_norm_zc(x, w, T, n, eps, out);
+    }
     // out [R, n] = src[rows[r]] for src [*, n]; rows is a host array.
     virtual void gather_rows(const float* src, const int32_t* rows, int64_t R, int64_t n, float* out) = 0;
     // out [T, 2n] = [a | b] row by row, for a, b [T, n].

@@ -16,14 +16,16 @@ Qwen36Model::Qwen36Model(const ModelWeights& weights, Ops& ops, Collective* tp) 
                  c.linear_conv_kernel_dim, c.rms_norm_eps};
 }
 
-void Qwen36Model::decoder_layer(const DecoderLayerWeights& l, float* x, int64_t T, const ForwardBatch& batch,
-                                const int32_t* positions, ModelCache& cache, int64_t kv_layer, int64_t gdn_layer) {
+void Qwen36Model::decoder_layer(const DecoderLayerWeights& l, float* x, const float* pending, float* moe_out,
+                                int64_t T, const ForwardBatch& batch, const int32_t* positions, ModelCache& cache,
+                                int64_t kv_layer, int64_t gdn_layer) {
     const ModelConfig& c = w_.config;
     const int64_t H = c.hidden_size;
     const size_t layer_mark = ops_.mark();  // everything below is this layer's temporaries
     float* h = ops_.alloc(T * H);    // [T, H]
     float* out = ops_.alloc(T * H);  // [T, H]
-    ops_.rms_norm_zc(x, l.input_layernorm, T, H, c.rms_norm_eps, h);
+    if (pending != nullptr) ops_.add_rms_norm_zc(x, pending, l.input_layernorm, T, H, c.rms_norm_eps, h);
+    else ops_.rms_norm_zc(x, l.input_layernorm, T, H, c.rms_norm_eps, h);
     if (l.type == LayerType::kFullAttention) {
         const AttentionDims& d = attn_dims_;
         float* qg = ops_.alloc(T * c.q_proj_out());                // [T, heads, 2*head_dim]
@@ -51,11 +53,9 @@ void Qwen36Model::decoder_layer(const DecoderLayerWeights& l, float* x, int64_t 
         ops_.linear(o, T, l.gdn.out_proj, out);
         reduce(out, T * H);
     }
-    ops_.add(x, out, T * H);
-    ops_.rms_norm_zc(x, l.post_attention_layernorm, T, H, c.rms_norm_eps, h);
-    ops_.moe(h, T, l.moe, c.num_experts_per_tok, c.norm_topk_prob, out);
-    reduce(out, T * H);  // tensor parallel: each rank's slice of every expert's intermediate
-    ops_.add(x, out, T * H);
+    ops_.add_rms_norm_zc(x, out, l.post_attention_layernorm, T, H, c.rms_norm_eps, h);
+    ops_.moe(h, T, l.moe, c.num_experts_per_tok, c.norm_topk_prob, moe_out);
+    reduce(moe_out, T * H);  // tensor parallel: each rank's slice of every expert's intermediate
     ops_.release_to(layer_mark);
 }
 
@@ -177,15 +177,19 @@ Qwen36Model::Output Qwen36Model::forward(const ForwardBatch& batch, ModelCache& 
     ops_.store_token_ids(batch, positions.data(), cache);
     const float* image_rows = upload_embeds(batch);
     float* x_final = ops_.run_layers([&] {
-        float* x = ops_.alloc(T * H);  // [T, H] residual stream
+        float* x = ops_.alloc(T * H);        // [T, H] residual stream
+        float* moe_out = ops_.alloc(T * H);  // [T, H] a layer's MoE output, added by the next norm
         ops_.embed(w_.embed_tokens, batch.token_ids.data(), T, x);
         place_embeds(batch, image_rows, x);
         int64_t kv_layer = 0, gdn_layer = 0;
+        const float* pending = nullptr;
         for (const DecoderLayerWeights& l : w_.layers) {
-            decoder_layer(l, x, T, batch, positions.data(), cache, kv_layer, gdn_layer);
+            decoder_layer(l, x, pending, moe_out, T, batch, positions.data(), cache, kv_layer, gdn_layer);
             (l.type == LayerType::kFullAttention ? kv_layer : gdn_layer) += 1;
+            pending = moe_out;
         }
-        ops_.rms_norm_zc(x, w_.norm, T, H, c.rms_norm_eps, x);
+        if (pending != nullptr) ops_.add_rms_norm_zc(x, pending, w_.norm, T, H, c.rms_norm_eps, x);
+        else ops_.rms_norm_zc(x, w_.norm, T, H, c.rms_norm_eps, x);
         return x;
     });
     return finish(x_final, batch, want_hidden ? HiddenOut::kAllRows : HiddenOut::kNone, std::move(recycled));
@@ -277,8 +281,9 @@ Qwen36Model::Output Qwen36Model::mtp_forward(const ForwardBatch& batch, const fl
         ops_.rms_norm_zc(hid, m.pre_fc_norm_hidden, T, H, c.rms_norm_eps, hid);
         ops_.concat_columns(e, hid, T, H, u);
         ops_.linear(u, T, m.fc, x);
-        decoder_layer(m.layer, x, T, batch, positions.data(), cache, mtp_kv_layer(), -1);
-        ops_.rms_norm_zc(x, m.norm, T, H, c.rms_norm_eps, x);
+        float* moe_out = ops_.alloc(T * H);  // [T, H] the layer's MoE output, added by the final norm
+        decoder_layer(m.layer, x, nullptr, moe_out, T, batch, positions.data(), cache, mtp_kv_layer(), -1);
+        ops_.add_rms_norm_zc(x, moe_out, m.norm, T, H, c.rms_norm_eps, x);
         return x;
     });
     return finish(x_final, batch, want_hidden ? HiddenOut::kLogitsRows : HiddenOut::kNone, std::move(recycled));

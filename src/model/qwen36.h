@@ -83,9 +83,14 @@ public:
     int64_t mtp_kv_layer() const { return config().num_full_attention_layers(); }
 
 private:
-    // Runs decoder layer `l` in place on x [T, hidden] (T ≥ batch rows when the backend pads).
-    void decoder_layer(const DecoderLayerWeights& l, float* x, int64_t T, const ForwardBatch& batch, const int32_t* positions,
-                       ModelCache& cache, int64_t kv_layer, int64_t gdn_layer);
+    // Runs decoder layer `l` on the residual stream x [T, hidden] (T ≥ batch rows when the backend
+    // pads). The previous layer's MoE output `pending` [T, hidden] (nullptr for the first layer)
+    // is added into x by this layer's first norm, and this layer's MoE output goes to `moe_out`
+    // [T, hidden] un-added, for the next layer's first norm or the final norm: each residual add
+    // rides on the norm after it (Ops::add_rms_norm_zc). pending may equal moe_out.
+    void decoder_layer(const DecoderLayerWeights& l, float* x, const float* pending, float* moe_out, int64_t T,
+                       const ForwardBatch& batch, const int32_t* positions, ModelCache& cache, int64_t kv_layer,
+                       int64_t gdn_layer);
     enum class HiddenOut : uint8_t { kNone, kAllRows, kLogitsRows };
     // Ops::persistent ids of the hidden states that outlive their forward.
     // The logits too: their size swings with the batch (up to max_num_seqs × (1 + k) rows × vocab

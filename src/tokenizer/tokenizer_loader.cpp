@@ -28,6 +28,23 @@ bool flag(const Json& j, const char* key) {
     return j.contains(key) && j[key].is_boolean() && j[key].get<bool>();
 }
 
+// Token ids index dense tables (BpeModel's, the logits' vocabulary axis), so an id is bounded:
+// the largest published vocabularies are near 2^18; 2^22 leaves room and keeps a hostile file
+// from asking for gigabytes. `what` names the token in the error.
+constexpr int64_t kMaxTokenId = (int64_t{1} << 22) - 1;
+
+Result<int32_t> token_id(const Json& id, const std::string& what) {
+    if (!id.is_number_integer()) return corrupt_data(what + " has no integer id");
+    const int64_t v = id.is_number_unsigned() && id.get<uint64_t>() > uint64_t{INT64_MAX}
+                          ? INT64_MAX
+                          : id.get<int64_t>();
+    if (v < 0) return corrupt_data(what + " has a negative id");
+    if (v > kMaxTokenId)
+        return corrupt_data(what + " has id " + id.dump() + ", above the supported maximum " +
+                            std::to_string(kMaxTokenId));
+    return static_cast<int32_t>(v);
+}
+
 }  // namespace
 
 class TokenizerLoader {
@@ -107,8 +124,11 @@ public:
                     if (!specials.contains(name) || !specials[name].contains("ids") ||
                         !specials[name]["ids"].is_array())
                         return corrupt_data("TemplateProcessing special token '" + name + "' has no ids");
-                    for (const Json& id : specials[name]["ids"])
-                        (after ? t.suffix_ids_ : t.prefix_ids_).push_back(id.get<int32_t>());
+                    for (const Json& id : specials[name]["ids"]) {
+                        QS_ASSIGN_OR_RETURN(const int32_t value,
+                                            token_id(id, "TemplateProcessing special token '" + name + "'"));
+                        (after ? t.suffix_ids_ : t.prefix_ids_).push_back(value);
+                    }
                 } else {
                     return corrupt_data("TemplateProcessing piece is neither Sequence nor SpecialToken");
                 }
@@ -149,8 +169,8 @@ public:
         std::vector<std::pair<std::string, int32_t>> vocab;
         vocab.reserve(m["vocab"].size());
         for (const auto& [token, id] : m["vocab"].items()) {
-            if (!id.is_number_integer()) return corrupt_data("vocab entry '" + token + "' has no integer id");
-            vocab.emplace_back(token, id.get<int32_t>());
+            QS_ASSIGN_OR_RETURN(const int32_t value, token_id(id, "vocab entry '" + token + "'"));
+            vocab.emplace_back(token, value);
         }
         std::vector<std::pair<std::string, std::string>> merges;
         merges.reserve(m["merges"].size());
@@ -200,8 +220,8 @@ public:
                 !a.contains("content") || !a["content"].is_string())
                 return corrupt_data("an added token lacks an integer \"id\" or a string \"content\"");
             AddedToken token;
-            token.id = a["id"].get<int32_t>();
             token.content = a["content"].get<std::string>();
+            QS_ASSIGN_OR_RETURN(token.id, token_id(a["id"], "added token '" + token.content + "'"));
             token.special = flag(a, "special");
             token.normalized = flag(a, "normalized");
             if (flag(a, "lstrip") || flag(a, "rstrip") || flag(a, "single_word"))

@@ -34,8 +34,11 @@ TEST(CudaOpProfile, CountsEachTopLevelOpOnce) {
     EXPECT_EQ(calls("moe"), L);                     // router and shared-gate linears inside it not counted
     EXPECT_EQ(calls("linear"), 4 * attn + 5 * gdn);  // q, k, v, o; qkv, z, b, a, out
     EXPECT_EQ(calls("lm_head"), 1);
-    EXPECT_EQ(calls("rms_norm"), 2 * L + 1);
-    EXPECT_EQ(calls("add"), 2 * L);
+    // Each residual add rides on the norm after it (Ops::add_rms_norm_zc): the post-attention
+    // norms, every layer's input norm but the first, and the final norm.
+    EXPECT_EQ(calls("rms_norm"), 1);
+    EXPECT_EQ(calls("add_rms_norm"), 2 * L);
+    EXPECT_EQ(calls("add"), 0);
     for (const auto& [name, t] : p) EXPECT_GT(t.ms, 0.0) << name;
     EXPECT_EQ(ops.graphs().captures(), 0);  // graphs are off while profiling
     EXPECT_TRUE(ops.take_op_profile().empty());

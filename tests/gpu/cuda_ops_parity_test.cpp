@@ -122,6 +122,26 @@ TEST_P(CudaOpsParity, RowOps) {
     gpu_->add(da, gpu_test::to_device(*gpu_, y), T * H);
     EXPECT_EQ(gpu_test::to_host(*gpu_, da, sum.size()), sum) << "add";
 
+    // The residual add fused into the next norm: x holds the sum (bitwise the add's), out the
+    // normalised sum, against the CPU's add then norm, and bitwise equal to the GPU's own add then
+    // rms_norm_zc (the same fp32 sum, the same order of the sum of squares); in place (the final
+    // norm) out alone is wanted.
+    std::vector<float> sum_norm(size_t(T * H));
+    cpu_.rms_norm_zc(sum.data(), w, T, H, config_.rms_norm_eps, sum_norm.data());
+    float* dxs = gpu_test::to_device(*gpu_, x);
+    float* dys = gpu_test::to_device(*gpu_, y);
+    float* dout = gpu_->alloc(T * H);
+    gpu_->add_rms_norm_zc(dxs, dys, w, T, H, config_.rms_norm_eps, dout);
+    EXPECT_EQ(gpu_test::to_host(*gpu_, dxs, sum.size()), sum) << "add_rms_norm_zc: the sum";
+    const std::vector<float> fused = gpu_test::to_host(*gpu_, dout, sum_norm.size());
+    EXPECT_LT(normalised_error(fused, sum_norm), kFp32Bound) << "add_rms_norm_zc";
+    float* dsep = gpu_->alloc(T * H);
+    gpu_->rms_norm_zc(da, w, T, H, config_.rms_norm_eps, dsep);  // da holds the GPU add's sum
+    EXPECT_EQ(fused, gpu_test::to_host(*gpu_, dsep, sum_norm.size())) << "add_rms_norm_zc against add + rms_norm_zc";
+    float* dxi = gpu_test::to_device(*gpu_, x);
+    gpu_->add_rms_norm_zc(dxi, dys, w, T, H, config_.rms_norm_eps, dxi);
+    EXPECT_EQ(gpu_test::to_host(*gpu_, dxi, sum_norm.size()), fused) << "add_rms_norm_zc in place";
+
     const std::vector<int32_t> rows = {36, 0, 5, 5, 17};
     std::vector<float> gathered(rows.size() * size_t(H));
     cpu_.gather_rows(x.data(), rows.data(), int64_t(rows.size()), H, gathered.data());

@@ -183,8 +183,8 @@ TEST(CudaRouterOptions, RejectsUnknownVersion) {
     // CUDA context (a forked child's cudaSetDevice fails before the option check).
     GTEST_FLAG_SET(death_test_style, "threadsafe");
     cuda::CudaOptions o;
-    o.moe_router_kernel = 2;
-    EXPECT_DEATH(cuda::CudaOps ops(o), "moe_router_kernel must be 0 or 1");
+    o.moe_router_kernel = 3;
+    EXPECT_DEATH(cuda::CudaOps ops(o), "moe_router_kernel must be 0, 1 or 2");
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaRouter,

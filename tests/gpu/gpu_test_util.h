@@ -28,7 +28,7 @@ inline std::string source_path(const std::string& rel) {
     return std::string(env ? env : QS_SOURCE_DIR) + "/" + rel;
 }
 
-// Test-only: QS_TEST_MOE_ROUTER_KERNEL (0 or 1; unset = the option's default) sets
+// Test-only: QS_TEST_MOE_ROUTER_KERNEL (0, 1 or 2; unset = the option's default) sets
 // CudaOptions::moe_router_kernel for the MoE parity tests and (through apply_test_env) the model
 // tests, so that they run with their unchanged bounds on the tensor-core router before its
 // default flips.
@@ -36,7 +36,8 @@ inline cuda::CudaOptions& apply_test_router_env(cuda::CudaOptions& o) {
     const char* r = std::getenv("QS_TEST_MOE_ROUTER_KERNEL");
     if (r == nullptr || *r == 0) return o;
     const std::string s(r);
-    if (s != "0" && s != "1") throw std::invalid_argument("QS_TEST_MOE_ROUTER_KERNEL must be 0 or 1 (got '" + s + "')");
+    if (s != "0" && s != "1" && s != "2")
+        throw std::invalid_argument("QS_TEST_MOE_ROUTER_KERNEL must be 0, 1 or 2 (got '" + s + "')");
     o.moe_router_kernel = std::stoi(s);
     return o;
 }

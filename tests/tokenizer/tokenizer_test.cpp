@@ -69,6 +69,16 @@ TEST(TokenizerLoad, ErrorsNameTheProblem) {
     std::string bad_added = minimal_json();
     bad_added.replace(bad_added.find("\"id\": 300"), 9, "\"id\": \"x\"");
     expect_error(bad_added, "added token");
+    // Ids index dense tables: a huge id is an error naming it, not a multi-gigabyte allocation
+    // (the tokenizer_json fuzzer found this one), and 64-bit ids do not wrap to small ones.
+    expect_error(R"({"model": {"type": "BPE", "vocab": {"a": 99999999}, "merges": []}})",
+                 "vocab entry 'a' has id 99999999, above the supported maximum 4194303");
+    expect_error(R"({"model": {"type": "BPE", "vocab": {"a": 4294967296}, "merges": []}})",
+                 "has id 4294967296");
+    expect_error(R"({"model": {"type": "BPE", "vocab": {"a": -1}, "merges": []}})", "negative id");
+    std::string huge_added = minimal_json();
+    huge_added.replace(huge_added.find("\"id\": 300"), 9, "\"id\": 2147483647");
+    expect_error(huge_added, "added token '<|end|>' has id 2147483647");
 }
 
 TEST(TokenizerLoad, MissingFileIsNotFound) {

@@ -61,6 +61,34 @@ __global__ void rms_norm_zc_kernel(const float* x, const float* w, int64_t n, fl
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x) yr[i] = xr[i] * inv * (1.0f + w[i]);
 }
 
+// One block per row; each thread keeps its kPer sums x + y in registers between the add and the
+// norm, so the row is read once and x and out are written once (add_kernel then rms_norm_zc_kernel
+// read it three times and write it twice). Thread i owns elements i, i + blockDim, ... as in
+// rms_norm_zc_kernel, so the sum of squares runs in the same order and the results are the same bits.
+template <int kPer>
+__global__ void add_rms_norm_zc_kernel(float* x, const float* y, const float* w, int64_t n, float eps, float* out) {
+    float* xr = x + int64_t(blockIdx.x) * n;
+    const float* yr = y + int64_t(blockIdx.x) * n;
+    float* orow = out + int64_t(blockIdx.x) * n;
+    float v[kPer];
+    float ss = 0.0f;
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) {
+        const int64_t i = threadIdx.x + int64_t(k) * blockDim.x;
+        v[k] = i < n ? xr[i] + yr[i] : 0.0f;
+        if (i < n) ss += v[k] * v[k];
+    }
+    const float inv = rsqrtf(block_sum(ss) / float(n) + eps);
+    const bool keep_sum = out != x;  // in place (the final norm): only the normalised row is wanted
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) {
+        const int64_t i = threadIdx.x + int64_t(k) * blockDim.x;
+        if (i >= n) continue;
+        if (keep_sum) xr[i] = v[k];
+        orow[i] = v[k] * inv * (1.0f + w[i]);
+    }
+}
+
 __global__ void add_kernel(float* x, const float* y, int64_t n) {
     for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
         x[i] += y[i];
@@ -207,6 +235,21 @@ void launch_rms_norm_zc(const float* x, const float* w, int64_t T, int64_t n, fl
 void launch_add(float* x, const float* y, int64_t n, cudaStream_t stream) {
     if (n == 0) return;
     add_kernel<<<grid_for(n), kThreads, 0, stream>>>(x, y, n);
+    QS_CUDA_CHECK_LAUNCH();
+}
+
+void launch_add_rms_norm_zc(float* x, const float* y, const float* w, int64_t T, int64_t n, float eps, float* out,
+                            cudaStream_t stream) {
+    if (T == 0) return;
+    static_assert(kAddRmsNormMaxCols == 16 * kThreads, "the widest instantiation below covers kAddRmsNormMaxCols");
+    if (n <= 2 * kThreads) add_rms_norm_zc_kernel<2><<<unsigned(T), kThreads, 0, stream>>>(x, y, w, n, eps, out);
+    else if (n <= 8 * kThreads) add_rms_norm_zc_kernel<8><<<unsigned(T), kThreads, 0, stream>>>(x, y, w, n, eps, out);
+    else if (n <= 16 * kThreads) add_rms_norm_zc_kernel<16><<<unsigned(T), kThreads, 0, stream>>>(x, y, w, n, eps, out);
+    else {
+        launch_add(x, y, T * n, stream);
+        launch_rms_norm_zc(x, w, T, n, eps, out, stream);
+        return;
+    }
     QS_CUDA_CHECK_LAUNCH();
 }
 

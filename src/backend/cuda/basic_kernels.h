@@ -19,6 +19,13 @@ void launch_rms_norm_zc(const float* x, const float* w, int64_t T, int64_t n, fl
                         cudaStream_t stream);
 // x += y, n elements.
 void launch_add(float* x, const float* y, int64_t n, cudaStream_t stream);
+// x += y, then out = x · rsqrt(mean(x²) + eps) · (1 + w) per row, in one pass: x, y, out [T, n],
+// w [n]. out may equal x (the sum is then not kept: the final norm); y must not overlap out.
+// Bitwise equal to launch_add then launch_rms_norm_zc (the same fp32 sum, the same order of the
+// sum of squares); rows longer than kAddRmsNormMaxCols take those two kernels.
+inline constexpr int64_t kAddRmsNormMaxCols = 4096;
+void launch_add_rms_norm_zc(float* x, const float* y, const float* w, int64_t T, int64_t n, float eps, float* out,
+                            cudaStream_t stream);
 // out [R, n] = src[rows[r]]; rows on the device.
 void launch_gather_rows(const float* src, const int32_t* rows, int64_t R, int64_t n, float* out, cudaStream_t stream);
 // out [T, 2n] = [a | b].

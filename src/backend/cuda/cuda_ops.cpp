@@ -54,12 +54,14 @@ CudaOps::CudaOps(const CudaOptions& options)
                  "CudaOptions::moe_decode_version must be 1 or 2");
     QS_CHECK_MSG(options.moe_prefill_version == 1 || options.moe_prefill_version == 2,
                  "CudaOptions::moe_prefill_version must be 1 or 2");
-    QS_CHECK_MSG(options.moe_router_kernel == 0 || options.moe_router_kernel == 1,
-                 "CudaOptions::moe_router_kernel must be 0 or 1");
+    QS_CHECK_MSG(options.moe_router_kernel >= 0 && options.moe_router_kernel <= 2,
+                 "CudaOptions::moe_router_kernel must be 0, 1 or 2");
     QS_CHECK_MSG(options.gdn_prefill_version >= 0 && options.gdn_prefill_version <= 4,
                  "CudaOptions::gdn_prefill_version must be 0 (auto), 1, 2, 3 or 4");
     QS_CHECK_MSG(options.gdn_decode_version == 1 || options.gdn_decode_version == 2,
                  "CudaOptions::gdn_decode_version must be 1 or 2");
+    QS_CHECK_MSG(options.gdn_decode_kernel >= -1 && options.gdn_decode_kernel <= 1,
+                 "CudaOptions::gdn_decode_kernel must be -1 (by shape), 0 or 1");
     QS_CHECK_MSG(options.moe_int4_grouped == 0 || options.moe_int4_grouped == 1,
                  "CudaOptions::moe_int4_grouped must be 0 or 1");
     QS_CHECK_MSG(options.moe_int4_scratch == 0 || options.moe_int4_scratch == 1,
@@ -170,7 +172,7 @@ void CudaOps::prepare_weights(const WeightSet& w) {
     const std::string why = cuda_unsupported_reason(*w.config);
     QS_CHECK_MSG(why.empty(), why.c_str());
     weights_.upload(w, stream_, options_.reference_precision, options_.moe_int4_scratch == 1,
-                    options_.moe_router_kernel == 1);
+                    options_.moe_router_kernel != 0);
     if (weights_.int4_scratch_layers() > 0)
         log_info("cuda: INT4 experts of {} MoE layers kept without BF16 copies; one-layer BF16 scratch {:.2f} GiB",
                  weights_.int4_scratch_layers(), double(weights_.int4_scratch_bytes()) / double(1 << 30));
@@ -419,6 +421,12 @@ void CudaOps::rms_norm_zc(const float* x, const ParamVector& w, int64_t T, int64
     launch_rms_norm_zc(x, weights_.vec(w), T, n, float(eps), y, stream_);
 }
 
+void CudaOps::add_rms_norm_zc(float* x, const float* y, const ParamVector& w, int64_t T, int64_t n, double eps,
+                              float* out) {
+    const auto prof = op_scope("add_rms_norm");
+    launch_add_rms_norm_zc(x, y, weights_.vec(w), T, n, float(eps), out, stream_);
+}
+
 void CudaOps::linear(const float* x, int64_t T, const LinearWeight& w, float* y) {
     const bool lm_head = w.handle.index == lm_head_;
     if (lm_head) timeline_.mark(phase_ == kMtpPhase ? "MTP lm_head" : "lm_head", stream_);
@@ -570,6 +578,7 @@ void CudaOps::gated_delta_net(const float* qkv, const float* z, const float* b, 
     p.prefill_version =
         (p.Dk % 8 == 0 && p.Dv % 8 == 0) ? gdn_prefill_version_for(options_.gdn_prefill_version, p.ssm_bf16) : 1;
     p.decode_version = options_.gdn_decode_version;
+    p.decode_kernel = options_.gdn_decode_kernel;
     // Versions 2/3's larger workspace (bf16 operands and chunk-start states, ~1 MB per sequence of
     // the batch at the real shape; twice that in 3) only when a sequence takes the chunked path;
     // decode batches keep v1's.
@@ -692,7 +701,8 @@ void CudaOps::moe(const float* x, int64_t T, const MoeWeights& w, int64_t top_k,
         float* shared_gate = alloc(T);           // [T]
         // From kRouterKernelMinRows rows on (below, cuBLAS is faster). The kernel's cp.async reads
         // x in 16-byte chunks: a misaligned x (never an arena block) keeps the cuBLAS path.
-        if (options_.moe_router_kernel == 1 && T >= kRouterKernelMinRows && e.router_hi != nullptr &&
+        if (options_.moe_router_kernel != 0 && (T >= kRouterKernelMinRows || options_.moe_router_kernel == 2) &&
+            e.router_hi != nullptr &&
             reinterpret_cast<uintptr_t>(x) % 16 == 0) {
             launch_router_logits(x, T, e.H, e.router_hi, e.router_lo, e.E, router_logits, shared_gate, stream_);
         } else {

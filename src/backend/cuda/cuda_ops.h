@@ -78,7 +78,8 @@ struct CudaOptions {
     // scale measured) for calls of >= kRouterKernelMinRows (4,096) rows, where it is faster (164
     // µs at 16,384: the 16,384-token prefill step's moe op 86.3 -> 77.3 ms), the weights' hi/lo
     // copies uploaded at prepare_weights (DeviceExperts::router_hi). Smaller calls, and shapes it
-    // does not take (E + 1 > 272 rows, H not a multiple of 8), keep version 0. Not the default yet
+    // does not take (E + 1 > 272 rows, H not a multiple of 8), keep version 0. 2: the kernel at
+    // every size (slower below 4,096 rows; for tests and measurement). Not the default yet
     // (bench/kernels/NOTES.md "Router on tensor cores": model-level tests to re-check).
     int moe_router_kernel = 0;
     // GatedDeltaNetParams::prefill_version for every GDN call (gdn_kernels.h; bench/kernels/NOTES.md
@@ -107,6 +108,14 @@ struct CudaOptions {
     // three cp.async stages at the real shape; bit-identical out and state. Default flips after
     // the H200 lab run (`gdn_lab --decode`).
     int gdn_decode_version = 1;
+    // GatedDeltaNetParams::decode_kernel for every GDN call: the kernel of the token-serial
+    // sequences (decode rows, MTP verification, short prompts). -1 (default) by shape (the
+    // streaming kernel for decode-only batches with bf16 state, gdn_kernels.h), 0 the
+    // one-block-per-head kernel (gdn_serial.cu), 1 the streaming kernel (gdn_decode.cu). For
+    // measuring the by-shape choice end to end (`gpu_forward_bench --gdn-decode-kernel`): the
+    // lab put the two within 5 % of each other at 512 sequences with bf16 state, in either order
+    // on different days (bench/kernels/NOTES.md "GDN decode v3").
+    int gdn_decode_kernel = -1;
     // MoeParams::int4_grouped for MoE calls on INT4 W4A16 experts above the small-T path (9 <= T
     // <= 1,024; bench/kernels/NOTES.md "INT4 MoE grouped GEMM"): 0 (default) the BF16 copies of the
     // experts, 1 (default; H200 2026-12-02, one MoE call at T = 512: 367 µs against 469 on the
@@ -194,6 +203,8 @@ public:
 
     void embed(const WeightBuffer& table, const int32_t* ids, int64_t T, float* x) override;
     void rms_norm_zc(const float* x, const ParamVector& w, int64_t T, int64_t n, double eps, float* y) override;
+    void add_rms_norm_zc(float* x, const float* y, const ParamVector& w, int64_t T, int64_t n, double eps,
+                         float* out) override;
     void linear(const float* x, int64_t T, const LinearWeight& w, float* y) override;
     void argmax_rows(const float* x, int64_t R, int64_t n, int32_t* out) override;
     // The ids go to pinned memory with an event behind them: no stream sync until the wait.
