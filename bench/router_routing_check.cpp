@@ -1,0 +1,120 @@
+// Would the tensor-core router's arithmetic (router_gemm.h: x and W split into bf16 hi + lo, the
+// products xh·wh + xl·wh + xh·wl summed in fp32-class precision) change any top-k choice against
+// the fp32 router on a model? Runs the CPU model over each transformers parity fixture's prompt and
+// its MTP head, recomputes every MoE call's router logits the split way (in double), and prints
+// the top-k set flips and the smallest gap between the k-th and (k+1)-th logit relative to the
+// row's largest |logit|. No flips with a gap far above the split's ~1e-5 relative error means the
+// kernel's arithmetic cannot move these models' routing: a failing model-level GPU test with the
+// kernel on then points at a bug, not at near-ties (bench/kernels/NOTES.md "Router on tensor cores").
+// Usage: router_routing_check FIXTURE_DIR... (e.g. tests/data/parity/*)
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <numeric>
+
+#include "backend/cpu/cpu_ops.h"
+#include "core/dtype.h"
+#include "io/npy.h"
+#include "model/single_sequence.h"
+#include "model/weights.h"
+
+namespace {
+
+using namespace qs;
+
+float bf16_round(float v) { return bf16_to_f32(f32_to_bf16(v)); }
+
+// logits [T, E] as the kernel's split products give them (summed in double: the kernel's fp32
+// accumulation adds ~2^-24 relative on top).
+std::vector<float> split_logits(const float* x, int64_t T, const LinearWeight& router) {
+    const int64_t E = router.out_features, H = router.in_features;
+    std::vector<float> w(size_t(E * H)), out(size_t(T * E));
+    for (int64_t r = 0; r < E; ++r) router.row_to_f32(r, w.data() + r * H);
+    for (int64_t t = 0; t < T; ++t)
+        for (int64_t e = 0; e < E; ++e) {
+            double s = 0;
+            for (int64_t i = 0; i < H; ++i) {
+                const float xv = x[t * H + i], wv = w[size_t(e * H + i)];
+                const float xh = bf16_round(xv), xl = bf16_round(xv - xh);
+                const float wh = bf16_round(wv), wl = bf16_round(wv - wh);
+                s += double(xh) * wh + double(xl) * wh + double(xh) * wl;
+            }
+            out[size_t(t * E + e)] = float(s);
+        }
+    return out;
+}
+
+std::vector<int> top_set(const float* l, int64_t E, int64_t k) {
+    std::vector<int> idx(static_cast<size_t>(E));
+    std::iota(idx.begin(), idx.end(), 0);
+    std::stable_sort(idx.begin(), idx.end(), [&](int i, int j) { return l[i] > l[j]; });
+    idx.resize(size_t(k));
+    std::sort(idx.begin(), idx.end());
+    return idx;
+}
+
+// The CPU backend, watching each MoE call's routing (the forward itself is unchanged).
+struct RoutingWatch : CpuOps {
+    long tokens = 0, flips = 0;
+    double min_rel_gap = 1e30;
+    void moe(const float* x, int64_t T, const MoeWeights& w, int64_t top_k, bool norm, float* y) override {
+        const int64_t E = w.router.out_features;
+        std::vector<float> fp32(size_t(T * E));
+        cpu::linear(x, T, w.router, fp32.data());
+        const std::vector<float> split = split_logits(x, T, w.router);
+        for (int64_t t = 0; t < T; ++t) {
+            const float* a = fp32.data() + t * E;
+            ++tokens;
+            if (top_set(a, E, top_k) != top_set(split.data() + t * E, E, top_k)) ++flips;
+            if (top_k < E) {
+                std::vector<float> s(a, a + E);
+                std::sort(s.begin(), s.end(), std::greater<float>());
+                double scale = 0;
+                for (float v : s) scale = std::max(scale, double(std::fabs(v)));
+                min_rel_gap = std::min(min_rel_gap, (double(s[size_t(top_k - 1)]) - s[size_t(top_k)]) / std::max(scale, 1e-30));
+            }
+        }
+        CpuOps::moe(x, T, w, top_k, norm, y);
+    }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    if (argc < 2) {
+        std::fprintf(stderr, "usage: router_routing_check FIXTURE_DIR...\n");
+        return 2;
+    }
+    int rc = 0;
+    for (int a = 1; a < argc; ++a) {
+        const std::string dir = argv[a];
+        if (!std::filesystem::exists(dir + "/reference.json")) continue;
+        auto weights = load_model_dir(dir);
+        if (!weights.is_ok()) {
+            std::printf("%s: %s\n", dir.c_str(), weights.status().message().c_str());
+            rc = 1;
+            continue;
+        }
+        std::ifstream f(dir + "/reference.json");
+        const nlohmann::json j = nlohmann::json::parse(f);
+        auto ids = read_npy_int(dir + "/" + j.at("refs_dir").get<std::string>() + "/ids.npy");
+        if (!ids.is_ok()) {
+            std::printf("%s: %s\n", dir.c_str(), ids.status().message().c_str());
+            rc = 1;
+            continue;
+        }
+        RoutingWatch ops;
+        Qwen36Model model(*weights, ops);
+        SingleSequence seq(model, int64_t(ids->data.size()), KvCacheDtype::kBF16);
+        seq.feed(std::vector<int32_t>(ids->data.begin(), ids->data.end()), /*all_rows=*/true);
+        const long main_tokens = ops.tokens, main_flips = ops.flips;
+        if (weights->mtp.present) seq.mtp_over_history(0);
+        std::printf("%-40s main: %5ld routings, %ld flips; MTP: %4ld routings, %ld flips; min relative top-k gap %.3g\n",
+                    std::filesystem::path(dir).filename().c_str(), main_tokens, main_flips, ops.tokens - main_tokens,
+                    ops.flips - main_flips, ops.min_rel_gap);
+    }
+    return rc;
+}
