@@ -7,6 +7,11 @@
 // kernel's arithmetic cannot move these models' routing: a failing model-level GPU test with the
 // kernel on then points at a bug, not at near-ties (bench/kernels/NOTES.md "Router on tensor cores").
 // Usage: router_routing_check FIXTURE_DIR... (e.g. tests/data/parity/*)
+//        router_routing_check --engine MODEL_DIR   (CudaModel.EngineOnGpuEqualsSingleSequence*'s 24
+//        prompts on the trained tiny model, each fed whole and decoded greedily for 24 tokens)
+// Each run also prints how many routings have a top-k gap below 1e-7 .. 1e-3 of the row's largest
+// |logit|: the density of near-ties, i.e. how often a perturbation of that relative size (another
+// summation order, another batch's rounding upstream) changes an expert.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -14,6 +19,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <numeric>
+#include <random>
 
 #include "backend/cpu/cpu_ops.h"
 #include "core/dtype.h"
@@ -59,7 +65,8 @@ std::vector<int> top_set(const float* l, int64_t E, int64_t k) {
 // The CPU backend, watching each MoE call's routing (the forward itself is unchanged).
 struct RoutingWatch : CpuOps {
     long tokens = 0, flips = 0;
-    double min_rel_gap = 1e30;
+    double min_rel_gap = 1e30, max_rel_dev = 0;
+    long below[5] = {};  // routings with a relative top-k gap below 1e-7, 1e-6, 1e-5, 1e-4, 1e-3
     void moe(const float* x, int64_t T, const MoeWeights& w, int64_t top_k, bool norm, float* y) override {
         const int64_t E = w.router.out_features;
         std::vector<float> fp32(size_t(T * E));
@@ -74,12 +81,54 @@ struct RoutingWatch : CpuOps {
                 std::sort(s.begin(), s.end(), std::greater<float>());
                 double scale = 0;
                 for (float v : s) scale = std::max(scale, double(std::fabs(v)));
-                min_rel_gap = std::min(min_rel_gap, (double(s[size_t(top_k - 1)]) - s[size_t(top_k)]) / std::max(scale, 1e-30));
+                const double rel = (double(s[size_t(top_k - 1)]) - s[size_t(top_k)]) / std::max(scale, 1e-30);
+                min_rel_gap = std::min(min_rel_gap, rel);
+                double lim = 1e-7;
+                for (long& b : below) {
+                    b += rel < lim;
+                    lim *= 10;
+                }
+                for (int64_t e = 0; e < E; ++e)
+                    max_rel_dev = std::max(max_rel_dev, std::fabs(double(split[size_t(t * E + e)]) - a[e]) / std::max(scale, 1e-30));
             }
         }
         CpuOps::moe(x, T, w, top_k, norm, y);
     }
 };
+
+void print_gaps(const RoutingWatch& ops) {
+    std::printf("  routings with a relative top-k gap below 1e-7: %ld, 1e-6: %ld, 1e-5: %ld, 1e-4: %ld, 1e-3: %ld "
+                "(of %ld); largest |split - fp32| / max|logit| %.2e\n",
+                ops.below[0], ops.below[1], ops.below[2], ops.below[3], ops.below[4], ops.tokens, ops.max_rel_dev);
+}
+
+// The engine test's requests (tests/gpu/cuda_model_test.cpp, engine_equals_single_sequence): the
+// same generator, each request fed whole and decoded greedily like its single-sequence reference.
+int engine_prompts(const std::string& dir) {
+    auto weights = load_model_dir(dir);
+    if (!weights.is_ok()) {
+        std::printf("%s: %s\n", dir.c_str(), weights.status().message().c_str());
+        return 1;
+    }
+    RoutingWatch ops;
+    Qwen36Model model(*weights, ops);
+    std::mt19937 rng(7);
+    for (int i = 0; i < 24; ++i) {
+        const int len = 1 + int(rng() % 120);
+        std::vector<int32_t> prompt;
+        for (int t = 0; t < len; ++t) prompt.push_back(int32_t(rng() % uint32_t(weights->config.vocab_size)));
+        SingleSequence seq(model, int64_t(len) + 26, KvCacheDtype::kBF16);
+        std::vector<float> logits = seq.feed(prompt, false);
+        for (int s = 0; s + 1 < 24; ++s) {
+            const int32_t next = int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
+            logits = seq.feed({next}, false);
+        }
+    }
+    std::printf("%s, the engine test's 24 requests: %ld routings, %ld flips; min relative top-k gap %.3g\n",
+                dir.c_str(), ops.tokens, ops.flips, ops.min_rel_gap);
+    print_gaps(ops);
+    return 0;
+}
 
 }  // namespace
 
@@ -88,6 +137,7 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "usage: router_routing_check FIXTURE_DIR...\n");
         return 2;
     }
+    if (std::string(argv[1]) == "--engine" && argc == 3) return engine_prompts(argv[2]);
     int rc = 0;
     for (int a = 1; a < argc; ++a) {
         const std::string dir = argv[a];
@@ -115,6 +165,7 @@ int main(int argc, char** argv) {
         std::printf("%-40s main: %5ld routings, %ld flips; MTP: %4ld routings, %ld flips; min relative top-k gap %.3g\n",
                     std::filesystem::path(dir).filename().c_str(), main_tokens, main_flips, ops.tokens - main_tokens,
                     ops.flips - main_flips, ops.min_rel_gap);
+        print_gaps(ops);
     }
     return rc;
 }

@@ -31,8 +31,14 @@ inline std::string source_path(const std::string& rel) {
 // Test-only: QS_TEST_MOE_ROUTER_KERNEL (0, 1 or 2; unset = the option's default) sets
 // CudaOptions::moe_router_kernel for the MoE parity tests and (through apply_test_env) the model
 // tests, so that they run with their unchanged bounds on the tensor-core router before its
-// default flips.
+// default flips. QS_TEST_MOE_ROUTER_CHECK=1 also sets CudaOptions::moe_router_check (each eager
+// kernel call compared with cuBLAS; suspicious rows logged), QS_TEST_GRAPH_MAX_BATCH=N
+// CudaOptions::graph_max_batch (0: every call eager, so every call is compared).
 inline cuda::CudaOptions& apply_test_router_env(cuda::CudaOptions& o) {
+    const char* c = std::getenv("QS_TEST_MOE_ROUTER_CHECK");
+    if (c != nullptr && std::string(c) == "1") o.moe_router_check = true;
+    const char* g = std::getenv("QS_TEST_GRAPH_MAX_BATCH");
+    if (g != nullptr && *g != 0) o.graph_max_batch = std::stoll(g);
     const char* r = std::getenv("QS_TEST_MOE_ROUTER_KERNEL");
     if (r == nullptr || *r == 0) return o;
     const std::string s(r);

@@ -658,6 +658,26 @@ void CudaOps::gdn_commit(const GdnWeights& w, const GdnDims& d, const ForwardBat
     gated_delta_net(qkv, z, b, a, w, d, commit, cache, gdn_layer, out);
 }
 
+void CudaOps::check_router(const float* x, int64_t T, const MoeWeights& w, int64_t top_k, const float* logits,
+                           const float* gate) {
+    const int64_t E = weights_.experts(w).E;
+    float* ref = alloc(T * E);
+    float* ref_gate = alloc(T);
+    linear(x, T, w.router, ref);
+    linear(x, T, w.shared_expert_gate, ref_gate);
+    std::vector<float> got(static_cast<size_t>(T * E)), want(static_cast<size_t>(T * E));
+    std::vector<float> got_gate(static_cast<size_t>(T)), want_gate(static_cast<size_t>(T));
+    copy_to_host(logits, T * E, got.data());
+    copy_to_host(gate, T, got_gate.data());
+    copy_to_host(ref, T * E, want.data());
+    copy_to_host(ref_gate, T, want_gate.data());
+    std::string report;
+    const int64_t bad = compare_router_call(got.data(), got_gate.data(), want.data(), want_gate.data(), T, E, top_k,
+                                            kRouterCheckBound, router_check_, report);
+    if (bad > 0) log_warn("router check: T = {}, {} suspicious rows: {}", T, bad, report);
+    else if (!report.empty()) log_info("router check: T = {}: {}", T, report);
+}
+
 void CudaOps::moe(const float* x, int64_t T, const MoeWeights& w, int64_t top_k, bool norm_topk_prob, float* y) {
     const auto prof = op_scope("moe");
     const DeviceExperts& e = weights_.experts(w);
@@ -705,6 +725,7 @@ void CudaOps::moe(const float* x, int64_t T, const MoeWeights& w, int64_t top_k,
             e.router_hi != nullptr &&
             reinterpret_cast<uintptr_t>(x) % 16 == 0) {
             launch_router_logits(x, T, e.H, e.router_hi, e.router_lo, e.E, router_logits, shared_gate, stream_);
+            if (options_.moe_router_check && !in_capture_) check_router(x, T, w, top_k, router_logits, shared_gate);
         } else {
             linear(x, T, w.router, router_logits);
             linear(x, T, w.shared_expert_gate, shared_gate);

@@ -25,6 +25,7 @@
 #include "backend/cuda/step_timeline.h"
 #include "backend/cuda/vision_tower.h"
 #include "backend/ops.h"
+#include "backend/router_check.h"
 
 namespace qs::cuda {
 
@@ -82,6 +83,12 @@ struct CudaOptions {
     // every size (slower below 4,096 rows; for tests and measurement). Not the default yet
     // (bench/kernels/NOTES.md "Router on tensor cores": model-level tests to re-check).
     int moe_router_kernel = 0;
+    // Diagnosis (tests; synchronises every MoE call): each tensor-core router call outside graph
+    // capture is repeated with cuBLAS's fp32 GEMMs on the same x and compared row by row
+    // (backend/router_check.h): a row over kRouterCheckBound, or a top-k change where the fp32
+    // logits are not a near-tie, is logged with its T and row; CudaOps::router_check_stats()
+    // sums every call. The extra buffers shift the arena's later allocations in the layer.
+    bool moe_router_check = false;
     // GatedDeltaNetParams::prefill_version for every GDN call (gdn_kernels.h; bench/kernels/NOTES.md
     // "v5"): 1 the 3xTF32 chunked paths (~1e-6 normalised error); 2 the bf16 tensor-core
     // chunk phases (gdn_tc_*.cu: bf16 operands, fp32 accumulation and state; H200 2026-12-02: 16 x
@@ -241,6 +248,8 @@ public:
     size_t arena_reserved() const { return arena_.reserved(); }
     std::string device_name() const { return device_name_; }
     const ForwardGraphs& graphs() const { return graphs_; }
+    // With CudaOptions::moe_router_check: the comparisons so far.
+    const RouterCheckStats& router_check_stats() const { return router_check_; }
     // With CudaOptions::profile_ops: GPU ms and calls per op name since the last call (syncs).
     std::map<std::string, OpProfiler::Total> take_op_profile() { return profiler_.take(stream_); }
     // Syncs, graph launches, eager ops and copies (always) and, with CudaOptions::step_timeline,
@@ -248,6 +257,9 @@ public:
     StepTimeline::Totals take_step_timeline() { return timeline_.take(stream_); }
 
 private:
+    // CudaOptions::moe_router_check for one call (logits, gate: the kernel's output).
+    void check_router(const float* x, int64_t T, const MoeWeights& w, int64_t top_k, const float* logits,
+                      const float* gate);
     // The op's profiler scope; labels the arena's blocks with the op's name.
     OpProfiler::Scope op_scope(const char* name) {
         arena_.set_label(name);
@@ -288,6 +300,7 @@ private:
     ForwardGraphs graphs_;
     OpProfiler profiler_;
     StepTimeline timeline_;
+    RouterCheckStats router_check_;
     bool in_capture_ = false;  // run_layers is capturing a graph (ops then are not eager)
     // The last begin_forward's Replay::phase: names the lm_head and argmax after it.
     std::string phase_;
