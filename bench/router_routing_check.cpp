@@ -7,7 +7,7 @@
 // kernel's arithmetic cannot move these models' routing: a failing model-level GPU test with the
 // kernel on then points at a bug, not at near-ties (bench/kernels/NOTES.md "Router on tensor cores").
 // Usage: router_routing_check FIXTURE_DIR... (e.g. tests/data/parity/*)
-//        router_routing_check --engine MODEL_DIR   (CudaModel.EngineOnGpuEqualsSingleSequence*'s 24
+//        router_routing_check --engine MODEL_DIR [PERTURB] (CudaModel.EngineOnGpuEqualsSingleSequence*'s 24
 //        prompts on the trained tiny model, each fed whole and decoded greedily for 24 tokens)
 // Each run also prints how many routings have a top-k gap below 1e-7 .. 1e-3 of the row's largest
 // |logit|: the density of near-ties, i.e. how often a perturbation of that relative size (another
@@ -20,6 +20,9 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <random>
+#include <string>
+
+#include <fmt/format.h>
 
 #include "backend/cpu/cpu_ops.h"
 #include "core/dtype.h"
@@ -53,6 +56,36 @@ std::vector<float> split_logits(const float* x, int64_t T, const LinearWeight& r
     return out;
 }
 
+// The same for one row of x with a method: 0 exact (double; cuBLAS's fp32 GEMM is this to ~1e-7),
+// 1 the kernel's two-way split of x (xh + xl; the remainder x - xh - xl, up to 2^-17 |x|, dropped),
+// 2 a three-way split (xh + xm + xl = x exactly). W is split hi + lo in methods 1 and 2.
+void row_logits(int method, const float* x, const std::vector<float>& w, int64_t E, int64_t H, double* out) {
+    for (int64_t e = 0; e < E; ++e) {
+        double s = 0;
+        for (int64_t i = 0; i < H; ++i) {
+            const float xv = x[i], wv = w[size_t(e * H + i)];
+            if (method == 0) {
+                s += double(xv) * wv;
+                continue;
+            }
+            const float xh = bf16_round(xv), xm = bf16_round(xv - xh), xl = bf16_round(xv - xh - xm);
+            const float wh = bf16_round(wv), wl = bf16_round(wv - wh);
+            s += double(xh) * wh + double(xm) * wh + double(xh) * wl;
+            if (method == 2) s += double(xl) * wh + double(xm) * wl;
+        }
+        out[e] = s;
+    }
+}
+
+std::vector<int> top_set_d(const double* l, int64_t E, int64_t k) {
+    std::vector<int> idx(static_cast<size_t>(E));
+    std::iota(idx.begin(), idx.end(), 0);
+    std::stable_sort(idx.begin(), idx.end(), [&](int i, int j) { return l[i] > l[j]; });
+    idx.resize(size_t(k));
+    std::sort(idx.begin(), idx.end());
+    return idx;
+}
+
 std::vector<int> top_set(const float* l, int64_t E, int64_t k) {
     std::vector<int> idx(static_cast<size_t>(E));
     std::iota(idx.begin(), idx.end(), 0);
@@ -64,6 +97,14 @@ std::vector<int> top_set(const float* l, int64_t E, int64_t k) {
 
 // The CPU backend, watching each MoE call's routing (the forward itself is unchanged).
 struct RoutingWatch : CpuOps {
+    // Perturbation experiment: each row's x again with every element moved by one fp32 ulp up or
+    // down at random (another upstream summation order, as a batch of another size gives): how
+    // often each method's top-k set changes, and its mean |logit change| / max |logit|.
+    std::mt19937 rng{5};
+    std::normal_distribution<float> nd{0.0f, 1.0f};
+    double perturb = 0;  // > 0: each element scaled by 1 + perturb·N(0, 1) instead of one ulp
+    long pert_flips[3] = {};
+    double pert_change[3] = {};
     long tokens = 0, flips = 0;
     double min_rel_gap = 1e30, max_rel_dev = 0;
     long below[5] = {};  // routings with a relative top-k gap below 1e-7, 1e-6, 1e-5, 1e-4, 1e-3
@@ -72,6 +113,26 @@ struct RoutingWatch : CpuOps {
         std::vector<float> fp32(size_t(T * E));
         cpu::linear(x, T, w.router, fp32.data());
         const std::vector<float> split = split_logits(x, T, w.router);
+        const int64_t H = w.router.in_features;
+        std::vector<float> wf(static_cast<size_t>(E * H)), xp(static_cast<size_t>(H));
+        for (int64_t r = 0; r < E; ++r) w.router.row_to_f32(r, wf.data() + r * H);
+        std::vector<double> l0(static_cast<size_t>(E)), l1(static_cast<size_t>(E));
+        for (int64_t t = 0; t < T; ++t) {
+            for (int64_t i = 0; i < H; ++i)
+                xp[size_t(i)] = perturb > 0 ? x[t * H + i] * (1.0f + float(perturb) * nd(rng))
+                                            : std::nextafter(x[t * H + i], (rng() & 1) ? INFINITY : -INFINITY);
+            for (int m = 0; m < 3; ++m) {
+                row_logits(m, x + t * H, wf, E, H, l0.data());
+                row_logits(m, xp.data(), wf, E, H, l1.data());
+                double scale = 0, change = 0;
+                for (int64_t e = 0; e < E; ++e) {
+                    scale = std::max(scale, std::fabs(l0[size_t(e)]));
+                    change = std::max(change, std::fabs(l1[size_t(e)] - l0[size_t(e)]));
+                }
+                pert_change[m] += change / std::max(scale, 1e-30);
+                pert_flips[m] += top_set_d(l0.data(), E, top_k) != top_set_d(l1.data(), E, top_k);
+            }
+        }
         for (int64_t t = 0; t < T; ++t) {
             const float* a = fp32.data() + t * E;
             ++tokens;
@@ -100,17 +161,23 @@ void print_gaps(const RoutingWatch& ops) {
     std::printf("  routings with a relative top-k gap below 1e-7: %ld, 1e-6: %ld, 1e-5: %ld, 1e-4: %ld, 1e-3: %ld "
                 "(of %ld); largest |split - fp32| / max|logit| %.2e\n",
                 ops.below[0], ops.below[1], ops.below[2], ops.below[3], ops.below[4], ops.tokens, ops.max_rel_dev);
+    const double n = double(std::max<long>(ops.tokens, 1));
+    std::printf("  x moved by %s per element: top-k changes exact %ld, two-way split %ld, three-way split %ld; "
+                "mean max|logit change| / max|logit| %.2e, %.2e, %.2e\n",
+                ops.perturb > 0 ? fmt::format("{:g} relative", ops.perturb).c_str() : "one ulp", ops.pert_flips[0], ops.pert_flips[1], ops.pert_flips[2], ops.pert_change[0] / n,
+                ops.pert_change[1] / n, ops.pert_change[2] / n);
 }
 
 // The engine test's requests (tests/gpu/cuda_model_test.cpp, engine_equals_single_sequence): the
 // same generator, each request fed whole and decoded greedily like its single-sequence reference.
-int engine_prompts(const std::string& dir) {
+int engine_prompts(const std::string& dir, double perturb) {
     auto weights = load_model_dir(dir);
     if (!weights.is_ok()) {
         std::printf("%s: %s\n", dir.c_str(), weights.status().message().c_str());
         return 1;
     }
     RoutingWatch ops;
+    ops.perturb = perturb;
     Qwen36Model model(*weights, ops);
     std::mt19937 rng(7);
     for (int i = 0; i < 24; ++i) {
@@ -137,7 +204,8 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "usage: router_routing_check FIXTURE_DIR...\n");
         return 2;
     }
-    if (std::string(argv[1]) == "--engine" && argc == 3) return engine_prompts(argv[2]);
+    if (std::string(argv[1]) == "--engine" && (argc == 3 || argc == 4))
+        return engine_prompts(argv[2], argc == 4 ? std::atof(argv[3]) : 0.0);
     int rc = 0;
     for (int a = 1; a < argc; ++a) {
         const std::string dir = argv[a];

@@ -1,11 +1,11 @@
 // The tensor-core router (router_gemm.h, CudaOptions::moe_router_kernel 1)
 // against a float64 CPU reference, and CudaOps::moe with it against
 // CpuOps::moe. Bound for the logits: max |y − ref| / max |ref| < 2e-5. The
-// kernel splits x and W into bf16 hi + lo and sums Wh·xh + Wh·xl + Wl·xh in
-// fp32: each product is exact to ~2⁻¹⁶ ≈ 1.5e-5 relative, random in sign, so
-// the sum's error is ~2⁻¹⁶ of the output's scale or less (cuBLAS's fp32 GEMM is
-// at ~1e-6 here); a missing lo product would leave ~2⁻⁹ ≈ 2e-3 per product
-// (~1e-3 of the scale), 50× the bound.
+// kernel splits x exactly into three bf16 terms and W into bf16 hi + lo, so
+// with a bf16 router every product is exact and only the fp32 accumulation
+// rounds; an fp32 router keeps W to 2⁻¹⁷ (~5e-6 of the scale; cuBLAS's fp32
+// GEMM is at ~1e-6 here); a missing lo product of W would leave ~2⁻⁹ ≈ 2e-3
+// per product (~1e-3 of the scale), 50× the bound.
 #include <gtest/gtest.h>
 
 #include <algorithm>

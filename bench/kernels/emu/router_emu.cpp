@@ -5,7 +5,7 @@
 // indexing, the column split over blocks along y, the epilogue's logits / gate
 // routing, every tile variant, with and without the lo weights. Small shapes
 // (the emulator runs one fiber per thread). PASS: max |y − ref| / max |ref| <
-// 2e-5 and no output left NaN. Says nothing about speed. Build and run (repo
+// 2e-5 (dense W) or 1e-6 (bf16-exact W: every product exact) and no output left NaN. Says nothing about speed. Build and run (repo
 // root; g++ only): sh bench/kernels/emu/run_emu.sh router [--sweep]
 // --sweep: the shapes the model-level GPU tests run (the trained tiny model's
 // E = 16, H = 256 and the transformers fixtures' routers) at every T from 1 to
@@ -64,8 +64,11 @@ int run_shape(const Shape& s, bool dense, std::mt19937& rng, const int* variants
                 }
             for (size_t i = size_t(s.T * s.E); i < logits.size(); ++i) guard = guard && std::isnan(logits[i]);
             for (size_t i = size_t(s.T); i < gate.size(); ++i) guard = guard && std::isnan(gate[i]);
-            const double err = e1 / std::max(r1, 1e-30);
-            const bool ok = finite && guard && err < 2e-5;
+            // bf16-exact W: every product exact (x split into three bf16 terms), so only the fp32
+            // accumulation rounds (a two-term split of x leaves ~3e-6). Dense W: the dropped
+            // W - Wh - Wl (2^-17 of W) leaves ~5e-6.
+            const double err = e1 / std::max(r1, 1e-30), bound = dense ? 2e-5 : 1e-6;
+            const bool ok = finite && guard && err < bound;
             fails += !ok;
             ++g_cases;
             if (verbose || !ok)

@@ -25,11 +25,19 @@ constexpr int kXStride = kBK + 8;        // floats per x row in shared memory
 constexpr int kWStride = kBK + 8;        // bf16 per W row in shared memory
 constexpr int kMaxTilesPerWarp = kRouterMaxRows / 16;  // n8 tiles of one warp (2 warp columns)
 
-// hi = bf16(a), lo = bf16(a - hi), two elements packed (element 0 in the low half, as mma reads).
-__device__ __forceinline__ void split2(float2 v, uint32_t& hi, uint32_t& lo) {
+// a = hi + mid + lo exactly: hi = bf16(a), mid = bf16(a - hi), lo = a - hi - mid (at most 8
+// significant bits left: exact in bf16; both subtractions are exact in fp32). Two elements packed
+// (element 0 in the low half, as mma reads). Exact, not two terms: with hi + mid only, the dropped
+// remainder (up to 2^-17 |a|) makes the logits a step function of x, and a one-ulp change of x
+// upstream (another batch's summation order) moved them ~6x more than in fp32 (NOTES.md "Router:
+// the two-way split dithers").
+__device__ __forceinline__ void split3(float2 v, uint32_t& hi, uint32_t& mid, uint32_t& lo) {
     const __nv_bfloat162 h = __floats2bfloat162_rn(v.x, v.y);
-    const __nv_bfloat162 l = __floats2bfloat162_rn(v.x - __low2float(h), v.y - __high2float(h));
+    const float rx = v.x - __low2float(h), ry = v.y - __high2float(h);
+    const __nv_bfloat162 m = __floats2bfloat162_rn(rx, ry);
+    const __nv_bfloat162 l = __floats2bfloat162_rn(rx - __low2float(m), ry - __high2float(m));
     hi = *reinterpret_cast<const uint32_t*>(&h);
+    mid = *reinterpret_cast<const uint32_t*>(&m);
     lo = *reinterpret_cast<const uint32_t*>(&l);
 }
 
@@ -110,11 +118,11 @@ __global__ void __launch_bounds__(WM * 64) router_logits_kernel(const float* __r
         const uint16_t* wl = wls(s) + (wn * (nb / 2) + g) * kWStride + 2 * t;
 #pragma unroll
         for (int kk = 0; kk < kBK; kk += 16) {
-            uint32_t ah[4], al[4];
-            split2(*reinterpret_cast<const float2*>(xa + kk), ah[0], al[0]);
-            split2(*reinterpret_cast<const float2*>(xa + 8 * kXStride + kk), ah[1], al[1]);
-            split2(*reinterpret_cast<const float2*>(xa + kk + 8), ah[2], al[2]);
-            split2(*reinterpret_cast<const float2*>(xa + 8 * kXStride + kk + 8), ah[3], al[3]);
+            uint32_t ah[4], am[4], al[4];
+            split3(*reinterpret_cast<const float2*>(xa + kk), ah[0], am[0], al[0]);
+            split3(*reinterpret_cast<const float2*>(xa + 8 * kXStride + kk), ah[1], am[1], al[1]);
+            split3(*reinterpret_cast<const float2*>(xa + kk + 8), ah[2], am[2], al[2]);
+            split3(*reinterpret_cast<const float2*>(xa + 8 * kXStride + kk + 8), ah[3], am[3], al[3]);
 #pragma unroll
             for (int j = 0; j < kMaxTilesPerWarp; ++j) {
                 if (j < nt) {
@@ -122,11 +130,15 @@ __global__ void __launch_bounds__(WM * 64) router_logits_kernel(const float* __r
                     const uint32_t bh0 = *reinterpret_cast<const uint32_t*>(b);
                     const uint32_t bh1 = *reinterpret_cast<const uint32_t*>(b + 8);
                     ptx::mma_16816_bf16(acc[j], ah, bh0, bh1);
+                    ptx::mma_16816_bf16(acc[j], am, bh0, bh1);
                     ptx::mma_16816_bf16(acc[j], al, bh0, bh1);
                     if constexpr (LO) {
+                        // x·Wl to (xh + xm)·Wl: the dropped xl·Wl is ≤ 2^-25 of x·W.
                         const uint16_t* bl = wl + j * 8 * kWStride + kk;
-                        ptx::mma_16816_bf16(acc[j], ah, *reinterpret_cast<const uint32_t*>(bl),
-                                            *reinterpret_cast<const uint32_t*>(bl + 8));
+                        const uint32_t bl0 = *reinterpret_cast<const uint32_t*>(bl);
+                        const uint32_t bl1 = *reinterpret_cast<const uint32_t*>(bl + 8);
+                        ptx::mma_16816_bf16(acc[j], ah, bl0, bl1);
+                        ptx::mma_16816_bf16(acc[j], am, bl0, bl1);
                     }
                 }
             }

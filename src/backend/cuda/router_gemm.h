@@ -2,12 +2,14 @@
 // fp32-class accuracy (CudaOptions::moe_router_kernel 1; bench/kernels/NOTES.md "Router on tensor
 // cores"): logits [T, E] = x · Wrᵀ and gate [T] = x · wgᵀ, where W = [Wr; wg] ([E + 1, H]) is
 // stored as two bf16 arrays W = Wh + Wl (split once at upload, rows padded to a multiple of 16
-// with zeros) and each x element is split in registers as xh + xl (bf16 round to nearest, then
-// the rounded remainder). Three mma.sync m16n8k16 products, Wh·xh + Wh·xl + Wl·xh, fp32
-// accumulation: each product is x·w to ~2⁻¹⁶ relative (the dropped Wl·xl and the two
-// residuals are ≤ 2⁻¹⁸ each), so the logits are fp32-class (~1e-5 of their scale, against
-// ~2⁻⁹ with bf16 operands) and top-k choices match the fp32 CPU specification like cuBLAS's
-// fp32 GEMM does. Where Wl is all zero (bf16 checkpoints) the third product is skipped.
+// with zeros) and each x element is split in registers into three bf16 terms xh + xm + xl = x
+// exactly. mma.sync m16n8k16 products Wh·xh + Wh·xm + Wh·xl (+ Wl·xh + Wl·xm where Wl ≠ 0), fp32
+// accumulation: with a bf16 router (real checkpoints: Wl = 0) every product is exact and only
+// the fp32 accumulation rounds, as in cuBLAS's fp32 GEMM; an fp32 router keeps W to 2⁻¹⁷ (the
+// dropped W − Wh − Wl, a fixed perturbation of W) and drops xl·Wl (≤ 2⁻²⁵). Top-k choices then
+// match the fp32 CPU specification like cuBLAS's fp32 GEMM does, and the logits move with x as
+// smoothly as a fp32 GEMM's (a two-term x split made them a step function of x: NOTES.md
+// "Router: the two-way split dithers").
 // Included from g++-compiled code: no device-only syntax here.
 #pragma once
 
