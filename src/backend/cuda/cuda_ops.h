@@ -75,9 +75,10 @@ struct CudaOptions {
     // The router and shared-expert-gate logits of MoE calls that do not compute them inside the
     // MoE kernels (every call but small-T version 2's): 0 (default) two cuBLASLt fp32 GEMMs
     // (SIMT SGEMM: 407 µs per layer at 16,384 tokens on the H200); 1 router_gemm.h's one pass
-    // over x on bf16 tensor cores with hi/lo split operands (fp32-class: ≤ 1e-5 of the logits'
-    // scale measured) for calls of >= kRouterKernelMinRows (4,096) rows, where it is faster (164
-    // µs at 16,384: the 16,384-token prefill step's moe op 86.3 -> 77.3 ms), the weights' hi/lo
+    // over x on bf16 tensor cores with split operands (x exactly as three bf16 terms, W as hi +
+    // lo: fp32-class; with two terms of x ≤ 1e-5 of the logits' scale was measured) for calls of
+    // >= kRouterKernelMinRows (4,096) rows, where it is faster (164 µs at 16,384 with two terms:
+    // the 16,384-token prefill step's moe op 86.3 -> 77.3 ms; three terms not yet timed), the weights' hi/lo
     // copies uploaded at prepare_weights (DeviceExperts::router_hi). Smaller calls, and shapes it
     // does not take (E + 1 > 272 rows, H not a multiple of 8), keep version 0. 2: the kernel at
     // every size (slower below 4,096 rows; for tests and measurement). Not the default yet
