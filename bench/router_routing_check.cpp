@@ -150,7 +150,8 @@ struct RoutingWatch : CpuOps {
                     lim *= 10;
                 }
                 for (int64_t e = 0; e < E; ++e)
-                    max_rel_dev = std::max(max_rel_dev, std::fabs(double(split[size_t(t * E + e)]) - a[e]) / std::max(scale, 1e-30));
+                    max_rel_dev = std::max(max_rel_dev,
+                                           std::fabs(double(split[size_t(t * E + e)]) - a[e]) / std::max(scale, 1e-30));
             }
         }
         CpuOps::moe(x, T, w, top_k, norm, y);
@@ -164,7 +165,8 @@ void print_gaps(const RoutingWatch& ops) {
     const double n = double(std::max<long>(ops.tokens, 1));
     std::printf("  x moved by %s per element: top-k changes exact %ld, two-way split %ld, three-way split %ld; "
                 "mean max|logit change| / max|logit| %.2e, %.2e, %.2e\n",
-                ops.perturb > 0 ? fmt::format("{:g} relative", ops.perturb).c_str() : "one ulp", ops.pert_flips[0], ops.pert_flips[1], ops.pert_flips[2], ops.pert_change[0] / n,
+                ops.perturb > 0 ? fmt::format("{:g} relative", ops.perturb).c_str() : "one ulp", ops.pert_flips[0],
+                ops.pert_flips[1], ops.pert_flips[2], ops.pert_change[0] / n,
                 ops.pert_change[1] / n, ops.pert_change[2] / n);
 }
 

@@ -1,12 +1,13 @@
 // Runs the tensor-core router (src/backend/cuda/router_gemm.cu, its own source
 // and launcher) in the host SIMT emulator (emu_prelude.h) against a float64
 // reference: the cp.async ring (K tails past H, rows past T and past the padded
-// W rows zero-filled), the in-register hi/lo split of x, the A/B fragment
+// W rows zero-filled), the in-register three-term split of x, the A/B fragment
 // indexing, the column split over blocks along y, the epilogue's logits / gate
 // routing, every tile variant, with and without the lo weights. Small shapes
 // (the emulator runs one fiber per thread). PASS: max |y − ref| / max |ref| <
-// 2e-5 (dense W) or 1e-6 (bf16-exact W: every product exact) and no output left NaN. Says nothing about speed. Build and run (repo
-// root; g++ only): sh bench/kernels/emu/run_emu.sh router [--sweep]
+// 2e-5 (dense W) or 1e-6 (bf16-exact W: every product exact) and no output
+// left NaN. Says nothing about speed. Build and run (repo root; g++ only):
+//   sh bench/kernels/emu/run_emu.sh router [--sweep]
 // --sweep: the shapes the model-level GPU tests run (the trained tiny model's
 // E = 16, H = 256 and the transformers fixtures' routers) at every T from 1 to
 // 200, both weight kinds, every variant, both schedules (minutes).
@@ -103,7 +104,8 @@ int main(int argc, char** argv) {
         for (const auto& eh : EH)
             for (int64_t T = 1; T <= 200; ++T) {
                 const int before = fails;
-                for (bool dense : {true, false}) fails += run_shape({eh[0], eh[1], T}, dense, rng, all_variants, 4, false);
+                for (bool dense : {true, false})
+                    fails += run_shape({eh[0], eh[1], T}, dense, rng, all_variants, 4, false);
                 if (T % 50 == 0 || fails != before)
                     std::printf("E=%lld H=%lld T up to %lld: %d cases so far, %d failures\n", (long long)eh[0],
                                 (long long)eh[1], (long long)T, g_cases, fails);

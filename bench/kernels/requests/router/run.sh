@@ -31,8 +31,8 @@ t "models, router 2, check, no graphs" $?
 # 3. The call-by-call check as a test of its own, and the router / MoE parity tests with it on.
 timeout $(left) "$BUNDLE/qs_gpu_tests" --gtest_color=no --gtest_filter='CudaRouterModel.*' > "$L/router_model.log" 2>&1
 t "CudaRouterModel" $?
-# 4 (before the parity tests, which may run long). The kernel's accuracy and time with the exact three-term split of x (was 164 µs at 16,384
-#    rows with a bf16 router, two terms).
+# 4 (before the parity tests, which may run long). The kernel's accuracy and time with the exact
+#    three-term split of x (was 164 µs at 16,384 rows with a bf16 router, two terms).
 [ -x "$BUNDLE/router_lab" ] && { timeout $(left) "$BUNDLE/router_lab" > "$L/router_lab.log" 2>&1; t "router_lab" $?; }
 QS_TEST_MOE_ROUTER_KERNEL=2 timeout $(left) "$BUNDLE/qs_gpu_tests" --gtest_color=no \
     --gtest_filter='CudaRouter*:*CudaOpsParity.MoE*:*CudaOpsParity.MoeBothGroupedGemmPaths*' > "$L/parity_router2.log" 2>&1
