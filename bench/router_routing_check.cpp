@@ -9,7 +9,8 @@
 // Usage: router_routing_check FIXTURE_DIR... (e.g. tests/data/parity/*)
 //        router_routing_check --engine MODEL_DIR [PERTURB] (CudaModel.EngineOnGpuEqualsSingleSequence*'s 24
 //        prompts on the trained tiny model, each fed whole and decoded greedily for 24 tokens)
-// Each run also prints how many routings have a top-k gap below 1e-7 .. 1e-3 of the row's largest
+// No CMake target: compile with the library's flags and link against a build's libqs_lib.a with the
+// libraries of any bench target's link line (build.ninja). Each run also prints how many routings have a top-k gap below 1e-7 .. 1e-3 of the row's largest
 // |logit|: the density of near-ties, i.e. how often a perturbation of that relative size (another
 // summation order, another batch's rounding upstream) changes an expert.
 #include <algorithm>
