@@ -136,19 +136,30 @@ __global__ void __launch_bounds__(NW * 32) decode_v2_kernel(const __grid_constan
     const int* bt = a.batch.block_tables + s.block_table_begin;
     constexpr int KPP = 32 / CH;  // keys per pass of the warp
     const int lc = lane % CH, lk = lane / CH;
+    // Tiles start at multiples of 16 keys: with pages of 16·2^n keys a tile lies in one page.
+    const bool page_per_tile = a.bs_shift >= 4;
     auto load_tile = [&](int i, int stage) {
         const int k0 = kbeg + (warp + i * NW) * kDec2Keys;
         uint8_t* dK = ring + stage * 2 * TB;
         uint8_t* dV = dK + TB;
+        int64_t tile_base = 0;  // page_per_tile: offset of key k0
+        if (page_per_tile && k0 < kend) {
+            const int pi = k0 >> a.bs_shift;
+            tile_base = (int64_t(__ldg(bt + pi)) * a.block_size + (k0 - (pi << a.bs_shift))) * slot_bytes;
+        }
 #pragma unroll
         for (int it = 0; it < kDec2Keys / KPP; ++it) {
             const int kl = it * KPP + lk, key = k0 + kl;
             const bool ok = key < kend;
             int64_t off = 0;
             if (ok) {
-                const int pi = a.bs_shift >= 0 ? (key >> a.bs_shift) : key / a.block_size;
-                const int page = __ldg(bt + pi);
-                off = (int64_t(page) * a.block_size + (key - pi * a.block_size)) * slot_bytes + head_off + lc * 16;
+                if (page_per_tile) {
+                    off = tile_base + kl * slot_bytes + head_off + lc * 16;
+                } else {
+                    const int pi = a.bs_shift >= 0 ? (key >> a.bs_shift) : key / a.block_size;
+                    const int page = __ldg(bt + pi);
+                    off = (int64_t(page) * a.block_size + (key - pi * a.block_size)) * slot_bytes + head_off + lc * 16;
+                }
             }
             if (lc < row_chunks) {
                 ptx::cp_async16(ptx::smem_u32(dK + kl * RB + ((lc ^ swz_k<CH>(kl)) << 4)), kc + off, ok ? 16 : 0);
