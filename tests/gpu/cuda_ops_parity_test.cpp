@@ -605,6 +605,17 @@ TEST_P(CudaOpsParity, GatedAttentionDecodeVersions) {
     }
 }
 
+TEST(CudaOptionsChoice, AttentionDecodeVersionValidated) {
+    QS_REQUIRE_GPU();
+    EXPECT_EQ(cuda::CudaOptions{}.attention_decode_version, 1);  // opt-in until measured
+    // As CudaAttentionV2Option.RejectsUnknownVersion: threadsafe death tests (the child
+    // re-executes the binary instead of forking a process that holds a CUDA context).
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    cuda::CudaOptions o;
+    o.attention_decode_version = 3;
+    EXPECT_DEATH(cuda::CudaOps ops(o), "attention_decode_version must be 1 or 2");
+}
+
 // The auto choice of the GDN prefill version (CudaOptions::gdn_prefill_version 0, the default):
 // fp16 operands (version 4) only where the state is stored in bf16, whose rounding (8 bits per
 // call) is the op's error budget; fp32 storage keeps version 1's fp32-class math. With the default
