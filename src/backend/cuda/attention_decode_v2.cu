@@ -19,14 +19,14 @@
 // keys 2t, 2t+1 (+8), byte-interleaved (prmt) into f16x2 pairs of keys, which fixes which head
 // dims a lane's output rows hold (d_of below). Pᵀ leaves the Sᵀ accumulator in the C layout and
 // enters Oᵀ's product as the B operand: one movmatrix.trans per 8 keys.
-// Shared memory: the tiles are unpadded rows of D·sizeof(cache) bytes whose 16-byte chunks are
+// Shared memory: the tiles are unpadded rows of DP·sizeof(cache) bytes whose 16-byte chunks are
 // XOR-swizzled per key (swz_k, swz_v) so that the fragment loads are free of bank conflicts.
 // Numerics as version 1: q and p rounded to bf16 (bf16 cache) or f16 (fp8 cache), fp32 scores,
 // softmax (exp2 domain) and accumulation; the denominator sums the rounded p.
 #include "backend/cuda/attention_mma.cuh"
 
-// Warps per block and ring depth (tiles of 16 keys per warp) by cache dtype; the lab may
-// override them with -D to compare variants.
+// Warps per block and ring depth (tiles of 16 keys per warp) by cache dtype (compile-time; the
+// lab compares two alternatives at D 256 through GatedAttentionParams::decode_v2_variant).
 #ifndef QS_ATTN_DEC2_WARPS_BF16
 #define QS_ATTN_DEC2_WARPS_BF16 4
 #endif
