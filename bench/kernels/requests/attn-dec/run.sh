@@ -20,7 +20,7 @@ run() {  # name, seconds, command...
 run lab_decode 75 "$BUNDLE"/attention_lab 7 --decode
 # 2. GPU parity: both versions against the CPU and each other (rows 1..4), the older attention tests.
 run gtest_attention 30 "$BUNDLE"/qs_gpu_tests \
-    --gtest_filter='CudaOpsParity.*ttention*:CudaAttentionDecodeRows.*:CudaMrope.*:CudaOptionsChoice.Attention*'
+    --gtest_filter='*CudaOpsParity.*ttention*:CudaAttentionDecodeRows.*:*CudaMrope.*:CudaOptionsChoice.Attention*'
 # 3. Model-level tests with version 2 forced (gpu_test_util.h apply_test_env).
 run gtest_model_dec2 40 env QS_TEST_ATTENTION_DECODE_VERSION=2 "$BUNDLE"/qs_gpu_tests --gtest_filter='CudaModel.*'
 {
