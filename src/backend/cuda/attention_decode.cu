@@ -49,9 +49,7 @@ __global__ void __launch_bounds__(128) combine_kernel(const __grid_constant__ Ar
     }
 }
 
-}  // namespace
-
-static int num_sms() {
+int num_sms() {
     static const int n = [] {
         int dev = 0, v = 0;
         QS_CUDA_CHECK(cudaGetDevice(&dev));
@@ -60,6 +58,8 @@ static int num_sms() {
     }();
     return n;
 }
+
+}  // namespace
 
 void launch_decode_combine(const Args& a, cudaStream_t stream) {
     ptx::launch_kernel(combine_kernel, dim3(a.batch.num_seqs, a.Hq), dim3(128), 0, stream, a);
