@@ -41,6 +41,8 @@
 //          N new rows on the split-K decode attention kernel; default 4)
 //          [--attention-prefill-version 1|2]  (CudaOptions::attention_prefill_version: 2 = the
 //          wgmma/TMA prefill attention, attention_prefill_wgmma.cu, for sequences of >= 1,024 rows)
+//          [--attention-decode-version 1|2]  (CudaOptions::attention_decode_version: 2 = the
+//          streaming decode attention kernel, attention_decode_v2.cu)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -247,7 +249,8 @@ int run(const Args& args) {
         !pick("moe-int4-grouped", {0, 1}, &co.moe_int4_grouped) ||
         !pick("fp8-small-rows", {0, 1, 2, 3, 4}, &co.fp8_small_rows) ||
         !pick("attention-decode-rows", {1, 2, 3, 4}, &co.attention_decode_rows) ||
-        !pick("attention-prefill-version", {1, 2}, &co.attention_prefill_version))
+        !pick("attention-prefill-version", {1, 2}, &co.attention_prefill_version) ||
+        !pick("attention-decode-version", {1, 2}, &co.attention_decode_version))
         return 2;
     cuda::CudaOps ops(co);
     Timer t_up;
@@ -358,7 +361,7 @@ int main(int argc, char** argv) {
                                     "moe-prefill-version", "gdn-prefill-version", "gdn-decode-version", "gdn-decode-kernel",
                                     "moe-int4-grouped",
                                     "moe-int4-grouped-max-t", "fp8-small-rows", "attention-decode-rows",
-                                    "attention-prefill-version"};
+                                    "attention-prefill-version", "attention-decode-version"};
     std::set<std::string> flags;
     cli::add_option_names(cli::model_option_group(), flags, valued);
     cli::add_option_names(cli::backend_option_group(), flags, valued);

@@ -161,6 +161,16 @@ void launch_kv_store(const Args& a, cudaStream_t stream);
 // Sets a.splits.
 template <typename CT, int DP>
 void launch_decode(const GatedAttentionParams& p, Args& a, cudaStream_t stream);
+// 2'. Decode rows, version 2 (attention_decode_v2.cu; GatedAttentionParams::decode_version 2 where
+// decode_v2_applies(D): D % 32 == 0, D <= DP): same rows, same partials and combine. Sets a.splits, a.dec_hg.
+bool decode_v2_applies(int D);
+template <typename CT, int DP>
+void launch_decode_v2(const GatedAttentionParams& p, Args& a, cudaStream_t stream);
+// Shared by both decode versions (attention_decode.cu): the split count of a decode grid of
+// base_blocks blocks per split (two waves of resident blocks, bounded by the workspace's partial
+// slots and p.max_splits; never by context), and the combine pass over a.splits partials.
+int decode_split_count(const GatedAttentionParams& p, const Args& a, int64_t base_blocks, int blocks_per_sm);
+void launch_decode_combine(const Args& a, cudaStream_t stream);
 // 4. Prefill rows (sequences with several rows): causal flash attention (attention_prefill.cu).
 template <typename CT, int DP>
 void launch_prefill_rows(const GatedAttentionParams& p, const Args& a, cudaStream_t stream);

@@ -75,6 +75,8 @@ CudaOps::CudaOps(const CudaOptions& options)
     QS_CHECK_MSG(options.attention_prefill_version == 1 || attention_prefill_v2_available(),
                  "CudaOptions::attention_prefill_version 2: this build has no FlashInfer headers "
                  "(run scripts/setup_flashinfer.sh and reconfigure)");
+    QS_CHECK_MSG(options.attention_decode_version == 1 || options.attention_decode_version == 2,
+                 "CudaOptions::attention_decode_version must be 1 or 2");
     moe_counter_ = DeviceBuffer(sizeof(int));
     QS_CUDA_CHECK(cudaMemset(moe_counter_.get(), 0, sizeof(int)));
 }
@@ -513,6 +515,7 @@ void CudaOps::gated_attention(const float* qg, float* k, const float* v, const P
     p.batch = batch_;  // rope_positions: the M-RoPE streams uploaded by begin_forward
     p.max_splits = kAttentionMaxSplits;
     p.decode_max_rows = options_.attention_decode_rows;
+    p.decode_version = options_.attention_decode_version;
     p.workspace = arena_.allocate(attention_workspace_bytes(batch_.num_tokens, d.num_heads, d.head_dim, p.max_splits));
     if (attention_prefill_v2_applies(options_.attention_prefill_version, p.D, p.kv_dtype, batch_.max_seq_tokens)) {
         int64_t kv_tokens = 0;  // the prefill sequences' whole causal ranges, gathered to bf16

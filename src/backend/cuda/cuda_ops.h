@@ -151,6 +151,12 @@ struct CudaOptions {
     // (attention_prefill_v2_available()); without them version 1 is the default. Default 2 since
     // the H200 lab run (docs/PERF.md: 1 × 16,384 causal 11.1 → 3.55 ms, 619 TFLOP/s).
     int attention_prefill_version = attention_prefill_v2_available() ? 2 : 1;
+    // GatedAttentionParams::decode_version for every attention call (attention_kernels.h): 1
+    // (default) the one-warp split-K decode kernel; 2 the streaming kernel with the keys as the
+    // mma's M, a cp.async ring per warp and fp8 widened in registers (attention_decode_v2.cu,
+    // bench/kernels/NOTES.md "Decode version 2"), wherever the tensor-core kernels run (head_dim
+    // % 32 == 0). Same rows, masking, precision and combine.
+    int attention_decode_version = 1;
 };
 
 // The GDN prefill version a call runs (CudaOptions::gdn_prefill_version): the option's, or with 0
