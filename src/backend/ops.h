@@ -58,14 +58,14 @@ struct Replay {
     const char* phase = "forward";  // a string literal naming the work (a backend's profiling only)
 };
 
-// A device backend's memory: its activation arena (the most bytes a forward held at once so
-// far, and what the arena holds from the device) and the device's free and total bytes.
 // One projection of a shared input in Ops::linears: y [T, w.out] = x · Wᵀ.
 struct LinearOut {
     const LinearWeight& w;
     float* y;
 };
 
+// A device backend's memory: its activation arena (the most bytes a forward held at once so
+// far, and what the arena holds from the device) and the device's free and total bytes.
 struct DeviceMemoryUse {
     size_t arena_high_water = 0;
     size_t arena_reserved = 0;

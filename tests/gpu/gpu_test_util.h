@@ -34,7 +34,16 @@ inline std::string source_path(const std::string& rel) {
 // to the tests that build their options through this (CudaModel's test_options(),
 // CudaOpsParity.GatedDeltaNetWithStateSlots), so that `scripts/gpu_run.sh gdn_acc` can run those
 // tests, with their unchanged bounds, on prefill version 2 before its default flips.
+// Likewise QS_TEST_SHARED_LINEAR_INPUT (0 or 1; unset = the default) sets
+// CudaOptions::shared_linear_input, so the model-level tests can run on Gemm::linears before its
+// default flips (bench/kernels/requests/dense-q1/run.sh).
 inline cuda::CudaOptions& apply_test_env(cuda::CudaOptions& o) {
+    if (const char* v = std::getenv("QS_TEST_SHARED_LINEAR_INPUT"); v != nullptr && *v != 0) {
+        const std::string s(v);
+        if (s != "0" && s != "1")
+            throw std::invalid_argument("QS_TEST_SHARED_LINEAR_INPUT must be 0 or 1 (got '" + s + "')");
+        o.shared_linear_input = std::stoi(s);
+    }
     const char* v = std::getenv("QS_TEST_GDN_PREFILL_VERSION");
     if (v == nullptr || *v == 0) return o;
     const std::string s(v);
