@@ -2,7 +2,7 @@
 # GPU request of branch dense-q1: Ops::linears / Gemm::linears (issue 14 item 4; CudaOptions::
 # shared_linear_input). Bundle: `QS_JOBS=1 bash scripts/build_gpu_bundle.sh qs_gpu_tests fp8_gemm_lab`
 # on this branch. Run from the root of a tree with models/ and tests/data (main's is fine):
-#   BUNDLE=<unpacked bundle> OUT=<log dir> bash run.sh        (~100 s; every step under timeout)
+#   BUNDLE=<unpacked bundle> OUT=<log dir> bash run.sh        (~100 s; the step timeouts sum to 140 s)
 # Order: correctness first (the op-level bitwise test, the existing linear parity tests, the
 # model-level tests on the new path and on the default), then the lab's prefill tables.
 set -u
@@ -15,12 +15,12 @@ step() {
     timeout "$limit" "$@" > "$OUT/$name.log" 2>&1
     echo "$name rc=$? $((SECONDS - t0))s" >> "$OUT/steps.txt"
 }
-step op_tests 45 "$BUNDLE/qs_gpu_tests" --gtest_color=no \
+step op_tests 35 "$BUNDLE/qs_gpu_tests" --gtest_color=no \
     --gtest_filter='CudaSharedLinears.*:CudaOpsParity.*Linear*'
-QS_TEST_SHARED_LINEAR_INPUT=1 step model_tests_shared 30 "$BUNDLE/qs_gpu_tests" --gtest_color=no \
+QS_TEST_SHARED_LINEAR_INPUT=1 step model_tests_shared 25 "$BUNDLE/qs_gpu_tests" --gtest_color=no \
     --gtest_filter='CudaModel.*'
-step model_tests_default 30 "$BUNDLE/qs_gpu_tests" --gtest_color=no --gtest_filter='CudaModel.*'
-step fp8_prefill 60 "$BUNDLE/fp8_gemm_lab" 1 --prefill
+step model_tests_default 25 "$BUNDLE/qs_gpu_tests" --gtest_color=no --gtest_filter='CudaModel.*'
+step fp8_prefill 55 "$BUNDLE/fp8_gemm_lab" 1 --prefill
 {
     echo "== steps"
     cat "$OUT/steps.txt"
