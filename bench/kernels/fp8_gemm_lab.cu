@@ -7,11 +7,12 @@
 //   q_proj / GDN in_proj_qkv 2048→8192, k_proj / v_proj 2048→512, GDN in_proj_z 2048→4096,
 //   o_proj / GDN out_proj 4096→2048   (spec/model.md).
 // Built with QS_BUILD_KERNEL_LABS=ON (target fp8_gemm_lab, links qs_lib).
-// Run: fp8_gemm_lab [seed] [--no-timing] [--quick] [--small-v2] [--prefill]   (exit code 1 on any FAIL;
+// Run: fp8_gemm_lab [seed] [--no-timing] [--quick] [--small-v2] [--prefill] [--shared]   (exit code 1 on any FAIL;
 //      --small-v2: only the small-rows version 2 section, 1-4 rows, checks and old-vs-new timings;
 //      --prefill: only prefill sizes (T = 4,096 and 16,384: checked, then the whole call and the
 //      activation quantisation alone timed, TFLOP/s against the measured fp8 GEMM peak; then the
-//      shared-input groups (Gemm::linears) at 16,384 and 1,024 rows, old vs new, bitwise checked))
+//      shared-input groups (Gemm::linears) at 16,384 and 1,024 rows, old vs new, bitwise checked;
+//      --shared: only those groups)
 //
 // Inputs: W = random N(0, 0.02) times a per-128×128-block factor 2^U(-4,4), quantised with the
 // checkpoint quantiser (quantize_fp8_block_row); x = N(0, 1) times a per-(row, 128-group) factor
@@ -712,13 +713,14 @@ struct Lab {
 
 int main(int argc, char** argv) {
     uint64_t seed = 1;
-    bool timing = true, quick = false, v2_only = false, prefill_only = false;
+    bool timing = true, quick = false, v2_only = false, prefill_only = false, shared_only = false;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         if (a == "--no-timing") timing = false;
         else if (a == "--quick") quick = true, timing = false;
         else if (a == "--small-v2") v2_only = true;
         else if (a == "--prefill") prefill_only = true;
+        else if (a == "--shared") shared_only = true;
         else seed = std::strtoull(argv[i], nullptr, 10);
     }
     int dev = 0;
@@ -750,6 +752,8 @@ int main(int argc, char** argv) {
         std::printf("%-22s %11s %6s  %-13s %9s %8s %7s %9s %9s %8s %7s\n", "shape", "out x in", "T", "path", "call us",
                     "TFLOP/s", "peak", "quant us", "gemm us", "TFLOP/s", "peak");
         for (const Shape& s : real) lab.time_prefill(s, {4096, 16384}, rng);
+    }
+    if (prefill_only || shared_only) {
         std::printf("\nshared input (Gemm::linears): old = one linear per weight, new = x quantised once; median "
                     "of 10 whole groups, TFLOP/s over the group's FLOPs (b, a: fp32 SGEMMs)\n");
         std::printf("%-14s %6s  %-18s %9s %8s %7s\n", "group", "T", "variant", "us", "TFLOP/s", "peak");
