@@ -37,6 +37,8 @@
 //          rows dequantise one layer's experts into a BF16 scratch first)
 //          [--fp8-small-rows 0..4]  (CudaOptions::fp8_small_rows: FP8 dense linears of 1..N rows on
 //          the small-rows kernel's version 2, e.g. the MTP verify's 2 rows; default 4, 0 = the old path)
+//          [--shared-linear-input 0|1]  (CudaOptions::shared_linear_input: q/k/v and GDN qkv/z/b/a
+//          share one quantisation (FP8) or bf16 copy of their input; default 0 = one per linear)
 //          [--attention-decode-rows 1..4]  (CudaOptions::attention_decode_rows: sequences of up to
 //          N new rows on the split-K decode attention kernel; default 4)
 //          [--attention-prefill-version 1|2]  (CudaOptions::attention_prefill_version: 2 = the
@@ -248,6 +250,7 @@ int run(const Args& args) {
         !pick("gdn-decode-kernel", {-1, 0, 1}, &co.gdn_decode_kernel) ||
         !pick("moe-int4-grouped", {0, 1}, &co.moe_int4_grouped) ||
         !pick("fp8-small-rows", {0, 1, 2, 3, 4}, &co.fp8_small_rows) ||
+        !pick("shared-linear-input", {0, 1}, &co.shared_linear_input) ||
         !pick("attention-decode-rows", {1, 2, 3, 4}, &co.attention_decode_rows) ||
         !pick("attention-prefill-version", {1, 2}, &co.attention_prefill_version) ||
         !pick("attention-decode-version", {1, 2}, &co.attention_decode_version))

@@ -35,13 +35,22 @@ inline std::string source_path(const std::string& rel) {
 // CudaOpsParity.GatedDeltaNetWithStateSlots), so that `scripts/gpu_run.sh gdn_acc` can run those
 // tests, with their unchanged bounds, on prefill version 2 before its default flips.
 // Likewise QS_TEST_ATTENTION_DECODE_VERSION (1 or 2; unset = the option's default) selects
-// CudaOptions::attention_decode_version for those tests (the decode attention kernel's version 2).
+// CudaOptions::attention_decode_version for those tests (the decode attention kernel's version 2),
+// and QS_TEST_SHARED_LINEAR_INPUT (0 or 1; unset = the default) sets
+// CudaOptions::shared_linear_input, so the model-level tests can run on Gemm::linears before its
+// default flips (bench/kernels/requests/dense-q1/run.sh).
 inline cuda::CudaOptions& apply_test_env(cuda::CudaOptions& o) {
     if (const char* a = std::getenv("QS_TEST_ATTENTION_DECODE_VERSION"); a != nullptr && *a != 0) {
         const std::string s(a);
         if (s != "1" && s != "2")
             throw std::invalid_argument("QS_TEST_ATTENTION_DECODE_VERSION must be 1 or 2 (got '" + s + "')");
         o.attention_decode_version = std::stoi(s);
+    }
+    if (const char* v = std::getenv("QS_TEST_SHARED_LINEAR_INPUT"); v != nullptr && *v != 0) {
+        const std::string s(v);
+        if (s != "0" && s != "1")
+            throw std::invalid_argument("QS_TEST_SHARED_LINEAR_INPUT must be 0 or 1 (got '" + s + "')");
+        o.shared_linear_input = std::stoi(s);
     }
     const char* v = std::getenv("QS_TEST_GDN_PREFILL_VERSION");
     if (v == nullptr || *v == 0) return o;

@@ -68,6 +68,8 @@ CudaOps::CudaOps(const CudaOptions& options)
     QS_CHECK_MSG(options.fp8_small_rows >= 0 && options.fp8_small_rows <= kSmallLinearFp8V2MaxRows,
                  "CudaOptions::fp8_small_rows must be in [0, 4]");
     gemm_->set_fp8_small_rows(options.fp8_small_rows);
+    QS_CHECK_MSG(options.shared_linear_input == 0 || options.shared_linear_input == 1,
+                 "CudaOptions::shared_linear_input must be 0 or 1");
     QS_CHECK_MSG(options.attention_decode_rows >= 1 && options.attention_decode_rows <= 4,
                  "CudaOptions::attention_decode_rows must be in [1, 4]");
     QS_CHECK_MSG(options.attention_prefill_version == 1 || options.attention_prefill_version == 2,
@@ -430,6 +432,18 @@ void CudaOps::linear(const float* x, int64_t T, const LinearWeight& w, float* y)
     if (lm_head) timeline_.mark(phase_ == kMtpPhase ? "MTP lm_head" : "lm_head", stream_);
     const auto prof = op_scope(lm_head ? "lm_head" : "linear");
     gemm_->linear(weights_.linear(w), x, T, y, arena_, stream_);
+}
+
+void CudaOps::linears(const float* x, int64_t T, std::initializer_list<LinearOut> outs) {
+    if (options_.shared_linear_input == 0) return Ops::linears(x, T, outs);
+    const auto prof = op_scope("linear");
+    std::vector<const DeviceLinear*> ws;
+    std::vector<float*> ys;
+    for (const LinearOut& o : outs) {
+        ws.push_back(&weights_.linear(o.w));
+        ys.push_back(o.y);
+    }
+    gemm_->linears(x, T, ws, ys, arena_, stream_);
 }
 
 void CudaOps::argmax_rows(const float* x, int64_t R, int64_t n, int32_t* out) {

@@ -134,6 +134,12 @@ struct CudaOptions {
     // (scripts/gpu_run.sh mtp_fast, docs/PERF.md): 10.6 against 16.7 µs at one row (in_proj_z),
     // 11.5 against 22.0 µs at two; one stream's k = 0 step 4.72 → 3.82 ms.
     int fp8_small_rows = 4;
+    // Ops::linears (several linears of one input: q/k/v, GDN qkv/z/b/a): 1 the weights on the
+    // block-scaled FP8 path share one e4m3 quantisation of x, those on cuBLASLt's bf16 path one
+    // bf16 copy (Gemm::linears; each output bitwise what its own linear gives, so only time
+    // changes: at 16,384 rows a quantisation is ~60 µs); 0 (default) one linear per output.
+    // Default flips after the H200 run (bench/kernels/NOTES.md "Shared input").
+    int shared_linear_input = 0;
     // Sequences with 1..N new rows (N in [1, 4]; an MTP verify has k + 1) take the split-K decode
     // attention kernel, each row masked at its own position (GatedAttentionParams::
     // decode_max_rows), instead of the prefill kernel, whose one block per (sequence, kv head)
@@ -201,6 +207,7 @@ public:
     void add_rms_norm_zc(float* x, const float* y, const ParamVector& w, int64_t T, int64_t n, double eps,
                          float* out) override;
     void linear(const float* x, int64_t T, const LinearWeight& w, float* y) override;
+    void linears(const float* x, int64_t T, std::initializer_list<LinearOut> outs) override;
     void argmax_rows(const float* x, int64_t R, int64_t n, int32_t* out) override;
     // The ids go to pinned memory with an event behind them: no stream sync until the wait.
     void argmax_rows_start(const float* x, int64_t R, int64_t n) override;
