@@ -364,7 +364,7 @@ int main(int argc, char** argv) {
                                     "moe-prefill-version", "gdn-prefill-version", "gdn-decode-version", "gdn-decode-kernel",
                                     "moe-int4-grouped",
                                     "moe-int4-grouped-max-t", "fp8-small-rows", "attention-decode-rows",
-                                    "attention-prefill-version", "attention-decode-version"};
+                                    "attention-prefill-version", "attention-decode-version", "shared-linear-input"};
     std::set<std::string> flags;
     cli::add_option_names(cli::model_option_group(), flags, valued);
     cli::add_option_names(cli::backend_option_group(), flags, valued);
