@@ -217,7 +217,14 @@ void Gemm::linear(const DeviceLinear& w, const float* x, int64_t T, float* y, De
             matmul(CUDA_R_32F, w.w, x, w.out, T, w.in, y, stream);
             return;
         case DeviceLinear::Dtype::kBF16: {
-            if (policy_ == LinearPolicy::kAuto && w.int4_codes &&
+            if (policy_ == LinearPolicy::kAuto && w.int4_codes && w.nvfp4 &&
+                nvfp4_linear_supports(T, w.in, w.int4_codes, x)) {
+                launch_nvfp4_linear(w.int4_codes, w.int4_scales, w.nvfp4_global, w.out, w.in, x, T, y, stream);
+                ++int4_calls_;
+                ++nvfp4_calls_;
+                return;
+            }
+            if (policy_ == LinearPolicy::kAuto && w.int4_codes && !w.nvfp4 &&
                 int4_linear_supports(T, w.in, w.int4_group, w.int4_codes, x)) {
                 launch_int4_linear(w.int4_codes, w.int4_scales, w.out, w.in, w.int4_group, x, T, y, stream);
                 ++int4_calls_;

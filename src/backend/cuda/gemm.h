@@ -53,6 +53,12 @@ struct DeviceLinear {
     const uint32_t* int4_codes = nullptr;
     const uint16_t* int4_scales = nullptr;
     int64_t int4_group = 0;
+    // NVFP4 weights kept packed (CudaOptions::nvfp4_kernels; backend/nvfp4_layout.h): int4_codes
+    // and int4_scales then hold the NVFP4 layout's E2M1 codes and bf16 block scales (int4_group
+    // 16), and nvfp4_global multiplies every output; calls of up to kInt4LinearMaxRows rows read
+    // them (launch_nvfp4_linear), larger T the BF16 copy.
+    bool nvfp4 = false;
+    float nvfp4_global = 1.0f;
 };
 
 // The BLK128x128_32F copy of FP8 block scales for out, in multiples of 128: scale_inv
@@ -97,6 +103,8 @@ public:
     int64_t small_rows_calls() const { return small_rows_calls_; }
     // Calls that took the INT4 small-row kernel (DeviceLinear::int4_codes; tests and labs).
     int64_t int4_calls() const { return int4_calls_; }
+    // Calls that took it on NVFP4 weights (DeviceLinear::nvfp4; counted in int4_calls too).
+    int64_t nvfp4_calls() const { return nvfp4_calls_; }
     const Fp8Counts& fp8_counts() const { return fp8_counts_; }
     // The cached block-scaled plan of a shape (T as passed to linear): planned = a call at this
     // shape tried it; ok = cuBLASLt gave an algorithm; d_type = the output type it runs with.
@@ -145,6 +153,7 @@ private:
     Fp8Counts fp8_counts_;
     int64_t small_rows_calls_ = 0;
     int64_t int4_calls_ = 0;
+    int64_t nvfp4_calls_ = 0;
 };
 
 }  // namespace qs::cuda
