@@ -95,13 +95,22 @@ ModelConfig real_shapes() {
 void to_nvfp4(LinearWeight& w) {
     const int64_t out = w.out_features, in = w.in_features;
     std::vector<float> all(size_t(out * in));
+#pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < out; ++r) w.row_to_f32(r, all.data() + size_t(r * in));
     float amax = 0.0f;
     for (float v : all) amax = std::max(amax, std::fabs(v));
     const float global = nvfp4_global_scale(amax);
     auto codes = std::shared_ptr<uint8_t[]>(new uint8_t[size_t(out * in / 2)]);
     auto scales = std::shared_ptr<uint8_t[]>(new uint8_t[size_t(out * in / 16)]);
-    ASSERT_TRUE(quantize_nvfp4_rows(all.data(), out, in, global, codes.get(), scales.get()));
+    bool ok = true;
+    constexpr int64_t kRows = 64;  // row blocks quantised in parallel (each row depends on the global only)
+#pragma omp parallel for schedule(static) reduction(&& : ok)
+    for (int64_t r0 = 0; r0 < out; r0 += kRows) {
+        const int64_t n = std::min(kRows, out - r0);
+        ok = ok && quantize_nvfp4_rows(all.data() + size_t(r0 * in), n, in, global, codes.get() + r0 * in / 2,
+                                       scales.get() + r0 * in / 16);
+    }
+    ASSERT_TRUE(ok);
     w.format = WeightFormat::kNvfp4;
     w.weight = WeightBuffer{DType::kU8, {out, in / 2}, codes.get(), std::shared_ptr<const void>(codes, codes.get()), {}};
     w.scales = WeightBuffer{DType::kF8E4M3, {out, in / 16}, scales.get(), std::shared_ptr<const void>(scales, scales.get()), {}};
