@@ -205,7 +205,7 @@ __global__ __launch_bounds__(kSmallThreads) void down_kernel(SmallParams p) {
             wrow[g] = reinterpret_cast<const uint2*>(p.down_q[e] + size_t(col) * (Ie / 8));
             srow[g] = p.down_qs[e] + size_t(col) * (Ie / p.qgroup);
             hrow[g] = p.h + size_t(dest) * p.ldh;
-            if constexpr (F == w4::Code4::kNvfp4) glob[g] = p.qglobal[3 * e + 1];
+            if constexpr (F == w4::Code4::kNvfp4) glob[g] = p.qglobal[3 * e + 2];
         }
         float part[G];
 #pragma unroll
