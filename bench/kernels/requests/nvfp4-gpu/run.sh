@@ -22,6 +22,16 @@ run int4_tests 40 "$BUNDLE/qs_gpu_tests" --gtest_filter='CudaInt4.LinearsTakeThe
 run int4_gemv_lab 25 "$BUNDLE/int4_gemv_lab"
 # 3. MoE small-T: NVFP4 experts packed vs their BF16 copies vs FP8, T = 1, 2, 4, 8.
 run moe_nvfp4_lab 35 "$BUNDLE/moe_int4_lab" 1 --nvfp4
+# 4. Only with FULL=1 (a session with more device time; needs gpu_forward_bench in the bundle): one
+#    stream's decode on 8-layer dummy models, NVFP4 with the option off (BF16 copies) and on, INT4
+#    and FP8 beside (the same prompt and steps; ms/token in each log's summary).
+if [ "${FULL:-0}" = 1 ]; then
+    common=(--model builtin:qwen36-35b-a3b --load-format dummy --num-layers 8 --no-mtp --mode single)
+    run single_nvfp4_off 150 "$BUNDLE/gpu_forward_bench" "${common[@]}" --dummy-format nvfp4 --nvfp4-kernels 0
+    run single_nvfp4_on 150 "$BUNDLE/gpu_forward_bench" "${common[@]}" --dummy-format nvfp4 --nvfp4-kernels 1
+    run single_int4 150 "$BUNDLE/gpu_forward_bench" "${common[@]}" --dummy-format int4-w4a16
+    run single_fp8 150 "$BUNDLE/gpu_forward_bench" "${common[@]}" --dummy-format fp8-block
+fi
 echo "--- summary"
 cat "$OUT/summary.txt"
 grep -h "FAIL\|PASSED\|FAILED\|^PASS" "$OUT"/*.log | tail -20
