@@ -120,8 +120,8 @@ void to_nvfp4(LinearWeight& w) {
 
 // The dummy BF16 model with the modules `quantize --format nvfp4` quantises made NVFP4: attention
 // and GDN projections (not in_proj_a/b), every expert and the shared expert.
-const ModelWeights& nvfp4_weights() {
-    static const ModelWeights w = [] {
+ModelWeights& nvfp4_weights() {
+    static ModelWeights w = [] {
         ModelWeights m = make_dummy_weights(real_shapes(), 91, false, WeightFormat::kDense);
         for (DecoderLayerWeights& l : m.layers) {
             if (l.type == LayerType::kFullAttention) {
@@ -157,7 +157,7 @@ protected:
         return gpu;
     }
     ModelConfig config_;
-    const ModelWeights* weights_ = nullptr;
+    ModelWeights* weights_ = nullptr;
     CpuOps cpu_;
     std::mt19937 rng_{5};
 };
@@ -187,7 +187,9 @@ TEST_F(CudaNvfp4, LinearsTakeTheNvfp4KernelUpTo8Rows) {
             off->linear(gpu_test::to_device(*off, x), T, *w, dy0);
             const std::vector<float> y0 = gpu_test::to_host(*off, dy0, ref.size());
             EXPECT_LT(normalised_error(y0, ref), kBound) << name << " T=" << T << " (option off)";
-            if (T > cuda::kInt4LinearMaxRows) EXPECT_TRUE(y == y0) << name << " T=" << T << ": not the BF16 copy";
+            if (T > cuda::kInt4LinearMaxRows) {
+                EXPECT_TRUE(y == y0) << name << " T=" << T << ": not the BF16 copy";
+            }
             on->free_all();
             off->free_all();
         }
