@@ -64,7 +64,8 @@ int check_round_trip(const ModelWeights& w) {
         EXPECT_EQ(nvfp4_layout_unsupported(*l), "");
         ++taken;
         const Nvfp4DeviceLayout d = nvfp4_device_layout(*l);
-        ASSERT_EQ(int64_t(d.codes.size()), l->out_features * l->in_features / 8);
+        EXPECT_EQ(int64_t(d.codes.size()), l->out_features * l->in_features / 8);
+        if (int64_t(d.codes.size()) != l->out_features * l->in_features / 8) continue;
         EXPECT_EQ(std::memcmp(d.codes.data(), l->weight.data, d.codes.size() * 4), 0);
         std::vector<float> a(size_t(l->in_features)), b(a.size());
         int64_t off_by_one = 0, worse = 0;
