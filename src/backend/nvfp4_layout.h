@@ -13,7 +13,8 @@
 // significant bits, exponents 2^−10 .. 2^11), so the kernels form it with no rounding and the only
 // rounding against LinearWeight::row_to_f32 is where the global is applied (the library rounds
 // e4m3·global first, then × e2m1; here e2m1·e4m3 is exact and × global rounds once): at most one
-// fp32 ulp per weight (nvfp4_layout_test.cpp). Code 8 (−0) decodes as −0 here (+0 in ModelOpt's
+// fp32 ulp per weight with ModelOpt's multiplied global, two with compressed-tensors' divided one
+// (its reciprocal rounds once more) (nvfp4_layout_test.cpp). Code 8 (−0) decodes as −0 here (+0 in ModelOpt's
 // table): the same value in every sum. Rows are 16-byte aligned when in % 32 == 0.
 // Host-only, no CUDA.
 #pragma once
