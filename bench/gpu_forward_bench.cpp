@@ -32,6 +32,9 @@
 //          [--moe-int4-grouped-max-t N]  (CudaOptions::moe_int4_grouped_max_t, default 0 = 1,024 with
 //          BF16 expert copies, 4,096 without: the largest MoE call on the INT4 grouped GEMMs; above
 //          it the CUTLASS BF16 path)
+//          [--nvfp4-kernels 0|1]  (CudaOptions::nvfp4_kernels: an NVFP4 checkpoint's linears of up to
+//          8 rows and its MoE small-T calls read the packed 4-bit layout instead of the BF16 copies;
+//          needs a real NVFP4 model directory: the dummy weights have no NVFP4 format)
 //          [--int4-expert-copies bf16|none]  (the serve option, CudaOptions::moe_int4_scratch: with
 //          --dummy-format int4-w4a16, none = no BF16 expert copies; MoE calls above the INT4 kernels'
 //          rows dequantise one layer's experts into a BF16 scratch first)
@@ -249,6 +252,7 @@ int run(const Args& args) {
         !pick("gdn-decode-version", {1, 2}, &co.gdn_decode_version) ||
         !pick("gdn-decode-kernel", {-1, 0, 1}, &co.gdn_decode_kernel) ||
         !pick("moe-int4-grouped", {0, 1}, &co.moe_int4_grouped) ||
+        !pick("nvfp4-kernels", {0, 1}, &co.nvfp4_kernels) ||
         !pick("fp8-small-rows", {0, 1, 2, 3, 4}, &co.fp8_small_rows) ||
         !pick("shared-linear-input", {0, 1}, &co.shared_linear_input) ||
         !pick("attention-decode-rows", {1, 2, 3, 4}, &co.attention_decode_rows) ||
@@ -362,7 +366,7 @@ int main(int argc, char** argv) {
                                     "mtp-k",  "mtp-acceptance", "mtp-seqs", "mtp-steps", "mtp-prompt-tokens", "mtp-overlap", "mtp-spare-slots-list",
                                     "moe-small-version", "moe-decode-version",
                                     "moe-prefill-version", "gdn-prefill-version", "gdn-decode-version", "gdn-decode-kernel",
-                                    "moe-int4-grouped",
+                                    "moe-int4-grouped", "nvfp4-kernels",
                                     "moe-int4-grouped-max-t", "fp8-small-rows", "attention-decode-rows",
                                     "attention-prefill-version", "attention-decode-version", "shared-linear-input"};
     std::set<std::string> flags;

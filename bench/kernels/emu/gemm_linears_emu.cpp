@@ -252,6 +252,12 @@ bool int4_linear_supports(int64_t T, int64_t in, int64_t group, const void* code
     return T >= 1 && T <= kInt4LinearMaxRows && in % 32 == 0 && group > 0 && group % 8 == 0 && in % group == 0 &&
            reinterpret_cast<uintptr_t>(codes) % 16 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0;
 }
+// NVFP4 (no case here uses it: DeviceLinear::nvfp4 stays false, so route() never asks).
+bool nvfp4_linear_supports(int64_t, int64_t, const void*, const float*) { return false; }
+void launch_nvfp4_linear(const uint32_t*, const uint16_t*, float, int64_t, int64_t, const float*, int64_t, float*,
+                         cudaStream_t, int) {
+    std::abort();
+}
 // The small-row kernels: the exact product (their rounding is not what is checked here).
 void small_rows(const void* w, bool fp8, const float* scale_inv, int64_t out, int64_t in, const float* x, int64_t T,
                 float* y, float extra) {

@@ -63,6 +63,7 @@ CudaOps::CudaOps(const CudaOptions& options)
                  "CudaOptions::moe_int4_grouped must be 0 or 1");
     QS_CHECK_MSG(options.moe_int4_scratch == 0 || options.moe_int4_scratch == 1,
                  "CudaOptions::moe_int4_scratch must be 0 or 1");
+    QS_CHECK_MSG(options.nvfp4_kernels == 0 || options.nvfp4_kernels == 1, "CudaOptions::nvfp4_kernels must be 0 or 1");
     QS_CHECK_MSG(options.moe_int4_grouped_max_t == 0 || options.moe_int4_grouped_max_t > kMoeSmallTMax,
                  "CudaOptions::moe_int4_grouped_max_t must be 0 (by the copies) or >= 9");
     QS_CHECK_MSG(options.fp8_small_rows >= 0 && options.fp8_small_rows <= kSmallLinearFp8V2MaxRows,
@@ -172,7 +173,8 @@ void CudaOps::prepare_weights(const WeightSet& w) {
     QS_CHECK(w.config != nullptr && w.lm_head != nullptr);
     const std::string why = cuda_unsupported_reason(*w.config);
     QS_CHECK_MSG(why.empty(), why.c_str());
-    weights_.upload(w, stream_, options_.reference_precision, options_.moe_int4_scratch == 1);
+    weights_.upload(w, stream_, options_.reference_precision, options_.moe_int4_scratch == 1,
+                    options_.nvfp4_kernels == 1);
     if (weights_.int4_scratch_layers() > 0)
         log_info("cuda: INT4 experts of {} MoE layers kept without BF16 copies; one-layer BF16 scratch {:.2f} GiB",
                  weights_.int4_scratch_layers(), double(weights_.int4_scratch_bytes()) / double(1 << 30));
@@ -685,6 +687,8 @@ void CudaOps::moe(const float* x, int64_t T, const MoeWeights& w, int64_t top_k,
     p.experts.up_qs = e.up_qs;
     p.experts.down_qs = e.down_qs;
     p.experts.int4_group = e.int4_group;
+    p.experts.nvfp4 = e.nvfp4;
+    p.experts.nvfp4_global = e.nvfp4_global;
     p.experts.bf16_in_scratch = e.bf16_in_scratch;
     p.T = int(T);
     p.top_k = int(top_k);

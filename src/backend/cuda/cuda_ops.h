@@ -126,6 +126,14 @@ struct CudaOptions {
     // moe_int4_lab --scratch, docs/PERF.md: the grouped GEMMs beat a copy's BF16 GEMM only up to
     // 1,024 rows, but beat dequantising into the scratch + the BF16 GEMM up to 4,096).
     int moe_int4_grouped_max_t = 0;
+    // NVFP4 weights read as 4-bit (issue 18 item 4; bench/kernels/NOTES.md "NVFP4 on the 4-bit
+    // kernels"): 0 (default) NVFP4 linears and experts are dequantised to BF16 copies at upload and
+    // every path reads those; 1 they also keep the packed NVFP4 device layout (backend/
+    // nvfp4_layout.h: E2M1 codes, bf16 block scales, an fp32 global per matrix; +0.625 bytes per
+    // weight), which dense linears of up to 8 rows (launch_nvfp4_linear) and the MoE small-T path
+    // (T <= 8, moe_small_int4.cu) read as INT4's are: a quarter of the BF16 copy's bytes at decode.
+    // Larger calls keep the BF16 copies. Not measured on the GPU yet; the lead decides the default.
+    int nvfp4_kernels = 0;
     // FP8 dense linears of 1..N rows (N <= 4) on the small-rows kernel's version 2
     // (small_linear_fp8.cu: x quantised once per block into shared memory, the weight streamed once
     // for all rows; an MTP verify is k + 1 rows): 0 (default) today's path, version 1 at one row

@@ -226,7 +226,10 @@ Gemm::Route Gemm::route(const DeviceLinear& w, const float* x, int64_t T) const 
         case DeviceLinear::Dtype::kF32:
             return Route::kF32;
         case DeviceLinear::Dtype::kBF16:
-            if (policy_ == LinearPolicy::kAuto && w.int4_codes &&
+            if (policy_ == LinearPolicy::kAuto && w.int4_codes && w.nvfp4 &&
+                nvfp4_linear_supports(T, w.in, w.int4_codes, x))
+                return Route::kNvfp4;
+            if (policy_ == LinearPolicy::kAuto && w.int4_codes && !w.nvfp4 &&
                 int4_linear_supports(T, w.in, w.int4_group, w.int4_codes, x))
                 return Route::kInt4;
             if (policy_ == LinearPolicy::kAuto && small_linear_supports(false, T, w.in, w.w, x)) return Route::kSmallRows;
@@ -284,6 +287,11 @@ void Gemm::linears(const float* x, int64_t T, std::span<const DeviceLinear* cons
             case Route::kInt4:
                 launch_int4_linear(w.int4_codes, w.int4_scales, w.out, w.in, w.int4_group, x, T, y, stream);
                 ++int4_calls_;
+                break;
+            case Route::kNvfp4:
+                launch_nvfp4_linear(w.int4_codes, w.int4_scales, w.nvfp4_global, w.out, w.in, x, T, y, stream);
+                ++int4_calls_;
+                ++nvfp4_calls_;
                 break;
             case Route::kSmallRowsFp8V2:
                 launch_small_linear_fp8_v2(w.w, w.scale_inv, w.out, w.in, x, T, y, stream, fp8_small_blocks_per_sm_);

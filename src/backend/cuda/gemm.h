@@ -57,6 +57,12 @@ struct DeviceLinear {
     const uint32_t* int4_codes = nullptr;
     const uint16_t* int4_scales = nullptr;
     int64_t int4_group = 0;
+    // NVFP4 weights kept packed (CudaOptions::nvfp4_kernels; backend/nvfp4_layout.h): int4_codes
+    // and int4_scales then hold the NVFP4 layout's E2M1 codes and bf16 block scales (int4_group
+    // 16), and nvfp4_global multiplies every output; calls of up to kInt4LinearMaxRows rows read
+    // them (launch_nvfp4_linear), larger T the BF16 copy.
+    bool nvfp4 = false;
+    float nvfp4_global = 1.0f;
 };
 
 // The BLK128x128_32F copy of FP8 block scales for out, in multiples of 128: scale_inv
@@ -107,6 +113,8 @@ public:
     int64_t small_rows_calls() const { return small_rows_calls_; }
     // Calls that took the INT4 small-row kernel (DeviceLinear::int4_codes; tests and labs).
     int64_t int4_calls() const { return int4_calls_; }
+    // Calls that took it on NVFP4 weights (DeviceLinear::nvfp4; counted in int4_calls too).
+    int64_t nvfp4_calls() const { return nvfp4_calls_; }
     const Fp8Counts& fp8_counts() const { return fp8_counts_; }
     // Weights of linears() calls that reused x's quantisation or bf16 copy made for an earlier
     // weight of the same call (the work linears() saves; tests and labs).
@@ -142,7 +150,7 @@ private:
     bool try_fp8_block_plan(Plan& p, cudaDataType_t d_type, int64_t m, int64_t n, int64_t k, const float* a_scale,
                             const float* b_scale);
     // How linears() runs one weight at T rows (the dispatch of every dense linear).
-    enum class Route : uint8_t { kF32, kInt4, kSmallRows, kSmallRowsFp8V2, kBf16Gemm, kFp8Block, kFp8Dequant };
+    enum class Route : uint8_t { kF32, kInt4, kNvfp4, kSmallRows, kSmallRowsFp8V2, kBf16Gemm, kFp8Block, kFp8Dequant };
     Route route(const DeviceLinear& w, const float* x, int64_t T) const;
     // x as the block-scaled path's B operand, made by the first weight of a linears() call that
     // needs it: e4m3 codes [n, k] and VEC128_32F scales [k/128, n] (n = fp8_padded_rows(T)).
@@ -169,6 +177,7 @@ private:
     int64_t small_rows_calls_ = 0;
     int64_t int4_calls_ = 0;
     int64_t shared_input_reuses_ = 0;
+    int64_t nvfp4_calls_ = 0;
 };
 
 }  // namespace qs::cuda
