@@ -150,6 +150,26 @@ __device__ __forceinline__ void norm_rope_warp(const float* __restrict__ x, cons
 
 __device__ __forceinline__ float sigmoidf_(float x) { return 1.0f / (1.0f + expf(-x)); }
 
+// One warp: query head `head` of `row` (its q half of a.qg) through norm_rope_warp, rounded by Op
+// into dst[0, DP) (lane + 32c), or zeros where !valid (padding columns; warp-uniform). The query
+// prologue of the prefill/decode tensor-core kernel and of decode version 2.
+template <int DP, typename Op, typename T16>
+__device__ __forceinline__ void store_query_row(const Args& a, bool valid, int row, int head, float* scratch,
+                                                T16* dst) {
+    const int lane = threadIdx.x & 31;
+    if (valid) {
+        float vals[DP / 32];
+        norm_rope_warp<DP / 32>(a.qg + (int64_t(row) * a.Hq + head) * 2 * a.D, a.q_norm_w, a.D, a.rotary_dim,
+                                rope_pos(a.batch, row), a.eps, a.inv_freq, a.rope_stream, scratch, vals);
+#pragma unroll
+        for (int c = 0; c < DP / 32; ++c) dst[lane + 32 * c] = Op::from_float(vals[c]);
+    } else {
+#pragma unroll
+        for (int c = 0; c < DP / 32; ++c) dst[lane + 32 * c] = Op::from_float(0.0f);
+    }
+}
+
+
 // ---------------------------------------------------------------------------------------------
 // Launchers (each in its own .cu file; instantiated for CT = __nv_bfloat16 and __nv_fp8_e4m3, DP =
 // 64, 128, 256). All enqueue on `stream` only.

@@ -181,19 +181,8 @@ __global__ void __launch_bounds__(NW * 32) decode_v2_kernel(const __grid_constan
     // Query prologue: q-norm + RoPE of the 8 columns -> sQ (16-bit; unused columns zero).
     for (int c = warp; c < kDec2Cols; c += NW) {
         const int r = c / HG, hl = c - r * HG;
-        T16* dst = sQ + c * Cfg::kQLd;
-        if (r < rows_here && hl < heads_here) {  // warp-uniform
-            const int row = row0 + r, head = head0 + hl;
-            float vals[DP / 32];
-            norm_rope_warp<DP / 32>(a.qg + (int64_t(row) * a.Hq + head) * 2 * a.D, a.q_norm_w, a.D, a.rotary_dim,
-                                    rope_pos(a.batch, row), a.eps, a.inv_freq, a.rope_stream, scratch + warp * DP,
-                                    vals);
-#pragma unroll
-            for (int c2 = 0; c2 < DP / 32; ++c2) dst[lane + 32 * c2] = Op::from_float(vals[c2]);
-        } else {
-#pragma unroll
-            for (int c2 = 0; c2 < DP / 32; ++c2) dst[lane + 32 * c2] = Op::from_float(0.0f);
-        }
+        store_query_row<DP, Op>(a, r < rows_here && hl < heads_here, row0 + r, head0 + hl, scratch + warp * DP,
+                                sQ + c * Cfg::kQLd);
     }
     __syncthreads();  // sQ complete
 
