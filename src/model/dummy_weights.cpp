@@ -299,38 +299,32 @@ void make_moe(DummyFactory& f, const std::string& p, const ModelConfig& c, MoeWe
     moe.experts.resize(static_cast<size_t>(E));
     const std::string gate_up_name = p + "mlp.experts.gate_up_proj", down_name = p + "mlp.experts.down_proj";
     const float gate_up_a = std::sqrt(3.0f / float(H)), down_a = kOutGain * std::sqrt(3.0f / float(I));
+    // A 4-bit format (INT4 or NVFP4): the fused BF16 tensors' values quantised per expert matrix,
+    // as FP8 below; codes of type C hold per_code inputs each, scales of type S one per g inputs.
+    auto four_bit_experts = [&](auto code_type, auto scale_type, int64_t per_code, int64_t g, auto part) {
+        using C = decltype(code_type);
+        using S = decltype(scale_type);
+        auto gate_up_codes = storage<C>(E * 2 * I * H / per_code);
+        auto down_codes = storage<C>(E * H * I / per_code);
+        auto gate_up_sc = storage<S>(E * 2 * I * (H / g));
+        auto down_sc = storage<S>(E * H * (I / g));
+        for (int64_t e = 0; e < E; ++e) {
+            ExpertWeights& x = moe.experts[size_t(e)];
+            const int64_t o = e * 2 * I * H;
+            x.gate_proj = part(gate_up_name, o, I, H, gate_up_a, gate_up_codes, o / per_code, gate_up_sc, o / g);
+            x.up_proj = part(gate_up_name, o + I * H, I, H, gate_up_a, gate_up_codes, (o + I * H) / per_code,
+                             gate_up_sc, (o + I * H) / g);
+            x.down_proj = part(down_name, e * H * I, H, I, down_a, down_codes, e * H * I / per_code, down_sc,
+                               e * H * I / g);
+        }
+    };
     if (f.format() == WeightFormat::kIntGroup && f.quantized(gate_up_name)) {
-        // As FP8 below: the fused BF16 tensors' values, quantised per expert matrix.
-        const int64_t g = kInt4DefaultGroupSize;
-        auto gate_up_codes = storage<uint32_t>(E * 2 * I * H / 8);
-        auto down_codes = storage<uint32_t>(E * H * I / 8);
-        auto gate_up_sc = storage<uint16_t>(E * 2 * I * (H / g));
-        auto down_sc = storage<uint16_t>(E * H * (I / g));
-        for (int64_t e = 0; e < E; ++e) {
-            ExpertWeights& x = moe.experts[size_t(e)];
-            const int64_t o = e * 2 * I * H;
-            x.gate_proj = f.int4_part(gate_up_name, o, I, H, gate_up_a, gate_up_codes, o / 8, gate_up_sc, o / g);
-            x.up_proj = f.int4_part(gate_up_name, o + I * H, I, H, gate_up_a, gate_up_codes, (o + I * H) / 8,
-                                    gate_up_sc, (o + I * H) / g);
-            x.down_proj = f.int4_part(down_name, e * H * I, H, I, down_a, down_codes, e * H * I / 8, down_sc,
-                                      e * H * I / g);
-        }
+        four_bit_experts(uint32_t{}, uint16_t{}, 8, kInt4DefaultGroupSize,
+                         [&](auto&&... args) { return f.int4_part(args...); });
     } else if (f.format() == WeightFormat::kNvfp4 && f.quantized(gate_up_name)) {
-        // As INT4: per expert matrix, each with its own global scale.
-        const int64_t g = kNvfp4RtnGroupSize;
-        auto gate_up_codes = storage<uint8_t>(E * 2 * I * H / 2);
-        auto down_codes = storage<uint8_t>(E * H * I / 2);
-        auto gate_up_sc = storage<uint8_t>(E * 2 * I * (H / g));
-        auto down_sc = storage<uint8_t>(E * H * (I / g));
-        for (int64_t e = 0; e < E; ++e) {
-            ExpertWeights& x = moe.experts[size_t(e)];
-            const int64_t o = e * 2 * I * H;
-            x.gate_proj = f.nvfp4_part(gate_up_name, o, I, H, gate_up_a, gate_up_codes, o / 2, gate_up_sc, o / g);
-            x.up_proj = f.nvfp4_part(gate_up_name, o + I * H, I, H, gate_up_a, gate_up_codes, (o + I * H) / 2,
-                                     gate_up_sc, (o + I * H) / g);
-            x.down_proj = f.nvfp4_part(down_name, e * H * I, H, I, down_a, down_codes, e * H * I / 2, down_sc,
-                                       e * H * I / g);
-        }
+        // Each expert matrix with its own global scale.
+        four_bit_experts(uint8_t{}, uint8_t{}, 2, kNvfp4RtnGroupSize,
+                         [&](auto&&... args) { return f.nvfp4_part(args...); });
     } else if (f.quantized(gate_up_name)) {
         // The values of the fused BF16 tensors, quantised per expert matrix (the official FP8
         // checkpoints store experts per expert); codes laid out as the fused tensors.
