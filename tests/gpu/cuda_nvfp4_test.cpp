@@ -28,6 +28,7 @@
 #include "model/weights.h"
 
 using namespace qs;
+using gpu_test::real_shapes;
 using gpu_test::normalised_error;
 
 namespace {
@@ -80,14 +81,6 @@ TEST(CudaNvfp4Fixture, KernelOnModelOptAndCompressedTensorsWeights) {
         check_fixture_linear(m.experts[0].gate_proj, name);
         check_fixture_linear(m.shared_expert.up_proj, name);
     }
-}
-
-ModelConfig real_shapes() {
-    ModelConfig c = qwen36_35b_a3b_config();
-    c.num_hidden_layers = 4;
-    c.layer_types.resize(4);
-    c.num_experts = 32;
-    return c;
 }
 
 // Replaces a BF16 linear by its NVFP4 quantisation (compressed-tensors' convention: the global

@@ -20,6 +20,7 @@
 #include "model/weights.h"
 
 using namespace qs;
+using gpu_test::real_shapes;
 using gpu_test::normalised_error;
 
 namespace {
@@ -33,14 +34,6 @@ struct Case {
 };
 // gtest prints a parameter in failure messages and test listings; without this, a byte dump.
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
-
-ModelConfig real_shapes() {
-    ModelConfig c = qwen36_35b_a3b_config();
-    c.num_hidden_layers = 4;
-    c.layer_types.resize(4);
-    c.num_experts = 32;
-    return c;
-}
 
 std::vector<Case> cases() { return {{"tiny", tiny_model_config()}, {"real", real_shapes()}}; }
 

@@ -24,17 +24,10 @@
 #include "model/weights.h"
 
 using namespace qs;
+using gpu_test::real_shapes;
 using gpu_test::normalised_error;
 
 namespace {
-
-ModelConfig real_shapes() {
-    ModelConfig c = qwen36_35b_a3b_config();
-    c.num_hidden_layers = 4;
-    c.layer_types.resize(4);
-    c.num_experts = 8;
-    return c;
-}
 
 struct Group {
     const char* name;
@@ -42,7 +35,7 @@ struct Group {
 };
 
 void check_format(WeightFormat format, cuda::DeviceLinear::Dtype shared_dtype) {
-    const ModelConfig config = real_shapes();
+    const ModelConfig config = real_shapes(8);
     ModelWeights w = make_dummy_weights(config, 91, /*with_mtp=*/false, format);
     cuda::CudaOptions o;
     o.poison = true;
@@ -124,7 +117,7 @@ TEST(CudaSharedLinears, Bf16BitwiseEqualToSeparateLinears) {
 // output, nothing shared.
 TEST(CudaSharedLinears, OptionOffSharesNothing) {
     QS_REQUIRE_GPU();
-    ModelWeights w = make_dummy_weights(real_shapes(), 92, /*with_mtp=*/false, WeightFormat::kFP8Block);
+    ModelWeights w = make_dummy_weights(real_shapes(8), 92, /*with_mtp=*/false, WeightFormat::kFP8Block);
     cuda::CudaOptions o;
     ASSERT_EQ(o.shared_linear_input, 0);
     cuda::CudaOps ops(o);

@@ -13,6 +13,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
+#include "config/model_config.h"
 #include "core/dtype.h"
 
 #define QS_REQUIRE_GPU()                                                               \
@@ -59,6 +60,16 @@ inline cuda::CudaOptions& apply_test_env(cuda::CudaOptions& o) {
         throw std::invalid_argument("QS_TEST_GDN_PREFILL_VERSION must be 1, 2, 3 or 4 (got '" + s + "')");
     o.gdn_prefill_version = std::stoi(s);
     return o;
+}
+
+// The real model's layer shapes in a 4-layer model with num_experts experts (the op-level tests'
+// "real" case: the expert count only sizes the tables; every other dimension is the 35B-A3B's).
+inline ModelConfig real_shapes(int64_t num_experts = 32) {
+    ModelConfig c = qwen36_35b_a3b_config();
+    c.num_hidden_layers = 4;
+    c.layer_types.resize(4);
+    c.num_experts = num_experts;
+    return c;
 }
 
 inline std::vector<float> random_floats(size_t n, std::mt19937& rng, float scale = 1.0f) {
