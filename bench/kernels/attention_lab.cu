@@ -4,7 +4,7 @@
 // double here), then timings at the real model's decode and prefill shapes.
 // Build (repo root):
 //   nvcc -O3 -std=c++20 -gencode=arch=compute_90a,code=sm_90a -Isrc -Xcompiler -fopenmp bench/kernels/attention_lab.cu src/backend/cuda/attention_*.cu -o build-gpu/attention_lab -lgomp
-// Run: build-gpu/attention_lab [seed] [--no-timing | --small | --verify-rows | --v2 | --decode]   (exit code 1 on any FAIL;
+// Run: build-gpu/attention_lab [seed] [--no-timing | --small | --verify-rows | --v2 | --decode [--no-checks]]   (exit code 1 on any FAIL;
 //      --verify-rows: only sequences of 2-4 rows on the split-K decode kernel, GatedAttentionParams::
 //      decode_max_rows, checked and timed against today's prefill-kernel path)
 //   --v2: prefill version 2 (attention_prefill_wgmma.cu, FlashInfer's Hopper wgmma kernel) only:
@@ -14,7 +14,7 @@
 //   --decode: decode version 2 (attention_decode_v2.cu) only: CPU-reference cases (decode batches
 //   with and without splits, 1 x 16k, verify rows 1..4, head dims 32-256; bf16 and fp8), then v1 vs
 //   v2 µs, GB/s and % of 4.25 TB/s at B = 1, 64, 512, 1024 x 1,500 and 1, 8 x 16,384 keys, with
-//   ‖v2 − v1‖/‖v1‖ (--no-timing: the cases only).
+//   ‖v2 − v1‖/‖v1‖ (--no-timing: the cases only; --no-checks: the timings only).
 //
 // Cases, reference and tolerances: bench/kernels/attention_ref.h.
 #include <algorithm>
@@ -432,9 +432,10 @@ double rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
 
 // --decode: decode version 2 (attention_decode_v2.cu) against the CPU reference, then v1 vs v2
 // µs and K/V bandwidth at the real model's decode shapes.
-bool decode_mode(std::mt19937_64& rng, bool timing) {
+bool decode_mode(std::mt19937_64& rng, bool timing, bool checks) {
     bool all = true;
     for (DeviceKvDtype dt : {DeviceKvDtype::kBF16, DeviceKvDtype::kFP8E4M3}) {
+        if (!checks) break;
         all &= run_case("tiny decode 40 (splits)", kTiny, dt, decode_specs(40, 0, 2000, rng), rng, true, 1, 1, 2);
         all &= run_case("tiny mixed", kTiny, dt, kMixed, rng, false, 1, 1, 2);
         all &= run_case("real mixed", kReal, dt, kMixed, rng, false, 1, 1, 2);
@@ -454,6 +455,7 @@ bool decode_mode(std::mt19937_64& rng, bool timing) {
     }
     // The lab-only alternatives of version 2 at D 256 (decode_v2_variant 1, 2) on a few cases.
     for (int var : {1, 2}) {
+        if (!checks) break;
         g_dec2_variant = var;
         for (DeviceKvDtype dt : {DeviceKvDtype::kBF16, DeviceKvDtype::kFP8E4M3}) {
             char label[64];
@@ -503,9 +505,10 @@ bool decode_mode(std::mt19937_64& rng, bool timing) {
 
 int main(int argc, char** argv) {
     uint64_t seed = uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
-    bool timing = true, small = false, verify_rows = false, v2 = false, decode = false;
+    bool timing = true, checks = true, small = false, verify_rows = false, v2 = false, decode = false;
     for (int i = 1; i < argc; ++i) {
         if (std::string(argv[i]) == "--no-timing") timing = false;
+        else if (std::string(argv[i]) == "--no-checks") checks = false;
         else if (std::string(argv[i]) == "--verify-rows") verify_rows = true;
         else if (std::string(argv[i]) == "--v2") v2 = true;
         else if (std::string(argv[i]) == "--decode") decode = true;
@@ -519,7 +522,7 @@ int main(int argc, char** argv) {
     std::printf("device %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
 
     if (v2) return v2_mode(rng) ? 0 : 1;
-    if (decode) return decode_mode(rng, timing) ? 0 : 1;
+    if (decode) return decode_mode(rng, timing, checks) ? 0 : 1;
     bool all = conversion_check(rng);
     if (verify_rows) {
         // Sequences of up to 4 rows on the split-K decode kernel (decode_max_rows = 4, or 2 for the

@@ -600,7 +600,7 @@ TEST_P(CudaOpsParity, GatedAttentionDecodeVersions) {
 
 TEST(CudaOptionsChoice, AttentionDecodeVersionValidated) {
     QS_REQUIRE_GPU();
-    EXPECT_EQ(cuda::CudaOptions{}.attention_decode_version, 1);  // opt-in until measured
+    EXPECT_EQ(cuda::CudaOptions{}.attention_decode_version, 2);  // the default since the H200 run
     // As CudaAttentionV2Option.RejectsUnknownVersion: threadsafe death tests (the child
     // re-executes the binary instead of forking a process that holds a CUDA context).
     GTEST_FLAG_SET(death_test_style, "threadsafe");

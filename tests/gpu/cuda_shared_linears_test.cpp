@@ -39,7 +39,7 @@ void check_format(WeightFormat format, cuda::DeviceLinear::Dtype shared_dtype) {
     ModelWeights w = make_dummy_weights(config, 91, /*with_mtp=*/false, format);
     cuda::CudaOptions o;
     o.poison = true;
-    o.shared_linear_input = 1;  // opt-in until measured (the default, 0, is checked below)
+    o.shared_linear_input = 1;  // the default (checked below), set so the test says what it runs
     cuda::CudaOps ops(o);
     ops.prepare_weights(weight_set(w));
     const bool block_expected = cuda::Gemm::fp8_block_scaling_expected(o.device);
@@ -113,13 +113,14 @@ TEST(CudaSharedLinears, Bf16BitwiseEqualToSeparateLinears) {
     check_format(WeightFormat::kDense, cuda::DeviceLinear::Dtype::kBF16);
 }
 
-// CudaOptions::shared_linear_input 0 (the default until measured): linears() is one linear per
-// output, nothing shared.
+// CudaOptions::shared_linear_input 0: linears() is one linear per output, nothing shared. The
+// default is 1 since the H200 run.
 TEST(CudaSharedLinears, OptionOffSharesNothing) {
     QS_REQUIRE_GPU();
     ModelWeights w = make_dummy_weights(real_shapes(8), 92, /*with_mtp=*/false, WeightFormat::kFP8Block);
     cuda::CudaOptions o;
-    ASSERT_EQ(o.shared_linear_input, 0);
+    EXPECT_EQ(o.shared_linear_input, 1);
+    o.shared_linear_input = 0;
     cuda::CudaOps ops(o);
     ops.prepare_weights(weight_set(w));
     const DecoderLayerWeights* attn = nullptr;

@@ -438,7 +438,8 @@ void CudaOps::linear(const float* x, int64_t T, const LinearWeight& w, float* y)
 
 void CudaOps::linears(const float* x, int64_t T, std::initializer_list<LinearOut> outs) {
     if (options_.shared_linear_input == 0) return Ops::linears(x, T, outs);
-    const auto prof = op_scope("linear");
+    // One profile entry per group (its outputs share one quantised input), apart from "linear".
+    const auto prof = op_scope("linears");
     std::vector<const DeviceLinear*> ws;
     std::vector<float*> ys;
     for (const LinearOut& o : outs) {

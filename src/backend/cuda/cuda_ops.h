@@ -145,9 +145,10 @@ struct CudaOptions {
     // Ops::linears (several linears of one input: q/k/v, GDN qkv/z/b/a): 1 the weights on the
     // block-scaled FP8 path share one e4m3 quantisation of x, those on cuBLASLt's bf16 path one
     // bf16 copy (Gemm::linears; each output bitwise what its own linear gives, so only time
-    // changes: at 16,384 rows a quantisation is ~60 µs); 0 (default) one linear per output.
-    // Default flips after the H200 run (bench/kernels/NOTES.md "Shared input").
-    int shared_linear_input = 0;
+    // changes: at 16,384 rows a quantisation is ~60 µs); 0 one linear per output. Default 1 since
+    // the H200 run (fp8_gemm_lab --shared, docs/PERF.md "Session 17"): q/k/v at 16,384 rows 741 →
+    // 626 µs, GDN qkv/z/b/a 1,022 → 975 µs, every output bitwise equal.
+    int shared_linear_input = 1;
     // Sequences with 1..N new rows (N in [1, 4]; an MTP verify has k + 1) take the split-K decode
     // attention kernel, each row masked at its own position (GatedAttentionParams::
     // decode_max_rows), instead of the prefill kernel, whose one block per (sequence, kv head)
@@ -165,12 +166,13 @@ struct CudaOptions {
     // (attention_prefill_v2_available()); without them version 1 is the default. Default 2 since
     // the H200 lab run (docs/PERF.md: 1 × 16,384 causal 11.1 → 3.55 ms, 619 TFLOP/s).
     int attention_prefill_version = attention_prefill_v2_available() ? 2 : 1;
-    // GatedAttentionParams::decode_version for every attention call (attention_kernels.h): 1
-    // (default) the one-warp split-K decode kernel; 2 the streaming kernel with the keys as the
-    // mma's M, a cp.async ring per warp and fp8 widened in registers (attention_decode_v2.cu,
+    // GatedAttentionParams::decode_version for every attention call (attention_kernels.h): 1 the
+    // one-warp split-K decode kernel; 2 (default) the streaming kernel with the keys as the mma's M,
+    // a cp.async ring per warp and fp8 widened in registers (attention_decode_v2.cu,
     // bench/kernels/NOTES.md "Decode version 2"), wherever the tensor-core kernels run (head_dim
-    // % 32 == 0). Same rows, masking, precision and combine.
-    int attention_decode_version = 1;
+    // % 32 == 0). Same rows, masking, precision and combine. Default 2 since the H200 run
+    // (attention_lab --decode, docs/PERF.md "Session 17"): fp8 cache, 512 × 1,500 keys, 607 → 269 µs.
+    int attention_decode_version = 2;
 };
 
 // The GDN prefill version a call runs (CudaOptions::gdn_prefill_version): the option's, or with 0
