@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # GPU request of branch nvfp4-gpu (NVFP4 read as 4-bit; CudaOptions::nvfp4_kernels). Run from the
 # root of a tree with tests/data (main's): BUNDLE=<unpacked bundle: qs_gpu_tests int4_gemv_lab
-# moe_int4_lab> OUT=<log dir> bash run.sh. Parity first, then timings; at most 150 s in all.
+# moe_int4_lab> OUT=<log dir> bash run.sh. Parity first, then timings; at most 185 s in all
+# (150 without FULL=1 plus the parity). Everything under $OUT ends in one $OUT/logs.tgz (the device
+# returns at most 8 files).
 set -u
 : "${BUNDLE:?}" "${OUT:?}"
 mkdir -p "$OUT"
@@ -10,7 +12,7 @@ nvidia-smi -L > "$OUT/device.txt" 2>&1
 run() {  # name timeout_s command...
     local name=$1 t=$2
     shift 2
-    timeout "$t" "$@" > "$OUT/$name.log" 2>&1
+    timeout "$t" stdbuf -oL -eL "$@" > "$OUT/$name.log" 2>&1
     echo "$name rc=$?" | tee -a "$OUT/summary.txt"
 }
 # 1. Parity: the NVFP4 kernels against the CPU specification (fixtures of ModelOpt and
@@ -19,7 +21,7 @@ run() {  # name timeout_s command...
 run nvfp4_tests 50 "$BUNDLE/qs_gpu_tests" --gtest_filter='CudaNvfp4*'
 run int4_tests 40 "$BUNDLE/qs_gpu_tests" --gtest_filter='CudaInt4.LinearsTakeTheInt4KernelUpTo8Rows:CudaInt4.MoeSmallTAndGroupedGemm:CudaInt4Fixture.*'
 # 2. Dense small-rows: int4 rpw1/2/4 | nvfp4 rpw1/2/4 | fp8 | bf16 per shape and T (+ the checks).
-run int4_gemv_lab 25 "$BUNDLE/int4_gemv_lab"
+run int4_gemv_lab 60 "$BUNDLE/int4_gemv_lab"
 # 3. MoE small-T: NVFP4 experts packed vs their BF16 copies vs FP8, T = 1, 2, 4, 8.
 run moe_nvfp4_lab 35 "$BUNDLE/moe_int4_lab" 1 --nvfp4
 # 4. Only with FULL=1 (a session with more device time; needs gpu_forward_bench in the bundle): one
@@ -37,3 +39,4 @@ cat "$OUT/summary.txt"
 grep -h "FAIL\|PASSED\|FAILED\|^PASS" "$OUT"/*.log | tail -20
 grep -h "T=1:" "$OUT/int4_gemv_lab.log" | head -5
 grep -hE "^ +[1248] +(bf16|fp8|nvfp4)" "$OUT/moe_nvfp4_lab.log"
+(cd "$OUT" && tar -czf logs.tgz --exclude=logs.tgz . && find . -type f ! -name logs.tgz -delete)
