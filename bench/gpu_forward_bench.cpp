@@ -41,13 +41,13 @@
 //          [--fp8-small-rows 0..4]  (CudaOptions::fp8_small_rows: FP8 dense linears of 1..N rows on
 //          the small-rows kernel's version 2, e.g. the MTP verify's 2 rows; default 4, 0 = the old path)
 //          [--shared-linear-input 0|1]  (CudaOptions::shared_linear_input: q/k/v and GDN qkv/z/b/a
-//          share one quantisation (FP8) or bf16 copy of their input; default 0 = one per linear)
+//          share one quantisation (FP8) or bf16 copy of their input; default 1; 0 = one per linear)
 //          [--attention-decode-rows 1..4]  (CudaOptions::attention_decode_rows: sequences of up to
 //          N new rows on the split-K decode attention kernel; default 4)
 //          [--attention-prefill-version 1|2]  (CudaOptions::attention_prefill_version: 2 = the
 //          wgmma/TMA prefill attention, attention_prefill_wgmma.cu, for sequences of >= 1,024 rows)
 //          [--attention-decode-version 1|2]  (CudaOptions::attention_decode_version: 2 = the
-//          streaming decode attention kernel, attention_decode_v2.cu)
+//          streaming decode attention kernel, attention_decode_v2.cu, the default; 1 = version 1)
 #include <cuda_runtime.h>
 
 #include <algorithm>
