@@ -38,8 +38,8 @@ inline std::string source_path(const std::string& rel) {
 // Likewise QS_TEST_ATTENTION_DECODE_VERSION (1 or 2; unset = the option's default) selects
 // CudaOptions::attention_decode_version for those tests (the decode attention kernel's version 2),
 // and QS_TEST_SHARED_LINEAR_INPUT (0 or 1; unset = the default) sets
-// CudaOptions::shared_linear_input, so the model-level tests can run on Gemm::linears before its
-// default flips (bench/kernels/requests/dense-q1/run.sh).
+// CudaOptions::shared_linear_input, so the model-level tests can run on either setting of those
+// two options (both default to the new path since session 17's H200 run).
 inline cuda::CudaOptions& apply_test_env(cuda::CudaOptions& o) {
     if (const char* a = std::getenv("QS_TEST_ATTENTION_DECODE_VERSION"); a != nullptr && *a != 0) {
         const std::string s(a);
