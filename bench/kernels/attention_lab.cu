@@ -430,8 +430,6 @@ double rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
     return std::sqrt(num / std::max(den, 1e-300));
 }
 
-// --decode: decode version 2 (attention_decode_v2.cu) against the CPU reference, then v1 vs v2
-// µs and K/V bandwidth at the real model's decode shapes.
 // --decode's CPU-reference cases of version 2 (and its lab-only variants at D 256).
 bool decode_checks(std::mt19937_64& rng) {
     bool all = true;
@@ -468,6 +466,8 @@ bool decode_checks(std::mt19937_64& rng) {
     return all;
 }
 
+// --decode: decode version 2 (attention_decode_v2.cu) against the CPU reference, then v1 vs v2
+// µs and K/V bandwidth at the real model's decode shapes.
 bool decode_mode(std::mt19937_64& rng, bool timing, bool checks) {
     bool all = checks ? decode_checks(rng) : true;
     if (timing) {
