@@ -19,7 +19,7 @@
 //          GEMMs at 9+ rows below the prefill path; 2 = moe_decode_gemm.cu, bench/kernels/NOTES.md)
 //          [--moe-prefill-version 1|2]  (CudaOptions::moe_prefill_version: the MoE prefill path's
 //          sort / gather / SiLU / combine stages; 2 = bench/kernels/NOTES.md "Prefill v2")
-//          [--moe-router-kernel 0|1|2]  (CudaOptions::moe_router_kernel: 1 = the router and shared-
+//          [--moe-router-kernel 0|1|2]  (CudaOptions::moe_router_kernel: 1 (default) = the router and shared-
 //          expert-gate logits on bf16 tensor cores with split operands, router_gemm.h)
 //          [--gdn-prefill-version 0|1|2|3|4]  (CudaOptions::gdn_prefill_version: the GDN chunked
 //          prefill; 0 = auto (default: 4 with bf16 state, 1 with fp32); 1 = 3xTF32; 2 = bf16 tensor
@@ -34,15 +34,22 @@
 //          [--moe-int4-grouped-max-t N]  (CudaOptions::moe_int4_grouped_max_t, default 0 = 1,024 with
 //          BF16 expert copies, 4,096 without: the largest MoE call on the INT4 grouped GEMMs; above
 //          it the CUTLASS BF16 path)
+//          [--nvfp4-kernels 0|1]  (CudaOptions::nvfp4_kernels: an NVFP4 checkpoint's linears of up to
+//          8 rows and its MoE small-T calls read the packed 4-bit layout instead of the BF16 copies;
+//          needs a real NVFP4 model directory: the dummy weights have no NVFP4 format)
 //          [--int4-expert-copies bf16|none]  (the serve option, CudaOptions::moe_int4_scratch: with
 //          --dummy-format int4-w4a16, none = no BF16 expert copies; MoE calls above the INT4 kernels'
 //          rows dequantise one layer's experts into a BF16 scratch first)
 //          [--fp8-small-rows 0..4]  (CudaOptions::fp8_small_rows: FP8 dense linears of 1..N rows on
 //          the small-rows kernel's version 2, e.g. the MTP verify's 2 rows; default 4, 0 = the old path)
+//          [--shared-linear-input 0|1]  (CudaOptions::shared_linear_input: q/k/v and GDN qkv/z/b/a
+//          share one quantisation (FP8) or bf16 copy of their input; default 1; 0 = one per linear)
 //          [--attention-decode-rows 1..4]  (CudaOptions::attention_decode_rows: sequences of up to
 //          N new rows on the split-K decode attention kernel; default 4)
 //          [--attention-prefill-version 1|2]  (CudaOptions::attention_prefill_version: 2 = the
 //          wgmma/TMA prefill attention, attention_prefill_wgmma.cu, for sequences of >= 1,024 rows)
+//          [--attention-decode-version 1|2]  (CudaOptions::attention_decode_version: 2 = the
+//          streaming decode attention kernel, attention_decode_v2.cu, the default; 1 = version 1)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -248,9 +255,12 @@ int run(const Args& args) {
         !pick("gdn-decode-version", {1, 2}, &co.gdn_decode_version) ||
         !pick("gdn-decode-kernel", {-1, 0, 1}, &co.gdn_decode_kernel) ||
         !pick("moe-int4-grouped", {0, 1}, &co.moe_int4_grouped) ||
+        !pick("nvfp4-kernels", {0, 1}, &co.nvfp4_kernels) ||
         !pick("fp8-small-rows", {0, 1, 2, 3, 4}, &co.fp8_small_rows) ||
+        !pick("shared-linear-input", {0, 1}, &co.shared_linear_input) ||
         !pick("attention-decode-rows", {1, 2, 3, 4}, &co.attention_decode_rows) ||
-        !pick("attention-prefill-version", {1, 2}, &co.attention_prefill_version))
+        !pick("attention-prefill-version", {1, 2}, &co.attention_prefill_version) ||
+        !pick("attention-decode-version", {1, 2}, &co.attention_decode_version))
         return 2;
     cuda::CudaOps ops(co);
     Timer t_up;
@@ -359,9 +369,9 @@ int main(int argc, char** argv) {
                                     "mtp-k",  "mtp-acceptance", "mtp-seqs", "mtp-steps", "mtp-prompt-tokens", "mtp-overlap", "mtp-spare-slots-list",
                                     "moe-small-version", "moe-decode-version",
                                     "moe-prefill-version", "moe-router-kernel", "gdn-prefill-version", "gdn-decode-version", "gdn-decode-kernel",
-                                    "moe-int4-grouped",
+                                    "moe-int4-grouped", "nvfp4-kernels",
                                     "moe-int4-grouped-max-t", "fp8-small-rows", "attention-decode-rows",
-                                    "attention-prefill-version"};
+                                    "attention-prefill-version", "attention-decode-version", "shared-linear-input"};
     std::set<std::string> flags;
     cli::add_option_names(cli::model_option_group(), flags, valued);
     cli::add_option_names(cli::backend_option_group(), flags, valued);

@@ -6,17 +6,33 @@
 // mode. A benchmark, never a test; single-threaded.
 // Usage: build/bench/scheduler_bench [--steps 20] [--prompt 512] [--residents 64,256,512]
 //            [--spec 0,2] [--prefix on,off] [--modes greedy,sampled,penalties,logprobs] [--vocab V]
+//            [--tokenizer tokenizer.json] [--sink none|stream] [--io-threads 4]
 // --residents/--spec/--prefix/--modes pick scenarios; --vocab changes the vocabulary.
+// --tokenizer detokenizes every new token on the engine thread, as `serve` does (stop-string
+// checks included); --sink stream hands each output to a per-request outbox and posts one drain
+// per request and step to an io_context of --io-threads threads that formats an SSE chunk, as the
+// HTTP server's GenerationStream does (server/generation_stream.cpp), so the step's host time
+// includes what serving adds per sequence on the engine thread.
 #include <algorithm>
 #include <cstdio>
+#include <ctime>
 #include <random>
 #include <string>
+
+#include <atomic>
+#include <boost/asio.hpp>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <thread>
 
 #include "backend/null/null_ops.h"
 #include "core/args.h"
 #include "core/timer.h"
 #include "engine/engine.h"
+#include "engine/text_decoder.h"
 #include "model/weights.h"
+#include "tokenizer/tokenizer.h"
 
 using namespace qs;
 
@@ -44,11 +60,72 @@ void apply_mode(const std::string& mode, SamplingParams& p) {
     }
 }
 
-struct Measured {
-    double schedule_ms, step_minus_forward_ms, sample_ms, bookkeeping_ms, forward_ms;
+// What the HTTP server does with a streamed request's outputs (GenerationStream::on_output and
+// drain): the engine thread appends to the request's outbox under a mutex and posts one drain
+// when none is pending; an I/O thread takes the outbox and formats each output as an SSE chunk.
+class StreamSink {
+public:
+    explicit StreamSink(int threads) : guard_(boost::asio::make_work_guard(io_)) {
+        for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { io_.run(); });
+    }
+    ~StreamSink() {
+        guard_.reset();
+        io_.stop();
+        for (auto& t : threads_) t.join();
+    }
+    OutputSink sink_for() {
+        auto s = std::make_shared<Stream>();
+        return [this, s](RequestOutput&& out) {
+            bool post = false;
+            {
+                std::lock_guard<std::mutex> lock(s->mu);
+                s->outbox.push_back(std::move(out));
+                post = !s->posted;
+                s->posted = true;
+            }
+            if (post) boost::asio::post(io_, [this, s] { drain(*s); });
+        };
+    }
+    int64_t chunks() const { return chunks_.load(); }
+
+private:
+    struct Stream {
+        std::mutex mu;
+        std::vector<RequestOutput> outbox;
+        bool posted = false;
+        std::string last_chunk;
+    };
+    void drain(Stream& s) {
+        std::vector<RequestOutput> batch;
+        {
+            std::lock_guard<std::mutex> lock(s.mu);
+            batch.swap(s.outbox);
+            s.posted = false;
+        }
+        for (const RequestOutput& o : batch) {
+            nlohmann::json j = {{"id", o.request_id}, {"object", "chat.completion.chunk"},
+                                {"choices", {{{"index", o.index}, {"delta", {{"content", o.text}}}}}}};
+            s.last_chunk = "data: " + j.dump() + "\n\n";
+            chunks_.fetch_add(1, std::memory_order_relaxed);
+        }
+    }
+    boost::asio::io_context io_;
+    boost::asio::executor_work_guard<boost::asio::io_context::executor_type> guard_;
+    std::vector<std::thread> threads_;
+    std::atomic<int64_t> chunks_{0};
 };
 
-Measured run_scenario(const ModelWeights& w, const Scenario& sc, int64_t prompt_len, int64_t steps) {
+struct Serving {
+    std::shared_ptr<const TextDecoder> decoder;  // null: no detokenization
+    int io_threads = 0;                          // 0: outputs dropped on the engine thread
+};
+
+struct Measured {
+    double schedule_ms, step_minus_forward_ms, sample_ms, bookkeeping_ms, forward_ms, engine_cpu_ms;
+};
+
+Measured run_scenario(const ModelWeights& w, const Scenario& sc, int64_t prompt_len, int64_t steps,
+                      const Serving& serving) {
     NullOps ops;
     EngineConfig ec;
     ec.max_num_seqs = sc.residents;
@@ -58,7 +135,9 @@ Measured run_scenario(const ModelWeights& w, const Scenario& sc, int64_t prompt_
     const int64_t max_tokens = (steps + 64) * (1 + sc.spec);
     ec.num_kv_blocks = sc.residents * ((prompt_len + max_tokens) / ec.kv_block_size + 2) + 1024;
     ec.max_model_len = prompt_len + max_tokens + 16;
-    auto engine = Engine::create(w, ops, ec, nullptr);
+    auto engine = Engine::create(w, ops, ec, serving.decoder);
+    std::unique_ptr<StreamSink> streams;
+    if (serving.io_threads > 0) streams = std::make_unique<StreamSink>(serving.io_threads);
     if (!engine.is_ok()) {
         std::fprintf(stderr, "engine: %s\n", engine.status().message().c_str());
         std::exit(1);
@@ -78,13 +157,19 @@ Measured run_scenario(const ModelWeights& w, const Scenario& sc, int64_t prompt_
         r.params.seed = uint64_t(i);
         r.params.max_tokens = max_tokens;
         r.params.ignore_eos = true;
-        if (!e.submit(std::move(r), [](RequestOutput&&) {}).is_ok()) std::exit(1);
+        OutputSink sink = streams ? streams->sink_for() : OutputSink([](RequestOutput&&) {});
+        if (!e.submit(std::move(r), std::move(sink)).is_ok()) std::exit(1);
     }
     // Prefill everything, then a few decode steps to settle (MTP drafts in place).
     while (e.stats().num_waiting > 0 || e.stats().num_running < sc.residents) e.step();
     for (int i = 0; i < 8; ++i) e.step();
     e.reset_profile();
+    // The engine thread's CPU time: the host work itself, whatever else shares the cores (wall
+    // times on a loaded machine also count the time the thread waited for a core).
+    timespec c0{}, c1{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
     for (int64_t i = 0; i < steps; ++i) e.step();
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
     const EngineProfile& p = e.profile();
     const double n = double(p.steps);
     Measured m;
@@ -92,6 +177,7 @@ Measured run_scenario(const ModelWeights& w, const Scenario& sc, int64_t prompt_
     m.forward_ms = p.forward_s / n * 1e3;
     m.step_minus_forward_ms = (p.total_s - p.forward_s) / n * 1e3;
     m.sample_ms = p.sample_s / n * 1e3;
+    m.engine_cpu_ms = (double(c1.tv_sec - c0.tv_sec) + 1e-9 * double(c1.tv_nsec - c0.tv_nsec)) / n * 1e3;
     m.bookkeeping_ms = (p.total_s - p.forward_s - p.sample_s) / n * 1e3;
     if (e.stats().num_running != sc.residents) std::fprintf(stderr, "warning: sequences finished early\n");
     return m;
@@ -100,7 +186,7 @@ Measured run_scenario(const ModelWeights& w, const Scenario& sc, int64_t prompt_
 }  // namespace
 
 int main(int argc, char** argv) {
-    auto args = Args::parse(argc, argv, {}, {"steps", "prompt", "residents", "spec", "prefix", "modes", "vocab"});
+    auto args = Args::parse(argc, argv, {}, {"steps", "prompt", "residents", "spec", "prefix", "modes", "vocab", "tokenizer", "sink", "io-threads"});
     if (!args.is_ok()) {
         std::fprintf(stderr, "%s\n", args.status().message().c_str());
         return 2;
@@ -128,6 +214,26 @@ int main(int argc, char** argv) {
             at = comma + 1;
         }
     }
+    Serving serving;
+    if (args->has("tokenizer")) {
+        auto tok = tok::Tokenizer::from_file(args->get_or("tokenizer", ""));
+        if (!tok.is_ok()) {
+            std::fprintf(stderr, "--tokenizer: %s\n", tok.status().message().c_str());
+            return 2;
+        }
+        serving.decoder = std::make_shared<TokenizerTextDecoder>(std::shared_ptr<const tok::Tokenizer>(std::move(*tok)));
+    }
+    const std::string sink = args->get_or("sink", "none");
+    if (sink != "none" && sink != "stream") {
+        std::fprintf(stderr, "--sink: '%s' is neither none nor stream\n", sink.c_str());
+        return 2;
+    }
+    const int64_t io_threads = args->get_int("io-threads", 4).value();
+    if (io_threads < 1 || io_threads > 64) {
+        std::fprintf(stderr, "--io-threads must be in [1, 64]\n");
+        return 2;
+    }
+    if (sink == "stream") serving.io_threads = int(io_threads);
     ModelConfig config = qwen36_35b_a3b_config();
     config.vocab_size = args->get_int("vocab", config.vocab_size).value();
     const ModelWeights w = make_shape_only_weights(config, /*with_mtp=*/true);
@@ -135,10 +241,11 @@ int main(int argc, char** argv) {
     std::printf("Engine step cost without the forward: qwen36-35b-a3b shapes (vocab %lld), NullOps,\n"
                 "prompt %lld tokens (256 shared), %lld measured decode steps; ms per step.\n"
                 "sampling = building the SampleRows + the backend call (NullOps draws nothing);\n"
-                "bookkeeping = step - forward - sampling\n\n",
-                (long long)config.vocab_size, (long long)prompt_len, (long long)steps);
-    std::printf("| resident | prefix cache | MTP k | mode | schedule | step - forward | sampling | bookkeeping |\n");
-    std::printf("|---------:|:------------:|------:|:-----|---------:|---------------:|---------:|------------:|\n");
+                "bookkeeping = step - forward - sampling; detokenize: %s; sink: %s\n\n",
+                (long long)config.vocab_size, (long long)prompt_len, (long long)steps,
+                serving.decoder ? "yes" : "no", serving.io_threads ? "stream (SSE chunks on I/O threads)" : "none");
+    std::printf("| resident | prefix cache | MTP k | mode | schedule | step - forward | sampling | bookkeeping | engine-thread CPU |\n");
+    std::printf("|---------:|:------------:|------:|:-----|---------:|---------------:|---------:|------------:|------------------:|\n");
     // Plain decode with the prefix cache on and off; MTP (k > 0) with it on.
     std::vector<Scenario> scenarios;
     for (int64_t residents : *residents_list)
@@ -148,10 +255,10 @@ int main(int argc, char** argv) {
                 for (const std::string& mode : modes) scenarios.push_back({residents, on, spec, mode});
             }
     for (const Scenario& sc : scenarios) {
-        const Measured m = run_scenario(w, sc, prompt_len, steps);
-        std::printf("| %8lld | %12s | %5lld | %s | %8.3f | %14.3f | %8.3f | %11.3f |\n", (long long)sc.residents,
+        const Measured m = run_scenario(w, sc, prompt_len, steps, serving);
+        std::printf("| %8lld | %12s | %5lld | %s | %8.3f | %14.3f | %8.3f | %11.3f | %17.3f |\n", (long long)sc.residents,
                     sc.prefix_caching ? "on" : "off", (long long)sc.spec, sc.mode.c_str(), m.schedule_ms,
-                    m.step_minus_forward_ms, m.sample_ms, m.bookkeeping_ms);
+                    m.step_minus_forward_ms, m.sample_ms, m.bookkeeping_ms, m.engine_cpu_ms);
         std::fflush(stdout);
     }
 

@@ -5,7 +5,7 @@
 # does not need out of the tree, into .device-hold/ (git-ignored), and back.
 # Usage: bash scripts/device_trim.sh gpu-tests   keep models/qwen36-tiny and the test data the GPU
 #                                                tests open (parity, image, vision, vision_parity,
-#                                                quant/ct_int4): about 60 MB, so carry only qs_gpu_tests
+#                                                quant/ct_int4, modelopt_nvfp4, ct_nvfp4): about 61 MB, so carry only qs_gpu_tests
 #        bash scripts/device_trim.sh bench       keep neither (benchmarks, labs, HTTP runs)
 #        bash scripts/device_trim.sh restore     put everything back (run it before building or testing here)
 #        bash scripts/device_trim.sh status      what is held out, and the bytes the tree now carries
@@ -42,7 +42,9 @@ case "${1:-}" in
             hold_out "$d"
         done
         if [ "$1" = gpu-tests ]; then
-            for q in tests/data/quant/*; do [ "$(basename "$q")" = ct_int4 ] || hold_out "$q"; done
+            for q in tests/data/quant/*; do
+                case "$(basename "$q")" in ct_int4 | modelopt_nvfp4 | ct_nvfp4) ;; *) hold_out "$q" ;; esac
+            done
         else
             hold_out models/qwen36-tiny
         fi

@@ -252,3 +252,9 @@ for stage in "$@"; do
 done
 echo "---- summary"; cat "$summary"
 for f in "$OUT"/*.log; do echo "---- tail $f"; tail -n ${TAIL_LINES:-25} "$f"; done
+# The device returns at most 8 files from $OUT: past 7, everything also goes into one logs.tgz and
+# only it and the summary stay (session 17 lost two requests' logs to that limit).
+if [ "$(find "$OUT" -type f | wc -l)" -gt 7 ]; then
+    tar -C "$OUT" -czf /tmp/gpu_run_logs.tgz . && find "$OUT" -type f ! -name summary.txt -delete &&
+        mv /tmp/gpu_run_logs.tgz "$OUT/logs.tgz" && echo "---- $OUT packed into logs.tgz (8-file limit)"
+fi

@@ -4,13 +4,17 @@
 // double here), then timings at the real model's decode and prefill shapes.
 // Build (repo root):
 //   nvcc -O3 -std=c++20 -gencode=arch=compute_90a,code=sm_90a -Isrc -Xcompiler -fopenmp bench/kernels/attention_lab.cu src/backend/cuda/attention_*.cu -o build-gpu/attention_lab -lgomp
-// Run: build-gpu/attention_lab [seed] [--no-timing | --small | --verify-rows | --v2]   (exit code 1 on any FAIL;
+// Run: build-gpu/attention_lab [seed] [--no-timing | --small | --verify-rows | --v2 | --decode [--no-checks]]   (exit code 1 on any FAIL;
 //      --verify-rows: only sequences of 2-4 rows on the split-K decode kernel, GatedAttentionParams::
 //      decode_max_rows, checked and timed against today's prefill-kernel path)
 //   --v2: prefill version 2 (attention_prefill_wgmma.cu, FlashInfer's Hopper wgmma kernel) only:
 //   CPU-reference cases (a 4k prompt, a varlen batch with a decode row, a chunk continuing over
 //   cached pages; bf16 and fp8 caches), then old (version 1) vs new µs and TFLOP/s at 1 x 16,384
 //   and 16 x 1,024 fresh causal prompts with the two versions' outputs compared (‖v2 − v1‖/‖v1‖).
+//   --decode: decode version 2 (attention_decode_v2.cu) only: CPU-reference cases (decode batches
+//   with and without splits, 1 x 16k, verify rows 1..4, head dims 32-256; bf16 and fp8), then v1 vs
+//   v2 µs, GB/s and % of 4.25 TB/s at B = 1, 64, 512, 1024 x 1,500 and 1, 8 x 16,384 keys, with
+//   ‖v2 − v1‖/‖v1‖ (--no-timing: the cases only; --no-checks: the timings only).
 //
 // Cases, reference and tolerances: bench/kernels/attention_ref.h.
 #include <algorithm>
@@ -39,6 +43,9 @@ using namespace qs::cuda;
 namespace {
 
 using namespace attn_lab;
+
+// GatedAttentionParams::decode_v2_variant of the launches with decode_version 2 (--decode).
+int g_dec2_variant = 0;
 
 template <typename T>
 T* dev_upload(const std::vector<T>& h) {
@@ -90,9 +97,9 @@ void set_version(GatedAttentionParams& p, const HostBatch& b, int version, void*
 // One correctness case on the GPU. use_graph: the launch is captured into a CUDA graph while the
 // batch buffers hold a decoy batch (other positions), then the real positions are copied in and
 // the graph replayed: the host side of the launcher must not depend on context lengths.
-// dec_rows: GatedAttentionParams::decode_max_rows.
+// dec_rows: GatedAttentionParams::decode_max_rows; dec_version: its decode_version.
 bool run_case(const char* label, const Shape& sh, DeviceKvDtype dt, const std::vector<SeqSpec>& specs,
-              std::mt19937_64& rng, bool use_graph = false, int dec_rows = 1, int version = 1) {
+              std::mt19937_64& rng, bool use_graph = false, int dec_rows = 1, int version = 1, int dec_version = 1) {
     Case c = make_case(sh, dt, specs, rng);
     const int T = c.b.T;
     float *d_qg = dev_upload(c.qg), *d_k = dev_upload(c.k), *d_v = dev_upload(c.v), *d_qn = dev_upload(c.qn),
@@ -110,6 +117,8 @@ bool run_case(const char* label, const Shape& sh, DeviceKvDtype dt, const std::v
     }
     GatedAttentionParams p = make_params(c);
     p.decode_max_rows = dec_rows;
+    p.decode_version = dec_version;
+    p.decode_v2_variant = dec_version == 2 ? g_dec2_variant : 0;
     p.qg = d_qg;
     p.k = d_k;
     p.v = d_v;
@@ -157,7 +166,11 @@ bool run_case(const char* label, const Shape& sh, DeviceKvDtype dt, const std::v
     QS_CUDA_CHECK(cudaMemcpy(k_raw.data(), d_kc, k_raw.size(), cudaMemcpyDeviceToHost));
     QS_CUDA_CHECK(cudaMemcpy(v_raw.data(), d_vc, v_raw.size(), cudaMemcpyDeviceToHost));
     reference(c);
-    const bool ok = compare(c, label, version == 2 ? "v2" : use_graph ? "graph" : "direct", out, k_raw, v_raw,
+    const char* how = version == 2       ? "v2"
+                      : dec_version == 2 ? (use_graph ? "dec2 graph" : "dec2")
+                      : use_graph        ? "graph"
+                                         : "direct";
+    const bool ok = compare(c, label, how, out, k_raw, v_raw,
                             version == 2 ? 1e-2 : 0.0);
     for (void* ptr : std::initializer_list<void*>{d_qg, d_k, d_v, d_qn, d_kn, d_kc, d_vc, d_out, d_ws, d_ws2})
         if (ptr) cudaFree(ptr);
@@ -258,10 +271,12 @@ float median(std::vector<float> v) {
 }
 
 // Times launch_gated_attention (all its kernels) on a random batch, via CUDA graph replay.
-// version: GatedAttentionParams::prefill_version; out_copy: the output after the last replay.
+// version: GatedAttentionParams::prefill_version; out_copy: the output after the last replay;
+// dec_version: GatedAttentionParams::decode_version.
 // Same rng state in -> same inputs (the v1/v2 comparison draws each batch from a copy).
 float time_batch(const Shape& sh, DeviceKvDtype dt, const std::vector<SeqSpec>& specs, std::mt19937_64& rng,
-                 int reps = 30, int dec_rows = 1, int version = 1, std::vector<float>* out_copy = nullptr) {
+                 int reps = 30, int dec_rows = 1, int version = 1, std::vector<float>* out_copy = nullptr,
+                 int dec_version = 1) {
     const HostBatch b = make_batch(sh, specs, rng);
     const int T = b.T, Hq = sh.Hq, Hkv = sh.Hkv, D = sh.D;
     const size_t cache_bytes = size_t(b.num_blocks) * sh.bs * Hkv * D * esize(dt);
@@ -287,6 +302,8 @@ float time_batch(const Shape& sh, DeviceKvDtype dt, const std::vector<SeqSpec>& 
     shape_only.dt = dt;
     GatedAttentionParams p = make_params(shape_only);
     p.decode_max_rows = dec_rows;
+    p.decode_version = dec_version;
+    p.decode_v2_variant = dec_version == 2 ? g_dec2_variant : 0;
     p.qg = d_qg;
     p.k = d_k;
     p.v = d_v;
@@ -401,15 +418,104 @@ bool v2_mode(std::mt19937_64& rng) {
     return all;
 }
 
+// ‖b − a‖/‖a‖ (infinite when b has a non-finite value).
+double rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
+    double num = 0.0, den = 0.0;
+    for (size_t i = 0; i < a.size(); ++i) {
+        if (!std::isfinite(b[i])) return INFINITY;
+        const double d = double(b[i]) - double(a[i]);
+        num += d * d;
+        den += double(a[i]) * double(a[i]);
+    }
+    return std::sqrt(num / std::max(den, 1e-300));
+}
+
+// --decode's CPU-reference cases of version 2 (and its lab-only variants at D 256).
+bool decode_checks(std::mt19937_64& rng) {
+    bool all = true;
+    for (DeviceKvDtype dt : {DeviceKvDtype::kBF16, DeviceKvDtype::kFP8E4M3}) {
+        all &= run_case("tiny decode 40 (splits)", kTiny, dt, decode_specs(40, 0, 2000, rng), rng, true, 1, 1, 2);
+        all &= run_case("tiny mixed", kTiny, dt, kMixed, rng, false, 1, 1, 2);
+        all &= run_case("real mixed", kReal, dt, kMixed, rng, false, 1, 1, 2);
+        all &= run_case("real decode 4 long (splits)", kReal, dt, decode_specs(4, 2500, 4095, rng), rng, true, 1, 1, 2);
+        all &= run_case("real decode 300 (few splits)", kReal, dt, decode_specs(300, 0, 900, rng), rng, true, 1, 1, 2);
+        all &= run_case("real decode 600 (no split)", kReal, dt, decode_specs(600, 0, 400, rng), rng, false, 1, 1, 2);
+        all &= run_case("real decode 1 x 16k (splits)", kReal, dt, {{16383, 1}}, rng, false, 1, 1, 2);
+        all &= run_case("real verify rows<=4 + chunk", kReal, dt, {{3000, 2}, {700, 1}, {1511, 3}, {64, 4}, {100, 9}},
+                        rng, false, 4, 1, 2);
+        all &= run_case("real verify 2 rows long (graph)", kReal, dt, {{8000, 2}, {2500, 2}}, rng, true, 2, 1, 2);
+        all &= run_case("tiny verify rows<=4", kTiny, dt, {{700, 2}, {300, 1}, {511, 3}, {64, 4}, {0, 2}}, rng, false,
+                        4, 1, 2);
+        all &= run_case(kGenA.name, kGenA, dt, kMixed, rng, false, 1, 1, 2);
+        all &= run_case(kGenB.name, kGenB, dt, kMixed, rng, false, 1, 1, 2);
+        all &= run_case(kGenC.name, kGenC, dt, {{300, 3}, {40, 1}, {90, 2}, {700, 1}}, rng, false, 3, 1, 2);
+        all &= run_case(kGenD.name, kGenD, dt, {{300, 1}, {40, 70}, {0, 5}}, rng, false, 1, 1, 2);
+    }
+    // The lab-only alternatives of version 2 at D 256 (decode_v2_variant 1, 2) on a few cases.
+    for (int var : {1, 2}) {
+        g_dec2_variant = var;
+        for (DeviceKvDtype dt : {DeviceKvDtype::kBF16, DeviceKvDtype::kFP8E4M3}) {
+            char label[64];
+            std::snprintf(label, sizeof label, "variant %d real decode 300", var);
+            all &= run_case(label, kReal, dt, decode_specs(300, 0, 900, rng), rng, true, 1, 1, 2);
+            std::snprintf(label, sizeof label, "variant %d real verify rows<=4", var);
+            all &= run_case(label, kReal, dt, {{3000, 2}, {700, 1}, {1511, 3}, {64, 4}}, rng, false, 4, 1, 2);
+        }
+    }
+    g_dec2_variant = 0;
+    return all;
+}
+
+// --decode: decode version 2 (attention_decode_v2.cu) against the CPU reference, then v1 vs v2
+// µs and K/V bandwidth at the real model's decode shapes.
+bool decode_mode(std::mt19937_64& rng, bool timing, bool checks) {
+    bool all = checks ? decode_checks(rng) : true;
+    if (timing) {
+        std::printf("\ndecode v1 vs v2, µs per launch_gated_attention (K/V store + decode + combine; median of 20 "
+                    "CUDA-graph replays); GB/s = K/V bytes read / time, %% of 4.25 TB/s; v2.1, v2.2: the lab-only "
+                    "variants (bf16: 2 warps x 3 stages, 4 x 2; fp8: 4 x 5, 8 x 2; default 4 x 3)\n");
+        std::printf("%-5s %-5s %-6s %9s %9s %7s %7s %6s %6s %8s %12s %9s %9s\n", "cache", "B", "ctx", "v1 us", "v2 us",
+                    "v1 GB/s", "v2 GB/s", "v1 %", "v2 %", "speedup", "|v2-v1|/|v1|", "v2.1 us", "v2.2 us");
+        for (DeviceKvDtype dt : {DeviceKvDtype::kBF16, DeviceKvDtype::kFP8E4M3})
+            for (const auto& [B, ctx] : {std::pair{1, 1500}, std::pair{64, 1500}, std::pair{512, 1500},
+                                         std::pair{1024, 1500}, std::pair{1, 16384}, std::pair{8, 16384}}) {
+                const std::vector<SeqSpec> specs(size_t(B), SeqSpec{ctx - 1, 1});
+                std::vector<float> o1, o2, o3, o4;
+                std::mt19937_64 r1 = rng, r2 = rng, r3 = rng, r4 = rng;  // same inputs for every version
+                const float us1 = time_batch(kReal, dt, specs, r1, 20, 1, 1, &o1, 1);
+                const float us2 = time_batch(kReal, dt, specs, r2, 20, 1, 1, &o2, 2);
+                g_dec2_variant = 1;
+                const float us3 = time_batch(kReal, dt, specs, r3, 20, 1, 1, &o3, 2);
+                g_dec2_variant = 2;
+                const float us4 = time_batch(kReal, dt, specs, r4, 20, 1, 1, &o4, 2);
+                g_dec2_variant = 0;
+                rng = r1;
+                const double rel = std::max({rel_diff(o1, o2), rel_diff(o1, o3), rel_diff(o1, o4)});
+                const bool ok = rel < (dt == DeviceKvDtype::kBF16 ? 5e-3 : 2e-2);
+                all &= ok;
+                const double bytes = double(B) * kReal.Hkv * ctx * kReal.D * esize(dt) * 2;
+                std::printf("%-5s %-5d %-6d %9.1f %9.1f %7.0f %7.0f %5.1f%% %5.1f%% %7.2fx %12.2e %9.1f %9.1f %s\n",
+                            dname(dt), B, ctx, us1, us2, bytes / us1 / 1e3, bytes / us2 / 1e3,
+                            bytes / us1 / 1e3 / 4250 * 100, bytes / us2 / 1e3 / 4250 * 100, us1 / us2, rel, us3, us4,
+                            ok ? "PASS" : "FAIL");
+                std::fflush(stdout);
+            }
+    }
+    std::printf("%s\n", all ? "ALL PASS" : "SOME FAILED");
+    return all;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     uint64_t seed = uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
-    bool timing = true, small = false, verify_rows = false, v2 = false;
+    bool timing = true, checks = true, small = false, verify_rows = false, v2 = false, decode = false;
     for (int i = 1; i < argc; ++i) {
         if (std::string(argv[i]) == "--no-timing") timing = false;
+        else if (std::string(argv[i]) == "--no-checks") checks = false;
         else if (std::string(argv[i]) == "--verify-rows") verify_rows = true;
         else if (std::string(argv[i]) == "--v2") v2 = true;
+        else if (std::string(argv[i]) == "--decode") decode = true;
         else if (std::string(argv[i]) == "--small") { small = true; timing = false; }
         else seed = std::strtoull(argv[i], nullptr, 10);
     }
@@ -420,6 +526,7 @@ int main(int argc, char** argv) {
     std::printf("device %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
 
     if (v2) return v2_mode(rng) ? 0 : 1;
+    if (decode) return decode_mode(rng, timing, checks) ? 0 : 1;
     bool all = conversion_check(rng);
     if (verify_rows) {
         // Sequences of up to 4 rows on the split-K decode kernel (decode_max_rows = 4, or 2 for the

@@ -7,10 +7,12 @@
 //   q_proj / GDN in_proj_qkv 2048→8192, k_proj / v_proj 2048→512, GDN in_proj_z 2048→4096,
 //   o_proj / GDN out_proj 4096→2048   (spec/model.md).
 // Built with QS_BUILD_KERNEL_LABS=ON (target fp8_gemm_lab, links qs_lib).
-// Run: fp8_gemm_lab [seed] [--no-timing] [--quick] [--small-v2] [--prefill]   (exit code 1 on any FAIL;
+// Run: fp8_gemm_lab [seed] [--no-timing] [--quick] [--small-v2] [--prefill] [--shared]   (exit code 1 on any FAIL;
 //      --small-v2: only the small-rows version 2 section, 1-4 rows, checks and old-vs-new timings;
 //      --prefill: only prefill sizes (T = 4,096 and 16,384: checked, then the whole call and the
-//      activation quantisation alone timed, TFLOP/s against the measured fp8 GEMM peak))
+//      activation quantisation alone timed, TFLOP/s against the measured fp8 GEMM peak; then the
+//      shared-input groups (Gemm::linears) at 16,384 and 1,024 rows, old vs new, bitwise checked;
+//      --shared: only those groups)
 //
 // Inputs: W = random N(0, 0.02) times a per-128×128-block factor 2^U(-4,4), quantised with the
 // checkpoint quantiser (quantize_fp8_block_row); x = N(0, 1) times a per-(row, 128-group) factor
@@ -40,6 +42,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <cuda_runtime.h>
@@ -436,6 +439,132 @@ struct Lab {
         for (DevWeight& d : copies) free_weight(d);
     }
 
+    // One input, several linears (Gemm::linears; issue 14 item 4), as the model calls them:
+    // attention q/k/v and GDN in_proj qkv/z/b/a (b, a: fp32 [32, 2048], the SGEMMs the device
+    // keeps them in). old = one Gemm::linear per weight (x quantised per FP8 call), new =
+    // Gemm::linears (x quantised once); outputs checked bitwise equal. Timed as one sequence
+    // (median of 10, each weight rotated over its own >= 128 MB of copies), TFLOP/s over the
+    // group's FLOPs. Two merges measured for time only (not bitwise checks): k_proj + v_proj as one
+    // [1024, 2048] FP8 GEMM split by two strided copies, and in_proj_b + in_proj_a as one
+    // [64, 2048] fp32 SGEMM split the same way.
+    void time_shared(int64_t T, std::mt19937& rng) {
+        struct Member {
+            const char* name;
+            int64_t out;
+            bool fp8;
+        };
+        struct GroupSpec {
+            const char* name;
+            std::vector<Member> members;
+            int merge_from;  // members [merge_from, merge_from + 2) are merged in the third variant
+        };
+        const int64_t in = 2048;
+        const std::vector<GroupSpec> groups = {
+            {"attn q/k/v", {{"q", 8192, true}, {"k", 512, true}, {"v", 512, true}}, 1},
+            {"gdn qkv/z/b/a", {{"qkv", 8192, true}, {"z", 4096, true}, {"b", 32, false}, {"a", 32, false}}, 2}};
+        auto f32_weight = [&](int64_t out) {
+            DevWeight d;
+            d.lin.dtype = DeviceLinear::Dtype::kF32;
+            d.lin.out = out, d.lin.in = in;
+            std::normal_distribution<float> nd(0.0f, 0.02f);
+            std::vector<float> h(size_t(out * in));
+            for (float& v : h) v = nd(rng);
+            d.lin.w = upload(h, d.allocs);
+            d.bytes = h.size() * 4;
+            return d;
+        };
+        auto copies_of = [&](int64_t out, bool fp8) {
+            if (fp8) return rotated_copies(make_weight(out, in, rng));
+            std::vector<DevWeight> c;
+            for (int i = 0; i < 2; ++i) c.push_back(f32_weight(out));  // 0.5 MB: L2-resident either way
+            return c;
+        };
+        gemm.set_policy(LinearPolicy::kAuto);
+        for (const GroupSpec& g : groups) {
+            const size_t n = g.members.size();
+            std::vector<std::vector<DevWeight>> copies;
+            double flops = 0;
+            for (const Member& m : g.members) {
+                copies.push_back(copies_of(m.out, m.fp8));
+                flops += 2.0 * double(T) * double(m.out) * double(in);
+            }
+            const Member& m0 = g.members[size_t(g.merge_from)];
+            std::vector<DevWeight> merged = copies_of(2 * m0.out, m0.fp8);
+            const CallBuffers io(T, Shape{g.name, 1, in}, rng);
+            std::vector<float*> ys_old(n), ys_new(n);
+            for (size_t i = 0; i < n; ++i) {
+                QS_CUDA_CHECK(cudaMalloc(&ys_old[i], size_t(T * g.members[i].out) * 4));
+                QS_CUDA_CHECK(cudaMalloc(&ys_new[i], size_t(T * g.members[i].out) * 4));
+            }
+            float* y_merged = nullptr;  // [T, 2 * m0.out]
+            QS_CUDA_CHECK(cudaMalloc(&y_merged, size_t(T * 2 * m0.out) * 4));
+            auto weights_at = [&](int it) {
+                std::vector<const DeviceLinear*> ws;
+                for (auto& c : copies) ws.push_back(&c[size_t(it) % c.size()].lin);
+                return ws;
+            };
+            auto run_old = [&](int it) {
+                const std::vector<const DeviceLinear*> ws = weights_at(it);
+                for (size_t i = 0; i < n; ++i) gemm.linear(*ws[i], io.dx, T, ys_old[i], arena, stream);
+                arena.reset();
+            };
+            auto run_new = [&](int it) {
+                gemm.linears(io.dx, T, weights_at(it), ys_new, arena, stream);
+                arena.reset();
+            };
+            auto run_merged = [&](int it) {
+                std::vector<const DeviceLinear*> ws = weights_at(it);
+                std::vector<float*> ys = ys_new;
+                ws.erase(ws.begin() + g.merge_from, ws.begin() + g.merge_from + 2);
+                ys.erase(ys.begin() + g.merge_from, ys.begin() + g.merge_from + 2);
+                ws.insert(ws.begin() + g.merge_from, &merged[size_t(it) % merged.size()].lin);
+                ys.insert(ys.begin() + g.merge_from, y_merged);
+                gemm.linears(io.dx, T, ws, ys, arena, stream);
+                const size_t row = size_t(m0.out) * 4;
+                for (int half = 0; half < 2; ++half)
+                    QS_CUDA_CHECK(cudaMemcpy2DAsync(ys_new[size_t(g.merge_from + half)], row, y_merged + half * m0.out,
+                                                    2 * row, row, size_t(T), cudaMemcpyDeviceToDevice, stream));
+                arena.reset();
+            };
+            // Bitwise: the same weights through both.
+            run_old(0);
+            const int64_t reuses = gemm.shared_input_reuses();
+            run_new(0);
+            const int64_t reused = gemm.shared_input_reuses() - reuses;
+            QS_CUDA_CHECK(cudaStreamSynchronize(stream));
+            bool same = true;
+            for (size_t i = 0; i < n; ++i) {
+                std::vector<float> a(size_t(T * g.members[i].out)), b(a.size());
+                QS_CUDA_CHECK(cudaMemcpy(a.data(), ys_old[i], a.size() * 4, cudaMemcpyDeviceToHost));
+                QS_CUDA_CHECK(cudaMemcpy(b.data(), ys_new[i], b.size() * 4, cudaMemcpyDeviceToHost));
+                same = same && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
+            }
+            all_ok = all_ok && same;
+            const float us_old = 1e3f * qs::lab::median_event_ms(run_old, 10, 3, stream);
+            const float us_new = 1e3f * qs::lab::median_event_ms(run_new, 10, 3, stream);
+            const float us_merged = 1e3f * qs::lab::median_event_ms(run_merged, 10, 3, stream);
+            const char* merge_name = g.merge_from == 1 ? "new + k|v merged" : "new + b|a merged";
+            const std::pair<const char*, float> rows[3] = {
+                {"old (separate)", us_old}, {"new (shared x)", us_new}, {merge_name, us_merged}};
+            for (int v = 0; v < 3; ++v)
+                std::printf("%-14s %6lld  %-18s %9.1f %8.0f %6.1f%%  %s\n", g.name, (long long)T, rows[v].first,
+                            rows[v].second, flops / rows[v].second * 1e-6,
+                            100.0 * flops / rows[v].second * 1e-6 / kFp8PeakTflops,
+                            v != 1 ? "" : same ? "bitwise = old" : "DIFFERS FROM OLD");
+            std::printf("%-14s %6lld  saved %.1f us (%.1f%%), %lld quantisations reused\n", g.name, (long long)T,
+                        us_old - us_new, 100.0 * (us_old - us_new) / us_old, (long long)reused);
+            std::fflush(stdout);
+            for (size_t i = 0; i < n; ++i) {
+                cudaFree(ys_old[i]);
+                cudaFree(ys_new[i]);
+            }
+            cudaFree(y_merged);
+            for (auto& c : copies)
+                for (DevWeight& d : c) free_weight(d);
+            for (DevWeight& d : merged) free_weight(d);
+        }
+    }
+
     // The small-rows kernel's version 2 (Gemm::set_fp8_small_rows; small_linear_fp8.cu) at 1-4
     // rows: against the emulated quantisation (< 2e-4: the same x codes, fp32 sums) and the exact
     // product (< 4e-2); every row bitwise equal to a one-row call on that row (rows never mix,
@@ -584,13 +713,14 @@ struct Lab {
 
 int main(int argc, char** argv) {
     uint64_t seed = 1;
-    bool timing = true, quick = false, v2_only = false, prefill_only = false;
+    bool timing = true, quick = false, v2_only = false, prefill_only = false, shared_only = false;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         if (a == "--no-timing") timing = false;
         else if (a == "--quick") quick = true, timing = false;
         else if (a == "--small-v2") v2_only = true;
         else if (a == "--prefill") prefill_only = true;
+        else if (a == "--shared") shared_only = true;
         else seed = std::strtoull(argv[i], nullptr, 10);
     }
     int dev = 0;
@@ -622,6 +752,12 @@ int main(int argc, char** argv) {
         std::printf("%-22s %11s %6s  %-13s %9s %8s %7s %9s %9s %8s %7s\n", "shape", "out x in", "T", "path", "call us",
                     "TFLOP/s", "peak", "quant us", "gemm us", "TFLOP/s", "peak");
         for (const Shape& s : real) lab.time_prefill(s, {4096, 16384}, rng);
+    }
+    if (prefill_only || shared_only) {
+        std::printf("\nshared input (Gemm::linears): old = one linear per weight, new = x quantised once; median "
+                    "of 10 whole groups, TFLOP/s over the group's FLOPs (b, a: fp32 SGEMMs)\n");
+        std::printf("%-14s %6s  %-18s %9s %8s %7s\n", "group", "T", "variant", "us", "TFLOP/s", "peak");
+        for (int64_t T : {16384, 1024}) lab.time_shared(T, rng);
         std::printf("\n%s\n", lab.all_ok ? "ALL PASS" : "SOME FAILED");
         QS_CUDA_CHECK(cudaStreamDestroy(lab.stream));
         return lab.all_ok ? 0 : 1;

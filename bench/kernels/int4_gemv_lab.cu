@@ -3,7 +3,9 @@
 // T = 1..8 and rows-per-warp 1, 2, 4, then times it at the real model's dense shapes (hidden 2048;
 // q_proj / in_proj_qkv 2048→8192, k/v 2048→512, in_proj_z 2048→4096, o_proj / out_proj 4096→2048,
 // and one routed-expert-sized 2048→512) beside the FP8 and BF16 small-rows kernels
-// (small_linear_kernels.h) on the same shapes.
+// (small_linear_kernels.h) on the same shapes, and the same kernel on NVFP4 weights
+// (launch_nvfp4_linear, CudaOptions::nvfp4_kernels: group 16, bf16 block scales, an fp32 global;
+// checked against nvfp4_ref.h) — issue 18's "NVFP4 at INT4's bytes" at decode.
 // Built with QS_BUILD_KERNEL_LABS=ON (target int4_gemv_lab, links qs_lib).
 // Run: int4_gemv_lab [--no-timing]        (exit code 1 on any FAIL)
 // Check: ‖gpu − ref‖/‖ref‖ < 1e-5 (the same bf16 x, exact weights: fp32 vs double sums).
@@ -22,6 +24,7 @@
 #include "backend/cuda/int4_linear_kernels.h"
 #include "backend/cuda/small_linear_kernels.h"
 #include "int4_ref.h"
+#include "nvfp4_ref.h"
 
 using namespace qs::cuda;
 using namespace int4_lab;
@@ -53,6 +56,30 @@ void check(int64_t out, int64_t in, int64_t group) {
         }
 }
 
+void check_nvfp4(int64_t out, int64_t in) {
+    for (int64_t T = 1; T <= 8; ++T)
+        for (int rpw : {1, 2, 4}) {
+            const nvfp4_lab::Case c = nvfp4_lab::make_case(out, in, T, uint32_t(out * 29 + in + T * 5 + rpw));
+            const std::vector<double> ref = nvfp4_lab::reference(c);
+            DeviceBuffer dc(c.codes.size() * 4), ds(c.scales.size() * 2), dx(c.x.size() * 4), dy(ref.size() * 4);
+            QS_CUDA_CHECK(cudaMemcpy(dc.get(), c.codes.data(), c.codes.size() * 4, cudaMemcpyHostToDevice));
+            QS_CUDA_CHECK(cudaMemcpy(ds.get(), c.scales.data(), c.scales.size() * 2, cudaMemcpyHostToDevice));
+            QS_CUDA_CHECK(cudaMemcpy(dx.get(), c.x.data(), c.x.size() * 4, cudaMemcpyHostToDevice));
+            QS_CUDA_CHECK(cudaMemset(dy.get(), 0xff, ref.size() * 4));  // NaN
+            launch_nvfp4_linear(static_cast<const uint32_t*>(dc.get()), static_cast<const uint16_t*>(ds.get()), c.global,
+                                out, in, static_cast<const float*>(dx.get()), T, static_cast<float*>(dy.get()), nullptr,
+                                rpw);
+            std::vector<float> y(ref.size());
+            QS_CUDA_CHECK(cudaMemcpy(y.data(), dy.get(), y.size() * 4, cudaMemcpyDeviceToHost));
+            const double err = rel_error(y, ref);
+            const bool ok = err < 1e-5;  // + one fp32 rounding of the global
+            g_fail += !ok;
+            if (!ok || T == 1 || T == 8)
+                std::printf("  %s nvfp4 %5lld x %5lld T=%lld rpw=%d  rel err %.2e\n", ok ? "ok  " : "FAIL",
+                            (long long)out, (long long)in, (long long)T, rpw, err);
+        }
+}
+
 template <class F>
 double median_us(F&& launch, int copies) {
     cudaEvent_t a, b;
@@ -78,8 +105,12 @@ double median_us(F&& launch, int copies) {
 void time_shape(const char* name, int64_t out, int64_t in) {
     const int64_t group = 128;
     const size_t int4_bytes = size_t(out * in / 2 + out * (in / group) * 2), fp8_bytes = size_t(out * in),
+                 nvfp4_bytes = size_t(out * in / 2 + out * (in / 16) * 2),
                  bf16_bytes = size_t(out * in * 2);
     const int copies = int(std::max<size_t>(2, (size_t(256) << 20) / int4_bytes));
+    // NVFP4: codes [out, in/2] bytes then bf16 scales [out, in/16] (zeros: finite), global 1.
+    DeviceBuffer w4f(nvfp4_bytes * copies);
+    QS_CUDA_CHECK(cudaMemset(w4f.get(), 0, nvfp4_bytes * copies));
     // Contents do not matter for timing: one buffer of `copies` weights per format (zeros: finite).
     DeviceBuffer w4(int4_bytes * copies), w8(fp8_bytes * copies), s8(size_t((out / 128) * (in / 128) * 4) * copies + 16),
         wb(std::min<size_t>(bf16_bytes * copies, size_t(2) << 30)), dx(size_t(8 * in * 4)), dy(size_t(8 * out * 4));
@@ -102,6 +133,17 @@ void time_shape(const char* name, int64_t out, int64_t in) {
                 },
                 copies);
             std::printf("  int4 rpw%d %6.2f us %5.0f GB/s", rpw, us, double(int4_bytes) / us / 1e3);
+        }
+        for (int rpw : {1, 2, 4}) {
+            const double us = median_us(
+                [&](int i) {
+                    const auto* base = static_cast<const unsigned char*>(w4f.get()) + size_t(i) * nvfp4_bytes;
+                    launch_nvfp4_linear(reinterpret_cast<const uint32_t*>(base),
+                                        reinterpret_cast<const uint16_t*>(base + out * in / 2), 1.0f, out, in, x, T, y,
+                                        nullptr, rpw);
+                },
+                copies);
+            std::printf("  | nvfp4 rpw%d %6.2f us %5.0f GB/s", rpw, us, double(nvfp4_bytes) / us / 1e3);
         }
         if (small_linear_supports(true, T, in, w8.get(), x)) {
             const double us = median_us(
@@ -136,6 +178,11 @@ int main(int argc, char** argv) {
     check(2048, 4096, 128);
     check(37, 512, 32);
     check(19, 96, 16);
+    check_nvfp4(72, 2048);
+    check_nvfp4(8192, 2048);
+    check_nvfp4(2048, 4096);
+    check_nvfp4(37, 512);
+    check_nvfp4(19, 96);
     if (timing) {
         std::printf("int4_gemv_lab: timing (median of 50, weights rotated past L2)\n");
         time_shape("qkv/q_proj", 8192, 2048);

@@ -7,11 +7,12 @@
 //   g++ -O1 -g -std=c++20 -fsanitize=address -x c++ -Isrc -Ibench/kernels -I/usr/local/cuda/include \
 //       bench/kernels/moe_emu.cpp -o build-gpu/moe_emu -lpthread
 // Run: build-gpu/moe_emu [seed [--quick | --no-real | --small-real | --v2 [--no-real|--real|--bf16|--fp8] | --v2-quick |
-//                             --dec2 [--no-real] | --int4 [--real] | --int4-dec [--real]]]
+//                             --dec2 [--no-real] | --int4 [--real] | --nvfp4 [--real|--quick] | --int4-dec [--real]]]
 // (--no-real: skips the small-T path's real-shape cases, which take most of the time; --small-real:
 // only those; --v2: the small-T path's version 2 only; --v2-quick: two of its cases, for mutations;
 // --dec2: the decode grouped GEMMs' version 2 (MoeParams::decode_version), each case also run with v1;
-// --int4-dec: INT4 experts on the tensor-core grouped GEMMs, MoeParams::int4_grouped = 1)
+// --int4-dec: INT4 experts on the tensor-core grouped GEMMs, MoeParams::int4_grouped = 1;
+// --nvfp4: NVFP4 experts on the small-T path, MoeExpertTable::nvfp4)
 #include "moe_emu_shim.h"
 
 #include "backend/cuda/moe_combine.cu"
@@ -89,8 +90,18 @@ void emu_small_router(const SmallPlan& pl) {
 
 template <int NMAX>
 void emu_int4_gate_up(const SmallPlan& pl, bool v2) {
-    if (v2) small_int4::gate_up_kernel<NMAX, true>(pl.p);
-    else small_int4::gate_up_kernel<NMAX, false>(pl.p);
+    using qs::cuda::w4::Code4;
+    if (pl.nvfp4) v2 ? small_int4::gate_up_kernel<Code4::kNvfp4, NMAX, true>(pl.p)
+                     : small_int4::gate_up_kernel<Code4::kNvfp4, NMAX, false>(pl.p);
+    else if (v2) small_int4::gate_up_kernel<Code4::kInt4, NMAX, true>(pl.p);
+    else small_int4::gate_up_kernel<Code4::kInt4, NMAX, false>(pl.p);
+}
+
+void emu_int4_down(const SmallPlan& pl, bool v2) {
+    using qs::cuda::w4::Code4;
+    if (pl.nvfp4) v2 ? small_int4::down_kernel<Code4::kNvfp4, true>(pl.p) : small_int4::down_kernel<Code4::kNvfp4, false>(pl.p);
+    else if (v2) small_int4::down_kernel<Code4::kInt4, true>(pl.p);
+    else small_int4::down_kernel<Code4::kInt4, false>(pl.p);
 }
 
 // Programmatic dependent launch, emulated adversarially: what the previous grid wrote is saved and
@@ -168,10 +179,10 @@ void emu_small(const MoeParams& p) {
         if (v2) {
             pdl_done();
             pdl_poison({{s.h, size_t(T * (k + 1)) * size_t(s.ldh) * 2}});
-            emu_launch(pl.down_grid, nt, 0, [&] { small_int4::down_kernel<true>(pl.p); });
+            emu_launch(pl.down_grid, nt, 0, [&] { emu_int4_down(pl, true); });
             pdl_done();
         } else {
-            emu_launch(pl.down_grid, nt, 0, [&] { small_int4::down_kernel<false>(pl.p); });
+            emu_launch(pl.down_grid, nt, 0, [&] { emu_int4_down(pl, false); });
         }
         return;
     }
@@ -275,6 +286,8 @@ void run_case(const HostExperts& h, bool fp8, int T, Routing routing, bool norm,
         tab.table.up_qs = g_int4->us.data();
         tab.table.down_qs = g_int4->ds.data();
         tab.table.int4_group = g_int4->group;
+        tab.table.nvfp4 = !g_int4->global.empty();
+        tab.table.nvfp4_global = g_int4->global.empty() ? nullptr : g_int4->global.data();
     }
     const size_t wsb = ws_layout(T, s.H, s.I, s.Is, s.E, s.k).total;  // = moe_workspace_bytes
     // 256-aligned workspace, pre-filled with garbage.
@@ -377,7 +390,7 @@ void run_case(const HostExperts& h, bool fp8, int T, Routing routing, bool norm,
     }
     const bool pass = bad == 0 && nerr < 1e-2 && worst < 3e-2 && v2_ok;
     std::printf("  %-5s %-4s T=%-4d %-7s norm=%d %s=%d copy@%s  nerr=%.3e worst_tok=%.3e nonfinite=%zu y#%016llx  %s  (%.1f s)%s\n",
-                s.name, g_int4 ? "int4" : fp8 ? "fp8" : "bf16", T, routing == Routing::kSkewed ? "skewed" : "gapped", int(norm), small_path ? "small" : "cfg", small_path ? 1 : cfg,
+                s.name, g_int4 ? (g_int4->global.empty() ? "int4" : "nvfp4") : fp8 ? "fp8" : "bf16", T, routing == Routing::kSkewed ? "skewed" : "gapped", int(norm), small_path ? "small" : "cfg", small_path ? 1 : cfg,
                 g_emu_copy_at_issue ? "issue" : "wait", nerr, worst, bad, (unsigned long long)y_hash, pass ? "PASS" : "FAIL", secs,
                 v2_note.c_str());
     if (!pass) ++g_fail;
@@ -422,6 +435,37 @@ int main(int argc, char** argv) {
             const Shape real{"real", 256, 8, 2048, 512, 512};
             HostExperts hr = make_host_experts(real, seed + 3);
             const Int4Experts qr = make_int4_experts(hr, 128, rng);
+            g_int4 = &qr;
+            run_case(hr, false, 1, Routing::kGapped, true, -1, rng, -1, 2, false, true);
+            run_case(hr, false, 8, Routing::kSkewed, true, -1, rng);
+        }
+        g_int4 = nullptr;
+        std::printf("%s (%d failing)\n", g_fail ? "FAIL" : "PASS", g_fail);
+        return g_fail ? 1 : 0;
+    }
+    if (argc > 2 && !std::strcmp(argv[2], "--nvfp4")) {
+        // NVFP4 experts on the small-T path (moe_small_int4.cu's Code4::kNvfp4 kernels), v1 and v2,
+        // every T bucket, skewed routing, I_shared != I; every matrix its own global (the index
+        // 3e + {0, 1, 2} pinned down); argv[3] --real adds the real shapes.
+        HostExperts hi = make_host_experts(tiny, seed + 1), hsi = make_host_experts(tiny_is, seed + 2);
+        const Int4Experts qi = make_nvfp4_experts(hi, rng), qsi = make_nvfp4_experts(hsi, rng);
+        g_int4 = &qi;
+        if (argc > 3 && !std::strcmp(argv[3], "--quick")) {  // two cases (mutation tests)
+            run_case(hi, false, 3, Routing::kSkewed, true, -1, rng, -1, 1);
+            run_case(hi, false, 2, Routing::kGapped, true, -1, rng, -1, 2, false, true);
+            std::printf("%s (%d failing)\n", g_fail ? "FAIL" : "PASS", g_fail);
+            return g_fail ? 1 : 0;
+        }
+        for (const int T : {1, 2, 3, 4, 8}) run_case(hi, false, T, Routing::kGapped, true, -1, rng, -1, T % 2 ? 1 : 2, false, true);
+        run_case(hi, false, 8, Routing::kSkewed, true, -1, rng, -1, 2, false, false);
+        run_case(hi, false, 6, Routing::kSkewed, false, -1, rng);
+        g_int4 = &qsi;
+        run_case(hsi, false, 5, Routing::kSkewed, false, -1, rng, -1, 2, false, false);
+        run_case(hsi, false, 2, Routing::kGapped, true, -1, rng, 1);
+        if (argc > 3 && !std::strcmp(argv[3], "--real")) {
+            const Shape real{"real", 256, 8, 2048, 512, 512};
+            HostExperts hr = make_host_experts(real, seed + 3);
+            const Int4Experts qr = make_nvfp4_experts(hr, rng);
             g_int4 = &qr;
             run_case(hr, false, 1, Routing::kGapped, true, -1, rng, -1, 2, false, true);
             run_case(hr, false, 8, Routing::kSkewed, true, -1, rng);

@@ -20,8 +20,15 @@
 //   int4-mma      the INT4 grouped GEMMs at any T (int4_grouped_max_t lifted): the alternative
 // each checked against the float64 reference on 64 evenly spaced tokens, and a `dequant` row:
 // the dequantisation alone (every expert), its µs and write+read GB/s.
+// --nvfp4 (CudaOptions::nvfp4_kernels): NVFP4 experts (moe_int4_ref.h make_nvfp4_experts: E2M1
+// codes, E4M3 power-of-two block scales per 16, a global per matrix; exact bf16 values, so the bf16
+// reference is the NVFP4 one) at T = 1, 2, 4, 8, paths
+//   bf16         the BF16 copies of the NVFP4 weights (how NVFP4 is served with the option off)
+//   fp8          FP8 experts (the speed to beat)
+//   nvfp4-small  the packed NVFP4 arrays on the small-T path (moe_small_int4.cu, Code4::kNvfp4);
+//                weight bytes 0.5 B per weight + a bf16 scale per 16
 // Build: a bench target (bench/CMakeLists.txt globs kernels/*_lab.cu); run:
-// build/bench/moe_int4_lab [seed] [--scratch]
+// build/bench/moe_int4_lab [seed] [--scratch | --nvfp4]
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -49,10 +56,11 @@ namespace {
 
 constexpr double kCopyTBs = 4.25;  // measured device-to-device copy ceiling on the H200 (TB/s)
 constexpr int kCopies = 4, kReps = 25;
+bool g_nvfp4 = false;  // --nvfp4: the INT4 arrays hold NVFP4 experts
 
 enum class Path { kBf16, kFp8, kInt4Today, kInt4Mma };
 const char* path_name(Path p) {
-    return p == Path::kBf16 ? "bf16" : p == Path::kFp8 ? "fp8" : p == Path::kInt4Today ? "int4-today" : "int4-mma";
+    return p == Path::kBf16 ? "bf16" : p == Path::kFp8 ? "fp8" : p == Path::kInt4Today ? (g_nvfp4 ? "nvfp4-small" : "int4-today") : "int4-mma";
 }
 
 template <class T>
@@ -115,6 +123,10 @@ DevLayer make_layer(const HostExperts& h, bool fp8, const Int4Experts* q) {
         L.table.up_qs = upload(sc[1], L.allocs);
         L.table.down_qs = upload(sc[2], L.allocs);
         L.table.int4_group = q->group;
+        if (!q->global.empty()) {  // NVFP4 (make_nvfp4_experts)
+            L.table.nvfp4 = true;
+            L.table.nvfp4_global = upload(q->global, L.allocs);
+        }
     }
     return L;
 }
@@ -138,7 +150,7 @@ int touched_experts(const Inputs& in, const Shape& s) {
 double weight_bytes_per_expert(const Shape& s, int Ie, Path p) {
     const double n = 3.0 * Ie * s.H;
     if (p == Path::kFp8) return n + 3.0 * ((Ie + 127) / 128) * ((s.H + 127) / 128) * 4;
-    if (p == Path::kInt4Mma) return n / 2 + n / 128 * 2;  // codes + bf16 scales (group 128)
+    if (p == Path::kInt4Mma) return g_nvfp4 ? n / 2 + n / 16 * 2 : n / 2 + n / 128 * 2;  // codes + bf16 scales
     return n * 2;
 }
 
@@ -308,14 +320,17 @@ int main(int argc, char** argv) {
     const uint64_t seed = argc > 1 && argv[1][0] != '-' ? std::strtoull(argv[1], nullptr, 10) : 1;
     bool scratch_mode = false;
     for (int i = 1; i < argc; ++i) scratch_mode = scratch_mode || std::string(argv[i]) == "--scratch";
+    for (int i = 1; i < argc; ++i) g_nvfp4 = g_nvfp4 || std::string(argv[i]) == "--nvfp4";
     std::setvbuf(stdout, nullptr, _IOLBF, 0);
     init_e4m3_lut();
     const Shape s{"real", 256, 8, 2048, 512, 512};
     Rng rng(seed);
-    std::printf("moe_int4_lab seed=%llu: E=%d k=%d H=%d I=%d I_shared=%d, INT4 group 128; %d weight copies, median of %d\n",
-                (unsigned long long)seed, s.E, s.k, s.H, s.I, s.Is, kCopies, kReps);
+    std::printf("moe_int4_lab seed=%llu: E=%d k=%d H=%d I=%d I_shared=%d, %s; %d weight copies, median of %d\n",
+                (unsigned long long)seed, s.E, s.k, s.H, s.I, s.Is, g_nvfp4 ? "NVFP4 group 16" : "INT4 group 128", kCopies,
+                kReps);
     HostExperts h = make_host_experts(s, seed + 3);             // fp8 copies quantised from these bf16 weights
-    const Int4Experts q = make_int4_experts(h, 128, rng);       // h's bf16 weights become the INT4 values
+    // h's bf16 weights become the INT4 (or NVFP4) values
+    const Int4Experts q = g_nvfp4 ? make_nvfp4_experts(h, rng) : make_int4_experts(h, 128, rng);
     std::vector<DevLayer> bf16_int4, fp8;
     for (int c = 0; c < kCopies; ++c) {
         bf16_int4.push_back(make_layer(h, false, &q));
@@ -335,7 +350,10 @@ int main(int argc, char** argv) {
         return fails ? 1 : 0;
     }
     std::printf("\n   T   path        experts  weightMB   time_us    wGB/s  %%4.25TB/s   nerr      worst     check\n");
-    for (const int T : {1, 8, 64, 512}) {
+    const std::vector<int> sizes = g_nvfp4 ? std::vector<int>{1, 2, 4, 8} : std::vector<int>{1, 8, 64, 512};
+    const std::vector<Path> paths = g_nvfp4 ? std::vector<Path>{Path::kBf16, Path::kFp8, Path::kInt4Today}
+                                            : std::vector<Path>{Path::kBf16, Path::kFp8, Path::kInt4Today, Path::kInt4Mma};
+    for (const int T : sizes) {
         const Inputs in = make_inputs(s, T, Routing::kGapped, rng);
         float *x, *logits, *sgl, *y;
         QS_CUDA_CHECK(cudaMalloc(&x, in.x.size() * 4));
@@ -354,7 +372,7 @@ int main(int argc, char** argv) {
             moe_ref_token(h, true, true, &in.x[size_t(t) * s.H], &in.logits[size_t(t) * s.E], in.sg[t], ref_f[t]);
         });
         const int touched = touched_experts(in, s);
-        for (const Path path : {Path::kBf16, Path::kFp8, Path::kInt4Today, Path::kInt4Mma}) {
+        for (const Path path : paths) {
             const bool is_fp8 = path == Path::kFp8;
             auto table = [&](int c) {
                 MoeExpertTable t = (is_fp8 ? fp8 : bf16_int4)[size_t(c)].table;

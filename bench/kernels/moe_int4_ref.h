@@ -22,6 +22,7 @@ struct Int4Experts {
     std::vector<const uint32_t*> gq, uq, dq;
     std::vector<const uint16_t*> gs, us, ds;
     int group = 0;
+    std::vector<float> global;  // NVFP4 (make_nvfp4_experts): [3 (E + 1)] globals; empty for INT4
 };
 
 inline void int4_matrix(uint16_t* w, int rows, int cols, int group, Rng& rng, Int4Experts& q) {
@@ -54,6 +55,48 @@ inline Int4Experts make_int4_experts(HostExperts& h, int group, Rng& rng) {
         int4_matrix(&h.up[h.gu_off[e]], Ie, s.H, group, rng, q);
         q.uq.push_back(q.codes.back().data()), q.us.push_back(q.scales.back().data());
         int4_matrix(&h.down[h.d_off[e]], s.H, Ie, group, rng, q);
+        q.dq.push_back(q.codes.back().data()), q.ds.push_back(q.scales.back().data());
+    }
+    return q;
+}
+
+// NVFP4 experts: random E2M1 codes, per (row, 16-block) an E4M3 scale byte of 2^[-9, -6] (the
+// subnormal bytes 0x01, 0x02, 0x04 and the normal 0x08) and per matrix a random global 2^[-3, -1]: e2m1 · scale · global has at most 2 significant bits, so `h`'s bf16 weights become
+// exactly the NVFP4 weights and moe_ref's bf16 reference applies; packed in the device NVFP4 layout
+// (src/backend/nvfp4_layout.h: nibbles in the INT4 order, bf16 scales, group 16).
+inline void nvfp4_matrix(uint16_t* w, int rows, int cols, float global, Rng& rng, Int4Experts& q) {
+    static const float e2m1[16] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6, -0.0f, -0.5f, -1, -1.5f, -2, -3, -4, -6};
+    std::vector<uint32_t> codes(size_t(rows) * cols / 8, 0);
+    std::vector<uint16_t> scales(size_t(rows) * (cols / 16));
+    for (int r = 0; r < rows; ++r)
+        for (int g = 0; g < cols / 16; ++g) {
+            const float sc = std::ldexp(1.0f, -9 + int(rng.next() % 4));  // e4m3 bytes 0x01 .. 0x08
+            scales[size_t(r) * (cols / 16) + g] = f2bf(sc);
+            for (int c = g * 16; c < (g + 1) * 16; ++c) {
+                const uint32_t u = uint32_t(rng.next() % 16);
+                codes[(size_t(r) * cols + c) / 8] |= u << (4 * (c % 8));
+                w[size_t(r) * cols + c] = f2bf(e2m1[u] * sc * global);
+            }
+        }
+    q.codes.push_back(std::move(codes));
+    q.scales.push_back(std::move(scales));
+    q.global.push_back(global);
+}
+
+inline Int4Experts make_nvfp4_experts(HostExperts& h, Rng& rng) {
+    Int4Experts q;
+    q.group = 16;
+    const Shape& s = h.s;
+    q.codes.reserve(size_t(3 * (s.E + 1)));
+    q.scales.reserve(size_t(3 * (s.E + 1)));
+    auto glob = [&] { return std::ldexp(1.0f, -1 - int(rng.next() % 3)); };
+    for (int e = 0; e <= s.E; ++e) {
+        const int Ie = h.Ie(e);
+        nvfp4_matrix(&h.gate[h.gu_off[e]], Ie, s.H, glob(), rng, q);
+        q.gq.push_back(q.codes.back().data()), q.gs.push_back(q.scales.back().data());
+        nvfp4_matrix(&h.up[h.gu_off[e]], Ie, s.H, glob(), rng, q);
+        q.uq.push_back(q.codes.back().data()), q.us.push_back(q.scales.back().data());
+        nvfp4_matrix(&h.down[h.d_off[e]], s.H, Ie, glob(), rng, q);
         q.dq.push_back(q.codes.back().data()), q.ds.push_back(q.scales.back().data());
     }
     return q;

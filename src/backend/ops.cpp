@@ -12,6 +12,10 @@ void Ops::vision_tower(const VisionWeights& w, const float* patches, const std::
     cpu::vision_tower(w, patches, grids, out, blocks_out);
 }
 
+void Ops::linears(const float* x, int64_t T, std::initializer_list<LinearOut> outs) {
+    for (const LinearOut& o : outs) linear(x, T, o.w, o.y);
+}
+
 void Ops::argmax_rows(const float* x, int64_t R, int64_t n, int32_t* out) {
     std::vector<float> row(static_cast<size_t>(n));
     for (int64_t r = 0; r < R; ++r) {

@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -55,6 +56,12 @@ struct Replay {
     uint64_t variant = 0;         // tells apart different work over the same batch shape
     bool short_spans = false;
     const char* phase = "forward";  // a string literal naming the work (a backend's profiling only)
+};
+
+// One projection of a shared input in Ops::linears: y [T, w.out] = x · Wᵀ.
+struct LinearOut {
+    const LinearWeight& w;
+    float* y;
 };
 
 // A device backend's memory: its activation arena (the most bytes a forward held at once so
@@ -137,6 +144,10 @@ public:
     virtual void rms_norm_zc(const float* x, const ParamVector& w, int64_t T, int64_t n, double eps, float* y) = 0;
     // y = x · Wᵀ for selected rows: x [T, in], y [T, out].
     virtual void linear(const float* x, int64_t T, const LinearWeight& w, float* y) = 0;
+    // Several linears of one input x [T, in] (every w.in equal): each out.y is bitwise what
+    // linear(x, T, out.w, out.y) writes; a backend may share work on x between them (CUDA: its
+    // quantisation or bf16 rounding). The outputs must not overlap x. Default: linear per output.
+    virtual void linears(const float* x, int64_t T, std::initializer_list<LinearOut> outs);
     // out[r] = index of the largest of x[r, 0..n) (the first one on ties), for x [R, n] in the
     // backend's memory; out is a host array. Greedy batches take tokens without copying logits.
     virtual void argmax_rows(const float* x, int64_t R, int64_t n, int32_t* out);

@@ -26,10 +26,11 @@ OptionGroup model_option_group() {
              choice("load-format", {"auto", "dummy"},
                     "auto: the checkpoint's weights; dummy: random weights of the config's shapes (benchmarks)",
                     "auto"),
-             choice("dummy-format", {"auto", "bf16", "fp8-block", "int4-w4a16"},
+             choice("dummy-format", {"auto", "bf16", "fp8-block", "int4-w4a16", "nvfp4"},
                     "the linears of dummy weights; auto: FP8 128x128 blocks when the config has a "
                     "quantization_config, else BF16; int4-w4a16: what `qwenserve quantize --format "
-                    "int4-w4a16` writes (symmetric INT4, group 128, bf16 scales; docs/QUANTIZATION.md)",
+                    "int4-w4a16` writes (symmetric INT4, group 128, bf16 scales; docs/QUANTIZATION.md); nvfp4: "
+                    "what `qwenserve quantize --format nvfp4` writes (E2M1, E4M3 scales per 16, a global scale)",
                     "auto"),
              flag("dummy-vision",
                   "dummy weights: also a vision tower of random weights (the config's vision_config; "
@@ -54,8 +55,9 @@ Result<ModelWeights> load_model_from_args(const Args& args) {
     QS_ASSIGN_OR_RETURN(int64_t num_layers, args.get_int("num-layers", 0));
     const bool with_mtp = !args.has("no-mtp");
     const std::string dummy_format = args.get_or("dummy-format", "auto");
-    if (dummy_format != "auto" && dummy_format != "bf16" && dummy_format != "fp8-block" && dummy_format != "int4-w4a16")
-        return invalid_argument("--dummy-format must be 'auto', 'bf16', 'fp8-block' or 'int4-w4a16', got '" +
+    if (dummy_format != "auto" && dummy_format != "bf16" && dummy_format != "fp8-block" && dummy_format != "int4-w4a16" &&
+        dummy_format != "nvfp4")
+        return invalid_argument("--dummy-format must be 'auto', 'bf16', 'fp8-block', 'int4-w4a16' or 'nvfp4', got '" +
                                 dummy_format + "'");
     if (args.has("dummy-vision") && format != "dummy")
         return invalid_argument("--dummy-vision is only for --load-format dummy (a checkpoint's tower is its own)");
@@ -85,8 +87,9 @@ Result<ModelWeights> load_model_from_args(const Args& args) {
     if (format == "dummy") {
         // auto: what the config declares (a quantization_config → FP8 block), else BF16.
         const bool fp8 = dummy_format == "fp8-block" || (dummy_format == "auto" && config.quantization.quantized());
-        const bool int4 = dummy_format == "int4-w4a16";
-        const WeightFormat wf = int4  ? WeightFormat::kIntGroup
+        const bool int4 = dummy_format == "int4-w4a16", nvfp4 = dummy_format == "nvfp4";
+        const WeightFormat wf = int4    ? WeightFormat::kIntGroup
+                                : nvfp4 ? WeightFormat::kNvfp4
                                 : fp8 ? WeightFormat::kFP8Block
                                       : WeightFormat::kDense;
         ModelWeights w = make_dummy_weights(config, uint64_t(seed), with_mtp, wf);
@@ -99,7 +102,8 @@ Result<ModelWeights> load_model_from_args(const Args& args) {
                                                     config.vision->out_hidden_size, config.hidden_size));
             w.visual = std::make_shared<const VisionTower>(make_dummy_vision_tower(*config.vision, uint64_t(seed)));
         }
-        log_info("dummy weights ({}): {} layers, {:.2f} GB, {:.1f} s", int4 ? "int4-w4a16" : fp8 ? "fp8-block" : "bf16",
+        log_info("dummy weights ({}): {} layers, {:.2f} GB, {:.1f} s",
+                 int4 ? "int4-w4a16" : nvfp4 ? "nvfp4" : fp8 ? "fp8-block" : "bf16",
                  config.num_hidden_layers, double(w.storage_bytes()) / 1e9, timer.elapsed_s());
         return w;
     }

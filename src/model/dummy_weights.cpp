@@ -6,7 +6,9 @@
 // FP8 block format: the same BF16 values, quantised one 128-row block row at a time as they are
 // generated (fp8_block.h); INT4 W4A16 (WeightFormat::kIntGroup): the same BF16 values quantised
 // as `qwenserve quantize --format int4-w4a16` does (low_bit_rtn.h: compressed-tensors
-// pack-quantized, symmetric, group 128, bf16 scales) on the modules that format quantises; all
+// pack-quantized, symmetric, group 128, bf16 scales) on the modules that format quantises; NVFP4
+// (WeightFormat::kNvfp4): the same for `--format nvfp4` (nvfp4-pack-quantized, E4M3 scales per 16,
+// a global scale per matrix from the values' bound); all
 // work of all tensors runs in one OpenMP loop (DummyFactory::run).
 // Also the shape-only weights (no tensors) that Qwen36Model runs on NullOps with.
 #include <fmt/format.h>
@@ -44,13 +46,16 @@ struct FillJob {
     float* scale_out = nullptr;  // [⌈rows/128⌉, ⌈cols/128⌉]
     uint32_t* int4_out = nullptr;     // INT4 instead of fp8: [rows, cols/8] packed codes
     uint16_t* int4_scales = nullptr;  // [rows, cols/128] bf16
+    uint8_t* nvfp4_out = nullptr;     // NVFP4 instead of fp8: [rows, cols/2] E2M1 codes
+    uint8_t* nvfp4_scales = nullptr;  // [rows, cols/16] E4M3
+    float nvfp4_global = 1.0f;
     int64_t num_tasks() const { return bf16_out ? (cols + kDenseTask - 1) / kDenseTask : fp8_num_blocks(rows); }
     // Bytes of weights task t writes (scales left out): what the progress line counts.
     int64_t task_bytes(int64_t t) const {
         return bf16_out ? 2 * std::min(kDenseTask, cols - t * kDenseTask)
-                        : std::min(kFp8BlockSize, rows - t * kFp8BlockSize) * cols / (int4_out ? 2 : 1);
+                        : std::min(kFp8BlockSize, rows - t * kFp8BlockSize) * cols / (int4_out || nvfp4_out ? 2 : 1);
     }
-    int64_t bytes() const { return bf16_out ? 2 * cols : int4_out ? rows * cols / 2 : rows * cols; }
+    int64_t bytes() const { return bf16_out ? 2 * cols : int4_out || nvfp4_out ? rows * cols / 2 : rows * cols; }
 };
 
 void run_task(const FillJob& j, int64_t t, std::vector<float>& scratch) {
@@ -69,6 +74,11 @@ void run_task(const FillJob& j, int64_t t, std::vector<float>& scratch) {
         const int64_t g = kInt4DefaultGroupSize;
         QS_CHECK(quantize_int4_rows(scratch.data(), n, j.cols, g, j.int4_out + r0 * (j.cols / 8),
                                     j.int4_scales + r0 * (j.cols / g)));
+        return;
+    }
+    if (j.nvfp4_out) {
+        QS_CHECK(quantize_nvfp4_rows(scratch.data(), n, j.cols, j.nvfp4_global, j.nvfp4_out + r0 * (j.cols / 2),
+                                     j.nvfp4_scales + r0 * (j.cols / kNvfp4RtnGroupSize)));
         return;
     }
     const bool ok = quantize_fp8_block_row(scratch.data(), n, j.cols, DType::kF32, j.fp8_out + r0 * j.cols,
@@ -172,10 +182,45 @@ public:
         return w;
     }
 
-    // Whether `module` is stored quantised in this format (FP8 blocks or INT4).
+    // An NVFP4 linear [out, in] made of elements [base, base + out·in) of stream `stream`
+    // (compressed-tensors nvfp4-pack-quantized, as `quantize --format nvfp4` writes it), codes and
+    // scales at the given offsets of shared buffers. The global scale is the quantiser's for an
+    // absolute maximum of a (the values' bound: per-chunk generation never sees the whole tensor).
+    LinearWeight nvfp4_part(const std::string& stream, int64_t base, int64_t out, int64_t in, float a,
+                            const std::shared_ptr<uint8_t[]>& codes, int64_t code_offset,
+                            const std::shared_ptr<uint8_t[]>& scales, int64_t scale_offset) {
+        QS_CHECK_MSG(in % kNvfp4RtnGroupSize == 0, "nvfp4 dummy weights need in_features divisible by 16");
+        LinearWeight w;
+        w.format = WeightFormat::kNvfp4;
+        w.out_features = out;
+        w.in_features = in;
+        w.weight.dtype = DType::kU8;
+        w.weight.shape = {out, in / 2};
+        w.weight.data = codes.get() + code_offset;
+        w.weight.owner = std::shared_ptr<const void>(codes, codes.get());
+        w.scales.dtype = DType::kF8E4M3;
+        w.scales.shape = {out, in / kNvfp4RtnGroupSize};
+        w.scales.data = scales.get() + scale_offset;
+        w.scales.owner = std::shared_ptr<const void>(scales, scales.get());
+        w.global_scale = nvfp4_global_scale(a);
+        w.nvfp4_global = Nvfp4Global::kDivide;
+        FillJob j;
+        j.key = key_of(stream);
+        j.a = a;
+        j.base = base;
+        j.rows = out;
+        j.cols = in;
+        j.nvfp4_out = codes.get() + code_offset;
+        j.nvfp4_scales = scales.get() + scale_offset;
+        j.nvfp4_global = w.global_scale;
+        add(j);
+        return w;
+    }
+
+    // Whether `module` is stored quantised in this format (FP8 blocks, INT4 or NVFP4).
     bool quantized(const std::string& module) const {
         if (format_ == WeightFormat::kFP8Block) return fp8_role(module) == Fp8Role::kQuantized;
-        if (format_ == WeightFormat::kIntGroup) return low_bit_quantized(module);
+        if (format_ == WeightFormat::kIntGroup || format_ == WeightFormat::kNvfp4) return low_bit_quantized(module);
         return false;
     }
 
@@ -194,6 +239,9 @@ public:
         if (format_ == WeightFormat::kIntGroup)
             return int4_part(name, 0, out, in, a, storage<uint32_t>(out * in / 8), 0,
                              storage<uint16_t>(out * (in / kInt4DefaultGroupSize)), 0);
+        if (format_ == WeightFormat::kNvfp4)
+            return nvfp4_part(name, 0, out, in, a, storage<uint8_t>(out * in / 2), 0,
+                              storage<uint8_t>(out * (in / kNvfp4RtnGroupSize)), 0);
         return fp8_part(name, 0, out, in, a, storage<uint8_t>(out * in), 0,
                         storage<float>(fp8_num_blocks(out) * fp8_num_blocks(in)), 0);
     }
@@ -251,22 +299,32 @@ void make_moe(DummyFactory& f, const std::string& p, const ModelConfig& c, MoeWe
     moe.experts.resize(static_cast<size_t>(E));
     const std::string gate_up_name = p + "mlp.experts.gate_up_proj", down_name = p + "mlp.experts.down_proj";
     const float gate_up_a = std::sqrt(3.0f / float(H)), down_a = kOutGain * std::sqrt(3.0f / float(I));
-    if (f.format() == WeightFormat::kIntGroup && f.quantized(gate_up_name)) {
-        // As FP8 below: the fused BF16 tensors' values, quantised per expert matrix.
-        const int64_t g = kInt4DefaultGroupSize;
-        auto gate_up_codes = storage<uint32_t>(E * 2 * I * H / 8);
-        auto down_codes = storage<uint32_t>(E * H * I / 8);
-        auto gate_up_sc = storage<uint16_t>(E * 2 * I * (H / g));
-        auto down_sc = storage<uint16_t>(E * H * (I / g));
+    // A 4-bit format (INT4 or NVFP4): the fused BF16 tensors' values quantised per expert matrix,
+    // as FP8 below; codes of type C hold per_code inputs each, scales of type S one per g inputs.
+    auto four_bit_experts = [&](auto code_type, auto scale_type, int64_t per_code, int64_t g, auto part) {
+        using C = decltype(code_type);
+        using S = decltype(scale_type);
+        auto gate_up_codes = storage<C>(E * 2 * I * H / per_code);
+        auto down_codes = storage<C>(E * H * I / per_code);
+        auto gate_up_sc = storage<S>(E * 2 * I * (H / g));
+        auto down_sc = storage<S>(E * H * (I / g));
         for (int64_t e = 0; e < E; ++e) {
             ExpertWeights& x = moe.experts[size_t(e)];
             const int64_t o = e * 2 * I * H;
-            x.gate_proj = f.int4_part(gate_up_name, o, I, H, gate_up_a, gate_up_codes, o / 8, gate_up_sc, o / g);
-            x.up_proj = f.int4_part(gate_up_name, o + I * H, I, H, gate_up_a, gate_up_codes, (o + I * H) / 8,
-                                    gate_up_sc, (o + I * H) / g);
-            x.down_proj = f.int4_part(down_name, e * H * I, H, I, down_a, down_codes, e * H * I / 8, down_sc,
-                                      e * H * I / g);
+            x.gate_proj = part(gate_up_name, o, I, H, gate_up_a, gate_up_codes, o / per_code, gate_up_sc, o / g);
+            x.up_proj = part(gate_up_name, o + I * H, I, H, gate_up_a, gate_up_codes, (o + I * H) / per_code,
+                             gate_up_sc, (o + I * H) / g);
+            x.down_proj = part(down_name, e * H * I, H, I, down_a, down_codes, e * H * I / per_code, down_sc,
+                               e * H * I / g);
         }
+    };
+    if (f.format() == WeightFormat::kIntGroup && f.quantized(gate_up_name)) {
+        four_bit_experts(uint32_t{}, uint16_t{}, 8, kInt4DefaultGroupSize,
+                         [&](auto&&... args) { return f.int4_part(args...); });
+    } else if (f.format() == WeightFormat::kNvfp4 && f.quantized(gate_up_name)) {
+        // Each expert matrix with its own global scale.
+        four_bit_experts(uint8_t{}, uint8_t{}, 2, kNvfp4RtnGroupSize,
+                         [&](auto&&... args) { return f.nvfp4_part(args...); });
     } else if (f.quantized(gate_up_name)) {
         // The values of the fused BF16 tensors, quantised per expert matrix (the official FP8
         // checkpoints store experts per expert); codes laid out as the fused tensors.
@@ -368,6 +426,12 @@ ModelWeights make_dummy_weights(const ModelConfig& c, uint64_t seed, bool with_m
             low_bit_quantization_config(LowBitFormat::kInt4W4A16, kInt4DefaultGroupSize, low_bit_ignore(f.names())),
             "int4-w4a16 dummy weights");
         QS_CHECK_MSG(q.is_ok(), "int4-w4a16 dummy weights: quantization_config does not parse");
+        w.config.quantization = std::move(q).value();
+    } else if (format == WeightFormat::kNvfp4) {
+        auto q = parse_quantization_config(
+            low_bit_quantization_config(LowBitFormat::kNvfp4, kNvfp4RtnGroupSize, low_bit_ignore(f.names())),
+            "nvfp4 dummy weights");
+        QS_CHECK_MSG(q.is_ok(), "nvfp4 dummy weights: quantization_config does not parse");
         w.config.quantization = std::move(q).value();
     } else {
         w.config.quantization = QuantizationConfig{};

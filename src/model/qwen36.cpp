@@ -32,9 +32,7 @@ void Qwen36Model::decoder_layer(const DecoderLayerWeights& l, float* x, const fl
         float* k = ops_.alloc(T * d.num_kv_heads * d.head_dim);    // [T, kv_heads, head_dim]
         float* v = ops_.alloc(T * d.num_kv_heads * d.head_dim);    // [T, kv_heads, head_dim]
         float* attn = ops_.alloc(T * d.num_heads * d.head_dim);    // [T, heads * head_dim]
-        ops_.linear(h, T, l.attn.q_proj, qg);
-        ops_.linear(h, T, l.attn.k_proj, k);
-        ops_.linear(h, T, l.attn.v_proj, v);
+        ops_.linears(h, T, {{l.attn.q_proj, qg}, {l.attn.k_proj, k}, {l.attn.v_proj, v}});
         ops_.gated_attention(qg, k, v, l.attn.q_norm, l.attn.k_norm, d, batch, positions, cache, kv_layer, attn);
         ops_.linear(attn, T, l.attn.o_proj, out);
         reduce(out, T * H);  // tensor parallel: each rank's heads give a partial o_proj
@@ -45,10 +43,8 @@ void Qwen36Model::decoder_layer(const DecoderLayerWeights& l, float* x, const fl
         float* b = ops_.alloc(T * d.num_value_heads);      // [T, value_heads]
         float* a = ops_.alloc(T * d.num_value_heads);      // [T, value_heads]
         float* o = ops_.alloc(T * d.value_dim());          // [T, value_dim]
-        ops_.linear(h, T, l.gdn.in_proj_qkv, qkv);
-        ops_.linear(h, T, l.gdn.in_proj_z, z);
-        ops_.linear(h, T, l.gdn.in_proj_b, b);
-        ops_.linear(h, T, l.gdn.in_proj_a, a);
+        ops_.linears(h, T,
+                     {{l.gdn.in_proj_qkv, qkv}, {l.gdn.in_proj_z, z}, {l.gdn.in_proj_b, b}, {l.gdn.in_proj_a, a}});
         ops_.gated_delta_net(qkv, z, b, a, l.gdn, d, batch, cache, gdn_layer, o);
         ops_.linear(o, T, l.gdn.out_proj, out);
         reduce(out, T * H);

@@ -88,7 +88,8 @@ Result<ModelWeights> load_model_dir(const std::string& dir, const LoadOptions& o
 // held), and the returned config carries the matching quantization_config. With kIntGroup the
 // modules `qwenserve quantize --format int4-w4a16` quantises (low_bit_quantized) are INT4 W4A16 as
 // it writes them (symmetric, group 128, bf16 scales; in_features must divide by 128), made the
-// same way. Multi-threaded.
+// same way; with kNvfp4 the same modules are NVFP4 as `quantize --format nvfp4` writes them
+// (compressed-tensors convention; a global scale per matrix from the values' bound). Multi-threaded.
 ModelWeights make_dummy_weights(const ModelConfig& config, uint64_t seed, bool with_mtp = true,
                                 WeightFormat format = WeightFormat::kDense);
 

@@ -22,19 +22,12 @@
 #include "model/weights.h"
 
 using namespace qs;
+using gpu_test::real_shapes;
 using gpu_test::normalised_error;
 
 namespace {
 
 constexpr double kBound = 1e-2;
-
-ModelConfig real_shapes() {
-    ModelConfig c = qwen36_35b_a3b_config();
-    c.num_hidden_layers = 4;
-    c.layer_types.resize(4);
-    c.num_experts = 32;
-    return c;
-}
 
 class CudaInt4 : public ::testing::Test {
 protected:

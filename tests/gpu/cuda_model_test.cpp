@@ -47,7 +47,7 @@ constexpr float kNearTie = 0.25f;
 cuda::CudaOptions test_options() {
     cuda::CudaOptions o;
     o.poison = true;
-    return gpu_test::apply_test_env(o);  // QS_TEST_GDN_PREFILL_VERSION
+    return gpu_test::apply_test_env(o);  // QS_TEST_GDN_PREFILL_VERSION, QS_TEST_SHARED_LINEAR_INPUT
 }
 
 // The greedy samples of transformers' generate (fp32) on the trained tiny model.

@@ -21,17 +21,10 @@
 #include "model/weights.h"
 
 using namespace qs;
+using gpu_test::real_shapes;
 using gpu_test::normalised_error;
 
 namespace {
-
-ModelConfig real_shapes() {
-    ModelConfig c = qwen36_35b_a3b_config();
-    c.num_hidden_layers = 4;
-    c.layer_types.resize(4);
-    c.num_experts = 32;
-    return c;
-}
 
 // A prompt of n tokens with images: each (first token, grid) puts grid.h/2 · grid.w/2 pads there.
 PromptImages prompt_with_images(int n, const std::vector<std::pair<int, ImageGrid>>& images) {

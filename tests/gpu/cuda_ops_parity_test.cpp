@@ -20,6 +20,7 @@
 #include "model/weights.h"
 
 using namespace qs;
+using gpu_test::real_shapes;
 using gpu_test::normalised_error;
 
 namespace {
@@ -33,14 +34,6 @@ struct Case {
 };
 // gtest prints a parameter in failure messages and test listings; without this, a byte dump.
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
-
-ModelConfig real_shapes() {
-    ModelConfig c = qwen36_35b_a3b_config();
-    c.num_hidden_layers = 4;
-    c.layer_types.resize(4);
-    c.num_experts = 32;
-    return c;
-}
 
 std::vector<Case> cases() { return {{"tiny", tiny_model_config()}, {"real", real_shapes()}}; }
 
@@ -529,6 +522,96 @@ TEST_P(CudaOpsParity, GatedAttentionWithPagedCache) {
             gpu_->free_all();
         }
     }
+}
+
+// Decode attention versions (CudaOptions::attention_decode_version): each against the CPU with
+// GatedAttentionWithPagedCache's bounds, per sequence (a wrong row or head of one short sequence
+// cannot hide in the total), and version 2 against version 1. Sequences of 1..4 rows on the
+// decode kernel (attention_decode_rows 4: an MTP verify beside plain decode rows), contexts up to
+// 600 keys (split-K partials and the combine), single rows of 12 sequences (one row per
+// sequence, > 8 sequences), every sequence's pages shuffled. The tiny config's head_dim 32 runs
+// version 2 padded to 64; the real one at 256.
+TEST_P(CudaOpsParity, GatedAttentionDecodeVersions) {
+    const DecoderLayerWeights& l = layer(LayerType::kFullAttention);
+    const ModelConfig& c = config_;
+    const AttentionDims d{c.num_attention_heads, c.num_key_value_heads, c.head_dim, c.rotary_dim(), c.rope_theta,
+                          c.rms_norm_eps};
+    const int bs = 16, pages = 40, nseq = 12;
+    for (KvCacheDtype kv : {KvCacheDtype::kBF16, KvCacheDtype::kFP8E4M3}) {
+        const CacheGeometry g = CacheGeometry::for_model(c, nseq * pages, bs, nseq, false, kv);
+        ModelCache cpu_cache(g);
+        std::unique_ptr<cuda::CudaOps> gpu[2];
+        std::unique_ptr<ModelCache> cache[2];
+        for (int v = 0; v < 2; ++v) {
+            cuda::CudaOptions o;
+            o.poison = true;
+            o.attention_decode_rows = 4;
+            o.attention_decode_version = v + 1;
+            gpu[v] = std::make_unique<cuda::CudaOps>(o);
+            gpu[v]->prepare_weights(weight_set(*weights_));
+            cache[v] = gpu[v]->make_cache(g);
+        }
+        std::vector<OwnedBatch> batches;
+        std::vector<std::array<int, 3>> fill, single;
+        const int ctx[nseq] = {600, 300, 451, 200, 50, 17, 1, 599, 129, 64, 333, 5};
+        for (int s = 0; s < nseq; ++s) fill.push_back({0, ctx[s], s});
+        batches.push_back(make_batch(fill, bs, pages, rng_, int(c.vocab_size)));
+        // The verify-like step: 1..4 rows per sequence (<= 8 sequences: the decode kernel).
+        batches.push_back(make_batch({{{600, 2, 0}, {300, 1, 1}, {451, 3, 2}, {200, 4, 3}, {50, 1, 4}, {1, 4, 6}}},
+                                     bs, pages, rng_, int(c.vocab_size)));
+        const int after[nseq] = {602, 301, 454, 204, 51, 17, 5, 599, 129, 64, 333, 5};
+        for (int s = 0; s < nseq; ++s) single.push_back({after[s], 1, s});
+        batches.push_back(make_batch(single, bs, pages, rng_, int(c.vocab_size)));
+        for (size_t bi = 0; bi < batches.size(); ++bi) {
+            const ForwardBatch& b = batches[bi].batch;
+            const int64_t T = b.num_tokens();
+            const auto pos = b.positions();
+            const auto qg = gpu_test::random_floats(size_t(T * d.num_heads * 2 * d.head_dim), rng_);
+            const auto k = gpu_test::random_floats(size_t(T * d.num_kv_heads * d.head_dim), rng_);
+            const auto vv = gpu_test::random_floats(size_t(T * d.num_kv_heads * d.head_dim), rng_);
+            std::vector<float> k_cpu = k, ref(size_t(T * d.num_heads * d.head_dim));
+            cpu_.begin_forward(b, pos.data());
+            cpu_.gated_attention(qg.data(), k_cpu.data(), vv.data(), l.attn.q_norm, l.attn.k_norm, d, b, pos.data(),
+                                 cpu_cache, 0, ref.data());
+            std::vector<float> y[2];
+            for (int v = 0; v < 2; ++v) {
+                cuda::CudaOps& o = *gpu[v];
+                o.begin_forward(b, pos.data());
+                float* out = o.alloc(int64_t(ref.size()));
+                o.gated_attention(gpu_test::to_device(o, qg), gpu_test::to_device(o, k), gpu_test::to_device(o, vv),
+                                  l.attn.q_norm, l.attn.k_norm, d, b, pos.data(), *cache[v], 0, out);
+                y[v] = gpu_test::to_host(o, out, ref.size());
+                o.free_all();
+            }
+            const std::string what = std::string(kv == KvCacheDtype::kBF16 ? "bf16" : "fp8") + " batch " +
+                                     std::to_string(bi);
+            const double bound = kv == KvCacheDtype::kBF16 ? 5e-3 : 2e-2;  // as GatedAttentionWithPagedCache
+            for (int v = 0; v < 2; ++v)
+                EXPECT_LT(normalised_error(y[v], ref), bound) << "version " << v + 1 << " vs CPU, " << what;
+            for (const SeqSpan& s : b.seqs) {
+                const size_t n = size_t(d.num_heads * d.head_dim), r0 = size_t(s.row_begin) * n;
+                const size_t len = size_t(s.num_tokens) * n;
+                auto part = [&](const std::vector<float>& x) {
+                    return std::vector<float>(x.begin() + int64_t(r0), x.begin() + int64_t(r0 + len));
+                };
+                const std::string seq = what + ", sequence at " + std::to_string(s.start_pos) + " of " +
+                                        std::to_string(s.num_tokens) + " rows";
+                EXPECT_LT(normalised_error(part(y[1]), part(ref)), bound) << "version 2 vs CPU, " << seq;
+                EXPECT_LT(normalised_error(part(y[1]), part(y[0])), bound) << "version 2 vs version 1, " << seq;
+            }
+        }
+    }
+}
+
+TEST(CudaOptionsChoice, AttentionDecodeVersionValidated) {
+    QS_REQUIRE_GPU();
+    EXPECT_EQ(cuda::CudaOptions{}.attention_decode_version, 2);  // the default since the H200 run
+    // As CudaAttentionV2Option.RejectsUnknownVersion: threadsafe death tests (the child
+    // re-executes the binary instead of forking a process that holds a CUDA context).
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    cuda::CudaOptions o;
+    o.attention_decode_version = 3;
+    EXPECT_DEATH(cuda::CudaOps ops(o), "attention_decode_version must be 1 or 2");
 }
 
 // The auto choice of the GDN prefill version (CudaOptions::gdn_prefill_version 0, the default):

@@ -152,13 +152,14 @@ TEST_P(CudaRouter, MoeWithRouterKernelMatchesCpu) {
     cuda::CudaOptions on, off;
     on.poison = off.poison = true;
     on.moe_router_kernel = 1;
+    off.moe_router_kernel = 0;
     cuda::CudaOps g1(on), g0(off);
     g1.prepare_weights(weight_set(*weights_));
     g0.prepare_weights(weight_set(*weights_));
     CpuOps cpu;
     const MoeWeights& m = weights_->layers[0].moe;
     const int64_t k = config_.num_experts_per_tok, H = config_.hidden_size;
-    for (int64_t T : {int64_t(1), int64_t(64), int64_t(1025), cuda::kRouterKernelMinRows, int64_t(4099)}) {
+    for (int64_t T : {int64_t(1), int64_t(64), int64_t(1025), cuda::kRouterKernelMinRows, cuda::kRouterKernelMinRows + 3}) {
         const auto x = gpu_test::random_floats(size_t(T * H), rng_);
         std::vector<float> ref(x.size());
         cpu.moe(x.data(), T, m, k, config_.norm_topk_prob, ref.data());

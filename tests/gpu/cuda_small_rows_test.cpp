@@ -31,21 +31,14 @@
 #include "model/weights.h"
 
 using namespace qs;
+using gpu_test::real_shapes;
 using gpu_test::normalised_error;
 
 namespace {
 
-ModelConfig real_shapes() {
-    ModelConfig c = qwen36_35b_a3b_config();
-    c.num_hidden_layers = 4;
-    c.layer_types.resize(4);
-    c.num_experts = 8;
-    return c;
-}
-
 TEST(CudaSmallRowsV2, Fp8LinearsMatchCpuAndTodaysPath) {
     QS_REQUIRE_GPU();
-    const ModelConfig config = real_shapes();
+    const ModelConfig config = real_shapes(8);
     ModelWeights w8 = make_dummy_weights(config, 81, /*with_mtp=*/false, WeightFormat::kFP8Block);
     cuda::CudaOptions o_today, o_v2;
     o_today.fp8_small_rows = 0;  // the path before version 2 (the default is now 4)
@@ -146,7 +139,7 @@ OwnedBatch make_batch(const std::vector<std::array<int, 3>>& seqs, int pages_per
 
 TEST(CudaAttentionDecodeRows, VerifyRowsMatchCpuAndPrefillKernel) {
     QS_REQUIRE_GPU();
-    const ModelConfig c = real_shapes();
+    const ModelConfig c = real_shapes(8);
     ModelWeights w = make_dummy_weights(c, 83, /*with_mtp=*/false);
     const DecoderLayerWeights* attn = nullptr;
     for (const auto& l : w.layers)

@@ -13,6 +13,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_ops.h"
+#include "config/model_config.h"
 #include "core/dtype.h"
 
 #define QS_REQUIRE_GPU()                                                               \
@@ -30,8 +31,8 @@ inline std::string source_path(const std::string& rel) {
 
 // Test-only: QS_TEST_MOE_ROUTER_KERNEL (0, 1 or 2; unset = the option's default) sets
 // CudaOptions::moe_router_kernel for the MoE parity tests and (through apply_test_env) the model
-// tests, so that they run with their unchanged bounds on the tensor-core router before its
-// default flips. QS_TEST_MOE_ROUTER_CHECK=1 also sets CudaOptions::moe_router_check (each eager
+// tests, so that they run with their unchanged bounds on either router (2: the kernel at every
+// size, which the default's 8,192-row threshold never gives them). QS_TEST_MOE_ROUTER_CHECK=1 also sets CudaOptions::moe_router_check (each eager
 // kernel call compared with cuBLAS; suspicious rows logged), QS_TEST_GRAPH_MAX_BATCH=N
 // CudaOptions::graph_max_batch (0: every call eager, so every call is compared).
 inline cuda::CudaOptions& apply_test_router_env(cuda::CudaOptions& o) {
@@ -54,7 +55,24 @@ inline cuda::CudaOptions& apply_test_router_env(cuda::CudaOptions& o) {
 // to the tests that build their options through this (CudaModel's test_options(),
 // CudaOpsParity.GatedDeltaNetWithStateSlots), so that `scripts/gpu_run.sh gdn_acc` can run those
 // tests, with their unchanged bounds, on prefill version 2 before its default flips.
+// Likewise QS_TEST_ATTENTION_DECODE_VERSION (1 or 2; unset = the option's default) selects
+// CudaOptions::attention_decode_version for those tests (the decode attention kernel's version 2),
+// and QS_TEST_SHARED_LINEAR_INPUT (0 or 1; unset = the default) sets
+// CudaOptions::shared_linear_input, so the model-level tests can run on either setting of those
+// two options (both default to the new path since session 17's H200 run).
 inline cuda::CudaOptions& apply_test_env(cuda::CudaOptions& o) {
+    if (const char* a = std::getenv("QS_TEST_ATTENTION_DECODE_VERSION"); a != nullptr && *a != 0) {
+        const std::string s(a);
+        if (s != "1" && s != "2")
+            throw std::invalid_argument("QS_TEST_ATTENTION_DECODE_VERSION must be 1 or 2 (got '" + s + "')");
+        o.attention_decode_version = std::stoi(s);
+    }
+    if (const char* v = std::getenv("QS_TEST_SHARED_LINEAR_INPUT"); v != nullptr && *v != 0) {
+        const std::string s(v);
+        if (s != "0" && s != "1")
+            throw std::invalid_argument("QS_TEST_SHARED_LINEAR_INPUT must be 0 or 1 (got '" + s + "')");
+        o.shared_linear_input = std::stoi(s);
+    }
     apply_test_router_env(o);
     const char* v = std::getenv("QS_TEST_GDN_PREFILL_VERSION");
     if (v == nullptr || *v == 0) return o;
@@ -63,6 +81,16 @@ inline cuda::CudaOptions& apply_test_env(cuda::CudaOptions& o) {
         throw std::invalid_argument("QS_TEST_GDN_PREFILL_VERSION must be 1, 2, 3 or 4 (got '" + s + "')");
     o.gdn_prefill_version = std::stoi(s);
     return o;
+}
+
+// The real model's layer shapes in a 4-layer model with num_experts experts (the op-level tests'
+// "real" case: the expert count only sizes the tables; every other dimension is the 35B-A3B's).
+inline ModelConfig real_shapes(int64_t num_experts = 32) {
+    ModelConfig c = qwen36_35b_a3b_config();
+    c.num_hidden_layers = 4;
+    c.layer_types.resize(4);
+    c.num_experts = num_experts;
+    return c;
 }
 
 inline std::vector<float> random_floats(size_t n, std::mt19937& rng, float scale = 1.0f) {

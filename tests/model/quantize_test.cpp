@@ -211,7 +211,7 @@ TEST_F(Quantize, DummyFormatFlag) {
     EXPECT_LT(test::max_abs_diff(fp8->data, bf16->data), 0.5f);
     fs::remove(dir_ + "/l.npy");
     expect_failure(l + " --load-format dummy --dummy-format int4", 2,
-                   "--dummy-format must be 'auto', 'bf16', 'fp8-block' or 'int4-w4a16', got 'int4'", {});
+                   "--dummy-format must be 'auto', 'bf16', 'fp8-block', 'int4-w4a16' or 'nvfp4', got 'int4'", {});
     expect_failure("logits --model " + kTiny + " --ids 1 --out " + dir_ + "/l.npy --dummy-format bf16", 2,
                    "--dummy-format is only for --load-format dummy", {});
 }

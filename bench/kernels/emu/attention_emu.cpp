@@ -3,6 +3,7 @@
 // mid-size cases only). Checks index arithmetic, fragment layouts, the cp.async pipeline, barriers
 // and the launcher's host logic; says nothing about speed.
 // Build and run (repo root; g++ only): sh bench/kernels/emu/run_emu.sh attention [seed] [--real]
+// [--dec2] [--only TEXT] [--variant N] [--max-splits N]
 // (compiles every src/backend/cuda/attention_*.cu with this file into build-emu/attention_emu).
 #include <chrono>
 #include <string>
@@ -13,6 +14,11 @@ using namespace attn_lab;
 using namespace qs::cuda;
 
 namespace {
+
+int g_decode_version = 1;  // --dec2: every case with GatedAttentionParams::decode_version 2
+std::string g_only;        // --only TEXT: only the cases whose label contains TEXT
+int g_variant = 0;         // --variant N: GatedAttentionParams::decode_v2_variant (D 256 only)
+int g_max_splits = kAttentionMaxSplits;  // --max-splits N (1: no split-K, no workspace)
 
 // The vision parity fixture's text attention (tests/data/vision_parity: 4 query and 2 KV heads of
 // 32, rotary dim 8, mrope_section {2, 1, 1}) and its prompts' M-RoPE streams (positions.npy, as
@@ -53,6 +59,7 @@ void set_prompt_streams(HostBatch& b, const int (&streams)[3][N], int delta) {
 // split-K decode kernel).
 bool run_case(const char* label, const Shape& sh, DeviceKvDtype dt, const std::vector<SeqSpec>& specs,
               std::mt19937_64& rng, bool mrope = false, int prompt = 0, int dec_rows = 1) {
+    if (!g_only.empty() && std::string(label).find(g_only) == std::string::npos) return true;
     Case c = make_case(sh, dt, specs, rng);
     if (mrope) {
         const int half = sh.rot / 2, section[3] = {half - 2 * (half / 4), half / 4, half / 4};
@@ -74,9 +81,12 @@ bool run_case(const char* label, const Shape& sh, DeviceKvDtype dt, const std::v
         r.k_raw = c.k_raw0;
         r.v_raw = c.v_raw0;
         r.out.assign(size_t(T) * sh.Hq * sh.D, std::nanf(""));
-        std::vector<uint8_t> ws(attention_workspace_bytes(T, sh.Hq, sh.D, kAttentionMaxSplits), 0xff);
+        std::vector<uint8_t> ws(attention_workspace_bytes(T, sh.Hq, sh.D, g_max_splits), 0xff);
         GatedAttentionParams p = make_params(c);
+        p.max_splits = g_max_splits;
         p.decode_max_rows = dec_rows;
+        p.decode_version = g_decode_version;
+        p.decode_v2_variant = g_variant;
         p.qg = c.qg.data();
         p.k = c.k.data();
         p.v = c.v.data();
@@ -111,9 +121,13 @@ int main(int argc, char** argv) {
     bool real = false;
     for (int i = 1; i < argc; ++i) {
         if (std::string(argv[i]) == "--real") real = true;
+        else if (std::string(argv[i]) == "--dec2") g_decode_version = 2;
+        else if (std::string(argv[i]) == "--only" && i + 1 < argc) g_only = argv[++i];
+        else if (std::string(argv[i]) == "--variant" && i + 1 < argc) g_variant = std::atoi(argv[++i]);
+        else if (std::string(argv[i]) == "--max-splits" && i + 1 < argc) g_max_splits = std::atoi(argv[++i]);
         else seed = std::strtoull(argv[i], nullptr, 10);
     }
-    std::printf("attention_emu seed %llu\n", (unsigned long long)seed);
+    std::printf("attention_emu seed %llu decode version %d\n", (unsigned long long)seed, g_decode_version);
     std::mt19937_64 rng(seed);
     bool all = true;
     for (DeviceKvDtype dt : {DeviceKvDtype::kBF16, DeviceKvDtype::kFP8E4M3}) {

@@ -7,6 +7,8 @@
 #   sh bench/kernels/emu/run_emu.sh int4                            INT4 small-row linear (int4_emu.cpp)
 #   sh bench/kernels/emu/run_emu.sh small_linear                    FP8 small-rows v2 (small_linear_emu.cpp)
 #   sh bench/kernels/emu/run_emu.sh router                          tensor-core router (router_emu.cpp)
+#   sh bench/kernels/emu/run_emu.sh gemm_linears                    Gemm::linears' control flow: the real
+#                                   gemm.cpp on host stand-ins for cuBLASLt and the kernels (gemm_linears_emu.cpp)
 # The GDN emulation (prepare.py + gdn/cuda_runtime.h) and the attention one (emu_prelude.h + the
 # emulated backend/cuda/ptx_helpers.cuh, with the real CUDA headers) are separate harnesses.
 set -e
@@ -60,6 +62,19 @@ if [ "$1" = int4 ]; then
     done
     g++ $objs -o $out/int4_emu
     exec $out/int4_emu "$@"
+fi
+if [ "$1" = gemm_linears ]; then
+    shift
+    objs=
+    for f in src/backend/cuda/gemm.cpp src/backend/cuda/device_memory.cpp src/core/dtype.cpp \
+             bench/kernels/emu/gemm_linears_emu.cpp; do
+        o=$out/$(basename $f).o
+        g++ -std=c++20 -O2 -Wall -Wextra -Wno-unused-parameter -DFMT_HEADER_ONLY=1 -Isrc -isystem $cuda_inc \
+            -c $f -o $o
+        objs="$objs $o"
+    done
+    g++ $objs -o $out/gemm_linears_emu
+    exec $out/gemm_linears_emu "$@"
 fi
 [ "$1" = gdn ] && shift
 mkdir -p $out/backend/cuda  # prepared headers shadow src/ (quoted includes look beside the .cpp first)

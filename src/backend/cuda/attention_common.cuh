@@ -150,6 +150,26 @@ __device__ __forceinline__ void norm_rope_warp(const float* __restrict__ x, cons
 
 __device__ __forceinline__ float sigmoidf_(float x) { return 1.0f / (1.0f + expf(-x)); }
 
+// One warp: query head `head` of `row` (its q half of a.qg) through norm_rope_warp, rounded by Op
+// into dst[0, DP) (lane + 32c), or zeros where !valid (padding columns; warp-uniform). The query
+// prologue of the prefill/decode tensor-core kernel and of decode version 2.
+template <int DP, typename Op, typename T16>
+__device__ __forceinline__ void store_query_row(const Args& a, bool valid, int row, int head, float* scratch,
+                                                T16* dst) {
+    const int lane = threadIdx.x & 31;
+    if (valid) {
+        float vals[DP / 32];
+        norm_rope_warp<DP / 32>(a.qg + (int64_t(row) * a.Hq + head) * 2 * a.D, a.q_norm_w, a.D, a.rotary_dim,
+                                rope_pos(a.batch, row), a.eps, a.inv_freq, a.rope_stream, scratch, vals);
+#pragma unroll
+        for (int c = 0; c < DP / 32; ++c) dst[lane + 32 * c] = Op::from_float(vals[c]);
+    } else {
+#pragma unroll
+        for (int c = 0; c < DP / 32; ++c) dst[lane + 32 * c] = Op::from_float(0.0f);
+    }
+}
+
+
 // ---------------------------------------------------------------------------------------------
 // Launchers (each in its own .cu file; instantiated for CT = __nv_bfloat16 and __nv_fp8_e4m3, DP =
 // 64, 128, 256). All enqueue on `stream` only.
@@ -161,6 +181,16 @@ void launch_kv_store(const Args& a, cudaStream_t stream);
 // Sets a.splits.
 template <typename CT, int DP>
 void launch_decode(const GatedAttentionParams& p, Args& a, cudaStream_t stream);
+// 2'. Decode rows, version 2 (attention_decode_v2.cu; GatedAttentionParams::decode_version 2 where
+// decode_v2_applies(D): D % 32 == 0, D <= DP): same rows, same partials and combine. Sets a.splits, a.dec_hg.
+bool decode_v2_applies(int D);
+template <typename CT, int DP>
+void launch_decode_v2(const GatedAttentionParams& p, Args& a, cudaStream_t stream);
+// Shared by both decode versions (attention_decode.cu): the split count of a decode grid of
+// base_blocks blocks per split (two waves of resident blocks, bounded by the workspace's partial
+// slots and p.max_splits; never by context), and the combine pass over a.splits partials.
+int decode_split_count(const GatedAttentionParams& p, const Args& a, int64_t base_blocks, int blocks_per_sm);
+void launch_decode_combine(const Args& a, cudaStream_t stream);
 // 4. Prefill rows (sequences with several rows): causal flash attention (attention_prefill.cu).
 template <typename CT, int DP>
 void launch_prefill_rows(const GatedAttentionParams& p, const Args& a, cudaStream_t stream);

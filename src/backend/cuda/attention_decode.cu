@@ -61,36 +61,39 @@ int num_sms() {
 
 }  // namespace
 
+void launch_decode_combine(const Args& a, cudaStream_t stream) {
+    ptx::launch_kernel(combine_kernel, dim3(a.batch.num_seqs, a.Hq), dim3(128), 0, stream, a);
+    QS_CUDA_CHECK_LAUNCH();
+}
+
+int decode_split_count(const GatedAttentionParams& p, const Args& a, int64_t base_blocks, int blocks_per_sm) {
+    const int64_t slots = p.workspace ? partial_slots(p.batch.num_tokens, p.max_splits) : 0;
+    // Partial slots per (sequence, split), or per (row, split) when sequences may have several rows.
+    const int64_t units = a.dec_rows > 1 ? int64_t(p.batch.num_tokens) : int64_t(p.batch.num_seqs);
+    if (slots < 2 * units) return 1;
+    const int64_t target = int64_t(num_sms()) * blocks_per_sm * 2;  // two waves of resident blocks
+    const int64_t want = (target + base_blocks - 1) / base_blocks;
+    return int(std::clamp<int64_t>(
+        want, 1, std::min<int64_t>({int64_t(p.max_splits), slots / units, int64_t(kMaxSplitsHard)})));
+}
+
 // The grid is fixed by num_seqs; the split count by num_seqs and the workspace, never by context.
 template <typename CT, int DP>
 void launch_decode(const GatedAttentionParams& p, Args& a, cudaStream_t stream) {
     constexpr int kDecBK = QS_ATTN_DEC_BK, kDecStages = QS_ATTN_DEC_STAGES;
-    const DeviceBatch& b = p.batch;
-    const int T = b.num_tokens, S = b.num_seqs;
+    const int S = p.batch.num_seqs;
     using Cfg = AttnCfg<CT, DP, 1, kDecBK, kDecStages>;
     const int per_sm = prepare_attention_kernel<CT, DP, 1, kDecBK, kDecStages, true>();
     static_assert(Cfg::kM == kDecodeMmaRows, "decode rows are packed into one warp's 16 mma rows");
     const int hg = a.dec_hg, nhc = (a.G + hg - 1) / hg;
     const int64_t base = int64_t(S) * p.Hkv * nhc;
-    const int64_t slots = p.workspace ? partial_slots(T, p.max_splits) : 0;
-    // Partial slots per (sequence, split), or per (row, split) when sequences may have several rows.
-    const int64_t units = a.dec_rows > 1 ? int64_t(T) : int64_t(S);
-    int splits = 1;
-    if (slots >= 2 * units) {
-        const int64_t target = int64_t(num_sms()) * per_sm * 2;
-        const int64_t want = (target + base - 1) / base;
-        splits = int(std::clamp<int64_t>(
-            want, 1, std::min<int64_t>({int64_t(p.max_splits), slots / units, int64_t(kMaxSplitsHard)})));
-    }
+    const int splits = decode_split_count(p, a, base, per_sm);
     a.splits = splits;
     const dim3 grid(splits, S, p.Hkv * nhc);
     ptx::launch_kernel(attention_kernel<CT, DP, 1, kDecBK, kDecStages, true>, grid, dim3(Cfg::kThreads),
                        Cfg::kSmemBytes, stream, a);
     QS_CUDA_CHECK_LAUNCH();
-    if (splits > 1) {
-        ptx::launch_kernel(combine_kernel, dim3(S, p.Hq), dim3(128), 0, stream, a);
-        QS_CUDA_CHECK_LAUNCH();
-    }
+    if (splits > 1) launch_decode_combine(a, stream);
 }
 
 template void launch_decode<__nv_bfloat16, 64>(const GatedAttentionParams&, Args&, cudaStream_t);

@@ -8,6 +8,8 @@
 //                         and v rounded to the cache dtype at (page, offset) of the row's position.
 //  attention_decode.cu    2./3. sequences with exactly one row: split-K tensor-core attention
 //                         (attention_mma.cuh, kDecode = true) + combine of the partials.
+//  attention_decode_v2.cu 2'. instead of 2. with decode_version 2 (D % 32 == 0): the
+//                         streaming split-K kernel (keys as the mma's M, a ring per warp).
 //  attention_prefill.cu   4. sequences with >= 2 rows: causal flash attention on the same
 //                         tensor-core kernel (kDecode = false).
 //  attention_prefill_wgmma.cu  4'. instead of 4. with prefill_version 2 (long prompts, D = 256):
@@ -41,7 +43,12 @@ void launch_all(const GatedAttentionParams& p, Args& a, cudaStream_t stream) {
     // Decode rows (sequences with one row, or up to a.dec_rows); the grid is fixed by num_seqs.
     // Skipped when every sequence has max_seq_tokens > dec_rows rows (a pure prefill batch).
     const int R = a.dec_rows;
-    if (b.max_seq_tokens <= R || int64_t(S) * b.max_seq_tokens != T) attn::launch_decode<CT, DP>(p, a, stream);
+    if (b.max_seq_tokens <= R || int64_t(S) * b.max_seq_tokens != T) {
+        if (p.decode_version == 2 && attn::decode_v2_applies(p.D))
+            attn::launch_decode_v2<CT, DP>(p, a, stream);
+        else
+            attn::launch_decode<CT, DP>(p, a, stream);
+    }
     // Prefill rows (sequences with more rows).
     if (b.max_seq_tokens > R) {
         if (attention_prefill_v2_applies(p.prefill_version, p.D, p.kv_dtype, b.max_seq_tokens))
@@ -88,6 +95,8 @@ void launch_gated_attention(const GatedAttentionParams& p, cudaStream_t stream) 
     QS_CHECK(p.block_size >= 1 && p.max_splits >= 1);
     QS_CHECK_MSG(p.decode_max_rows >= 1 && p.decode_max_rows <= 4, "decode_max_rows must be in [1, 4]");
     QS_CHECK_MSG(p.prefill_version == 1 || p.prefill_version == 2, "prefill_version must be 1 or 2");
+    QS_CHECK_MSG(p.decode_version == 1 || p.decode_version == 2, "decode_version must be 1 or 2");
+    QS_CHECK_MSG(p.decode_v2_variant >= 0 && p.decode_v2_variant <= 2, "decode_v2_variant must be 0, 1 or 2");
     QS_CHECK(p.qg && p.k && p.v && p.q_norm_w && p.k_norm_w && p.k_cache && p.v_cache && p.out);
     const DeviceBatch& b = p.batch;
     QS_CHECK(b.num_tokens >= 0 && b.num_seqs >= 0);

@@ -54,6 +54,14 @@ struct GatedAttentionParams {
     // split-K decode kernel, each row's keys bounded causally by its own position; longer ones the
     // prefill kernel. 1 (default): only single-row sequences (CudaOptions::attention_decode_rows).
     int decode_max_rows = 1;
+    // Decode rows' kernel: 1 (default) the one-warp split-K kernel (attention_decode.cu); 2 the
+    // streaming kernel with the keys as the mma's M (attention_decode_v2.cu) wherever the
+    // tensor-core kernels run (D % 32 == 0). Same rows, masking, partials and combine
+    // (CudaOptions::attention_decode_version).
+    int decode_version = 1;
+    // Lab-only tuning of version 2 at D 256 (attention_lab --decode): 0 the default warps x ring
+    // depth, 1 and 2 alternatives (attention_decode_v2.cu). Not a CudaOptions field.
+    int decode_v2_variant = 0;
     float* out = nullptr;     // [T, Hq*D]
     // Prefill rows' kernel: 1 (default) the mma.sync flash attention (attention_prefill.cu); 2 the
     // wgmma/TMA kernel (attention_prefill_wgmma.cu) where attention_prefill_v2_applies(), else 1.

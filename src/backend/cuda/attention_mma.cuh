@@ -236,19 +236,8 @@ __global__ void __launch_bounds__(WARPS * 32) attention_kernel(const __grid_cons
     // Query prologue: q-norm + RoPE of the M packed (query row, head) rows -> sQ (16-bit).
     for (int m = warp; m < M; m += WARPS) {
         const int r = m / HG, hl = m - r * HG;
-        T16* dst = sQ + m * LD;
-        if (r < rows_here && hl < heads_here) {  // warp-uniform
-            const int row = row0 + r, head = head0 + hl;
-            float vals[DP / 32];
-            norm_rope_warp<DP / 32>(a.qg + (int64_t(row) * a.Hq + head) * 2 * a.D, a.q_norm_w, a.D, a.rotary_dim,
-                                    rope_pos(a.batch, row), a.eps, a.inv_freq, a.rope_stream, scratch + warp * DP,
-                                    vals);
-#pragma unroll
-            for (int c = 0; c < DP / 32; ++c) dst[lane + 32 * c] = Op::from_float(vals[c]);
-        } else {
-#pragma unroll
-            for (int c = 0; c < DP / 32; ++c) dst[lane + 32 * c] = Op::from_float(0.0f);
-        }
+        store_query_row<DP, Op>(a, r < rows_here && hl < heads_here, row0 + r, head0 + hl, scratch + warp * DP,
+                                sQ + m * LD);
     }
 
     const int g = lane >> 2, t = lane & 3;

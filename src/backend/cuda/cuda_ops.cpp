@@ -66,11 +66,14 @@ CudaOps::CudaOps(const CudaOptions& options)
                  "CudaOptions::moe_int4_grouped must be 0 or 1");
     QS_CHECK_MSG(options.moe_int4_scratch == 0 || options.moe_int4_scratch == 1,
                  "CudaOptions::moe_int4_scratch must be 0 or 1");
+    QS_CHECK_MSG(options.nvfp4_kernels == 0 || options.nvfp4_kernels == 1, "CudaOptions::nvfp4_kernels must be 0 or 1");
     QS_CHECK_MSG(options.moe_int4_grouped_max_t == 0 || options.moe_int4_grouped_max_t > kMoeSmallTMax,
                  "CudaOptions::moe_int4_grouped_max_t must be 0 (by the copies) or >= 9");
     QS_CHECK_MSG(options.fp8_small_rows >= 0 && options.fp8_small_rows <= kSmallLinearFp8V2MaxRows,
                  "CudaOptions::fp8_small_rows must be in [0, 4]");
     gemm_->set_fp8_small_rows(options.fp8_small_rows);
+    QS_CHECK_MSG(options.shared_linear_input == 0 || options.shared_linear_input == 1,
+                 "CudaOptions::shared_linear_input must be 0 or 1");
     QS_CHECK_MSG(options.attention_decode_rows >= 1 && options.attention_decode_rows <= 4,
                  "CudaOptions::attention_decode_rows must be in [1, 4]");
     QS_CHECK_MSG(options.attention_prefill_version == 1 || options.attention_prefill_version == 2,
@@ -78,6 +81,8 @@ CudaOps::CudaOps(const CudaOptions& options)
     QS_CHECK_MSG(options.attention_prefill_version == 1 || attention_prefill_v2_available(),
                  "CudaOptions::attention_prefill_version 2: this build has no FlashInfer headers "
                  "(run scripts/setup_flashinfer.sh and reconfigure)");
+    QS_CHECK_MSG(options.attention_decode_version == 1 || options.attention_decode_version == 2,
+                 "CudaOptions::attention_decode_version must be 1 or 2");
     moe_counter_ = DeviceBuffer(sizeof(int));
     QS_CUDA_CHECK(cudaMemset(moe_counter_.get(), 0, sizeof(int)));
 }
@@ -172,7 +177,7 @@ void CudaOps::prepare_weights(const WeightSet& w) {
     const std::string why = cuda_unsupported_reason(*w.config);
     QS_CHECK_MSG(why.empty(), why.c_str());
     weights_.upload(w, stream_, options_.reference_precision, options_.moe_int4_scratch == 1,
-                    options_.moe_router_kernel != 0);
+                    options_.nvfp4_kernels == 1, options_.moe_router_kernel != 0);
     if (weights_.int4_scratch_layers() > 0)
         log_info("cuda: INT4 experts of {} MoE layers kept without BF16 copies; one-layer BF16 scratch {:.2f} GiB",
                  weights_.int4_scratch_layers(), double(weights_.int4_scratch_bytes()) / double(1 << 30));
@@ -434,6 +439,19 @@ void CudaOps::linear(const float* x, int64_t T, const LinearWeight& w, float* y)
     gemm_->linear(weights_.linear(w), x, T, y, arena_, stream_);
 }
 
+void CudaOps::linears(const float* x, int64_t T, std::initializer_list<LinearOut> outs) {
+    if (options_.shared_linear_input == 0) return Ops::linears(x, T, outs);
+    // One profile entry per group (its outputs share one quantised input), apart from "linear".
+    const auto prof = op_scope("linears");
+    std::vector<const DeviceLinear*> ws;
+    std::vector<float*> ys;
+    for (const LinearOut& o : outs) {
+        ws.push_back(&weights_.linear(o.w));
+        ys.push_back(o.y);
+    }
+    gemm_->linears(x, T, ws, ys, arena_, stream_);
+}
+
 void CudaOps::argmax_rows(const float* x, int64_t R, int64_t n, int32_t* out) {
     timeline_.mark(phase_ == kMtpPhase ? "draft argmax" : "argmax", stream_);
     const auto prof = op_scope("argmax");
@@ -517,6 +535,7 @@ void CudaOps::gated_attention(const float* qg, float* k, const float* v, const P
     p.batch = batch_;  // rope_positions: the M-RoPE streams uploaded by begin_forward
     p.max_splits = kAttentionMaxSplits;
     p.decode_max_rows = options_.attention_decode_rows;
+    p.decode_version = options_.attention_decode_version;
     p.workspace = arena_.allocate(attention_workspace_bytes(batch_.num_tokens, d.num_heads, d.head_dim, p.max_splits));
     if (attention_prefill_v2_applies(options_.attention_prefill_version, p.D, p.kv_dtype, batch_.max_seq_tokens)) {
         int64_t kv_tokens = 0;  // the prefill sequences' whole causal ranges, gathered to bf16
@@ -692,6 +711,8 @@ void CudaOps::moe(const float* x, int64_t T, const MoeWeights& w, int64_t top_k,
     p.experts.up_qs = e.up_qs;
     p.experts.down_qs = e.down_qs;
     p.experts.int4_group = e.int4_group;
+    p.experts.nvfp4 = e.nvfp4;
+    p.experts.nvfp4_global = e.nvfp4_global;
     p.experts.bf16_in_scratch = e.bf16_in_scratch;
     p.T = int(T);
     p.top_k = int(top_k);

@@ -73,17 +73,17 @@ struct CudaOptions {
     // the multi-block sort and the batched-load stages (y bitwise equal).
     int moe_prefill_version = 2;
     // The router and shared-expert-gate logits of MoE calls that do not compute them inside the
-    // MoE kernels (every call but small-T version 2's): 0 (default) two cuBLASLt fp32 GEMMs
-    // (SIMT SGEMM: 407 µs per layer at 16,384 tokens on the H200); 1 router_gemm.h's one pass
-    // over x on bf16 tensor cores with split operands (x exactly as three bf16 terms, W as hi +
-    // lo: fp32-class; with two terms of x ≤ 1e-5 of the logits' scale was measured) for calls of
-    // >= kRouterKernelMinRows (4,096) rows, where it is faster (164 µs at 16,384 with two terms:
-    // the 16,384-token prefill step's moe op 86.3 -> 77.3 ms; three terms not yet timed), the weights' hi/lo
-    // copies uploaded at prepare_weights (DeviceExperts::router_hi). Smaller calls, and shapes it
-    // does not take (E + 1 > 272 rows, H not a multiple of 8), keep version 0. 2: the kernel at
-    // every size (slower below 4,096 rows; for tests and measurement). Not the default yet
-    // (bench/kernels/NOTES.md "Router on tensor cores": model-level tests to re-check).
-    int moe_router_kernel = 0;
+    // MoE kernels (every call but small-T version 2's): 0 two cuBLASLt fp32 GEMMs (SIMT SGEMM:
+    // 409 µs per layer at 16,384 tokens on the H200); 1 (default) router_gemm.h's one pass over x
+    // on bf16 tensor cores with split operands (x exactly as three bf16 terms, W as hi + lo:
+    // within ~5e-7 of cuBLAS's logits on the parity fixtures) for calls of >= kRouterKernelMinRows
+    // (8,192) rows, where it is faster (202 µs at 16,384), the weights' hi/lo copies uploaded at
+    // prepare_weights (DeviceExperts::router_hi). Smaller calls, and shapes it does not take
+    // (E + 1 > 272 rows, H not a multiple of 8), keep cuBLAS. 2: the kernel at every size (slower
+    // below ~6,000 rows; for tests and measurement). bench/kernels/NOTES.md "Router on tensor
+    // cores" has the history: with 2, routing flips at exact fp32 near-ties (gaps ~6e-8) move the
+    // tiny test model's engine-equality gap past its bound; 1 never reaches the tests' sizes.
+    int moe_router_kernel = 1;
     // Diagnosis (tests; synchronises every MoE call): each tensor-core router call outside graph
     // capture is repeated with cuBLAS's fp32 GEMMs on the same x and compared row by row
     // (backend/router_check.h): a row over kRouterCheckBound, or a top-k change where the fp32
@@ -145,6 +145,14 @@ struct CudaOptions {
     // moe_int4_lab --scratch, docs/PERF.md: the grouped GEMMs beat a copy's BF16 GEMM only up to
     // 1,024 rows, but beat dequantising into the scratch + the BF16 GEMM up to 4,096).
     int moe_int4_grouped_max_t = 0;
+    // NVFP4 weights read as 4-bit (issue 18 item 4; bench/kernels/NOTES.md "NVFP4 on the 4-bit
+    // kernels"): 0 (default) NVFP4 linears and experts are dequantised to BF16 copies at upload and
+    // every path reads those; 1 they also keep the packed NVFP4 device layout (backend/
+    // nvfp4_layout.h: E2M1 codes, bf16 block scales, an fp32 global per matrix; +0.625 bytes per
+    // weight), which dense linears of up to 8 rows (launch_nvfp4_linear) and the MoE small-T path
+    // (T <= 8, moe_small_int4.cu) read as INT4's are: a quarter of the BF16 copy's bytes at decode.
+    // Larger calls keep the BF16 copies. Not measured on the GPU yet; the lead decides the default.
+    int nvfp4_kernels = 0;
     // FP8 dense linears of 1..N rows (N <= 4) on the small-rows kernel's version 2
     // (small_linear_fp8.cu: x quantised once per block into shared memory, the weight streamed once
     // for all rows; an MTP verify is k + 1 rows): 0 (default) today's path, version 1 at one row
@@ -153,6 +161,13 @@ struct CudaOptions {
     // (scripts/gpu_run.sh mtp_fast, docs/PERF.md): 10.6 against 16.7 µs at one row (in_proj_z),
     // 11.5 against 22.0 µs at two; one stream's k = 0 step 4.72 → 3.82 ms.
     int fp8_small_rows = 4;
+    // Ops::linears (several linears of one input: q/k/v, GDN qkv/z/b/a): 1 the weights on the
+    // block-scaled FP8 path share one e4m3 quantisation of x, those on cuBLASLt's bf16 path one
+    // bf16 copy (Gemm::linears; each output bitwise what its own linear gives, so only time
+    // changes: at 16,384 rows a quantisation is ~60 µs); 0 one linear per output. Default 1 since
+    // the H200 run (fp8_gemm_lab --shared, docs/PERF.md "Session 17"): q/k/v at 16,384 rows 741 →
+    // 626 µs, GDN qkv/z/b/a 1,022 → 975 µs, every output bitwise equal.
+    int shared_linear_input = 1;
     // Sequences with 1..N new rows (N in [1, 4]; an MTP verify has k + 1) take the split-K decode
     // attention kernel, each row masked at its own position (GatedAttentionParams::
     // decode_max_rows), instead of the prefill kernel, whose one block per (sequence, kv head)
@@ -170,6 +185,13 @@ struct CudaOptions {
     // (attention_prefill_v2_available()); without them version 1 is the default. Default 2 since
     // the H200 lab run (docs/PERF.md: 1 × 16,384 causal 11.1 → 3.55 ms, 619 TFLOP/s).
     int attention_prefill_version = attention_prefill_v2_available() ? 2 : 1;
+    // GatedAttentionParams::decode_version for every attention call (attention_kernels.h): 1 the
+    // one-warp split-K decode kernel; 2 (default) the streaming kernel with the keys as the mma's M,
+    // a cp.async ring per warp and fp8 widened in registers (attention_decode_v2.cu,
+    // bench/kernels/NOTES.md "Decode version 2"), wherever the tensor-core kernels run (head_dim
+    // % 32 == 0). Same rows, masking, precision and combine. Default 2 since the H200 run
+    // (attention_lab --decode, docs/PERF.md "Session 17"): fp8 cache, 512 × 1,500 keys, 607 → 269 µs.
+    int attention_decode_version = 2;
 };
 
 // The GDN prefill version a call runs (CudaOptions::gdn_prefill_version): the option's, or with 0
@@ -214,6 +236,7 @@ public:
     void add_rms_norm_zc(float* x, const float* y, const ParamVector& w, int64_t T, int64_t n, double eps,
                          float* out) override;
     void linear(const float* x, int64_t T, const LinearWeight& w, float* y) override;
+    void linears(const float* x, int64_t T, std::initializer_list<LinearOut> outs) override;
     void argmax_rows(const float* x, int64_t R, int64_t n, int32_t* out) override;
     // The ids go to pinned memory with an event behind them: no stream sync until the wait.
     void argmax_rows_start(const float* x, int64_t R, int64_t n) override;

@@ -2,6 +2,7 @@
 #include "backend/cuda/device_weights.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <type_traits>
 #include <variant>
@@ -11,6 +12,7 @@
 #include "backend/cuda/moe_kernels.h"
 #include "backend/cuda/router_gemm.h"
 #include "backend/int4_layout.h"
+#include "backend/nvfp4_layout.h"
 #include "core/check.h"
 #include "core/dtype.h"
 #include "core/progress.h"
@@ -85,6 +87,16 @@ DeviceLinear DeviceWeights::upload_linear(const LinearWeight& w, DeviceLinear::D
         if (int4_only) return d;  // the layer's BF16 values come from the scratch (moe_int4_dequant.h)
     }
     QS_CHECK_MSG(!int4_only, "upload_linear: int4_only for a weight without the INT4 device layout");
+    if (nvfp4_kernels_ && dtype == DeviceLinear::Dtype::kBF16 && w.format == WeightFormat::kNvfp4 &&
+        nvfp4_layout_unsupported(w).empty()) {
+        // NVFP4 kept packed for the 4-bit small-row kernels, beside the BF16 copy made below.
+        const Nvfp4DeviceLayout l = nvfp4_device_layout(w);
+        d.int4_codes = static_cast<const uint32_t*>(upload_bytes(l.codes.data(), l.codes.size() * 4, stream));
+        d.int4_scales = static_cast<const uint16_t*>(upload_bytes(l.scales.data(), l.scales.size() * 2, stream));
+        d.int4_group = kNvfp4GroupSize;
+        d.nvfp4 = true;
+        d.nvfp4_global = l.global;
+    }
     if (dtype == DeviceLinear::Dtype::kBF16 && w.format == WeightFormat::kDense && w.weight.dtype == DType::kBF16) {
         d.w = upload_bytes(w.weight.data, n * 2, stream);
         return d;
@@ -174,7 +186,8 @@ void DeviceWeights::add_experts(const MoeWeights& m, cudaStream_t stream) {
     std::vector<const float*> gate_s, up_s, down_s;
     std::vector<const uint32_t*> gate_q, up_q, down_q;
     std::vector<const uint16_t*> gate_qs, up_qs, down_qs;
-    std::vector<int64_t> groups;  // every expert matrix's INT4 group (0: not INT4)
+    std::vector<int64_t> groups;  // every expert matrix's INT4 group (0: not INT4; NVFP4: 16)
+    std::vector<float> globals;   // every expert matrix's NVFP4 global (NaN: not NVFP4), [3 (E + 1)]
     auto add = [&](const ExpertWeights& e) {
         // The grouped GEMM reads scale_inv itself: no block-scaled GEMM copy of the scales.
         const DeviceLinear g = upload_linear(e.gate_proj, dtype, stream, false, scratch),
@@ -184,7 +197,10 @@ void DeviceWeights::add_experts(const MoeWeights& m, cudaStream_t stream) {
         gate_s.push_back(g.scale_inv), up_s.push_back(u.scale_inv), down_s.push_back(dn.scale_inv);
         gate_q.push_back(g.int4_codes), up_q.push_back(u.int4_codes), down_q.push_back(dn.int4_codes);
         gate_qs.push_back(g.int4_scales), up_qs.push_back(u.int4_scales), down_qs.push_back(dn.int4_scales);
-        for (const DeviceLinear* l : {&g, &u, &dn}) groups.push_back(l->int4_codes ? l->int4_group : 0);
+        for (const DeviceLinear* l : {&g, &u, &dn}) {
+            groups.push_back(l->int4_codes ? l->int4_group : 0);
+            globals.push_back(l->int4_codes && l->nvfp4 ? l->nvfp4_global : std::nanf(""));
+        }
     };
     for (const ExpertWeights& e : m.experts) add(e);
     add(m.shared_expert);
@@ -213,8 +229,11 @@ void DeviceWeights::add_experts(const MoeWeights& m, cudaStream_t stream) {
     }
     // INT4 only when every matrix has the packed copy with one group size (else the BF16 copies
     // serve every path; the packed ones stay unused).
+    // NVFP4 the same way: every matrix NVFP4 (packed with a global), none INT4.
+    const bool nvfp4 = !globals.empty() && std::none_of(globals.begin(), globals.end(), [](float g) { return std::isnan(g); });
     const bool int4 = !groups.empty() && groups[0] > 0 &&
-                      std::all_of(groups.begin(), groups.end(), [&](int64_t g) { return g == groups[0]; });
+                      std::all_of(groups.begin(), groups.end(), [&](int64_t g) { return g == groups[0]; }) &&
+                      (nvfp4 || std::all_of(globals.begin(), globals.end(), [](float g) { return std::isnan(g); }));
     QS_CHECK_MSG(int4 || !scratch, "DeviceWeights: INT4 experts without BF16 copies lack their packed copies");
     if (int4) {
         d.gate_q = static_cast<const uint32_t* const*>(table(gate_q));
@@ -224,6 +243,10 @@ void DeviceWeights::add_experts(const MoeWeights& m, cudaStream_t stream) {
         d.up_qs = static_cast<const uint16_t* const*>(table(up_qs));
         d.down_qs = static_cast<const uint16_t* const*>(table(down_qs));
         d.int4_group = int(groups[0]);
+        if (nvfp4) {
+            d.nvfp4 = true;
+            d.nvfp4_global = static_cast<const float*>(table(globals));
+        }
     }
     d.E = int(E);
     d.H = int(m.router.in_features);
@@ -278,9 +301,10 @@ void DeviceWeights::add_router_split(const MoeWeights& m, DeviceExperts& d, cuda
 }
 
 size_t DeviceWeights::upload(const WeightSet& w, cudaStream_t stream, bool reference_precision, bool int4_scratch,
-                             bool router_split) {
+                             bool nvfp4_kernels, bool router_split) {
     QS_CHECK(w.config != nullptr);
     reference_precision_ = reference_precision;
+    nvfp4_kernels_ = nvfp4_kernels && !reference_precision;
     router_split_ = router_split;
     int4_scratch_wanted_ = int4_scratch && !reference_precision;
     // The scratch's size: the largest MoE layer's experts in bf16 (allocated by the first layer

@@ -43,6 +43,11 @@ struct DeviceExperts {
     const uint16_t* const* up_qs = nullptr;
     const uint16_t* const* down_qs = nullptr; // [E + 1] → [H, I_e/group]
     int int4_group = 0;
+    // NVFP4 experts (upload's nvfp4_kernels; every expert matrix NVFP4): the arrays above hold the
+    // NVFP4 device layout (backend/nvfp4_layout.h, int4_group 16) and nvfp4_global the matrices'
+    // global multipliers [3 (E + 1)] (MoeExpertTable::nvfp4_global).
+    bool nvfp4 = false;
+    const float* nvfp4_global = nullptr;
     // gate, up, down point into the one-layer BF16 scratch (upload's int4_scratch): valid only
     // once launch_moe dequantised the layer there (MoeExpertTable::bf16_in_scratch).
     bool bf16_in_scratch = false;
@@ -68,10 +73,13 @@ public:
     // scratch of the largest such layer's BF16 size (moe_int4_dequant.h), allocated here, shared by
     // every layer (launch_moe fills it per call). Its bytes count in device_bytes(), so the cache
     // budget (measured from the free memory after the upload) sees it.
+    // nvfp4_kernels (CudaOptions::nvfp4_kernels): NVFP4 linears and experts also get the packed
+    // NVFP4 device layout (backend/nvfp4_layout.h) beside their BF16 copies, read by the 4-bit
+    // small-rows linear kernel and the MoE small-T path as INT4's are.
     // router_split (CudaOptions::moe_router_kernel 1): each MoE layer's router and shared-expert
     // gate also get DeviceExperts::router_hi / router_lo (~1-2 MB a layer).
     size_t upload(const WeightSet& w, cudaStream_t stream, bool reference_precision = false,
-                  bool int4_scratch = false, bool router_split = false);
+                  bool int4_scratch = false, bool nvfp4_kernels = false, bool router_split = false);
 
     // The copies of views of the uploaded set (checked: a view of another set, or one not
     // numbered, is an error naming what is missing).
@@ -95,6 +103,7 @@ private:
     // Uploads a linear's weight as `dtype` (converting on the host when it differs); FP8 with
     // gemm_scales also gets the block-scaled GEMM's scale layout (DeviceLinear::scale_blk).
     // int4_only: an INT4 weight (in the device layout) gets its packed copy only, no BF16 one (w null).
+    // With nvfp4_kernels_, an NVFP4 weight uploaded as kBF16 also gets its packed NVFP4 copy.
     DeviceLinear upload_linear(const LinearWeight& w, DeviceLinear::Dtype dtype, cudaStream_t stream,
                                bool gemm_scales = true, bool int4_only = false);
     void* upload_bytes(const void* src, size_t bytes, cudaStream_t stream);
@@ -114,6 +123,7 @@ private:
     bool reference_precision_ = false;
     bool int4_scratch_wanted_ = false;
     bool router_split_ = false;
+    bool nvfp4_kernels_ = false;
     size_t int4_scratch_need_ = 0;  // the largest MoE layer's BF16 bytes (upload's pre-pass)
     DeviceBuffer int4_scratch_;
     int int4_scratch_layers_ = 0;

@@ -165,27 +165,39 @@ Gemm::Plan& Gemm::fp8_block_plan(int64_t m, int64_t n, int64_t k, const float* a
     return plans_.emplace(key, p).first->second;
 }
 
-bool Gemm::linear_fp8_block(const DeviceLinear& w, const float* x, int64_t T, float* y, DeviceArena& scratch,
-                            cudaStream_t stream) {
+bool Gemm::linear_fp8_block(const DeviceLinear& w, const float* x, int64_t T, float* y, QuantisedInput& xq,
+                            DeviceArena& scratch, cudaStream_t stream) {
     const int64_t m = w.out, k = w.in, n = fp8_padded_rows(T);
     const DeviceArena::Mark mark = scratch.mark();
-    auto* xq = static_cast<uint8_t*>(scratch.allocate(size_t(n * k)));                 // [n, k] e4m3
-    auto* xs = static_cast<float*>(scratch.allocate(size_t(n * (k / 128)) * 4));       // [k/128, n]
-    Plan& p = fp8_block_plan(m, n, k, w.scale_blk, xs);
+    const bool made_here = xq.q == nullptr;
+    if (made_here) {
+        xq.q = static_cast<uint8_t*>(scratch.allocate(size_t(n * k)));                // [n, k] e4m3
+        xq.scales = static_cast<float*>(scratch.allocate(size_t(n * (k / 128)) * 4));  // [k/128, n]
+    }
+    Plan& p = fp8_block_plan(m, n, k, w.scale_blk, xq.scales);
     if (!p.ok) {
-        scratch.release_to(mark);
+        if (made_here) {
+            scratch.release_to(mark);
+            xq = {};
+        }
         return false;
     }
     QS_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &w.scale_blk,
                                                    sizeof(w.scale_blk)));
-    QS_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &xs, sizeof(xs)));
+    QS_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &xq.scales, sizeof(xq.scales)));
     // D: y itself when no row is padded and D is fp32, else a scratch whose first T rows are y's.
     void* d = y;
     if (p.d_type != CUDA_R_32F || n != T) d = scratch.allocate(size_t(m * n) * (p.d_type == CUDA_R_32F ? 4 : 2));
-    launch_quant_fp8_rows128(x, T, k, n, xq, xs, stream);
+    if (!xq.filled) {
+        launch_quant_fp8_rows128(x, T, k, n, xq.q, xq.scales, stream);
+        xq.filled = true;
+    } else {
+        ++shared_input_reuses_;
+    }
     const float alpha = 1.0f, beta = 0.0f;
-    const cublasStatus_t st = cublasLtMatmul(handle_, p.op, &alpha, w.w, p.a, xq, p.b, &beta, d, p.d, d, p.d, &p.algo,
-                                             workspace_.get(), workspace_.bytes(), stream);
+    const cublasStatus_t st = cublasLtMatmul(handle_, p.op, &alpha, w.w, p.a, xq.q, p.b, &beta, d, p.d, d, p.d,
+                                             &p.algo, workspace_.get(), workspace_.bytes(), stream);
     if (st != CUBLAS_STATUS_SUCCESS) {
         std::fprintf(stderr,
                      "qwenserve: block-scaled FP8 cublasLtMatmul failed (status %d) for out=%lld in=%lld T=%lld; "
@@ -209,57 +221,103 @@ void Gemm::linear_fp8_dequant(const DeviceLinear& w, const float* x, int64_t T, 
     matmul(CUDA_R_16BF, wb, xb, w.out, T, w.in, y, stream);
 }
 
-void Gemm::linear(const DeviceLinear& w, const float* x, int64_t T, float* y, DeviceArena& scratch,
-                  cudaStream_t stream) {
-    if (T == 0) return;
+Gemm::Route Gemm::route(const DeviceLinear& w, const float* x, int64_t T) const {
     switch (w.dtype) {
         case DeviceLinear::Dtype::kF32:
-            matmul(CUDA_R_32F, w.w, x, w.out, T, w.in, y, stream);
-            return;
-        case DeviceLinear::Dtype::kBF16: {
-            if (policy_ == LinearPolicy::kAuto && w.int4_codes &&
-                int4_linear_supports(T, w.in, w.int4_group, w.int4_codes, x)) {
-                launch_int4_linear(w.int4_codes, w.int4_scales, w.out, w.in, w.int4_group, x, T, y, stream);
-                ++int4_calls_;
-                return;
-            }
-            if (policy_ == LinearPolicy::kAuto && small_linear_supports(false, T, w.in, w.w, x)) {
-                launch_small_linear(w.w, false, nullptr, w.out, w.in, x, T, y, stream);
-                ++small_rows_calls_;
-                return;
-            }
-            auto* xb = static_cast<uint16_t*>(scratch.allocate(size_t(T * w.in) * 2));  // [T, in] bf16
-            launch_f32_to_bf16(x, T * w.in, xb, stream);
-            matmul(CUDA_R_16BF, w.w, xb, w.out, T, w.in, y, stream);
-            return;
-        }
+            return Route::kF32;
+        case DeviceLinear::Dtype::kBF16:
+            if (policy_ == LinearPolicy::kAuto && w.int4_codes && w.nvfp4 &&
+                nvfp4_linear_supports(T, w.in, w.int4_codes, x))
+                return Route::kNvfp4;
+            if (policy_ == LinearPolicy::kAuto && w.int4_codes && !w.nvfp4 &&
+                int4_linear_supports(T, w.in, w.int4_group, w.int4_codes, x))
+                return Route::kInt4;
+            if (policy_ == LinearPolicy::kAuto && small_linear_supports(false, T, w.in, w.w, x)) return Route::kSmallRows;
+            return Route::kBf16Gemm;
         case DeviceLinear::Dtype::kFP8Block: {
-            if (policy_ == LinearPolicy::kAuto && T <= fp8_small_rows_ &&
-                small_linear_fp8_v2_supports(T, w.in, w.w, x)) {
-                launch_small_linear_fp8_v2(w.w, w.scale_inv, w.out, w.in, x, T, y, stream, fp8_small_blocks_per_sm_);
-                last_fp8_path_ = Fp8Path::kSmallRows;
-                ++fp8_counts_.small_rows;
-                ++fp8_counts_.small_rows_v2;
-                ++small_rows_calls_;
-                return;
-            }
-            if (policy_ == LinearPolicy::kAuto && small_linear_supports(true, T, w.in, w.w, x)) {
-                launch_small_linear(w.w, true, w.scale_inv, w.out, w.in, x, T, y, stream);
-                last_fp8_path_ = Fp8Path::kSmallRows;
-                ++fp8_counts_.small_rows;
-                ++small_rows_calls_;
-                return;
-            }
+            if (policy_ == LinearPolicy::kAuto && T <= fp8_small_rows_ && small_linear_fp8_v2_supports(T, w.in, w.w, x))
+                return Route::kSmallRowsFp8V2;
+            if (policy_ == LinearPolicy::kAuto && small_linear_supports(true, T, w.in, w.w, x)) return Route::kSmallRows;
             const bool block_shape = w.scale_blk != nullptr && w.out % 128 == 0 && w.in % 128 == 0;
-            if (policy_ != LinearPolicy::kDequantOnly && block_shape && linear_fp8_block(w, x, T, y, scratch, stream)) {
+            if (policy_ != LinearPolicy::kDequantOnly && block_shape) return Route::kFp8Block;
+            return Route::kFp8Dequant;
+        }
+    }
+    return Route::kF32;
+}
+
+void Gemm::linear(const DeviceLinear& w, const float* x, int64_t T, float* y, DeviceArena& scratch,
+                  cudaStream_t stream) {
+    const DeviceLinear* ws[1] = {&w};
+    float* ys[1] = {y};
+    linears(x, T, ws, ys, scratch, stream);
+}
+
+void Gemm::linears(const float* x, int64_t T, std::span<const DeviceLinear* const> ws, std::span<float* const> ys,
+                   DeviceArena& scratch, cudaStream_t stream) {
+    QS_CHECK(ws.size() == ys.size());
+    if (T == 0 || ws.empty()) return;
+    const int64_t in = ws[0]->in;
+    uint16_t* xb = nullptr;  // [T, in] bf16: x for the bf16 GEMMs, made at the first one
+    QuantisedInput xq;       // x for the block-scaled GEMMs, made at the first one
+    auto count_small_rows = [&](bool fp8) {
+        ++small_rows_calls_;
+        if (!fp8) return;
+        last_fp8_path_ = Fp8Path::kSmallRows;
+        ++fp8_counts_.small_rows;
+    };
+    for (size_t i = 0; i < ws.size(); ++i) {
+        const DeviceLinear& w = *ws[i];
+        float* y = ys[i];
+        QS_CHECK_MSG(w.in == in, "Gemm::linears: the weights take inputs of different widths");
+        const bool fp8 = w.dtype == DeviceLinear::Dtype::kFP8Block;
+        Route r = route(w, x, T);
+        if (r == Route::kFp8Block) {
+            if (linear_fp8_block(w, x, T, y, xq, scratch, stream)) {
                 last_fp8_path_ = Fp8Path::kBlockScaled;
                 ++fp8_counts_.block_scaled;
-                return;
+                continue;
             }
-            linear_fp8_dequant(w, x, T, y, scratch, stream);
-            last_fp8_path_ = Fp8Path::kDequant;
-            ++fp8_counts_.dequant;
-            return;
+            r = Route::kFp8Dequant;
+        }
+        switch (r) {
+            case Route::kF32:
+                matmul(CUDA_R_32F, w.w, x, w.out, T, w.in, y, stream);
+                break;
+            case Route::kInt4:
+                launch_int4_linear(w.int4_codes, w.int4_scales, w.out, w.in, w.int4_group, x, T, y, stream);
+                ++int4_calls_;
+                break;
+            case Route::kNvfp4:
+                launch_nvfp4_linear(w.int4_codes, w.int4_scales, w.nvfp4_global, w.out, w.in, x, T, y, stream);
+                ++int4_calls_;
+                ++nvfp4_calls_;
+                break;
+            case Route::kSmallRowsFp8V2:
+                launch_small_linear_fp8_v2(w.w, w.scale_inv, w.out, w.in, x, T, y, stream, fp8_small_blocks_per_sm_);
+                ++fp8_counts_.small_rows_v2;
+                count_small_rows(fp8);
+                break;
+            case Route::kSmallRows:
+                launch_small_linear(w.w, fp8, fp8 ? w.scale_inv : nullptr, w.out, w.in, x, T, y, stream);
+                count_small_rows(fp8);
+                break;
+            case Route::kBf16Gemm:
+                if (xb == nullptr) {
+                    xb = static_cast<uint16_t*>(scratch.allocate(size_t(T * in) * 2));
+                    launch_f32_to_bf16(x, T * in, xb, stream);
+                } else {
+                    ++shared_input_reuses_;
+                }
+                matmul(CUDA_R_16BF, w.w, xb, w.out, T, w.in, y, stream);
+                break;
+            case Route::kFp8Dequant:
+                linear_fp8_dequant(w, x, T, y, scratch, stream);
+                last_fp8_path_ = Fp8Path::kDequant;
+                ++fp8_counts_.dequant;
+                break;
+            case Route::kFp8Block:
+                break;  // handled above
         }
     }
 }

@@ -17,6 +17,9 @@
 // Single-stream calls (BF16: T ≤ 2, in % 256 == 0; FP8: T = 1, in % 512 == 0; FP8 T ≤ 4 with
 // set_fp8_small_rows) take neither: small_linear_kernels.h streams W once in one launch, rounding
 // x as the path it replaces does.
+// linears(): several weights on one x — the weights on the block-scaled path share one
+// quantisation of x, those on the bf16 cuBLASLt path one bf16 copy; linear() is linears() of one
+// weight, so each output is bitwise what its own linear() gives.
 // Which path ran is recorded (last_fp8_path, fp8_counts) for tests and labs. Plans (descriptors +
 // heuristic algorithm) are cached per shape; a call does no host synchronisation and no device
 // allocation (scratch comes from the arena), so it can be captured into a CUDA graph. CPU
@@ -25,6 +28,7 @@
 
 #include <cstdint>
 #include <map>
+#include <span>
 #include <tuple>
 #include <vector>
 
@@ -53,6 +57,12 @@ struct DeviceLinear {
     const uint32_t* int4_codes = nullptr;
     const uint16_t* int4_scales = nullptr;
     int64_t int4_group = 0;
+    // NVFP4 weights kept packed (CudaOptions::nvfp4_kernels; backend/nvfp4_layout.h): int4_codes
+    // and int4_scales then hold the NVFP4 layout's E2M1 codes and bf16 block scales (int4_group
+    // 16), and nvfp4_global multiplies every output; calls of up to kInt4LinearMaxRows rows read
+    // them (launch_nvfp4_linear), larger T the BF16 copy.
+    bool nvfp4 = false;
+    float nvfp4_global = 1.0f;
 };
 
 // The BLK128x128_32F copy of FP8 block scales for out, in multiples of 128: scale_inv
@@ -79,6 +89,12 @@ public:
     void linear(const DeviceLinear& w, const float* x, int64_t T, float* y, DeviceArena& scratch,
                 cudaStream_t stream);
 
+    // Several linears of one input x [T, in] (every ws[i]->in equal; no ys[i] overlaps x):
+    // ys[i] [T, ws[i]->out] = x · W_iᵀ, x's quantisation or bf16 rounding made once for all the
+    // weights whose path takes it, each output bitwise what linear(*ws[i], x, T, ys[i]) writes.
+    void linears(const float* x, int64_t T, std::span<const DeviceLinear* const> ws, std::span<float* const> ys,
+                 DeviceArena& scratch, cudaStream_t stream);
+
     void set_policy(LinearPolicy p) { policy_ = p; }
     // FP8 calls of 1..n rows (n <= kSmallLinearFp8V2MaxRows) take the small-rows kernel's version 2
     // (small_linear_kernels.h) under kAuto; 0 (default): version 1 at T = 1, cuBLASLt above
@@ -97,7 +113,12 @@ public:
     int64_t small_rows_calls() const { return small_rows_calls_; }
     // Calls that took the INT4 small-row kernel (DeviceLinear::int4_codes; tests and labs).
     int64_t int4_calls() const { return int4_calls_; }
+    // Calls that took it on NVFP4 weights (DeviceLinear::nvfp4; counted in int4_calls too).
+    int64_t nvfp4_calls() const { return nvfp4_calls_; }
     const Fp8Counts& fp8_counts() const { return fp8_counts_; }
+    // Weights of linears() calls that reused x's quantisation or bf16 copy made for an earlier
+    // weight of the same call (the work linears() saves; tests and labs).
+    int64_t shared_input_reuses() const { return shared_input_reuses_; }
     // The cached block-scaled plan of a shape (T as passed to linear): planned = a call at this
     // shape tried it; ok = cuBLASLt gave an algorithm; d_type = the output type it runs with.
     struct Fp8PlanInfo {
@@ -128,9 +149,19 @@ private:
     Plan& fp8_block_plan(int64_t m, int64_t n, int64_t k, const float* a_scale, const float* b_scale);
     bool try_fp8_block_plan(Plan& p, cudaDataType_t d_type, int64_t m, int64_t n, int64_t k, const float* a_scale,
                             const float* b_scale);
+    // How linears() runs one weight at T rows (the dispatch of every dense linear).
+    enum class Route : uint8_t { kF32, kInt4, kNvfp4, kSmallRows, kSmallRowsFp8V2, kBf16Gemm, kFp8Block, kFp8Dequant };
+    Route route(const DeviceLinear& w, const float* x, int64_t T) const;
+    // x as the block-scaled path's B operand, made by the first weight of a linears() call that
+    // needs it: e4m3 codes [n, k] and VEC128_32F scales [k/128, n] (n = fp8_padded_rows(T)).
+    struct QuantisedInput {
+        uint8_t* q = nullptr;
+        float* scales = nullptr;
+        bool filled = false;  // the quantisation kernel has been enqueued
+    };
     // false: cuBLASLt refused the shape (nothing useful written; the caller falls back).
-    bool linear_fp8_block(const DeviceLinear& w, const float* x, int64_t T, float* y, DeviceArena& scratch,
-                          cudaStream_t stream);
+    bool linear_fp8_block(const DeviceLinear& w, const float* x, int64_t T, float* y, QuantisedInput& xq,
+                          DeviceArena& scratch, cudaStream_t stream);
     void linear_fp8_dequant(const DeviceLinear& w, const float* x, int64_t T, float* y, DeviceArena& scratch,
                             cudaStream_t stream);
     static void destroy(Plan& p);
@@ -145,6 +176,8 @@ private:
     Fp8Counts fp8_counts_;
     int64_t small_rows_calls_ = 0;
     int64_t int4_calls_ = 0;
+    int64_t shared_input_reuses_ = 0;
+    int64_t nvfp4_calls_ = 0;
 };
 
 }  // namespace qs::cuda

@@ -1,4 +1,4 @@
-// Dense linears with INT4 W4A16 weights for a few rows (decode): y [T, out] = x [T, in] · Wᵀ,
+// Dense linears with INT4 W4A16 (and NVFP4, below) weights for a few rows (decode): y [T, out] = x [T, in] · Wᵀ,
 // T in [1, kInt4LinearMaxRows], W in the device INT4 layout (backend/int4_layout.h: u32 codes
 // [out, in/8] holding q + 8, bf16 scales [out, in/group]), read once from DRAM at half the bytes of
 // FP8. The 4-bit codes are unpacked in registers (one and+or turns two codes into two bf16 values
@@ -25,5 +25,15 @@ bool int4_linear_supports(int64_t T, int64_t in, int64_t group, const void* code
 // rows_per_warp: 0 = chosen from out (the lab sweeps 1, 2, 4).
 void launch_int4_linear(const uint32_t* codes, const uint16_t* scales, int64_t out, int64_t in, int64_t group,
                         const float* x, int64_t T, float* y, cudaStream_t stream, int rows_per_warp = 0);
+
+// NVFP4 weights in the device NVFP4 layout (backend/nvfp4_layout.h: u32 codes [out, in/8] of E2M1
+// codes in the INT4 layout's nibble order, bf16 scales [out, in/16] (the E4M3 block scales widened),
+// a per-matrix fp32 `global`) through the same kernel templated on the code format: the codes
+// unpack to their E2M1 values in registers (int4_unpack.cuh), E2M1 × x and the block scale as for
+// INT4, y = sum · global (CudaOptions::nvfp4_kernels).
+constexpr int64_t kNvfp4LinearGroup = 16;
+bool nvfp4_linear_supports(int64_t T, int64_t in, const void* codes, const float* x);
+void launch_nvfp4_linear(const uint32_t* codes, const uint16_t* scales, float global, int64_t out, int64_t in,
+                         const float* x, int64_t T, float* y, cudaStream_t stream, int rows_per_warp = 0);
 
 }  // namespace qs::cuda

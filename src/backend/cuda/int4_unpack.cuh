@@ -1,24 +1,86 @@
-// INT4 → fp32 (or bf16 pairs) in registers, shared by the INT4 kernels (int4_linear_kernels.cu,
-// moe_small_int4.cu; bf16x2_pair: moe_decode_gemm_int4.cu).
-// A u32 word holds 8 codes u = q + 8 (input i of the word at bits 4i). For s in 0..3,
-// ((w >> 4s) & 0x000F000F) | 0x43004300 is the bf16 pair (128 + u_s, 128 + u_{s+4}) exactly (one
-// lop3 after the shift); each bf16 widens to fp32 by a bit move and 136 is subtracted exactly, so
-// f[i] = q_i with no conversion instruction. Compiles as host C++ too (the CPU emulation).
+// 4-bit codes → fp32 (or bf16 pairs) in registers, shared by the 4-bit kernels (int4_linear_kernels.cu,
+// moe_small_int4.cu; bf16x2_pair: moe_decode_gemm_int4.cu), templated on the code's format:
+//  - Code4::kInt4: u = q + 8 (backend/int4_layout.h). For s in 0..3, ((w >> 4s) & 0x000F000F) |
+//    0x43004300 is the bf16 pair (128 + u_s, 128 + u_{s+4}) exactly (one lop3 after the shift); each
+//    bf16 widens to fp32 by a bit move and 136 is subtracted exactly, so f[i] = q_i with no
+//    conversion instruction.
+//  - Code4::kNvfp4: E2M1 (backend/nvfp4_layout.h: sign, 2 exponent bits e, 1 mantissa bit m). The
+//    three magnitude bits placed at bf16 bits 8..6 (exponent field e, mantissa's top bit m) with the
+//    sign at bit 15 are the bf16 value e2m1 · 2^−126 for every code, e = 0 included (the bf16
+//    subnormal m · 2^−127 = (m/2) · 2^−126): two shifts and one lop3 per pair, one bf16x2 fma by
+//    2^126 (exact: a power of two; bf16 arithmetic keeps subnormals) gives the pair of values.
+// A u32 word holds 8 codes, input i of the word at bits 4i. Compiles as host C++ too (the CPU
+// emulation).
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 
 #include "backend/cuda/float_bits.cuh"
 
 namespace qs::cuda::w4 {
 
-// f[i] = q_i (input i of the word), i = 0..7.
+// The 4-bit code formats (Int4DeviceLayout, Nvfp4DeviceLayout).
+enum class Code4 { kInt4, kNvfp4 };
+
+namespace detail {
+// shift > 0: left, < 0: right.
+template <int S>
+__device__ __forceinline__ uint32_t shifted(uint32_t w) {
+    if constexpr (S >= 0) return w << S;
+    else return w >> (-S);
+}
+
+// E2M1 codes s and s + 4 of w as the bf16 pair (e2m1_s · 2^−126, e2m1_{s+4} · 2^−126).
+template <int S>
+__device__ __forceinline__ uint32_t e2m1_pair_scaled_down(uint32_t w) {
+    // Magnitude of nibble S (bits 4S..4S+2) to bits 6..8, its sign (bit 4S+3) to bit 15; nibble
+    // S + 4 sits 16 bits higher and lands 16 bits higher with the same shifts.
+    return (shifted<6 - 4 * S>(w) & 0x01C001C0u) | (shifted<12 - 4 * S>(w) & 0x80008000u);
+}
+
+// a · 2^126 for each bf16 of a pair (exact).
+__device__ __forceinline__ uint32_t times_2_126(uint32_t a) {
+#if defined(__CUDA_ARCH__)
+    uint32_t d;
+    // c = −0 keeps −0 products −0 (the value is a·b exactly).
+    asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(0x7E807E80u), "r"(0x80008000u));
+    return d;
+#else
+    const auto up = [](uint32_t half) {
+        const float v = bits_f32(half << 16) * 0x1p126f;  // host floats keep subnormals
+        uint32_t b;
+        std::memcpy(&b, &v, 4);
+        return b >> 16;  // exact: an E2M1 value
+    };
+    return up(a & 0xFFFFu) | (up(a >> 16) << 16);
+#endif
+}
+
+template <int S>
+__device__ __forceinline__ uint32_t e2m1_pair(uint32_t w) {
+    return times_2_126(e2m1_pair_scaled_down<S>(w));
+}
+}  // namespace detail
+
+// f[i] = the value of code i of the word (INT4: q_i; NVFP4: e2m1_i), i = 0..7.
+template <Code4 F = Code4::kInt4>
 __device__ __forceinline__ void unpack8(uint32_t w, float (&f)[8]) {
+    if constexpr (F == Code4::kInt4) {
 #pragma unroll
-    for (int s = 0; s < 4; ++s) {
-        const uint32_t pair = ((w >> (4 * s)) & 0x000F000Fu) | 0x43004300u;
-        f[s] = bits_f32(pair << 16) - 136.0f;
-        f[s + 4] = bits_f32(pair & 0xFFFF0000u) - 136.0f;
+        for (int s = 0; s < 4; ++s) {
+            const uint32_t pair = ((w >> (4 * s)) & 0x000F000Fu) | 0x43004300u;
+            f[s] = bits_f32(pair << 16) - 136.0f;
+            f[s + 4] = bits_f32(pair & 0xFFFF0000u) - 136.0f;
+        }
+    } else {
+        const uint32_t p[4] = {detail::e2m1_pair<0>(w), detail::e2m1_pair<1>(w), detail::e2m1_pair<2>(w),
+                               detail::e2m1_pair<3>(w)};
+#pragma unroll
+        for (int s = 0; s < 4; ++s) {
+            f[s] = bits_f32(p[s] << 16);
+            f[s + 4] = bits_f32(p[s] & 0xFFFF0000u);
+        }
     }
 }
 
@@ -29,25 +91,33 @@ __device__ __forceinline__ float bf16_bits_f32(uint16_t b) { return bits_f32(uin
 
 namespace qs::cuda::w4 {
 
-// The bf16x2 pair (q_s, q_{s+4}) of a u32 code word (s = 0..3; low half q_s), exact: one shift and
-// one lop3 make (128 + u_s, 128 + u_{s+4}) as above, one bf16x2 fma subtracts 136 (results are
-// integers in [−8, 7], exact in bf16). For the tensor-core INT4 kernels (moe_decode_gemm_int4.cu),
-// whose MMA operands are bf16 pairs.
+// The bf16x2 pair (v_s, v_{s+4}) of a u32 code word (s = 0..3; low half v_s), exact. INT4: one
+// shift and one lop3 make (128 + u_s, 128 + u_{s+4}) as above, one bf16x2 fma subtracts 136
+// (results are integers in [−8, 7], exact in bf16); NVFP4: as unpack8. For the tensor-core 4-bit
+// kernels (moe_decode_gemm_int4.cu), whose MMA operands are bf16 pairs.
+template <Code4 F = Code4::kInt4>
 __device__ __forceinline__ uint32_t bf16x2_pair(uint32_t w, int s) {
-    const uint32_t biased = ((w >> (4 * s)) & 0x000F000Fu) | 0x43004300u;
+    if constexpr (F == Code4::kNvfp4) {
+        return s == 0 ? detail::e2m1_pair<0>(w)
+               : s == 1 ? detail::e2m1_pair<1>(w)
+               : s == 2 ? detail::e2m1_pair<2>(w)
+                        : detail::e2m1_pair<3>(w);
+    } else {
+        const uint32_t biased = ((w >> (4 * s)) & 0x000F000Fu) | 0x43004300u;
 #if defined(__CUDA_ARCH__)
-    uint32_t d;
-    asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(d) : "r"(biased), "r"(0x3F803F80u), "r"(0xC308C308u));
-    return d;
+        uint32_t d;
+        asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(d) : "r"(biased), "r"(0x3F803F80u), "r"(0xC308C308u));
+        return d;
 #else
-    const auto q = [](uint32_t half) {  // 128 + u → the bf16 bits of u − 8 (exact)
-        const float v = bits_f32(half << 16) - 136.0f;
-        uint32_t b;
-        std::memcpy(&b, &v, 4);
-        return b >> 16;
-    };
-    return q(biased & 0xFFFFu) | (q(biased >> 16) << 16);
+        const auto q = [](uint32_t half) {  // 128 + u → the bf16 bits of u − 8 (exact)
+            const float v = bits_f32(half << 16) - 136.0f;
+            uint32_t b;
+            std::memcpy(&b, &v, 4);
+            return b >> 16;
+        };
+        return q(biased & 0xFFFFu) | (q(biased >> 16) << 16);
 #endif
+    }
 }
 
 }  // namespace qs::cuda::w4

@@ -222,6 +222,10 @@ struct SmallParams {
     const uint16_t* const* up_qs;
     const uint16_t* const* down_qs;
     int qgroup;
+    // NVFP4 experts in those arrays (SmallPlan::nvfp4; CudaOptions::nvfp4_kernels): E2M1 codes, qgroup
+    // 16, and the matrices' fp32 global multipliers [3 (E + 1)] (gate, up, down of expert e at 3e,
+    // 3e + 1, 3e + 2), applied to each dot product once.
+    const float* qglobal;
     int T, E, H, I, I_shared, k;
     bool norm_topk_prob;
     int* topk_id;                    // [T, k]
@@ -255,6 +259,7 @@ struct MoePlan {
 struct SmallPlan {
     bool fp8 = false;
     bool int4 = false;        // INT4 experts: gate_up and down are moe_small_int4.cu's
+    bool nvfp4 = false;       // with int4: the arrays hold NVFP4 (moe_small_int4.cu's Code4::kNvfp4 kernels)
     int version = 1;          // MoeParams::small_version
     bool zero_counter = false; // v2 without MoeParams::small_counter: memset the workspace's first
     int router_blocks = 1;    // v2: blocks of the router GEMV (kSmallThreads / 32 rows each, E + 1 rows)

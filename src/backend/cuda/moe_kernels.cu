@@ -224,6 +224,9 @@ SmallPlan make_small_plan(const MoeParams& p) {
         QS_CHECK_MSG(H % 32 == 0 && x.I % 16 == 0 && x.I_shared % 16 == 0 && g > 0 && g % 8 == 0 && H % g == 0 &&
                          x.I % g == 0 && x.I_shared % g == 0,
                      "launch_moe: INT4 experts need H % 32, I % 16 == 0 and a group (multiple of 8) dividing H and I");
+        pl.nvfp4 = x.nvfp4;
+        QS_CHECK_MSG(!x.nvfp4 || (g == 16 && x.nvfp4_global && !x.bf16_in_scratch),
+                     "launch_moe: NVFP4 experts need group 16, their global multipliers and BF16 copies");
     }
     pl.route_vpl = E <= 32 ? 1 : E <= 64 ? 2 : E <= 128 ? 4 : E <= 256 ? 8 : 16;
     pl.version = p.small_version;
@@ -260,6 +263,7 @@ SmallPlan make_small_plan(const MoeParams& p) {
     s.up_qs = x.up_qs;
     s.down_qs = x.down_qs;
     s.qgroup = x.int4_group;
+    s.qglobal = x.nvfp4 ? x.nvfp4_global : nullptr;
     s.T = T;
     s.E = E;
     s.H = H;
@@ -288,7 +292,7 @@ SmallPlan make_small_plan(const MoeParams& p) {
 
 bool moe_int4_grouped_supported(const MoeExpertTable& x) {
     const int g = x.int4_group;
-    return x.gate_q && x.up_q && x.down_q && x.gate_qs && x.up_qs && x.down_qs && g >= moe::kBK && g % moe::kBK == 0 &&
+    return !x.nvfp4 && x.gate_q && x.up_q && x.down_q && x.gate_qs && x.up_qs && x.down_qs && g >= moe::kBK && g % moe::kBK == 0 &&
            x.H % g == 0 && x.I % g == 0 && x.I_shared % g == 0;
 }
 

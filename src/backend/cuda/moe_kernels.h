@@ -47,6 +47,13 @@ struct MoeExpertTable {            // device arrays built once at weight upload
     const uint16_t* const* up_qs = nullptr;
     const uint16_t* const* down_qs = nullptr;
     int int4_group = 0;
+    // NVFP4 experts (CudaOptions::nvfp4_kernels; backend/nvfp4_layout.h): the arrays above hold the
+    // NVFP4 device layout (E2M1 codes in the INT4 nibble order, bf16 block scales, int4_group 16) and
+    // nvfp4_global the matrices' fp32 global multipliers [3 (E + 1)] (gate, up, down of expert e at
+    // 3e, 3e + 1, 3e + 2). Only the small-T path reads them (the INT4 grouped GEMMs and the scratch
+    // are INT4 only); every other path the BF16 copies.
+    bool nvfp4 = false;
+    const float* nvfp4_global = nullptr;
     // INT4 experts without BF16 copies (CudaOptions::moe_int4_scratch, moe_int4_dequant.h): gate,
     // up and down point into the device's one-layer BF16 scratch, which holds this layer's values
     // only once launch_moe has dequantised them there; it does so itself on every path that reads

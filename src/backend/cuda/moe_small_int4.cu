@@ -1,4 +1,4 @@
-// MoE small-T path with INT4 W4A16 experts (T <= kMoeSmallTMax; issue 18 item 4). The same plan,
+// MoE small-T path with INT4 W4A16 or NVFP4 experts (T <= kMoeSmallTMax; issue 18 item 4). The same plan,
 // routing launch (moe_small_route.cu) and stage structure as moe_small.cu, whose header comment
 // describes them; only the weight reads differ: each expert matrix is in the device INT4 layout
 // (backend/int4_layout.h: u32 codes [rows, cols/8] of q + 8, bf16 scales [rows, cols/group]),
@@ -13,7 +13,11 @@
 //  down:    grid (T, H / kSmallCols); warp = output column of one token; lane reads 8 bytes (16
 //           codes) per step so that a 512-wide row (256 bytes) keeps all 32 lanes busy; the
 //           routed experts in j order then the shared one, combined as moe_combine.cu sums.
-// Also compiles as host C++ for the CPU emulation (bench/kernels/moe_emu.cpp --int4).
+// NVFP4 experts (SmallPlan::nvfp4, CudaOptions::nvfp4_kernels) take the same kernels instantiated
+// for Code4::kNvfp4: the codes unpack to E2M1 values (int4_unpack.cuh), the group is 16 (the bf16
+// block scales, one per two words), and each dot product is multiplied once by its matrix's fp32
+// global (SmallParams::qglobal) before the SiLU (gate, up) or the routing weight (down).
+// Also compiles as host C++ for the CPU emulation (bench/kernels/moe_emu.cpp --int4, --nvfp4).
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/int4_unpack.cuh"
 #include "backend/cuda/moe_common.cuh"
@@ -59,7 +63,7 @@ __device__ __forceinline__ int slot_dest_of(const SmallParams& p, int slot, int 
     return slot == 0 ? p.T * p.k + n : p.slot_dest[slot * p.T + n];
 }
 
-template <int N>
+template <w4::Code4 F, int N>
 __device__ __forceinline__ void gate_up_rows(const SmallParams& p, float* xs, int slot, int e, int nt, int nb, int n0) {
     constexpr int NR = 2 * kRPW;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -95,7 +99,7 @@ __device__ __forceinline__ void gate_up_rows(const SmallParams& p, float* xs, in
             float wf[NR][8], s[NR];
 #pragma unroll
             for (int i = 0; i < NR; ++i) {
-                w4::unpack8(word_of(w[i], q), wf[i]);
+                w4::unpack8<F>(word_of(w[i], q), wf[i]);
                 s[i] = w4::bf16_bits_f32(ld(srow[i] + (kVPC * c + 8 * q) / p.qgroup));
             }
 #pragma unroll
@@ -124,13 +128,17 @@ __device__ __forceinline__ void gate_up_rows(const SmallParams& p, float* xs, in
 #pragma unroll
         for (int n = 0; n < N; ++n) {
             if (lane != i * N + n || n >= nt) continue;
-            const float g = acc[i][n], u = acc[kRPW + i][n];
+            float g = acc[i][n], u = acc[kRPW + i][n];
+            if constexpr (F == w4::Code4::kNvfp4) {  // the matrices' globals, once per dot product
+                g *= p.qglobal[3 * e];
+                u *= p.qglobal[3 * e + 1];
+            }
             const float h = g / (1.0f + expf(-g)) * u;
             p.h[size_t(slot_dest_of(p, slot, n)) * p.ldh + r0 + i] = __float2bfloat16_rn(h);
         }
 }
 
-template <int NMAX, bool V2>
+template <w4::Code4 F, int NMAX, bool V2>
 __global__ __launch_bounds__(kSmallThreads, 2) void gate_up_kernel(SmallParams p) {
     const int slot = blockIdx.y;
     int e = p.E, nt = p.T;
@@ -148,13 +156,13 @@ __global__ __launch_bounds__(kSmallThreads, 2) void gate_up_kernel(SmallParams p
     if (n0 >= Ie) return;
     const int nb = token_bucket(nt);
     float* xs = reinterpret_cast<float*>(ptx::dynamic_smem());
-    if (nb == 1 || NMAX == 1) gate_up_rows<1>(p, xs, slot, e, nt, nb, n0);
-    else if (nb == 2 || NMAX == 2) gate_up_rows<(NMAX < 2 ? NMAX : 2)>(p, xs, slot, e, nt, nb, n0);
-    else if (nb == 4 || NMAX == 4) gate_up_rows<(NMAX < 4 ? NMAX : 4)>(p, xs, slot, e, nt, nb, n0);
-    else gate_up_rows<NMAX>(p, xs, slot, e, nt, nb, n0);
+    if (nb == 1 || NMAX == 1) gate_up_rows<F, 1>(p, xs, slot, e, nt, nb, n0);
+    else if (nb == 2 || NMAX == 2) gate_up_rows<F, (NMAX < 2 ? NMAX : 2)>(p, xs, slot, e, nt, nb, n0);
+    else if (nb == 4 || NMAX == 4) gate_up_rows<F, (NMAX < 4 ? NMAX : 4)>(p, xs, slot, e, nt, nb, n0);
+    else gate_up_rows<F, NMAX>(p, xs, slot, e, nt, nb, n0);
 }
 
-template <bool V2>
+template <w4::Code4 F, bool V2>
 __global__ __launch_bounds__(kSmallThreads) void down_kernel(SmallParams p) {
     constexpr int G = kDownGroup;
     const int t = blockIdx.x, lane = threadIdx.x & 31;
@@ -179,6 +187,7 @@ __global__ __launch_bounds__(kSmallThreads) void down_kernel(SmallParams p) {
         const __nv_bfloat16* hrow[G];
         const uint16_t* srow[G];
         int nch[G];
+        float glob[G];  // NVFP4: the down matrix's global
 #pragma unroll
         for (int g = 0; g < G; ++g) {
             const int j = j0 + g;
@@ -186,6 +195,7 @@ __global__ __launch_bounds__(kSmallThreads) void down_kernel(SmallParams p) {
             wrow[g] = nullptr;
             hrow[g] = nullptr;
             srow[g] = nullptr;
+            glob[g] = 1.0f;
             if (j >= ndots) continue;
             const bool shared = j == k;
             const int e = shared ? p.E : V2 ? ld_cg(p.topk_id + t * k + j) : p.topk_id[t * k + j];
@@ -195,6 +205,7 @@ __global__ __launch_bounds__(kSmallThreads) void down_kernel(SmallParams p) {
             wrow[g] = reinterpret_cast<const uint2*>(p.down_q[e] + size_t(col) * (Ie / 8));
             srow[g] = p.down_qs[e] + size_t(col) * (Ie / p.qgroup);
             hrow[g] = p.h + size_t(dest) * p.ldh;
+            if constexpr (F == w4::Code4::kNvfp4) glob[g] = p.qglobal[3 * e + 2];
         }
         float part[G];
 #pragma unroll
@@ -216,7 +227,7 @@ __global__ __launch_bounds__(kSmallThreads) void down_kernel(SmallParams p) {
 #pragma unroll
                 for (int half = 0; half < 2; ++half) {
                     float wf[8];
-                    w4::unpack8(half == 0 ? w[g].x : w[g].y, wf);
+                    w4::unpack8<F>(half == 0 ? w[g].x : w[g].y, wf);
                     const uint4 hv = half == 0 ? h0[g] : h1[g];
                     float d = 0.0f;
 #pragma unroll
@@ -234,6 +245,7 @@ __global__ __launch_bounds__(kSmallThreads) void down_kernel(SmallParams p) {
         for (int g = 0; g < G; ++g) {
 #pragma unroll
             for (int o = 16; o > 0; o >>= 1) part[g] += __shfl_xor_sync(0xffffffffu, part[g], o);
+            if constexpr (F == w4::Code4::kNvfp4) part[g] *= glob[g];
             const int j = j0 + g;
             if (j < k) y += (V2 ? ld_cg(p.topk_w + t * k + j) : p.topk_w[t * k + j]) * part[g];
             else if (j == k) y += 1.0f / (1.0f + expf(-(V2 ? ld_cg(p.shared_gate_logit + t) : p.shared_gate_logit[t]))) * part[g];
@@ -247,46 +259,52 @@ __global__ __launch_bounds__(kSmallThreads) void down_kernel(SmallParams p) {
 #if !defined(QS_MOE_EMULATE)
 namespace {
 
-template <int NMAX, bool V2>
+template <w4::Code4 F, int NMAX, bool V2>
 void launch_int4_gate_up(const SmallPlan& pl, cudaStream_t stream) {
     static size_t smem_set = 48 * 1024;
     if (pl.gate_up_smem > smem_set) {
-        QS_CUDA_CHECK(cudaFuncSetAttribute(small_int4::gate_up_kernel<NMAX, V2>,
+        QS_CUDA_CHECK(cudaFuncSetAttribute(small_int4::gate_up_kernel<F, NMAX, V2>,
                                            cudaFuncAttributeMaxDynamicSharedMemorySize, int(pl.gate_up_smem)));
         smem_set = pl.gate_up_smem;
     }
     if constexpr (V2) {
-        QS_CUDA_CHECK(ptx::launch_kernel_pdl(small_int4::gate_up_kernel<NMAX, V2>, pl.gate_up_grid,
+        QS_CUDA_CHECK(ptx::launch_kernel_pdl(small_int4::gate_up_kernel<F, NMAX, V2>, pl.gate_up_grid,
                                              dim3(kSmallThreads), pl.gate_up_smem, stream, pl.p));
     } else {
-        small_int4::gate_up_kernel<NMAX, V2><<<pl.gate_up_grid, kSmallThreads, pl.gate_up_smem, stream>>>(pl.p);
+        small_int4::gate_up_kernel<F, NMAX, V2><<<pl.gate_up_grid, kSmallThreads, pl.gate_up_smem, stream>>>(pl.p);
         QS_CUDA_CHECK_LAUNCH();
     }
 }
 
-template <bool V2>
+template <w4::Code4 F, bool V2>
 void launch_int4_stages_v(const SmallPlan& pl, cudaStream_t stream, cudaEvent_t* ev) {
     switch (pl.nmax) {
-        case 1: launch_int4_gate_up<1, V2>(pl, stream); break;
-        case 2: launch_int4_gate_up<2, V2>(pl, stream); break;
-        case 4: launch_int4_gate_up<4, V2>(pl, stream); break;
-        default: launch_int4_gate_up<8, V2>(pl, stream); break;
+        case 1: launch_int4_gate_up<F, 1, V2>(pl, stream); break;
+        case 2: launch_int4_gate_up<F, 2, V2>(pl, stream); break;
+        case 4: launch_int4_gate_up<F, 4, V2>(pl, stream); break;
+        default: launch_int4_gate_up<F, 8, V2>(pl, stream); break;
     }
     if (ev) QS_CUDA_CHECK(cudaEventRecord(ev[3], stream));
     if constexpr (V2) {
-        QS_CUDA_CHECK(ptx::launch_kernel_pdl(small_int4::down_kernel<V2>, pl.down_grid, dim3(kSmallThreads), 0, stream,
-                                             pl.p));
+        QS_CUDA_CHECK(ptx::launch_kernel_pdl(small_int4::down_kernel<F, V2>, pl.down_grid, dim3(kSmallThreads), 0,
+                                             stream, pl.p));
     } else {
-        small_int4::down_kernel<V2><<<pl.down_grid, kSmallThreads, 0, stream>>>(pl.p);
+        small_int4::down_kernel<F, V2><<<pl.down_grid, kSmallThreads, 0, stream>>>(pl.p);
         QS_CUDA_CHECK_LAUNCH();
     }
+}
+
+template <w4::Code4 F>
+void launch_stages_f(const SmallPlan& pl, cudaStream_t stream, cudaEvent_t* ev) {
+    if (pl.version == 2) launch_int4_stages_v<F, true>(pl, stream, ev);
+    else launch_int4_stages_v<F, false>(pl, stream, ev);
 }
 
 }  // namespace
 
 void launch_small_int4_stages(const SmallPlan& pl, cudaStream_t stream, cudaEvent_t* ev) {
-    if (pl.version == 2) launch_int4_stages_v<true>(pl, stream, ev);
-    else launch_int4_stages_v<false>(pl, stream, ev);
+    if (pl.nvfp4) launch_stages_f<w4::Code4::kNvfp4>(pl, stream, ev);
+    else launch_stages_f<w4::Code4::kInt4>(pl, stream, ev);
 }
 #endif
 

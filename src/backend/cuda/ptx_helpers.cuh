@@ -1,8 +1,9 @@
-// Thin wrappers over the PTX the tensor-core kernels use (cp.async, ldmatrix, mma.sync, prmt), the
-// dynamic shared-memory base, programmatic dependent launch and the kernel launch. Device code
-// only (nvcc); included by .cu files (attention_*, moe_kernels). Kept in one header so that the host-side emulators
-// (bench/kernels/emu/backend/cuda/ptx_helpers.cuh, bench/kernels/moe_emu_shim.h) can stand in
-// for exactly these primitives and run the kernels' own code on a machine without a GPU.
+// Thin wrappers over the PTX the tensor-core kernels use (cp.async, ldmatrix, movmatrix, mma.sync,
+// prmt), the dynamic shared-memory base, programmatic dependent launch and the kernel launch.
+// Device code only (nvcc); included by .cu files (attention_*, moe_kernels). Kept in one header so
+// that the host-side emulators (bench/kernels/emu/backend/cuda/ptx_helpers.cuh,
+// bench/kernels/moe_emu_shim.h) can stand in for exactly these primitives and run the kernels' own
+// code on a machine without a GPU.
 #pragma once
 
 #include <cstdint>
@@ -80,6 +81,22 @@ __device__ __forceinline__ void mma_16816_f16(float (&c)[4], const uint32_t (&a)
 __device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t sel) {
     uint32_t d;
     asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(0u), "r"(sel));
+    return d;
+}
+
+// PTX prmt.b32 with two sources: result byte n is byte sel[4n+2:4n] of {b, a} (a's bytes are
+// 0-3, b's 4-7).
+__device__ __forceinline__ uint32_t prmt2(uint32_t a, uint32_t b, uint32_t sel) {
+    uint32_t d;
+    asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
+    return d;
+}
+
+// Transposes an 8x8 b16 matrix held in one register per lane (lane l: row l/4, cols 2(l%4),
+// 2(l%4)+1): afterwards lane l holds those elements of the transpose.
+__device__ __forceinline__ uint32_t movmatrix_t(uint32_t x) {
+    uint32_t d;
+    asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(d) : "r"(x));
     return d;
 }
 

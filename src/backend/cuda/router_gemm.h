@@ -21,10 +21,11 @@
 namespace qs::cuda {
 
 // CudaOps::moe takes the kernel from this many rows on (below, cuBLAS's fp32 GEMMs). H200
-// (router_lab, bf16 router, E = 256, H = 2,048): T = 16,384 164 µs against 407; T = 4,096 119
-// against 130; T = 1,024 100 against 53; T = 1..64 60 against 23-24 (the kernel walks K = 2,048 in
-// 64 dependent steps of ~1 µs whatever T: latency-bound below a full wave).
-constexpr int64_t kRouterKernelMinRows = 4096;
+// (router_lab, bf16 router, E = 256, H = 2,048, x in three bf16 terms; session 18): T = 16,384
+// 202 µs against cuBLAS's 409; T = 4,096 153 against 129; T = 1,024 139 against 52; T = 1..64
+// 90-110 against 23-28 (the kernel walks K = 2,048 in 64 dependent steps whatever T:
+// latency-bound below a full wave). The crossover lies between 4,096 and 16,384 rows.
+constexpr int64_t kRouterKernelMinRows = 8192;
 
 // Rows (E + 1) the kernel takes: the real model has E = 256.
 constexpr int kRouterMaxRows = 272;  // 17 × 16: 257 rounded up to the tile

@@ -131,6 +131,31 @@ inline void mma_16816_f16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, ui
     emu_mma<false>(c, a, b0, b1);
 }
 
+// prmt.b32 with two sources (selector bit 3 unused by the kernels: plain byte picks).
+inline uint32_t prmt2(uint32_t a, uint32_t b, uint32_t sel) {
+    const uint64_t src = uint64_t(a) | (uint64_t(b) << 32);
+    uint32_t d = 0;
+    for (int n = 0; n < 4; ++n) d |= uint32_t((src >> (8 * ((sel >> (4 * n)) & 7u))) & 0xffu) << (8 * n);
+    return d;
+}
+
+// movmatrix.m8n8.trans.b16: lane l gets (row l/4, cols 2(l%4)+e) of the transpose, i.e. stored
+// (row 2(l%4)+e, col l/4): element l/4 % 2 of lane 4(2(l%4)+e) + (l/4)/2.
+inline uint32_t movmatrix_t(uint32_t x) {
+    emu::WarpSlots& s = emu::g_slots[size_t(emu::warp())];
+    const int l = emu::lane();
+    s.u[l][0] = x;
+    emu::sync_warp();
+    uint32_t r = 0;
+    for (int e = 0; e < 2; ++e) {
+        const int row = 2 * (l % 4) + e, col = l / 4;
+        const uint32_t src = s.u[row * 4 + col / 2][0];
+        r |= ((col % 2 ? src >> 16 : src) & 0xffffu) << (16 * e);
+    }
+    emu::sync_warp();
+    return r;
+}
+
 template <typename... KP, typename... AP>
 void launch_kernel(void (*kernel)(KP...), dim3 grid, dim3 block, size_t smem, cudaStream_t, AP&&... args) {
     emu::run_grid(grid, block, smem, [&] { kernel(args...); });
