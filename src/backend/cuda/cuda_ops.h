@@ -82,6 +82,9 @@ struct CudaOptions {
     // (bench/kernels/NOTES.md "v5 accuracy"; not measured on the GPU yet).
     // 4: version 2 on fp16 operands (mma.sync f16, same cost and workspace as 2; 11-bit significand:
     // predicted ~4e-4 normalised error, NOTES.md "v4: fp16 operands").
+    // 5: version 4's results bit for bit, with the prep's row loads and the output kernel's gate
+    // loads issued ahead of their use (NOTES.md "GDN prep and output toward their byte floors";
+    // opt-in until measured on the H200).
     // 0 (default, auto; gdn_prefill_version_for below): version 4 where the cache stores the
     // recurrent state in bf16, version 1 where it stores fp32. The kernel's error budget is the
     // state storage's: bf16 storage rounds every element to 8 bits once per call (the op-level

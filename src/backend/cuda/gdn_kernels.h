@@ -105,6 +105,9 @@ struct GatedDeltaNetParams {
     // do not apply. Needs Dk, Dv % 8 == 0 and the workspace of gdn_workspace_bytes(..., 2).
     // 3: version 2 with split operands (each bf16 operand as hi + lo bf16, three mma per product,
     // the lo arrays in the workspace of gdn_workspace_bytes(..., 3); NOTES.md "v5 accuracy").
+    // 4: version 2 on fp16 operands. 5: version 4's results bit for bit, its prep and output
+    // kernels' global loads issued ahead of their use (NOTES.md "GDN prep and output toward their
+    // byte floors"; workspace as 4).
     int prefill_version = 1;
 };
 

@@ -285,7 +285,7 @@ void launch_x(const RecArgs& a, bool bf16, int value_cols, cudaStream_t stream) 
 template <int D>
 void launch_tc_state(const RecArgs& a, bool bf16, TcOperands ops, int value_cols, cudaStream_t stream) {
     if (ops == TcOperands::kBf16x2) launch_x<D, TcBf16x2>(a, bf16, value_cols, stream);
-    else if (ops == TcOperands::kF16) launch_x<D, TcF16>(a, bf16, value_cols, stream);
+    else if (ops == TcOperands::kF16 || ops == TcOperands::kF16Early) launch_x<D, TcF16>(a, bf16, value_cols, stream);
     else launch_x<D, TcBf16>(a, bf16, value_cols, stream);
 }
 
