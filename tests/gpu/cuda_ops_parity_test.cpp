@@ -618,7 +618,7 @@ TEST(CudaOptionsChoice, GdnPrefillVersionFollowsStateStorage) {
     EXPECT_EQ(cuda::CudaOptions{}.gdn_prefill_version, 0);
     EXPECT_EQ(cuda::gdn_prefill_version_for(0, true), 4);
     EXPECT_EQ(cuda::gdn_prefill_version_for(0, false), 1);
-    for (int v = 1; v <= 4; ++v) {
+    for (int v = 1; v <= 5; ++v) {
         EXPECT_EQ(cuda::gdn_prefill_version_for(v, true), v);
         EXPECT_EQ(cuda::gdn_prefill_version_for(v, false), v);
     }
@@ -832,6 +832,86 @@ TEST_P(CudaOpsParity, GatedDeltaNetPrefillVersion2) {
                       bound)
                 << "recurrent state " << what;
             gpu.free_all();
+        }
+    }
+}
+
+// Prefill version 5 (version 4's kernels with the prep's row loads and the output kernel's gate
+// loads issued ahead of their use; bench/kernels/NOTES.md "GDN prep and output toward their byte
+// floors"): the same arithmetic in the same order, so its outputs and states must equal version 4's
+// bit for bit, fp32 and bf16 state, on GatedDeltaNetPrefillVersion2's batches (chunk boundaries +-1,
+// continuations from non-zero states, a long prompt among decode rows, a 2,000-token prompt, a
+// 16-sequence batch); both are also checked against the CPU specification (kF16OperandBound with
+// fp32 state, kBf16Bound with bf16).
+TEST_P(CudaOpsParity, GatedDeltaNetPrefillVersion5EqualsVersion4) {
+    const DecoderLayerWeights& l = layer(LayerType::kLinearAttention);
+    const ModelConfig& c = config_;
+    const GdnDims d{c.linear_num_key_heads, c.linear_num_value_heads, c.linear_key_head_dim, c.linear_value_head_dim,
+                    c.linear_conv_kernel_dim, c.rms_norm_eps};
+    for (bool ssm_bf16 : {false, true}) {
+        const double bound = ssm_bf16 ? kBf16Bound : kF16OperandBound;
+        cuda::CudaOptions o4;
+        o4.poison = true;
+        o4.ssm_bf16 = ssm_bf16;
+        o4.gdn_prefill_version = 4;
+        cuda::CudaOptions o5 = o4;
+        o5.gdn_prefill_version = 5;
+        cuda::CudaOps gpu4(o4), gpu5(o5);
+        gpu4.prepare_weights(weight_set(*weights_));
+        gpu5.prepare_weights(weight_set(*weights_));
+        const CacheGeometry g = CacheGeometry::for_model(c, 20, 16, 20, false, KvCacheDtype::kBF16);
+        ModelCache cpu_cache(g);
+        auto cache4 = gpu4.make_cache(g);
+        auto cache5 = gpu5.make_cache(g);
+        std::vector<OwnedBatch> batches;  // built in place (spans point into the owned tables)
+        batches.push_back(make_batch({{{0, 64, 2}, {0, 2, 0}, {0, 65, 3}, {0, 130, 1}}}, 16, 1, rng_, int(c.vocab_size)));
+        batches.push_back(make_batch({{{64, 1, 2}, {2, 63, 0}, {65, 150, 3}, {130, 5, 1}}}, 16, 1, rng_, int(c.vocab_size)));
+        batches.push_back(make_batch({{{65, 1, 2}, {65, 900, 0}, {215, 65, 3}, {135, 63, 1}}}, 16, 1, rng_,
+                                     int(c.vocab_size)));
+        batches.push_back(make_batch({{{965, 2000, 0}}}, 16, 1, rng_, int(c.vocab_size)));
+        std::vector<std::array<int, 3>> many;
+        for (int s = 0; s < 16; ++s) many.push_back({0, 200 + 7 * s, 4 + s});
+        batches.push_back(make_batch(many, 16, 1, rng_, int(c.vocab_size)));
+        const size_t nc = size_t(g.num_state_slots * g.conv_window * g.conv_dim);
+        const size_t ns = size_t(g.num_state_slots * g.num_value_heads * g.key_head_dim * g.value_head_dim);
+        for (size_t bi = 0; bi < batches.size(); ++bi) {
+            const ForwardBatch& b = batches[bi].batch;
+            const int64_t T = b.num_tokens();
+            const auto pos = b.positions();
+            const auto qkv = gpu_test::random_floats(size_t(T * d.conv_dim()), rng_);
+            const auto z = gpu_test::random_floats(size_t(T * d.value_dim()), rng_);
+            const auto bb = gpu_test::random_floats(size_t(T * d.num_value_heads), rng_);
+            const auto a = gpu_test::random_floats(size_t(T * d.num_value_heads), rng_);
+            std::vector<float> ref(size_t(T * d.value_dim()));
+            cpu_.gated_delta_net(qkv.data(), z.data(), bb.data(), a.data(), l.gdn, d, b, cpu_cache, 0, ref.data());
+            std::vector<float> outs[2], states[2];
+            int k = 0;
+            for (auto [gpu, cache] : {std::pair{&gpu4, cache4.get()}, std::pair{&gpu5, cache5.get()}}) {
+                gpu->begin_forward(b, pos.data());
+                float* out = gpu->alloc(int64_t(ref.size()));
+                gpu->gated_delta_net(gpu_test::to_device(*gpu, qkv), gpu_test::to_device(*gpu, z),
+                                     gpu_test::to_device(*gpu, bb), gpu_test::to_device(*gpu, a), l.gdn, d, b, *cache, 0,
+                                     out);
+                outs[k] = gpu_test::to_host(*gpu, out, ref.size());
+                auto* st = gpu->storage(cache);
+                states[k] = gpu_test::read_device(st->ssm(0), ns, ssm_bf16 ? 2 : 4);
+                const std::string what = "version " + std::to_string(4 + k) + (ssm_bf16 ? " bf16 state" : " fp32 state") +
+                                         " batch " + std::to_string(bi);
+                EXPECT_LT(normalised_error(outs[k], ref), bound) << "out " << what;
+                EXPECT_LT(normalised_error(gpu_test::read_device(st->conv(0), nc, 4),
+                                           std::vector<float>(cpu_cache.conv(0), cpu_cache.conv(0) + nc)),
+                          1e-6)
+                    << "conv state " << what;
+                EXPECT_LT(normalised_error(states[k], std::vector<float>(cpu_cache.ssm(0), cpu_cache.ssm(0) + ns)), bound)
+                    << "recurrent state " << what;
+                gpu->free_all();
+                ++k;
+            }
+            const std::string which = std::string(ssm_bf16 ? "bf16" : "fp32") + " state, batch " + std::to_string(bi);
+            EXPECT_EQ(std::memcmp(outs[0].data(), outs[1].data(), outs[0].size() * sizeof(float)), 0)
+                << "out bits, version 4 against 5, " << which;
+            EXPECT_EQ(std::memcmp(states[0].data(), states[1].data(), states[0].size() * sizeof(float)), 0)
+                << "state bits, version 4 against 5, " << which;
         }
     }
 }
