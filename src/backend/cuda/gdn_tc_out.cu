@@ -13,6 +13,8 @@
 // bf16 tile has a lo twin right after it, P is split on its way to shared memory, and the three
 // products take three mma each (tc_mma_x): D = 128: 193,280 bytes (1 block per SM).
 // Op (gdn_tc_math.cuh) is the operand format: "bf16" above reads fp16 for TcF16 (version 4).
+// kEarly (version 5, TcF16 only): version 4's values bit for bit, the gate z loaded at the start
+// (beside the tiles' cp.async) and the norm weights kept in shared memory (+D floats).
 #include "backend/cuda/gdn_common.cuh"
 #include "backend/cuda/gdn_tc_math.cuh"
 

@@ -15,6 +15,10 @@
 // after it, the products take three mma (tc_mma_x) and q̂, k̂, W, U go out as hi + lo
 // (RecArgs::tc*l): D = 128: 148,224 bytes (1 block per SM).
 // Op (gdn_tc_math.cuh) is the operand format: "bf16" above reads fp16 for TcF16 (version 4).
+// kEarly (version 5, TcF16 only; NOTES.md "GDN prep and output toward their byte floors"): version
+// 4's values bit for bit; each warp's 8 rows of k, v, q are loaded before the gate phase (one memory
+// round trip instead of one per row), and the transposed tiles' words are swizzled by row (tc_swz)
+// so that their 16-bit column stores are free of bank conflicts (4-way otherwise).
 #include "backend/cuda/gdn_chunk_math.cuh"
 #include "backend/cuda/gdn_common.cuh"
 #include "backend/cuda/gdn_tc_math.cuh"
@@ -121,10 +125,11 @@ __global__ void __launch_bounds__(kTcPrepThreads, Op::x2 ? 1 : 2) gdn_tc_prep_ke
                 sV[e * LDTB + r] = hi;
                 sV[L::loKw + e * LDTB + r] = lo;
             } else {
+                const int rs = kEarly ? tc_swz(e, r) : r;  // the transposed tiles' column (swizzled: kEarly)
                 sK[r * LD + e] = Op::to(kn);
-                sKw[e * LDTB + r] = Op::to(kn * fw);
+                sKw[e * LDTB + rs] = Op::to(kn * fw);
                 if (head_writer && rv && e < dk) p.tcK[((row0 + r) * Nk + kh) * dk + e] = Op::to(kn);
-                sV[e * LDTB + r] = Op::to(vv * fb);
+                sV[e * LDTB + rs] = Op::to(vv * fb);
             }
         }
         if (head_writer && rv) {
@@ -266,6 +271,11 @@ __global__ void __launch_bounds__(kTcPrepThreads, Op::x2 ? 1 : 2) gdn_tc_prep_ke
                     Op::mma(aw[j], a, b[0], b[1]);
                     tc_b_cols(sV, LDTB, n0, k, j, b);
                     Op::mma(au[j], al, b[0], b[1]);
+                    Op::mma(au[j], a, b[0], b[1]);
+                } else if constexpr (kEarly) {
+                    tc_b_cols_swz(sKw, LDTB, n0, k, j, b);
+                    Op::mma(aw[j], a, b[0], b[1]);
+                    tc_b_cols_swz(sV, LDTB, n0, k, j, b);
                     Op::mma(au[j], a, b[0], b[1]);
                 } else {
                     tc_b_cols(sKw, LDTB, n0, k, j, b);
