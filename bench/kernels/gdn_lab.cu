@@ -811,7 +811,8 @@ int run_tc(std::mt19937_64& rng) {
         expect_same_bits("mixed", kTc4_32, kTc5_32);
         const Problem Q = make_problem(kReal, {3, 130, 1, 2, 700}, {4, 1, 0, 6, 2}, 7, rng, true);
         const Ref RQ = make_ref(Q, true);
-        for (const Path& path : {kAuto, kTc, kTc3, kTc4, kTc5}) check_case("mixed/bf16", Q, RQ, true, path, kStateBf16Tol);
+        for (const Path& path : {kAuto, kTc, kTc3, kTc4, kTc5})
+            check_case("mixed/bf16", Q, RQ, true, path, kStateBf16Tol);
         expect_same_bits("mixed/bf16", kTc4, kTc5);
     }
     struct Big {
@@ -1059,7 +1060,9 @@ int main(int argc, char** argv) {
     if (tc_speed) return run_tc_speed(rng);
     if (quick_tc) {  // prefill versions 2, 3 and 4 alone, small shapes (for the emulation)
         // --ver 5 runs version 4 too: version 5 must equal it bit for bit (expect_same_bits).
-        auto on = [&](const Path& path) { return only_ver == 0 || path.ver == only_ver || (only_ver == 5 && path.ver == 4); };
+        auto on = [&](const Path& path) {
+            return only_ver == 0 || path.ver == only_ver || (only_ver == 5 && path.ver == 4);
+        };
         const bool v5 = only_ver == 0 || only_ver == 5;
         for (const Shape* sh : {&kTiny, &kOddMix}) {
             const Problem P = make_problem(*sh, {1, 5, 130, 2, 64, 1}, {5, 0, 3, 7, 1, 6}, 9, rng, false);

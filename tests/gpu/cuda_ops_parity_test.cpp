@@ -864,14 +864,14 @@ TEST_P(CudaOpsParity, GatedDeltaNetPrefillVersion5EqualsVersion4) {
         auto cache4 = gpu4.make_cache(g);
         auto cache5 = gpu5.make_cache(g);
         std::vector<OwnedBatch> batches;  // built in place (spans point into the owned tables)
-        batches.push_back(make_batch({{{0, 64, 2}, {0, 2, 0}, {0, 65, 3}, {0, 130, 1}}}, 16, 1, rng_, int(c.vocab_size)));
-        batches.push_back(make_batch({{{64, 1, 2}, {2, 63, 0}, {65, 150, 3}, {130, 5, 1}}}, 16, 1, rng_, int(c.vocab_size)));
-        batches.push_back(make_batch({{{65, 1, 2}, {65, 900, 0}, {215, 65, 3}, {135, 63, 1}}}, 16, 1, rng_,
-                                     int(c.vocab_size)));
-        batches.push_back(make_batch({{{965, 2000, 0}}}, 16, 1, rng_, int(c.vocab_size)));
+        const int vocab = int(c.vocab_size);
+        batches.push_back(make_batch({{{0, 64, 2}, {0, 2, 0}, {0, 65, 3}, {0, 130, 1}}}, 16, 1, rng_, vocab));
+        batches.push_back(make_batch({{{64, 1, 2}, {2, 63, 0}, {65, 150, 3}, {130, 5, 1}}}, 16, 1, rng_, vocab));
+        batches.push_back(make_batch({{{65, 1, 2}, {65, 900, 0}, {215, 65, 3}, {135, 63, 1}}}, 16, 1, rng_, vocab));
+        batches.push_back(make_batch({{{965, 2000, 0}}}, 16, 1, rng_, vocab));
         std::vector<std::array<int, 3>> many;
         for (int s = 0; s < 16; ++s) many.push_back({0, 200 + 7 * s, 4 + s});
-        batches.push_back(make_batch(many, 16, 1, rng_, int(c.vocab_size)));
+        batches.push_back(make_batch(many, 16, 1, rng_, vocab));
         const size_t nc = size_t(g.num_state_slots * g.conv_window * g.conv_dim);
         const size_t ns = size_t(g.num_state_slots * g.num_value_heads * g.key_head_dim * g.value_head_dim);
         for (size_t bi = 0; bi < batches.size(); ++bi) {
@@ -890,20 +890,20 @@ TEST_P(CudaOpsParity, GatedDeltaNetPrefillVersion5EqualsVersion4) {
                 gpu->begin_forward(b, pos.data());
                 float* out = gpu->alloc(int64_t(ref.size()));
                 gpu->gated_delta_net(gpu_test::to_device(*gpu, qkv), gpu_test::to_device(*gpu, z),
-                                     gpu_test::to_device(*gpu, bb), gpu_test::to_device(*gpu, a), l.gdn, d, b, *cache, 0,
-                                     out);
+                                     gpu_test::to_device(*gpu, bb), gpu_test::to_device(*gpu, a), l.gdn, d, b,
+                                     *cache, 0, out);
                 outs[k] = gpu_test::to_host(*gpu, out, ref.size());
                 auto* st = gpu->storage(cache);
                 states[k] = gpu_test::read_device(st->ssm(0), ns, ssm_bf16 ? 2 : 4);
-                const std::string what = "version " + std::to_string(4 + k) + (ssm_bf16 ? " bf16 state" : " fp32 state") +
-                                         " batch " + std::to_string(bi);
+                const std::string what = "version " + std::to_string(4 + k) +
+                                         (ssm_bf16 ? " bf16 state" : " fp32 state") + " batch " + std::to_string(bi);
                 EXPECT_LT(normalised_error(outs[k], ref), bound) << "out " << what;
                 EXPECT_LT(normalised_error(gpu_test::read_device(st->conv(0), nc, 4),
                                            std::vector<float>(cpu_cache.conv(0), cpu_cache.conv(0) + nc)),
                           1e-6)
                     << "conv state " << what;
-                EXPECT_LT(normalised_error(states[k], std::vector<float>(cpu_cache.ssm(0), cpu_cache.ssm(0) + ns)), bound)
-                    << "recurrent state " << what;
+                const std::vector<float> ref_state(cpu_cache.ssm(0), cpu_cache.ssm(0) + ns);
+                EXPECT_LT(normalised_error(states[k], ref_state), bound) << "recurrent state " << what;
                 gpu->free_all();
                 ++k;
             }

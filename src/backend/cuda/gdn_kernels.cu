@@ -134,7 +134,8 @@ void launch_chunked_any(const GatedDeltaNetParams& p, const RecArgs& a, cudaStre
     const int64_t T = p.batch.num_tokens, mx = p.batch.max_seq_tokens;
     const int64_t pairs = (mx > 0 ? (T + mx - 1) / mx : T) * p.Nv;
     const bool by_shape = p.chunk_parallel < 0 || p.chunk_value_cols == 0;
-    if (p.prefill_version >= 2) {  // 16-bit tensor cores (gdn_tc_*.cu); 2 bf16, 3 bf16 hi + lo, 4 fp16, 5 fp16 + early loads
+    // 16-bit tensor cores (gdn_tc_*.cu); 2 bf16, 3 bf16 hi + lo, 4 fp16, 5 fp16 with early loads
+    if (p.prefill_version >= 2) {
         const gdn::TcOperands ops = gdn::tc_operands(p.prefill_version);
         int cols = p.chunk_value_cols;
         if (cols == 0) cols = pairs * ((p.Dv + 31) / 32) <= sm_count() ? 16 : 32;

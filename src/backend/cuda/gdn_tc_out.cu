@@ -200,8 +200,8 @@ void launch_t(const RecArgs& a, cudaStream_t stream) {
     int dev = 0;
     QS_CUDA_CHECK(cudaGetDevice(&dev));
     if (dev < 0 || dev >= 64 || !attr_set[dev]) {
-        QS_CUDA_CHECK(
-            cudaFuncSetAttribute(gdn_tc_out_kernel<D, Op, kEarly>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+        QS_CUDA_CHECK(cudaFuncSetAttribute(gdn_tc_out_kernel<D, Op, kEarly>,
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
         if (dev >= 0 && dev < 64) attr_set[dev] = true;
     }
     const dim3 grid(unsigned(a.num_seqs + (a.T + 63) / 64), unsigned(a.Nv));

@@ -29,6 +29,7 @@ namespace {
 constexpr int kTcPrepThreads = 256;
 // kEarly: rows of a warp in flight ahead of their use (of its 8; 8 = all issued before the gates).
 constexpr int kPrepPre = 8;
+static_assert(kPrepPre >= 1 && kPrepPre <= 8, "a warp has 8 rows");
 
 template <int D, bool X2>
 struct TcPrepSmem {
@@ -155,8 +156,8 @@ __global__ void __launch_bounds__(kTcPrepThreads, Op::x2 ? 1 : 2) gdn_tc_prep_ke
         }
     };
     // ---- gates; γ = cumsum(g) by warp 0 (after the barrier: it reads all 64 rows).
-    // kEarly (version 5): the warp's first kPre rows are loaded before the gates, and each later
-    // row kPre rows ahead of its use, so that a warp waits on ~one memory latency for its rows
+    // kEarly (version 5): the warp's first kPrepPre rows are loaded before the gates, and each later
+    // row kPrepPre rows ahead of its use, so that a warp waits on ~one memory latency for its rows
     // (and the gates' own loads overlap it) instead of one per row (NOTES.md "GDN prep and output
     // toward their byte floors").
     [[maybe_unused]] float ek[RPW][NE], ev[RPW][NE], eq[RPW][NE];
@@ -196,7 +197,8 @@ __global__ void __launch_bounds__(kTcPrepThreads, Op::x2 ? 1 : 2) gdn_tc_prep_ke
     if constexpr (kEarly) {
 #pragma unroll
         for (int i = 0; i < RPW; ++i) {
-            if (i + kPrepPre < RPW) load_row(warp + 8 * (i + kPrepPre), ek[i + kPrepPre], ev[i + kPrepPre], eq[i + kPrepPre]);
+            const int ip = i + kPrepPre;  // the row kPrepPre ahead, if the warp has one (% RPW: in bounds)
+            if (ip < RPW) load_row(warp + 8 * ip, ek[ip % RPW], ev[ip % RPW], eq[ip % RPW]);
             row(warp + 8 * i, ek[i], ev[i], eq[i]);
         }
     } else {
@@ -316,8 +318,8 @@ void launch_t(const RecArgs& a, cudaStream_t stream) {
     int dev = 0;
     QS_CUDA_CHECK(cudaGetDevice(&dev));
     if (dev < 0 || dev >= 64 || !attr_set[dev]) {
-        QS_CUDA_CHECK(
-            cudaFuncSetAttribute(gdn_tc_prep_kernel<D, Op, kEarly>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+        QS_CUDA_CHECK(cudaFuncSetAttribute(gdn_tc_prep_kernel<D, Op, kEarly>,
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
         if (dev >= 0 && dev < 64) attr_set[dev] = true;
     }
     const dim3 grid(unsigned(a.num_seqs + (a.T + 63) / 64), unsigned(a.Nv));
