@@ -28,7 +28,7 @@ run lab_tc_speed 75 "$BUNDLE/gdn_lab" --tc-speed 7
 # 2. GPU parity: version 5 bit for bit against version 4 and both against the CPU (fp32 and bf16
 #    state; the tiny and real shapes), the existing tensor-core parity test (v2 / v3 / v4), and the
 #    option's choice test.
-run gtest_gdn 60 "$BUNDLE/qs_gpu_tests" \
+run gtest_gdn 70 "$BUNDLE/qs_gpu_tests" \
     --gtest_filter='*CudaOpsParity.GatedDeltaNetPrefillVersion5EqualsVersion4*:*CudaOpsParity.GatedDeltaNetPrefillVersion2*:CudaOptionsChoice.GdnPrefillVersionFollowsStateStorage'
 # 3. Only with FULL=1 (more device time; gpu_forward_bench in the bundle): GPU time per op of a
 #    16 x 1,024 and a 16,384-token prefill on an 8-layer dummy model (6 GDN layers), bf16 state,
