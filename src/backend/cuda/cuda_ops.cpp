@@ -53,8 +53,8 @@ CudaOps::CudaOps(const CudaOptions& options)
                  "CudaOptions::moe_decode_version must be 1 or 2");
     QS_CHECK_MSG(options.moe_prefill_version == 1 || options.moe_prefill_version == 2,
                  "CudaOptions::moe_prefill_version must be 1 or 2");
-    QS_CHECK_MSG(options.gdn_prefill_version >= 0 && options.gdn_prefill_version <= 5,
-                 "CudaOptions::gdn_prefill_version must be 0 (auto), 1, 2, 3, 4 or 5");
+    QS_CHECK_MSG(options.gdn_prefill_version >= 0 && options.gdn_prefill_version <= 6,
+                 "CudaOptions::gdn_prefill_version must be 0 (auto), 1, 2, 3, 4, 5 or 6");
     QS_CHECK_MSG(options.gdn_decode_version == 1 || options.gdn_decode_version == 2,
                  "CudaOptions::gdn_decode_version must be 1 or 2");
     QS_CHECK_MSG(options.gdn_decode_kernel >= -1 && options.gdn_decode_kernel <= 1,

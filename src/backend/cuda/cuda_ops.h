@@ -85,6 +85,9 @@ struct CudaOptions {
     // 5: version 4's results bit for bit, with the prep's row loads and the output kernel's gate
     // loads issued ahead of their use (NOTES.md "GDN prep and output toward their byte floors";
     // opt-in until measured on the H200).
+    // 6: version 5's results bit for bit, with the state pass at 64 value columns per block where the
+    // batch has enough (sequence, head) pairs (NOTES.md "GDN state pass toward its byte floor"; opt-in
+    // until measured on the H200).
     // 0 (default, auto; gdn_prefill_version_for below): version 4 where the cache stores the
     // recurrent state in bf16, version 1 where it stores fp32. The kernel's error budget is the
     // state storage's: bf16 storage rounds every element to 8 bits once per call (the op-level
