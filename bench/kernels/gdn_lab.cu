@@ -668,10 +668,8 @@ void time_case(const std::string& name, const Problem& P, bool bf16, std::vector
             const Shape& sh = P.sh;
             const double T = P.T, ns = double(P.lens.size()), nch = ns + T / 64.0;
             const double pairs = ns * sh.Nv;  // launch_chunked_any's rule (equal lengths here)
-            const int bv = path.cols                                              ? path.cols
-                           : pairs * ((sh.Dv + 31) / 32) <= 132                   ? 16
-                           : path.ver == 6 && pairs * ((sh.Dv + 63) / 64) >= 132 ? 64
-                                                                                  : 32;
+            const bool wide = path.ver == 6 && sh.Dv > 32 && pairs * ((sh.Dv + 63) / 64) >= 132;
+            const int bv = path.cols ? path.cols : pairs * ((sh.Dv + 31) / 32) <= 132 ? 16 : wide ? 64 : 32;
             const double x = path.ver == 3 ? 2.0 : 1.0;  // version 3: every 16-bit array twice
             const double b_prep = T * (sh.Nk * sh.Dk + sh.Nv * (sh.Dk + sh.Dv) + 2.0 * sh.Nv) * 4 +
                                   x * T * (2.0 * sh.Nk * sh.Dk + sh.Nv * (sh.Dk + sh.Dv)) * 2 + T * sh.Nv * 4;

@@ -139,16 +139,15 @@ void launch_chunked_any(const GatedDeltaNetParams& p, const RecArgs& a, cudaStre
     // 16-bit tensor cores (gdn_tc_*.cu); 2 bf16, 3 bf16 hi + lo, 4 fp16, 5 fp16 with early loads, 6 = 5
     // with 64-column state blocks. State-pass columns by shape: 16 while the blocks at 32 columns fit
     // in one wave (one long prompt); version 6: 64 once its blocks at 64 columns are at least one per
-    // SM (each then pulls W and k̂ from L2 for twice the columns; NOTES.md "GDN state pass toward its
-    // byte floor"), else 32.
+    // SM and Dv > 32 (each then pulls W and k̂ from L2 for twice the columns; NOTES.md "GDN state pass
+    // toward its byte floor"), else 32.
     if (p.prefill_version >= 2) {
         const gdn::TcOperands ops = gdn::tc_operands(p.prefill_version);
         int cols = p.chunk_value_cols;
         if (cols == 0) {
             const int64_t sms = sm_count();
-            cols = pairs * ((p.Dv + 31) / 32) <= sms                                 ? 16
-                   : p.prefill_version == 6 && pairs * ((p.Dv + 63) / 64) >= sms ? 64
-                                                                                  : 32;
+            const bool wide = p.prefill_version == 6 && p.Dv > 32 && pairs * ((p.Dv + 63) / 64) >= sms;
+            cols = pairs * ((p.Dv + 31) / 32) <= sms ? 16 : wide ? 64 : 32;
         }
         if (tc_phases & 1) gdn::launch_tc_prep<D>(a, ops, stream);
         if (tc_phases & 2) gdn::launch_tc_state<D>(a, p.ssm_bf16, ops, cols, stream);

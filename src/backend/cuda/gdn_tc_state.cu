@@ -201,7 +201,9 @@ __global__ void __launch_bounds__(kTcStateThreads<kBV>, Op::x2 ? 1 : 2) gdn_tc_s
             tc_zero<NJV>(av);
             tc_mma_x<NJV, Op>(
                 av, 0, D, [&](int k, uint32_t (&a)[4], bool lo) { tc_a_rows(cW + (lo ? L::loW : 0), LD, m0, k, a); },
-                [&](int k, int j, uint32_t (&bb)[2], bool lo) { tc_b_cols(sS + (lo ? L::loS : 0), LST, n0, k, j, bb); });
+                [&](int k, int j, uint32_t (&bb)[2], bool lo) {
+                    tc_b_cols(sS + (lo ? L::loS : 0), LST, n0, k, j, bb);
+                });
             tc_pairs<NJV>(m0, n0, [&](int j, int e, int r, int cc) {
                 const uint32_t u = *reinterpret_cast<const uint32_t*>(cU + r * LU + cc);
                 float x0 = Op::from(uint16_t(u & 0xffffu)) - av[j][e];
