@@ -21,10 +21,11 @@
 //          sort / gather / SiLU / combine stages; 2 = bench/kernels/NOTES.md "Prefill v2")
 //          [--moe-router-kernel 0|1|2]  (CudaOptions::moe_router_kernel: 1 (default) = the router and shared-
 //          expert-gate logits on bf16 tensor cores with split operands, router_gemm.h)
-//          [--gdn-prefill-version 0|1|2|3|4]  (CudaOptions::gdn_prefill_version: the GDN chunked
-//          prefill; 0 = auto (default: 4 with bf16 state, 1 with fp32); 1 = 3xTF32; 2 = bf16 tensor
+//          [--gdn-prefill-version 0|1|2|3|4|5|6]  (CudaOptions::gdn_prefill_version: the GDN chunked
+//          prefill; 0 = auto (default: 6 with bf16 state, 1 with fp32); 1 = 3xTF32; 2 = bf16 tensor
 //          cores, gdn_tc_*.cu, bench/kernels/NOTES.md "v5"; 3 = 2 with split operands; 4 = 2 on fp16
-//          operands)
+//          operands; 5 = 4 with early loads, bit-identical to 4; 6 = 5 with 64-column state-pass
+//          blocks, bit-identical to 5)
 //          [--gdn-decode-version 1|2]  (CudaOptions::gdn_decode_version: the streaming GDN decode
 //          kernel's version; 2 = bench/kernels/NOTES.md "GDN decode v2")
 //          [--gdn-decode-kernel -1|0|1]  (CudaOptions::gdn_decode_kernel: the token-serial GDN
@@ -251,7 +252,7 @@ int run(const Args& args) {
         !pick("moe-decode-version", {1, 2}, &co.moe_decode_version) ||
         !pick("moe-prefill-version", {1, 2}, &co.moe_prefill_version) ||
         !pick("moe-router-kernel", {0, 1, 2}, &co.moe_router_kernel) ||
-        !pick("gdn-prefill-version", {0, 1, 2, 3, 4}, &co.gdn_prefill_version) ||
+        !pick("gdn-prefill-version", {0, 1, 2, 3, 4, 5, 6}, &co.gdn_prefill_version) ||
         !pick("gdn-decode-version", {1, 2}, &co.gdn_decode_version) ||
         !pick("gdn-decode-kernel", {-1, 0, 1}, &co.gdn_decode_kernel) ||
         !pick("moe-int4-grouped", {0, 1}, &co.moe_int4_grouped) ||

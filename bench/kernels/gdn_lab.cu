@@ -5,9 +5,13 @@
 //   (exit code != 0 on any FAIL)
 //   --tc: prefill versions 2 (bf16 tensor cores, gdn_tc_*.cu), 3 (the same, split operands) and 4
 //   (fp16 operands) against today's default on the same inputs: varlen mix, 16 × 1024, 1 × 16,384,
-//   64 × 256 checked against the reference, timed (versions 2-4 also kernel by kernel), then a table.
-//   --quick-tc [--ver N]: the small tc cases for the emulator (run_emu.sh), optionally one version's.
-//   --tc-speed: versions 2 and 4: the varlen mix checked, the three large shapes timed (no reference).
+//   64 × 256 checked against the reference, timed (versions 2-5 also kernel by kernel), then a table;
+//   version 5 (4 with early loads) must also equal version 4 bit for bit on every checked case, and
+//   version 6 (5 with 64-column state-pass blocks) version 5.
+//   --quick-tc [--ver N]: the small tc cases for the emulator (run_emu.sh), optionally one version's
+//   (--ver 5 runs 4 too, --ver 6 runs 5, for the bit comparison).
+//   --tc-speed: versions 2, 4, 5 and 6: the varlen mix checked (5 against 4's bits, 6 against 5's),
+//   the three large shapes timed (no reference).
 //   --decode: decode-only batches at the real shape (1, 64, 512 sequences, fp32 and bf16 state):
 //   the one-block-per-head kernel (serial, gdn_serial.cu) against the streaming one (stream,
 //   gdn_decode.cu) in versions 1 and 2 (stream-v2: decode_version 2), checked against the reference
@@ -306,7 +310,9 @@ struct Path {
     int cols = 0;
     int dec = -1;
     int blocks = 0;
-    int ver = 1;  // prefill_version: 2 = bf16 tensor cores (gdn_tc_*.cu; cols 0, 16, 32), 3 = split operands, 4 = fp16
+    int ver = 1;  // prefill_version: 2 = bf16 tensor cores (gdn_tc_*.cu; cols 0, 16, 32), 3 = split operands, 4 = fp16,
+                  // 5 = 4 with early loads (bit-identical to 4: expect_same_bits), 6 = 5 with the state pass
+                  // at 64 columns by shape (cols 0) or forced (cols 64; bit-identical to 5)
     int dver = 1;
     int stages = 0;  // decode_stages (version 2: cp.async stages in use, 0 = all)
     std::string name() const {
@@ -316,7 +322,11 @@ struct Path {
         if (dver == 2 && chunk_min <= 0 && dec < 0) return "serial-auto-v2";
         if (ver >= 2)
             return std::string(chunk_min == 1 ? "tc-all" : "tc") + (cols ? std::to_string(cols) : "") +
-                   (ver == 3 ? "/v3-bf16x2" : ver == 4 ? "/v4-f16" : "/bf16");
+                   (ver == 3   ? "/v3-bf16x2"
+                    : ver == 4 ? "/v4-f16"
+                    : ver == 5 ? "/v5-f16e"
+                    : ver == 6 ? "/v6-f16w"
+                               : "/bf16");
         if (chunk_min <= 0) return dec == 1 ? "stream" + b : dec == 0 ? "serial" : "serial-auto";
         std::string n = cpar ? (chunk_min == 1 ? "cpar-all" : "cpar") : (chunk_min == 1 ? "chunked-all" : "auto");
         if (cpar && cols) n += std::to_string(cols);
@@ -366,7 +376,7 @@ constexpr double kTc4Tol = 2e-3;
 double tol_for(const Path& p) {
     if (p.ver == 2 && p.chunk_min > 0) return kTcTol;
     if (p.ver == 3 && p.chunk_min > 0) return kTc3Tol;
-    if (p.ver == 4 && p.chunk_min > 0) return kTc4Tol;
+    if (p.ver >= 4 && p.chunk_min > 0) return kTc4Tol;  // 5, 6: version 4's arithmetic
     return p.chunk_min <= 0 ? 1e-5 : p.x3 ? 2e-5 : 5e-3;
 }
 Path tc_path(int chunk_min, int cols, int ver = 2) {
@@ -381,6 +391,9 @@ const Path kTc3 = tc_path(64, 0, 3), kTc3_16 = tc_path(64, 16, 3), kTc3All16 = t
            kTc3All32 = tc_path(1, 32, 3);
 const Path kTc4 = tc_path(64, 0, 4), kTc4_16 = tc_path(64, 16, 4), kTc4_32 = tc_path(64, 32, 4),
            kTc4All16 = tc_path(1, 16, 4), kTc4All32 = tc_path(1, 32, 4);
+const Path kTc5 = tc_path(64, 0, 5), kTc5_16 = tc_path(64, 16, 5), kTc5_32 = tc_path(64, 32, 5),
+           kTc5All16 = tc_path(1, 16, 5), kTc5All32 = tc_path(1, 32, 5);
+const Path kTc6 = tc_path(64, 0, 6), kTc6_64 = tc_path(64, 64, 6), kTc6All64 = tc_path(1, 64, 6);
 
 // The summary table (--cpar): one row per timed (case, path), with that case's checked errors.
 struct TableRow {
@@ -394,6 +407,7 @@ struct CaseErr {
 };
 std::vector<std::pair<std::string, CaseErr>> g_errs;  // key: case name + "|" + path name
 std::vector<std::pair<std::string, std::pair<uint64_t, uint64_t>>> g_hashes;  // same key: out, state bit hashes
+void expect_same_bits(const std::string& name, const Path& a, const Path& b);
 
 struct DeviceProblem {
     const Problem* P = nullptr;
@@ -653,7 +667,9 @@ void time_case(const std::string& name, const Problem& P, bool bf16, std::vector
             // tiles are read by every value-column block of a head: counted once per block).
             const Shape& sh = P.sh;
             const double T = P.T, ns = double(P.lens.size()), nch = ns + T / 64.0;
-            const int bv = path.cols ? path.cols : (ns * sh.Nv * ((sh.Dv + 31) / 32) <= 132 ? 16 : 32);
+            const double pairs = ns * sh.Nv;  // launch_chunked_any's rule (equal lengths here)
+            const bool wide = path.ver == 6 && sh.Dv > 32 && pairs * ((sh.Dv + 63) / 64) >= 132;
+            const int bv = path.cols ? path.cols : pairs * ((sh.Dv + 31) / 32) <= 132 ? 16 : wide ? 64 : 32;
             const double x = path.ver == 3 ? 2.0 : 1.0;  // version 3: every 16-bit array twice
             const double b_prep = T * (sh.Nk * sh.Dk + sh.Nv * (sh.Dk + sh.Dv) + 2.0 * sh.Nv) * 4 +
                                   x * T * (2.0 * sh.Nk * sh.Dk + sh.Nv * (sh.Dk + sh.Dv)) * 2 + T * sh.Nv * 4;
@@ -798,10 +814,17 @@ int run_tc(std::mt19937_64& rng) {
     {  // varlen mix: decode rows, short and long sequences, a chunk boundary +1, non-zero states
         const Problem P = make_problem(kReal, {1, 5, 300, 2, 64, 1, 1500, 129}, {5, 0, 3, 7, 1, 6, 8, 2}, 9, rng, false);
         const Ref R = make_ref(P, false);
-        for (const Path& path : {kAuto, kTc16, kTc32, kTc3_16, kTc3, kTc4_16, kTc4_32}) check_case("mixed", P, R, false, path);
+        for (const Path& path : {kAuto, kTc16, kTc32, kTc3_16, kTc3, kTc4_16, kTc4_32, kTc5_16, kTc5_32, kTc6_64})
+            check_case("mixed", P, R, false, path);
+        expect_same_bits("mixed", kTc4_16, kTc5_16);
+        expect_same_bits("mixed", kTc4_32, kTc5_32);
+        expect_same_bits("mixed", kTc5_32, kTc6_64);
         const Problem Q = make_problem(kReal, {3, 130, 1, 2, 700}, {4, 1, 0, 6, 2}, 7, rng, true);
         const Ref RQ = make_ref(Q, true);
-        for (const Path& path : {kAuto, kTc, kTc3, kTc4}) check_case("mixed", Q, RQ, true, path, kStateBf16Tol);
+        for (const Path& path : {kAuto, kTc, kTc3, kTc4, kTc5, kTc6_64})
+            check_case("mixed/bf16", Q, RQ, true, path, kStateBf16Tol);
+        expect_same_bits("mixed/bf16", kTc4, kTc5);
+        expect_same_bits("mixed/bf16", kTc5, kTc6_64);
     }
     struct Big {
         const char* name;
@@ -818,10 +841,13 @@ int run_tc(std::mt19937_64& rng) {
         if (b.seqs > 40) check[size_t(b.seqs - 1)] = 1;
         probs.push_back(make_problem(kReal, lens, slots, b.seqs, rng, false));
         const Ref R = make_ref(probs.back(), false, check);
-        for (const Path& path : {kAuto, kTc, kTc3, kTc4}) check_case(b.name, probs.back(), R, false, path);
+        for (const Path& path : {kAuto, kTc, kTc3, kTc4, kTc5, kTc6}) check_case(b.name, probs.back(), R, false, path);
+        expect_same_bits(b.name, kTc4, kTc5);
+        expect_same_bits(b.name, kTc5, kTc6);
     }
     std::printf("\n");
-    for (size_t i = 0; i < probs.size(); ++i) time_case(bigs[i].name, probs[i], false, {kAuto, kTc, kTc3, kTc4});
+    for (size_t i = 0; i < probs.size(); ++i)
+        time_case(bigs[i].name, probs[i], false, {kAuto, kTc, kTc3, kTc4, kTc5, kTc6});
     std::printf("\n| case | path | total us (conv included) | recurrence us | prep / state pass / output us | GB/s (floor "
                 "bytes) | TFLOP/s (recurrent form, total) | out err | state err |\n| --- | --- | --- | --- | --- | --- | --- | "
                 "--- | --- |\n");
@@ -841,14 +867,18 @@ int run_tc(std::mt19937_64& rng) {
 int run_tc_speed(std::mt19937_64& rng) {
     const Problem P = make_problem(kReal, {1, 5, 300, 2, 64, 1, 1500, 129}, {5, 0, 3, 7, 1, 6, 8, 2}, 9, rng, false);
     const Ref R = make_ref(P, false);
-    for (const Path& path : {kTc16, kTc32, kTc4_16, kTc4_32}) check_case("mixed", P, R, false, path);
+    for (const Path& path : {kTc16, kTc32, kTc4_16, kTc4_32, kTc5_16, kTc5_32, kTc6_64})
+        check_case("mixed", P, R, false, path);
+    expect_same_bits("mixed", kTc4_16, kTc5_16);
+    expect_same_bits("mixed", kTc4_32, kTc5_32);
+    expect_same_bits("mixed", kTc5_32, kTc6_64);
     const int bigs[3][2] = {{16, 1024}, {1, 16384}, {64, 256}};
     for (const auto& b : bigs) {
         const size_t ns = size_t(b[0]);
         std::vector<int> lens(ns, b[1]), slots(ns, 0);
         for (int i = 0; i < b[0]; ++i) slots[size_t(i)] = (i * 7 + 3) % b[0];
         const Problem Q = make_problem(kReal, lens, slots, b[0], rng, false);
-        time_case("prefill" + std::to_string(b[0]) + "x" + std::to_string(b[1]), Q, false, {kTc, kTc4});
+        time_case("prefill" + std::to_string(b[0]) + "x" + std::to_string(b[1]), Q, false, {kTc, kTc4, kTc5, kTc6});
     }
     std::printf("\n| case | path | total us (conv included) | recurrence us | prep / state pass / output us |\n| --- | --- | --- "
                 "| --- | --- |\n");
@@ -1044,23 +1074,43 @@ int main(int argc, char** argv) {
     if (tc) return run_tc(rng);
     if (tc_speed) return run_tc_speed(rng);
     if (quick_tc) {  // prefill versions 2, 3 and 4 alone, small shapes (for the emulation)
-        auto on = [&](const Path& path) { return only_ver == 0 || path.ver == only_ver; };
+        // --ver 5 runs version 4 too, --ver 6 version 5: each must equal the other bit for bit
+        // (expect_same_bits). Version 6 runs with 64 columns forced (by shape these small batches take 16 / 32).
+        auto on = [&](const Path& path) {
+            return only_ver == 0 || path.ver == only_ver || (only_ver == 5 && path.ver == 4) ||
+                   (only_ver == 6 && path.ver == 5);
+        };
+        const bool v5 = only_ver == 0 || only_ver == 5, v6 = only_ver == 0 || only_ver == 6;
         for (const Shape* sh : {&kTiny, &kOddMix}) {
             const Problem P = make_problem(*sh, {1, 5, 130, 2, 64, 1}, {5, 0, 3, 7, 1, 6}, 9, rng, false);
             const Ref R = make_ref(P, false);
-            for (const Path& path : {kTc16, kTcAll32, kTc3_16, kTc3All32, kTc4_16, kTc4All32})
-                if (on(path)) check_case("mixed", P, R, false, path);
+            const std::string name = std::string("mixed/") + sh->name;
+            for (const Path& path :
+                 {kTc16, kTcAll32, kTc3_16, kTc3All32, kTc4_16, kTc4All32, kTc5_16, kTc5All32, kTc6_64, kTc6All64})
+                if (on(path)) check_case(name, P, R, false, path);
+            if (v5) {
+                expect_same_bits(name, kTc4_16, kTc5_16);
+                expect_same_bits(name, kTc4All32, kTc5All32);
+            }
+            if (v6) {
+                expect_same_bits(name, kTc5_16, kTc6_64);
+                expect_same_bits(name, kTc5All32, kTc6All64);
+            }
         }
         const Problem P = make_problem(kOdd32, {3, 70, 1, 2}, {4, 1, 0, 2}, 5, rng, true);
         const Ref R = make_ref(P, true);
-        for (const Path& path : {kTcAll16, kTc3All16, kTc4All16})
+        for (const Path& path : {kTcAll16, kTc3All16, kTc4All16, kTc5All16, kTc6All64})
             if (on(path)) check_case("mixed", P, R, true, path, kStateBf16Tol);
+        if (v5) expect_same_bits("mixed", kTc4All16, kTc5All16);
+        if (v6) expect_same_bits("mixed", kTc5All16, kTc6All64);
         // The GPU test's tiny shape and its third batch's lengths (a 900-token prompt among a decode
         // row and chunk boundaries +-1), fp32 state: that test's bound is 1e-4 (v2 failed it).
         const Problem Q = make_problem(kTest16, {1, 900, 65, 63}, {2, 0, 3, 1}, 4, rng, false);
         const Ref RQ = make_ref(Q, false);
-        for (const Path& path : {kTc, kTc3, kTc4})
+        for (const Path& path : {kTc, kTc3, kTc4, kTc5, kTc6_64})
             if (on(path)) check_case("test-tiny", Q, RQ, false, path);
+        if (v5) expect_same_bits("test-tiny", kTc4, kTc5);
+        if (v6) expect_same_bits("test-tiny", kTc5, kTc6_64);
         std::printf("\n%s: %d failure(s) (quick-tc)\n", g_failures ? "FAIL" : "PASS", g_failures);
         return g_failures ? 1 : 0;
     }

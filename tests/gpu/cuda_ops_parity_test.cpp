@@ -54,6 +54,8 @@ protected:
             if (l.type == t) return l;
         throw std::runtime_error("no layer of that type");
     }
+    // GDN prefill versions va and vb give the same bits (defined below, beside its tests).
+    void expect_gdn_prefill_versions_equal(int va, int vb);
 
     ModelConfig config_;
     std::unique_ptr<ModelWeights> weights_;
@@ -615,15 +617,15 @@ TEST(CudaOptionsChoice, AttentionDecodeVersionValidated) {
 }
 
 // The auto choice of the GDN prefill version (CudaOptions::gdn_prefill_version 0, the default):
-// fp16 operands (version 4) only where the state is stored in bf16, whose rounding (8 bits per
-// call) is the op's error budget; fp32 storage keeps version 1's fp32-class math. With the default
-// options GatedDeltaNetWithStateSlots below therefore checks version 1 on fp32 state against 1e-4
-// and version 4 on bf16 state against the bf16 bound.
+// fp16 operands (version 6: version 4's arithmetic, bit for bit) only where the state is stored in
+// bf16, whose rounding (8 bits per call) is the op's error budget; fp32 storage keeps version 1's
+// fp32-class math. With the default options GatedDeltaNetWithStateSlots below therefore checks
+// version 1 on fp32 state against 1e-4 and version 6 on bf16 state against the bf16 bound.
 TEST(CudaOptionsChoice, GdnPrefillVersionFollowsStateStorage) {
     EXPECT_EQ(cuda::CudaOptions{}.gdn_prefill_version, 0);
-    EXPECT_EQ(cuda::gdn_prefill_version_for(0, true), 4);
+    EXPECT_EQ(cuda::gdn_prefill_version_for(0, true), 6);
     EXPECT_EQ(cuda::gdn_prefill_version_for(0, false), 1);
-    for (int v = 1; v <= 4; ++v) {
+    for (int v = 1; v <= 6; ++v) {
         EXPECT_EQ(cuda::gdn_prefill_version_for(v, true), v);
         EXPECT_EQ(cuda::gdn_prefill_version_for(v, false), v);
     }
@@ -840,6 +842,102 @@ TEST_P(CudaOpsParity, GatedDeltaNetPrefillVersion2) {
         }
     }
 }
+
+// Prefill versions that must give the same bits (same operands, arithmetic and order; only where
+// loads sit or how the work is split over blocks differs): outputs and states of va and vb compared
+// with memcmp, fp32 and bf16 state, on GatedDeltaNetPrefillVersion2's batches (chunk boundaries +-1,
+// continuations from non-zero states, a long prompt among decode rows, a 2,000-token prompt, a
+// 16-sequence batch and its continuation); both are also checked against the CPU specification
+// (kF16OperandBound with fp32 state, kBf16Bound with bf16).
+void CudaOpsParity::expect_gdn_prefill_versions_equal(int va, int vb) {
+    const DecoderLayerWeights& l = layer(LayerType::kLinearAttention);
+    const ModelConfig& c = config_;
+    const GdnDims d{c.linear_num_key_heads, c.linear_num_value_heads, c.linear_key_head_dim, c.linear_value_head_dim,
+                    c.linear_conv_kernel_dim, c.rms_norm_eps};
+    for (bool ssm_bf16 : {false, true}) {
+        const double bound = ssm_bf16 ? kBf16Bound : kF16OperandBound;
+        cuda::CudaOptions oa;
+        oa.poison = true;
+        oa.ssm_bf16 = ssm_bf16;
+        oa.gdn_prefill_version = va;
+        cuda::CudaOptions ob = oa;
+        ob.gdn_prefill_version = vb;
+        cuda::CudaOps gpua(oa), gpub(ob);
+        gpua.prepare_weights(weight_set(*weights_));
+        gpub.prepare_weights(weight_set(*weights_));
+        const CacheGeometry g = CacheGeometry::for_model(c, 20, 16, 20, false, KvCacheDtype::kBF16);
+        ModelCache cpu_cache(g);
+        auto cachea = gpua.make_cache(g);
+        auto cacheb = gpub.make_cache(g);
+        std::vector<OwnedBatch> batches;  // built in place (spans point into the owned tables)
+        const int vocab = int(c.vocab_size);
+        batches.push_back(make_batch({{{0, 64, 2}, {0, 2, 0}, {0, 65, 3}, {0, 130, 1}}}, 16, 1, rng_, vocab));
+        batches.push_back(make_batch({{{64, 1, 2}, {2, 63, 0}, {65, 150, 3}, {130, 5, 1}}}, 16, 1, rng_, vocab));
+        batches.push_back(make_batch({{{65, 1, 2}, {65, 900, 0}, {215, 65, 3}, {135, 63, 1}}}, 16, 1, rng_, vocab));
+        batches.push_back(make_batch({{{965, 2000, 0}}}, 16, 1, rng_, vocab));
+        // 16 sequences, then each continued from its state by 70-85 tokens: at the real shape enough
+        // (sequence, head) pairs for version 6's 64-column state blocks by shape (448 and 480 pairs).
+        std::vector<std::array<int, 3>> many, more;
+        for (int s = 0; s < 16; ++s) many.push_back({0, 200 + 7 * s, 4 + s});
+        for (int s = 0; s < 16; ++s) more.push_back({200 + 7 * s, 70 + s, 4 + s});
+        batches.push_back(make_batch(many, 16, 1, rng_, vocab));
+        batches.push_back(make_batch(more, 16, 1, rng_, vocab));
+        const size_t nc = size_t(g.num_state_slots * g.conv_window * g.conv_dim);
+        const size_t ns = size_t(g.num_state_slots * g.num_value_heads * g.key_head_dim * g.value_head_dim);
+        for (size_t bi = 0; bi < batches.size(); ++bi) {
+            const ForwardBatch& b = batches[bi].batch;
+            const int64_t T = b.num_tokens();
+            const auto pos = b.positions();
+            const auto qkv = gpu_test::random_floats(size_t(T * d.conv_dim()), rng_);
+            const auto z = gpu_test::random_floats(size_t(T * d.value_dim()), rng_);
+            const auto bb = gpu_test::random_floats(size_t(T * d.num_value_heads), rng_);
+            const auto a = gpu_test::random_floats(size_t(T * d.num_value_heads), rng_);
+            std::vector<float> ref(size_t(T * d.value_dim()));
+            cpu_.gated_delta_net(qkv.data(), z.data(), bb.data(), a.data(), l.gdn, d, b, cpu_cache, 0, ref.data());
+            std::vector<float> outs[2], states[2];
+            int k = 0;
+            for (auto [gpu, cache] : {std::pair{&gpua, cachea.get()}, std::pair{&gpub, cacheb.get()}}) {
+                gpu->begin_forward(b, pos.data());
+                float* out = gpu->alloc(int64_t(ref.size()));
+                gpu->gated_delta_net(gpu_test::to_device(*gpu, qkv), gpu_test::to_device(*gpu, z),
+                                     gpu_test::to_device(*gpu, bb), gpu_test::to_device(*gpu, a), l.gdn, d, b,
+                                     *cache, 0, out);
+                outs[k] = gpu_test::to_host(*gpu, out, ref.size());
+                auto* st = gpu->storage(cache);
+                states[k] = gpu_test::read_device(st->ssm(0), ns, ssm_bf16 ? 2 : 4);
+                const std::string what = "version " + std::to_string(k == 0 ? va : vb) +
+                                         (ssm_bf16 ? " bf16 state" : " fp32 state") + " batch " + std::to_string(bi);
+                EXPECT_LT(normalised_error(outs[k], ref), bound) << "out " << what;
+                EXPECT_LT(normalised_error(gpu_test::read_device(st->conv(0), nc, 4),
+                                           std::vector<float>(cpu_cache.conv(0), cpu_cache.conv(0) + nc)),
+                          1e-6)
+                    << "conv state " << what;
+                const std::vector<float> ref_state(cpu_cache.ssm(0), cpu_cache.ssm(0) + ns);
+                EXPECT_LT(normalised_error(states[k], ref_state), bound) << "recurrent state " << what;
+                gpu->free_all();
+                ++k;
+            }
+            const std::string which = "version " + std::to_string(va) + " against " + std::to_string(vb) + ", " +
+                                      (ssm_bf16 ? "bf16" : "fp32") + " state, batch " + std::to_string(bi);
+            EXPECT_EQ(std::memcmp(outs[0].data(), outs[1].data(), outs[0].size() * sizeof(float)), 0)
+                << "out bits, " << which;
+            EXPECT_EQ(std::memcmp(states[0].data(), states[1].data(), states[0].size() * sizeof(float)), 0)
+                << "state bits, " << which;
+        }
+    }
+}
+
+// Prefill version 5 (version 4's kernels with the prep's row loads and the output kernel's gate
+// loads issued ahead of their use; bench/kernels/NOTES.md "GDN prep and output toward their byte
+// floors"): the same arithmetic in the same order, so its outputs and states equal version 4's.
+TEST_P(CudaOpsParity, GatedDeltaNetPrefillVersion5EqualsVersion4) { expect_gdn_prefill_versions_equal(4, 5); }
+
+// Prefill version 6 (version 5 with the state pass at 64 value columns per 8-warp block by shape;
+// NOTES.md "GDN state pass toward its byte floor"): each state accumulator sees the same products in
+// the same order, so outputs and states equal version 5's. By shape, 64 columns run at the real
+// shape's two 16-sequence batches; the other batches and the tiny shape take version 5's 16 / 32
+// (the emulator, run_emu.sh --quick-tc --ver 6, forces 64 on small shapes).
+TEST_P(CudaOpsParity, GatedDeltaNetPrefillVersion6EqualsVersion5) { expect_gdn_prefill_versions_equal(5, 6); }
 
 // MTP verification's deferred GDN state against the CPU specification: a verify batch of
 // 1 + k rows per sequence (SeqSpan::defer_state) writes the state and conv window after each

@@ -50,7 +50,7 @@ inline cuda::CudaOptions& apply_test_router_env(cuda::CudaOptions& o) {
 }
 
 // Test-only selection of CudaOptions::gdn_prefill_version, read here and nowhere else: the
-// environment variable QS_TEST_GDN_PREFILL_VERSION (1, 2, 3 or 4; unset = the option's default, 0 =
+// environment variable QS_TEST_GDN_PREFILL_VERSION (1 to 6; unset = the option's default, 0 =
 // auto: 4 with bf16 state, 1 with fp32) applies
 // to the tests that build their options through this (CudaModel's test_options(),
 // CudaOpsParity.GatedDeltaNetWithStateSlots), so that `scripts/gpu_run.sh gdn_acc` can run those
@@ -77,8 +77,8 @@ inline cuda::CudaOptions& apply_test_env(cuda::CudaOptions& o) {
     const char* v = std::getenv("QS_TEST_GDN_PREFILL_VERSION");
     if (v == nullptr || *v == 0) return o;
     const std::string s(v);
-    if (s != "1" && s != "2" && s != "3" && s != "4")
-        throw std::invalid_argument("QS_TEST_GDN_PREFILL_VERSION must be 1, 2, 3 or 4 (got '" + s + "')");
+    if (s != "1" && s != "2" && s != "3" && s != "4" && s != "5" && s != "6")
+        throw std::invalid_argument("QS_TEST_GDN_PREFILL_VERSION must be 1 to 6 (got '" + s + "')");
     o.gdn_prefill_version = std::stoi(s);
     return o;
 }

@@ -82,6 +82,6 @@ python3 bench/kernels/emu/prepare.py src/backend/cuda/gdn_chunk_math.cuh $out/ba
 for f in src/backend/cuda/gdn_*.cu bench/kernels/gdn_lab.cu; do
     python3 bench/kernels/emu/prepare.py $f $out/$(basename $f .cu)_emu.cpp
 done
-g++ -std=c++20 -O2 -w -Ibench/kernels/emu/gdn -I$out -Isrc -Isrc/backend/cuda $out/gdn_*_emu.cpp -o $out/gdn_lab_emu
+g++ -std=c++20 -O2 -w -Ibench/kernels/emu/gdn -I$out -Isrc -Isrc/backend/cuda -Ibench/kernels $out/gdn_*_emu.cpp -o $out/gdn_lab_emu
 case "$1" in --quick-real|--quick-cpar|--quick-decode|--quick-tc) ;; *) set -- --quick "$@" ;; esac
 exec $out/gdn_lab_emu "$@"

@@ -56,8 +56,8 @@ CudaOps::CudaOps(const CudaOptions& options)
                  "CudaOptions::moe_prefill_version must be 1 or 2");
     QS_CHECK_MSG(options.moe_router_kernel >= 0 && options.moe_router_kernel <= 2,
                  "CudaOptions::moe_router_kernel must be 0, 1 or 2");
-    QS_CHECK_MSG(options.gdn_prefill_version >= 0 && options.gdn_prefill_version <= 4,
-                 "CudaOptions::gdn_prefill_version must be 0 (auto), 1, 2, 3 or 4");
+    QS_CHECK_MSG(options.gdn_prefill_version >= 0 && options.gdn_prefill_version <= 6,
+                 "CudaOptions::gdn_prefill_version must be 0 (auto), 1, 2, 3, 4, 5 or 6");
     QS_CHECK_MSG(options.gdn_decode_version == 1 || options.gdn_decode_version == 2,
                  "CudaOptions::gdn_decode_version must be 1 or 2");
     QS_CHECK_MSG(options.gdn_decode_kernel >= -1 && options.gdn_decode_kernel <= 1,

@@ -101,12 +101,17 @@ struct CudaOptions {
     // (bench/kernels/NOTES.md "v5 accuracy"; not measured on the GPU yet).
     // 4: version 2 on fp16 operands (mma.sync f16, same cost and workspace as 2; 11-bit significand:
     // predicted ~4e-4 normalised error, NOTES.md "v4: fp16 operands").
-    // 0 (default, auto; gdn_prefill_version_for below): version 4 where the cache stores the
-    // recurrent state in bf16, version 1 where it stores fp32. The kernel's error budget is the
-    // state storage's: bf16 storage rounds every element to 8 bits once per call (the op-level
-    // bound is 1e-2), beside which version 4's 4e-4 is small, and it takes the GDN prefill from
-    // 3,548 to 2,110 µs per layer at 16 x 1,024 tokens (H200, docs/PERF.md "Session 14"); fp32
-    // storage asks for fp32-class math, which version 1's 3xTF32 gives (~1e-6).
+    // 5: version 4's results bit for bit, with the prep's row loads and the output kernel's gate
+    // loads issued ahead of their use (NOTES.md "GDN prep and output toward their byte floors";
+    // H200 session 18: prep 732 -> 640 µs at 16 x 1,024).
+    // 6: version 5's results bit for bit, with the state pass at 64 value columns per block where the
+    // batch has enough (sequence, head) pairs (NOTES.md "GDN state pass toward its byte floor";
+    // H200 session 18: state pass 536 -> 384 µs, the layer 2,117 -> 1,864 µs at 16 x 1,024).
+    // 0 (default, auto; gdn_prefill_version_for below): version 6 where the cache stores the
+    // recurrent state in bf16 (version 4's arithmetic, bit for bit), version 1 where it stores
+    // fp32. The kernel's error budget is the state storage's: bf16 storage rounds every element to
+    // 8 bits once per call (the op-level bound is 1e-2), beside which the fp16 operands' 4e-4 is
+    // small; fp32 storage asks for fp32-class math, which version 1's 3xTF32 gives (~1e-6).
     // Head dims that are not multiples of 8 take version 1.
     int gdn_prefill_version = 0;
     // GatedDeltaNetParams::decode_version for every GDN call (gdn_kernels.h; bench/kernels/NOTES.md
@@ -195,9 +200,9 @@ struct CudaOptions {
 };
 
 // The GDN prefill version a call runs (CudaOptions::gdn_prefill_version): the option's, or with 0
-// (auto) version 4 for bf16 state storage and version 1 for fp32.
+// (auto) version 6 for bf16 state storage (version 4's results, faster) and version 1 for fp32.
 inline int gdn_prefill_version_for(int option, bool ssm_bf16) {
-    return option != 0 ? option : ssm_bf16 ? 4 : 1;
+    return option != 0 ? option : ssm_bf16 ? 6 : 1;
 }
 
 class CudaOps final : public Ops {

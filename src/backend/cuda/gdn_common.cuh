@@ -217,10 +217,17 @@ void launch_cp_state(const RecArgs& a, bool bf16, bool x3, int value_cols, cudaS
 // (sequence, head, value_cols = 16 or 32 columns): V' and the chunk-start states), gdn_tc_out.cu
 // (every chunk's outputs with the gated RMSNorm). Needs the TcLayout workspace; Dk, Dv % 8 == 0.
 // ops: the operand format. kBf16x2 (version 3): every bf16 operand split into hi + lo
-// (RecArgs::tc*l), three products per mma; kF16 (version 4): fp16 operands in version 2's layout.
-enum class TcOperands { kBf16, kBf16x2, kF16 };
+// (RecArgs::tc*l), three products per mma; kF16 (version 4): fp16 operands in version 2's layout;
+// kF16Early (version 5): version 4's operands, arithmetic and results (bit for bit), with the prep's
+// row loads and the output kernel's gate loads issued ahead of their use (NOTES.md "GDN prep and
+// output toward their byte floors"); the state pass is version 4's. Version 6 is version 5 with the
+// state pass at 64 value columns by shape (launch_chunked_any; value_cols 64 takes fp16 operands only).
+enum class TcOperands { kBf16, kBf16x2, kF16, kF16Early };
 inline TcOperands tc_operands(int prefill_version) {
-    return prefill_version == 3 ? TcOperands::kBf16x2 : prefill_version == 4 ? TcOperands::kF16 : TcOperands::kBf16;
+    return prefill_version == 3   ? TcOperands::kBf16x2
+           : prefill_version == 4 ? TcOperands::kF16
+           : prefill_version >= 5 ? TcOperands::kF16Early
+                                  : TcOperands::kBf16;
 }
 template <int D>
 void launch_tc_prep(const RecArgs& a, TcOperands ops, cudaStream_t stream);

@@ -3,7 +3,8 @@
 // (token-serial recurrence, one block per head or persistent blocks streaming the states: decode,
 // short sequences) and gdn_chunked.cu, gdn_cp_*.cu (chunked WY prefill on tensor cores, 3xTF32),
 // gdn_tc_*.cu (prefill_version 2: the same on bf16 tensor cores; 3: with split hi + lo operands;
-// 4: fp16 operands).
+// 4: fp16 operands; 5: version 4 with the prep's and output's loads issued earlier; 6: version 5 with
+// the state pass at 64 value columns).
 // CPU reference: src/backend/cpu/cpu_gdn.cpp (CpuOps::gated_delta_net).
 #include "backend/cuda/gdn_kernels.h"
 
@@ -25,10 +26,11 @@ void check_params(const GatedDeltaNetParams& p) {
     GDN_REQUIRE(p.decode_blocks >= 0);
     GDN_REQUIRE(p.decode_version == 1 || p.decode_version == 2);
     GDN_REQUIRE(p.decode_stages >= 0 && p.decode_stages <= 4);
-    GDN_REQUIRE(p.prefill_version >= 1 && p.prefill_version <= 4);
+    GDN_REQUIRE(p.prefill_version >= 1 && p.prefill_version <= 6);
     if (p.prefill_version >= 2) {
         GDN_REQUIRE(p.Dk % 8 == 0 && p.Dv % 8 == 0);  // 16-byte rows of 16-bit values for cp.async
-        GDN_REQUIRE(p.chunk_value_cols == 0 || p.chunk_value_cols == 16 || p.chunk_value_cols == 32);
+        GDN_REQUIRE(p.chunk_value_cols == 0 || p.chunk_value_cols == 16 || p.chunk_value_cols == 32 ||
+                    (p.chunk_value_cols == 64 && p.prefill_version == 6));
     }
     auto aligned = [](const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; };
     GDN_REQUIRE(aligned(p.qkv) && aligned(p.z) && aligned(p.conv_w) && aligned(p.norm_w) &&
@@ -134,10 +136,19 @@ void launch_chunked_any(const GatedDeltaNetParams& p, const RecArgs& a, cudaStre
     const int64_t T = p.batch.num_tokens, mx = p.batch.max_seq_tokens;
     const int64_t pairs = (mx > 0 ? (T + mx - 1) / mx : T) * p.Nv;
     const bool by_shape = p.chunk_parallel < 0 || p.chunk_value_cols == 0;
-    if (p.prefill_version >= 2) {  // 16-bit tensor cores (gdn_tc_*.cu); 2 bf16, 3 bf16 hi + lo, 4 fp16
+    // 16-bit tensor cores (gdn_tc_*.cu); 2 bf16, 3 bf16 hi + lo, 4 fp16, 5 fp16 with early loads, 6 = 5
+    // with 64-column state blocks. State-pass columns by shape: 16 while the blocks at 32 columns fit
+    // in one wave (one long prompt); version 6: 64 once its blocks at 64 columns are at least one per
+    // SM and Dv > 32 (each then pulls W and k̂ from L2 for twice the columns; NOTES.md "GDN state pass
+    // toward its byte floor"), else 32.
+    if (p.prefill_version >= 2) {
         const gdn::TcOperands ops = gdn::tc_operands(p.prefill_version);
         int cols = p.chunk_value_cols;
-        if (cols == 0) cols = pairs * ((p.Dv + 31) / 32) <= sm_count() ? 16 : 32;
+        if (cols == 0) {
+            const int64_t sms = sm_count();
+            const bool wide = p.prefill_version == 6 && p.Dv > 32 && pairs * ((p.Dv + 63) / 64) >= sms;
+            cols = pairs * ((p.Dv + 31) / 32) <= sms ? 16 : wide ? 64 : 32;
+        }
         if (tc_phases & 1) gdn::launch_tc_prep<D>(a, ops, stream);
         if (tc_phases & 2) gdn::launch_tc_state<D>(a, p.ssm_bf16, ops, cols, stream);
         if (tc_phases & 4) gdn::launch_tc_out<D>(a, ops, stream);

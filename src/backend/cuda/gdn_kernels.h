@@ -105,6 +105,11 @@ struct GatedDeltaNetParams {
     // do not apply. Needs Dk, Dv % 8 == 0 and the workspace of gdn_workspace_bytes(..., 2).
     // 3: version 2 with split operands (each bf16 operand as hi + lo bf16, three mma per product,
     // the lo arrays in the workspace of gdn_workspace_bytes(..., 3); NOTES.md "v5 accuracy").
+    // 4: version 2 on fp16 operands. 5: version 4's results bit for bit, its prep and output
+    // kernels' global loads issued ahead of their use (NOTES.md "GDN prep and output toward their
+    // byte floors"; workspace as 4). 6: version 5 whose state pass takes 64 value columns per block
+    // (8 warps) by shape, or with chunk_value_cols 64: version 5's results bit for bit, W and k̂
+    // pulled from L2 half as often (NOTES.md "GDN state pass toward its byte floor").
     int prefill_version = 1;
 };
 

@@ -89,6 +89,21 @@ __device__ __forceinline__ void tc_b_cols(const uint16_t* X, int ld, int n0, int
     b[1] = ld_u32(r + 8);
 }
 
+// A tile written one column of 32 rows at a time with 16-bit stores (element (n, k) at n * ld + k,
+// ld = 72: rows n, n+8, n+16, n+24 share a bank, a 4-way conflict) and read as B = Xᵀ (tc_b_cols)
+// can swizzle its 32-bit words by row: element (n, k) at n * ld + tc_swz(n, k), word k/2 XOR
+// ((n >> 3) & 3). The column stores of 32 consecutive rows then hit 32 banks, and the reads stay
+// conflict-free: the 8 rows of one B fragment (n0 + 8j + g, n0 % 8 == 0) share the XOR, which
+// permutes t within each group of 4 words (k % 16 == 0). Words stay inside the row (k < 64).
+__device__ __forceinline__ int tc_swz(int n, int k) { return (((k >> 1) ^ ((n >> 3) & 3)) << 1) | (k & 1); }
+__device__ __forceinline__ void tc_b_cols_swz(const uint16_t* X, int ld, int n0, int k, int j, uint32_t (&b)[2]) {
+    const int g = (threadIdx.x & 31) >> 2, t2 = 2 * (threadIdx.x & 3);
+    const int n = n0 + 8 * j + g;
+    const uint16_t* r = X + n * ld;
+    b[0] = ld_u32(r + tc_swz(n, k + t2));
+    b[1] = ld_u32(r + tc_swz(n, k + t2 + 8));
+}
+
 // B from columns n0..: B(k, n) = X[k * ld + n0 + n], tile j.
 __device__ __forceinline__ void tc_b_rows(const uint16_t* X, int ld, int n0, int k, int j, uint32_t (&b)[2]) {
     const int g = (threadIdx.x & 31) >> 2, t2 = 2 * (threadIdx.x & 3);

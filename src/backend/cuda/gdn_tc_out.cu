@@ -13,6 +13,8 @@
 // bf16 tile has a lo twin right after it, P is split on its way to shared memory, and the three
 // products take three mma each (tc_mma_x): D = 128: 193,280 bytes (1 block per SM).
 // Op (gdn_tc_math.cuh) is the operand format: "bf16" above reads fp16 for TcF16 (version 4).
+// kEarly (version 5, TcF16 only): version 4's values bit for bit, the gate z loaded at the start
+// (beside the tiles' cp.async) and the norm weights kept in shared memory (+D floats).
 #include "backend/cuda/gdn_common.cuh"
 #include "backend/cuda/gdn_tc_math.cuh"
 
@@ -21,7 +23,7 @@ namespace {
 
 constexpr int kTcOutThreads = 256;
 
-template <int D, bool X2>
+template <int D, bool X2, bool kEarly = false>
 struct TcOutSmem {
     static constexpr int CT = 64, LD = D + 8, LDP = CT + 8, NS = X2 ? 2 : 1;
     static constexpr int oQ = 0;
@@ -31,15 +33,17 @@ struct TcOutSmem {
     static constexpr int oP = oS + NS * 2 * D * LD;
     static constexpr int oG = oP + NS * 2 * CT * LDP;  // float [64]
     static constexpr int oR = oG + 4 * CT;             // float [64][2]
-    static constexpr size_t bytes = size_t(oR) + 4 * 2 * CT;
+    static constexpr int oNw = oR + 4 * 2 * CT;        // float [D] norm weights (kEarly)
+    static constexpr size_t bytes = size_t(oNw) + (kEarly ? 4 * D : 0);
     // Lo twins, in elements after their hi tile.
     static constexpr int loQ = CT * LD, loS = D * LD, loP = CT * LDP;
 };
 
-template <int D, class Op>
+template <int D, class Op, bool kEarly>
 __global__ void __launch_bounds__(kTcOutThreads, Op::x2 ? 1 : 2) gdn_tc_out_kernel(RecArgs p) {
     constexpr bool X2 = Op::x2;
-    using L = TcOutSmem<D, X2>;
+    static_assert(!(X2 && kEarly), "early gate loads: version 5 (fp16 operands) only");
+    using L = TcOutSmem<D, X2, kEarly>;
     constexpr int CT = 64, NT = kTcOutThreads, LD = L::LD, LDP = L::LDP;
     static_assert(D % 32 == 0 && D <= 128, "D");
 
@@ -58,6 +62,7 @@ __global__ void __launch_bounds__(kTcOutThreads, Op::x2 ? 1 : 2) gdn_tc_out_kern
     uint16_t* const sP = reinterpret_cast<uint16_t*>(sm + L::oP);
     float* const sG = reinterpret_cast<float*>(sm + L::oG);
     float* const sR = reinterpret_cast<float*>(sm + L::oR);
+    [[maybe_unused]] float* const sNw = reinterpret_cast<float*>(sm + L::oNw);
 
     const int h = blockIdx.y;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -82,11 +87,34 @@ __global__ void __launch_bounds__(kTcOutThreads, Op::x2 ? 1 : 2) gdn_tc_out_kern
     }
     ptx::cp_async_commit();
     if (tid < CT) sG[tid] = tid < nc ? p.tcGam[(row0 + tid) * Nv + h] : 0.f;
-    ptx::cp_async_wait<1>();  // q̂, k̂ (V', S may still be in flight)
-    __syncthreads();
 
     const int mi = warp >> 1, half = warp & 1;
     const int m0 = 16 * mi;
+    constexpr int NJ = D / 16;
+    const int n0 = half * (D / 2);
+    // The gate z (and the norm weights) are read only by the norm at the end. Version 4 loads them
+    // there (into registers, before the barrier and before any store to out: a load after a store
+    // to a pointer that may alias it cannot be moved above it). kEarly (version 5) issues the z
+    // loads here, beside the tiles' cp.async, so that they land during the products, and keeps the
+    // norm weights in shared memory (their registers would otherwise stay live across the products).
+    const int64_t ZW = int64_t(Nv) * dv;
+    float2 zs[NJ][2];
+    [[maybe_unused]] float2 ws[NJ][2];
+    auto load_gate = [&] {
+        tc_pairs<NJ>(m0, n0, [&](int j, int e, int r, int cc) {
+            const bool on = r < nc && cc < dv;
+            zs[j][e / 2] = on ? *reinterpret_cast<const float2*>(p.z + (row0 + r) * ZW + int64_t(h) * dv + cc)
+                              : make_float2(0.f, 0.f);
+            if constexpr (!kEarly)
+                ws[j][e / 2] = on ? *reinterpret_cast<const float2*>(p.norm_w + cc) : make_float2(0.f, 0.f);
+        });
+    };
+    if constexpr (kEarly) {
+        if (tid < D) sNw[tid] = tid < dv ? p.norm_w[tid] : 0.f;
+        load_gate();
+    }
+    ptx::cp_async_wait<1>();  // q̂, k̂ (V', S may still be in flight)
+    __syncthreads();
 
     // ---- P = lower(q̂ k̂ᵀ ⊙ e^{γr-γs}) -> sP (every entry written).
     {
@@ -114,8 +142,6 @@ __global__ void __launch_bounds__(kTcOutThreads, Op::x2 ? 1 : 2) gdn_tc_out_kern
     __syncthreads();
 
     // ---- o = e^{γr} q̂ S + P V' (warp: rows m0, columns n0.. of D/2; P lower: k < m0 + 16).
-    constexpr int NJ = D / 16;
-    const int n0 = half * (D / 2);
     float acc[NJ][4];
     tc_zero<NJ>(acc);
     tc_mma_x<NJ, Op>(
@@ -152,41 +178,34 @@ __global__ void __launch_bounds__(kTcOutThreads, Op::x2 ? 1 : 2) gdn_tc_out_kern
         sR[(m0 + g) * 2 + half] = ss0;
         sR[(m0 + g + 8) * 2 + half] = ss1;
     }
-    // The gate z and norm weights in registers before the barrier and before any store to out (a
-    // load after a store to a pointer that may alias it cannot be moved above it: one latency
-    // per pair otherwise).
-    const int64_t ZW = int64_t(Nv) * dv;
-    float2 zs[NJ][2], ws[NJ][2];
-    tc_pairs<NJ>(m0, n0, [&](int j, int e, int r, int cc) {
-        const bool on = r < nc && cc < dv;
-        zs[j][e / 2] = on ? *reinterpret_cast<const float2*>(p.z + (row0 + r) * ZW + int64_t(h) * dv + cc)
-                          : make_float2(0.f, 0.f);
-        ws[j][e / 2] = on ? *reinterpret_cast<const float2*>(p.norm_w + cc) : make_float2(0.f, 0.f);
-    });
+    if constexpr (!kEarly) load_gate();
     __syncthreads();
     tc_pairs<NJ>(m0, n0, [&](int j, int e, int r, int cc) {
         if (r >= nc || cc >= dv) return;
         const float inv = 1.0f / sqrtf((sR[2 * r] + sR[2 * r + 1]) / float(dv) + p.eps);
         const int64_t off = (row0 + r) * ZW + int64_t(h) * dv + cc;
-        const float2 z = zs[j][e / 2], w = ws[j][e / 2];
+        const float2 z = zs[j][e / 2];
+        float2 w;
+        if constexpr (kEarly) w = make_float2(sNw[cc], sNw[cc + 1]);
+        else w = ws[j][e / 2];
         *reinterpret_cast<float2*>(p.out + off) =
             make_float2(w.x * (acc[j][e] * inv) * silu_f(z.x), w.y * (acc[j][e + 1] * inv) * silu_f(z.y));
     });
 }
 
-template <int D, class Op>
+template <int D, class Op, bool kEarly = false>
 void launch_t(const RecArgs& a, cudaStream_t stream) {
-    constexpr size_t smem = TcOutSmem<D, Op::x2>::bytes;
+    constexpr size_t smem = TcOutSmem<D, Op::x2, kEarly>::bytes;
     static bool attr_set[64] = {};
     int dev = 0;
     QS_CUDA_CHECK(cudaGetDevice(&dev));
     if (dev < 0 || dev >= 64 || !attr_set[dev]) {
-        QS_CUDA_CHECK(
-            cudaFuncSetAttribute(gdn_tc_out_kernel<D, Op>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+        QS_CUDA_CHECK(cudaFuncSetAttribute(gdn_tc_out_kernel<D, Op, kEarly>,
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
         if (dev >= 0 && dev < 64) attr_set[dev] = true;
     }
     const dim3 grid(unsigned(a.num_seqs + (a.T + 63) / 64), unsigned(a.Nv));
-    gdn_tc_out_kernel<D, Op><<<grid, kTcOutThreads, smem, stream>>>(a);
+    gdn_tc_out_kernel<D, Op, kEarly><<<grid, kTcOutThreads, smem, stream>>>(a);
     QS_CUDA_CHECK_LAUNCH();
 }
 
@@ -196,6 +215,7 @@ template <int D>
 void launch_tc_out(const RecArgs& a, TcOperands ops, cudaStream_t stream) {
     if (ops == TcOperands::kBf16x2) launch_t<D, TcBf16x2>(a, stream);
     else if (ops == TcOperands::kF16) launch_t<D, TcF16>(a, stream);
+    else if (ops == TcOperands::kF16Early) launch_t<D, TcF16, true>(a, stream);
     else launch_t<D, TcBf16>(a, stream);
 }
 

@@ -15,6 +15,10 @@
 // after it, the products take three mma (tc_mma_x) and q̂, k̂, W, U go out as hi + lo
 // (RecArgs::tc*l): D = 128: 148,224 bytes (1 block per SM).
 // Op (gdn_tc_math.cuh) is the operand format: "bf16" above reads fp16 for TcF16 (version 4).
+// kEarly (version 5, TcF16 only; NOTES.md "GDN prep and output toward their byte floors"): version
+// 4's values bit for bit; each warp's 8 rows of k, v, q are loaded before the gate phase (one memory
+// round trip instead of one per row), and the transposed tiles' words are swizzled by row (tc_swz)
+// so that their 16-bit column stores are free of bank conflicts (4-way otherwise).
 #include "backend/cuda/gdn_chunk_math.cuh"
 #include "backend/cuda/gdn_common.cuh"
 #include "backend/cuda/gdn_tc_math.cuh"
@@ -23,6 +27,9 @@ namespace qs::cuda::gdn {
 namespace {
 
 constexpr int kTcPrepThreads = 256;
+// kEarly: rows of a warp in flight ahead of their use (of its 8; 8 = all issued before the gates).
+constexpr int kPrepPre = 8;
+static_assert(kPrepPre >= 1 && kPrepPre <= 8, "a warp has 8 rows");
 
 template <int D, bool X2>
 struct TcPrepSmem {
@@ -40,9 +47,10 @@ struct TcPrepSmem {
     static constexpr size_t bytes = size_t(oVec) + 3 * 4 * CT;
 };
 
-template <int D, class Op>
+template <int D, class Op, bool kEarly>
 __global__ void __launch_bounds__(kTcPrepThreads, Op::x2 ? 1 : 2) gdn_tc_prep_kernel(RecArgs p) {
     constexpr bool X2 = Op::x2;
+    static_assert(!(X2 && kEarly), "early row loads: version 5 (fp16 operands) only");
     using L = TcPrepSmem<D, X2>;
     constexpr int CT = 64, NT = kTcPrepThreads, LD = L::LD, LDT = L::LDT, LDTB = L::LDTB;
     static_assert(D % 32 == 0 && D <= 128, "D");
@@ -73,7 +81,90 @@ __global__ void __launch_bounds__(kTcPrepThreads, Op::x2 ? 1 : 2) gdn_tc_prep_ke
     const bool head_writer = (h % (Nv / Nk)) == 0;  // writes the key head's q̂, k̂
     const int64_t C = p.C;
 
+    // ---- rows, one warp each: k̂ and k̂ β e^γ, v β (and q̂ to the workspace), bf16.
+    // The row's k, v and q are loaded before any store: the compiler may not move a load from
+    // p.conv above a store to the workspace (they could alias), so loads interleaved with the
+    // stores would wait one memory latency each.
+    constexpr int NE = D / 32, RPW = CT / (NT / 32);  // elements per lane and row; rows per warp
+    auto load_row = [&](int r, float (&kv)[NE], float (&vx)[NE], float (&qv)[NE]) {
+        const bool rv = r < nc;
+        const float* src = p.conv + (row0 + r) * C;
+#pragma unroll
+        for (int j = 0; j < NE; ++j) {
+            const int e = lane + 32 * j;
+            kv[j] = (rv && e < dk) ? src[Nk * dk + kh * dk + e] : 0.f;
+            vx[j] = (rv && e < dv) ? src[2 * Nk * dk + h * dv + e] : 0.f;
+            qv[j] = (head_writer && rv && e < dk) ? src[kh * dk + e] : 0.f;
+        }
+    };
+    auto row = [&](int r, const float (&kv)[NE], const float (&vx)[NE], const float (&qv)[NE]) {
+        const bool rv = r < nc;
+        float ss = 0.f;
+#pragma unroll
+        for (int j = 0; j < NE; ++j) ss = fmaf(kv[j], kv[j], ss);
+#pragma unroll
+        for (int sh = 16; sh >= 1; sh >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, sh);
+        const float fk = 1.0f / sqrtf(ss + 1e-6f), fw = sFk[r], fb = sBeta[r];
+#pragma unroll
+        for (int j = 0; j < NE; ++j) {
+            const int e = lane + 32 * j;
+            const float kn = kv[j] * fk;
+            const float vv = vx[j];
+            if constexpr (X2) {
+                uint16_t hi, lo;
+                split_bf16(kn, hi, lo);
+                sK[r * LD + e] = hi;
+                sK[L::loK + r * LD + e] = lo;
+                if (head_writer && rv && e < dk) {
+                    p.tcK[((row0 + r) * Nk + kh) * dk + e] = hi;
+                    p.tcKl[((row0 + r) * Nk + kh) * dk + e] = lo;
+                }
+                split_bf16(kn * fw, hi, lo);
+                sKw[e * LDTB + r] = hi;
+                sKw[L::loKw + e * LDTB + r] = lo;
+                split_bf16(vv * fb, hi, lo);
+                sV[e * LDTB + r] = hi;
+                sV[L::loKw + e * LDTB + r] = lo;
+            } else {
+                const int rs = kEarly ? tc_swz(e, r) : r;  // the transposed tiles' column (swizzled: kEarly)
+                sK[r * LD + e] = Op::to(kn);
+                sKw[e * LDTB + rs] = Op::to(kn * fw);
+                if (head_writer && rv && e < dk) p.tcK[((row0 + r) * Nk + kh) * dk + e] = Op::to(kn);
+                sV[e * LDTB + rs] = Op::to(vv * fb);
+            }
+        }
+        if (head_writer && rv) {
+            float qq = 0.f;
+#pragma unroll
+            for (int j = 0; j < NE; ++j) qq = fmaf(qv[j], qv[j], qq);
+#pragma unroll
+            for (int sh = 16; sh >= 1; sh >>= 1) qq += __shfl_xor_sync(0xffffffffu, qq, sh);
+            const float fq = p.q_scale / sqrtf(qq + 1e-6f);
+#pragma unroll
+            for (int j = 0; j < NE; ++j) {
+                const int e = lane + 32 * j;
+                if (e >= dk) continue;
+                if constexpr (X2) {
+                    uint16_t hi, lo;
+                    split_bf16(qv[j] * fq, hi, lo);
+                    p.tcQ[((row0 + r) * Nk + kh) * dk + e] = hi;
+                    p.tcQl[((row0 + r) * Nk + kh) * dk + e] = lo;
+                } else {
+                    p.tcQ[((row0 + r) * Nk + kh) * dk + e] = Op::to(qv[j] * fq);
+                }
+            }
+        }
+    };
     // ---- gates; γ = cumsum(g) by warp 0 (after the barrier: it reads all 64 rows).
+    // kEarly (version 5): the warp's first kPrepPre rows are loaded before the gates, and each later
+    // row kPrepPre rows ahead of its use, so that a warp waits on ~one memory latency for its rows
+    // (and the gates' own loads overlap it) instead of one per row (NOTES.md "GDN prep and output
+    // toward their byte floors").
+    [[maybe_unused]] float ek[RPW][NE], ev[RPW][NE], eq[RPW][NE];
+    if constexpr (kEarly) {
+#pragma unroll
+        for (int i = 0; i < kPrepPre; ++i) load_row(warp + 8 * i, ek[i], ev[i], eq[i]);
+    }
     if (tid < CT) {
         float beta = 0.f, gg = 0.f;
         if (tid < nc) {
@@ -103,74 +194,19 @@ __global__ void __launch_bounds__(kTcPrepThreads, Op::x2 ? 1 : 2) gdn_tc_prep_ke
     }
     __syncthreads();
 
-    // ---- rows, one warp each: k̂ and k̂ β e^γ, v β (and q̂ to the workspace), bf16.
-    // The row's k, v and q are loaded before any store: the compiler may not move a load from
-    // p.conv above a store to the workspace (they could alias), so loads interleaved with the
-    // stores would wait one memory latency each.
+    if constexpr (kEarly) {
+#pragma unroll
+        for (int i = 0; i < RPW; ++i) {
+            const int ip = i + kPrepPre;  // the row kPrepPre ahead, if the warp has one (% RPW: in bounds)
+            if (ip < RPW) load_row(warp + 8 * ip, ek[ip % RPW], ev[ip % RPW], eq[ip % RPW]);
+            row(warp + 8 * i, ek[i], ev[i], eq[i]);
+        }
+    } else {
 #pragma unroll 1
-    for (int r = warp; r < CT; r += NT / 32) {
-        const bool rv = r < nc;
-        const float* src = p.conv + (row0 + r) * C;
-        float kv[D / 32], vx[D / 32], qv[D / 32], ss = 0.f;
-#pragma unroll
-        for (int j = 0; j < D / 32; ++j) {
-            const int e = lane + 32 * j;
-            kv[j] = (rv && e < dk) ? src[Nk * dk + kh * dk + e] : 0.f;
-            vx[j] = (rv && e < dv) ? src[2 * Nk * dk + h * dv + e] : 0.f;
-            qv[j] = (head_writer && rv && e < dk) ? src[kh * dk + e] : 0.f;
-        }
-#pragma unroll
-        for (int j = 0; j < D / 32; ++j) ss = fmaf(kv[j], kv[j], ss);
-#pragma unroll
-        for (int sh = 16; sh >= 1; sh >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, sh);
-        const float fk = 1.0f / sqrtf(ss + 1e-6f), fw = sFk[r], fb = sBeta[r];
-#pragma unroll
-        for (int j = 0; j < D / 32; ++j) {
-            const int e = lane + 32 * j;
-            const float kn = kv[j] * fk;
-            const float vv = vx[j];
-            if constexpr (X2) {
-                uint16_t hi, lo;
-                split_bf16(kn, hi, lo);
-                sK[r * LD + e] = hi;
-                sK[L::loK + r * LD + e] = lo;
-                if (head_writer && rv && e < dk) {
-                    p.tcK[((row0 + r) * Nk + kh) * dk + e] = hi;
-                    p.tcKl[((row0 + r) * Nk + kh) * dk + e] = lo;
-                }
-                split_bf16(kn * fw, hi, lo);
-                sKw[e * LDTB + r] = hi;
-                sKw[L::loKw + e * LDTB + r] = lo;
-                split_bf16(vv * fb, hi, lo);
-                sV[e * LDTB + r] = hi;
-                sV[L::loKw + e * LDTB + r] = lo;
-            } else {
-                sK[r * LD + e] = Op::to(kn);
-                sKw[e * LDTB + r] = Op::to(kn * fw);
-                if (head_writer && rv && e < dk) p.tcK[((row0 + r) * Nk + kh) * dk + e] = Op::to(kn);
-                sV[e * LDTB + r] = Op::to(vv * fb);
-            }
-        }
-        if (head_writer && rv) {
-            float qq = 0.f;
-#pragma unroll
-            for (int j = 0; j < D / 32; ++j) qq = fmaf(qv[j], qv[j], qq);
-#pragma unroll
-            for (int sh = 16; sh >= 1; sh >>= 1) qq += __shfl_xor_sync(0xffffffffu, qq, sh);
-            const float fq = p.q_scale / sqrtf(qq + 1e-6f);
-#pragma unroll
-            for (int j = 0; j < D / 32; ++j) {
-                const int e = lane + 32 * j;
-                if (e >= dk) continue;
-                if constexpr (X2) {
-                    uint16_t hi, lo;
-                    split_bf16(qv[j] * fq, hi, lo);
-                    p.tcQ[((row0 + r) * Nk + kh) * dk + e] = hi;
-                    p.tcQl[((row0 + r) * Nk + kh) * dk + e] = lo;
-                } else {
-                    p.tcQ[((row0 + r) * Nk + kh) * dk + e] = Op::to(qv[j] * fq);
-                }
-            }
+        for (int r = warp; r < CT; r += NT / 32) {
+            float kv[NE], vx[NE], qv[NE];
+            load_row(r, kv, vx, qv);
+            row(r, kv, vx, qv);
         }
     }
     __syncthreads();
@@ -238,6 +274,11 @@ __global__ void __launch_bounds__(kTcPrepThreads, Op::x2 ? 1 : 2) gdn_tc_prep_ke
                     tc_b_cols(sV, LDTB, n0, k, j, b);
                     Op::mma(au[j], al, b[0], b[1]);
                     Op::mma(au[j], a, b[0], b[1]);
+                } else if constexpr (kEarly) {
+                    tc_b_cols_swz(sKw, LDTB, n0, k, j, b);
+                    Op::mma(aw[j], a, b[0], b[1]);
+                    tc_b_cols_swz(sV, LDTB, n0, k, j, b);
+                    Op::mma(au[j], a, b[0], b[1]);
                 } else {
                     tc_b_cols(sKw, LDTB, n0, k, j, b);
                     Op::mma(aw[j], a, b[0], b[1]);
@@ -270,19 +311,19 @@ __global__ void __launch_bounds__(kTcPrepThreads, Op::x2 ? 1 : 2) gdn_tc_prep_ke
     }
 }
 
-template <int D, class Op>
+template <int D, class Op, bool kEarly = false>
 void launch_t(const RecArgs& a, cudaStream_t stream) {
     constexpr size_t smem = TcPrepSmem<D, Op::x2>::bytes;
     static bool attr_set[64] = {};
     int dev = 0;
     QS_CUDA_CHECK(cudaGetDevice(&dev));
     if (dev < 0 || dev >= 64 || !attr_set[dev]) {
-        QS_CUDA_CHECK(
-            cudaFuncSetAttribute(gdn_tc_prep_kernel<D, Op>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+        QS_CUDA_CHECK(cudaFuncSetAttribute(gdn_tc_prep_kernel<D, Op, kEarly>,
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
         if (dev >= 0 && dev < 64) attr_set[dev] = true;
     }
     const dim3 grid(unsigned(a.num_seqs + (a.T + 63) / 64), unsigned(a.Nv));
-    gdn_tc_prep_kernel<D, Op><<<grid, kTcPrepThreads, smem, stream>>>(a);
+    gdn_tc_prep_kernel<D, Op, kEarly><<<grid, kTcPrepThreads, smem, stream>>>(a);
     QS_CUDA_CHECK_LAUNCH();
 }
 
@@ -292,6 +333,7 @@ template <int D>
 void launch_tc_prep(const RecArgs& a, TcOperands ops, cudaStream_t stream) {
     if (ops == TcOperands::kBf16x2) launch_t<D, TcBf16x2>(a, stream);
     else if (ops == TcOperands::kF16) launch_t<D, TcF16>(a, stream);
+    else if (ops == TcOperands::kF16Early) launch_t<D, TcF16, true>(a, stream);
     else launch_t<D, TcBf16>(a, stream);
 }
 

@@ -1,31 +1,43 @@
-// Gated DeltaNet prefill versions 2-4 (16-bit tensor cores; bench/kernels/NOTES.md "v5"), step 2 of 3:
+// Gated DeltaNet prefill versions 2-6 (16-bit tensor cores; bench/kernels/NOTES.md "v5"), step 2 of 3:
 // the pass over the chunks in order, split over value columns so that one long prompt still fills
 // the GPU. Inputs from gdn_tc_prep.cu (k̂, W, U, γ; RecArgs::tc*). CPU reference:
 // src/backend/cpu/cpu_gdn.cpp.
 //
-// gdn_tc_state_kernel<D, BV, BF16>: grid (ceil(Dv/BV), Nv, num_seqs), 128 threads (4 warps); block =
-// value columns [v0, v0 + BV) of one (chunked sequence, value head). The state slice S [Dk, BV]
-// lives in the warps' fp32 accumulators for the whole call (read once, written once). Per chunk:
+// gdn_tc_state_kernel<D, BV, BF16>: grid (ceil(Dv/BV), Nv, num_seqs), 128 threads (4 warps; 256 = 8
+// warps at BV 64); block = value columns [v0, v0 + BV) of one (chunked sequence, value head). The
+// state slice S [Dk, BV] lives in the warps' fp32 accumulators for the whole call (read once, written
+// once). Per chunk:
 //   S (bf16) -> shared memory as Sᵀ, and from there to tcH[chunk key] (the output kernel's
 //   chunk-start state, stored transposed: [Dv][Dk]);
 //   V' = U - W S (bf16 mma, fp32) -> tcU in place (bf16);  S ← e^{γlast} S + k̂ᵀ (V' e^{γlast-γ}).
 // The next chunk's W, k̂, U, γ arrive by cp.async into the other of two stages while this one
 // computes. Shared memory (bf16): 2 × (W, k̂ [64][D+8], U [64][BV+8], γ fp32 [64]), Sᵀ [BV][D+8],
 // (scaled V')ᵀ [BV][72] (transposed: the B fragments become 32-bit loads): D = 128: 93,696 bytes
-// at BV 32 (2 blocks per SM), 82,944 at BV 16.
+// at BV 32 (2 blocks per SM), 82,944 at BV 16, 115,200 at BV 64 (2 blocks per SM: 2 × (115,200 +
+// 1,024 reserved) of the SM's 233,472).
+// BV 64 (version 6, fp16 operands only; NOTES.md "GDN state pass toward its byte floor"): the W and
+// k̂ tiles each block pulls from L2 per chunk serve 64 columns instead of 32, so W crosses L2 → SM
+// twice per value head (not 4 times) and k̂ 4 times (not 8). Eight warps: in the S phases warp w owns
+// row tile w (+ 8i) and all 64 columns; in V' = U - W S row tile w % 4 and columns 32 (w / 4) ...
+// + 31. Every accumulator sees the same mma.sync on the same fragments in the same k order as at
+// BV 16 / 32, so the results equal them bit for bit.
 // X2 (version 3, NOTES.md "v5 accuracy"): W, k̂, U arrive as hi + lo (RecArgs::tc*l), every bf16
 // tile has a lo twin right after it, S and V'e^{γlast-γ} are split on their way to shared memory,
 // both products take three mma (tc_mma_x), V' and the chunk-start states go out as hi + lo:
 // D = 128: 186,880 bytes at BV 32, 165,376 at BV 16 (1 block per SM).
-// Op (gdn_tc_math.cuh) is the operand format: "bf16" above reads fp16 for TcF16 (version 4); the
+// Op (gdn_tc_math.cuh) is the operand format: "bf16" above reads fp16 for TcF16 (versions 4-6); the
 // state's own storage (BF16: bf16, else fp32) does not depend on it.
 #include "backend/cuda/gdn_common.cuh"
 #include "backend/cuda/gdn_tc_math.cuh"
 
+#include <type_traits>
+
 namespace qs::cuda::gdn {
 namespace {
 
-constexpr int kTcStateThreads = 128;
+// Warps per block: 4, or 8 at 64 value columns.
+template <int BV>
+constexpr int kTcStateThreads = BV == 64 ? 256 : 128;
 
 template <int D, int kBV, bool X2>
 struct TcStateSmem {
@@ -45,14 +57,18 @@ struct TcStateSmem {
 };
 
 template <int D, int kBV, bool BF16, class Op>
-__global__ void __launch_bounds__(kTcStateThreads, Op::x2 ? 1 : 2) gdn_tc_state_kernel(RecArgs p) {
+__global__ void __launch_bounds__(kTcStateThreads<kBV>, Op::x2 ? 1 : 2) gdn_tc_state_kernel(RecArgs p) {
     constexpr bool X2 = Op::x2;
     using L = TcStateSmem<D, kBV, X2>;
-    constexpr int CT = 64, NT = kTcStateThreads, LD = L::LD, LU = L::LU, LST = L::LST, LVT = L::LVT;
-    constexpr int NJ = kBV / 8;           // 8-column tiles: every warp covers all BV columns
+    constexpr int NT = kTcStateThreads<kBV>, NW = NT / 32;
+    constexpr int CT = 64, LD = L::LD, LU = L::LU, LST = L::LST, LVT = L::LVT;
+    constexpr int NJ = kBV / 8;           // 8-column tiles: in the S phases every warp covers all BV columns
     constexpr int NMS = D / 16;           // 16-row tiles of S
-    constexpr int MPW = (NMS + 3) / 4;    // per warp (warps 2, 3 idle in the S phases when D = 32)
-    static_assert(D % 32 == 0 && D <= 128 && (kBV == 16 || kBV == 32), "D, BV");
+    constexpr int MPW = (NMS + NW - 1) / NW;  // per warp (warps past NMS idle in the S phases: D = 32, 64)
+    constexpr int NWC = NW / 4;           // V' = U - W S: the 4 row tiles of a chunk × NWC column groups
+    constexpr int NJV = NJ / NWC;         // 8-column tiles per warp there
+    static_assert(D % 32 == 0 && D <= 128 && (kBV == 16 || kBV == 32 || kBV == 64), "D, BV");
+    static_assert(!X2 || kBV <= 32, "split operands at 64 columns do not fit in shared memory");
     static_assert(L::loW > 0 && L::loU > 0 && L::loS > 0 && L::loV > 0, "lo twins");  // (also: referenced without X2)
 
     const int s = blockIdx.z;
@@ -103,12 +119,12 @@ __global__ void __launch_bounds__(kTcStateThreads, Op::x2 ? 1 : 2) gdn_tc_state_
     issue(0, 0);
     issue(1, 1);
 
-    // The state slice into the accumulators (rows ms0 = 16 (warp + 4i), all BV columns).
+    // The state slice into the accumulators (rows ms0 = 16 (warp + NW i), all BV columns).
     const int64_t sbase = (int64_t(sq.state_slot) * Nv + h) * dk * dv;
     float acc[MPW][NJ][4];
 #pragma unroll
     for (int i = 0; i < MPW; ++i) {
-        const int ms0 = 16 * (warp + 4 * i);
+        const int ms0 = 16 * (warp + NW * i);
         tc_pairs<NJ>(ms0, 0, [&](int j, int e, int r, int cc) {
             float x0 = 0.f, x1 = 0.f;
             if (ms0 < D && r < dk && cc < vcols) {
@@ -146,7 +162,7 @@ __global__ void __launch_bounds__(kTcStateThreads, Op::x2 ? 1 : 2) gdn_tc_state_
         // ---- S (bf16) -> shared memory, transposed; from there to the chunk-start state tcH.
 #pragma unroll
         for (int i = 0; i < MPW; ++i) {
-            const int ms0 = 16 * (warp + 4 * i);
+            const int ms0 = 16 * (warp + NW * i);
             if (ms0 >= D) continue;
             tc_pairs<NJ>(ms0, 0, [&](int j, int e, int r, int cc) {
                 uint32_t u;
@@ -178,15 +194,17 @@ __global__ void __launch_bounds__(kTcStateThreads, Op::x2 ? 1 : 2) gdn_tc_state_
             }
         }
 
-        // ---- V' = U - W S (warp: rows 16·warp, all BV columns) -> tcU; V' e^{γlast-γ} -> sVs.
+        // ---- V' = U - W S (warp: rows 16 (warp % 4), columns n0 + [0, 8 NJV)) -> tcU; V' e^{γlast-γ} -> sVs.
         {
-            const int m0 = 16 * warp;
-            float av[NJ][4];
-            tc_zero<NJ>(av);
-            tc_mma_x<NJ, Op>(
+            const int m0 = NWC == 1 ? 16 * warp : 16 * (warp % 4), n0 = NWC == 1 ? 0 : 8 * NJV * (warp / 4);
+            float av[NJV][4];
+            tc_zero<NJV>(av);
+            tc_mma_x<NJV, Op>(
                 av, 0, D, [&](int k, uint32_t (&a)[4], bool lo) { tc_a_rows(cW + (lo ? L::loW : 0), LD, m0, k, a); },
-                [&](int k, int j, uint32_t (&bb)[2], bool lo) { tc_b_cols(sS + (lo ? L::loS : 0), LST, 0, k, j, bb); });
-            tc_pairs<NJ>(m0, 0, [&](int j, int e, int r, int cc) {
+                [&](int k, int j, uint32_t (&bb)[2], bool lo) {
+                    tc_b_cols(sS + (lo ? L::loS : 0), LST, n0, k, j, bb);
+                });
+            tc_pairs<NJV>(m0, n0, [&](int j, int e, int r, int cc) {
                 const uint32_t u = *reinterpret_cast<const uint32_t*>(cU + r * LU + cc);
                 float x0 = Op::from(uint16_t(u & 0xffffu)) - av[j][e];
                 float x1 = Op::from(uint16_t(u >> 16)) - av[j][e + 1];
@@ -222,7 +240,7 @@ __global__ void __launch_bounds__(kTcStateThreads, Op::x2 ? 1 : 2) gdn_tc_state_
         // ---- S ← e^{γlast} S + k̂ᵀ (V' e^{γlast-γ}) (A(d, s) = k̂[s][d]).
 #pragma unroll
         for (int i = 0; i < MPW; ++i) {
-            const int ms0 = 16 * (warp + 4 * i);
+            const int ms0 = 16 * (warp + NW * i);
             if (ms0 >= D) continue;
 #pragma unroll
             for (int j = 0; j < NJ; ++j)
@@ -240,7 +258,7 @@ __global__ void __launch_bounds__(kTcStateThreads, Op::x2 ? 1 : 2) gdn_tc_state_
     // The final state.
 #pragma unroll
     for (int i = 0; i < MPW; ++i) {
-        const int ms0 = 16 * (warp + 4 * i);
+        const int ms0 = 16 * (warp + NW * i);
         if (ms0 >= D) continue;
         tc_pairs<NJ>(ms0, 0, [&](int j, int e, int r, int cc) {
             if (r >= dk || cc >= vcols) return;
@@ -256,6 +274,7 @@ __global__ void __launch_bounds__(kTcStateThreads, Op::x2 ? 1 : 2) gdn_tc_state_
 template <int D, int kBV, bool BF16, class Op>
 void launch_t(const RecArgs& a, cudaStream_t stream) {
     constexpr size_t smem = TcStateSmem<D, kBV, Op::x2>::bytes;
+    constexpr int threads = kTcStateThreads<kBV>;
     static bool attr_set[64] = {};
     int dev = 0;
     QS_CUDA_CHECK(cudaGetDevice(&dev));
@@ -265,12 +284,19 @@ void launch_t(const RecArgs& a, cudaStream_t stream) {
         if (dev >= 0 && dev < 64) attr_set[dev] = true;
     }
     const dim3 grid(unsigned((a.Dv + kBV - 1) / kBV), unsigned(a.Nv), unsigned(a.num_seqs));
-    gdn_tc_state_kernel<D, kBV, BF16, Op><<<grid, kTcStateThreads, smem, stream>>>(a);
+    gdn_tc_state_kernel<D, kBV, BF16, Op><<<grid, threads, smem, stream>>>(a);
     QS_CUDA_CHECK_LAUNCH();
 }
 
 template <int D, class Op>
 void launch_x(const RecArgs& a, bool bf16, int value_cols, cudaStream_t stream) {
+    if constexpr (std::is_same_v<Op, TcF16>) {  // 64 columns: fp16 operands (version 6) only
+        if (value_cols == 64) {
+            if (bf16) launch_t<D, 64, true, Op>(a, stream);
+            else launch_t<D, 64, false, Op>(a, stream);
+            return;
+        }
+    }
     if (value_cols == 16) {
         if (bf16) launch_t<D, 16, true, Op>(a, stream);
         else launch_t<D, 16, false, Op>(a, stream);
@@ -285,7 +311,7 @@ void launch_x(const RecArgs& a, bool bf16, int value_cols, cudaStream_t stream) 
 template <int D>
 void launch_tc_state(const RecArgs& a, bool bf16, TcOperands ops, int value_cols, cudaStream_t stream) {
     if (ops == TcOperands::kBf16x2) launch_x<D, TcBf16x2>(a, bf16, value_cols, stream);
-    else if (ops == TcOperands::kF16) launch_x<D, TcF16>(a, bf16, value_cols, stream);
+    else if (ops == TcOperands::kF16 || ops == TcOperands::kF16Early) launch_x<D, TcF16>(a, bf16, value_cols, stream);
     else launch_x<D, TcBf16>(a, bf16, value_cols, stream);
 }
 
