@@ -37,6 +37,15 @@ void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 
 std::vector<Case> cases() { return {{"tiny", tiny_model_config()}, {"real", real_shapes()}}; }
 
+struct OwnedBatch;
+
+// One side of a bitwise comparison of two GDN kernel versions: a CudaOps, its cache, its name.
+struct GdnSide {
+    cuda::CudaOps* gpu;
+    ModelCache* cache;
+    std::string name;
+};
+
 class CudaOpsParity : public ::testing::TestWithParam<Case> {
 protected:
     void SetUp() override {
@@ -56,6 +65,10 @@ protected:
     }
     // GDN prefill versions va and vb give the same bits (defined below, beside its tests).
     void expect_gdn_prefill_versions_equal(int va, int vb);
+    // Both sides against the CPU specification and against each other bit for bit, batch by batch
+    // (defined below, before its first use).
+    void expect_gdn_sides_equal(const std::vector<OwnedBatch>& batches, const GdnSide& a, const GdnSide& b,
+                                ModelCache& cpu_cache, bool ssm_bf16, double bound);
 
     ModelConfig config_;
     std::unique_ptr<ModelWeights> weights_;
@@ -696,6 +709,59 @@ TEST_P(CudaOpsParity, GatedDeltaNetWithStateSlots) {
     }
 }
 
+// Each batch through the CPU specification and through both sides on the same random inputs: each
+// side against the CPU (out and recurrent state within `bound`, the conv window within 1e-6), then
+// the two sides' outputs and recurrent states bit for bit (the versions compared do the same
+// arithmetic in the same order). The batches run in order, so later ones continue from the states
+// the earlier ones left.
+void CudaOpsParity::expect_gdn_sides_equal(const std::vector<OwnedBatch>& batches, const GdnSide& a,
+                                           const GdnSide& b, ModelCache& cpu_cache, bool ssm_bf16, double bound) {
+    const DecoderLayerWeights& l = layer(LayerType::kLinearAttention);
+    const ModelConfig& c = config_;
+    const GdnDims d{c.linear_num_key_heads, c.linear_num_value_heads, c.linear_key_head_dim, c.linear_value_head_dim,
+                    c.linear_conv_kernel_dim, c.rms_norm_eps};
+    const CacheGeometry& g = cpu_cache.geometry();
+    const size_t nc = size_t(g.num_state_slots * g.conv_window * g.conv_dim);
+    const size_t ns = size_t(g.num_state_slots * g.num_value_heads * g.key_head_dim * g.value_head_dim);
+    const std::string storage = ssm_bf16 ? " bf16 state" : " fp32 state";
+    for (size_t bi = 0; bi < batches.size(); ++bi) {
+        const ForwardBatch& fb = batches[bi].batch;
+        const int64_t T = fb.num_tokens();
+        const auto pos = fb.positions();
+        const auto qkv = gpu_test::random_floats(size_t(T * d.conv_dim()), rng_);
+        const auto z = gpu_test::random_floats(size_t(T * d.value_dim()), rng_);
+        const auto bb = gpu_test::random_floats(size_t(T * d.num_value_heads), rng_);
+        const auto ga = gpu_test::random_floats(size_t(T * d.num_value_heads), rng_);
+        std::vector<float> ref(size_t(T * d.value_dim()));
+        cpu_.gated_delta_net(qkv.data(), z.data(), bb.data(), ga.data(), l.gdn, d, fb, cpu_cache, 0, ref.data());
+        const std::vector<float> ref_state(cpu_cache.ssm(0), cpu_cache.ssm(0) + ns);
+        const std::vector<float> ref_conv(cpu_cache.conv(0), cpu_cache.conv(0) + nc);
+        std::vector<float> outs[2], states[2];
+        int k = 0;
+        for (const GdnSide* side : {&a, &b}) {
+            cuda::CudaOps& gpu = *side->gpu;
+            gpu.begin_forward(fb, pos.data());
+            float* out = gpu.alloc(int64_t(ref.size()));
+            gpu.gated_delta_net(gpu_test::to_device(gpu, qkv), gpu_test::to_device(gpu, z),
+                                gpu_test::to_device(gpu, bb), gpu_test::to_device(gpu, ga), l.gdn, d, fb, *side->cache,
+                                0, out);
+            outs[k] = gpu_test::to_host(gpu, out, ref.size());
+            auto* st = gpu.storage(side->cache);
+            states[k] = gpu_test::read_device(st->ssm(0), ns, ssm_bf16 ? 2 : 4);
+            const std::string what = side->name + storage + " batch " + std::to_string(bi);
+            EXPECT_LT(normalised_error(outs[k], ref), bound) << "out " << what;
+            EXPECT_LT(normalised_error(gpu_test::read_device(st->conv(0), nc, 4), ref_conv), 1e-6) << "conv state " << what;
+            EXPECT_LT(normalised_error(states[k], ref_state), bound) << "recurrent state " << what;
+            gpu.free_all();
+            ++k;
+        }
+        const std::string which = a.name + " against " + b.name + "," + storage + ", batch " + std::to_string(bi);
+        EXPECT_EQ(std::memcmp(outs[0].data(), outs[1].data(), outs[0].size() * sizeof(float)), 0) << "out bits, " << which;
+        EXPECT_EQ(std::memcmp(states[0].data(), states[1].data(), states[0].size() * sizeof(float)), 0)
+            << "state bits, " << which;
+    }
+}
+
 // The streaming decode kernel's version 2 (CudaOptions::gdn_decode_version = 2; gdn_decode.cu,
 // bench/kernels/NOTES.md "GDN decode v2") against the CPU specification, bf16 state (the streaming
 // kernel serves decode-only batches with bf16 state by shape): prompts leave non-zero states, then
@@ -703,10 +769,7 @@ TEST_P(CudaOpsParity, GatedDeltaNetWithStateSlots) {
 // of 1-3 tokens. Version 2 does version 1's arithmetic in the same order, so a second CudaOps on
 // version 1 fed the same inputs must give the same out and state bits.
 TEST_P(CudaOpsParity, GatedDeltaNetDecodeVersion2) {
-    const DecoderLayerWeights& l = layer(LayerType::kLinearAttention);
     const ModelConfig& c = config_;
-    const GdnDims d{c.linear_num_key_heads, c.linear_num_value_heads, c.linear_key_head_dim, c.linear_value_head_dim,
-                    c.linear_conv_kernel_dim, c.rms_norm_eps};
     cuda::CudaOptions o1;
     o1.poison = true;
     o1.ssm_bf16 = true;
@@ -729,45 +792,8 @@ TEST_P(CudaOpsParity, GatedDeltaNetDecodeVersion2) {
     batches.push_back(make_batch({{{72, 2, 2}, {3, 3, 0}, {15, 1, 5}, {6, 2, 1}}}, 16, 1, rng_, int(c.vocab_size)));
     batches.push_back(make_batch({{{74, 1, 2}, {6, 1, 0}, {16, 1, 5}, {8, 1, 1}, {11, 1, 4}}}, 16, 1, rng_,
                                  int(c.vocab_size)));
-    const size_t nc = size_t(g.num_state_slots * g.conv_window * g.conv_dim);
-    const size_t ns = size_t(g.num_state_slots * g.num_value_heads * g.key_head_dim * g.value_head_dim);
-    for (size_t bi = 0; bi < batches.size(); ++bi) {
-        const ForwardBatch& b = batches[bi].batch;
-        const int64_t T = b.num_tokens();
-        const auto pos = b.positions();
-        const auto qkv = gpu_test::random_floats(size_t(T * d.conv_dim()), rng_);
-        const auto z = gpu_test::random_floats(size_t(T * d.value_dim()), rng_);
-        const auto bb = gpu_test::random_floats(size_t(T * d.num_value_heads), rng_);
-        const auto a = gpu_test::random_floats(size_t(T * d.num_value_heads), rng_);
-        std::vector<float> ref(size_t(T * d.value_dim()));
-        cpu_.gated_delta_net(qkv.data(), z.data(), bb.data(), a.data(), l.gdn, d, b, cpu_cache, 0, ref.data());
-        std::vector<float> outs[2], states[2];
-        int k = 0;
-        for (auto [gpu, cache] : {std::pair{&gpu1, cache1.get()}, std::pair{&gpu2, cache2.get()}}) {
-            gpu->begin_forward(b, pos.data());
-            float* out = gpu->alloc(int64_t(ref.size()));
-            gpu->gated_delta_net(gpu_test::to_device(*gpu, qkv), gpu_test::to_device(*gpu, z),
-                                 gpu_test::to_device(*gpu, bb), gpu_test::to_device(*gpu, a), l.gdn, d, b, *cache, 0, out);
-            outs[k] = gpu_test::to_host(*gpu, out, ref.size());
-            auto* st = gpu->storage(cache);
-            states[k] = gpu_test::read_device(st->ssm(0), ns, 2);
-            const std::string what = "version " + std::to_string(k + 1) + " batch " + std::to_string(bi);
-            EXPECT_LT(normalised_error(outs[k], ref), kBf16Bound) << "out " << what;
-            EXPECT_LT(normalised_error(gpu_test::read_device(st->conv(0), nc, 4),
-                                       std::vector<float>(cpu_cache.conv(0), cpu_cache.conv(0) + nc)),
-                      1e-6)
-                << "conv state " << what;
-            EXPECT_LT(normalised_error(states[k], std::vector<float>(cpu_cache.ssm(0), cpu_cache.ssm(0) + ns)),
-                      kBf16Bound)
-                << "recurrent state " << what;
-            gpu->free_all();
-            ++k;
-        }
-        EXPECT_EQ(std::memcmp(outs[0].data(), outs[1].data(), outs[0].size() * sizeof(float)), 0)
-            << "out bits, version 1 against 2, batch " << bi;
-        EXPECT_EQ(std::memcmp(states[0].data(), states[1].data(), states[0].size() * sizeof(float)), 0)
-            << "state bits, version 1 against 2, batch " << bi;
-    }
+    expect_gdn_sides_equal(batches, {&gpu1, cache1.get(), "version 1"}, {&gpu2, cache2.get(), "version 2"}, cpu_cache,
+                           /*ssm_bf16=*/true, kBf16Bound);
 }
 
 // Prefill version 2 (CudaOptions::gdn_prefill_version = 2: the chunked sequences on bf16 tensor
@@ -850,10 +876,7 @@ TEST_P(CudaOpsParity, GatedDeltaNetPrefillVersion2) {
 // 16-sequence batch and its continuation); both are also checked against the CPU specification
 // (kF16OperandBound with fp32 state, kBf16Bound with bf16).
 void CudaOpsParity::expect_gdn_prefill_versions_equal(int va, int vb) {
-    const DecoderLayerWeights& l = layer(LayerType::kLinearAttention);
     const ModelConfig& c = config_;
-    const GdnDims d{c.linear_num_key_heads, c.linear_num_value_heads, c.linear_key_head_dim, c.linear_value_head_dim,
-                    c.linear_conv_kernel_dim, c.rms_norm_eps};
     for (bool ssm_bf16 : {false, true}) {
         const double bound = ssm_bf16 ? kBf16Bound : kF16OperandBound;
         cuda::CudaOptions oa;
@@ -882,48 +905,8 @@ void CudaOpsParity::expect_gdn_prefill_versions_equal(int va, int vb) {
         for (int s = 0; s < 16; ++s) more.push_back({200 + 7 * s, 70 + s, 4 + s});
         batches.push_back(make_batch(many, 16, 1, rng_, vocab));
         batches.push_back(make_batch(more, 16, 1, rng_, vocab));
-        const size_t nc = size_t(g.num_state_slots * g.conv_window * g.conv_dim);
-        const size_t ns = size_t(g.num_state_slots * g.num_value_heads * g.key_head_dim * g.value_head_dim);
-        for (size_t bi = 0; bi < batches.size(); ++bi) {
-            const ForwardBatch& b = batches[bi].batch;
-            const int64_t T = b.num_tokens();
-            const auto pos = b.positions();
-            const auto qkv = gpu_test::random_floats(size_t(T * d.conv_dim()), rng_);
-            const auto z = gpu_test::random_floats(size_t(T * d.value_dim()), rng_);
-            const auto bb = gpu_test::random_floats(size_t(T * d.num_value_heads), rng_);
-            const auto a = gpu_test::random_floats(size_t(T * d.num_value_heads), rng_);
-            std::vector<float> ref(size_t(T * d.value_dim()));
-            cpu_.gated_delta_net(qkv.data(), z.data(), bb.data(), a.data(), l.gdn, d, b, cpu_cache, 0, ref.data());
-            std::vector<float> outs[2], states[2];
-            int k = 0;
-            for (auto [gpu, cache] : {std::pair{&gpua, cachea.get()}, std::pair{&gpub, cacheb.get()}}) {
-                gpu->begin_forward(b, pos.data());
-                float* out = gpu->alloc(int64_t(ref.size()));
-                gpu->gated_delta_net(gpu_test::to_device(*gpu, qkv), gpu_test::to_device(*gpu, z),
-                                     gpu_test::to_device(*gpu, bb), gpu_test::to_device(*gpu, a), l.gdn, d, b,
-                                     *cache, 0, out);
-                outs[k] = gpu_test::to_host(*gpu, out, ref.size());
-                auto* st = gpu->storage(cache);
-                states[k] = gpu_test::read_device(st->ssm(0), ns, ssm_bf16 ? 2 : 4);
-                const std::string what = "version " + std::to_string(k == 0 ? va : vb) +
-                                         (ssm_bf16 ? " bf16 state" : " fp32 state") + " batch " + std::to_string(bi);
-                EXPECT_LT(normalised_error(outs[k], ref), bound) << "out " << what;
-                EXPECT_LT(normalised_error(gpu_test::read_device(st->conv(0), nc, 4),
-                                           std::vector<float>(cpu_cache.conv(0), cpu_cache.conv(0) + nc)),
-                          1e-6)
-                    << "conv state " << what;
-                const std::vector<float> ref_state(cpu_cache.ssm(0), cpu_cache.ssm(0) + ns);
-                EXPECT_LT(normalised_error(states[k], ref_state), bound) << "recurrent state " << what;
-                gpu->free_all();
-                ++k;
-            }
-            const std::string which = "version " + std::to_string(va) + " against " + std::to_string(vb) + ", " +
-                                      (ssm_bf16 ? "bf16" : "fp32") + " state, batch " + std::to_string(bi);
-            EXPECT_EQ(std::memcmp(outs[0].data(), outs[1].data(), outs[0].size() * sizeof(float)), 0)
-                << "out bits, " << which;
-            EXPECT_EQ(std::memcmp(states[0].data(), states[1].data(), states[0].size() * sizeof(float)), 0)
-                << "state bits, " << which;
-        }
+        expect_gdn_sides_equal(batches, {&gpua, cachea.get(), "version " + std::to_string(va)},
+                               {&gpub, cacheb.get(), "version " + std::to_string(vb)}, cpu_cache, ssm_bf16, bound);
     }
 }
 
