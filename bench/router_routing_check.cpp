@@ -26,6 +26,7 @@
 #include <fmt/format.h>
 
 #include "backend/cpu/cpu_ops.h"
+#include "backend/router_check.h"
 #include "core/dtype.h"
 #include "io/npy.h"
 #include "model/single_sequence.h"
@@ -78,24 +79,6 @@ void row_logits(int method, const float* x, const std::vector<float>& w, int64_t
     }
 }
 
-std::vector<int> top_set_d(const double* l, int64_t E, int64_t k) {
-    std::vector<int> idx(static_cast<size_t>(E));
-    std::iota(idx.begin(), idx.end(), 0);
-    std::stable_sort(idx.begin(), idx.end(), [&](int i, int j) { return l[i] > l[j]; });
-    idx.resize(size_t(k));
-    std::sort(idx.begin(), idx.end());
-    return idx;
-}
-
-std::vector<int> top_set(const float* l, int64_t E, int64_t k) {
-    std::vector<int> idx(static_cast<size_t>(E));
-    std::iota(idx.begin(), idx.end(), 0);
-    std::stable_sort(idx.begin(), idx.end(), [&](int i, int j) { return l[i] > l[j]; });
-    idx.resize(size_t(k));
-    std::sort(idx.begin(), idx.end());
-    return idx;
-}
-
 // The CPU backend, watching each MoE call's routing (the forward itself is unchanged).
 struct RoutingWatch : CpuOps {
     // Perturbation experiment: each row's x again with every element moved by one fp32 ulp up or
@@ -131,13 +114,13 @@ struct RoutingWatch : CpuOps {
                     change = std::max(change, std::fabs(l1[size_t(e)] - l0[size_t(e)]));
                 }
                 pert_change[m] += change / std::max(scale, 1e-30);
-                pert_flips[m] += top_set_d(l0.data(), E, top_k) != top_set_d(l1.data(), E, top_k);
+                pert_flips[m] += top_k_set(l0.data(), E, top_k) != top_k_set(l1.data(), E, top_k);
             }
         }
         for (int64_t t = 0; t < T; ++t) {
             const float* a = fp32.data() + t * E;
             ++tokens;
-            if (top_set(a, E, top_k) != top_set(split.data() + t * E, E, top_k)) ++flips;
+            if (top_k_set(a, E, top_k) != top_k_set(split.data() + t * E, E, top_k)) ++flips;
             if (top_k < E) {
                 std::vector<float> s(a, a + E);
                 std::sort(s.begin(), s.end(), std::greater<float>());

@@ -10,21 +10,6 @@
 
 namespace qs {
 
-namespace {
-
-// The top-k experts of one row by logit (descending; ties to the lower index, as the routing's
-// softmax keeps the order of the logits), as a sorted set.
-std::vector<int> top_set(const float* l, int64_t E, int64_t k) {
-    std::vector<int> idx(static_cast<size_t>(E));
-    std::iota(idx.begin(), idx.end(), 0);
-    std::stable_sort(idx.begin(), idx.end(), [&](int i, int j) { return l[i] > l[j]; });
-    idx.resize(size_t(k));
-    std::sort(idx.begin(), idx.end());
-    return idx;
-}
-
-}  // namespace
-
 int64_t compare_router_call(const float* got, const float* got_gate, const float* ref, const float* ref_gate,
                             int64_t T, int64_t E, int64_t top_k, double bound, RouterCheckStats& stats,
                             std::string& report) {
@@ -48,7 +33,7 @@ int64_t compare_router_call(const float* got, const float* got_gate, const float
         bool changed = false;
         double gap = 0.0;
         if (top_k < E) {
-            changed = top_set(r, E, top_k) != top_set(g, E, top_k);
+            changed = top_k_set(r, E, top_k) != top_k_set(g, E, top_k);
             std::vector<float> s(r, r + E);
             std::sort(s.begin(), s.end(), std::greater<float>());
             gap = (double(s[size_t(top_k - 1)]) - s[size_t(top_k)]) / std::max(scale, 1e-30);

@@ -8,8 +8,11 @@
 // and the row it happened at says where.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <numeric>
 #include <string>
+#include <vector>
 
 namespace qs {
 
@@ -23,6 +26,18 @@ struct RouterCheckStats {
     double max_rel_diff = 0.0;     // over every row compared
     double max_gap_at_change = 0.0;  // the largest reference gap (relative) where a top-k set changed
 };
+
+// The top-k experts of one row by logit (descending; ties to the lower index, as the routing's
+// softmax keeps the order of the logits), as a sorted set.
+template <class Logit>
+std::vector<int> top_k_set(const Logit* l, int64_t E, int64_t k) {
+    std::vector<int> idx(static_cast<size_t>(E));
+    std::iota(idx.begin(), idx.end(), 0);
+    std::stable_sort(idx.begin(), idx.end(), [&](int i, int j) { return l[i] > l[j]; });
+    idx.resize(size_t(k));
+    std::sort(idx.begin(), idx.end());
+    return idx;
+}
 
 // Compares one call: got / ref logits [T, E] and gate logits [T]. Adds to `stats`; appends a line
 // for each of the first few suspicious rows to `report`. Returns this call's suspicious rows.
