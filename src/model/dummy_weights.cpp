@@ -29,6 +29,18 @@ namespace {
 
 using namespace dummy;
 
+// `shape` elements of a shared buffer from element `offset` on, as a WeightBuffer that keeps the
+// whole buffer alive (the dummy linears' codes and scales are slices of per-layer buffers).
+template <class T>
+WeightBuffer slice_of(const std::shared_ptr<T[]>& buf, int64_t offset, DType dtype, std::vector<int64_t> shape) {
+    WeightBuffer b;
+    b.dtype = dtype;
+    b.shape = std::move(shape);
+    b.data = buf.get() + offset;
+    b.owner = std::shared_ptr<const void>(buf, buf.get());
+    return b;
+}
+
 // Work collected while the weights are laid out, then done by run() in one parallel loop (so
 // many small per-expert matrices keep every thread busy). Each task fills a part of one tensor:
 // dense: values [first, first + n) of its stream as bf16; fp8: one 128-row block row of a matrix
@@ -127,14 +139,8 @@ public:
         w.format = WeightFormat::kFP8Block;
         w.out_features = out;
         w.in_features = in;
-        w.weight.dtype = DType::kF8E4M3;
-        w.weight.shape = {out, in};
-        w.weight.data = codes.get() + code_offset;
-        w.weight.owner = std::shared_ptr<const void>(codes, codes.get());
-        w.scale_inv.dtype = DType::kF32;
-        w.scale_inv.shape = {fp8_num_blocks(out), fp8_num_blocks(in)};
-        w.scale_inv.data = scales.get() + scale_offset;
-        w.scale_inv.owner = std::shared_ptr<const void>(scales, scales.get());
+        w.weight = slice_of(codes, code_offset, DType::kF8E4M3, {out, in});
+        w.scale_inv = slice_of(scales, scale_offset, DType::kF32, {fp8_num_blocks(out), fp8_num_blocks(in)});
         FillJob j;
         j.key = key_of(stream);
         j.a = a;
@@ -162,14 +168,8 @@ public:
         w.int_params.packing = IntPacking::kCompressed;
         w.int_params.bits = 4;
         w.int_params.group_size = g;
-        w.weight.dtype = DType::kI32;
-        w.weight.shape = {out, in / 8};
-        w.weight.data = codes.get() + code_offset;
-        w.weight.owner = std::shared_ptr<const void>(codes, codes.get());
-        w.scales.dtype = DType::kBF16;
-        w.scales.shape = {out, in / g};
-        w.scales.data = scales.get() + scale_offset;
-        w.scales.owner = std::shared_ptr<const void>(scales, scales.get());
+        w.weight = slice_of(codes, code_offset, DType::kI32, {out, in / 8});
+        w.scales = slice_of(scales, scale_offset, DType::kBF16, {out, in / g});
         FillJob j;
         j.key = key_of(stream);
         j.a = a;
@@ -194,14 +194,8 @@ public:
         w.format = WeightFormat::kNvfp4;
         w.out_features = out;
         w.in_features = in;
-        w.weight.dtype = DType::kU8;
-        w.weight.shape = {out, in / 2};
-        w.weight.data = codes.get() + code_offset;
-        w.weight.owner = std::shared_ptr<const void>(codes, codes.get());
-        w.scales.dtype = DType::kF8E4M3;
-        w.scales.shape = {out, in / kNvfp4RtnGroupSize};
-        w.scales.data = scales.get() + scale_offset;
-        w.scales.owner = std::shared_ptr<const void>(scales, scales.get());
+        w.weight = slice_of(codes, code_offset, DType::kU8, {out, in / 2});
+        w.scales = slice_of(scales, scale_offset, DType::kF8E4M3, {out, in / kNvfp4RtnGroupSize});
         w.global_scale = nvfp4_global_scale(a);
         w.nvfp4_global = Nvfp4Global::kDivide;
         FillJob j;
