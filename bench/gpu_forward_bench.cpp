@@ -28,8 +28,9 @@
 //          blocks, bit-identical to 5)
 //          [--gdn-decode-version 1|2]  (CudaOptions::gdn_decode_version: the streaming GDN decode
 //          kernel's version; 2 = bench/kernels/NOTES.md "GDN decode v2")
-//          [--gdn-decode-kernel -1|0|1]  (CudaOptions::gdn_decode_kernel: the token-serial GDN
-//          sequences' kernel; -1 = by shape, 0 = one block per head, 1 = streaming)
+//          [--gdn-decode-kernel -1|0|1|2]  (CudaOptions::gdn_decode_kernel: the token-serial GDN
+//          sequences' kernel; -1 = by shape, 0 = one block per head, 1 = streaming, 2 = one-token
+//          rows by warp slices)
 //          [--moe-int4-grouped 0|1]  (CudaOptions::moe_int4_grouped: with --dummy-format int4-w4a16,
 //          MoE calls of 9..1,024 rows on the INT4 tensor-core grouped GEMMs instead of the BF16 copy)
 //          [--moe-int4-grouped-max-t N]  (CudaOptions::moe_int4_grouped_max_t, default 0 = 1,024 with
@@ -254,7 +255,7 @@ int run(const Args& args) {
         !pick("moe-router-kernel", {0, 1, 2}, &co.moe_router_kernel) ||
         !pick("gdn-prefill-version", {0, 1, 2, 3, 4, 5, 6}, &co.gdn_prefill_version) ||
         !pick("gdn-decode-version", {1, 2}, &co.gdn_decode_version) ||
-        !pick("gdn-decode-kernel", {-1, 0, 1}, &co.gdn_decode_kernel) ||
+        !pick("gdn-decode-kernel", {-1, 0, 1, 2}, &co.gdn_decode_kernel) ||
         !pick("moe-int4-grouped", {0, 1}, &co.moe_int4_grouped) ||
         !pick("nvfp4-kernels", {0, 1}, &co.nvfp4_kernels) ||
         !pick("fp8-small-rows", {0, 1, 2, 3, 4}, &co.fp8_small_rows) ||

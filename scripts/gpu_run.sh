@@ -44,6 +44,13 @@
 #           tests (with CudaOpsParity.GatedDeltaNetDecodeVersion2); ~1.5 min
 #   gdn_dec2_step  the 512-sequence FP8-lean k=0 decode step (gpu_forward_bench --mode mtp --mtp-k 0
 #           --mtp-seqs 512), --gdn-decode-version 1 then 2 (two engines: ~3 min; STAGE_TIMEOUT=300)
+#   gdn_slices  the one-token GDN decode kernel by warp slices (gdn_decode_slices.cu, decode_kernel 2,
+#           by shape since it was added): `gdn_lab --decode` (serial, streaming v1/v2 and slices at 1 / 64
+#           / 512 sequences: CPU-reference checks, µs, GB/s) and the GPU tests *GatedDeltaNet*,
+#           CudaModel.*, CudaGraphs* on the bundle's defaults
+#   gdn_slices_step  the 512-sequence FP8-lean k=0 decode step (gpu_forward_bench --mode mtp --mtp-k 0
+#           --mtp-seqs 512) with --gdn-decode-kernel 1 (streaming: the default before), 0 and -1 (the
+#           default: warp slices); three engines, ~4 min: STAGE_TIMEOUT=300
 #   gdn_tc  the GDN lab's prefill version 2 mode (gdn_lab --tc: bf16 tensor-core chunk phases against
 #           today's default at 16 × 1,024, 1 × 16,384, 64 × 256 and a varlen mix, reference check,
 #           µs and TFLOP/s) and the GPU GDN parity tests (with CudaOpsParity.GatedDeltaNetPrefillVersion2)
@@ -182,6 +189,13 @@ for stage in "$@"; do
                                --dummy-format fp8-block --gdn-state-dtype bf16 --kv-cache-dtype fp8_e4m3 --mode mtp \
                                --mtp-k 0 --mtp-seqs 512 --gdn-decode-version "$v"
                        done ;;
+        gdn_slices) run gdn_lab_decode_slices "$B/gdn_lab" --decode
+                    run gpu_tests_gdn_slices "$B/qs_gpu_tests" --gtest_color=no --gtest_filter='*GatedDeltaNet*:CudaModel.*:CudaGraphs*' ;;
+        gdn_slices_step) for k in 1 0 -1; do
+                             run "gdn_slices_step_k$k" "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b --load-format dummy \
+                                 --dummy-format fp8-block --gdn-state-dtype bf16 --kv-cache-dtype fp8_e4m3 --mode mtp \
+                                 --mtp-k 0 --mtp-seqs 512 --gdn-decode-kernel "$k"
+                         done ;;
         gdn_tc) run gdn_lab_tc "$B/gdn_lab" --tc
                 run gpu_tests_gdn "$B/qs_gpu_tests" --gtest_color=no --gtest_filter='*GatedDeltaNet*' ;;
         gdn_acc) run gdn_lab_tc "$B/gdn_lab" --tc

@@ -1,7 +1,7 @@
 // Lab for the Gated DeltaNet CUDA kernels (src/backend/cuda/gdn_kernels.{h,cu}).
 // Build (from the repository root):
 //   mkdir -p build-gpu && nvcc -O3 -std=c++20 -gencode=arch=compute_90a,code=sm_90a -Isrc bench/kernels/gdn_lab.cu src/backend/cuda/gdn_*.cu -o build-gpu/gdn_lab
-// Run: build-gpu/gdn_lab [--quick | --quick-real | --quick-cpar | --quick-decode | --quick-tc | --cpar | --decode | --tc] [seed]
+// Run: build-gpu/gdn_lab [--quick | --quick-real | --quick-cpar | --quick-decode | --quick-slices | --quick-tc | --cpar | --decode | --tc] [seed]
 //   (exit code != 0 on any FAIL)
 //   --tc: prefill versions 2 (bf16 tensor cores, gdn_tc_*.cu), 3 (the same, split operands) and 4
 //   (fp16 operands) against today's default on the same inputs: varlen mix, 16 × 1024, 1 × 16,384,
@@ -303,6 +303,8 @@ void poison(void* d, size_t bytes) { QS_CUDA_CHECK(cudaMemset(d, 0xff, bytes)); 
 // block per (sequence, head) (gdn_serial.cu), -1 by shape (streaming for decode-only batches).
 // blocks: the streaming kernel's grid (decode_blocks; 0 = 2 per SM).
 // dver: the streaming kernel's version (decode_version; 2 = NOTES.md "GDN decode v2").
+// dec 2: the one-token sequences by warp slices (gdn_decode_slices.cu; bf16 state, Dk = Dv = 64 or
+// 128; NOTES.md "GDN decode v5: warp slices"), the rest as -1 (plain decode, mixed) or -1 (spans).
 struct Path {
     int chunk_min;
     bool x3;
@@ -327,10 +329,10 @@ struct Path {
                     : ver == 5 ? "/v5-f16e"
                     : ver == 6 ? "/v6-f16w"
                                : "/bf16");
-        if (chunk_min <= 0) return dec == 1 ? "stream" + b : dec == 0 ? "serial" : "serial-auto";
+        if (chunk_min <= 0) return dec == 2 ? "slices" + b : dec == 1 ? "stream" + b : dec == 0 ? "serial" : "serial-auto";
         std::string n = cpar ? (chunk_min == 1 ? "cpar-all" : "cpar") : (chunk_min == 1 ? "chunked-all" : "auto");
         if (cpar && cols) n += std::to_string(cols);
-        if (dec >= 0) n += dec == 1 ? "+stream" + b : "+serial";
+        if (dec >= 0) n += dec == 2 ? "+slices" + b : dec == 1 ? "+stream" + b : "+serial";
         else if (dver == 2) n += "+dec-v2";  // by shape, the streaming kernel in version 2
         return n + (x3 ? "/3xtf32" : "/tf32");
     }
@@ -342,6 +344,10 @@ const Path kChunkAll{1, true}, kAuto{64, true}, kChunkAllTf32{1, false}, kAutoTf
 const Path kCparAll{1, true, true}, kCpar{64, true, true}, kCparAllTf32{1, false, true}, kCparTf32{64, false, true};
 const Path kCparAll64{1, true, true, 64}, kCpar32{64, true, true, 32}, kCpar64{64, true, true, 64};
 const Path kCpar32Tf32{64, false, true, 32}, kCpar64Tf32{64, false, true, 64};
+// The warp-slice kernel for one-token sequences (decode_kernel 2): by occupancy, 1 or 3 persistent
+// blocks (every block serves many items: the ring of stages wraps), and beside the chunked kernel.
+const Path kSlices{0, true, false, 0, 2}, kSlices1{0, true, false, 0, 2, 1}, kSlices3{0, true, false, 0, 2, 3};
+const Path kAutoSlices{64, true, false, 0, 2}, kAutoSlices3{64, true, false, 0, 2, 3};
 Path decode_v2(Path p) {
     p.dver = 2;
     return p;
@@ -961,9 +967,35 @@ void decode_quick_cases(std::mt19937_64& rng, double tol_state_bf16) {
     }
 }
 
+// The warp-slice kernel (decode_kernel 2; bf16 state, Dk = Dv = 64 or 128) against the reference:
+// plain decode batches (slots out of order, non-zero states) by occupancy and with 1 or 3 blocks
+// (the ring of stages wraps around many items); one-token MTP spans with defer_state and spare slots;
+// spans of 2-3 (by shape: the other kernels) and mixed batches where it serves the one-token
+// sequences beside gdn_serial.cu (2 .. 63 tokens) and the chunked kernel; the real shape.
+void slices_quick_cases(std::mt19937_64& rng, double tol_state_bf16) {
+    for (const Shape* sh : {&kTiny, &kReal}) {
+        const bool real = sh == &kReal;
+        const Problem Q = real ? make_problem(*sh, {1, 1, 1}, {2, 0, 3}, 4, rng, true)
+                               : make_problem(*sh, {1, 1, 1, 1, 1, 1}, {5, 0, 3, 7, 1, 6}, 9, rng, true);
+        const Ref RQ = make_ref(Q, true);
+        for (const Path& path : {kSlices, kSlices1, kSlices3}) check_case("slices/decode", Q, RQ, true, path, tol_state_bf16);
+        if (real) continue;
+        Problem V = make_problem(*sh, {1, 1, 1, 1, 1}, {4, 0, 5, 2, 1}, 9, rng, true);
+        V.defer = {1, 0, 1, 1, 0};
+        V.spare = {6, -1, -1, 3, -1};
+        const Ref RV = make_ref(V, true);
+        for (const Path& path : {kSlices, kSlices3}) check_case("slices/spare", V, RV, true, path, tol_state_bf16);
+        const Problem S = make_problem(*sh, {2, 1, 3, 1}, {3, 0, 4, 1}, 6, rng, true);
+        check_case("slices/spans", S, make_ref(S, true), true, kSlices, tol_state_bf16);
+        const Problem M = make_problem(*sh, {1, 70, 1, 3, 1, 65, 2}, {7, 0, 3, 5, 1, 6, 2}, 9, rng, true);
+        const Ref RM = make_ref(M, true);
+        for (const Path& path : {kAutoSlices, kAutoSlices3}) check_case("slices/mixed", M, RM, true, path, tol_state_bf16);
+    }
+}
+
 // --decode: the issue's decode shapes (real model, 1 / 64 / 512 sequences of 1 token, fp32 and
 // bf16 state): the one-block-per-head kernel, the streaming kernel (version 1, today's default for
-// bf16 state) and its version 2 against the reference (512: the streaming ones only, every 4th
+// bf16 state), its version 2 and (bf16) the warp-slice kernel against the reference (512: the streaming ones only, every 4th
 // sequence checked, to stay near a minute), version 2's bits against version 1's, then timed, then
 // two tables (every path; version 1 against version 2).
 int run_decode(std::mt19937_64& rng) {
@@ -993,9 +1025,10 @@ int run_decode(std::mt19937_64& rng) {
                 big ? std::vector<Path>{kStream, kStreamV2} : std::vector<Path>{kSerial, kStream, kStreamV2};
             for (const Path& path : checked) check_case(name, P, R, bf16, path, bf16 ? kStateBf16Tol : -1);
             if (bf16) check_case(name, P, R, bf16, kStreamV2s2, kStateBf16Tol);  // version 2 on 2 of its 3 stages
+            if (bf16) check_case(name, P, R, bf16, kSlices, kStateBf16Tol);      // warp slices (decode_kernel 2)
             expect_same_bits(name, kStream, kStreamV2);
             if (bf16) expect_same_bits(name, kStream, kStreamV2s2);
-            time_case(name, P, bf16, bf16 ? std::vector<Path>{kSerial, kStream, kStreamV2, kStreamV2s2}
+            time_case(name, P, bf16, bf16 ? std::vector<Path>{kSerial, kStream, kStreamV2, kStreamV2s2, kSlices}
                                           : std::vector<Path>{kSerial, kStream, kStreamV2});
         }
     }
@@ -1033,6 +1066,7 @@ int main(int argc, char** argv) {
     // no timing), as run by the host emulation (bench/kernels/emu/run_emu.sh).
     std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress visible when logged to a file
     bool quick = false, quick_real = false, quick_cpar = false, quick_decode = false, cpar = false, decode = false;
+    bool quick_slices = false;
     bool tc = false, quick_tc = false, tc_speed = false;
     int only_ver = 0;  // --quick-tc --ver N: that prefill version's cases alone (the inputs stay the same)
     uint64_t seed = uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
@@ -1047,6 +1081,8 @@ int main(int argc, char** argv) {
             decode = true;
         else if (std::strcmp(argv[i], "--quick-decode") == 0)
             quick_decode = true;
+        else if (std::strcmp(argv[i], "--quick-slices") == 0)
+            quick_slices = true;
         else if (std::strcmp(argv[i], "--quick-cpar") == 0)
             quick_cpar = true;
         else if (std::strcmp(argv[i], "--tc") == 0)
@@ -1115,8 +1151,14 @@ int main(int argc, char** argv) {
         return g_failures ? 1 : 0;
     }
     if (decode) return run_decode(rng);
+    if (quick_slices) {  // the warp-slice decode kernel alone (for the emulation)
+        slices_quick_cases(rng, kStateBf16Tol);
+        std::printf("\n%s: %d failure(s) (quick-slices)\n", g_failures ? "FAIL" : "PASS", g_failures);
+        return g_failures ? 1 : 0;
+    }
     if (quick_decode) {  // the token-serial kernels alone, small shapes (for the emulation)
         decode_quick_cases(rng, kStateBf16Tol);
+        slices_quick_cases(rng, kStateBf16Tol);
         const Problem P = make_problem(kOdd36, {1, 5, 70, 2, 1}, {5, 0, 3, 2, 1}, 6, rng, false);
         const Ref R = make_ref(P, false);
         for (const Path& path : {kStream, kStream1, kAutoStream}) check_case("mixed", P, R, false, path);

@@ -65,10 +65,10 @@ protected:
     }
     // GDN prefill versions va and vb give the same bits (defined below, beside its tests).
     void expect_gdn_prefill_versions_equal(int va, int vb);
-    // Both sides against the CPU specification and against each other bit for bit, batch by batch
-    // (defined below, before its first use).
+    // Both sides against the CPU specification and against each other, batch by batch: bit for bit
+    // (sides_bound < 0), or within sides_bound of each other (defined below, before its first use).
     void expect_gdn_sides_equal(const std::vector<OwnedBatch>& batches, const GdnSide& a, const GdnSide& b,
-                                ModelCache& cpu_cache, bool ssm_bf16, double bound);
+                                ModelCache& cpu_cache, bool ssm_bf16, double bound, double sides_bound = -1);
 
     ModelConfig config_;
     std::unique_ptr<ModelWeights> weights_;
@@ -670,8 +670,9 @@ TEST_P(CudaOpsParity, GatedDeltaNetWithStateSlots) {
         batches.push_back(make_batch({{{71, 1, 2}, {3, 900, 0}, {163, 65, 3}, {5, 63, 1}}}, 16, 1, rng_,
                                      int(c.vocab_size)));
         batches.push_back(make_batch({{{963, 2000, 0}}}, 16, 1, rng_, int(c.vocab_size)));  // one long prompt
-        // Decode-only batches (the streaming kernel, gdn_decode.cu, chosen by shape): one token per
-        // sequence, slots out of order; then 1-3 tokens per sequence (MTP-verification-like).
+        // Decode-only batches (by shape: gdn_decode_slices.cu at the real shape with bf16 state, else the
+        // streaming kernel, gdn_decode.cu): one token per sequence, slots out of order; then 1-3 tokens
+        // per sequence (MTP-verification-like: the streaming kernel).
         batches.push_back(make_batch({{{228, 1, 3}, {2963, 1, 0}, {72, 1, 2}, {68, 1, 1}}}, 16, 1, rng_,
                                      int(c.vocab_size)));
         batches.push_back(make_batch({{{229, 2, 3}, {73, 3, 2}, {2964, 1, 0}}}, 16, 1, rng_, int(c.vocab_size)));
@@ -712,10 +713,12 @@ TEST_P(CudaOpsParity, GatedDeltaNetWithStateSlots) {
 // Each batch through the CPU specification and through both sides on the same random inputs: each
 // side against the CPU (out and recurrent state within `bound`, the conv window within 1e-6), then
 // the two sides' outputs and recurrent states bit for bit (the versions compared do the same
-// arithmetic in the same order). The batches run in order, so later ones continue from the states
-// the earlier ones left.
+// arithmetic in the same order), or, with sides_bound >= 0 (kernels that sum in other orders),
+// within sides_bound of each other. The batches run in order, so later ones continue from the
+// states the earlier ones left.
 void CudaOpsParity::expect_gdn_sides_equal(const std::vector<OwnedBatch>& batches, const GdnSide& a,
-                                           const GdnSide& b, ModelCache& cpu_cache, bool ssm_bf16, double bound) {
+                                           const GdnSide& b, ModelCache& cpu_cache, bool ssm_bf16, double bound,
+                                           double sides_bound) {
     const DecoderLayerWeights& l = layer(LayerType::kLinearAttention);
     const ModelConfig& c = config_;
     const GdnDims d{c.linear_num_key_heads, c.linear_num_value_heads, c.linear_key_head_dim, c.linear_value_head_dim,
@@ -756,6 +759,11 @@ void CudaOpsParity::expect_gdn_sides_equal(const std::vector<OwnedBatch>& batche
             ++k;
         }
         const std::string which = a.name + " against " + b.name + "," + storage + ", batch " + std::to_string(bi);
+        if (sides_bound >= 0) {
+            EXPECT_LT(normalised_error(outs[0], outs[1]), sides_bound) << "out, " << which;
+            EXPECT_LT(normalised_error(states[0], states[1]), sides_bound) << "state, " << which;
+            continue;
+        }
         EXPECT_EQ(std::memcmp(outs[0].data(), outs[1].data(), outs[0].size() * sizeof(float)), 0) << "out bits, " << which;
         EXPECT_EQ(std::memcmp(states[0].data(), states[1].data(), states[0].size() * sizeof(float)), 0)
             << "state bits, " << which;
@@ -774,6 +782,7 @@ TEST_P(CudaOpsParity, GatedDeltaNetDecodeVersion2) {
     o1.poison = true;
     o1.ssm_bf16 = true;
     o1.gdn_decode_version = 1;
+    o1.gdn_decode_kernel = 1;  // the streaming kernel also for one-token rows (by shape: warp slices)
     cuda::CudaOptions o2 = o1;
     o2.gdn_decode_version = 2;
     cuda::CudaOps gpu1(o1), gpu2(o2);
@@ -794,6 +803,43 @@ TEST_P(CudaOpsParity, GatedDeltaNetDecodeVersion2) {
                                  int(c.vocab_size)));
     expect_gdn_sides_equal(batches, {&gpu1, cache1.get(), "version 1"}, {&gpu2, cache2.get(), "version 2"}, cpu_cache,
                            /*ssm_bf16=*/true, kBf16Bound);
+}
+
+// The warp-slice kernel for one-token sequences (CudaOptions::gdn_decode_kernel = 2;
+// gdn_decode_slices.cu, bench/kernels/NOTES.md "GDN decode v5: warp slices"; bf16 state, Dk = Dv =
+// 64 or 128, so at the real shape; the tiny shape's 16-wide heads take the other kernels) against
+// the CPU specification and against the one-block-per-head kernel (decode_kernel 0): prompts, then
+// decode-only batches (slots out of order), a mixed batch where it serves the one-token rows beside
+// gdn_serial.cu (2-3 tokens) and the chunked kernel, and spans of 1-3 tokens (by shape: the other
+// kernels). The two sum in different orders, so the sides are compared within 1e-4, not bitwise.
+TEST_P(CudaOpsParity, GatedDeltaNetDecodeSlices) {
+    const ModelConfig& c = config_;
+    cuda::CudaOptions o0;
+    o0.poison = true;
+    o0.ssm_bf16 = true;
+    o0.gdn_decode_kernel = 0;
+    cuda::CudaOptions o2 = o0;
+    o2.gdn_decode_kernel = 2;
+    cuda::CudaOps gpu0(o0), gpu2(o2);
+    gpu0.prepare_weights(weight_set(*weights_));
+    gpu2.prepare_weights(weight_set(*weights_));
+    const CacheGeometry g = CacheGeometry::for_model(c, 7, 16, 7, false, KvCacheDtype::kBF16);
+    ModelCache cpu_cache(g);
+    auto cache0 = gpu0.make_cache(g);
+    auto cache2 = gpu2.make_cache(g);
+    std::vector<OwnedBatch> batches;  // built in place (spans point into the owned tables)
+    batches.push_back(make_batch({{{0, 70, 2}, {0, 2, 0}, {0, 13, 5}, {0, 5, 1}, {0, 9, 4}, {0, 3, 6}}}, 16, 1, rng_,
+                                 int(c.vocab_size)));
+    batches.push_back(make_batch({{{70, 1, 2}, {2, 1, 0}, {13, 1, 5}, {5, 1, 1}, {9, 1, 4}}}, 16, 1, rng_,
+                                 int(c.vocab_size)));
+    batches.push_back(make_batch({{{14, 1, 5}, {71, 1, 2}, {10, 1, 4}, {3, 1, 6}}}, 16, 1, rng_, int(c.vocab_size)));
+    batches.push_back(make_batch({{{72, 1, 2}, {3, 3, 0}, {15, 1, 5}, {6, 80, 1}, {4, 2, 6}}}, 16, 1, rng_,
+                                 int(c.vocab_size)));
+    batches.push_back(make_batch({{{73, 2, 2}, {6, 3, 0}, {16, 1, 5}, {86, 2, 1}}}, 16, 1, rng_, int(c.vocab_size)));
+    batches.push_back(make_batch({{{75, 1, 2}, {9, 1, 0}, {17, 1, 5}, {88, 1, 1}, {11, 1, 4}, {6, 1, 6}}}, 16, 1,
+                                 rng_, int(c.vocab_size)));
+    expect_gdn_sides_equal(batches, {&gpu0, cache0.get(), "one block per head"}, {&gpu2, cache2.get(), "warp slices"},
+                           cpu_cache, /*ssm_bf16=*/true, kBf16Bound, /*sides_bound=*/1e-4);
 }
 
 // Prefill version 2 (CudaOptions::gdn_prefill_version = 2: the chunked sequences on bf16 tensor

@@ -59,7 +59,9 @@ inline cuda::CudaOptions& apply_test_router_env(cuda::CudaOptions& o) {
 // CudaOptions::attention_decode_version for those tests (the decode attention kernel's version 2),
 // and QS_TEST_SHARED_LINEAR_INPUT (0 or 1; unset = the default) sets
 // CudaOptions::shared_linear_input, so the model-level tests can run on either setting of those
-// two options (both default to the new path since session 17's H200 run).
+// two options (both default to the new path since session 17's H200 run). QS_TEST_GDN_DECODE_KERNEL
+// (-1, 0, 1 or 2; unset = the default) sets CudaOptions::gdn_decode_kernel (2: the warp-slice
+// kernel for one-token rows).
 inline cuda::CudaOptions& apply_test_env(cuda::CudaOptions& o) {
     if (const char* a = std::getenv("QS_TEST_ATTENTION_DECODE_VERSION"); a != nullptr && *a != 0) {
         const std::string s(a);
@@ -74,6 +76,12 @@ inline cuda::CudaOptions& apply_test_env(cuda::CudaOptions& o) {
         o.shared_linear_input = std::stoi(s);
     }
     apply_test_router_env(o);
+    if (const char* k = std::getenv("QS_TEST_GDN_DECODE_KERNEL"); k != nullptr && *k != 0) {
+        const std::string s(k);
+        if (s != "-1" && s != "0" && s != "1" && s != "2")
+            throw std::invalid_argument("QS_TEST_GDN_DECODE_KERNEL must be -1, 0, 1 or 2 (got '" + s + "')");
+        o.gdn_decode_kernel = std::stoi(s);
+    }
     const char* v = std::getenv("QS_TEST_GDN_PREFILL_VERSION");
     if (v == nullptr || *v == 0) return o;
     const std::string s(v);

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Runs kernel correctness cases on the CPU, the kernels' own source executed by the host emulation
 # in this folder (no GPU needed; slow: minutes). From the repository root:
-#   sh bench/kernels/emu/run_emu.sh [gdn] [--quick-real|--quick-cpar|--quick-decode|--quick-tc] [seed]
+#   sh bench/kernels/emu/run_emu.sh [gdn] [--quick-real|--quick-cpar|--quick-decode|--quick-slices|--quick-tc] [seed]
 #                                                      GDN lab's --quick cases (default) or those named
 #   sh bench/kernels/emu/run_emu.sh attention [seed] [--real]      attention cases (attention_emu.cpp)
 #   sh bench/kernels/emu/run_emu.sh int4                            INT4 small-row linear (int4_emu.cpp)
@@ -83,5 +83,5 @@ for f in src/backend/cuda/gdn_*.cu bench/kernels/gdn_lab.cu; do
     python3 bench/kernels/emu/prepare.py $f $out/$(basename $f .cu)_emu.cpp
 done
 g++ -std=c++20 -O2 -w -Ibench/kernels/emu/gdn -I$out -Isrc -Isrc/backend/cuda -Ibench/kernels $out/gdn_*_emu.cpp -o $out/gdn_lab_emu
-case "$1" in --quick-real|--quick-cpar|--quick-decode|--quick-tc) ;; *) set -- --quick "$@" ;; esac
+case "$1" in --quick-real|--quick-cpar|--quick-decode|--quick-slices|--quick-tc) ;; *) set -- --quick "$@" ;; esac
 exec $out/gdn_lab_emu "$@"

@@ -122,12 +122,17 @@ struct CudaOptions {
     // the H200 lab run (`gdn_lab --decode`).
     int gdn_decode_version = 1;
     // GatedDeltaNetParams::decode_kernel for every GDN call: the kernel of the token-serial
-    // sequences (decode rows, MTP verification, short prompts). -1 (default) by shape (the
-    // streaming kernel for decode-only batches with bf16 state, gdn_kernels.h), 0 the
+    // sequences (decode rows, MTP verification, short prompts). -1 (default) by shape (warp slices
+    // for one-token rows, then the streaming kernel for decode-only batches with bf16 state,
+    // gdn_kernels.h), 0 the
     // one-block-per-head kernel (gdn_serial.cu), 1 the streaming kernel (gdn_decode.cu). For
     // measuring the by-shape choice end to end (`gpu_forward_bench --gdn-decode-kernel`): the
     // lab put the two within 5 % of each other at 512 sequences with bf16 state, in either order
-    // on different days (bench/kernels/NOTES.md "GDN decode v3").
+    // on different days (bench/kernels/NOTES.md "GDN decode v3"). 2 the one-token sequences by
+    // warp slices (gdn_decode_slices.cu, bench/kernels/NOTES.md "GDN decode v5: warp slices";
+    // bf16 state, Dk = Dv = 64 or 128) in plain decode and mixed steps, the by-shape choice
+    // elsewhere; -1 takes it too where it applies (H200: 430.7 µs per layer at 512 sequences
+    // against 519.2 streaming and 493.6 one block per head).
     int gdn_decode_kernel = -1;
     // MoeParams::int4_grouped for MoE calls on INT4 W4A16 experts above the small-T path (9 <= T
     // <= 1,024; bench/kernels/NOTES.md "INT4 MoE grouped GEMM"): 0 (default) the BF16 copies of the

@@ -72,6 +72,7 @@ struct RecArgs {
     int Nk, Nv, Dk, Dv, C;
     float eps, q_scale;
     int chunk_min_tokens;  // sequences with n >= this are skipped (chunked kernel); <= 0: none
+    int skip_single;       // gdn_serial.cu / gdn_decode.cu: 1 = one-token sequences are gdn_decode_slices.cu's
     int stream_stages;     // gdn_decode.cu version 2: cp.async stages in use (0 = all; GatedDeltaNetParams::decode_stages)
     // Chunk-parallel path only (gdn_cp_*.cu; layout in CpLayout):
     float* conv_mut;       // = conv; the prep kernel overwrites each chunked row's v with U
@@ -204,6 +205,12 @@ void launch_chunked(const RecArgs& a, bool bf16, bool x3, int num_seqs, cudaStre
 // (GatedDeltaNetParams::decode_version).
 template <int D>
 void launch_stream(const RecArgs& a, bool bf16, int version, int blocks, cudaStream_t stream);
+// The one-token sequences with bf16 state, a warp per 16 value columns of a (sequence, value head)
+// (gdn_decode_slices.cu; decode_kernel 2), for Dk = Dv = D = 64 or 128 (slices_supported). blocks:
+// persistent blocks, 0 = as many as fit on `sms` SMs.
+bool slices_supported(int Dk, int Dv, bool bf16);
+template <int D>
+void launch_slices(const RecArgs& a, int blocks, int sms, cudaStream_t stream);
 // The chunk-parallel path for the same sequences as launch_chunked (gdn_cp_prep.cu: per-chunk WY
 // precompute; gdn_cp_state.cu: the pass over chunks per (sequence, head, value_cols = 32 or 64
 // value columns; 64 only at D = 128) with the outputs, then their gated RMSNorm). Needs the

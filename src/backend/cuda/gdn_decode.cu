@@ -171,7 +171,7 @@ __global__ void __launch_bounds__(StreamTile<D, BF16, VER>::NT, 2) gdn_stream_ke
         if (item < total) {
             const DeviceSeq* sq = p.seqs + item / Nv;
             const int n = sq->num_tokens;
-            if (n > 0 && !(p.chunk_min_tokens > 0 && n >= p.chunk_min_tokens)) {
+            if (n > 0 && !(p.chunk_min_tokens > 0 && n >= p.chunk_min_tokens) && !(n == 1 && p.skip_single)) {
                 d.row_begin = sq->row_begin;
                 d.n = n;
                 d.slot = sq->state_slot;

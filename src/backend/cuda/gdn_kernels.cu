@@ -22,7 +22,7 @@ void check_params(const GatedDeltaNetParams& p) {
     GDN_REQUIRE(p.K >= 2 && p.K <= 4);
     GDN_REQUIRE(p.batch.num_tokens >= 0 && p.batch.num_seqs >= 0);
     GDN_REQUIRE(p.batch.num_seqs <= 65535);
-    GDN_REQUIRE(p.decode_kernel >= -1 && p.decode_kernel <= 1);
+    GDN_REQUIRE(p.decode_kernel >= -1 && p.decode_kernel <= 2);
     GDN_REQUIRE(p.decode_blocks >= 0);
     GDN_REQUIRE(p.decode_version == 1 || p.decode_version == 2);
     GDN_REQUIRE(p.decode_stages >= 0 && p.decode_stages <= 4);
@@ -56,6 +56,7 @@ RecArgs make_rec_args(const GatedDeltaNetParams& p) {
     a.eps = p.eps;
     a.q_scale = 1.0f / std::sqrt(float(p.Dk));
     a.chunk_min_tokens = p.chunk_min_tokens;
+    a.skip_single = 0;
     a.stream_stages = p.decode_stages;
     const CpLayout lay = cp_layout(p.batch.num_tokens, a.C, p.Nk, p.Nv, p.Dk);
     float* const ws = static_cast<float*>(p.workspace);
@@ -97,6 +98,7 @@ RecArgs make_rec_args(const GatedDeltaNetParams& p) {
 using gdn::check_params;
 using gdn::launch_chunked;
 using gdn::launch_serial;
+using gdn::launch_slices;
 using gdn::launch_stream;
 
 size_t gdn_workspace_bytes(int64_t num_tokens, int64_t conv_dim, int Nk, int Nv, int Dk) {
@@ -182,14 +184,34 @@ void launch_gdn_recurrence(const GatedDeltaNetParams& p, cudaStream_t stream) {
     // The token-serial sequences: streamed through shared memory by persistent blocks (decode-only
     // batches by default) or one block per (sequence, value head).
     const int mx = p.batch.max_seq_tokens;
+    const int D = (p.Dk > p.Dv ? p.Dk : p.Dv);
+    // decode_kernel 2 (and -1 while kGdnDecodeSlicesByShape): the one-token sequences by warp slices (gdn_decode_slices.cu) where the shape
+    // allows it and the batch may hold them beside nothing else token-serial (plain decode) or beside
+    // chunked sequences (mixed steps) or unknown lengths (max_seq_tokens 0); then gdn_serial.cu takes
+    // the sequences of 2 .. chunk_min_tokens − 1 tokens, if the batch may have any. Elsewhere (MTP
+    // verification and commit spans) decode_kernel 2 means the by-shape choice below.
+    const bool slices = (p.decode_kernel == 2 || (p.decode_kernel < 0 && kGdnDecodeSlicesByShape)) &&
+                        gdn::slices_supported(p.Dk, p.Dv, p.ssm_bf16) && (mx == 1 || mx == 0 || chunked);
+    if (slices) {
+        a.skip_single = 1;
+        if (D == 64) {
+            if (chunked) launch_chunked_any<64>(p, a, stream);
+            launch_slices<64>(a, p.decode_blocks, int(sm_count()), stream);
+            if (mx != 1) launch_serial<64>(a, p.ssm_bf16, S, stream);
+        } else {
+            if (chunked) launch_chunked_any<128>(p, a, stream);
+            launch_slices<128>(a, p.decode_blocks, int(sm_count()), stream);
+            if (mx != 1) launch_serial<128>(a, p.ssm_bf16, S, stream);
+        }
+        return;
+    }
     const bool by_shape = kGdnDecodeStreamByShape && p.ssm_bf16 && mx >= 1 && mx <= kGdnDecodeStreamMaxTokens;
-    const bool stream_k = p.decode_kernel == 1 || (p.decode_kernel < 0 && by_shape);
+    const bool stream_k = p.decode_kernel == 1 || (p.decode_kernel != 0 && by_shape);
     int blocks = p.decode_blocks;
     if (stream_k && blocks == 0) {
         const int64_t items = int64_t(S) * p.Nv, cap = 2 * int64_t(sm_count());
         blocks = int(items < cap ? items : cap);
     }
-    const int D = (p.Dk > p.Dv ? p.Dk : p.Dv);
     if (D <= 32) {
         if (chunked) launch_chunked_any<32>(p, a, stream);
         if (stream_k) launch_stream<32>(a, p.ssm_bf16, p.decode_version, blocks, stream);

@@ -79,6 +79,13 @@ struct GatedDeltaNetParams {
     // 1 <= batch.max_seq_tokens <= kGdnDecodeStreamMaxTokens: plain decode, MTP verification and
     // commit, while kGdnDecodeStreamByShape; else kernel 0: with fp32 state kernel 0 is faster). Both are correct for any such sequence, so a stale
     // max_seq_tokens in a replayed graph only picks the other kernel.
+    // 2: the one-token sequences by a warp per 16 value columns of a (sequence, head), no barrier but
+    // one per item for the norm (gdn_decode_slices.cu; bf16 state, Dk = Dv = 64 or 128), in batches
+    // with max_seq_tokens 1 (plain decode), 0 (unknown) or >= chunk_min_tokens (mixed steps), the other
+    // token-serial sequences by kernel 0 beside it; otherwise (MTP spans of 2 .. 8, other shapes,
+    // fp32 state) as kernels 0 / 1 by shape. With max_seq_tokens 1 nothing else runs, so a batch must
+    // not then hold a longer sequence (decode graphs are captured and replayed for one-token rows only).
+    // -1 takes 2 where it applies while kGdnDecodeSlicesByShape.
     int decode_kernel = -1;
     // Added: blocks of the streaming kernel; 0 = min(num_seqs · Nv, 2 per SM). Other values are for
     // the lab and the emulation (e.g. 1 block that serves every item).
@@ -120,6 +127,9 @@ struct GatedDeltaNetParams {
 // again (bench/kernels/NOTES.md, GDN v4, has the H200 comparison).
 inline constexpr int kGdnDecodeStreamMaxTokens = 8;
 inline constexpr bool kGdnDecodeStreamByShape = true;
+// decode_kernel = -1 takes the warp-slice kernel (2) for the one-token rows of plain decode and mixed
+// batches where its shape and state apply (bench/kernels/NOTES.md "GDN decode v5: warp slices").
+inline constexpr bool kGdnDecodeSlicesByShape = true;
 
 // The streaming decode kernel's plan for state tiles up to D x D (D = 32, 64, 128): resident blocks
 // per SM on this device (cudaOccupancyMaxActiveBlocksPerMultiprocessor; the default grid assumes 2)

@@ -29,7 +29,7 @@ __global__ void __launch_bounds__(kSerialThreads, 2) gdn_serial_kernel(RecArgs p
 
     const DeviceSeq sq = p.seqs[blockIdx.y];
     const int n = sq.num_tokens;
-    if (n <= 0 || (p.chunk_min_tokens > 0 && n >= p.chunk_min_tokens)) return;
+    if (n <= 0 || (p.chunk_min_tokens > 0 && n >= p.chunk_min_tokens) || (n == 1 && p.skip_single)) return;
 
     const int h = blockIdx.x;
     const int tid = threadIdx.x, tx = tid % TX, wy = tid / TX, lane = tid & 31;

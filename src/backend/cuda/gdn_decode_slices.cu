@@ -1,0 +1,301 @@
+// Gated DeltaNet, step 2c: the single-token sequences (plain decode rows) with bf16 state, one warp
+// per 16 value columns of a (sequence, value head); GatedDeltaNetParams::decode_kernel = 2
+// (gdn_kernels.h). CPU reference: src/backend/cpu/cpu_gdn.cpp. Same maths as gdn_serial.cu:
+//   mk = Sᵀk, mq = Sᵀq (raw q, k),  δ = β (v − decay·r_k·mk),  o = decay·r_q·mq + (q̂·k̂) δ,
+//   S ← decay·S + k̂ δᵀ,  out = gated RMSNorm(o).
+// Why another decode kernel (bench/kernels/NOTES.md "GDN decode v5: warp slices"): gdn_decode.cu
+// streams whole [D, D] states through shared memory, but every item passes four block barriers and a
+// column sum through shared memory, and reaches 62 % of copy bandwidth at 512 sequences. For one
+// token the value columns are independent: column c needs only S[:, c], q, k, v_c, z_c and the
+// gates. So here a warp owns 16 columns of one head (D rows × 32 bytes of bf16 state) and does
+// everything for them without a barrier, except one per item for the gated RMSNorm's sum over the
+// head's columns.
+//
+// gdn_slices_kernel<D> (D = Dk = Dv = 64 or 128): persistent blocks of D/16 warps; block b serves the
+//   items (sequence s, value head h) = item / Nv, item % Nv for item = b, b + gridDim.x, ...; warp w
+//   takes columns 16w .. 16w + 15 of every item. Lane (rg = lane / 2, hf = lane % 2) holds rows
+//   rg + 16i (i < D/16) and columns 16w + 8hf .. + 7: one 16-byte chunk per row, so each warp
+//   instruction moves 16 rows × 32 bytes (whole sectors). The state chunks come by cp.async into a
+//   lane-private ring of kSliceStages items in shared memory (each lane reads back only what it
+//   copied: no barrier, no __syncwarp), two items ahead of the one computed; the token inputs
+//   (q, k at the lane's rows, v, z at one column, b, a, A_log, dt_bias) come by plain loads one
+//   item ahead, into registers. Per item: Sᵀk and Sᵀq partials over the lane's rows (16 values),
+//   a transposing reduction over the 16 row lanes (15 shuffles: lane rg ends with value rg, i.e.
+//   Sᵀk of column rg for rg < 8, Sᵀq of column rg − 8 above), δ and o per column, δ broadcast to
+//   the lanes by 8 shuffles, the update re-read from the ring and stored as bf16 (streaming
+//   stores), and the norm: each warp's Σo² into shared memory, one barrier, the head's sum.
+// Only sequences with exactly one token are served; the others belong to the chunked kernel or to
+// gdn_serial.cu / gdn_decode.cu (launch_gdn_recurrence tells those to skip single tokens when this
+// kernel runs beside them). defer_state (MTP verification) with one token: the state goes to its
+// slot and, with a spare slot, to the spare too (what gdn_serial.cu does for a one-token span).
+// Not bit-identical to gdn_serial.cu or gdn_decode.cu (other summation orders); within the same
+// bounds of the reference.
+#include "backend/cuda/gdn_common.cuh"
+#include "backend/cuda/ptx_helpers.cuh"
+
+namespace qs::cuda::gdn {
+namespace {
+
+constexpr int kSliceCols = 16;   // value columns per warp
+constexpr int kSliceStages = 3;  // ring items per lane: the one computed and two ahead
+
+template <int D>
+struct SliceTile {
+    static constexpr int NWARP = D / kSliceCols;  // warps per block = column slices per head
+    static constexpr int NT = NWARP * 32;
+    static constexpr int RL = D / 16;             // rows per lane
+    static constexpr int kLaneStage = RL * 16;    // bytes of one item's chunks per lane
+    static constexpr int kWarpStage = 32 * kLaneStage;
+    // Ring: [warp][stage][chunk i][lane] 16-byte chunks (lane-major per chunk: conflict-free reads).
+    static constexpr int kSmemBytes = NWARP * kSliceStages * kWarpStage;  // 96 KB at D = 128
+    static_assert(D % 16 == 0 && NWARP >= 1 && NT <= 1024, "bad tile");
+};
+
+__device__ __forceinline__ float bf16_lo(uint32_t u) { return __uint_as_float(u << 16); }
+__device__ __forceinline__ float bf16_hi(uint32_t u) { return __uint_as_float(u & 0xffff0000u); }
+__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
+    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&v);
+}
+__device__ __forceinline__ void unpack8(const uint4& u, float (&x)[8]) {
+    x[0] = bf16_lo(u.x); x[1] = bf16_hi(u.x); x[2] = bf16_lo(u.y); x[3] = bf16_hi(u.y);
+    x[4] = bf16_lo(u.z); x[5] = bf16_hi(u.z); x[6] = bf16_lo(u.w); x[7] = bf16_hi(u.w);
+}
+
+// An item's sequence as this kernel needs it; served = 0: not a single-token sequence (or past the end).
+struct SliceDesc {
+    int served, row, slot, spare;  // spare: the slot that also takes the state (defer_state), -1 none
+};
+
+// The token inputs of one item for this lane (registers, one item ahead).
+template <int RL>
+struct SliceInputs {
+    float q[RL], k[RL];
+    float v, z, b, a, A_log, dt_bias;
+};
+
+template <int D>
+__global__ void __launch_bounds__(SliceTile<D>::NT, 2) gdn_slices_kernel(RecArgs p) {
+    using Tl = SliceTile<D>;
+    constexpr int RL = Tl::RL, NWARP = Tl::NWARP;
+    __shared__ float s_ss[2][NWARP];  // per warp Σo² of its columns; double-buffered by served item
+    uint8_t* const ring = ptx::dynamic_smem();
+
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int rg = lane >> 1, hf = lane & 1;
+    const int c8 = kSliceCols * warp + 8 * hf;      // the lane's first state column
+    const int ccol = kSliceCols * warp + 8 * hf + (rg & 7);  // the column whose δ, o this lane computes
+    const int Nv = p.Nv, Nk = p.Nk, ratio = Nv / Nk;
+    const int64_t C = p.C, ZW = int64_t(Nv) * D;
+    const int total = p.num_seqs * Nv, stride = int(gridDim.x);
+    const float nw = p.norm_w[ccol];
+    const int ring_lane = warp * kSliceStages * Tl::kWarpStage + 16 * lane;  // byte offset of the lane's chunk 0
+    const uint32_t ring_u32 = ptx::smem_u32(ring);
+
+    auto desc_of = [&](int item) {
+        SliceDesc d{0, 0, 0, -1};
+        if (item < total) {
+            const DeviceSeq* sq = p.seqs + item / Nv;
+            if (sq->num_tokens == 1 && !(p.chunk_min_tokens > 0 && 1 >= p.chunk_min_tokens)) {
+                d.served = 1;
+                d.row = sq->row_begin;
+                d.slot = sq->state_slot;
+                d.spare = sq->defer_state ? sq->spare_slot : -1;
+            }
+        }
+        return d;
+    };
+    auto state_at = [&](int slot, int h) {  // the lane's first chunk of the (slot, head) state
+        return static_cast<__nv_bfloat16*>(p.state) + (int64_t(slot) * Nv + h) * D * D + int64_t(rg) * D + c8;
+    };
+    // One cp.async group per item and lane (empty when not served: the group count stays uniform).
+    auto issue = [&](int item, const SliceDesc& d, int st) {
+        if (d.served) {
+            const __nv_bfloat16* src = state_at(d.slot, item % Nv);
+            const uint32_t dst = ring_u32 + uint32_t(ring_lane + st * Tl::kWarpStage);
+#pragma unroll
+            for (int i = 0; i < RL; ++i) ptx::cp_async16(dst + uint32_t(i * 32 * 16), src + int64_t(16 * i) * D, 16);
+        }
+        ptx::cp_async_commit();
+    };
+    auto inputs_of = [&](int item, const SliceDesc& d, SliceInputs<RL>& in) {
+        if (!d.served) return;
+        const int h = item % Nv, kh = h / ratio;
+        const float* crow = p.conv + int64_t(d.row) * C;
+#pragma unroll
+        for (int i = 0; i < RL; ++i) {
+            in.q[i] = crow[kh * D + rg + 16 * i];
+            in.k[i] = crow[Nk * D + kh * D + rg + 16 * i];
+        }
+        in.v = crow[2 * Nk * D + h * D + ccol];
+        in.z = p.z[int64_t(d.row) * ZW + h * D + ccol];
+        in.b = p.b[int64_t(d.row) * Nv + h];
+        in.a = p.a[int64_t(d.row) * Nv + h];
+        in.A_log = p.A_log[h];
+        in.dt_bias = p.dt_bias[h];
+    };
+
+    int item = int(blockIdx.x);
+    SliceDesc d0 = desc_of(item), d1 = desc_of(item + stride);
+    issue(item, d0, 0);
+    issue(item + stride, d1, 1);
+    SliceDesc d2 = desc_of(item + 2 * stride);
+    SliceInputs<RL> nxt;
+    inputs_of(item, d0, nxt);
+    int computed = 0;  // items computed so far by this block (uniform): picks the s_ss buffer
+
+#pragma unroll 1
+    for (int j = 0; item < total; ++j, item += stride) {
+        const SliceDesc cur = d0;
+        const SliceInputs<RL> in = nxt;
+        // The ring slot of item j + 2 is the one item j − 1 used: this lane's reads of it are done.
+        issue(item + 2 * stride, d2, (j + 2) % kSliceStages);
+        inputs_of(item + stride, d1, nxt);
+        d0 = d1;
+        d1 = d2;
+        d2 = desc_of(item + 3 * stride);
+        ptx::cp_async_wait<2>();  // item j's chunks (group j) have landed
+        if (!cur.served) continue;  // uniform over the block (the item decides)
+
+        const int h = item % Nv;
+        const uint4* st = reinterpret_cast<const uint4*>(ring + ring_lane + (j % kSliceStages) * Tl::kWarpStage);
+        // Norms over the head's D rows: the lane's rows, then the 16 row lanes (hf pairs hold the same rows).
+        float qq = 0.f, kk = 0.f, qk = 0.f;
+#pragma unroll
+        for (int i = 0; i < RL; ++i) {
+            qq = fmaf(in.q[i], in.q[i], qq);
+            kk = fmaf(in.k[i], in.k[i], kk);
+            qk = fmaf(in.q[i], in.k[i], qk);
+        }
+#pragma unroll
+        for (int sh = 2; sh < 32; sh <<= 1) {
+            qq += __shfl_xor_sync(0xffffffffu, qq, sh);
+            kk += __shfl_xor_sync(0xffffffffu, kk, sh);
+            qk += __shfl_xor_sync(0xffffffffu, qk, sh);
+        }
+        // Partials: v[0..7] Sᵀk, v[8..15] Sᵀq of the lane's 8 columns over its rows.
+        float v[16];
+#pragma unroll
+        for (int e = 0; e < 16; ++e) v[e] = 0.f;
+#pragma unroll
+        for (int i = 0; i < RL; ++i) {
+            float s[8];
+            unpack8(st[32 * i], s);
+#pragma unroll
+            for (int e = 0; e < 8; ++e) {
+                v[e] = fmaf(s[e], in.k[i], v[e]);
+                v[8 + e] = fmaf(s[e], in.q[i], v[8 + e]);
+            }
+        }
+        // Transposing reduction over the row lanes (lane bits 4, 3, 2, 1 = rg bits 3, 2, 1, 0): at each
+        // step a lane keeps the half of its values selected by its bit and adds the partner's copy of it.
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+            const bool up = (rg & 8) != 0;
+            const float send = up ? v[e] : v[e + 8], keep = up ? v[e + 8] : v[e];
+            v[e] = keep + __shfl_xor_sync(0xffffffffu, send, 16);
+        }
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const bool up = (rg & 4) != 0;
+            const float send = up ? v[e] : v[e + 4], keep = up ? v[e + 4] : v[e];
+            v[e] = keep + __shfl_xor_sync(0xffffffffu, send, 8);
+        }
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+            const bool up = (rg & 2) != 0;
+            const float send = up ? v[e] : v[e + 2], keep = up ? v[e + 2] : v[e];
+            v[e] = keep + __shfl_xor_sync(0xffffffffu, send, 4);
+        }
+        {
+            const bool up = (rg & 1) != 0;
+            const float send = up ? v[0] : v[1], keep = up ? v[1] : v[0];
+            v[0] = keep + __shfl_xor_sync(0xffffffffu, send, 2);
+        }
+        // Lane rg now holds value rg: Sᵀk of column ccol (rg < 8) or Sᵀq of it (rg >= 8); lane ^ 16 the other.
+        const float other = __shfl_xor_sync(0xffffffffu, v[0], 16);
+        const float mk = rg < 8 ? v[0] : other, mq = rg < 8 ? other : v[0];
+        const float rk = 1.0f / sqrtf(kk + 1e-6f);
+        const float rq = p.q_scale / sqrtf(qq + 1e-6f);
+        const float beta = sigmoid_f(in.b);
+        const float decay = expf(-expf(in.A_log) * softplus_f(in.a + in.dt_bias));
+        const float dm = decay * rk, dq = decay * rq, qkn = qk * rk * rq;
+        const float dl = beta * (in.v - dm * mk);
+        const float o = fmaf(dq, mq, qkn * dl);
+        float dle[8];  // δ of the lane's 8 state columns: column e is computed by lane (rg = e, hf)
+#pragma unroll
+        for (int e = 0; e < 8; ++e) dle[e] = __shfl_sync(0xffffffffu, dl, 2 * e + hf);
+        // Update from the ring, store bf16 (its slot, and the spare slot of a deferred span).
+        __nv_bfloat16* dst = state_at(cur.slot, h);
+        __nv_bfloat16* dst2 = cur.spare >= 0 ? state_at(cur.spare, h) : nullptr;
+#pragma unroll
+        for (int i = 0; i < RL; ++i) {
+            float s[8];
+            unpack8(st[32 * i], s);
+            const float kr = in.k[i] * rk;
+#pragma unroll
+            for (int e = 0; e < 8; ++e) s[e] = fmaf(decay, s[e], kr * dle[e]);
+            uint4 u;
+            u.x = pack_bf16x2(s[0], s[1]);
+            u.y = pack_bf16x2(s[2], s[3]);
+            u.z = pack_bf16x2(s[4], s[5]);
+            u.w = pack_bf16x2(s[6], s[7]);
+            __stcs(reinterpret_cast<uint4*>(dst + int64_t(16 * i) * D), u);
+            if (dst2) __stcs(reinterpret_cast<uint4*>(dst2 + int64_t(16 * i) * D), u);
+        }
+        // Gated RMSNorm over the head's D columns: lanes rg < 8 hold one column each.
+        float ss = rg < 8 ? o * o : 0.f;
+#pragma unroll
+        for (int sh = 16; sh >= 1; sh >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, sh);
+        const int buf = computed & 1;
+        ++computed;
+        if (lane == 0) s_ss[buf][warp] = ss;
+        __syncthreads();  // every warp's Σo² of this item (the buffer is next written two items on)
+        float tot = 0.f;
+#pragma unroll
+        for (int w = 0; w < NWARP; ++w) tot += s_ss[buf][w];
+        if (rg < 8) {
+            const float inv = 1.0f / sqrtf(tot / float(D) + p.eps);
+            p.out[int64_t(cur.row) * ZW + int64_t(h) * D + ccol] = nw * (o * inv) * silu_f(in.z);
+        }
+    }
+    ptx::cp_async_wait<0>();  // no copy outlives the block (the last groups are empty)
+}
+
+// Sets the dynamic shared-memory opt-in once per device (a host-side call, no stream work: harmless
+// inside a graph capture) and returns the resident blocks per SM there.
+template <int D>
+int slices_blocks_per_sm() {
+    static int per_sm[64] = {};
+    int dev = 0;
+    QS_CUDA_CHECK(cudaGetDevice(&dev));
+    if (dev >= 0 && dev < 64 && per_sm[dev] != 0) return per_sm[dev];
+    using Tl = SliceTile<D>;
+    QS_CUDA_CHECK(cudaFuncSetAttribute(gdn_slices_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, Tl::kSmemBytes));
+    int n = 0;
+    QS_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, gdn_slices_kernel<D>, Tl::NT, Tl::kSmemBytes));
+    if (n < 1) n = 2;  // the emulation reports -1
+    if (dev >= 0 && dev < 64) per_sm[dev] = n;
+    return n;
+}
+
+}  // namespace
+
+bool slices_supported(int Dk, int Dv, bool bf16) { return bf16 && Dk == Dv && (Dk == 64 || Dk == 128); }
+
+template <int D>
+void launch_slices(const RecArgs& a, int blocks, int sms, cudaStream_t stream) {
+    using Tl = SliceTile<D>;
+    GDN_REQUIRE(a.Dk == D && a.Dv == D);
+    const int64_t items = int64_t(a.num_seqs) * a.Nv;
+    if (items == 0) return;
+    const int64_t cap = int64_t(slices_blocks_per_sm<D>()) * sms;
+    if (blocks <= 0) blocks = int(items < cap ? items : cap);
+    gdn_slices_kernel<D><<<unsigned(blocks), Tl::NT, Tl::kSmemBytes, stream>>>(a);
+    QS_CUDA_CHECK_LAUNCH();
+}
+
+template void launch_slices<64>(const RecArgs&, int, int, cudaStream_t);
+template void launch_slices<128>(const RecArgs&, int, int, cudaStream_t);
+
+}  // namespace qs::cuda::gdn
