@@ -69,6 +69,11 @@ protected:
     // (sides_bound < 0), or within sides_bound of each other (defined below, before its first use).
     void expect_gdn_sides_equal(const std::vector<OwnedBatch>& batches, const GdnSide& a, const GdnSide& b,
                                 ModelCache& cpu_cache, bool ssm_bf16, double bound, double sides_bound = -1);
+    // The same for two CudaOps made from options a and b (their ssm_bf16 alike), each with its own
+    // cache of `slots` state slots (bf16 K/V), beside a CPU cache of the same geometry.
+    void expect_gdn_options_equal(const std::vector<OwnedBatch>& batches, int slots, const cuda::CudaOptions& a,
+                                  const std::string& a_name, const cuda::CudaOptions& b, const std::string& b_name,
+                                  double bound, double sides_bound = -1);
 
     ModelConfig config_;
     std::unique_ptr<ModelWeights> weights_;
@@ -770,6 +775,22 @@ void CudaOpsParity::expect_gdn_sides_equal(const std::vector<OwnedBatch>& batche
     }
 }
 
+void CudaOpsParity::expect_gdn_options_equal(const std::vector<OwnedBatch>& batches, int slots,
+                                             const cuda::CudaOptions& a, const std::string& a_name,
+                                             const cuda::CudaOptions& b, const std::string& b_name, double bound,
+                                             double sides_bound) {
+    ASSERT_EQ(a.ssm_bf16, b.ssm_bf16);
+    cuda::CudaOps gpua(a), gpub(b);
+    gpua.prepare_weights(weight_set(*weights_));
+    gpub.prepare_weights(weight_set(*weights_));
+    const CacheGeometry g = CacheGeometry::for_model(config_, slots, 16, slots, false, KvCacheDtype::kBF16);
+    ModelCache cpu_cache(g);
+    auto cachea = gpua.make_cache(g);
+    auto cacheb = gpub.make_cache(g);
+    expect_gdn_sides_equal(batches, {&gpua, cachea.get(), a_name}, {&gpub, cacheb.get(), b_name}, cpu_cache, a.ssm_bf16,
+                           bound, sides_bound);
+}
+
 // The streaming decode kernel's version 2 (CudaOptions::gdn_decode_version = 2; gdn_decode.cu,
 // bench/kernels/NOTES.md "GDN decode v2") against the CPU specification, bf16 state (the streaming
 // kernel serves decode-only batches with bf16 state by shape): prompts leave non-zero states, then
@@ -785,13 +806,6 @@ TEST_P(CudaOpsParity, GatedDeltaNetDecodeVersion2) {
     o1.gdn_decode_kernel = 1;  // the streaming kernel also for one-token rows (by shape: warp slices)
     cuda::CudaOptions o2 = o1;
     o2.gdn_decode_version = 2;
-    cuda::CudaOps gpu1(o1), gpu2(o2);
-    gpu1.prepare_weights(weight_set(*weights_));
-    gpu2.prepare_weights(weight_set(*weights_));
-    const CacheGeometry g = CacheGeometry::for_model(c, 6, 16, 6, false, KvCacheDtype::kBF16);
-    ModelCache cpu_cache(g);
-    auto cache1 = gpu1.make_cache(g);
-    auto cache2 = gpu2.make_cache(g);
     std::vector<OwnedBatch> batches;  // built in place (spans point into the owned tables)
     batches.push_back(make_batch({{{0, 70, 2}, {0, 2, 0}, {0, 13, 5}, {0, 5, 1}, {0, 9, 4}}}, 16, 1, rng_,
                                  int(c.vocab_size)));
@@ -801,8 +815,7 @@ TEST_P(CudaOpsParity, GatedDeltaNetDecodeVersion2) {
     batches.push_back(make_batch({{{72, 2, 2}, {3, 3, 0}, {15, 1, 5}, {6, 2, 1}}}, 16, 1, rng_, int(c.vocab_size)));
     batches.push_back(make_batch({{{74, 1, 2}, {6, 1, 0}, {16, 1, 5}, {8, 1, 1}, {11, 1, 4}}}, 16, 1, rng_,
                                  int(c.vocab_size)));
-    expect_gdn_sides_equal(batches, {&gpu1, cache1.get(), "version 1"}, {&gpu2, cache2.get(), "version 2"}, cpu_cache,
-                           /*ssm_bf16=*/true, kBf16Bound);
+    expect_gdn_options_equal(batches, 6, o1, "version 1", o2, "version 2", kBf16Bound);
 }
 
 // The warp-slice kernel for one-token sequences (CudaOptions::gdn_decode_kernel = 2;
@@ -820,13 +833,6 @@ TEST_P(CudaOpsParity, GatedDeltaNetDecodeSlices) {
     o0.gdn_decode_kernel = 0;
     cuda::CudaOptions o2 = o0;
     o2.gdn_decode_kernel = 2;
-    cuda::CudaOps gpu0(o0), gpu2(o2);
-    gpu0.prepare_weights(weight_set(*weights_));
-    gpu2.prepare_weights(weight_set(*weights_));
-    const CacheGeometry g = CacheGeometry::for_model(c, 7, 16, 7, false, KvCacheDtype::kBF16);
-    ModelCache cpu_cache(g);
-    auto cache0 = gpu0.make_cache(g);
-    auto cache2 = gpu2.make_cache(g);
     std::vector<OwnedBatch> batches;  // built in place (spans point into the owned tables)
     batches.push_back(make_batch({{{0, 70, 2}, {0, 2, 0}, {0, 13, 5}, {0, 5, 1}, {0, 9, 4}, {0, 3, 6}}}, 16, 1, rng_,
                                  int(c.vocab_size)));
@@ -838,8 +844,7 @@ TEST_P(CudaOpsParity, GatedDeltaNetDecodeSlices) {
     batches.push_back(make_batch({{{73, 2, 2}, {6, 3, 0}, {16, 1, 5}, {86, 2, 1}}}, 16, 1, rng_, int(c.vocab_size)));
     batches.push_back(make_batch({{{75, 1, 2}, {9, 1, 0}, {17, 1, 5}, {88, 1, 1}, {11, 1, 4}, {6, 1, 6}}}, 16, 1,
                                  rng_, int(c.vocab_size)));
-    expect_gdn_sides_equal(batches, {&gpu0, cache0.get(), "one block per head"}, {&gpu2, cache2.get(), "warp slices"},
-                           cpu_cache, /*ssm_bf16=*/true, kBf16Bound, /*sides_bound=*/1e-4);
+    expect_gdn_options_equal(batches, 7, o0, "one block per head", o2, "warp slices", kBf16Bound, /*sides_bound=*/1e-4);
 }
 
 // Prefill version 2 (CudaOptions::gdn_prefill_version = 2: the chunked sequences on bf16 tensor
@@ -931,13 +936,6 @@ void CudaOpsParity::expect_gdn_prefill_versions_equal(int va, int vb) {
         oa.gdn_prefill_version = va;
         cuda::CudaOptions ob = oa;
         ob.gdn_prefill_version = vb;
-        cuda::CudaOps gpua(oa), gpub(ob);
-        gpua.prepare_weights(weight_set(*weights_));
-        gpub.prepare_weights(weight_set(*weights_));
-        const CacheGeometry g = CacheGeometry::for_model(c, 20, 16, 20, false, KvCacheDtype::kBF16);
-        ModelCache cpu_cache(g);
-        auto cachea = gpua.make_cache(g);
-        auto cacheb = gpub.make_cache(g);
         std::vector<OwnedBatch> batches;  // built in place (spans point into the owned tables)
         const int vocab = int(c.vocab_size);
         batches.push_back(make_batch({{{0, 64, 2}, {0, 2, 0}, {0, 65, 3}, {0, 130, 1}}}, 16, 1, rng_, vocab));
@@ -951,8 +949,8 @@ void CudaOpsParity::expect_gdn_prefill_versions_equal(int va, int vb) {
         for (int s = 0; s < 16; ++s) more.push_back({200 + 7 * s, 70 + s, 4 + s});
         batches.push_back(make_batch(many, 16, 1, rng_, vocab));
         batches.push_back(make_batch(more, 16, 1, rng_, vocab));
-        expect_gdn_sides_equal(batches, {&gpua, cachea.get(), "version " + std::to_string(va)},
-                               {&gpub, cacheb.get(), "version " + std::to_string(vb)}, cpu_cache, ssm_bf16, bound);
+        expect_gdn_options_equal(batches, 20, oa, "version " + std::to_string(va), ob, "version " + std::to_string(vb),
+                                 bound);
     }
 }
 
