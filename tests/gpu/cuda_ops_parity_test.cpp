@@ -792,8 +792,8 @@ void CudaOpsParity::expect_gdn_options_equal(const std::vector<OwnedBatch>& batc
 }
 
 // The streaming decode kernel's version 2 (CudaOptions::gdn_decode_version = 2; gdn_decode.cu,
-// bench/kernels/NOTES.md "GDN decode v2") against the CPU specification, bf16 state (the streaming
-// kernel serves decode-only batches with bf16 state by shape): prompts leave non-zero states, then
+// bench/kernels/NOTES.md "GDN decode v2") against the CPU specification, bf16 state (decode_kernel 1
+// forces the streaming kernel, which by shape now serves only MTP spans): prompts leave non-zero states, then
 // decode-only batches (one token per sequence, slots out of order) and MTP-verification-like spans
 // of 1-3 tokens. Version 2 does version 1's arithmetic in the same order, so a second CudaOps on
 // version 1 fed the same inputs must give the same out and state bits.

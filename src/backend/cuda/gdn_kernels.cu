@@ -172,6 +172,20 @@ void launch_chunked_any(const GatedDeltaNetParams& p, const RecArgs& a, cudaStre
 
 }  // namespace
 
+namespace {
+
+// A batch whose one-token sequences go to the warp-slice kernel (a.skip_single set): the chunked
+// sequences, the one-token ones, and — unless max_seq_tokens says there are none — the 2 ..
+// chunk_min_tokens − 1-token ones by gdn_serial.cu.
+template <int D>
+void launch_with_slices(const GatedDeltaNetParams& p, const RecArgs& a, bool chunked, cudaStream_t stream) {
+    if (chunked) launch_chunked_any<D>(p, a, stream);
+    launch_slices<D>(a, p.decode_blocks, int(sm_count()), stream);
+    if (p.batch.max_seq_tokens != 1) launch_serial<D>(a, p.ssm_bf16, p.batch.num_seqs, stream);
+}
+
+}  // namespace
+
 void launch_gdn_recurrence(const GatedDeltaNetParams& p, cudaStream_t stream) {
     check_params(p);
     const int T = p.batch.num_tokens, S = p.batch.num_seqs;
@@ -194,15 +208,8 @@ void launch_gdn_recurrence(const GatedDeltaNetParams& p, cudaStream_t stream) {
                         gdn::slices_supported(p.Dk, p.Dv, p.ssm_bf16) && (mx == 1 || mx == 0 || chunked);
     if (slices) {
         a.skip_single = 1;
-        if (D == 64) {
-            if (chunked) launch_chunked_any<64>(p, a, stream);
-            launch_slices<64>(a, p.decode_blocks, int(sm_count()), stream);
-            if (mx != 1) launch_serial<64>(a, p.ssm_bf16, S, stream);
-        } else {
-            if (chunked) launch_chunked_any<128>(p, a, stream);
-            launch_slices<128>(a, p.decode_blocks, int(sm_count()), stream);
-            if (mx != 1) launch_serial<128>(a, p.ssm_bf16, S, stream);
-        }
+        if (D == 64) launch_with_slices<64>(p, a, chunked, stream);
+        else launch_with_slices<128>(p, a, chunked, stream);
         return;
     }
     const bool by_shape = kGdnDecodeStreamByShape && p.ssm_bf16 && mx >= 1 && mx <= kGdnDecodeStreamMaxTokens;
