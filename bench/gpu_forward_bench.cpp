@@ -6,12 +6,16 @@
 //          [--kv-cache-dtype bf16|fp8_e4m3] [--gdn-state-dtype f32|bf16] [--gpu-memory-utilization 0.90]
 //          [--mode all|single|batch|profile|mtp] [--requests 1024] [--prompt 1000] [--completion 256]
 //          (profile: GPU time per op of a 16,384-token prefill, single-stream decode, a prefill
-//          of 16 prompts of 1,024 tokens and a 512-sequence decode step, CUDA graphs off)
+//          of 16 prompts of 1,024 tokens and a 512-sequence decode step, CUDA graphs off;
+//          [--profile-ncu-case prefill16x1024|decode]: one more forward of that case between
+//          cudaProfilerStart/Stop, for `ncu --profile-from-start off`)
 //          [--max-num-seqs 512] [--max-num-batched-tokens 16384] [--decode-steps 128]
 //          (mtp: a k=0 decode step against MTP k=1/k=2 steps with forced acceptance at 1 and 512
 //          resident sequences, GPU time per phase, syncs and launches per step; without --no-mtp:
 //          [--mtp-k 0,1,2] [--mtp-acceptance 0,0.8] [--mtp-seqs 1,512] [--mtp-steps 32]
-//          [--mtp-prompt-tokens 128] [--mtp-overlap on|off|on,off] [--mtp-spare-slots-list 0,512];
+//          [--mtp-prompt-tokens 128] [--mtp-overlap on|off|on,off] [--mtp-spare-slots-list 0,512]
+//          [--mtp-profiler-range] (cudaProfilerStart/Stop around each point's timed steps, for
+//          `ncu --profile-from-start off`);
 //          see gpu_forward_bench_mtp.h)
 //          [--moe-small-version -1|1|2]  (CudaOptions::moe_small_version: the small-T MoE path's
 //          version for decode steps of up to 8 rows; 2 fuses the router, bench/kernels/NOTES.md)
@@ -28,6 +32,9 @@
 //          blocks, bit-identical to 5)
 //          [--gdn-decode-version 1|2]  (CudaOptions::gdn_decode_version: the streaming GDN decode
 //          kernel's version; 2 = bench/kernels/NOTES.md "GDN decode v2")
+//          [--gdn-slices-version 1|2]  (CudaOptions::gdn_slices_version: the warp-slice GDN decode
+//          kernel's version; 2 (default) = the state copied by whole rows into a block-shared ring,
+//          1 = lane-private copies; bit-identical)
 //          [--gdn-decode-kernel -1|0|1|2]  (CudaOptions::gdn_decode_kernel: the token-serial GDN
 //          sequences' kernel; -1 = by shape, 0 = one block per head, 1 = streaming, 2 = one-token
 //          rows by warp slices)
@@ -52,6 +59,7 @@
 //          wgmma/TMA prefill attention, attention_prefill_wgmma.cu, for sequences of >= 1,024 rows)
 //          [--attention-decode-version 1|2]  (CudaOptions::attention_decode_version: 2 = the
 //          streaming decode attention kernel, attention_decode_v2.cu, the default; 1 = version 1)
+#include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -120,10 +128,21 @@ ForwardBatch uniform_batch(int64_t n, int64_t rows, int64_t start_pos, int64_t p
     return b;
 }
 
+// --profile-ncu-case KEY: one more forward of that case between cudaProfilerStart and Stop, after its
+// warm-up (for `ncu --profile-from-start off`); KEY prefill16x1024 or decode.
+std::string g_ncu_case;
+
 // `b` once (first use of its shapes), then `steps` forwards with the op profile printed under `what`.
 void profile_steps(cuda::CudaOps& ops, Qwen36Model& model, const ForwardBatch& b, ModelCache& cache, int64_t steps,
-                   const std::string& what) {
+                   const std::string& what, const std::string& key) {
     model.forward(b, cache);
+    if (key == g_ncu_case) {
+        QS_CUDA_CHECK(cudaDeviceSynchronize());
+        QS_CUDA_CHECK(cudaProfilerStart());
+        model.forward(b, cache);
+        QS_CUDA_CHECK(cudaDeviceSynchronize());
+        QS_CUDA_CHECK(cudaProfilerStop());
+    }
     ops.take_op_profile();
     Timer t;
     for (int64_t i = 0; i < steps; ++i) model.forward(b, cache);
@@ -182,7 +201,8 @@ void profile_ops(cuda::CudaOps& ops, Qwen36Model& model, KvCacheDtype kv, int64_
         std::vector<std::vector<int32_t>> tables;
         const ForwardBatch b = uniform_batch(n, len, 0, pages, tables, rng);
         profile_steps(ops, model, b, *pcache, 4,
-                      "prefill of " + std::to_string(n) + " prompts of " + std::to_string(len) + " tokens");
+                      "prefill of " + std::to_string(n) + " prompts of " + std::to_string(len) + " tokens",
+                      "prefill16x1024");
     }
     // Decode of `batch` sequences at `context` tokens each.
     const int64_t bs = 16, pages = (context + 1 + bs - 1) / bs;
@@ -191,7 +211,8 @@ void profile_ops(cuda::CudaOps& ops, Qwen36Model& model, KvCacheDtype kv, int64_
     const ForwardBatch b = uniform_batch(batch, 1, context, pages, tables, rng);
     profile_steps(ops, model, b, *cache, 8,
                   "decode step of " + std::to_string(batch) + " sequences at " + std::to_string(context) +
-                      " tokens of context");
+                      " tokens of context",
+                  "decode");
 }
 
 int run(const Args& args) {
@@ -235,6 +256,11 @@ int run(const Args& args) {
         return 2;
     }
     co.profile_ops = mode == "profile";
+    g_ncu_case = args.get_or("profile-ncu-case", "");
+    if (!g_ncu_case.empty() && (mode != "profile" || (g_ncu_case != "prefill16x1024" && g_ncu_case != "decode"))) {
+        std::fprintf(stderr, "--profile-ncu-case takes prefill16x1024 or decode, with --mode profile\n");
+        return 2;
+    }
     co.step_timeline = mode == "mtp";
     // The kernel-version options: each defaults to CudaOptions' own default.
     auto pick = [&](const char* name, std::initializer_list<int> allowed, int* field) {
@@ -255,6 +281,7 @@ int run(const Args& args) {
         !pick("moe-router-kernel", {0, 1, 2}, &co.moe_router_kernel) ||
         !pick("gdn-prefill-version", {0, 1, 2, 3, 4, 5, 6}, &co.gdn_prefill_version) ||
         !pick("gdn-decode-version", {1, 2}, &co.gdn_decode_version) ||
+        !pick("gdn-slices-version", {1, 2}, &co.gdn_slices_version) ||
         !pick("gdn-decode-kernel", {-1, 0, 1, 2}, &co.gdn_decode_kernel) ||
         !pick("moe-int4-grouped", {0, 1}, &co.moe_int4_grouped) ||
         !pick("nvfp4-kernels", {0, 1}, &co.nvfp4_kernels) ||
@@ -367,14 +394,14 @@ int run(const Args& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    std::set<std::string> valued = {"mode",   "requests", "prompt",   "completion",     "decode-steps",
+    std::set<std::string> valued = {"mode", "profile-ncu-case",   "requests", "prompt",   "completion",     "decode-steps",
                                     "mtp-k",  "mtp-acceptance", "mtp-seqs", "mtp-steps", "mtp-prompt-tokens", "mtp-overlap", "mtp-spare-slots-list",
                                     "moe-small-version", "moe-decode-version",
-                                    "moe-prefill-version", "moe-router-kernel", "gdn-prefill-version", "gdn-decode-version", "gdn-decode-kernel",
+                                    "moe-prefill-version", "moe-router-kernel", "gdn-prefill-version", "gdn-decode-version", "gdn-slices-version", "gdn-decode-kernel",
                                     "moe-int4-grouped", "nvfp4-kernels",
                                     "moe-int4-grouped-max-t", "fp8-small-rows", "attention-decode-rows",
                                     "attention-prefill-version", "attention-decode-version", "shared-linear-input"};
-    std::set<std::string> flags;
+    std::set<std::string> flags = {"mtp-profiler-range"};
     cli::add_option_names(cli::model_option_group(), flags, valued);
     cli::add_option_names(cli::backend_option_group(), flags, valued);
     valued.insert(EngineConfig::valued_options().begin(), EngineConfig::valued_options().end());

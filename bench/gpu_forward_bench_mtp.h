@@ -7,8 +7,12 @@
 // steps are timed back to back (no request finishes inside the window). Per step: wall ms, the GPU
 // timeline by phase (CudaOptions::step_timeline: forward, lm_head, sample, GDN commit, MTP head,
 // MTP lm_head, draft argmax), completion tokens, syncs, graph launches, eager ops and copies.
+// --mtp-profiler-range brackets each point's timed steps with cudaProfilerStart/Stop, so that
+// `ncu --profile-from-start off` (or nsys --capture-range=cudaProfilerApi) sees those steps alone.
 // Included once, by gpu_forward_bench.cpp.
 #pragma once
+
+#include <cuda_profiler_api.h>
 
 #include <cstdio>
 #include <map>
@@ -56,7 +60,7 @@ inline std::vector<double> parse_doubles(const std::string& s) {
 // N resident sequences in `engine`, then `steps` timed steps. Returns false (with a message) on
 // an engine error.
 inline bool measure(Engine& engine, cuda::CudaOps& ops, int64_t vocab, int64_t N, int64_t prompt, int64_t steps,
-                    Point& p) {
+                    bool profiler_range, Point& p) {
     const int64_t k = engine.config().num_speculative_tokens;
     std::vector<int64_t> emitted(size_t(N), 0);
     std::vector<int> finished(size_t(N), 0);
@@ -102,8 +106,13 @@ inline bool measure(Engine& engine, cuda::CudaOps& ops, int64_t vocab, int64_t N
     p.steps = steps;
     // Back to back, as the serving loop runs them (a step may end with the draft argmax still in
     // flight: the next step's host work overlaps it); one sync at the end.
+    if (profiler_range) QS_CUDA_CHECK(cudaProfilerStart());
     Timer t;
     for (int64_t s = 0; s < steps; ++s) engine.step();
+    if (profiler_range) {
+        QS_CUDA_CHECK(cudaDeviceSynchronize());
+        QS_CUDA_CHECK(cudaProfilerStop());
+    }
     const cuda::StepTimeline::Totals tt = ops.take_step_timeline();
     p.wall_ms = t.elapsed_s() * 1e3;
     p.phase_ms = tt.phase_ms;
@@ -155,7 +164,7 @@ inline void print(const std::vector<Point>& points) {
 
 // The mode: options --mtp-k (list), --mtp-acceptance (list, applied to k > 0), --mtp-seqs (list),
 // --mtp-steps, --mtp-prompt-tokens, --mtp-overlap (on, off or on,off: EngineConfig::mtp_overlap
-// for k > 0), --mtp-spare-slots-list (EngineConfig::mtp_spare_slots values for k > 0, e.g. 0,512:
+// for k > 0), --mtp-profiler-range (see above), --mtp-spare-slots-list (EngineConfig::mtp_spare_slots values for k > 0, e.g. 0,512:
 // the commit of accepted drafts against spare-slot mode in one run). `ec` carries the engine
 // knobs parsed as serve parses them.
 inline int run(const Args& args, const ModelWeights& w, cuda::CudaOps& ops, EngineConfig ec) {
@@ -165,6 +174,7 @@ inline int run(const Args& args, const ModelWeights& w, cuda::CudaOps& ops, Engi
     const int64_t steps = std::stoll(args.get_or("mtp-steps", "32"));
     const int64_t prompt = std::stoll(args.get_or("mtp-prompt-tokens", "128"));
     const std::string overlap_arg = args.get_or("mtp-overlap", "on");
+    const bool profiler_range = args.has("mtp-profiler-range");
     const std::vector<int64_t> spare_list =
         parse_list(args.get_or("mtp-spare-slots-list", std::to_string(ec.mtp_spare_slots)));
     for (int64_t v : spare_list)
@@ -217,7 +227,7 @@ inline int run(const Args& args, const ModelWeights& w, cuda::CudaOps& ops, Engi
                 p.acceptance = acc;
                 p.overlap = overlap;
                 p.spares = spares;
-                if (!measure(**engine, ops, w.config.vocab_size, n, prompt, steps, p)) return 1;
+                if (!measure(**engine, ops, w.config.vocab_size, n, prompt, steps, profiler_range, p)) return 1;
                 points.push_back(p);
             }
         }

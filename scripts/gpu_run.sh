@@ -51,6 +51,17 @@
 #   gdn_slices_step  the 512-sequence FP8-lean k=0 decode step (gpu_forward_bench --mode mtp --mtp-k 0
 #           --mtp-seqs 512) with --gdn-decode-kernel 1 (streaming: the default before), 0 and -1 (the
 #           default: warp slices); three engines, ~4 min: STAGE_TIMEOUT=300
+#   ncu_step[:SEQS[:K]]  Nsight Compute over one FP8-lean decode step of SEQS resident sequences (default
+#           512) with MTP k = K (default 0): `gpu_forward_bench --mode mtp --mtp-steps 1
+#           --mtp-profiler-range` under `ncu --profile-from-start off --clock-control none`, per kernel its
+#           duration, DRAM bytes read / written and launch shape (one pass: no kernel replay), as CSV
+#           (ncu_step_SEQS_kK.csv; tools/ncu_summary.py groups it by kernel). NCU_EXTRA adds
+#           gpu_forward_bench options (e.g. --gdn-decode-kernel 0)
+#   ncu_prefill  the same per-kernel CSV for one 16 × 1,024-token prefill forward (gpu_forward_bench --mode
+#           profile --profile-ncu-case prefill16x1024, FP8 lean): ncu_prefill.csv
+#   ncu_detail:REGEX[:SEQS]  `ncu --set full` with source counters on the first NCU_COUNT (default 3)
+#           kernels of one SEQS-sequence decode step whose names match REGEX: ncu_detail_*.ncu-rep, its
+#           details page and its per-SASS-instruction stall samples (CSV)
 #   gdn_tc  the GDN lab's prefill version 2 mode (gdn_lab --tc: bf16 tensor-core chunk phases against
 #           today's default at 16 × 1,024, 1 × 16,384, 64 × 256 and a varlen mix, reference check,
 #           µs and TFLOP/s) and the GPU GDN parity tests (with CudaOpsParity.GatedDeltaNetPrefillVersion2)
@@ -123,6 +134,9 @@ run() {  # name, command...
     local rc=$?
     printf "%-28s rc=%-3s %6.1f s\n" "$name" "$rc" "$(python3 -c "import time; print(time.time() - $t0)")" | tee -a "$summary"
 }
+# One decode step under Nsight Compute (the ncu_* stages).
+ncu_bench_args=(--model builtin:qwen36-35b-a3b --load-format dummy --dummy-format fp8-block --gdn-state-dtype bf16
+                --kv-cache-dtype fp8_e4m3 --mode mtp --mtp-steps 1 --mtp-profiler-range)
 for stage in "$@"; do
     case "$stage" in
         labs) for lab in "$B"/*_lab; do [ -x "$lab" ] && run "$(basename "$lab")" "$lab"; done ;;
@@ -260,6 +274,25 @@ for stage in "$@"; do
         mtp_spare) run mtp_spare "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b --load-format dummy \
                        --dummy-format fp8-block --gdn-state-dtype bf16 --kv-cache-dtype fp8_e4m3 --mode mtp \
                        --mtp-k 0,1 --mtp-acceptance 0,0.8 --mtp-seqs "${MTP_SPARE_SEQS:-1,512}" --mtp-spare-slots-list 0,512 ;;
+        ncu_step|ncu_step:*) spec="${stage#ncu_step}"; spec="${spec#:}"; seqs="${spec%%:*}"; seqs="${seqs:-512}"
+                  k=0; [ "$spec" != "${spec#*:}" ] && k="${spec#*:}"
+                  run "ncu_step_${seqs}_k$k" ncu --profile-from-start off --clock-control none --csv \
+                      --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,launch__grid_size,launch__block_size,launch__registers_per_thread \
+                      --log-file "$OUT/ncu_step_${seqs}_k$k.csv" "$B/gpu_forward_bench" "${ncu_bench_args[@]}" \
+                      --mtp-k "$k" --mtp-acceptance 0 --mtp-seqs "$seqs" ${NCU_EXTRA:-} ;;
+        ncu_prefill) run ncu_prefill ncu --profile-from-start off --clock-control none --csv \
+                         --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,launch__grid_size,launch__block_size,launch__registers_per_thread \
+                         --log-file "$OUT/ncu_prefill.csv" "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b \
+                         --load-format dummy --dummy-format fp8-block --gdn-state-dtype bf16 --kv-cache-dtype fp8_e4m3 \
+                         --no-mtp --mode profile --profile-ncu-case prefill16x1024 ${NCU_EXTRA:-} ;;
+        ncu_detail:*) spec="${stage#ncu_detail:}"; regex="${spec%%:*}"; seqs=512; [ "$spec" != "$regex" ] && seqs="${spec#*:}"
+                      tag="$(printf %s "$regex" | tr -c 'A-Za-z0-9_' '_')_$seqs"
+                      run "ncu_detail_$tag" ncu --profile-from-start off --clock-control none --set full \
+                          --import-source no -k "regex:$regex" --launch-count "${NCU_COUNT:-3}" -f -o "$OUT/ncu_detail_$tag" \
+                          "$B/gpu_forward_bench" "${ncu_bench_args[@]}" --mtp-k 0 --mtp-seqs "$seqs" ${NCU_EXTRA:-}
+                      ncu -i "$OUT/ncu_detail_$tag.ncu-rep" --page details > "$OUT/ncu_detail_$tag.txt" 2>&1
+                      ncu -i "$OUT/ncu_detail_$tag.ncu-rep" --page source --print-source sass --csv \
+                          > "$OUT/ncu_detail_${tag}_sass.csv" 2>&1 ;;
         tests:*) run "gpu_tests_$(printf %s "${stage#tests:}" | tr -c 'A-Za-z0-9_' '_')" "$B/qs_gpu_tests" --gtest_color=no --gtest_filter="${stage#tests:}" ;;
         *) echo "unknown stage $stage" | tee -a "$summary" ;;
     esac

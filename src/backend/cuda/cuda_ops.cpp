@@ -60,6 +60,8 @@ CudaOps::CudaOps(const CudaOptions& options)
                  "CudaOptions::gdn_prefill_version must be 0 (auto), 1, 2, 3, 4, 5 or 6");
     QS_CHECK_MSG(options.gdn_decode_version == 1 || options.gdn_decode_version == 2,
                  "CudaOptions::gdn_decode_version must be 1 or 2");
+    QS_CHECK_MSG(options.gdn_slices_version == 1 || options.gdn_slices_version == 2,
+                 "CudaOptions::gdn_slices_version must be 1 or 2");
     QS_CHECK_MSG(options.gdn_decode_kernel >= -1 && options.gdn_decode_kernel <= 2,
                  "CudaOptions::gdn_decode_kernel must be -1 (by shape), 0, 1 or 2");
     QS_CHECK_MSG(options.moe_int4_grouped == 0 || options.moe_int4_grouped == 1,
@@ -597,6 +599,7 @@ void CudaOps::gated_delta_net(const float* qkv, const float* z, const float* b, 
     p.prefill_version =
         (p.Dk % 8 == 0 && p.Dv % 8 == 0) ? gdn_prefill_version_for(options_.gdn_prefill_version, p.ssm_bf16) : 1;
     p.decode_version = options_.gdn_decode_version;
+    p.slices_version = options_.gdn_slices_version;
     p.decode_kernel = options_.gdn_decode_kernel;
     // Versions 2/3's larger workspace (bf16 operands and chunk-start states, ~1 MB per sequence of
     // the batch at the real shape; twice that in 3) only when a sequence takes the chunked path;

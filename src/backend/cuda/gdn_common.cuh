@@ -206,11 +206,12 @@ void launch_chunked(const RecArgs& a, bool bf16, bool x3, int num_seqs, cudaStre
 template <int D>
 void launch_stream(const RecArgs& a, bool bf16, int version, int blocks, cudaStream_t stream);
 // The one-token sequences with bf16 state, a warp per 16 value columns of a (sequence, value head)
-// (gdn_decode_slices.cu; decode_kernel 2), for Dk = Dv = D = 64 or 128 (slices_supported). blocks:
-// persistent blocks, 0 = as many as fit on `sms` SMs.
+// (gdn_decode_slices.cu; decode_kernel 2), for Dk = Dv = D = 64 or 128 (slices_supported). version:
+// 1 = lane-private state ring, 2 = a ring shared by the block's warps, filled by whole rows (same
+// bits). blocks: persistent blocks, 0 = as many as fit on `sms` SMs.
 bool slices_supported(int Dk, int Dv, bool bf16);
 template <int D>
-void launch_slices(const RecArgs& a, int blocks, int sms, cudaStream_t stream);
+void launch_slices(const RecArgs& a, int version, int blocks, int sms, cudaStream_t stream);
 // The chunk-parallel path for the same sequences as launch_chunked (gdn_cp_prep.cu: per-chunk WY
 // precompute; gdn_cp_state.cu: the pass over chunks per (sequence, head, value_cols = 32 or 64
 // value columns; 64 only at D = 128) with the outputs, then their gated RMSNorm). Needs the

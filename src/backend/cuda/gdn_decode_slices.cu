@@ -14,10 +14,11 @@
 // gdn_slices_kernel<D> (D = Dk = Dv = 64 or 128): persistent blocks of D/16 warps; block b serves the
 //   items (sequence s, value head h) = item / Nv, item % Nv for item = b, b + gridDim.x, ...; warp w
 //   takes columns 16w .. 16w + 15 of every item. Lane (rg = lane / 2, hf = lane % 2) holds rows
-//   rg + 16i (i < D/16) and columns 16w + 8hf .. + 7: one 16-byte chunk per row, so each warp
-//   instruction moves 16 rows × 32 bytes (whole sectors). The state chunks come by cp.async into a
-//   lane-private ring of kSliceStages items in shared memory (each lane reads back only what it
-//   copied: no barrier, no __syncwarp), two items ahead of the one computed; the token inputs
+//   rg + 16i (i < D/16) and columns 16w + 8hf .. + 7: one 16-byte chunk per row. The state comes by
+//   cp.async into a ring of kSliceStages items in shared memory, two items ahead of the one computed:
+//   version 1 a lane-private ring (each lane copies and reads back its own chunks: no barrier, but
+//   every warp instruction moves 16 rows × 32 bytes, sixteen sectors of sixteen lines), version 2
+//   (SHARED_RING below, the default) a ring the block shares, filled by whole rows; the token inputs
 //   (q, k at the lane's rows, v, z at one column, b, a, A_log, dt_bias) come by plain loads one
 //   item ahead, into registers. Per item: Sᵀk and Sᵀq partials over the lane's rows (16 values),
 //   a transposing reduction over the 16 row lanes (15 shuffles: lane rg ends with value rg, i.e.
@@ -46,9 +47,17 @@ struct SliceTile {
     static constexpr int RL = D / 16;             // rows per lane
     static constexpr int kLaneStage = RL * 16;    // bytes of one item's chunks per lane
     static constexpr int kWarpStage = 32 * kLaneStage;
-    // Ring: [warp][stage][chunk i][lane] 16-byte chunks (lane-major per chunk: conflict-free reads).
+    // Version 1 ring: [warp][stage][chunk i][lane] 16-byte chunks (lane-major per chunk: conflict-free reads).
     static constexpr int kSmemBytes = NWARP * kSliceStages * kWarpStage;  // 96 KB at D = 128
+    // Version 2 ring: [stage][row][2D + 32 bytes] whole states, rows padded so that the 8 lanes of a
+    // quarter warp (4 rows x 2 chunks) hit 8 distinct 16-byte bank groups.
+    static constexpr int kRowBytes = 2 * D + 32;
+    static constexpr int kSlotBytes = D * kRowBytes;
+    static constexpr int kSmemBytesShared = kSliceStages * kSlotBytes;  // 108 KB at D = 128
+    static constexpr int kChunksPerRow = 2 * D / 16;
+    static constexpr int kChunksPerThread = D * kChunksPerRow / NT;      // 8 at D = 128, 4 at D = 64
     static_assert(D % 16 == 0 && NWARP >= 1 && NT <= 1024, "bad tile");
+    static_assert(D * kChunksPerRow % NT == 0, "whole chunks per thread");
 };
 
 __device__ __forceinline__ float bf16_lo(uint32_t u) { return __uint_as_float(u << 16); }
@@ -67,6 +76,13 @@ struct SliceDesc {
     int served, row, slot, spare;  // spare: the slot that also takes the state (defer_state), -1 none
 };
 
+// The DeviceSeq fields of an item as loaded, not yet tested: the loads are issued one item before the
+// test, so no branch waits on a global load inside the item loop (a branch on a just-loaded value
+// stalls every warp of the block until the load returns, once per item).
+struct SliceRaw {
+    int tokens, row, slot, defer, spare;
+};
+
 // The token inputs of one item for this lane (registers, one item ahead).
 template <int RL>
 struct SliceInputs {
@@ -74,7 +90,14 @@ struct SliceInputs {
     float v, z, b, a, A_log, dt_bias;
 };
 
-template <int D>
+// SHARED_RING (version 2): the same work, but the state arrives in a ring shared by the block's warps,
+// copied row-contiguously (a warp instruction moves 512 whole bytes: four 128-byte lines) instead of
+// lane-privately (16 rows x 32 bytes: sixteen sectors of sixteen lines). Nsight Compute on version 1
+// (bench/kernels/NOTES.md "GDN decode v5") found L2 the busiest unit (81 %, DRAM 60 %) and the
+// cp.async shared-memory writes at 16 wavefronts where 4 suffice. Each thread waits for its own
+// copies of the next item before the item's norm barrier, which then publishes them to every warp;
+// a slot is refilled after the barrier that ends its item. Same arithmetic: bit-identical results.
+template <int D, bool SHARED_RING>
 __global__ void __launch_bounds__(SliceTile<D>::NT, 2) gdn_slices_kernel(RecArgs p) {
     using Tl = SliceTile<D>;
     constexpr int RL = Tl::RL, NWARP = Tl::NWARP;
@@ -92,16 +115,26 @@ __global__ void __launch_bounds__(SliceTile<D>::NT, 2) gdn_slices_kernel(RecArgs
     const int ring_lane = warp * kSliceStages * Tl::kWarpStage + 16 * lane;  // byte offset of the lane's chunk 0
     const uint32_t ring_u32 = ptx::smem_u32(ring);
 
-    auto desc_of = [&](int item) {
-        SliceDesc d{0, 0, 0, -1};
+    const bool single_is_chunk = p.chunk_min_tokens > 0 && 1 >= p.chunk_min_tokens;
+    auto raw_of = [&](int item) {  // branches on item only
+        SliceRaw r{0, 0, 0, 0, -1};
         if (item < total) {
             const DeviceSeq* sq = p.seqs + item / Nv;
-            if (sq->num_tokens == 1 && !(p.chunk_min_tokens > 0 && 1 >= p.chunk_min_tokens)) {
-                d.served = 1;
-                d.row = sq->row_begin;
-                d.slot = sq->state_slot;
-                d.spare = sq->defer_state ? sq->spare_slot : -1;
-            }
+            r.tokens = sq->num_tokens;
+            r.row = sq->row_begin;
+            r.slot = sq->state_slot;
+            r.defer = sq->defer_state;
+            r.spare = sq->spare_slot;
+        }
+        return r;
+    };
+    auto desc_from = [&](const SliceRaw& r) {
+        SliceDesc d{0, 0, 0, -1};
+        if (r.tokens == 1 && !single_is_chunk) {
+            d.served = 1;
+            d.row = r.row;
+            d.slot = r.slot;
+            d.spare = r.defer ? r.spare : -1;
         }
         return d;
     };
@@ -110,6 +143,20 @@ __global__ void __launch_bounds__(SliceTile<D>::NT, 2) gdn_slices_kernel(RecArgs
     };
     // One cp.async group per item and lane (empty when not served: the group count stays uniform).
     auto issue = [&](int item, const SliceDesc& d, int st) {
+        if constexpr (SHARED_RING) {
+            if (d.served) {  // chunk c = tid + NT·i of the state: row c / kChunksPerRow, 16 bytes at its position
+                const char* src = reinterpret_cast<const char*>(static_cast<const __nv_bfloat16*>(p.state) +
+                                                                (int64_t(d.slot) * Nv + item % Nv) * D * D);
+                const uint32_t dst = ring_u32 + uint32_t(st * Tl::kSlotBytes);
+#pragma unroll
+                for (int i = 0; i < Tl::kChunksPerThread; ++i) {
+                    const int c = tid + Tl::NT * i, r = c / Tl::kChunksPerRow, cc = c % Tl::kChunksPerRow;
+                    ptx::cp_async16(dst + uint32_t(r * Tl::kRowBytes + 16 * cc), src + 16 * int64_t(c), 16);
+                }
+            }
+            ptx::cp_async_commit();
+            return;
+        }
         if (d.served) {
             const __nv_bfloat16* src = state_at(d.slot, item % Nv);
             const uint32_t dst = ring_u32 + uint32_t(ring_lane + st * Tl::kWarpStage);
@@ -136,10 +183,15 @@ __global__ void __launch_bounds__(SliceTile<D>::NT, 2) gdn_slices_kernel(RecArgs
     };
 
     int item = int(blockIdx.x);
-    SliceDesc d0 = desc_of(item), d1 = desc_of(item + stride);
+    SliceDesc d0 = desc_from(raw_of(item)), d1 = desc_from(raw_of(item + stride));
     issue(item, d0, 0);
     issue(item + stride, d1, 1);
-    SliceDesc d2 = desc_of(item + 2 * stride);
+    SliceDesc d2 = desc_from(raw_of(item + 2 * stride));
+    SliceRaw r3 = raw_of(item + 3 * stride);  // tested one item later
+    if constexpr (SHARED_RING) {  // item 0's copies landed and visible to every warp
+        ptx::cp_async_wait<1>();
+        __syncthreads();
+    }
     SliceInputs<RL> nxt;
     inputs_of(item, d0, nxt);
     int computed = 0;  // items computed so far by this block (uniform): picks the s_ss buffer
@@ -148,17 +200,32 @@ __global__ void __launch_bounds__(SliceTile<D>::NT, 2) gdn_slices_kernel(RecArgs
     for (int j = 0; item < total; ++j, item += stride) {
         const SliceDesc cur = d0;
         const SliceInputs<RL> in = nxt;
-        // The ring slot of item j + 2 is the one item j − 1 used: this lane's reads of it are done.
+        // The ring slot of item j + 2 is the one item j − 1 used: this lane's reads of it are done
+        // (version 2: every warp's, at the barrier that ended item j − 1).
         issue(item + 2 * stride, d2, (j + 2) % kSliceStages);
         inputs_of(item + stride, d1, nxt);
         d0 = d1;
         d1 = d2;
-        d2 = desc_of(item + 3 * stride);
-        ptx::cp_async_wait<2>();  // item j's chunks (group j) have landed
-        if (!cur.served) continue;  // uniform over the block (the item decides)
+        d2 = desc_from(r3);  // loaded an item ago
+        r3 = raw_of(item + 4 * stride);
+        if constexpr (!SHARED_RING) ptx::cp_async_wait<2>();  // item j's chunks (group j) have landed
+        if (!cur.served) {  // uniform over the block (the item decides)
+            if constexpr (SHARED_RING) {  // still publish item j + 1 (see the norm below)
+                ptx::cp_async_wait<1>();
+                __syncthreads();
+            }
+            continue;
+        }
 
         const int h = item % Nv;
-        const uint4* st = reinterpret_cast<const uint4*>(ring + ring_lane + (j % kSliceStages) * Tl::kWarpStage);
+        // The lane's 16-byte chunk of rows rg + 16i, columns c8 .. c8 + 7.
+        const uint8_t* const slot = ring + (j % kSliceStages) * (SHARED_RING ? Tl::kSlotBytes : Tl::kWarpStage);
+        auto chunk = [&](int i) {
+            if constexpr (SHARED_RING)
+                return *reinterpret_cast<const uint4*>(slot + (rg + 16 * i) * Tl::kRowBytes + 2 * c8);
+            else
+                return *reinterpret_cast<const uint4*>(slot + ring_lane + 512 * i);
+        };
         // Norms over the head's D rows: the lane's rows, then the 16 row lanes (hf pairs hold the same rows).
         float qq = 0.f, kk = 0.f, qk = 0.f;
 #pragma unroll
@@ -180,7 +247,7 @@ __global__ void __launch_bounds__(SliceTile<D>::NT, 2) gdn_slices_kernel(RecArgs
 #pragma unroll
         for (int i = 0; i < RL; ++i) {
             float s[8];
-            unpack8(st[32 * i], s);
+            unpack8(chunk(i), s);
 #pragma unroll
             for (int e = 0; e < 8; ++e) {
                 v[e] = fmaf(s[e], in.k[i], v[e]);
@@ -231,7 +298,7 @@ __global__ void __launch_bounds__(SliceTile<D>::NT, 2) gdn_slices_kernel(RecArgs
 #pragma unroll
         for (int i = 0; i < RL; ++i) {
             float s[8];
-            unpack8(st[32 * i], s);
+            unpack8(chunk(i), s);
             const float kr = in.k[i] * rk;
 #pragma unroll
             for (int e = 0; e < 8; ++e) s[e] = fmaf(decay, s[e], kr * dle[e]);
@@ -250,6 +317,8 @@ __global__ void __launch_bounds__(SliceTile<D>::NT, 2) gdn_slices_kernel(RecArgs
         const int buf = computed & 1;
         ++computed;
         if (lane == 0) s_ss[buf][warp] = ss;
+        // Version 2: this thread's copies of item j + 1 have landed; the barrier shows them to every warp.
+        if constexpr (SHARED_RING) ptx::cp_async_wait<1>();
         __syncthreads();  // every warp's Σo² of this item (the buffer is next written two items on)
         float tot = 0.f;
 #pragma unroll
@@ -264,16 +333,18 @@ __global__ void __launch_bounds__(SliceTile<D>::NT, 2) gdn_slices_kernel(RecArgs
 
 // Sets the dynamic shared-memory opt-in once per device (a host-side call, no stream work: harmless
 // inside a graph capture) and returns the resident blocks per SM there.
-template <int D>
+template <int D, bool SHARED_RING>
 int slices_blocks_per_sm() {
     static int per_sm[64] = {};
     int dev = 0;
     QS_CUDA_CHECK(cudaGetDevice(&dev));
     if (dev >= 0 && dev < 64 && per_sm[dev] != 0) return per_sm[dev];
     using Tl = SliceTile<D>;
-    QS_CUDA_CHECK(cudaFuncSetAttribute(gdn_slices_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, Tl::kSmemBytes));
+    auto* kernel = gdn_slices_kernel<D, SHARED_RING>;
+    const int smem = SHARED_RING ? Tl::kSmemBytesShared : Tl::kSmemBytes;
+    QS_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     int n = 0;
-    QS_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, gdn_slices_kernel<D>, Tl::NT, Tl::kSmemBytes));
+    QS_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, Tl::NT, smem));
     if (n < 1) n = 2;  // the emulation reports -1
     if (dev >= 0 && dev < 64) per_sm[dev] = n;
     return n;
@@ -284,18 +355,21 @@ int slices_blocks_per_sm() {
 bool slices_supported(int Dk, int Dv, bool bf16) { return bf16 && Dk == Dv && (Dk == 64 || Dk == 128); }
 
 template <int D>
-void launch_slices(const RecArgs& a, int blocks, int sms, cudaStream_t stream) {
+void launch_slices(const RecArgs& a, int version, int blocks, int sms, cudaStream_t stream) {
     using Tl = SliceTile<D>;
     GDN_REQUIRE(a.Dk == D && a.Dv == D);
+    GDN_REQUIRE(version == 1 || version == 2);
     const int64_t items = int64_t(a.num_seqs) * a.Nv;
     if (items == 0) return;
-    const int64_t cap = int64_t(slices_blocks_per_sm<D>()) * sms;
+    const int per_sm = version == 2 ? slices_blocks_per_sm<D, true>() : slices_blocks_per_sm<D, false>();
+    const int64_t cap = int64_t(per_sm) * sms;
     if (blocks <= 0) blocks = int(items < cap ? items : cap);
-    gdn_slices_kernel<D><<<unsigned(blocks), Tl::NT, Tl::kSmemBytes, stream>>>(a);
+    if (version == 2) gdn_slices_kernel<D, true><<<unsigned(blocks), Tl::NT, Tl::kSmemBytesShared, stream>>>(a);
+    else gdn_slices_kernel<D, false><<<unsigned(blocks), Tl::NT, Tl::kSmemBytes, stream>>>(a);
     QS_CUDA_CHECK_LAUNCH();
 }
 
-template void launch_slices<64>(const RecArgs&, int, int, cudaStream_t);
-template void launch_slices<128>(const RecArgs&, int, int, cudaStream_t);
+template void launch_slices<64>(const RecArgs&, int, int, int, cudaStream_t);
+template void launch_slices<128>(const RecArgs&, int, int, int, cudaStream_t);
 
 }  // namespace qs::cuda::gdn

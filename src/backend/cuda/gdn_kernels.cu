@@ -26,6 +26,7 @@ void check_params(const GatedDeltaNetParams& p) {
     GDN_REQUIRE(p.decode_blocks >= 0);
     GDN_REQUIRE(p.decode_version == 1 || p.decode_version == 2);
     GDN_REQUIRE(p.decode_stages >= 0 && p.decode_stages <= 4);
+    GDN_REQUIRE(p.slices_version == 1 || p.slices_version == 2);
     GDN_REQUIRE(p.prefill_version >= 1 && p.prefill_version <= 6);
     if (p.prefill_version >= 2) {
         GDN_REQUIRE(p.Dk % 8 == 0 && p.Dv % 8 == 0);  // 16-byte rows of 16-bit values for cp.async
@@ -180,7 +181,7 @@ namespace {
 template <int D>
 void launch_with_slices(const GatedDeltaNetParams& p, const RecArgs& a, bool chunked, cudaStream_t stream) {
     if (chunked) launch_chunked_any<D>(p, a, stream);
-    launch_slices<D>(a, p.decode_blocks, int(sm_count()), stream);
+    launch_slices<D>(a, p.slices_version, p.decode_blocks, int(sm_count()), stream);
     if (p.batch.max_seq_tokens != 1) launch_serial<D>(a, p.ssm_bf16, p.batch.num_seqs, stream);
 }
 
