@@ -32,9 +32,9 @@
 //          blocks, bit-identical to 5)
 //          [--gdn-decode-version 1|2]  (CudaOptions::gdn_decode_version: the streaming GDN decode
 //          kernel's version; 2 = bench/kernels/NOTES.md "GDN decode v2")
-//          [--gdn-slices-version 1|2]  (CudaOptions::gdn_slices_version: the warp-slice GDN decode
+//          [--gdn-slices-version 1|2|3]  (CudaOptions::gdn_slices_version: the warp-slice GDN decode
 //          kernel's version; 2 (default) = the state copied by whole rows into a block-shared ring,
-//          1 = lane-private copies; bit-identical)
+//          1 = lane-private copies, 3 = 2 with the stores by whole rows too; bit-identical)
 //          [--gdn-decode-kernel -1|0|1|2]  (CudaOptions::gdn_decode_kernel: the token-serial GDN
 //          sequences' kernel; -1 = by shape, 0 = one block per head, 1 = streaming, 2 = one-token
 //          rows by warp slices)
@@ -281,7 +281,7 @@ int run(const Args& args) {
         !pick("moe-router-kernel", {0, 1, 2}, &co.moe_router_kernel) ||
         !pick("gdn-prefill-version", {0, 1, 2, 3, 4, 5, 6}, &co.gdn_prefill_version) ||
         !pick("gdn-decode-version", {1, 2}, &co.gdn_decode_version) ||
-        !pick("gdn-slices-version", {1, 2}, &co.gdn_slices_version) ||
+        !pick("gdn-slices-version", {1, 2, 3}, &co.gdn_slices_version) ||
         !pick("gdn-decode-kernel", {-1, 0, 1, 2}, &co.gdn_decode_kernel) ||
         !pick("moe-int4-grouped", {0, 1}, &co.moe_int4_grouped) ||
         !pick("nvfp4-kernels", {0, 1}, &co.nvfp4_kernels) ||

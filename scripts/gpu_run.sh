@@ -48,6 +48,10 @@
 #           by shape since it was added): `gdn_lab --decode` (serial, streaming v1/v2 and slices at 1 / 64
 #           / 512 sequences: CPU-reference checks, µs, GB/s) and the GPU tests *GatedDeltaNet*,
 #           CudaModel.*, CudaGraphs* on the bundle's defaults
+#   gdn_slices_rows  the warp-slice kernel's versions 2 (the default) and 3 (the stores by whole rows too):
+#           `gdn_lab --decode` (every version checked against the CPU reference and for equal bits, then
+#           timed) and the 512-sequence FP8-lean k=0 decode step with --gdn-slices-version 2, then 3
+#           (two engines, ~2 min)
 #   gdn_slices_step  the 512-sequence FP8-lean k=0 decode step (gpu_forward_bench --mode mtp --mtp-k 0
 #           --mtp-seqs 512) with --gdn-decode-kernel 1 (streaming: the default before), 0 and -1 (the
 #           default: warp slices); three engines, ~4 min: STAGE_TIMEOUT=300
@@ -59,9 +63,11 @@
 #           gpu_forward_bench options (e.g. --gdn-decode-kernel 0)
 #   ncu_prefill  the same per-kernel CSV for one 16 × 1,024-token prefill forward (gpu_forward_bench --mode
 #           profile --profile-ncu-case prefill16x1024, FP8 lean): ncu_prefill.csv
-#   ncu_detail:REGEX[:SEQS]  `ncu --set full` with source counters on the first NCU_COUNT (default 3)
-#           kernels of one SEQS-sequence decode step whose names match REGEX: ncu_detail_*.ncu-rep, its
-#           details page and its per-SASS-instruction stall samples (CSV)
+#   ncu_detail:REGEX[:SEQS]  `ncu --set full` with source counters on NCU_COUNT (default 3) kernels of one
+#           SEQS-sequence decode step whose names match REGEX, after skipping NCU_SKIP (default 0) of
+#           them: ncu_detail_*.ncu-rep, its details page and its per-SASS-instruction stall samples (CSV).
+#           Nsight Compute fails to profile with the engine's default memory plan or CUDA graphs: pass
+#           NCU_EXTRA="--gpu-memory-utilization 0.5 --cuda-graph-max-batch 0" (session 20)
 #   gdn_tc  the GDN lab's prefill version 2 mode (gdn_lab --tc: bf16 tensor-core chunk phases against
 #           today's default at 16 × 1,024, 1 × 16,384, 64 × 256 and a varlen mix, reference check,
 #           µs and TFLOP/s) and the GPU GDN parity tests (with CudaOpsParity.GatedDeltaNetPrefillVersion2)
@@ -205,6 +211,12 @@ for stage in "$@"; do
                        done ;;
         gdn_slices) run gdn_lab_decode_slices "$B/gdn_lab" --decode
                     run gpu_tests_gdn_slices "$B/qs_gpu_tests" --gtest_color=no --gtest_filter='*GatedDeltaNet*:CudaModel.*:CudaGraphs*' ;;
+        gdn_slices_rows) run gdn_lab_decode_rows "$B/gdn_lab" --decode
+                         for v in 2 3; do
+                             run "gdn_slices_rows_step_v$v" "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b --load-format dummy \
+                                 --dummy-format fp8-block --gdn-state-dtype bf16 --kv-cache-dtype fp8_e4m3 --mode mtp \
+                                 --mtp-k 0 --mtp-seqs 512 --gdn-slices-version "$v"
+                         done ;;
         gdn_slices_step) for k in 1 0 -1; do
                              run "gdn_slices_step_k$k" "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b --load-format dummy \
                                  --dummy-format fp8-block --gdn-state-dtype bf16 --kv-cache-dtype fp8_e4m3 --mode mtp \
@@ -288,7 +300,8 @@ for stage in "$@"; do
         ncu_detail:*) spec="${stage#ncu_detail:}"; regex="${spec%%:*}"; seqs=512; [ "$spec" != "$regex" ] && seqs="${spec#*:}"
                       tag="$(printf %s "$regex" | tr -c 'A-Za-z0-9_' '_')_$seqs"
                       run "ncu_detail_$tag" ncu --profile-from-start off --clock-control none --set full \
-                          --import-source no -k "regex:$regex" --launch-count "${NCU_COUNT:-3}" -f -o "$OUT/ncu_detail_$tag" \
+                          --import-source no -k "regex:$regex" --launch-skip "${NCU_SKIP:-0}" --launch-count "${NCU_COUNT:-3}" \
+                          -f -o "$OUT/ncu_detail_$tag" \
                           "$B/gpu_forward_bench" "${ncu_bench_args[@]}" --mtp-k 0 --mtp-seqs "$seqs" ${NCU_EXTRA:-}
                       ncu -i "$OUT/ncu_detail_$tag.ncu-rep" --page details > "$OUT/ncu_detail_$tag.txt" 2>&1
                       ncu -i "$OUT/ncu_detail_$tag.ncu-rep" --page source --print-source sass --csv \

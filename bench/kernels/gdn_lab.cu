@@ -303,7 +303,8 @@ void poison(void* d, size_t bytes) { QS_CUDA_CHECK(cudaMemset(d, 0xff, bytes)); 
 // block per (sequence, head) (gdn_serial.cu), -1 by shape (streaming for decode-only batches).
 // blocks: the streaming kernel's grid (decode_blocks; 0 = 2 per SM).
 // dver: the streaming kernel's version (decode_version; 2 = NOTES.md "GDN decode v2").
-// sver: the warp-slice kernel's version (slices_version; 2 = block-shared ring of whole rows, same bits).
+// sver: the warp-slice kernel's version (slices_version; 2 = block-shared ring of whole rows, 3 = 2 with
+// the stores by whole rows; same bits).
 // dec 2: the one-token sequences by warp slices (gdn_decode_slices.cu; bf16 state, Dk = Dv = 64 or
 // 128; NOTES.md "GDN decode v5: warp slices"), the rest as -1 (plain decode, mixed) or -1 (spans).
 struct Path {
@@ -318,9 +319,9 @@ struct Path {
                   // at 64 columns by shape (cols 0) or forced (cols 64; bit-identical to 5)
     int dver = 1;
     int stages = 0;  // decode_stages (version 2: cp.async stages in use, 0 = all)
-    int sver = 1;    // slices_version: the warp-slice kernel's version (2 = block-shared ring of whole rows)
+    int sver = 1;    // slices_version: the warp-slice kernel's version (2 = block-shared ring of whole rows, 3 = + row stores)
     std::string name() const {
-        const std::string b = (dver == 2 || sver == 2 ? std::string("-v2") : std::string()) +
+        const std::string b = (dver == 2 || sver == 2 ? std::string("-v2") : sver == 3 ? std::string("-v3") : std::string()) +
                               (stages ? "-s" + std::to_string(stages) : std::string()) +
                               (blocks ? "-b" + std::to_string(blocks) : std::string());
         if (dver == 2 && chunk_min <= 0 && dec < 0) return "serial-auto-v2";
@@ -350,13 +351,16 @@ const Path kCpar32Tf32{64, false, true, 32}, kCpar64Tf32{64, false, true, 64};
 // blocks (every block serves many items: the ring of stages wraps), and beside the chunked kernel.
 const Path kSlices{0, true, false, 0, 2}, kSlices1{0, true, false, 0, 2, 1}, kSlices3{0, true, false, 0, 2, 3};
 const Path kAutoSlices{64, true, false, 0, 2}, kAutoSlices3{64, true, false, 0, 2, 3};
-Path slices_v2(Path p) {
-    p.sver = 2;
+Path slices_v(Path p, int v) {
+    p.sver = v;
     return p;
 }
-// Version 2 (slices_version 2: a block-shared ring of whole rows): the same cases, bit-identical.
-const Path kSlicesV2 = slices_v2(kSlices), kSlices1V2 = slices_v2(kSlices1), kSlices3V2 = slices_v2(kSlices3);
-const Path kAutoSlicesV2 = slices_v2(kAutoSlices), kAutoSlices3V2 = slices_v2(kAutoSlices3);
+// Versions 2 (slices_version 2: a block-shared ring of whole rows) and 3 (2 with the stores by whole
+// rows): the same cases, bit-identical.
+const Path kSlicesV2 = slices_v(kSlices, 2), kSlices1V2 = slices_v(kSlices1, 2), kSlices3V2 = slices_v(kSlices3, 2);
+const Path kAutoSlicesV2 = slices_v(kAutoSlices, 2), kAutoSlices3V2 = slices_v(kAutoSlices3, 2);
+const Path kSlicesV3 = slices_v(kSlices, 3), kSlices1V3 = slices_v(kSlices1, 3), kSlices3V3 = slices_v(kSlices3, 3);
+const Path kAutoSlicesV3 = slices_v(kAutoSlices, 3), kAutoSlices3V3 = slices_v(kAutoSlices3, 3);
 Path decode_v2(Path p) {
     p.dver = 2;
     return p;
@@ -988,26 +992,27 @@ void slices_quick_cases(std::mt19937_64& rng, double tol_state_bf16) {
         const Problem Q = real ? make_problem(*sh, {1, 1, 1}, {2, 0, 3}, 4, rng, true)
                                : make_problem(*sh, {1, 1, 1, 1, 1, 1}, {5, 0, 3, 7, 1, 6}, 9, rng, true);
         const Ref RQ = make_ref(Q, true);
-        for (const Path& path : {kSlices, kSlices1, kSlices3, kSlicesV2, kSlices1V2, kSlices3V2})
+        for (const Path& path : {kSlices, kSlices1, kSlices3, kSlicesV2, kSlices1V2, kSlices3V2, kSlicesV3, kSlices1V3, kSlices3V3})
             check_case("slices/decode", Q, RQ, true, path, tol_state_bf16);
-        expect_same_bits("slices/decode", kSlices, kSlicesV2);
-        expect_same_bits("slices/decode", kSlices, kSlices1V2);
-        expect_same_bits("slices/decode", kSlices, kSlices3V2);
+        for (const Path& path : {kSlicesV2, kSlices1V2, kSlices3V2, kSlicesV3, kSlices1V3, kSlices3V3})
+            expect_same_bits("slices/decode", kSlices, path);
         if (real) continue;
         Problem V = make_problem(*sh, {1, 1, 1, 1, 1}, {4, 0, 5, 2, 1}, 9, rng, true);
         V.defer = {1, 0, 1, 1, 0};
         V.spare = {6, -1, -1, 3, -1};
         const Ref RV = make_ref(V, true);
-        for (const Path& path : {kSlices, kSlices3, kSlicesV2, kSlices3V2})
+        for (const Path& path : {kSlices, kSlices3, kSlicesV2, kSlices3V2, kSlicesV3, kSlices3V3})
             check_case("slices/spare", V, RV, true, path, tol_state_bf16);
         expect_same_bits("slices/spare", kSlices, kSlices3V2);
+        expect_same_bits("slices/spare", kSlices, kSlices3V3);
         const Problem S = make_problem(*sh, {2, 1, 3, 1}, {3, 0, 4, 1}, 6, rng, true);
         check_case("slices/spans", S, make_ref(S, true), true, kSlices, tol_state_bf16);
         const Problem M = make_problem(*sh, {1, 70, 1, 3, 1, 65, 2}, {7, 0, 3, 5, 1, 6, 2}, 9, rng, true);
         const Ref RM = make_ref(M, true);
-        for (const Path& path : {kAutoSlices, kAutoSlices3, kAutoSlicesV2, kAutoSlices3V2})
+        for (const Path& path : {kAutoSlices, kAutoSlices3, kAutoSlicesV2, kAutoSlices3V2, kAutoSlicesV3, kAutoSlices3V3})
             check_case("slices/mixed", M, RM, true, path, tol_state_bf16);
         expect_same_bits("slices/mixed", kAutoSlices, kAutoSlices3V2);
+        expect_same_bits("slices/mixed", kAutoSlices, kAutoSlices3V3);
     }
 }
 
@@ -1044,11 +1049,13 @@ int run_decode(std::mt19937_64& rng) {
             for (const Path& path : checked) check_case(name, P, R, bf16, path, bf16 ? kStateBf16Tol : -1);
             if (bf16) check_case(name, P, R, bf16, kStreamV2s2, kStateBf16Tol);  // version 2 on 2 of its 3 stages
             if (bf16) check_case(name, P, R, bf16, kSlices, kStateBf16Tol);      // warp slices (decode_kernel 2)
-            if (bf16) check_case(name, P, R, bf16, kSlicesV2, kStateBf16Tol);    // and its version 2 (no barrier)
+            if (bf16) check_case(name, P, R, bf16, kSlicesV2, kStateBf16Tol);    // its version 2 (block-shared ring)
+            if (bf16) check_case(name, P, R, bf16, kSlicesV3, kStateBf16Tol);    // and 3 (+ stores by whole rows)
             if (bf16) expect_same_bits(name, kSlices, kSlicesV2);
+            if (bf16) expect_same_bits(name, kSlices, kSlicesV3);
             expect_same_bits(name, kStream, kStreamV2);
             if (bf16) expect_same_bits(name, kStream, kStreamV2s2);
-            time_case(name, P, bf16, bf16 ? std::vector<Path>{kSerial, kStream, kStreamV2, kStreamV2s2, kSlices, kSlicesV2}
+            time_case(name, P, bf16, bf16 ? std::vector<Path>{kSerial, kStream, kStreamV2, kStreamV2s2, kSlices, kSlicesV2, kSlicesV3}
                                           : std::vector<Path>{kSerial, kStream, kStreamV2});
         }
     }

@@ -845,12 +845,14 @@ TEST_P(CudaOpsParity, GatedDeltaNetDecodeSlices) {
     batches.push_back(make_batch({{{75, 1, 2}, {9, 1, 0}, {17, 1, 5}, {88, 1, 1}, {11, 1, 4}, {6, 1, 6}}}, 16, 1,
                                  rng_, int(c.vocab_size)));
     expect_gdn_options_equal(batches, 7, o0, "one block per head", o2, "warp slices", kBf16Bound, /*sides_bound=*/1e-4);
-    // Its two versions (lane-private state copies, and whole rows into a block-shared ring: the
-    // default) do the same arithmetic: bit for bit.
-    cuda::CudaOptions o2v1 = o2, o2v2 = o2;
+    // Its versions (lane-private state copies; whole rows into a block-shared ring, the default; that
+    // with the stores by whole rows too) do the same arithmetic: bit for bit.
+    cuda::CudaOptions o2v1 = o2, o2v2 = o2, o2v3 = o2;
     o2v1.gdn_slices_version = 1;
     o2v2.gdn_slices_version = 2;
+    o2v3.gdn_slices_version = 3;
     expect_gdn_options_equal(batches, 7, o2v1, "warp slices v1", o2v2, "warp slices v2", kBf16Bound);
+    expect_gdn_options_equal(batches, 7, o2v2, "warp slices v2", o2v3, "warp slices v3", kBf16Bound);
 }
 
 // Prefill version 2 (CudaOptions::gdn_prefill_version = 2: the chunked sequences on bf16 tensor

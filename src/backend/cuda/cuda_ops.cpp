@@ -60,8 +60,8 @@ CudaOps::CudaOps(const CudaOptions& options)
                  "CudaOptions::gdn_prefill_version must be 0 (auto), 1, 2, 3, 4, 5 or 6");
     QS_CHECK_MSG(options.gdn_decode_version == 1 || options.gdn_decode_version == 2,
                  "CudaOptions::gdn_decode_version must be 1 or 2");
-    QS_CHECK_MSG(options.gdn_slices_version == 1 || options.gdn_slices_version == 2,
-                 "CudaOptions::gdn_slices_version must be 1 or 2");
+    QS_CHECK_MSG(options.gdn_slices_version >= 1 && options.gdn_slices_version <= 3,
+                 "CudaOptions::gdn_slices_version must be 1, 2 or 3");
     QS_CHECK_MSG(options.gdn_decode_kernel >= -1 && options.gdn_decode_kernel <= 2,
                  "CudaOptions::gdn_decode_kernel must be -1 (by shape), 0, 1 or 2");
     QS_CHECK_MSG(options.moe_int4_grouped == 0 || options.moe_int4_grouped == 1,

@@ -123,7 +123,8 @@ struct CudaOptions {
     int gdn_decode_version = 1;
     // GatedDeltaNetParams::slices_version for every GDN call: the warp-slice decode kernel's version
     // (2, the default: the state copied by whole rows into a ring the block shares; 1: lane-private
-    // copies; bit-identical; bench/kernels/NOTES.md "GDN decode v5").
+    // copies; 3: 2 with the stores by whole rows too, not yet measured; bit-identical; bench/kernels/
+    // NOTES.md "GDN decode v5").
     int gdn_slices_version = 2;
     // GatedDeltaNetParams::decode_kernel for every GDN call: the kernel of the token-serial
     // sequences (decode rows, MTP verification, short prompts). -1 (default) by shape (warp slices

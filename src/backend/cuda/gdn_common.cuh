@@ -207,8 +207,9 @@ template <int D>
 void launch_stream(const RecArgs& a, bool bf16, int version, int blocks, cudaStream_t stream);
 // The one-token sequences with bf16 state, a warp per 16 value columns of a (sequence, value head)
 // (gdn_decode_slices.cu; decode_kernel 2), for Dk = Dv = D = 64 or 128 (slices_supported). version:
-// 1 = lane-private state ring, 2 = a ring shared by the block's warps, filled by whole rows (same
-// bits). blocks: persistent blocks, 0 = as many as fit on `sms` SMs.
+// 1 = lane-private state ring, 2 = a ring shared by the block's warps, filled by whole rows, 3 = 2
+// with the stores by whole rows too (same bits). blocks: persistent blocks, 0 = as many as fit on
+// `sms` SMs.
 bool slices_supported(int Dk, int Dv, bool bf16);
 template <int D>
 void launch_slices(const RecArgs& a, int version, int blocks, int sms, cudaStream_t stream);

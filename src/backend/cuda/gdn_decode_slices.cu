@@ -97,8 +97,12 @@ struct SliceInputs {
 // cp.async shared-memory writes at 16 wavefronts where 4 suffice. Each thread waits for its own
 // copies of the next item before the item's norm barrier, which then publishes them to every warp;
 // a slot is refilled after the barrier that ends its item. Same arithmetic: bit-identical results.
-template <int D, bool SHARED_RING>
+// VER 3 (RING_STORES): the stores too by whole rows. Each lane writes its updated chunks back into
+// the slot, in place (only it reads them); after the item's barrier each thread stores the chunks
+// it copied in (512 contiguous bytes per warp instruction), before it refills that slot.
+template <int D, int VER>
 __global__ void __launch_bounds__(SliceTile<D>::NT, 2) gdn_slices_kernel(RecArgs p) {
+    constexpr bool SHARED_RING = VER >= 2, RING_STORES = VER == 3;
     using Tl = SliceTile<D>;
     constexpr int RL = Tl::RL, NWARP = Tl::NWARP;
     __shared__ float s_ss[2][NWARP];  // per warp Σo² of its columns; double-buffered by served item
@@ -138,15 +142,17 @@ __global__ void __launch_bounds__(SliceTile<D>::NT, 2) gdn_slices_kernel(RecArgs
         }
         return d;
     };
+    auto state_base = [&](int slot, int h) {  // the (slot, head) state, [D, D] bf16
+        return static_cast<__nv_bfloat16*>(p.state) + (int64_t(slot) * Nv + h) * D * D;
+    };
     auto state_at = [&](int slot, int h) {  // the lane's first chunk of the (slot, head) state
-        return static_cast<__nv_bfloat16*>(p.state) + (int64_t(slot) * Nv + h) * D * D + int64_t(rg) * D + c8;
+        return state_base(slot, h) + int64_t(rg) * D + c8;
     };
     // One cp.async group per item and lane (empty when not served: the group count stays uniform).
     auto issue = [&](int item, const SliceDesc& d, int st) {
         if constexpr (SHARED_RING) {
             if (d.served) {  // chunk c = tid + NT·i of the state: row c / kChunksPerRow, 16 bytes at its position
-                const char* src = reinterpret_cast<const char*>(static_cast<const __nv_bfloat16*>(p.state) +
-                                                                (int64_t(d.slot) * Nv + item % Nv) * D * D);
+                const char* src = reinterpret_cast<const char*>(state_base(d.slot, item % Nv));
                 const uint32_t dst = ring_u32 + uint32_t(st * Tl::kSlotBytes);
 #pragma unroll
                 for (int i = 0; i < Tl::kChunksPerThread; ++i) {
@@ -219,13 +225,14 @@ __global__ void __launch_bounds__(SliceTile<D>::NT, 2) gdn_slices_kernel(RecArgs
 
         const int h = item % Nv;
         // The lane's 16-byte chunk of rows rg + 16i, columns c8 .. c8 + 7.
-        const uint8_t* const slot = ring + (j % kSliceStages) * (SHARED_RING ? Tl::kSlotBytes : Tl::kWarpStage);
-        auto chunk = [&](int i) {
+        uint8_t* const slot = ring + (j % kSliceStages) * (SHARED_RING ? Tl::kSlotBytes : Tl::kWarpStage);
+        auto chunk_at = [&](int i) {
             if constexpr (SHARED_RING)
-                return *reinterpret_cast<const uint4*>(slot + (rg + 16 * i) * Tl::kRowBytes + 2 * c8);
+                return reinterpret_cast<uint4*>(slot + (rg + 16 * i) * Tl::kRowBytes + 2 * c8);
             else
-                return *reinterpret_cast<const uint4*>(slot + ring_lane + 512 * i);
+                return reinterpret_cast<uint4*>(slot + ring_lane + 512 * i);
         };
+        auto chunk = [&](int i) { return *chunk_at(i); };
         // Norms over the head's D rows: the lane's rows, then the 16 row lanes (hf pairs hold the same rows).
         float qq = 0.f, kk = 0.f, qk = 0.f;
 #pragma unroll
@@ -293,8 +300,8 @@ __global__ void __launch_bounds__(SliceTile<D>::NT, 2) gdn_slices_kernel(RecArgs
 #pragma unroll
         for (int e = 0; e < 8; ++e) dle[e] = __shfl_sync(0xffffffffu, dl, 2 * e + hf);
         // Update from the ring, store bf16 (its slot, and the spare slot of a deferred span).
-        __nv_bfloat16* dst = state_at(cur.slot, h);
-        __nv_bfloat16* dst2 = cur.spare >= 0 ? state_at(cur.spare, h) : nullptr;
+        [[maybe_unused]] __nv_bfloat16* dst = state_at(cur.slot, h);
+        [[maybe_unused]] __nv_bfloat16* dst2 = cur.spare >= 0 ? state_at(cur.spare, h) : nullptr;
 #pragma unroll
         for (int i = 0; i < RL; ++i) {
             float s[8];
@@ -307,8 +314,12 @@ __global__ void __launch_bounds__(SliceTile<D>::NT, 2) gdn_slices_kernel(RecArgs
             u.y = pack_bf16x2(s[2], s[3]);
             u.z = pack_bf16x2(s[4], s[5]);
             u.w = pack_bf16x2(s[6], s[7]);
-            __stcs(reinterpret_cast<uint4*>(dst + int64_t(16 * i) * D), u);
-            if (dst2) __stcs(reinterpret_cast<uint4*>(dst2 + int64_t(16 * i) * D), u);
+            if constexpr (RING_STORES) {
+                *chunk_at(i) = u;  // stored by whole rows after the barrier
+            } else {
+                __stcs(reinterpret_cast<uint4*>(dst + int64_t(16 * i) * D), u);
+                if (dst2) __stcs(reinterpret_cast<uint4*>(dst2 + int64_t(16 * i) * D), u);
+            }
         }
         // Gated RMSNorm over the head's D columns: lanes rg < 8 hold one column each.
         float ss = rg < 8 ? o * o : 0.f;
@@ -327,21 +338,32 @@ __global__ void __launch_bounds__(SliceTile<D>::NT, 2) gdn_slices_kernel(RecArgs
             const float inv = 1.0f / sqrtf(tot / float(D) + p.eps);
             p.out[int64_t(cur.row) * ZW + int64_t(h) * D + ccol] = nw * (o * inv) * silu_f(in.z);
         }
+        if constexpr (RING_STORES) {  // the chunks this thread copied in, now updated by their lanes
+            char* g = reinterpret_cast<char*>(state_base(cur.slot, h));
+            char* g2 = cur.spare >= 0 ? reinterpret_cast<char*>(state_base(cur.spare, h)) : nullptr;
+#pragma unroll
+            for (int i = 0; i < Tl::kChunksPerThread; ++i) {
+                const int c = tid + Tl::NT * i, r = c / Tl::kChunksPerRow, cc = c % Tl::kChunksPerRow;
+                const uint4 u = *reinterpret_cast<const uint4*>(slot + r * Tl::kRowBytes + 16 * cc);
+                __stcs(reinterpret_cast<uint4*>(g + 16 * int64_t(c)), u);
+                if (g2) __stcs(reinterpret_cast<uint4*>(g2 + 16 * int64_t(c)), u);
+            }
+        }
     }
     ptx::cp_async_wait<0>();  // no copy outlives the block (the last groups are empty)
 }
 
 // Sets the dynamic shared-memory opt-in once per device (a host-side call, no stream work: harmless
 // inside a graph capture) and returns the resident blocks per SM there.
-template <int D, bool SHARED_RING>
+template <int D, int VER>
 int slices_blocks_per_sm() {
     static int per_sm[64] = {};
     int dev = 0;
     QS_CUDA_CHECK(cudaGetDevice(&dev));
     if (dev >= 0 && dev < 64 && per_sm[dev] != 0) return per_sm[dev];
     using Tl = SliceTile<D>;
-    auto* kernel = gdn_slices_kernel<D, SHARED_RING>;
-    const int smem = SHARED_RING ? Tl::kSmemBytesShared : Tl::kSmemBytes;
+    auto* kernel = gdn_slices_kernel<D, VER>;
+    const int smem = VER >= 2 ? Tl::kSmemBytesShared : Tl::kSmemBytes;
     QS_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     int n = 0;
     QS_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, Tl::NT, smem));
@@ -358,14 +380,17 @@ template <int D>
 void launch_slices(const RecArgs& a, int version, int blocks, int sms, cudaStream_t stream) {
     using Tl = SliceTile<D>;
     GDN_REQUIRE(a.Dk == D && a.Dv == D);
-    GDN_REQUIRE(version == 1 || version == 2);
+    GDN_REQUIRE(version >= 1 && version <= 3);
     const int64_t items = int64_t(a.num_seqs) * a.Nv;
     if (items == 0) return;
-    const int per_sm = version == 2 ? slices_blocks_per_sm<D, true>() : slices_blocks_per_sm<D, false>();
+    const int per_sm = version == 3   ? slices_blocks_per_sm<D, 3>()
+                       : version == 2 ? slices_blocks_per_sm<D, 2>()
+                                      : slices_blocks_per_sm<D, 1>();
     const int64_t cap = int64_t(per_sm) * sms;
     if (blocks <= 0) blocks = int(items < cap ? items : cap);
-    if (version == 2) gdn_slices_kernel<D, true><<<unsigned(blocks), Tl::NT, Tl::kSmemBytesShared, stream>>>(a);
-    else gdn_slices_kernel<D, false><<<unsigned(blocks), Tl::NT, Tl::kSmemBytes, stream>>>(a);
+    if (version == 3) gdn_slices_kernel<D, 3><<<unsigned(blocks), Tl::NT, Tl::kSmemBytesShared, stream>>>(a);
+    else if (version == 2) gdn_slices_kernel<D, 2><<<unsigned(blocks), Tl::NT, Tl::kSmemBytesShared, stream>>>(a);
+    else gdn_slices_kernel<D, 1><<<unsigned(blocks), Tl::NT, Tl::kSmemBytes, stream>>>(a);
     QS_CUDA_CHECK_LAUNCH();
 }
 

@@ -26,7 +26,7 @@ void check_params(const GatedDeltaNetParams& p) {
     GDN_REQUIRE(p.decode_blocks >= 0);
     GDN_REQUIRE(p.decode_version == 1 || p.decode_version == 2);
     GDN_REQUIRE(p.decode_stages >= 0 && p.decode_stages <= 4);
-    GDN_REQUIRE(p.slices_version == 1 || p.slices_version == 2);
+    GDN_REQUIRE(p.slices_version >= 1 && p.slices_version <= 3);
     GDN_REQUIRE(p.prefill_version >= 1 && p.prefill_version <= 6);
     if (p.prefill_version >= 2) {
         GDN_REQUIRE(p.Dk % 8 == 0 && p.Dv % 8 == 0);  // 16-byte rows of 16-bit values for cp.async

@@ -104,8 +104,9 @@ struct GatedDeltaNetParams {
     // Added: the warp-slice kernel's version (where decode_kernel picks it). 1: each lane copies its
     // own 16 rows x 32 bytes of an item's state into a lane-private ring; 2 (default): the block's
     // threads copy whole rows into a ring shared by its warps (full 128-byte lines; H200 at 512
-    // sequences 442 -> 392 us a layer; bench/kernels/NOTES.md "GDN decode v5"). Same arithmetic:
-    // bit-identical out and state.
+    // sequences 442 -> 392 us a layer; bench/kernels/NOTES.md "GDN decode v5"); 3: 2 with the updated
+    // state written back into the ring and stored by whole rows after the item's barrier (not yet
+    // measured). Same arithmetic: bit-identical out and state.
     int slices_version = 2;
     // Added: the chunked sequences' prefill path. 1 (default): the 3xTF32 kernels above (one block per
     // head or chunk-parallel, chunk_parallel / chunk_tf32x3 / chunk_value_cols as documented there).
