@@ -66,8 +66,8 @@
 #   ncu_detail:REGEX[:SEQS]  `ncu --set full` with source counters on NCU_COUNT (default 3) kernels of one
 #           SEQS-sequence decode step whose names match REGEX, after skipping NCU_SKIP (default 0) of
 #           them: ncu_detail_*.ncu-rep, its details page and its per-SASS-instruction stall samples (CSV).
-#           Nsight Compute fails to profile with the engine's default memory plan or CUDA graphs: pass
-#           NCU_EXTRA="--gpu-memory-utilization 0.5 --cuda-graph-max-batch 0" (session 20)
+#           All ncu_* stages run with --gpu-memory-utilization 0.5 --cuda-graph-max-batch 0 (ncu_model_args:
+#           Nsight Compute failed to profile with the default memory plan or with graphs, session 20)
 #   gdn_tc  the GDN lab's prefill version 2 mode (gdn_lab --tc: bf16 tensor-core chunk phases against
 #           today's default at 16 × 1,024, 1 × 16,384, 64 × 256 and a varlen mix, reference check,
 #           µs and TFLOP/s) and the GPU GDN parity tests (with CudaOpsParity.GatedDeltaNetPrefillVersion2)
@@ -140,9 +140,12 @@ run() {  # name, command...
     local rc=$?
     printf "%-28s rc=%-3s %6.1f s\n" "$name" "$rc" "$(python3 -c "import time; print(time.time() - $t0)")" | tee -a "$summary"
 }
-# One decode step under Nsight Compute (the ncu_* stages).
-ncu_bench_args=(--model builtin:qwen36-35b-a3b --load-format dummy --dummy-format fp8-block --gdn-state-dtype bf16
-                --kv-cache-dtype fp8_e4m3 --mode mtp --mtp-steps 1 --mtp-profiler-range)
+# The ncu_* stages: FP8 lean, with half the usual memory plan and no CUDA graphs (with either, Nsight
+# Compute failed to profile kernels here: session 20), and one pass of metrics (no kernel replay).
+ncu_model_args=(--model builtin:qwen36-35b-a3b --load-format dummy --dummy-format fp8-block --gdn-state-dtype bf16
+                --kv-cache-dtype fp8_e4m3 --gpu-memory-utilization 0.5 --cuda-graph-max-batch 0)
+ncu_bench_args=("${ncu_model_args[@]}" --mode mtp --mtp-steps 1 --mtp-profiler-range)
+ncu_metrics=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,launch__grid_size,launch__block_size,launch__registers_per_thread
 for stage in "$@"; do
     case "$stage" in
         labs) for lab in "$B"/*_lab; do [ -x "$lab" ] && run "$(basename "$lab")" "$lab"; done ;;
@@ -289,13 +292,12 @@ for stage in "$@"; do
         ncu_step|ncu_step:*) spec="${stage#ncu_step}"; spec="${spec#:}"; seqs="${spec%%:*}"; seqs="${seqs:-512}"
                   k=0; [ "$spec" != "${spec#*:}" ] && k="${spec#*:}"
                   run "ncu_step_${seqs}_k$k" ncu --profile-from-start off --clock-control none --csv \
-                      --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,launch__grid_size,launch__block_size,launch__registers_per_thread \
+                      --metrics "$ncu_metrics" \
                       --log-file "$OUT/ncu_step_${seqs}_k$k.csv" "$B/gpu_forward_bench" "${ncu_bench_args[@]}" \
                       --mtp-k "$k" --mtp-acceptance 0 --mtp-seqs "$seqs" ${NCU_EXTRA:-} ;;
         ncu_prefill) run ncu_prefill ncu --profile-from-start off --clock-control none --csv \
-                         --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,launch__grid_size,launch__block_size,launch__registers_per_thread \
-                         --log-file "$OUT/ncu_prefill.csv" "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b \
-                         --load-format dummy --dummy-format fp8-block --gdn-state-dtype bf16 --kv-cache-dtype fp8_e4m3 \
+                         --metrics "$ncu_metrics" \
+                         --log-file "$OUT/ncu_prefill.csv" "$B/gpu_forward_bench" "${ncu_model_args[@]}" \
                          --no-mtp --mode profile --profile-ncu-case prefill16x1024 ${NCU_EXTRA:-} ;;
         ncu_detail:*) spec="${stage#ncu_detail:}"; regex="${spec%%:*}"; seqs=512; [ "$spec" != "$regex" ] && seqs="${spec#*:}"
                       tag="$(printf %s "$regex" | tr -c 'A-Za-z0-9_' '_')_$seqs"

@@ -391,16 +391,6 @@ inline void mma_m16n8k16_16bit(float (&d)[4], const uint32_t (&a)[4], uint32_t b
 #define blockDim (::emu::block_dim())
 #define gridDim (::emu::grid_dim())
 inline void __syncthreads() { emu::syncthreads(); }
-inline void __syncwarp(unsigned = 0xffffffffu) { emu::warp_sync(); }
-// A spin-wait's back-off: lets the other fibers run (the thread stays runnable).
-inline void __nanosleep(unsigned) { emu::yield(0); }
-inline void __threadfence_block() {}
-// Fibers switch only at the yields above, so a plain read-modify-write is atomic here.
-inline int atomicAdd(int* p, int v) {
-    const int old = *p;
-    *p = old + v;
-    return old;
-}
 template <typename T> inline T __shfl_xor_sync(unsigned, T v, int m) { return emu::shfl_from(v, emu::src_xor, m); }
 template <typename T> inline T __shfl_up_sync(unsigned, T v, int d) { return emu::shfl_from(v, emu::src_up, d); }
 template <typename T> inline T __shfl_sync(unsigned, T v, int s) { return emu::shfl_from(v, emu::src_idx, s); }
