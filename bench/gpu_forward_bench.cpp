@@ -33,8 +33,9 @@
 //          [--gdn-decode-version 1|2]  (CudaOptions::gdn_decode_version: the streaming GDN decode
 //          kernel's version; 2 = bench/kernels/NOTES.md "GDN decode v2")
 //          [--gdn-slices-version 1|2|3]  (CudaOptions::gdn_slices_version: the warp-slice GDN decode
-//          kernel's version; 2 (default) = the state copied by whole rows into a block-shared ring,
-//          1 = lane-private copies, 3 = 2 with the stores by whole rows too; bit-identical)
+//          kernel's version; 3 (default) = the state copied in and stored back by whole rows
+//          through a block-shared ring, 2 = the copies by whole rows only, 1 = lane-private copies;
+//          bit-identical)
 //          [--gdn-decode-kernel -1|0|1|2]  (CudaOptions::gdn_decode_kernel: the token-serial GDN
 //          sequences' kernel; -1 = by shape, 0 = one block per head, 1 = streaming, 2 = one-token
 //          rows by warp slices)

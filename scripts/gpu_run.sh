@@ -52,6 +52,8 @@
 #           `gdn_lab --decode` (every version checked against the CPU reference and for equal bits, then
 #           timed) and the 512-sequence FP8-lean k=0 decode step with --gdn-slices-version 2, then 3
 #           (two engines, ~2 min)
+#   moe_dec_step  the 512-sequence FP8-lean k=0 decode step with the MoE decode GEMMs' version 1 (moe_gemm.cu,
+#           the default), then 2 (moe_decode_gemm.cu: --moe-decode-version 2); two engines, ~1 min
 #   gdn_slices_step  the 512-sequence FP8-lean k=0 decode step (gpu_forward_bench --mode mtp --mtp-k 0
 #           --mtp-seqs 512) with --gdn-decode-kernel 1 (streaming: the default before), 0 and -1 (the
 #           default: warp slices); three engines, ~4 min: STAGE_TIMEOUT=300
@@ -220,6 +222,11 @@ for stage in "$@"; do
                                  --dummy-format fp8-block --gdn-state-dtype bf16 --kv-cache-dtype fp8_e4m3 --mode mtp \
                                  --mtp-k 0 --mtp-seqs 512 --gdn-slices-version "$v"
                          done ;;
+        moe_dec_step) for v in 1 2; do
+                          run "moe_dec_step_v$v" "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b --load-format dummy \
+                              --dummy-format fp8-block --gdn-state-dtype bf16 --kv-cache-dtype fp8_e4m3 --mode mtp \
+                              --mtp-k 0 --mtp-seqs 512 --moe-decode-version "$v"
+                      done ;;
         gdn_slices_step) for k in 1 0 -1; do
                              run "gdn_slices_step_k$k" "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b --load-format dummy \
                                  --dummy-format fp8-block --gdn-state-dtype bf16 --kv-cache-dtype fp8_e4m3 --mode mtp \

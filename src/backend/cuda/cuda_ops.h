@@ -64,9 +64,10 @@ struct CudaOptions {
     // against 41.6 µs, bf16 34.7 against 49.6; at T = 2..8 version 2 is 5-30 % slower).
     int moe_small_version = -1;
     // MoeParams::decode_version for MoE calls on the mma.sync grouped path (9 <= T, fewer than 32
-    // rows per expert; bench/kernels/NOTES.md "Decode v2"): 1 (default) moe_gemm.cu's tiles, 2 the
-    // swapped-operand decode GEMMs of moe_decode_gemm.cu. Default flips after the H200 lab run.
-    int moe_decode_version = 1;
+    // rows per expert; bench/kernels/NOTES.md "Decode v2"): 1 moe_gemm.cu's tiles, 2 (default) the
+    // swapped-operand decode GEMMs of moe_decode_gemm.cu, whose fp8 weights are copied by whole
+    // 128-byte lines (H200, 512-sequence FP8 decode step: docs/PERF.md "Session 21").
+    int moe_decode_version = 2;
     // MoeParams::prefill_version for MoE calls on the CUTLASS prefill path (>= 32 routed rows per
     // expert; bench/kernels/NOTES.md "Prefill v2"): 1 the one-block sort and the first gather /
     // SiLU / combine kernels, 2 (default; H200 2026-12-02: FP8 at 16,384 tokens 2,041 -> 1,752 µs)
@@ -122,10 +123,10 @@ struct CudaOptions {
     // the H200 lab run (`gdn_lab --decode`).
     int gdn_decode_version = 1;
     // GatedDeltaNetParams::slices_version for every GDN call: the warp-slice decode kernel's version
-    // (2, the default: the state copied by whole rows into a ring the block shares; 1: lane-private
-    // copies; 3: 2 with the stores by whole rows too, not yet measured; bit-identical; bench/kernels/
-    // NOTES.md "GDN decode v5").
-    int gdn_slices_version = 2;
+    // (3, the default: the state copied in and stored back by whole rows through a ring the block
+    // shares, 80.7 % of copy at 512 sequences on the H200; 2: stores by each lane; 1: lane-private
+    // copies; bit-identical; bench/kernels/NOTES.md "GDN decode v5").
+    int gdn_slices_version = 3;
     // GatedDeltaNetParams::decode_kernel for every GDN call: the kernel of the token-serial
     // sequences (decode rows, MTP verification, short prompts). -1 (default) by shape (warp slices
     // for one-token rows, then the streaming kernel for decode-only batches with bf16 state,

@@ -102,12 +102,12 @@ struct GatedDeltaNetParams {
     // the rest of version 2).
     int decode_stages = 0;
     // Added: the warp-slice kernel's version (where decode_kernel picks it). 1: each lane copies its
-    // own 16 rows x 32 bytes of an item's state into a lane-private ring; 2 (default): the block's
-    // threads copy whole rows into a ring shared by its warps (full 128-byte lines; H200 at 512
-    // sequences 442 -> 392 us a layer; bench/kernels/NOTES.md "GDN decode v5"); 3: 2 with the updated
-    // state written back into the ring and stored by whole rows after the item's barrier (not yet
-    // measured). Same arithmetic: bit-identical out and state.
-    int slices_version = 2;
+    // own 16 rows x 32 bytes of an item's state into a lane-private ring; 2: the block's threads copy
+    // whole rows into a ring shared by its warps (full 128-byte lines; H200 at 512 sequences 442 ->
+    // 392 us a layer); 3 (default): 2 with the updated state written back into the ring and stored
+    // by whole rows after the item's barrier (H200, 512 sequences: 385 -> 352 us, 80.7 % of copy;
+    // bench/kernels/NOTES.md "GDN decode v5"). Same arithmetic: bit-identical out and state.
+    int slices_version = 3;
     // Added: the chunked sequences' prefill path. 1 (default): the 3xTF32 kernels above (one block per
     // head or chunk-parallel, chunk_parallel / chunk_tf32x3 / chunk_value_cols as documented there).
     // 2: bf16 tensor cores (bench/kernels/NOTES.md "v5"; gdn_tc_prep.cu every chunk's q̂, k̂, γ, W, U;

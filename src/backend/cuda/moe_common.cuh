@@ -168,6 +168,10 @@ struct Int4GemmShape {
     static constexpr int SMEM = STAGES * (A_STAGE + B_STAGE);
 };
 
+// 128-wide K blocks of fp8 scales a grouped-GEMM block keeps in shared memory (K <= 4,096;
+// launch_moe checks H, I and I_shared against it).
+constexpr int kMaxScaleBlocks = 32;
+
 template <class Cfg, bool FP8>
 struct GemmShape {
     static constexpr int NTHR = Cfg::WARPS_M * Cfg::WARPS_N * 32;
@@ -175,8 +179,28 @@ struct GemmShape {
     static constexpr int A_STAGE = Cfg::BM * kBK * 2;
     static constexpr int B_ROW = FP8 ? kBK : kBK * 2;
     static constexpr int B_STAGE = Cfg::BNW * B_ROW;
-    static constexpr int SMEM = STAGES * (A_STAGE + B_STAGE);
+    static constexpr int RING = STAGES * (A_STAGE + B_STAGE);
+    // fp8: after the ring, the block's scale_inv · 2^56 per K block, w0's then w1's
+    // ([2][kMaxScaleBlocks] floats), read once before the K loop (load_block_scales): a scale
+    // loaded from global memory inside the loop stalled every warp for a memory latency per
+    // K block (ncu, session 21: 11 % of the fp8 gate_up kernel's stall samples on that one use).
+    static constexpr int SCALES = FP8 ? 2 * kMaxScaleBlocks * 4 : 0;
+    static constexpr int SMEM = RING + SCALES;
 };
+
+// The fp8 GEMMs' scales of this block's 128 weight rows (row block sc_row of w0's and w1's
+// [ceil(N / 128), ceil(K / 128)] scale_inv arrays), times kFp8Unscale, into s_sc[2][kMaxScaleBlocks]
+// (w1 null: w0's only). Plain loads: issued after the pipeline prologue, their latency overlaps
+// the first stages'; the first K stage's barrier publishes them.
+__device__ __forceinline__ void load_block_scales(float* s_sc, const float* sc0, const float* sc1, int sc_row,
+                                                  int K, int tid, int nthr) {
+    const int nb = (K + 127) / 128;
+    const int n = sc1 ? 2 * nb : nb;
+    for (int i = tid; i < n; i += nthr) {
+        const int m = i >= nb, b = m ? i - nb : i;
+        s_sc[m * kMaxScaleBlocks + b] = (m ? sc1 : sc0)[sc_row * nb + b] * kFp8Unscale;
+    }
+}
 
 struct CombineParams {
     const float* eout;               // [T·(k+1), H]

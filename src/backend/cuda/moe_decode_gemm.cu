@@ -8,6 +8,9 @@
 // also runs once per 128-wide K block on a fresh zero accumulator (no per-element zeroing moves).
 // Results are not bitwise equal to moe_gemm.cu's (each MMA sums the same products in the
 // hardware's order for its operand roles); both sit within the same CPU-reference bounds.
+// fp8 weights are copied two K steps (one 128-wide scale block) at a time, by whole 128-byte row
+// pieces (load_pair): the fp8 GEMMs with 64-byte pieces ran at half of bf16's bytes per second
+// (NOTES.md "Decode v2: whole-line fp8 copies").
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/moe_common.cuh"
 #include "backend/cuda/moe_fp8_operand.cuh"
@@ -63,7 +66,7 @@ __global__ __launch_bounds__(GemmShape<DecCfg, FP8>::NTHR) void moe_decode_gemm_
     const int g = lane >> 2, q = lane & 3;
     const int groups = (rows + 7) / 8;  // 8-token groups holding valid rows (warp-uniform)
 
-    // Loaders: exactly moe_gemm.cu's for CfgS32 (same shared layouts and swizzles).
+    // One-step loaders (bf16): exactly moe_gemm.cu's for CfgS32 (same shared layouts and swizzles).
     const __nv_bfloat16* a_src[A_ITERS];
     uint32_t a_dst[A_ITERS];
     int a_bytes[A_ITERS];
@@ -103,6 +106,45 @@ __global__ __launch_bounds__(GemmShape<DecCfg, FP8>::NTHR) void moe_decode_gemm_
             b_dst[i] = smem_u32(sB) + r * S::B_ROW + (FP8 ? ch * 16 : ((ch ^ (r & 1)) * 16));
         }
     }
+    // The fp8 pair loader's token rows (16 chunks of 16 bytes per row: 8 per K step; rows past the
+    // tile are zero-filled) and weight rows (8 chunks per row: 4 per K step), with their shared
+    // destinations; the chunk's step is added per copy.
+    constexpr int PA_N = FP8 ? BM * 16 / NTHR : 1;
+    [[maybe_unused]] const __nv_bfloat16* a_pair_src[PA_N];
+    [[maybe_unused]] uint32_t a_pair_dst[PA_N];
+    [[maybe_unused]] int a_pair_bytes[PA_N];
+    if constexpr (FP8) {
+#pragma unroll
+        for (int i = 0; i < PA_N; ++i) {
+            const int c = tid + i * NTHR, m = c >> 4, ch = c & 7;
+            const bool valid = m < rows;
+            int src_row;
+            if constexpr (GATE_UP) src_row = p.row_token[row0 + (valid ? m : 0)];
+            else src_row = row0 + (valid ? m : 0);
+            a_pair_src[i] = p.a + size_t(src_row) * p.lda + ch * 8;
+            a_pair_dst[i] = smem_u32(sA) + m * 128 + ((ch ^ (m & 1)) * 16);
+            a_pair_bytes[i] = valid ? 16 : 0;
+        }
+    }
+    [[maybe_unused]] const unsigned char* b_pair_src[FP8 ? BNW * 8 / NTHR : 1];
+    [[maybe_unused]] uint32_t b_pair_dst[FP8 ? BNW * 8 / NTHR : 1];
+    if constexpr (FP8) {
+        const unsigned char* w0 = static_cast<const unsigned char*>(p.w0[e]);
+        const unsigned char* w1 = GATE_UP ? static_cast<const unsigned char*>(p.w1[e]) : nullptr;
+#pragma unroll
+        for (int i = 0; i < BNW * 8 / NTHR; ++i) {
+            const int r = (tid + i * NTHR) >> 3;
+            const unsigned char* mat = w0;
+            int wrow = n0 + r;
+            if constexpr (GATE_UP) {
+                const int ws = r / 32, wi = r % 32;
+                wrow = n0 + ws * 16 + (wi < 16 ? wi : wi - 16);
+                if (wi >= 16) mat = w1;
+            }
+            b_pair_src[i] = mat + size_t(wrow) * K;
+            b_pair_dst[i] = smem_u32(sB) + r * S::B_ROW;
+        }
+    }
     auto load_stage = [&](int kt, int slot) {
 #pragma unroll
         for (int i = 0; i < A_ITERS; ++i)
@@ -111,16 +153,31 @@ __global__ __launch_bounds__(GemmShape<DecCfg, FP8>::NTHR) void moe_decode_gemm_
         for (int i = 0; i < B_ITERS; ++i)
             cp_async16(b_dst[i] + slot * S::B_STAGE, b_src[i] + size_t(kt) * kBK * ELEM, 16);
     };
+    // fp8: K steps 2j and 2j + 1 (one 128-wide scale block) copied together into slots 2·pslot and
+    // 2·pslot + 1, a thread's chunks spread over both steps so that each warp instruction moves
+    // whole 128-byte weight lines (4 rows × 128 bytes) instead of half lines (8 rows × 64 bytes):
+    // with half lines the fp8 GEMMs moved half of bf16's bytes in the same time (H200, session 21).
+    // Shared layouts and slots are the one-step loader's; step 2j + 1 past K is not copied.
+    constexpr int PB_ITERS = BNW * 8 / NTHR, PA_ITERS = PA_N;
+    [[maybe_unused]] auto load_pair = [&](int j, int pslot) {
+        const int KT2 = KT - 2 * j;  // steps left from 2j (>= 1)
+#pragma unroll
+        for (int i = 0; i < PA_ITERS; ++i) {
+            const int sub = ((tid + i * NTHR) >> 3) & 1;
+            if (sub >= KT2) continue;
+            cp_async16(a_pair_dst[i] + (2 * pslot + sub) * S::A_STAGE, a_pair_src[i] + (2 * j + sub) * kBK,
+                       a_pair_bytes[i]);
+        }
+#pragma unroll
+        for (int i = 0; i < PB_ITERS; ++i) {
+            const int c = tid + i * NTHR, sub = (c >> 2) & 1, ch = c & 3;
+            if (sub >= KT2) continue;
+            cp_async16(b_pair_dst[i] + (2 * pslot + sub) * S::B_STAGE + ch * 16,
+                       b_pair_src[i] + size_t(2 * j + sub) * kBK + ch * 16, 16);
+        }
+    };
 
-    const float* sc0 = nullptr;
-    const float* sc1 = nullptr;
-    int sc_stride = 0, sc_row = 0;
-    if constexpr (FP8) {
-        sc0 = p.s0[e];
-        if constexpr (GATE_UP) sc1 = p.s1[e];
-        sc_stride = (K + 127) / 128;
-        sc_row = n0 / 128;
-    }
+    float* s_sc = reinterpret_cast<float*>(smem + S::RING);  // fp8: [2][kMaxScaleBlocks]
 
     // acc[mt][ng]: rows = weight rows 32·warp + 16·mt + g (+8), columns = tokens 8·ng + 2q (+1).
     float acc[MT][NG][4];
@@ -131,22 +188,29 @@ __global__ __launch_bounds__(GemmShape<DecCfg, FP8>::NTHR) void moe_decode_gemm_
 #pragma unroll
             for (int r = 0; r < 4; ++r) acc[mt][n][r] = 0.0f;
 
+    // Pipeline prologue: bf16 STAGES - 1 one-step groups; fp8 PAIRS - 1 two-step groups (the
+    // fp8 ring's STAGES slots hold PAIRS pairs).
+    constexpr int PAIRS = STAGES / 2;
+    static_assert(!FP8 || (STAGES % 2 == 0 && PAIRS >= 2), "fp8: an even slot count, two pairs at least");
+    const int KP = (KT + 1) / 2;  // fp8 pairs (the last may hold one step)
+    if constexpr (FP8) {
 #pragma unroll
-    for (int s = 0; s < STAGES - 1; ++s) {
-        if (s < KT) load_stage(s, s);
-        cp_async_commit();
-    }
-
-    // One 64-wide K stage into c (fp8: the block's temporary; bf16: the accumulator).
-    auto stage_mma = [&](int kt, float (&c)[MT][NG][4]) {
-        cp_async_wait<STAGES - 2>();
-        __syncthreads();  // stage kt visible to all; slot (kt-1)%STAGES no longer read by anyone
-        {
-            const int nk = kt + STAGES - 1;
-            if (nk < KT) load_stage(nk, nk % STAGES);
+        for (int j = 0; j < PAIRS - 1; ++j) {
+            if (j < KP) load_pair(j, j);
             cp_async_commit();
         }
-        const int slot = kt % STAGES;
+        load_block_scales(s_sc, p.s0[e], GATE_UP ? p.s1[e] : nullptr, n0 / 128, K, tid, NTHR);
+    } else {
+#pragma unroll
+        for (int s = 0; s < STAGES - 1; ++s) {
+            if (s < KT) load_stage(s, s);
+            cp_async_commit();
+        }
+    }
+
+    // One 64-wide K step from ring slot `slot` into c (fp8: the block's temporary; bf16: the
+    // accumulator); the caller has waited for the slot and published it.
+    auto step_mma = [&](int slot, float (&c)[MT][NG][4]) {
         const unsigned char* a_s = sA + slot * S::A_STAGE;
         const unsigned char* b_s = sB + slot * S::B_STAGE;
         [[maybe_unused]] uint4 wraw[MT][2];  // fp8: rows g and g+8 of each fragment, the lane's 16 K bytes
@@ -207,7 +271,14 @@ __global__ __launch_bounds__(GemmShape<DecCfg, FP8>::NTHR) void moe_decode_gemm_
     if constexpr (FP8) {
         // Per 128-wide K block (two stages; K a multiple of 64, so the last block may be one):
         // a fresh zero temporary, then acc += tmp · scale_inv · 2^56 (gate and up scales apart).
-        for (int kt = 0; kt < KT; kt += 2) {
+        for (int j = 0; j < KP; ++j) {
+            cp_async_wait<PAIRS - 2>();
+            __syncthreads();  // pair j visible to all (and s_sc); pair j - 1's slots no longer read
+            {
+                const int nj = j + PAIRS - 1;
+                if (nj < KP) load_pair(nj, nj % PAIRS);
+                cp_async_commit();
+            }
             float tmp[MT][NG][4];
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt)
@@ -215,10 +286,11 @@ __global__ __launch_bounds__(GemmShape<DecCfg, FP8>::NTHR) void moe_decode_gemm_
                 for (int n = 0; n < NG; ++n)
 #pragma unroll
                     for (int r = 0; r < 4; ++r) tmp[mt][n][r] = 0.0f;
-            const float s_a = sc0[sc_row * sc_stride + (kt >> 1)] * kFp8Unscale;
-            const float s_b = GATE_UP ? sc1[sc_row * sc_stride + (kt >> 1)] * kFp8Unscale : s_a;
-            stage_mma(kt, tmp);
-            if (kt + 1 < KT) stage_mma(kt + 1, tmp);
+            const int slot = 2 * (j % PAIRS);
+            step_mma(slot, tmp);
+            if (2 * j + 1 < KT) step_mma(slot + 1, tmp);
+            const float s_a = s_sc[j];  // scale_inv · 2^56 of this K block
+            const float s_b = GATE_UP ? s_sc[kMaxScaleBlocks + j] : s_a;
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt) {
                 const float sc = (GATE_UP && mt == 1) ? s_b : s_a;
@@ -229,7 +301,16 @@ __global__ __launch_bounds__(GemmShape<DecCfg, FP8>::NTHR) void moe_decode_gemm_
             }
         }
     } else {
-        for (int kt = 0; kt < KT; ++kt) stage_mma(kt, acc);
+        for (int kt = 0; kt < KT; ++kt) {
+            cp_async_wait<STAGES - 2>();
+            __syncthreads();  // stage kt visible to all; slot (kt-1)%STAGES no longer read by anyone
+            {
+                const int nk = kt + STAGES - 1;
+                if (nk < KT) load_stage(nk, nk % STAGES);
+                cp_async_commit();
+            }
+            step_mma(kt % STAGES, acc);
+        }
     }
     cp_async_wait<0>();
 

@@ -109,15 +109,7 @@ __global__ __launch_bounds__(GemmShape<Cfg, FP8>::NTHR) void moe_gemm_kernel(Gem
             cp_async16(b_dst[i] + slot * S::B_STAGE, b_src[i] + size_t(kt) * kBK * ELEM, 16);
     };
 
-    const float* sc0 = nullptr;
-    const float* sc1 = nullptr;
-    int sc_stride = 0, sc_row = 0;
-    if constexpr (FP8) {
-        sc0 = p.s0[e];
-        if constexpr (GATE_UP) sc1 = p.s1[e];
-        sc_stride = (K + 127) / 128;
-        sc_row = n0 / 128;
-    }
+    float* s_sc = reinterpret_cast<float*>(smem + S::RING);  // fp8: [2][kMaxScaleBlocks]
 
     float acc[MT][NT][4];
     float tmp[FP8 ? MT : 1][FP8 ? NT : 1][4];
@@ -141,6 +133,7 @@ __global__ __launch_bounds__(GemmShape<Cfg, FP8>::NTHR) void moe_gemm_kernel(Gem
         if (s < KT) load_stage(s, s);
         cp_async_commit();
     }
+    if constexpr (FP8) load_block_scales(s_sc, p.s0[e], GATE_UP ? p.s1[e] : nullptr, n0 / 128, K, tid, NTHR);
 
     for (int kt = 0; kt < KT; ++kt) {
         cp_async_wait<STAGES - 2>();
@@ -150,14 +143,7 @@ __global__ __launch_bounds__(GemmShape<Cfg, FP8>::NTHR) void moe_gemm_kernel(Gem
             if (nk < KT) load_stage(nk, nk % STAGES);
             cp_async_commit();
         }
-        float s_a = 0.0f, s_b = 0.0f;  // fp8 scale_inv of this K block (loaded early, used after the MMAs)
         const bool promote = FP8 && ((kt & 1) || kt == KT - 1);
-        if constexpr (FP8) {
-            if (promote) {
-                s_a = sc0[sc_row * sc_stride + (kt >> 1)] * kFp8Unscale;
-                if constexpr (GATE_UP) s_b = sc1[sc_row * sc_stride + (kt >> 1)] * kFp8Unscale;
-            }
-        }
 
         const int slot = kt % STAGES;
         const unsigned char* a_s = sA + slot * S::A_STAGE;
@@ -205,6 +191,8 @@ __global__ __launch_bounds__(GemmShape<Cfg, FP8>::NTHR) void moe_gemm_kernel(Gem
         }
         if constexpr (FP8) {
             if (promote) {
+                const float s_a = s_sc[kt >> 1];  // scale_inv · 2^56 of this K block
+                const float s_b = GATE_UP ? s_sc[kMaxScaleBlocks + (kt >> 1)] : s_a;
 #pragma unroll
                 for (int mt = 0; mt < MT; ++mt)
 #pragma unroll

@@ -74,6 +74,9 @@ int check_and_choose_config(const MoeParams& p) {
                  "launch_moe: weight format");
     QS_CHECK(x.gate && x.up && x.down);
     QS_CHECK(x.format != DeviceWeightFormat::kFP8Block || (x.gate_scale && x.up_scale && x.down_scale));
+    QS_CHECK_MSG(x.format != DeviceWeightFormat::kFP8Block ||
+                     std::max({x.H, x.I, x.I_shared}) <= int64_t(128) * moe::kMaxScaleBlocks,
+                 "launch_moe: fp8 experts need H, I and I_shared <= 128 · kMaxScaleBlocks (4,096)");
     QS_CHECK(p.x && p.y && p.workspace);
     QS_CHECK_MSG((p.router_logits && p.shared_gate_logit) || moe_computes_router(p),
                  "launch_moe: router_logits and shared_gate_logit must be set (or small_version 2 with router weights)");
