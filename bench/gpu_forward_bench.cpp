@@ -20,7 +20,7 @@
 //          [--moe-small-version -1|1|2]  (CudaOptions::moe_small_version: the small-T MoE path's
 //          version for decode steps of up to 8 rows; 2 fuses the router, bench/kernels/NOTES.md)
 //          [--moe-decode-version 1|2]  (CudaOptions::moe_decode_version: the MoE decode grouped
-//          GEMMs at 9+ rows below the prefill path; 2 = moe_decode_gemm.cu, bench/kernels/NOTES.md)
+//          GEMMs at 9+ rows below the prefill path; 2 (default) = moe_decode_gemm.cu, 1 = moe_gemm.cu)
 //          [--moe-prefill-version 1|2]  (CudaOptions::moe_prefill_version: the MoE prefill path's
 //          sort / gather / SiLU / combine stages; 2 = bench/kernels/NOTES.md "Prefill v2")
 //          [--moe-router-kernel 0|1|2]  (CudaOptions::moe_router_kernel: 1 (default) = the router and shared-
