@@ -157,6 +157,15 @@ struct GemmParams {
     int qgroup = 0;
 };
 
+// Row m of a grouped-GEMM tile's A operand (the tile's sorted rows row0 .. row0 + rows - 1): gate_up
+// gathers token rows of xb through row_token, down reads hbuf's sorted rows. Rows past the tile read
+// the tile's first row (the copies zero-fill them: 0 bytes).
+template <bool GATE_UP>
+__device__ __forceinline__ const __nv_bfloat16* tile_a_row(const GemmParams& p, int row0, int m, int rows) {
+    const int r = row0 + (m < rows ? m : 0);
+    return p.a + size_t(GATE_UP ? p.row_token[r] : r) * p.lda;
+}
+
 // The INT4 grouped GEMMs' block (moe_decode_gemm_int4.cu): CfgS32's tiles (32 tokens × 128
 // weight rows, 4 warps), 32-byte weight rows per 64-wide K stage, 8 stages.
 struct Int4GemmShape {

@@ -78,13 +78,9 @@ __global__ __launch_bounds__(Int4GemmShape::NTHR) void moe_int4_gemm_kernel(Gemm
 #pragma unroll
     for (int i = 0; i < A_ITERS; ++i) {
         const int c = tid + i * NTHR, m = c >> 3, ch = c & 7;
-        const bool valid = m < rows;
-        int src_row;
-        if constexpr (GATE_UP) src_row = p.row_token[row0 + (valid ? m : 0)];
-        else src_row = row0 + (valid ? m : 0);
-        a_src[i] = p.a + size_t(src_row) * p.lda + ch * 8;
+        a_src[i] = tile_a_row<GATE_UP>(p, row0, m, rows) + ch * 8;
         a_dst[i] = smem_u32(sA) + m * 128 + ((ch ^ (m & 1)) * 16);
-        a_bytes[i] = valid ? 16 : 0;
+        a_bytes[i] = m < rows ? 16 : 0;
     }
     // Weight row r of the block: gate_up slice ws = r / 32 is 16 gate rows then the same 16 up
     // rows (moe_decode_gemm.cu's layout); down: row n0 + r. Shared rows of 32 bytes, plain.

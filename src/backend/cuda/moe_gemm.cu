@@ -66,13 +66,9 @@ __global__ __launch_bounds__(GemmShape<Cfg, FP8>::NTHR) void moe_gemm_kernel(Gem
 #pragma unroll
     for (int i = 0; i < A_ITERS; ++i) {
         const int c = tid + i * NTHR, m = c >> 3, ch = c & 7;
-        const bool valid = m < rows;
-        int src_row;
-        if constexpr (GATE_UP) src_row = p.row_token[row0 + (valid ? m : 0)];
-        else src_row = row0 + (valid ? m : 0);
-        a_src[i] = p.a + size_t(src_row) * p.lda + ch * 8;
+        a_src[i] = tile_a_row<GATE_UP>(p, row0, m, rows) + ch * 8;
         a_dst[i] = smem_u32(sA) + m * 128 + ((ch ^ (m & 1)) * 16);
-        a_bytes[i] = valid ? 16 : 0;  // rows past the tile are zero-filled
+        a_bytes[i] = m < rows ? 16 : 0;  // rows past the tile are zero-filled
     }
     const unsigned char* b_src[B_ITERS];
     uint32_t b_dst[B_ITERS];
