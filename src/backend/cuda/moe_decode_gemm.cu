@@ -17,6 +17,7 @@
 #if !defined(QS_MOE_EMULATE)
 #include "backend/cuda/ptx_helpers.cuh"  // the emulation shim defines qs::cuda::ptx itself
 #endif
+#include "backend/cuda/moe_ring.cuh"
 
 namespace qs::cuda::moe {
 namespace {
@@ -264,13 +265,7 @@ __global__ __launch_bounds__(GemmShape<DecCfg, FP8>::NTHR) void moe_decode_gemm_
         // Per 128-wide K block (two stages; K a multiple of 64, so the last block may be one):
         // a fresh zero temporary, then acc += tmp · scale_inv · 2^56 (gate and up scales apart).
         for (int j = 0; j < KP; ++j) {
-            cp_async_wait<PAIRS - 2>();
-            __syncthreads();  // pair j visible to all (and s_sc); pair j - 1's slots no longer read
-            {
-                const int nj = j + PAIRS - 1;
-                if (nj < KP) load_pair(nj, nj % PAIRS);
-                cp_async_commit();
-            }
+            ring_advance<PAIRS>(j, KP, load_pair);  // pair j visible to all (and s_sc), pair j + PAIRS - 1 issued
             float tmp[MT][NG][4];
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt)
@@ -294,13 +289,7 @@ __global__ __launch_bounds__(GemmShape<DecCfg, FP8>::NTHR) void moe_decode_gemm_
         }
     } else {
         for (int kt = 0; kt < KT; ++kt) {
-            cp_async_wait<STAGES - 2>();
-            __syncthreads();  // stage kt visible to all; slot (kt-1)%STAGES no longer read by anyone
-            {
-                const int nk = kt + STAGES - 1;
-                if (nk < KT) load_stage(nk, nk % STAGES);
-                cp_async_commit();
-            }
+            ring_advance<STAGES>(kt, KT, load_stage);  // stage kt visible to all, stage kt + STAGES - 1 issued
             step_mma(kt % STAGES, acc);
         }
     }

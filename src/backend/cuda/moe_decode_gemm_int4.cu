@@ -25,6 +25,7 @@
 #if !defined(QS_MOE_EMULATE)
 #include "backend/cuda/ptx_helpers.cuh"  // the emulation shim defines qs::cuda::ptx itself
 #endif
+#include "backend/cuda/moe_ring.cuh"
 
 namespace qs::cuda::moe {
 namespace {
@@ -141,13 +142,7 @@ __global__ __launch_bounds__(Int4GemmShape::NTHR) void moe_int4_gemm_kernel(Gemm
     }
 
     auto stage_mma = [&](int kt, float (&c)[MT][NG][4]) {
-        cp_async_wait<STAGES - 2>();
-        __syncthreads();  // stage kt visible to all; slot (kt-1)%STAGES no longer read by anyone
-        {
-            const int nk = kt + STAGES - 1;
-            if (nk < KT) load_stage(nk, nk % STAGES);
-            cp_async_commit();
-        }
+        ring_advance<STAGES>(kt, KT, load_stage);  // stage kt visible to all, stage kt + STAGES - 1 issued
         const int slot = kt % STAGES;
         const unsigned char* a_s = sA + slot * S::A_STAGE;
         const unsigned char* b_s = sB + slot * S::B_STAGE;

@@ -8,6 +8,7 @@
 #if !defined(QS_MOE_EMULATE)
 #include "backend/cuda/ptx_helpers.cuh"  // the emulation shim defines qs::cuda::ptx itself
 #endif
+#include "backend/cuda/moe_ring.cuh"
 
 namespace qs::cuda::moe {
 namespace {
@@ -132,13 +133,7 @@ __global__ __launch_bounds__(GemmShape<Cfg, FP8>::NTHR) void moe_gemm_kernel(Gem
     if constexpr (FP8) load_block_scales(s_sc, p.s0[e], GATE_UP ? p.s1[e] : nullptr, n0 / 128, K, tid, NTHR);
 
     for (int kt = 0; kt < KT; ++kt) {
-        cp_async_wait<STAGES - 2>();
-        __syncthreads();  // stage kt visible to all; slot (kt-1)%STAGES no longer read by anyone
-        {
-            const int nk = kt + STAGES - 1;
-            if (nk < KT) load_stage(nk, nk % STAGES);
-            cp_async_commit();
-        }
+        ring_advance<STAGES>(kt, KT, load_stage);  // stage kt visible to all, stage kt + STAGES - 1 issued
         const bool promote = FP8 && ((kt & 1) || kt == KT - 1);
 
         const int slot = kt % STAGES;
