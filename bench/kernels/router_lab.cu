@@ -1,7 +1,9 @@
 // Router lab: the MoE router + shared-expert-gate logits (logits [T, E] = x · Wrᵀ, gate [T] =
-// x · wgᵀ) two ways: today's two cuBLASLt fp32 GEMMs (Gemm::linear on F32 weights, CUBLAS_COMPUTE_32F)
-// and router_gemm.h's one-pass bf16 tensor-core kernel on split operands (CudaOptions::
-// moe_router_kernel 1), against a float64 CPU reference.
+// x · wgᵀ) three ways: two cuBLASLt fp32 GEMMs (Gemm::linear on F32 weights, CUBLAS_COMPUTE_32F,
+// LinearPolicy::kNoSmallRows), router_gemm.h's one-pass bf16 tensor-core kernel on split operands
+// (CudaOptions::moe_router_kernel 1), and at T <= 8 the fp32 small-rows kernel with both weights
+// in one launch (small_linear_f32.cu, what Gemm::linears takes there; "small-f32"), against a
+// float64 CPU reference. small-f32's GB/s column is on the weights' (E + 1)·H·4 bytes.
 // Run: router_lab [--no-timing] [seed]
 // Correctness: real (E = 256, H = 2,048) and tiny (E = 16, H = 256; E = 5, H = 72: a K tail and a
 // single padded row tile) shapes, odd and even T from 1 to 16,384, dense fp32 weights (Wl ≠ 0:
@@ -133,13 +135,26 @@ struct Runner {
     cudaStream_t stream = nullptr;
     Runner() { QS_CUDA_CHECK(cudaStreamCreate(&stream)); }
     ~Runner() { cudaStreamDestroy(stream); }
-    // variant -1: cuBLAS; else launch_router_logits' variant.
+    // variant -1: cuBLAS; -2: the small-rows fp32 kernel (Gemm::linears, T <= 8); else
+    // launch_router_logits' variant.
     void run(int variant, const DeviceRouter& d, const float* x, int64_t T, int64_t E, int64_t H, float* logits,
              float* gate) {
-        if (variant < 0) {
+        if (variant == -1) {
             arena.reset();
+            gemm.set_policy(LinearPolicy::kNoSmallRows);
             gemm.linear(d.router, x, T, logits, arena, stream);
             gemm.linear(d.gate, x, T, gate, arena, stream);
+            gemm.set_policy(LinearPolicy::kAuto);
+        } else if (variant == -2) {
+            arena.reset();
+            const DeviceLinear* ws[2] = {&d.router, &d.gate};
+            float* ys[2] = {logits, gate};
+            const int64_t before = gemm.small_rows_f32_weights();
+            gemm.linears(x, T, ws, ys, arena, stream);
+            if (gemm.small_rows_f32_weights() != before + 2) {
+                std::fprintf(stderr, "router_lab: small-f32 not taken at T = %lld\n", (long long)T);
+                std::exit(1);
+            }
         } else {
             launch_router_logits(x, T, H, static_cast<const uint16_t*>(d.hi.get()),
                                  d.has_lo ? static_cast<const uint16_t*>(d.lo.get()) : nullptr, E, logits, gate,
@@ -150,6 +165,7 @@ struct Runner {
 
 const char* variant_name(int v) {
     switch (v) {
+        case -2: return "small-f32";
         case -1: return "cublas-f32";
         case 0: return "tc-auto";
         case 1: return "tc-128";
@@ -184,7 +200,8 @@ int main(int argc, char** argv) {
             const std::vector<double> ref = reference(x, w, T, c.E, c.H);
             DeviceBuffer dx(x.size() * 4), dl(size_t(T * c.E) * 4), dg(size_t(T) * 4);
             QS_CUDA_CHECK(cudaMemcpy(dx.get(), x.data(), x.size() * 4, cudaMemcpyHostToDevice));
-            for (int v : {-1, 0, 1, 2, 3}) {
+            for (int v : {-2, -1, 0, 1, 2, 3}) {
+                if (v == -2 && (T > 8 || c.H % 128 != 0)) continue;
                 QS_CUDA_CHECK(cudaMemset(dl.get(), 0xff, size_t(T * c.E) * 4));  // NaN
                 QS_CUDA_CHECK(cudaMemset(dg.get(), 0xff, size_t(T) * 4));
                 run.run(v, d, static_cast<const float*>(dx.get()), T, c.E, c.H, static_cast<float*>(dl.get()),
@@ -194,11 +211,11 @@ int main(int argc, char** argv) {
                 QS_CUDA_CHECK(cudaMemcpy(logits.data(), dl.get(), logits.size() * 4, cudaMemcpyDeviceToHost));
                 QS_CUDA_CHECK(cudaMemcpy(gate.data(), dg.get(), gate.size() * 4, cudaMemcpyDeviceToHost));
                 const Err e = compare(logits, gate, ref, T, c.E);
-                const bool ok = v < 0 || (!e.nan && e.router < 2e-5 && e.gate < 2e-5);
+                const bool ok = v == -1 || (!e.nan && e.router < 2e-5 && e.gate < 2e-5);
                 all_ok = all_ok && ok;
                 std::printf("%-6lld %-6lld %-4s %-6lld %-11s %-10.2e %-10.2e %s%s\n", (long long)c.E,
                             (long long)c.H, d.has_lo ? "yes" : "0", (long long)T, variant_name(v), e.router, e.gate,
-                            v < 0 ? "" : ok ? "PASS" : "FAIL", e.nan ? " (NaN: unwritten output)" : "");
+                            v == -1 ? "" : ok ? "PASS" : "FAIL", e.nan ? " (NaN: unwritten output)" : "");
             }
         }
     }
@@ -206,7 +223,7 @@ int main(int argc, char** argv) {
     if (!timing) return all_ok ? 0 : 1;
 
     std::printf("\n== timing, E = 256, H = 2048 (median of 20; TFLOP/s on 2*T*H*(E+1), GB/s on x)\n");
-    std::printf("%-4s %-6s %-11s %9s %9s %9s\n", "Wl", "T", "path", "us", "TFLOP/s", "GB/s x");
+    std::printf("%-4s %-6s %-11s %9s %9s %9s\n", "Wl", "T", "path", "us", "TFLOP/s", "GB/s");
     const int64_t E = 256, H = 2048, Tmax = 16384;
     const std::vector<float> x = random_vec(size_t(Tmax * H), 1.f, seed + 99, false);
     DeviceBuffer dx(x.size() * 4), dl(size_t(Tmax * E) * 4), dg(size_t(Tmax) * 4);
@@ -217,8 +234,9 @@ int main(int argc, char** argv) {
     for (bool exact : {false, true}) {
         const std::vector<float> w = random_vec(size_t((E + 1) * H), 0.02f, seed + 5, exact);
         DeviceRouter d = upload(w, E, H);
-        for (int64_t T : {1, 8, 64, 512, 1024, 4096, 16384}) {
-            for (int v : {-1, 0, 1, 2, 3}) {
+        for (int64_t T : {1, 2, 4, 8, 64, 512, 1024, 4096, 16384}) {
+            for (int v : {-2, -1, 0, 1, 2, 3}) {
+                if (v == -2 && T > 8) continue;
                 std::vector<float> ms;
                 for (int i = 0; i < 23; ++i) {
                     QS_CUDA_CHECK(cudaEventRecord(a, run.stream));
@@ -232,9 +250,10 @@ int main(int argc, char** argv) {
                 }
                 std::sort(ms.begin(), ms.end());
                 const double us = ms[ms.size() / 2] * 1e3;
-                std::printf("%-4s %-6lld %-11s %9.1f %9.1f %9.0f\n", d.has_lo ? "yes" : "0", (long long)T,
-                            variant_name(v), us, 2.0 * double(T) * H * (E + 1) / us * 1e-6,
-                            double(T) * H * 4 / us * 1e-3);
+                const double bytes = v == -2 ? double(E + 1) * H * 4 : double(T) * H * 4;  // weights, or x
+                std::printf("%-4s %-6lld %-11s %9.1f %9.1f %9.0f%s\n", d.has_lo ? "yes" : "0", (long long)T,
+                            variant_name(v), us, 2.0 * double(T) * H * (E + 1) / us * 1e-6, bytes / us * 1e-3,
+                            v == -2 ? " (weights)" : "");
             }
         }
     }

@@ -11,6 +11,15 @@
 //  - every row of a T-row call bitwise equal to a one-row call on that row (rows never mix, so
 //    a sequence's logits do not depend on the width of the verify it is in);
 //  - the path taken: version 2 wherever it applies (in % 512 == 0), today's path with the option off.
+// CudaSmallRowsF32: the fp32 small-rows kernel (small_linear_f32.cu) on the model's fp32 weights
+// (GDN in_proj_b/a [32, 2048]; the router [256, 2048] with the shared-expert gate [1, 2048]), as
+// Gemm::linears groups them, 1-8 rows (and 9, where cuBLAS takes them again):
+//  - against a float64 product of the same x and weights (max |y − ref| / max |ref| < 1e-5: fp32
+//    sums of 2,048 products; a dropped chunk or a wrong row gives O(1e-2) or more);
+//  - against cuBLAS's fp32 GEMM (LinearPolicy::kNoSmallRows) within the same bound;
+//  - every row of a T-row call bitwise equal to a one-row call on that row, and every output of a
+//    grouped call bitwise equal to its own linear();
+//  - the path taken: the kernel for every weight up to 8 rows, one launch per group; none at 9.
 // CudaAttentionDecodeRows: sequences of 1-4 rows on the split-K decode attention kernel
 // (CudaOptions::attention_decode_rows = 4) beside a 9-row chunk that stays on the prefill kernel,
 // after prompts of 50-600 tokens (many splits, each row masked at its own position), bf16 and fp8
@@ -20,8 +29,10 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstring>
 #include <numeric>
+#include <string>
 
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cuda/cuda_cache.h"
@@ -135,6 +146,93 @@ OwnedBatch make_batch(const std::vector<std::array<int, 3>>& seqs, int pages_per
         owned.batch.seqs.push_back(span);
     }
     return owned;
+}
+
+double max_relative_error(const std::vector<float>& got, const std::vector<double>& ref) {
+    double e = 0, r = 0;
+    for (size_t i = 0; i < ref.size(); ++i) {
+        e = std::max(e, std::abs(double(got[i]) - ref[i]));
+        r = std::max(r, std::abs(ref[i]));
+    }
+    return e / std::max(r, 1e-30);
+}
+
+TEST(CudaSmallRowsF32, MatchesFloat64AndCublasRowsIndependent) {
+    QS_REQUIRE_GPU();
+    const ModelConfig config = real_shapes(8);
+    ModelWeights w = make_dummy_weights(config, 83, /*with_mtp=*/false, WeightFormat::kFP8Block);
+    cuda::CudaOptions o;
+    o.poison = true;
+    cuda::CudaOps ops(o);
+    ops.prepare_weights(weight_set(w));
+    const DecoderLayerWeights* gdn = nullptr;
+    for (const auto& l : w.layers)
+        if (l.type == LayerType::kLinearAttention) gdn = &l;
+    ASSERT_TRUE(gdn);
+    const std::vector<std::pair<const char*, std::vector<const LinearWeight*>>> groups = {
+        {"gdn b/a", {&gdn->gdn.in_proj_b, &gdn->gdn.in_proj_a}},
+        {"router + shared gate", {&w.layers[0].moe.router, &w.layers[0].moe.shared_expert_gate}}};
+    std::mt19937 rng{777};
+    for (const auto& [name, ws] : groups) {
+        const int64_t H = ws[0]->in_features;
+        std::vector<std::vector<float>> wf;
+        for (const LinearWeight* l : ws) {
+            ASSERT_EQ(ops.weights().linear(*l).dtype, cuda::DeviceLinear::Dtype::kF32) << name;
+            std::vector<float> rows(size_t(l->out_features * H));
+            for (int64_t r = 0; r < l->out_features; ++r) l->row_to_f32(r, rows.data() + r * H);
+            wf.push_back(std::move(rows));
+        }
+        for (const int64_t T : {1, 2, 3, 4, 5, 8, 9}) {
+            const std::string what = std::string(name) + " T=" + std::to_string(T);
+            const auto x = gpu_test::random_floats(size_t(T * H), rng);
+            float* dx = gpu_test::to_device(ops, x);
+            std::vector<float*> grouped, cublas;
+            for (const LinearWeight* l : ws) {
+                grouped.push_back(ops.alloc(T * l->out_features));
+                cublas.push_back(ops.alloc(T * l->out_features));
+            }
+            const int64_t before = ops.gemm().small_rows_f32_weights();
+            const int64_t calls_before = ops.gemm().small_rows_calls();
+            ops.linears(dx, T, {{*ws[0], grouped[0]}, {*ws[1], grouped[1]}});
+            const bool small = T <= 8;
+            EXPECT_EQ(ops.gemm().small_rows_f32_weights() - before, small ? 2 : 0) << what;
+            EXPECT_EQ(ops.gemm().small_rows_calls() - calls_before, small ? 1 : 0) << what << ": one launch a group";
+            ops.gemm().set_policy(cuda::LinearPolicy::kNoSmallRows);
+            for (size_t i = 0; i < ws.size(); ++i) ops.linear(dx, T, *ws[i], cublas[i]);
+            ops.gemm().set_policy(cuda::LinearPolicy::kAuto);
+            for (size_t i = 0; i < ws.size(); ++i) {
+                const int64_t out = ws[i]->out_features;
+                const std::vector<float> got = gpu_test::to_host(ops, grouped[i], size_t(T * out));
+                const std::vector<float> cub = gpu_test::to_host(ops, cublas[i], size_t(T * out));
+                std::vector<double> ref(size_t(T * out));
+                for (int64_t t = 0; t < T; ++t)
+                    for (int64_t r = 0; r < out; ++r) {
+                        double acc = 0;
+                        for (int64_t k = 0; k < H; ++k)
+                            acc += double(x[size_t(t * H + k)]) * double(wf[i][size_t(r * H + k)]);
+                        ref[size_t(t * out + r)] = acc;
+                    }
+                EXPECT_LT(max_relative_error(got, ref), 1e-5) << what << ", output " << i << " against float64";
+                EXPECT_LT(max_relative_error(cub, ref), 1e-5) << what << ", output " << i << ": cuBLAS against float64";
+                std::vector<double> cub_d(cub.begin(), cub.end());
+                EXPECT_LT(max_relative_error(got, cub_d), 1e-5) << what << ", output " << i << " against cuBLAS";
+                // Alone, and one row at a time: bitwise the grouped call's rows.
+                float* alone = ops.alloc(T * out);
+                ops.linear(dx, T, *ws[i], alone);
+                EXPECT_EQ(gpu_test::to_host(ops, alone, size_t(T * out)), got) << what << ", output " << i
+                                                                                << ": grouped differs from alone";
+                if (!small) continue;
+                for (int64_t t = 0; t < T; ++t) {
+                    float* one = ops.alloc(out);
+                    ops.linear(dx + t * H, 1, *ws[i], one);
+                    const std::vector<float> row = gpu_test::to_host(ops, one, size_t(out));
+                    EXPECT_EQ(std::memcmp(row.data(), got.data() + t * out, size_t(out) * 4), 0)
+                        << what << ", output " << i << ", row " << t << " differs from a one-row call";
+                }
+            }
+            ops.free_all();
+        }
+    }
 }
 
 TEST(CudaAttentionDecodeRows, VerifyRowsMatchCpuAndPrefillKernel) {

@@ -100,6 +100,18 @@ __global__ void gather_rows_kernel(const float* src, const int32_t* rows, int64_
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x) o[i] = s[i];
 }
 
+struct Gather3Args {
+    GatherRowsPart part[3];
+};
+
+// Block (r, i): row r of part i.
+__global__ void gather_rows3_kernel(Gather3Args a, const int32_t* rows) {
+    const GatherRowsPart& g = a.part[blockIdx.y];
+    const float* s = g.src + int64_t(rows[blockIdx.x]) * g.n;
+    float* o = g.out + int64_t(blockIdx.x) * g.n;
+    for (int64_t i = threadIdx.x; i < g.n; i += blockDim.x) o[i] = s[i];
+}
+
 __global__ void concat_columns_kernel(const float* a, const float* b, int64_t n, float* out) {
     const int64_t t = blockIdx.x;
     for (int64_t i = threadIdx.x; i < 2 * n; i += blockDim.x) out[t * 2 * n + i] = i < n ? a[t * n + i] : b[t * n + i - n];
@@ -256,6 +268,14 @@ void launch_add_rms_norm_zc(float* x, const float* y, const float* w, int64_t T,
 void launch_gather_rows(const float* src, const int32_t* rows, int64_t R, int64_t n, float* out, cudaStream_t stream) {
     if (R == 0) return;
     gather_rows_kernel<<<unsigned(R), kThreads, 0, stream>>>(src, rows, n, out);
+    QS_CUDA_CHECK_LAUNCH();
+}
+
+void launch_gather_rows3(const GatherRowsPart (&parts)[3], const int32_t* rows, int64_t R, cudaStream_t stream) {
+    if (R == 0) return;
+    Gather3Args a;
+    for (int i = 0; i < 3; ++i) a.part[i] = parts[i];
+    gather_rows3_kernel<<<dim3(unsigned(R), 3), kThreads, 0, stream>>>(a, rows);
     QS_CUDA_CHECK_LAUNCH();
 }
 

@@ -28,6 +28,14 @@ void launch_add_rms_norm_zc(float* x, const float* y, const float* w, int64_t T,
                             cudaStream_t stream);
 // out [R, n] = src[rows[r]]; rows on the device.
 void launch_gather_rows(const float* src, const int32_t* rows, int64_t R, int64_t n, float* out, cudaStream_t stream);
+// The same rows of up to three tensors in one launch (the GDN stash's qkv, b and a):
+// outs[i] [R, ns[i]] = srcs[i][rows[r]].
+struct GatherRowsPart {
+    const float* src = nullptr;
+    int64_t n = 0;
+    float* out = nullptr;
+};
+void launch_gather_rows3(const GatherRowsPart (&parts)[3], const int32_t* rows, int64_t R, cudaStream_t stream);
 // out [T, 2n] = [a | b].
 void launch_concat_columns(const float* a, const float* b, int64_t T, int64_t n, float* out, cudaStream_t stream);
 // dst (bf16 bits) = round-to-nearest-even(src), n elements.

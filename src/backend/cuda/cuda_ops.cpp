@@ -627,9 +627,9 @@ void CudaOps::stash_deferred_inputs(const float* qkv, const float* b, const floa
         copy(a, n * Nv, persistent(id + 2, n * Nv));
         return;
     }
-    launch_gather_rows(qkv, stash_.rows_dev, n, C, persistent(id, n * C), stream_);
-    launch_gather_rows(b, stash_.rows_dev, n, Nv, persistent(id + 1, n * Nv), stream_);
-    launch_gather_rows(a, stash_.rows_dev, n, Nv, persistent(id + 2, n * Nv), stream_);
+    const GatherRowsPart parts[3] = {
+        {qkv, C, persistent(id, n * C)}, {b, Nv, persistent(id + 1, n * Nv)}, {a, Nv, persistent(id + 2, n * Nv)}};
+    launch_gather_rows3(parts, stash_.rows_dev, n, stream_);
 }
 
 void CudaOps::gdn_commit(const GdnWeights& w, const GdnDims& d, const ForwardBatch& commit,
@@ -674,9 +674,8 @@ void CudaOps::gdn_commit(const GdnWeights& w, const GdnDims& d, const ForwardBat
     float* qkv = alloc(T * C);  // [T, C] the kept rows' pre-conv inputs
     float* b = alloc(T * Nv);   // [T, Nv]
     float* a = alloc(T * Nv);   // [T, Nv]
-    launch_gather_rows(persistent(id, 0), d_rows, T, C, qkv, stream_);
-    launch_gather_rows(persistent(id + 1, 0), d_rows, T, Nv, b, stream_);
-    launch_gather_rows(persistent(id + 2, 0), d_rows, T, Nv, a, stream_);
+    const GatherRowsPart parts[3] = {{persistent(id, 0), C, qkv}, {persistent(id + 1, 0), Nv, b}, {persistent(id + 2, 0), Nv, a}};
+    launch_gather_rows3(parts, d_rows, T, stream_);
     gated_delta_net(qkv, z, b, a, w, d, commit, cache, gdn_layer, out);
 }
 
@@ -750,9 +749,10 @@ void CudaOps::moe(const float* x, int64_t T, const MoeWeights& w, int64_t top_k,
             reinterpret_cast<uintptr_t>(x) % 16 == 0) {
             launch_router_logits(x, T, e.H, e.router_hi, e.router_lo, e.E, router_logits, shared_gate, stream_);
             if (options_.moe_router_check && !in_capture_) check_router(x, T, w, top_k, router_logits, shared_gate);
-        } else {
-            linear(x, T, w.router, router_logits);
-            linear(x, T, w.shared_expert_gate, shared_gate);
+        } else {  // one launch for both at T <= 8 (Gemm::linears; each output as linear() gives it)
+            const DeviceLinear* ws[2] = {&router, &sgate};
+            float* ys[2] = {router_logits, shared_gate};
+            gemm_->linears(x, T, ws, ys, arena_, stream_);
         }
         p.router_logits = router_logits;
         p.shared_gate_logit = shared_gate;

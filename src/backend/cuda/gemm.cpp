@@ -224,6 +224,7 @@ void Gemm::linear_fp8_dequant(const DeviceLinear& w, const float* x, int64_t T, 
 Gemm::Route Gemm::route(const DeviceLinear& w, const float* x, int64_t T) const {
     switch (w.dtype) {
         case DeviceLinear::Dtype::kF32:
+            if (policy_ == LinearPolicy::kAuto && small_linear_f32_supports(T, w.in, w.w, x)) return Route::kSmallRowsF32;
             return Route::kF32;
         case DeviceLinear::Dtype::kBF16:
             if (policy_ == LinearPolicy::kAuto && w.int4_codes && w.nvfp4 &&
@@ -266,12 +267,29 @@ void Gemm::linears(const float* x, int64_t T, std::span<const DeviceLinear* cons
         last_fp8_path_ = Fp8Path::kSmallRows;
         ++fp8_counts_.small_rows;
     };
+    // The F32 weights of the small-rows kernel first, up to four a launch (the GDN b/a projections;
+    // the router with the shared-expert gate).
+    std::vector<SmallLinearF32Part> f32_parts;
+    auto flush_f32 = [&] {
+        if (f32_parts.empty()) return;
+        launch_small_linear_f32(f32_parts, in, x, T, stream);
+        small_rows_f32_weights_ += int64_t(f32_parts.size());
+        ++small_rows_calls_;
+        f32_parts.clear();
+    };
+    for (size_t i = 0; i < ws.size(); ++i) {
+        QS_CHECK_MSG(ws[i]->in == in, "Gemm::linears: the weights take inputs of different widths");
+        if (route(*ws[i], x, T) != Route::kSmallRowsF32) continue;
+        f32_parts.push_back({static_cast<const float*>(ws[i]->w), ws[i]->out, ys[i]});
+        if (f32_parts.size() == size_t(kSmallLinearF32MaxParts)) flush_f32();
+    }
+    flush_f32();
     for (size_t i = 0; i < ws.size(); ++i) {
         const DeviceLinear& w = *ws[i];
         float* y = ys[i];
-        QS_CHECK_MSG(w.in == in, "Gemm::linears: the weights take inputs of different widths");
         const bool fp8 = w.dtype == DeviceLinear::Dtype::kFP8Block;
         Route r = route(w, x, T);
+        if (r == Route::kSmallRowsF32) continue;  // done above
         if (r == Route::kFp8Block) {
             if (linear_fp8_block(w, x, T, y, xq, scratch, stream)) {
                 last_fp8_path_ = Fp8Path::kBlockScaled;
@@ -317,6 +335,7 @@ void Gemm::linears(const float* x, int64_t T, std::span<const DeviceLinear* cons
                 ++fp8_counts_.dequant;
                 break;
             case Route::kFp8Block:
+            case Route::kSmallRowsF32:
                 break;  // handled above
         }
     }

@@ -16,7 +16,8 @@
 //    block-scaled descriptor at a shape (decided once per shape, never aborts), or on request.
 // Single-stream calls (BF16: T ≤ 2, in % 256 == 0; FP8: T = 1, in % 512 == 0; FP8 T ≤ 4 with
 // set_fp8_small_rows) take neither: small_linear_kernels.h streams W once in one launch, rounding
-// x as the path it replaces does.
+// x as the path it replaces does. F32 weights at T ≤ 8 (in % 128 == 0) likewise, the F32 weights
+// of one linears() call sharing a launch (up to four).
 // linears(): several weights on one x — the weights on the block-scaled path share one
 // quantisation of x, those on the bf16 cuBLASLt path one bf16 copy; linear() is linears() of one
 // weight, so each output is bitwise what its own linear() gives.
@@ -111,6 +112,8 @@ public:
     };
     // Calls of any dtype that took the small-rows kernel.
     int64_t small_rows_calls() const { return small_rows_calls_; }
+    // F32 weights that took the small-rows fp32 kernel (several a launch; tests and labs).
+    int64_t small_rows_f32_weights() const { return small_rows_f32_weights_; }
     // Calls that took the INT4 small-row kernel (DeviceLinear::int4_codes; tests and labs).
     int64_t int4_calls() const { return int4_calls_; }
     // Calls that took it on NVFP4 weights (DeviceLinear::nvfp4; counted in int4_calls too).
@@ -150,7 +153,7 @@ private:
     bool try_fp8_block_plan(Plan& p, cudaDataType_t d_type, int64_t m, int64_t n, int64_t k, const float* a_scale,
                             const float* b_scale);
     // How linears() runs one weight at T rows (the dispatch of every dense linear).
-    enum class Route : uint8_t { kF32, kInt4, kNvfp4, kSmallRows, kSmallRowsFp8V2, kBf16Gemm, kFp8Block, kFp8Dequant };
+    enum class Route : uint8_t { kF32, kSmallRowsF32, kInt4, kNvfp4, kSmallRows, kSmallRowsFp8V2, kBf16Gemm, kFp8Block, kFp8Dequant };
     Route route(const DeviceLinear& w, const float* x, int64_t T) const;
     // x as the block-scaled path's B operand, made by the first weight of a linears() call that
     // needs it: e4m3 codes [n, k] and VEC128_32F scales [k/128, n] (n = fp8_padded_rows(T)).
@@ -175,6 +178,7 @@ private:
     Fp8Path last_fp8_path_ = Fp8Path::kNone;
     Fp8Counts fp8_counts_;
     int64_t small_rows_calls_ = 0;
+    int64_t small_rows_f32_weights_ = 0;
     int64_t int4_calls_ = 0;
     int64_t shared_input_reuses_ = 0;
     int64_t nvfp4_calls_ = 0;

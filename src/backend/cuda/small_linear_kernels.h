@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include <cuda_runtime.h>
 
@@ -42,5 +43,21 @@ bool small_linear_fp8_v2_supports(int64_t T, int64_t in, const void* w, const fl
 // threads fit an SM, so the grid is one wave).
 void launch_small_linear_fp8_v2(const void* w, const float* scale_inv, int64_t out, int64_t in, const float* x,
                                 int64_t T, float* y, cudaStream_t stream, int blocks_per_sm = 2);
+
+// fp32 weights (small_linear_f32.cu; the unquantised GDN b/a projections, the router and the
+// shared-expert gate): up to 4 weights of one input in one launch, 1..8 rows. cuBLAS's fp32
+// GEMV takes two launches per weight at these sizes (dot/gemv, then a reduction) and most of a
+// one-row decode step is such latency. fp32 products and sums, each row's result independent of T
+// and of the other weights in the launch. Needs `in` a multiple of 128 and W, x 16-byte aligned.
+constexpr int64_t kSmallLinearF32MaxRows = 8;
+constexpr int kSmallLinearF32MaxParts = 4;
+struct SmallLinearF32Part {
+    const float* w = nullptr;  // [out, in]
+    int64_t out = 0;
+    float* y = nullptr;        // [T, out]
+};
+bool small_linear_f32_supports(int64_t T, int64_t in, const void* w, const float* x);
+void launch_small_linear_f32(std::span<const SmallLinearF32Part> parts, int64_t in, const float* x, int64_t T,
+                             cudaStream_t stream);
 
 }  // namespace qs::cuda
