@@ -192,11 +192,12 @@ TEST(CudaSmallRowsF32, MatchesFloat64AndCublasRowsIndependent) {
                 cublas.push_back(ops.alloc(T * l->out_features));
             }
             const int64_t before = ops.gemm().small_rows_f32_weights();
-            const int64_t calls_before = ops.gemm().small_rows_calls();
+            const int64_t launches_before = ops.gemm().small_rows_f32_launches();
             ops.linears(dx, T, {{*ws[0], grouped[0]}, {*ws[1], grouped[1]}});
             const bool small = T <= 8;
             EXPECT_EQ(ops.gemm().small_rows_f32_weights() - before, small ? 2 : 0) << what;
-            EXPECT_EQ(ops.gemm().small_rows_calls() - calls_before, small ? 1 : 0) << what << ": one launch a group";
+            EXPECT_EQ(ops.gemm().small_rows_f32_launches() - launches_before, small ? 1 : 0) << what
+                                                                                             << ": one launch a group";
             ops.gemm().set_policy(cuda::LinearPolicy::kNoSmallRows);
             for (size_t i = 0; i < ws.size(); ++i) ops.linear(dx, T, *ws[i], cublas[i]);
             ops.gemm().set_policy(cuda::LinearPolicy::kAuto);

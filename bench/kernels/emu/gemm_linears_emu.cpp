@@ -8,7 +8,8 @@
 // activation quantisation exactly as quant_fp8_rows128_kernel does it). "Device" memory is host
 // memory, so a shared operand that is released and overwritten before its last GEMM, a wrong
 // scale pointer or a skipped quantisation changes the bits.
-// Cases: groups of weights on one x (FP8 block with fp32 b/a-style weights, BF16 with fp32, BF16
+// Cases: groups of weights on one x (FP8 block with fp32 b/a-style weights (one small-rows fp32
+// launch for all of them up to 8 rows), BF16 with fp32, BF16
 // with INT4 codes), T from 1 to 130 (small-rows, padded and unpadded rows), every LinearPolicy,
 // fp8_small_rows 0 and 4, FP8 plans refused for the first weight (the shared operand it made is
 // released and remade by the next) or a later one (dequant fallback), and a matmul failing once.
@@ -26,6 +27,7 @@
 #include <map>
 #include <random>
 #include <set>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -252,6 +254,10 @@ bool int4_linear_supports(int64_t T, int64_t in, int64_t group, const void* code
     return T >= 1 && T <= kInt4LinearMaxRows && in % 32 == 0 && group > 0 && group % 8 == 0 && in % group == 0 &&
            reinterpret_cast<uintptr_t>(codes) % 16 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0;
 }
+bool small_linear_f32_supports(int64_t T, int64_t in, const void* w, const float* x) {
+    return T >= 1 && T <= kSmallLinearF32MaxRows && in % 128 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0 &&
+           reinterpret_cast<uintptr_t>(x) % 16 == 0;
+}
 // NVFP4 (no case here uses it: DeviceLinear::nvfp4 stays false, so route() never asks).
 bool nvfp4_linear_supports(int64_t, int64_t, const void*, const float*) { return false; }
 void launch_nvfp4_linear(const uint32_t*, const uint16_t*, float, int64_t, int64_t, const float*, int64_t, float*,
@@ -279,6 +285,20 @@ void launch_small_linear(const void* w, bool fp8, const float* scale_inv, int64_
 void launch_small_linear_fp8_v2(const void* w, const float* scale_inv, int64_t out, int64_t in, const float* x,
                                 int64_t T, float* y, cudaStream_t, int) {
     small_rows(w, true, scale_inv, out, in, x, T, y, 0.0f);
+}
+// fp32 weights, up to four a launch: the exact product of each (launches counted).
+int64_t g_f32_launches = 0;
+void launch_small_linear_f32(std::span<const SmallLinearF32Part> parts, int64_t in, const float* x, int64_t T,
+                             cudaStream_t) {
+    ++g_f32_launches;
+    if (parts.empty() || parts.size() > size_t(kSmallLinearF32MaxParts)) std::abort();
+    for (const SmallLinearF32Part& p : parts)
+        for (int64_t t = 0; t < T; ++t)
+            for (int64_t o = 0; o < p.out; ++o) {
+                float acc = 0.0f;
+                for (int64_t c = 0; c < in; ++c) acc += p.w[o * in + c] * x[t * in + c];
+                p.y[t * p.out + o] = acc;
+            }
 }
 // INT4: the BF16 copy's product plus 1e-3 (tells the path apart in the outputs).
 int64_t g_int4_out_seen = 0;
@@ -387,15 +407,26 @@ void run_case(const Case& c, int64_t T, LinearPolicy policy, int small_rows, con
         ys.push_back(yt[i].data());
     }
     g_fail_fp8_matmul_m = fail_m;
-    const int64_t q0 = g_quant_launches, b0 = g_bf16_launches;
+    const int64_t q0 = g_quant_launches, b0 = g_bf16_launches, f0 = g_f32_launches;
     for (size_t i = 0; i < hs.size(); ++i) alone.linear(hs[i].lin, dx, T, ya[i].data(), arena_alone, cudaStream_t(nullptr));
-    const int64_t q_alone = g_quant_launches - q0, b_alone = g_bf16_launches - b0;
+    const int64_t q_alone = g_quant_launches - q0, b_alone = g_bf16_launches - b0, f_alone = g_f32_launches - f0;
     g_fail_fp8_matmul_m = fail_m;
-    const int64_t q1 = g_quant_launches, b1 = g_bf16_launches;
+    const int64_t q1 = g_quant_launches, b1 = g_bf16_launches, f1 = g_f32_launches;
     together.linears(dx, T, ws, ys, arena_together, cudaStream_t(nullptr));
-    const int64_t q_together = g_quant_launches - q1, b_together = g_bf16_launches - b1;
+    const int64_t q_together = g_quant_launches - q1, b_together = g_bf16_launches - b1,
+                  f_together = g_f32_launches - f1;
 
     std::string why;
+    // fp32 weights: the small-rows kernel under kAuto up to 8 rows, every such weight of the call
+    // in one launch (up to four), each alone in its own.
+    int64_t f32_weights = 0;
+    for (const HostLinear& h : hs)
+        if (h.lin.dtype == DeviceLinear::Dtype::kF32) ++f32_weights;
+    const bool f32_small = policy == LinearPolicy::kAuto && T <= kSmallLinearF32MaxRows && c.in % 128 == 0;
+    const int64_t want_together = f32_small ? (f32_weights + kSmallLinearF32MaxParts - 1) / kSmallLinearF32MaxParts : 0;
+    if (f_together != want_together || f_alone != (f32_small ? f32_weights : 0) ||
+        together.small_rows_f32_weights() != (f32_small ? f32_weights : 0))
+        why += " f32 launches " + std::to_string(f_together) + " (separate " + std::to_string(f_alone) + ");";
     for (size_t i = 0; i < hs.size(); ++i) {
         if (std::memcmp(ya[i].data(), yt[i].data(), ya[i].size() * 4) != 0) why += " output " + std::to_string(i) + " differs;";
         double num = 0, den = 0;
@@ -426,7 +457,7 @@ void run_case(const Case& c, int64_t T, LinearPolicy policy, int small_rows, con
         int64_t bf16_gemms = 0;
         for (size_t i = 0; i < hs.size(); ++i)
             if (hs[i].lin.dtype == DeviceLinear::Dtype::kBF16) ++bf16_gemms;
-        bf16_gemms -= together.small_rows_calls() - ct.small_rows + together.int4_calls();
+        bf16_gemms -= together.small_rows_calls() - ct.small_rows - together.small_rows_f32_weights() + together.int4_calls();
         const int64_t dequant_bf16 = ct.dequant;  // each dequant call rounds x itself
         if (q_together != (block > 0 ? 1 : 0)) why += " quantisations " + std::to_string(q_together) + ";";
         if (q_alone != block) why += " separate quantisations " + std::to_string(q_alone) + ";";

@@ -274,7 +274,8 @@ void Gemm::linears(const float* x, int64_t T, std::span<const DeviceLinear* cons
         if (f32_parts.empty()) return;
         launch_small_linear_f32(f32_parts, in, x, T, stream);
         small_rows_f32_weights_ += int64_t(f32_parts.size());
-        ++small_rows_calls_;
+        small_rows_calls_ += int64_t(f32_parts.size());
+        ++small_rows_f32_launches_;
         f32_parts.clear();
     };
     for (size_t i = 0; i < ws.size(); ++i) {

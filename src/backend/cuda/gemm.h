@@ -110,10 +110,12 @@ public:
         int64_t block_scaled = 0, dequant = 0, small_rows = 0;
         int64_t small_rows_v2 = 0;  // of small_rows: version 2 (set_fp8_small_rows)
     };
-    // Calls of any dtype that took the small-rows kernel.
+    // Weights of any dtype that took a small-rows kernel.
     int64_t small_rows_calls() const { return small_rows_calls_; }
-    // F32 weights that took the small-rows fp32 kernel (several a launch; tests and labs).
+    // F32 weights that took the small-rows fp32 kernel (counted in small_rows_calls too), and its
+    // launches (up to four weights of one linears() call each; tests and labs).
     int64_t small_rows_f32_weights() const { return small_rows_f32_weights_; }
+    int64_t small_rows_f32_launches() const { return small_rows_f32_launches_; }
     // Calls that took the INT4 small-row kernel (DeviceLinear::int4_codes; tests and labs).
     int64_t int4_calls() const { return int4_calls_; }
     // Calls that took it on NVFP4 weights (DeviceLinear::nvfp4; counted in int4_calls too).
@@ -179,6 +181,7 @@ private:
     Fp8Counts fp8_counts_;
     int64_t small_rows_calls_ = 0;
     int64_t small_rows_f32_weights_ = 0;
+    int64_t small_rows_f32_launches_ = 0;
     int64_t int4_calls_ = 0;
     int64_t shared_input_reuses_ = 0;
     int64_t nvfp4_calls_ = 0;
