@@ -295,7 +295,7 @@ struct SmallPlan {
     bool nvfp4 = false;       // with int4: the arrays hold NVFP4 (moe_small_int4.cu's Code4::kNvfp4 kernels)
     int version = 1;          // MoeParams::small_version
     bool zero_counter = false; // v2 without MoeParams::small_counter: memset the workspace's first
-    int router_blocks = 1;    // v2: blocks of the router GEMV (kSmallThreads / 32 rows each, E + 1 rows)
+    int router_blocks = 1;    // v2: blocks of the router GEMV (one of its E + 1 rows each)
     int route_vpl = 1;
     int nmax = 1;             // token bucket of T (1, 2, 4, 8): the gate_up instantiation
     size_t gate_up_smem = 0;  // x of up to nmax tokens, fp32

@@ -251,7 +251,7 @@ SmallPlan make_small_plan(const MoeParams& p) {
         s.shared_gate_logit = s.sg_out;
         pl.zero_counter = p.small_counter == nullptr;
         s.counter = p.small_counter ? p.small_counter : reinterpret_cast<int*>(ws + L.small_counter);
-        pl.router_blocks = (E + 1 + kSmallThreads / 32 - 1) / (kSmallThreads / 32);
+        pl.router_blocks = E + 1;  // one router row (or the shared-expert gate) per block
     }
     s.gate = x.gate;
     s.up = x.up;

@@ -1,11 +1,13 @@
 // MoE small-T path, first launch: routing and the list of distinct experts (moe_small.cu has the
 // other two; maths in moe_kernels.h; CPU reference: src/backend/cpu/cpu_moe.cpp).
 //  v1  moe_small_route_kernel   one block: small_route_block on the caller's router logits.
-//  v2  moe_small_router_kernel  grid ceil((E + 1) / 8) blocks of 8 warps: warp = one row of the
-//                               fp32 router weight (rows 0..E-1) or the shared-expert gate (row E)
-//                               for all T tokens (lanes stride over 16-byte chunks, kRouterLoads
-//                               in flight each; fp32 FMAs in chunk order, then a butterfly) →
-//                               logits_out [T, E] / sg_out [T]; each block then counts itself on
+//  v2  moe_small_router_kernel  grid E + 1 blocks of 8 warps: block = one row of the fp32 router
+//                               weight (rows 0..E-1) or the shared-expert gate (row E) for all T
+//                               tokens, warp w = slice w of the row's H columns (lanes stride over
+//                               16-byte chunks, all in flight; fp32 FMAs in chunk order, then a
+//                               butterfly), the 8 slice sums added in slice order (33 blocks of one
+//                               row per warp left most SMs idle: bench/kernels/NOTES.md "Router
+//                               rows split") → logits_out [T, E] / sg_out [T]; each block then counts itself on
 //                               p.counter (fence, atomicAdd) and the last one copies the logits to
 //                               shared memory, resets the counter to 0 and runs small_route_block.
 //                               Every block first lets the next grid (gate_up, launched with
@@ -28,8 +30,8 @@
 namespace qs::cuda::moe {
 namespace {
 
-constexpr int kRouterWarps = kSmallThreads / 32;  // router rows per block
-constexpr int kRouterLoads = 8;                   // 16-byte weight loads in flight per lane
+constexpr int kRouterWarps = kSmallThreads / 32;  // slices of a router row (one row per block)
+constexpr int kRouterLoads = 4;                   // 16-byte weight loads in flight per lane
 constexpr int kRouteMaxLogits = kMoeSmallTMax * 512;  // T·E (E <= 512, host check)
 
 __device__ __forceinline__ float4 router_load4(const float4* p) {
@@ -105,51 +107,56 @@ template <int VPL, int NMAX>
 __global__ __launch_bounds__(kSmallThreads) void moe_small_router_kernel(SmallParams p) {
     ptx::griddep_launch_dependents();
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int T = p.T, E = p.E, n4 = p.H / 4;  // H % 128 == 0: n4 is a multiple of 32
-    const int row = blockIdx.x * kRouterWarps + warp;
-    if (row <= E) {
-        const float4* w = reinterpret_cast<const float4*>(row < E ? p.router_w + size_t(row) * p.H : p.sgate_w);
-        const float4* x = reinterpret_cast<const float4*>(p.x);
-        float acc[NMAX];
+    const int T = p.T, E = p.E, n4 = p.H / 4;  // H % 128 == 0
+    const int row = blockIdx.x;                // 0..E-1 router rows, E the shared-expert gate
+    const int c_begin = n4 * warp / kRouterWarps, c_end = n4 * (warp + 1) / kRouterWarps;
+    const float4* w = reinterpret_cast<const float4*>(row < E ? p.router_w + size_t(row) * p.H : p.sgate_w);
+    const float4* x = reinterpret_cast<const float4*>(p.x);
+    float acc[NMAX];
 #pragma unroll
-        for (int n = 0; n < NMAX; ++n) acc[n] = 0.0f;
-        for (int c0 = 0; c0 < n4; c0 += 32 * kRouterLoads) {
-            float4 wv[kRouterLoads];
+    for (int n = 0; n < NMAX; ++n) acc[n] = 0.0f;
+    for (int c0 = c_begin; c0 < c_end; c0 += 32 * kRouterLoads) {
+        float4 wv[kRouterLoads];
 #pragma unroll
-            for (int u = 0; u < kRouterLoads; ++u) {
-                const int c = c0 + 32 * u + lane;
-                wv[u] = c < n4 ? router_load4(w + c) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-            }
-#pragma unroll
-            for (int u = 0; u < kRouterLoads; ++u) {
-                const int c = c0 + 32 * u + lane;
-                if (c >= n4) continue;
-#pragma unroll
-                for (int n = 0; n < NMAX; ++n) {
-                    if (n >= T) continue;
-                    const float4 xv = router_load4(x + size_t(n) * n4 + c);
-                    float s = acc[n];
-                    s = fmaf(wv[u].x, xv.x, s);
-                    s = fmaf(wv[u].y, xv.y, s);
-                    s = fmaf(wv[u].z, xv.z, s);
-                    s = fmaf(wv[u].w, xv.w, s);
-                    acc[n] = s;
-                }
-            }
+        for (int u = 0; u < kRouterLoads; ++u) {
+            const int c = c0 + 32 * u + lane;
+            wv[u] = c < c_end ? router_load4(w + c) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         }
 #pragma unroll
-        for (int n = 0; n < NMAX; ++n)
-#pragma unroll
-            for (int o = 16; o > 0; o >>= 1) acc[n] += __shfl_xor_sync(0xffffffffu, acc[n], o);
-        if (lane == 0) {
+        for (int u = 0; u < kRouterLoads; ++u) {
+            const int c = c0 + 32 * u + lane;
+            if (c >= c_end) continue;
 #pragma unroll
             for (int n = 0; n < NMAX; ++n) {
                 if (n >= T) continue;
-                if (row < E) p.logits_out[size_t(n) * E + row] = acc[n];
-                else p.sg_out[n] = acc[n];
+                const float4 xv = router_load4(x + size_t(n) * n4 + c);
+                float s = acc[n];
+                s = fmaf(wv[u].x, xv.x, s);
+                s = fmaf(wv[u].y, xv.y, s);
+                s = fmaf(wv[u].z, xv.z, s);
+                s = fmaf(wv[u].w, xv.w, s);
+                acc[n] = s;
             }
-            __threadfence();  // the logits before this block's count
         }
+    }
+#pragma unroll
+    for (int n = 0; n < NMAX; ++n)
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) acc[n] += __shfl_xor_sync(0xffffffffu, acc[n], o);
+    __shared__ float s_part[kRouterWarps][NMAX];
+    if (lane == 0) {
+#pragma unroll
+        for (int n = 0; n < NMAX; ++n) s_part[warp][n] = acc[n];
+    }
+    __syncthreads();
+    if (int(threadIdx.x) < T) {  // the slices in order
+        const int n = threadIdx.x;
+        float v = 0.0f;
+#pragma unroll
+        for (int s = 0; s < kRouterWarps; ++s) v += s_part[s][n];
+        if (row < E) p.logits_out[size_t(n) * E + row] = v;
+        else p.sg_out[n] = v;
+        __threadfence();  // the logits before this block's count
     }
     __shared__ int s_last;
     __syncthreads();
