@@ -21,6 +21,7 @@
 // their counts and n_slots.
 // Also compiles as host C++ for the CPU emulation (bench/kernels/moe_emu.cpp).
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/f32_slice_dot.cuh"
 #include "backend/cuda/moe_common.cuh"
 #include "backend/cuda/moe_route_token.cuh"
 #if !defined(QS_MOE_EMULATE)
@@ -113,36 +114,8 @@ __global__ __launch_bounds__(kSmallThreads) void moe_small_router_kernel(SmallPa
     const float4* w = reinterpret_cast<const float4*>(row < E ? p.router_w + size_t(row) * p.H : p.sgate_w);
     const float4* x = reinterpret_cast<const float4*>(p.x);
     float acc[NMAX];
-#pragma unroll
-    for (int n = 0; n < NMAX; ++n) acc[n] = 0.0f;
-    for (int c0 = c_begin; c0 < c_end; c0 += 32 * kRouterLoads) {
-        float4 wv[kRouterLoads];
-#pragma unroll
-        for (int u = 0; u < kRouterLoads; ++u) {
-            const int c = c0 + 32 * u + lane;
-            wv[u] = c < c_end ? router_load4(w + c) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        }
-#pragma unroll
-        for (int u = 0; u < kRouterLoads; ++u) {
-            const int c = c0 + 32 * u + lane;
-            if (c >= c_end) continue;
-#pragma unroll
-            for (int n = 0; n < NMAX; ++n) {
-                if (n >= T) continue;
-                const float4 xv = router_load4(x + size_t(n) * n4 + c);
-                float s = acc[n];
-                s = fmaf(wv[u].x, xv.x, s);
-                s = fmaf(wv[u].y, xv.y, s);
-                s = fmaf(wv[u].z, xv.z, s);
-                s = fmaf(wv[u].w, xv.w, s);
-                acc[n] = s;
-            }
-        }
-    }
-#pragma unroll
-    for (int n = 0; n < NMAX; ++n)
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) acc[n] += __shfl_xor_sync(0xffffffffu, acc[n], o);
+    f32_slice_dot<NMAX, kRouterLoads>(w, x, n4, T, c_begin, c_end, lane, [](const float4* q) { return router_load4(q); },
+                                      acc);
     __shared__ float s_part[kRouterWarps][NMAX];
     if (lane == 0) {
 #pragma unroll

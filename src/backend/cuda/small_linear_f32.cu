@@ -11,6 +11,7 @@
 #include "backend/cuda/small_linear_kernels.h"
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/f32_slice_dot.cuh"
 #include "core/check.h"
 
 namespace qs::cuda {
@@ -40,36 +41,7 @@ __global__ __launch_bounds__(kWarps * 32) void small_linear_f32_kernel(F32Args a
     const float4* w = reinterpret_cast<const float4*>(a.w[p] + size_t(o) * a.in);
     const float4* x = reinterpret_cast<const float4*>(a.x);
     float acc[NMAX];
-#pragma unroll
-    for (int n = 0; n < NMAX; ++n) acc[n] = 0.0f;
-    for (int c0 = c_begin; c0 < c_end; c0 += 32 * kLoads) {
-        float4 wv[kLoads];
-#pragma unroll
-        for (int u = 0; u < kLoads; ++u) {
-            const int c = c0 + 32 * u + lane;
-            wv[u] = c < c_end ? __ldg(w + c) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        }
-#pragma unroll
-        for (int u = 0; u < kLoads; ++u) {
-            const int c = c0 + 32 * u + lane;
-            if (c >= c_end) continue;
-#pragma unroll
-            for (int n = 0; n < NMAX; ++n) {
-                if (n >= T) continue;
-                const float4 xv = __ldg(x + size_t(n) * n4 + c);
-                float s = acc[n];
-                s = fmaf(wv[u].x, xv.x, s);
-                s = fmaf(wv[u].y, xv.y, s);
-                s = fmaf(wv[u].z, xv.z, s);
-                s = fmaf(wv[u].w, xv.w, s);
-                acc[n] = s;
-            }
-        }
-    }
-#pragma unroll
-    for (int n = 0; n < NMAX; ++n)
-#pragma unroll
-        for (int s = 16; s > 0; s >>= 1) acc[n] += __shfl_xor_sync(0xffffffffu, acc[n], s);
+    f32_slice_dot<NMAX, kLoads>(w, x, n4, T, c_begin, c_end, lane, [](const float4* q) { return __ldg(q); }, acc);
     if (lane == 0) {
 #pragma unroll
         for (int n = 0; n < NMAX; ++n) partial[warp][n] = acc[n];
