@@ -1,6 +1,7 @@
 // cuBLASLt dense linears (see gemm.h).
 #include "backend/cuda/gemm.h"
 
+#include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -269,20 +270,21 @@ void Gemm::linears(const float* x, int64_t T, std::span<const DeviceLinear* cons
     };
     // The F32 weights of the small-rows kernel first, up to four a launch (the GDN b/a projections;
     // the router with the shared-expert gate).
-    std::vector<SmallLinearF32Part> f32_parts;
+    std::array<SmallLinearF32Part, kSmallLinearF32MaxParts> f32_parts;  // no allocation per call
+    size_t f32_count = 0;
     auto flush_f32 = [&] {
-        if (f32_parts.empty()) return;
-        launch_small_linear_f32(f32_parts, in, x, T, stream);
-        small_rows_f32_weights_ += int64_t(f32_parts.size());
-        small_rows_calls_ += int64_t(f32_parts.size());
+        if (f32_count == 0) return;
+        launch_small_linear_f32(std::span(f32_parts.data(), f32_count), in, x, T, stream);
+        small_rows_f32_weights_ += int64_t(f32_count);
+        small_rows_calls_ += int64_t(f32_count);
         ++small_rows_f32_launches_;
-        f32_parts.clear();
+        f32_count = 0;
     };
     for (size_t i = 0; i < ws.size(); ++i) {
         QS_CHECK_MSG(ws[i]->in == in, "Gemm::linears: the weights take inputs of different widths");
         if (route(*ws[i], x, T) != Route::kSmallRowsF32) continue;
-        f32_parts.push_back({static_cast<const float*>(ws[i]->w), ws[i]->out, ys[i]});
-        if (f32_parts.size() == size_t(kSmallLinearF32MaxParts)) flush_f32();
+        f32_parts[f32_count++] = {static_cast<const float*>(ws[i]->w), ws[i]->out, ys[i]};
+        if (f32_count == f32_parts.size()) flush_f32();
     }
     flush_f32();
     for (size_t i = 0; i < ws.size(); ++i) {
