@@ -70,6 +70,15 @@
 #           them: ncu_detail_*.ncu-rep, its details page and its per-SASS-instruction stall samples (CSV).
 #           All ncu_* stages run with --gpu-memory-utilization 0.5 --cuda-graph-max-batch 0 (ncu_model_args:
 #           Nsight Compute failed to profile with the default memory plan or with graphs, session 20)
+#   trace_step[:SEQS[:K]]  the GPU timeline of FP8-lean decode steps without Nsight Systems: every kernel's
+#           start and end, one by one inside CUDA-graph replays, of `gpu_forward_bench --mode mtp --mtp-seqs
+#           SEQS (default 1) --mtp-k K (default 0) --mtp-acceptance 0 --mtp-steps 32 --mtp-profiler-range`
+#           (graphs on, the normal memory plan, as mtp_step) under the CUPTI tracer tools/kernel_trace
+#           (CUDA_INJECTION64_PATH, QS_KERNEL_TRACE_RANGE=profiler: the 32 timed steps only) as CSV
+#           (trace_step_SEQS_kK.csv, xz-compressed past 4 MB), and tools/kernel_trace_summary.py's tables
+#           of it (trace_step_SEQS_kK.md: per replay of the step's graphs its span, busy and idle time; per
+#           kernel mean µs and the gap before it). TRACE_EXTRA adds gpu_forward_bench options; the bundle
+#           needs qs_kernel_trace (build_gpu_bundle.sh ... gpu_forward_bench qs_kernel_trace)
 #   gdn_tc  the GDN lab's prefill version 2 mode (gdn_lab --tc: bf16 tensor-core chunk phases against
 #           today's default at 16 × 1,024, 1 × 16,384, 64 × 256 and a varlen mix, reference check,
 #           µs and TFLOP/s) and the GPU GDN parity tests (with CudaOpsParity.GatedDeltaNetPrefillVersion2)
@@ -147,6 +156,23 @@ run() {  # name, command...
 ncu_model_args=(--model builtin:qwen36-35b-a3b --load-format dummy --dummy-format fp8-block --gdn-state-dtype bf16
                 --kv-cache-dtype fp8_e4m3 --gpu-memory-utilization 0.5 --cuda-graph-max-batch 0)
 ncu_bench_args=("${ncu_model_args[@]}" --mode mtp --mtp-steps 1 --mtp-profiler-range)
+# The trace_* stages: FP8 lean as mtp_step runs it (graphs on, the normal memory plan).
+lean_model_args=(--model builtin:qwen36-35b-a3b --load-format dummy --dummy-format fp8-block --gdn-state-dtype bf16
+                 --kv-cache-dtype fp8_e4m3)
+trace_ready() {  # the tracer is in the bundle and finds a libcupti: the bundle's, else the machine's
+    if [ ! -f "$B/libqs_kernel_trace.so" ]; then
+        echo "$1: no $B/libqs_kernel_trace.so (build_gpu_bundle.sh ... qs_kernel_trace)" | tee -a "$summary"
+        return 1
+    fi
+    ldd "$B/libqs_kernel_trace.so" | grep -q "libcupti.* not found" || return 0
+    local d
+    for d in /usr/local/cuda/extras/CUPTI/lib64 /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
+             $(python3 -c 'import glob, nvidia; print(*[d for p in nvidia.__path__ for d in glob.glob(p + "/*/lib")])' 2>/dev/null); do
+        if [ -f "$d/libcupti.so.13" ]; then export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$d"; return 0; fi
+    done
+    echo "$1: no libcupti.so.13 in the bundle or on this machine: rebuild the bundle without QS_BUNDLE_CUPTI=0" | tee -a "$summary"
+    return 1
+}
 ncu_metrics=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,launch__grid_size,launch__block_size,launch__registers_per_thread
 for stage in "$@"; do
     case "$stage" in
@@ -302,6 +328,17 @@ for stage in "$@"; do
                       --metrics "$ncu_metrics" \
                       --log-file "$OUT/ncu_step_${seqs}_k$k.csv" "$B/gpu_forward_bench" "${ncu_bench_args[@]}" \
                       --mtp-k "$k" --mtp-acceptance 0 --mtp-seqs "$seqs" ${NCU_EXTRA:-} ;;
+        trace_step|trace_step:*) spec="${stage#trace_step}"; spec="${spec#:}"; seqs="${spec%%:*}"; seqs="${seqs:-1}"
+                  k=0; [ "$spec" != "${spec#*:}" ] && k="${spec#*:}"
+                  tag="trace_step_${seqs}_k$k"
+                  trace_ready "$tag" || continue
+                  CUDA_INJECTION64_PATH="$PWD/$B/libqs_kernel_trace.so" QS_KERNEL_TRACE_OUT="$OUT/$tag.csv" \
+                  QS_KERNEL_TRACE_RANGE=profiler run "$tag" "$B/gpu_forward_bench" "${lean_model_args[@]}" --mode mtp \
+                      --mtp-seqs "$seqs" --mtp-k "$k" --mtp-acceptance 0 --mtp-steps 32 --mtp-profiler-range ${TRACE_EXTRA:-}
+                  if [ -f "$OUT/$tag.csv" ]; then
+                      python3 tools/kernel_trace_summary.py "$OUT/$tag.csv" > "$OUT/$tag.md" 2>&1
+                      [ "$(stat -c %s "$OUT/$tag.csv")" -gt 4000000 ] && xz -f "$OUT/$tag.csv"
+                  fi ;;
         ncu_prefill) run ncu_prefill ncu --profile-from-start off --clock-control none --csv \
                          --metrics "$ncu_metrics" \
                          --log-file "$OUT/ncu_prefill.csv" "$B/gpu_forward_bench" "${ncu_model_args[@]}" \
