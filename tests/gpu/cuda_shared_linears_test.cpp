@@ -8,6 +8,8 @@
 //    pure restructuring: same quantisation kernel, same cached cuBLASLt plan per shape);
 //  - the sharing happened where it applies (Gemm::shared_input_reuses: one fewer quantisation
 //    or bf16 copy than weights on the shared path), and not where it does not (small rows);
+//  - FP8 at 1-4 rows: one small-rows launch for all FP8 weights of the call (one per weight
+//    for separate linears);
 //  - the outputs are written at all (the arena is poisoned with NaN) and near the CPU
 //    specification (CpuOps::linear; bounds of CudaOpsParity.Fp8BlockLinear / Linear: 4e-2 for
 //    the activations' e4m3 rounding, 1e-2 for bf16), checked on the first rows only at large T.
@@ -72,6 +74,7 @@ void check_format(WeightFormat format, cuda::DeviceLinear::Dtype shared_dtype) {
                 alone.push_back(ops.alloc(T * l->out_features));
             }
             const int64_t reuses_before = ops.gemm().shared_input_reuses();
+            const int64_t v2_before = ops.gemm().fp8_counts().small_rows_v2_launches;
             if (g.ws.size() == 3) {
                 ops.linears(dx, T, {{*g.ws[0], together[0]}, {*g.ws[1], together[1]}, {*g.ws[2], together[2]}});
             } else {
@@ -79,7 +82,14 @@ void check_format(WeightFormat format, cuda::DeviceLinear::Dtype shared_dtype) {
                                     {*g.ws[3], together[3]}});
             }
             EXPECT_EQ(ops.gemm().shared_input_reuses() - reuses_before, shared ? on_shared_path - 1 : 0) << what;
+            // FP8 at 1-4 rows: the small-rows kernel's version 2 takes all FP8 weights of the call in
+            // one launch; separate linears take one launch each.
+            const bool fp8_small = format == WeightFormat::kFP8Block && T <= 4;
+            const int64_t v2_mid = ops.gemm().fp8_counts().small_rows_v2_launches;
+            EXPECT_EQ(v2_mid - v2_before, fp8_small ? 1 : 0) << what << ": FP8 small-rows launches of linears()";
             for (size_t i = 0; i < g.ws.size(); ++i) ops.linear(dx, T, *g.ws[i], alone[i]);
+            EXPECT_EQ(ops.gemm().fp8_counts().small_rows_v2_launches - v2_mid, fp8_small ? on_shared_path : 0)
+                << what << ": FP8 small-rows launches of separate linears";
             EXPECT_EQ(ops.gemm().shared_input_reuses() - reuses_before, shared ? on_shared_path - 1 : 0)
                 << what << ": a single linear shares nothing";
 

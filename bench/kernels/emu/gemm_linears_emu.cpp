@@ -282,9 +282,13 @@ void launch_small_linear(const void* w, bool fp8, const float* scale_inv, int64_
                          int64_t T, float* y, cudaStream_t) {
     small_rows(w, fp8, scale_inv, out, in, x, T, y, 0.0f);
 }
-void launch_small_linear_fp8_v2(const void* w, const float* scale_inv, int64_t out, int64_t in, const float* x,
-                                int64_t T, float* y, cudaStream_t, int) {
-    small_rows(w, true, scale_inv, out, in, x, T, y, 0.0f);
+// FP8 version 2, up to four weights a launch: the exact product of each (launches counted).
+int64_t g_fp8_v2_launches = 0;
+void launch_small_linear_fp8_v2(std::span<const SmallLinearFp8Part> parts, int64_t in, const float* x, int64_t T,
+                                cudaStream_t, int) {
+    ++g_fp8_v2_launches;
+    if (parts.empty() || parts.size() > size_t(kSmallLinearFp8V2MaxParts)) std::abort();
+    for (const SmallLinearFp8Part& p : parts) small_rows(p.w, true, p.scale_inv, p.out, in, x, T, p.y, 0.0f);
 }
 // fp32 weights, up to four a launch: the exact product of each (launches counted).
 int64_t g_f32_launches = 0;
@@ -407,14 +411,15 @@ void run_case(const Case& c, int64_t T, LinearPolicy policy, int small_rows, con
         ys.push_back(yt[i].data());
     }
     g_fail_fp8_matmul_m = fail_m;
-    const int64_t q0 = g_quant_launches, b0 = g_bf16_launches, f0 = g_f32_launches;
+    const int64_t q0 = g_quant_launches, b0 = g_bf16_launches, f0 = g_f32_launches, v0 = g_fp8_v2_launches;
     for (size_t i = 0; i < hs.size(); ++i) alone.linear(hs[i].lin, dx, T, ya[i].data(), arena_alone, cudaStream_t(nullptr));
-    const int64_t q_alone = g_quant_launches - q0, b_alone = g_bf16_launches - b0, f_alone = g_f32_launches - f0;
+    const int64_t q_alone = g_quant_launches - q0, b_alone = g_bf16_launches - b0, f_alone = g_f32_launches - f0,
+                  v_alone = g_fp8_v2_launches - v0;
     g_fail_fp8_matmul_m = fail_m;
-    const int64_t q1 = g_quant_launches, b1 = g_bf16_launches, f1 = g_f32_launches;
+    const int64_t q1 = g_quant_launches, b1 = g_bf16_launches, f1 = g_f32_launches, v1 = g_fp8_v2_launches;
     together.linears(dx, T, ws, ys, arena_together, cudaStream_t(nullptr));
     const int64_t q_together = g_quant_launches - q1, b_together = g_bf16_launches - b1,
-                  f_together = g_f32_launches - f1;
+                  f_together = g_f32_launches - f1, v_together = g_fp8_v2_launches - v1;
 
     std::string why;
     // fp32 weights: the small-rows kernel under kAuto up to 8 rows, every such weight of the call
@@ -427,6 +432,18 @@ void run_case(const Case& c, int64_t T, LinearPolicy policy, int small_rows, con
     if (f_together != want_together || f_alone != (f32_small ? f32_weights : 0) ||
         together.small_rows_f32_weights() != (f32_small ? f32_weights : 0))
         why += " f32 launches " + std::to_string(f_together) + " (separate " + std::to_string(f_alone) + ");";
+    // FP8 weights: version 2 under kAuto when asked for (small_rows >= T), every such weight of the
+    // call in one launch (up to four), each alone in its own.
+    int64_t fp8_weights = 0;
+    for (const HostLinear& h : hs)
+        if (h.lin.dtype == DeviceLinear::Dtype::kFP8Block) ++fp8_weights;
+    const bool fp8_v2 = policy == LinearPolicy::kAuto && T <= small_rows && T <= kSmallLinearFp8V2MaxRows &&
+                        c.in % 512 == 0;
+    const int64_t v2_weights = fp8_v2 ? fp8_weights : 0;
+    const int64_t want_v2 = (v2_weights + kSmallLinearFp8V2MaxParts - 1) / kSmallLinearFp8V2MaxParts;
+    if (v_together != want_v2 || v_alone != v2_weights || together.fp8_counts().small_rows_v2 != v2_weights ||
+        together.fp8_counts().small_rows_v2_launches != want_v2 || alone.fp8_counts().small_rows_v2_launches != v2_weights)
+        why += " fp8 v2 launches " + std::to_string(v_together) + " (separate " + std::to_string(v_alone) + ");";
     for (size_t i = 0; i < hs.size(); ++i) {
         if (std::memcmp(ya[i].data(), yt[i].data(), ya[i].size() * 4) != 0) why += " output " + std::to_string(i) + " differs;";
         double num = 0, den = 0;
@@ -492,6 +509,8 @@ int main() {
         {"bf16 int4 + f32", {{D::kBF16, 128}, {D::kBF16, 64}, {D::kF32, 16}}, true},
         {"fp8 odd (dequant only)", {{D::kFP8Block, 200}, {D::kFP8Block, 96}}, false, 384},
         {"fp8 three shapes", {{D::kFP8Block, 384}, {D::kFP8Block, 128}, {D::kFP8Block, 256}}},
+        {"fp8 five + f32", {{D::kFP8Block, 128}, {D::kF32, 32}, {D::kFP8Block, 256}, {D::kFP8Block, 128},
+                            {D::kFP8Block, 384}, {D::kFP8Block, 128}}},
     };
     for (const Case& c : cases)
         for (int64_t T : {1, 2, 3, 4, 5, 8, 9, 130})

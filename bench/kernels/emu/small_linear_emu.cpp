@@ -4,8 +4,10 @@
 // e4m3 round-to-nearest satfinite of x / scale): the shared-memory swizzle, the per-block
 // quantisation, weight and activation scale indexing, the chunk / output striding of warps
 // (outputs per warp > 1 at a grid cap of 1 block per SM, two chunks per row at in = 4,096),
-// T = 1..4, and that every row of a T-row call equals a one-row call on that row bitwise.
-// Says nothing about speed.
+// T = 1..4, and that every row of a T-row call equals a one-row call on that row bitwise; then
+// launches of 2-4 weights of one input (part boundaries inside warps' strides, parts of 8-multiple
+// and odd sizes): every part's y equals its own one-weight launch bitwise, nothing written past any
+// part. Says nothing about speed.
 // Build and run (repo root; g++ only): sh bench/kernels/emu/run_emu.sh small_linear
 #include <cstdio>
 #include <random>
@@ -95,6 +97,56 @@ int main() {
             std::printf("%s out %lld in %lld bps %d T %lld: rel err %.2e%s%s%s\n", ok ? "ok  " : "FAIL",
                         (long long)s.out, (long long)s.in, s.bps, (long long)T, err, finite ? "" : " NOT FINITE",
                         guard ? "" : " WROTE PAST y", rows_same ? ", rows = 1-row calls" : ", ROWS DIFFER");
+            std::fflush(stdout);
+        }
+    }
+    // Several weights of one input in one launch.
+    struct Group {
+        int64_t in;
+        std::vector<int64_t> outs;
+        int bps;
+    };
+    const Group groups[] = {{2048, {300, 40}, 2}, {1024, {136, 1100, 8, 77}, 1}, {4096, {260, 129, 3}, 2}};
+    for (const Group& gr : groups) {
+        const int64_t cb = gr.in / 128;
+        struct Weight {
+            std::vector<uint8_t> w;
+            std::vector<float> s;
+        };
+        std::vector<Weight> ws;
+        for (int64_t out : gr.outs) {
+            Weight wt;
+            wt.w.resize(size_t(out * gr.in));
+            wt.s.resize(size_t((out + 127) / 128 * cb));
+            for (float& f : wt.s) f = std::exp2(ud(rng)) * 0.01f;
+            for (uint8_t& b : wt.w) b = __nv_cvt_float_to_fp8(nd(rng) * 100.0f, __NV_SATFINITE, __NV_E4M3);
+            ws.push_back(std::move(wt));
+        }
+        for (int64_t T = 1; T <= qs::cuda::kSmallLinearFp8V2MaxRows; T += 3) {
+            std::vector<float> x(size_t(T * gr.in));
+            for (float& f : x) f = nd(rng);
+            std::vector<std::vector<float>> ys, ref;
+            std::vector<qs::cuda::SmallLinearFp8Part> parts;
+            for (size_t i = 0; i < ws.size(); ++i) {
+                ys.emplace_back(size_t(T * gr.outs[i]) + 64, std::nanf(""));
+                ref.emplace_back(size_t(T * gr.outs[i]), std::nanf(""));
+                qs::cuda::launch_small_linear_fp8_v2(ws[i].w.data(), ws[i].s.data(), gr.outs[i], gr.in, x.data(), T,
+                                                     ref.back().data(), nullptr, gr.bps);
+            }
+            for (size_t i = 0; i < ws.size(); ++i)
+                parts.push_back({ws[i].w.data(), ws[i].s.data(), gr.outs[i], ys[i].data()});
+            qs::cuda::launch_small_linear_fp8_v2(parts, gr.in, x.data(), T, nullptr, gr.bps);
+            bool same = true, guard = true, finite = true;
+            for (size_t i = 0; i < ws.size(); ++i) {
+                same = same && std::memcmp(ys[i].data(), ref[i].data(), ref[i].size() * 4) == 0;
+                for (size_t j = ref[i].size(); j < ys[i].size(); ++j) guard = guard && std::isnan(ys[i][j]);
+                for (float f : ref[i]) finite = finite && std::isfinite(f);
+            }
+            const bool ok = same && guard && finite;
+            fails += !ok;
+            std::printf("%s %zu parts in %lld bps %d T %lld%s%s%s\n", ok ? "ok  " : "FAIL", ws.size(),
+                        (long long)gr.in, gr.bps, (long long)T, same ? ": parts = one-weight launches" : ": PARTS DIFFER",
+                        guard ? "" : " WROTE PAST y", finite ? "" : " NOT FINITE");
             std::fflush(stdout);
         }
     }

@@ -70,12 +70,13 @@ __global__ void add_rms_norm_zc_kernel(float* x, const float* y, const float* w,
     float* xr = x + int64_t(blockIdx.x) * n;
     const float* yr = y + int64_t(blockIdx.x) * n;
     float* orow = out + int64_t(blockIdx.x) * n;
-    float v[kPer];
+    float v[kPer], wv[kPer];
     float ss = 0.0f;
 #pragma unroll
     for (int k = 0; k < kPer; ++k) {
         const int64_t i = threadIdx.x + int64_t(k) * blockDim.x;
         v[k] = i < n ? xr[i] + yr[i] : 0.0f;
+        wv[k] = i < n ? w[i] : 0.0f;  // loaded with x and y: not a second round trip after the barrier
         if (i < n) ss += v[k] * v[k];
     }
     const float inv = rsqrtf(block_sum(ss) / float(n) + eps);
@@ -85,7 +86,7 @@ __global__ void add_rms_norm_zc_kernel(float* x, const float* y, const float* w,
         const int64_t i = threadIdx.x + int64_t(k) * blockDim.x;
         if (i >= n) continue;
         if (keep_sum) xr[i] = v[k];
-        orow[i] = v[k] * inv * (1.0f + w[i]);
+        orow[i] = v[k] * inv * (1.0f + wv[k]);
     }
 }
 

@@ -287,12 +287,30 @@ void Gemm::linears(const float* x, int64_t T, std::span<const DeviceLinear* cons
         if (f32_count == f32_parts.size()) flush_f32();
     }
     flush_f32();
+    // Then the FP8 weights of the small-rows kernel's version 2, up to four a launch (q/k/v; the GDN
+    // qkv/z).
+    std::array<SmallLinearFp8Part, kSmallLinearFp8V2MaxParts> fp8_parts;
+    size_t fp8_count = 0;
+    auto flush_fp8 = [&] {
+        if (fp8_count == 0) return;
+        launch_small_linear_fp8_v2(std::span(fp8_parts.data(), fp8_count), in, x, T, stream, fp8_small_blocks_per_sm_);
+        for (size_t j = 0; j < fp8_count; ++j) count_small_rows(true);
+        fp8_counts_.small_rows_v2 += int64_t(fp8_count);
+        ++fp8_counts_.small_rows_v2_launches;
+        fp8_count = 0;
+    };
+    for (size_t i = 0; i < ws.size(); ++i) {
+        if (route(*ws[i], x, T) != Route::kSmallRowsFp8V2) continue;
+        fp8_parts[fp8_count++] = {ws[i]->w, ws[i]->scale_inv, ws[i]->out, ys[i]};
+        if (fp8_count == fp8_parts.size()) flush_fp8();
+    }
+    flush_fp8();
     for (size_t i = 0; i < ws.size(); ++i) {
         const DeviceLinear& w = *ws[i];
         float* y = ys[i];
         const bool fp8 = w.dtype == DeviceLinear::Dtype::kFP8Block;
         Route r = route(w, x, T);
-        if (r == Route::kSmallRowsF32) continue;  // done above
+        if (r == Route::kSmallRowsF32 || r == Route::kSmallRowsFp8V2) continue;  // done above
         if (r == Route::kFp8Block) {
             if (linear_fp8_block(w, x, T, y, xq, scratch, stream)) {
                 last_fp8_path_ = Fp8Path::kBlockScaled;
@@ -314,11 +332,6 @@ void Gemm::linears(const float* x, int64_t T, std::span<const DeviceLinear* cons
                 ++int4_calls_;
                 ++nvfp4_calls_;
                 break;
-            case Route::kSmallRowsFp8V2:
-                launch_small_linear_fp8_v2(w.w, w.scale_inv, w.out, w.in, x, T, y, stream, fp8_small_blocks_per_sm_);
-                ++fp8_counts_.small_rows_v2;
-                count_small_rows(fp8);
-                break;
             case Route::kSmallRows:
                 launch_small_linear(w.w, fp8, fp8 ? w.scale_inv : nullptr, w.out, w.in, x, T, y, stream);
                 count_small_rows(fp8);
@@ -339,6 +352,7 @@ void Gemm::linears(const float* x, int64_t T, std::span<const DeviceLinear* cons
                 break;
             case Route::kFp8Block:
             case Route::kSmallRowsF32:
+            case Route::kSmallRowsFp8V2:
                 break;  // handled above
         }
     }

@@ -108,7 +108,8 @@ public:
     Fp8Path last_fp8_path() const { return last_fp8_path_; }
     struct Fp8Counts {
         int64_t block_scaled = 0, dequant = 0, small_rows = 0;
-        int64_t small_rows_v2 = 0;  // of small_rows: version 2 (set_fp8_small_rows)
+        int64_t small_rows_v2 = 0;           // of small_rows: version 2 (set_fp8_small_rows), weights
+        int64_t small_rows_v2_launches = 0;  // its launches (up to four weights of one linears() call)
     };
     // Weights of any dtype that took a small-rows kernel.
     int64_t small_rows_calls() const { return small_rows_calls_; }

@@ -38,9 +38,21 @@ void launch_small_linear(const void* w, bool fp8, const float* scale_inv, int64_
 // 6,048; the model's dense linears have in = 2,048 or 4,096).
 constexpr int64_t kSmallLinearFp8V2MaxRows = 4;
 bool small_linear_fp8_v2_supports(int64_t T, int64_t in, const void* w, const float* x);
-// blocks_per_sm: the grid is min(ceil(out / 8), SMs × blocks_per_sm) blocks of 8 warps, each
+// Up to 4 weights of one input in one launch (the q/k/v and the GDN qkv/z projections): x is
+// quantised once per block for all of them; each weight's result is the same bits as its own launch.
+constexpr int kSmallLinearFp8V2MaxParts = 4;
+struct SmallLinearFp8Part {
+    const void* w = nullptr;            // [out, in] e4m3
+    const float* scale_inv = nullptr;   // [ceil(out / 128), in / 128]
+    int64_t out = 0;
+    float* y = nullptr;                 // [T, out]
+};
+// blocks_per_sm: the grid is min(ceil(Σ out / 8), SMs × blocks_per_sm) blocks of 8 warps, each
 // quantising x once (labs sweep it; 2 by default: at 80-96 registers a thread, two blocks of 256
 // threads fit an SM, so the grid is one wave).
+void launch_small_linear_fp8_v2(std::span<const SmallLinearFp8Part> parts, int64_t in, const float* x, int64_t T,
+                                cudaStream_t stream, int blocks_per_sm = 2);
+// One weight.
 void launch_small_linear_fp8_v2(const void* w, const float* scale_inv, int64_t out, int64_t in, const float* x,
                                 int64_t T, float* y, cudaStream_t stream, int blocks_per_sm = 2);
 
