@@ -193,11 +193,11 @@ void emu_small(const MoeParams& p) {
         pdl_poison({{s.h, size_t(T * (k + 1)) * size_t(s.ldh) * 2}});
     }
     if (pl.fp8) {
-        if (v2) emu_launch(pl.down_grid, nt, 0, [&] { moe_small_down_kernel<true, true>(pl.p); });
-        else emu_launch(pl.down_grid, nt, 0, [&] { moe_small_down_kernel<true, false>(pl.p); });
+        if (v2) emu_launch(pl.down_grid, nt, pl.down_smem, [&] { moe_small_down_kernel<true, true>(pl.p); });
+        else emu_launch(pl.down_grid, nt, pl.down_smem, [&] { moe_small_down_kernel<true, false>(pl.p); });
     } else {
-        if (v2) emu_launch(pl.down_grid, nt, 0, [&] { moe_small_down_kernel<false, true>(pl.p); });
-        else emu_launch(pl.down_grid, nt, 0, [&] { moe_small_down_kernel<false, false>(pl.p); });
+        if (v2) emu_launch(pl.down_grid, nt, pl.down_smem, [&] { moe_small_down_kernel<false, true>(pl.p); });
+        else emu_launch(pl.down_grid, nt, pl.down_smem, [&] { moe_small_down_kernel<false, false>(pl.p); });
     }
     if (v2) pdl_done();
 }

@@ -39,9 +39,13 @@ __global__ void __launch_bounds__(128) combine_kernel(const __grid_constant__ Ar
         float* dst = a.out + (int64_t(row) * a.Hq + head) * a.D;
         for (int d = threadIdx.x; d < a.D; d += blockDim.x) {
             float acc = 0.0f;
+            // The load before the test: the splits' loads can then be in flight together (a split
+            // with no keys leaves its O slot unwritten, so its value is read but never used).
+#pragma unroll 8
             for (int sp = 0; sp < a.splits; ++sp) {
                 const float w = wgt[sp];
-                if (w != 0.0f) acc += w * a.part_o[((slot0 + sp) * a.Hq + head) * a.D + d];
+                const float o = a.part_o[((slot0 + sp) * a.Hq + head) * a.D + d];
+                acc = w != 0.0f ? fmaf(w, o, acc) : acc;  // the fma nvcc made of acc += w * o
             }
             dst[d] = acc * inv_total * sigmoidf_(gate[d]);
         }

@@ -270,6 +270,8 @@ struct SmallParams {
     __nv_bfloat16* h;                // [T·(k+1), ldh] silu(g)·u (× kFp8AScale for fp8), bf16
     int ldh;
     float* y;                        // [T, H]
+    int down_h_smem;                 // 1: the down kernel stages its token's k + 1 h rows in shared
+                                     // memory (SmallPlan::down_smem bytes), 0: reads them from h
 };
 
 // The launch plan (parameters and grids of the five stages), built by the same code
@@ -299,6 +301,7 @@ struct SmallPlan {
     int route_vpl = 1;
     int nmax = 1;             // token bucket of T (1, 2, 4, 8): the gate_up instantiation
     size_t gate_up_smem = 0;  // x of up to nmax tokens, fp32
+    size_t down_smem = 0;     // a token's k + 1 h rows, bf16 (p.down_h_smem), or 0
     dim3 gate_up_grid, down_grid;
     SmallParams p{};
 };

@@ -288,6 +288,9 @@ SmallPlan make_small_plan(const MoeParams& p) {
     pl.gate_up_smem = size_t(bucket) * small_x_row_floats(H) * 4;
     pl.gate_up_grid = dim3(s.ldh / kSmallRows, max_slots);
     pl.down_grid = dim3(T, H / kSmallCols);
+    const size_t h_rows_bytes = size_t(k + 1) * size_t(s.ldh) * 2;
+    s.down_h_smem = h_rows_bytes <= 48 * 1024 ? 1 : 0;  // 9 KB for the real model; no opt-in needed
+    pl.down_smem = s.down_h_smem ? h_rows_bytes : 0;
     return pl;
 }
 

@@ -14,7 +14,8 @@
 //                              h = bf16(silu(g)·u (× kFp8AScale)) → h[dest row] (the other paths'
 //                              rounding point). Slots past n_slots and rows past I_e exit at once.
 //  3. moe_small_down_kernel    grid (T, H / kSmallCols); warp w = output column c0 + w of token t:
-//                              d_j = down_{e_j}[c, :] · h[t·k + j] for j < k and the shared expert,
+//                              d_j = down_{e_j}[c, :] · h[t·k + j] for j < k and the shared expert
+//                              (all k + 1 weight loads in flight at once, h from shared memory),
 //                              then y = Σ_j w_j·d_j (j order) + σ(sg_t)·d_shared, as moe_combine.cu
 //                              sums; each y element written once, no atomics, bitwise deterministic.
 // FP8 weights (e4m3, 128×128 block scale_inv): bytes become fp32 value·2^-120 exactly (bit moves);
@@ -22,8 +23,8 @@
 // scale_inv·kFp8Unscale (x and h carry kFp8AScale, see moe_common.cuh). A block's 16 rows
 // (kSmallRows) and a warp's column lie inside one 128-row scale block.
 // v2 launches 2 and 3 with programmatic dependent launch: gate_up's slot-0 blocks (the shared
-// expert, known without routing) run while the router kernel does; down prefetches its weight rows
-// into L2 while gate_up finishes (bench/kernels/NOTES.md, "Small-T v2").
+// expert, known without routing) run while the router kernel does; down issues its first weight
+// loads before it waits for gate_up's h (bench/kernels/NOTES.md, "Small-T v2").
 // Launch shapes depend on T and the shapes only (CUDA-graph capturable); the host never learns the
 // routing. Also compiles as host C++ for the CPU emulation (bench/kernels/moe_emu.cpp).
 #include "backend/cuda/cuda_check.h"
@@ -38,7 +39,7 @@ namespace {
 constexpr int kSmallWarps = kSmallThreads / 32;
 constexpr int kSmallRowsPerWarp = kSmallRows / kSmallWarps;  // intermediate rows (gate + up each)
 static_assert(kSmallRows % kSmallWarps == 0 && kSmallCols == kSmallWarps, "small-T tiling");
-constexpr int kDownGroup = 3;  // dots whose loads are in flight together (k + 1 = 9 in the real model)
+constexpr int kDownGroup = 9;  // dots whose weight loads are in flight together (all k + 1 = 9 of the real model)
 
 __device__ __forceinline__ float f32_bits(uint32_t u) {
 #if defined(QS_MOE_EMULATE)
@@ -304,76 +305,99 @@ __global__ __launch_bounds__(kSmallThreads, 2) void moe_small_gate_up_kernel(Sma
 // 3. down + combine
 // ---------------------------------------------------------------------------------------------
 
-// V2 (launched with programmatic dependent launch after gate_up, which lets it start only after
-// the router has finished): the warp's k + 1 weight rows are prefetched into L2 before waiting
-// for gate_up's h.
+// One block = kSmallCols output columns of one token, warp w = column c0 + w, lanes over 16-byte
+// chunks of the rows. Every dot's weight chunk is loaded at once (kDownGroup dots: all k + 1 of the
+// real model), so a warp pays one memory round trip, not one per group of three as before
+// (bench/kernels/NOTES.md "MoE small-T down: one round trip"); the token's h rows are staged in
+// shared memory once per block when they fit (p.down_h_smem: the 8 warps of a block read the same
+// rows, and registers then hold only the weights). V2 (launched with programmatic dependent
+// launch after gate_up, which lets it start only after the router has finished): the first
+// step's weight loads are issued before waiting for gate_up's h (the L2 prefetch of every row
+// that stood there before is gone: at 2 blocks per SM, 128 registers, it made the kernel spill;
+// later steps, only past 9 dots or 32 chunks a row, e.g. BF16's second chunk, load after the
+// first's FMAs). Sums in the same order as before (per dot: chunk by chunk, 16 values in k order;
+// y: the dots in j order), so y is bitwise unchanged. 2 blocks per SM (124 registers): the
+// grid's T · H / 8 blocks are one wave at T = 1.
 template <bool FP8, bool V2>
-__global__ __launch_bounds__(kSmallThreads) void moe_small_down_kernel(SmallParams p) {
+__global__ __launch_bounds__(kSmallThreads, 2) void moe_small_down_kernel(SmallParams p) {
     constexpr int VPC = FP8 ? 16 : 8, G = kDownGroup;
     const int t = blockIdx.x, lane = threadIdx.x & 31;
     const int col = blockIdx.y * kSmallCols + (threadIdx.x >> 5);
     const int k = p.k, ndots = k + 1;  // the routed experts in j order, then the shared one
-    const int max_nch = (p.I > p.I_shared ? p.I : p.I_shared) / VPC;
-    if constexpr (V2) {
-        const int Imax = p.I > p.I_shared ? p.I : p.I_shared;
-        const int lines = Imax * (FP8 ? 1 : 2) / 128;  // 128-byte lines per weight row (I % 64 == 0)
-        for (int i = lane; i < ndots * lines; i += 32) {
-            const int j = i / lines, l = i % lines;
-            const bool shared = j == k;
-            const int Ie = shared ? p.I_shared : p.I;
-            if (l * 128 >= Ie * (FP8 ? 1 : 2)) continue;
-            const int e = shared ? p.E : load_cg(p.topk_id + t * k + j);
-            ptx::prefetch_l2(static_cast<const unsigned char*>(p.down[e]) + size_t(col) * Ie * (FP8 ? 1 : 2) + l * 128);
-        }
-        ptx::griddep_wait();
-    }
-    float y = 0.0f;
-    for (int j0 = 0; j0 < ndots; j0 += G) {
-        const unsigned char* wrow[G];
-        const __nv_bfloat16* hrow[G];
-        int nch[G];
-        const float* srow[G];
+    const int Imax = p.I > p.I_shared ? p.I : p.I_shared;
+    const int max_nch = Imax / VPC;
+    // Dots j0 .. j0 + G - 1: their experts (-1 past the last dot). Only the experts stay in
+    // registers between the loads and the FMAs (the weight chunks and their scales are loaded
+    // together): with row pointers per dot the kernel took 139 registers, one block per SM.
+    int ex[G];
+    auto setup = [&](int j0) {
 #pragma unroll
         for (int g = 0; g < G; ++g) {
             const int j = j0 + g;
-            nch[g] = 0;
-            wrow[g] = nullptr;
-            hrow[g] = nullptr;
-            srow[g] = nullptr;
-            if (j >= ndots) continue;
-            const bool shared = j == k;
-            const int e = shared ? p.E : V2 ? load_cg(p.topk_id + t * k + j) : p.topk_id[t * k + j];
-            const int dest = shared ? p.T * k + t : t * k + j;
-            const int Ie = shared ? p.I_shared : p.I;
-            nch[g] = Ie / VPC;
-            wrow[g] = static_cast<const unsigned char*>(p.down[e]) + size_t(col) * Ie * (FP8 ? 1 : 2);
-            hrow[g] = p.h + size_t(dest) * p.ldh;
-            if constexpr (FP8) srow[g] = p.down_scale[e] + (col / 128) * ((Ie + 127) / 128);
+            // V2: before griddep_wait, the router's topk_id (complete: gate_up let this grid start
+            // only after its own wait) is read from L2.
+            ex[g] = j >= ndots ? -1 : j == k ? p.E : V2 ? load_cg(p.topk_id + t * k + j) : p.topk_id[t * k + j];
         }
+    };
+    auto chunks_of = [&](int j) { return (j == k ? p.I_shared : p.I) / VPC; };
+    uint4 w[G];
+    float sc[G];  // FP8: the chunk's 128 × 128 block scale
+    auto load_w = [&](int j0, int c0) {
+        const int c = c0 + lane;
+#pragma unroll
+        for (int g = 0; g < G; ++g) {
+            const int e = ex[g], Ie = j0 + g == k ? p.I_shared : p.I;
+            const bool ok = e >= 0 && c < Ie / VPC;
+            w[g] = ok ? load16(static_cast<const unsigned char*>(p.down[e]) + (size_t(col) * Ie + size_t(c) * VPC) *
+                                                                               (FP8 ? 1 : 2))
+                      : make_uint4(0, 0, 0, 0);
+            if constexpr (FP8) sc[g] = ok ? p.down_scale[e][(col / 128) * ((Ie + 127) / 128) + c * VPC / 128] : 0.0f;
+        }
+    };
+    setup(0);
+    load_w(0, 0);
+    if constexpr (V2) {
+        ptx::griddep_wait();
+    }
+    // h row of dot j: the token's k routed rows, then its shared-expert row; in shared memory
+    // [ndots][ldh] when staged.
+    __nv_bfloat16* hs = reinterpret_cast<__nv_bfloat16*>(ptx::dynamic_smem());
+    if (p.down_h_smem) {
+        const int per_row = p.ldh / 8;  // 16-byte pieces (ldh % 8 == 0)
+        for (int i = threadIdx.x; i < ndots * per_row; i += kSmallThreads) {
+            const int j = i / per_row, c = i % per_row;
+            const int dest = j == k ? p.T * k + t : t * k + j;
+            reinterpret_cast<uint4*>(hs)[i] = load_cg(reinterpret_cast<const uint4*>(p.h + size_t(dest) * p.ldh) + c);
+        }
+        __syncthreads();
+    }
+    auto hrow_of = [&](int j) -> const __nv_bfloat16* {
+        if (p.down_h_smem) return hs + size_t(j) * p.ldh;
+        return p.h + size_t(j == k ? p.T * k + t : t * k + j) * p.ldh;
+    };
+    float y = 0.0f;
+    for (int j0 = 0; j0 < ndots; j0 += G) {
+        if (j0 > 0) setup(j0);
         float part[G];
 #pragma unroll
         for (int g = 0; g < G; ++g) part[g] = 0.0f;
         for (int c0 = 0; c0 < max_nch; c0 += 32) {
+            if (j0 > 0 || c0 > 0) load_w(j0, c0);
             const int c = c0 + lane;
-            uint4 w[G], h0[G], h1[G];
 #pragma unroll
             for (int g = 0; g < G; ++g) {
-                const bool ok = c < nch[g];
-                w[g] = ok ? load16(wrow[g] + size_t(c) * 16) : make_uint4(0, 0, 0, 0);
-                h0[g] = ok ? *reinterpret_cast<const uint4*>(hrow[g] + c * VPC) : make_uint4(0, 0, 0, 0);
-                h1[g] = ok && FP8 ? *reinterpret_cast<const uint4*>(hrow[g] + c * VPC + 8) : make_uint4(0, 0, 0, 0);
-            }
-#pragma unroll
-            for (int g = 0; g < G; ++g) {
-                if (c >= nch[g]) continue;
+                if (j0 + g >= ndots || c >= chunks_of(j0 + g)) continue;
+                const __nv_bfloat16* hrow = hrow_of(j0 + g);
+                const uint4 h0 = *reinterpret_cast<const uint4*>(hrow + c * VPC);
+                const uint4 h1 = FP8 ? *reinterpret_cast<const uint4*>(hrow + c * VPC + 8) : make_uint4(0, 0, 0, 0);
                 float s = 0.0f;
 #pragma unroll
                 for (int q = 0; q < 4; ++q) {
                     if constexpr (FP8) {
                         float wf[4], a0, a1, a2, a3;
                         e4m3x4_to_f32_scaled(word(w[g], q), wf);
-                        bf16x2_to_f32(word(q < 2 ? h0[g] : h1[g], (2 * q) & 3), a0, a1);
-                        bf16x2_to_f32(word(q < 2 ? h0[g] : h1[g], (2 * q + 1) & 3), a2, a3);
+                        bf16x2_to_f32(word(q < 2 ? h0 : h1, (2 * q) & 3), a0, a1);
+                        bf16x2_to_f32(word(q < 2 ? h0 : h1, (2 * q + 1) & 3), a2, a3);
                         s = fmaf(wf[0], a0, s);
                         s = fmaf(wf[1], a1, s);
                         s = fmaf(wf[2], a2, s);
@@ -381,12 +405,12 @@ __global__ __launch_bounds__(kSmallThreads) void moe_small_down_kernel(SmallPara
                     } else {
                         float w0, w1, a0, a1;
                         bf16x2_to_f32(word(w[g], q), w0, w1);
-                        bf16x2_to_f32(word(h0[g], q), a0, a1);
+                        bf16x2_to_f32(word(h0, q), a0, a1);
                         s = fmaf(w0, a0, s);
                         s = fmaf(w1, a1, s);
                     }
                 }
-                if constexpr (FP8) part[g] = fmaf(s, srow[g][c * VPC / 128] * kFp8Unscale, part[g]);
+                if constexpr (FP8) part[g] = fmaf(s, sc[g] * kFp8Unscale, part[g]);
                 else part[g] += s;
             }
         }
@@ -441,10 +465,10 @@ void launch_small_gate_up_bucket(const SmallPlan& pl, cudaStream_t stream) {
 template <bool FP8, bool V2>
 void launch_small_down(const SmallPlan& pl, cudaStream_t stream) {
     if constexpr (V2) {
-        QS_CUDA_CHECK(ptx::launch_kernel_pdl(moe_small_down_kernel<FP8, V2>, pl.down_grid, dim3(kSmallThreads), 0,
-                                             stream, pl.p));
+        QS_CUDA_CHECK(ptx::launch_kernel_pdl(moe_small_down_kernel<FP8, V2>, pl.down_grid, dim3(kSmallThreads),
+                                             pl.down_smem, stream, pl.p));
     } else {
-        moe_small_down_kernel<FP8, V2><<<pl.down_grid, kSmallThreads, 0, stream>>>(pl.p);
+        moe_small_down_kernel<FP8, V2><<<pl.down_grid, kSmallThreads, pl.down_smem, stream>>>(pl.p);
         QS_CUDA_CHECK_LAUNCH();
     }
 }
