@@ -52,6 +52,8 @@
 //          rows dequantise one layer's experts into a BF16 scratch first)
 //          [--fp8-small-rows 0..4]  (CudaOptions::fp8_small_rows: FP8 dense linears of 1..N rows on
 //          the small-rows kernel's version 2, e.g. the MTP verify's 2 rows; default 4, 0 = the old path)
+//          [--fp8-small-blocks-per-sm 1..4]  (CudaOptions::fp8_small_blocks_per_sm: that kernel's grid cap
+//          in blocks per SM; default 2)
 //          [--shared-linear-input 0|1]  (CudaOptions::shared_linear_input: q/k/v and GDN qkv/z/b/a
 //          share one quantisation (FP8) or bf16 copy of their input; default 1; 0 = one per linear)
 //          [--attention-decode-rows 1..4]  (CudaOptions::attention_decode_rows: sequences of up to
@@ -287,6 +289,7 @@ int run(const Args& args) {
         !pick("moe-int4-grouped", {0, 1}, &co.moe_int4_grouped) ||
         !pick("nvfp4-kernels", {0, 1}, &co.nvfp4_kernels) ||
         !pick("fp8-small-rows", {0, 1, 2, 3, 4}, &co.fp8_small_rows) ||
+        !pick("fp8-small-blocks-per-sm", {1, 2, 3, 4}, &co.fp8_small_blocks_per_sm) ||
         !pick("shared-linear-input", {0, 1}, &co.shared_linear_input) ||
         !pick("attention-decode-rows", {1, 2, 3, 4}, &co.attention_decode_rows) ||
         !pick("attention-prefill-version", {1, 2}, &co.attention_prefill_version) ||
@@ -400,7 +403,7 @@ int main(int argc, char** argv) {
                                     "moe-small-version", "moe-decode-version",
                                     "moe-prefill-version", "moe-router-kernel", "gdn-prefill-version", "gdn-decode-version", "gdn-slices-version", "gdn-decode-kernel",
                                     "moe-int4-grouped", "nvfp4-kernels",
-                                    "moe-int4-grouped-max-t", "fp8-small-rows", "attention-decode-rows",
+                                    "moe-int4-grouped-max-t", "fp8-small-rows", "fp8-small-blocks-per-sm", "attention-decode-rows",
                                     "attention-prefill-version", "attention-decode-version", "shared-linear-input"};
     std::set<std::string> flags = {"mtp-profiler-range"};
     cli::add_option_names(cli::model_option_group(), flags, valued);

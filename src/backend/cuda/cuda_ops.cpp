@@ -73,7 +73,9 @@ CudaOps::CudaOps(const CudaOptions& options)
                  "CudaOptions::moe_int4_grouped_max_t must be 0 (by the copies) or >= 9");
     QS_CHECK_MSG(options.fp8_small_rows >= 0 && options.fp8_small_rows <= kSmallLinearFp8V2MaxRows,
                  "CudaOptions::fp8_small_rows must be in [0, 4]");
-    gemm_->set_fp8_small_rows(options.fp8_small_rows);
+    QS_CHECK_MSG(options.fp8_small_blocks_per_sm >= 1 && options.fp8_small_blocks_per_sm <= 4,
+                 "CudaOptions::fp8_small_blocks_per_sm must be in [1, 4]");
+    gemm_->set_fp8_small_rows(options.fp8_small_rows, options.fp8_small_blocks_per_sm);
     QS_CHECK_MSG(options.shared_linear_input == 0 || options.shared_linear_input == 1,
                  "CudaOptions::shared_linear_input must be 0 or 1");
     QS_CHECK_MSG(options.attention_decode_rows >= 1 && options.attention_decode_rows <= 4,

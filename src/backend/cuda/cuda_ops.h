@@ -177,6 +177,10 @@ struct CudaOptions {
     // (scripts/gpu_run.sh mtp_fast, docs/PERF.md): 10.6 against 16.7 µs at one row (in_proj_z),
     // 11.5 against 22.0 µs at two; one stream's k = 0 step 4.72 → 3.82 ms.
     int fp8_small_rows = 4;
+    // Grid cap of that kernel in blocks per SM (1..4; labs and benches sweep it): at 2 (default)
+    // Nsight Compute saw 24 % achieved occupancy and issue slots 50 % busy on the one-row GDN
+    // qkv/z launch (docs/PERF.md "Session 23"); at one row the kernel's 64 registers allow 4.
+    int fp8_small_blocks_per_sm = 2;
     // Ops::linears (several linears of one input: q/k/v, GDN qkv/z/b/a): 1 the weights on the
     // block-scaled FP8 path share one e4m3 quantisation of x, those on cuBLASLt's bf16 path one
     // bf16 copy (Gemm::linears; each output bitwise what its own linear gives, so only time

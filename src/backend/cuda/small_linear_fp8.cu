@@ -227,8 +227,25 @@ int sm_count() {
     return n;
 }
 
+// Blocks of kernel<T> one SM holds (registers grow with T: 64 at one row, ~118 at four), so that
+// a grid cap above it does not make a second wave. Cached per `in` in 512s (the model has 2,048
+// and 4,096); the query is not a stream operation, so it is safe inside a graph capture.
+template <int T>
+int resident_blocks(int64_t in) {
+    static int cache[16] = {};
+    const int64_t key = in / 512;
+    if (key < 16 && cache[key] > 0) return cache[key];
+    int b = 0;
+    QS_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, small_linear_fp8_v2_kernel<T>, kWarps * 32,
+                                                                smem_bytes(T, in)));
+    b = std::max(b, 1);
+    if (key < 16) cache[key] = b;
+    return b;
+}
+
 template <int T>
 void launch_rows(const Fp8Parts& a, int in, const float* x, int blocks_per_sm, cudaStream_t stream) {
+    blocks_per_sm = std::min(blocks_per_sm, resident_blocks<T>(in));
     const int blocks = int(std::min<int64_t>((a.rows + kWarps - 1) / kWarps, int64_t(sm_count()) * blocks_per_sm));
     ptx::launch_kernel(small_linear_fp8_v2_kernel<T>, dim3(blocks), dim3(kWarps * 32), smem_bytes(T, in), stream, a,
                        in, x);
