@@ -8,8 +8,9 @@
 //     quantisation), then the block quantises x [T, in] into shared memory, 8 lanes per
 //     128-column group (16 values each), with exactly launch_quant_fp8_rows128's operations
 //     (amax over the group, scale = amax / 448 by __fdiv_rn, code = e4m3_satfinite(x / scale)
-//     by __fdiv_rn). The codes are kept as bf16 (every e4m3 value is exact in bf16) so that
-//     reading them back is a shift, not a conversion.
+//     by __fdiv_rn). The codes are kept as their fp32 values (exact), so that the dot loop reads
+//     them without converting (as bf16 codes, before session 23, a shift per value: with the
+//     weights' conversion that made the loop issue-bound, Nsight Compute: issue slots 50 % busy).
 //  2. Warps stride over output features (grid capped at 2 blocks per SM by default, one wave, so the
 //     per-block quantisation is paid twice per SM, not once per 8 outputs). A lane reads 16 fp8 weights
 //     (16 bytes) at a time, 4 loads per chunk, the next chunk prefetched while this one is
@@ -20,9 +21,9 @@
 //  over the concatenated output features, so x is quantised once per block for all of them and
 //  the launch's fixed latency (start, quantisation, the first chunk's round trip, the tail) is
 //  paid once; a feature's result does not depend on the other weights of the launch.
-// Shared-memory layout of x: per 512-column block, the first 8 values of every lane's 16 come
-// first (lane-major, 16 bytes each), then the second 8: a warp's 16-byte loads hit 32 distinct
-// 4-byte banks per quarter-warp instead of 2-way conflicts.
+// Shared-memory layout of x: per 512-column block, values 4j .. 4j + 3 of every lane's 16 come
+// together (lane-major, 16 bytes each) for j = 0..3: a quarter-warp's 16-byte loads hit 32
+// distinct 4-byte banks.
 #include "backend/cuda/small_linear_kernels.h"
 
 #include <algorithm>
@@ -32,7 +33,6 @@
 #include <cuda_fp8.h>
 
 #include "backend/cuda/cuda_check.h"
-#include "backend/cuda/float_bits.cuh"
 #include "backend/cuda/ptx_helpers.cuh"  // the emulation shim (bench/kernels/emu) has its own
 #include "core/check.h"
 
@@ -43,10 +43,10 @@ constexpr int kWarps = 8;
 constexpr int kLoads = 4;                // 16-byte weight loads per lane per chunk
 constexpr int kChunk = 32 * 16 * kLoads; // columns per chunk (2,048)
 
-// bf16 element offset of column k of a row inside the shared-memory layout above.
+// Float offset of column k of a row inside the shared-memory layout above.
 __device__ __forceinline__ int smem_col(int k) {
     const int blk = k >> 9, r = k & 511, lane = r >> 4, j = r & 15;
-    return blk * 512 + (j >> 3) * 256 + lane * 8 + (j & 7);
+    return blk * 512 + (j >> 2) * 128 + lane * 4 + (j & 3);
 }
 
 __device__ __forceinline__ void fp8x16_to_float(const uint4& raw, float* f) {
@@ -61,21 +61,11 @@ __device__ __forceinline__ void fp8x16_to_float(const uint4& raw, float* f) {
     }
 }
 
-__device__ __forceinline__ void bf16x8_to_float(const uint4& raw, float* f) {
-    const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-        f[2 * i] = bits_f32(words[i] << 16);
-        f[2 * i + 1] = bits_f32(words[i] & 0xffff0000u);
-    }
-}
-
-// Two e4m3 codes → two bf16 (exact), packed.
-__device__ __forceinline__ uint32_t fp8x2_to_bf16x2(__nv_fp8x2_storage_t codes) {
+// Two e4m3 codes → their values (exact in fp32).
+__device__ __forceinline__ float2 fp8x2_to_float2(__nv_fp8x2_storage_t codes) {
     __nv_fp8x2_e4m3 v;
     v.__x = codes;
-    const float2 f = static_cast<float2>(v);
-    return (f32_bits(f.x) >> 16) | (f32_bits(f.y) & 0xffff0000u);
+    return static_cast<float2>(v);
 }
 
 // The weights of one launch (one input x): output feature o of the launch is feature
@@ -97,6 +87,12 @@ struct PartRow {
     int o, out;  // the row in the part, the part's rows
 };
 
+// Where a row's result goes (kept from its step's load to its last chunk).
+struct RowOut {
+    float* y;
+    int o, out;
+};
+
 __device__ __forceinline__ PartRow part_row(const Fp8Parts& a, int o) {
     PartRow r{a.w[0], a.scale_inv[0], a.y[0], o, a.first_row[1]};
 #pragma unroll
@@ -111,8 +107,8 @@ __device__ __forceinline__ PartRow part_row(const Fp8Parts& a, int o) {
 template <int T>
 __global__ __launch_bounds__(kWarps * 32) void small_linear_fp8_v2_kernel(const Fp8Parts a, int in,
                                                                           const float* __restrict__ x) {
-    uint16_t* xq = reinterpret_cast<uint16_t*>(ptx::dynamic_smem());         // [T][in] e4m3 values as bf16, swizzled
-    float* xscale = reinterpret_cast<float*>(xq + size_t(T) * in);  // [T][in / 128]
+    float* xq = reinterpret_cast<float*>(ptx::dynamic_smem());  // [T][in] e4m3 values as fp32, swizzled
+    float* xscale = xq + size_t(T) * in;                         // [T][in / 128]
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int groups = in / 128, scale_ld = (in + 127) / 128, chunks = (in + kChunk - 1) / kChunk;
     const int o_stride = gridDim.x * kWarps, out = a.rows;
@@ -121,9 +117,11 @@ __global__ __launch_bounds__(kWarps * 32) void small_linear_fp8_v2_kernel(const 
     const int o0 = blockIdx.x * kWarps + warp;
     uint4 cur[kLoads] = {};
     float cur_s[kLoads] = {};
+    RowOut cur_out{}, nxt_out{};  // the part lookup once per step, at its load
     auto valid = [&](int s) { return o0 + (s / chunks) * o_stride < out; };
-    auto load = [&](int s, uint4* raw, float* sc) {
+    auto load = [&](int s, uint4* raw, float* sc, RowOut& dst) {
         const PartRow r = part_row(a, o0 + (s / chunks) * o_stride);
+        dst = {r.y, r.o, r.out};
         const int c = s % chunks;
         const uint4* wr = reinterpret_cast<const uint4*>(r.w + size_t(r.o) * in);
         const float* srow = r.scale_inv + size_t(r.o / 128) * scale_ld;
@@ -136,7 +134,7 @@ __global__ __launch_bounds__(kWarps * 32) void small_linear_fp8_v2_kernel(const 
             }
         }
     };
-    if (valid(0)) load(0, cur, cur_s);
+    if (valid(0)) load(0, cur, cur_s, cur_out);
 
     // 1. Quantise x: each lane 16 values of one group (8 lanes per group, 4 groups per warp).
     for (int gi = warp * 4 + (lane >> 3); gi < T * groups; gi += kWarps * 4) {
@@ -156,14 +154,17 @@ __global__ __launch_bounds__(kWarps * 32) void small_linear_fp8_v2_kernel(const 
 #pragma unroll
         for (int off = 1; off < 8; off <<= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
         const float scale = amax > 0.0f ? __fdiv_rn(amax, 448.0f) : 1.0f;
-        uint32_t packed[8];
+        float q[16];
 #pragma unroll
-        for (int j = 0; j < 8; ++j)
-            packed[j] = fp8x2_to_bf16x2(__nv_cvt_float2_to_fp8x2(
+        for (int j = 0; j < 8; ++j) {
+            const float2 f = fp8x2_to_float2(__nv_cvt_float2_to_fp8x2(
                 make_float2(__fdiv_rn(v[2 * j], scale), __fdiv_rn(v[2 * j + 1], scale)), __NV_SATFINITE, __NV_E4M3));
-        uint16_t* row = xq + size_t(t) * in;
-        *reinterpret_cast<uint4*>(row + smem_col(k)) = make_uint4(packed[0], packed[1], packed[2], packed[3]);
-        *reinterpret_cast<uint4*>(row + smem_col(k + 8)) = make_uint4(packed[4], packed[5], packed[6], packed[7]);
+            q[2 * j] = f.x, q[2 * j + 1] = f.y;
+        }
+        float* row = xq + size_t(t) * in;
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+            *reinterpret_cast<float4*>(row + smem_col(k + 4 * j)) = make_float4(q[4 * j], q[4 * j + 1], q[4 * j + 2], q[4 * j + 3]);
         if (sub == 0) xscale[t * groups + g] = scale;
     }
     __syncthreads();
@@ -176,7 +177,7 @@ __global__ __launch_bounds__(kWarps * 32) void small_linear_fp8_v2_kernel(const 
         if (o >= out) break;
         uint4 nxt[kLoads] = {};
         float nxt_s[kLoads] = {};
-        if (valid(s + 1)) load(s + 1, nxt, nxt_s);
+        if (valid(s + 1)) load(s + 1, nxt, nxt_s, nxt_out);
         if (c == 0) {
 #pragma unroll
             for (int t = 0; t < T; ++t) acc[t] = 0.0f;
@@ -187,13 +188,16 @@ __global__ __launch_bounds__(kWarps * 32) void small_linear_fp8_v2_kernel(const 
             if (k >= in) break;
             float wf[16];
             fp8x16_to_float(cur[u], wf);
-            const int col = smem_col(k);  // the first 8 values; the second 8 are 256 further
+            const int col = smem_col(k);  // values 4j .. 4j + 3 are 128 j further
 #pragma unroll
             for (int t = 0; t < T; ++t) {
-                const uint16_t* row = xq + size_t(t) * in;
+                const float* row = xq + size_t(t) * in;
                 float xv[16];
-                bf16x8_to_float(*reinterpret_cast<const uint4*>(row + col), xv);
-                bf16x8_to_float(*reinterpret_cast<const uint4*>(row + col + 256), xv + 8);
+#pragma unroll
+                for (int j = 0; j < 4; ++j) {
+                    const float4 f = *reinterpret_cast<const float4*>(row + col + 128 * j);
+                    xv[4 * j] = f.x, xv[4 * j + 1] = f.y, xv[4 * j + 2] = f.z, xv[4 * j + 3] = f.w;
+                }
                 float d = 0.0f;
 #pragma unroll
                 for (int j = 0; j < 16; ++j) d = fmaf(wf[j], xv[j], d);
@@ -201,21 +205,24 @@ __global__ __launch_bounds__(kWarps * 32) void small_linear_fp8_v2_kernel(const 
             }
         }
         if (c == chunks - 1) {
-            const PartRow r = part_row(a, o);
 #pragma unroll
             for (int t = 0; t < T; ++t) {
                 float v = acc[t];
 #pragma unroll
                 for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
-                if (lane == 0) r.y[size_t(t) * r.out + r.o] = v;
+                if (lane == 0) cur_out.y[size_t(t) * cur_out.out + cur_out.o] = v;
             }
         }
 #pragma unroll
         for (int u = 0; u < kLoads; ++u) cur[u] = nxt[u], cur_s[u] = nxt_s[u];
+        cur_out = nxt_out;
     }
 }
 
-size_t smem_bytes(int64_t T, int64_t in) { return size_t(T * in) * 2 + size_t(T * (in / 128)) * 4; }
+size_t smem_bytes(int64_t T, int64_t in) { return size_t(T * in) * 4 + size_t(T * (in / 128)) * 4; }
+
+// Above the default 48 KiB (four rows of in = 4,096: 64.5 KiB) the kernel needs the opt-in.
+constexpr size_t kMaxSmem = 100 * 1024;
 
 int sm_count() {
     static const int n = [] {
@@ -231,6 +238,16 @@ int sm_count() {
 // a grid cap above it does not make a second wave. Cached per `in` in 512s (the model has 2,048
 // and 4,096); the query is not a stream operation, so it is safe inside a graph capture.
 template <int T>
+void allow_smem() {  // once per instantiation: the opt-in for up to kMaxSmem bytes
+    static const bool done = [] {
+        QS_CUDA_CHECK(cudaFuncSetAttribute(small_linear_fp8_v2_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           int(kMaxSmem)));
+        return true;
+    }();
+    (void)done;
+}
+
+template <int T>
 int resident_blocks(int64_t in) {
     static int cache[16] = {};
     const int64_t key = in / 512;
@@ -245,6 +262,7 @@ int resident_blocks(int64_t in) {
 
 template <int T>
 void launch_rows(const Fp8Parts& a, int in, const float* x, int blocks_per_sm, cudaStream_t stream) {
+    allow_smem<T>();
     blocks_per_sm = std::min(blocks_per_sm, resident_blocks<T>(in));
     const int blocks = int(std::min<int64_t>((a.rows + kWarps - 1) / kWarps, int64_t(sm_count()) * blocks_per_sm));
     ptx::launch_kernel(small_linear_fp8_v2_kernel<T>, dim3(blocks), dim3(kWarps * 32), smem_bytes(T, in), stream, a,
@@ -256,7 +274,7 @@ void launch_rows(const Fp8Parts& a, int in, const float* x, int blocks_per_sm, c
 
 bool small_linear_fp8_v2_supports(int64_t T, int64_t in, const void* w, const float* x) {
     return T >= 1 && T <= kSmallLinearFp8V2MaxRows && in > 0 && in % 512 == 0 && in < (int64_t(1) << 30) &&
-           smem_bytes(T, in) <= 48 * 1024 && reinterpret_cast<uintptr_t>(w) % 16 == 0 &&
+           smem_bytes(T, in) <= kMaxSmem && reinterpret_cast<uintptr_t>(w) % 16 == 0 &&
            reinterpret_cast<uintptr_t>(x) % 16 == 0;
 }
 

@@ -34,8 +34,8 @@ void launch_small_linear(const void* w, bool fp8, const float* scale_inv, int64_
 // (an MTP verify of k + 1 rows for k <= 3), x quantised once per block into shared memory with
 // launch_quant_fp8_rows128's exact operations instead of once per output feature, the weight
 // streamed once for all rows. A row's result does not depend on T (bitwise). Needs `in` a
-// multiple of 512 and T · in · 2 + T · in / 32 bytes of shared memory <= 48 KiB (at T = 4: in <=
-// 6,048; the model's dense linears have in = 2,048 or 4,096).
+// multiple of 512 and T · in · 4 + T · in / 32 bytes of shared memory <= 100 KiB (at T = 4: in <=
+// 6,300; the model's dense linears have in = 2,048 or 4,096).
 constexpr int64_t kSmallLinearFp8V2MaxRows = 4;
 bool small_linear_fp8_v2_supports(int64_t T, int64_t in, const void* w, const float* x);
 // Up to 4 weights of one input in one launch (the q/k/v and the GDN qkv/z projections): x is
