@@ -27,6 +27,7 @@
 #include "backend/cuda/small_linear_kernels.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 #include <cuda_bf16.h>
@@ -234,29 +235,36 @@ int sm_count() {
     return n;
 }
 
-// Blocks of kernel<T> one SM holds (registers grow with T: 64 at one row, ~118 at four), so that
-// a grid cap above it does not make a second wave. Cached per `in` in 512s (the model has 2,048
-// and 4,096); the query is not a stream operation, so it is safe inside a graph capture.
+// The opt-in for up to kMaxSmem bytes, once per instantiation and device (a function attribute
+// belongs to the device's context: tensor-parallel ranks launch on several).
 template <int T>
-void allow_smem() {  // once per instantiation: the opt-in for up to kMaxSmem bytes
-    static const bool done = [] {
-        QS_CUDA_CHECK(cudaFuncSetAttribute(small_linear_fp8_v2_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           int(kMaxSmem)));
-        return true;
-    }();
-    (void)done;
+void allow_smem() {
+    static std::atomic<uint64_t> done{0};  // bit d: set on device d
+    int dev = 0;
+    QS_CUDA_CHECK(cudaGetDevice(&dev));
+    const uint64_t bit = uint64_t(1) << (dev & 63);
+    if (done.load(std::memory_order_acquire) & bit) return;
+    QS_CUDA_CHECK(cudaFuncSetAttribute(small_linear_fp8_v2_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       int(kMaxSmem)));
+    done.fetch_or(bit, std::memory_order_release);
 }
 
+// Blocks of kernel<T> one SM holds (registers grow with T), so that a grid cap above it does not
+// make a second wave. Cached per `in` in 512s (the model has 2,048 and 4,096; every device of a
+// run is the same model of GPU); the query is not a stream operation, so it is safe in a capture.
 template <int T>
 int resident_blocks(int64_t in) {
-    static int cache[16] = {};
+    static std::atomic<int> cache[16] = {};
     const int64_t key = in / 512;
-    if (key < 16 && cache[key] > 0) return cache[key];
+    if (key < 16) {
+        const int b = cache[key].load(std::memory_order_relaxed);
+        if (b > 0) return b;
+    }
     int b = 0;
     QS_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, small_linear_fp8_v2_kernel<T>, kWarps * 32,
                                                                 smem_bytes(T, in)));
     b = std::max(b, 1);
-    if (key < 16) cache[key] = b;
+    if (key < 16) cache[key].store(b, std::memory_order_relaxed);
     return b;
 }
 
