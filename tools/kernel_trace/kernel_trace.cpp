@@ -13,7 +13,7 @@
 //                          template arguments or parameters: the names tools/ncu_summary.py shows)
 // Columns: start_ns,end_ns,correlation_id,graph_id,graph_node_id,stream_id,grid_x,grid_y,grid_z,
 // block_x,range,kernel (times in CUPTI's clock, ns; graph_id 0 for a kernel launched outside a
-// graph).
+// graph). Memory copies and fills get rows too, named [memcpy] and [memset], grid and block 0.
 //
 // Threads: CUPTI hands back activity buffers on its own threads and calls the profiler callbacks on
 // the program's; one mutex guards the state. A CUPTI error is printed and tracing goes on with what
@@ -130,6 +130,23 @@ void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t* buffe
             const CUptiResult r = cuptiActivityGetNextRecord(buffer, valid_bytes, &record);
             if (r == CUPTI_ERROR_MAX_LIMIT_REACHED) break;  // the end of the buffer
             if (!ok(r, "cuptiActivityGetNextRecord")) break;
+            // Copies and fills inside graphs are nodes too: rows named [memcpy] / [memset], grid 0
+            // (CUDA 13's records, CUpti_ActivityMemcpy6 / CUpti_ActivityMemset4).
+            if (record->kind == CUPTI_ACTIVITY_KIND_MEMCPY || record->kind == CUPTI_ACTIVITY_KIND_MEMSET) {
+                const bool copy = record->kind == CUPTI_ACTIVITY_KIND_MEMCPY;
+                const auto* c = reinterpret_cast<const CUpti_ActivityMemcpy6*>(record);
+                const auto* f = reinterpret_cast<const CUpti_ActivityMemset4*>(record);
+                const uint64_t start = copy ? c->start : f->start, end = copy ? c->end : f->end;
+                if (start == 0 || end <= start) {
+                    ++s.untimed;
+                    continue;
+                }
+                s.rows.push_back(Row{start, end, copy ? c->graphNodeId : f->graphNodeId,
+                                     copy ? c->correlationId : f->correlationId, copy ? c->graphId : f->graphId,
+                                     copy ? c->streamId : f->streamId, intern_name(s, copy ? "[memcpy]" : "[memset]"),
+                                     0, 0, 0, 0});
+                continue;
+            }
             if (record->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) continue;
             // CUDA 13's record for this kind (cupti_activity.h). The fields read here sit where
             // they sat in CUpti_ActivityKernel9 (checked with offsetof), so an older layout reads
@@ -283,6 +300,9 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) 
     if (!ok(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL),
             "cuptiActivityEnable(CONCURRENT_KERNEL)"))
         return 1;
+    // Copies and fills: without them a graph's memcpy / memset nodes show only as idle gaps.
+    ok(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY), "cuptiActivityEnable(MEMCPY)");
+    ok(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET), "cuptiActivityEnable(MEMSET)");
     std::atexit(at_exit);
     return 1;
 }
