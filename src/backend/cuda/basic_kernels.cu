@@ -113,6 +113,33 @@ __global__ void gather_rows3_kernel(Gather3Args a, const int32_t* rows) {
     for (int64_t i = threadIdx.x; i < g.n; i += blockDim.x) o[i] = s[i];
 }
 
+// 16 KB a block: four float4 loads in flight per thread.
+constexpr int kCopyChunk = 4 * kThreads;  // float4s
+
+struct Copy3Args {
+    GatherRowsPart part[3];
+    int64_t first_block[3];  // part i's blocks start at first_block[i]
+};
+
+__global__ void copy3_kernel(Copy3Args a) {
+    const int p = int(blockIdx.x) >= a.first_block[2] ? 2 : int(blockIdx.x) >= a.first_block[1] ? 1 : 0;
+    const GatherRowsPart& g = a.part[p];
+    const int64_t n4 = g.n / 4, base = (int64_t(blockIdx.x) - a.first_block[p]) * kCopyChunk + threadIdx.x;
+    const float4* s = reinterpret_cast<const float4*>(g.src);
+    float4* o = reinterpret_cast<float4*>(g.out);
+    float4 v[4];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+        const int64_t i = base + int64_t(u) * kThreads;
+        if (i < n4) v[u] = s[i];
+    }
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+        const int64_t i = base + int64_t(u) * kThreads;
+        if (i < n4) o[i] = v[u];
+    }
+}
+
 __global__ void concat_columns_kernel(const float* a, const float* b, int64_t n, float* out) {
     const int64_t t = blockIdx.x;
     for (int64_t i = threadIdx.x; i < 2 * n; i += blockDim.x) out[t * 2 * n + i] = i < n ? a[t * n + i] : b[t * n + i - n];
@@ -277,6 +304,30 @@ void launch_gather_rows3(const GatherRowsPart (&parts)[3], const int32_t* rows, 
     Gather3Args a;
     for (int i = 0; i < 3; ++i) a.part[i] = parts[i];
     gather_rows3_kernel<<<dim3(unsigned(R), 3), kThreads, 0, stream>>>(a, rows);
+    QS_CUDA_CHECK_LAUNCH();
+}
+
+bool copy3_supported(const GatherRowsPart (&parts)[3]) {
+    for (const GatherRowsPart& g : parts) {
+        if (g.n == 0) continue;
+        if (g.n % 4 != 0 || reinterpret_cast<uintptr_t>(g.src) % 16 != 0 || reinterpret_cast<uintptr_t>(g.out) % 16 != 0)
+            return false;
+    }
+    return true;
+}
+
+void launch_copy3(const GatherRowsPart (&parts)[3], cudaStream_t stream) {
+    QS_CHECK_MSG(copy3_supported(parts), "launch_copy3: parts must be 16-byte aligned with n % 4 == 0");
+    Copy3Args a;
+    int64_t blocks = 0;
+    for (int i = 0; i < 3; ++i) {
+        a.part[i] = parts[i];
+        a.first_block[i] = blocks;
+        blocks += (parts[i].n / 4 + kCopyChunk - 1) / kCopyChunk;
+    }
+    if (blocks == 0) return;
+    QS_CHECK(blocks < (int64_t(1) << 31));
+    copy3_kernel<<<unsigned(blocks), kThreads, 0, stream>>>(a);
     QS_CUDA_CHECK_LAUNCH();
 }
 

@@ -36,6 +36,11 @@ struct GatherRowsPart {
     float* out = nullptr;
 };
 void launch_gather_rows3(const GatherRowsPart (&parts)[3], const int32_t* rows, int64_t R, cudaStream_t stream);
+// Up to three whole copies in one launch (the whole-batch GDN stash: every row's qkv, b and a;
+// three memcpy nodes before, ~1 µs each in a CUDA graph): parts[i].out[0, n) = parts[i].src[0, n).
+// Parts of n = 0 are skipped; src and out must be 16-byte aligned and n % 4 == 0 (float4 copies).
+bool copy3_supported(const GatherRowsPart (&parts)[3]);
+void launch_copy3(const GatherRowsPart (&parts)[3], cudaStream_t stream);
 // out [T, 2n] = [a | b].
 void launch_concat_columns(const float* a, const float* b, int64_t T, int64_t n, float* out, cudaStream_t stream);
 // dst (bf16 bits) = round-to-nearest-even(src), n elements.

@@ -623,10 +623,15 @@ void CudaOps::stash_deferred_inputs(const float* qkv, const float* b, const floa
     if (!stash_.this_forward) return;
     const int64_t n = stash_.rows, C = gdn_shape_.conv_dim, Nv = gdn_shape_.value_heads;
     const int id = kGdnStashId + 3 * int(gdn_layer);
-    if (stash_.whole_batch) {
-        copy(qkv, n * C, persistent(id, n * C));
-        copy(b, n * Nv, persistent(id + 1, n * Nv));
-        copy(a, n * Nv, persistent(id + 2, n * Nv));
+    if (stash_.whole_batch) {  // one launch for the three copies where it can
+        const GatherRowsPart whole[3] = {{qkv, n * C, persistent(id, n * C)},
+                                         {b, n * Nv, persistent(id + 1, n * Nv)},
+                                         {a, n * Nv, persistent(id + 2, n * Nv)}};
+        if (copy3_supported(whole)) {
+            launch_copy3(whole, stream_);
+        } else {
+            for (const GatherRowsPart& g : whole) copy(g.src, g.n, g.out);
+        }
         return;
     }
     const GatherRowsPart parts[3] = {

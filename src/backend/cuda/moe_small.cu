@@ -347,7 +347,7 @@ __global__ __launch_bounds__(kSmallThreads, 2) void moe_small_down_kernel(SmallP
 #pragma unroll
         for (int g = 0; g < G; ++g) {
             const int e = ex[g], Ie = j0 + g == k ? p.I_shared : p.I;
-            const bool ok = e >= 0 && c < Ie / VPC;
+            const bool ok = e >= 0 && c < chunks_of(j0 + g);
             w[g] = ok ? load16(static_cast<const unsigned char*>(p.down[e]) + (size_t(col) * Ie + size_t(c) * VPC) *
                                                                                (FP8 ? 1 : 2))
                       : make_uint4(0, 0, 0, 0);
@@ -356,24 +356,22 @@ __global__ __launch_bounds__(kSmallThreads, 2) void moe_small_down_kernel(SmallP
     };
     setup(0);
     load_w(0, 0);
-    if constexpr (V2) {
-        ptx::griddep_wait();
-    }
+    if constexpr (V2) ptx::griddep_wait();
     // h row of dot j: the token's k routed rows, then its shared-expert row; in shared memory
     // [ndots][ldh] when staged.
+    auto h_index = [&](int j) { return j == k ? p.T * k + t : t * k + j; };
     __nv_bfloat16* hs = reinterpret_cast<__nv_bfloat16*>(ptx::dynamic_smem());
     if (p.down_h_smem) {
         const int per_row = p.ldh / 8;  // 16-byte pieces (ldh % 8 == 0)
         for (int i = threadIdx.x; i < ndots * per_row; i += kSmallThreads) {
             const int j = i / per_row, c = i % per_row;
-            const int dest = j == k ? p.T * k + t : t * k + j;
-            reinterpret_cast<uint4*>(hs)[i] = load_cg(reinterpret_cast<const uint4*>(p.h + size_t(dest) * p.ldh) + c);
+            reinterpret_cast<uint4*>(hs)[i] = load_cg(reinterpret_cast<const uint4*>(p.h + size_t(h_index(j)) * p.ldh) + c);
         }
         __syncthreads();
     }
     auto hrow_of = [&](int j) -> const __nv_bfloat16* {
         if (p.down_h_smem) return hs + size_t(j) * p.ldh;
-        return p.h + size_t(j == k ? p.T * k + t : t * k + j) * p.ldh;
+        return p.h + size_t(h_index(j)) * p.ldh;
     };
     float y = 0.0f;
     for (int j0 = 0; j0 < ndots; j0 += G) {
