@@ -7,10 +7,11 @@
 //   g++ -O1 -g -std=c++20 -fsanitize=address -x c++ -Isrc -Ibench/kernels -I/usr/local/cuda/include \
 //       bench/kernels/moe_emu.cpp -o build-gpu/moe_emu -lpthread
 // Run: build-gpu/moe_emu [seed [--quick | --no-real | --small-real | --v2 [--no-real|--real|--bf16|--fp8] | --v2-quick |
-//                             --dec2 [--no-real] | --int4 [--real] | --nvfp4 [--real|--quick] | --int4-dec [--real]]]
+//                             --dec2 [--no-real] | --down-global | --int4 [--real] | --nvfp4 [--real|--quick] | --int4-dec [--real]]]
 // (--no-real: skips the small-T path's real-shape cases, which take most of the time; --small-real:
 // only those; --v2: the small-T path's version 2 only; --v2-quick: two of its cases, for mutations;
 // --dec2: the decode grouped GEMMs' version 2 (MoeParams::decode_version), each case also run with v1;
+// --down-global: the small-T down kernel reading h from global memory against staging it, bitwise;
 // --int4-dec: INT4 experts on the tensor-core grouped GEMMs, MoeParams::int4_grouped = 1;
 // --nvfp4: NVFP4 experts on the small-T path, MoeExpertTable::nvfp4)
 #include "moe_emu_shim.h"
@@ -133,8 +134,14 @@ void pdl_done() {  // a grid in which no block waited: put the buffers back for 
 
 // The small-T path (moe_small.cu, moe_small_route.cu): route + expert list (v2: with the router
 // GEMV), gate_up, down + combine.
+bool g_down_h_global = false;  // --down-global: the down kernel reads h from global memory, not staged
+
 void emu_small(const MoeParams& p) {
-    const SmallPlan pl = make_small_plan(p);
+    SmallPlan pl = make_small_plan(p);
+    if (g_down_h_global) {  // the path of shapes whose k + 1 h rows exceed 48 KB (none of the real model's)
+        pl.p.down_h_smem = 0;
+        pl.down_smem = 0;
+    }
     const int nt = kSmallThreads;
     const bool v2 = pl.version == 2;
     if (v2) {
@@ -265,6 +272,7 @@ const Int4Experts* g_int4 = nullptr;  // set: run_case's table gets these INT4 a
 int g_fail = 0;
 int g_int4_grouped = 0;    // MoeParams::int4_grouped of every case (--int4-dec: 1)
 int g_decode_version = 1;  // MoeParams::decode_version of every case (--dec2: 2, each also run with 1)
+bool g_check_down_global = false;  // --down-global: each small-T case again with h read from global
 
 // small: MoeParams::small_t (-1: chosen; with cfg >= 0 the grouped-GEMM path runs).
 // version: MoeParams::small_version. Version 2 computes the router logits from router weights
@@ -346,6 +354,17 @@ void run_case(const HostExperts& h, bool fp8, int T, Routing routing, bool norm,
         v2_note = std::string(" v2(") + (dense_router ? "dense" : "exact") + " router, " +
                   (own_counter ? "own" : "ws") + " counter): rerun " + (again ? "same" : "DIFFERS") + ", == v1 " +
                   (same_as_v1 ? "bitwise" : dense_router ? "no (logits differ in the last bits)" : "NO");
+    }
+    if (g_check_down_global && small_path) {  // the same call with h read from global memory: same bits
+        std::vector<float> yg(y.size(), std::nanf(""));
+        MoeParams q = p;
+        q.y = yg.data();
+        g_down_h_global = true;
+        emu_moe(q);
+        g_down_h_global = false;
+        const bool same = std::memcmp(yg.data(), y.data(), y.size() * 4) == 0;
+        v2_ok = v2_ok && same;
+        v2_note += std::string(" down h from global: ") + (same ? "bitwise" : "DIFFERS");
     }
     if (g_decode_version == 2) {  // decode v2 against v1 (moe_gemm.cu's cfg 1) on the same inputs
         MoeParams q = p;
@@ -505,6 +524,19 @@ int main(int argc, char** argv) {
             run_case(hr, false, 40, Routing::kSkewed, true, -1, rng);
         }
         g_int4 = nullptr;
+        std::printf("%s (%d failing)\n", g_fail ? "FAIL" : "PASS", g_fail);
+        return g_fail ? 1 : 0;
+    }
+    if (argc > 2 && !std::strcmp(argv[2], "--down-global")) {
+        // The small-T down kernel's unstaged path (SmallParams::down_h_smem = 0: h rows read from
+        // global memory, taken only when a token's k + 1 h rows exceed 48 KB) against the staged
+        // path on the same inputs, bitwise: v1 and v2, both formats, T = 1, 3 and 8, I_shared != I.
+        g_check_down_global = true;
+        for (int fp8 = 0; fp8 <= 1; ++fp8) {
+            run_case(h, fp8, 1, Routing::kGapped, true, -1, rng);
+            run_case(h, fp8, 3, Routing::kSkewed, true, -1, rng, -1, 2, false, true);
+            run_case(hs, fp8, 8, Routing::kSkewed, false, -1, rng, -1, 2, false, false);
+        }
         std::printf("%s (%d failing)\n", g_fail ? "FAIL" : "PASS", g_fail);
         return g_fail ? 1 : 0;
     }
