@@ -132,10 +132,10 @@ void pdl_done() {  // a grid in which no block waited: put the buffers back for 
     pdl_restore();
 }
 
-// The small-T path (moe_small.cu, moe_small_route.cu): route + expert list (v2: with the router
-// GEMV), gate_up, down + combine.
 bool g_down_h_global = false;  // --down-global: the down kernel reads h from global memory, not staged
 
+// The small-T path (moe_small.cu, moe_small_route.cu): route + expert list (v2: with the router
+// GEMV), gate_up, down + combine.
 void emu_small(const MoeParams& p) {
     SmallPlan pl = make_small_plan(p);
     if (g_down_h_global) {  // the path of shapes whose k + 1 h rows exceed 48 KB (none of the real model's)
