@@ -52,16 +52,6 @@ __global__ void __launch_bounds__(128) combine_kernel(const __grid_constant__ Ar
     }
 }
 
-int num_sms() {
-    static const int n = [] {
-        int dev = 0, v = 0;
-        QS_CUDA_CHECK(cudaGetDevice(&dev));
-        QS_CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev));
-        return v;
-    }();
-    return n;
-}
-
 }  // namespace
 
 void launch_decode_combine(const Args& a, cudaStream_t stream) {
@@ -74,7 +64,7 @@ int decode_split_count(const GatedAttentionParams& p, const Args& a, int64_t bas
     // Partial slots per (sequence, split), or per (row, split) when sequences may have several rows.
     const int64_t units = a.dec_rows > 1 ? int64_t(p.batch.num_tokens) : int64_t(p.batch.num_seqs);
     if (slots < 2 * units) return 1;
-    const int64_t target = int64_t(num_sms()) * blocks_per_sm * 2;  // two waves of resident blocks
+    const int64_t target = int64_t(sm_count()) * blocks_per_sm * 2;  // two waves of resident blocks
     const int64_t want = (target + base_blocks - 1) / base_blocks;
     return int(std::clamp<int64_t>(
         want, 1, std::min<int64_t>({int64_t(p.max_splits), slots / units, int64_t(kMaxSplitsHard)})));

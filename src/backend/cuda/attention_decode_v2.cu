@@ -377,8 +377,8 @@ template <typename CT, int DP, int NW, int STAGES>
 void launch_v2(const GatedAttentionParams& p, Args& a, cudaStream_t stream) {
     using Cfg = Dec2Cfg<CT, DP, NW, STAGES>;
     auto* fn = decode_v2_kernel<CT, DP, NW, STAGES>;
-    static const int per_sm = [fn] {  // raises the shared-memory limit once; blocks per SM
-        QS_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, int(Cfg::kSmemBytes)));
+    allow_dynamic_smem<decode_v2_kernel<CT, DP, NW, STAGES>>(size_t(Cfg::kSmemBytes));
+    static const int per_sm = [fn] {  // blocks per SM (every device of a run is the same GPU model)
         int b = 0;
         QS_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, fn, Cfg::kThreads, Cfg::kSmemBytes));
         QS_CHECK_MSG(b >= 1, "decode attention v2 does not fit on one multiprocessor");

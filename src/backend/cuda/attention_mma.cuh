@@ -27,6 +27,7 @@
 
 #include "backend/cuda/attention_common.cuh"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_limits.h"
 #include "backend/cuda/ptx_helpers.cuh"
 #include "core/check.h"
 
@@ -422,13 +423,14 @@ __global__ void __launch_bounds__(WARPS * 32) attention_kernel(const __grid_cons
     }
 }
 
-// Raises the kernel's dynamic shared-memory limit once and returns its occupancy (blocks/SM).
+// Raises the kernel's dynamic shared-memory limit on the current device and returns its occupancy
+// (blocks/SM; asked once: every device of a run is the same model of GPU).
 template <typename CT, int DP, int WARPS, int BK, int STAGES, bool kDecode>
 int prepare_attention_kernel() {
-    static const int blocks = [] {
-        using Cfg = AttnCfg<CT, DP, WARPS, BK, STAGES>;
-        auto* fn = attention_kernel<CT, DP, WARPS, BK, STAGES, kDecode>;
-        QS_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, int(Cfg::kSmemBytes)));
+    using Cfg = AttnCfg<CT, DP, WARPS, BK, STAGES>;
+    auto* fn = attention_kernel<CT, DP, WARPS, BK, STAGES, kDecode>;
+    allow_dynamic_smem<attention_kernel<CT, DP, WARPS, BK, STAGES, kDecode>>(size_t(Cfg::kSmemBytes));
+    static const int blocks = [fn] {
         int b = 0;
         QS_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, fn, Cfg::kThreads, Cfg::kSmemBytes));
         QS_CHECK_MSG(b >= 1, "attention kernel does not fit on one multiprocessor");

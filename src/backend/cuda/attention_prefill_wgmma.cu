@@ -25,6 +25,7 @@
 // FlashInfer kernel (bf16, D 256, causal): CI compile time.
 #include "backend/cuda/attention_common.cuh"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_limits.h"
 #include "backend/cuda/ptx_helpers.cuh"
 #include "core/check.h"
 
@@ -279,11 +280,8 @@ void launch_flashinfer(FiParams& params, int64_t items, cudaStream_t stream) {
     typename Scheduler::Params scheduler_params = Scheduler::to_underlying_arguments(scheduler_args);
     auto* kernel = flashinfer::PrefillWithKVCacheKernel<Mainloop, Epilogue, FiTraits, kSwa, kCausal, Scheduler>;
     constexpr int smem = int(sizeof(typename FiTraits::SharedStorage));
-    static const bool attr_set = [&] {
-        QS_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-        return true;
-    }();
-    (void)attr_set;
+    allow_dynamic_smem<flashinfer::PrefillWithKVCacheKernel<Mainloop, Epilogue, FiTraits, kSwa, kCausal, Scheduler>>(
+        size_t(smem));
     QS_CHECK_MSG(items <= 0x7fffffff && params.num_qo_heads <= 65535, "attention v2: grid too large");
     const dim3 grid(unsigned(items), unsigned(params.num_qo_heads));
     const dim3 block(FiTraits::NUM_WARPS * 32);

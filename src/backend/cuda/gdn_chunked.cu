@@ -1,6 +1,7 @@
 // Gated DeltaNet, step 2b: the chunked WY recurrence on tensor cores for sequences of at least
 // chunk_min_tokens rows, launched by launch_gdn_recurrence (gdn_kernels.cu). CPU reference:
 // src/backend/cpu/cpu_gdn.cpp.
+#include "backend/cuda/device_limits.h"
 #include "backend/cuda/gdn_chunk_math.cuh"
 #include "backend/cuda/gdn_common.cuh"
 
@@ -292,16 +293,7 @@ __global__ void __launch_bounds__(kChunkThreads, 1) gdn_chunked_kernel(RecArgs p
 template <int D, bool BF16, bool X3>
 void launch_chunked_t(const RecArgs& a, int num_seqs, cudaStream_t stream) {
     constexpr size_t smem = ChunkSmem<D>::bytes;
-    // The dynamic shared-memory opt-in is per device; set it once per device (host-side call, no
-    // stream work, so it is harmless inside a graph capture after the first call).
-    static bool attr_set[64] = {};
-    int dev = 0;
-    QS_CUDA_CHECK(cudaGetDevice(&dev));
-    if (dev < 0 || dev >= 64 || !attr_set[dev]) {
-        QS_CUDA_CHECK(cudaFuncSetAttribute(gdn_chunked_kernel<D, BF16, X3>,
-                                           cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-        if (dev >= 0 && dev < 64) attr_set[dev] = true;
-    }
+    allow_dynamic_smem<gdn_chunked_kernel<D, BF16, X3>>(smem);
     gdn_chunked_kernel<D, BF16, X3><<<dim3(a.Nv, num_seqs), kChunkThreads, smem, stream>>>(a);
     QS_CUDA_CHECK_LAUNCH();
 }

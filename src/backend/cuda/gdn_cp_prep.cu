@@ -12,6 +12,7 @@
 // Shared memory (floats): K̂ [64][D+8], V then Q̂ [64][D+8], L/T [64][68], scratch 768, 3 × 64
 // vectors: D = 128: 90,880 bytes (2 blocks per SM). L, the inverse, the WY products and the q̂k̂ᵀ
 // product are gdn_chunk_math.cuh's, shared with gdn_chunked.cu.
+#include "backend/cuda/device_limits.h"
 #include "backend/cuda/gdn_chunk_math.cuh"
 #include "backend/cuda/gdn_common.cuh"
 
@@ -203,19 +204,11 @@ template <int D>
 void launch_cp_prep(const RecArgs& a, bool x3, cudaStream_t stream) {
     constexpr size_t smem = PrepSmem<D>::bytes;
     const dim3 grid(unsigned(a.num_seqs + (a.T + 63) / 64), unsigned(a.Nv));
-    static bool attr_set[2][64] = {};
-    int dev = 0;
-    QS_CUDA_CHECK(cudaGetDevice(&dev));
-    const bool known = dev >= 0 && dev < 64;
     if (x3) {
-        if (!known || !attr_set[1][dev])
-            QS_CUDA_CHECK(cudaFuncSetAttribute(gdn_cp_prep_kernel<D, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-        if (known) attr_set[1][dev] = true;
+        allow_dynamic_smem<gdn_cp_prep_kernel<D, true>>(smem);
         gdn_cp_prep_kernel<D, true><<<grid, kPrepThreads, smem, stream>>>(a);
     } else {
-        if (!known || !attr_set[0][dev])
-            QS_CUDA_CHECK(cudaFuncSetAttribute(gdn_cp_prep_kernel<D, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-        if (known) attr_set[0][dev] = true;
+        allow_dynamic_smem<gdn_cp_prep_kernel<D, false>>(smem);
         gdn_cp_prep_kernel<D, false><<<grid, kPrepThreads, smem, stream>>>(a);
     }
     QS_CUDA_CHECK_LAUNCH();

@@ -14,6 +14,7 @@
 // products are gdn_chunk_math.cuh's, shared with gdn_chunked.cu.
 // gdn_cp_norm_kernel: one warp per (row, value head) of the chunked sequences: out = norm_w ·
 // o / sqrt(mean(o²) + eps) · silu(z), as the serial kernel does in place.
+#include "backend/cuda/device_limits.h"
 #include "backend/cuda/gdn_chunk_math.cuh"
 #include "backend/cuda/gdn_common.cuh"
 
@@ -197,14 +198,7 @@ __global__ void __launch_bounds__(256) gdn_cp_norm_kernel(RecArgs p) {
 template <int D, int kBV, bool BF16, bool X3>
 void launch_state_t(const RecArgs& a, cudaStream_t stream) {
     constexpr size_t smem = StateSmem<D, kBV>::bytes;
-    static bool attr_set[64] = {};
-    int dev = 0;
-    QS_CUDA_CHECK(cudaGetDevice(&dev));
-    if (dev < 0 || dev >= 64 || !attr_set[dev]) {
-        QS_CUDA_CHECK(cudaFuncSetAttribute(gdn_cp_state_kernel<D, kBV, BF16, X3>,
-                                           cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-        if (dev >= 0 && dev < 64) attr_set[dev] = true;
-    }
+    allow_dynamic_smem<gdn_cp_state_kernel<D, kBV, BF16, X3>>(smem);
     const dim3 grid(unsigned((a.Dv + kBV - 1) / kBV), unsigned(a.Nv), unsigned(a.num_seqs));
     gdn_cp_state_kernel<D, kBV, BF16, X3><<<grid, kStateThreads, smem, stream>>>(a);
     QS_CUDA_CHECK_LAUNCH();

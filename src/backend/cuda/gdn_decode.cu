@@ -34,6 +34,7 @@
 //
 // The v3 kernel that split a head over 32-column blocks (measured slower than gdn_serial.cu on the
 // H200: bench/kernels/NOTES.md, GDN v3 measured) was replaced by this one.
+#include "backend/cuda/device_limits.h"
 #include "backend/cuda/gdn_common.cuh"
 #include "backend/cuda/ptx_helpers.cuh"
 
@@ -438,16 +439,7 @@ __global__ void __launch_bounds__(StreamTile<D, BF16, VER>::NT, 2) gdn_stream_ke
 template <int D, bool BF16, int VER>
 void launch_stream_t(const RecArgs& a, int blocks, cudaStream_t stream) {
     using Tl = StreamTile<D, BF16, VER>;
-    // The dynamic shared-memory opt-in is per device; set once per device (host-side call, no stream
-    // work, so harmless inside a graph capture after the first call).
-    static bool attr_set[64] = {};
-    int dev = 0;
-    QS_CUDA_CHECK(cudaGetDevice(&dev));
-    if (dev < 0 || dev >= 64 || !attr_set[dev]) {
-        QS_CUDA_CHECK(cudaFuncSetAttribute(gdn_stream_kernel<D, BF16, VER>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           Tl::kSmemBytes));
-        if (dev >= 0 && dev < 64) attr_set[dev] = true;
-    }
+    allow_dynamic_smem<gdn_stream_kernel<D, BF16, VER>>(Tl::kSmemBytes);
     gdn_stream_kernel<D, BF16, VER><<<unsigned(blocks), Tl::NT, Tl::kSmemBytes, stream>>>(a);
     QS_CUDA_CHECK_LAUNCH();
 }
@@ -468,8 +460,7 @@ void launch_stream(const RecArgs& a, bool bf16, int version, int blocks, cudaStr
 template <int D, bool BF16, int VER>
 int stream_blocks_per_sm() {
     using Tl = StreamTile<D, BF16, VER>;
-    QS_CUDA_CHECK(cudaFuncSetAttribute(gdn_stream_kernel<D, BF16, VER>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       Tl::kSmemBytes));
+    allow_dynamic_smem<gdn_stream_kernel<D, BF16, VER>>(Tl::kSmemBytes);
     int n = 0;
     QS_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, gdn_stream_kernel<D, BF16, VER>, Tl::NT,
                                                                 Tl::kSmemBytes));

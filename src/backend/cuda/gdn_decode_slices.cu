@@ -31,6 +31,7 @@
 // slot and, with a spare slot, to the spare too (what gdn_serial.cu does for a one-token span).
 // Not bit-identical to gdn_serial.cu or gdn_decode.cu (other summation orders); within the same
 // bounds of the reference.
+#include "backend/cuda/device_limits.h"
 #include "backend/cuda/gdn_common.cuh"
 #include "backend/cuda/ptx_helpers.cuh"
 
@@ -353,22 +354,20 @@ __global__ void __launch_bounds__(SliceTile<D>::NT, 2) gdn_slices_kernel(RecArgs
     ptx::cp_async_wait<0>();  // no copy outlives the block (the last groups are empty)
 }
 
-// Sets the dynamic shared-memory opt-in once per device (a host-side call, no stream work: harmless
-// inside a graph capture) and returns the resident blocks per SM there.
+// Sets the dynamic shared-memory opt-in on the current device and returns the resident blocks per
+// SM there (cached per device).
 template <int D, int VER>
 int slices_blocks_per_sm() {
-    static int per_sm[64] = {};
-    int dev = 0;
-    QS_CUDA_CHECK(cudaGetDevice(&dev));
-    if (dev >= 0 && dev < 64 && per_sm[dev] != 0) return per_sm[dev];
+    static std::array<std::atomic<int>, kMaxDevices> per_sm{};
+    const int dev = current_device();
     using Tl = SliceTile<D>;
-    auto* kernel = gdn_slices_kernel<D, VER>;
     const int smem = VER >= 2 ? Tl::kSmemBytesShared : Tl::kSmemBytes;
-    QS_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    int n = 0;
-    QS_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, Tl::NT, smem));
+    allow_dynamic_smem<gdn_slices_kernel<D, VER>>(size_t(smem));
+    int n = per_sm[size_t(dev)].load(std::memory_order_relaxed);
+    if (n != 0) return n;
+    QS_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, gdn_slices_kernel<D, VER>, Tl::NT, smem));
     if (n < 1) n = 2;  // the emulation reports -1
-    if (dev >= 0 && dev < 64) per_sm[dev] = n;
+    per_sm[size_t(dev)].store(n, std::memory_order_relaxed);
     return n;
 }
 

@@ -8,6 +8,7 @@
 // CPU reference: src/backend/cpu/cpu_gdn.cpp (CpuOps::gated_delta_net).
 #include "backend/cuda/gdn_kernels.h"
 
+#include "backend/cuda/device_limits.h"
 #include "backend/cuda/gdn_common.cuh"
 #include "backend/cuda/gdn_tc_phases.h"
 
@@ -114,17 +115,6 @@ size_t gdn_workspace_bytes(int64_t num_tokens, int64_t conv_dim, int Nk, int Nv,
 }
 
 namespace {
-
-int sm_count() {
-    static int counts[64] = {};
-    int dev = 0;
-    QS_CUDA_CHECK(cudaGetDevice(&dev));
-    if (dev >= 0 && dev < 64 && counts[dev] > 0) return counts[dev];
-    int n = 0;
-    QS_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
-    if (dev >= 0 && dev < 64) counts[dev] = n;
-    return n;
-}
 
 // The chunked sequences: chunk-parallel path (prep, state pass + norm) or one block per head.
 // By shape (chunk_parallel < 0, chunk_value_cols 0), from the H200 measurements (NOTES.md, GDN v2):

@@ -15,6 +15,7 @@
 // Op (gdn_tc_math.cuh) is the operand format: "bf16" above reads fp16 for TcF16 (version 4).
 // kEarly (version 5, TcF16 only): version 4's values bit for bit, the gate z loaded at the start
 // (beside the tiles' cp.async) and the norm weights kept in shared memory (+D floats).
+#include "backend/cuda/device_limits.h"
 #include "backend/cuda/gdn_common.cuh"
 #include "backend/cuda/gdn_tc_math.cuh"
 
@@ -196,14 +197,7 @@ __global__ void __launch_bounds__(kTcOutThreads, Op::x2 ? 1 : 2) gdn_tc_out_kern
 template <int D, class Op, bool kEarly = false>
 void launch_t(const RecArgs& a, cudaStream_t stream) {
     constexpr size_t smem = TcOutSmem<D, Op::x2, kEarly>::bytes;
-    static bool attr_set[64] = {};
-    int dev = 0;
-    QS_CUDA_CHECK(cudaGetDevice(&dev));
-    if (dev < 0 || dev >= 64 || !attr_set[dev]) {
-        QS_CUDA_CHECK(cudaFuncSetAttribute(gdn_tc_out_kernel<D, Op, kEarly>,
-                                           cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-        if (dev >= 0 && dev < 64) attr_set[dev] = true;
-    }
+    allow_dynamic_smem<gdn_tc_out_kernel<D, Op, kEarly>>(smem);
     const dim3 grid(unsigned(a.num_seqs + (a.T + 63) / 64), unsigned(a.Nv));
     gdn_tc_out_kernel<D, Op, kEarly><<<grid, kTcOutThreads, smem, stream>>>(a);
     QS_CUDA_CHECK_LAUNCH();

@@ -19,6 +19,7 @@
 // 4's values bit for bit; each warp's 8 rows of k, v, q are loaded before the gate phase (one memory
 // round trip instead of one per row), and the transposed tiles' words are swizzled by row (tc_swz)
 // so that their 16-bit column stores are free of bank conflicts (4-way otherwise).
+#include "backend/cuda/device_limits.h"
 #include "backend/cuda/gdn_chunk_math.cuh"
 #include "backend/cuda/gdn_common.cuh"
 #include "backend/cuda/gdn_tc_math.cuh"
@@ -314,14 +315,7 @@ __global__ void __launch_bounds__(kTcPrepThreads, Op::x2 ? 1 : 2) gdn_tc_prep_ke
 template <int D, class Op, bool kEarly = false>
 void launch_t(const RecArgs& a, cudaStream_t stream) {
     constexpr size_t smem = TcPrepSmem<D, Op::x2>::bytes;
-    static bool attr_set[64] = {};
-    int dev = 0;
-    QS_CUDA_CHECK(cudaGetDevice(&dev));
-    if (dev < 0 || dev >= 64 || !attr_set[dev]) {
-        QS_CUDA_CHECK(cudaFuncSetAttribute(gdn_tc_prep_kernel<D, Op, kEarly>,
-                                           cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-        if (dev >= 0 && dev < 64) attr_set[dev] = true;
-    }
+    allow_dynamic_smem<gdn_tc_prep_kernel<D, Op, kEarly>>(smem);
     const dim3 grid(unsigned(a.num_seqs + (a.T + 63) / 64), unsigned(a.Nv));
     gdn_tc_prep_kernel<D, Op, kEarly><<<grid, kTcPrepThreads, smem, stream>>>(a);
     QS_CUDA_CHECK_LAUNCH();

@@ -27,6 +27,7 @@
 // D = 128: 186,880 bytes at BV 32, 165,376 at BV 16 (1 block per SM).
 // Op (gdn_tc_math.cuh) is the operand format: "bf16" above reads fp16 for TcF16 (versions 4-6); the
 // state's own storage (BF16: bf16, else fp32) does not depend on it.
+#include "backend/cuda/device_limits.h"
 #include "backend/cuda/gdn_common.cuh"
 #include "backend/cuda/gdn_tc_math.cuh"
 
@@ -275,14 +276,7 @@ template <int D, int kBV, bool BF16, class Op>
 void launch_t(const RecArgs& a, cudaStream_t stream) {
     constexpr size_t smem = TcStateSmem<D, kBV, Op::x2>::bytes;
     constexpr int threads = kTcStateThreads<kBV>;
-    static bool attr_set[64] = {};
-    int dev = 0;
-    QS_CUDA_CHECK(cudaGetDevice(&dev));
-    if (dev < 0 || dev >= 64 || !attr_set[dev]) {
-        QS_CUDA_CHECK(cudaFuncSetAttribute(gdn_tc_state_kernel<D, kBV, BF16, Op>,
-                                           cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-        if (dev >= 0 && dev < 64) attr_set[dev] = true;
-    }
+    allow_dynamic_smem<gdn_tc_state_kernel<D, kBV, BF16, Op>>(smem);
     const dim3 grid(unsigned((a.Dv + kBV - 1) / kBV), unsigned(a.Nv), unsigned(a.num_seqs));
     gdn_tc_state_kernel<D, kBV, BF16, Op><<<grid, threads, smem, stream>>>(a);
     QS_CUDA_CHECK_LAUNCH();

@@ -12,6 +12,7 @@
 #include <type_traits>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_limits.h"
 #include "backend/cuda/moe_common.cuh"
 #include "backend/cuda/moe_cutlass.h"
 #include "core/check.h"
@@ -35,18 +36,9 @@ __host__ __device__ inline T* at(void* base, size_t off) {
     return reinterpret_cast<T*>(static_cast<unsigned char*>(base) + off);
 }
 
-inline int cutlass_sm_count() {
-    static const int n = [] {
-        int dev = 0;
-        QS_CUDA_CHECK(cudaGetDevice(&dev));
-        return cutlass::KernelHardwareInfo::query_device_multiprocessor_count(dev);
-    }();
-    return n;
-}
-
 // The epilogue and hardware-info arguments of a grouped GEMM whose groups start at first_group of
 // the group arrays: D = accumulator (alpha 1, beta 0, no C; dC set to D's strides all the same),
-// D's pointers and strides from the arrays, device 0 with all of its SMs.
+// D's pointers and strides from the arrays, the current device with all of its SMs.
 template <class Gemm>
 void set_plain_epilogue(typename Gemm::Arguments& args, void* arrays, const GroupedArrayLayout& L, int first_group) {
     using StrideD = typename Gemm::GemmKernel::InternalStrideD;
@@ -64,8 +56,8 @@ void set_plain_epilogue(typename Gemm::Arguments& args, void* arrays, const Grou
     args.epilogue.dC = at<StrideD>(arrays, L.sd) + first_group;
     args.epilogue.ptr_D = reinterpret_cast<PtrD>(at<void*>(arrays, L.d) + first_group);
     args.epilogue.dD = at<StrideD>(arrays, L.sd) + first_group;
-    args.hw_info.device_id = 0;
-    args.hw_info.sm_count = cutlass_sm_count();
+    args.hw_info.device_id = current_device();
+    args.hw_info.sm_count = sm_count();
 }
 
 // Checks the workspace bound and can_implement, then initializes and launches on stream; a failure

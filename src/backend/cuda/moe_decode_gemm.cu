@@ -12,6 +12,7 @@
 // pieces (load_pair): the fp8 GEMMs with 64-byte pieces ran at half of bf16's bytes per second
 // (NOTES.md "Decode v2: whole-line fp8 copies").
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_limits.h"
 #include "backend/cuda/moe_common.cuh"
 #include "backend/cuda/moe_fp8_operand.cuh"
 #if !defined(QS_MOE_EMULATE)
@@ -325,12 +326,7 @@ __global__ __launch_bounds__(GemmShape<DecCfg, FP8>::NTHR) void moe_decode_gemm_
 template <bool FP8, bool GATE_UP>
 void launch_decode_gemm(const GemmParams& gp, dim3 grid, cudaStream_t stream) {
     using S = GemmShape<DecCfg, FP8>;
-    static bool attr_set = false;  // the raised shared-memory limit is per kernel, set once
-    if (!attr_set) {
-        QS_CUDA_CHECK(cudaFuncSetAttribute(moe_decode_gemm_kernel<FP8, GATE_UP>,
-                                           cudaFuncAttributeMaxDynamicSharedMemorySize, S::SMEM));
-        attr_set = true;
-    }
+    allow_dynamic_smem<moe_decode_gemm_kernel<FP8, GATE_UP>>(size_t(S::SMEM));
     moe_decode_gemm_kernel<FP8, GATE_UP><<<grid, S::NTHR, S::SMEM, stream>>>(gp);
     QS_CUDA_CHECK_LAUNCH();
 }

@@ -20,6 +20,7 @@
 // moe_combine.cu. Also compiles as host C++ for the CPU emulation (bench/kernels/moe_emu.cpp
 // --int4-dec).
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_limits.h"
 #include "backend/cuda/int4_unpack.cuh"
 #include "backend/cuda/moe_common.cuh"
 #if !defined(QS_MOE_EMULATE)
@@ -237,12 +238,7 @@ __global__ __launch_bounds__(Int4GemmShape::NTHR) void moe_int4_gemm_kernel(Gemm
 template <bool GATE_UP>
 void launch_int4_gemm(const GemmParams& gp, dim3 grid, cudaStream_t stream) {
     using S = Int4GemmShape;
-    static bool attr_set = false;  // the raised shared-memory limit is per kernel, set once
-    if (!attr_set) {
-        QS_CUDA_CHECK(cudaFuncSetAttribute(moe_int4_gemm_kernel<GATE_UP>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           S::SMEM));
-        attr_set = true;
-    }
+    allow_dynamic_smem<moe_int4_gemm_kernel<GATE_UP>>(size_t(S::SMEM));
     moe_int4_gemm_kernel<GATE_UP><<<grid, S::NTHR, S::SMEM, stream>>>(gp);
     QS_CUDA_CHECK_LAUNCH();
 }

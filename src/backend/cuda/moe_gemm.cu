@@ -3,6 +3,7 @@
 // bf16 or fp8 block-scaled weights, mma.sync m16n8k16 with a cp.async pipeline. CPU reference:
 // src/backend/cpu/cpu_moe.cpp.
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_limits.h"
 #include "backend/cuda/moe_common.cuh"
 #include "backend/cuda/moe_fp8_operand.cuh"
 #if !defined(QS_MOE_EMULATE)
@@ -235,12 +236,7 @@ __global__ __launch_bounds__(GemmShape<Cfg, FP8>::NTHR) void moe_gemm_kernel(Gem
 template <class Cfg, bool FP8, bool GATE_UP>
 void launch_gemm(const GemmParams& gp, dim3 grid, cudaStream_t stream) {
     using S = GemmShape<Cfg, FP8>;
-    static bool attr_set = false;  // the raised shared-memory limit is per kernel, set once
-    if (!attr_set) {
-        QS_CUDA_CHECK(cudaFuncSetAttribute(moe_gemm_kernel<Cfg, FP8, GATE_UP>,
-                                           cudaFuncAttributeMaxDynamicSharedMemorySize, S::SMEM));
-        attr_set = true;
-    }
+    allow_dynamic_smem<moe_gemm_kernel<Cfg, FP8, GATE_UP>>(size_t(S::SMEM));
     moe_gemm_kernel<Cfg, FP8, GATE_UP><<<grid, S::NTHR, S::SMEM, stream>>>(gp);
     QS_CUDA_CHECK_LAUNCH();
 }

@@ -28,6 +28,7 @@
 // Launch shapes depend on T and the shapes only (CUDA-graph capturable); the host never learns the
 // routing. Also compiles as host C++ for the CPU emulation (bench/kernels/moe_emu.cpp).
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_limits.h"
 #include "backend/cuda/moe_common.cuh"
 #if !defined(QS_MOE_EMULATE)
 #include "backend/cuda/ptx_helpers.cuh"  // the emulation shim defines qs::cuda::ptx itself
@@ -435,12 +436,7 @@ void record_small(cudaEvent_t* ev, int i, cudaStream_t s) {
 
 template <bool FP8, int NMAX, bool V2>
 void launch_small_gate_up(const SmallPlan& pl, cudaStream_t stream) {
-    static size_t smem_set = 48 * 1024;  // the default limit; raised once per kernel as needed
-    if (pl.gate_up_smem > smem_set) {
-        QS_CUDA_CHECK(cudaFuncSetAttribute(moe_small_gate_up_kernel<FP8, NMAX, V2>,
-                                           cudaFuncAttributeMaxDynamicSharedMemorySize, int(pl.gate_up_smem)));
-        smem_set = pl.gate_up_smem;
-    }
+    allow_dynamic_smem<moe_small_gate_up_kernel<FP8, NMAX, V2>>(pl.gate_up_smem);
     if constexpr (V2) {
         QS_CUDA_CHECK(ptx::launch_kernel_pdl(moe_small_gate_up_kernel<FP8, NMAX, V2>, pl.gate_up_grid,
                                              dim3(kSmallThreads), pl.gate_up_smem, stream, pl.p));

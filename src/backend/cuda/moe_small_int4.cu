@@ -19,6 +19,7 @@
 // global (SmallParams::qglobal) before the SiLU (gate, up) or the routing weight (down).
 // Also compiles as host C++ for the CPU emulation (bench/kernels/moe_emu.cpp --int4, --nvfp4).
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_limits.h"
 #include "backend/cuda/int4_unpack.cuh"
 #include "backend/cuda/moe_common.cuh"
 #if !defined(QS_MOE_EMULATE)
@@ -261,12 +262,7 @@ namespace {
 
 template <w4::Code4 F, int NMAX, bool V2>
 void launch_int4_gate_up(const SmallPlan& pl, cudaStream_t stream) {
-    static size_t smem_set = 48 * 1024;
-    if (pl.gate_up_smem > smem_set) {
-        QS_CUDA_CHECK(cudaFuncSetAttribute(small_int4::gate_up_kernel<F, NMAX, V2>,
-                                           cudaFuncAttributeMaxDynamicSharedMemorySize, int(pl.gate_up_smem)));
-        smem_set = pl.gate_up_smem;
-    }
+    allow_dynamic_smem<small_int4::gate_up_kernel<F, NMAX, V2>>(pl.gate_up_smem);
     if constexpr (V2) {
         QS_CUDA_CHECK(ptx::launch_kernel_pdl(small_int4::gate_up_kernel<F, NMAX, V2>, pl.gate_up_grid,
                                              dim3(kSmallThreads), pl.gate_up_smem, stream, pl.p));

@@ -12,6 +12,7 @@
 #include <cuda_bf16.h>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_limits.h"
 #include "backend/cuda/ptx_helpers.cuh"
 #include "core/check.h"
 #include "core/dtype.h"
@@ -166,16 +167,6 @@ __global__ void __launch_bounds__(WM * 64) router_logits_kernel(const float* __r
     }
 }
 
-int sm_count() {
-    static int n = [] {
-        int dev = 0, c = 0;
-        QS_CUDA_CHECK(cudaGetDevice(&dev));
-        QS_CUDA_CHECK(cudaDeviceGetAttribute(&c, cudaDevAttrMultiProcessorCount, dev));
-        return c;
-    }();
-    return n;
-}
-
 template <int WM, int STAGES, bool LO>
 void launch_tile(const float* x, int T, int H, const uint16_t* w_hi, const uint16_t* w_lo, int n_pad, int E,
                  float* logits, float* gate, cudaStream_t stream) {
@@ -190,14 +181,8 @@ void launch_tile(const float* x, int T, int H, const uint16_t* w_hi, const uint1
     const int nb = std::min(Tile::kMaxNb, 16 * ((tiles16 + want_y - 1) / want_y));
     const dim3 grid(unsigned(mblocks), unsigned((n_pad + nb - 1) / nb));
     const size_t smem = Tile::smem_bytes(nb);
-    auto kernel = router_logits_kernel<WM, STAGES, LO>;
-    static const bool attr_set = [&] {
-        QS_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           int(Tile::smem_bytes(Tile::kMaxNb))));
-        return true;
-    }();
-    (void)attr_set;
-    ptx::launch_kernel(kernel, grid, dim3(Tile::kThreads), smem, stream, x, T, H, w_hi, w_lo, n_pad, nb, E, logits, gate);
+    allow_dynamic_smem<router_logits_kernel<WM, STAGES, LO>>(smem);
+    ptx::launch_kernel(router_logits_kernel<WM, STAGES, LO>, grid, dim3(Tile::kThreads), smem, stream, x, T, H, w_hi, w_lo, n_pad, nb, E, logits, gate);
     QS_CUDA_CHECK(cudaGetLastError());
 }
 

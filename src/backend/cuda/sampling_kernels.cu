@@ -8,6 +8,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_batch.h"
+#include "backend/cuda/device_limits.h"
 #include "backend/sampling_math.h"
 
 namespace qs::cuda {
@@ -457,9 +458,7 @@ __global__ void store_token_ids_kernel(DeviceBatch b, int32_t* token_pages, int3
 // Vocabulary chunks per row in the draw: enough blocks for two per SM when the rows are few, at
 // least 4,096 tokens per chunk.
 int64_t draw_chunks(int64_t R, int64_t V) {
-    static int num_sms = 0;
-    if (num_sms == 0) QS_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, 0));
-    return std::max<int64_t>(1, std::min<int64_t>(2 * num_sms / std::max<int64_t>(R, 1), (V + 4095) / 4096));
+    return std::max<int64_t>(1, std::min<int64_t>(2 * sm_count() / std::max<int64_t>(R, 1), (V + 4095) / 4096));
 }
 
 }  // namespace
@@ -472,11 +471,7 @@ void launch_sampling(const SamplingLaunch& p, bool any_logprobs, bool any_adjust
     }
     if (any_adjust) {
         const size_t smem = size_t(3 * ((p.V + 31) / 32)) * sizeof(uint32_t);
-        static size_t smem_set = 0;  // the attribute is per function: raise it once, as needed
-        if (smem > smem_set) {
-            QS_CUDA_CHECK(cudaFuncSetAttribute(adjust_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-            smem_set = smem;
-        }
+        allow_dynamic_smem<adjust_kernel>(smem);
         adjust_kernel<<<unsigned(p.R), kThreads, smem, stream>>>(p);
         QS_CUDA_CHECK_LAUNCH();
     }

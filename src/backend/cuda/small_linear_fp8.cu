@@ -34,6 +34,7 @@
 #include <cuda_fp8.h>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_limits.h"
 #include "backend/cuda/ptx_helpers.cuh"  // the emulation shim (bench/kernels/emu) has its own
 #include "core/check.h"
 
@@ -222,32 +223,9 @@ __global__ __launch_bounds__(kWarps * 32) void small_linear_fp8_v2_kernel(const 
 
 size_t smem_bytes(int64_t T, int64_t in) { return size_t(T * in) * 4 + size_t(T * (in / 128)) * 4; }
 
-// Above the default 48 KiB (four rows of in = 4,096: 64.5 KiB) the kernel needs the opt-in.
+// The most a launch takes; above the default 48 KiB (four rows of in = 4,096: 64.5 KiB) it needs
+// the opt-in (allow_dynamic_smem).
 constexpr size_t kMaxSmem = 100 * 1024;
-
-int sm_count() {
-    static const int n = [] {
-        int dev = 0, count = 0;
-        QS_CUDA_CHECK(cudaGetDevice(&dev));
-        QS_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, dev));
-        return count;
-    }();
-    return n;
-}
-
-// The opt-in for up to kMaxSmem bytes, once per instantiation and device (a function attribute
-// belongs to the device's context: tensor-parallel ranks launch on several).
-template <int T>
-void allow_smem() {
-    static std::atomic<uint64_t> done{0};  // bit d: set on device d
-    int dev = 0;
-    QS_CUDA_CHECK(cudaGetDevice(&dev));
-    const uint64_t bit = uint64_t(1) << (dev & 63);
-    if (done.load(std::memory_order_acquire) & bit) return;
-    QS_CUDA_CHECK(cudaFuncSetAttribute(small_linear_fp8_v2_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       int(kMaxSmem)));
-    done.fetch_or(bit, std::memory_order_release);
-}
 
 // Blocks of kernel<T> one SM holds (registers grow with T), so that a grid cap above it does not
 // make a second wave. Cached per `in` in 512s (the model has 2,048 and 4,096; every device of a
@@ -270,7 +248,7 @@ int resident_blocks(int64_t in) {
 
 template <int T>
 void launch_rows(const Fp8Parts& a, int in, const float* x, int blocks_per_sm, cudaStream_t stream) {
-    allow_smem<T>();
+    allow_dynamic_smem<small_linear_fp8_v2_kernel<T>>(smem_bytes(T, in));
     blocks_per_sm = std::min(blocks_per_sm, resident_blocks<T>(in));
     const int blocks = int(std::min<int64_t>((a.rows + kWarps - 1) / kWarps, int64_t(sm_count()) * blocks_per_sm));
     ptx::launch_kernel(small_linear_fp8_v2_kernel<T>, dim3(blocks), dim3(kWarps * 32), smem_bytes(T, in), stream, a,
