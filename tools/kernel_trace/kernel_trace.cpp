@@ -120,6 +120,17 @@ void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_recor
     *max_records = 0;  // as many as fit
 }
 
+// A copy's or fill's row (grid 0); one whose timestamps were not collected is only counted.
+template <class Record>
+void push_transfer_row(State& s, const Record& r, const char* name) {
+    if (r.start == 0 || r.end <= r.start) {
+        ++s.untimed;
+        return;
+    }
+    s.rows.push_back(Row{r.start, r.end, r.graphNodeId, r.correlationId, r.graphId, r.streamId, intern_name(s, name),
+                         0, 0, 0, 0});
+}
+
 void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t* buffer, size_t /*size*/,
                                size_t valid_bytes) {
     State& s = state();
@@ -132,19 +143,12 @@ void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t* buffe
             if (!ok(r, "cuptiActivityGetNextRecord")) break;
             // Copies and fills inside graphs are nodes too: rows named [memcpy] / [memset], grid 0
             // (CUDA 13's records, CUpti_ActivityMemcpy6 / CUpti_ActivityMemset4).
-            if (record->kind == CUPTI_ACTIVITY_KIND_MEMCPY || record->kind == CUPTI_ACTIVITY_KIND_MEMSET) {
-                const bool copy = record->kind == CUPTI_ACTIVITY_KIND_MEMCPY;
-                const auto* c = reinterpret_cast<const CUpti_ActivityMemcpy6*>(record);
-                const auto* f = reinterpret_cast<const CUpti_ActivityMemset4*>(record);
-                const uint64_t start = copy ? c->start : f->start, end = copy ? c->end : f->end;
-                if (start == 0 || end <= start) {
-                    ++s.untimed;
-                    continue;
-                }
-                s.rows.push_back(Row{start, end, copy ? c->graphNodeId : f->graphNodeId,
-                                     copy ? c->correlationId : f->correlationId, copy ? c->graphId : f->graphId,
-                                     copy ? c->streamId : f->streamId, intern_name(s, copy ? "[memcpy]" : "[memset]"),
-                                     0, 0, 0, 0});
+            if (record->kind == CUPTI_ACTIVITY_KIND_MEMCPY) {
+                push_transfer_row(s, *reinterpret_cast<const CUpti_ActivityMemcpy6*>(record), "[memcpy]");
+                continue;
+            }
+            if (record->kind == CUPTI_ACTIVITY_KIND_MEMSET) {
+                push_transfer_row(s, *reinterpret_cast<const CUpti_ActivityMemset4*>(record), "[memset]");
                 continue;
             }
             if (record->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) continue;

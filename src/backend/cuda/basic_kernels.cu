@@ -95,10 +95,15 @@ __global__ void add_kernel(float* x, const float* y, int64_t n) {
         x[i] += y[i];
 }
 
-__global__ void gather_rows_kernel(const float* src, const int32_t* rows, int64_t n, float* out) {
-    const float* s = src + int64_t(rows[blockIdx.x]) * n;
-    float* o = out + int64_t(blockIdx.x) * n;
+// Row r of out [R, n] = row rows[r] of src [*, n], by the block of r.
+__device__ void gather_row(const float* src, const int32_t* rows, int64_t n, float* out, unsigned r) {
+    const float* s = src + int64_t(rows[r]) * n;
+    float* o = out + int64_t(r) * n;
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x) o[i] = s[i];
+}
+
+__global__ void gather_rows_kernel(const float* src, const int32_t* rows, int64_t n, float* out) {
+    gather_row(src, rows, n, out, blockIdx.x);
 }
 
 struct Gather3Args {
@@ -108,9 +113,7 @@ struct Gather3Args {
 // Block (r, i): row r of part i.
 __global__ void gather_rows3_kernel(Gather3Args a, const int32_t* rows) {
     const GatherRowsPart& g = a.part[blockIdx.y];
-    const float* s = g.src + int64_t(rows[blockIdx.x]) * g.n;
-    float* o = g.out + int64_t(blockIdx.x) * g.n;
-    for (int64_t i = threadIdx.x; i < g.n; i += blockDim.x) o[i] = s[i];
+    gather_row(g.src, rows, g.n, g.out, blockIdx.x);
 }
 
 // 16 KB a block: four float4 loads in flight per thread.

@@ -268,43 +268,44 @@ void Gemm::linears(const float* x, int64_t T, std::span<const DeviceLinear* cons
         last_fp8_path_ = Fp8Path::kSmallRows;
         ++fp8_counts_.small_rows;
     };
-    // The F32 weights of the small-rows kernel first, up to four a launch (the GDN b/a projections;
-    // the router with the shared-expert gate).
-    std::array<SmallLinearF32Part, kSmallLinearF32MaxParts> f32_parts;  // no allocation per call
-    size_t f32_count = 0;
-    auto flush_f32 = [&] {
-        if (f32_count == 0) return;
-        launch_small_linear_f32(std::span(f32_parts.data(), f32_count), in, x, T, stream);
-        small_rows_f32_weights_ += int64_t(f32_count);
-        small_rows_calls_ += int64_t(f32_count);
-        ++small_rows_f32_launches_;
-        f32_count = 0;
-    };
-    for (size_t i = 0; i < ws.size(); ++i) {
+    for (size_t i = 0; i < ws.size(); ++i)
         QS_CHECK_MSG(ws[i]->in == in, "Gemm::linears: the weights take inputs of different widths");
-        if (route(*ws[i], x, T) != Route::kSmallRowsF32) continue;
-        f32_parts[f32_count++] = {static_cast<const float*>(ws[i]->w), ws[i]->out, ys[i]};
-        if (f32_count == f32_parts.size()) flush_f32();
-    }
-    flush_f32();
-    // Then the FP8 weights of the small-rows kernel's version 2, up to four a launch (q/k/v; the GDN
-    // qkv/z).
-    std::array<SmallLinearFp8Part, kSmallLinearFp8V2MaxParts> fp8_parts;
-    size_t fp8_count = 0;
-    auto flush_fp8 = [&] {
-        if (fp8_count == 0) return;
-        launch_small_linear_fp8_v2(std::span(fp8_parts.data(), fp8_count), in, x, T, stream, fp8_small_blocks_per_sm_);
-        for (size_t j = 0; j < fp8_count; ++j) count_small_rows(true);
-        fp8_counts_.small_rows_v2 += int64_t(fp8_count);
-        ++fp8_counts_.small_rows_v2_launches;
-        fp8_count = 0;
+    // First the weights of the small-rows kernels that take several a launch, gathered up to
+    // N = parts.size() per launch: make(w, y) is one weight's part, launch(parts) one launch.
+    auto gathered = [&]<class Part, size_t N>(Route r, std::array<Part, N>& parts, auto make, auto launch) {
+        size_t count = 0;
+        for (size_t i = 0; i < ws.size(); ++i) {
+            if (route(*ws[i], x, T) != r) continue;
+            parts[count++] = make(*ws[i], ys[i]);
+            if (count == N) {
+                launch(std::span<const Part>(parts.data(), count));
+                count = 0;
+            }
+        }
+        if (count > 0) launch(std::span<const Part>(parts.data(), count));
     };
-    for (size_t i = 0; i < ws.size(); ++i) {
-        if (route(*ws[i], x, T) != Route::kSmallRowsFp8V2) continue;
-        fp8_parts[fp8_count++] = {ws[i]->w, ws[i]->scale_inv, ws[i]->out, ys[i]};
-        if (fp8_count == fp8_parts.size()) flush_fp8();
-    }
-    flush_fp8();
+    // The F32 weights (the GDN b/a projections; the router with the shared-expert gate).
+    std::array<SmallLinearF32Part, kSmallLinearF32MaxParts> f32_parts;  // no allocation per call
+    gathered(
+        Route::kSmallRowsF32, f32_parts,
+        [](const DeviceLinear& w, float* y) { return SmallLinearF32Part{static_cast<const float*>(w.w), w.out, y}; },
+        [&](std::span<const SmallLinearF32Part> parts) {
+            launch_small_linear_f32(parts, in, x, T, stream);
+            small_rows_f32_weights_ += int64_t(parts.size());
+            small_rows_calls_ += int64_t(parts.size());
+            ++small_rows_f32_launches_;
+        });
+    // Then the FP8 weights of version 2 (q/k/v; the GDN qkv/z).
+    std::array<SmallLinearFp8Part, kSmallLinearFp8V2MaxParts> fp8_parts;
+    gathered(
+        Route::kSmallRowsFp8V2, fp8_parts,
+        [](const DeviceLinear& w, float* y) { return SmallLinearFp8Part{w.w, w.scale_inv, w.out, y}; },
+        [&](std::span<const SmallLinearFp8Part> parts) {
+            launch_small_linear_fp8_v2(parts, in, x, T, stream, fp8_small_blocks_per_sm_);
+            for (size_t j = 0; j < parts.size(); ++j) count_small_rows(true);
+            fp8_counts_.small_rows_v2 += int64_t(parts.size());
+            ++fp8_counts_.small_rows_v2_launches;
+        });
     for (size_t i = 0; i < ws.size(); ++i) {
         const DeviceLinear& w = *ws[i];
         float* y = ys[i];

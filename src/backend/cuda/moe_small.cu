@@ -340,14 +340,15 @@ __global__ __launch_bounds__(kSmallThreads, 2) void moe_small_down_kernel(SmallP
             ex[g] = j >= ndots ? -1 : j == k ? p.E : V2 ? load_cg(p.topk_id + t * k + j) : p.topk_id[t * k + j];
         }
     };
-    auto chunks_of = [&](int j) { return (j == k ? p.I_shared : p.I) / VPC; };
+    auto width_of = [&](int j) { return j == k ? p.I_shared : p.I; };  // dot j's intermediate size
+    auto chunks_of = [&](int j) { return width_of(j) / VPC; };
     uint4 w[G];
     float sc[G];  // FP8: the chunk's 128 × 128 block scale
     auto load_w = [&](int j0, int c0) {
         const int c = c0 + lane;
 #pragma unroll
         for (int g = 0; g < G; ++g) {
-            const int e = ex[g], Ie = j0 + g == k ? p.I_shared : p.I;
+            const int e = ex[g], Ie = width_of(j0 + g);
             const bool ok = e >= 0 && c < chunks_of(j0 + g);
             w[g] = ok ? load16(static_cast<const unsigned char*>(p.down[e]) + (size_t(col) * Ie + size_t(c) * VPC) *
                                                                                (FP8 ? 1 : 2))
