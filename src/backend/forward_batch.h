@@ -48,6 +48,9 @@ struct ForwardBatch {
     // with Qwen36Model::take_argmax (Ops::argmax_rows_start / argmax_rows_wait), so host work can
     // run while the GPU finishes (the engine's last MTP draft forward of a step).
     bool argmax_deferred = false;
+    // With argmax_only: the argmax over token ids [0, argmax_vocab) only, the logits of those
+    // alone computed (lm_head's leading rows; MTP drafts with --speculative-draft-vocab). 0: all.
+    int64_t argmax_vocab = 0;
     // The logits stay in the backend's memory (Output::device_logits, for Ops::sample) and are
     // not copied to the host. Wins over argmax_only.
     bool logits_on_device = false;
@@ -73,6 +76,7 @@ struct ForwardBatch {
         logits_rows.clear();
         argmax_only = false;
         argmax_deferred = false;
+        argmax_vocab = 0;
         logits_on_device = false;
         mrope_positions.clear();
         embed_rows.clear();

@@ -144,6 +144,19 @@ std::vector<float> LinearWeight::scale_inv_f32() const {
     return to_f32_vector(scale_inv);
 }
 
+LinearWeight leading_rows(const LinearWeight& w, int64_t rows) {
+    QS_CHECK_MSG(leading_rows_supported(w), "leading_rows: only dense and FP8-block weights are row-major prefixes");
+    QS_CHECK(rows >= 1 && rows <= w.out_features);
+    LinearWeight v = w;
+    v.out_features = rows;
+    v.weight = w.weight.slice(0, {rows, w.in_features});
+    if (w.format == WeightFormat::kFP8Block) {
+        const int64_t block_cols = w.scale_inv.shape.at(1);
+        v.scale_inv = w.scale_inv.slice(0, {fp8_num_blocks(rows), block_cols});
+    }
+    return v;
+}
+
 size_t LinearWeight::storage_bytes() const {
     size_t n = size_t(weight.numel()) * dtype_size(weight.dtype);
     if (format == WeightFormat::kFP8Block) n += size_t(scale_inv.numel()) * dtype_size(scale_inv.dtype);

@@ -114,6 +114,15 @@ struct LinearWeight {
     size_t storage_bytes() const;
 };
 
+// Whether leading_rows takes w: dense and FP8-block weights are row-major, so their first rows
+// (and the block scales' first block rows) are a prefix of their storage.
+inline bool leading_rows_supported(const LinearWeight& w) {
+    return w.format == WeightFormat::kDense || w.format == WeightFormat::kFP8Block;
+}
+// W's first `rows` output features (1 <= rows <= out_features): a view of the same storage, with
+// the same handle (the backend's copy is the whole weight's; Ops::linear_leading_rows).
+LinearWeight leading_rows(const LinearWeight& w, int64_t rows);
+
 // A dense linear [out, in] over `weight`.
 inline LinearWeight dense_linear(int64_t out, int64_t in, WeightBuffer weight) {
     LinearWeight w;

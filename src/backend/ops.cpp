@@ -16,6 +16,10 @@ void Ops::linears(const float* x, int64_t T, std::initializer_list<LinearOut> ou
     for (const LinearOut& o : outs) linear(x, T, o.w, o.y);
 }
 
+void Ops::linear_leading_rows(const float* x, int64_t T, const LinearWeight& w, int64_t rows, float* y) {
+    linear(x, T, leading_rows(w, rows), y);
+}
+
 void Ops::argmax_rows(const float* x, int64_t R, int64_t n, int32_t* out) {
     std::vector<float> row(static_cast<size_t>(n));
     for (int64_t r = 0; r < R; ++r) {

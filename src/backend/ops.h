@@ -144,6 +144,10 @@ public:
     virtual void rms_norm_zc(const float* x, const ParamVector& w, int64_t T, int64_t n, double eps, float* y) = 0;
     // y = x · Wᵀ for selected rows: x [T, in], y [T, out].
     virtual void linear(const float* x, int64_t T, const LinearWeight& w, float* y) = 0;
+    // y = x · W[0, rows)ᵀ, y [T, rows]: only the first `rows` output features of w (MTP drafts over
+    // a draft vocabulary read those rows of lm_head alone). w must be leading_rows_supported.
+    // Default: linear over the leading_rows view.
+    virtual void linear_leading_rows(const float* x, int64_t T, const LinearWeight& w, int64_t rows, float* y);
     // Several linears of one input x [T, in] (every w.in equal): each out.y is bitwise what
     // linear(x, T, out.w, out.y) writes; a backend may share work on x between them (CUDA: its
     // quantisation or bf16 rounding). The outputs must not overlap x. Default: linear per output.

@@ -50,6 +50,12 @@ std::vector<EngineOption> make_table() {
     t.push_back(int_option("speculative-disable-by-batch-size", "speculative_disable_by_batch_size", 0, kNoMax,
                            "MTP drafts only while at most this many sequences run (0: always); above it steps "
                            "are plain decode steps, which cost less at full load than a verify step gives"));
+    t.push_back(int_option("speculative-draft-vocab", "speculative_draft_vocab", 0, kNoMax,
+                           "MTP drafts propose only token ids below this (the draft's lm_head reads that many "
+                           "rows instead of the whole vocabulary: a byte-level BPE vocabulary is in merge order, "
+                           "so its first ids are its most frequent pieces). Outputs do not change (every draft "
+                           "is verified); fewer drafts may be accepted. At most the model's vocab_size; 0: the "
+                           "whole vocabulary"));
     t.push_back(int_option("mtp-spare-slots", "mtp_spare_slots", 0, kNoMax,
                            "MTP verification: up to this many verified sequences a step also get the GDN state "
                            "after their last draft written into a spare state slot, and a sequence that "

@@ -21,11 +21,33 @@ Result<std::unique_ptr<Engine>> Engine::create(const ModelWeights& weights, Ops&
     return create(weights, std::make_unique<LocalModelRunner>(weights, ops), config, std::move(decoder));
 }
 
+namespace {
+
+// --speculative-draft-vocab against the model: the draft's argmax reads lm_head's leading rows.
+Status check_draft_vocab(int64_t draft_vocab, const ModelWeights& weights, const ModelRunner& runner) {
+    if (draft_vocab == 0) return Status::ok();
+    const int64_t V = weights.config.vocab_size;
+    if (draft_vocab > V)
+        return invalid_argument(fmt::format("speculative_draft_vocab ({}) exceeds the model's vocab_size ({})",
+                                            draft_vocab, V));
+    if (!leading_rows_supported(weights.lm_head))
+        return invalid_argument(fmt::format("speculative_draft_vocab needs a dense or FP8-block lm_head; this "
+                                            "checkpoint's is {}",
+                                            weight_format_name(weights.lm_head.format)));
+    if (runner.num_ranks() > 1)
+        return invalid_argument("speculative_draft_vocab is not supported with tensor parallel (each rank holds "
+                                "a slice of lm_head's vocabulary)");
+    return Status::ok();
+}
+
+}  // namespace
+
 Result<std::unique_ptr<Engine>> Engine::create(const ModelWeights& weights, std::unique_ptr<ModelRunner> runner,
                                                const EngineConfig& config, std::shared_ptr<const TextDecoder> decoder) {
     QS_RETURN_IF_ERROR(config.validate());
     if (config.num_speculative_tokens > 0 && !weights.mtp.present)
         return invalid_argument("num_speculative_tokens > 0 needs a checkpoint with an MTP block (mtp.*)");
+    QS_RETURN_IF_ERROR(check_draft_vocab(config.speculative_draft_vocab, weights, *runner));
     QS_ASSIGN_OR_RETURN(CapacityPlan plan, plan_capacity(weights.config, config, weights.mtp.present));
     return std::unique_ptr<Engine>(new Engine(weights, std::move(runner), config, plan, std::move(decoder)));
 }

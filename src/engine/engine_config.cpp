@@ -32,6 +32,7 @@ constexpr IntField kIntFields[] = {
     {"max-prefill-tokens-with-decodes", &EngineConfig::max_prefill_tokens_with_decodes},
     {"num-speculative-tokens", &EngineConfig::num_speculative_tokens},
     {"speculative-disable-by-batch-size", &EngineConfig::speculative_disable_by_batch_size},
+    {"speculative-draft-vocab", &EngineConfig::speculative_draft_vocab},
     {"num-state-snapshots", &EngineConfig::num_state_snapshots},
     {"mtp-spare-slots", &EngineConfig::mtp_spare_slots},
     {"grammar-mask-threads", &EngineConfig::grammar_mask_threads},
@@ -84,12 +85,13 @@ std::string EngineConfig::describe() const {
     return fmt::format(
         "max_num_seqs={} max_num_batched_tokens={} max_model_len={} kv_block_size={} kv_cache_dtype={} "
         "max_prefill_tokens_with_decodes={} chunked_prefill={} prefix_caching={} max_waiting={} num_speculative_tokens={} "
-        "speculative_disable_by_batch_size={} num_state_snapshots={} grammar_mask_threads={} "
+        "speculative_disable_by_batch_size={} speculative_draft_vocab={} num_state_snapshots={} grammar_mask_threads={} "
         "cache_memory_mb={} num_kv_blocks={} gdn_state_dtype={} prefix_cache_seed={} engine_stall_timeout_s={} "
         "mtp_overlap={} mtp_spare_slots={}",
         max_num_seqs, max_num_batched_tokens, max_model_len, kv_block_size, kv_cache_dtype_name(kv_cache_dtype),
         max_prefill_tokens_with_decodes, enable_chunked_prefill, enable_prefix_caching, max_waiting,
-        num_speculative_tokens, speculative_disable_by_batch_size, num_state_snapshots, grammar_mask_threads,
+        num_speculative_tokens, speculative_disable_by_batch_size, speculative_draft_vocab, num_state_snapshots,
+        grammar_mask_threads,
         cache_memory_mb, num_kv_blocks, gdn_state_bf16 ? "bf16" : "f32",
         prefix_cache_seed >= 0 ? std::to_string(prefix_cache_seed) : std::string("random"), engine_stall_timeout_s,
         mtp_overlap, mtp_spare_slots) +

@@ -33,6 +33,9 @@ struct EngineConfig {
     // MTP drafts only while at most this many sequences are running (0: always). The MTP
     // catch-up still runs (without its lm_head), so the MTP layer's K/V stay current.
     int64_t speculative_disable_by_batch_size = 0;
+    // MTP drafts over token ids [0, speculative_draft_vocab) only (0: the whole vocabulary):
+    // ForwardBatch::argmax_vocab of the draft forwards. At most the model's vocab_size (Engine).
+    int64_t speculative_draft_vocab = 0;
     int64_t grammar_mask_threads = 0;        // fill grammar masks on this many threads; 0: hardware (<= 16)
     int64_t num_state_snapshots = 0;         // prefix-cache GDN snapshots; 0: max(4, max_num_seqs / 4)
     // MTP verification, spare-slot mode: up to this many verified sequences per step also get the

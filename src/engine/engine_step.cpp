@@ -226,6 +226,7 @@ void Engine::run_mtp(const float* hidden, int64_t num_hidden_rows) {
     if (identity && b.num_tokens() == num_hidden_rows) mtp_hidden_rows_.clear();
     b.argmax_only = true;  // drafts are greedy: only the argmax of each row comes back
     b.argmax_deferred = config_.mtp_overlap && num_spec_ == 1;  // the step's last draft forward (resolve_drafts)
+    b.argmax_vocab = config_.speculative_draft_vocab;
     place_images(b, mtp_seqs_, /*token_offset=*/1);
     double t = now_seconds();
     // With k > 1 the output carries the MTP hidden at the drafting rows, in drafting_ order.
@@ -255,6 +256,7 @@ void Engine::run_mtp(const float* hidden, int64_t num_hidden_rows) {
         }
         db.argmax_only = true;
         db.argmax_deferred = config_.mtp_overlap && step == num_spec_;
+        db.argmax_vocab = config_.speculative_draft_vocab;
         place_images(db, drafting_, /*token_offset=*/1);
         t = now_seconds();
         Qwen36Model::Output o =

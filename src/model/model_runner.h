@@ -41,6 +41,8 @@ public:
     // The backend that runs Ops::vision_tower for a request's images (on the submitting thread);
     // null: the host reference (prepare_prompt_images).
     virtual Ops* vision_ops() = 0;
+    // Ranks of a tensor-parallel group the forwards run on (1: one backend).
+    virtual int num_ranks() const { return 1; }
 };
 
 // One model on one backend. `weights` and `ops` must outlive the runner.

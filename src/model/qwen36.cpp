@@ -130,7 +130,16 @@ Qwen36Model::Output Qwen36Model::finish(const float* x_final, const ForwardBatch
             result.device_hidden = kept;
             if (host_logits) ops_.copy_to_host(rows, R * H, result.hidden.data());
         }
-        if (tp_ != nullptr && tp_->size() > 1) {
+        // An argmax over a draft vocabulary (ForwardBatch::argmax_vocab) computes only its logits:
+        // lm_head's first Va rows, the logits [R, Va].
+        const bool draft_vocab = batch.argmax_only && !batch.logits_on_device && batch.argmax_vocab > 0 &&
+                                 batch.argmax_vocab < V;
+        const int64_t Va = draft_vocab ? batch.argmax_vocab : V;
+        if (draft_vocab) {
+            QS_CHECK_MSG(tp_ == nullptr || tp_->size() == 1,
+                         "an argmax over a draft vocabulary with tensor parallel (Engine::create refuses it)");
+            ops_.linear_leading_rows(rows, R, w_.lm_head, Va, logits);
+        } else if (tp_ != nullptr && tp_->size() > 1) {
             // This rank's vocabulary rows of lm_head, then every rank's columns side by side.
             const int64_t local_vocab = w_.lm_head.out_features;
             QS_CHECK(local_vocab * tp_->size() == V);
@@ -146,11 +155,11 @@ Qwen36Model::Output Qwen36Model::finish(const float* x_final, const ForwardBatch
             result.logits.clear();
             result.argmax.resize(size_t(R));
             result.argmax_pending = true;
-            ops_.argmax_rows_start(logits, R, V);
+            ops_.argmax_rows_start(logits, R, Va);
         } else if (batch.argmax_only) {
             result.logits.clear();
             result.argmax.resize(size_t(R));
-            ops_.argmax_rows(logits, R, V, result.argmax.data());
+            ops_.argmax_rows(logits, R, Va, result.argmax.data());
         } else {
             ops_.copy_to_host(logits, R * V, result.logits.data());
         }

@@ -42,6 +42,7 @@ public:
     ~TensorParallelRunner() override;
 
     int size() const { return threads_.size(); }
+    int num_ranks() const override { return size(); }
 
     std::unique_ptr<ModelCache> make_cache(const CacheGeometry& g) override;
     Output forward(const ForwardBatch& batch, ModelCache& cache, bool want_hidden, Output recycled) override;

@@ -94,4 +94,22 @@ TEST(EngineErrors, ImpossibleConfigurationsAreNamed) {
     auto e3 = Engine::create(no_mtp, ops, cfg, nullptr);
     ASSERT_FALSE(e3.is_ok());
     EXPECT_NE(e3.status().message().find("MTP block"), std::string::npos);
+    // A draft vocabulary larger than the model's, or below zero.
+    cfg = EngineConfig();
+    cfg.num_speculative_tokens = 1;
+    cfg.cache_memory_mb = 16;
+    cfg.speculative_draft_vocab = w.config.vocab_size + 1;
+    auto e4 = Engine::create(w, ops, cfg, nullptr);
+    ASSERT_FALSE(e4.is_ok());
+    EXPECT_NE(e4.status().message().find("speculative_draft_vocab (" + std::to_string(w.config.vocab_size + 1) +
+                                         ") exceeds the model's vocab_size (" + std::to_string(w.config.vocab_size) +
+                                         ")"),
+              std::string::npos)
+        << e4.status().message();
+    cfg.speculative_draft_vocab = -1;
+    auto e5 = Engine::create(w, ops, cfg, nullptr);
+    ASSERT_FALSE(e5.is_ok());
+    EXPECT_NE(e5.status().message().find("speculative_draft_vocab"), std::string::npos) << e5.status().message();
+    cfg.speculative_draft_vocab = w.config.vocab_size;  // the whole vocabulary: accepted
+    EXPECT_TRUE(Engine::create(w, ops, cfg, nullptr).is_ok());
 }

@@ -3,6 +3,9 @@
 // rate well above zero (reported per draft position).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <set>
+
 #include "engine_test_util.h"
 #include "core/check.h"
 #include "io/npy.h"
@@ -26,6 +29,32 @@ std::vector<GenerationRequest> held_out_prompts(std::initializer_list<int> lengt
     }
     return reqs;
 }
+
+// The CPU backend, checking every lm_head call over leading rows against the whole linear (its
+// first `rows` outputs, bitwise: each output is its own dot product) and recording the width of
+// every argmax.
+class LeadingRowsCheckingOps final : public CpuOps {
+public:
+    void linear_leading_rows(const float* x, int64_t T, const LinearWeight& w, int64_t rows, float* y) override {
+        CpuOps::linear_leading_rows(x, T, w, rows, y);
+        std::vector<float> whole(size_t(T * w.out_features));
+        CpuOps::linear(x, T, w, whole.data());
+        for (int64_t t = 0; t < T; ++t)
+            for (int64_t o = 0; o < rows; ++o)
+                if (y[t * rows + o] != whole[size_t(t * w.out_features + o)]) ++mismatches;
+        leading_rows.insert(rows);
+    }
+    void argmax_rows(const float* x, int64_t R, int64_t n, int32_t* out) override {
+        CpuOps::argmax_rows(x, R, n, out);
+        widths.insert(n);
+    }
+    void argmax_rows_start(const float* x, int64_t R, int64_t n) override {
+        CpuOps::argmax_rows_start(x, R, n);
+        widths.insert(n);
+    }
+    std::set<int64_t> leading_rows, widths;
+    int64_t mismatches = 0;
+};
 
 }  // namespace
 
@@ -169,4 +198,52 @@ TEST(MtpTrained, SpareSlotModeGreedyEqualsNoMtp) {
                         (long long)st.mtp_draft_tokens);
             EXPECT_GT(st.mtp_spare_slot_swaps, 0) << "k=" << k << " spares=" << spares;
         }
+}
+
+// --speculative-draft-vocab N: the drafts' argmax runs over token ids [0, N) alone (lm_head's first
+// N rows: the same logits as the whole head's first N), the greedy output with MTP k = 2 equals MTP
+// off at every N, N = vocab_size proposes exactly the drafts of the whole vocabulary, and a small N
+// accepts fewer drafts (most of this text's tokens lie above id 64). Prints the acceptance by N.
+TEST(MtpTrained, DraftVocabKeepsOutputsAndDraftsBelowIt) {
+    auto w = load_model_dir(kModelDir);
+    ASSERT_TRUE(w.is_ok()) << w.status().message();
+    const int64_t V = w->config.vocab_size;
+    const std::vector<GenerationRequest> reqs = held_out_prompts({5, 23, 61}, 24);
+    std::map<int64_t, Collector> by_n;
+    std::map<int64_t, std::vector<int64_t>> proposed, accepted;
+    for (int64_t n : {int64_t(-1), int64_t(0), V, int64_t(1024), int64_t(256), int64_t(64)}) {  // -1: MTP off
+        LeadingRowsCheckingOps ops;
+        EngineConfig cfg;
+        cfg.num_speculative_tokens = n < 0 ? 0 : 2;
+        cfg.speculative_draft_vocab = std::max<int64_t>(n, 0);
+        cfg.max_num_seqs = 8;
+        cfg.cache_memory_mb = 64;
+        auto engine = Engine::create(*w, ops, cfg, nullptr);
+        ASSERT_TRUE(engine.is_ok()) << engine.status().message();
+        for (const auto& r : reqs) ASSERT_TRUE((*engine)->submit(r, by_n[n].sink_for(r.id)).is_ok());
+        (*engine)->run_until_idle();
+        if (n >= 0) {
+            proposed[n] = (*engine)->mtp_proposed_by_position();
+            accepted[n] = (*engine)->mtp_accepted_by_position();
+        }
+        EXPECT_EQ(ops.mismatches, 0) << "N=" << n;
+        if (n > 0 && n < V) {
+            EXPECT_EQ(ops.leading_rows, std::set<int64_t>{n}) << "N=" << n;
+            EXPECT_TRUE(ops.widths.count(n)) << "N=" << n;  // the drafts' argmax width
+            for (int64_t width : ops.widths) EXPECT_TRUE(width == n || width == V) << width;
+        } else {
+            EXPECT_TRUE(ops.leading_rows.empty()) << "N=" << n;
+        }
+    }
+    for (const auto& r : reqs)
+        for (const auto& [n, got] : by_n)
+            EXPECT_EQ(got.got.at(r.id).at(0).tokens, by_n[-1].got[r.id][0].tokens) << r.id << " N=" << n;
+    EXPECT_EQ(proposed[V], proposed[0]);
+    EXPECT_EQ(accepted[V], accepted[0]);
+    for (const auto& [n, p] : proposed)
+        std::printf("draft vocabulary %lld: accepted %lld/%lld, %lld/%lld by position\n", (long long)(n ? n : V),
+                    (long long)accepted[n][0], (long long)p[0], (long long)accepted[n][1], (long long)p[1]);
+    auto rate = [&](int64_t n) { return double(accepted[n][0]) / double(std::max<int64_t>(1, proposed[n][0])); };
+    EXPECT_GT(rate(0), 0.3);
+    EXPECT_LT(rate(64), rate(0));
 }

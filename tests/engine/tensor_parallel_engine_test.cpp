@@ -157,4 +157,17 @@ TEST(TensorParallelEngine, GroupErrorsNameWhatDoesNotFit) {
     o.device = "cpu";
     o.tensor_parallel_size = 1;
     EXPECT_FALSE(make_tensor_parallel_runner(o, w).is_ok());
+    // Each rank holds a slice of lm_head's vocabulary: a draft vocabulary is refused, by name.
+    o.tensor_parallel_size = 2;
+    auto runner = make_tensor_parallel_runner(o, w);
+    ASSERT_TRUE(runner.is_ok()) << runner.status().message();
+    EngineConfig cfg;
+    cfg.num_speculative_tokens = 1;
+    cfg.cache_memory_mb = 16;
+    cfg.speculative_draft_vocab = 8;
+    auto engine = Engine::create(w, std::move(runner).value(), cfg, nullptr);
+    ASSERT_FALSE(engine.is_ok());
+    EXPECT_NE(engine.status().message().find("speculative_draft_vocab is not supported with tensor parallel"),
+              std::string::npos)
+        << engine.status().message();
 }

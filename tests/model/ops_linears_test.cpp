@@ -75,3 +75,40 @@ TEST(OpsLinears, ForwardProjectsEachLayerInputThroughIt) {
 }
 
 }  // namespace
+
+// Ops::linear_leading_rows' default: a linear over leading_rows(w, rows), each output the same
+// dot product as the whole linear's, so y is bitwise its first `rows` columns; FP8 blocks cut
+// inside a 128-row block too. Packed integer and NVFP4 weights are not row-major prefixes.
+TEST(OpsLinears, LeadingRowsAreTheWholeLinearsFirstOutputs) {
+    const ModelConfig c = tiny_model_config();
+    const ModelWeights dense = make_dummy_weights(c, 5, /*with_mtp=*/true);
+    const ModelWeights fp8 = make_dummy_weights(c, 5, /*with_mtp=*/true, WeightFormat::kFP8Block);
+    const LinearWeight* fp8_w = nullptr;  // the widest FP8 linear of the tiny model
+    for (const auto& l : fp8.layers)
+        for (const LinearWeight* x : {&l.gdn.in_proj_qkv, &l.attn.q_proj})
+            if (x->format == WeightFormat::kFP8Block && (!fp8_w || x->out_features > fp8_w->out_features)) fp8_w = x;
+    ASSERT_TRUE(fp8_w);
+    CpuOps ops;
+    std::mt19937 rng{3};
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    for (const LinearWeight* w : {&dense.lm_head, fp8_w}) {
+        ASSERT_TRUE(leading_rows_supported(*w));
+        const int64_t T = 3, in = w->in_features, out = w->out_features;
+        std::vector<float> x(size_t(T * in)), whole(size_t(T * out));
+        for (float& v : x) v = nd(rng);
+        ops.linear(x.data(), T, *w, whole.data());
+        for (int64_t rows : {int64_t(1), out / 2 + 1, out}) {
+            std::vector<float> y(size_t(T * rows), NAN);
+            ops.linear_leading_rows(x.data(), T, *w, rows, y.data());
+            for (int64_t t = 0; t < T; ++t)
+                for (int64_t o = 0; o < rows; ++o)
+                    ASSERT_EQ(y[size_t(t * rows + o)], whole[size_t(t * out + o)])
+                        << weight_format_name(w->format) << " rows " << rows << " t " << t << " o " << o;
+        }
+    }
+    LinearWeight packed = *fp8_w;
+    packed.format = WeightFormat::kIntGroup;
+    EXPECT_FALSE(leading_rows_supported(packed));
+    packed.format = WeightFormat::kNvfp4;
+    EXPECT_FALSE(leading_rows_supported(packed));
+}

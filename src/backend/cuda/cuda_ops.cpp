@@ -443,6 +443,20 @@ void CudaOps::linear(const float* x, int64_t T, const LinearWeight& w, float* y)
     gemm_->linear(weights_.linear(w), x, T, y, arena_, stream_);
 }
 
+void CudaOps::linear_leading_rows(const float* x, int64_t T, const LinearWeight& w, int64_t rows, float* y) {
+    const DeviceLinear& whole = weights_.linear(w);
+    QS_CHECK_MSG(leading_rows_supported(w) && rows >= 1 && rows <= whole.out,
+                 "linear_leading_rows: a dense or FP8-block weight and 1 <= rows <= its output features");
+    const bool lm_head = w.handle.index == lm_head_;
+    if (lm_head) timeline_.mark(phase_ == kMtpPhase ? "MTP lm_head" : "lm_head", stream_);
+    const auto prof = op_scope(lm_head ? "lm_head" : "linear");
+    // The device copy is row-major too: its first rows, and the first block rows of its scales.
+    DeviceLinear lead = whole;
+    lead.out = rows;
+    if (rows % 128 != 0) lead.scale_blk = nullptr;  // cuBLASLt's block layout wants whole 128-row blocks
+    gemm_->linear(lead, x, T, y, arena_, stream_);
+}
+
 void CudaOps::linears(const float* x, int64_t T, std::initializer_list<LinearOut> outs) {
     if (options_.shared_linear_input == 0) return Ops::linears(x, T, outs);
     // One profile entry per group (its outputs share one quantised input), apart from "linear".

@@ -256,6 +256,7 @@ public:
     void add_rms_norm_zc(float* x, const float* y, const ParamVector& w, int64_t T, int64_t n, double eps,
                          float* out) override;
     void linear(const float* x, int64_t T, const LinearWeight& w, float* y) override;
+    void linear_leading_rows(const float* x, int64_t T, const LinearWeight& w, int64_t rows, float* y) override;
     void linears(const float* x, int64_t T, std::initializer_list<LinearOut> outs) override;
     void argmax_rows(const float* x, int64_t R, int64_t n, int32_t* out) override;
     // The ids go to pinned memory with an event behind them: no stream sync until the wait.

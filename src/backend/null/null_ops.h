@@ -29,6 +29,7 @@ public:
     void embed(const WeightBuffer& table, const int32_t* ids, int64_t T, float* x) override {}
     void rms_norm_zc(const float* x, const ParamVector& w, int64_t T, int64_t n, double eps, float* y) override {}
     void linear(const float* x, int64_t T, const LinearWeight& w, float* y) override {}
+    void linear_leading_rows(const float* x, int64_t T, const LinearWeight& w, int64_t rows, float* y) override {}
     // Every logit is zero: the greedy pick (token 0) for every row.
     void sample(float* logits, int64_t V, const SamplingBatch& batch, ModelCache& cache, SampleOutput& out) override;
     void add(float* x, const float* y, int64_t n) override {}
