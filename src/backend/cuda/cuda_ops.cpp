@@ -437,9 +437,7 @@ void CudaOps::add_rms_norm_zc(float* x, const float* y, const ParamVector& w, in
 }
 
 void CudaOps::linear(const float* x, int64_t T, const LinearWeight& w, float* y) {
-    const bool lm_head = w.handle.index == lm_head_;
-    if (lm_head) timeline_.mark(phase_ == kMtpPhase ? "MTP lm_head" : "lm_head", stream_);
-    const auto prof = op_scope(lm_head ? "lm_head" : "linear");
+    const auto prof = linear_scope(w);
     gemm_->linear(weights_.linear(w), x, T, y, arena_, stream_);
 }
 
@@ -447,9 +445,7 @@ void CudaOps::linear_leading_rows(const float* x, int64_t T, const LinearWeight&
     const DeviceLinear& whole = weights_.linear(w);
     QS_CHECK_MSG(leading_rows_supported(w) && rows >= 1 && rows <= whole.out,
                  "linear_leading_rows: a dense or FP8-block weight and 1 <= rows <= its output features");
-    const bool lm_head = w.handle.index == lm_head_;
-    if (lm_head) timeline_.mark(phase_ == kMtpPhase ? "MTP lm_head" : "lm_head", stream_);
-    const auto prof = op_scope(lm_head ? "lm_head" : "linear");
+    const auto prof = linear_scope(w);
     // The device copy is row-major too: its first rows, and the first block rows of its scales.
     DeviceLinear lead = whole;
     lead.out = rows;

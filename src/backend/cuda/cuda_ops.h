@@ -311,6 +311,13 @@ private:
         if (!in_capture_) timeline_.count_eager_op();
         return profiler_.scope(name, stream_);
     }
+    // A dense linear's profiler scope: lm_head calls (of the target or the MTP head) are a timeline
+    // phase and a profile entry of their own.
+    OpProfiler::Scope linear_scope(const LinearWeight& w) {
+        const bool lm_head = w.handle.index == lm_head_;
+        if (lm_head) timeline_.mark(phase_ == kMtpPhase ? "MTP lm_head" : "lm_head", stream_);
+        return op_scope(lm_head ? "lm_head" : "linear");
+    }
     // Waits for the stream (counted by the timeline).
     void sync_stream();
     // Uploads n int32 host values into the arena (ordered on the stream).
