@@ -56,6 +56,8 @@
 //          in blocks per SM; default 2)
 //          [--shared-linear-input 0|1]  (CudaOptions::shared_linear_input: q/k/v and GDN qkv/z/b/a
 //          share one quantisation (FP8) or bf16 copy of their input; default 1; 0 = one per linear)
+//          [--fused-input-norm 0|1]  (CudaOptions::fused_input_norm: a layer's input norm computed in the
+//          FP8 small-rows launch of its projections at 1..4 rows; default 0; the same bits either way)
 //          [--attention-decode-rows 1..4]  (CudaOptions::attention_decode_rows: sequences of up to
 //          N new rows on the split-K decode attention kernel; default 4)
 //          [--attention-prefill-version 1|2]  (CudaOptions::attention_prefill_version: 2 = the
@@ -291,6 +293,7 @@ int run(const Args& args) {
         !pick("fp8-small-rows", {0, 1, 2, 3, 4}, &co.fp8_small_rows) ||
         !pick("fp8-small-blocks-per-sm", {1, 2, 3, 4}, &co.fp8_small_blocks_per_sm) ||
         !pick("shared-linear-input", {0, 1}, &co.shared_linear_input) ||
+        !pick("fused-input-norm", {0, 1}, &co.fused_input_norm) ||
         !pick("attention-decode-rows", {1, 2, 3, 4}, &co.attention_decode_rows) ||
         !pick("attention-prefill-version", {1, 2}, &co.attention_prefill_version) ||
         !pick("attention-decode-version", {1, 2}, &co.attention_decode_version))
@@ -404,7 +407,8 @@ int main(int argc, char** argv) {
                                     "moe-prefill-version", "moe-router-kernel", "gdn-prefill-version", "gdn-decode-version", "gdn-slices-version", "gdn-decode-kernel",
                                     "moe-int4-grouped", "nvfp4-kernels",
                                     "moe-int4-grouped-max-t", "fp8-small-rows", "fp8-small-blocks-per-sm", "attention-decode-rows",
-                                    "attention-prefill-version", "attention-decode-version", "shared-linear-input"};
+                                    "attention-prefill-version", "attention-decode-version", "shared-linear-input",
+                                    "fused-input-norm"};
     std::set<std::string> flags = {"mtp-profiler-range"};
     cli::add_option_names(cli::model_option_group(), flags, valued);
     cli::add_option_names(cli::backend_option_group(), flags, valued);

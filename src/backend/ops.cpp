@@ -16,6 +16,17 @@ void Ops::linears(const float* x, int64_t T, std::initializer_list<LinearOut> ou
     for (const LinearOut& o : outs) linear(x, T, o.w, o.y);
 }
 
+void Ops::rms_norm_linears(const float* x, const float* pending, const ParamVector& w, int64_t T, int64_t n,
+                           double eps, float* h, std::initializer_list<LinearOut> outs) {
+    if (pending != nullptr) {
+        copy(x, T * n, h);
+        add_rms_norm_zc(h, pending, w, T, n, eps, h);  // in place: h keeps only the normalised rows
+    } else {
+        rms_norm_zc(x, w, T, n, eps, h);
+    }
+    linears(h, T, outs);
+}
+
 void Ops::linear_leading_rows(const float* x, int64_t T, const LinearWeight& w, int64_t rows, float* y) {
     linear(x, T, leading_rows(w, rows), y);
 }

@@ -181,6 +181,21 @@ public:
         add(x, y, T * n);
         rms_norm_zc(x, w, T, n, eps, out);
     }
+    // x += y1 (when not null), x += y2, then out = rms_norm_zc(x): the post-attention norm, which
+    // also takes the previous layer's MoE output when the layer's input norm left it out of x
+    // (rms_norm_linears). Bitwise add_rms_norm_zc after add. Default: those two.
+    virtual void add2_rms_norm_zc(float* x, const float* y1, const float* y2, const ParamVector& w, int64_t T,
+                                  int64_t n, double eps, float* out) {
+        if (y1 != nullptr) add(x, y1, T * n);
+        add_rms_norm_zc(x, y2, w, T, n, eps, out);
+    }
+    // h = rms_norm_zc(x + pending) (pending may be null: rms_norm_zc(x)), x not written, then
+    // linears(h, T, outs): a layer's input norm and the projections that read it, which a backend
+    // may run as one launch (CUDA: CudaOptions::fused_input_norm). h [T, n] must not overlap x,
+    // pending or an output. Each output and h are bitwise what the default gives. Default: the norm
+    // into h, then linears.
+    virtual void rms_norm_linears(const float* x, const float* pending, const ParamVector& w, int64_t T, int64_t n,
+                                  double eps, float* h, std::initializer_list<LinearOut> outs);
     // out [R, n] = src[rows[r]] for src [*, n]; rows is a host array.
     virtual void gather_rows(const float* src, const int32_t* rows, int64_t R, int64_t n, float* out) = 0;
     // out [T, 2n] = [a | b] row by row, for a, b [T, n].

@@ -24,15 +24,16 @@ void Qwen36Model::decoder_layer(const DecoderLayerWeights& l, float* x, const fl
     const size_t layer_mark = ops_.mark();  // everything below is this layer's temporaries
     float* h = ops_.alloc(T * H);    // [T, H]
     float* out = ops_.alloc(T * H);  // [T, H]
-    if (pending != nullptr) ops_.add_rms_norm_zc(x, pending, l.input_layernorm, T, H, c.rms_norm_eps, h);
-    else ops_.rms_norm_zc(x, l.input_layernorm, T, H, c.rms_norm_eps, h);
+    // The input norm reads x + pending without writing x (Ops::rms_norm_linears: a backend may
+    // compute it inside the projections' launch); the post-attention norm adds both to x.
     if (l.type == LayerType::kFullAttention) {
         const AttentionDims& d = attn_dims_;
         float* qg = ops_.alloc(T * c.q_proj_out());                // [T, heads, 2*head_dim]
         float* k = ops_.alloc(T * d.num_kv_heads * d.head_dim);    // [T, kv_heads, head_dim]
         float* v = ops_.alloc(T * d.num_kv_heads * d.head_dim);    // [T, kv_heads, head_dim]
         float* attn = ops_.alloc(T * d.num_heads * d.head_dim);    // [T, heads * head_dim]
-        ops_.linears(h, T, {{l.attn.q_proj, qg}, {l.attn.k_proj, k}, {l.attn.v_proj, v}});
+        ops_.rms_norm_linears(x, pending, l.input_layernorm, T, H, c.rms_norm_eps, h,
+                              {{l.attn.q_proj, qg}, {l.attn.k_proj, k}, {l.attn.v_proj, v}});
         ops_.gated_attention(qg, k, v, l.attn.q_norm, l.attn.k_norm, d, batch, positions, cache, kv_layer, attn);
         ops_.linear(attn, T, l.attn.o_proj, out);
         reduce(out, T * H);  // tensor parallel: each rank's heads give a partial o_proj
@@ -43,13 +44,14 @@ void Qwen36Model::decoder_layer(const DecoderLayerWeights& l, float* x, const fl
         float* b = ops_.alloc(T * d.num_value_heads);      // [T, value_heads]
         float* a = ops_.alloc(T * d.num_value_heads);      // [T, value_heads]
         float* o = ops_.alloc(T * d.value_dim());          // [T, value_dim]
-        ops_.linears(h, T,
-                     {{l.gdn.in_proj_qkv, qkv}, {l.gdn.in_proj_z, z}, {l.gdn.in_proj_b, b}, {l.gdn.in_proj_a, a}});
+        ops_.rms_norm_linears(
+            x, pending, l.input_layernorm, T, H, c.rms_norm_eps, h,
+            {{l.gdn.in_proj_qkv, qkv}, {l.gdn.in_proj_z, z}, {l.gdn.in_proj_b, b}, {l.gdn.in_proj_a, a}});
         ops_.gated_delta_net(qkv, z, b, a, l.gdn, d, batch, cache, gdn_layer, o);
         ops_.linear(o, T, l.gdn.out_proj, out);
         reduce(out, T * H);
     }
-    ops_.add_rms_norm_zc(x, out, l.post_attention_layernorm, T, H, c.rms_norm_eps, h);
+    ops_.add2_rms_norm_zc(x, pending, out, l.post_attention_layernorm, T, H, c.rms_norm_eps, h);
     ops_.moe(h, T, l.moe, c.num_experts_per_tok, c.norm_topk_prob, moe_out);
     reduce(moe_out, T * H);  // tensor parallel: each rank's slice of every expert's intermediate
     ops_.release_to(layer_mark);

@@ -74,6 +74,88 @@ TEST(OpsLinears, ForwardProjectsEachLayerInputThroughIt) {
     EXPECT_EQ(ops.linears_outputs, 3 * attention + 4 * gdn);
 }
 
+// The layer's input norm and its projections (Ops::rms_norm_linears; the CUDA backend may run them
+// as one launch, tests/gpu/cuda_fused_input_norm_test.cpp holds it to this default): h is
+// rms_norm_zc of x + pending (host fp32 sums), each output the linear of h, x and pending unchanged;
+// and add2_rms_norm_zc is (x + y1) + y2 then the norm, the sum kept in x.
+TEST(OpsLinears, RmsNormLinearsIsTheNormThenLinears) {
+    const ModelConfig c = tiny_model_config();
+    ModelWeights w = make_dummy_weights(c, 8, /*with_mtp=*/false);
+    const DecoderLayerWeights* layer = nullptr;
+    for (const auto& l : w.layers)
+        if (l.type == LayerType::kLinearAttention) layer = &l;
+    ASSERT_TRUE(layer);
+    const GdnWeights& gdn = layer->gdn;
+    const int64_t T = 3, H = c.hidden_size;
+    std::mt19937 rng{2};
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::vector<float> x(size_t(T * H)), pending(x.size());
+    for (float& v : x) v = 2.0f * nd(rng);
+    for (float& v : pending) v = nd(rng);
+    const std::vector<float> x0 = x, pending0 = pending;
+    CpuOps ops;
+    for (const bool with_pending : {false, true}) {
+        std::vector<float> sum = x;
+        if (with_pending)
+            for (size_t i = 0; i < sum.size(); ++i) sum[i] += pending[i];
+        std::vector<float> h_ref(sum.size()), qkv_ref(size_t(T * gdn.in_proj_qkv.out_features));
+        std::vector<float> b_ref(size_t(T * gdn.in_proj_b.out_features));
+        ops.rms_norm_zc(sum.data(), layer->input_layernorm, T, H, c.rms_norm_eps, h_ref.data());
+        ops.linear(h_ref.data(), T, gdn.in_proj_qkv, qkv_ref.data());
+        ops.linear(h_ref.data(), T, gdn.in_proj_b, b_ref.data());
+        std::vector<float> h(sum.size(), NAN), qkv(qkv_ref.size(), NAN), b(b_ref.size(), NAN);
+        ops.rms_norm_linears(x.data(), with_pending ? pending.data() : nullptr, layer->input_layernorm, T, H,
+                             c.rms_norm_eps, h.data(), {{gdn.in_proj_qkv, qkv.data()}, {gdn.in_proj_b, b.data()}});
+        EXPECT_EQ(h, h_ref) << "pending " << with_pending;
+        EXPECT_EQ(qkv, qkv_ref) << "pending " << with_pending;
+        EXPECT_EQ(b, b_ref) << "pending " << with_pending;
+        EXPECT_EQ(x, x0);
+        EXPECT_EQ(pending, pending0);
+    }
+    for (const bool with_y1 : {false, true}) {
+        std::vector<float> sum = x;
+        for (size_t i = 0; i < sum.size(); ++i) sum[i] = with_y1 ? (x[i] + pending[i]) + x0[i] : x[i] + x0[i];
+        std::vector<float> ref(sum.size());
+        ops.rms_norm_zc(sum.data(), layer->post_attention_layernorm, T, H, c.rms_norm_eps, ref.data());
+        std::vector<float> xs = x, out(sum.size(), NAN);
+        ops.add2_rms_norm_zc(xs.data(), with_y1 ? pending.data() : nullptr, x0.data(), layer->post_attention_layernorm,
+                             T, H, c.rms_norm_eps, out.data());
+        EXPECT_EQ(out, ref) << "y1 " << with_y1;
+        EXPECT_EQ(xs, sum) << "y1 " << with_y1 << ": the sum kept in x";
+    }
+}
+
+class NormCountingOps final : public CpuOps {
+public:
+    void rms_norm_linears(const float* x, const float* pending, const ParamVector& w, int64_t T, int64_t n, double eps,
+                          float* h, std::initializer_list<LinearOut> outs) override {
+        ++input_norms;
+        with_pending += pending != nullptr ? 1 : 0;
+        CpuOps::rms_norm_linears(x, pending, w, T, n, eps, h, outs);
+    }
+    void add2_rms_norm_zc(float* x, const float* y1, const float* y2, const ParamVector& w, int64_t T, int64_t n,
+                          double eps, float* out) override {
+        ++post_norms;
+        CpuOps::add2_rms_norm_zc(x, y1, y2, w, T, n, eps, out);
+    }
+    int64_t input_norms = 0, with_pending = 0, post_norms = 0;
+};
+
+// Every layer's input norm goes through rms_norm_linears (all but the first with the previous
+// layer's MoE output pending) and its post-attention norm through add2_rms_norm_zc.
+TEST(OpsLinears, ForwardNormsEachLayerInputThroughIt) {
+    const ModelConfig c = tiny_model_config();
+    ModelWeights w = make_dummy_weights(c, 9, /*with_mtp=*/false);
+    NormCountingOps ops;
+    Qwen36Model model(w, ops);
+    SingleSequence seq(model, 8);
+    seq.feed({1, 2, 3}, true);
+    const int64_t L = int64_t(w.layers.size());
+    EXPECT_EQ(ops.input_norms, L);
+    EXPECT_EQ(ops.with_pending, L - 1);
+    EXPECT_EQ(ops.post_norms, L);
+}
+
 }  // namespace
 
 // Ops::linear_leading_rows' default: a linear over leading_rows(w, rows), each output the same

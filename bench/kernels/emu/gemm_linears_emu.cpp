@@ -16,6 +16,8 @@
 // Checks: each output of one linears() call bitwise equal to a separate linear() on another Gemm;
 // the same path counters on both; one quantisation / bf16 copy per call where shared
 // (shared_input_reuses and the host launch counters); outputs near a double-precision product.
+// Gemm::norm_linears (the layer's input norm with its projections): fused and unfused give the same h
+// and outputs, the norm riding on the first FP8 small-rows launch exactly where one applies.
 // Run: sh bench/kernels/emu/run_emu.sh gemm_linears   (exit code 1 on any FAIL)
 #include <cublasLt.h>
 #include <cuda_runtime.h>
@@ -282,12 +284,42 @@ void launch_small_linear(const void* w, bool fp8, const float* scale_inv, int64_
                          int64_t T, float* y, cudaStream_t) {
     small_rows(w, fp8, scale_inv, out, in, x, T, y, 0.0f);
 }
-// FP8 version 2, up to four weights a launch: the exact product of each (launches counted).
-int64_t g_fp8_v2_launches = 0;
+// The input norm, one host loop for both paths below: h = (x + pending) · rsqrt(mean + eps) · (1 + w).
+void host_norm(const float* x, const float* pending, const float* w, int64_t T, int64_t n, float eps, float* h) {
+    for (int64_t t = 0; t < T; ++t) {
+        float ss = 0.0f;
+        for (int64_t c = 0; c < n; ++c) {
+            const float v = x[t * n + c] + (pending ? pending[t * n + c] : 0.0f);
+            ss += v * v;
+        }
+        const float inv = 1.0f / std::sqrt(ss / float(n) + eps);
+        for (int64_t c = 0; c < n; ++c)
+            h[t * n + c] = (x[t * n + c] + (pending ? pending[t * n + c] : 0.0f)) * inv * (1.0f + w[c]);
+    }
+}
+int64_t g_norm_launches = 0;
+void launch_residual_rms_norm_zc(const float* x, const float* y1, const float* y2, float* x_out, const float* w,
+                                 int64_t T, int64_t n, float eps, float* out, cudaStream_t) {
+    ++g_norm_launches;
+    if (y2 != nullptr || x_out != nullptr) std::abort();  // Gemm only asks for the input norm
+    host_norm(x, y1, w, T, n, eps, out);
+}
+bool small_linear_fp8_v2_norm_supports(int64_t T, int64_t in) {
+    return T >= 1 && T <= kSmallLinearFp8V2MaxRows && (in == 2048 || in == 4096);
+}
+// FP8 version 2, up to four weights a launch: the exact product of each (launches counted); with
+// the input norm, h written first (as block 0 does) and the products on it.
+int64_t g_fp8_v2_launches = 0, g_fp8_v2_norm_launches = 0;
 void launch_small_linear_fp8_v2(std::span<const SmallLinearFp8Part> parts, int64_t in, const float* x, int64_t T,
-                                cudaStream_t, int) {
+                                cudaStream_t, int, const SmallLinearInputNorm* norm) {
     ++g_fp8_v2_launches;
     if (parts.empty() || parts.size() > size_t(kSmallLinearFp8V2MaxParts)) std::abort();
+    if (norm != nullptr) {
+        ++g_fp8_v2_norm_launches;
+        if (!small_linear_fp8_v2_norm_supports(T, in)) std::abort();
+        host_norm(x, norm->pending, norm->w, T, in, norm->eps, norm->h);
+        x = norm->h;
+    }
     for (const SmallLinearFp8Part& p : parts) small_rows(p.w, true, p.scale_inv, p.out, in, x, T, p.y, 0.0f);
 }
 // fp32 weights, up to four a launch: the exact product of each (launches counted).
@@ -497,6 +529,66 @@ void run_case(const Case& c, int64_t T, LinearPolicy policy, int small_rows, con
     cudaFree(dx_raw);
 }
 
+// Gemm::norm_linears: fused (the norm on the first FP8 small-rows launch when one applies) against
+// not (the norm launch, then linears): h and every output bitwise equal (a launch reading h before
+// the fused launch wrote it would read NaN), the norm launched only where no FP8 small-rows launch
+// takes it, x and pending unchanged.
+void run_norm_case(const Case& c, int64_t T, bool with_pending, int small_rows, std::mt19937& rng) {
+    std::vector<HostLinear> hs(c.weights.size());
+    for (size_t i = 0; i < hs.size(); ++i) make(hs[i], c.weights[i].first, c.weights[i].second, c.in, rng, c.int4);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::vector<float> x(size_t(T * c.in)), pending(x.size()), nw(size_t(c.in));
+    for (float& v : x) v = 2.0f * nd(rng);
+    for (float& v : pending) v = nd(rng);
+    for (float& v : nw) v = 0.2f * nd(rng);
+    const std::vector<float> x0 = x, pending0 = pending;
+    std::string why;
+    std::vector<float> h_of[2];
+    std::vector<std::vector<float>> y_of[2];
+    int64_t norm_launches[2] = {}, fused_launches[2] = {};
+    bool rode[2] = {};
+    for (int fused = 0; fused < 2; ++fused) {
+        Gemm g;
+        g.set_fp8_small_rows(small_rows);
+        DeviceArena arena(size_t(4) << 20);
+        std::vector<const DeviceLinear*> ws;
+        std::vector<float*> ys;
+        y_of[fused].resize(hs.size());
+        for (size_t i = 0; i < hs.size(); ++i) {
+            y_of[fused][i].assign(size_t(T * hs[i].lin.out), NAN);
+            ws.push_back(&hs[i].lin);
+            ys.push_back(y_of[fused][i].data());
+        }
+        h_of[fused].assign(x.size(), NAN);
+        const SmallLinearInputNorm norm{with_pending ? pending.data() : nullptr, nw.data(), 1e-6f, h_of[fused].data()};
+        const int64_t n0 = g_norm_launches, f0 = g_fp8_v2_norm_launches;
+        rode[fused] = g.norm_linears(x.data(), norm, fused == 1, T, ws, ys, arena, cudaStream_t(nullptr));
+        norm_launches[fused] = g_norm_launches - n0;
+        fused_launches[fused] = g_fp8_v2_norm_launches - f0;
+    }
+    int64_t fp8_weights = 0;
+    for (const HostLinear& h : hs) fp8_weights += h.lin.dtype == DeviceLinear::Dtype::kFP8Block ? 1 : 0;
+    const bool can_ride = fp8_weights > 0 && T <= small_rows && small_linear_fp8_v2_norm_supports(T, c.in);
+    if (rode[0] || norm_launches[0] != 1 || fused_launches[0] != 0) why += " unfused path launched the norm wrongly;";
+    if (rode[1] != can_ride || norm_launches[1] != (can_ride ? 0 : 1) || fused_launches[1] != (can_ride ? 1 : 0))
+        why += " fused path: rode " + std::to_string(rode[1]) + ", norm launches " + std::to_string(norm_launches[1]) +
+               ", fused launches " + std::to_string(fused_launches[1]) + ";";
+    if (std::memcmp(h_of[0].data(), h_of[1].data(), x.size() * 4) != 0) why += " h differs;";
+    for (size_t i = 0; i < hs.size(); ++i)
+        if (std::memcmp(y_of[0][i].data(), y_of[1][i].data(), y_of[0][i].size() * 4) != 0)
+            why += " output " + std::to_string(i) + " differs;";
+    for (float v : h_of[1])
+        if (!std::isfinite(v)) {
+            why += " h not written;";
+            break;
+        }
+    if (x != x0 || pending != pending0) why += " inputs written;";
+    std::printf("%-4s norm + %-26s T=%-4lld small_rows=%d%s | norm rode on a launch: %d%s\n",
+                why.empty() ? "PASS" : "FAIL", c.name.c_str(), (long long)T, small_rows,
+                with_pending ? " pending" : "", int(rode[1]), why.c_str());
+    if (!why.empty()) ++g_failures;
+}
+
 }  // namespace
 
 int main() {
@@ -516,6 +608,18 @@ int main() {
         for (int64_t T : {1, 2, 3, 4, 5, 8, 9, 130})
             for (LinearPolicy p : {LinearPolicy::kAuto, LinearPolicy::kNoSmallRows, LinearPolicy::kDequantOnly})
                 for (int small_rows : {0, 4}) run_case(c, T, p, small_rows, {}, -1, rng);
+    // The input norm with its projections (rows of 2,048: the fused launch's width).
+    const std::vector<Case> norm_cases = {
+        {"fp8 qkv/z + f32 b/a", {{D::kFP8Block, 256}, {D::kFP8Block, 128}, {D::kF32, 32}, {D::kF32, 32}}, false, 2048},
+        {"f32 first + fp8 five", {{D::kF32, 32}, {D::kFP8Block, 128}, {D::kFP8Block, 256}, {D::kFP8Block, 128},
+                                  {D::kFP8Block, 384}, {D::kFP8Block, 128}}, false, 2048},
+        {"bf16 q/k/v (no fp8)", {{D::kBF16, 256}, {D::kBF16, 64}, {D::kBF16, 64}}, false, 2048},
+        {"fp8 in 512 (no fused width)", {{D::kFP8Block, 256}, {D::kF32, 32}}, false, 512},
+    };
+    for (const Case& c : norm_cases)
+        for (int64_t T : {1, 4, 5})
+            for (bool with_pending : {false, true})
+                for (int small_rows : {0, 4}) run_norm_case(c, T, with_pending, small_rows, rng);
     // Refusals and a failing matmul (block-scaled weights only).
     const Case& fp8 = cases[0];
     for (int64_t T : {5, 130}) {

@@ -7,11 +7,17 @@
 // T = 1..4, and that every row of a T-row call equals a one-row call on that row bitwise; then
 // launches of 2-4 weights of one input (part boundaries inside warps' strides, parts of 8-multiple
 // and odd sizes): every part's y equals its own one-weight launch bitwise, nothing written past any
-// part. Says nothing about speed.
+// part; then launches with the layer's input norm in the prologue (SmallLinearInputNorm, in 2,048 and
+// 4,096, with and without the pending addend): h and every part's y equal, bit for bit, the norm
+// kernel's arithmetic (the reference kernel below: basic_kernels.cu's add_rms_norm_zc_kernel
+// mapping on row_norm.cuh) followed by a launch on that h, h is within 1e-6 of a double-precision
+// norm, x and pending are unchanged and nothing is written past h or y. Says nothing about speed.
 // Build and run (repo root; g++ only): sh bench/kernels/emu/run_emu.sh small_linear
 #include <cstdio>
 #include <random>
 
+#include "backend/cuda/ptx_helpers.cuh"  // the emulator's (bench/kernels/emu/backend)
+#include "backend/cuda/row_norm.cuh"
 #include "backend/cuda/small_linear_kernels.h"
 
 namespace {
@@ -28,6 +34,31 @@ float e4m3(float v) {
     __nv_fp8_e4m3 q;
     q.__x = __nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3);
     return float(q);
+}
+
+// h = rms_norm_zc(x + p) by basic_kernels.cu's add_rms_norm_zc_kernel mapping (one block of 256
+// threads per row, thread i: elements i, i + 256, ...), on the same row_norm.cuh arithmetic.
+template <int kPer>
+void reference_norm_kernel(const float* x, const float* p, const float* w, int n, float eps, float* h) {
+    const int64_t row = int64_t(blockIdx.x) * n;
+    float v[kPer], wv[kPer];
+    float ss = 0.0f;
+    for (int k = 0; k < kPer; ++k) {
+        const int64_t i = threadIdx.x + int64_t(k) * blockDim.x;
+        v[k] = x[row + i];
+        if (p != nullptr) v[k] = v[k] + p[row + i];
+        wv[k] = w[i];
+        ss += v[k] * v[k];
+    }
+    const float inv = qs::cuda::rms_inv(qs::cuda::block_sum(ss), n, eps);
+    for (int k = 0; k < kPer; ++k) h[row + threadIdx.x + int64_t(k) * blockDim.x] = qs::cuda::norm_zc(v[k], inv, wv[k]);
+}
+
+void reference_norm(const float* x, const float* p, const float* w, int64_t T, int64_t n, float eps, float* h) {
+    auto* k8 = reference_norm_kernel<8>;
+    auto* k16 = reference_norm_kernel<16>;
+    qs::cuda::ptx::launch_kernel(n == 2048 ? k8 : k16, dim3(unsigned(T)), dim3(256), 0, nullptr, x, p, w, int(n), eps,
+                                 h);
 }
 
 }  // namespace
@@ -158,6 +189,91 @@ int main() {
                         guard ? "" : " WROTE PAST y", finite ? "" : " NOT FINITE");
             std::fflush(stdout);
         }
+    }
+    // The layer's input norm in the prologue.
+    const Group norm_groups[] = {{2048, {300, 40}, 2}, {2048, {1100}, 1}, {4096, {136, 9}, 2}};
+    for (const Group& gr : norm_groups) {
+        const int64_t cb = gr.in / 128;
+        struct Weight {
+            std::vector<uint8_t> w;
+            std::vector<float> s;
+        };
+        std::vector<Weight> ws;
+        for (int64_t out : gr.outs) {
+            Weight wt;
+            wt.w.resize(size_t(out * gr.in));
+            wt.s.resize(size_t((out + 127) / 128 * cb));
+            for (float& f : wt.s) f = std::exp2(ud(rng)) * 0.01f;
+            for (uint8_t& b : wt.w) b = __nv_cvt_float_to_fp8(nd(rng) * 100.0f, __NV_SATFINITE, __NV_E4M3);
+            ws.push_back(std::move(wt));
+        }
+        std::vector<float> nw(size_t(gr.in));
+        for (float& f : nw) f = 0.3f * nd(rng);
+        const float eps = 1e-6f;
+        for (int64_t T = 1; T <= qs::cuda::kSmallLinearFp8V2MaxRows; ++T)
+            for (bool with_pending : {false, true}) {
+                // Rows of different scales, one group of a row far larger than the rest (its amax
+                // differs from its neighbours').
+                std::vector<float> x(size_t(T * gr.in)), pend(x.size());
+                for (int64_t t = 0; t < T; ++t)
+                    for (int64_t c = 0; c < gr.in; ++c) {
+                        const float f = std::exp2(float(t) - 1.0f) * (c / 128 == 3 ? 40.0f : 1.0f);
+                        x[size_t(t * gr.in + c)] = nd(rng) * f;
+                        pend[size_t(t * gr.in + c)] = 0.5f * nd(rng) * f;
+                    }
+                const std::vector<float> x0 = x, p0 = pend;
+                const float* p = with_pending ? pend.data() : nullptr;
+                std::vector<float> h_ref(x.size()), h(x.size() + 64, std::nanf(""));
+                reference_norm(x.data(), p, nw.data(), T, gr.in, eps, h_ref.data());
+                std::vector<std::vector<float>> ys, ref;
+                std::vector<qs::cuda::SmallLinearFp8Part> parts, ref_parts;
+                for (size_t i = 0; i < ws.size(); ++i) {
+                    ys.emplace_back(size_t(T * gr.outs[i]) + 64, std::nanf(""));
+                    ref.emplace_back(size_t(T * gr.outs[i]), std::nanf(""));
+                }
+                for (size_t i = 0; i < ws.size(); ++i) {
+                    parts.push_back({ws[i].w.data(), ws[i].s.data(), gr.outs[i], ys[i].data()});
+                    ref_parts.push_back({ws[i].w.data(), ws[i].s.data(), gr.outs[i], ref[i].data()});
+                }
+                qs::cuda::launch_small_linear_fp8_v2(ref_parts, gr.in, h_ref.data(), T, nullptr, gr.bps);
+                const qs::cuda::SmallLinearInputNorm norm{p, nw.data(), eps, h.data()};
+                qs::cuda::launch_small_linear_fp8_v2(parts, gr.in, x.data(), T, nullptr, gr.bps, &norm);
+                bool same = true, guard = true, finite = true;
+                for (size_t i = 0; i < ws.size(); ++i) {
+                    same = same && std::memcmp(ys[i].data(), ref[i].data(), ref[i].size() * 4) == 0;
+                    for (size_t j = ref[i].size(); j < ys[i].size(); ++j) guard = guard && std::isnan(ys[i][j]);
+                    for (float f : ref[i]) finite = finite && std::isfinite(f);
+                }
+                const bool h_same = std::memcmp(h.data(), h_ref.data(), h_ref.size() * 4) == 0;
+                for (size_t j = h_ref.size(); j < h.size(); ++j) guard = guard && std::isnan(h[j]);
+                const bool inputs_kept = x == x0 && pend == p0;
+                double num = 0, den = 0;  // h against a double-precision norm
+                for (int64_t t = 0; t < T; ++t) {
+                    double ss = 0;
+                    for (int64_t c = 0; c < gr.in; ++c) {
+                        const double v = double(x[size_t(t * gr.in + c)]) + (p ? double(p[t * gr.in + c]) : 0.0);
+                        ss += v * v;
+                    }
+                    const double inv = 1.0 / std::sqrt(ss / double(gr.in) + double(eps));
+                    for (int64_t c = 0; c < gr.in; ++c) {
+                        const double v = double(x[size_t(t * gr.in + c)]) + (p ? double(p[t * gr.in + c]) : 0.0);
+                        const double r = v * inv * (1.0 + double(nw[size_t(c)]));
+                        const double g = h[size_t(t * gr.in + c)];
+                        num += (g - r) * (g - r);
+                        den += r * r;
+                    }
+                }
+                const double err = std::sqrt(num / den);
+                const bool ok = same && h_same && guard && finite && inputs_kept && err < 1e-6;
+                fails += !ok;
+                std::printf("%s norm + %zu parts in %lld bps %d T %lld%s: h rel err %.2e%s%s%s%s%s\n",
+                            ok ? "ok  " : "FAIL", ws.size(), (long long)gr.in, gr.bps, (long long)T,
+                            with_pending ? " pending" : "", err,
+                            h_same ? ", h = norm kernel's" : ", H DIFFERS", same ? ", y = launch on h" : ", Y DIFFERS",
+                            guard ? "" : " WROTE PAST h/y", finite ? "" : " NOT FINITE",
+                            inputs_kept ? "" : " INPUTS CHANGED");
+                std::fflush(stdout);
+            }
     }
     std::printf(fails ? "small_linear emu: %d FAILED\n" : "small_linear emu: all passed\n", fails);
     return fails ? 1 : 0;

@@ -11,6 +11,7 @@
 #include <cmath>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/row_norm.cuh"
 #include "core/check.h"
 
 namespace qs::cuda {
@@ -22,19 +23,6 @@ constexpr int kThreads = 256;
 int grid_for(int64_t n) {
     const int64_t blocks = (n + kThreads - 1) / kThreads;
     return int(blocks < 4096 ? (blocks > 0 ? blocks : 1) : 4096);
-}
-
-__device__ float block_sum(float v) {
-    __shared__ float warp_sums[32];
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    if (lane == 0) warp_sums[warp] = v;
-    __syncthreads();
-    const int num_warps = (blockDim.x + 31) >> 5;
-    v = lane < num_warps ? warp_sums[lane] : 0.0f;
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    __syncthreads();  // warp_sums may be reused by a following call
-    return v;
 }
 
 __global__ void embed_kernel(const void* table, TableDtype dtype, const int32_t* ids, int64_t H, float* x) {
@@ -56,37 +44,42 @@ __global__ void rms_norm_zc_kernel(const float* x, const float* w, int64_t n, fl
     float* yr = y + int64_t(blockIdx.x) * n;
     float ss = 0.0f;
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x) ss += xr[i] * xr[i];
-    const float inv = rsqrtf(block_sum(ss) / float(n) + eps);
+    const float inv = rms_inv(block_sum(ss), n, eps);
     // Every read of x precedes the block_sum barrier, so y may alias x.
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) yr[i] = xr[i] * inv * (1.0f + w[i]);
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) yr[i] = norm_zc(xr[i], inv, w[i]);
 }
 
-// One block per row; each thread keeps its kPer sums x + y in registers between the add and the
-// norm, so the row is read once and x and out are written once (add_kernel then rms_norm_zc_kernel
-// read it three times and write it twice). Thread i owns elements i, i + blockDim, ... as in
-// rms_norm_zc_kernel, so the sum of squares runs in the same order and the results are the same bits.
+// One block per row; each thread keeps its kPer sums x + y1 (+ y2) in registers between the add and
+// the norm, so the row is read once and the sum and out are written once (add_kernel then
+// rms_norm_zc_kernel read it three times and write it twice). Thread i owns elements i,
+// i + blockDim, ... as in rms_norm_zc_kernel, so the sum of squares runs in the same order and the
+// results are the same bits (row_norm.cuh). y1, y2 and x_out may be null (no addend; the sum not
+// kept); x_out may equal x, and out may equal x when x_out is null.
 template <int kPer>
-__global__ void add_rms_norm_zc_kernel(float* x, const float* y, const float* w, int64_t n, float eps, float* out) {
-    float* xr = x + int64_t(blockIdx.x) * n;
-    const float* yr = y + int64_t(blockIdx.x) * n;
-    float* orow = out + int64_t(blockIdx.x) * n;
+__global__ void add_rms_norm_zc_kernel(const float* x, const float* y1, const float* y2, float* x_out, const float* w,
+                                       int64_t n, float eps, float* out) {
+    const int64_t row = int64_t(blockIdx.x) * n;
     float v[kPer], wv[kPer];
     float ss = 0.0f;
 #pragma unroll
     for (int k = 0; k < kPer; ++k) {
         const int64_t i = threadIdx.x + int64_t(k) * blockDim.x;
-        v[k] = i < n ? xr[i] + yr[i] : 0.0f;
+        v[k] = 0.0f;
+        if (i < n) {
+            v[k] = x[row + i];
+            if (y1 != nullptr) v[k] = v[k] + y1[row + i];
+            if (y2 != nullptr) v[k] = v[k] + y2[row + i];
+        }
         wv[k] = i < n ? w[i] : 0.0f;  // loaded with x and y: not a second round trip after the barrier
         if (i < n) ss += v[k] * v[k];
     }
-    const float inv = rsqrtf(block_sum(ss) / float(n) + eps);
-    const bool keep_sum = out != x;  // in place (the final norm): only the normalised row is wanted
+    const float inv = rms_inv(block_sum(ss), n, eps);
 #pragma unroll
     for (int k = 0; k < kPer; ++k) {
         const int64_t i = threadIdx.x + int64_t(k) * blockDim.x;
         if (i >= n) continue;
-        if (keep_sum) xr[i] = v[k];
-        orow[i] = v[k] * inv * (1.0f + wv[k]);
+        if (x_out != nullptr) x_out[row + i] = v[k];
+        out[row + i] = norm_zc(v[k], inv, wv[k]);
     }
 }
 
@@ -281,19 +274,29 @@ void launch_add(float* x, const float* y, int64_t n, cudaStream_t stream) {
     QS_CUDA_CHECK_LAUNCH();
 }
 
+void launch_residual_rms_norm_zc(const float* x, const float* y1, const float* y2, float* x_out, const float* w,
+                                 int64_t T, int64_t n, float eps, float* out, cudaStream_t stream) {
+    if (T == 0) return;
+    QS_CHECK_MSG(n >= 1 && n <= kAddRmsNormMaxCols, "launch_residual_rms_norm_zc: rows of 1 to 4,096 columns");
+    static_assert(kAddRmsNormMaxCols == 16 * kThreads, "the widest instantiation below covers kAddRmsNormMaxCols");
+    if (n <= 2 * kThreads)
+        add_rms_norm_zc_kernel<2><<<unsigned(T), kThreads, 0, stream>>>(x, y1, y2, x_out, w, n, eps, out);
+    else if (n <= 8 * kThreads)
+        add_rms_norm_zc_kernel<8><<<unsigned(T), kThreads, 0, stream>>>(x, y1, y2, x_out, w, n, eps, out);
+    else add_rms_norm_zc_kernel<16><<<unsigned(T), kThreads, 0, stream>>>(x, y1, y2, x_out, w, n, eps, out);
+    QS_CUDA_CHECK_LAUNCH();
+}
+
 void launch_add_rms_norm_zc(float* x, const float* y, const float* w, int64_t T, int64_t n, float eps, float* out,
                             cudaStream_t stream) {
     if (T == 0) return;
-    static_assert(kAddRmsNormMaxCols == 16 * kThreads, "the widest instantiation below covers kAddRmsNormMaxCols");
-    if (n <= 2 * kThreads) add_rms_norm_zc_kernel<2><<<unsigned(T), kThreads, 0, stream>>>(x, y, w, n, eps, out);
-    else if (n <= 8 * kThreads) add_rms_norm_zc_kernel<8><<<unsigned(T), kThreads, 0, stream>>>(x, y, w, n, eps, out);
-    else if (n <= 16 * kThreads) add_rms_norm_zc_kernel<16><<<unsigned(T), kThreads, 0, stream>>>(x, y, w, n, eps, out);
-    else {
+    if (n > kAddRmsNormMaxCols) {
         launch_add(x, y, T * n, stream);
         launch_rms_norm_zc(x, w, T, n, eps, out, stream);
         return;
     }
-    QS_CUDA_CHECK_LAUNCH();
+    // In place (out == x, the final norm): only the normalised rows are wanted.
+    launch_residual_rms_norm_zc(x, y, nullptr, out == x ? nullptr : x, w, T, n, eps, out, stream);
 }
 
 void launch_gather_rows(const float* src, const int32_t* rows, int64_t R, int64_t n, float* out, cudaStream_t stream) {

@@ -26,6 +26,11 @@ void launch_add(float* x, const float* y, int64_t n, cudaStream_t stream);
 inline constexpr int64_t kAddRmsNormMaxCols = 4096;
 void launch_add_rms_norm_zc(float* x, const float* y, const float* w, int64_t T, int64_t n, float eps, float* out,
                             cudaStream_t stream);
+// The same pass in general: v = x (+ y1) (+ y2) per element (y1, y2 null: no addend), x_out = v when
+// x_out is not null (x_out may equal x), out = v · rsqrt(mean(v²) + eps) · (1 + w) (out may equal x
+// when x_out is null). Bitwise the adds in that order then launch_rms_norm_zc. n <= kAddRmsNormMaxCols.
+void launch_residual_rms_norm_zc(const float* x, const float* y1, const float* y2, float* x_out, const float* w,
+                                 int64_t T, int64_t n, float eps, float* out, cudaStream_t stream);
 // out [R, n] = src[rows[r]]; rows on the device.
 void launch_gather_rows(const float* src, const int32_t* rows, int64_t R, int64_t n, float* out, cudaStream_t stream);
 // The same rows of up to three tensors in one launch (the GDN stash's qkv, b and a):

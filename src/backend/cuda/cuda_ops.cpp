@@ -78,6 +78,10 @@ CudaOps::CudaOps(const CudaOptions& options)
     gemm_->set_fp8_small_rows(options.fp8_small_rows, options.fp8_small_blocks_per_sm);
     QS_CHECK_MSG(options.shared_linear_input == 0 || options.shared_linear_input == 1,
                  "CudaOptions::shared_linear_input must be 0 or 1");
+    QS_CHECK_MSG(options.fused_input_norm == 0 || options.fused_input_norm == 1,
+                 "CudaOptions::fused_input_norm must be 0 or 1");
+    QS_CHECK_MSG(options.fused_input_norm == 0 || options.shared_linear_input == 1,
+                 "CudaOptions::fused_input_norm 1 needs shared_linear_input 1");
     QS_CHECK_MSG(options.attention_decode_rows >= 1 && options.attention_decode_rows <= 4,
                  "CudaOptions::attention_decode_rows must be in [1, 4]");
     QS_CHECK_MSG(options.attention_prefill_version == 1 || options.attention_prefill_version == 2,
@@ -464,6 +468,39 @@ void CudaOps::linears(const float* x, int64_t T, std::initializer_list<LinearOut
         ys.push_back(o.y);
     }
     gemm_->linears(x, T, ws, ys, arena_, stream_);
+}
+
+void CudaOps::rms_norm_linears(const float* x, const float* pending, const ParamVector& w, int64_t T, int64_t n,
+                               double eps, float* h, std::initializer_list<LinearOut> outs) {
+    if (options_.shared_linear_input == 0 || n > kAddRmsNormMaxCols || outs.size() == 0)
+        return Ops::rms_norm_linears(x, pending, w, T, n, eps, h, outs);
+    std::vector<const DeviceLinear*> ws;
+    std::vector<float*> ys;
+    for (const LinearOut& o : outs) {
+        QS_CHECK(o.w.in_features == n);
+        ws.push_back(&weights_.linear(o.w));
+        ys.push_back(o.y);
+    }
+    const SmallLinearInputNorm norm{pending, weights_.vec(w), float(eps), h};
+    if (options_.fused_input_norm == 1) {
+        // One profile entry: the norm runs inside the group's launch (or just before it).
+        const auto prof = op_scope("linears");
+        if (gemm_->norm_linears(x, norm, true, T, ws, ys, arena_, stream_)) ++fused_input_norms_;
+        return;
+    }
+    {
+        const auto prof = op_scope(pending != nullptr ? "add_rms_norm" : "rms_norm");
+        launch_residual_rms_norm_zc(x, pending, nullptr, nullptr, norm.w, T, n, norm.eps, h, stream_);
+    }
+    const auto prof = op_scope("linears");
+    gemm_->linears(h, T, ws, ys, arena_, stream_);
+}
+
+void CudaOps::add2_rms_norm_zc(float* x, const float* y1, const float* y2, const ParamVector& w, int64_t T,
+                               int64_t n, double eps, float* out) {
+    if (n > kAddRmsNormMaxCols) return Ops::add2_rms_norm_zc(x, y1, y2, w, T, n, eps, out);
+    const auto prof = op_scope("add_rms_norm");
+    launch_residual_rms_norm_zc(x, y1, y2, out == x ? nullptr : x, weights_.vec(w), T, n, float(eps), out, stream_);
 }
 
 void CudaOps::argmax_rows(const float* x, int64_t R, int64_t n, int32_t* out) {

@@ -188,6 +188,13 @@ struct CudaOptions {
     // the H200 run (fp8_gemm_lab --shared, docs/PERF.md "Session 17"): q/k/v at 16,384 rows 741 →
     // 626 µs, GDN qkv/z/b/a 1,022 → 975 µs, every output bitwise equal.
     int shared_linear_input = 1;
+    // Ops::rms_norm_linears (a layer's input norm and its projections): 1 the norm rides in the
+    // prologue of the FP8 small-rows kernel's launch when one of the weights takes that kernel (T
+    // <= fp8_small_rows, rows of 2,048 or 4,096; SmallLinearInputNorm), saving the norm's own launch
+    // (~3 µs of a one-stream GDN layer of ~69 µs); 0 the norm kernel, then the linears. h and every
+    // output are the same bits either way (CPU emulation: bench/kernels/emu/small_linear_emu.cpp;
+    // GPU: CudaFusedInputNorm). Needs shared_linear_input 1. Default 0 until an H200 run times it.
+    int fused_input_norm = 0;
     // Sequences with 1..N new rows (N in [1, 4]; an MTP verify has k + 1) take the split-K decode
     // attention kernel, each row masked at its own position (GatedAttentionParams::
     // decode_max_rows), instead of the prefill kernel, whose one block per (sequence, kv head)
@@ -258,6 +265,12 @@ public:
     void linear(const float* x, int64_t T, const LinearWeight& w, float* y) override;
     void linear_leading_rows(const float* x, int64_t T, const LinearWeight& w, int64_t rows, float* y) override;
     void linears(const float* x, int64_t T, std::initializer_list<LinearOut> outs) override;
+    void rms_norm_linears(const float* x, const float* pending, const ParamVector& w, int64_t T, int64_t n,
+                          double eps, float* h, std::initializer_list<LinearOut> outs) override;
+    void add2_rms_norm_zc(float* x, const float* y1, const float* y2, const ParamVector& w, int64_t T, int64_t n,
+                          double eps, float* out) override;
+    // rms_norm_linears calls whose norm rode on a linear launch (CudaOptions::fused_input_norm).
+    int64_t fused_input_norms() const { return fused_input_norms_; }
     void argmax_rows(const float* x, int64_t R, int64_t n, int32_t* out) override;
     // The ids go to pinned memory with an event behind them: no stream sync until the wait.
     void argmax_rows_start(const float* x, int64_t R, int64_t n) override;
@@ -343,6 +356,7 @@ private:
     std::vector<DeviceArena::Mark> marks_;  // mark() hands out indices into this stack
     DeviceWeights weights_;
     std::unique_ptr<Gemm> gemm_;
+    int64_t fused_input_norms_ = 0;
     // begin_forward: one pinned staging buffer and one device buffer that keep their addresses.
     int32_t* staging_ = nullptr;
     size_t staging_ints_ = 0;

@@ -257,6 +257,32 @@ void Gemm::linear(const DeviceLinear& w, const float* x, int64_t T, float* y, De
 
 void Gemm::linears(const float* x, int64_t T, std::span<const DeviceLinear* const> ws, std::span<float* const> ys,
                    DeviceArena& scratch, cudaStream_t stream) {
+    linears_on(x, T, ws, ys, scratch, stream, nullptr, nullptr);
+}
+
+bool Gemm::norm_linears(const float* x, const SmallLinearInputNorm& norm, bool fused, int64_t T,
+                        std::span<const DeviceLinear* const> ws, std::span<float* const> ys, DeviceArena& scratch,
+                        cudaStream_t stream) {
+    QS_CHECK(!ws.empty() && norm.h != nullptr && norm.w != nullptr);
+    const int64_t in = ws[0]->in;
+    // The fused launch reads x where the other launches read h (the same alignment rules).
+    bool fuse = fused && small_linear_fp8_v2_norm_supports(T, in) && reinterpret_cast<uintptr_t>(x) % 16 == 0;
+    if (fuse) {
+        fuse = false;
+        for (const DeviceLinear* w : ws) fuse = fuse || route(*w, norm.h, T) == Route::kSmallRowsFp8V2;
+    }
+    if (!fuse) {
+        launch_residual_rms_norm_zc(x, norm.pending, nullptr, nullptr, norm.w, T, in, norm.eps, norm.h, stream);
+        linears_on(norm.h, T, ws, ys, scratch, stream, nullptr, nullptr);
+        return false;
+    }
+    linears_on(norm.h, T, ws, ys, scratch, stream, x, &norm);
+    return true;
+}
+
+void Gemm::linears_on(const float* x, int64_t T, std::span<const DeviceLinear* const> ws, std::span<float* const> ys,
+                      DeviceArena& scratch, cudaStream_t stream, const float* x_raw,
+                      const SmallLinearInputNorm* norm) {
     QS_CHECK(ws.size() == ys.size());
     if (T == 0 || ws.empty()) return;
     const int64_t in = ws[0]->in;
@@ -284,7 +310,24 @@ void Gemm::linears(const float* x, int64_t T, std::span<const DeviceLinear* cons
         }
         if (count > 0) launch(std::span<const Part>(parts.data(), count));
     };
-    // The F32 weights (the GDN b/a projections; the router with the shared-expert gate).
+    // The FP8 weights of version 2 (q/k/v; the GDN qkv/z) first: with the input norm, the first
+    // launch writes the h that every other launch of the call reads.
+    std::array<SmallLinearFp8Part, kSmallLinearFp8V2MaxParts> fp8_parts;
+    gathered(
+        Route::kSmallRowsFp8V2, fp8_parts,
+        [](const DeviceLinear& w, float* y) { return SmallLinearFp8Part{w.w, w.scale_inv, w.out, y}; },
+        [&](std::span<const SmallLinearFp8Part> parts) {
+            if (norm != nullptr) {
+                launch_small_linear_fp8_v2(parts, in, x_raw, T, stream, fp8_small_blocks_per_sm_, norm);
+                norm = nullptr;
+            } else {
+                launch_small_linear_fp8_v2(parts, in, x, T, stream, fp8_small_blocks_per_sm_);
+            }
+            for (size_t j = 0; j < parts.size(); ++j) count_small_rows(true);
+            fp8_counts_.small_rows_v2 += int64_t(parts.size());
+            ++fp8_counts_.small_rows_v2_launches;
+        });
+    // Then the F32 weights (the GDN b/a projections; the router with the shared-expert gate).
     std::array<SmallLinearF32Part, kSmallLinearF32MaxParts> f32_parts;  // no allocation per call
     gathered(
         Route::kSmallRowsF32, f32_parts,
@@ -294,17 +337,6 @@ void Gemm::linears(const float* x, int64_t T, std::span<const DeviceLinear* cons
             small_rows_f32_weights_ += int64_t(parts.size());
             small_rows_calls_ += int64_t(parts.size());
             ++small_rows_f32_launches_;
-        });
-    // Then the FP8 weights of version 2 (q/k/v; the GDN qkv/z).
-    std::array<SmallLinearFp8Part, kSmallLinearFp8V2MaxParts> fp8_parts;
-    gathered(
-        Route::kSmallRowsFp8V2, fp8_parts,
-        [](const DeviceLinear& w, float* y) { return SmallLinearFp8Part{w.w, w.scale_inv, w.out, y}; },
-        [&](std::span<const SmallLinearFp8Part> parts) {
-            launch_small_linear_fp8_v2(parts, in, x, T, stream, fp8_small_blocks_per_sm_);
-            for (size_t j = 0; j < parts.size(); ++j) count_small_rows(true);
-            fp8_counts_.small_rows_v2 += int64_t(parts.size());
-            ++fp8_counts_.small_rows_v2_launches;
         });
     for (size_t i = 0; i < ws.size(); ++i) {
         const DeviceLinear& w = *ws[i];
@@ -357,6 +389,7 @@ void Gemm::linears(const float* x, int64_t T, std::span<const DeviceLinear* cons
                 break;  // handled above
         }
     }
+    QS_CHECK_MSG(norm == nullptr, "Gemm::linears: the input norm had no FP8 small-rows launch to ride on");
 }
 
 }  // namespace qs::cuda

@@ -40,6 +40,8 @@
 
 namespace qs::cuda {
 
+struct SmallLinearInputNorm;  // small_linear_kernels.h
+
 struct DeviceLinear {
     enum class Dtype : uint8_t { kF32, kBF16, kFP8Block };
     Dtype dtype = Dtype::kBF16;
@@ -95,6 +97,15 @@ public:
     // weights whose path takes it, each output bitwise what linear(*ws[i], x, T, ys[i]) writes.
     void linears(const float* x, int64_t T, std::span<const DeviceLinear* const> ws, std::span<float* const> ys,
                  DeviceArena& scratch, cudaStream_t stream);
+    // linears() on h = rms_norm_zc(x + norm.pending) (norm.pending may be null), which it writes to
+    // norm.h (x is not written). With `fused`, when T, in and some weight take the FP8 small-rows
+    // kernel (small_linear_fp8_v2_norm_supports), that kernel's first launch computes h in its
+    // prologue and the other weights read h after it; otherwise the norm kernel
+    // (launch_residual_rms_norm_zc) runs first. h and every output are the same bits either way.
+    // Returns whether the norm rode on a linear launch (tests and labs).
+    bool norm_linears(const float* x, const SmallLinearInputNorm& norm, bool fused, int64_t T,
+                      std::span<const DeviceLinear* const> ws, std::span<float* const> ys, DeviceArena& scratch,
+                      cudaStream_t stream);
 
     void set_policy(LinearPolicy p) { policy_ = p; }
     // FP8 calls of 1..n rows (n <= kSmallLinearFp8V2MaxRows) take the small-rows kernel's version 2
@@ -155,6 +166,10 @@ private:
     Plan& fp8_block_plan(int64_t m, int64_t n, int64_t k, const float* a_scale, const float* b_scale);
     bool try_fp8_block_plan(Plan& p, cudaDataType_t d_type, int64_t m, int64_t n, int64_t k, const float* a_scale,
                             const float* b_scale);
+    // linears(); with norm, x is h and the first FP8 small-rows launch computes it from x_raw (and
+    // runs before every other launch of the call).
+    void linears_on(const float* x, int64_t T, std::span<const DeviceLinear* const> ws, std::span<float* const> ys,
+                    DeviceArena& scratch, cudaStream_t stream, const float* x_raw, const SmallLinearInputNorm* norm);
     // How linears() runs one weight at T rows (the dispatch of every dense linear).
     enum class Route : uint8_t { kF32, kSmallRowsF32, kInt4, kNvfp4, kSmallRows, kSmallRowsFp8V2, kBf16Gemm, kFp8Block, kFp8Dequant };
     Route route(const DeviceLinear& w, const float* x, int64_t T) const;

@@ -21,6 +21,12 @@
 //  over the concatenated output features, so x is quantised once per block for all of them and
 //  the launch's fixed latency (start, quantisation, the first chunk's round trip, the tail) is
 //  paid once; a feature's result does not depend on the other weights of the launch.
+//  With the layer's input norm (SmallLinearInputNorm; template PER = in / 256 > 0), step 1 takes
+//  h = rms_norm_zc(x + pending) instead of x: each block normalises the T rows itself, thread i
+//  owning elements i, i + 256, ... as the norm kernel's threads do (row_norm.cuh: the same sums in
+//  the same order, so h is the same bits), and quantises them from registers: a 128-column group
+//  is one element of each of 128 consecutive threads (4 warps), its amax a max over them (exact in
+//  any order), so codes and scales are step 1's on h. Block 0 also stores h.
 // Shared-memory layout of x: per 512-column block, values 4j .. 4j + 3 of every lane's 16 come
 // together (lane-major, 16 bytes each) for j = 0..3: a quarter-warp's 16-byte loads hit 32
 // distinct 4-byte banks.
@@ -36,6 +42,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_limits.h"
 #include "backend/cuda/ptx_helpers.cuh"  // the emulation shim (bench/kernels/emu) has its own
+#include "backend/cuda/row_norm.cuh"
 #include "core/check.h"
 
 namespace qs::cuda {
@@ -106,9 +113,65 @@ __device__ __forceinline__ PartRow part_row(const Fp8Parts& a, int o) {
     return r;
 }
 
-template <int T>
+// e4m3 code of v / scale (v / scale correctly rounded, RNE, satfinite) as its fp32 value: step 1's
+// conversion, by pairs there.
+__device__ __forceinline__ float2 quantise_pair(float a, float b, float scale) {
+    return fp8x2_to_float2(__nv_cvt_float2_to_fp8x2(make_float2(__fdiv_rn(a, scale), __fdiv_rn(b, scale)),
+                                                    __NV_SATFINITE, __NV_E4M3));
+}
+
+// Step 1 with the input norm: h of the T rows (PER elements a thread) → xq, xscale (and h to global
+// memory from block 0). Three barriers a row (two in block_sum, one for the groups' amax).
+template <int T, int PER>
+__device__ __forceinline__ void norm_quantise_x(const float* __restrict__ x, const SmallLinearInputNorm& nm, int in,
+                                                float* xq, float* xscale) {
+    __shared__ float warp_amax[T][PER][kWarps];
+    const int i = threadIdx.x, lane = i & 31, warp = i >> 5, groups = in / 128;
+    float wv[PER];
+#pragma unroll
+    for (int k = 0; k < PER; ++k) wv[k] = __ldg(nm.w + i + kWarps * 32 * k);
+#pragma unroll 1
+    for (int t = 0; t < T; ++t) {
+        const float* xr = x + size_t(t) * in;
+        const float* pr = nm.pending != nullptr ? nm.pending + size_t(t) * in : nullptr;
+        float v[PER];
+        float ss = 0.0f;
+#pragma unroll
+        for (int k = 0; k < PER; ++k) {
+            const int c = i + kWarps * 32 * k;
+            v[k] = __ldg(xr + c);
+            if (pr != nullptr) v[k] = v[k] + __ldg(pr + c);
+            ss += v[k] * v[k];
+        }
+        const float inv = rms_inv(block_sum(ss), in, nm.eps);
+#pragma unroll
+        for (int k = 0; k < PER; ++k) {
+            v[k] = norm_zc(v[k], inv, wv[k]);
+            if (blockIdx.x == 0) nm.h[size_t(t) * in + i + kWarps * 32 * k] = v[k];
+            float amax = fabsf(v[k]);
+#pragma unroll
+            for (int off = 16; off > 0; off >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+            if (lane == 0) warp_amax[t][k][warp] = amax;
+        }
+        __syncthreads();
+        // Element c = i + 256 k is in group 2k + i / 128, whose amax is warps 4 (i / 128) .. + 3's.
+        const int w0 = (i >> 7) * 4;
+#pragma unroll
+        for (int k = 0; k < PER; ++k) {
+            const float amax = fmaxf(fmaxf(warp_amax[t][k][w0], warp_amax[t][k][w0 + 1]),
+                                     fmaxf(warp_amax[t][k][w0 + 2], warp_amax[t][k][w0 + 3]));
+            const float scale = amax > 0.0f ? __fdiv_rn(amax, 448.0f) : 1.0f;
+            const int c = i + kWarps * 32 * k;
+            xq[size_t(t) * in + smem_col(c)] = quantise_pair(v[k], 0.0f, scale).x;
+            if ((i & 127) == 0) xscale[t * groups + c / 128] = scale;
+        }
+    }
+}
+
+template <int T, int PER>
 __global__ __launch_bounds__(kWarps * 32) void small_linear_fp8_v2_kernel(const Fp8Parts a, int in,
-                                                                          const float* __restrict__ x) {
+                                                                          const float* __restrict__ x,
+                                                                          const SmallLinearInputNorm norm) {
     float* xq = reinterpret_cast<float*>(ptx::dynamic_smem());  // [T][in] e4m3 values as fp32, swizzled
     float* xscale = xq + size_t(T) * in;                         // [T][in / 128]
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -138,8 +201,10 @@ __global__ __launch_bounds__(kWarps * 32) void small_linear_fp8_v2_kernel(const 
     };
     if (valid(0)) load(0, cur, cur_s, cur_out);
 
-    // 1. Quantise x: each lane 16 values of one group (8 lanes per group, 4 groups per warp).
-    for (int gi = warp * 4 + (lane >> 3); gi < T * groups; gi += kWarps * 4) {
+    // 1. Quantise x (or h, with the norm): each lane 16 values of one group (8 lanes per group, 4
+    //    groups per warp).
+    if constexpr (PER > 0) norm_quantise_x<T, PER>(x, norm, in, xq, xscale);
+    else for (int gi = warp * 4 + (lane >> 3); gi < T * groups; gi += kWarps * 4) {
         const int t = gi / groups, g = gi % groups, sub = lane & 7;
         const int k = g * 128 + sub * 16;
         const float4* xp = reinterpret_cast<const float4*>(x + size_t(t) * in + k);
@@ -159,8 +224,7 @@ __global__ __launch_bounds__(kWarps * 32) void small_linear_fp8_v2_kernel(const 
         float q[16];
 #pragma unroll
         for (int j = 0; j < 8; ++j) {
-            const float2 f = fp8x2_to_float2(__nv_cvt_float2_to_fp8x2(
-                make_float2(__fdiv_rn(v[2 * j], scale), __fdiv_rn(v[2 * j + 1], scale)), __NV_SATFINITE, __NV_E4M3));
+            const float2 f = quantise_pair(v[2 * j], v[2 * j + 1], scale);
             q[2 * j] = f.x, q[2 * j + 1] = f.y;
         }
         float* row = xq + size_t(t) * in;
@@ -230,7 +294,7 @@ constexpr size_t kMaxSmem = 100 * 1024;
 // Blocks of kernel<T> one SM holds (registers grow with T), so that a grid cap above it does not
 // make a second wave. Cached per `in` in 512s (the model has 2,048 and 4,096; every device of a
 // run is the same model of GPU); the query is not a stream operation, so it is safe in a capture.
-template <int T>
+template <int T, int PER>
 int resident_blocks(int64_t in) {
     static std::atomic<int> cache[16] = {};
     const int64_t key = in / 512;
@@ -239,24 +303,41 @@ int resident_blocks(int64_t in) {
         if (b > 0) return b;
     }
     int b = 0;
-    QS_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, small_linear_fp8_v2_kernel<T>, kWarps * 32,
-                                                                smem_bytes(T, in)));
+    auto* kernel = small_linear_fp8_v2_kernel<T, PER>;
+    QS_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, kernel, kWarps * 32, smem_bytes(T, in)));
     b = std::max(b, 1);
     if (key < 16) cache[key].store(b, std::memory_order_relaxed);
     return b;
 }
 
-template <int T>
-void launch_rows(const Fp8Parts& a, int in, const float* x, int blocks_per_sm, cudaStream_t stream) {
-    allow_dynamic_smem<small_linear_fp8_v2_kernel<T>>(smem_bytes(T, in));
-    blocks_per_sm = std::min(blocks_per_sm, resident_blocks<T>(in));
+template <int T, int PER>
+void launch_rows(const Fp8Parts& a, int in, const float* x, int blocks_per_sm, const SmallLinearInputNorm& norm,
+                 cudaStream_t stream) {
+    allow_dynamic_smem<small_linear_fp8_v2_kernel<T, PER>>(smem_bytes(T, in));
+    blocks_per_sm = std::min(blocks_per_sm, resident_blocks<T, PER>(in));
     const int blocks = int(std::min<int64_t>((a.rows + kWarps - 1) / kWarps, int64_t(sm_count()) * blocks_per_sm));
-    ptx::launch_kernel(small_linear_fp8_v2_kernel<T>, dim3(blocks), dim3(kWarps * 32), smem_bytes(T, in), stream, a,
-                       in, x);
+    ptx::launch_kernel(small_linear_fp8_v2_kernel<T, PER>, dim3(blocks), dim3(kWarps * 32), smem_bytes(T, in), stream,
+                       a, in, x, norm);
     QS_CUDA_CHECK_LAUNCH();
 }
 
+// The T-row instance with PER elements of the norm a thread (0: no norm).
+template <int PER>
+void launch_per(const Fp8Parts& a, int64_t T, int in, const float* x, int blocks_per_sm,
+                const SmallLinearInputNorm& norm, cudaStream_t stream) {
+    switch (T) {
+        case 1: launch_rows<1, PER>(a, in, x, blocks_per_sm, norm, stream); break;
+        case 2: launch_rows<2, PER>(a, in, x, blocks_per_sm, norm, stream); break;
+        case 3: launch_rows<3, PER>(a, in, x, blocks_per_sm, norm, stream); break;
+        default: launch_rows<4, PER>(a, in, x, blocks_per_sm, norm, stream); break;
+    }
+}
+
 }  // namespace
+
+bool small_linear_fp8_v2_norm_supports(int64_t T, int64_t in) {
+    return T >= 1 && T <= kSmallLinearFp8V2MaxRows && (in == 8 * kWarps * 32 || in == 16 * kWarps * 32);
+}
 
 bool small_linear_fp8_v2_supports(int64_t T, int64_t in, const void* w, const float* x) {
     return T >= 1 && T <= kSmallLinearFp8V2MaxRows && in > 0 && in % 512 == 0 && in < (int64_t(1) << 30) &&
@@ -265,7 +346,7 @@ bool small_linear_fp8_v2_supports(int64_t T, int64_t in, const void* w, const fl
 }
 
 void launch_small_linear_fp8_v2(std::span<const SmallLinearFp8Part> parts, int64_t in, const float* x, int64_t T,
-                                cudaStream_t stream, int blocks_per_sm) {
+                                cudaStream_t stream, int blocks_per_sm, const SmallLinearInputNorm* norm) {
     QS_CHECK_MSG(!parts.empty() && parts.size() <= size_t(kSmallLinearFp8V2MaxParts),
                  "launch_small_linear_fp8_v2: 1 to 4 weights a launch");
     QS_CHECK(blocks_per_sm >= 1);
@@ -286,12 +367,15 @@ void launch_small_linear_fp8_v2(std::span<const SmallLinearFp8Part> parts, int64
     QS_CHECK_MSG(rows < (int64_t(1) << 30), "launch_small_linear_fp8_v2: too many output features");
     for (size_t i = parts.size(); i <= size_t(kSmallLinearFp8V2MaxParts); ++i) a.first_row[i] = int(rows);
     a.rows = int(rows);
-    switch (T) {
-        case 1: launch_rows<1>(a, int(in), x, blocks_per_sm, stream); break;
-        case 2: launch_rows<2>(a, int(in), x, blocks_per_sm, stream); break;
-        case 3: launch_rows<3>(a, int(in), x, blocks_per_sm, stream); break;
-        default: launch_rows<4>(a, int(in), x, blocks_per_sm, stream); break;
-    }
+    if (norm == nullptr) return launch_per<0>(a, T, int(in), x, blocks_per_sm, SmallLinearInputNorm{}, stream);
+    QS_CHECK_MSG(small_linear_fp8_v2_norm_supports(T, in) && norm->w != nullptr && norm->h != nullptr,
+                 "launch_small_linear_fp8_v2: the input norm needs rows of 2,048 or 4,096 and its weight and output");
+    const float* ends[] = {x, norm->pending};  // h must not overlap what the blocks still read
+    for (const float* p : ends)
+        QS_CHECK_MSG(p == nullptr || norm->h + T * in <= p || p + T * in <= norm->h,
+                     "launch_small_linear_fp8_v2: h overlaps x or pending");
+    if (in == 8 * kWarps * 32) launch_per<8>(a, T, int(in), x, blocks_per_sm, *norm, stream);
+    else launch_per<16>(a, T, int(in), x, blocks_per_sm, *norm, stream);
 }
 
 void launch_small_linear_fp8_v2(const void* w, const float* scale_inv, int64_t out, int64_t in, const float* x,

@@ -47,11 +47,27 @@ struct SmallLinearFp8Part {
     int64_t out = 0;
     float* y = nullptr;                 // [T, out]
 };
+// The layer's input norm computed in the launch's prologue (CudaOptions::fused_input_norm): the
+// weights then read h = rms_norm_zc(x + pending) instead of x, every block computing h of the T rows
+// itself with row_norm.cuh's arithmetic and thread mapping, so h is bitwise what
+// launch_residual_rms_norm_zc(x, pending, nullptr, nullptr, w, ...) writes and each y bitwise that
+// of a launch on that h; block 0 also stores h (for the launches that read it next: the GDN b/a
+// projections). x is not written. Saves the norm's own launch (~3 µs of a one-stream step's GDN
+// layer: bench/kernels/NOTES.md "One stream from a real timeline").
+struct SmallLinearInputNorm {
+    const float* pending = nullptr;  // [T, in] added to x first, or null
+    const float* w = nullptr;        // [in] the norm's weight
+    float eps = 0.0f;
+    float* h = nullptr;              // [T, in] out: the normalised rows
+};
+// Whether a launch with the norm takes T rows of `in` columns (in = 2,048 or 4,096).
+bool small_linear_fp8_v2_norm_supports(int64_t T, int64_t in);
 // blocks_per_sm: the grid is min(ceil(Σ out / 8), SMs × blocks_per_sm) blocks of 8 warps, each
 // quantising x once (labs sweep it; 2 by default: at 80-96 registers a thread, two blocks of 256
-// threads fit an SM, so the grid is one wave).
+// threads fit an SM, so the grid is one wave). norm: null, or the input norm above.
 void launch_small_linear_fp8_v2(std::span<const SmallLinearFp8Part> parts, int64_t in, const float* x, int64_t T,
-                                cudaStream_t stream, int blocks_per_sm = 2);
+                                cudaStream_t stream, int blocks_per_sm = 2,
+                                const SmallLinearInputNorm* norm = nullptr);
 // One weight.
 void launch_small_linear_fp8_v2(const void* w, const float* scale_inv, int64_t out, int64_t in, const float* x,
                                 int64_t T, float* y, cudaStream_t stream, int blocks_per_sm = 2);
