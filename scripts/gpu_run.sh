@@ -34,6 +34,12 @@
 #           step's attention on the prefill kernel (today) against the split-K decode kernel
 #           (--attention-decode-rows 4)
 #   fp8gemm  the FP8 dense-linear lab (fp8_gemm_lab) and its GPU parity test only
+#   fused_norm  the layer's input norm in the FP8 small-rows launch (CudaOptions::fused_input_norm):
+#           `fp8_gemm_lab 1 --norm` (bitwise against the norm kernel then the linears, µs per call in
+#           CUDA graphs at 1-4 rows), the GPU tests CudaFusedInputNorm.* with the linears' and the tiny
+#           model's, then the one-stream FP8-lean step (k = 0 and 1, P = 0) with --fused-input-norm 0,
+#           1, 0, 1 (four engines, ~3 min: STAGE_TIMEOUT=300); needs qs_gpu_tests fp8_gemm_lab
+#           gpu_forward_bench in the bundle
 #   fp8_prefill  `fp8_gemm_lab 1 --prefill`: the FP8 dense linears at 4,096 and 16,384 rows, checked, then
 #           the whole call and the activation quantisation alone, TFLOP/s against the measured fp8 peak
 #   gdn_decode  the GDN lab's decode mode (gdn_lab --decode: one-block-per-head vs streaming decode
@@ -195,6 +201,17 @@ for stage in "$@"; do
                        run mtp_fast_long_new "$B/gpu_forward_bench" "${mtp_long_args[@]}" --fp8-small-rows 4 \
                            --attention-decode-rows 4 ;;
         fp8_prefill) run fp8_gemm_lab_prefill "$B/fp8_gemm_lab" 1 --prefill ;;
+        fused_norm) run fp8_gemm_lab_norm "$B/fp8_gemm_lab" 1 --norm
+                    run gpu_tests_fused_norm "$B/qs_gpu_tests" --gtest_color=no \
+                        --gtest_filter='CudaFusedInputNorm.*:CudaSharedLinears.*:CudaSmallRows*:CudaOpProfile.*:CudaModel.TinyModel*'
+                    fused_args=(--model builtin:qwen36-35b-a3b --load-format dummy --dummy-format fp8-block
+                                --gdn-state-dtype bf16 --kv-cache-dtype fp8_e4m3 --mode mtp --mtp-k 0,1
+                                --mtp-acceptance 0 --mtp-seqs 1)
+                    for r in a b; do
+                        for f in 0 1; do
+                            run "fused_norm_step_${f}_$r" "$B/gpu_forward_bench" "${fused_args[@]}" --fused-input-norm "$f"
+                        done
+                    done ;;
         fp8gemm) run fp8_gemm_lab "$B/fp8_gemm_lab"
                  run gpu_tests_fp8 "$B/qs_gpu_tests" --gtest_color=no --gtest_filter='*Fp8BlockLinear*' ;;
         tests) run gpu_tests "$B/qs_gpu_tests" --gtest_color=no ;;

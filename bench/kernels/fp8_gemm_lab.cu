@@ -7,7 +7,9 @@
 //   q_proj / GDN in_proj_qkv 2048→8192, k_proj / v_proj 2048→512, GDN in_proj_z 2048→4096,
 //   o_proj / GDN out_proj 4096→2048   (spec/model.md).
 // Built with QS_BUILD_KERNEL_LABS=ON (target fp8_gemm_lab, links qs_lib).
-// Run: fp8_gemm_lab [seed] [--no-timing] [--quick] [--small-v2] [--prefill] [--shared]   (exit code 1 on any FAIL;
+// Run: fp8_gemm_lab [seed] [--no-timing] [--quick] [--small-v2] [--prefill] [--shared] [--norm]   (exit code 1 on any FAIL;
+//      --norm: only the input norm with its projections at 1-4 rows (CudaOptions::fused_input_norm),
+//      fused against the norm kernel then the linears, bitwise checked, timed in CUDA graphs;
 //      --small-v2: only the small-rows version 2 section, 1-4 rows, checks and old-vs-new timings;
 //      --prefill: only prefill sizes (T = 4,096 and 16,384: checked, then the whole call and the
 //      activation quantisation alone timed, TFLOP/s against the measured fp8 GEMM peak; then the
@@ -565,6 +567,115 @@ struct Lab {
         }
     }
 
+    // The layer's input norm with its projections (Gemm::norm_linears; CudaOptions::fused_input_norm)
+    // at 1-4 rows: h and every output of the fused call (the norm in the FP8 small-rows launch's
+    // prologue) bitwise equal to the norm kernel then the linears, then both timed as a CUDA graph
+    // of 20 calls (weights rotated over >= 128 MB of copies, as a step's graph replays them back to
+    // back), µs per call.
+    void time_norm(std::mt19937& rng) {
+        const int64_t in = 2048;
+        struct GroupSpec {
+            const char* name;
+            std::vector<std::pair<int64_t, bool>> members;  // out, fp8 (else fp32: GDN b/a)
+        };
+        const std::vector<GroupSpec> groups = {{"attn q/k/v", {{8192, true}, {512, true}, {512, true}}},
+                                               {"gdn qkv/z/b/a", {{8192, true}, {4096, true}, {32, false}, {32, false}}}};
+        std::normal_distribution<float> nd(0.0f, 1.0f);
+        std::vector<float> nw(static_cast<size_t>(in));
+        for (float& v : nw) v = 0.3f * nd(rng);
+        std::vector<void*> allocs;
+        const float* dnw = upload(nw, allocs);
+        gemm.set_policy(LinearPolicy::kAuto);
+        for (const GroupSpec& g : groups) {
+            std::vector<std::vector<DevWeight>> copies;
+            for (const auto& [out, fp8] : g.members) {
+                if (fp8) {
+                    copies.push_back(rotated_copies(make_weight(out, in, rng)));
+                    continue;
+                }
+                std::vector<DevWeight> c(2);  // 0.25 MB: L2-resident either way
+                std::vector<float> h(size_t(out * in));
+                for (float& v : h) v = 0.02f * nd(rng);
+                for (DevWeight& d : c) {
+                    d.lin.dtype = DeviceLinear::Dtype::kF32;
+                    d.lin.out = out, d.lin.in = in;
+                    d.lin.w = upload(h, d.allocs);
+                    d.bytes = h.size() * 4;
+                }
+                copies.push_back(std::move(c));
+            }
+            const size_t n = g.members.size();
+            for (int64_t T = 1; T <= kSmallLinearFp8V2MaxRows; ++T) {
+                gemm.set_fp8_small_rows(int(T));
+                std::vector<float> x(size_t(T * in)), pending(x.size());
+                for (float& v : x) v = 2.0f * nd(rng);
+                for (float& v : pending) v = nd(rng);
+                std::vector<void*> bufs;
+                const float* dx = upload(x, bufs);
+                const float* dp = upload(pending, bufs);
+                float* h[2];
+                std::vector<float*> ys[2];
+                for (int f = 0; f < 2; ++f) {
+                    QS_CUDA_CHECK(cudaMalloc(&h[f], size_t(T * in) * 4));
+                    bufs.push_back(h[f]);
+                    for (const auto& m : g.members) {
+                        float* y = nullptr;
+                        QS_CUDA_CHECK(cudaMalloc(&y, size_t(T * m.first) * 4));
+                        bufs.push_back(y);
+                        ys[f].push_back(y);
+                    }
+                }
+                auto call = [&](int fused, int it) {
+                    std::vector<const DeviceLinear*> ws;
+                    for (auto& c : copies) ws.push_back(&c[size_t(it) % c.size()].lin);
+                    const SmallLinearInputNorm norm{dp, dnw, 1e-6f, h[fused]};
+                    gemm.norm_linears(dx, norm, fused == 1, T, ws, ys[fused], arena, stream);
+                    arena.reset();
+                };
+                call(0, 0);
+                call(1, 0);
+                QS_CUDA_CHECK(cudaStreamSynchronize(stream));
+                auto host = [&](const float* d, size_t count) {
+                    std::vector<float> v(count);
+                    QS_CUDA_CHECK(cudaMemcpy(v.data(), d, count * 4, cudaMemcpyDeviceToHost));
+                    return v;
+                };
+                bool same = host(h[0], size_t(T * in)) == host(h[1], size_t(T * in));
+                for (size_t i = 0; i < n; ++i) {
+                    const size_t count = size_t(T * g.members[i].first);
+                    const std::vector<float> a = host(ys[0][i], count), b = host(ys[1][i], count);
+                    same = same && std::memcmp(a.data(), b.data(), count * 4) == 0;
+                }
+                all_ok = all_ok && same;
+                float us[2];
+                for (int f = 0; f < 2; ++f) {
+                    constexpr int kCalls = 20;
+                    cudaGraph_t graph;
+                    cudaGraphExec_t exec;
+                    QS_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+                    for (int it = 0; it < kCalls; ++it) call(f, it);
+                    QS_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+                    QS_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+                    us[f] = 1e3f / kCalls *
+                            qs::lab::median_event_ms([&](int) { QS_CUDA_CHECK(cudaGraphLaunch(exec, stream)); }, 20, 3,
+                                                     stream);
+                    cudaGraphExecDestroy(exec);
+                    cudaGraphDestroy(graph);
+                }
+                std::printf("%-5s norm + %-14s T=%lld  norm kernel + linears %7.2f us | fused %7.2f us | saved %5.2f us "
+                            "(%.1f%%)  %s\n",
+                            same ? "PASS" : "FAIL", g.name, (long long)T, us[0], us[1], us[0] - us[1],
+                            100.0 * (us[0] - us[1]) / us[0], same ? "bitwise = unfused" : "DIFFERS FROM UNFUSED");
+                std::fflush(stdout);
+                for (void* b : bufs) cudaFree(b);
+            }
+            gemm.set_fp8_small_rows(0);
+            for (auto& c : copies)
+                for (DevWeight& d : c) free_weight(d);
+        }
+        for (void* a : allocs) cudaFree(a);
+    }
+
     // The small-rows kernel's version 2 (Gemm::set_fp8_small_rows; small_linear_fp8.cu) at 1-4
     // rows: against the emulated quantisation (< 2e-4: the same x codes, fp32 sums) and the exact
     // product (< 4e-2); every row bitwise equal to a one-row call on that row (rows never mix,
@@ -713,7 +824,7 @@ struct Lab {
 
 int main(int argc, char** argv) {
     uint64_t seed = 1;
-    bool timing = true, quick = false, v2_only = false, prefill_only = false, shared_only = false;
+    bool timing = true, quick = false, v2_only = false, prefill_only = false, shared_only = false, norm_only = false;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         if (a == "--no-timing") timing = false;
@@ -721,6 +832,7 @@ int main(int argc, char** argv) {
         else if (a == "--small-v2") v2_only = true;
         else if (a == "--prefill") prefill_only = true;
         else if (a == "--shared") shared_only = true;
+        else if (a == "--norm") norm_only = true;
         else seed = std::strtoull(argv[i], nullptr, 10);
     }
     int dev = 0;
@@ -742,6 +854,14 @@ int main(int argc, char** argv) {
     // 128 (the tiny test models: the fallback must run and be right).
     const std::vector<Shape> extra = {{"pad-check", 256, 640}, {"tiny (fallback)", 96, 64}, {"odd (fallback)", 200, 384}};
 
+    if (norm_only) {
+        std::printf("\nthe input norm with its projections, FP8, 1-4 rows (Gemm::norm_linears): the norm kernel then "
+                    "the linears against the norm in the small-rows launch; a graph of 20 calls, us per call\n");
+        lab.time_norm(rng);
+        std::printf("\n%s\n", lab.all_ok ? "ALL PASS" : "SOME FAILED");
+        QS_CUDA_CHECK(cudaStreamDestroy(lab.stream));
+        return lab.all_ok ? 0 : 1;
+    }
     if (prefill_only) {
         std::printf("\ncorrectness at prefill sizes (normalised error; bounds: block vs emulated 2e-3, block vs exact "
                     "4e-2, dequant vs exact 1e-2)\n");
