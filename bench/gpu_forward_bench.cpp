@@ -58,6 +58,8 @@
 //          share one quantisation (FP8) or bf16 copy of their input; default 1; 0 = one per linear)
 //          [--fused-input-norm 0|1]  (CudaOptions::fused_input_norm: a layer's input norm computed in the
 //          FP8 small-rows launch of its projections at 1..4 rows; default 0; the same bits either way)
+//          [--fused-output-norm 0|1]  (CudaOptions::fused_output_norm: the post-attention norm in the last
+//          block of the o_proj / out_proj FP8 small-rows launch at 1..4 rows; default 0; the same bits)
 //          [--attention-decode-rows 1..4]  (CudaOptions::attention_decode_rows: sequences of up to
 //          N new rows on the split-K decode attention kernel; default 4)
 //          [--attention-prefill-version 1|2]  (CudaOptions::attention_prefill_version: 2 = the
@@ -294,6 +296,7 @@ int run(const Args& args) {
         !pick("fp8-small-blocks-per-sm", {1, 2, 3, 4}, &co.fp8_small_blocks_per_sm) ||
         !pick("shared-linear-input", {0, 1}, &co.shared_linear_input) ||
         !pick("fused-input-norm", {0, 1}, &co.fused_input_norm) ||
+        !pick("fused-output-norm", {0, 1}, &co.fused_output_norm) ||
         !pick("attention-decode-rows", {1, 2, 3, 4}, &co.attention_decode_rows) ||
         !pick("attention-prefill-version", {1, 2}, &co.attention_prefill_version) ||
         !pick("attention-decode-version", {1, 2}, &co.attention_decode_version))
@@ -408,7 +411,7 @@ int main(int argc, char** argv) {
                                     "moe-int4-grouped", "nvfp4-kernels",
                                     "moe-int4-grouped-max-t", "fp8-small-rows", "fp8-small-blocks-per-sm", "attention-decode-rows",
                                     "attention-prefill-version", "attention-decode-version", "shared-linear-input",
-                                    "fused-input-norm"};
+                                    "fused-input-norm", "fused-output-norm"};
     std::set<std::string> flags = {"mtp-profiler-range"};
     cli::add_option_names(cli::model_option_group(), flags, valued);
     cli::add_option_names(cli::backend_option_group(), flags, valued);

@@ -34,12 +34,13 @@
 #           step's attention on the prefill kernel (today) against the split-K decode kernel
 #           (--attention-decode-rows 4)
 #   fp8gemm  the FP8 dense-linear lab (fp8_gemm_lab) and its GPU parity test only
-#   fused_norm  the layer's input norm in the FP8 small-rows launch (CudaOptions::fused_input_norm):
-#           `fp8_gemm_lab 1 --norm` (bitwise against the norm kernel then the linears, µs per call in
-#           CUDA graphs at 1-4 rows), the GPU tests CudaFusedInputNorm.* with the linears' and the tiny
-#           model's, then the one-stream FP8-lean step (k = 0 and 1, P = 0) with --fused-input-norm 0,
-#           1, 0, 1 (four engines, ~3 min: STAGE_TIMEOUT=300); needs qs_gpu_tests fp8_gemm_lab
-#           gpu_forward_bench in the bundle
+#   fused_norm  the norms in the FP8 small-rows launches (CudaOptions::fused_input_norm: the input norm
+#           in the projections' launch; fused_output_norm: the post-attention norm in the o_proj /
+#           out_proj launch's last block): `fp8_gemm_lab 1 --norm` (bitwise against the norm kernel
+#           beside the linears, µs per call in CUDA graphs at 1-4 rows), the GPU tests
+#           CudaFusedInputNorm.* with the linears' and the tiny model's, then the one-stream FP8-lean
+#           step (k = 0 and 1, P = 0) with neither, the input norm, both, twice (six engines, ~4 min
+#           in all); needs qs_gpu_tests fp8_gemm_lab gpu_forward_bench in the bundle
 #   fp8_prefill  `fp8_gemm_lab 1 --prefill`: the FP8 dense linears at 4,096 and 16,384 rows, checked, then
 #           the whole call and the activation quantisation alone, TFLOP/s against the measured fp8 peak
 #   gdn_decode  the GDN lab's decode mode (gdn_lab --decode: one-block-per-head vs streaming decode
@@ -208,8 +209,10 @@ for stage in "$@"; do
                                 --gdn-state-dtype bf16 --kv-cache-dtype fp8_e4m3 --mode mtp --mtp-k 0,1
                                 --mtp-acceptance 0 --mtp-seqs 1)
                     for r in a b; do
-                        for f in 0 1; do
-                            run "fused_norm_step_${f}_$r" "$B/gpu_forward_bench" "${fused_args[@]}" --fused-input-norm "$f"
+                        for f in "0 0" "1 0" "1 1"; do
+                            read -r fin fout <<< "$f"
+                            run "fused_norm_step_in${fin}_out${fout}_$r" "$B/gpu_forward_bench" "${fused_args[@]}" \
+                                --fused-input-norm "$fin" --fused-output-norm "$fout"
                         done
                     done ;;
         fp8gemm) run fp8_gemm_lab "$B/fp8_gemm_lab"

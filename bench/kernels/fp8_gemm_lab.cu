@@ -8,8 +8,9 @@
 //   o_proj / GDN out_proj 4096→2048   (spec/model.md).
 // Built with QS_BUILD_KERNEL_LABS=ON (target fp8_gemm_lab, links qs_lib).
 // Run: fp8_gemm_lab [seed] [--no-timing] [--quick] [--small-v2] [--prefill] [--shared] [--norm]   (exit code 1 on any FAIL;
-//      --norm: only the input norm with its projections at 1-4 rows (CudaOptions::fused_input_norm),
-//      fused against the norm kernel then the linears, bitwise checked, timed in CUDA graphs;
+//      --norm: only the norms fused into the FP8 small-rows launches at 1-4 rows (CudaOptions::
+//      fused_input_norm, fused_output_norm) against the norm kernel beside the linears, bitwise
+//      checked, timed in CUDA graphs;
 //      --small-v2: only the small-rows version 2 section, 1-4 rows, checks and old-vs-new timings;
 //      --prefill: only prefill sizes (T = 4,096 and 16,384: checked, then the whole call and the
 //      activation quantisation alone timed, TFLOP/s against the measured fp8 GEMM peak; then the
@@ -567,7 +568,8 @@ struct Lab {
         }
     }
 
-    // The layer's input norm with its projections (Gemm::norm_linears; CudaOptions::fused_input_norm)
+    // The layer's input norm with its projections (Gemm::norm_linears; CudaOptions::fused_input_norm),
+    // then the output projection with the post-attention norm (Gemm::linear_norm; fused_output_norm),
     // at 1-4 rows: h and every output of the fused call (the norm in the FP8 small-rows launch's
     // prologue) bitwise equal to the norm kernel then the linears, then both timed as a CUDA graph
     // of 20 calls (weights rotated over >= 128 MB of copies, as a step's graph replays them back to
@@ -672,6 +674,76 @@ struct Lab {
             gemm.set_fp8_small_rows(0);
             for (auto& c : copies)
                 for (DevWeight& d : c) free_weight(d);
+        }
+        // The output projection with the post-attention norm (Gemm::linear_norm; CudaOptions::
+        // fused_output_norm): o_proj / out_proj 4096 → 2048, the norm in the launch's last block.
+        {
+            const int64_t out = 2048, in_o = 4096;
+            std::vector<DevWeight> copies = rotated_copies(make_weight(out, in_o, rng));
+            int* counter = nullptr;
+            QS_CUDA_CHECK(cudaMalloc(&counter, sizeof(int)));
+            QS_CUDA_CHECK(cudaMemset(counter, 0, sizeof(int)));
+            std::vector<float> onw(static_cast<size_t>(out));
+            for (float& v : onw) v = 0.3f * nd(rng);
+            const float* donw = upload(onw, allocs);
+            for (int64_t T = 1; T <= kSmallLinearFp8V2MaxRows; ++T) {
+                gemm.set_fp8_small_rows(int(T));
+                std::vector<float> a(size_t(T * in_o)), x(size_t(T * out)), pending(x.size());
+                for (float& v : a) v = nd(rng);
+                for (float& v : x) v = 2.0f * nd(rng);
+                for (float& v : pending) v = nd(rng);
+                std::vector<void*> bufs;
+                const float* da = upload(a, bufs);
+                const float* dp = upload(pending, bufs);
+                float *dx[2], *dy[2], *dh[2];
+                for (int f = 0; f < 2; ++f) {
+                    dx[f] = upload(x, bufs);
+                    QS_CUDA_CHECK(cudaMalloc(&dy[f], x.size() * 4));
+                    QS_CUDA_CHECK(cudaMalloc(&dh[f], x.size() * 4));
+                    bufs.push_back(dy[f]);
+                    bufs.push_back(dh[f]);
+                }
+                auto call = [&](int fused, int it) {
+                    const SmallLinearOutputNorm post{dx[fused], dp, donw, 1e-6f, dh[fused], counter};
+                    gemm.linear_norm(copies[size_t(it) % copies.size()].lin, da, T, dy[fused], post, fused == 1, arena,
+                                     stream);
+                    arena.reset();
+                };
+                call(0, 0);
+                call(1, 0);
+                QS_CUDA_CHECK(cudaStreamSynchronize(stream));
+                auto host = [&](const float* d) {
+                    std::vector<float> v(x.size());
+                    QS_CUDA_CHECK(cudaMemcpy(v.data(), d, v.size() * 4, cudaMemcpyDeviceToHost));
+                    return v;
+                };
+                const bool same = host(dy[0]) == host(dy[1]) && host(dx[0]) == host(dx[1]) && host(dh[0]) == host(dh[1]);
+                all_ok = all_ok && same;
+                float us[2];
+                for (int f = 0; f < 2; ++f) {  // x grows by pending + y each call: fine for timing
+                    constexpr int kCalls = 20;
+                    cudaGraph_t graph;
+                    cudaGraphExec_t exec;
+                    QS_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+                    for (int it = 0; it < kCalls; ++it) call(f, it);
+                    QS_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+                    QS_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+                    us[f] = 1e3f / kCalls *
+                            qs::lab::median_event_ms([&](int) { QS_CUDA_CHECK(cudaGraphLaunch(exec, stream)); }, 20, 3,
+                                                     stream);
+                    cudaGraphExecDestroy(exec);
+                    cudaGraphDestroy(graph);
+                }
+                std::printf("%-5s o_proj + post norm  T=%lld  linear + norm kernel %7.2f us | fused %7.2f us | saved %5.2f us "
+                            "(%.1f%%)  %s\n",
+                            same ? "PASS" : "FAIL", (long long)T, us[0], us[1], us[0] - us[1],
+                            100.0 * (us[0] - us[1]) / us[0], same ? "bitwise = unfused" : "DIFFERS FROM UNFUSED");
+                std::fflush(stdout);
+                for (void* b : bufs) cudaFree(b);
+            }
+            gemm.set_fp8_small_rows(0);
+            for (DevWeight& d : copies) free_weight(d);
+            cudaFree(counter);
         }
         for (void* a : allocs) cudaFree(a);
     }

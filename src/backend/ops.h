@@ -196,6 +196,15 @@ public:
     // into h, then linears.
     virtual void rms_norm_linears(const float* x, const float* pending, const ParamVector& w, int64_t T, int64_t n,
                                   double eps, float* h, std::initializer_list<LinearOut> outs);
+    // y [T, W.out] = a · Wᵀ, then add2_rms_norm_zc(x, pending, y, norm_w, T, W.out, eps, h): the
+    // o_proj / GDN out_proj and the post-attention norm after it, which a backend may run as one
+    // launch (CUDA: CudaOptions::fused_output_norm). x, h, y and a must not overlap. Every result is
+    // bitwise what the default gives. Default: linear, then add2_rms_norm_zc.
+    virtual void linear_add2_rms_norm_zc(const float* a, int64_t T, const LinearWeight& W, float* y, float* x,
+                                         const float* pending, const ParamVector& norm_w, double eps, float* h) {
+        linear(a, T, W, y);
+        add2_rms_norm_zc(x, pending, y, norm_w, T, W.out_features, eps, h);
+    }
     // out [R, n] = src[rows[r]] for src [*, n]; rows is a host array.
     virtual void gather_rows(const float* src, const int32_t* rows, int64_t R, int64_t n, float* out) = 0;
     // out [T, 2n] = [a | b] row by row, for a, b [T, n].

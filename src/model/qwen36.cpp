@@ -35,8 +35,7 @@ void Qwen36Model::decoder_layer(const DecoderLayerWeights& l, float* x, const fl
         ops_.rms_norm_linears(x, pending, l.input_layernorm, T, H, c.rms_norm_eps, h,
                               {{l.attn.q_proj, qg}, {l.attn.k_proj, k}, {l.attn.v_proj, v}});
         ops_.gated_attention(qg, k, v, l.attn.q_norm, l.attn.k_norm, d, batch, positions, cache, kv_layer, attn);
-        ops_.linear(attn, T, l.attn.o_proj, out);
-        reduce(out, T * H);  // tensor parallel: each rank's heads give a partial o_proj
+        mixer_out_norm(attn, T, l.attn.o_proj, out, x, pending, l.post_attention_layernorm, h);
     } else {
         const GdnDims& d = gdn_dims_;
         float* qkv = ops_.alloc(T * d.conv_dim());         // [T, conv_dim]
@@ -48,13 +47,21 @@ void Qwen36Model::decoder_layer(const DecoderLayerWeights& l, float* x, const fl
             x, pending, l.input_layernorm, T, H, c.rms_norm_eps, h,
             {{l.gdn.in_proj_qkv, qkv}, {l.gdn.in_proj_z, z}, {l.gdn.in_proj_b, b}, {l.gdn.in_proj_a, a}});
         ops_.gated_delta_net(qkv, z, b, a, l.gdn, d, batch, cache, gdn_layer, o);
-        ops_.linear(o, T, l.gdn.out_proj, out);
-        reduce(out, T * H);
+        mixer_out_norm(o, T, l.gdn.out_proj, out, x, pending, l.post_attention_layernorm, h);
     }
-    ops_.add2_rms_norm_zc(x, pending, out, l.post_attention_layernorm, T, H, c.rms_norm_eps, h);
     ops_.moe(h, T, l.moe, c.num_experts_per_tok, c.norm_topk_prob, moe_out);
     reduce(moe_out, T * H);  // tensor parallel: each rank's slice of every expert's intermediate
     ops_.release_to(layer_mark);
+}
+
+void Qwen36Model::mixer_out_norm(const float* a, int64_t T, const LinearWeight& w, float* out, float* x,
+                                 const float* pending, const ParamVector& norm_w, float* h) {
+    const double eps = w_.config.rms_norm_eps;
+    if (tp_ == nullptr || tp_->size() == 1) return ops_.linear_add2_rms_norm_zc(a, T, w, out, x, pending, norm_w, eps, h);
+    // Tensor parallel: each rank's heads give a partial projection, summed before the residual add.
+    ops_.linear(a, T, w, out);
+    reduce(out, T * w.out_features);
+    ops_.add2_rms_norm_zc(x, pending, out, norm_w, T, w.out_features, eps, h);
 }
 
 const float* Qwen36Model::upload_embeds(const ForwardBatch& batch) {

@@ -88,6 +88,11 @@ private:
     // is added into x by this layer's first norm, and this layer's MoE output goes to `moe_out`
     // [T, hidden] un-added, for the next layer's first norm or the final norm: each residual add
     // rides on the norm after it (Ops::add_rms_norm_zc). pending may equal moe_out.
+    // The mixer's output projection (o_proj / GDN out_proj) into out, then the post-attention norm:
+    // x += pending, x += out, h = rms_norm_zc(x) (Ops::linear_add2_rms_norm_zc; with tensor parallel,
+    // out is all-reduced between the two).
+    void mixer_out_norm(const float* a, int64_t T, const LinearWeight& w, float* out, float* x, const float* pending,
+                        const ParamVector& norm_w, float* h);
     void decoder_layer(const DecoderLayerWeights& l, float* x, const float* pending, float* moe_out, int64_t T,
                        const ForwardBatch& batch, const int32_t* positions, ModelCache& cache, int64_t kv_layer,
                        int64_t gdn_layer);

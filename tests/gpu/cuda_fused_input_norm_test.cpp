@@ -1,14 +1,19 @@
-// A layer's input norm inside the FP8 small-rows launch (CudaOptions::fused_input_norm;
-// Ops::rms_norm_linears; issue 15 item 2), at the real model's shapes with FP8 weights:
+// A layer's norms inside the FP8 small-rows launches (issue 15 item 2), at the real model's shapes
+// with FP8 weights: the input norm in the projections' launch (CudaOptions::fused_input_norm;
+// Ops::rms_norm_linears) and the post-attention norm in the o_proj / out_proj launch's last block
+// (CudaOptions::fused_output_norm; Ops::linear_add2_rms_norm_zc):
 //  - h and every output of rms_norm_linears bitwise equal with the option on and off (off: the
 //    norm kernel, then the linears), with and without the pending addend, for T = 1..4 (the norm
 //    rides on the launch: CudaOps::fused_input_norms counts it) and T = 5, 64 (it cannot: the norm
 //    kernel runs, nothing counted); x and pending unchanged; h near the CPU specification;
+//  - linear_add2_rms_norm_zc's y, x and h bitwise equal with fused_output_norm on and off, twice in a
+//    row (the launch counter is back at 0), counted where the norm rode on the launch (T <= 4);
 //  - add2_rms_norm_zc bitwise equal to add then add_rms_norm_zc, in place as the final norm too;
 //  - a whole model (4 real-shape layers, FP8 dummy weights) gives the same logits bit for bit with
-//    the option on and off over a prompt and single-row decode steps (graphs on).
+//    both options on and off over a prompt and single-row decode steps (graphs on).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -116,6 +121,61 @@ TEST(CudaFusedInputNorm, SameBitsAsTheNormKernelThenLinears) {
     }
 }
 
+TEST(CudaFusedInputNorm, OutputNormSameBitsAsTheLinearThenTheNormKernel) {
+    QS_REQUIRE_GPU();
+    ModelWeights w = make_dummy_weights(real_shapes(8), 96, /*with_mtp=*/false, WeightFormat::kFP8Block);
+    cuda::CudaOptions o_off = options(0), o_on = options(0);
+    o_on.fused_output_norm = 1;
+    cuda::CudaOps off(o_off), on(o_on);
+    off.prepare_weights(weight_set(w));
+    on.prepare_weights(weight_set(w));
+    const int64_t H = w.config.hidden_size;
+    const double eps = w.config.rms_norm_eps;
+    std::mt19937 rng{517};
+    for (const DecoderLayerWeights& l : w.layers) {
+        const bool attention = l.type == LayerType::kFullAttention;
+        const LinearWeight& W = attention ? l.attn.o_proj : l.gdn.out_proj;
+        ASSERT_EQ(W.out_features, H);
+        for (const int64_t T : {1, 2, 3, 4, 5, 64}) {
+            for (const bool with_pending : {false, true}) {
+                const std::string what = std::string(attention ? "o_proj" : "out_proj") + " T=" + std::to_string(T) +
+                                         (with_pending ? " with pending" : "");
+                const auto a = gpu_test::random_floats(size_t(T * W.in_features), rng);
+                const auto x = gpu_test::random_floats(size_t(T * H), rng, 3.0f);
+                const auto pending = gpu_test::random_floats(size_t(T * H), rng);
+                struct Run {
+                    std::vector<float> y, x, h;
+                };
+                auto run = [&](cuda::CudaOps& ops) {
+                    std::vector<Run> runs;
+                    for (int rep = 0; rep < 2; ++rep) {  // twice: the counter must be back at 0
+                        float* da = gpu_test::to_device(ops, a);
+                        float* dx = gpu_test::to_device(ops, x);
+                        float* dp = with_pending ? gpu_test::to_device(ops, pending) : nullptr;
+                        float* y = ops.alloc(T * H);
+                        float* h = ops.alloc(T * H);
+                        ops.linear_add2_rms_norm_zc(da, T, W, y, dx, dp, l.post_attention_layernorm, eps, h);
+                        runs.push_back({gpu_test::to_host(ops, y, size_t(T * H)), gpu_test::to_host(ops, dx, size_t(T * H)),
+                                        gpu_test::to_host(ops, h, size_t(T * H))});
+                        ops.free_all();
+                    }
+                    return runs;
+                };
+                const int64_t before = on.fused_output_norms();
+                const std::vector<Run> ra = run(off), rb = run(on);
+                EXPECT_EQ(on.fused_output_norms() - before, T <= 4 ? 2 : 0) << what;
+                EXPECT_EQ(off.fused_output_norms(), 0) << what;
+                for (int rep = 0; rep < 2; ++rep) {
+                    EXPECT_TRUE(same_bits(ra[size_t(rep)].y, rb[size_t(rep)].y)) << what << " rep " << rep << ": y differs";
+                    EXPECT_TRUE(same_bits(ra[size_t(rep)].x, rb[size_t(rep)].x)) << what << " rep " << rep << ": x differs";
+                    EXPECT_TRUE(same_bits(ra[size_t(rep)].h, rb[size_t(rep)].h)) << what << " rep " << rep << ": h differs";
+                }
+                EXPECT_FALSE(same_bits(rb[0].x, x)) << what << ": x was not updated";
+            }
+        }
+    }
+}
+
 TEST(CudaFusedInputNorm, Add2IsAddThenAddRmsNorm) {
     QS_REQUIRE_GPU();
     ModelWeights w = make_dummy_weights(real_shapes(8), 94, /*with_mtp=*/false, WeightFormat::kFP8Block);
@@ -156,6 +216,7 @@ TEST(CudaFusedInputNorm, ModelLogitsSameBits) {
     auto logits_of = [&](int fused, int64_t* fused_count) {
         cuda::CudaOptions o;
         o.fused_input_norm = fused;
+        o.fused_output_norm = fused;
         cuda::CudaOps ops(o);
         ops.prepare_weights(weight_set(w));
         Qwen36Model model(w, ops);
@@ -165,15 +226,15 @@ TEST(CudaFusedInputNorm, ModelLogitsSameBits) {
             const std::vector<float> step = seq.feed({id}, false);
             all.insert(all.end(), step.begin(), step.end());
         }
-        *fused_count = ops.fused_input_norms();
+        *fused_count = std::min(ops.fused_input_norms(), ops.fused_output_norms());
         return all;
     };
     int64_t fused_off = -1, fused_on = -1;
     const std::vector<float> a = logits_of(0, &fused_off), b = logits_of(1, &fused_on);
     ASSERT_FALSE(a.empty());
     EXPECT_EQ(fused_off, 0);
-    // The decode steps' four layers, each input norm on the launch: counted when the one-row graph
-    // is captured (replays do not call the ops), so at least 4.
+    // The decode steps' four layers, each input norm and post-attention norm on a launch: counted
+    // when the one-row graph is captured (replays do not call the ops), so at least 4 of each.
     EXPECT_GE(fused_on, 4);
-    EXPECT_TRUE(same_bits(a, b)) << "logits differ with the input norm fused";
+    EXPECT_TRUE(same_bits(a, b)) << "logits differ with the norms fused";
 }

@@ -125,6 +125,37 @@ TEST(OpsLinears, RmsNormLinearsIsTheNormThenLinears) {
     }
 }
 
+// The output projection and the post-attention norm (Ops::linear_add2_rms_norm_zc; the CUDA
+// backend may run the norm in the projection's launch): y the linear's, x = (x + pending) + y, h its
+// norm, a unchanged.
+TEST(OpsLinears, LinearAdd2IsTheLinearThenTheNorm) {
+    const ModelConfig c = tiny_model_config();
+    ModelWeights w = make_dummy_weights(c, 10, /*with_mtp=*/false);
+    const DecoderLayerWeights& l = w.layers[0];
+    const LinearWeight& W = l.type == LayerType::kFullAttention ? l.attn.o_proj : l.gdn.out_proj;
+    const int64_t T = 2, H = c.hidden_size;
+    ASSERT_EQ(W.out_features, H);
+    std::mt19937 rng{3};
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::vector<float> a(size_t(T * W.in_features)), x(size_t(T * H)), pending(x.size());
+    for (float& v : a) v = nd(rng);
+    for (float& v : x) v = 2.0f * nd(rng);
+    for (float& v : pending) v = nd(rng);
+    CpuOps ops;
+    std::vector<float> y_ref(x.size()), h_ref(x.size()), x_ref = x;
+    ops.linear(a.data(), T, W, y_ref.data());
+    for (size_t i = 0; i < x_ref.size(); ++i) x_ref[i] = (x_ref[i] + pending[i]) + y_ref[i];
+    ops.rms_norm_zc(x_ref.data(), l.post_attention_layernorm, T, H, c.rms_norm_eps, h_ref.data());
+    const std::vector<float> a0 = a;
+    std::vector<float> y(x.size(), NAN), h(x.size(), NAN), xs = x;
+    ops.linear_add2_rms_norm_zc(a.data(), T, W, y.data(), xs.data(), pending.data(), l.post_attention_layernorm,
+                                c.rms_norm_eps, h.data());
+    EXPECT_EQ(y, y_ref);
+    EXPECT_EQ(xs, x_ref);
+    EXPECT_EQ(h, h_ref);
+    EXPECT_EQ(a, a0);
+}
+
 class NormCountingOps final : public CpuOps {
 public:
     void rms_norm_linears(const float* x, const float* pending, const ParamVector& w, int64_t T, int64_t n, double eps,
@@ -138,11 +169,17 @@ public:
         ++post_norms;
         CpuOps::add2_rms_norm_zc(x, y1, y2, w, T, n, eps, out);
     }
-    int64_t input_norms = 0, with_pending = 0, post_norms = 0;
+    void linear_add2_rms_norm_zc(const float* a, int64_t T, const LinearWeight& W, float* y, float* x,
+                                 const float* pending, const ParamVector& norm_w, double eps, float* h) override {
+        ++mixer_out_norms;
+        CpuOps::linear_add2_rms_norm_zc(a, T, W, y, x, pending, norm_w, eps, h);
+    }
+    int64_t input_norms = 0, with_pending = 0, post_norms = 0, mixer_out_norms = 0;
 };
 
 // Every layer's input norm goes through rms_norm_linears (all but the first with the previous
-// layer's MoE output pending) and its post-attention norm through add2_rms_norm_zc.
+// layer's MoE output pending), its output projection and post-attention norm through
+// linear_add2_rms_norm_zc, whose default runs add2_rms_norm_zc.
 TEST(OpsLinears, ForwardNormsEachLayerInputThroughIt) {
     const ModelConfig c = tiny_model_config();
     ModelWeights w = make_dummy_weights(c, 9, /*with_mtp=*/false);
@@ -154,6 +191,7 @@ TEST(OpsLinears, ForwardNormsEachLayerInputThroughIt) {
     EXPECT_EQ(ops.input_norms, L);
     EXPECT_EQ(ops.with_pending, L - 1);
     EXPECT_EQ(ops.post_norms, L);
+    EXPECT_EQ(ops.mixer_out_norms, L);
 }
 
 }  // namespace

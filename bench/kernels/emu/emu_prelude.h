@@ -237,6 +237,15 @@ inline int occupancy(int threads, size_t smem) {
 #define __fsub_rn(a, b) ((a) - (b))
 #define __fdiv_rn(a, b) ((a) / (b))
 #define __fsqrt_rn(a) std::sqrt(a)
+// Blocks run one after another and a block's threads cooperatively, so device-scope atomics and
+// fences are plain memory operations here.
+#define __threadfence() ((void)0)
+#define __ldcg(p) (*(p))
+inline int atomicAdd(int* p, int v) {
+    const int old = *p;
+    *p = old + v;
+    return old;
+}
 // The GPU's rsqrtf is an approximation (MUFU.RSQ): the emulator's values differ from the device's in
 // the last bits, but every emulated kernel gets the same function, so comparisons between them hold.
 inline float rsqrtf(float v) { return 1.0f / std::sqrt(v); }

@@ -17,7 +17,8 @@
 // the same path counters on both; one quantisation / bf16 copy per call where shared
 // (shared_input_reuses and the host launch counters); outputs near a double-precision product.
 // Gemm::norm_linears (the layer's input norm with its projections): fused and unfused give the same h
-// and outputs, the norm riding on the first FP8 small-rows launch exactly where one applies.
+// and outputs, the norm riding on the first FP8 small-rows launch exactly where one applies; and
+// Gemm::linear_norm (the output projection with the post-attention norm) likewise for y, x and h.
 // Run: sh bench/kernels/emu/run_emu.sh gemm_linears   (exit code 1 on any FAIL)
 #include <cublasLt.h>
 #include <cuda_runtime.h>
@@ -284,25 +285,35 @@ void launch_small_linear(const void* w, bool fp8, const float* scale_inv, int64_
                          int64_t T, float* y, cudaStream_t) {
     small_rows(w, fp8, scale_inv, out, in, x, T, y, 0.0f);
 }
-// The input norm, one host loop for both paths below: h = (x + pending) · rsqrt(mean + eps) · (1 + w).
-void host_norm(const float* x, const float* pending, const float* w, int64_t T, int64_t n, float eps, float* h) {
+// The norms, one host loop for every path below: v = (x + y1) + y2 (null: no addend), x_out = v
+// (when not null), h = v · rsqrt(mean + eps) · (1 + w).
+void host_norm(const float* x, const float* y1, const float* y2, float* x_out, const float* w, int64_t T, int64_t n,
+               float eps, float* h) {
+    std::vector<float> v(static_cast<size_t>(n));
     for (int64_t t = 0; t < T; ++t) {
         float ss = 0.0f;
         for (int64_t c = 0; c < n; ++c) {
-            const float v = x[t * n + c] + (pending ? pending[t * n + c] : 0.0f);
-            ss += v * v;
+            float e = x[t * n + c];
+            if (y1 != nullptr) e = e + y1[t * n + c];
+            if (y2 != nullptr) e = e + y2[t * n + c];
+            v[size_t(c)] = e;
+            ss += e * e;
         }
         const float inv = 1.0f / std::sqrt(ss / float(n) + eps);
-        for (int64_t c = 0; c < n; ++c)
-            h[t * n + c] = (x[t * n + c] + (pending ? pending[t * n + c] : 0.0f)) * inv * (1.0f + w[c]);
+        for (int64_t c = 0; c < n; ++c) {
+            if (x_out != nullptr) x_out[t * n + c] = v[size_t(c)];
+            h[t * n + c] = v[size_t(c)] * inv * (1.0f + w[c]);
+        }
     }
 }
 int64_t g_norm_launches = 0;
 void launch_residual_rms_norm_zc(const float* x, const float* y1, const float* y2, float* x_out, const float* w,
                                  int64_t T, int64_t n, float eps, float* out, cudaStream_t) {
     ++g_norm_launches;
-    if (y2 != nullptr || x_out != nullptr) std::abort();  // Gemm only asks for the input norm
-    host_norm(x, y1, w, T, n, eps, out);
+    host_norm(x, y1, y2, x_out, w, T, n, eps, out);
+}
+bool small_linear_fp8_v2_output_norm_supports(int64_t T, int64_t out) {
+    return T >= 1 && T <= kSmallLinearFp8V2MaxRows && (out == 2048 || out == 4096);
 }
 bool small_linear_fp8_v2_norm_supports(int64_t T, int64_t in) {
     return T >= 1 && T <= kSmallLinearFp8V2MaxRows && (in == 2048 || in == 4096);
@@ -317,10 +328,20 @@ void launch_small_linear_fp8_v2(std::span<const SmallLinearFp8Part> parts, int64
     if (norm != nullptr) {
         ++g_fp8_v2_norm_launches;
         if (!small_linear_fp8_v2_norm_supports(T, in)) std::abort();
-        host_norm(x, norm->pending, norm->w, T, in, norm->eps, norm->h);
+        host_norm(x, norm->pending, nullptr, nullptr, norm->w, T, in, norm->eps, norm->h);
         x = norm->h;
     }
     for (const SmallLinearFp8Part& p : parts) small_rows(p.w, true, p.scale_inv, p.out, in, x, T, p.y, 0.0f);
+}
+// One weight, then the post-attention norm as its last block runs it.
+int64_t g_fp8_v2_post_launches = 0;
+void launch_small_linear_fp8_v2_output_norm(const SmallLinearFp8Part& p, int64_t in, const float* x, int64_t T,
+                                            const SmallLinearOutputNorm& post, cudaStream_t, int) {
+    ++g_fp8_v2_launches;
+    ++g_fp8_v2_post_launches;
+    if (!small_linear_fp8_v2_output_norm_supports(T, p.out) || post.counter == nullptr) std::abort();
+    small_rows(p.w, true, p.scale_inv, p.out, in, x, T, p.y, 0.0f);
+    host_norm(post.x, post.pending, p.y, post.x, post.w, T, p.out, post.eps, post.h);
 }
 // fp32 weights, up to four a launch: the exact product of each (launches counted).
 int64_t g_f32_launches = 0;
@@ -589,6 +610,52 @@ void run_norm_case(const Case& c, int64_t T, bool with_pending, int small_rows, 
     if (!why.empty()) ++g_failures;
 }
 
+// Gemm::linear_norm: fused (the norm in the FP8 small-rows launch) against not (the linear, then the
+// norm launch): y, x and h bitwise equal, the norm riding on the launch exactly where one applies.
+void run_linear_norm_case(DeviceLinear::Dtype dtype, int64_t out, int64_t in, int64_t T, bool with_pending,
+                          int small_rows, std::mt19937& rng) {
+    HostLinear hl;
+    make(hl, dtype, out, in, rng);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::vector<float> a(size_t(T * in)), x(size_t(T * out)), pending(x.size()), nw(static_cast<size_t>(out));
+    for (float& v : a) v = nd(rng);
+    for (float& v : x) v = 2.0f * nd(rng);
+    for (float& v : pending) v = nd(rng);
+    for (float& v : nw) v = 0.2f * nd(rng);
+    std::vector<float> y_of[2], x_of[2], h_of[2];
+    bool rode[2] = {};
+    int64_t norm_launches[2] = {}, post_launches[2] = {};
+    int counter = 0;
+    for (int fused = 0; fused < 2; ++fused) {
+        Gemm g;
+        g.set_fp8_small_rows(small_rows);
+        DeviceArena arena(size_t(4) << 20);
+        y_of[fused].assign(x.size(), NAN);
+        h_of[fused].assign(x.size(), NAN);
+        x_of[fused] = x;
+        const SmallLinearOutputNorm post{x_of[fused].data(), with_pending ? pending.data() : nullptr, nw.data(), 1e-6f,
+                                         h_of[fused].data(), &counter};
+        const int64_t n0 = g_norm_launches, p0 = g_fp8_v2_post_launches;
+        rode[fused] = g.linear_norm(hl.lin, a.data(), T, y_of[fused].data(), post, fused == 1, arena, cudaStream_t(nullptr));
+        norm_launches[fused] = g_norm_launches - n0;
+        post_launches[fused] = g_fp8_v2_post_launches - p0;
+    }
+    const bool can_ride = dtype == DeviceLinear::Dtype::kFP8Block && T <= small_rows && in % 512 == 0 &&
+                          small_linear_fp8_v2_output_norm_supports(T, out);
+    std::string why;
+    if (rode[0] || norm_launches[0] != 1 || post_launches[0] != 0) why += " unfused path wrong;";
+    if (rode[1] != can_ride || norm_launches[1] != (can_ride ? 0 : 1) || post_launches[1] != (can_ride ? 1 : 0))
+        why += " fused path: rode " + std::to_string(rode[1]) + ";";
+    if (y_of[0] != y_of[1]) why += " y differs;";
+    if (std::memcmp(x_of[0].data(), x_of[1].data(), x.size() * 4) != 0) why += " x differs;";
+    if (std::memcmp(h_of[0].data(), h_of[1].data(), x.size() * 4) != 0) why += " h differs;";
+    if (x_of[1] == x) why += " x not updated;";
+    std::printf("%-4s linear + norm %-5s %lldx%lld T=%-3lld small_rows=%d%s | norm rode on the launch: %d%s\n",
+                why.empty() ? "PASS" : "FAIL", dtype == DeviceLinear::Dtype::kFP8Block ? "fp8" : "bf16", (long long)out,
+                (long long)in, (long long)T, small_rows, with_pending ? " pending" : "", int(rode[1]), why.c_str());
+    if (!why.empty()) ++g_failures;
+}
+
 }  // namespace
 
 int main() {
@@ -620,6 +687,12 @@ int main() {
         for (int64_t T : {1, 4, 5})
             for (bool with_pending : {false, true})
                 for (int small_rows : {0, 4}) run_norm_case(c, T, with_pending, small_rows, rng);
+    // The output projection with the post-attention norm.
+    for (D dtype : {D::kFP8Block, D::kBF16})
+        for (int64_t out : {2048, 1024})
+            for (int64_t T : {1, 4, 5})
+                for (bool with_pending : {false, true})
+                    for (int small_rows : {0, 4}) run_linear_norm_case(dtype, out, 512, T, with_pending, small_rows, rng);
     // Refusals and a failing matmul (block-scaled weights only).
     const Case& fp8 = cases[0];
     for (int64_t T : {5, 130}) {

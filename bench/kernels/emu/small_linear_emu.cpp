@@ -38,8 +38,10 @@ float e4m3(float v) {
 
 // h = rms_norm_zc(x + p) by basic_kernels.cu's add_rms_norm_zc_kernel mapping (one block of 256
 // threads per row, thread i: elements i, i + 256, ...), on the same row_norm.cuh arithmetic.
+// With p2 and x_out: v = (x + p) + p2, x_out = v (add_rms_norm_zc_kernel with two addends).
 template <int kPer>
-void reference_norm_kernel(const float* x, const float* p, const float* w, int n, float eps, float* h) {
+void reference_norm_kernel(const float* x, const float* p, const float* p2, float* x_out, const float* w, int n,
+                           float eps, float* h) {
     const int64_t row = int64_t(blockIdx.x) * n;
     float v[kPer], wv[kPer];
     float ss = 0.0f;
@@ -47,18 +49,24 @@ void reference_norm_kernel(const float* x, const float* p, const float* w, int n
         const int64_t i = threadIdx.x + int64_t(k) * blockDim.x;
         v[k] = x[row + i];
         if (p != nullptr) v[k] = v[k] + p[row + i];
+        if (p2 != nullptr) v[k] = v[k] + p2[row + i];
         wv[k] = w[i];
         ss += v[k] * v[k];
     }
     const float inv = qs::cuda::rms_inv(qs::cuda::block_sum(ss), n, eps);
-    for (int k = 0; k < kPer; ++k) h[row + threadIdx.x + int64_t(k) * blockDim.x] = qs::cuda::norm_zc(v[k], inv, wv[k]);
+    for (int k = 0; k < kPer; ++k) {
+        const int64_t i = row + threadIdx.x + int64_t(k) * blockDim.x;
+        if (x_out != nullptr) x_out[i] = v[k];
+        h[i] = qs::cuda::norm_zc(v[k], inv, wv[k]);
+    }
 }
 
-void reference_norm(const float* x, const float* p, const float* w, int64_t T, int64_t n, float eps, float* h) {
+void reference_norm(const float* x, const float* p, const float* p2, float* x_out, const float* w, int64_t T,
+                    int64_t n, float eps, float* h) {
     auto* k8 = reference_norm_kernel<8>;
     auto* k16 = reference_norm_kernel<16>;
-    qs::cuda::ptx::launch_kernel(n == 2048 ? k8 : k16, dim3(unsigned(T)), dim3(256), 0, nullptr, x, p, w, int(n), eps,
-                                 h);
+    qs::cuda::ptx::launch_kernel(n == 2048 ? k8 : k16, dim3(unsigned(T)), dim3(256), 0, nullptr, x, p, p2, x_out, w,
+                                 int(n), eps, h);
 }
 
 }  // namespace
@@ -224,7 +232,7 @@ int main() {
                 const std::vector<float> x0 = x, p0 = pend;
                 const float* p = with_pending ? pend.data() : nullptr;
                 std::vector<float> h_ref(x.size()), h(x.size() + 64, std::nanf(""));
-                reference_norm(x.data(), p, nw.data(), T, gr.in, eps, h_ref.data());
+                reference_norm(x.data(), p, nullptr, nullptr, nw.data(), T, gr.in, eps, h_ref.data());
                 std::vector<std::vector<float>> ys, ref;
                 std::vector<qs::cuda::SmallLinearFp8Part> parts, ref_parts;
                 for (size_t i = 0; i < ws.size(); ++i) {
@@ -272,6 +280,50 @@ int main() {
                             h_same ? ", h = norm kernel's" : ", H DIFFERS", same ? ", y = launch on h" : ", Y DIFFERS",
                             guard ? "" : " WROTE PAST h/y", finite ? "" : " NOT FINITE",
                             inputs_kept ? "" : " INPUTS CHANGED");
+                std::fflush(stdout);
+            }
+    }
+    // The post-attention norm by the launch's last block (one weight; out = the residual's width).
+    struct OutShape {
+        int64_t out, in;
+        int bps;
+    };
+    const OutShape out_shapes[] = {{2048, 4096, 2}, {2048, 4096, 1}, {4096, 2048, 2}};
+    for (const OutShape& os : out_shapes) {
+        const int64_t cb = os.in / 128;
+        std::vector<uint8_t> w(size_t(os.out * os.in));
+        std::vector<float> sc(size_t((os.out + 127) / 128 * cb)), nw(size_t(os.out));
+        for (float& f : sc) f = std::exp2(ud(rng)) * 0.01f;
+        for (uint8_t& b : w) b = __nv_cvt_float_to_fp8(nd(rng) * 100.0f, __NV_SATFINITE, __NV_E4M3);
+        for (float& f : nw) f = 0.3f * nd(rng);
+        const float eps = 1e-6f;
+        for (int64_t T = 1; T <= qs::cuda::kSmallLinearFp8V2MaxRows; ++T)
+            for (bool with_pending : {false, true}) {
+                std::vector<float> a(size_t(T * os.in)), x(size_t(T * os.out)), pend(x.size());
+                for (float& f : a) f = nd(rng);
+                for (float& f : x) f = 3.0f * nd(rng);
+                for (float& f : pend) f = nd(rng);
+                const float* p = with_pending ? pend.data() : nullptr;
+                std::vector<float> y_ref(x.size()), x_ref(x.size()), h_ref(x.size());
+                qs::cuda::launch_small_linear_fp8_v2(w.data(), sc.data(), os.out, os.in, a.data(), T, y_ref.data(),
+                                                     nullptr, os.bps);
+                reference_norm(x.data(), p, y_ref.data(), x_ref.data(), nw.data(), T, os.out, eps, h_ref.data());
+                std::vector<float> y(x.size() + 64, std::nanf("")), h(x.size() + 64, std::nanf("")), xs = x;
+                const std::vector<float> pend0 = pend, a0 = a;
+                int counter = 0;
+                const qs::cuda::SmallLinearOutputNorm post{xs.data(), p, nw.data(), eps, h.data(), &counter};
+                qs::cuda::launch_small_linear_fp8_v2_output_norm({w.data(), sc.data(), os.out, y.data()}, os.in,
+                                                                 a.data(), T, post, nullptr, os.bps);
+                bool guard = true;
+                for (size_t j = x.size(); j < y.size(); ++j) guard = guard && std::isnan(y[j]) && std::isnan(h[j]);
+                const bool y_same = std::memcmp(y.data(), y_ref.data(), x.size() * 4) == 0;
+                const bool x_same = xs == x_ref, h_same = std::memcmp(h.data(), h_ref.data(), x.size() * 4) == 0;
+                const bool ok = y_same && x_same && h_same && guard && counter == 0 && pend == pend0 && a == a0;
+                fails += !ok;
+                std::printf("%s out %lld in %lld bps %d T %lld%s + post norm: %s, %s, %s, counter %d%s\n", ok ? "ok  " : "FAIL",
+                            (long long)os.out, (long long)os.in, os.bps, (long long)T, with_pending ? " pending" : "",
+                            y_same ? "y = plain launch" : "Y DIFFERS", x_same ? "x = norm kernel's" : "X DIFFERS",
+                            h_same ? "h = norm kernel's" : "H DIFFERS", counter, guard ? "" : " WROTE PAST y/h");
                 std::fflush(stdout);
             }
     }

@@ -82,6 +82,8 @@ CudaOps::CudaOps(const CudaOptions& options)
                  "CudaOptions::fused_input_norm must be 0 or 1");
     QS_CHECK_MSG(options.fused_input_norm == 0 || options.shared_linear_input == 1,
                  "CudaOptions::fused_input_norm 1 needs shared_linear_input 1");
+    QS_CHECK_MSG(options.fused_output_norm == 0 || options.fused_output_norm == 1,
+                 "CudaOptions::fused_output_norm must be 0 or 1");
     QS_CHECK_MSG(options.attention_decode_rows >= 1 && options.attention_decode_rows <= 4,
                  "CudaOptions::attention_decode_rows must be in [1, 4]");
     QS_CHECK_MSG(options.attention_prefill_version == 1 || options.attention_prefill_version == 2,
@@ -93,6 +95,8 @@ CudaOps::CudaOps(const CudaOptions& options)
                  "CudaOptions::attention_decode_version must be 1 or 2");
     moe_counter_ = DeviceBuffer(sizeof(int));
     QS_CUDA_CHECK(cudaMemset(moe_counter_.get(), 0, sizeof(int)));
+    norm_counter_ = DeviceBuffer(sizeof(int));
+    QS_CUDA_CHECK(cudaMemset(norm_counter_.get(), 0, sizeof(int)));
 }
 
 CudaOps::~CudaOps() {
@@ -494,6 +498,16 @@ void CudaOps::rms_norm_linears(const float* x, const float* pending, const Param
     }
     const auto prof = op_scope("linears");
     gemm_->linears(h, T, ws, ys, arena_, stream_);
+}
+
+void CudaOps::linear_add2_rms_norm_zc(const float* a, int64_t T, const LinearWeight& W, float* y, float* x,
+                                      const float* pending, const ParamVector& norm_w, double eps, float* h) {
+    if (options_.fused_output_norm == 0 || W.out_features > kAddRmsNormMaxCols)
+        return Ops::linear_add2_rms_norm_zc(a, T, W, y, x, pending, norm_w, eps, h);
+    // One profile entry: the norm runs inside the linear's launch (or just after it).
+    const auto prof = linear_scope(W);
+    const SmallLinearOutputNorm post{x, pending, weights_.vec(norm_w), float(eps), h, norm_counter_.as<int>()};
+    if (gemm_->linear_norm(weights_.linear(W), a, T, y, post, true, arena_, stream_)) ++fused_output_norms_;
 }
 
 void CudaOps::add2_rms_norm_zc(float* x, const float* y1, const float* y2, const ParamVector& w, int64_t T,

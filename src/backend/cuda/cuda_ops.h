@@ -195,6 +195,13 @@ struct CudaOptions {
     // output are the same bits either way (CPU emulation: bench/kernels/emu/small_linear_emu.cpp;
     // GPU: CudaFusedInputNorm). Needs shared_linear_input 1. Default 0 until an H200 run times it.
     int fused_input_norm = 0;
+    // Ops::linear_add2_rms_norm_zc (o_proj / GDN out_proj and the post-attention norm): 1 the norm
+    // runs in the last block to finish of the FP8 small-rows launch (SmallLinearOutputNorm: every
+    // block counts itself on a device counter) when the weight takes that kernel (T <=
+    // fp8_small_rows, 2,048- or 4,096-wide rows), saving the norm's own launch (~3.3 µs of a
+    // one-stream layer); 0 the linear, then the norm kernel. The same bits either way (CPU emulation:
+    // small_linear_emu; GPU: CudaFusedInputNorm). Default 0 until an H200 run times it.
+    int fused_output_norm = 0;
     // Sequences with 1..N new rows (N in [1, 4]; an MTP verify has k + 1) take the split-K decode
     // attention kernel, each row masked at its own position (GatedAttentionParams::
     // decode_max_rows), instead of the prefill kernel, whose one block per (sequence, kv head)
@@ -269,8 +276,12 @@ public:
                           double eps, float* h, std::initializer_list<LinearOut> outs) override;
     void add2_rms_norm_zc(float* x, const float* y1, const float* y2, const ParamVector& w, int64_t T, int64_t n,
                           double eps, float* out) override;
-    // rms_norm_linears calls whose norm rode on a linear launch (CudaOptions::fused_input_norm).
+    void linear_add2_rms_norm_zc(const float* a, int64_t T, const LinearWeight& W, float* y, float* x,
+                                 const float* pending, const ParamVector& norm_w, double eps, float* h) override;
+    // rms_norm_linears calls whose norm rode on a linear launch (CudaOptions::fused_input_norm), and
+    // linear_add2_rms_norm_zc calls whose norm did (fused_output_norm).
     int64_t fused_input_norms() const { return fused_input_norms_; }
+    int64_t fused_output_norms() const { return fused_output_norms_; }
     void argmax_rows(const float* x, int64_t R, int64_t n, int32_t* out) override;
     // The ids go to pinned memory with an event behind them: no stream sync until the wait.
     void argmax_rows_start(const float* x, int64_t R, int64_t n) override;
@@ -356,7 +367,7 @@ private:
     std::vector<DeviceArena::Mark> marks_;  // mark() hands out indices into this stack
     DeviceWeights weights_;
     std::unique_ptr<Gemm> gemm_;
-    int64_t fused_input_norms_ = 0;
+    int64_t fused_input_norms_ = 0, fused_output_norms_ = 0;
     // begin_forward: one pinned staging buffer and one device buffer that keep their addresses.
     int32_t* staging_ = nullptr;
     size_t staging_ints_ = 0;
@@ -377,6 +388,7 @@ private:
     ForwardGraphs::Key graph_key_{};
     std::map<int, DeviceBuffer> persistent_;  // persistent(): outside the arena
     DeviceBuffer moe_counter_;  // MoeParams::small_counter: one int, 0 between MoE calls
+    DeviceBuffer norm_counter_;  // SmallLinearOutputNorm::counter: one int, 0 between launches
     // GDN stash (stash_deferred_inputs): persistent ids kGdnStashId + 3·layer + {qkv, b, a}.
     // The plan of the last forward with deferred spans: the stash row where each deferred span
     // (by its first batch row) begins; either the whole batch copied row for row (graphs: no

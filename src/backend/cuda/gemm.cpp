@@ -280,6 +280,23 @@ bool Gemm::norm_linears(const float* x, const SmallLinearInputNorm& norm, bool f
     return true;
 }
 
+bool Gemm::linear_norm(const DeviceLinear& w, const float* a, int64_t T, float* y, const SmallLinearOutputNorm& post,
+                       bool fused, DeviceArena& scratch, cudaStream_t stream) {
+    if (fused && route(w, a, T) == Route::kSmallRowsFp8V2 && small_linear_fp8_v2_output_norm_supports(T, w.out)) {
+        launch_small_linear_fp8_v2_output_norm(SmallLinearFp8Part{w.w, w.scale_inv, w.out, y}, w.in, a, T, post, stream,
+                                               fp8_small_blocks_per_sm_);
+        ++small_rows_calls_;
+        last_fp8_path_ = Fp8Path::kSmallRows;
+        ++fp8_counts_.small_rows;
+        ++fp8_counts_.small_rows_v2;
+        ++fp8_counts_.small_rows_v2_launches;
+        return true;
+    }
+    linear(w, a, T, y, scratch, stream);
+    launch_residual_rms_norm_zc(post.x, post.pending, y, post.x, post.w, T, w.out, post.eps, post.h, stream);
+    return false;
+}
+
 void Gemm::linears_on(const float* x, int64_t T, std::span<const DeviceLinear* const> ws, std::span<float* const> ys,
                       DeviceArena& scratch, cudaStream_t stream, const float* x_raw,
                       const SmallLinearInputNorm* norm) {

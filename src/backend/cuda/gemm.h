@@ -40,7 +40,8 @@
 
 namespace qs::cuda {
 
-struct SmallLinearInputNorm;  // small_linear_kernels.h
+struct SmallLinearInputNorm;   // small_linear_kernels.h
+struct SmallLinearOutputNorm;  // small_linear_kernels.h
 
 struct DeviceLinear {
     enum class Dtype : uint8_t { kF32, kBF16, kFP8Block };
@@ -106,6 +107,14 @@ public:
     bool norm_linears(const float* x, const SmallLinearInputNorm& norm, bool fused, int64_t T,
                       std::span<const DeviceLinear* const> ws, std::span<float* const> ys, DeviceArena& scratch,
                       cudaStream_t stream);
+
+    // linear(w, a, T, y), then the post-attention norm (SmallLinearOutputNorm: x += pending, x += y,
+    // h = rms_norm_zc(x); w.out columns). With `fused`, when the weight takes the FP8 small-rows
+    // kernel and T and w.out fit (small_linear_fp8_v2_output_norm_supports), the launch's last block
+    // runs the norm; otherwise the norm kernel (launch_residual_rms_norm_zc) runs after the linear.
+    // y, x and h are the same bits either way. Returns whether the norm rode on the launch.
+    bool linear_norm(const DeviceLinear& w, const float* a, int64_t T, float* y, const SmallLinearOutputNorm& post,
+                     bool fused, DeviceArena& scratch, cudaStream_t stream);
 
     void set_policy(LinearPolicy p) { policy_ = p; }
     // FP8 calls of 1..n rows (n <= kSmallLinearFp8V2MaxRows) take the small-rows kernel's version 2

@@ -168,10 +168,47 @@ __device__ __forceinline__ void norm_quantise_x(const float* __restrict__ x, con
     }
 }
 
+// The post-attention norm by the launch's last block (SmallLinearOutputNorm; PER = out / 256): x +=
+// pending, x += y, h = rms_norm_zc(x) for the T rows, with the norm kernel's mapping and sums.
 template <int T, int PER>
+__device__ __forceinline__ void output_norm_last_block(const SmallLinearOutputNorm& nm, const float* y, int n) {
+    __shared__ int s_last;
+    __threadfence();  // this block's y before its count
+    __syncthreads();
+    if (threadIdx.x == 0) s_last = atomicAdd(nm.counter, 1) == int(gridDim.x) - 1 ? 1 : 0;
+    __syncthreads();
+    if (!s_last) return;
+    __threadfence();  // every other block's y, fenced before its count, is visible now
+    const int i = threadIdx.x;
+    if (i == 0) *nm.counter = 0;  // ready for the next launch (the stream orders it)
+#pragma unroll 1
+    for (int t = 0; t < T; ++t) {
+        float v[PER], wv[PER];
+        float ss = 0.0f;
+#pragma unroll
+        for (int k = 0; k < PER; ++k) {
+            const size_t c = size_t(t) * n + i + kWarps * 32 * k;
+            v[k] = nm.x[c];
+            if (nm.pending != nullptr) v[k] = v[k] + nm.pending[c];
+            v[k] = v[k] + __ldcg(y + c);  // written by other blocks: from L2
+            wv[k] = __ldg(nm.w + i + kWarps * 32 * k);
+            ss += v[k] * v[k];
+        }
+        const float inv = rms_inv(block_sum(ss), n, nm.eps);
+#pragma unroll
+        for (int k = 0; k < PER; ++k) {
+            const size_t c = size_t(t) * n + i + kWarps * 32 * k;
+            nm.x[c] = v[k];
+            nm.h[c] = norm_zc(v[k], inv, wv[k]);
+        }
+    }
+}
+
+template <int T, int PER, int POST>
 __global__ __launch_bounds__(kWarps * 32) void small_linear_fp8_v2_kernel(const Fp8Parts a, int in,
                                                                           const float* __restrict__ x,
-                                                                          const SmallLinearInputNorm norm) {
+                                                                          const SmallLinearInputNorm norm,
+                                                                          const SmallLinearOutputNorm post) {
     float* xq = reinterpret_cast<float*>(ptx::dynamic_smem());  // [T][in] e4m3 values as fp32, swizzled
     float* xscale = xq + size_t(T) * in;                         // [T][in / 128]
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -283,6 +320,7 @@ __global__ __launch_bounds__(kWarps * 32) void small_linear_fp8_v2_kernel(const 
         for (int u = 0; u < kLoads; ++u) cur[u] = nxt[u], cur_s[u] = nxt_s[u];
         cur_out = nxt_out;
     }
+    if constexpr (POST > 0) output_norm_last_block<T, POST>(post, a.y[0], a.rows);
 }
 
 size_t smem_bytes(int64_t T, int64_t in) { return size_t(T * in) * 4 + size_t(T * (in / 128)) * 4; }
@@ -294,7 +332,7 @@ constexpr size_t kMaxSmem = 100 * 1024;
 // Blocks of kernel<T> one SM holds (registers grow with T), so that a grid cap above it does not
 // make a second wave. Cached per `in` in 512s (the model has 2,048 and 4,096; every device of a
 // run is the same model of GPU); the query is not a stream operation, so it is safe in a capture.
-template <int T, int PER>
+template <int T, int PER, int POST>
 int resident_blocks(int64_t in) {
     static std::atomic<int> cache[16] = {};
     const int64_t key = in / 512;
@@ -303,53 +341,41 @@ int resident_blocks(int64_t in) {
         if (b > 0) return b;
     }
     int b = 0;
-    auto* kernel = small_linear_fp8_v2_kernel<T, PER>;
+    auto* kernel = small_linear_fp8_v2_kernel<T, PER, POST>;
     QS_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, kernel, kWarps * 32, smem_bytes(T, in)));
     b = std::max(b, 1);
     if (key < 16) cache[key].store(b, std::memory_order_relaxed);
     return b;
 }
 
-template <int T, int PER>
+template <int T, int PER, int POST>
 void launch_rows(const Fp8Parts& a, int in, const float* x, int blocks_per_sm, const SmallLinearInputNorm& norm,
-                 cudaStream_t stream) {
-    allow_dynamic_smem<small_linear_fp8_v2_kernel<T, PER>>(smem_bytes(T, in));
-    blocks_per_sm = std::min(blocks_per_sm, resident_blocks<T, PER>(in));
+                 const SmallLinearOutputNorm& post, cudaStream_t stream) {
+    auto* kernel = small_linear_fp8_v2_kernel<T, PER, POST>;
+    allow_dynamic_smem<small_linear_fp8_v2_kernel<T, PER, POST>>(smem_bytes(T, in));
+    blocks_per_sm = std::min(blocks_per_sm, resident_blocks<T, PER, POST>(in));
     const int blocks = int(std::min<int64_t>((a.rows + kWarps - 1) / kWarps, int64_t(sm_count()) * blocks_per_sm));
-    ptx::launch_kernel(small_linear_fp8_v2_kernel<T, PER>, dim3(blocks), dim3(kWarps * 32), smem_bytes(T, in), stream,
-                       a, in, x, norm);
+    ptx::launch_kernel(kernel, dim3(blocks), dim3(kWarps * 32), smem_bytes(T, in), stream, a, in, x, norm, post);
     QS_CUDA_CHECK_LAUNCH();
 }
 
-// The T-row instance with PER elements of the norm a thread (0: no norm).
-template <int PER>
+// The T-row instance with PER elements of the input norm a thread (0: none) and POST of the
+// output norm (0: none).
+template <int PER, int POST>
 void launch_per(const Fp8Parts& a, int64_t T, int in, const float* x, int blocks_per_sm,
-                const SmallLinearInputNorm& norm, cudaStream_t stream) {
+                const SmallLinearInputNorm& norm, const SmallLinearOutputNorm& post, cudaStream_t stream) {
     switch (T) {
-        case 1: launch_rows<1, PER>(a, in, x, blocks_per_sm, norm, stream); break;
-        case 2: launch_rows<2, PER>(a, in, x, blocks_per_sm, norm, stream); break;
-        case 3: launch_rows<3, PER>(a, in, x, blocks_per_sm, norm, stream); break;
-        default: launch_rows<4, PER>(a, in, x, blocks_per_sm, norm, stream); break;
+        case 1: launch_rows<1, PER, POST>(a, in, x, blocks_per_sm, norm, post, stream); break;
+        case 2: launch_rows<2, PER, POST>(a, in, x, blocks_per_sm, norm, post, stream); break;
+        case 3: launch_rows<3, PER, POST>(a, in, x, blocks_per_sm, norm, post, stream); break;
+        default: launch_rows<4, PER, POST>(a, in, x, blocks_per_sm, norm, post, stream); break;
     }
 }
 
-}  // namespace
-
-bool small_linear_fp8_v2_norm_supports(int64_t T, int64_t in) {
-    return T >= 1 && T <= kSmallLinearFp8V2MaxRows && (in == 8 * kWarps * 32 || in == 16 * kWarps * 32);
-}
-
-bool small_linear_fp8_v2_supports(int64_t T, int64_t in, const void* w, const float* x) {
-    return T >= 1 && T <= kSmallLinearFp8V2MaxRows && in > 0 && in % 512 == 0 && in < (int64_t(1) << 30) &&
-           smem_bytes(T, in) <= kMaxSmem && reinterpret_cast<uintptr_t>(w) % 16 == 0 &&
-           reinterpret_cast<uintptr_t>(x) % 16 == 0;
-}
-
-void launch_small_linear_fp8_v2(std::span<const SmallLinearFp8Part> parts, int64_t in, const float* x, int64_t T,
-                                cudaStream_t stream, int blocks_per_sm, const SmallLinearInputNorm* norm) {
+// The parts' table of a launch (shapes and alignment checked).
+Fp8Parts make_parts(std::span<const SmallLinearFp8Part> parts, int64_t in, const float* x, int64_t T) {
     QS_CHECK_MSG(!parts.empty() && parts.size() <= size_t(kSmallLinearFp8V2MaxParts),
                  "launch_small_linear_fp8_v2: 1 to 4 weights a launch");
-    QS_CHECK(blocks_per_sm >= 1);
     Fp8Parts a;
     a.parts = int(parts.size());
     int64_t rows = 0;
@@ -367,15 +393,57 @@ void launch_small_linear_fp8_v2(std::span<const SmallLinearFp8Part> parts, int64
     QS_CHECK_MSG(rows < (int64_t(1) << 30), "launch_small_linear_fp8_v2: too many output features");
     for (size_t i = parts.size(); i <= size_t(kSmallLinearFp8V2MaxParts); ++i) a.first_row[i] = int(rows);
     a.rows = int(rows);
-    if (norm == nullptr) return launch_per<0>(a, T, int(in), x, blocks_per_sm, SmallLinearInputNorm{}, stream);
+    return a;
+}
+
+bool disjoint(const float* a, const float* b, int64_t n) { return a == nullptr || b == nullptr || a + n <= b || b + n <= a; }
+
+}  // namespace
+
+bool small_linear_fp8_v2_norm_supports(int64_t T, int64_t in) {
+    return T >= 1 && T <= kSmallLinearFp8V2MaxRows && (in == 8 * kWarps * 32 || in == 16 * kWarps * 32);
+}
+
+bool small_linear_fp8_v2_supports(int64_t T, int64_t in, const void* w, const float* x) {
+    return T >= 1 && T <= kSmallLinearFp8V2MaxRows && in > 0 && in % 512 == 0 && in < (int64_t(1) << 30) &&
+           smem_bytes(T, in) <= kMaxSmem && reinterpret_cast<uintptr_t>(w) % 16 == 0 &&
+           reinterpret_cast<uintptr_t>(x) % 16 == 0;
+}
+
+void launch_small_linear_fp8_v2(std::span<const SmallLinearFp8Part> parts, int64_t in, const float* x, int64_t T,
+                                cudaStream_t stream, int blocks_per_sm, const SmallLinearInputNorm* norm) {
+    QS_CHECK(blocks_per_sm >= 1);
+    const Fp8Parts a = make_parts(parts, in, x, T);
+    const SmallLinearOutputNorm no_post;
+    if (norm == nullptr) return launch_per<0, 0>(a, T, int(in), x, blocks_per_sm, SmallLinearInputNorm{}, no_post, stream);
     QS_CHECK_MSG(small_linear_fp8_v2_norm_supports(T, in) && norm->w != nullptr && norm->h != nullptr,
                  "launch_small_linear_fp8_v2: the input norm needs rows of 2,048 or 4,096 and its weight and output");
-    const float* ends[] = {x, norm->pending};  // h must not overlap what the blocks still read
-    for (const float* p : ends)
-        QS_CHECK_MSG(p == nullptr || norm->h + T * in <= p || p + T * in <= norm->h,
-                     "launch_small_linear_fp8_v2: h overlaps x or pending");
-    if (in == 8 * kWarps * 32) launch_per<8>(a, T, int(in), x, blocks_per_sm, *norm, stream);
-    else launch_per<16>(a, T, int(in), x, blocks_per_sm, *norm, stream);
+    // h must not overlap what the blocks still read.
+    QS_CHECK_MSG(disjoint(norm->h, x, T * in) && disjoint(norm->h, norm->pending, T * in),
+                 "launch_small_linear_fp8_v2: h overlaps x or pending");
+    if (in == 8 * kWarps * 32) launch_per<8, 0>(a, T, int(in), x, blocks_per_sm, *norm, no_post, stream);
+    else launch_per<16, 0>(a, T, int(in), x, blocks_per_sm, *norm, no_post, stream);
+}
+
+bool small_linear_fp8_v2_output_norm_supports(int64_t T, int64_t out) {
+    return small_linear_fp8_v2_norm_supports(T, out);
+}
+
+void launch_small_linear_fp8_v2_output_norm(const SmallLinearFp8Part& part, int64_t in, const float* x_in, int64_t T,
+                                            const SmallLinearOutputNorm& post, cudaStream_t stream,
+                                            int blocks_per_sm) {
+    QS_CHECK(blocks_per_sm >= 1);
+    const Fp8Parts a = make_parts(std::span(&part, 1), in, x_in, T);
+    QS_CHECK_MSG(small_linear_fp8_v2_output_norm_supports(T, part.out) && post.x && post.w && post.h && post.counter,
+                 "launch_small_linear_fp8_v2_output_norm: rows of 2,048 or 4,096, x, the norm's weight, h and a counter");
+    const int64_t n = T * part.out;  // the last block reads y, x and pending while writing x and h
+    QS_CHECK_MSG(disjoint(post.h, part.y, n) && disjoint(post.h, post.x, n) && disjoint(post.h, post.pending, n) &&
+                     disjoint(post.x, part.y, n) && disjoint(post.x, post.pending, n) &&
+                     disjoint(post.x, x_in, T * in) && disjoint(post.h, x_in, T * in),
+                 "launch_small_linear_fp8_v2_output_norm: x, h, y, pending and the input must not overlap");
+    const SmallLinearInputNorm no_norm;
+    if (part.out == 8 * kWarps * 32) launch_per<0, 8>(a, T, int(in), x_in, blocks_per_sm, no_norm, post, stream);
+    else launch_per<0, 16>(a, T, int(in), x_in, blocks_per_sm, no_norm, post, stream);
 }
 
 void launch_small_linear_fp8_v2(const void* w, const float* scale_inv, int64_t out, int64_t in, const float* x,

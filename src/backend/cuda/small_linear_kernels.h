@@ -62,6 +62,25 @@ struct SmallLinearInputNorm {
 };
 // Whether a launch with the norm takes T rows of `in` columns (in = 2,048 or 4,096).
 bool small_linear_fp8_v2_norm_supports(int64_t T, int64_t in);
+// The post-attention norm after a launch of one weight (the o_proj / GDN out_proj; CudaOptions::
+// fused_output_norm): x += pending (when not null), x += y, h = rms_norm_zc(x), computed by the
+// launch's last block to finish (each block counts itself on `counter`, 0 before and after) with
+// row_norm.cuh's arithmetic and thread mapping, so x and h are bitwise what
+// launch_residual_rms_norm_zc(x, pending, y, x, w, ...) writes after the launch. y [T, out] is the
+// launch's output (out = 2,048 or 4,096 columns: the row width of x). Saves the norm's own launch.
+struct SmallLinearOutputNorm {
+    float* x = nullptr;              // [T, out] the residual, updated
+    const float* pending = nullptr;  // [T, out] or null
+    const float* w = nullptr;        // [out] the norm's weight
+    float eps = 0.0f;
+    float* h = nullptr;              // [T, out] out: the normalised rows
+    int* counter = nullptr;          // one int, 0 between launches
+};
+bool small_linear_fp8_v2_output_norm_supports(int64_t T, int64_t out);
+// One weight with the norm after it.
+void launch_small_linear_fp8_v2_output_norm(const SmallLinearFp8Part& part, int64_t in, const float* x_in, int64_t T,
+                                            const SmallLinearOutputNorm& norm, cudaStream_t stream,
+                                            int blocks_per_sm = 2);
 // blocks_per_sm: the grid is min(ceil(Σ out / 8), SMs × blocks_per_sm) blocks of 8 warps, each
 // quantising x once (labs sweep it; 2 by default: at 80-96 registers a thread, two blocks of 256
 // threads fit an SM, so the grid is one wave). norm: null, or the input norm above.
