@@ -148,6 +148,23 @@ int main() {
             std::fflush(stdout);
         }
     }
+    // Random e4m3 weights of `in` columns with random block scales, one per entry of outs.
+    struct Weight {
+        std::vector<uint8_t> w;
+        std::vector<float> s;
+    };
+    auto random_weights = [&](const std::vector<int64_t>& outs, int64_t in) {
+        std::vector<Weight> ws;
+        for (int64_t out : outs) {
+            Weight wt;
+            wt.w.resize(size_t(out * in));
+            wt.s.resize(size_t((out + 127) / 128 * (in / 128)));
+            for (float& f : wt.s) f = std::exp2(ud(rng)) * 0.01f;
+            for (uint8_t& b : wt.w) b = __nv_cvt_float_to_fp8(nd(rng) * 100.0f, __NV_SATFINITE, __NV_E4M3);
+            ws.push_back(std::move(wt));
+        }
+        return ws;
+    };
     // Several weights of one input in one launch.
     struct Group {
         int64_t in;
@@ -156,20 +173,7 @@ int main() {
     };
     const Group groups[] = {{2048, {300, 40}, 2}, {1024, {136, 1100, 8, 77}, 1}, {4096, {260, 129, 3}, 2}};
     for (const Group& gr : groups) {
-        const int64_t cb = gr.in / 128;
-        struct Weight {
-            std::vector<uint8_t> w;
-            std::vector<float> s;
-        };
-        std::vector<Weight> ws;
-        for (int64_t out : gr.outs) {
-            Weight wt;
-            wt.w.resize(size_t(out * gr.in));
-            wt.s.resize(size_t((out + 127) / 128 * cb));
-            for (float& f : wt.s) f = std::exp2(ud(rng)) * 0.01f;
-            for (uint8_t& b : wt.w) b = __nv_cvt_float_to_fp8(nd(rng) * 100.0f, __NV_SATFINITE, __NV_E4M3);
-            ws.push_back(std::move(wt));
-        }
+        const std::vector<Weight> ws = random_weights(gr.outs, gr.in);
         for (int64_t T = 1; T <= qs::cuda::kSmallLinearFp8V2MaxRows; T += 3) {
             std::vector<float> x(size_t(T * gr.in));
             for (float& f : x) f = nd(rng);
@@ -201,20 +205,7 @@ int main() {
     // The layer's input norm in the prologue.
     const Group norm_groups[] = {{2048, {300, 40}, 2}, {2048, {1100}, 1}, {4096, {136, 9}, 2}};
     for (const Group& gr : norm_groups) {
-        const int64_t cb = gr.in / 128;
-        struct Weight {
-            std::vector<uint8_t> w;
-            std::vector<float> s;
-        };
-        std::vector<Weight> ws;
-        for (int64_t out : gr.outs) {
-            Weight wt;
-            wt.w.resize(size_t(out * gr.in));
-            wt.s.resize(size_t((out + 127) / 128 * cb));
-            for (float& f : wt.s) f = std::exp2(ud(rng)) * 0.01f;
-            for (uint8_t& b : wt.w) b = __nv_cvt_float_to_fp8(nd(rng) * 100.0f, __NV_SATFINITE, __NV_E4M3);
-            ws.push_back(std::move(wt));
-        }
+        const std::vector<Weight> ws = random_weights(gr.outs, gr.in);
         std::vector<float> nw(size_t(gr.in));
         for (float& f : nw) f = 0.3f * nd(rng);
         const float eps = 1e-6f;
@@ -290,11 +281,10 @@ int main() {
     };
     const OutShape out_shapes[] = {{2048, 4096, 2}, {2048, 4096, 1}, {4096, 2048, 2}};
     for (const OutShape& os : out_shapes) {
-        const int64_t cb = os.in / 128;
-        std::vector<uint8_t> w(size_t(os.out * os.in));
-        std::vector<float> sc(size_t((os.out + 127) / 128 * cb)), nw(size_t(os.out));
-        for (float& f : sc) f = std::exp2(ud(rng)) * 0.01f;
-        for (uint8_t& b : w) b = __nv_cvt_float_to_fp8(nd(rng) * 100.0f, __NV_SATFINITE, __NV_E4M3);
+        const std::vector<Weight> one = random_weights({os.out}, os.in);
+        const std::vector<uint8_t>& w = one[0].w;
+        const std::vector<float>& sc = one[0].s;
+        std::vector<float> nw(static_cast<size_t>(os.out));
         for (float& f : nw) f = 0.3f * nd(rng);
         const float eps = 1e-6f;
         for (int64_t T = 1; T <= qs::cuda::kSmallLinearFp8V2MaxRows; ++T)

@@ -476,17 +476,16 @@ void CudaOps::linears(const float* x, int64_t T, std::initializer_list<LinearOut
 
 void CudaOps::rms_norm_linears(const float* x, const float* pending, const ParamVector& w, int64_t T, int64_t n,
                                double eps, float* h, std::initializer_list<LinearOut> outs) {
-    if (options_.shared_linear_input == 0 || n > kAddRmsNormMaxCols || outs.size() == 0)
-        return Ops::rms_norm_linears(x, pending, w, T, n, eps, h, outs);
-    std::vector<const DeviceLinear*> ws;
-    std::vector<float*> ys;
-    for (const LinearOut& o : outs) {
-        QS_CHECK(o.w.in_features == n);
-        ws.push_back(&weights_.linear(o.w));
-        ys.push_back(o.y);
-    }
+    if (n > kAddRmsNormMaxCols || outs.size() == 0) return Ops::rms_norm_linears(x, pending, w, T, n, eps, h, outs);
     const SmallLinearInputNorm norm{pending, weights_.vec(w), float(eps), h};
-    if (options_.fused_input_norm == 1) {
+    if (options_.fused_input_norm == 1) {  // (shared_linear_input is 1: the constructor checks it)
+        std::vector<const DeviceLinear*> ws;
+        std::vector<float*> ys;
+        for (const LinearOut& o : outs) {
+            QS_CHECK(o.w.in_features == n);
+            ws.push_back(&weights_.linear(o.w));
+            ys.push_back(o.y);
+        }
         // One profile entry: the norm runs inside the group's launch (or just before it).
         const auto prof = op_scope("linears");
         if (gemm_->norm_linears(x, norm, true, T, ws, ys, arena_, stream_)) ++fused_input_norms_;
@@ -496,8 +495,7 @@ void CudaOps::rms_norm_linears(const float* x, const float* pending, const Param
         const auto prof = op_scope(pending != nullptr ? "add_rms_norm" : "rms_norm");
         launch_residual_rms_norm_zc(x, pending, nullptr, nullptr, norm.w, T, n, norm.eps, h, stream_);
     }
-    const auto prof = op_scope("linears");
-    gemm_->linears(h, T, ws, ys, arena_, stream_);
+    linears(h, T, outs);
 }
 
 void CudaOps::linear_add2_rms_norm_zc(const float* a, int64_t T, const LinearWeight& W, float* y, float* x,
