@@ -568,28 +568,12 @@ struct Lab {
         }
     }
 
-    // µs per call(it) in a CUDA graph of 20 calls (it = 0..19), the median of 20 replays.
-    template <class Call>
-    float graph_us_per_call(Call&& call) {
-        constexpr int kCalls = 20;
-        cudaGraph_t graph;
-        cudaGraphExec_t exec;
-        QS_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-        for (int it = 0; it < kCalls; ++it) call(it);
-        QS_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-        QS_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-        const float ms = qs::lab::median_event_ms([&](int) { QS_CUDA_CHECK(cudaGraphLaunch(exec, stream)); }, 20, 3, stream);
-        cudaGraphExecDestroy(exec);
-        cudaGraphDestroy(graph);
-        return 1e3f * ms / kCalls;
-    }
-
     // The layer's input norm with its projections (Gemm::norm_linears; CudaOptions::fused_input_norm),
     // then the output projection with the post-attention norm (Gemm::linear_norm; fused_output_norm),
     // at 1-4 rows: h and every output of the fused call (the norm in the FP8 small-rows launch's
     // prologue) bitwise equal to the norm kernel then the linears, then both timed as a CUDA graph
-    // of 20 calls (weights rotated over >= 128 MB of copies, as a step's graph replays them back to
-    // back), µs per call.
+    // of 24 calls (lab_timing.h; weights rotated over >= 128 MB of copies, as a step's graph replays
+    // them back to back), µs per call.
     void time_norm(std::mt19937& rng) {
         const int64_t in = 2048;
         struct GroupSpec {
@@ -665,8 +649,8 @@ struct Lab {
                     same = same && std::memcmp(a.data(), b.data(), count * 4) == 0;
                 }
                 all_ok = all_ok && same;
-                const float us[2] = {graph_us_per_call([&](int it) { call(0, it); }),
-                                     graph_us_per_call([&](int it) { call(1, it); })};
+                const double us[2] = {qs::lab::graph_us_per_call(stream, [&](int it) { call(0, it); }),
+                                      qs::lab::graph_us_per_call(stream, [&](int it) { call(1, it); })};
                 std::printf("%-5s norm + %-14s T=%lld  norm kernel + linears %7.2f us | fused %7.2f us | saved %5.2f us "
                             "(%.1f%%)  %s\n",
                             same ? "PASS" : "FAIL", g.name, (long long)T, us[0], us[1], us[0] - us[1],
@@ -723,8 +707,8 @@ struct Lab {
                 const bool same = host(dy[0]) == host(dy[1]) && host(dx[0]) == host(dx[1]) && host(dh[0]) == host(dh[1]);
                 all_ok = all_ok && same;
                 // x grows by pending + y each call: fine for timing.
-                const float us[2] = {graph_us_per_call([&](int it) { call(0, it); }),
-                                     graph_us_per_call([&](int it) { call(1, it); })};
+                const double us[2] = {qs::lab::graph_us_per_call(stream, [&](int it) { call(0, it); }),
+                                      qs::lab::graph_us_per_call(stream, [&](int it) { call(1, it); })};
                 std::printf("%-5s o_proj + post norm  T=%lld  linear + norm kernel %7.2f us | fused %7.2f us | saved %5.2f us "
                             "(%.1f%%)  %s\n",
                             same ? "PASS" : "FAIL", (long long)T, us[0], us[1], us[0] - us[1],
@@ -919,7 +903,7 @@ int main(int argc, char** argv) {
 
     if (norm_only) {
         std::printf("\nthe input norm with its projections, FP8, 1-4 rows (Gemm::norm_linears): the norm kernel then "
-                    "the linears against the norm in the small-rows launch; a graph of 20 calls, us per call\n");
+                    "the linears against the norm in the small-rows launch; a graph of 24 calls, us per call\n");
         lab.time_norm(rng);
         std::printf("\n%s\n", lab.all_ok ? "ALL PASS" : "SOME FAILED");
         QS_CUDA_CHECK(cudaStreamDestroy(lab.stream));

@@ -1,7 +1,9 @@
-// Timing for the kernel labs: the median of single launches bracketed by CUDA events.
+// Timing for the kernel labs: the median of single launches bracketed by CUDA events, and the mean
+// call of a CUDA graph of calls replayed (launches back to back, as a step's graph runs them).
 #pragma once
 
 #include <algorithm>
+#include <functional>
 #include <vector>
 
 #include <cuda_runtime.h>
@@ -34,6 +36,35 @@ float median_event_ms(F&& launch, int reps, int warmup = 3, cudaStream_t stream 
     QS_CUDA_CHECK(cudaEventDestroy(e1));
     std::sort(ts.begin(), ts.end());
     return ts[ts.size() / 2];
+}
+
+// µs per call of `call(i)` (i = 0, 1, ...) replayed as a CUDA graph of kCalls calls (warmed up eagerly
+// first, so that cuBLASLt plans and scratch exist before the capture).
+inline double graph_us_per_call(cudaStream_t st, const std::function<void(int)>& call) {
+    constexpr int kCalls = 24, kReplays = 10;
+    for (int i = 0; i < kCalls; ++i) call(i);
+    QS_CUDA_CHECK(cudaStreamSynchronize(st));
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    QS_CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
+    for (int i = 0; i < kCalls; ++i) call(i);
+    QS_CUDA_CHECK(cudaStreamEndCapture(st, &graph));
+    QS_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    cudaEvent_t e0, e1;
+    QS_CUDA_CHECK(cudaEventCreate(&e0));
+    QS_CUDA_CHECK(cudaEventCreate(&e1));
+    QS_CUDA_CHECK(cudaGraphLaunch(exec, st));
+    QS_CUDA_CHECK(cudaEventRecord(e0, st));
+    for (int r = 0; r < kReplays; ++r) QS_CUDA_CHECK(cudaGraphLaunch(exec, st));
+    QS_CUDA_CHECK(cudaEventRecord(e1, st));
+    QS_CUDA_CHECK(cudaEventSynchronize(e1));
+    float ms;
+    QS_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+    QS_CUDA_CHECK(cudaEventDestroy(e0));
+    QS_CUDA_CHECK(cudaEventDestroy(e1));
+    QS_CUDA_CHECK(cudaGraphExecDestroy(exec));
+    QS_CUDA_CHECK(cudaGraphDestroy(graph));
+    return double(ms) * 1e3 / (kCalls * kReplays);
 }
 
 }  // namespace qs::lab

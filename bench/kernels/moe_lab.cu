@@ -56,6 +56,7 @@
 #include "backend/cuda/moe_kernels.h"
 #include "backend/cuda/moe_prefill.h"
 #include "backend/cuda/moe_prefill_stages.h"
+#include "lab_timing.h"
 #include "moe_ref.h"
 
 using namespace qs::cuda;
@@ -480,35 +481,6 @@ void router_linears(const DevInputs& in, const Shape& s, cudaStream_t st) {
     r.gemm.linear(ws, in.x, in.T, r.sg, r.arena, st);
 }
 
-// µs per call of `call(i)` (i = 0, 1, ...) replayed as a CUDA graph of kCalls calls (warmed up eagerly
-// first, so that cuBLASLt plans and scratch exist before the capture).
-double graph_us_per_call(cudaStream_t st, const std::function<void(int)>& call) {
-    constexpr int kCalls = 24, kReplays = 10;
-    for (int i = 0; i < kCalls; ++i) call(i);
-    QS_CUDA_CHECK(cudaStreamSynchronize(st));
-    cudaGraph_t graph;
-    cudaGraphExec_t exec;
-    QS_CUDA_CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-    for (int i = 0; i < kCalls; ++i) call(i);
-    QS_CUDA_CHECK(cudaStreamEndCapture(st, &graph));
-    QS_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-    cudaEvent_t e0, e1;
-    QS_CUDA_CHECK(cudaEventCreate(&e0));
-    QS_CUDA_CHECK(cudaEventCreate(&e1));
-    QS_CUDA_CHECK(cudaGraphLaunch(exec, st));
-    QS_CUDA_CHECK(cudaEventRecord(e0, st));
-    for (int r = 0; r < kReplays; ++r) QS_CUDA_CHECK(cudaGraphLaunch(exec, st));
-    QS_CUDA_CHECK(cudaEventRecord(e1, st));
-    QS_CUDA_CHECK(cudaEventSynchronize(e1));
-    float ms;
-    QS_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-    QS_CUDA_CHECK(cudaEventDestroy(e0));
-    QS_CUDA_CHECK(cudaEventDestroy(e1));
-    QS_CUDA_CHECK(cudaGraphExecDestroy(exec));
-    QS_CUDA_CHECK(cudaGraphDestroy(graph));
-    return double(ms) * 1e3 / (kCalls * kReplays);
-}
-
 // --prefill: the non-GEMM stages of the prefill path alone, version 1 against version 2, on the
 // workspace of a finished call (its routing, sorted rows, GEMM outputs): µs per launch sequence,
 // median of 20 (sort: v1 one block, v2 histogram + scan + scatter; the group setup is not included).
@@ -683,7 +655,7 @@ void time_shapes(const HostExperts& h, Rng& rng, Buffers& buf, cudaStream_t st, 
                     // As a decode step runs it: calls captured in one CUDA graph (layers and input
                     // sets rotating), the router and shared-gate linears included (cuBLASLt fp32,
                     // as CudaOps::moe runs them before launch_moe; v2 computes them itself).
-                    const double gus = graph_us_per_call(st, [&](int i) {
+                    const double gus = qs::lab::graph_us_per_call(st, [&](int i) {
                         const MoeParams p = params_for(layers[i % kLayers], din[i % kSets], s, true, buf.ws, buf.y, cfg, path);
                         if (path != -2) router_linears(din[i % kSets], s, st);
                         launch_moe(p, st);
@@ -693,7 +665,7 @@ void time_shapes(const HostExperts& h, Rng& rng, Buffers& buf, cudaStream_t st, 
                 }
                 if (g_decode_mode && cfg == -1) {
                     // The MoE call alone, calls captured in one CUDA graph (layers and inputs rotating).
-                    const double gus = graph_us_per_call(st, [&](int i) {
+                    const double gus = qs::lab::graph_us_per_call(st, [&](int i) {
                         launch_moe(params_for(layers[i % kLayers], din[i % kSets], s, true, buf.ws, buf.y, cfg, path), st);
                     });
                     std::printf("        in a CUDA graph: %.1f us per call (%.0f GB/s of expert weights, %.0f%% of copy)\n", gus,
