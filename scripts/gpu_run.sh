@@ -39,8 +39,9 @@
 #           out_proj launch's last block): `fp8_gemm_lab 1 --norm` (bitwise against the norm kernel
 #           beside the linears, µs per call in CUDA graphs at 1-4 rows), the GPU tests
 #           CudaFusedInputNorm.* with the linears' and the tiny model's, then the one-stream FP8-lean
-#           step (k = 0 and 1, P = 0) with neither, the input norm, both, twice (six engines, ~4 min
-#           in all); needs qs_gpu_tests fp8_gemm_lab gpu_forward_bench in the bundle
+#           step (k = 0 and 1, P = 0) with neither and both options, twice (four engines; FUSED_NORM_POINTS
+#           lists other IN·OUT digit pairs, e.g. "00 10 11"); needs qs_gpu_tests fp8_gemm_lab
+#           gpu_forward_bench in the bundle
 #   fp8_prefill  `fp8_gemm_lab 1 --prefill`: the FP8 dense linears at 4,096 and 16,384 rows, checked, then
 #           the whole call and the activation quantisation alone, TFLOP/s against the measured fp8 peak
 #   gdn_decode  the GDN lab's decode mode (gdn_lab --decode: one-block-per-head vs streaming decode
@@ -209,8 +210,8 @@ for stage in "$@"; do
                                 --gdn-state-dtype bf16 --kv-cache-dtype fp8_e4m3 --mode mtp --mtp-k 0,1
                                 --mtp-acceptance 0 --mtp-seqs 1)
                     for r in a b; do
-                        for f in "0 0" "1 0" "1 1"; do
-                            read -r fin fout <<< "$f"
+                        for f in ${FUSED_NORM_POINTS:-00 11}; do
+                            fin=${f:0:1} fout=${f:1:1}
                             run "fused_norm_step_in${fin}_out${fout}_$r" "$B/gpu_forward_bench" "${fused_args[@]}" \
                                 --fused-input-norm "$fin" --fused-output-norm "$fout"
                         done
