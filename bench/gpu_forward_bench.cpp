@@ -19,6 +19,10 @@
 //          see gpu_forward_bench_mtp.h)
 //          [--moe-small-version -1|1|2]  (CudaOptions::moe_small_version: the small-T MoE path's
 //          version for decode steps of up to 8 rows; 2 fuses the router, bench/kernels/NOTES.md)
+//          [--attention-combine-version 1|2]  (CudaOptions::attention_combine_version: 2 = the split-K
+//          decode combine with its loads hoisted; default 1; the same bits)
+//          [--moe-small-prefetch-down 0|1]  (CudaOptions::moe_small_prefetch_down: the small-T MoE
+//          path's gate_up prefetches the down matrices into L2; default 0; the same bits)
 //          [--moe-decode-version 1|2]  (CudaOptions::moe_decode_version: the MoE decode grouped
 //          GEMMs at 9+ rows below the prefill path; 2 (default) = moe_decode_gemm.cu, 1 = moe_gemm.cu)
 //          [--moe-prefill-version 1|2]  (CudaOptions::moe_prefill_version: the MoE prefill path's
@@ -56,10 +60,10 @@
 //          in blocks per SM; default 2)
 //          [--shared-linear-input 0|1]  (CudaOptions::shared_linear_input: q/k/v and GDN qkv/z/b/a
 //          share one quantisation (FP8) or bf16 copy of their input; default 1; 0 = one per linear)
-//          [--fused-input-norm 0|1]  (CudaOptions::fused_input_norm: a layer's input norm computed in the
-//          FP8 small-rows launch of its projections at 1..4 rows; default 0; the same bits either way)
-//          [--fused-output-norm 0|1]  (CudaOptions::fused_output_norm: the post-attention norm in the last
-//          block of the o_proj / out_proj FP8 small-rows launch at 1..4 rows; default 0; the same bits)
+//          [--fused-input-norm 0..4]  (CudaOptions::fused_input_norm: a layer's input norm computed in the
+//          FP8 small-rows launch of its projections at 1..N rows; default 1; the same bits either way)
+//          [--fused-output-norm 0..4]  (CudaOptions::fused_output_norm: the post-attention norm in the last
+//          block of the o_proj / out_proj FP8 small-rows launch at 1..N rows; default 2; the same bits)
 //          [--attention-decode-rows 1..4]  (CudaOptions::attention_decode_rows: sequences of up to
 //          N new rows on the split-K decode attention kernel; default 4)
 //          [--attention-prefill-version 1|2]  (CudaOptions::attention_prefill_version: 2 = the
@@ -284,6 +288,8 @@ int run(const Args& args) {
     };
     if (!pick("moe-small-version", {-1, 1, 2}, &co.moe_small_version) ||
         !pick("moe-decode-version", {1, 2}, &co.moe_decode_version) ||
+        !pick("moe-small-prefetch-down", {0, 1}, &co.moe_small_prefetch_down) ||
+        !pick("attention-combine-version", {1, 2}, &co.attention_combine_version) ||
         !pick("moe-prefill-version", {1, 2}, &co.moe_prefill_version) ||
         !pick("moe-router-kernel", {0, 1, 2}, &co.moe_router_kernel) ||
         !pick("gdn-prefill-version", {0, 1, 2, 3, 4, 5, 6}, &co.gdn_prefill_version) ||
@@ -295,8 +301,8 @@ int run(const Args& args) {
         !pick("fp8-small-rows", {0, 1, 2, 3, 4}, &co.fp8_small_rows) ||
         !pick("fp8-small-blocks-per-sm", {1, 2, 3, 4}, &co.fp8_small_blocks_per_sm) ||
         !pick("shared-linear-input", {0, 1}, &co.shared_linear_input) ||
-        !pick("fused-input-norm", {0, 1}, &co.fused_input_norm) ||
-        !pick("fused-output-norm", {0, 1}, &co.fused_output_norm) ||
+        !pick("fused-input-norm", {0, 1, 2, 3, 4}, &co.fused_input_norm) ||
+        !pick("fused-output-norm", {0, 1, 2, 3, 4}, &co.fused_output_norm) ||
         !pick("attention-decode-rows", {1, 2, 3, 4}, &co.attention_decode_rows) ||
         !pick("attention-prefill-version", {1, 2}, &co.attention_prefill_version) ||
         !pick("attention-decode-version", {1, 2}, &co.attention_decode_version))

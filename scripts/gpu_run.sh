@@ -39,9 +39,17 @@
 #           out_proj launch's last block): `fp8_gemm_lab 1 --norm` (bitwise against the norm kernel
 #           beside the linears, µs per call in CUDA graphs at 1-4 rows), the GPU tests
 #           CudaFusedInputNorm.* with the linears' and the tiny model's, then the one-stream FP8-lean
-#           step (k = 0 and 1, P = 0) with neither and both options, twice (four engines; FUSED_NORM_POINTS
-#           lists other IN·OUT digit pairs, e.g. "00 10 11"); needs qs_gpu_tests fp8_gemm_lab
+#           step (k = 0 and 1, P = 0) with neither and the defaults (input norm fused at 1 row, output
+#           norm at 1-2), twice (four engines; FUSED_NORM_POINTS lists other IN·OUT pairs of max fused
+#           rows, e.g. "00 11 44"); needs qs_gpu_tests fp8_gemm_lab
 #           gpu_forward_bench in the bundle
+#   one_stream  session 27's one-stream cuts: `attention_lab 1 --combine` (the split-K combine's loads
+#           hoisted, GatedAttentionParams::combine_version 2, against the earlier loop: µs, outputs bit for
+#           bit), the GPU tests of the combine, the MoE down prefetch and the fused norms, then the
+#           one-stream FP8-lean step (k = 0 and 1, P = 0) with today's defaults, with
+#           --attention-combine-version 2, and with that and --moe-small-prefetch-down 1, twice (six
+#           engines, ~3.5 min: STAGE_TIMEOUT=300); needs qs_gpu_tests attention_lab gpu_forward_bench
+#           in the bundle
 #   fp8_prefill  `fp8_gemm_lab 1 --prefill`: the FP8 dense linears at 4,096 and 16,384 rows, checked, then
 #           the whole call and the activation quantisation alone, TFLOP/s against the measured fp8 peak
 #   gdn_decode  the GDN lab's decode mode (gdn_lab --decode: one-block-per-head vs streaming decode
@@ -210,10 +218,22 @@ for stage in "$@"; do
                                 --gdn-state-dtype bf16 --kv-cache-dtype fp8_e4m3 --mode mtp --mtp-k 0,1
                                 --mtp-acceptance 0 --mtp-seqs 1)
                     for r in a b; do
-                        for f in ${FUSED_NORM_POINTS:-00 11}; do
+                        for f in ${FUSED_NORM_POINTS:-00 12}; do
                             fin=${f:0:1} fout=${f:1:1}
                             run "fused_norm_step_in${fin}_out${fout}_$r" "$B/gpu_forward_bench" "${fused_args[@]}" \
                                 --fused-input-norm "$fin" --fused-output-norm "$fout"
+                        done
+                    done ;;
+        one_stream) run attention_lab_combine "$B/attention_lab" 1 --combine
+                    run gpu_tests_one_stream "$B/qs_gpu_tests" --gtest_color=no \
+                        --gtest_filter='*GatedAttentionDecodeVersions*:*MoeSmallPrefetchDown*:*MoeSmallVersion2*:CudaFusedInputNorm.*:CudaModel.*:CudaGraphs.*'
+                    one_args=(--model builtin:qwen36-35b-a3b --load-format dummy --dummy-format fp8-block
+                              --gdn-state-dtype bf16 --kv-cache-dtype fp8_e4m3 --mode mtp --mtp-k 0,1
+                              --mtp-acceptance 0 --mtp-seqs 1)
+                    for r in a b; do
+                        for cp in 10 20 21; do  # combine version · prefetch down
+                            run "one_stream_comb${cp:0:1}_prefetch${cp:1:1}_$r" "$B/gpu_forward_bench" "${one_args[@]}" \
+                                --attention-combine-version "${cp:0:1}" --moe-small-prefetch-down "${cp:1:1}"
                         done
                     done ;;
         fp8gemm) run fp8_gemm_lab "$B/fp8_gemm_lab"

@@ -4,7 +4,8 @@
 // double here), then timings at the real model's decode and prefill shapes.
 // Build (repo root):
 //   nvcc -O3 -std=c++20 -gencode=arch=compute_90a,code=sm_90a -Isrc -Xcompiler -fopenmp bench/kernels/attention_lab.cu src/backend/cuda/attention_*.cu -o build-gpu/attention_lab -lgomp
-// Run: build-gpu/attention_lab [seed] [--no-timing | --small | --verify-rows | --v2 | --decode [--no-checks]]   (exit code 1 on any FAIL;
+// Run: build-gpu/attention_lab [seed] [--no-timing | --small | --verify-rows | --v2 | --decode [--no-checks] | --combine]
+//      (exit code 1 on any FAIL;
 //      --verify-rows: only sequences of 2-4 rows on the split-K decode kernel, GatedAttentionParams::
 //      decode_max_rows, checked and timed against today's prefill-kernel path)
 //   --v2: prefill version 2 (attention_prefill_wgmma.cu, FlashInfer's Hopper wgmma kernel) only:
@@ -15,9 +16,12 @@
 //   with and without splits, 1 x 16k, verify rows 1..4, head dims 32-256; bf16 and fp8), then v1 vs
 //   v2 µs, GB/s and % of 4.25 TB/s at B = 1, 64, 512, 1024 x 1,500 and 1, 8 x 16,384 keys, with
 //   ‖v2 − v1‖/‖v1‖ (--no-timing: the cases only; --no-checks: the timings only).
+//   --combine: the split-K combine's versions 1 and 2 (GatedAttentionParams::combine_version) on
+//   decode version 2 at one-stream and verify shapes: µs each, outputs compared bit for bit.
 //
 // Cases, reference and tolerances: bench/kernels/attention_ref.h.
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -46,6 +50,8 @@ using namespace attn_lab;
 
 // GatedAttentionParams::decode_v2_variant of the launches with decode_version 2 (--decode).
 int g_dec2_variant = 0;
+// GatedAttentionParams::combine_version of time_batch's launches (--combine; 1 the default).
+int g_combine_version = 1;
 
 template <typename T>
 T* dev_upload(const std::vector<T>& h) {
@@ -304,6 +310,7 @@ float time_batch(const Shape& sh, DeviceKvDtype dt, const std::vector<SeqSpec>& 
     p.decode_max_rows = dec_rows;
     p.decode_version = dec_version;
     p.decode_v2_variant = dec_version == 2 ? g_dec2_variant : 0;
+    p.combine_version = g_combine_version;
     p.qg = d_qg;
     p.k = d_k;
     p.v = d_v;
@@ -505,17 +512,48 @@ bool decode_mode(std::mt19937_64& rng, bool timing, bool checks) {
     return all;
 }
 
+// --combine: the split-K combine's versions (GatedAttentionParams::combine_version) on decode
+// version 2 at one-stream and MTP-verify shapes: µs per launch_gated_attention (K/V store + decode
+// + combine) with combine 1 and 2, the outputs compared bit for bit.
+bool combine_mode(std::mt19937_64& rng) {
+    bool all = true;
+    std::printf("\nsplit-K combine v1 vs v2 on decode v2, µs per launch_gated_attention (K/V store + decode + "
+                "combine; median of 30 CUDA-graph replays)\n");
+    std::printf("%-5s %-3s %-4s %-6s %9s %9s %8s %s\n", "cache", "B", "rows", "ctx", "comb1 us", "comb2 us", "saved",
+                "outputs");
+    for (DeviceKvDtype dt : {DeviceKvDtype::kBF16, DeviceKvDtype::kFP8E4M3})
+        for (const auto& [B, rows, ctx] : std::vector<std::array<int, 3>>{
+                 {1, 1, 128}, {1, 1, 1500}, {1, 1, 16384}, {1, 2, 1500}, {4, 1, 1500}, {8, 4, 700}}) {
+            const std::vector<SeqSpec> specs(size_t(B), SeqSpec{ctx - rows, rows});
+            std::vector<float> o1, o2;
+            std::mt19937_64 r1 = rng, r2 = rng;  // same inputs for both
+            g_combine_version = 1;
+            const float us1 = time_batch(kReal, dt, specs, r1, 30, rows, 1, &o1, 2);
+            g_combine_version = 2;
+            const float us2 = time_batch(kReal, dt, specs, r2, 30, rows, 1, &o2, 2);
+            rng = r1;
+            const bool same = o1.size() == o2.size() && std::memcmp(o1.data(), o2.data(), o1.size() * 4) == 0;
+            all &= same;
+            std::printf("%-5s %-3d %-4d %-6d %9.1f %9.1f %7.1f%% %s\n", dname(dt), B, rows, ctx, us1, us2,
+                        (us1 - us2) / us1 * 100, same ? "bitwise PASS" : "DIFFER FAIL");
+            std::fflush(stdout);
+        }
+    std::printf("%s\n", all ? "ALL PASS" : "SOME FAILED");
+    return all;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     uint64_t seed = uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
-    bool timing = true, checks = true, small = false, verify_rows = false, v2 = false, decode = false;
+    bool timing = true, checks = true, small = false, verify_rows = false, v2 = false, decode = false, combine = false;
     for (int i = 1; i < argc; ++i) {
         if (std::string(argv[i]) == "--no-timing") timing = false;
         else if (std::string(argv[i]) == "--no-checks") checks = false;
         else if (std::string(argv[i]) == "--verify-rows") verify_rows = true;
         else if (std::string(argv[i]) == "--v2") v2 = true;
         else if (std::string(argv[i]) == "--decode") decode = true;
+        else if (std::string(argv[i]) == "--combine") combine = true;
         else if (std::string(argv[i]) == "--small") { small = true; timing = false; }
         else seed = std::strtoull(argv[i], nullptr, 10);
     }
@@ -527,6 +565,7 @@ int main(int argc, char** argv) {
 
     if (v2) return v2_mode(rng) ? 0 : 1;
     if (decode) return decode_mode(rng, timing, checks) ? 0 : 1;
+    if (combine) return combine_mode(rng) ? 0 : 1;
     bool all = conversion_check(rng);
     if (verify_rows) {
         // Sequences of up to 4 rows on the split-K decode kernel (decode_max_rows = 4, or 2 for the

@@ -7,11 +7,13 @@
 //   g++ -O1 -g -std=c++20 -fsanitize=address -x c++ -Isrc -Ibench/kernels -I/usr/local/cuda/include \
 //       bench/kernels/moe_emu.cpp -o build-gpu/moe_emu -lpthread
 // Run: build-gpu/moe_emu [seed [--quick | --no-real | --small-real | --v2 [--no-real|--real|--bf16|--fp8] | --v2-quick |
-//                             --dec2 [--no-real] | --down-global | --int4 [--real] | --nvfp4 [--real|--quick] | --int4-dec [--real]]]
+//                             --dec2 [--no-real] | --down-global | --prefetch-down [--no-real] | --int4 [--real] | --nvfp4 [--real|--quick] | --int4-dec [--real]]]
 // (--no-real: skips the small-T path's real-shape cases, which take most of the time; --small-real:
 // only those; --v2: the small-T path's version 2 only; --v2-quick: two of its cases, for mutations;
 // --dec2: the decode grouped GEMMs' version 2 (MoeParams::decode_version), each case also run with v1;
 // --down-global: the small-T down kernel reading h from global memory against staging it, bitwise;
+// --prefetch-down: gate_up's L2 prefetch of the down matrices (MoeParams::small_prefetch_down) against
+// none, bitwise;
 // --int4-dec: INT4 experts on the tensor-core grouped GEMMs, MoeParams::int4_grouped = 1;
 // --nvfp4: NVFP4 experts on the small-T path, MoeExpertTable::nvfp4)
 #include "moe_emu_shim.h"
@@ -273,6 +275,7 @@ int g_fail = 0;
 int g_int4_grouped = 0;    // MoeParams::int4_grouped of every case (--int4-dec: 1)
 int g_decode_version = 1;  // MoeParams::decode_version of every case (--dec2: 2, each also run with 1)
 bool g_check_down_global = false;  // --down-global: each small-T case again with h read from global
+bool g_check_prefetch_down = false;  // --prefetch-down: each small-T case again with MoeParams::small_prefetch_down
 
 // small: MoeParams::small_t (-1: chosen; with cfg >= 0 the grouped-GEMM path runs).
 // version: MoeParams::small_version. Version 2 computes the router logits from router weights
@@ -365,6 +368,16 @@ void run_case(const HostExperts& h, bool fp8, int T, Routing routing, bool norm,
         const bool same = std::memcmp(yg.data(), y.data(), y.size() * 4) == 0;
         v2_ok = v2_ok && same;
         v2_note += std::string(" down h from global: ") + (same ? "bitwise" : "DIFFERS");
+    }
+    if (g_check_prefetch_down && small_path) {  // gate_up's L2 prefetch of down: same bits (ASan checks its lines)
+        std::vector<float> yp(y.size(), std::nanf(""));
+        MoeParams q = p;
+        q.y = yp.data();
+        q.small_prefetch_down = 1;
+        emu_moe(q);
+        const bool same = std::memcmp(yp.data(), y.data(), y.size() * 4) == 0;
+        v2_ok = v2_ok && same;
+        v2_note += std::string(" prefetch down: ") + (same ? "bitwise" : "DIFFERS");
     }
     if (g_decode_version == 2) {  // decode v2 against v1 (moe_gemm.cu's cfg 1) on the same inputs
         MoeParams q = p;
@@ -536,6 +549,24 @@ int main(int argc, char** argv) {
             run_case(h, fp8, 1, Routing::kGapped, true, -1, rng);
             run_case(h, fp8, 3, Routing::kSkewed, true, -1, rng, -1, 2, false, true);
             run_case(hs, fp8, 8, Routing::kSkewed, false, -1, rng, -1, 2, false, false);
+        }
+        std::printf("%s (%d failing)\n", g_fail ? "FAIL" : "PASS", g_fail);
+        return g_fail ? 1 : 0;
+    }
+    if (argc > 2 && !std::strcmp(argv[2], "--prefetch-down")) {
+        // MoeParams::small_prefetch_down (gate_up's blocks prefetch the down matrices into L2) against
+        // none, bitwise: v1 and v2, both formats, T = 1, 3 and 8, I_shared != I; then the real shapes
+        // at T = 1 (each prefetched line is touched: AddressSanitizer checks the addresses).
+        g_check_prefetch_down = true;
+        for (int fp8 = 0; fp8 <= 1; ++fp8) {
+            run_case(h, fp8, 1, Routing::kGapped, true, -1, rng);
+            run_case(h, fp8, 3, Routing::kSkewed, true, -1, rng, -1, 2, false, true);
+            run_case(hs, fp8, 8, Routing::kSkewed, false, -1, rng, -1, 2, false, false);
+        }
+        if (!(argc > 3 && !std::strcmp(argv[3], "--no-real"))) {
+            const Shape real{"real", 256, 8, 2048, 512, 512};
+            const HostExperts hr = make_host_experts(real, seed + 3);
+            for (int fp8 = 0; fp8 <= 1; ++fp8) run_case(hr, fp8, 1, Routing::kGapped, true, -1, rng, -1, 2, false, true);
         }
         std::printf("%s (%d failing)\n", g_fail ? "FAIL" : "PASS", g_fail);
         return g_fail ? 1 : 0;

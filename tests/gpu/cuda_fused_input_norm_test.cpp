@@ -2,15 +2,17 @@
 // with FP8 weights: the input norm in the projections' launch (CudaOptions::fused_input_norm;
 // Ops::rms_norm_linears) and the post-attention norm in the o_proj / out_proj launch's last block
 // (CudaOptions::fused_output_norm; Ops::linear_add2_rms_norm_zc):
-//  - h and every output of rms_norm_linears bitwise equal with the option on and off (off: the
-//    norm kernel, then the linears), with and without the pending addend, for T = 1..4 (the norm
-//    rides on the launch: CudaOps::fused_input_norms counts it) and T = 5, 64 (it cannot: the norm
-//    kernel runs, nothing counted); x and pending unchanged; h near the CPU specification;
-//  - linear_add2_rms_norm_zc's y, x and h bitwise equal with fused_output_norm on and off, twice in a
-//    row (the launch counter is back at 0), counted where the norm rode on the launch (T <= 4);
+//  - h and every output of rms_norm_linears bitwise equal with the option at 0 (the norm kernel,
+//    then the linears), 4 and 2 rows, with and without the pending addend, for T = 1..4 (the norm
+//    rides on the launch up to the option's rows: CudaOps::fused_input_norms counts it) and T = 5,
+//    64 (it cannot: the norm kernel runs, nothing counted); x and pending unchanged; h near the CPU
+//    specification;
+//  - linear_add2_rms_norm_zc's y, x and h bitwise equal with fused_output_norm at 0, 4 and 2 rows,
+//    twice in a row (the launch counter is back at 0), counted where the norm rode on the launch;
 //  - add2_rms_norm_zc bitwise equal to add then add_rms_norm_zc, in place as the final norm too;
 //  - a whole model (4 real-shape layers, FP8 dummy weights) gives the same logits bit for bit with
-//    both options on and off over a prompt and single-row decode steps (graphs on).
+//    both options off, at 4 rows and at their defaults over a prompt and single-row decode steps
+//    (graphs on).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -35,10 +37,12 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
     return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
 }
 
-cuda::CudaOptions options(int fused) {
+// Norms fused at up to `in` / `out` rows (0: never).
+cuda::CudaOptions options(int in, int out) {
     cuda::CudaOptions o;
     o.poison = true;
-    o.fused_input_norm = fused;
+    o.fused_input_norm = in;
+    o.fused_output_norm = out;
     return o;
 }
 
@@ -47,9 +51,11 @@ cuda::CudaOptions options(int fused) {
 TEST(CudaFusedInputNorm, SameBitsAsTheNormKernelThenLinears) {
     QS_REQUIRE_GPU();
     ModelWeights w = make_dummy_weights(real_shapes(8), 93, /*with_mtp=*/false, WeightFormat::kFP8Block);
-    cuda::CudaOps off(options(0)), on(options(1));
+    // on: fused at 1-4 rows; two: at 1-2 rows only (the norm kernel above).
+    cuda::CudaOps off(options(0, 0)), on(options(4, 0)), two(options(2, 0));
     off.prepare_weights(weight_set(w));
     on.prepare_weights(weight_set(w));
+    two.prepare_weights(weight_set(w));
     const DecoderLayerWeights *attn = nullptr, *gdn = nullptr;
     for (const auto& l : w.layers) (l.type == LayerType::kFullAttention ? attn : gdn) = &l;
     ASSERT_TRUE(attn && gdn);
@@ -99,13 +105,17 @@ TEST(CudaFusedInputNorm, SameBitsAsTheNormKernelThenLinears) {
                     ops.free_all();
                     return r;
                 };
-                const int64_t fused_before = on.fused_input_norms();
-                const Run a = run(off), b = run(on);
+                const int64_t fused_before = on.fused_input_norms(), two_before = two.fused_input_norms();
+                const Run a = run(off), b = run(on), c = run(two);
                 EXPECT_EQ(on.fused_input_norms() - fused_before, T <= 4 ? 1 : 0) << what;
+                EXPECT_EQ(two.fused_input_norms() - two_before, T <= 2 ? 1 : 0) << what;
                 EXPECT_EQ(off.fused_input_norms(), 0) << what;
                 EXPECT_TRUE(same_bits(a.h, b.h)) << what << ": h differs";
-                for (size_t i = 0; i < g.ws.size(); ++i)
+                EXPECT_TRUE(same_bits(a.h, c.h)) << what << ": h differs (fused at 1-2 rows)";
+                for (size_t i = 0; i < g.ws.size(); ++i) {
                     EXPECT_TRUE(same_bits(a.ys[i], b.ys[i])) << what << ": output " << i << " differs";
+                    EXPECT_TRUE(same_bits(a.ys[i], c.ys[i])) << what << ": output " << i << " differs (1-2 rows)";
+                }
                 EXPECT_TRUE(same_bits(b.x, x)) << what << ": x was written";
                 if (with_pending) {
                     EXPECT_TRUE(same_bits(b.pending, pending)) << what << ": pending was written";
@@ -124,11 +134,10 @@ TEST(CudaFusedInputNorm, SameBitsAsTheNormKernelThenLinears) {
 TEST(CudaFusedInputNorm, OutputNormSameBitsAsTheLinearThenTheNormKernel) {
     QS_REQUIRE_GPU();
     ModelWeights w = make_dummy_weights(real_shapes(8), 96, /*with_mtp=*/false, WeightFormat::kFP8Block);
-    cuda::CudaOptions o_off = options(0), o_on = options(0);
-    o_on.fused_output_norm = 1;
-    cuda::CudaOps off(o_off), on(o_on);
+    cuda::CudaOps off(options(0, 0)), on(options(0, 4)), two(options(0, 2));
     off.prepare_weights(weight_set(w));
     on.prepare_weights(weight_set(w));
+    two.prepare_weights(weight_set(w));
     const int64_t H = w.config.hidden_size;
     const double eps = w.config.rms_norm_eps;
     std::mt19937 rng{517};
@@ -161,14 +170,19 @@ TEST(CudaFusedInputNorm, OutputNormSameBitsAsTheLinearThenTheNormKernel) {
                     }
                     return runs;
                 };
-                const int64_t before = on.fused_output_norms();
-                const std::vector<Run> ra = run(off), rb = run(on);
+                const int64_t before = on.fused_output_norms(), two_before = two.fused_output_norms();
+                const std::vector<Run> ra = run(off), rb = run(on), rc = run(two);
                 EXPECT_EQ(on.fused_output_norms() - before, T <= 4 ? 2 : 0) << what;
+                EXPECT_EQ(two.fused_output_norms() - two_before, T <= 2 ? 2 : 0) << what;
                 EXPECT_EQ(off.fused_output_norms(), 0) << what;
                 for (int rep = 0; rep < 2; ++rep) {
-                    EXPECT_TRUE(same_bits(ra[size_t(rep)].y, rb[size_t(rep)].y)) << what << " rep " << rep << ": y differs";
-                    EXPECT_TRUE(same_bits(ra[size_t(rep)].x, rb[size_t(rep)].x)) << what << " rep " << rep << ": x differs";
-                    EXPECT_TRUE(same_bits(ra[size_t(rep)].h, rb[size_t(rep)].h)) << what << " rep " << rep << ": h differs";
+                    for (const std::vector<Run>* r : {&rb, &rc}) {
+                        const Run& o = (*r)[size_t(rep)];
+                        const std::string at = what + " rep " + std::to_string(rep) + (r == &rc ? " (1-2 rows)" : "");
+                        EXPECT_TRUE(same_bits(ra[size_t(rep)].y, o.y)) << at << ": y differs";
+                        EXPECT_TRUE(same_bits(ra[size_t(rep)].x, o.x)) << at << ": x differs";
+                        EXPECT_TRUE(same_bits(ra[size_t(rep)].h, o.h)) << at << ": h differs";
+                    }
                 }
                 EXPECT_FALSE(same_bits(rb[0].x, x)) << what << ": x was not updated";
             }
@@ -179,7 +193,7 @@ TEST(CudaFusedInputNorm, OutputNormSameBitsAsTheLinearThenTheNormKernel) {
 TEST(CudaFusedInputNorm, Add2IsAddThenAddRmsNorm) {
     QS_REQUIRE_GPU();
     ModelWeights w = make_dummy_weights(real_shapes(8), 94, /*with_mtp=*/false, WeightFormat::kFP8Block);
-    cuda::CudaOps ops(options(0));
+    cuda::CudaOps ops(options(0, 0));
     ops.prepare_weights(weight_set(w));
     const ParamVector& norm = w.layers[0].post_attention_layernorm;
     const int64_t H = w.config.hidden_size;
@@ -213,10 +227,7 @@ TEST(CudaFusedInputNorm, Add2IsAddThenAddRmsNorm) {
 TEST(CudaFusedInputNorm, ModelLogitsSameBits) {
     QS_REQUIRE_GPU();
     ModelWeights w = make_dummy_weights(real_shapes(8), 95, /*with_mtp=*/false, WeightFormat::kFP8Block);
-    auto logits_of = [&](int fused, int64_t* fused_count) {
-        cuda::CudaOptions o;
-        o.fused_input_norm = fused;
-        o.fused_output_norm = fused;
+    auto logits_of = [&](const cuda::CudaOptions& o, int64_t* fused_count) {
         cuda::CudaOps ops(o);
         ops.prepare_weights(weight_set(w));
         Qwen36Model model(w, ops);
@@ -229,12 +240,19 @@ TEST(CudaFusedInputNorm, ModelLogitsSameBits) {
         *fused_count = std::min(ops.fused_input_norms(), ops.fused_output_norms());
         return all;
     };
-    int64_t fused_off = -1, fused_on = -1;
-    const std::vector<float> a = logits_of(0, &fused_off), b = logits_of(1, &fused_on);
+    int64_t fused_off = -1, fused_on = -1, fused_default = -1;
+    cuda::CudaOptions off, on;
+    off.fused_input_norm = off.fused_output_norm = 0;
+    on.fused_input_norm = on.fused_output_norm = 4;
+    const std::vector<float> a = logits_of(off, &fused_off), b = logits_of(on, &fused_on),
+                             c = logits_of(cuda::CudaOptions{}, &fused_default);
     ASSERT_FALSE(a.empty());
     EXPECT_EQ(fused_off, 0);
     // The decode steps' four layers, each input norm and post-attention norm on a launch: counted
-    // when the one-row graph is captured (replays do not call the ops), so at least 4 of each.
+    // when the one-row graph is captured (replays do not call the ops), so at least 4 of each; the
+    // defaults fuse both at one row.
     EXPECT_GE(fused_on, 4);
+    EXPECT_GE(fused_default, 4);
     EXPECT_TRUE(same_bits(a, b)) << "logits differ with the norms fused";
+    EXPECT_TRUE(same_bits(a, c)) << "logits differ with the default options";
 }

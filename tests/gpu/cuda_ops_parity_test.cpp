@@ -390,6 +390,44 @@ TEST_P(CudaOpsParity, MoeSmallVersion2) {
     }
 }
 
+// gate_up's L2 prefetch of the down matrices (CudaOptions::moe_small_prefetch_down) on the small-T
+// path, versions 1 and 2, BF16 and FP8 experts: y bitwise equal to the same call without it.
+TEST_P(CudaOpsParity, MoeSmallPrefetchDown) {
+    const int64_t k = config_.num_experts_per_tok, H = config_.hidden_size;
+    for (WeightFormat format : {WeightFormat::kDense, WeightFormat::kFP8Block}) {
+        const bool fp8 = format == WeightFormat::kFP8Block;
+        std::unique_ptr<ModelWeights> w8;
+        if (fp8) w8 = std::make_unique<ModelWeights>(make_dummy_weights(config_, 81, /*with_mtp=*/false, format));
+        ModelWeights& wts = fp8 ? *w8 : *weights_;
+        for (const int version : {1, 2}) {
+            cuda::CudaOptions off, on;
+            off.poison = on.poison = true;
+            gpu_test::apply_test_router_env(off), gpu_test::apply_test_router_env(on);
+            off.moe_small_version = on.moe_small_version = version;
+            on.moe_small_prefetch_down = 1;
+            cuda::CudaOps g_off(off), g_on(on);
+            g_off.prepare_weights(weight_set(wts));
+            g_on.prepare_weights(weight_set(wts));
+            const MoeWeights& m = wts.layers[0].moe;
+            for (int64_t T : {1, 2, 8}) {
+                const auto x = gpu_test::random_floats(size_t(T * H), rng_);
+                const std::string what =
+                    std::string(fp8 ? "fp8" : "bf16") + " v" + std::to_string(version) + " T=" + std::to_string(T);
+                auto run = [&](cuda::CudaOps& g) {
+                    float* dy = g.alloc(T * H);
+                    g.moe(gpu_test::to_device(g, x), T, m, k, config_.norm_topk_prob, dy);
+                    std::vector<float> y = gpu_test::to_host(g, dy, size_t(T * H));
+                    g.free_all();
+                    return y;
+                };
+                const std::vector<float> a = run(g_off), b = run(g_on);
+                ASSERT_EQ(a.size(), b.size());
+                EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0) << what << ": y differs with the prefetch";
+            }
+        }
+    }
+}
+
 // The decode grouped GEMMs' version 2 (CudaOptions::moe_decode_version = 2, moe_decode_gemm.cu:
 // weights as the MMA's 16-row operand, tokens in 8-row groups) against CpuOps::moe, BF16 and FP8
 // experts, on the mma.sync path at every T (moe_gemm_path = 0, so T = 200 does not take the
@@ -550,7 +588,8 @@ TEST_P(CudaOpsParity, GatedAttentionWithPagedCache) {
 // decode kernel (attention_decode_rows 4: an MTP verify beside plain decode rows), contexts up to
 // 600 keys (split-K partials and the combine), single rows of 12 sequences (one row per
 // sequence, > 8 sequences), every sequence's pages shuffled. The tiny config's head_dim 32 runs
-// version 2 padded to 64; the real one at 256.
+// version 2 padded to 64; the real one at 256. Version 2 also with the split-K combine's version 2
+// (CudaOptions::attention_combine_version: its loads hoisted): bitwise equal to version 1's.
 TEST_P(CudaOpsParity, GatedAttentionDecodeVersions) {
     const DecoderLayerWeights& l = layer(LayerType::kFullAttention);
     const ModelConfig& c = config_;
@@ -560,13 +599,14 @@ TEST_P(CudaOpsParity, GatedAttentionDecodeVersions) {
     for (KvCacheDtype kv : {KvCacheDtype::kBF16, KvCacheDtype::kFP8E4M3}) {
         const CacheGeometry g = CacheGeometry::for_model(c, nseq * pages, bs, nseq, false, kv);
         ModelCache cpu_cache(g);
-        std::unique_ptr<cuda::CudaOps> gpu[2];
-        std::unique_ptr<ModelCache> cache[2];
-        for (int v = 0; v < 2; ++v) {
+        std::unique_ptr<cuda::CudaOps> gpu[3];  // decode versions 1, 2, then 2 with combine version 2
+        std::unique_ptr<ModelCache> cache[3];
+        for (int v = 0; v < 3; ++v) {
             cuda::CudaOptions o;
             o.poison = true;
             o.attention_decode_rows = 4;
-            o.attention_decode_version = v + 1;
+            o.attention_decode_version = v == 0 ? 1 : 2;
+            if (v == 2) o.attention_combine_version = 2;
             gpu[v] = std::make_unique<cuda::CudaOps>(o);
             gpu[v]->prepare_weights(weight_set(*weights_));
             cache[v] = gpu[v]->make_cache(g);
@@ -593,8 +633,8 @@ TEST_P(CudaOpsParity, GatedAttentionDecodeVersions) {
             cpu_.begin_forward(b, pos.data());
             cpu_.gated_attention(qg.data(), k_cpu.data(), vv.data(), l.attn.q_norm, l.attn.k_norm, d, b, pos.data(),
                                  cpu_cache, 0, ref.data());
-            std::vector<float> y[2];
-            for (int v = 0; v < 2; ++v) {
+            std::vector<float> y[3];
+            for (int v = 0; v < 3; ++v) {
                 cuda::CudaOps& o = *gpu[v];
                 o.begin_forward(b, pos.data());
                 float* out = o.alloc(int64_t(ref.size()));
@@ -608,6 +648,7 @@ TEST_P(CudaOpsParity, GatedAttentionDecodeVersions) {
             const double bound = kv == KvCacheDtype::kBF16 ? 5e-3 : 2e-2;  // as GatedAttentionWithPagedCache
             for (int v = 0; v < 2; ++v)
                 EXPECT_LT(normalised_error(y[v], ref), bound) << "version " << v + 1 << " vs CPU, " << what;
+            EXPECT_TRUE(y[2] == y[1]) << "combine version 2 against 1 (bitwise), " << what;
             for (const SeqSpan& s : b.seqs) {
                 const size_t n = size_t(d.num_heads * d.head_dim), r0 = size_t(s.row_begin) * n;
                 const size_t len = size_t(s.num_tokens) * n;

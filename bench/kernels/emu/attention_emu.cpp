@@ -3,7 +3,7 @@
 // mid-size cases only). Checks index arithmetic, fragment layouts, the cp.async pipeline, barriers
 // and the launcher's host logic; says nothing about speed.
 // Build and run (repo root; g++ only): sh bench/kernels/emu/run_emu.sh attention [seed] [--real]
-// [--dec2] [--only TEXT] [--variant N] [--max-splits N]
+// [--dec2] [--only TEXT] [--variant N] [--max-splits N] [--combine-check]
 // (compiles every src/backend/cuda/attention_*.cu with this file into build-emu/attention_emu).
 #include <chrono>
 #include <string>
@@ -19,6 +19,7 @@ int g_decode_version = 1;  // --dec2: every case with GatedAttentionParams::deco
 std::string g_only;        // --only TEXT: only the cases whose label contains TEXT
 int g_variant = 0;         // --variant N: GatedAttentionParams::decode_v2_variant (D 256 only)
 int g_max_splits = kAttentionMaxSplits;  // --max-splits N (1: no split-K, no workspace)
+bool g_combine_check = false;  // --combine-check: combine_version 2 in the two runs, 1 in a third, bitwise
 
 // The vision parity fixture's text attention (tests/data/vision_parity: 4 query and 2 KV heads of
 // 32, rotary dim 8, mrope_section {2, 1, 1}) and its prompts' M-RoPE streams (positions.npy, as
@@ -74,9 +75,12 @@ bool run_case(const char* label, const Shape& sh, DeviceKvDtype dt, const std::v
         double secs;
         long switches;
     };
-    Run runs[2];
-    for (int mode = 0; mode < 2; ++mode) {  // lockstep + late cp.async, then greedy warps + early cp.async
-        emu::g_mode = mode;
+    Run runs[3];
+    // lockstep + late cp.async, then greedy warps + early cp.async; with --combine-check a third run
+    // (lockstep) with the split-K combine's version 1.
+    const int modes = g_combine_check ? 3 : 2;
+    for (int mode = 0; mode < modes; ++mode) {
+        emu::g_mode = mode == 2 ? 0 : mode;
         Run& r = runs[mode];
         r.k_raw = c.k_raw0;
         r.v_raw = c.v_raw0;
@@ -87,6 +91,7 @@ bool run_case(const char* label, const Shape& sh, DeviceKvDtype dt, const std::v
         p.decode_max_rows = dec_rows;
         p.decode_version = g_decode_version;
         p.decode_v2_variant = g_variant;
+        p.combine_version = mode == 2 ? 1 : 2;
         p.qg = c.qg.data();
         p.k = c.k.data();
         p.v = c.v.data();
@@ -111,6 +116,11 @@ bool run_case(const char* label, const Shape& sh, DeviceKvDtype dt, const std::v
         std::snprintf(how, sizeof how, "emu %s %.1fs", mode ? "greedy" : "lockstep", runs[mode].secs);
         ok &= compare(c, label, how, runs[mode].out, runs[mode].k_raw, runs[mode].v_raw);
     }
+    if (g_combine_check) {
+        const bool same = std::memcmp(runs[0].out.data(), runs[2].out.data(), runs[0].out.size() * 4) == 0;
+        std::printf("  %-44s combine v2 against v1: %s\n", label, same ? "bitwise PASS" : "DIFFERS FAIL");
+        ok &= same;
+    }
     return ok;
 }
 
@@ -125,6 +135,7 @@ int main(int argc, char** argv) {
         else if (std::string(argv[i]) == "--only" && i + 1 < argc) g_only = argv[++i];
         else if (std::string(argv[i]) == "--variant" && i + 1 < argc) g_variant = std::atoi(argv[++i]);
         else if (std::string(argv[i]) == "--max-splits" && i + 1 < argc) g_max_splits = std::atoi(argv[++i]);
+        else if (std::string(argv[i]) == "--combine-check") g_combine_check = true;
         else seed = std::strtoull(argv[i], nullptr, 10);
     }
     std::printf("attention_emu seed %llu decode version %d\n", (unsigned long long)seed, g_decode_version);

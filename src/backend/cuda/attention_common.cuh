@@ -50,6 +50,7 @@ struct Args {
     // heads per decode block (16 / dec_hg >= dec_rows packed rows). With dec_rows > 1 the
     // split-K partial slots are per row (row * splits + split), else per sequence.
     int dec_rows, dec_hg;
+    int combine_version;  // GatedAttentionParams::combine_version
     float eps, scale_log2;  // scale_log2 = log2(e) / sqrt(D)
     float inv_freq[kMaxRotaryHalf];
     // Position stream (0 t, 1 h, 2 w) of each rotary frequency (GatedAttentionParams::

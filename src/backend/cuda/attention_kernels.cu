@@ -142,6 +142,8 @@ void launch_gated_attention(const GatedAttentionParams& p, cudaStream_t stream) 
                      ? 1
                      : std::max(1, std::min(p.decode_max_rows, b.max_seq_tokens));
     a.dec_hg = std::max(1, std::min(a.G, attn::kDecodeMmaRows / a.dec_rows));
+    QS_CHECK_MSG(p.combine_version == 1 || p.combine_version == 2, "combine_version must be 1 or 2");
+    a.combine_version = p.combine_version;
     a.eps = p.eps;
     // CPU: scale = 1/sqrt(float(D)); exp(x*scale - max) == exp2(x*scale*log2(e) - max*log2(e)).
     a.scale_log2 = (1.0f / std::sqrt(float(p.D))) * 1.4426950408889634f;

@@ -62,6 +62,12 @@ struct GatedAttentionParams {
     // Lab-only tuning of version 2 at D 256 (attention_lab --decode): 0 the default warps x ring
     // depth, 1 and 2 alternatives (attention_decode_v2.cu). Not a CudaOptions field.
     int decode_v2_variant = 0;
+    // The split-K combine's version (CudaOptions::attention_combine_version). 1 (default) the loop
+    // with 8 loads in flight (a round trip per 8 splits and head dim); 2 loads every split's partial
+    // of a thread's head dims before the first is added (one round trip per 16 splits). The same
+    // sums in the same order: bitwise equal (attention_emu --combine-check; GPU:
+    // CudaOpsParity.GatedAttentionDecodeVersions).
+    int combine_version = 1;
     float* out = nullptr;     // [T, Hq*D]
     // Prefill rows' kernel: 1 (default) the mma.sync flash attention (attention_prefill.cu); 2 the
     // wgmma/TMA kernel (attention_prefill_wgmma.cu) where attention_prefill_v2_applies(), else 1.

@@ -50,6 +50,8 @@ CudaOps::CudaOps(const CudaOptions& options)
     gemm_ = std::make_unique<Gemm>();
     QS_CHECK_MSG(options.moe_small_version == -1 || options.moe_small_version == 1 || options.moe_small_version == 2,
                  "CudaOptions::moe_small_version must be -1, 1 or 2");
+    QS_CHECK_MSG(options.moe_small_prefetch_down == 0 || options.moe_small_prefetch_down == 1,
+                 "CudaOptions::moe_small_prefetch_down must be 0 or 1");
     QS_CHECK_MSG(options.moe_decode_version == 1 || options.moe_decode_version == 2,
                  "CudaOptions::moe_decode_version must be 1 or 2");
     QS_CHECK_MSG(options.moe_prefill_version == 1 || options.moe_prefill_version == 2,
@@ -78,12 +80,10 @@ CudaOps::CudaOps(const CudaOptions& options)
     gemm_->set_fp8_small_rows(options.fp8_small_rows, options.fp8_small_blocks_per_sm);
     QS_CHECK_MSG(options.shared_linear_input == 0 || options.shared_linear_input == 1,
                  "CudaOptions::shared_linear_input must be 0 or 1");
-    QS_CHECK_MSG(options.fused_input_norm == 0 || options.fused_input_norm == 1,
-                 "CudaOptions::fused_input_norm must be 0 or 1");
-    QS_CHECK_MSG(options.fused_input_norm == 0 || options.shared_linear_input == 1,
-                 "CudaOptions::fused_input_norm 1 needs shared_linear_input 1");
-    QS_CHECK_MSG(options.fused_output_norm == 0 || options.fused_output_norm == 1,
-                 "CudaOptions::fused_output_norm must be 0 or 1");
+    QS_CHECK_MSG(options.fused_input_norm >= 0 && options.fused_input_norm <= kSmallLinearFp8V2MaxRows,
+                 "CudaOptions::fused_input_norm must be in [0, 4]");
+    QS_CHECK_MSG(options.fused_output_norm >= 0 && options.fused_output_norm <= kSmallLinearFp8V2MaxRows,
+                 "CudaOptions::fused_output_norm must be in [0, 4]");
     QS_CHECK_MSG(options.attention_decode_rows >= 1 && options.attention_decode_rows <= 4,
                  "CudaOptions::attention_decode_rows must be in [1, 4]");
     QS_CHECK_MSG(options.attention_prefill_version == 1 || options.attention_prefill_version == 2,
@@ -91,6 +91,8 @@ CudaOps::CudaOps(const CudaOptions& options)
     QS_CHECK_MSG(options.attention_prefill_version == 1 || attention_prefill_v2_available(),
                  "CudaOptions::attention_prefill_version 2: this build has no FlashInfer headers "
                  "(run scripts/setup_flashinfer.sh and reconfigure)");
+    QS_CHECK_MSG(options.attention_combine_version == 1 || options.attention_combine_version == 2,
+                 "CudaOptions::attention_combine_version must be 1 or 2");
     QS_CHECK_MSG(options.attention_decode_version == 1 || options.attention_decode_version == 2,
                  "CudaOptions::attention_decode_version must be 1 or 2");
     moe_counter_ = DeviceBuffer(sizeof(int));
@@ -478,7 +480,8 @@ void CudaOps::rms_norm_linears(const float* x, const float* pending, const Param
                                double eps, float* h, std::initializer_list<LinearOut> outs) {
     if (n > kAddRmsNormMaxCols || outs.size() == 0) return Ops::rms_norm_linears(x, pending, w, T, n, eps, h, outs);
     const SmallLinearInputNorm norm{pending, weights_.vec(w), float(eps), h};
-    if (options_.fused_input_norm == 1) {  // (shared_linear_input is 1: the constructor checks it)
+    // The fused launch quantises x once for all the weights: it needs the shared input.
+    if (T <= options_.fused_input_norm && options_.shared_linear_input == 1) {
         std::vector<const DeviceLinear*> ws;
         std::vector<float*> ys;
         for (const LinearOut& o : outs) {
@@ -500,7 +503,7 @@ void CudaOps::rms_norm_linears(const float* x, const float* pending, const Param
 
 void CudaOps::linear_add2_rms_norm_zc(const float* a, int64_t T, const LinearWeight& W, float* y, float* x,
                                       const float* pending, const ParamVector& norm_w, double eps, float* h) {
-    if (options_.fused_output_norm == 0 || W.out_features > kAddRmsNormMaxCols)
+    if (T > options_.fused_output_norm || W.out_features > kAddRmsNormMaxCols)
         return Ops::linear_add2_rms_norm_zc(a, T, W, y, x, pending, norm_w, eps, h);
     // One profile entry: the norm runs inside the linear's launch (or just after it).
     const auto prof = linear_scope(W);
@@ -599,6 +602,7 @@ void CudaOps::gated_attention(const float* qg, float* k, const float* v, const P
     p.max_splits = kAttentionMaxSplits;
     p.decode_max_rows = options_.attention_decode_rows;
     p.decode_version = options_.attention_decode_version;
+    p.combine_version = options_.attention_combine_version;
     p.workspace = arena_.allocate(attention_workspace_bytes(batch_.num_tokens, d.num_heads, d.head_dim, p.max_splits));
     if (attention_prefill_v2_applies(options_.attention_prefill_version, p.D, p.kv_dtype, batch_.max_seq_tokens)) {
         int64_t kv_tokens = 0;  // the prefill sequences' whole causal ranges, gathered to bf16
@@ -788,6 +792,7 @@ void CudaOps::moe(const float* x, int64_t T, const MoeWeights& w, int64_t top_k,
     p.y = y;
     p.gemm_path = options_.moe_gemm_path;
     p.decode_version = options_.moe_decode_version;
+    p.small_prefetch_down = options_.moe_small_prefetch_down;
     p.prefill_version = options_.moe_prefill_version;
     p.int4_grouped = options_.moe_int4_grouped;
     p.int4_grouped_max_t = options_.moe_int4_grouped_max_t > 0 ? options_.moe_int4_grouped_max_t

@@ -63,6 +63,12 @@ struct CudaOptions {
     // -1 (default): 2 at T = 1, 1 above (H200 in a CUDA graph, router included: T = 1 fp8 33.0
     // against 41.6 µs, bf16 34.7 against 49.6; at T = 2..8 version 2 is 5-30 % slower).
     int moe_small_version = -1;
+    // MoeParams::small_prefetch_down for small-T MoE calls (FP8 and BF16 experts): 1 = gate_up's
+    // blocks prefetch the down matrices of their experts into L2 (down can start only once gate_up's
+    // blocks retire, so its first loads would come from DRAM); 0 = none. The same bits either way
+    // (moe_emu --prefetch-down; CudaOpsParity.MoeSmallPrefetchDown). Default 0 until an H200 run
+    // times it.
+    int moe_small_prefetch_down = 0;
     // MoeParams::decode_version for MoE calls on the mma.sync grouped path (9 <= T, fewer than 32
     // rows per expert; bench/kernels/NOTES.md "Decode v2"): 1 moe_gemm.cu's tiles, 2 (default) the
     // swapped-operand decode GEMMs of moe_decode_gemm.cu, whose fp8 weights are copied by whole
@@ -188,20 +194,24 @@ struct CudaOptions {
     // the H200 run (fp8_gemm_lab --shared, docs/PERF.md "Session 17"): q/k/v at 16,384 rows 741 →
     // 626 µs, GDN qkv/z/b/a 1,022 → 975 µs, every output bitwise equal.
     int shared_linear_input = 1;
-    // Ops::rms_norm_linears (a layer's input norm and its projections): 1 the norm rides in the
-    // prologue of the FP8 small-rows kernel's launch when one of the weights takes that kernel (T
-    // <= fp8_small_rows, rows of 2,048 or 4,096; SmallLinearInputNorm), saving the norm's own launch
-    // (~3 µs of a one-stream GDN layer of ~69 µs); 0 the norm kernel, then the linears. h and every
-    // output are the same bits either way (CPU emulation: bench/kernels/emu/small_linear_emu.cpp;
-    // GPU: CudaFusedInputNorm). Needs shared_linear_input 1. Default 0 until an H200 run times it.
-    int fused_input_norm = 0;
-    // Ops::linear_add2_rms_norm_zc (o_proj / GDN out_proj and the post-attention norm): 1 the norm
-    // runs in the last block to finish of the FP8 small-rows launch (SmallLinearOutputNorm: every
-    // block counts itself on a device counter) when the weight takes that kernel (T <=
-    // fp8_small_rows, 2,048- or 4,096-wide rows), saving the norm's own launch (~3.3 µs of a
-    // one-stream layer); 0 the linear, then the norm kernel. The same bits either way (CPU emulation:
-    // small_linear_emu; GPU: CudaFusedInputNorm). Default 0 until an H200 run times it.
-    int fused_output_norm = 0;
+    // Ops::rms_norm_linears (a layer's input norm and its projections) at T <= N rows (N in [0, 4]):
+    // the norm rides in the prologue of the FP8 small-rows kernel's launch when one of the weights
+    // takes that kernel (T <= fp8_small_rows, rows of 2,048 or 4,096; SmallLinearInputNorm), saving
+    // the norm's own launch; above N, or with shared_linear_input 0, the norm kernel, then the
+    // linears. h and every output are the same bits either way (CPU emulation:
+    // bench/kernels/emu/small_linear_emu.cpp; GPU: CudaFusedInputNorm). Every block normalises the
+    // T rows itself, one after another, so the launch grows with T: on the H200 (fp8_gemm_lab 1
+    // --norm, docs/PERF.md "Session 27") it saves 0.3-0.6 us at T = 1 and costs 2-7 us at T = 2-4.
+    // Default 1.
+    int fused_input_norm = 1;
+    // Ops::linear_add2_rms_norm_zc (o_proj / GDN out_proj and the post-attention norm) at T <= N
+    // rows (N in [0, 4]): the norm runs in the last block to finish of the FP8 small-rows launch
+    // (SmallLinearOutputNorm: every block counts itself on a device counter) when the weight takes
+    // that kernel (T <= fp8_small_rows, 2,048- or 4,096-wide rows), saving the norm's own launch;
+    // above N the linear, then the norm kernel. The same bits either way (CPU emulation:
+    // small_linear_emu; GPU: CudaFusedInputNorm). H200: saves 1.2 us at T = 1, 0.5 at T = 2, costs
+    // 0.6-1.2 at T = 3-4. Default 2.
+    int fused_output_norm = 2;
     // Sequences with 1..N new rows (N in [1, 4]; an MTP verify has k + 1) take the split-K decode
     // attention kernel, each row masked at its own position (GatedAttentionParams::
     // decode_max_rows), instead of the prefill kernel, whose one block per (sequence, kv head)
@@ -211,6 +221,11 @@ struct CudaOptions {
     // one-stream MTP verify): with more, the prefill kernel is faster (attention_kernels.cu).
     // Default 4 since the H200 run (scripts/gpu_run.sh mtp_fast, docs/PERF.md).
     int attention_decode_rows = 4;
+    // GatedAttentionParams::combine_version: 2 the split-K combine with its loads hoisted (at one
+    // stream a combine of 32 splits waited on ~9 dependent round trips to L2, ~8 µs an attention
+    // layer), 1 the earlier loop; bitwise equal. Default 1 until an H200 run times version 2
+    // (attention_lab --combine, scripts/gpu_run.sh one_stream).
+    int attention_combine_version = 1;
     // GatedAttentionParams::prefill_version for every attention call (attention_kernels.h): 1
     // (default) the mma.sync flash attention for all prefill rows; 2 FlashInfer's Hopper wgmma/TMA
     // kernel (attention_prefill_wgmma.cu) for the prefill rows of batches whose longest sequence

@@ -272,6 +272,7 @@ struct SmallParams {
     float* y;                        // [T, H]
     int down_h_smem;                 // 1: the down kernel stages its token's k + 1 h rows in shared
                                      // memory (SmallPlan::down_smem bytes), 0: reads them from h
+    int prefetch_down;               // MoeParams::small_prefetch_down
 };
 
 // The launch plan (parameters and grids of the five stages), built by the same code

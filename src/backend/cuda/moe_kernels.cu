@@ -291,6 +291,7 @@ SmallPlan make_small_plan(const MoeParams& p) {
     const size_t h_rows_bytes = size_t(k + 1) * size_t(s.ldh) * 2;
     s.down_h_smem = h_rows_bytes <= 48 * 1024 ? 1 : 0;  // 9 KB for the real model; no opt-in needed
     pl.down_smem = s.down_h_smem ? h_rows_bytes : 0;
+    s.prefetch_down = p.small_prefetch_down != 0 ? 1 : 0;
     return pl;
 }
 

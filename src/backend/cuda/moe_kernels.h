@@ -97,6 +97,11 @@ struct MoeParams {
     // router blocks count themselves on it). Null: the call zeroes one in its workspace first
     // (one memset more). One counter serves every call of a stream (calls do not overlap).
     int* small_counter = nullptr;
+    // Added field (small-T path, FP8 and BF16 experts): 1 = each gate_up block asks L2 for its share
+    // of its expert's down matrix (prefetch.global.L2, nothing waited for), so that the down kernel,
+    // which can only start once gate_up's blocks retire, finds its weights in L2 instead of DRAM.
+    // Results are unchanged (a prefetch writes nothing). 0 = no prefetch.
+    int small_prefetch_down = 0;
     // Added field: the decode grouped GEMMs' version (bench/kernels/NOTES.md "Decode v2"), read
     // when the mma.sync grouped path runs with tile_config -1. 1: moe_gemm.cu's tiles as chosen
     // from T·top_k/E. 2: 32-row tiles with the MMA operands swapped (moe_decode_gemm.cu: weights

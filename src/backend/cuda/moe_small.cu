@@ -274,6 +274,25 @@ __device__ __forceinline__ void small_gate_up_rows(const SmallParams& p, float* 
     }
 }
 
+// MoeParams::small_prefetch_down: gate_up block x of a slot asks L2 for the x-th of gate_up's
+// blocks' shares of expert e's down matrix [H, Ie] (128-byte lines; block 0 also its FP8 scales).
+// Down can start only once gate_up's blocks retire (registers), so without it down's first weight
+// loads come from DRAM after gate_up ends; the bytes read from DRAM are the same, only earlier.
+template <bool FP8>
+__device__ __forceinline__ void prefetch_down_share(const SmallParams& p, int e, int Ie) {
+    const int nblocks = Ie / kSmallRows;  // the slot's active gate_up blocks
+    const int64_t lines = (int64_t(p.H) * Ie * (FP8 ? 1 : 2) + 127) / 128;
+    const int64_t per = (lines + nblocks - 1) / nblocks;
+    const int64_t l0 = int64_t(blockIdx.x) * per, l1 = l0 + per < lines ? l0 + per : lines;
+    const unsigned char* base = static_cast<const unsigned char*>(p.down[e]);
+    for (int64_t l = l0 + threadIdx.x; l < l1; l += kSmallThreads) ptx::prefetch_l2(base + l * 128);
+    if constexpr (FP8) {
+        const int scales = (p.H + 127) / 128 * ((Ie + 127) / 128);
+        if (blockIdx.x == 0)
+            for (int i = threadIdx.x * 32; i < scales; i += kSmallThreads * 32) ptx::prefetch_l2(p.down_scale[e] + i);
+    }
+}
+
 // NMAX = token_bucket(T): the largest bucket a slot can need (the shared expert's slot has T tokens);
 // instantiated per bucket so that T = 1 does not pay the registers of the 8-token accumulators.
 // V2 (launched with programmatic dependent launch after the router kernel): the shared expert's
@@ -294,6 +313,7 @@ __global__ __launch_bounds__(kSmallThreads, 2) void moe_small_gate_up_kernel(Sma
     const int Ie = e == p.E ? p.I_shared : p.I;
     const int n0 = blockIdx.x * kSmallRows;
     if (n0 >= Ie) return;
+    if (p.prefetch_down) prefetch_down_share<FP8>(p, e, Ie);
     const int nb = token_bucket(nt);
     float* xs = reinterpret_cast<float*>(ptx::dynamic_smem());  // [nb][X::row(H)]
     if (nb == 1 || NMAX == 1) small_gate_up_rows<FP8, 1, V2, NMAX>(p, xs, slot, e, nt, nb, n0);
