@@ -167,6 +167,20 @@ run() {  # name, command...
     local rc=$?
     printf "%-28s rc=%-3s %6.1f s\n" "$name" "$rc" "$(python3 -c "import time; print(time.time() - $t0)")" | tee -a "$summary"
 }
+# The one-stream FP8-lean step, k = 0 and 1 at acceptance 0 (fused_norm, one_stream); STEP_VARIANTS
+# (each one engine's extra options, words joined by commas) run twice, alternating: a b.
+one_stream_step_args=(--model builtin:qwen36-35b-a3b --load-format dummy --dummy-format fp8-block
+                      --gdn-state-dtype bf16 --kv-cache-dtype fp8_e4m3 --mode mtp --mtp-k 0,1
+                      --mtp-acceptance 0 --mtp-seqs 1)
+run_step_variants() {  # name prefix, variant... (each "--opt,value,--opt,value")
+    local prefix="$1"; shift
+    for r in a b; do
+        for v in "$@"; do
+            local tag; tag=$(echo "$v" | tr -d '-' | tr ',' '_')
+            run "${prefix}_${tag}_$r" "$B/gpu_forward_bench" "${one_stream_step_args[@]}" ${v//,/ }
+        done
+    done
+}
 # The ncu_* stages: FP8 lean, with half the usual memory plan and no CUDA graphs (with either, Nsight
 # Compute failed to profile kernels here: session 20), and one pass of metrics (no kernel replay).
 ncu_model_args=(--model builtin:qwen36-35b-a3b --load-format dummy --dummy-format fp8-block --gdn-state-dtype bf16
@@ -214,28 +228,16 @@ for stage in "$@"; do
         fused_norm) run fp8_gemm_lab_norm "$B/fp8_gemm_lab" 1 --norm
                     run gpu_tests_fused_norm "$B/qs_gpu_tests" --gtest_color=no \
                         --gtest_filter='CudaFusedInputNorm.*:CudaSharedLinears.*:CudaSmallRows*:CudaOpProfile.*:CudaModel.TinyModel*'
-                    fused_args=(--model builtin:qwen36-35b-a3b --load-format dummy --dummy-format fp8-block
-                                --gdn-state-dtype bf16 --kv-cache-dtype fp8_e4m3 --mode mtp --mtp-k 0,1
-                                --mtp-acceptance 0 --mtp-seqs 1)
-                    for r in a b; do
-                        for f in ${FUSED_NORM_POINTS:-00 12}; do
-                            fin=${f:0:1} fout=${f:1:1}
-                            run "fused_norm_step_in${fin}_out${fout}_$r" "$B/gpu_forward_bench" "${fused_args[@]}" \
-                                --fused-input-norm "$fin" --fused-output-norm "$fout"
-                        done
-                    done ;;
+                    variants=()
+                    for f in ${FUSED_NORM_POINTS:-00 12}; do
+                        variants+=("--fused-input-norm,${f:0:1},--fused-output-norm,${f:1:1}")
+                    done
+                    run_step_variants fused_norm_step "${variants[@]}" ;;
         one_stream) run attention_lab_combine "$B/attention_lab" 1 --combine
                     run gpu_tests_one_stream "$B/qs_gpu_tests" --gtest_color=no \
                         --gtest_filter='*GatedAttentionDecodeVersions*:*MoeSmallPrefetchDown*:*MoeSmallVersion2*:CudaFusedInputNorm.*:CudaModel.*:CudaGraphs.*'
-                    one_args=(--model builtin:qwen36-35b-a3b --load-format dummy --dummy-format fp8-block
-                              --gdn-state-dtype bf16 --kv-cache-dtype fp8_e4m3 --mode mtp --mtp-k 0,1
-                              --mtp-acceptance 0 --mtp-seqs 1)
-                    for r in a b; do
-                        for cp in 10 20 21; do  # combine version · prefetch down
-                            run "one_stream_comb${cp:0:1}_prefetch${cp:1:1}_$r" "$B/gpu_forward_bench" "${one_args[@]}" \
-                                --attention-combine-version "${cp:0:1}" --moe-small-prefetch-down "${cp:1:1}"
-                        done
-                    done ;;
+                    run_step_variants one_stream "--attention-combine-version,1" "--attention-combine-version,2" \
+                        "--attention-combine-version,2,--moe-small-prefetch-down,1" ;;
         fp8gemm) run fp8_gemm_lab "$B/fp8_gemm_lab"
                  run gpu_tests_fp8 "$B/qs_gpu_tests" --gtest_color=no --gtest_filter='*Fp8BlockLinear*' ;;
         tests) run gpu_tests "$B/qs_gpu_tests" --gtest_color=no ;;
