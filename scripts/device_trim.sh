@@ -6,6 +6,12 @@
 # Usage: bash scripts/device_trim.sh gpu-tests   keep models/qwen36-tiny and the test data the GPU
 #                                                tests open (parity, image, vision, vision_parity,
 #                                                quant/ct_int4, modelopt_nvfp4, ct_nvfp4): about 61 MB, so carry only qs_gpu_tests
+#        bash scripts/device_trim.sh packed      keep models/qwen36-tiny and tests/data's small folders; hold
+#                                                out its large ones (~18 MB), and pack the GPU tests' data
+#                                                among them (what gpu-tests keeps) into
+#                                                .carry/test-data.tar.xz (~4.5 MB), which gpu_run.sh unpacks into
+#                                                tests/data on the device: the whole GPU suite beside a full
+#                                                gpu-bundle (~11 MB) in one call (carry [".carry"])
 #        bash scripts/device_trim.sh bench       keep neither (benchmarks, labs, HTTP runs)
 #        bash scripts/device_trim.sh restore     put everything back (run it before building or testing here)
 #        bash scripts/device_trim.sh status      what is held out, and the bytes the tree now carries
@@ -28,7 +34,18 @@ hold_out() {  # path...
         mv "$p" "$hold/$p"
     done
 }
+gpu_test_data=(parity image vision vision_parity quant/ct_int4 quant/modelopt_nvfp4 quant/ct_nvfp4)
 case "${1:-}" in
+    packed)
+        if [ -d "$hold" ] && [ -n "$(ls -A "$hold")" ]; then
+            echo "device_trim: $hold/ already holds files; run 'restore' first" >&2
+            exit 1
+        fi
+        mkdir -p .carry
+        tar -C tests/data -cJf .carry/test-data.tar.xz "${gpu_test_data[@]}"
+        for d in parity image vision vision_parity quant tokenizer video video_file; do hold_out "tests/data/$d"; done
+        carried_bytes
+        ;;
     gpu-tests | bench)
         if [ -d "$hold" ] && [ -n "$(ls -A "$hold")" ]; then
             echo "device_trim: $hold/ already holds files; run 'restore' first" >&2
@@ -71,7 +88,7 @@ case "${1:-}" in
         carried_bytes
         ;;
     *)
-        echo "usage: bash scripts/device_trim.sh gpu-tests|bench|restore|status" >&2
+        echo "usage: bash scripts/device_trim.sh gpu-tests|packed|bench|restore|status" >&2
         exit 2
         ;;
 esac

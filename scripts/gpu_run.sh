@@ -154,6 +154,10 @@ export QS_SOURCE_DIR="$PWD"
 B=gpu-bundle
 # Unpack the carried bundle (scripts/build_gpu_bundle.sh) when only the archive travelled.
 if [ -f .carry/gpu-bundle.tar.xz ] && [ ! -x "$B/qs_gpu_tests" ]; then mkdir -p "$B" && tar -C "$B" -xJf .carry/gpu-bundle.tar.xz; fi
+# The GPU tests' data packed by `scripts/device_trim.sh packed` (the tree carried without tests/data).
+if [ -f .carry/test-data.tar.xz ] && [ ! -d tests/data/parity ]; then
+    mkdir -p tests/data && tar -C tests/data -xJf .carry/test-data.tar.xz
+fi
 # The bundle carries libgomp in case the machine lacks it; cuBLASLt comes from the CUDA toolkit.
 export LD_LIBRARY_PATH="$PWD/$B:/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}"
 STAGE_TIMEOUT="${STAGE_TIMEOUT:-300}"

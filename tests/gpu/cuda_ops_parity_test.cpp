@@ -675,6 +675,30 @@ TEST(CudaOptionsChoice, AttentionDecodeVersionValidated) {
     EXPECT_DEATH(cuda::CudaOps ops(o), "attention_decode_version must be 1 or 2");
 }
 
+// Session 27's options: the fused norms' row limits (defaults where the H200 showed a gain), the
+// combine version and the MoE down prefetch (opt-in), each rejected out of range by name.
+TEST(CudaOptionsChoice, FusedNormRowsCombineAndPrefetchValidated) {
+    QS_REQUIRE_GPU();
+    const cuda::CudaOptions d;
+    EXPECT_EQ(d.fused_input_norm, 1);
+    EXPECT_EQ(d.fused_output_norm, 2);
+    EXPECT_EQ(d.attention_combine_version, 1);
+    EXPECT_EQ(d.moe_small_prefetch_down, 0);
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    cuda::CudaOptions o = d;
+    o.fused_input_norm = 5;
+    EXPECT_DEATH(cuda::CudaOps ops(o), "fused_input_norm must be in \\[0, 4\\]");
+    o = d;
+    o.fused_output_norm = -1;
+    EXPECT_DEATH(cuda::CudaOps ops(o), "fused_output_norm must be in \\[0, 4\\]");
+    o = d;
+    o.attention_combine_version = 3;
+    EXPECT_DEATH(cuda::CudaOps ops(o), "attention_combine_version must be 1 or 2");
+    o = d;
+    o.moe_small_prefetch_down = 2;
+    EXPECT_DEATH(cuda::CudaOps ops(o), "moe_small_prefetch_down must be 0 or 1");
+}
+
 // The auto choice of the GDN prefill version (CudaOptions::gdn_prefill_version 0, the default):
 // fp16 operands (version 6: version 4's arithmetic, bit for bit) only where the state is stored in
 // bf16, whose rounding (8 bits per call) is the op's error budget; fp32 storage keeps version 1's

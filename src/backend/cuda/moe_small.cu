@@ -280,7 +280,7 @@ __device__ __forceinline__ void small_gate_up_rows(const SmallParams& p, float* 
 // loads come from DRAM after gate_up ends; the bytes read from DRAM are the same, only earlier.
 template <bool FP8>
 __device__ __forceinline__ void prefetch_down_share(const SmallParams& p, int e, int Ie) {
-    const int nblocks = Ie / kSmallRows;  // the slot's active gate_up blocks
+    const int nblocks = (Ie + kSmallRows - 1) / kSmallRows;  // the slot's active gate_up blocks
     const int64_t lines = (int64_t(p.H) * Ie * (FP8 ? 1 : 2) + 127) / 128;
     const int64_t per = (lines + nblocks - 1) / nblocks;
     const int64_t l0 = int64_t(blockIdx.x) * per, l1 = l0 + per < lines ? l0 + per : lines;
