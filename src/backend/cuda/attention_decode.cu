@@ -30,14 +30,24 @@ __device__ __forceinline__ void combine_weights(const Args& a, int64_t slot0, in
     if (threadIdx.x == 0) *inv_total = tot > 0.0f ? 1.0f / tot : 0.0f;
 }
 
+// A combine block's (sequence blockIdx.x, row blockIdx.z): the batch row and its first partial slot;
+// false when the sequence has no such row on the decode kernel.
+__device__ __forceinline__ bool combine_row(const Args& a, int* row, int64_t* slot0) {
+    const int seq_idx = blockIdx.x, r = blockIdx.z;
+    const DeviceSeq s = a.batch.seqs[seq_idx];
+    if (s.num_tokens < 1 || s.num_tokens > a.dec_rows || r >= s.num_tokens) return false;
+    *row = s.row_begin + r;
+    *slot0 = int64_t(a.dec_rows > 1 ? *row : seq_idx) * a.splits;
+    return true;
+}
+
 __global__ void __launch_bounds__(128) combine_kernel(const __grid_constant__ Args a) {
     __shared__ float wgt[kMaxSplitsHard];
     __shared__ float inv_total;
-    const int seq_idx = blockIdx.x, head = blockIdx.y, r = blockIdx.z;
-    const DeviceSeq s = a.batch.seqs[seq_idx];
-    if (s.num_tokens < 1 || s.num_tokens > a.dec_rows || r >= s.num_tokens) return;  // block-uniform
-    const int row = s.row_begin + r;
-    const int64_t slot0 = int64_t(a.dec_rows > 1 ? row : seq_idx) * a.splits;
+    const int head = blockIdx.y;
+    int row;
+    int64_t slot0;
+    if (!combine_row(a, &row, &slot0)) return;  // block-uniform
     if (threadIdx.x < 32) combine_weights(a, slot0, head, wgt, &inv_total);
     __syncthreads();
     const float* gate = a.qg + (int64_t(row) * a.Hq + head) * 2 * a.D + a.D;
@@ -69,11 +79,10 @@ constexpr int kCombineBatch = 16;  // splits loaded together
 __global__ void __launch_bounds__(kCombineThreads) combine_v2_kernel(const __grid_constant__ Args a) {
     __shared__ float wgt[kMaxSplitsHard];
     __shared__ float inv_total;
-    const int seq_idx = blockIdx.x, head = blockIdx.y, r = blockIdx.z;
-    const DeviceSeq s = a.batch.seqs[seq_idx];
-    if (s.num_tokens < 1 || s.num_tokens > a.dec_rows || r >= s.num_tokens) return;  // block-uniform
-    const int row = s.row_begin + r;
-    const int64_t slot0 = int64_t(a.dec_rows > 1 ? row : seq_idx) * a.splits;
+    const int head = blockIdx.y;
+    int row;
+    int64_t slot0;
+    if (!combine_row(a, &row, &slot0)) return;  // block-uniform
     const int splits = a.splits;
     auto part = [&](int sp, int d) { return a.part_o[((slot0 + sp) * a.Hq + head) * a.D + d]; };
     float o[kCombineDims][kCombineBatch], gate[kCombineDims];
