@@ -23,6 +23,8 @@
 //          decode combine with its loads hoisted; default 1; the same bits)
 //          [--moe-small-prefetch-down 0|1]  (CudaOptions::moe_small_prefetch_down: the small-T MoE
 //          path's gate_up prefetches the down matrices into L2; default 0; the same bits)
+//          [--fp8-small-version 2|3]  (CudaOptions::fp8_small_version: 3 = the FP8 small-rows launches
+//          without a fused norm on tensor cores, small_linear_fp8_mma.cu; default 2)
 //          [--moe-decode-version 1|2]  (CudaOptions::moe_decode_version: the MoE decode grouped
 //          GEMMs at 9+ rows below the prefill path; 2 (default) = moe_decode_gemm.cu, 1 = moe_gemm.cu)
 //          [--moe-prefill-version 1|2]  (CudaOptions::moe_prefill_version: the MoE prefill path's
@@ -289,6 +291,7 @@ int run(const Args& args) {
     if (!pick("moe-small-version", {-1, 1, 2}, &co.moe_small_version) ||
         !pick("moe-decode-version", {1, 2}, &co.moe_decode_version) ||
         !pick("moe-small-prefetch-down", {0, 1}, &co.moe_small_prefetch_down) ||
+        !pick("fp8-small-version", {2, 3}, &co.fp8_small_version) ||
         !pick("attention-combine-version", {1, 2}, &co.attention_combine_version) ||
         !pick("moe-prefill-version", {1, 2}, &co.moe_prefill_version) ||
         !pick("moe-router-kernel", {0, 1, 2}, &co.moe_router_kernel) ||

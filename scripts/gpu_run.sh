@@ -109,7 +109,12 @@
 #           varlen + decode row, chunks over cached pages, bf16 and fp8; then v1 vs v2 µs and
 #           TFLOP/s at 1 × 16,384 and 16 × 1,024 with ‖v2 − v1‖/‖v1‖) and the GPU tests CudaAttentionV2*
 #           and CudaOpsParity.GatedAttention* (~2 minutes, most of it the CPU references)
-#   sampling the sampling lab and the GPU sampling tests only
+#   sampling the sampling lab (the default, with the per-row passes over vocabulary chunks below 2 rows
+#           an SM, beside CudaOptions::sampling_chunks 1) and the GPU sampling tests only
+#   mma     `fp8_gemm_lab 1 --mma`: the FP8 small-rows kernel's version 3 (tensor cores) against version 2
+#           on the model's launches at 1-4 rows, checked, timed in CUDA graphs; its GPU tests; then
+#           one-stream steps (k = 0, 1) with --fp8-small-version 2 / 3 / 3 without fused norms, twice;
+#           needs fp8_gemm_lab qs_gpu_tests gpu_forward_bench (~5 minutes, not timed yet)
 #   grammar_masks  grammar_mask_bench (needs it in the bundle: build_gpu_bundle.sh ... grammar_mask_bench)
 #           on the host's 16 cores, the Qwen3.6 vocabulary: the built-in JSON schema, regex "[a-z ]+",
 #           and the schema of the http `schema` mode (with --steps 32: 32 engine steps of 512 rows,
@@ -242,6 +247,12 @@ for stage in "$@"; do
                         --gtest_filter='*GatedAttentionDecodeVersions*:*MoeSmallPrefetchDown*:*MoeSmallVersion2*:CudaFusedInputNorm.*:CudaModel.*:CudaGraphs.*'
                     run_step_variants one_stream "--attention-combine-version,1" "--attention-combine-version,2" \
                         "--attention-combine-version,2,--moe-small-prefetch-down,1" ;;
+        mma) run fp8_gemm_lab_mma "$B/fp8_gemm_lab" 1 --mma
+             run gpu_tests_mma "$B/qs_gpu_tests" --gtest_color=no --gtest_filter='CudaSmallRows*:CudaOptionsChoice.*'
+             # One stream, k = 0 and 1: today's defaults; version 3 where no norm rides; version 3 with
+             # the fused norms off (every small-rows launch on tensor cores).
+             run_step_variants mma_step "--fp8-small-version,2" "--fp8-small-version,3" \
+                 "--fp8-small-version,3,--fused-input-norm,0,--fused-output-norm,0" ;;
         fp8gemm) run fp8_gemm_lab "$B/fp8_gemm_lab"
                  run gpu_tests_fp8 "$B/qs_gpu_tests" --gtest_color=no --gtest_filter='*Fp8BlockLinear*' ;;
         tests) run gpu_tests "$B/qs_gpu_tests" --gtest_color=no ;;

@@ -7,7 +7,9 @@
 //   q_proj / GDN in_proj_qkv 2048→8192, k_proj / v_proj 2048→512, GDN in_proj_z 2048→4096,
 //   o_proj / GDN out_proj 4096→2048   (spec/model.md).
 // Built with QS_BUILD_KERNEL_LABS=ON (target fp8_gemm_lab, links qs_lib).
-// Run: fp8_gemm_lab [seed] [--no-timing] [--quick] [--small-v2] [--prefill] [--shared] [--norm]   (exit code 1 on any FAIL;
+// Run: fp8_gemm_lab [seed] [--no-timing] [--quick] [--small-v2] [--prefill] [--shared] [--norm] [--mma]
+//      (exit code 1 on any FAIL; --mma: only the small-rows version 3 on tensor cores against version 2
+//      at 1-4 rows, checked, timed in CUDA graphs;
 //      --norm: only the norms fused into the FP8 small-rows launches at 1-4 rows (CudaOptions::
 //      fused_input_norm, fused_output_norm) against the norm kernel beside the linears, bitwise
 //      checked, timed in CUDA graphs;
@@ -568,6 +570,102 @@ struct Lab {
         }
     }
 
+    // The small-rows kernel's version 3 (launch_small_linear_fp8_mma: mma.sync on f16 copies of the
+    // e4m3 codes) against version 2 on the model's launches of 1-4 rows (the GDN qkv + z and the
+    // attention q/k/v as one launch of several weights, o_proj / out_proj alone): y of v3 against
+    // the emulated reference (< 2e-4, as v2) and against v2 (< 1e-5: the same products, fp32 sums in
+    // another order), each row bitwise its one-row call; then both timed as a CUDA graph of 24
+    // calls (weights rotated over >= 128 MB of copies), µs per call and weight GB/s.
+    void time_mma(std::mt19937& rng) {
+        struct GroupSpec {
+            const char* name;
+            int64_t in;
+            std::vector<int64_t> outs;
+        };
+        const GroupSpec groups[] = {{"GDN qkv+z", 2048, {8192, 4096}},
+                                    {"attn q/k/v", 2048, {8192, 512, 512}},
+                                    {"o/out_proj", 4096, {2048}}};
+        std::printf("%-12s %2s  %-26s %9s %8s  %s\n", "launch", "T", "kernel", "us/call", "GB/s", "check");
+        for (const GroupSpec& g : groups) {
+            std::vector<HostWeight> hws;
+            std::vector<std::vector<DevWeight>> copies;
+            double wbytes = 0;
+            for (int64_t out : g.outs) {
+                hws.push_back(make_weight(out, g.in, rng));
+                copies.push_back(rotated_copies(hws.back()));
+                wbytes += double(copies.back()[0].bytes);
+            }
+            for (int64_t T = 1; T <= kSmallLinearFp8V2MaxRows; ++T) {
+                const std::vector<float> x = make_x(T, g.in, rng);
+                std::vector<void*> allocs;
+                float* dx = upload(x, allocs);
+                std::vector<float*> dy2, dy3;
+                for (int64_t out : g.outs) {
+                    dy2.push_back(upload(std::vector<float>(size_t(T * out), NAN), allocs));
+                    dy3.push_back(upload(std::vector<float>(size_t(T * out), NAN), allocs));
+                }
+                auto parts_at = [&](int it, const std::vector<float*>& ys) {
+                    std::vector<SmallLinearFp8Part> parts;
+                    for (size_t i = 0; i < g.outs.size(); ++i) {
+                        const DeviceLinear& l = copies[i][size_t(it) % copies[i].size()].lin;
+                        parts.push_back({l.w, l.scale_inv, l.out, ys[i]});
+                    }
+                    return parts;
+                };
+                auto v2 = [&](int it) { launch_small_linear_fp8_v2(parts_at(it, dy2), g.in, dx, T, stream, 2); };
+                auto v3 = [&](int it, int bps) { launch_small_linear_fp8_mma(parts_at(it, dy3), g.in, dx, T, stream, bps); };
+                v2(0);
+                v3(0, 0);
+                QS_CUDA_CHECK(cudaStreamSynchronize(stream));
+                std::vector<int64_t> rows;
+                for (int64_t t = 0; t < T; ++t) rows.push_back(t);
+                const std::vector<float> xq = quantise_rows128(x, T, g.in);
+                double worst_emu = 0, worst_v2 = 0;
+                bool rows_same = true;
+                for (size_t i = 0; i < g.outs.size(); ++i) {
+                    const int64_t out = g.outs[i];
+                    std::vector<float> y2(size_t(T * out)), y3(y2.size());
+                    QS_CUDA_CHECK(cudaMemcpy(y2.data(), dy2[i], y2.size() * 4, cudaMemcpyDeviceToHost));
+                    QS_CUDA_CHECK(cudaMemcpy(y3.data(), dy3[i], y3.size() * 4, cudaMemcpyDeviceToHost));
+                    const std::vector<double> emu = reference(hws[i], xq, rows);
+                    std::vector<double> r2(y2.begin(), y2.end());
+                    worst_emu = std::max(worst_emu, norm_err(y3, out, rows, emu));
+                    worst_v2 = std::max(worst_v2, norm_err(y3, out, rows, r2));
+                    for (int64_t t = 0; t < T && T > 1; ++t) {  // row t alone, bitwise
+                        std::vector<float*> one(dy3.size());
+                        for (size_t j = 0; j < dy3.size(); ++j)
+                            one[j] = upload(std::vector<float>(size_t(g.outs[j]), NAN), allocs);
+                        launch_small_linear_fp8_mma(parts_at(0, one), g.in, dx + t * g.in, 1, stream, 0);
+                        std::vector<float> y1(static_cast<size_t>(out));
+                        QS_CUDA_CHECK(cudaMemcpy(y1.data(), one[i], y1.size() * 4, cudaMemcpyDeviceToHost));
+                        rows_same = rows_same && std::memcmp(y1.data(), y3.data() + t * out, size_t(out) * 4) == 0;
+                    }
+                }
+                const bool ok = worst_emu < 2e-4 && worst_v2 < 1e-5 && rows_same;
+                all_ok = all_ok && ok;
+                const double us2 = qs::lab::graph_us_per_call(stream, v2);
+                std::printf("%-12s %2lld  %-26s %9.2f %8.0f\n", g.name, (long long)T, "v2 (fp32 FMAs, 2/SM)", us2,
+                            wbytes / us2 * 1e-3);
+                for (int bps : {0, 2, 3}) {
+                    const double us3 = qs::lab::graph_us_per_call(stream, [&](int it) { v3(it, bps); });
+                    char label[40];
+                    std::snprintf(label, sizeof label, "v3 mma, %s", bps == 0 ? "a block per 16 rows" : bps == 2 ? "2/SM" : "3/SM");
+                    std::printf("%-12s %2lld  %-26s %9.2f %8.0f  %s\n", g.name, (long long)T, label, us3,
+                                wbytes / us3 * 1e-3,
+                                bps != 0 ? ""
+                                : ok     ? "PASS"
+                                         : "FAIL");
+                }
+                std::printf("%-12s %2lld  v3 vs emulated %.2e, vs v2 %.2e, rows %s\n", g.name, (long long)T, worst_emu,
+                            worst_v2, rows_same ? "bitwise = 1-row calls" : "DIFFER FROM 1-ROW CALLS");
+                std::fflush(stdout);
+                for (void* p : allocs) QS_CUDA_CHECK(cudaFree(p));
+            }
+            for (auto& c : copies)
+                for (DevWeight& d : c) free_weight(d);
+        }
+    }
+
     // The layer's input norm with its projections (Gemm::norm_linears; CudaOptions::fused_input_norm),
     // then the output projection with the post-attention norm (Gemm::linear_norm; fused_output_norm),
     // at 1-4 rows: h and every output of the fused call (the norm in the FP8 small-rows launch's
@@ -871,7 +969,8 @@ struct Lab {
 
 int main(int argc, char** argv) {
     uint64_t seed = 1;
-    bool timing = true, quick = false, v2_only = false, prefill_only = false, shared_only = false, norm_only = false;
+    bool timing = true, quick = false, v2_only = false, prefill_only = false, shared_only = false, norm_only = false,
+         mma_only = false;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         if (a == "--no-timing") timing = false;
@@ -880,6 +979,7 @@ int main(int argc, char** argv) {
         else if (a == "--prefill") prefill_only = true;
         else if (a == "--shared") shared_only = true;
         else if (a == "--norm") norm_only = true;
+        else if (a == "--mma") mma_only = true;
         else seed = std::strtoull(argv[i], nullptr, 10);
     }
     int dev = 0;
@@ -901,6 +1001,14 @@ int main(int argc, char** argv) {
     // 128 (the tiny test models: the fallback must run and be right).
     const std::vector<Shape> extra = {{"pad-check", 256, 640}, {"tiny (fallback)", 96, 64}, {"odd (fallback)", 200, 384}};
 
+    if (mma_only) {
+        std::printf("\nsmall-rows version 3 (tensor cores) against version 2, the model's launches at 1-4 rows; a graph "
+                    "of 24 calls, us per call, GB/s of weight bytes\n");
+        lab.time_mma(rng);
+        std::printf("\n%s\n", lab.all_ok ? "ALL PASS" : "SOME FAILED");
+        QS_CUDA_CHECK(cudaStreamDestroy(lab.stream));
+        return lab.all_ok ? 0 : 1;
+    }
     if (norm_only) {
         std::printf("\nthe input norm with its projections, FP8, 1-4 rows (Gemm::norm_linears): the norm kernel then "
                     "the linears against the norm in the small-rows launch; a graph of 24 calls, us per call\n");

@@ -6,9 +6,11 @@
 //   grammar mask (1/8 of the ids allowed, and the two EOS bans of min_tokens: the HTTP `schema`
 //   mode's rows), its bitmask in the engine's page-locked memory (Ops::upload_memory) and in
 //   pageable memory: the mask's cost at 512 rows is the difference to plain greedy.
-// Check: the same tokens, verdicts and top ids as the CPU for 8 rows of every mode.
+// Check: the same tokens and top ids as the CPU for 1 and 8 rows of every mode, with the per-row
+// passes over vocabulary chunks (the default while rows are few) and in one block per row.
 // Timing: host wall time of whole sample() calls (upload, launches, download, sync), median of
-// 20 after 3 warm-ups, on logits that stay in place (L2 holds none of 512 rows: 508 MB).
+// 20 after 3 warm-ups, by default and with CudaOptions::sampling_chunks 1 (one block per row),
+// on logits that stay in place (L2 holds none of 512 rows: 508 MB).
 // "GB/s per pass" = rows × V × 4 bytes / time: the bandwidth of one read of the logits; a mode
 // that reads them k times reaches at most copy/k. Built with QS_BUILD_KERNEL_LABS=ON.
 // Run: sampling_lab [--quick]   (exit code 1 on any FAIL)
@@ -101,7 +103,12 @@ int main(int argc, char** argv) {
         std::printf("no CUDA device\n");
         return 1;
     }
-    cuda::CudaOps ops;
+    // Two samplers: the default (the per-row passes over vocabulary chunks while the rows are few,
+    // CudaOptions::sampling_chunks 0) and one block per row for every pass (sampling_chunks 1).
+    cuda::CudaOptions one_block;
+    one_block.sampling_chunks = 1;
+    cuda::CudaOps ops, ops_one(one_block);
+    cuda::CudaOps* samplers[2] = {&ops, &ops_one};
     const int max_rows = 512;
     const int64_t block_size = 16, pages_per_row = kHistory / block_size;
     CacheGeometry g;
@@ -109,13 +116,15 @@ int main(int argc, char** argv) {
     g.num_blocks = max_rows * pages_per_row;
     g.num_state_slots = 1;
     ModelCache cpu_cache(g);
-    std::unique_ptr<ModelCache> gpu_cache = ops.make_cache(g);
+    std::unique_ptr<ModelCache> gpu_caches[2] = {ops.make_cache(g), ops_one.make_cache(g)};
     std::mt19937 rng(1);
     std::vector<int32_t> pages(size_t(g.num_blocks * block_size));
     for (int32_t& t : pages) t = int32_t(rng() % 30000);  // common ids: repeats, as in text
     std::copy(pages.begin(), pages.end(), cpu_cache.token_pages());
-    auto* st = ops.storage(gpu_cache.get());
-    QS_CUDA_CHECK(cudaMemcpy(st->token_pages(), pages.data(), pages.size() * 4, cudaMemcpyHostToDevice));
+    for (int v = 0; v < 2; ++v) {
+        auto* st = samplers[v]->storage(gpu_caches[v].get());
+        QS_CUDA_CHECK(cudaMemcpy(st->token_pages(), pages.data(), pages.size() * 4, cudaMemcpyHostToDevice));
+    }
     // Logits like a model's: N(0, 2.5) with a few confident tokens per row.
     std::vector<float> logits(size_t(max_rows) * size_t(kVocab));
     std::normal_distribution<float> nd(0.0f, 2.5f);
@@ -126,41 +135,52 @@ int main(int argc, char** argv) {
     ops.copy_from_host(logits.data(), int64_t(logits.size()), d_logits);
 
     bool ok = true;
-    std::printf("Check against the CPU specification (8 rows per mode):\n");
+    std::printf("Check against the CPU specification (1 and 8 rows per mode; chunks auto, then one block per row):\n");
     for (const Mode& m : kModes) {
-        const SamplingBatch b = make_batch(m, 8, pages_per_row, ops.upload_memory());
-        std::vector<float> host(logits.begin(), logits.begin() + 8 * kVocab);
-        SampleOutput want, got;
-        cpu::sample_rows(host.data(), kVocab, b, cpu_cache.token_pages(), block_size, want);
-        float* d = ops.alloc(8 * kVocab);  // a fresh copy: the adjustments change the rows
-        QS_CUDA_CHECK(cudaMemcpy(d, d_logits, size_t(8 * kVocab) * 4, cudaMemcpyDeviceToDevice));
-        ops.sample(d, kVocab, b, *gpu_cache, got);
-        int bad = 0;
-        for (int i = 0; i < 8; ++i) {
-            bad += got.token[size_t(i)] != want.token[size_t(i)];
-            for (int j = 0; j < std::max(0, m.logprobs); ++j)
-                bad += got.top_ids[size_t(i) * kMaxTopLogprobs + size_t(j)] != want.top_ids[size_t(i) * kMaxTopLogprobs + size_t(j)];
+        for (int rows : {1, 8}) {
+            const SamplingBatch b = make_batch(m, rows, pages_per_row, ops.upload_memory());
+            std::vector<float> host(logits.begin(), logits.begin() + rows * kVocab);
+            SampleOutput want;
+            cpu::sample_rows(host.data(), kVocab, b, cpu_cache.token_pages(), block_size, want);
+            for (int v = 0; v < 2; ++v) {
+                SampleOutput got;
+                float* d = ops.alloc(rows * kVocab);  // a fresh copy: the adjustments change the rows
+                QS_CUDA_CHECK(cudaMemcpy(d, d_logits, size_t(rows * kVocab) * 4, cudaMemcpyDeviceToDevice));
+                samplers[v]->sample(d, kVocab, b, *gpu_caches[v], got);
+                int bad = 0;
+                for (int i = 0; i < rows; ++i) {
+                    bad += got.token[size_t(i)] != want.token[size_t(i)];
+                    for (int j = 0; j < std::max(0, m.logprobs); ++j)
+                        bad += got.top_ids[size_t(i) * kMaxTopLogprobs + size_t(j)] !=
+                               want.top_ids[size_t(i) * kMaxTopLogprobs + size_t(j)];
+                }
+                std::printf("  %-36s %d rows, %-10s %s\n", m.name, rows, v == 0 ? "chunks" : "one block", bad ? "FAIL" : "ok");
+                ok &= bad == 0;
+            }
         }
-        std::printf("  %-32s %s\n", m.name, bad ? "FAIL" : "ok");
-        ok &= bad == 0;
     }
 
-    std::printf("\n| mode | rows | us per call | GB/s per pass |\n|:-----|-----:|------------:|--------------:|\n");
+    std::printf("\n| mode | rows | us per call | one block per row: us | GB/s per pass |\n"
+                "|:-----|-----:|------------:|----------------------:|--------------:|\n");
     for (const Mode& m : kModes) {
         for (int rows : {1, 64, 512}) {
             if (quick && rows == 64) continue;
             const SamplingBatch b = make_batch(m, rows, pages_per_row, ops.upload_memory());
-            SampleOutput out;
-            std::vector<double> t;
-            for (int it = 0; it < 23; ++it) {
-                // Penalties change the rows in place; the drift over 23 calls is harmless for timing.
-                Timer timer;
-                ops.sample(d_logits, kVocab, b, *gpu_cache, out);
-                if (it >= 3) t.push_back(timer.elapsed_s());
+            double med[2] = {0.0, 0.0};
+            for (int v = 0; v < 2; ++v) {
+                SampleOutput out;
+                std::vector<double> t;
+                for (int it = 0; it < 23; ++it) {
+                    // Penalties change the rows in place; the drift over 23 calls is harmless for timing.
+                    Timer timer;
+                    samplers[v]->sample(d_logits, kVocab, b, *gpu_caches[v], out);
+                    if (it >= 3) t.push_back(timer.elapsed_s());
+                }
+                std::sort(t.begin(), t.end());
+                med[v] = t[t.size() / 2];
             }
-            std::sort(t.begin(), t.end());
-            const double s = t[t.size() / 2];
-            std::printf("| %s | %d | %.1f | %.0f |\n", m.name, rows, s * 1e6, double(rows) * kVocab * 4 / s / 1e9);
+            std::printf("| %s | %d | %.1f | %.1f | %.0f |\n", m.name, rows, med[0] * 1e6, med[1] * 1e6,
+                        double(rows) * kVocab * 4 / med[0] / 1e9);
         }
     }
     std::printf("\n%s\n", ok ? "ALL OK" : "SOME FAIL");

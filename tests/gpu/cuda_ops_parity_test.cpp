@@ -420,8 +420,11 @@ TEST_P(CudaOpsParity, MoeSmallPrefetchDown) {
                     g.free_all();
                     return y;
                 };
+                const int64_t small_before = g_on.moe_small_calls();
                 const std::vector<float> a = run(g_off), b = run(g_on);
                 ASSERT_EQ(a.size(), b.size());
+                // The prefetch lives in the small-T kernels only: the call must have taken them.
+                EXPECT_EQ(g_on.moe_small_calls(), small_before + 1) << what << ": not the small-T path";
                 EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0) << what << ": y differs with the prefetch";
             }
         }
@@ -697,6 +700,11 @@ TEST(CudaOptionsChoice, FusedNormRowsCombineAndPrefetchValidated) {
     o = d;
     o.moe_small_prefetch_down = 2;
     EXPECT_DEATH(cuda::CudaOps ops(o), "moe_small_prefetch_down must be 0 or 1");
+    // Session 28's small-rows version (opt-in).
+    EXPECT_EQ(d.fp8_small_version, 2);
+    o = d;
+    o.fp8_small_version = 4;
+    EXPECT_DEATH(cuda::CudaOps ops(o), "fp8_small_version must be 2 or 3");
 }
 
 // The auto choice of the GDN prefill version (CudaOptions::gdn_prefill_version 0, the default):

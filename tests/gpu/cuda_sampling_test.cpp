@@ -143,6 +143,89 @@ TEST(CudaSampling, MatchesTheCpuSpecification) {
     }
 }
 
+// One to three rows, where the per-row passes spread over vocabulary chunks (sampling_chunked.cu:
+// radix rounds whose last block per row merges the chunks' histograms, ties gathered chunk by
+// chunk): every chunk count must give the CPU's tokens, verdicts and top ids, and the one-block
+// path's (CudaOptions::sampling_chunks 1). Logits on a grid of 0.5 put the top-k, top-p and
+// top-N boundaries inside ties (thousands of equal values), the case the chunk order decides.
+TEST(CudaSampling, FewRowsOverVocabularyChunksMatchTheCpuSpecification) {
+    QS_REQUIRE_GPU();
+    const int64_t V = 248320;
+    const CacheGeometry g = token_geometry(16);
+    for (int32_t chunks : {1, 0, 7, 512}) {
+        cuda::CudaOptions o;
+        o.sampling_chunks = chunks;
+        cuda::CudaOps ops(o);
+        std::unique_ptr<ModelCache> gpu_cache = ops.make_cache(g);
+        ModelCache cpu_cache(g);
+        int mismatches = 0, rows_checked = 0;
+        for (int R : {1, 3}) {
+            for (bool ties : {false, true}) {
+                std::mt19937 rng{uint32_t(R * 10 + ties)};
+                std::normal_distribution<float> nd(0.0f, 2.5f);
+                std::vector<float> logits(size_t(R) * size_t(V));
+                for (float& x : logits) x = ties ? std::round(nd(rng) * 2.0f) / 2.0f : nd(rng);
+                for (int r = 0; r < R; ++r)
+                    for (int k = 0; k < 5; ++k) logits[size_t(r) * size_t(V) + rng() % uint64_t(V)] += 9.0f + (ties ? 0 : k);
+                // Every mode in turn as the batch's first row.
+                for (int mode = 0; mode < 6; ++mode) {
+                    SamplingBatch b;
+                    for (int i = 0; i < R; ++i) {
+                        const int kind = (mode + i) % 6;
+                        SampleRow r;
+                        r.logits_row = i;
+                        r.temperature = kind == 0 ? 0.0f : 0.7f + 0.1f * float(i);
+                        r.top_k = kind == 1 ? 50 : kind == 4 ? 7 : 0;
+                        r.top_p = kind == 2 ? 0.95f : kind == 4 ? 0.8f : kind == 5 ? 0.5f : 1.0f;
+                        r.min_p = kind == 3 ? 0.05f : 0.0f;
+                        r.seed = 7 + uint64_t(mode) * 13 + uint64_t(i);
+                        r.draw = uint64_t(mode);
+                        r.num_top_logprobs = kind == 3 ? 20 : kind == 5 ? 0 : 5;
+                        r.draft = int32_t(rng() % uint32_t(V));
+                        b.rows.push_back(r);
+                    }
+                    std::vector<float> cpu_logits = logits;
+                    SampleOutput want, got;
+                    cpu::sample_rows(cpu_logits.data(), V, b, cpu_cache.token_pages(), g.block_size, want);
+                    float* d = gpu_test::to_device(ops, logits);
+                    ops.sample(d, V, b, *gpu_cache, got);
+                    for (int i = 0; i < R; ++i) {
+                        const SampleRow& r = b.rows[size_t(i)];
+                        ++rows_checked;
+                        mismatches += got.token[size_t(i)] != want.token[size_t(i)];
+                        EXPECT_EQ(got.token[size_t(i)], want.token[size_t(i)])
+                            << "chunks " << chunks << " R " << R << " ties " << ties << " row " << i;
+                        EXPECT_EQ(got.accepted[size_t(i)], want.accepted[size_t(i)]);
+                        EXPECT_NEAR(got.logprob[size_t(i)], want.logprob[size_t(i)], 2e-5);
+                        for (int j = 0; j < r.num_top_logprobs; ++j) {
+                            const size_t at = size_t(i) * kMaxTopLogprobs + size_t(j);
+                            EXPECT_EQ(got.top_ids[at], want.top_ids[at])
+                                << "chunks " << chunks << " R " << R << " ties " << ties << " row " << i << " rank " << j;
+                            EXPECT_NEAR(got.top_logprobs[at], want.top_logprobs[at], 2e-5);
+                        }
+                    }
+                    ops.free_all();
+                }
+            }
+        }
+        std::printf("[sampling] sampling_chunks %d: %d of %d rows' tokens differ from the CPU specification\n", chunks,
+                    mismatches, rows_checked);
+    }
+}
+
+// CudaOptions::sampling_chunks: 0 (the automatic choice) by default; out of [0, 512] an internal
+// error naming it (threadsafe death tests, as CudaOptionsChoice's).
+TEST(CudaSampling, ChunkOptionValidated) {
+    QS_REQUIRE_GPU();
+    EXPECT_EQ(cuda::CudaOptions{}.sampling_chunks, 0);
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    for (int bad : {-1, 513}) {
+        cuda::CudaOptions o;
+        o.sampling_chunks = bad;
+        EXPECT_DEATH(cuda::CudaOps ops(o), "sampling_chunks must be in \\[0, 512\\]");
+    }
+}
+
 TEST(CudaSampling, DrawsFollowTheDistribution) {
     QS_REQUIRE_GPU();
     cuda::CudaOps ops;

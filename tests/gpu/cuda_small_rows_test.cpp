@@ -121,6 +121,68 @@ TEST(CudaSmallRowsV2, Fp8LinearsMatchCpuAndTodaysPath) {
     EXPECT_EQ(today.gemm().fp8_counts().small_rows_v2, 0) << "the option's default must keep today's path";
 }
 
+// Version 3 (CudaOptions::fp8_small_version 3: the products on tensor cores, small_linear_fp8_mma.cu)
+// at the same shapes and rows, through Gemm as the model calls it: taken for every launch (one
+// launch each), < 4e-2 against the CPU, < 1e-5 against version 2 (the same exact products, fp32
+// sums in another order; a wrong fragment register or scale gives O(1)), each row bitwise its
+// one-row call.
+TEST(CudaSmallRowsV3, Fp8LinearsMatchCpuAndVersion2) {
+    QS_REQUIRE_GPU();
+    const ModelConfig config = real_shapes(8);
+    ModelWeights w8 = make_dummy_weights(config, 82, /*with_mtp=*/false, WeightFormat::kFP8Block);
+    cuda::CudaOptions o_v2, o_v3;
+    o_v2.poison = o_v3.poison = true;
+    o_v3.fp8_small_version = 3;
+    cuda::CudaOps v2(o_v2), v3(o_v3);
+    v2.prepare_weights(weight_set(w8));
+    v3.prepare_weights(weight_set(w8));
+    const DecoderLayerWeights *attn = nullptr, *gdn = nullptr;
+    for (const auto& l : w8.layers) (l.type == LayerType::kFullAttention ? attn : gdn) = &l;
+    ASSERT_TRUE(attn && gdn);
+    const std::vector<std::pair<const char*, const LinearWeight*>> linears = {
+        {"q_proj", &attn->attn.q_proj},     {"k_proj", &attn->attn.k_proj},
+        {"o_proj", &attn->attn.o_proj},     {"in_proj_qkv", &gdn->gdn.in_proj_qkv},
+        {"in_proj_z", &gdn->gdn.in_proj_z}, {"out_proj", &gdn->gdn.out_proj}};
+    CpuOps cpu;
+    std::mt19937 rng{2468};
+    int64_t v3_launches = 0;
+    for (int64_t T = 1; T <= 4; ++T) {
+        for (const auto& [name, w] : linears) {
+            const std::string what = std::string(name) + " T=" + std::to_string(T);
+            const int64_t in = w->in_features, out = w->out_features;
+            ASSERT_EQ(out % 16, 0) << what << ": version 3 takes groups of 16 features";
+            const auto x = gpu_test::random_floats(size_t(T * in), rng);
+            std::vector<float> ref(size_t(T * out));
+            cpu.linear(x.data(), T, *w, ref.data());
+            float* dy2 = v2.alloc(T * out);
+            v2.linear(gpu_test::to_device(v2, x), T, *w, dy2);
+            const std::vector<float> y2 = gpu_test::to_host(v2, dy2, ref.size());
+            v2.free_all();
+
+            const int64_t before = v3.gemm().fp8_counts().small_rows_v3_launches;
+            float* dx = gpu_test::to_device(v3, x);
+            float* dy = v3.alloc(T * out);
+            v3.linear(dx, T, *w, dy);
+            const std::vector<float> y = gpu_test::to_host(v3, dy, ref.size());
+            EXPECT_EQ(v3.gemm().fp8_counts().small_rows_v3_launches, before + 1) << what << ": version 3 not taken";
+            ++v3_launches;
+            EXPECT_LT(normalised_error(y, ref), 4e-2) << what << " against the CPU";
+            EXPECT_LT(normalised_error(y, y2), 1e-5) << what << " against version 2";
+            for (int64_t t = 0; t < T; ++t) {
+                float* d1 = v3.alloc(out);
+                v3.linear(dx + t * in, 1, *w, d1);
+                const std::vector<float> y1 = gpu_test::to_host(v3, d1, size_t(out));
+                EXPECT_EQ(std::memcmp(y1.data(), y.data() + t * out, size_t(out) * 4), 0)
+                    << what << ": row " << t << " differs from a one-row call";
+                ++v3_launches;
+            }
+            v3.free_all();
+        }
+    }
+    EXPECT_EQ(v3.gemm().fp8_counts().small_rows_v3_launches, v3_launches);
+    EXPECT_EQ(v2.gemm().fp8_counts().small_rows_v3_launches, 0) << "the default must keep version 2";
+}
+
 // A batch of sequences {start_pos, num_tokens, slot}, pages_per_seq pages each (shuffled, the same
 // tables in every batch); its spans view `tables`.
 struct OwnedBatch {

@@ -55,6 +55,7 @@ struct Barrier {
 struct WarpSlots {
     uint32_t u[32][12];
     float f[32];
+    uint64_t g[32];  // shuffles of any type up to 8 bytes
 };
 
 inline ucontext_t g_sched;
@@ -97,13 +98,26 @@ inline void sync_block() {
     f.at_block = false;
 }
 
-inline float shfl_xor(float v, int o) {
+// A shuffle of a value of any trivially copyable type up to 8 bytes (float, double, ints).
+template <class T>
+inline T shfl_from(T v, int src) {
+    static_assert(sizeof(T) <= 8, "emu: shuffles of up to 8 bytes");
     WarpSlots& s = g_slots[size_t(warp())];
-    s.f[lane()] = v;
+    std::memcpy(&s.g[lane()], &v, sizeof(T));
     sync_warp();
-    const float r = s.f[lane() ^ o];
+    T r;
+    std::memcpy(&r, &s.g[src], sizeof(T));
     sync_warp();
     return r;
+}
+template <class T>
+inline T shfl_xor(T v, int o) {
+    return shfl_from(v, lane() ^ o);
+}
+// __shfl_up_sync: lanes below `o` keep their own value.
+template <class T>
+inline T shfl_up(T v, int o) {
+    return shfl_from(v, lane() >= o ? lane() - o : lane());
 }
 
 inline uint8_t* smem_ptr(uint32_t off, size_t bytes) {
@@ -231,6 +245,7 @@ inline int occupancy(int threads, size_t smem) {
 #define __syncthreads() ::emu::sync_block()
 #define __syncwarp(...) ::emu::sync_warp()
 #define __shfl_xor_sync(mask, v, o) ::emu::shfl_xor((v), (o))
+#define __shfl_up_sync(mask, v, o) ::emu::shfl_up((v), (o))
 #define __ldg(p) (*(p))
 #define __fmul_rn(a, b) ((a) * (b))
 #define __fadd_rn(a, b) ((a) + (b))
@@ -241,11 +256,24 @@ inline int occupancy(int threads, size_t smem) {
 // fences are plain memory operations here.
 #define __threadfence() ((void)0)
 #define __ldcg(p) (*(p))
-inline int atomicAdd(int* p, int v) {
-    const int old = *p;
+template <class T>
+inline T atomicAdd(T* p, T v) {
+    const T old = *p;
     *p = old + v;
     return old;
 }
+inline unsigned atomicMax(unsigned* p, unsigned v) {
+    const unsigned old = *p;
+    *p = old > v ? old : v;
+    return old;
+}
+inline unsigned atomicOr(unsigned* p, unsigned v) {
+    const unsigned old = *p;
+    *p = old | v;
+    return old;
+}
+inline int __ffs(int v) { return __builtin_ffs(v); }
+inline float __logf(float v) { return std::log(v); }
 // The GPU's rsqrtf is an approximation (MUFU.RSQ): the emulator's values differ from the device's in
 // the last bits, but every emulated kernel gets the same function, so comparisons between them hold.
 inline float rsqrtf(float v) { return 1.0f / std::sqrt(v); }
@@ -260,5 +288,6 @@ using std::min;
 #define cudaOccupancyMaxActiveBlocksPerMultiprocessor(p, fn, threads, smem) \
     (*(p) = ::emu::occupancy(int(threads), size_t(smem)), cudaSuccess)
 #define cudaGetLastError() cudaSuccess
+#define cudaMemsetAsync(p, v, n, stream) (std::memset((p), (v), (n)), cudaSuccess)
 #define cudaGetErrorName(e) "emu"
 #define cudaGetErrorString(e) "emu"

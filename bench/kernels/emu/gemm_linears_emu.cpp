@@ -333,6 +333,23 @@ void launch_small_linear_fp8_v2(std::span<const SmallLinearFp8Part> parts, int64
     }
     for (const SmallLinearFp8Part& p : parts) small_rows(p.w, true, p.scale_inv, p.out, in, x, T, p.y, 0.0f);
 }
+// FP8 version 3 (tensor cores): the same support rule as small_linear_fp8_mma.cu, the exact product of
+// each weight (launches counted).
+int64_t g_fp8_v3_launches = 0;
+bool small_linear_fp8_mma_supports(int64_t T, int64_t in, std::span<const SmallLinearFp8Part> parts, const float* x) {
+    if (T < 1 || T > kSmallLinearFp8V2MaxRows || in < 512 || in % 512 != 0 || in > 4096 || parts.empty() ||
+        parts.size() > size_t(kSmallLinearFp8V2MaxParts) || reinterpret_cast<uintptr_t>(x) % 16 != 0)
+        return false;
+    for (const SmallLinearFp8Part& p : parts)
+        if (p.out <= 0 || p.out % 16 != 0 || reinterpret_cast<uintptr_t>(p.w) % 16 != 0) return false;
+    return true;
+}
+void launch_small_linear_fp8_mma(std::span<const SmallLinearFp8Part> parts, int64_t in, const float* x, int64_t T,
+                                 cudaStream_t, int) {
+    ++g_fp8_v3_launches;
+    if (!small_linear_fp8_mma_supports(T, in, parts, x)) std::abort();
+    for (const SmallLinearFp8Part& p : parts) small_rows(p.w, true, p.scale_inv, p.out, in, x, T, p.y, 0.0f);
+}
 // One weight, then the post-attention norm as its last block runs it.
 int64_t g_fp8_v2_post_launches = 0;
 void launch_small_linear_fp8_v2_output_norm(const SmallLinearFp8Part& p, int64_t in, const float* x, int64_t T,
@@ -610,6 +627,62 @@ void run_norm_case(const Case& c, int64_t T, bool with_pending, int small_rows, 
     if (!why.empty()) ++g_failures;
 }
 
+// Gemm::set_fp8_small_version(3): the FP8 small-rows launches without a fused norm go to version 3
+// where it takes the call (every part's rows a multiple of 16), the others stay on version 2, and
+// the launch with the fused input norm stays on version 2; the outputs are those of version 2's
+// launches (both stand-ins compute the exact product).
+void run_version3_case(const Case& c, int64_t T, bool with_norm, std::mt19937& rng) {
+    std::vector<HostLinear> hs(c.weights.size());
+    for (size_t i = 0; i < hs.size(); ++i) make(hs[i], c.weights[i].first, c.weights[i].second, c.in, rng);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::vector<float> x(size_t(T * c.in)), nw(size_t(c.in));
+    for (float& v : x) v = nd(rng);
+    for (float& v : nw) v = 0.2f * nd(rng);
+    std::vector<std::vector<float>> y_of[2];
+    int64_t v2[2] = {}, v3[2] = {}, v2_norm[2] = {};
+    for (int version = 2; version <= 3; ++version) {
+        Gemm g;
+        g.set_fp8_small_rows(4);
+        g.set_fp8_small_version(version);
+        DeviceArena arena(size_t(4) << 20);
+        std::vector<const DeviceLinear*> ws;
+        std::vector<float*> ys;
+        std::vector<std::vector<float>>& y = y_of[version - 2];
+        y.resize(hs.size());
+        for (size_t i = 0; i < hs.size(); ++i) {
+            y[i].assign(size_t(T * hs[i].lin.out), NAN);
+            ws.push_back(&hs[i].lin);
+            ys.push_back(y[i].data());
+        }
+        std::vector<float> h(x.size(), NAN);
+        const int64_t a = g_fp8_v2_launches, b = g_fp8_v3_launches, n = g_fp8_v2_norm_launches;
+        if (with_norm) {
+            const SmallLinearInputNorm norm{nullptr, nw.data(), 1e-6f, h.data()};
+            g.norm_linears(x.data(), norm, true, T, ws, ys, arena, cudaStream_t(nullptr));
+        } else {
+            g.linears(x.data(), T, ws, ys, arena, cudaStream_t(nullptr));
+        }
+        v2[version - 2] = g_fp8_v2_launches - a, v3[version - 2] = g_fp8_v3_launches - b;
+        v2_norm[version - 2] = g_fp8_v2_norm_launches - n;
+    }
+    // The norm rides on a launch only at rows of 2,048 or 4,096; otherwise the norm kernel runs and
+    // the linears are plain launches.
+    const bool fused = with_norm && small_linear_fp8_v2_norm_supports(T, c.in);
+    bool mma_takes = !fused;
+    for (const auto& w : c.weights) mma_takes = mma_takes && w.first == DeviceLinear::Dtype::kFP8Block && w.second % 16 == 0;
+    std::string why;
+    if (v3[0] != 0) why += " version 2 launched version 3;";
+    if (mma_takes ? (v3[1] != 1 || v2[1] != 0) : (v3[1] != 0 || v2[1] != v2[0]))
+        why += " version 3 routing: v2 " + std::to_string(v2[1]) + ", v3 " + std::to_string(v3[1]) + " launches;";
+    if (v2_norm[1] != (fused ? 1 : 0)) why += " the fused norm left version 2;";
+    for (size_t i = 0; i < hs.size(); ++i)
+        if (std::memcmp(y_of[0][i].data(), y_of[1][i].data(), y_of[0][i].size() * 4) != 0)
+            why += " output " + std::to_string(i) + " differs;";
+    std::printf("%-4s version 3: %-26s T=%lld%s | v3 launches %lld\n", why.empty() ? "PASS" : "FAIL", c.name.c_str(),
+                (long long)T, with_norm ? " with the input norm" : "", (long long)v3[1]);
+    if (!why.empty()) ++g_failures;
+}
+
 // Gemm::linear_norm: fused (the norm in the FP8 small-rows launch) against not (the linear, then the
 // norm launch): y, x and h bitwise equal, the norm riding on the launch exactly where one applies.
 void run_linear_norm_case(DeviceLinear::Dtype dtype, int64_t out, int64_t in, int64_t T, bool with_pending,
@@ -693,6 +766,14 @@ int main() {
             for (int64_t T : {1, 4, 5})
                 for (bool with_pending : {false, true})
                     for (int small_rows : {0, 4}) run_linear_norm_case(dtype, out, 512, T, with_pending, small_rows, rng);
+    // The small-rows version 3 routing.
+    const std::vector<Case> v3_cases = {
+        {"fp8 q/k/v-like", {{D::kFP8Block, 384}, {D::kFP8Block, 128}, {D::kFP8Block, 128}}, false, 2048},
+        {"fp8 rows not of 16", {{D::kFP8Block, 200}, {D::kFP8Block, 96}}, false, 512},
+    };
+    for (const Case& c : v3_cases)
+        for (int64_t T : {1, 2, 4})
+            for (bool with_norm : {false, true}) run_version3_case(c, T, with_norm, rng);
     // Refusals and a failing matmul (block-scaled weights only).
     const Case& fp8 = cases[0];
     for (int64_t T : {5, 130}) {

@@ -5,7 +5,10 @@
 #                                                      GDN lab's --quick cases (default) or those named
 #   sh bench/kernels/emu/run_emu.sh attention [seed] [--real]      attention cases (attention_emu.cpp)
 #   sh bench/kernels/emu/run_emu.sh int4                            INT4 small-row linear (int4_emu.cpp)
+#   sh bench/kernels/emu/run_emu.sh sampling [--quick]              the GPU sampler against cpu::sample_rows
+#                                   (sampling_emu.cpp; links the CPU build's build/libqs_lib.a, or $QS_CPU_LIB)
 #   sh bench/kernels/emu/run_emu.sh small_linear                    FP8 small-rows v2 (small_linear_emu.cpp)
+#   sh bench/kernels/emu/run_emu.sh small_linear_mma                FP8 small-rows v3 on mma.sync (small_linear_mma_emu.cpp)
 #   sh bench/kernels/emu/run_emu.sh router                          tensor-core router (router_emu.cpp)
 #   sh bench/kernels/emu/run_emu.sh gemm_linears                    Gemm::linears' control flow: the real
 #                                   gemm.cpp on host stand-ins for cuBLASLt and the kernels (gemm_linears_emu.cpp)
@@ -39,6 +42,19 @@ if [ "$1" = small_linear ]; then
     g++ $objs -o $out/small_linear_emu
     exec $out/small_linear_emu "$@"
 fi
+if [ "$1" = small_linear_mma ]; then
+    shift
+    objs=
+    for f in src/backend/cuda/small_linear_fp8.cu src/backend/cuda/small_linear_fp8_mma.cu \
+             bench/kernels/emu/small_linear_mma_emu.cpp; do
+        o=$out/$(basename $f).o
+        g++ -std=c++20 -O2 -w -include bench/kernels/emu/emu_prelude.h -Ibench/kernels/emu -Ibench/kernels \
+            -Isrc -I$cuda_inc -x c++ -c $f -o $o
+        objs="$objs $o"
+    done
+    g++ $objs -o $out/small_linear_mma_emu
+    exec $out/small_linear_mma_emu "$@"
+fi
 if [ "$1" = router ]; then
     shift
     objs=
@@ -50,6 +66,18 @@ if [ "$1" = router ]; then
     done
     g++ $objs -o $out/router_emu
     exec $out/router_emu "$@"
+fi
+if [ "$1" = sampling ]; then
+    shift
+    objs=
+    for f in src/backend/cuda/sampling_kernels.cu src/backend/cuda/sampling_chunked.cu bench/kernels/emu/sampling_emu.cpp; do
+        o=$out/$(basename $f).o
+        g++ -std=c++20 -O2 -w -include bench/kernels/emu/emu_prelude.h -Ibench/kernels/emu -Ibench/kernels \
+            -Isrc -I$cuda_inc -x c++ -c $f -o $o
+        objs="$objs $o"
+    done
+    g++ $objs ${QS_CPU_LIB:-build/libqs_lib.a} -lpthread -o $out/sampling_emu
+    exec $out/sampling_emu "$@"
 fi
 if [ "$1" = int4 ]; then
     shift

@@ -78,6 +78,9 @@ CudaOps::CudaOps(const CudaOptions& options)
     QS_CHECK_MSG(options.fp8_small_blocks_per_sm >= 1 && options.fp8_small_blocks_per_sm <= 4,
                  "CudaOptions::fp8_small_blocks_per_sm must be in [1, 4]");
     gemm_->set_fp8_small_rows(options.fp8_small_rows, options.fp8_small_blocks_per_sm);
+    QS_CHECK_MSG(options.fp8_small_version == 2 || options.fp8_small_version == 3,
+                 "CudaOptions::fp8_small_version must be 2 or 3");
+    gemm_->set_fp8_small_version(options.fp8_small_version);
     QS_CHECK_MSG(options.shared_linear_input == 0 || options.shared_linear_input == 1,
                  "CudaOptions::shared_linear_input must be 0 or 1");
     QS_CHECK_MSG(options.fused_input_norm >= 0 && options.fused_input_norm <= kSmallLinearFp8V2MaxRows,
@@ -93,6 +96,8 @@ CudaOps::CudaOps(const CudaOptions& options)
                  "(run scripts/setup_flashinfer.sh and reconfigure)");
     QS_CHECK_MSG(options.attention_combine_version == 1 || options.attention_combine_version == 2,
                  "CudaOptions::attention_combine_version must be 1 or 2");
+    QS_CHECK_MSG(options.sampling_chunks >= 0 && options.sampling_chunks <= 512,
+                 "CudaOptions::sampling_chunks must be in [0, 512]");
     QS_CHECK_MSG(options.attention_decode_version == 1 || options.attention_decode_version == 2,
                  "CudaOptions::attention_decode_version must be 1 or 2");
     moe_counter_ = DeviceBuffer(sizeof(int));
@@ -834,6 +839,7 @@ void CudaOps::moe(const float* x, int64_t T, const MoeWeights& w, int64_t top_k,
         return;
     }
     p.workspace = arena_.allocate(moe_workspace_bytes(T, e.H, e.I, e.I_shared, e.E, top_k));
+    moe_small_calls_ += moe_takes_small_path(p);
     launch_moe(p, stream_);
 }
 

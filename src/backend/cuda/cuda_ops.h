@@ -187,6 +187,12 @@ struct CudaOptions {
     // Nsight Compute saw 24 % achieved occupancy and issue slots 50 % busy on the one-row GDN
     // qkv/z launch (docs/PERF.md "Session 23"); at one row the kernel's 64 registers allow 4.
     int fp8_small_blocks_per_sm = 2;
+    // The small-rows kernel's version for launches without a fused norm (Gemm::set_fp8_small_version):
+    // 2 (default) fp32 FMAs; 3 the products on tensor cores (small_linear_fp8_mma.cu: exact f16 copies
+    // of the e4m3 codes, fp32 sums in another order; ~1e-7 from version 2). Opt-in until an H200 run
+    // times it (fp8_gemm_lab --mma, scripts/gpu_run.sh mma); with the fused norms at their defaults
+    // (1 and 2 rows) a one-row step keeps version 2 in its norm-fused launches.
+    int fp8_small_version = 2;
     // Ops::linears (several linears of one input: q/k/v, GDN qkv/z/b/a): 1 the weights on the
     // block-scaled FP8 path share one e4m3 quantisation of x, those on cuBLASLt's bf16 path one
     // bf16 copy (Gemm::linears; each output bitwise what its own linear gives, so only time
@@ -226,6 +232,11 @@ struct CudaOptions {
     // layer), 1 the earlier loop; bitwise equal. Default 1 until an H200 run times version 2
     // (attention_lab --combine, scripts/gpu_run.sh one_stream).
     int attention_combine_version = 1;
+    // SamplingLaunch::chunks: vocabulary chunks per sampled row. 0 (default): sampling_chunks'
+    // choice (two blocks per SM while the rows are few, so one sampled stream's top-k / top-p
+    // thresholds and logprob statistics spread over the SMs: sampling_chunked.cu); 1: every pass
+    // of a row in one block (the path before); 2..512: that many (tests and the lab compare them).
+    int sampling_chunks = 0;
     // GatedAttentionParams::prefill_version for every attention call (attention_kernels.h): 1
     // (default) the mma.sync flash attention for all prefill rows; 2 FlashInfer's Hopper wgmma/TMA
     // kernel (attention_prefill_wgmma.cu) for the prefill rows of batches whose longest sequence
@@ -297,6 +308,8 @@ public:
     // linear_add2_rms_norm_zc calls whose norm did (fused_output_norm).
     int64_t fused_input_norms() const { return fused_input_norms_; }
     int64_t fused_output_norms() const { return fused_output_norms_; }
+    // moe calls that took the small-T path (moe_small.cu): tests check which path they exercised.
+    int64_t moe_small_calls() const { return moe_small_calls_; }
     void argmax_rows(const float* x, int64_t R, int64_t n, int32_t* out) override;
     // The ids go to pinned memory with an event behind them: no stream sync until the wait.
     void argmax_rows_start(const float* x, int64_t R, int64_t n) override;
@@ -383,6 +396,7 @@ private:
     DeviceWeights weights_;
     std::unique_ptr<Gemm> gemm_;
     int64_t fused_input_norms_ = 0, fused_output_norms_ = 0;
+    int64_t moe_small_calls_ = 0;
     // begin_forward: one pinned staging buffer and one device buffer that keep their addresses.
     int32_t* staging_ = nullptr;
     size_t staging_ints_ = 0;

@@ -61,32 +61,19 @@ void CudaOps::sample(float* logits, int64_t V, const SamplingBatch& batch, Model
     if (R == 0) return;
     const CudaCacheStorage* st = &checked_storage(cache);
 
-    // Raw-value lists: one per adjusted logits row that some row wants logprobs of (siblings
-    // share their parent's logits row, so the lookups go by logits row).
-    bool any_logprobs = false, any_adjust = false;
     int32_t num_logits_rows = 0;
     for (const SampleRow& r : batch.rows) {
         QS_CHECK(r.logits_row >= 0 && r.num_top_logprobs <= kMaxTopLogprobs);
-        any_logprobs |= r.num_top_logprobs >= 0;
-        any_adjust |= r.adjusts();
         num_logits_rows = std::max(num_logits_rows, r.logits_row + 1);
     }
-    std::vector<int32_t> raw_list(size_t(R), -1), list_begin, list_cap;
-    if (any_logprobs && any_adjust) {
-        std::vector<uint8_t> wanted(size_t(num_logits_rows), 0);
-        std::vector<int32_t> list_of(size_t(num_logits_rows), -1);
-        for (const SampleRow& r : batch.rows) wanted[size_t(r.logits_row)] |= r.num_top_logprobs >= 0;
-        for (const SampleRow& a : batch.rows) {
-            if (!a.adjusts() || !wanted[size_t(a.logits_row)]) continue;
-            QS_CHECK_MSG(list_of[size_t(a.logits_row)] < 0, "sampling: two rows adjust the same logits row");
-            list_of[size_t(a.logits_row)] = int32_t(list_begin.size());
-            list_begin.push_back(list_begin.empty() ? 0 : list_begin.back() + list_cap.back());
-            list_cap.push_back((a.adjust_end - a.adjust_begin) + (a.has_penalties() ? a.history_len : 0));
-        }
-        for (int32_t i = 0; i < R; ++i) raw_list[size_t(i)] = list_of[size_t(batch.rows[size_t(i)].logits_row)];
-    }
+    const SamplingNeeds needs = sampling_needs(batch.rows.data(), R, V);
+    const bool any_logprobs = needs.logprobs;
+    const RawValueLists lists = raw_value_lists(batch, num_logits_rows, needs);
+    const std::vector<int32_t>& raw_list = lists.row_list;
+    const std::vector<int32_t>& list_begin = lists.begin;
+    const std::vector<int32_t>& list_cap = lists.cap;
     const size_t L = list_begin.size();
-    const size_t saved_n = L ? size_t(list_begin.back() + list_cap.back()) : 0;
+    const size_t saved_n = lists.saved();
 
     // Inputs up in one copy.
     std::vector<char>& up = sample_upload_;
@@ -121,7 +108,8 @@ void CudaOps::sample(float* logits, int64_t V, const SamplingBatch& batch, Model
     const size_t top_n = size_t(R) * kMaxTopLogprobs;
     const size_t out_bytes = (3 * size_t(R) + 2 * top_n) * 4;
     const size_t scratch = (out_bytes + (L + size_t(R)) * 4 + saved_n * sizeof(SavedLogit) + 15) / 16 * 16;
-    char* d_out = static_cast<char*>(arena_.allocate(scratch + sampling_scratch_bytes(R, V)));
+    const int32_t chunks = sampling_chunks(R, V, options_.sampling_chunks);
+    char* d_out = static_cast<char*>(arena_.allocate(scratch + sampling_scratch_bytes(R, V, chunks)));
     if (L) QS_CUDA_CHECK(cudaMemsetAsync(d_out + out_bytes, 0, L * 4, stream_));
 
     SamplingLaunch p;
@@ -140,14 +128,14 @@ void CudaOps::sample(float* logits, int64_t V, const SamplingBatch& batch, Model
     p.list_count = reinterpret_cast<int32_t*>(d_out + out_bytes);
     p.lse = reinterpret_cast<float*>(d_out + out_bytes + L * 4);
     p.saved = reinterpret_cast<SavedLogit*>(d_out + out_bytes + (L + size_t(R)) * 4);
-    p.draw_thresholds = reinterpret_cast<RowThresholds*>(d_out + scratch);
-    p.draw_candidates = reinterpret_cast<Candidate*>(d_out + scratch + (size_t(R) * sizeof(RowThresholds) + 15) / 16 * 16);
+    p.chunks = chunks;
+    set_sampling_scratch(p, d_out + scratch);
     p.token = reinterpret_cast<int32_t*>(d_out);
     p.accepted = p.token + R;
     p.logprob = reinterpret_cast<float*>(p.accepted + R);
     p.top_ids = reinterpret_cast<int32_t*>(p.logprob + R);
     p.top_logprobs = reinterpret_cast<float*>(p.top_ids + top_n);
-    launch_sampling(p, any_logprobs, any_adjust, stream_);
+    launch_sampling(p, needs, stream_);
 
     // Back in one copy: the top logprobs only when some row asked for them.
     sample_download_.resize(out_bytes / 4);

@@ -337,6 +337,9 @@ void Gemm::linears_on(const float* x, int64_t T, std::span<const DeviceLinear* c
             if (norm != nullptr) {
                 launch_small_linear_fp8_v2(parts, in, x_raw, T, stream, fp8_small_blocks_per_sm_, norm);
                 norm = nullptr;
+            } else if (fp8_small_version_ == 3 && small_linear_fp8_mma_supports(T, in, parts, x)) {
+                launch_small_linear_fp8_mma(parts, in, x, T, stream);
+                ++fp8_counts_.small_rows_v3_launches;
             } else {
                 launch_small_linear_fp8_v2(parts, in, x, T, stream, fp8_small_blocks_per_sm_);
             }

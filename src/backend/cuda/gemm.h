@@ -124,12 +124,17 @@ public:
         fp8_small_rows_ = n;
         fp8_small_blocks_per_sm_ = blocks_per_sm;
     }
+    // 3: the small-rows launches without a fused norm take version 3 (tensor cores,
+    // small_linear_fp8_mma.cu) where it supports the call; 2 (default): version 2 everywhere
+    // (CudaOptions::fp8_small_version). Launches with a fused input or output norm stay on version 2.
+    void set_fp8_small_version(int v) { fp8_small_version_ = v; }
     // The path the latest FP8 linear took, and how many calls took each.
     Fp8Path last_fp8_path() const { return last_fp8_path_; }
     struct Fp8Counts {
         int64_t block_scaled = 0, dequant = 0, small_rows = 0;
         int64_t small_rows_v2 = 0;           // of small_rows: version 2 (set_fp8_small_rows), weights
         int64_t small_rows_v2_launches = 0;  // its launches (up to four weights of one linears() call)
+        int64_t small_rows_v3_launches = 0;  // of those launches: version 3's (set_fp8_small_version)
     };
     // Weights of any dtype that took a small-rows kernel.
     int64_t small_rows_calls() const { return small_rows_calls_; }
@@ -202,6 +207,7 @@ private:
     LinearPolicy policy_ = LinearPolicy::kAuto;
     int fp8_small_rows_ = 0;
     int fp8_small_blocks_per_sm_ = 2;
+    int fp8_small_version_ = 2;
     Fp8Path last_fp8_path_ = Fp8Path::kNone;
     Fp8Counts fp8_counts_;
     int64_t small_rows_calls_ = 0;

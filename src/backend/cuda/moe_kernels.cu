@@ -307,6 +307,8 @@ bool moe_computes_router(const MoeParams& p) {
     return p.small_version == 2 && p.T >= 1 && moe::small_path_chosen(p);
 }
 
+bool moe_takes_small_path(const MoeParams& p) { return p.T >= 1 && moe::small_path_chosen(p); }
+
 #if !defined(QS_MOE_EMULATE)
 namespace {
 

@@ -135,6 +135,9 @@ constexpr int kMoeSmallTMax = 8;
 // small-T path, version 2): then the caller skips its router linears.
 bool moe_computes_router(const MoeParams& p);
 
+// Whether launch_moe takes the small-T path (moe_small.cu) for these parameters.
+bool moe_takes_small_path(const MoeParams& p);
+
 // Whether the grouped GEMM's tiles cover these shapes: hidden a multiple of 128, intermediates
 // of 64, at most 512 experts and top-k 32. Other shapes take the fp32 kernels
 // (moe_reference_kernels.h) with F32 expert tables.

@@ -1,7 +1,8 @@
 // The GPU sampler (see sampling_kernels.h; the maths: backend/sampling.h; CPU reference:
-// backend/cpu/cpu_sampling.cpp). Grid: one block of kThreads per SampleRow; every pass over a
-// row reads it with a stride of kThreads, and every reduction runs in a fixed order, so a
-// row's result depends only on its own inputs.
+// backend/cpu/cpu_sampling.cpp). Here: the one-block-per-row kernels (every pass over a row reads
+// it with a stride of kThreads, every reduction in a fixed order, so a row's result depends only on
+// its own inputs), the draw's per-chunk candidates, and the launcher, which sends the statistics
+// and thresholds of batches of few rows to sampling_chunked.cu instead.
 #include "backend/cuda/sampling_kernels.h"
 
 #include <algorithm>
@@ -9,106 +10,30 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_batch.h"
 #include "backend/cuda/device_limits.h"
+#include "backend/cuda/ptx_helpers.cuh"
+#include "backend/cuda/sampling_block.cuh"
+#include "backend/cuda/sampling_chunked.h"
 #include "backend/sampling_math.h"
 
 namespace qs::cuda {
 
 namespace {
 
-constexpr int kThreads = 512;
-constexpr int kWarps = kThreads / 32;
-constexpr int kMaxBins = 4096;  // the widest radix digit (12 bits)
-constexpr unsigned kFull = 0xffffffffu;
+using namespace sampling;
+constexpr int kThreads = kSamplingThreads;
 
-using u64 = unsigned long long;
-
-struct ReduceSmem {
-    double d[kWarps];
-    u64 u[kWarps];
-    float f[kWarps];
-};
-
-__device__ float block_max(float v, ReduceSmem& sm) {
-    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(kFull, v, o));
-    __syncthreads();
-    if (threadIdx.x % 32 == 0) sm.f[threadIdx.x / 32] = v;
-    __syncthreads();
-    v = sm.f[0];
-    for (int w = 1; w < kWarps; ++w) v = fmaxf(v, sm.f[w]);
-    return v;
-}
-
-__device__ double block_sum(double v, ReduceSmem& sm) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFull, v, o);
-    __syncthreads();
-    if (threadIdx.x % 32 == 0) sm.d[threadIdx.x / 32] = v;
-    __syncthreads();
-    v = sm.d[0];
-    for (int w = 1; w < kWarps; ++w) v += sm.d[w];
-    return v;
-}
-
-// The exclusive prefix sum of v over threads in thread order.
-__device__ u64 block_exclusive_scan(u64 v, ReduceSmem& sm) {
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    u64 inc = v;
-    for (int o = 1; o < 32; o <<= 1) {
-        const u64 x = __shfl_up_sync(kFull, inc, o);
-        if (lane >= o) inc += x;
-    }
-    __syncthreads();
-    if (lane == 31) sm.u[warp] = inc;
-    __syncthreads();
-    u64 before = 0;
-    for (int w = 0; w < warp; ++w) before += sm.u[w];
-    return before + inc - v;
-}
-
-// The best (score, index) of a block: the largest score, the lowest index on ties; index -1
-// (nothing eligible) loses to everything. Returns the index; `score` becomes the winner's.
-template <class Score>
-__device__ int32_t block_argmax(Score& score, int32_t index, Score* s_score, int32_t* s_index) {
-    for (int o = 16; o > 0; o >>= 1) {
-        const Score os = __shfl_xor_sync(kFull, score, o);
-        const int32_t oi = __shfl_xor_sync(kFull, index, o);
-        if (oi >= 0 && (index < 0 || os > score || (os == score && oi < index))) score = os, index = oi;
-    }
-    __syncthreads();
-    if (threadIdx.x % 32 == 0) s_score[threadIdx.x / 32] = score, s_index[threadIdx.x / 32] = index;
-    __syncthreads();
-    score = s_score[0], index = s_index[0];
-    for (int w = 1; w < kWarps; ++w) {
-        const Score os = s_score[w];
-        const int32_t oi = s_index[w];
-        if (oi >= 0 && (index < 0 || os > score || (os == score && oi < index))) score = os, index = oi;
-    }
-    return index;
-}
-
-struct SelectSmem {
-    u64 hist[kMaxBins];
-    uint32_t sel;
-    double above;
-    double target;
-};
-
-// Radix selection: walking the eligible elements in descending key order and summing their
-// weights, the key of the element at which the sum first reaches the target. The target is
-// `target`, or (fraction > 0) fraction × the total weight. Digits of 12, 12 and 8 bits from the
-// top; `key_weight(i, key, weight)` returns whether element i takes part. Zero weights never
-// move the sum and are skipped.
+// Radix selection by one block: walking the eligible elements in descending key order and summing
+// their weights, the key of the element at which the sum first reaches the target. The target is
+// `target`, or (fraction > 0) fraction × the total weight. `key_weight(i, key, weight)` returns
+// whether element i takes part. Zero weights never move the sum and are skipped.
 template <class KeyWeight>
 __device__ uint32_t radix_select(int64_t V, KeyWeight key_weight, double target, double fraction, SelectSmem& sm,
                                  ReduceSmem& red) {
-    constexpr int kShift[3] = {20, 8, 0};
-    constexpr int kWidth[3] = {12, 12, 8};
     uint32_t prefix = 0;
-    int fixed = 0;  // top bits of the key already chosen
     double above = 0.0;
-    for (int round = 0; round < 3; ++round) {
-        const int shift = kShift[round], bins = 1 << kWidth[round];
+    for (int round = 0; round < kRounds; ++round) {
+        const int shift = digit_shift(round), bins = 1 << digit_width(round), fixed = digits_fixed_before(round);
         for (int b = threadIdx.x; b < bins; b += kThreads) sm.hist[b] = 0;
-        if (threadIdx.x == 0) sm.sel = 0, sm.above = above;
         __syncthreads();
         for (int64_t i = threadIdx.x; i < V; i += kThreads) {
             uint32_t key;
@@ -118,41 +43,9 @@ __device__ uint32_t radix_select(int64_t V, KeyWeight key_weight, double target,
             atomicAdd(&sm.hist[(key >> shift) & uint32_t(bins - 1)], w);
         }
         __syncthreads();
-        // Thread t owns `per` bins counted from the top; the one whose range crosses the target
-        // walks them.
-        const int per = bins >= kThreads ? bins / kThreads : 1;
-        const int owners = bins / per;
-        const int t = threadIdx.x;
-        u64 local = 0;
-        if (t < owners)
-            for (int j = 0; j < per; ++j) local += sm.hist[bins - 1 - (t * per + j)];
-        const u64 excl = block_exclusive_scan(local, red);
-        if (round == 0 && fraction > 0.0) {
-            // The total is the last owner's inclusive sum.
-            if (t == owners - 1) sm.target = fraction * double(excl + local);
-            __syncthreads();
-            target = sm.target;
-        }
-        if (t < owners && local > 0) {
-            const double before = above + double(excl);
-            if (before < target && before + double(local) >= target) {
-                double cum = before;
-                for (int j = 0; j < per; ++j) {
-                    const int b = bins - 1 - (t * per + j);
-                    if (cum + double(sm.hist[b]) >= target) {
-                        sm.sel = uint32_t(b);
-                        sm.above = cum;
-                        break;
-                    }
-                    cum += double(sm.hist[b]);
-                }
-            }
-        }
-        __syncthreads();
-        prefix |= sm.sel << shift;
-        above = sm.above;
-        fixed += kWidth[round];
-        __syncthreads();
+        const BucketPick pick = pick_digit(bins, above, target, fraction, round == 0, sm, red);
+        prefix |= pick.digit << shift;
+        above = pick.above;
     }
     return prefix;
 }
@@ -242,7 +135,7 @@ __device__ int32_t history_token(const SamplingLaunch& p, const SampleRow& r, in
 // Dynamic shared memory: three bitmaps of ceil(V / 32) words: prompt tokens, output tokens,
 // biased tokens (only rows with a bias or penalties use them).
 __global__ void __launch_bounds__(kThreads) adjust_kernel(SamplingLaunch p) {
-    extern __shared__ uint32_t bits[];
+    uint32_t* bits = reinterpret_cast<uint32_t*>(ptx::dynamic_smem());
     const SampleRow r = p.rows[blockIdx.x];
     if (!r.adjusts()) return;
     const bool pen = r.has_penalties();
@@ -455,45 +348,107 @@ __global__ void store_token_ids_kernel(DeviceBatch b, int32_t* token_pages, int3
     token_pages[int64_t(page) * block_size + pos % block_size] = b.token_ids[r];
 }
 
-// Vocabulary chunks per row in the draw: enough blocks for two per SM when the rows are few, at
-// least 4,096 tokens per chunk.
-int64_t draw_chunks(int64_t R, int64_t V) {
-    return std::max<int64_t>(1, std::min<int64_t>(2 * sm_count() / std::max<int64_t>(R, 1), (V + 4095) / 4096));
-}
-
 }  // namespace
 
-void launch_sampling(const SamplingLaunch& p, bool any_logprobs, bool any_adjust, cudaStream_t stream) {
-    if (p.R == 0) return;
-    if (any_logprobs) {
-        logprob_stats_kernel<<<unsigned(p.R), kThreads, 0, stream>>>(p);
-        QS_CUDA_CHECK_LAUNCH();
-    }
-    if (any_adjust) {
-        const size_t smem = size_t(3 * ((p.V + 31) / 32)) * sizeof(uint32_t);
-        allow_dynamic_smem<adjust_kernel>(smem);
-        adjust_kernel<<<unsigned(p.R), kThreads, smem, stream>>>(p);
-        QS_CUDA_CHECK_LAUNCH();
-    }
-    int chunks = int(draw_chunks(p.R, p.V));
-    const int64_t chunk = (p.V + chunks - 1) / chunks;
-    chunks = int((p.V + chunk - 1) / chunk);
-    threshold_kernel<<<unsigned(p.R), kThreads, 0, stream>>>(p, p.draw_thresholds);
-    QS_CUDA_CHECK_LAUNCH();
-    candidate_kernel<<<dim3(unsigned(chunks), unsigned(p.R)), kThreads, 0, stream>>>(p, p.draw_thresholds, chunk,
-                                                                                      p.draw_candidates);
-    QS_CUDA_CHECK_LAUNCH();
-    finish_kernel<<<unsigned(p.R), kThreads, 0, stream>>>(p, p.draw_candidates, chunks);
-    QS_CUDA_CHECK_LAUNCH();
+int32_t sampling_chunks(int64_t R, int64_t V, int32_t forced) {
+    int64_t c = forced > 0 ? forced
+                           : std::min<int64_t>(2 * sm_count() / std::max<int64_t>(R, 1), (V + 4095) / 4096);
+    c = std::clamp<int64_t>(c, 1, std::min<int64_t>(V, kThreads));
+    const int64_t chunk = (V + c - 1) / c;
+    return int32_t((V + chunk - 1) / chunk);  // no empty chunk
 }
 
-size_t sampling_scratch_bytes(int64_t R, int64_t V) {
-    return size_t(R) * (sizeof(RowThresholds) + size_t(draw_chunks(R, V)) * sizeof(Candidate)) + 256;
+size_t sampling_scratch_bytes(int64_t R, int64_t V, int32_t chunks) {
+    (void)V;
+    const size_t draw = (size_t(R) * sizeof(RowThresholds) + 15) / 16 * 16 + size_t(R) * size_t(chunks) * sizeof(Candidate);
+    return (draw + 15) / 16 * 16 + (chunks > 1 ? chunked_scratch_bytes(R, chunks) : 0) + 256;
+}
+
+void set_sampling_scratch(SamplingLaunch& p, void* scratch) {
+    char* at = static_cast<char*>(scratch);
+    p.draw_thresholds = reinterpret_cast<RowThresholds*>(at);
+    at += (size_t(p.R) * sizeof(RowThresholds) + 15) / 16 * 16;
+    p.draw_candidates = reinterpret_cast<Candidate*>(at);
+    at += (size_t(p.R) * size_t(p.chunks) * sizeof(Candidate) + 15) / 16 * 16;
+    p.chunked_scratch = p.chunks > 1 ? at : nullptr;
+}
+
+SamplingNeeds sampling_needs(const SampleRow* rows, int64_t R, int64_t V) {
+    SamplingNeeds n;
+    for (int64_t i = 0; i < R; ++i) {
+        const SampleRow& r = rows[i];
+        n.logprobs |= r.num_top_logprobs >= 0;
+        n.adjust |= r.adjusts();
+        if (r.greedy()) continue;
+        n.sampled = true;
+        n.top_k |= r.top_k > 0 && r.top_k < V;
+        n.top_p |= r.top_p < 1.0f;
+    }
+    return n;
+}
+
+RawValueLists raw_value_lists(const SamplingBatch& batch, int32_t num_logits_rows, const SamplingNeeds& needs) {
+    RawValueLists lists;
+    lists.row_list.assign(batch.rows.size(), -1);
+    if (!needs.logprobs || !needs.adjust) return lists;
+    std::vector<uint8_t> wanted(size_t(num_logits_rows), 0);
+    std::vector<int32_t> list_of(size_t(num_logits_rows), -1);
+    for (const SampleRow& r : batch.rows) wanted[size_t(r.logits_row)] |= r.num_top_logprobs >= 0;
+    for (const SampleRow& a : batch.rows) {
+        if (!a.adjusts() || !wanted[size_t(a.logits_row)]) continue;
+        QS_CHECK_MSG(list_of[size_t(a.logits_row)] < 0, "sampling: two rows adjust the same logits row");
+        list_of[size_t(a.logits_row)] = int32_t(lists.begin.size());
+        lists.begin.push_back(lists.begin.empty() ? 0 : lists.begin.back() + lists.cap.back());
+        lists.cap.push_back((a.adjust_end - a.adjust_begin) + (a.has_penalties() ? a.history_len : 0));
+    }
+    for (size_t i = 0; i < batch.rows.size(); ++i) lists.row_list[i] = list_of[size_t(batch.rows[i].logits_row)];
+    return lists;
+}
+
+void launch_sampling(const SamplingLaunch& p, const SamplingNeeds& needs, cudaStream_t stream) {
+    if (p.R == 0) return;
+    QS_CHECK_MSG(p.chunks >= 1 && p.chunks <= kThreads && (p.chunks == 1) == (p.chunked_scratch == nullptr),
+                 "sampling: chunks and scratch disagree");
+    ChunkedScratch chunked;
+    if (p.chunks > 1 && (needs.logprobs || needs.sampled)) {
+        chunked = carve_chunked_scratch(p.chunked_scratch, p.R, p.chunks);
+        QS_CUDA_CHECK(cudaMemsetAsync(p.chunked_scratch, 0, chunked.zeroed_bytes, stream));
+    }
+    if (needs.logprobs) {
+        if (p.chunks > 1) {
+            launch_chunked_stats(p, chunked, stream);
+        } else {
+            ptx::launch_kernel(logprob_stats_kernel, dim3(unsigned(p.R)), dim3(kThreads), 0, stream, p);
+            QS_CUDA_CHECK_LAUNCH();
+        }
+    }
+    if (needs.adjust) {
+        const size_t smem = size_t(3 * ((p.V + 31) / 32)) * sizeof(uint32_t);
+        allow_dynamic_smem<adjust_kernel>(smem);
+        ptx::launch_kernel(adjust_kernel, dim3(unsigned(p.R)), dim3(kThreads), smem, stream, p);
+        QS_CUDA_CHECK_LAUNCH();
+    }
+    if (needs.sampled) {
+        if (p.chunks > 1) {
+            launch_chunked_thresholds(p, needs, chunked, stream);
+        } else {
+            ptx::launch_kernel(threshold_kernel, dim3(unsigned(p.R)), dim3(kThreads), 0, stream, p, p.draw_thresholds);
+            QS_CUDA_CHECK_LAUNCH();
+        }
+    }
+    const int64_t chunk = (p.V + p.chunks - 1) / p.chunks;
+    ptx::launch_kernel(candidate_kernel, dim3(unsigned(p.chunks), unsigned(p.R)), dim3(kThreads), 0, stream, p,
+                       static_cast<const RowThresholds*>(p.draw_thresholds), chunk, p.draw_candidates);
+    QS_CUDA_CHECK_LAUNCH();
+    ptx::launch_kernel(finish_kernel, dim3(unsigned(p.R)), dim3(kThreads), 0, stream, p,
+                       static_cast<const Candidate*>(p.draw_candidates), int(p.chunks));
+    QS_CUDA_CHECK_LAUNCH();
 }
 
 void launch_store_token_ids(const DeviceBatch& batch, int32_t* token_pages, int32_t block_size, cudaStream_t stream) {
     if (batch.num_tokens == 0) return;
-    store_token_ids_kernel<<<unsigned((batch.num_tokens + 255) / 256), 256, 0, stream>>>(batch, token_pages, block_size);
+    ptx::launch_kernel(store_token_ids_kernel, dim3(unsigned((batch.num_tokens + 255) / 256)), dim3(256), 0, stream, batch,
+                       token_pages, block_size);
     QS_CUDA_CHECK_LAUNCH();
 }
 

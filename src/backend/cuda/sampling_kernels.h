@@ -11,10 +11,16 @@
 //     rows); per (row, vocabulary chunk) the best candidate: the argmax, or Gumbel-max over the
 //     kept set (chunks spread few rows over the SMs); per row the best chunk, the verdict on a
 //     draft and the drawn token's raw logprob.
+// With few rows (fewer than SMs: sampling_chunks > 1) the statistics of 1 and the thresholds of 3
+// are spread over the same vocabulary chunks too (sampling_chunked.cu): a launch per radix round,
+// whose last block per row picks the digit from the summed histogram. The histograms hold integer
+// weights, so the selected keys, and with them every token, top id and verdict, are the one-block
+// path's; only the lse's double sum runs in another order.
 // Launchers enqueue on `stream` and never sync.
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include <cuda_runtime.h>
 
@@ -61,6 +67,10 @@ struct SamplingLaunch {
     // per-chunk candidates [R, chunks]), 16-byte aligned.
     RowThresholds* draw_thresholds = nullptr;
     Candidate* draw_candidates = nullptr;
+    // Vocabulary chunks per row (sampling_chunks; 1: every pass of a row in one block) and the
+    // chunked path's scratch (sampling_chunked.h; null when chunks is 1).
+    int32_t chunks = 1;
+    void* chunked_scratch = nullptr;
     // Outputs, [R] and [R, kMaxTopLogprobs].
     int32_t* token = nullptr;
     int32_t* accepted = nullptr;
@@ -69,11 +79,38 @@ struct SamplingLaunch {
     float* top_logprobs = nullptr;
 };
 
-// Bytes of the draw's scratch for R rows of V logits.
-size_t sampling_scratch_bytes(int64_t R, int64_t V);
+// Vocabulary chunks per row for R rows of V logits: enough blocks for two per SM when the rows are
+// few, at least 4,096 tokens per chunk. `forced` > 0 (tests, the lab) takes that many, at most V.
+int32_t sampling_chunks(int64_t R, int64_t V, int32_t forced = 0);
 
-// Runs the launches (logprob statistics and adjustments only when some row needs them).
-void launch_sampling(const SamplingLaunch& p, bool any_logprobs, bool any_adjust, cudaStream_t stream);
+// Bytes of the draw's scratch for R rows of V logits in `chunks` chunks, the chunked path's
+// included.
+size_t sampling_scratch_bytes(int64_t R, int64_t V, int32_t chunks);
+
+// What the batch's rows ask for, known on the host: which launches run.
+struct SamplingNeeds {
+    bool logprobs = false;  // some row has num_top_logprobs >= 0
+    bool adjust = false;    // some row adjusts its logits row
+    bool top_k = false;     // some non-greedy row has 0 < top_k < V
+    bool top_p = false;     // some non-greedy row has top_p < 1
+    bool sampled = false;   // some row is not greedy
+};
+SamplingNeeds sampling_needs(const SampleRow* rows, int64_t R, int64_t V);
+
+// The raw-value lists of SamplingLaunch (raw_list, list_begin, list_cap): one per adjusted logits
+// row that some row wants logprobs of (siblings share their parent's logits row, so lookups go by
+// logits row). Host code.
+struct RawValueLists {
+    std::vector<int32_t> row_list;  // [R]: the row's list, or -1
+    std::vector<int32_t> begin, cap;  // [L]
+    size_t saved() const { return begin.empty() ? 0 : size_t(begin.back() + cap.back()); }
+};
+RawValueLists raw_value_lists(const SamplingBatch& batch, int32_t num_logits_rows, const SamplingNeeds& needs);
+
+// Runs the launches. p.draw_thresholds, p.draw_candidates and p.chunked_scratch lie in one
+// region of sampling_scratch_bytes(R, V, p.chunks) bytes (set_sampling_scratch).
+void set_sampling_scratch(SamplingLaunch& p, void* scratch);
+void launch_sampling(const SamplingLaunch& p, const SamplingNeeds& needs, cudaStream_t stream);
 
 // tokens[page(pos), pos % block_size] = token_ids[r] for every row r of the uploaded batch.
 struct DeviceBatch;

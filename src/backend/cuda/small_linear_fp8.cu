@@ -43,10 +43,13 @@
 #include "backend/cuda/device_limits.h"
 #include "backend/cuda/ptx_helpers.cuh"  // the emulation shim (bench/kernels/emu) has its own
 #include "backend/cuda/row_norm.cuh"
+#include "backend/cuda/small_linear_fp8_common.cuh"
 #include "core/check.h"
 
 namespace qs::cuda {
 namespace {
+
+using namespace small_fp8;
 
 constexpr int kWarps = 8;
 constexpr int kLoads = 4;                // 16-byte weight loads per lane per chunk
@@ -70,55 +73,11 @@ __device__ __forceinline__ void fp8x16_to_float(const uint4& raw, float* f) {
     }
 }
 
-// Two e4m3 codes → their values (exact in fp32).
-__device__ __forceinline__ float2 fp8x2_to_float2(__nv_fp8x2_storage_t codes) {
-    __nv_fp8x2_e4m3 v;
-    v.__x = codes;
-    return static_cast<float2>(v);
-}
-
-// The weights of one launch (one input x): output feature o of the launch is feature
-// o - first_row[p] of part p, the last p with first_row[p] <= o.
-struct Fp8Parts {
-    const uint8_t* w[kSmallLinearFp8V2MaxParts];        // [out_p, in] e4m3
-    const float* scale_inv[kSmallLinearFp8V2MaxParts];  // [ceil(out_p / 128), in / 128]
-    float* y[kSmallLinearFp8V2MaxParts];                // [T, out_p]
-    int first_row[kSmallLinearFp8V2MaxParts + 1];  // first_row[p] = Σ_{q<p} out_q; then the total
-    int parts = 0, rows = 0;
-};
-
-// Output feature o of the launch: its part's pointers and its row there. Selects over the
-// unrolled parts (a dynamic index into the kernel's parameters would copy them to local memory).
-struct PartRow {
-    const uint8_t* w;
-    const float* scale_inv;
-    float* y;
-    int o, out;  // the row in the part, the part's rows
-};
-
 // Where a row's result goes (kept from its step's load to its last chunk).
 struct RowOut {
     float* y;
     int o, out;
 };
-
-__device__ __forceinline__ PartRow part_row(const Fp8Parts& a, int o) {
-    PartRow r{a.w[0], a.scale_inv[0], a.y[0], o, a.first_row[1]};
-#pragma unroll
-    for (int i = 1; i < kSmallLinearFp8V2MaxParts; ++i) {
-        if (i < a.parts && o >= a.first_row[i]) {
-            r = {a.w[i], a.scale_inv[i], a.y[i], o - a.first_row[i], a.first_row[i + 1] - a.first_row[i]};
-        }
-    }
-    return r;
-}
-
-// e4m3 code of v / scale (v / scale correctly rounded, RNE, satfinite) as its fp32 value: step 1's
-// conversion, by pairs there.
-__device__ __forceinline__ float2 quantise_pair(float a, float b, float scale) {
-    return fp8x2_to_float2(__nv_cvt_float2_to_fp8x2(make_float2(__fdiv_rn(a, scale), __fdiv_rn(b, scale)),
-                                                    __NV_SATFINITE, __NV_E4M3));
-}
 
 // Step 1 with the input norm: h of the T rows (PER elements a thread) → xq, xscale (and h to global
 // memory from block 0). Three barriers a row (two in block_sum, one for the groups' amax).
@@ -244,26 +203,8 @@ __global__ __launch_bounds__(kWarps * 32) void small_linear_fp8_v2_kernel(const 
     else for (int gi = warp * 4 + (lane >> 3); gi < T * groups; gi += kWarps * 4) {
         const int t = gi / groups, g = gi % groups, sub = lane & 7;
         const int k = g * 128 + sub * 16;
-        const float4* xp = reinterpret_cast<const float4*>(x + size_t(t) * in + k);
-        float v[16];
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-            const float4 f = __ldg(xp + j);
-            v[4 * j] = f.x, v[4 * j + 1] = f.y, v[4 * j + 2] = f.z, v[4 * j + 3] = f.w;
-        }
-        float amax = 0.0f;
-#pragma unroll
-        for (int j = 0; j < 16; ++j) amax = fmaxf(amax, fabsf(v[j]));
-        // The 8 lanes of a group are consecutive and aligned: xor offsets below 8 stay inside it.
-#pragma unroll
-        for (int off = 1; off < 8; off <<= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
-        const float scale = amax > 0.0f ? __fdiv_rn(amax, 448.0f) : 1.0f;
         float q[16];
-#pragma unroll
-        for (int j = 0; j < 8; ++j) {
-            const float2 f = quantise_pair(v[2 * j], v[2 * j + 1], scale);
-            q[2 * j] = f.x, q[2 * j + 1] = f.y;
-        }
+        const float scale = quantise_16(x + size_t(t) * in + k, q);
         float* row = xq + size_t(t) * in;
 #pragma unroll
         for (int j = 0; j < 4; ++j)

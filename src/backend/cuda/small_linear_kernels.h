@@ -91,6 +91,15 @@ void launch_small_linear_fp8_v2(std::span<const SmallLinearFp8Part> parts, int64
 void launch_small_linear_fp8_v2(const void* w, const float* scale_inv, int64_t out, int64_t in, const float* x,
                                 int64_t T, float* y, cudaStream_t stream, int blocks_per_sm = 2);
 
+// Version 3 (small_linear_fp8_mma.cu; the lab's `--mma`, not yet taken by Gemm): the same
+// quantised x, the products on tensor cores (mma.sync m16n8k16 on exact f16 copies of the e4m3
+// codes, fp32 accumulation), a block of 8 warps per 16 output features. Same products as version
+// 2, the fp32 sums in another order. Needs `in` a multiple of 512 up to 4,096 and every part's
+// rows a multiple of 16. blocks_per_sm 0: one block per 16 features (no grid cap).
+bool small_linear_fp8_mma_supports(int64_t T, int64_t in, std::span<const SmallLinearFp8Part> parts, const float* x);
+void launch_small_linear_fp8_mma(std::span<const SmallLinearFp8Part> parts, int64_t in, const float* x, int64_t T,
+                                 cudaStream_t stream, int blocks_per_sm = 0);
+
 // fp32 weights (small_linear_f32.cu; the unquantised GDN b/a projections, the router and the
 // shared-expert gate): up to 4 weights of one input in one launch, 1..8 rows. cuBLAS's fp32
 // GEMV takes two launches per weight at these sizes (dot/gemv, then a reduction) and most of a

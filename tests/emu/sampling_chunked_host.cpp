@@ -1,0 +1,3 @@
+// The chunked sampler kernels compiled as host C++ for the emulator test (sampling_emu_smoke in
+// tests/CMakeLists.txt; emu_prelude.h is force-included by the target's options).
+#include "backend/cuda/sampling_chunked.cu"
