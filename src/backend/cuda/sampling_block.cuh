@@ -137,4 +137,24 @@ __device__ __forceinline__ BucketPick pick_digit(int bins, double above, double&
     return pick;
 }
 
+// The top n (<= 20) raw logits of a row, gathered unordered into ids / vals (shared memory): sorted
+// by value descending, then id ascending (insertion sort, one thread), written as ids and
+// logprobs (value - lse).
+__device__ __forceinline__ void write_top_logprobs(int32_t* ids, float* vals, int n, float lse, int32_t* top_ids,
+                                                   float* top_logprobs) {
+    for (int a = 1; a < n; ++a)
+        for (int b = a; b > 0; --b) {
+            const bool swap = vals[b] > vals[b - 1] || (vals[b] == vals[b - 1] && ids[b] < ids[b - 1]);
+            if (!swap) break;
+            const float tv = vals[b];
+            const int32_t ti = ids[b];
+            vals[b] = vals[b - 1], ids[b] = ids[b - 1];
+            vals[b - 1] = tv, ids[b - 1] = ti;
+        }
+    for (int a = 0; a < n; ++a) {
+        top_ids[a] = ids[a];
+        top_logprobs[a] = vals[a] - lse;
+    }
+}
+
 }  // namespace qs::cuda::sampling

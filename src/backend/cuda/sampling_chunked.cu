@@ -224,21 +224,8 @@ __global__ void __launch_bounds__(kThreads) top_gather_kernel(SamplingLaunch p, 
     __syncthreads();
     if (threadIdx.x == 0) {
         st->above_count = 0;
-        // Insertion sort of n <= 20 entries: value descending, id ascending.
-        for (int a = 1; a < n; ++a)
-            for (int b = a; b > 0; --b) {
-                const bool swap = sm.vals[b] > sm.vals[b - 1] || (sm.vals[b] == sm.vals[b - 1] && sm.ids[b] < sm.ids[b - 1]);
-                if (!swap) break;
-                const float tv = sm.vals[b];
-                const int32_t ti = sm.ids[b];
-                sm.vals[b] = sm.vals[b - 1], sm.ids[b] = sm.ids[b - 1];
-                sm.vals[b - 1] = tv, sm.ids[b - 1] = ti;
-            }
-        const float lse = p.lse[row];
-        for (int a = 0; a < n; ++a) {
-            p.top_ids[int64_t(row) * kMaxTopLogprobs + a] = sm.ids[a];
-            p.top_logprobs[int64_t(row) * kMaxTopLogprobs + a] = sm.vals[a] - lse;
-        }
+        write_top_logprobs(sm.ids, sm.vals, n, p.lse[row], p.top_ids + int64_t(row) * kMaxTopLogprobs,
+                           p.top_logprobs + int64_t(row) * kMaxTopLogprobs);
     }
 }
 
