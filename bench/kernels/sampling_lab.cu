@@ -6,10 +6,11 @@
 //   grammar mask (1/8 of the ids allowed, and the two EOS bans of min_tokens: the HTTP `schema`
 //   mode's rows), its bitmask in the engine's page-locked memory (Ops::upload_memory) and in
 //   pageable memory: the mask's cost at 512 rows is the difference to plain greedy.
-// Check: the same tokens and top ids as the CPU for 1 and 8 rows of every mode, with the per-row
-// passes over vocabulary chunks (the default while rows are few) and in one block per row.
+// Check: the same tokens and top ids as the CPU for 1 and 8 rows of every mode, with the statistics
+// and thresholds over vocabulary chunks (CudaOptions::sampling_chunked_select 1) and in one block
+// per row (the default).
 // Timing: host wall time of whole sample() calls (upload, launches, download, sync), median of
-// 20 after 3 warm-ups, by default and with CudaOptions::sampling_chunks 1 (one block per row),
+// 20 after 3 warm-ups, with the selection chunked and by default (one block per row for it),
 // on logits that stay in place (L2 holds none of 512 rows: 508 MB).
 // "GB/s per pass" = rows × V × 4 bytes / time: the bandwidth of one read of the logits; a mode
 // that reads them k times reaches at most copy/k. Built with QS_BUILD_KERNEL_LABS=ON.
@@ -103,11 +104,12 @@ int main(int argc, char** argv) {
         std::printf("no CUDA device\n");
         return 1;
     }
-    // Two samplers: the default (the per-row passes over vocabulary chunks while the rows are few,
-    // CudaOptions::sampling_chunks 0) and one block per row for every pass (sampling_chunks 1).
-    cuda::CudaOptions one_block;
-    one_block.sampling_chunks = 1;
-    cuda::CudaOps ops, ops_one(one_block);
+    // Two samplers: the statistics and thresholds over the draw's vocabulary chunks while the rows
+    // are few (CudaOptions::sampling_chunked_select 1), and one block per row for them (the default,
+    // 0); the draw's own chunks are the same in both.
+    cuda::CudaOptions chunked;
+    chunked.sampling_chunked_select = 1;
+    cuda::CudaOps ops(chunked), ops_one;
     cuda::CudaOps* samplers[2] = {&ops, &ops_one};
     const int max_rows = 512;
     const int64_t block_size = 16, pages_per_row = kHistory / block_size;
@@ -135,7 +137,8 @@ int main(int argc, char** argv) {
     ops.copy_from_host(logits.data(), int64_t(logits.size()), d_logits);
 
     bool ok = true;
-    std::printf("Check against the CPU specification (1 and 8 rows per mode; chunks auto, then one block per row):\n");
+    std::printf("Check against the CPU specification (1 and 8 rows per mode; the selection chunked, then one block "
+                "per row):\n");
     for (const Mode& m : kModes) {
         for (int rows : {1, 8}) {
             const SamplingBatch b = make_batch(m, rows, pages_per_row, ops.upload_memory());
@@ -154,13 +157,13 @@ int main(int argc, char** argv) {
                         bad += got.top_ids[size_t(i) * kMaxTopLogprobs + size_t(j)] !=
                                want.top_ids[size_t(i) * kMaxTopLogprobs + size_t(j)];
                 }
-                std::printf("  %-36s %d rows, %-10s %s\n", m.name, rows, v == 0 ? "chunks" : "one block", bad ? "FAIL" : "ok");
+                std::printf("  %-36s %d rows, %-10s %s\n", m.name, rows, v == 0 ? "chunked" : "one block", bad ? "FAIL" : "ok");
                 ok &= bad == 0;
             }
         }
     }
 
-    std::printf("\n| mode | rows | us per call | one block per row: us | GB/s per pass |\n"
+    std::printf("\n| mode | rows | us per call (selection chunked) | one block per row: us | GB/s per pass |\n"
                 "|:-----|-----:|------------:|----------------------:|--------------:|\n");
     for (const Mode& m : kModes) {
         for (int rows : {1, 64, 512}) {

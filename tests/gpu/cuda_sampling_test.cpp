@@ -145,8 +145,8 @@ TEST(CudaSampling, MatchesTheCpuSpecification) {
 
 // One to three rows, where the per-row passes spread over vocabulary chunks (sampling_chunked.cu:
 // radix rounds whose last block per row merges the chunks' histograms, ties gathered chunk by
-// chunk): every chunk count must give the CPU's tokens, verdicts and top ids, and the one-block
-// path's (CudaOptions::sampling_chunks 1). Logits on a grid of 0.5 put the top-k, top-p and
+// chunk; CudaOptions::sampling_chunked_select 1): every chunk count must give the CPU's tokens,
+// verdicts and top ids, as the one-block path (CudaOptions::sampling_chunks 1) does. Logits on a grid of 0.5 put the top-k, top-p and
 // top-N boundaries inside ties (thousands of equal values), the case the chunk order decides.
 TEST(CudaSampling, FewRowsOverVocabularyChunksMatchTheCpuSpecification) {
     QS_REQUIRE_GPU();
@@ -155,6 +155,7 @@ TEST(CudaSampling, FewRowsOverVocabularyChunksMatchTheCpuSpecification) {
     for (int32_t chunks : {1, 0, 7, 512}) {
         cuda::CudaOptions o;
         o.sampling_chunks = chunks;
+        o.sampling_chunked_select = 1;
         cuda::CudaOps ops(o);
         std::unique_ptr<ModelCache> gpu_cache = ops.make_cache(g);
         ModelCache cpu_cache(g);
@@ -213,17 +214,22 @@ TEST(CudaSampling, FewRowsOverVocabularyChunksMatchTheCpuSpecification) {
     }
 }
 
-// CudaOptions::sampling_chunks: 0 (the automatic choice) by default; out of [0, 512] an internal
-// error naming it (threadsafe death tests, as CudaOptionsChoice's).
-TEST(CudaSampling, ChunkOptionValidated) {
+// CudaOptions::sampling_chunks: 0 (the automatic choice) by default, out of [0, 512] an internal
+// error naming it; sampling_chunked_select: 0 by default (opt-in until an H200 run), 0 or 1
+// (threadsafe death tests, as CudaOptionsChoice's).
+TEST(CudaSampling, ChunkOptionsValidated) {
     QS_REQUIRE_GPU();
     EXPECT_EQ(cuda::CudaOptions{}.sampling_chunks, 0);
+    EXPECT_EQ(cuda::CudaOptions{}.sampling_chunked_select, 0);
     GTEST_FLAG_SET(death_test_style, "threadsafe");
     for (int bad : {-1, 513}) {
         cuda::CudaOptions o;
         o.sampling_chunks = bad;
         EXPECT_DEATH(cuda::CudaOps ops(o), "sampling_chunks must be in \\[0, 512\\]");
     }
+    cuda::CudaOptions o;
+    o.sampling_chunked_select = 2;
+    EXPECT_DEATH(cuda::CudaOps ops(o), "sampling_chunked_select must be 0 or 1");
 }
 
 TEST(CudaSampling, DrawsFollowTheDistribution) {

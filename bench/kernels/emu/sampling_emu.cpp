@@ -70,8 +70,9 @@ Run run_gpu_sampler(const std::vector<float>& logits_in, int64_t V, const Sampli
     p.saved = saved.data();
     p.lse = run.lse.data();
     p.chunks = cuda::sampling_chunks(R, V, forced_chunks);
+    p.chunked_select = true;  // with one chunk: the one-block kernels
     // Scratch starts as 0xff bytes: a read of anything not written poisons the result.
-    std::vector<char> scratch(cuda::sampling_scratch_bytes(R, V, p.chunks) + 16, char(0xff));
+    std::vector<char> scratch(cuda::sampling_scratch_bytes(R, V, p.chunks, true) + 16, char(0xff));
     cuda::set_sampling_scratch(p, scratch.data() + (16 - reinterpret_cast<uintptr_t>(scratch.data()) % 16) % 16);
     p.token = token.data();
     p.accepted = accepted.data();

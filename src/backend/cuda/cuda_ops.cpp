@@ -98,6 +98,8 @@ CudaOps::CudaOps(const CudaOptions& options)
                  "CudaOptions::attention_combine_version must be 1 or 2");
     QS_CHECK_MSG(options.sampling_chunks >= 0 && options.sampling_chunks <= 512,
                  "CudaOptions::sampling_chunks must be in [0, 512]");
+    QS_CHECK_MSG(options.sampling_chunked_select == 0 || options.sampling_chunked_select == 1,
+                 "CudaOptions::sampling_chunked_select must be 0 or 1");
     QS_CHECK_MSG(options.attention_decode_version == 1 || options.attention_decode_version == 2,
                  "CudaOptions::attention_decode_version must be 1 or 2");
     moe_counter_ = DeviceBuffer(sizeof(int));

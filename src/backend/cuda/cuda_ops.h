@@ -232,11 +232,16 @@ struct CudaOptions {
     // layer), 1 the earlier loop; bitwise equal. Default 1 until an H200 run times version 2
     // (attention_lab --combine, scripts/gpu_run.sh one_stream).
     int attention_combine_version = 1;
-    // SamplingLaunch::chunks: vocabulary chunks per sampled row. 0 (default): sampling_chunks'
-    // choice (two blocks per SM while the rows are few, so one sampled stream's top-k / top-p
-    // thresholds and logprob statistics spread over the SMs: sampling_chunked.cu); 1: every pass
-    // of a row in one block (the path before); 2..512: that many (tests and the lab compare them).
+    // SamplingLaunch::chunks: vocabulary chunks per row of the draw. 0 (default): sampling_chunks'
+    // choice (two blocks per SM while the rows are few); 1: one block per row; 2..512: that many
+    // (tests and the lab compare them).
     int sampling_chunks = 0;
+    // SamplingLaunch::chunked_select: 1 runs the top-k / top-p thresholds and the logprob statistics
+    // over the draw's chunks too when there is more than one (sampling_chunked.cu: one sampled
+    // stream's ~0.5 ms of top-p and ~0.7 ms of logprobs a token spread over the SMs; the same
+    // tokens and top ids bit for bit in the CPU emulator). 0 (default until an H200 run has passed
+    // the GPU tests and timed it: gpu_run.sh sampling): one block per row for them, as before.
+    int sampling_chunked_select = 0;
     // GatedAttentionParams::prefill_version for every attention call (attention_kernels.h): 1
     // (default) the mma.sync flash attention for all prefill rows; 2 FlashInfer's Hopper wgmma/TMA
     // kernel (attention_prefill_wgmma.cu) for the prefill rows of batches whose longest sequence

@@ -109,7 +109,8 @@ void CudaOps::sample(float* logits, int64_t V, const SamplingBatch& batch, Model
     const size_t out_bytes = (3 * size_t(R) + 2 * top_n) * 4;
     const size_t scratch = (out_bytes + (L + size_t(R)) * 4 + saved_n * sizeof(SavedLogit) + 15) / 16 * 16;
     const int32_t chunks = sampling_chunks(R, V, options_.sampling_chunks);
-    char* d_out = static_cast<char*>(arena_.allocate(scratch + sampling_scratch_bytes(R, V, chunks)));
+    const bool chunked_select = options_.sampling_chunked_select != 0;
+    char* d_out = static_cast<char*>(arena_.allocate(scratch + sampling_scratch_bytes(R, V, chunks, chunked_select)));
     if (L) QS_CUDA_CHECK(cudaMemsetAsync(d_out + out_bytes, 0, L * 4, stream_));
 
     SamplingLaunch p;
@@ -129,6 +130,7 @@ void CudaOps::sample(float* logits, int64_t V, const SamplingBatch& batch, Model
     p.lse = reinterpret_cast<float*>(d_out + out_bytes + L * 4);
     p.saved = reinterpret_cast<SavedLogit*>(d_out + out_bytes + (L + size_t(R)) * 4);
     p.chunks = chunks;
+    p.chunked_select = chunked_select;
     set_sampling_scratch(p, d_out + scratch);
     p.token = reinterpret_cast<int32_t*>(d_out);
     p.accepted = p.token + R;

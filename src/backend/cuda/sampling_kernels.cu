@@ -345,10 +345,10 @@ int32_t sampling_chunks(int64_t R, int64_t V, int32_t forced) {
     return int32_t((V + chunk - 1) / chunk);  // no empty chunk
 }
 
-size_t sampling_scratch_bytes(int64_t R, int64_t V, int32_t chunks) {
+size_t sampling_scratch_bytes(int64_t R, int64_t V, int32_t chunks, bool chunked_select) {
     (void)V;
     const size_t draw = (size_t(R) * sizeof(RowThresholds) + 15) / 16 * 16 + size_t(R) * size_t(chunks) * sizeof(Candidate);
-    return (draw + 15) / 16 * 16 + (chunks > 1 ? chunked_scratch_bytes(R, chunks) : 0) + 256;
+    return (draw + 15) / 16 * 16 + (chunked_select && chunks > 1 ? chunked_scratch_bytes(R, chunks) : 0) + 256;
 }
 
 void set_sampling_scratch(SamplingLaunch& p, void* scratch) {
@@ -357,7 +357,7 @@ void set_sampling_scratch(SamplingLaunch& p, void* scratch) {
     at += (size_t(p.R) * sizeof(RowThresholds) + 15) / 16 * 16;
     p.draw_candidates = reinterpret_cast<Candidate*>(at);
     at += (size_t(p.R) * size_t(p.chunks) * sizeof(Candidate) + 15) / 16 * 16;
-    p.chunked_scratch = p.chunks > 1 ? at : nullptr;
+    p.chunked_scratch = p.chunked_select && p.chunks > 1 ? at : nullptr;
 }
 
 SamplingNeeds sampling_needs(const SampleRow* rows, int64_t R, int64_t V) {
@@ -394,15 +394,16 @@ RawValueLists raw_value_lists(const SamplingBatch& batch, int32_t num_logits_row
 
 void launch_sampling(const SamplingLaunch& p, const SamplingNeeds& needs, cudaStream_t stream) {
     if (p.R == 0) return;
-    QS_CHECK_MSG(p.chunks >= 1 && p.chunks <= kThreads && (p.chunks == 1) == (p.chunked_scratch == nullptr),
+    const bool chunked_select = p.chunked_select && p.chunks > 1;
+    QS_CHECK_MSG(p.chunks >= 1 && p.chunks <= kThreads && chunked_select == (p.chunked_scratch != nullptr),
                  "sampling: chunks and scratch disagree");
     ChunkedScratch chunked;
-    if (p.chunks > 1 && (needs.logprobs || needs.sampled)) {
+    if (chunked_select && (needs.logprobs || needs.sampled)) {
         chunked = carve_chunked_scratch(p.chunked_scratch, p.R, p.chunks);
         QS_CUDA_CHECK(cudaMemsetAsync(p.chunked_scratch, 0, chunked.zeroed_bytes, stream));
     }
     if (needs.logprobs) {
-        if (p.chunks > 1) {
+        if (chunked_select) {
             launch_chunked_stats(p, chunked, stream);
         } else {
             ptx::launch_kernel(logprob_stats_kernel, dim3(unsigned(p.R)), dim3(kThreads), 0, stream, p);
@@ -416,7 +417,7 @@ void launch_sampling(const SamplingLaunch& p, const SamplingNeeds& needs, cudaSt
         QS_CUDA_CHECK_LAUNCH();
     }
     if (needs.sampled) {
-        if (p.chunks > 1) {
+        if (chunked_select) {
             launch_chunked_thresholds(p, needs, chunked, stream);
         } else {
             ptx::launch_kernel(threshold_kernel, dim3(unsigned(p.R)), dim3(kThreads), 0, stream, p, p.draw_thresholds);

@@ -11,8 +11,9 @@
 //     rows); per (row, vocabulary chunk) the best candidate: the argmax, or Gumbel-max over the
 //     kept set (chunks spread few rows over the SMs); per row the best chunk, the verdict on a
 //     draft and the drawn token's raw logprob.
-// With few rows (fewer than SMs: sampling_chunks > 1) the statistics of 1 and the thresholds of 3
-// are spread over the same vocabulary chunks too (sampling_chunked.cu): a launch per radix round,
+// With few rows (fewer than SMs: sampling_chunks > 1) and SamplingLaunch::chunked_select, the
+// statistics of 1 and the thresholds of 3 are spread over the same vocabulary chunks too
+// (sampling_chunked.cu): a launch per radix round,
 // whose last block per row picks the digit from the summed histogram. The histograms hold integer
 // weights, so the selected keys, and with them every token, top id and verdict, are the one-block
 // path's; only the lse's double sum runs in another order.
@@ -67,9 +68,11 @@ struct SamplingLaunch {
     // per-chunk candidates [R, chunks]), 16-byte aligned.
     RowThresholds* draw_thresholds = nullptr;
     Candidate* draw_candidates = nullptr;
-    // Vocabulary chunks per row (sampling_chunks; 1: every pass of a row in one block) and the
-    // chunked path's scratch (sampling_chunked.h; null when chunks is 1).
+    // Vocabulary chunks per row of the draw (sampling_chunks); with chunked_select and more than
+    // one chunk, the statistics and thresholds over the same chunks too (sampling_chunked.h; its
+    // scratch, else null).
     int32_t chunks = 1;
+    bool chunked_select = false;
     void* chunked_scratch = nullptr;
     // Outputs, [R] and [R, kMaxTopLogprobs].
     int32_t* token = nullptr;
@@ -83,9 +86,9 @@ struct SamplingLaunch {
 // few, at least 4,096 tokens per chunk. `forced` > 0 (tests, the lab) takes that many, at most V.
 int32_t sampling_chunks(int64_t R, int64_t V, int32_t forced = 0);
 
-// Bytes of the draw's scratch for R rows of V logits in `chunks` chunks, the chunked path's
-// included.
-size_t sampling_scratch_bytes(int64_t R, int64_t V, int32_t chunks);
+// Bytes of the draw's scratch for R rows of V logits in `chunks` chunks, the chunked selection's
+// included when it runs (chunked_select and chunks > 1).
+size_t sampling_scratch_bytes(int64_t R, int64_t V, int32_t chunks, bool chunked_select);
 
 // What the batch's rows ask for, known on the host: which launches run.
 struct SamplingNeeds {
@@ -108,7 +111,7 @@ struct RawValueLists {
 RawValueLists raw_value_lists(const SamplingBatch& batch, int32_t num_logits_rows, const SamplingNeeds& needs);
 
 // Runs the launches. p.draw_thresholds, p.draw_candidates and p.chunked_scratch lie in one
-// region of sampling_scratch_bytes(R, V, p.chunks) bytes (set_sampling_scratch).
+// region of sampling_scratch_bytes(R, V, p.chunks, p.chunked_select) bytes (set_sampling_scratch).
 void set_sampling_scratch(SamplingLaunch& p, void* scratch);
 void launch_sampling(const SamplingLaunch& p, const SamplingNeeds& needs, cudaStream_t stream);
 
