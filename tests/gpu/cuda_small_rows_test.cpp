@@ -47,6 +47,34 @@ using gpu_test::normalised_error;
 
 namespace {
 
+using NamedLinears = std::vector<std::pair<const char*, const LinearWeight*>>;
+
+// The FP8 dense linears of one full-attention and one GDN layer (every dense shape of the model);
+// empty when the weights lack either layer type.
+NamedLinears fp8_dense_linears(const ModelWeights& w) {
+    const DecoderLayerWeights *attn = nullptr, *gdn = nullptr;
+    for (const auto& l : w.layers) (l.type == LayerType::kFullAttention ? attn : gdn) = &l;
+    if (!attn || !gdn) return {};
+    return {{"q_proj", &attn->attn.q_proj},     {"k_proj", &attn->attn.k_proj},
+            {"o_proj", &attn->attn.o_proj},     {"in_proj_qkv", &gdn->gdn.in_proj_qkv},
+            {"in_proj_z", &gdn->gdn.in_proj_z}, {"out_proj", &gdn->gdn.out_proj}};
+}
+
+// Rows never mix: each row t of the T-row output y (of x = dx on the device) equals, bit for bit,
+// a one-row call on row t. Returns the number of linear() calls made.
+int64_t expect_rows_match_one_row_calls(cuda::CudaOps& ops, const float* dx, int64_t T, const LinearWeight& w,
+                                        const std::vector<float>& y, const std::string& what) {
+    const int64_t in = w.in_features, out = w.out_features;
+    for (int64_t t = 0; t < T; ++t) {
+        float* d1 = ops.alloc(out);
+        ops.linear(dx + t * in, 1, w, d1);
+        const std::vector<float> y1 = gpu_test::to_host(ops, d1, size_t(out));
+        EXPECT_EQ(std::memcmp(y1.data(), y.data() + t * out, size_t(out) * 4), 0)
+            << what << ": row " << t << " differs from a one-row call";
+    }
+    return T;
+}
+
 TEST(CudaSmallRowsV2, Fp8LinearsMatchCpuAndTodaysPath) {
     QS_REQUIRE_GPU();
     const ModelConfig config = real_shapes(8);
@@ -59,13 +87,8 @@ TEST(CudaSmallRowsV2, Fp8LinearsMatchCpuAndTodaysPath) {
     today.prepare_weights(weight_set(w8));
     v2.prepare_weights(weight_set(w8));
     const bool block_expected = cuda::Gemm::fp8_block_scaling_expected(o_today.device);
-    const DecoderLayerWeights *attn = nullptr, *gdn = nullptr;
-    for (const auto& l : w8.layers) (l.type == LayerType::kFullAttention ? attn : gdn) = &l;
-    ASSERT_TRUE(attn && gdn);
-    const std::vector<std::pair<const char*, const LinearWeight*>> linears = {
-        {"q_proj", &attn->attn.q_proj},     {"k_proj", &attn->attn.k_proj},
-        {"o_proj", &attn->attn.o_proj},     {"in_proj_qkv", &gdn->gdn.in_proj_qkv},
-        {"in_proj_z", &gdn->gdn.in_proj_z}, {"out_proj", &gdn->gdn.out_proj}};
+    const auto linears = fp8_dense_linears(w8);
+    ASSERT_EQ(linears.size(), 6u);
     CpuOps cpu;
     std::mt19937 rng{12345};
     int64_t v2_calls_expected = 0;
@@ -105,15 +128,7 @@ TEST(CudaSmallRowsV2, Fp8LinearsMatchCpuAndTodaysPath) {
             } else {
                 EXPECT_LT(against_today, 2e-3) << what << " against today's path " << int(p0);
             }
-            // Rows never mix: each row alone gives the same bits.
-            for (int64_t t = 0; t < T; ++t) {
-                float* d1 = v2.alloc(out);
-                v2.linear(dx + t * in, 1, *w, d1);
-                const std::vector<float> y1 = gpu_test::to_host(v2, d1, size_t(out));
-                EXPECT_EQ(std::memcmp(y1.data(), y.data() + t * out, size_t(out) * 4), 0)
-                    << what << ": row " << t << " differs from a one-row call";
-                ++v2_calls_expected;
-            }
+            v2_calls_expected += expect_rows_match_one_row_calls(v2, dx, T, *w, y, what);
             v2.free_all();
         }
     }
@@ -136,13 +151,8 @@ TEST(CudaSmallRowsV3, Fp8LinearsMatchCpuAndVersion2) {
     cuda::CudaOps v2(o_v2), v3(o_v3);
     v2.prepare_weights(weight_set(w8));
     v3.prepare_weights(weight_set(w8));
-    const DecoderLayerWeights *attn = nullptr, *gdn = nullptr;
-    for (const auto& l : w8.layers) (l.type == LayerType::kFullAttention ? attn : gdn) = &l;
-    ASSERT_TRUE(attn && gdn);
-    const std::vector<std::pair<const char*, const LinearWeight*>> linears = {
-        {"q_proj", &attn->attn.q_proj},     {"k_proj", &attn->attn.k_proj},
-        {"o_proj", &attn->attn.o_proj},     {"in_proj_qkv", &gdn->gdn.in_proj_qkv},
-        {"in_proj_z", &gdn->gdn.in_proj_z}, {"out_proj", &gdn->gdn.out_proj}};
+    const auto linears = fp8_dense_linears(w8);
+    ASSERT_EQ(linears.size(), 6u);
     CpuOps cpu;
     std::mt19937 rng{2468};
     int64_t v3_launches = 0;
@@ -168,14 +178,7 @@ TEST(CudaSmallRowsV3, Fp8LinearsMatchCpuAndVersion2) {
             ++v3_launches;
             EXPECT_LT(normalised_error(y, ref), 4e-2) << what << " against the CPU";
             EXPECT_LT(normalised_error(y, y2), 1e-5) << what << " against version 2";
-            for (int64_t t = 0; t < T; ++t) {
-                float* d1 = v3.alloc(out);
-                v3.linear(dx + t * in, 1, *w, d1);
-                const std::vector<float> y1 = gpu_test::to_host(v3, d1, size_t(out));
-                EXPECT_EQ(std::memcmp(y1.data(), y.data() + t * out, size_t(out) * 4), 0)
-                    << what << ": row " << t << " differs from a one-row call";
-                ++v3_launches;
-            }
+            v3_launches += expect_rows_match_one_row_calls(v3, dx, T, *w, y, what);
             v3.free_all();
         }
     }
