@@ -7,7 +7,7 @@
 #   sh bench/kernels/emu/run_emu.sh int4                            INT4 small-row linear (int4_emu.cpp)
 #   sh bench/kernels/emu/run_emu.sh sampling [--quick]              the GPU sampler against cpu::sample_rows
 #                                   (sampling_emu.cpp; links the CPU build's build/libqs_lib.a, or $QS_CPU_LIB)
-#   sh bench/kernels/emu/run_emu.sh small_linear                    FP8 small-rows v2 (small_linear_emu.cpp)
+#   sh bench/kernels/emu/run_emu.sh small_linear                    FP8 small-rows v2, and both versions' fused norms (small_linear_emu.cpp)
 #   sh bench/kernels/emu/run_emu.sh small_linear_mma                FP8 small-rows v3 on mma.sync (small_linear_mma_emu.cpp)
 #   sh bench/kernels/emu/run_emu.sh router                          tensor-core router (router_emu.cpp)
 #   sh bench/kernels/emu/run_emu.sh gemm_linears                    Gemm::linears' control flow: the real
@@ -18,92 +18,48 @@ set -e
 out=${EMU_OUT:-build-emu}
 mkdir -p $out
 cuda_inc=${CUDA_HOME:-/usr/local/cuda}/include
-if [ "$1" = attention ]; then
-    shift
+# emulate NAME "SOURCES" [LINK_EXTRA] [COMPILE_FLAGS]: compiles each source as C++ (by default with the
+# emulation prelude in front) and links $out/NAME.
+prelude_flags="-O2 -w -include bench/kernels/emu/emu_prelude.h -Ibench/kernels/emu -Ibench/kernels -Isrc -I$cuda_inc -x c++"
+emulate() {
+    name=$1 sources=$2 link_extra=$3 flags=${4:-$prelude_flags}
     objs=
-    for f in src/backend/cuda/attention_*.cu bench/kernels/emu/attention_emu.cpp; do
+    for f in $sources; do
         o=$out/$(basename $f).o
-        g++ -std=c++20 -O2 -fopenmp -w -include bench/kernels/emu/emu_prelude.h -Ibench/kernels/emu -Ibench/kernels \
-            -Isrc -I$cuda_inc -x c++ -c $f -o $o
+        g++ -std=c++20 $flags -c $f -o $o
         objs="$objs $o"
     done
-    g++ -fopenmp $objs -o $out/attention_emu
-    exec $out/attention_emu "$@"
-fi
-if [ "$1" = small_linear ]; then
-    shift
-    objs=
-    for f in src/backend/cuda/small_linear_fp8.cu bench/kernels/emu/small_linear_emu.cpp; do
-        o=$out/$(basename $f).o
-        g++ -std=c++20 -O2 -w -include bench/kernels/emu/emu_prelude.h -Ibench/kernels/emu -Ibench/kernels \
-            -Isrc -I$cuda_inc -x c++ -c $f -o $o
-        objs="$objs $o"
-    done
-    g++ $objs -o $out/small_linear_emu
-    exec $out/small_linear_emu "$@"
-fi
-if [ "$1" = small_linear_mma ]; then
-    shift
-    objs=
-    for f in src/backend/cuda/small_linear_fp8.cu src/backend/cuda/small_linear_fp8_mma.cu \
-             bench/kernels/emu/small_linear_mma_emu.cpp; do
-        o=$out/$(basename $f).o
-        g++ -std=c++20 -O2 -w -include bench/kernels/emu/emu_prelude.h -Ibench/kernels/emu -Ibench/kernels \
-            -Isrc -I$cuda_inc -x c++ -c $f -o $o
-        objs="$objs $o"
-    done
-    g++ $objs -o $out/small_linear_mma_emu
-    exec $out/small_linear_mma_emu "$@"
-fi
-if [ "$1" = router ]; then
-    shift
-    objs=
-    for f in src/backend/cuda/router_gemm.cu bench/kernels/emu/router_emu.cpp; do
-        o=$out/$(basename $f).o
-        g++ -std=c++20 -O2 -w -include bench/kernels/emu/emu_prelude.h -Ibench/kernels/emu -Ibench/kernels \
-            -Isrc -I$cuda_inc -x c++ -c $f -o $o
-        objs="$objs $o"
-    done
-    g++ $objs -o $out/router_emu
-    exec $out/router_emu "$@"
-fi
-if [ "$1" = sampling ]; then
-    shift
-    objs=
-    for f in src/backend/cuda/sampling_kernels.cu src/backend/cuda/sampling_chunked.cu bench/kernels/emu/sampling_emu.cpp; do
-        o=$out/$(basename $f).o
-        g++ -std=c++20 -O2 -w -include bench/kernels/emu/emu_prelude.h -Ibench/kernels/emu -Ibench/kernels \
-            -Isrc -I$cuda_inc -x c++ -c $f -o $o
-        objs="$objs $o"
-    done
-    g++ $objs ${QS_CPU_LIB:-build/libqs_lib.a} -lpthread -o $out/sampling_emu
-    exec $out/sampling_emu "$@"
-fi
-if [ "$1" = int4 ]; then
-    shift
-    objs=
-    for f in src/backend/cuda/int4_linear_kernels.cu bench/kernels/emu/int4_emu.cpp; do
-        o=$out/$(basename $f).o
-        g++ -std=c++20 -O2 -w -include bench/kernels/emu/emu_prelude.h -Ibench/kernels/emu -Ibench/kernels \
-            -Isrc -I$cuda_inc -x c++ -c $f -o $o
-        objs="$objs $o"
-    done
-    g++ $objs -o $out/int4_emu
-    exec $out/int4_emu "$@"
-fi
-if [ "$1" = gemm_linears ]; then
-    shift
-    objs=
-    for f in src/backend/cuda/gemm.cpp src/backend/cuda/device_memory.cpp src/core/dtype.cpp \
-             bench/kernels/emu/gemm_linears_emu.cpp; do
-        o=$out/$(basename $f).o
-        g++ -std=c++20 -O2 -Wall -Wextra -Wno-unused-parameter -DFMT_HEADER_ONLY=1 -Isrc -isystem $cuda_inc \
-            -c $f -o $o
-        objs="$objs $o"
-    done
-    g++ $objs -o $out/gemm_linears_emu
-    exec $out/gemm_linears_emu "$@"
-fi
+    g++ $objs $link_extra -o $out/$name
+}
+case "$1" in
+    attention) shift
+               prelude_flags="-fopenmp $prelude_flags"
+               emulate attention_emu "src/backend/cuda/attention_*.cu bench/kernels/emu/attention_emu.cpp" -fopenmp
+               exec $out/attention_emu "$@" ;;
+    small_linear) shift
+                  emulate small_linear_emu "src/backend/cuda/small_linear_fp8.cu src/backend/cuda/small_linear_fp8_mma.cu
+                                                bench/kernels/emu/small_linear_emu.cpp"
+                  exec $out/small_linear_emu "$@" ;;
+    small_linear_mma) shift
+                      emulate small_linear_mma_emu "src/backend/cuda/small_linear_fp8.cu src/backend/cuda/small_linear_fp8_mma.cu
+                                                    bench/kernels/emu/small_linear_mma_emu.cpp"
+                      exec $out/small_linear_mma_emu "$@" ;;
+    router) shift
+            emulate router_emu "src/backend/cuda/router_gemm.cu bench/kernels/emu/router_emu.cpp"
+            exec $out/router_emu "$@" ;;
+    sampling) shift
+              emulate sampling_emu "src/backend/cuda/sampling_kernels.cu src/backend/cuda/sampling_chunked.cu
+                                    bench/kernels/emu/sampling_emu.cpp" "${QS_CPU_LIB:-build/libqs_lib.a} -lpthread"
+              exec $out/sampling_emu "$@" ;;
+    int4) shift
+          emulate int4_emu "src/backend/cuda/int4_linear_kernels.cu bench/kernels/emu/int4_emu.cpp"
+          exec $out/int4_emu "$@" ;;
+    gemm_linears) shift  # the real gemm.cpp, compiled as itself (no prelude), on host stand-ins
+                  emulate gemm_linears_emu "src/backend/cuda/gemm.cpp src/backend/cuda/device_memory.cpp src/core/dtype.cpp
+                                            bench/kernels/emu/gemm_linears_emu.cpp" "" \
+                      "-O2 -Wall -Wextra -Wno-unused-parameter -DFMT_HEADER_ONLY=1 -Isrc -isystem $cuda_inc"
+                  exec $out/gemm_linears_emu "$@" ;;
+esac
 [ "$1" = gdn ] && shift
 mkdir -p $out/backend/cuda  # prepared headers shadow src/ (quoted includes look beside the .cpp first)
 python3 bench/kernels/emu/prepare.py src/backend/cuda/gdn_chunk_math.cuh $out/backend/cuda/gdn_chunk_math.cuh
