@@ -12,7 +12,7 @@
 //      at 1-4 rows, checked, timed in CUDA graphs;
 //      --norm: only the norms fused into the FP8 small-rows launches at 1-4 rows (CudaOptions::
 //      fused_input_norm, fused_output_norm) against the norm kernel beside the linears, bitwise
-//      checked, timed in CUDA graphs;
+//      checked, timed in CUDA graphs, on small-rows version 2 then version 3;
 //      --small-v2: only the small-rows version 2 section, 1-4 rows, checks and old-vs-new timings;
 //      --prefill: only prefill sizes (T = 4,096 and 16,384: checked, then the whole call and the
 //      activation quantisation alone timed, TFLOP/s against the measured fp8 GEMM peak; then the
@@ -671,8 +671,14 @@ struct Lab {
     // at 1-4 rows: h and every output of the fused call (the norm in the FP8 small-rows launch's
     // prologue) bitwise equal to the norm kernel then the linears, then both timed as a CUDA graph
     // of 24 calls (lab_timing.h; weights rotated over >= 128 MB of copies, as a step's graph replays
-    // them back to back), µs per call.
+    // them back to back), µs per call. Both small-rows versions (Gemm::set_fp8_small_version 2, 3):
+    // within a version the fused call's bits are the unfused call's.
     void time_norm(std::mt19937& rng) {
+        for (int version : {2, 3}) time_norm_version(version, rng);
+        gemm.set_fp8_small_version(2);
+    }
+    void time_norm_version(int version, std::mt19937& rng) {
+        gemm.set_fp8_small_version(version);
         const int64_t in = 2048;
         struct GroupSpec {
             const char* name;
@@ -749,9 +755,9 @@ struct Lab {
                 all_ok = all_ok && same;
                 const double us[2] = {qs::lab::graph_us_per_call(stream, [&](int it) { call(0, it); }),
                                       qs::lab::graph_us_per_call(stream, [&](int it) { call(1, it); })};
-                std::printf("%-5s norm + %-14s T=%lld  norm kernel + linears %7.2f us | fused %7.2f us | saved %5.2f us "
+                std::printf("%-5s v%d norm + %-14s T=%lld  norm kernel + linears %7.2f us | fused %7.2f us | saved %5.2f us "
                             "(%.1f%%)  %s\n",
-                            same ? "PASS" : "FAIL", g.name, (long long)T, us[0], us[1], us[0] - us[1],
+                            same ? "PASS" : "FAIL", version, g.name, (long long)T, us[0], us[1], us[0] - us[1],
                             100.0 * (us[0] - us[1]) / us[0], same ? "bitwise = unfused" : "DIFFERS FROM UNFUSED");
                 std::fflush(stdout);
                 for (void* b : bufs) cudaFree(b);
@@ -807,9 +813,9 @@ struct Lab {
                 // x grows by pending + y each call: fine for timing.
                 const double us[2] = {qs::lab::graph_us_per_call(stream, [&](int it) { call(0, it); }),
                                       qs::lab::graph_us_per_call(stream, [&](int it) { call(1, it); })};
-                std::printf("%-5s o_proj + post norm  T=%lld  linear + norm kernel %7.2f us | fused %7.2f us | saved %5.2f us "
+                std::printf("%-5s v%d o_proj + post norm  T=%lld  linear + norm kernel %7.2f us | fused %7.2f us | saved %5.2f us "
                             "(%.1f%%)  %s\n",
-                            same ? "PASS" : "FAIL", (long long)T, us[0], us[1], us[0] - us[1],
+                            same ? "PASS" : "FAIL", version, (long long)T, us[0], us[1], us[0] - us[1],
                             100.0 * (us[0] - us[1]) / us[0], same ? "bitwise = unfused" : "DIFFERS FROM UNFUSED");
                 std::fflush(stdout);
                 for (void* b : bufs) cudaFree(b);

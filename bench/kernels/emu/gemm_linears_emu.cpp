@@ -333,9 +333,15 @@ void launch_small_linear_fp8_v2(std::span<const SmallLinearFp8Part> parts, int64
     }
     for (const SmallLinearFp8Part& p : parts) small_rows(p.w, true, p.scale_inv, p.out, in, x, T, p.y, 0.0f);
 }
-// FP8 version 3 (tensor cores): the same support rule as small_linear_fp8_mma.cu, the exact product of
-// each weight (launches counted).
-int64_t g_fp8_v3_launches = 0;
+// FP8 version 3 (tensor cores): the same support rules as small_linear_fp8_mma.cu, the exact product of
+// each weight (launches counted); the norms as version 2's stand-ins run them.
+int64_t g_fp8_v3_launches = 0, g_fp8_v3_norm_launches = 0, g_fp8_v3_post_launches = 0;
+bool small_linear_fp8_mma_norm_supports(int64_t T, int64_t in) {
+    return T >= 1 && T <= kSmallLinearFp8V2MaxRows && (in == 2048 || in == 4096);
+}
+bool small_linear_fp8_mma_output_norm_supports(int64_t T, int64_t in, int64_t out) {
+    return small_linear_fp8_mma_norm_supports(T, in) && (out == 2048 || out == 4096);
+}
 bool small_linear_fp8_mma_supports(int64_t T, int64_t in, std::span<const SmallLinearFp8Part> parts, const float* x) {
     if (T < 1 || T > kSmallLinearFp8V2MaxRows || in < 512 || in % 512 != 0 || in > 4096 || parts.empty() ||
         parts.size() > size_t(kSmallLinearFp8V2MaxParts) || reinterpret_cast<uintptr_t>(x) % 16 != 0)
@@ -345,10 +351,27 @@ bool small_linear_fp8_mma_supports(int64_t T, int64_t in, std::span<const SmallL
     return true;
 }
 void launch_small_linear_fp8_mma(std::span<const SmallLinearFp8Part> parts, int64_t in, const float* x, int64_t T,
-                                 cudaStream_t, int) {
+                                 cudaStream_t, int, const SmallLinearInputNorm* norm) {
     ++g_fp8_v3_launches;
     if (!small_linear_fp8_mma_supports(T, in, parts, x)) std::abort();
+    if (norm != nullptr) {
+        ++g_fp8_v3_norm_launches;
+        if (!small_linear_fp8_mma_norm_supports(T, in)) std::abort();
+        host_norm(x, norm->pending, nullptr, nullptr, norm->w, T, in, norm->eps, norm->h);
+        x = norm->h;
+    }
     for (const SmallLinearFp8Part& p : parts) small_rows(p.w, true, p.scale_inv, p.out, in, x, T, p.y, 0.0f);
+}
+void launch_small_linear_fp8_mma_output_norm(const SmallLinearFp8Part& p, int64_t in, const float* x, int64_t T,
+                                             const SmallLinearOutputNorm& post, cudaStream_t, int) {
+    ++g_fp8_v3_launches;
+    ++g_fp8_v3_post_launches;
+    const SmallLinearFp8Part parts[1] = {p};
+    if (!small_linear_fp8_mma_supports(T, in, parts, x) || !small_linear_fp8_mma_output_norm_supports(T, in, p.out) ||
+        post.counter == nullptr)
+        std::abort();
+    small_rows(p.w, true, p.scale_inv, p.out, in, x, T, p.y, 0.0f);
+    host_norm(post.x, post.pending, p.y, post.x, post.w, T, p.out, post.eps, post.h);
 }
 // One weight, then the post-attention norm as its last block runs it.
 int64_t g_fp8_v2_post_launches = 0;
@@ -627,10 +650,10 @@ void run_norm_case(const Case& c, int64_t T, bool with_pending, int small_rows, 
     if (!why.empty()) ++g_failures;
 }
 
-// Gemm::set_fp8_small_version(3): the FP8 small-rows launches without a fused norm go to version 3
-// where it takes the call (every part's rows a multiple of 16), the others stay on version 2, and
-// the launch with the fused input norm stays on version 2; the outputs are those of version 2's
-// launches (both stand-ins compute the exact product).
+// Gemm::set_fp8_small_version(3): the FP8 small-rows launches go to version 3 where it takes the
+// call (every part's rows a multiple of 16), the launch with the fused input norm included; the
+// others stay on version 2; the outputs and h are those of version 2's launches (both stand-ins
+// compute the exact product and the same norm).
 void run_version3_case(const Case& c, int64_t T, bool with_norm, std::mt19937& rng) {
     std::vector<HostLinear> hs(c.weights.size());
     for (size_t i = 0; i < hs.size(); ++i) make(hs[i], c.weights[i].first, c.weights[i].second, c.in, rng);
@@ -639,7 +662,8 @@ void run_version3_case(const Case& c, int64_t T, bool with_norm, std::mt19937& r
     for (float& v : x) v = nd(rng);
     for (float& v : nw) v = 0.2f * nd(rng);
     std::vector<std::vector<float>> y_of[2];
-    int64_t v2[2] = {}, v3[2] = {}, v2_norm[2] = {};
+    std::vector<float> h_of[2];
+    int64_t v2[2] = {}, v3[2] = {}, v2_norm[2] = {}, v3_norm[2] = {};
     for (int version = 2; version <= 3; ++version) {
         Gemm g;
         g.set_fp8_small_rows(4);
@@ -654,8 +678,10 @@ void run_version3_case(const Case& c, int64_t T, bool with_norm, std::mt19937& r
             ws.push_back(&hs[i].lin);
             ys.push_back(y[i].data());
         }
-        std::vector<float> h(x.size(), NAN);
-        const int64_t a = g_fp8_v2_launches, b = g_fp8_v3_launches, n = g_fp8_v2_norm_launches;
+        std::vector<float>& h = h_of[version - 2];
+        h.assign(x.size(), NAN);
+        const int64_t a = g_fp8_v2_launches, b = g_fp8_v3_launches, n = g_fp8_v2_norm_launches,
+                      n3 = g_fp8_v3_norm_launches;
         if (with_norm) {
             const SmallLinearInputNorm norm{nullptr, nw.data(), 1e-6f, h.data()};
             g.norm_linears(x.data(), norm, true, T, ws, ys, arena, cudaStream_t(nullptr));
@@ -664,17 +690,21 @@ void run_version3_case(const Case& c, int64_t T, bool with_norm, std::mt19937& r
         }
         v2[version - 2] = g_fp8_v2_launches - a, v3[version - 2] = g_fp8_v3_launches - b;
         v2_norm[version - 2] = g_fp8_v2_norm_launches - n;
+        v3_norm[version - 2] = g_fp8_v3_norm_launches - n3;
     }
     // The norm rides on a launch only at rows of 2,048 or 4,096; otherwise the norm kernel runs and
     // the linears are plain launches.
     const bool fused = with_norm && small_linear_fp8_v2_norm_supports(T, c.in);
-    bool mma_takes = !fused;
+    bool mma_takes = true;
     for (const auto& w : c.weights) mma_takes = mma_takes && w.first == DeviceLinear::Dtype::kFP8Block && w.second % 16 == 0;
     std::string why;
     if (v3[0] != 0) why += " version 2 launched version 3;";
     if (mma_takes ? (v3[1] != 1 || v2[1] != 0) : (v3[1] != 0 || v2[1] != v2[0]))
         why += " version 3 routing: v2 " + std::to_string(v2[1]) + ", v3 " + std::to_string(v3[1]) + " launches;";
-    if (v2_norm[1] != (fused ? 1 : 0)) why += " the fused norm left version 2;";
+    if (v2_norm[0] != (fused ? 1 : 0) || v3_norm[0] != 0) why += " version 2's fused norm launches wrong;";
+    if (v2_norm[1] != (fused && !mma_takes ? 1 : 0) || v3_norm[1] != (fused && mma_takes ? 1 : 0))
+        why += " version 3's fused norm launches: v2 " + std::to_string(v2_norm[1]) + ", v3 " + std::to_string(v3_norm[1]) + ";";
+    if (with_norm && std::memcmp(h_of[0].data(), h_of[1].data(), x.size() * 4) != 0) why += " h differs;";
     for (size_t i = 0; i < hs.size(); ++i)
         if (std::memcmp(y_of[0][i].data(), y_of[1][i].data(), y_of[0][i].size() * 4) != 0)
             why += " output " + std::to_string(i) + " differs;";
@@ -685,8 +715,9 @@ void run_version3_case(const Case& c, int64_t T, bool with_norm, std::mt19937& r
 
 // Gemm::linear_norm: fused (the norm in the FP8 small-rows launch) against not (the linear, then the
 // norm launch): y, x and h bitwise equal, the norm riding on the launch exactly where one applies.
+// version 3: the fused launch is version 3's where it takes it (in and out of 2,048 or 4,096).
 void run_linear_norm_case(DeviceLinear::Dtype dtype, int64_t out, int64_t in, int64_t T, bool with_pending,
-                          int small_rows, std::mt19937& rng) {
+                          int small_rows, std::mt19937& rng, int version = 2) {
     HostLinear hl;
     make(hl, dtype, out, in, rng);
     std::normal_distribution<float> nd(0.0f, 1.0f);
@@ -697,35 +728,39 @@ void run_linear_norm_case(DeviceLinear::Dtype dtype, int64_t out, int64_t in, in
     for (float& v : nw) v = 0.2f * nd(rng);
     std::vector<float> y_of[2], x_of[2], h_of[2];
     bool rode[2] = {};
-    int64_t norm_launches[2] = {}, post_launches[2] = {};
+    int64_t norm_launches[2] = {}, post_launches[2] = {}, v3_post_launches[2] = {};
     int counter = 0;
     for (int fused = 0; fused < 2; ++fused) {
         Gemm g;
         g.set_fp8_small_rows(small_rows);
+        g.set_fp8_small_version(version);
         DeviceArena arena(size_t(4) << 20);
         y_of[fused].assign(x.size(), NAN);
         h_of[fused].assign(x.size(), NAN);
         x_of[fused] = x;
         const SmallLinearOutputNorm post{x_of[fused].data(), with_pending ? pending.data() : nullptr, nw.data(), 1e-6f,
                                          h_of[fused].data(), &counter};
-        const int64_t n0 = g_norm_launches, p0 = g_fp8_v2_post_launches;
+        const int64_t n0 = g_norm_launches, p0 = g_fp8_v2_post_launches, q0 = g_fp8_v3_post_launches;
         rode[fused] = g.linear_norm(hl.lin, a.data(), T, y_of[fused].data(), post, fused == 1, arena, cudaStream_t(nullptr));
         norm_launches[fused] = g_norm_launches - n0;
         post_launches[fused] = g_fp8_v2_post_launches - p0;
+        v3_post_launches[fused] = g_fp8_v3_post_launches - q0;
     }
-    const bool can_ride = dtype == DeviceLinear::Dtype::kFP8Block && T <= small_rows && in % 512 == 0 &&
-                          small_linear_fp8_v2_output_norm_supports(T, out);
+    const bool small = dtype == DeviceLinear::Dtype::kFP8Block && T <= small_rows && in % 512 == 0;
+    const bool on_v3 = small && version == 3 && out % 16 == 0 && small_linear_fp8_mma_output_norm_supports(T, in, out);
+    const bool can_ride = on_v3 || (small && small_linear_fp8_v2_output_norm_supports(T, out));
     std::string why;
-    if (rode[0] || norm_launches[0] != 1 || post_launches[0] != 0) why += " unfused path wrong;";
-    if (rode[1] != can_ride || norm_launches[1] != (can_ride ? 0 : 1) || post_launches[1] != (can_ride ? 1 : 0))
-        why += " fused path: rode " + std::to_string(rode[1]) + ";";
+    if (rode[0] || norm_launches[0] != 1 || post_launches[0] != 0 || v3_post_launches[0] != 0) why += " unfused path wrong;";
+    if (rode[1] != can_ride || norm_launches[1] != (can_ride ? 0 : 1) ||
+        post_launches[1] != (can_ride && !on_v3 ? 1 : 0) || v3_post_launches[1] != (on_v3 ? 1 : 0))
+        why += " fused path: rode " + std::to_string(rode[1]) + ", v3 " + std::to_string(v3_post_launches[1]) + ";";
     if (y_of[0] != y_of[1]) why += " y differs;";
     if (std::memcmp(x_of[0].data(), x_of[1].data(), x.size() * 4) != 0) why += " x differs;";
     if (std::memcmp(h_of[0].data(), h_of[1].data(), x.size() * 4) != 0) why += " h differs;";
     if (x_of[1] == x) why += " x not updated;";
-    std::printf("%-4s linear + norm %-5s %lldx%lld T=%-3lld small_rows=%d%s | norm rode on the launch: %d%s\n",
+    std::printf("%-4s linear + norm %-5s %lldx%lld T=%-3lld small_rows=%d v%d%s | norm rode on the launch: %d%s\n",
                 why.empty() ? "PASS" : "FAIL", dtype == DeviceLinear::Dtype::kFP8Block ? "fp8" : "bf16", (long long)out,
-                (long long)in, (long long)T, small_rows, with_pending ? " pending" : "", int(rode[1]), why.c_str());
+                (long long)in, (long long)T, small_rows, version, with_pending ? " pending" : "", int(rode[1]), why.c_str());
     if (!why.empty()) ++g_failures;
 }
 
@@ -766,10 +801,15 @@ int main() {
             for (int64_t T : {1, 4, 5})
                 for (bool with_pending : {false, true})
                     for (int small_rows : {0, 4}) run_linear_norm_case(dtype, out, 512, T, with_pending, small_rows, rng);
+    // With version 3: in 2,048 (it takes out 2,048 and 4,096; out 1,024 stays on the norm kernel).
+    for (int64_t out : {2048, 4096, 1024})
+        for (int64_t T : {1, 2, 4, 5})
+            for (int version : {2, 3}) run_linear_norm_case(D::kFP8Block, out, 2048, T, false, 4, rng, version);
     // The small-rows version 3 routing.
     const std::vector<Case> v3_cases = {
         {"fp8 q/k/v-like", {{D::kFP8Block, 384}, {D::kFP8Block, 128}, {D::kFP8Block, 128}}, false, 2048},
         {"fp8 rows not of 16", {{D::kFP8Block, 200}, {D::kFP8Block, 96}}, false, 512},
+        {"fp8 rows not of 16, in 2048", {{D::kFP8Block, 200}, {D::kFP8Block, 96}}, false, 2048},
     };
     for (const Case& c : v3_cases)
         for (int64_t T : {1, 2, 4})

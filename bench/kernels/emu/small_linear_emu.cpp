@@ -11,10 +11,15 @@
 // 4,096, with and without the pending addend): h and every part's y equal, bit for bit, the norm
 // kernel's arithmetic (the reference kernel below: basic_kernels.cu's add_rms_norm_zc_kernel
 // mapping on row_norm.cuh) followed by a launch on that h, h is within 1e-6 of a double-precision
-// norm, x and pending are unchanged and nothing is written past h or y. Says nothing about speed.
+// norm, x and pending are unchanged and nothing is written past h or y; then the output norm by the
+// last block (y bitwise a plain launch's, x and h bitwise the reference kernel's on that y). The
+// norm cases run twice: version 2, then version 3 (small_linear_fp8_mma.cu, whose launches with a
+// norm must equal its own plain launch on the reference h, bit for bit, and whose output norm the
+// same reference kernel on its own y). Says nothing about speed.
 // Build and run (repo root; g++ only): sh bench/kernels/emu/run_emu.sh small_linear
 #include <cstdio>
 #include <random>
+#include <span>
 
 #include "backend/cuda/ptx_helpers.cuh"  // the emulator's (bench/kernels/emu/backend)
 #include "backend/cuda/row_norm.cuh"
@@ -202,9 +207,17 @@ int main() {
             std::fflush(stdout);
         }
     }
-    // The layer's input norm in the prologue.
+    // A plain launch of version 2 or 3 (bps 2 → version 3's uncapped grid, 1 → one block per SM).
+    auto plain = [](bool mma, std::span<const qs::cuda::SmallLinearFp8Part> parts, int64_t in, const float* x,
+                    int64_t T, int bps) {
+        if (mma) qs::cuda::launch_small_linear_fp8_mma(parts, in, x, T, nullptr, bps == 2 ? 0 : 1);
+        else qs::cuda::launch_small_linear_fp8_v2(parts, in, x, T, nullptr, bps);
+    };
+    // The layer's input norm in the prologue (version 3: every part a multiple of 16 rows).
     const Group norm_groups[] = {{2048, {300, 40}, 2}, {2048, {1100}, 1}, {4096, {136, 9}, 2}};
-    for (const Group& gr : norm_groups) {
+    const Group norm_groups_mma[] = {{2048, {304, 48}, 2}, {2048, {1104}, 1}, {4096, {144, 16}, 2}};
+    for (bool mma : {false, true})
+    for (const Group& gr : mma ? norm_groups_mma : norm_groups) {
         const std::vector<Weight> ws = random_weights(gr.outs, gr.in);
         std::vector<float> nw(size_t(gr.in));
         for (float& f : nw) f = 0.3f * nd(rng);
@@ -234,9 +247,10 @@ int main() {
                     parts.push_back({ws[i].w.data(), ws[i].s.data(), gr.outs[i], ys[i].data()});
                     ref_parts.push_back({ws[i].w.data(), ws[i].s.data(), gr.outs[i], ref[i].data()});
                 }
-                qs::cuda::launch_small_linear_fp8_v2(ref_parts, gr.in, h_ref.data(), T, nullptr, gr.bps);
+                plain(mma, ref_parts, gr.in, h_ref.data(), T, gr.bps);
                 const qs::cuda::SmallLinearInputNorm norm{p, nw.data(), eps, h.data()};
-                qs::cuda::launch_small_linear_fp8_v2(parts, gr.in, x.data(), T, nullptr, gr.bps, &norm);
+                if (mma) qs::cuda::launch_small_linear_fp8_mma(parts, gr.in, x.data(), T, nullptr, gr.bps == 2 ? 0 : 1, &norm);
+                else qs::cuda::launch_small_linear_fp8_v2(parts, gr.in, x.data(), T, nullptr, gr.bps, &norm);
                 bool same = true, guard = true, finite = true;
                 for (size_t i = 0; i < ws.size(); ++i) {
                     same = same && std::memcmp(ys[i].data(), ref[i].data(), ref[i].size() * 4) == 0;
@@ -265,8 +279,8 @@ int main() {
                 const double err = std::sqrt(num / den);
                 const bool ok = same && h_same && guard && finite && inputs_kept && err < 1e-6;
                 fails += !ok;
-                std::printf("%s norm + %zu parts in %lld bps %d T %lld%s: h rel err %.2e%s%s%s%s%s\n",
-                            ok ? "ok  " : "FAIL", ws.size(), (long long)gr.in, gr.bps, (long long)T,
+                std::printf("%s v%d norm + %zu parts in %lld bps %d T %lld%s: h rel err %.2e%s%s%s%s%s\n",
+                            ok ? "ok  " : "FAIL", mma ? 3 : 2, ws.size(), (long long)gr.in, gr.bps, (long long)T,
                             with_pending ? " pending" : "", err,
                             h_same ? ", h = norm kernel's" : ", H DIFFERS", same ? ", y = launch on h" : ", Y DIFFERS",
                             guard ? "" : " WROTE PAST h/y", finite ? "" : " NOT FINITE",
@@ -280,6 +294,7 @@ int main() {
         int bps;
     };
     const OutShape out_shapes[] = {{2048, 4096, 2}, {2048, 4096, 1}, {4096, 2048, 2}};
+    for (bool mma : {false, true})
     for (const OutShape& os : out_shapes) {
         const std::vector<Weight> one = random_weights({os.out}, os.in);
         const std::vector<uint8_t>& w = one[0].w;
@@ -295,22 +310,24 @@ int main() {
                 for (float& f : pend) f = nd(rng);
                 const float* p = with_pending ? pend.data() : nullptr;
                 std::vector<float> y_ref(x.size()), x_ref(x.size()), h_ref(x.size());
-                qs::cuda::launch_small_linear_fp8_v2(w.data(), sc.data(), os.out, os.in, a.data(), T, y_ref.data(),
-                                                     nullptr, os.bps);
+                const qs::cuda::SmallLinearFp8Part ref_part{w.data(), sc.data(), os.out, y_ref.data()};
+                plain(mma, std::span(&ref_part, 1), os.in, a.data(), T, os.bps);
                 reference_norm(x.data(), p, y_ref.data(), x_ref.data(), nw.data(), T, os.out, eps, h_ref.data());
                 std::vector<float> y(x.size() + 64, std::nanf("")), h(x.size() + 64, std::nanf("")), xs = x;
                 const std::vector<float> pend0 = pend, a0 = a;
                 int counter = 0;
                 const qs::cuda::SmallLinearOutputNorm post{xs.data(), p, nw.data(), eps, h.data(), &counter};
-                qs::cuda::launch_small_linear_fp8_v2_output_norm({w.data(), sc.data(), os.out, y.data()}, os.in,
-                                                                 a.data(), T, post, nullptr, os.bps);
+                const qs::cuda::SmallLinearFp8Part part{w.data(), sc.data(), os.out, y.data()};
+                if (mma) qs::cuda::launch_small_linear_fp8_mma_output_norm(part, os.in, a.data(), T, post, nullptr,
+                                                                          os.bps == 2 ? 0 : 1);
+                else qs::cuda::launch_small_linear_fp8_v2_output_norm(part, os.in, a.data(), T, post, nullptr, os.bps);
                 bool guard = true;
                 for (size_t j = x.size(); j < y.size(); ++j) guard = guard && std::isnan(y[j]) && std::isnan(h[j]);
                 const bool y_same = std::memcmp(y.data(), y_ref.data(), x.size() * 4) == 0;
                 const bool x_same = xs == x_ref, h_same = std::memcmp(h.data(), h_ref.data(), x.size() * 4) == 0;
                 const bool ok = y_same && x_same && h_same && guard && counter == 0 && pend == pend0 && a == a0;
                 fails += !ok;
-                std::printf("%s out %lld in %lld bps %d T %lld%s + post norm: %s, %s, %s, counter %d%s\n", ok ? "ok  " : "FAIL",
+                std::printf("%s v%d out %lld in %lld bps %d T %lld%s + post norm: %s, %s, %s, counter %d%s\n", ok ? "ok  " : "FAIL", mma ? 3 : 2,
                             (long long)os.out, (long long)os.in, os.bps, (long long)T, with_pending ? " pending" : "",
                             y_same ? "y = plain launch" : "Y DIFFERS", x_same ? "x = norm kernel's" : "X DIFFERS",
                             h_same ? "h = norm kernel's" : "H DIFFERS", counter, guard ? "" : " WROTE PAST y/h");

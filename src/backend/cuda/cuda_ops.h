@@ -187,11 +187,11 @@ struct CudaOptions {
     // Nsight Compute saw 24 % achieved occupancy and issue slots 50 % busy on the one-row GDN
     // qkv/z launch (docs/PERF.md "Session 23"); at one row the kernel's 64 registers allow 4.
     int fp8_small_blocks_per_sm = 2;
-    // The small-rows kernel's version for launches without a fused norm (Gemm::set_fp8_small_version):
-    // 2 (default) fp32 FMAs; 3 the products on tensor cores (small_linear_fp8_mma.cu: exact f16 copies
-    // of the e4m3 codes, fp32 sums in another order; ~1e-7 from version 2). Opt-in until an H200 run
-    // times it (fp8_gemm_lab --mma, scripts/gpu_run.sh mma); with the fused norms at their defaults
-    // (1 and 2 rows) a one-row step keeps version 2 in its norm-fused launches.
+    // The FP8 small-rows kernel's version (Gemm::set_fp8_small_version): 2 (default) fp32 FMAs; 3 the
+    // products on tensor cores (small_linear_fp8_mma.cu: exact f16 copies of the e4m3 codes, fp32 sums
+    // in another order; ~1e-7 from version 2), the fused norms' launches included (the same norm
+    // code, so h and x keep their bits). Opt-in until an H200 run times it (fp8_gemm_lab --mma,
+    // scripts/gpu_run.sh mma).
     int fp8_small_version = 2;
     // Ops::linears (several linears of one input: q/k/v, GDN qkv/z/b/a): 1 the weights on the
     // block-scaled FP8 path share one e4m3 quantisation of x, those on cuBLASLt's bf16 path one

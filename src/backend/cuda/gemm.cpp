@@ -282,9 +282,16 @@ bool Gemm::norm_linears(const float* x, const SmallLinearInputNorm& norm, bool f
 
 bool Gemm::linear_norm(const DeviceLinear& w, const float* a, int64_t T, float* y, const SmallLinearOutputNorm& post,
                        bool fused, DeviceArena& scratch, cudaStream_t stream) {
-    if (fused && route(w, a, T) == Route::kSmallRowsFp8V2 && small_linear_fp8_v2_output_norm_supports(T, w.out)) {
-        launch_small_linear_fp8_v2_output_norm(SmallLinearFp8Part{w.w, w.scale_inv, w.out, y}, w.in, a, T, post, stream,
-                                               fp8_small_blocks_per_sm_);
+    const SmallLinearFp8Part part{w.w, w.scale_inv, w.out, y};
+    const bool v3 = fp8_small_version_ == 3 && small_linear_fp8_mma_supports(T, w.in, std::span(&part, 1), a) &&
+                    small_linear_fp8_mma_output_norm_supports(T, w.in, w.out);
+    if (fused && route(w, a, T) == Route::kSmallRowsFp8V2 && (v3 || small_linear_fp8_v2_output_norm_supports(T, w.out))) {
+        if (v3) {
+            launch_small_linear_fp8_mma_output_norm(part, w.in, a, T, post, stream);
+            ++fp8_counts_.small_rows_v3_launches;
+        } else {
+            launch_small_linear_fp8_v2_output_norm(part, w.in, a, T, post, stream, fp8_small_blocks_per_sm_);
+        }
         ++small_rows_calls_;
         last_fp8_path_ = Fp8Path::kSmallRows;
         ++fp8_counts_.small_rows;
@@ -335,7 +342,13 @@ void Gemm::linears_on(const float* x, int64_t T, std::span<const DeviceLinear* c
         [](const DeviceLinear& w, float* y) { return SmallLinearFp8Part{w.w, w.scale_inv, w.out, y}; },
         [&](std::span<const SmallLinearFp8Part> parts) {
             if (norm != nullptr) {
-                launch_small_linear_fp8_v2(parts, in, x_raw, T, stream, fp8_small_blocks_per_sm_, norm);
+                if (fp8_small_version_ == 3 && small_linear_fp8_mma_supports(T, in, parts, x_raw) &&
+                    small_linear_fp8_mma_norm_supports(T, in)) {
+                    launch_small_linear_fp8_mma(parts, in, x_raw, T, stream, 0, norm);
+                    ++fp8_counts_.small_rows_v3_launches;
+                } else {
+                    launch_small_linear_fp8_v2(parts, in, x_raw, T, stream, fp8_small_blocks_per_sm_, norm);
+                }
                 norm = nullptr;
             } else if (fp8_small_version_ == 3 && small_linear_fp8_mma_supports(T, in, parts, x)) {
                 launch_small_linear_fp8_mma(parts, in, x, T, stream);

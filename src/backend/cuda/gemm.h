@@ -124,9 +124,9 @@ public:
         fp8_small_rows_ = n;
         fp8_small_blocks_per_sm_ = blocks_per_sm;
     }
-    // 3: the small-rows launches without a fused norm take version 3 (tensor cores,
-    // small_linear_fp8_mma.cu) where it supports the call; 2 (default): version 2 everywhere
-    // (CudaOptions::fp8_small_version). Launches with a fused input or output norm stay on version 2.
+    // 3: the FP8 small-rows launches take version 3 (tensor cores, small_linear_fp8_mma.cu) where it
+    // supports the call, those with a fused input or output norm too (rows of 2,048 or 4,096); 2
+    // (default): version 2 everywhere (CudaOptions::fp8_small_version).
     void set_fp8_small_version(int v) { fp8_small_version_ = v; }
     // The path the latest FP8 linear took, and how many calls took each.
     Fp8Path last_fp8_path() const { return last_fp8_path_; }

@@ -42,8 +42,8 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_limits.h"
 #include "backend/cuda/ptx_helpers.cuh"  // the emulation shim (bench/kernels/emu) has its own
-#include "backend/cuda/row_norm.cuh"
 #include "backend/cuda/small_linear_fp8_common.cuh"
+#include "backend/cuda/small_linear_fp8_norms.cuh"
 #include "core/check.h"
 
 namespace qs::cuda {
@@ -52,6 +52,7 @@ namespace {
 using namespace small_fp8;
 
 constexpr int kWarps = 8;
+static_assert(kWarps == kNormWarps, "the fused norms map one element a thread over blocks of 8 warps");
 constexpr int kLoads = 4;                // 16-byte weight loads per lane per chunk
 constexpr int kChunk = 32 * 16 * kLoads; // columns per chunk (2,048)
 
@@ -78,90 +79,6 @@ struct RowOut {
     float* y;
     int o, out;
 };
-
-// Step 1 with the input norm: h of the T rows (PER elements a thread) → xq, xscale (and h to global
-// memory from block 0). Three barriers a row (two in block_sum, one for the groups' amax).
-template <int T, int PER>
-__device__ __forceinline__ void norm_quantise_x(const float* __restrict__ x, const SmallLinearInputNorm& nm, int in,
-                                                float* xq, float* xscale) {
-    __shared__ float warp_amax[T][PER][kWarps];
-    const int i = threadIdx.x, lane = i & 31, warp = i >> 5, groups = in / 128;
-    float wv[PER];
-#pragma unroll
-    for (int k = 0; k < PER; ++k) wv[k] = __ldg(nm.w + i + kWarps * 32 * k);
-#pragma unroll 1
-    for (int t = 0; t < T; ++t) {
-        const float* xr = x + size_t(t) * in;
-        const float* pr = nm.pending != nullptr ? nm.pending + size_t(t) * in : nullptr;
-        float v[PER];
-        float ss = 0.0f;
-#pragma unroll
-        for (int k = 0; k < PER; ++k) {
-            const int c = i + kWarps * 32 * k;
-            v[k] = __ldg(xr + c);
-            if (pr != nullptr) v[k] = v[k] + __ldg(pr + c);
-            ss += v[k] * v[k];
-        }
-        const float inv = rms_inv(block_sum(ss), in, nm.eps);
-#pragma unroll
-        for (int k = 0; k < PER; ++k) {
-            v[k] = norm_zc(v[k], inv, wv[k]);
-            if (blockIdx.x == 0) nm.h[size_t(t) * in + i + kWarps * 32 * k] = v[k];
-            float amax = fabsf(v[k]);
-#pragma unroll
-            for (int off = 16; off > 0; off >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
-            if (lane == 0) warp_amax[t][k][warp] = amax;
-        }
-        __syncthreads();
-        // Element c = i + 256 k is in group 2k + i / 128, whose amax is warps 4 (i / 128) .. + 3's.
-        const int w0 = (i >> 7) * 4;
-#pragma unroll
-        for (int k = 0; k < PER; ++k) {
-            const float amax = fmaxf(fmaxf(warp_amax[t][k][w0], warp_amax[t][k][w0 + 1]),
-                                     fmaxf(warp_amax[t][k][w0 + 2], warp_amax[t][k][w0 + 3]));
-            const float scale = amax > 0.0f ? __fdiv_rn(amax, 448.0f) : 1.0f;
-            const int c = i + kWarps * 32 * k;
-            xq[size_t(t) * in + smem_col(c)] = quantise_pair(v[k], 0.0f, scale).x;
-            if ((i & 127) == 0) xscale[t * groups + c / 128] = scale;
-        }
-    }
-}
-
-// The post-attention norm by the launch's last block (SmallLinearOutputNorm; PER = out / 256): x +=
-// pending, x += y, h = rms_norm_zc(x) for the T rows, with the norm kernel's mapping and sums.
-template <int T, int PER>
-__device__ __forceinline__ void output_norm_last_block(const SmallLinearOutputNorm& nm, const float* y, int n) {
-    __shared__ int s_last;
-    __threadfence();  // this block's y before its count
-    __syncthreads();
-    if (threadIdx.x == 0) s_last = atomicAdd(nm.counter, 1) == int(gridDim.x) - 1 ? 1 : 0;
-    __syncthreads();
-    if (!s_last) return;
-    __threadfence();  // every other block's y, fenced before its count, is visible now
-    const int i = threadIdx.x;
-    if (i == 0) *nm.counter = 0;  // ready for the next launch (the stream orders it)
-#pragma unroll 1
-    for (int t = 0; t < T; ++t) {
-        float v[PER], wv[PER];
-        float ss = 0.0f;
-#pragma unroll
-        for (int k = 0; k < PER; ++k) {
-            const size_t c = size_t(t) * n + i + kWarps * 32 * k;
-            v[k] = nm.x[c];
-            if (nm.pending != nullptr) v[k] = v[k] + nm.pending[c];
-            v[k] = v[k] + __ldcg(y + c);  // written by other blocks: from L2
-            wv[k] = __ldg(nm.w + i + kWarps * 32 * k);
-            ss += v[k] * v[k];
-        }
-        const float inv = rms_inv(block_sum(ss), n, nm.eps);
-#pragma unroll
-        for (int k = 0; k < PER; ++k) {
-            const size_t c = size_t(t) * n + i + kWarps * 32 * k;
-            nm.x[c] = v[k];
-            nm.h[c] = norm_zc(v[k], inv, wv[k]);
-        }
-    }
-}
 
 template <int T, int PER, int POST>
 __global__ __launch_bounds__(kWarps * 32) void small_linear_fp8_v2_kernel(const Fp8Parts a, int in,
@@ -199,7 +116,9 @@ __global__ __launch_bounds__(kWarps * 32) void small_linear_fp8_v2_kernel(const 
 
     // 1. Quantise x (or h, with the norm): each lane 16 values of one group (8 lanes per group, 4
     //    groups per warp).
-    if constexpr (PER > 0) norm_quantise_x<T, PER>(x, norm, in, xq, xscale);
+    if constexpr (PER > 0) {
+        norm_quantise_x<T, PER>(x, norm, in, xscale, [&](int t, int c, float code) { xq[size_t(t) * in + smem_col(c)] = code; });
+    }
     else for (int gi = warp * 4 + (lane >> 3); gi < T * groups; gi += kWarps * 4) {
         const int t = gi / groups, g = gi % groups, sub = lane & 7;
         const int k = g * 128 + sub * 16;

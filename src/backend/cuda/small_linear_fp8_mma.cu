@@ -32,6 +32,7 @@
 #include "backend/cuda/device_limits.h"
 #include "backend/cuda/ptx_helpers.cuh"  // the emulation shim (bench/kernels/emu) has its own
 #include "backend/cuda/small_linear_fp8_common.cuh"
+#include "backend/cuda/small_linear_fp8_norms.cuh"
 #include "backend/cuda/small_linear_kernels.h"
 #include "core/check.h"
 
@@ -41,6 +42,7 @@ namespace {
 using namespace small_fp8;
 
 constexpr int kMmaWarps = 8;
+static_assert(kMmaWarps == kNormWarps, "the fused norms map one element a thread over blocks of 8 warps");
 constexpr int kGroupRows = 16;  // output features a block computes at once (the MMA's M)
 
 __device__ __forceinline__ uint32_t word_of(const uint4& v, int j) { return j == 0 ? v.x : j == 1 ? v.y : j == 2 ? v.z : v.w; }
@@ -51,10 +53,13 @@ __device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint32_t pair) {
     return uint32_t(h.x) | (uint32_t(h.y) << 16);
 }
 
-// KS = scale blocks a warp takes at most (ceil(in / 1,024)).
-template <int T, int KS>
-__global__ __launch_bounds__(kMmaWarps * 32) void small_linear_fp8_mma_kernel(const Fp8Parts a, int in,
-                                                                             const float* __restrict__ x) {
+// KS = scale blocks a warp takes at most (ceil(in / 1,024)); PER = in / 256 with the input norm
+// (0: none), POST = out / 256 with the output norm (0: none).
+template <int T, int KS, int PER, int POST>
+__global__ __launch_bounds__(kMmaWarps * 32, 2) void small_linear_fp8_mma_kernel(const Fp8Parts a, int in,
+                                                                             const float* __restrict__ x,
+                                                                             const SmallLinearInputNorm norm,
+                                                                             const SmallLinearOutputNorm post) {
     __half* xh = reinterpret_cast<__half*>(ptx::dynamic_smem());                 // [T][in] codes as f16
     float* xscale = reinterpret_cast<float*>(ptx::dynamic_smem() + size_t(T) * in * 2);  // [T][in / 128]
     __shared__ float partial[kMmaWarps][kGroupRows][T];
@@ -81,8 +86,13 @@ __global__ __launch_bounds__(kMmaWarps * 32) void small_linear_fp8_mma_kernel(co
             }
         }
         if (!quantised) {
-            // 1. x → f16 codes and scales (8 lanes per 128-column group, 4 groups per warp).
-            for (int gi = warp * 4 + (lane >> 3); gi < T * blocks_k; gi += kMmaWarps * 4) {
+            // 1. x (or h, with the input norm) → f16 codes and scales (without the norm: 8 lanes per
+            //    128-column group, 4 groups per warp).
+            if constexpr (PER > 0) {
+                norm_quantise_x<T, PER>(x, norm, in, xscale, [&](int t, int c, float code) {
+                    xh[size_t(t) * in + c] = __float2half_rn(code);  // an e4m3 value: exact
+                });
+            } else for (int gi = warp * 4 + (lane >> 3); gi < T * blocks_k; gi += kMmaWarps * 4) {
                 const int t = gi / blocks_k, grp = gi % blocks_k, sub = lane & 7;
                 const int k = grp * 128 + sub * 16;
                 float v[16];
@@ -147,49 +157,52 @@ __global__ __launch_bounds__(kMmaWarps * 32) void small_linear_fp8_mma_kernel(co
         }
         __syncthreads();  // partial is rewritten by the next group
     }
+    if constexpr (POST > 0) output_norm_last_block<T, POST>(post, a.y[0], a.rows);
 }
 
 size_t mma_smem_bytes(int64_t T, int64_t in) { return size_t(T * in) * 2 + size_t(T * (in / 128)) * 4; }
 
-template <int T, int KS>
-void launch_ks(const Fp8Parts& a, int in, const float* x, int blocks_per_sm, cudaStream_t stream) {
-    auto* kernel = small_linear_fp8_mma_kernel<T, KS>;
-    allow_dynamic_smem<small_linear_fp8_mma_kernel<T, KS>>(mma_smem_bytes(T, in));
+template <int T, int KS, int PER, int POST>
+void launch_ks(const Fp8Parts& a, int in, const float* x, int blocks_per_sm, const SmallLinearInputNorm& norm,
+               const SmallLinearOutputNorm& post, cudaStream_t stream) {
+    auto* kernel = small_linear_fp8_mma_kernel<T, KS, PER, POST>;
+    allow_dynamic_smem<small_linear_fp8_mma_kernel<T, KS, PER, POST>>(mma_smem_bytes(T, in));
     const int64_t groups = a.rows / kGroupRows;
     const int64_t cap = blocks_per_sm > 0 ? int64_t(sm_count()) * blocks_per_sm : groups;
     ptx::launch_kernel(kernel, dim3(unsigned(std::min(groups, cap))), dim3(kMmaWarps * 32), mma_smem_bytes(T, in),
-                       stream, a, in, x);
+                       stream, a, in, x, norm, post);
     QS_CUDA_CHECK_LAUNCH();
 }
 
+// The instance for `in` (KS) and the norms (PER, POST): without norms every KS; the input norm has
+// in = 2,048 or 4,096 (KS 2 or 4, PER = in / 256); the output norm in and out of 2,048 or 4,096.
 template <int T>
-void launch_t(const Fp8Parts& a, int in, const float* x, int blocks_per_sm, cudaStream_t stream) {
+void launch_t(const Fp8Parts& a, int in, const float* x, int blocks_per_sm, const SmallLinearInputNorm* norm,
+              const SmallLinearOutputNorm* post, cudaStream_t stream) {
+    const SmallLinearInputNorm no_norm;
+    const SmallLinearOutputNorm no_post;
+    if (norm != nullptr) {
+        if (in == 2048) launch_ks<T, 2, 8, 0>(a, in, x, blocks_per_sm, *norm, no_post, stream);
+        else launch_ks<T, 4, 16, 0>(a, in, x, blocks_per_sm, *norm, no_post, stream);
+        return;
+    }
+    if (post != nullptr) {
+        const bool wide_in = in == 4096, wide_out = a.rows == 4096;
+        if (wide_in && wide_out) launch_ks<T, 4, 0, 16>(a, in, x, blocks_per_sm, no_norm, *post, stream);
+        else if (wide_in) launch_ks<T, 4, 0, 8>(a, in, x, blocks_per_sm, no_norm, *post, stream);
+        else if (wide_out) launch_ks<T, 2, 0, 16>(a, in, x, blocks_per_sm, no_norm, *post, stream);
+        else launch_ks<T, 2, 0, 8>(a, in, x, blocks_per_sm, no_norm, *post, stream);
+        return;
+    }
     switch ((in + 1023) / 1024) {
-        case 1: launch_ks<T, 1>(a, in, x, blocks_per_sm, stream); break;
-        case 2: launch_ks<T, 2>(a, in, x, blocks_per_sm, stream); break;
-        case 3: launch_ks<T, 3>(a, in, x, blocks_per_sm, stream); break;
-        default: launch_ks<T, 4>(a, in, x, blocks_per_sm, stream); break;
+        case 1: launch_ks<T, 1, 0, 0>(a, in, x, blocks_per_sm, no_norm, no_post, stream); break;
+        case 2: launch_ks<T, 2, 0, 0>(a, in, x, blocks_per_sm, no_norm, no_post, stream); break;
+        case 3: launch_ks<T, 3, 0, 0>(a, in, x, blocks_per_sm, no_norm, no_post, stream); break;
+        default: launch_ks<T, 4, 0, 0>(a, in, x, blocks_per_sm, no_norm, no_post, stream); break;
     }
 }
 
-}  // namespace
-
-bool small_linear_fp8_mma_supports(int64_t T, int64_t in, std::span<const SmallLinearFp8Part> parts, const float* x) {
-    // in % 512: step 1's 8-lane groups then fill whole warps (its shuffles need every lane).
-    if (T < 1 || T > kSmallLinearFp8V2MaxRows || in < 512 || in % 512 != 0 || in > 4096 || parts.empty() ||
-        parts.size() > size_t(kSmallLinearFp8V2MaxParts) || reinterpret_cast<uintptr_t>(x) % 16 != 0)
-        return false;
-    for (const SmallLinearFp8Part& p : parts)
-        if (p.out <= 0 || p.out % kGroupRows != 0 || reinterpret_cast<uintptr_t>(p.w) % 16 != 0) return false;
-    return true;
-}
-
-void launch_small_linear_fp8_mma(std::span<const SmallLinearFp8Part> parts, int64_t in, const float* x, int64_t T,
-                                 cudaStream_t stream, int blocks_per_sm) {
-    QS_CHECK_MSG(small_linear_fp8_mma_supports(T, in, parts, x),
-                 "launch_small_linear_fp8_mma: 1-4 rows, in a multiple of 512 up to 4,096, 1-4 weights of a "
-                 "multiple of 16 rows, 16-byte aligned");
-    QS_CHECK(blocks_per_sm >= 0);
+Fp8Parts make_parts(std::span<const SmallLinearFp8Part> parts) {
     Fp8Parts a;
     a.parts = int(parts.size());
     int64_t rows = 0;
@@ -204,12 +217,75 @@ void launch_small_linear_fp8_mma(std::span<const SmallLinearFp8Part> parts, int6
     QS_CHECK_MSG(rows < (int64_t(1) << 30), "launch_small_linear_fp8_mma: too many output features");
     for (size_t i = parts.size(); i <= size_t(kSmallLinearFp8V2MaxParts); ++i) a.first_row[i] = int(rows);
     a.rows = int(rows);
+    return a;
+}
+
+void launch_rows(const Fp8Parts& a, int64_t in, const float* x, int64_t T, int blocks_per_sm,
+                 const SmallLinearInputNorm* norm, const SmallLinearOutputNorm* post, cudaStream_t stream) {
     switch (T) {
-        case 1: launch_t<1>(a, int(in), x, blocks_per_sm, stream); break;
-        case 2: launch_t<2>(a, int(in), x, blocks_per_sm, stream); break;
-        case 3: launch_t<3>(a, int(in), x, blocks_per_sm, stream); break;
-        default: launch_t<4>(a, int(in), x, blocks_per_sm, stream); break;
+        case 1: launch_t<1>(a, int(in), x, blocks_per_sm, norm, post, stream); break;
+        case 2: launch_t<2>(a, int(in), x, blocks_per_sm, norm, post, stream); break;
+        case 3: launch_t<3>(a, int(in), x, blocks_per_sm, norm, post, stream); break;
+        default: launch_t<4>(a, int(in), x, blocks_per_sm, norm, post, stream); break;
     }
+}
+
+// Whether [p, p + n) and [q, q + m) floats are disjoint.
+bool disjoint(const float* p, int64_t n, const float* q, int64_t m) { return p + n <= q || q + m <= p; }
+
+}  // namespace
+
+bool small_linear_fp8_mma_supports(int64_t T, int64_t in, std::span<const SmallLinearFp8Part> parts, const float* x) {
+    // in % 512: step 1's 8-lane groups then fill whole warps (its shuffles need every lane).
+    if (T < 1 || T > kSmallLinearFp8V2MaxRows || in < 512 || in % 512 != 0 || in > 4096 || parts.empty() ||
+        parts.size() > size_t(kSmallLinearFp8V2MaxParts) || reinterpret_cast<uintptr_t>(x) % 16 != 0)
+        return false;
+    for (const SmallLinearFp8Part& p : parts)
+        if (p.out <= 0 || p.out % kGroupRows != 0 || reinterpret_cast<uintptr_t>(p.w) % 16 != 0) return false;
+    return true;
+}
+
+bool small_linear_fp8_mma_norm_supports(int64_t T, int64_t in) {
+    return T >= 1 && T <= kSmallLinearFp8V2MaxRows && (in == 2048 || in == 4096);
+}
+
+bool small_linear_fp8_mma_output_norm_supports(int64_t T, int64_t in, int64_t out) {
+    return small_linear_fp8_mma_norm_supports(T, in) && (out == 2048 || out == 4096);
+}
+
+void launch_small_linear_fp8_mma(std::span<const SmallLinearFp8Part> parts, int64_t in, const float* x, int64_t T,
+                                 cudaStream_t stream, int blocks_per_sm, const SmallLinearInputNorm* norm) {
+    QS_CHECK_MSG(small_linear_fp8_mma_supports(T, in, parts, x),
+                 "launch_small_linear_fp8_mma: 1-4 rows, in a multiple of 512 up to 4,096, 1-4 weights of a "
+                 "multiple of 16 rows, 16-byte aligned");
+    QS_CHECK(blocks_per_sm >= 0);
+    if (norm != nullptr) {
+        QS_CHECK_MSG(small_linear_fp8_mma_norm_supports(T, in) && norm->w != nullptr && norm->h != nullptr,
+                     "launch_small_linear_fp8_mma: the input norm needs rows of 2,048 or 4,096 and its weight and output");
+        QS_CHECK_MSG(disjoint(norm->h, T * in, x, T * in) &&
+                         (norm->pending == nullptr || disjoint(norm->h, T * in, norm->pending, T * in)),
+                     "launch_small_linear_fp8_mma: the norm's output must not overlap x or pending");
+    }
+    launch_rows(make_parts(parts), in, x, T, blocks_per_sm, norm, nullptr, stream);
+}
+
+void launch_small_linear_fp8_mma_output_norm(const SmallLinearFp8Part& part, int64_t in, const float* x_in, int64_t T,
+                                             const SmallLinearOutputNorm& post, cudaStream_t stream, int blocks_per_sm) {
+    const SmallLinearFp8Part parts[1] = {part};
+    QS_CHECK_MSG(small_linear_fp8_mma_supports(T, in, parts, x_in) &&
+                     small_linear_fp8_mma_output_norm_supports(T, in, part.out),
+                 "launch_small_linear_fp8_mma_output_norm: 1-4 rows, in and out of 2,048 or 4,096, 16-byte aligned");
+    QS_CHECK_MSG(post.x && post.w && post.h && post.counter,
+                 "launch_small_linear_fp8_mma_output_norm: x, the norm's weight, h and a counter");
+    const int64_t n = T * part.out;
+    QS_CHECK_MSG(disjoint(post.x, n, post.h, n) && disjoint(post.x, n, part.y, n) && disjoint(post.h, n, part.y, n) &&
+                     disjoint(post.x, n, x_in, T * in) && disjoint(post.h, n, x_in, T * in) &&
+                     (post.pending == nullptr || (disjoint(post.pending, n, post.x, n) &&
+                                                  disjoint(post.pending, n, post.h, n) &&
+                                                  disjoint(post.pending, n, part.y, n))),
+                 "launch_small_linear_fp8_mma_output_norm: x, h, y, pending and the input must not overlap");
+    QS_CHECK(blocks_per_sm >= 0);
+    launch_rows(make_parts(parts), in, x_in, T, blocks_per_sm, nullptr, &post, stream);
 }
 
 }  // namespace qs::cuda

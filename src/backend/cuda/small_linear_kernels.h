@@ -91,14 +91,22 @@ void launch_small_linear_fp8_v2(std::span<const SmallLinearFp8Part> parts, int64
 void launch_small_linear_fp8_v2(const void* w, const float* scale_inv, int64_t out, int64_t in, const float* x,
                                 int64_t T, float* y, cudaStream_t stream, int blocks_per_sm = 2);
 
-// Version 3 (small_linear_fp8_mma.cu; the lab's `--mma`, not yet taken by Gemm): the same
-// quantised x, the products on tensor cores (mma.sync m16n8k16 on exact f16 copies of the e4m3
-// codes, fp32 accumulation), a block of 8 warps per 16 output features. Same products as version
-// 2, the fp32 sums in another order. Needs `in` a multiple of 512 up to 4,096 and every part's
-// rows a multiple of 16. blocks_per_sm 0: one block per 16 features (no grid cap).
+// Version 3 (small_linear_fp8_mma.cu; Gemm takes it with CudaOptions::fp8_small_version 3): the
+// same quantised x, the products on tensor cores (mma.sync m16n8k16 on exact f16 copies of the
+// e4m3 codes, fp32 accumulation), a block of 8 warps per 16 output features. Same products as
+// version 2, the fp32 sums in another order. Needs `in` a multiple of 512 up to 4,096 and every
+// part's rows a multiple of 16. blocks_per_sm 0: one block per 16 features (no grid cap).
+// The norms as in version 2 (the same code: small_linear_fp8_norms.cuh, so h and x are the same
+// bits): the input norm with in = 2,048 or 4,096; the output norm with in and out of 2,048 or 4,096.
 bool small_linear_fp8_mma_supports(int64_t T, int64_t in, std::span<const SmallLinearFp8Part> parts, const float* x);
+bool small_linear_fp8_mma_norm_supports(int64_t T, int64_t in);
+bool small_linear_fp8_mma_output_norm_supports(int64_t T, int64_t in, int64_t out);
 void launch_small_linear_fp8_mma(std::span<const SmallLinearFp8Part> parts, int64_t in, const float* x, int64_t T,
-                                 cudaStream_t stream, int blocks_per_sm = 0);
+                                 cudaStream_t stream, int blocks_per_sm = 0,
+                                 const SmallLinearInputNorm* norm = nullptr);
+void launch_small_linear_fp8_mma_output_norm(const SmallLinearFp8Part& part, int64_t in, const float* x_in, int64_t T,
+                                             const SmallLinearOutputNorm& norm, cudaStream_t stream,
+                                             int blocks_per_sm = 0);
 
 // fp32 weights (small_linear_f32.cu; the unquantised GDN b/a projections, the router and the
 // shared-expert gate): up to 4 weights of one input in one launch, 1..8 rows. cuBLAS's fp32
