@@ -248,9 +248,11 @@ for stage in "$@"; do
                     run_step_variants one_stream "--attention-combine-version,1" "--attention-combine-version,2" \
                         "--attention-combine-version,2,--moe-small-prefetch-down,1" ;;
         mma) run fp8_gemm_lab_mma "$B/fp8_gemm_lab" 1 --mma
-             run gpu_tests_mma "$B/qs_gpu_tests" --gtest_color=no --gtest_filter='CudaSmallRows*:CudaOptionsChoice.*'
-             # One stream, k = 0 and 1: today's defaults; version 3 where no norm rides; version 3 with
-             # the fused norms off (every small-rows launch on tensor cores).
+             run fp8_gemm_lab_norm "$B/fp8_gemm_lab" 1 --norm
+             run gpu_tests_mma "$B/qs_gpu_tests" --gtest_color=no \
+                 --gtest_filter='CudaSmallRows*:CudaOptionsChoice.*:CudaFusedInputNorm.*'
+             # One stream, k = 0 and 1: today's defaults; version 3 (the fused norms on it too); version 3
+             # with the fused norms off.
              run_step_variants mma_step "--fp8-small-version,2" "--fp8-small-version,3" \
                  "--fp8-small-version,3,--fused-input-norm,0,--fused-output-norm,0" ;;
         fp8gemm) run fp8_gemm_lab "$B/fp8_gemm_lab"
