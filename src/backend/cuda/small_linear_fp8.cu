@@ -234,29 +234,11 @@ void launch_per(const Fp8Parts& a, int64_t T, int in, const float* x, int blocks
 
 // The parts' table of a launch (shapes and alignment checked).
 Fp8Parts make_parts(std::span<const SmallLinearFp8Part> parts, int64_t in, const float* x, int64_t T) {
-    QS_CHECK_MSG(!parts.empty() && parts.size() <= size_t(kSmallLinearFp8V2MaxParts),
-                 "launch_small_linear_fp8_v2: 1 to 4 weights a launch");
-    Fp8Parts a;
-    a.parts = int(parts.size());
-    int64_t rows = 0;
-    for (size_t i = 0; i < parts.size(); ++i) {
-        const SmallLinearFp8Part& part = parts[i];
+    for (const SmallLinearFp8Part& part : parts)
         QS_CHECK_MSG(small_linear_fp8_v2_supports(T, in, part.w, x),
                      "launch_small_linear_fp8_v2: unsupported shape or alignment");
-        QS_CHECK(part.out > 0 && part.scale_inv && part.y);
-        a.w[i] = static_cast<const uint8_t*>(part.w);
-        a.scale_inv[i] = part.scale_inv;
-        a.y[i] = part.y;
-        a.first_row[i] = int(rows);
-        rows += part.out;
-    }
-    QS_CHECK_MSG(rows < (int64_t(1) << 30), "launch_small_linear_fp8_v2: too many output features");
-    for (size_t i = parts.size(); i <= size_t(kSmallLinearFp8V2MaxParts); ++i) a.first_row[i] = int(rows);
-    a.rows = int(rows);
-    return a;
+    return make_fp8_parts(parts, "launch_small_linear_fp8_v2");
 }
-
-bool disjoint(const float* a, const float* b, int64_t n) { return a == nullptr || b == nullptr || a + n <= b || b + n <= a; }
 
 }  // namespace
 
@@ -279,7 +261,7 @@ void launch_small_linear_fp8_v2(std::span<const SmallLinearFp8Part> parts, int64
     QS_CHECK_MSG(small_linear_fp8_v2_norm_supports(T, in) && norm->w != nullptr && norm->h != nullptr,
                  "launch_small_linear_fp8_v2: the input norm needs rows of 2,048 or 4,096 and its weight and output");
     // h must not overlap what the blocks still read.
-    QS_CHECK_MSG(disjoint(norm->h, x, T * in) && disjoint(norm->h, norm->pending, T * in),
+    QS_CHECK_MSG(disjoint(norm->h, T * in, x, T * in) && disjoint(norm->h, T * in, norm->pending, T * in),
                  "launch_small_linear_fp8_v2: h overlaps x or pending");
     if (in == 8 * kWarps * 32) launch_per<8, 0>(a, T, int(in), x, blocks_per_sm, *norm, no_post, stream);
     else launch_per<16, 0>(a, T, int(in), x, blocks_per_sm, *norm, no_post, stream);
@@ -297,9 +279,9 @@ void launch_small_linear_fp8_v2_output_norm(const SmallLinearFp8Part& part, int6
     QS_CHECK_MSG(small_linear_fp8_v2_output_norm_supports(T, part.out) && post.x && post.w && post.h && post.counter,
                  "launch_small_linear_fp8_v2_output_norm: rows of 2,048 or 4,096, x, the norm's weight, h and a counter");
     const int64_t n = T * part.out;  // the last block reads y, x and pending while writing x and h
-    QS_CHECK_MSG(disjoint(post.h, part.y, n) && disjoint(post.h, post.x, n) && disjoint(post.h, post.pending, n) &&
-                     disjoint(post.x, part.y, n) && disjoint(post.x, post.pending, n) &&
-                     disjoint(post.x, x_in, T * in) && disjoint(post.h, x_in, T * in),
+    QS_CHECK_MSG(disjoint(post.h, n, part.y, n) && disjoint(post.h, n, post.x, n) && disjoint(post.h, n, post.pending, n) &&
+                     disjoint(post.x, n, part.y, n) && disjoint(post.x, n, post.pending, n) &&
+                     disjoint(post.x, n, x_in, T * in) && disjoint(post.h, n, x_in, T * in),
                  "launch_small_linear_fp8_v2_output_norm: x, h, y, pending and the input must not overlap");
     const SmallLinearInputNorm no_norm;
     if (part.out == 8 * kWarps * 32) launch_per<0, 8>(a, T, int(in), x_in, blocks_per_sm, no_norm, post, stream);

@@ -1,13 +1,17 @@
 // Pieces the FP8 small-rows kernels share (small_linear_fp8.cu: version 2; small_linear_fp8_mma.cu:
-// version 3 on tensor cores): the parts table of a launch and step 1's quantisation of x, with
-// launch_quant_fp8_rows128's exact operations. Device code; also compiled by the host emulator.
+// version 3 on tensor cores): the parts table of a launch (and its host-side construction and
+// overlap check) and step 1's quantisation of x, with launch_quant_fp8_rows128's exact operations.
+// Device code; also compiled by the host emulator.
 #pragma once
 
 #include <cstdint>
+#include <span>
+#include <string>
 
 #include <cuda_fp8.h>
 
 #include "backend/cuda/small_linear_kernels.h"
+#include "core/check.h"
 
 namespace qs::cuda::small_fp8 {
 
@@ -27,6 +31,33 @@ struct Fp8Parts {
     int first_row[kSmallLinearFp8V2MaxParts + 1];  // first_row[p] = Σ_{q<p} out_q; then the total
     int parts = 0, rows = 0;
 };
+
+// The table of 1..4 weights (host); `launcher` names the caller in errors.
+inline Fp8Parts make_fp8_parts(std::span<const SmallLinearFp8Part> parts, const char* launcher) {
+    QS_CHECK_MSG(!parts.empty() && parts.size() <= size_t(kSmallLinearFp8V2MaxParts),
+                 (std::string(launcher) + ": 1 to 4 weights a launch").c_str());
+    Fp8Parts a;
+    a.parts = int(parts.size());
+    int64_t rows = 0;
+    for (size_t i = 0; i < parts.size(); ++i) {
+        QS_CHECK_MSG(parts[i].out > 0 && parts[i].scale_inv && parts[i].y,
+                     (std::string(launcher) + ": a weight without rows, scales or output").c_str());
+        a.w[i] = static_cast<const uint8_t*>(parts[i].w);
+        a.scale_inv[i] = parts[i].scale_inv;
+        a.y[i] = parts[i].y;
+        a.first_row[i] = int(rows);
+        rows += parts[i].out;
+    }
+    QS_CHECK_MSG(rows < (int64_t(1) << 30), (std::string(launcher) + ": too many output features").c_str());
+    for (size_t i = parts.size(); i <= size_t(kSmallLinearFp8V2MaxParts); ++i) a.first_row[i] = int(rows);
+    a.rows = int(rows);
+    return a;
+}
+
+// Whether the n floats at p and the m floats at q do not overlap (a null pointer overlaps nothing).
+inline bool disjoint(const float* p, int64_t n, const float* q, int64_t m) {
+    return p == nullptr || q == nullptr || p + n <= q || q + m <= p;
+}
 
 // Output feature o of the launch: its part's pointers and its row there. Selects over the
 // unrolled parts (a dynamic index into the kernel's parameters would copy them to local memory).

@@ -202,24 +202,6 @@ void launch_t(const Fp8Parts& a, int in, const float* x, int blocks_per_sm, cons
     }
 }
 
-Fp8Parts make_parts(std::span<const SmallLinearFp8Part> parts) {
-    Fp8Parts a;
-    a.parts = int(parts.size());
-    int64_t rows = 0;
-    for (size_t i = 0; i < parts.size(); ++i) {
-        QS_CHECK(parts[i].scale_inv && parts[i].y);
-        a.w[i] = static_cast<const uint8_t*>(parts[i].w);
-        a.scale_inv[i] = parts[i].scale_inv;
-        a.y[i] = parts[i].y;
-        a.first_row[i] = int(rows);
-        rows += parts[i].out;
-    }
-    QS_CHECK_MSG(rows < (int64_t(1) << 30), "launch_small_linear_fp8_mma: too many output features");
-    for (size_t i = parts.size(); i <= size_t(kSmallLinearFp8V2MaxParts); ++i) a.first_row[i] = int(rows);
-    a.rows = int(rows);
-    return a;
-}
-
 void launch_rows(const Fp8Parts& a, int64_t in, const float* x, int64_t T, int blocks_per_sm,
                  const SmallLinearInputNorm* norm, const SmallLinearOutputNorm* post, cudaStream_t stream) {
     switch (T) {
@@ -229,9 +211,6 @@ void launch_rows(const Fp8Parts& a, int64_t in, const float* x, int64_t T, int b
         default: launch_t<4>(a, int(in), x, blocks_per_sm, norm, post, stream); break;
     }
 }
-
-// Whether [p, p + n) and [q, q + m) floats are disjoint.
-bool disjoint(const float* p, int64_t n, const float* q, int64_t m) { return p + n <= q || q + m <= p; }
 
 }  // namespace
 
@@ -263,10 +242,10 @@ void launch_small_linear_fp8_mma(std::span<const SmallLinearFp8Part> parts, int6
         QS_CHECK_MSG(small_linear_fp8_mma_norm_supports(T, in) && norm->w != nullptr && norm->h != nullptr,
                      "launch_small_linear_fp8_mma: the input norm needs rows of 2,048 or 4,096 and its weight and output");
         QS_CHECK_MSG(disjoint(norm->h, T * in, x, T * in) &&
-                         (norm->pending == nullptr || disjoint(norm->h, T * in, norm->pending, T * in)),
+                         disjoint(norm->h, T * in, norm->pending, T * in),
                      "launch_small_linear_fp8_mma: the norm's output must not overlap x or pending");
     }
-    launch_rows(make_parts(parts), in, x, T, blocks_per_sm, norm, nullptr, stream);
+    launch_rows(make_fp8_parts(parts, "launch_small_linear_fp8_mma"), in, x, T, blocks_per_sm, norm, nullptr, stream);
 }
 
 void launch_small_linear_fp8_mma_output_norm(const SmallLinearFp8Part& part, int64_t in, const float* x_in, int64_t T,
@@ -280,12 +259,11 @@ void launch_small_linear_fp8_mma_output_norm(const SmallLinearFp8Part& part, int
     const int64_t n = T * part.out;
     QS_CHECK_MSG(disjoint(post.x, n, post.h, n) && disjoint(post.x, n, part.y, n) && disjoint(post.h, n, part.y, n) &&
                      disjoint(post.x, n, x_in, T * in) && disjoint(post.h, n, x_in, T * in) &&
-                     (post.pending == nullptr || (disjoint(post.pending, n, post.x, n) &&
-                                                  disjoint(post.pending, n, post.h, n) &&
-                                                  disjoint(post.pending, n, part.y, n))),
+                     disjoint(post.pending, n, post.x, n) && disjoint(post.pending, n, post.h, n) &&
+                     disjoint(post.pending, n, part.y, n),
                  "launch_small_linear_fp8_mma_output_norm: x, h, y, pending and the input must not overlap");
     QS_CHECK(blocks_per_sm >= 0);
-    launch_rows(make_parts(parts), in, x_in, T, blocks_per_sm, nullptr, &post, stream);
+    launch_rows(make_fp8_parts(parts, "launch_small_linear_fp8_mma_output_norm"), in, x_in, T, blocks_per_sm, nullptr, &post, stream);
 }
 
 }  // namespace qs::cuda
