@@ -24,7 +24,9 @@
 //          [--moe-small-prefetch-down 0|1]  (CudaOptions::moe_small_prefetch_down: the small-T MoE
 //          path's gate_up prefetches the down matrices into L2; default 0; the same bits)
 //          [--fp8-small-version 2|3]  (CudaOptions::fp8_small_version: 3 = the FP8 small-rows launches
-//          without a fused norm on tensor cores, small_linear_fp8_mma.cu; default 2)
+//          on tensor cores, small_linear_fp8_mma.cu, the fused norms' too; default 2)
+//          [--fp8-small-v3-blocks-per-sm 0..4]  (CudaOptions::fp8_small_v3_blocks_per_sm: version 3's
+//          grid cap; default 0 = a block per 16 output features)
 //          [--moe-decode-version 1|2]  (CudaOptions::moe_decode_version: the MoE decode grouped
 //          GEMMs at 9+ rows below the prefill path; 2 (default) = moe_decode_gemm.cu, 1 = moe_gemm.cu)
 //          [--moe-prefill-version 1|2]  (CudaOptions::moe_prefill_version: the MoE prefill path's
@@ -63,7 +65,7 @@
 //          [--shared-linear-input 0|1]  (CudaOptions::shared_linear_input: q/k/v and GDN qkv/z/b/a
 //          share one quantisation (FP8) or bf16 copy of their input; default 1; 0 = one per linear)
 //          [--fused-input-norm 0..4]  (CudaOptions::fused_input_norm: a layer's input norm computed in the
-//          FP8 small-rows launch of its projections at 1..N rows; default 1; the same bits either way)
+//          FP8 small-rows launch of its projections at 1..N rows; default 0; the same bits either way)
 //          [--fused-output-norm 0..4]  (CudaOptions::fused_output_norm: the post-attention norm in the last
 //          block of the o_proj / out_proj FP8 small-rows launch at 1..N rows; default 2; the same bits)
 //          [--attention-decode-rows 1..4]  (CudaOptions::attention_decode_rows: sequences of up to
@@ -95,6 +97,43 @@
 using namespace qs;
 
 namespace {
+
+// The CudaOptions fields this bench sets from options of the same name (kebab case), with the
+// values each takes: one table for the parser's option names and the parsing.
+struct KernelOption {
+    const char* name;
+    std::vector<int> allowed;
+    int cuda::CudaOptions::*field;
+};
+const std::vector<KernelOption>& kernel_options() {
+    using O = cuda::CudaOptions;
+    static const std::vector<KernelOption> options = {
+        {"moe-small-version", {-1, 1, 2}, &O::moe_small_version},
+        {"moe-decode-version", {1, 2}, &O::moe_decode_version},
+        {"moe-small-prefetch-down", {0, 1}, &O::moe_small_prefetch_down},
+        {"fp8-small-version", {2, 3}, &O::fp8_small_version},
+        {"fp8-small-v3-blocks-per-sm", {0, 1, 2, 3, 4}, &O::fp8_small_v3_blocks_per_sm},
+        {"attention-combine-version", {1, 2}, &O::attention_combine_version},
+        {"moe-prefill-version", {1, 2}, &O::moe_prefill_version},
+        {"moe-router-kernel", {0, 1, 2}, &O::moe_router_kernel},
+        {"gdn-prefill-version", {0, 1, 2, 3, 4, 5, 6}, &O::gdn_prefill_version},
+        {"gdn-decode-version", {1, 2}, &O::gdn_decode_version},
+        {"gdn-slices-version", {1, 2, 3}, &O::gdn_slices_version},
+        {"gdn-decode-kernel", {-1, 0, 1, 2}, &O::gdn_decode_kernel},
+        {"moe-int4-grouped", {0, 1}, &O::moe_int4_grouped},
+        {"nvfp4-kernels", {0, 1}, &O::nvfp4_kernels},
+        {"fp8-small-rows", {0, 1, 2, 3, 4}, &O::fp8_small_rows},
+        {"fp8-small-blocks-per-sm", {1, 2, 3, 4}, &O::fp8_small_blocks_per_sm},
+        {"shared-linear-input", {0, 1}, &O::shared_linear_input},
+        {"fused-input-norm", {0, 1, 2, 3, 4}, &O::fused_input_norm},
+        {"fused-output-norm", {0, 1, 2, 3, 4}, &O::fused_output_norm},
+        {"attention-decode-rows", {1, 2, 3, 4}, &O::attention_decode_rows},
+        {"attention-prefill-version", {1, 2}, &O::attention_prefill_version},
+        {"attention-decode-version", {1, 2}, &O::attention_decode_version},
+    };
+    return options;
+}
+
 
 double gib(size_t b) { return double(b) / double(size_t(1) << 30); }
 
@@ -275,41 +314,21 @@ int run(const Args& args) {
         return 2;
     }
     co.step_timeline = mode == "mtp";
-    // The kernel-version options: each defaults to CudaOptions' own default.
-    auto pick = [&](const char* name, std::initializer_list<int> allowed, int* field) {
-        const std::string v = args.get_or(name, std::to_string(*field));
-        for (int a : allowed) {
-            if (v != std::to_string(a)) continue;
-            *field = a;
-            return true;
-        }
+    // The kernel-version options (kernel_options()): each defaults to CudaOptions' own default.
+    for (const KernelOption& k : kernel_options()) {
+        int* field = &(co.*k.field);
+        const std::string v = args.get_or(k.name, std::to_string(*field));
         std::string list;
-        for (int a : allowed) list += (list.empty() ? "" : ", ") + std::to_string(a);
-        std::fprintf(stderr, "--%s must be one of %s, got '%s'\n", name, list.c_str(), v.c_str());
-        return false;
-    };
-    if (!pick("moe-small-version", {-1, 1, 2}, &co.moe_small_version) ||
-        !pick("moe-decode-version", {1, 2}, &co.moe_decode_version) ||
-        !pick("moe-small-prefetch-down", {0, 1}, &co.moe_small_prefetch_down) ||
-        !pick("fp8-small-version", {2, 3}, &co.fp8_small_version) ||
-        !pick("attention-combine-version", {1, 2}, &co.attention_combine_version) ||
-        !pick("moe-prefill-version", {1, 2}, &co.moe_prefill_version) ||
-        !pick("moe-router-kernel", {0, 1, 2}, &co.moe_router_kernel) ||
-        !pick("gdn-prefill-version", {0, 1, 2, 3, 4, 5, 6}, &co.gdn_prefill_version) ||
-        !pick("gdn-decode-version", {1, 2}, &co.gdn_decode_version) ||
-        !pick("gdn-slices-version", {1, 2, 3}, &co.gdn_slices_version) ||
-        !pick("gdn-decode-kernel", {-1, 0, 1, 2}, &co.gdn_decode_kernel) ||
-        !pick("moe-int4-grouped", {0, 1}, &co.moe_int4_grouped) ||
-        !pick("nvfp4-kernels", {0, 1}, &co.nvfp4_kernels) ||
-        !pick("fp8-small-rows", {0, 1, 2, 3, 4}, &co.fp8_small_rows) ||
-        !pick("fp8-small-blocks-per-sm", {1, 2, 3, 4}, &co.fp8_small_blocks_per_sm) ||
-        !pick("shared-linear-input", {0, 1}, &co.shared_linear_input) ||
-        !pick("fused-input-norm", {0, 1, 2, 3, 4}, &co.fused_input_norm) ||
-        !pick("fused-output-norm", {0, 1, 2, 3, 4}, &co.fused_output_norm) ||
-        !pick("attention-decode-rows", {1, 2, 3, 4}, &co.attention_decode_rows) ||
-        !pick("attention-prefill-version", {1, 2}, &co.attention_prefill_version) ||
-        !pick("attention-decode-version", {1, 2}, &co.attention_decode_version))
-        return 2;
+        bool found = false;
+        for (int a : k.allowed) {
+            list += (list.empty() ? "" : ", ") + std::to_string(a);
+            if (v == std::to_string(a)) *field = a, found = true;
+        }
+        if (!found) {
+            std::fprintf(stderr, "--%s must be one of %s, got '%s'\n", k.name, list.c_str(), v.c_str());
+            return 2;
+        }
+    }
     cuda::CudaOps ops(co);
     Timer t_up;
     ops.prepare_weights(weight_set(*w));
@@ -413,14 +432,11 @@ int run(const Args& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    std::set<std::string> valued = {"mode", "profile-ncu-case",   "requests", "prompt",   "completion",     "decode-steps",
-                                    "mtp-k",  "mtp-acceptance", "mtp-seqs", "mtp-steps", "mtp-prompt-tokens", "mtp-overlap", "mtp-spare-slots-list",
-                                    "moe-small-version", "moe-decode-version",
-                                    "moe-prefill-version", "moe-router-kernel", "gdn-prefill-version", "gdn-decode-version", "gdn-slices-version", "gdn-decode-kernel",
-                                    "moe-int4-grouped", "nvfp4-kernels",
-                                    "moe-int4-grouped-max-t", "fp8-small-rows", "fp8-small-blocks-per-sm", "attention-decode-rows",
-                                    "attention-prefill-version", "attention-decode-version", "shared-linear-input",
-                                    "fused-input-norm", "fused-output-norm"};
+    std::set<std::string> valued = {"mode",     "profile-ncu-case", "requests",  "prompt",
+                                    "completion", "decode-steps",   "mtp-k",     "mtp-acceptance",
+                                    "mtp-seqs",   "mtp-steps",      "mtp-prompt-tokens", "mtp-overlap",
+                                    "mtp-spare-slots-list", "moe-int4-grouped-max-t"};
+    for (const KernelOption& k : kernel_options()) valued.insert(k.name);
     std::set<std::string> flags = {"mtp-profiler-range"};
     cli::add_option_names(cli::model_option_group(), flags, valued);
     cli::add_option_names(cli::backend_option_group(), flags, valued);

@@ -636,6 +636,8 @@ struct Lab {
                         for (size_t j = 0; j < dy3.size(); ++j)
                             one[j] = upload(std::vector<float>(size_t(g.outs[j]), NAN), allocs);
                         launch_small_linear_fp8_mma(parts_at(0, one), g.in, dx + t * g.in, 1, stream, 0);
+                        // The lab's stream is non-blocking: cudaMemcpy alone does not wait for it.
+                        QS_CUDA_CHECK(cudaStreamSynchronize(stream));
                         std::vector<float> y1(static_cast<size_t>(out));
                         QS_CUDA_CHECK(cudaMemcpy(y1.data(), one[i], y1.size() * 4, cudaMemcpyDeviceToHost));
                         rows_same = rows_same && std::memcmp(y1.data(), y3.data() + t * out, size_t(out) * 4) == 0;
@@ -672,13 +674,19 @@ struct Lab {
     // prologue) bitwise equal to the norm kernel then the linears, then both timed as a CUDA graph
     // of 24 calls (lab_timing.h; weights rotated over >= 128 MB of copies, as a step's graph replays
     // them back to back), µs per call. Both small-rows versions (Gemm::set_fp8_small_version 2, 3):
-    // within a version the fused call's bits are the unfused call's.
+    // within a version the fused call's bits are the unfused call's. Version 3 with its grid at a
+    // block per 16 features ("v3") and capped at 2 and 3 blocks per SM ("v3/2", "v3/3": a block
+    // then normalises x once for several feature groups).
     void time_norm(std::mt19937& rng) {
-        for (int version : {2, 3}) time_norm_version(version, rng);
+        for (const auto& [version, bps] : {std::pair{2, 0}, std::pair{3, 0}, std::pair{3, 2}, std::pair{3, 3}})
+            time_norm_version(version, bps, rng);
         gemm.set_fp8_small_version(2);
     }
-    void time_norm_version(int version, std::mt19937& rng) {
-        gemm.set_fp8_small_version(version);
+    void time_norm_version(int version, int v3_bps, std::mt19937& rng) {
+        gemm.set_fp8_small_version(version, v3_bps);
+        char vname[8];
+        if (version == 2 || v3_bps == 0) std::snprintf(vname, sizeof vname, "v%d", version);
+        else std::snprintf(vname, sizeof vname, "v%d/%d", version, v3_bps);
         const int64_t in = 2048;
         struct GroupSpec {
             const char* name;
@@ -755,9 +763,9 @@ struct Lab {
                 all_ok = all_ok && same;
                 const double us[2] = {qs::lab::graph_us_per_call(stream, [&](int it) { call(0, it); }),
                                       qs::lab::graph_us_per_call(stream, [&](int it) { call(1, it); })};
-                std::printf("%-5s v%d norm + %-14s T=%lld  norm kernel + linears %7.2f us | fused %7.2f us | saved %5.2f us "
+                std::printf("%-5s %-4s norm + %-14s T=%lld  norm kernel + linears %7.2f us | fused %7.2f us | saved %5.2f us "
                             "(%.1f%%)  %s\n",
-                            same ? "PASS" : "FAIL", version, g.name, (long long)T, us[0], us[1], us[0] - us[1],
+                            same ? "PASS" : "FAIL", vname, g.name, (long long)T, us[0], us[1], us[0] - us[1],
                             100.0 * (us[0] - us[1]) / us[0], same ? "bitwise = unfused" : "DIFFERS FROM UNFUSED");
                 std::fflush(stdout);
                 for (void* b : bufs) cudaFree(b);
@@ -813,9 +821,9 @@ struct Lab {
                 // x grows by pending + y each call: fine for timing.
                 const double us[2] = {qs::lab::graph_us_per_call(stream, [&](int it) { call(0, it); }),
                                       qs::lab::graph_us_per_call(stream, [&](int it) { call(1, it); })};
-                std::printf("%-5s v%d o_proj + post norm  T=%lld  linear + norm kernel %7.2f us | fused %7.2f us | saved %5.2f us "
+                std::printf("%-5s %-4s o_proj + post norm  T=%lld  linear + norm kernel %7.2f us | fused %7.2f us | saved %5.2f us "
                             "(%.1f%%)  %s\n",
-                            same ? "PASS" : "FAIL", version, (long long)T, us[0], us[1], us[0] - us[1],
+                            same ? "PASS" : "FAIL", vname, (long long)T, us[0], us[1], us[0] - us[1],
                             100.0 * (us[0] - us[1]) / us[0], same ? "bitwise = unfused" : "DIFFERS FROM UNFUSED");
                 std::fflush(stdout);
                 for (void* b : bufs) cudaFree(b);

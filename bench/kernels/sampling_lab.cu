@@ -7,10 +7,10 @@
 //   mode's rows), its bitmask in the engine's page-locked memory (Ops::upload_memory) and in
 //   pageable memory: the mask's cost at 512 rows is the difference to plain greedy.
 // Check: the same tokens and top ids as the CPU for 1 and 8 rows of every mode, with the statistics
-// and thresholds over vocabulary chunks (CudaOptions::sampling_chunked_select 1) and in one block
-// per row (the default).
+// and thresholds over vocabulary chunks (CudaOptions::sampling_chunked_select 1, the default) and in
+// one block per row (0).
 // Timing: host wall time of whole sample() calls (upload, launches, download, sync), median of
-// 20 after 3 warm-ups, with the selection chunked and by default (one block per row for it),
+// 20 after 3 warm-ups, with the selection chunked and in one block per row,
 // on logits that stay in place (L2 holds none of 512 rows: 508 MB).
 // "GB/s per pass" = rows × V × 4 bytes / time: the bandwidth of one read of the logits; a mode
 // that reads them k times reaches at most copy/k. Built with QS_BUILD_KERNEL_LABS=ON.
@@ -105,11 +105,12 @@ int main(int argc, char** argv) {
         return 1;
     }
     // Two samplers: the statistics and thresholds over the draw's vocabulary chunks while the rows
-    // are few (CudaOptions::sampling_chunked_select 1), and one block per row for them (the default,
-    // 0); the draw's own chunks are the same in both.
-    cuda::CudaOptions chunked;
+    // are few (CudaOptions::sampling_chunked_select 1, the default), and one block per row for them
+    // (0); the draw's own chunks are the same in both.
+    cuda::CudaOptions chunked, one_block;
     chunked.sampling_chunked_select = 1;
-    cuda::CudaOps ops(chunked), ops_one;
+    one_block.sampling_chunked_select = 0;
+    cuda::CudaOps ops(chunked), ops_one(one_block);
     cuda::CudaOps* samplers[2] = {&ops, &ops_one};
     const int max_rows = 512;
     const int64_t block_size = 16, pages_per_row = kHistory / block_size;

@@ -13,9 +13,10 @@
 //  - a whole model (4 real-shape layers, FP8 dummy weights) gives the same logits bit for bit with
 //    both options off, at 4 rows and at their defaults over a prompt and single-row decode steps
 //    (graphs on).
-// Each with the FP8 small-rows kernel's version 2 and version 3 (CudaOptions::fp8_small_version;
-// version 3's launches counted where the norms ride on them): both versions run the same norm
-// code, so within a version the bits do not depend on where the norm runs.
+// Each with the FP8 small-rows kernel's version 2, version 3, and version 3 with its grid capped at
+// 3 blocks per SM (CudaOptions::fp8_small_version, fp8_small_v3_blocks_per_sm; version 3's launches
+// counted where the norms ride on them): both versions run the same norm code, so within a version
+// the bits do not depend on where the norm runs.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -40,11 +41,25 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
     return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
 }
 
-// Norms fused at up to `in` / `out` rows (0: never), on the small-rows kernel's `version`.
-cuda::CudaOptions options(int in, int out, int version) {
+// The small-rows kernel: its version and version 3's grid cap.
+struct SmallRows {
+    int version;
+    int v3_blocks_per_sm;
+    std::string name() const {
+        return "small-rows version " + std::to_string(version) + ", v3 blocks per SM " + std::to_string(v3_blocks_per_sm);
+    }
+    void set(cuda::CudaOptions& o) const {
+        o.fp8_small_version = version;
+        o.fp8_small_v3_blocks_per_sm = v3_blocks_per_sm;
+    }
+};
+const SmallRows kSmallRows[] = {{2, 0}, {3, 0}, {3, 3}};
+
+// Norms fused at up to `in` / `out` rows (0: never), on the small-rows kernel `k`.
+cuda::CudaOptions options(int in, int out, const SmallRows& k) {
     cuda::CudaOptions o;
     o.poison = true;
-    o.fp8_small_version = version;
+    k.set(o);
     o.fused_input_norm = in;
     o.fused_output_norm = out;
     return o;
@@ -55,10 +70,10 @@ cuda::CudaOptions options(int in, int out, int version) {
 TEST(CudaFusedInputNorm, SameBitsAsTheNormKernelThenLinears) {
     QS_REQUIRE_GPU();
     ModelWeights w = make_dummy_weights(real_shapes(8), 93, /*with_mtp=*/false, WeightFormat::kFP8Block);
-    for (const int version : {2, 3}) {
-    SCOPED_TRACE("small-rows version " + std::to_string(version));
+    for (const SmallRows& k : kSmallRows) {
+    SCOPED_TRACE(k.name());
     // on: fused at 1-4 rows; two: at 1-2 rows only (the norm kernel above).
-    cuda::CudaOps off(options(0, 0, version)), on(options(4, 0, version)), two(options(2, 0, version));
+    cuda::CudaOps off(options(0, 0, k)), on(options(4, 0, k)), two(options(2, 0, k));
     off.prepare_weights(weight_set(w));
     on.prepare_weights(weight_set(w));
     two.prepare_weights(weight_set(w));
@@ -116,7 +131,7 @@ TEST(CudaFusedInputNorm, SameBitsAsTheNormKernelThenLinears) {
                 const Run a = run(off), b = run(on), c = run(two);
                 EXPECT_EQ(on.fused_input_norms() - fused_before, T <= 4 ? 1 : 0) << what;
                 // Version 3 takes the FP8 launch (the GDN qkv/z: one; q/k/v: one) with the norm or without.
-                EXPECT_EQ(on.gemm().fp8_counts().small_rows_v3_launches - v3_before, version == 3 && T <= 4 ? 1 : 0)
+                EXPECT_EQ(on.gemm().fp8_counts().small_rows_v3_launches - v3_before, k.version == 3 && T <= 4 ? 1 : 0)
                     << what;
                 EXPECT_EQ(two.fused_input_norms() - two_before, T <= 2 ? 1 : 0) << what;
                 EXPECT_EQ(off.fused_input_norms(), 0) << what;
@@ -145,9 +160,9 @@ TEST(CudaFusedInputNorm, SameBitsAsTheNormKernelThenLinears) {
 TEST(CudaFusedInputNorm, OutputNormSameBitsAsTheLinearThenTheNormKernel) {
     QS_REQUIRE_GPU();
     ModelWeights w = make_dummy_weights(real_shapes(8), 96, /*with_mtp=*/false, WeightFormat::kFP8Block);
-    for (const int version : {2, 3}) {
-    SCOPED_TRACE("small-rows version " + std::to_string(version));
-    cuda::CudaOps off(options(0, 0, version)), on(options(0, 4, version)), two(options(0, 2, version));
+    for (const SmallRows& k : kSmallRows) {
+    SCOPED_TRACE(k.name());
+    cuda::CudaOps off(options(0, 0, k)), on(options(0, 4, k)), two(options(0, 2, k));
     off.prepare_weights(weight_set(w));
     on.prepare_weights(weight_set(w));
     two.prepare_weights(weight_set(w));
@@ -187,7 +202,7 @@ TEST(CudaFusedInputNorm, OutputNormSameBitsAsTheLinearThenTheNormKernel) {
                 const int64_t v3_before = on.gemm().fp8_counts().small_rows_v3_launches;
                 const std::vector<Run> ra = run(off), rb = run(on), rc = run(two);
                 EXPECT_EQ(on.fused_output_norms() - before, T <= 4 ? 2 : 0) << what;
-                EXPECT_EQ(on.gemm().fp8_counts().small_rows_v3_launches - v3_before, version == 3 && T <= 4 ? 2 : 0)
+                EXPECT_EQ(on.gemm().fp8_counts().small_rows_v3_launches - v3_before, k.version == 3 && T <= 4 ? 2 : 0)
                     << what;
                 EXPECT_EQ(two.fused_output_norms() - two_before, T <= 2 ? 2 : 0) << what;
                 EXPECT_EQ(off.fused_output_norms(), 0) << what;
@@ -210,7 +225,7 @@ TEST(CudaFusedInputNorm, OutputNormSameBitsAsTheLinearThenTheNormKernel) {
 TEST(CudaFusedInputNorm, Add2IsAddThenAddRmsNorm) {
     QS_REQUIRE_GPU();
     ModelWeights w = make_dummy_weights(real_shapes(8), 94, /*with_mtp=*/false, WeightFormat::kFP8Block);
-    cuda::CudaOps ops(options(0, 0, 2));
+    cuda::CudaOps ops(options(0, 0, SmallRows{2, 0}));
     ops.prepare_weights(weight_set(w));
     const ParamVector& norm = w.layers[0].post_attention_layernorm;
     const int64_t H = w.config.hidden_size;
@@ -244,7 +259,7 @@ TEST(CudaFusedInputNorm, Add2IsAddThenAddRmsNorm) {
 TEST(CudaFusedInputNorm, ModelLogitsSameBits) {
     QS_REQUIRE_GPU();
     ModelWeights w = make_dummy_weights(real_shapes(8), 95, /*with_mtp=*/false, WeightFormat::kFP8Block);
-    auto logits_of = [&](const cuda::CudaOptions& o, int64_t* fused_count) {
+    auto logits_of = [&](const cuda::CudaOptions& o, int64_t fused_count[2]) {
         cuda::CudaOps ops(o);
         ops.prepare_weights(weight_set(w));
         Qwen36Model model(w, ops);
@@ -254,25 +269,29 @@ TEST(CudaFusedInputNorm, ModelLogitsSameBits) {
             const std::vector<float> step = seq.feed({id}, false);
             all.insert(all.end(), step.begin(), step.end());
         }
-        *fused_count = std::min(ops.fused_input_norms(), ops.fused_output_norms());
+        fused_count[0] = ops.fused_input_norms();
+        fused_count[1] = ops.fused_output_norms();
         return all;
     };
-    for (const int version : {2, 3}) {
-        SCOPED_TRACE("small-rows version " + std::to_string(version));
-        int64_t fused_off = -1, fused_on = -1, fused_default = -1;
+    for (const SmallRows& k : kSmallRows) {
+        SCOPED_TRACE(k.name());
+        int64_t fused_off[2] = {-1, -1}, fused_on[2] = {-1, -1}, fused_default[2] = {-1, -1};  // input, output norms
         cuda::CudaOptions off, on, defaults;
         off.fused_input_norm = off.fused_output_norm = 0;
         on.fused_input_norm = on.fused_output_norm = 4;
-        off.fp8_small_version = on.fp8_small_version = defaults.fp8_small_version = version;
-        const std::vector<float> a = logits_of(off, &fused_off), b = logits_of(on, &fused_on),
-                                 c = logits_of(defaults, &fused_default);
+        for (cuda::CudaOptions* o : {&off, &on, &defaults}) k.set(*o);
+        const std::vector<float> a = logits_of(off, fused_off), b = logits_of(on, fused_on),
+                                 c = logits_of(defaults, fused_default);
         ASSERT_FALSE(a.empty());
-        EXPECT_EQ(fused_off, 0);
+        EXPECT_EQ(fused_off[0], 0);
+        EXPECT_EQ(fused_off[1], 0);
         // The decode steps' four layers, each input norm and post-attention norm on a launch: counted
         // when the one-row graph is captured (replays do not call the ops), so at least 4 of each; the
-        // defaults fuse both at one row.
-        EXPECT_GE(fused_on, 4);
-        EXPECT_GE(fused_default, 4);
+        // defaults fuse the post-attention norm at one row, the input norm nowhere (fused_input_norm 0).
+        EXPECT_GE(fused_on[0], 4);
+        EXPECT_GE(fused_on[1], 4);
+        EXPECT_EQ(fused_default[0], 0);
+        EXPECT_GE(fused_default[1], 4);
         EXPECT_TRUE(same_bits(a, b)) << "logits differ with the norms fused";
         EXPECT_TRUE(same_bits(a, c)) << "logits differ with the default options";
     }

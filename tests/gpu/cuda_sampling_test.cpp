@@ -215,12 +215,12 @@ TEST(CudaSampling, FewRowsOverVocabularyChunksMatchTheCpuSpecification) {
 }
 
 // CudaOptions::sampling_chunks: 0 (the automatic choice) by default, out of [0, 512] an internal
-// error naming it; sampling_chunked_select: 0 by default (opt-in until an H200 run), 0 or 1
+// error naming it; sampling_chunked_select: 1 by default (since the H100 run), 0 or 1
 // (threadsafe death tests, as CudaOptionsChoice's).
 TEST(CudaSampling, ChunkOptionsValidated) {
     QS_REQUIRE_GPU();
     EXPECT_EQ(cuda::CudaOptions{}.sampling_chunks, 0);
-    EXPECT_EQ(cuda::CudaOptions{}.sampling_chunked_select, 0);
+    EXPECT_EQ(cuda::CudaOptions{}.sampling_chunked_select, 1);
     GTEST_FLAG_SET(death_test_style, "threadsafe");
     for (int bad : {-1, 513}) {
         cuda::CudaOptions o;

@@ -83,6 +83,7 @@ TEST(CudaSmallRowsV2, Fp8LinearsMatchCpuAndTodaysPath) {
     o_today.fp8_small_rows = 0;  // the path before version 2 (the default is now 4)
     o_today.poison = o_v2.poison = true;
     o_v2.fp8_small_rows = 4;
+    o_today.fp8_small_version = o_v2.fp8_small_version = 2;  // the default is now version 3
     cuda::CudaOps today(o_today), v2(o_v2);
     today.prepare_weights(weight_set(w8));
     v2.prepare_weights(weight_set(w8));
@@ -140,17 +141,21 @@ TEST(CudaSmallRowsV2, Fp8LinearsMatchCpuAndTodaysPath) {
 // at the same shapes and rows, through Gemm as the model calls it: taken for every launch (one
 // launch each), < 4e-2 against the CPU, < 1e-5 against version 2 (the same exact products, fp32
 // sums in another order; a wrong fragment register or scale gives O(1)), each row bitwise its
-// one-row call.
+// one-row call; with the grid capped (fp8_small_v3_blocks_per_sm 3: blocks loop over feature
+// groups) the same bits as a block per group.
 TEST(CudaSmallRowsV3, Fp8LinearsMatchCpuAndVersion2) {
     QS_REQUIRE_GPU();
     const ModelConfig config = real_shapes(8);
     ModelWeights w8 = make_dummy_weights(config, 82, /*with_mtp=*/false, WeightFormat::kFP8Block);
-    cuda::CudaOptions o_v2, o_v3;
-    o_v2.poison = o_v3.poison = true;
-    o_v3.fp8_small_version = 3;
-    cuda::CudaOps v2(o_v2), v3(o_v3);
+    cuda::CudaOptions o_v2, o_v3, o_capped;
+    o_v2.poison = o_v3.poison = o_capped.poison = true;
+    o_v2.fp8_small_version = 2;
+    o_v3.fp8_small_version = o_capped.fp8_small_version = 3;
+    o_capped.fp8_small_v3_blocks_per_sm = 3;
+    cuda::CudaOps v2(o_v2), v3(o_v3), capped(o_capped);
     v2.prepare_weights(weight_set(w8));
     v3.prepare_weights(weight_set(w8));
+    capped.prepare_weights(weight_set(w8));
     const auto linears = fp8_dense_linears(w8);
     ASSERT_EQ(linears.size(), 6u);
     CpuOps cpu;
@@ -180,10 +185,17 @@ TEST(CudaSmallRowsV3, Fp8LinearsMatchCpuAndVersion2) {
             EXPECT_LT(normalised_error(y, y2), 1e-5) << what << " against version 2";
             v3_launches += expect_rows_match_one_row_calls(v3, dx, T, *w, y, what);
             v3.free_all();
+
+            float* dyc = capped.alloc(T * out);
+            capped.linear(gpu_test::to_device(capped, x), T, *w, dyc);
+            const std::vector<float> yc = gpu_test::to_host(capped, dyc, ref.size());
+            EXPECT_EQ(std::memcmp(yc.data(), y.data(), y.size() * 4), 0) << what << ": 3 blocks per SM against a block per group";
+            EXPECT_GT(capped.gemm().fp8_counts().small_rows_v3_launches, 0) << what;
+            capped.free_all();
         }
     }
     EXPECT_EQ(v3.gemm().fp8_counts().small_rows_v3_launches, v3_launches);
-    EXPECT_EQ(v2.gemm().fp8_counts().small_rows_v3_launches, 0) << "the default must keep version 2";
+    EXPECT_EQ(v2.gemm().fp8_counts().small_rows_v3_launches, 0) << "version 2 set, version 3 taken";
 }
 
 // A batch of sequences {start_pos, num_tokens, slot}, pages_per_seq pages each (shuffled, the same

@@ -5,8 +5,8 @@
 // launch_quant_fp8_rows128 does it, and against version 2 (small_linear_fp8.cu) on the same input:
 // T = 1..4; `in` of 512 (warps without a scale block), 1,536 (12 scale blocks: warps with one or
 // two), 1,024, 2,048 and 4,096; a grid of one block per 16 features and a capped grid (blocks loop over
-// groups, x quantised once per block); launches of 1-3 weights (q/k/v-like parts); an all-zero x
-// group (scale 1). Checks: relative error against the reference < 1e-5, against version 2 < 1e-6,
+// groups, x quantised once per block); launches of 1-3 weights (q/k/v-like parts); row counts not a
+// multiple of 16 (padded groups); an all-zero x group (scale 1). Checks: relative error against the reference < 1e-5, against version 2 < 1e-6,
 // every row of a T-row call bitwise equal to a one-row call on that row, nothing written past y.
 // Says nothing about speed. Build and run (repo root; g++ only):
 //   sh bench/kernels/emu/run_emu.sh small_linear_mma
@@ -44,8 +44,12 @@ int main() {
         int64_t in;
         int bps;  // blocks per SM (0: no cap; the emulated device has 132 SMs)
     };
+    // The last five: row counts not a multiple of 16 (a part's last group partly padding, which
+    // must read no weight row past out and write nothing past y), alone and between parts.
     const Case cases[] = {{{1104}, 2048, 0}, {{48}, 512, 0},          {{272}, 1536, 0},
-                          {{4096}, 4096, 1}, {{512, 64, 64}, 2048, 0}, {{2112, 32}, 1024, 1}};
+                          {{4096}, 4096, 1}, {{512, 64, 64}, 2048, 0}, {{2112, 32}, 1024, 1},
+                          {{1000}, 2048, 0}, {{7}, 512, 0},           {{200, 96, 33}, 1024, 0},
+                          {{17, 1, 130}, 512, 1}, {{4097}, 4096, 0}};
     int fails = 0;
     for (const Case& c : cases) {
         const int64_t cb = c.in / 128;

@@ -187,12 +187,17 @@ struct CudaOptions {
     // Nsight Compute saw 24 % achieved occupancy and issue slots 50 % busy on the one-row GDN
     // qkv/z launch (docs/PERF.md "Session 23"); at one row the kernel's 64 registers allow 4.
     int fp8_small_blocks_per_sm = 2;
-    // The FP8 small-rows kernel's version (Gemm::set_fp8_small_version): 2 (default) fp32 FMAs; 3 the
+    // The FP8 small-rows kernel's version (Gemm::set_fp8_small_version): 2 fp32 FMAs; 3 (default) the
     // products on tensor cores (small_linear_fp8_mma.cu: exact f16 copies of the e4m3 codes, fp32 sums
     // in another order; ~1e-7 from version 2), the fused norms' launches included (the same norm
-    // code, so h and x keep their bits). Opt-in until an H200 run times it (fp8_gemm_lab --mma,
-    // scripts/gpu_run.sh mma).
-    int fp8_small_version = 2;
+    // code, so h and x keep their bits). Default 3 since the H100 run of 2026-12-05 (fp8_gemm_lab 1
+    // --mma, scripts/gpu_run.sh mma; docs/PERF.md "Session 30"): the GDN qkv+z launch 12.0 → 11.5 µs
+    // at one row, 23.6 → 16.3 µs at four; one stream's MTP k = 1 step 4.95 → 4.70 ms, k = 0 equal.
+    int fp8_small_version = 3;
+    // Version 3's grid cap in blocks per SM: 0 (default) a block per 16 output features (768 blocks
+    // for the GDN qkv/z); 1..4 that many blocks per SM, each looping over feature groups (with the
+    // input norm a block then normalises x once for all its groups).
+    int fp8_small_v3_blocks_per_sm = 0;
     // Ops::linears (several linears of one input: q/k/v, GDN qkv/z/b/a): 1 the weights on the
     // block-scaled FP8 path share one e4m3 quantisation of x, those on cuBLASLt's bf16 path one
     // bf16 copy (Gemm::linears; each output bitwise what its own linear gives, so only time
@@ -207,9 +212,11 @@ struct CudaOptions {
     // linears. h and every output are the same bits either way (CPU emulation:
     // bench/kernels/emu/small_linear_emu.cpp; GPU: CudaFusedInputNorm). Every block normalises the
     // T rows itself, one after another, so the launch grows with T: on the H200 (fp8_gemm_lab 1
-    // --norm, docs/PERF.md "Session 27") it saves 0.3-0.6 us at T = 1 and costs 2-7 us at T = 2-4.
-    // Default 1.
-    int fused_input_norm = 1;
+    // --norm, docs/PERF.md "Session 27") it saves 0.3-0.6 us at T = 1 and costs 2-7 us at T = 2-4
+    // on version 2. On version 3 (a block per 16 features, 768 blocks for the GDN qkv/z) it costs
+    // 5.6 us at T = 1 on the H100 ("Session 30"); with the grid capped at 3 blocks per SM the
+    // one-stream step is still slower than unfused. Default 0 since version 3 became the default.
+    int fused_input_norm = 0;
     // Ops::linear_add2_rms_norm_zc (o_proj / GDN out_proj and the post-attention norm) at T <= N
     // rows (N in [0, 4]): the norm runs in the last block to finish of the FP8 small-rows launch
     // (SmallLinearOutputNorm: every block counts itself on a device counter) when the weight takes
@@ -236,12 +243,14 @@ struct CudaOptions {
     // choice (two blocks per SM while the rows are few); 1: one block per row; 2..512: that many
     // (tests and the lab compare them).
     int sampling_chunks = 0;
-    // SamplingLaunch::chunked_select: 1 runs the top-k / top-p thresholds and the logprob statistics
-    // over the draw's chunks too when there is more than one (sampling_chunked.cu: one sampled
-    // stream's ~0.5 ms of top-p and ~0.7 ms of logprobs a token spread over the SMs; the same
-    // tokens and top ids bit for bit in the CPU emulator). 0 (default until an H200 run has passed
-    // the GPU tests and timed it: gpu_run.sh sampling): one block per row for them, as before.
-    int sampling_chunked_select = 0;
+    // SamplingLaunch::chunked_select: 1 (default) runs the top-k / top-p thresholds and the logprob
+    // statistics over the draw's chunks too when there is more than one (sampling_chunked.cu: one
+    // sampled stream's ~0.5 ms of top-p and ~0.6 ms of logprobs a token spread over the SMs; the same
+    // tokens and top ids as the CPU specification, CudaSampling.*). 0: one block per row for them.
+    // Default 1 since the H100 run of 2026-12-05 (sampling_lab, docs/PERF.md "Session 30"): one row
+    // of top_p 0.95 504 → 71 µs, top_k 50 475 → 96 µs, greedy + logprobs 5 625 → 83 µs; 64 rows
+    // about 2× faster; 512 rows within ±3 %.
+    int sampling_chunked_select = 1;
     // GatedAttentionParams::prefill_version for every attention call (attention_kernels.h): 1
     // (default) the mma.sync flash attention for all prefill rows; 2 FlashInfer's Hopper wgmma/TMA
     // kernel (attention_prefill_wgmma.cu) for the prefill rows of batches whose longest sequence

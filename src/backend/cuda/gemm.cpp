@@ -287,7 +287,7 @@ bool Gemm::linear_norm(const DeviceLinear& w, const float* a, int64_t T, float* 
                     small_linear_fp8_mma_output_norm_supports(T, w.in, w.out);
     if (fused && route(w, a, T) == Route::kSmallRowsFp8V2 && (v3 || small_linear_fp8_v2_output_norm_supports(T, w.out))) {
         if (v3) {
-            launch_small_linear_fp8_mma_output_norm(part, w.in, a, T, post, stream);
+            launch_small_linear_fp8_mma_output_norm(part, w.in, a, T, post, stream, fp8_small_v3_blocks_per_sm_);
             ++fp8_counts_.small_rows_v3_launches;
         } else {
             launch_small_linear_fp8_v2_output_norm(part, w.in, a, T, post, stream, fp8_small_blocks_per_sm_);
@@ -344,14 +344,14 @@ void Gemm::linears_on(const float* x, int64_t T, std::span<const DeviceLinear* c
             if (norm != nullptr) {
                 if (fp8_small_version_ == 3 && small_linear_fp8_mma_supports(T, in, parts, x_raw) &&
                     small_linear_fp8_mma_norm_supports(T, in)) {
-                    launch_small_linear_fp8_mma(parts, in, x_raw, T, stream, 0, norm);
+                    launch_small_linear_fp8_mma(parts, in, x_raw, T, stream, fp8_small_v3_blocks_per_sm_, norm);
                     ++fp8_counts_.small_rows_v3_launches;
                 } else {
                     launch_small_linear_fp8_v2(parts, in, x_raw, T, stream, fp8_small_blocks_per_sm_, norm);
                 }
                 norm = nullptr;
             } else if (fp8_small_version_ == 3 && small_linear_fp8_mma_supports(T, in, parts, x)) {
-                launch_small_linear_fp8_mma(parts, in, x, T, stream);
+                launch_small_linear_fp8_mma(parts, in, x, T, stream, fp8_small_v3_blocks_per_sm_);
                 ++fp8_counts_.small_rows_v3_launches;
             } else {
                 launch_small_linear_fp8_v2(parts, in, x, T, stream, fp8_small_blocks_per_sm_);

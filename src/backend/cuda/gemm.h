@@ -126,8 +126,12 @@ public:
     }
     // 3: the FP8 small-rows launches take version 3 (tensor cores, small_linear_fp8_mma.cu) where it
     // supports the call, those with a fused input or output norm too (rows of 2,048 or 4,096); 2
-    // (default): version 2 everywhere (CudaOptions::fp8_small_version).
-    void set_fp8_small_version(int v) { fp8_small_version_ = v; }
+    // (default): version 2 everywhere (CudaOptions::fp8_small_version). v3_blocks_per_sm: version 3's
+    // grid cap (0: a block per 16 output features; CudaOptions::fp8_small_v3_blocks_per_sm).
+    void set_fp8_small_version(int v, int v3_blocks_per_sm = 0) {
+        fp8_small_version_ = v;
+        fp8_small_v3_blocks_per_sm_ = v3_blocks_per_sm;
+    }
     // The path the latest FP8 linear took, and how many calls took each.
     Fp8Path last_fp8_path() const { return last_fp8_path_; }
     struct Fp8Counts {
@@ -208,6 +212,7 @@ private:
     int fp8_small_rows_ = 0;
     int fp8_small_blocks_per_sm_ = 2;
     int fp8_small_version_ = 2;
+    int fp8_small_v3_blocks_per_sm_ = 0;
     Fp8Path last_fp8_path_ = Fp8Path::kNone;
     Fp8Counts fp8_counts_;
     int64_t small_rows_calls_ = 0;

@@ -23,17 +23,20 @@ __device__ __forceinline__ float2 fp8x2_to_float2(__nv_fp8x2_storage_t codes) {
 }
 
 // The weights of one launch (one input x): output feature o of the launch is feature
-// o - first_row[p] of part p, the last p with first_row[p] <= o.
+// o - first_row[p] of part p, the last p with first_row[p] <= o. Each part's rows are padded to a
+// multiple of row_align (make_fp8_parts; version 3 computes 16 at once): features o - first_row[p]
+// >= out[p] are padding, neither read nor written.
 struct Fp8Parts {
     const uint8_t* w[kSmallLinearFp8V2MaxParts];        // [out_p, in] e4m3
     const float* scale_inv[kSmallLinearFp8V2MaxParts];  // [ceil(out_p / 128), in / 128]
     float* y[kSmallLinearFp8V2MaxParts];                // [T, out_p]
-    int first_row[kSmallLinearFp8V2MaxParts + 1];  // first_row[p] = Σ_{q<p} out_q; then the total
+    int out[kSmallLinearFp8V2MaxParts];                 // out_p
+    int first_row[kSmallLinearFp8V2MaxParts + 1];  // Σ_{q<p} out_q rounded up to row_align; then the total
     int parts = 0, rows = 0;
 };
 
 // The table of 1..4 weights (host); `launcher` names the caller in errors.
-inline Fp8Parts make_fp8_parts(std::span<const SmallLinearFp8Part> parts, const char* launcher) {
+inline Fp8Parts make_fp8_parts(std::span<const SmallLinearFp8Part> parts, const char* launcher, int row_align = 1) {
     QS_CHECK_MSG(!parts.empty() && parts.size() <= size_t(kSmallLinearFp8V2MaxParts),
                  (std::string(launcher) + ": 1 to 4 weights a launch").c_str());
     Fp8Parts a;
@@ -45,10 +48,12 @@ inline Fp8Parts make_fp8_parts(std::span<const SmallLinearFp8Part> parts, const 
         a.w[i] = static_cast<const uint8_t*>(parts[i].w);
         a.scale_inv[i] = parts[i].scale_inv;
         a.y[i] = parts[i].y;
+        a.out[i] = int(parts[i].out);
         a.first_row[i] = int(rows);
-        rows += parts[i].out;
+        rows += (parts[i].out + row_align - 1) / row_align * row_align;
     }
     QS_CHECK_MSG(rows < (int64_t(1) << 30), (std::string(launcher) + ": too many output features").c_str());
+    for (size_t i = parts.size(); i < size_t(kSmallLinearFp8V2MaxParts); ++i) a.out[i] = 0;
     for (size_t i = parts.size(); i <= size_t(kSmallLinearFp8V2MaxParts); ++i) a.first_row[i] = int(rows);
     a.rows = int(rows);
     return a;
@@ -65,16 +70,14 @@ struct PartRow {
     const uint8_t* w;
     const float* scale_inv;
     float* y;
-    int o, out;  // the row in the part, the part's rows
+    int o, out;  // the row in the part (>= out: padding), the part's rows
 };
 
 __device__ __forceinline__ PartRow part_row(const Fp8Parts& a, int o) {
-    PartRow r{a.w[0], a.scale_inv[0], a.y[0], o, a.first_row[1]};
+    PartRow r{a.w[0], a.scale_inv[0], a.y[0], o, a.out[0]};
 #pragma unroll
     for (int i = 1; i < kSmallLinearFp8V2MaxParts; ++i) {
-        if (i < a.parts && o >= a.first_row[i]) {
-            r = {a.w[i], a.scale_inv[i], a.y[i], o - a.first_row[i], a.first_row[i + 1] - a.first_row[i]};
-        }
+        if (i < a.parts && o >= a.first_row[i]) r = {a.w[i], a.scale_inv[i], a.y[i], o - a.first_row[i], a.out[i]};
     }
     return r;
 }

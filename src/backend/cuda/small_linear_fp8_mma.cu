@@ -8,8 +8,9 @@
 // accumulation): e4m3 codes convert to f16 exactly (cvt.rn.f16x2.e4m3x2, two per instruction), x's
 // e4m3 codes too, so every product is exact as in version 2 and only the order of the fp32 sums
 // differs; T ≤ 4 rows use 4 of the MMA's 8 columns, so a second row costs nothing extra.
-//  - A block of 8 warps owns 16 output features (a row group; every part's row count is a
-//    multiple of 16, so a group lies in one part and one 128-row scale block); warp w takes the
+//  - A block of 8 warps owns 16 output features (a row group; each part's rows are padded to a
+//    multiple of 16, so a group lies in one part and one 128-row scale block; padding rows load
+//    zeros and store nothing, so any row count takes this kernel); warp w takes the
 //    128-column scale blocks kb = w, w + 8, ... (in / 1,024 of them). Per scale block a lane loads
 //    16 bytes of row g = lane / 4 and of row g + 8 at columns 128 kb + 16 q and 128 kb + 64 + 16 q
 //    (q = lane % 4): each row's 128 bytes come in one warp instruction pair, and all of a block's
@@ -71,17 +72,23 @@ __global__ __launch_bounds__(kMmaWarps * 32, 2) void small_linear_fp8_mma_kernel
         const PartRow pr = part_row(a, rg * kGroupRows);
         const uint8_t* row_g = pr.w + size_t(pr.o + g) * in;
         const uint8_t* row_g8 = row_g + size_t(8) * in;
+        const bool has_g = pr.o + g < pr.out, has_g8 = pr.o + g + 8 < pr.out;  // else padding: zeros
         uint4 wa[KS][2], wb[KS][2];
         float ws[KS];
 #pragma unroll
         for (int i = 0; i < KS; ++i) {
             const int kb = warp + kMmaWarps * i;
+            wa[i][0] = wa[i][1] = wb[i][0] = wb[i][1] = make_uint4(0, 0, 0, 0);
             if (kb < blocks_k) {
                 const int c = kb * 128 + 16 * q;
-                wa[i][0] = __ldg(reinterpret_cast<const uint4*>(row_g + c));
-                wa[i][1] = __ldg(reinterpret_cast<const uint4*>(row_g + c + 64));
-                wb[i][0] = __ldg(reinterpret_cast<const uint4*>(row_g8 + c));
-                wb[i][1] = __ldg(reinterpret_cast<const uint4*>(row_g8 + c + 64));
+                if (has_g) {
+                    wa[i][0] = __ldg(reinterpret_cast<const uint4*>(row_g + c));
+                    wa[i][1] = __ldg(reinterpret_cast<const uint4*>(row_g + c + 64));
+                }
+                if (has_g8) {
+                    wb[i][0] = __ldg(reinterpret_cast<const uint4*>(row_g8 + c));
+                    wb[i][1] = __ldg(reinterpret_cast<const uint4*>(row_g8 + c + 64));
+                }
                 ws[i] = __ldg(pr.scale_inv + size_t(pr.o / 128) * blocks_k + kb);
             }
         }
@@ -153,11 +160,11 @@ __global__ __launch_bounds__(kMmaWarps * 32, 2) void small_linear_fp8_mma_kernel
             float y = partial[0][r][t];
 #pragma unroll
             for (int w = 1; w < kMmaWarps; ++w) y += partial[w][r][t];
-            pr.y[size_t(t) * pr.out + pr.o + r] = y;
+            if (pr.o + r < pr.out) pr.y[size_t(t) * pr.out + pr.o + r] = y;
         }
         __syncthreads();  // partial is rewritten by the next group
     }
-    if constexpr (POST > 0) output_norm_last_block<T, POST>(post, a.y[0], a.rows);
+    if constexpr (POST > 0) output_norm_last_block<T, POST>(post, a.y[0], a.out[0]);
 }
 
 size_t mma_smem_bytes(int64_t T, int64_t in) { return size_t(T * in) * 2 + size_t(T * (in / 128)) * 4; }
@@ -220,7 +227,7 @@ bool small_linear_fp8_mma_supports(int64_t T, int64_t in, std::span<const SmallL
         parts.size() > size_t(kSmallLinearFp8V2MaxParts) || reinterpret_cast<uintptr_t>(x) % 16 != 0)
         return false;
     for (const SmallLinearFp8Part& p : parts)
-        if (p.out <= 0 || p.out % kGroupRows != 0 || reinterpret_cast<uintptr_t>(p.w) % 16 != 0) return false;
+        if (p.out <= 0 || reinterpret_cast<uintptr_t>(p.w) % 16 != 0) return false;
     return true;
 }
 
@@ -235,8 +242,8 @@ bool small_linear_fp8_mma_output_norm_supports(int64_t T, int64_t in, int64_t ou
 void launch_small_linear_fp8_mma(std::span<const SmallLinearFp8Part> parts, int64_t in, const float* x, int64_t T,
                                  cudaStream_t stream, int blocks_per_sm, const SmallLinearInputNorm* norm) {
     QS_CHECK_MSG(small_linear_fp8_mma_supports(T, in, parts, x),
-                 "launch_small_linear_fp8_mma: 1-4 rows, in a multiple of 512 up to 4,096, 1-4 weights of a "
-                 "multiple of 16 rows, 16-byte aligned");
+                 "launch_small_linear_fp8_mma: 1-4 rows, in a multiple of 512 up to 4,096, 1-4 weights, "
+                 "16-byte aligned");
     QS_CHECK(blocks_per_sm >= 0);
     if (norm != nullptr) {
         QS_CHECK_MSG(small_linear_fp8_mma_norm_supports(T, in) && norm->w != nullptr && norm->h != nullptr,
@@ -245,7 +252,7 @@ void launch_small_linear_fp8_mma(std::span<const SmallLinearFp8Part> parts, int6
                          disjoint(norm->h, T * in, norm->pending, T * in),
                      "launch_small_linear_fp8_mma: the norm's output must not overlap x or pending");
     }
-    launch_rows(make_fp8_parts(parts, "launch_small_linear_fp8_mma"), in, x, T, blocks_per_sm, norm, nullptr, stream);
+    launch_rows(make_fp8_parts(parts, "launch_small_linear_fp8_mma", kGroupRows), in, x, T, blocks_per_sm, norm, nullptr, stream);
 }
 
 void launch_small_linear_fp8_mma_output_norm(const SmallLinearFp8Part& part, int64_t in, const float* x_in, int64_t T,
@@ -263,7 +270,7 @@ void launch_small_linear_fp8_mma_output_norm(const SmallLinearFp8Part& part, int
                      disjoint(post.pending, n, part.y, n),
                  "launch_small_linear_fp8_mma_output_norm: x, h, y, pending and the input must not overlap");
     QS_CHECK(blocks_per_sm >= 0);
-    launch_rows(make_fp8_parts(parts, "launch_small_linear_fp8_mma_output_norm"), in, x_in, T, blocks_per_sm, nullptr, &post, stream);
+    launch_rows(make_fp8_parts(parts, "launch_small_linear_fp8_mma_output_norm", kGroupRows), in, x_in, T, blocks_per_sm, nullptr, &post, stream);
 }
 
 }  // namespace qs::cuda

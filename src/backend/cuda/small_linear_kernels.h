@@ -94,8 +94,9 @@ void launch_small_linear_fp8_v2(const void* w, const float* scale_inv, int64_t o
 // Version 3 (small_linear_fp8_mma.cu; Gemm takes it with CudaOptions::fp8_small_version 3): the
 // same quantised x, the products on tensor cores (mma.sync m16n8k16 on exact f16 copies of the
 // e4m3 codes, fp32 accumulation), a block of 8 warps per 16 output features. Same products as
-// version 2, the fp32 sums in another order. Needs `in` a multiple of 512 up to 4,096 and every
-// part's rows a multiple of 16. blocks_per_sm 0: one block per 16 features (no grid cap).
+// version 2, the fp32 sums in another order. Needs `in` a multiple of 512 up to 4,096; any row
+// count (a part's last group of 16 may be partly padding). blocks_per_sm 0: one block per 16
+// features (no grid cap).
 // The norms as in version 2 (the same code: small_linear_fp8_norms.cuh, so h and x are the same
 // bits): the input norm with in = 2,048 or 4,096; the output norm with in and out of 2,048 or 4,096.
 bool small_linear_fp8_mma_supports(int64_t T, int64_t in, std::span<const SmallLinearFp8Part> parts, const float* x);
