@@ -283,9 +283,10 @@ bool Gemm::norm_linears(const float* x, const SmallLinearInputNorm& norm, bool f
 bool Gemm::linear_norm(const DeviceLinear& w, const float* a, int64_t T, float* y, const SmallLinearOutputNorm& post,
                        bool fused, DeviceArena& scratch, cudaStream_t stream) {
     const SmallLinearFp8Part part{w.w, w.scale_inv, w.out, y};
-    const bool v3 = fp8_small_version_ == 3 && small_linear_fp8_mma_supports(T, w.in, std::span(&part, 1), a) &&
+    const bool small = fused && route(w, a, T) == Route::kSmallRowsFp8V2;
+    const bool v3 = small && fp8_small_version_ == 3 && small_linear_fp8_mma_supports(T, w.in, std::span(&part, 1), a) &&
                     small_linear_fp8_mma_output_norm_supports(T, w.in, w.out);
-    if (fused && route(w, a, T) == Route::kSmallRowsFp8V2 && (v3 || small_linear_fp8_v2_output_norm_supports(T, w.out))) {
+    if (small && (v3 || small_linear_fp8_v2_output_norm_supports(T, w.out))) {
         if (v3) {
             launch_small_linear_fp8_mma_output_norm(part, w.in, a, T, post, stream, fp8_small_v3_blocks_per_sm_);
             ++fp8_counts_.small_rows_v3_launches;
