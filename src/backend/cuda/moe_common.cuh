@@ -157,6 +157,32 @@ struct GemmParams {
     int qgroup = 0;
 };
 
+// The work of a grouped-GEMM block of BNW weight rows (moe_gemm.cu, moe_decode_gemm.cu,
+// moe_decode_gemm_int4.cu): tile blockIdx.y of p.work is expert e (p.E: the shared expert, I_shared
+// wide) over sorted rows row0 .. row0 + rows - 1; the block's first weight row n0 (gate_up: BNW / 2
+// intermediate rows, their gate and up rows) and the GEMM's K. False when the block has nothing to
+// do: a tile past *p.num_tiles, or gate_up rows past the expert's intermediate size.
+struct TileWork {
+    int e, row0, rows, Ie, n0, K;
+};
+template <bool GATE_UP>
+__device__ __forceinline__ bool tile_work(const GemmParams& p, int BNW, TileWork& w) {
+    const int tile = blockIdx.y;
+    if (tile >= *p.num_tiles) return false;
+    const int4 wk = p.work[tile];
+    w.e = wk.x, w.row0 = wk.y, w.rows = wk.z;
+    w.Ie = w.e == p.E ? p.I_shared : p.I;
+    if constexpr (GATE_UP) {
+        w.n0 = blockIdx.x * (BNW / 2);
+        w.K = p.H;
+        return w.n0 < w.Ie;
+    } else {
+        w.n0 = blockIdx.x * BNW;
+        w.K = w.Ie;
+        return true;
+    }
+}
+
 // Row m of a grouped-GEMM tile's A operand (the tile's sorted rows row0 .. row0 + rows - 1): gate_up
 // gathers token rows of xb through row_token, down reads hbuf's sorted rows. Rows past the tile read
 // the tile's first row (the copies zero-fill them: 0 bytes).

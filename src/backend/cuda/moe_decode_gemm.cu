@@ -49,20 +49,9 @@ __global__ __launch_bounds__(GemmShape<DecCfg, FP8>::NTHR) void moe_decode_gemm_
     unsigned char* sA = smem;
     unsigned char* sB = smem + STAGES * S::A_STAGE;
 
-    const int tile = blockIdx.y;
-    if (tile >= *p.num_tiles) return;
-    const int4 wk = p.work[tile];
-    const int e = wk.x, row0 = wk.y, rows = wk.z;
-    const int Ie = e == p.E ? p.I_shared : p.I;
-    int n0, K;
-    if constexpr (GATE_UP) {
-        n0 = blockIdx.x * (BNW / 2);
-        if (n0 >= Ie) return;
-        K = p.H;
-    } else {
-        n0 = blockIdx.x * BNW;
-        K = Ie;
-    }
+    TileWork tw;
+    if (!tile_work<GATE_UP>(p, BNW, tw)) return;
+    const int e = tw.e, row0 = tw.row0, rows = tw.rows, n0 = tw.n0, K = tw.K;
     const int KT = K / kBK;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int g = lane >> 2, q = lane & 3;
