@@ -186,11 +186,12 @@ TEST(CudaSmallRowsV3, Fp8LinearsMatchCpuAndVersion2) {
             v3_launches += expect_rows_match_one_row_calls(v3, dx, T, *w, y, what);
             v3.free_all();
 
+            const int64_t capped_before = capped.gemm().fp8_counts().small_rows_v3_launches;
             float* dyc = capped.alloc(T * out);
             capped.linear(gpu_test::to_device(capped, x), T, *w, dyc);
             const std::vector<float> yc = gpu_test::to_host(capped, dyc, ref.size());
             EXPECT_EQ(std::memcmp(yc.data(), y.data(), y.size() * 4), 0) << what << ": 3 blocks per SM against a block per group";
-            EXPECT_GT(capped.gemm().fp8_counts().small_rows_v3_launches, 0) << what;
+            EXPECT_EQ(capped.gemm().fp8_counts().small_rows_v3_launches, capped_before + 1) << what << ": capped, version 3 not taken";
             capped.free_all();
         }
     }

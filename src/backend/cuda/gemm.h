@@ -125,9 +125,11 @@ public:
         fp8_small_blocks_per_sm_ = blocks_per_sm;
     }
     // 3: the FP8 small-rows launches take version 3 (tensor cores, small_linear_fp8_mma.cu) where it
-    // supports the call, those with a fused input or output norm too (rows of 2,048 or 4,096); 2
-    // (default): version 2 everywhere (CudaOptions::fp8_small_version). v3_blocks_per_sm: version 3's
-    // grid cap (0: a block per 16 output features; CudaOptions::fp8_small_v3_blocks_per_sm).
+    // supports the call, those with a fused input or output norm too (rows of 2,048 or 4,096); 2:
+    // version 2 everywhere. A Gemm starts at 2 (the labs and emulators that drive one directly
+    // compare versions from there); CudaOps sets CudaOptions::fp8_small_version, whose default is 3.
+    // v3_blocks_per_sm: version 3's grid cap (0: a block per 16 output features;
+    // CudaOptions::fp8_small_v3_blocks_per_sm).
     void set_fp8_small_version(int v, int v3_blocks_per_sm = 0) {
         fp8_small_version_ = v;
         fp8_small_v3_blocks_per_sm_ = v3_blocks_per_sm;

@@ -180,7 +180,7 @@ __global__ __launch_bounds__(kWarps * 32) void small_linear_fp8_v2_kernel(const 
         for (int u = 0; u < kLoads; ++u) cur[u] = nxt[u], cur_s[u] = nxt_s[u];
         cur_out = nxt_out;
     }
-    if constexpr (POST > 0) output_norm_last_block<T, POST>(post, a.y[0], a.rows);
+    if constexpr (POST > 0) output_norm_last_block<T, POST>(post, a.y[0], a.out[0]);
 }
 
 size_t smem_bytes(int64_t T, int64_t in) { return size_t(T * in) * 4 + size_t(T * (in / 128)) * 4; }
