@@ -23,8 +23,10 @@
 //          decode combine with its loads hoisted; default 1; the same bits)
 //          [--moe-small-prefetch-down 0|1]  (CudaOptions::moe_small_prefetch_down: the small-T MoE
 //          path's gate_up prefetches the down matrices into L2; default 0; the same bits)
+//          [--moe-small-down-version -1|1|2]  (CudaOptions::moe_small_down_version: 2 = the small-T
+//          MoE path's down + combine by expert slots, -1 = that from 2 rows on; the same bits)
 //          [--fp8-small-version 2|3]  (CudaOptions::fp8_small_version: 3 = the FP8 small-rows launches
-//          on tensor cores, small_linear_fp8_mma.cu, the fused norms' too; default 2)
+//          on tensor cores, small_linear_fp8_mma.cu, the fused norms' too; default 3)
 //          [--fp8-small-v3-blocks-per-sm 0..4]  (CudaOptions::fp8_small_v3_blocks_per_sm: version 3's
 //          grid cap; default 0 = a block per 16 output features)
 //          [--moe-decode-version 1|2]  (CudaOptions::moe_decode_version: the MoE decode grouped
@@ -111,6 +113,7 @@ const std::vector<KernelOption>& kernel_options() {
         {"moe-small-version", {-1, 1, 2}, &O::moe_small_version},
         {"moe-decode-version", {1, 2}, &O::moe_decode_version},
         {"moe-small-prefetch-down", {0, 1}, &O::moe_small_prefetch_down},
+        {"moe-small-down-version", {-1, 1, 2}, &O::moe_small_down_version},
         {"fp8-small-version", {2, 3}, &O::fp8_small_version},
         {"fp8-small-v3-blocks-per-sm", {0, 1, 2, 3, 4}, &O::fp8_small_v3_blocks_per_sm},
         {"attention-combine-version", {1, 2}, &O::attention_combine_version},

@@ -116,6 +116,11 @@
 #           one-stream steps (k = 0, 1) with --fp8-small-version 2; 3 with the input norm unfused at a
 #           block per 16 features and at 3 blocks per SM; 3 at 3 blocks per SM with it fused; twice;
 #           needs fp8_gemm_lab qs_gpu_tests gpu_forward_bench (~6 minutes)
+#   down_slots  the small-T MoE down + combine by expert slots (CudaOptions::moe_small_down_version 2,
+#           moe_small_down_slots.cu): `moe_lab 1 --small` (paths small+ds / smv2+ds bitwise against the
+#           down kernel by token, then µs eager and in CUDA graphs at T = 1-16), its GPU tests, then the
+#           one-stream FP8-lean step (k = 0 and 1, P = 0) with --moe-small-down-version 1 and 2, twice
+#           (four engines); needs moe_lab qs_gpu_tests gpu_forward_bench (~4 minutes: STAGE_TIMEOUT=300)
 #   grammar_masks  grammar_mask_bench (needs it in the bundle: build_gpu_bundle.sh ... grammar_mask_bench)
 #           on the host's 16 cores, the Qwen3.6 vocabulary: the built-in JSON schema, regex "[a-z ]+",
 #           and the schema of the http `schema` mode (with --steps 32: 32 engine steps of 512 rows,
@@ -260,6 +265,10 @@ for stage in "$@"; do
              run_step_variants mma_step "--fp8-small-version,2" "--fp8-small-version,3,--fused-input-norm,0" \
                  "--fp8-small-version,3,--fp8-small-v3-blocks-per-sm,3,--fused-input-norm,0" \
                  "--fp8-small-version,3,--fp8-small-v3-blocks-per-sm,3" ;;
+        down_slots) run moe_lab_small "$B/moe_lab" 1 --small
+                    run gpu_tests_down_slots "$B/qs_gpu_tests" --gtest_color=no \
+                        --gtest_filter='*MoeSmallDownSlots*:*MoeSmallVersion2*:*MoeBothGroupedGemmPaths*:CudaOptionsChoice.*'
+                    run_step_variants down_slots_step "--moe-small-down-version,1" "--moe-small-down-version,2" ;;
         fp8gemm) run fp8_gemm_lab "$B/fp8_gemm_lab"
                  run gpu_tests_fp8 "$B/qs_gpu_tests" --gtest_color=no --gtest_filter='*Fp8BlockLinear*' ;;
         tests) run gpu_tests "$B/qs_gpu_tests" --gtest_color=no ;;

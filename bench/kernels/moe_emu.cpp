@@ -7,11 +7,13 @@
 //   g++ -O1 -g -std=c++20 -fsanitize=address -x c++ -Isrc -Ibench/kernels -I/usr/local/cuda/include \
 //       bench/kernels/moe_emu.cpp -o build-gpu/moe_emu -lpthread
 // Run: build-gpu/moe_emu [seed [--quick | --no-real | --small-real | --v2 [--no-real|--real|--bf16|--fp8] | --v2-quick |
-//                             --dec2 [--no-real] | --down-global | --prefetch-down [--no-real] | --int4 [--real] | --nvfp4 [--real|--quick] | --int4-dec [--real]]]
+//                             --dec2 [--no-real] | --down-global | --down-slots [--no-real] | --prefetch-down [--no-real] | --int4 [--real] | --nvfp4 [--real|--quick] | --int4-dec [--real]]]
 // (--no-real: skips the small-T path's real-shape cases, which take most of the time; --small-real:
 // only those; --v2: the small-T path's version 2 only; --v2-quick: two of its cases, for mutations;
 // --dec2: the decode grouped GEMMs' version 2 (MoeParams::decode_version), each case also run with v1;
 // --down-global: the small-T down kernel reading h from global memory against staging it, bitwise;
+// --down-slots: the small-T down + combine by expert slots (MoeParams::small_down_version 2) against
+// version 1, bitwise;
 // --prefetch-down: gate_up's L2 prefetch of the down matrices (MoeParams::small_prefetch_down) against
 // none, bitwise;
 // --int4-dec: INT4 experts on the tensor-core grouped GEMMs, MoeParams::int4_grouped = 1;
@@ -25,6 +27,7 @@
 #include "backend/cuda/moe_kernels.cu"
 #include "backend/cuda/moe_route.cu"
 #include "backend/cuda/moe_small.cu"
+#include "backend/cuda/moe_small_down_slots.cu"
 #include "backend/cuda/moe_small_int4.cu"
 #include "backend/cuda/moe_small_route.cu"
 #include "moe_int4_ref.h"
@@ -201,7 +204,14 @@ void emu_small(const MoeParams& p) {
         pdl_done();
         pdl_poison({{s.h, size_t(T * (k + 1)) * size_t(s.ldh) * 2}});
     }
-    if (pl.fp8) {
+    if (pl.down_version == 2) {  // moe_small_down_slots.cu
+        const size_t b = size_t(s.down_slots.bytes);
+        const bool c2 = s.down_slots.cpl == 2;
+        if (pl.fp8 && v2) emu_launch(pl.down_grid, nt, b, [&] { c2 ? moe_small_down_slots_kernel<true, 2, true>(pl.p) : moe_small_down_slots_kernel<true, 1, true>(pl.p); });
+        else if (pl.fp8) emu_launch(pl.down_grid, nt, b, [&] { c2 ? moe_small_down_slots_kernel<true, 2, false>(pl.p) : moe_small_down_slots_kernel<true, 1, false>(pl.p); });
+        else if (v2) emu_launch(pl.down_grid, nt, b, [&] { c2 ? moe_small_down_slots_kernel<false, 2, true>(pl.p) : moe_small_down_slots_kernel<false, 1, true>(pl.p); });
+        else emu_launch(pl.down_grid, nt, b, [&] { c2 ? moe_small_down_slots_kernel<false, 2, false>(pl.p) : moe_small_down_slots_kernel<false, 1, false>(pl.p); });
+    } else if (pl.fp8) {
         if (v2) emu_launch(pl.down_grid, nt, pl.down_smem, [&] { moe_small_down_kernel<true, true>(pl.p); });
         else emu_launch(pl.down_grid, nt, pl.down_smem, [&] { moe_small_down_kernel<true, false>(pl.p); });
     } else {
@@ -275,6 +285,7 @@ int g_fail = 0;
 int g_int4_grouped = 0;    // MoeParams::int4_grouped of every case (--int4-dec: 1)
 int g_decode_version = 1;  // MoeParams::decode_version of every case (--dec2: 2, each also run with 1)
 bool g_check_down_global = false;  // --down-global: each small-T case again with h read from global
+bool g_check_down_slots = false;  // --down-slots: each small-T case again with MoeParams::small_down_version 2
 bool g_check_prefetch_down = false;  // --prefetch-down: each small-T case again with MoeParams::small_prefetch_down
 
 // small: MoeParams::small_t (-1: chosen; with cfg >= 0 the grouped-GEMM path runs).
@@ -368,6 +379,26 @@ void run_case(const HostExperts& h, bool fp8, int T, Routing routing, bool norm,
         const bool same = std::memcmp(yg.data(), y.data(), y.size() * 4) == 0;
         v2_ok = v2_ok && same;
         v2_note += std::string(" down h from global: ") + (same ? "bitwise" : "DIFFERS");
+    }
+    if (g_check_down_slots && small_path) {  // down + combine by slots: same bits as version 1
+        std::vector<float> ys(y.size(), std::nanf(""));
+        MoeParams q = p;
+        q.y = ys.data();
+        q.small_down_version = 2;
+        emu_moe(q);
+        const bool taken = make_small_plan(q).down_version == 2;
+        const bool same = std::memcmp(ys.data(), y.data(), y.size() * 4) == 0;
+        v2_ok = v2_ok && same && taken;
+        double dmax = 0;
+        size_t first = y.size();
+        for (size_t i = 0; i < y.size(); ++i)
+            if (ys[i] != y[i]) {
+                dmax = std::max(dmax, std::fabs(double(ys[i]) - y[i]));
+                if (first == y.size()) first = i;
+            }
+        char b[96];
+        std::snprintf(b, sizeof b, " (max |diff| %.3e, first at %zu)", dmax, first);
+        v2_note += std::string(" down by slots: ") + (!taken ? "NOT TAKEN" : same ? "bitwise" : std::string("DIFFERS") + b);
     }
     if (g_check_prefetch_down && small_path) {  // gate_up's L2 prefetch of down: same bits (ASan checks its lines)
         std::vector<float> yp(y.size(), std::nanf(""));
@@ -549,6 +580,31 @@ int main(int argc, char** argv) {
             run_case(h, fp8, 1, Routing::kGapped, true, -1, rng);
             run_case(h, fp8, 3, Routing::kSkewed, true, -1, rng, -1, 2, false, true);
             run_case(hs, fp8, 8, Routing::kSkewed, false, -1, rng, -1, 2, false, false);
+        }
+        std::printf("%s (%d failing)\n", g_fail ? "FAIL" : "PASS", g_fail);
+        return g_fail ? 1 : 0;
+    }
+    if (argc > 2 && !std::strcmp(argv[2], "--down-slots")) {
+        // MoeParams::small_down_version 2 (moe_small_down_slots.cu) against version 1, bitwise: v1 and
+        // v2 routing, both formats, every T bucket, skewed routing (slots of several tokens),
+        // I_shared != I, norm off; then the real shapes at T = 1 and 2 (argv[3] --no-real skips them).
+        g_check_down_slots = true;
+        for (int fp8 = 0; fp8 <= 1; ++fp8) {
+            run_case(h, fp8, 1, Routing::kGapped, true, -1, rng);
+            if (argc > 3 && !std::strcmp(argv[3], "--one")) break;
+            run_case(h, fp8, 2, Routing::kGapped, true, -1, rng);
+            run_case(h, fp8, 3, Routing::kSkewed, true, -1, rng, -1, 2, false, true);
+            run_case(h, fp8, 4, Routing::kSkewed, true, -1, rng);
+            run_case(hs, fp8, 8, Routing::kSkewed, false, -1, rng, -1, 2, false, false);
+            run_case(hs, fp8, 5, Routing::kGapped, true, -1, rng);
+        }
+        if (!(argc > 3 && !std::strcmp(argv[3], "--no-real"))) {
+            const Shape real{"real", 256, 8, 2048, 512, 512};
+            const HostExperts hr = make_host_experts(real, seed + 3);
+            for (int fp8 = 0; fp8 <= 1; ++fp8) {
+                run_case(hr, fp8, 2, Routing::kGapped, true, -1, rng);
+                run_case(hr, fp8, 1, Routing::kGapped, true, -1, rng, -1, 2, false, true);
+            }
         }
         std::printf("%s (%d failing)\n", g_fail ? "FAIL" : "PASS", g_fail);
         return g_fail ? 1 : 0;

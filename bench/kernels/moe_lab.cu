@@ -181,7 +181,8 @@ int* g_counter = nullptr;  // MoeParams::small_counter (0 between calls)
 
 // path: MoeParams::gemm_path (0 = mma.sync grouped GEMMs, 1 = CUTLASS wgmma/TMA prefill path), or -1:
 // the small-T path (moe_small.cu; MoeParams::small_t = 1, T <= kMoeSmallTMax), -2: its version 2
-// (router fused: MoeParams::small_version = 2 with the inputs' router weights), 3: the mma.sync path
+// (router fused: MoeParams::small_version = 2 with the inputs' router weights), -3 / -4: -1 / -2 with
+// down + combine by slots (MoeParams::small_down_version = 2), 3: the mma.sync path
 // with MoeParams::decode_version = 2 (moe_decode_gemm.cu; cfg must be -1), 4 and 5: paths 1 and 2 with
 // MoeParams::prefill_version = 2 (moe_prefill_stages.cu).
 MoeParams params_for(const DevLayer& L, const DevInputs& in, const Shape& s, bool norm, void* ws, float* y, int cfg,
@@ -201,7 +202,8 @@ MoeParams params_for(const DevLayer& L, const DevInputs& in, const Shape& s, boo
     p.decode_version = path == 3 ? 2 : 1;
     p.prefill_version = path >= 4 ? 2 : 1;
     p.small_t = path < 0 ? 1 : 0;  // path -1, -2: the small-T path; every other run keeps it off
-    if (path == -2) {
+    if (path == -3 || path == -4) p.small_down_version = 2;  // moe_small_down_slots.cu
+    if (path == -2 || path == -4) {
         p.small_version = 2;
         p.router_weight = in.rw;
         p.shared_gate_weight = in.rsg;
@@ -252,7 +254,7 @@ constexpr Bounds kFp8ActBounds{6e-2, 1.2e-1};
 
 // path -1: the small-T path (params_for sets MoeParams::small_t = 1; T <= kMoeSmallTMax); -2 its v2.
 const char* path_name(int path) {
-    return path == -2 ? "smallv2" : path == -1 ? "small" : path == 1 ? "cutlass" : path == 2 ? "cut-pp"
+    return path == -4 ? "smv2+ds" : path == -3 ? "small+ds" : path == -2 ? "smallv2" : path == -1 ? "small" : path == 1 ? "cutlass" : path == 2 ? "cut-pp"
            : path == 3 ? "dec2" : path == 4 ? "cut-v2" : path == 5 ? "cutpp-v2" : "mma";
 }
 
@@ -305,7 +307,7 @@ void check_case(const HostExperts& h, const DevLayer& L, bool fp8, int T, Routin
     });
 
     const char* rname = routing == Routing::kSkewed ? "skewed" : routing == Routing::kNormal ? "normal" : "gapped+ties";
-    std::vector<float> y(size_t(T) * s.H), y_first, y_small, y_cfg1, y_cut[2];
+    std::vector<float> y(size_t(T) * s.H), y_first, y_small, y_small2, y_cfg1, y_cut[2];
     // mma.sync: auto tile configuration, then each one; then the CUTLASS prefill path.
     std::vector<std::pair<int, int>> runs;  // {tile_config, gemm_path}
     for (int cfg = -1; cfg <= 3; ++cfg) runs.push_back({cfg, 0});
@@ -316,7 +318,9 @@ void check_case(const HostExperts& h, const DevLayer& L, bool fp8, int T, Routin
     if (cutlass && fp8 && g_prefill_mode) runs.push_back({-1, 5});
     const bool small = T <= kMoeSmallTMax;
     if (small) runs.push_back({-1, -1});  // the small-T path
+    if (small && g_small_mode) runs.push_back({-1, -3});  // with down by slots: bitwise = -1
     if (small && v2) runs.push_back({-1, -2});  // its v2
+    if (small && v2) runs.push_back({-1, -4});  // with down by slots: bitwise = -2
     runs.push_back({-1, 3});  // the decode GEMMs' version 2 (32-row tiles at every T)
     for (const auto& [cfg, path] : runs) {
         poison(buf.y, size_t(T) * s.H, st);
@@ -352,7 +356,13 @@ void check_case(const HostExperts& h, const DevLayer& L, bool fp8, int T, Routin
                               ? " (bitwise = small v1)"
                               : dense_router ? " (vs small v1: router sums differ in the last bits)" : " (DIFFERS from small v1)");
             note = buf2;
+            if (path == -3 || path == -4) {  // the down kernel by slots: the same bits as its version 1
+                const bool same = std::memcmp(y.data(), (path == -3 ? y_small : y_small2).data(), y.size() * 4) == 0;
+                note += same ? " (down by slots: bitwise = down v1)" : " (down by slots DIFFERS from down v1: a failing check)";
+                if (!same) ++g_failures;
+            }
             if (path == -1) y_small = y;
+            if (path == -2) y_small2 = y;
             if (path == 3)
                 note += std::memcmp(y.data(), y_cfg1.data(), y.size() * 4) == 0 ? " (bitwise = cfg 1)"
                                                                                   : " (differs from cfg 1)";
@@ -593,7 +603,9 @@ void time_shapes(const HostExperts& h, Rng& rng, Buffers& buf, cudaStream_t st, 
             double v1_us[2][6] = {};  // paths 1, 2: total and the five stages (the "v2 - v1" line)
             if (!g_small_mode && !g_prefill_mode && T > kMoeSmallTMax) runs.push_back({-1, 3});  // decode v2
             if (T <= kMoeSmallTMax) runs.push_back({-1, -1});  // the small-T path: route, gate_up, down+combine
+            if (T <= kMoeSmallTMax && g_small_mode) runs.push_back({-1, -3});  // with down by slots
             if (T <= kMoeSmallTMax && g_small_mode) runs.push_back({-1, -2});  // v2: router GEMV + route, gate_up, down
+            if (T <= kMoeSmallTMax && g_small_mode) runs.push_back({-1, -4});  // v2 with down by slots
             for (const auto& [cfg, path] : runs) {
                 double nerr = 0.0;
                 {
@@ -657,7 +669,7 @@ void time_shapes(const HostExperts& h, Rng& rng, Buffers& buf, cudaStream_t st, 
                     // as CudaOps::moe runs them before launch_moe; v2 computes them itself).
                     const double gus = qs::lab::graph_us_per_call(st, [&](int i) {
                         const MoeParams p = params_for(layers[i % kLayers], din[i % kSets], s, true, buf.ws, buf.y, cfg, path);
-                        if (path != -2) router_linears(din[i % kSets], s, st);
+                        if (path != -2 && path != -4) router_linears(din[i % kSets], s, st);
                         launch_moe(p, st);
                     });
                     std::printf("        in a CUDA graph, router linears included: %.1f us per call (%.0f GB/s of expert weights)\n",

@@ -437,6 +437,53 @@ TEST_P(CudaOpsParity, MoeSmallPrefetchDown) {
     }
 }
 
+// The small-T down + combine by expert slots (CudaOptions::moe_small_down_version 2,
+// moe_small_down_slots.cu) against version 1 (a block per token), small-T versions 1 and 2, BF16
+// and FP8 experts, T = 1..8: y bitwise equal, and the call must have run it where the shapes take
+// the small-T path (the tiny shapes the grouped kernels do not tile run the fp32 kernels: no call).
+TEST_P(CudaOpsParity, MoeSmallDownSlots) {
+    const int64_t k = config_.num_experts_per_tok, H = config_.hidden_size;
+    const int64_t small_expected =
+        cuda::moe_grouped_gemm_tiles(config_.num_experts, H, config_.moe_intermediate_size,
+                                     config_.shared_expert_intermediate_size, k) ? 1 : 0;
+    for (WeightFormat format : {WeightFormat::kDense, WeightFormat::kFP8Block}) {
+        const bool fp8 = format == WeightFormat::kFP8Block;
+        std::unique_ptr<ModelWeights> w8;
+        if (fp8) w8 = std::make_unique<ModelWeights>(make_dummy_weights(config_, 85, /*with_mtp=*/false, format));
+        ModelWeights& wts = fp8 ? *w8 : *weights_;
+        for (const int version : {1, 2}) {
+            cuda::CudaOptions by_token, by_slots;
+            by_token.poison = by_slots.poison = true;
+            gpu_test::apply_test_router_env(by_token), gpu_test::apply_test_router_env(by_slots);
+            by_token.moe_small_version = by_slots.moe_small_version = version;
+            by_token.moe_small_down_version = 1;
+            by_slots.moe_small_down_version = 2;
+            cuda::CudaOps g_token(by_token), g_slots(by_slots);
+            g_token.prepare_weights(weight_set(wts));
+            g_slots.prepare_weights(weight_set(wts));
+            const MoeWeights& m = wts.layers[0].moe;
+            for (int64_t T : {1, 2, 3, 5, 8}) {
+                const auto x = gpu_test::random_floats(size_t(T * H), rng_);
+                const std::string what =
+                    std::string(fp8 ? "fp8" : "bf16") + " v" + std::to_string(version) + " T=" + std::to_string(T);
+                auto run = [&](cuda::CudaOps& g) {
+                    float* dy = g.alloc(T * H);
+                    g.moe(gpu_test::to_device(g, x), T, m, k, config_.norm_topk_prob, dy);
+                    std::vector<float> y = gpu_test::to_host(g, dy, size_t(T * H));
+                    g.free_all();
+                    return y;
+                };
+                const int64_t slots_before = g_slots.moe_small_down_slots_calls();
+                const std::vector<float> a = run(g_token), b = run(g_slots);
+                ASSERT_EQ(a.size(), b.size());
+                EXPECT_EQ(g_slots.moe_small_down_slots_calls(), slots_before + small_expected) << what << ": calls by slots";
+                EXPECT_EQ(g_token.moe_small_down_slots_calls(), 0) << what;
+                EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0) << what << ": y differs by slots";
+            }
+        }
+    }
+}
+
 // The decode grouped GEMMs' version 2 (CudaOptions::moe_decode_version = 2, moe_decode_gemm.cu:
 // weights as the MMA's 16-row operand, tokens in 8-row groups) against CpuOps::moe, BF16 and FP8
 // experts, on the mma.sync path at every T (moe_gemm_path = 0, so T = 200 does not take the
@@ -706,6 +753,10 @@ TEST(CudaOptionsChoice, FusedNormRowsCombineAndPrefetchValidated) {
     o = d;
     o.moe_small_prefetch_down = 2;
     EXPECT_DEATH(cuda::CudaOps ops(o), "moe_small_prefetch_down must be 0 or 1");
+    EXPECT_EQ(d.moe_small_down_version, 2);  // the default since session 31's H200 run
+    o = d;
+    o.moe_small_down_version = 3;
+    EXPECT_DEATH(cuda::CudaOps ops(o), "moe_small_down_version must be -1, 1 or 2");
     // Session 28's small-rows version, the default since session 30's H100 run.
     EXPECT_EQ(d.fp8_small_version, 3);
     o = d;

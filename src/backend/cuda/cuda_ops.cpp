@@ -52,6 +52,9 @@ CudaOps::CudaOps(const CudaOptions& options)
                  "CudaOptions::moe_small_version must be -1, 1 or 2");
     QS_CHECK_MSG(options.moe_small_prefetch_down == 0 || options.moe_small_prefetch_down == 1,
                  "CudaOptions::moe_small_prefetch_down must be 0 or 1");
+    QS_CHECK_MSG(options.moe_small_down_version == -1 || options.moe_small_down_version == 1 ||
+                     options.moe_small_down_version == 2,
+                 "CudaOptions::moe_small_down_version must be -1, 1 or 2");
     QS_CHECK_MSG(options.moe_decode_version == 1 || options.moe_decode_version == 2,
                  "CudaOptions::moe_decode_version must be 1 or 2");
     QS_CHECK_MSG(options.moe_prefill_version == 1 || options.moe_prefill_version == 2,
@@ -802,6 +805,10 @@ void CudaOps::moe(const float* x, int64_t T, const MoeWeights& w, int64_t top_k,
     p.gemm_path = options_.moe_gemm_path;
     p.decode_version = options_.moe_decode_version;
     p.small_prefetch_down = options_.moe_small_prefetch_down;
+    // Down + combine by expert slots (FP8 and BF16 experts; INT4 and NVFP4 have their own kernels).
+    const bool down_slots = e.gate_q == nullptr && (options_.moe_small_down_version == 2 ||
+                                                    (options_.moe_small_down_version < 0 && T >= 2));
+    p.small_down_version = down_slots ? 2 : 1;
     p.prefill_version = options_.moe_prefill_version;
     p.int4_grouped = options_.moe_int4_grouped;
     p.int4_grouped_max_t = options_.moe_int4_grouped_max_t > 0 ? options_.moe_int4_grouped_max_t
@@ -810,7 +817,7 @@ void CudaOps::moe(const float* x, int64_t T, const MoeWeights& w, int64_t top_k,
     // Small-T version 2 reads the fp32 router and shared-expert-gate weights itself.
     const DeviceLinear& router = weights_.linear(w.router);
     const DeviceLinear& sgate = weights_.linear(w.shared_expert_gate);
-    const bool small_v2 = options_.moe_small_version == 2 || (options_.moe_small_version < 0 && T == 1);
+    const bool small_v2 = options_.moe_small_version == 2 || (options_.moe_small_version < 0 && (T == 1 || down_slots));
     if (small_v2 && e.format != DeviceWeightFormat::kF32 &&
         router.dtype == DeviceLinear::Dtype::kF32 && sgate.dtype == DeviceLinear::Dtype::kF32 && router.out == e.E &&
         router.in == e.H && sgate.out == 1 && sgate.in == e.H) {
@@ -844,6 +851,7 @@ void CudaOps::moe(const float* x, int64_t T, const MoeWeights& w, int64_t top_k,
     }
     p.workspace = arena_.allocate(moe_workspace_bytes(T, e.H, e.I, e.I_shared, e.E, top_k));
     moe_small_calls_ += moe_takes_small_path(p);
+    moe_small_down_slots_calls_ += moe_takes_small_down_slots(p);
     launch_moe(p, stream_);
 }
 

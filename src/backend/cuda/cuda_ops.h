@@ -60,8 +60,10 @@ struct CudaOptions {
     // bench/kernels/NOTES.md "Small-T v2"): 2 computes the router and shared-expert-gate logits
     // inside the MoE kernels (no cuBLAS calls before them) and overlaps its launches with
     // programmatic dependent launch; 1 the earlier path (router linears, then three launches);
-    // -1 (default): 2 at T = 1, 1 above (H200 in a CUDA graph, router included: T = 1 fp8 33.0
-    // against 41.6 µs, bf16 34.7 against 49.6; at T = 2..8 version 2 is 5-30 % slower).
+    // -1 (default): 2 at T = 1, and at T = 2..8 where the down + combine runs by expert slots
+    // (moe_small_down_version), 1 otherwise (H200 in a CUDA graph, router included, FP8: T = 1 33.0
+    // against 41.6 µs; with version 1's down kernel version 2 is 5-30 % slower at T = 2..8, with the
+    // down kernel by slots it is the faster one: T = 2 38.5 against 43.5 µs, T = 8 99.7 against 107.9).
     int moe_small_version = -1;
     // MoeParams::small_prefetch_down for small-T MoE calls (FP8 and BF16 experts): 1 = gate_up's
     // blocks prefetch the down matrices of their experts into L2 (down can start only once gate_up's
@@ -69,6 +71,13 @@ struct CudaOptions {
     // (moe_emu --prefetch-down; CudaOpsParity.MoeSmallPrefetchDown). Default 0 until an H200 run
     // times it.
     int moe_small_prefetch_down = 0;
+    // MoeParams::small_down_version for small-T MoE calls (FP8 and BF16 experts): 2 = down + combine
+    // by expert slots (moe_small_down_slots.cu: one wave of H / 8 blocks at any T, each lane's down
+    // rows streamed through a cp.async ring; bench/kernels/NOTES.md "Small-T down by slots"), 1 = a
+    // block per token; -1 = 2 from T = 2 on, 1 at T = 1. The same bits either way (moe_emu
+    // --down-slots; CudaOpsParity.MoeSmallDownSlots). Default 2 (H200, `moe_lab 1 --small`, FP8 in a
+    // CUDA graph with small-T version 2: T = 1 28.5 → 26.8 µs, T = 2 50.6 → 38.5, T = 8 137.2 → 99.7).
+    int moe_small_down_version = 2;
     // MoeParams::decode_version for MoE calls on the mma.sync grouped path (9 <= T, fewer than 32
     // rows per expert; bench/kernels/NOTES.md "Decode v2"): 1 moe_gemm.cu's tiles, 2 (default) the
     // swapped-operand decode GEMMs of moe_decode_gemm.cu, whose fp8 weights are copied by whole
@@ -324,6 +333,8 @@ public:
     int64_t fused_output_norms() const { return fused_output_norms_; }
     // moe calls that took the small-T path (moe_small.cu): tests check which path they exercised.
     int64_t moe_small_calls() const { return moe_small_calls_; }
+    // Of those, the calls whose down + combine ran by expert slots (CudaOptions::moe_small_down_version).
+    int64_t moe_small_down_slots_calls() const { return moe_small_down_slots_calls_; }
     void argmax_rows(const float* x, int64_t R, int64_t n, int32_t* out) override;
     // The ids go to pinned memory with an event behind them: no stream sync until the wait.
     void argmax_rows_start(const float* x, int64_t R, int64_t n) override;
@@ -411,6 +422,7 @@ private:
     std::unique_ptr<Gemm> gemm_;
     int64_t fused_input_norms_ = 0, fused_output_norms_ = 0;
     int64_t moe_small_calls_ = 0;
+    int64_t moe_small_down_slots_calls_ = 0;
     // begin_forward: one pinned staging buffer and one device buffer that keep their addresses.
     int32_t* staging_ = nullptr;
     size_t staging_ints_ = 0;

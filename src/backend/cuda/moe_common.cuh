@@ -256,6 +256,18 @@ constexpr int kSmallCols = 8;
 // (fp8) or 8-value chunks padded to 10 (bf16), so 1.25·H either way (moe_small.cu: SmallX).
 inline int small_x_row_floats(int H) { return H / 16 * 20; }
 
+// The small-T down kernel version 2's shared memory (moe_small_down_slots.cu), byte offsets set by
+// make_small_plan. kDownSlotsRing: slots of each lane's cp.async ring (kDownSlotsRing - 1 in flight).
+constexpr int kDownSlotsRing = 8;
+struct DownSlotsLayout {
+    int max_slots = 0;  // small_max_slots(T, E, k)
+    int cpl = 1;        // 16-byte chunks of a down row per lane: 1 or 2 (max(I, I_shared) <= 32·2 chunks)
+    int kb = 1;         // FP8 scale blocks of a down row: ceil(max(I, I_shared) / 128)
+    int off_expert = 0, off_count = 0, off_dest = 0, off_wptr = 0, off_sptr = 0, off_scale = 0, off_topw = 0,
+        off_sg = 0, off_dots = 0, off_h = 0, off_ring = 0;
+    int bytes = 0;  // dynamic shared memory of a block
+};
+
 struct SmallParams {
     const float* x;                  // [T, H]
     const float* router_logits;      // [T, E] (v2: = logits_out)
@@ -299,6 +311,7 @@ struct SmallParams {
     int down_h_smem;                 // 1: the down kernel stages its token's k + 1 h rows in shared
                                      // memory (SmallPlan::down_smem bytes), 0: reads them from h
     int prefetch_down;               // MoeParams::small_prefetch_down
+    DownSlotsLayout down_slots;      // SmallPlan::down_version 2
 };
 
 // The launch plan (parameters and grids of the five stages), built by the same code
@@ -329,6 +342,7 @@ struct SmallPlan {
     int nmax = 1;             // token bucket of T (1, 2, 4, 8): the gate_up instantiation
     size_t gate_up_smem = 0;  // x of up to nmax tokens, fp32
     size_t down_smem = 0;     // a token's k + 1 h rows, bf16 (p.down_h_smem), or 0
+    int down_version = 1;     // MoeParams::small_down_version where the shapes allow 2 (p.down_slots), else 1
     dim3 gate_up_grid, down_grid;
     SmallParams p{};
 };
@@ -356,6 +370,8 @@ void launch_small(const SmallPlan& pl, cudaStream_t stream, cudaEvent_t* ev);
 // Its first launch (moe_small_route.cu): v1 the route kernel, v2 the router GEMV + route kernel
 // (after a memset of the workspace counter when zero_counter).
 void launch_small_route(const SmallPlan& pl, cudaStream_t stream);
+// Down + combine version 2 (moe_small_down_slots.cu; SmallPlan::down_version 2).
+void launch_small_down_slots(const SmallPlan& pl, cudaStream_t stream);
 // The INT4 experts' gate_up and down (moe_small_int4.cu; event 3 between them when ev is set).
 void launch_small_int4_stages(const SmallPlan& pl, cudaStream_t stream, cudaEvent_t* ev);
 #endif

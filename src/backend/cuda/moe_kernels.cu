@@ -206,6 +206,41 @@ bool small_path_chosen(const MoeParams& p) {
     return p.small_t == -1 && p.T >= 1 && p.T <= kMoeSmallTMax && p.tile_config < 0 && p.gemm_path < 0;
 }
 
+// Version 2 of the small-T down kernel's shared memory (moe_small_down_slots.cu): the plan,
+// pointers, scales, routing weights, dots, every h row, and the lanes' rings. False (d reset) where
+// the shapes do not fit it: the call runs version 1.
+bool down_slots_layout(const MoeExpertTable& x, int T, int k, bool fp8, DownSlotsLayout& d) {
+    d = DownSlotsLayout{};
+    const int max_slots = int(small_max_slots(T, x.E, k)), ldh = std::max(x.I, x.I_shared);
+    const int vpc = fp8 ? 16 : 8, nch = ldh / vpc;
+    d.max_slots = max_slots;
+    d.cpl = (nch + 31) / 32;
+    d.kb = (ldh + 127) / 128;
+    size_t off = 0;
+    auto take = [&](size_t bytes, size_t align) {
+        off = (off + align - 1) / align * align;
+        const int at = int(off);
+        off += bytes;
+        return at;
+    };
+    d.off_expert = take(size_t(max_slots) * 4, 4);
+    d.off_count = take(size_t(max_slots) * 4, 4);
+    d.off_dest = take(size_t(max_slots) * T * 4, 4);
+    d.off_wptr = take(size_t(max_slots) * 8, 8);
+    d.off_sptr = take(size_t(max_slots) * 8, 8);
+    d.off_scale = take(fp8 ? size_t(max_slots) * d.kb * 4 : 0, 4);
+    d.off_topw = take(size_t(T) * k * 4, 4);
+    d.off_sg = take(size_t(T) * 4, 4);
+    d.off_dots = take(size_t(kSmallCols) * T * (k + 1) * 4, 4);
+    d.off_h = take(size_t(T) * (k + 1) * ldh * 2, 16);
+    d.off_ring = take(size_t(kSmallCols) * kDownSlotsRing * d.cpl * 32 * 16, 16);
+    d.bytes = int(off);
+    const bool fits = d.cpl <= 2 && ldh % 8 == 0 && x.I % vpc == 0 && x.I_shared % vpc == 0 &&
+                      off <= size_t(200) * 1024;
+    if (!fits) d = DownSlotsLayout{};
+    return fits;
+}
+
 SmallPlan make_small_plan(const MoeParams& p) {
     check_and_choose_config(p);  // the same shape checks as the other paths
     QS_CHECK(p.T >= 1 && p.T <= kMoeSmallTMax && p.T <= kRouteWarps);
@@ -292,6 +327,11 @@ SmallPlan make_small_plan(const MoeParams& p) {
     s.down_h_smem = h_rows_bytes <= 48 * 1024 ? 1 : 0;  // 9 KB for the real model; no opt-in needed
     pl.down_smem = s.down_h_smem ? h_rows_bytes : 0;
     s.prefetch_down = p.small_prefetch_down != 0 ? 1 : 0;
+    QS_CHECK_MSG(p.small_down_version == 1 || p.small_down_version == 2, "launch_moe: small_down_version must be 1 or 2");
+    if (p.small_down_version == 2 && !pl.int4 && down_slots_layout(x, T, k, pl.fp8, s.down_slots)) {
+        pl.down_version = 2;
+        pl.down_grid = dim3(H / kSmallCols);  // a block per 8 columns of every token
+    }
     return pl;
 }
 
@@ -308,6 +348,13 @@ bool moe_computes_router(const MoeParams& p) {
 }
 
 bool moe_takes_small_path(const MoeParams& p) { return p.T >= 1 && moe::small_path_chosen(p); }
+
+bool moe_takes_small_down_slots(const MoeParams& p) {
+    moe::DownSlotsLayout d;
+    return moe_takes_small_path(p) && p.small_down_version == 2 && p.experts.gate_q == nullptr &&
+           p.experts.format != DeviceWeightFormat::kF32 &&
+           moe::down_slots_layout(p.experts, p.T, p.top_k, p.experts.format == DeviceWeightFormat::kFP8Block, d);
+}
 
 #if !defined(QS_MOE_EMULATE)
 namespace {

@@ -102,6 +102,13 @@ struct MoeParams {
     // which can only start once gate_up's blocks retire, finds its weights in L2 instead of DRAM.
     // Results are unchanged (a prefetch writes nothing). 0 = no prefetch.
     int small_prefetch_down = 0;
+    // Added field (small-T path, FP8 and BF16 experts): the down + combine kernel's version. 1: a
+    // block per token and 8 output columns (moe_small.cu). 2: a block per 8 columns of every token,
+    // each lane streaming its chunks of the experts' down rows slot after slot through a cp.async
+    // ring in shared memory (moe_small_down_slots.cu): one wave at any T, each distinct expert's
+    // row read once for all its tokens. The same bits either way. Shapes it cannot stage (rows
+    // wider than 512 values, or more shared memory than a block gets) run version 1.
+    int small_down_version = 1;
     // Added field: the decode grouped GEMMs' version (bench/kernels/NOTES.md "Decode v2"), read
     // when the mma.sync grouped path runs with tile_config -1. 1: moe_gemm.cu's tiles as chosen
     // from T·top_k/E. 2: 32-row tiles with the MMA operands swapped (moe_decode_gemm.cu: weights
@@ -137,6 +144,8 @@ bool moe_computes_router(const MoeParams& p);
 
 // Whether launch_moe takes the small-T path (moe_small.cu) for these parameters.
 bool moe_takes_small_path(const MoeParams& p);
+// Whether that call's down + combine runs version 2 (MoeParams::small_down_version; the shapes fit it).
+bool moe_takes_small_down_slots(const MoeParams& p);
 
 // Whether the grouped GEMM's tiles cover these shapes: hidden a multiple of 128, intermediates
 // of 64, at most 512 experts and top-k 32. Other shapes take the fp32 kernels
