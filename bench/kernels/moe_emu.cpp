@@ -7,7 +7,7 @@
 //   g++ -O1 -g -std=c++20 -fsanitize=address -x c++ -Isrc -Ibench/kernels -I/usr/local/cuda/include \
 //       bench/kernels/moe_emu.cpp -o build-gpu/moe_emu -lpthread
 // Run: build-gpu/moe_emu [seed [--quick | --no-real | --small-real | --v2 [--no-real|--real|--bf16|--fp8] | --v2-quick |
-//                             --dec2 [--no-real] | --down-global | --down-slots [--no-real] | --prefetch-down [--no-real] | --int4 [--real] | --nvfp4 [--real|--quick] | --int4-dec [--real]]]
+//                             --dec2 [--no-real] | --down-global | --down-slots [--no-real|--one] | --prefetch-down [--no-real] | --int4 [--real] | --nvfp4 [--real|--quick] | --int4-dec [--real]]]
 // (--no-real: skips the small-T path's real-shape cases, which take most of the time; --small-real:
 // only those; --v2: the small-T path's version 2 only; --v2-quick: two of its cases, for mutations;
 // --dec2: the decode grouped GEMMs' version 2 (MoeParams::decode_version), each case also run with v1;
@@ -587,7 +587,8 @@ int main(int argc, char** argv) {
     if (argc > 2 && !std::strcmp(argv[2], "--down-slots")) {
         // MoeParams::small_down_version 2 (moe_small_down_slots.cu) against version 1, bitwise: v1 and
         // v2 routing, both formats, every T bucket, skewed routing (slots of several tokens),
-        // I_shared != I, norm off; then the real shapes at T = 1 and 2 (argv[3] --no-real skips them).
+        // I_shared != I, norm off; then the real shapes at T = 1 and 2 (argv[3] --no-real skips them;
+        // --one: tiny T = 1 of each format and the real shapes, for mutations).
         g_check_down_slots = true;
         for (int fp8 = 0; fp8 <= 1; ++fp8) {
             run_case(h, fp8, 1, Routing::kGapped, true, -1, rng);
