@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <numeric>
 
 #include "backend/cpu/cpu_ops.h"
@@ -74,6 +75,13 @@ protected:
     void expect_gdn_options_equal(const std::vector<OwnedBatch>& batches, int slots, const cuda::CudaOptions& a,
                                   const std::string& a_name, const cuda::CudaOptions& b, const std::string& b_name,
                                   double bound, double sides_bound = -1);
+    // A small-T MoE option that must not change y: for small-T versions 1 and 2, BF16 and FP8 experts
+    // (dummy weights of `seed`) and each T, one call with the options `off` gets (set(off, on) sets
+    // both) and one with `on`'s, bitwise equal; taken(on) must grow by one a call where the shapes
+    // take the small-T path (the tiny ones the grouped kernels do not tile run the fp32 kernels).
+    void expect_small_moe_option_bitwise(const std::function<void(cuda::CudaOptions& off, cuda::CudaOptions& on)>& set,
+                                         const std::function<int64_t(const cuda::CudaOps&)>& taken,
+                                         const std::vector<int64_t>& Ts, uint64_t seed, const std::string& option);
 
     ModelConfig config_;
     std::unique_ptr<ModelWeights> weights_;
@@ -394,7 +402,10 @@ TEST_P(CudaOpsParity, MoeSmallVersion2) {
 // path, versions 1 and 2, BF16 and FP8 experts: y bitwise equal to the same call without it. Shapes
 // the grouped kernels do not tile (the tiny ones) take the fp32 kernels, never the small-T path:
 // there the option must change nothing.
-TEST_P(CudaOpsParity, MoeSmallPrefetchDown) {
+void CudaOpsParity::expect_small_moe_option_bitwise(
+    const std::function<void(cuda::CudaOptions& off, cuda::CudaOptions& on)>& set,
+    const std::function<int64_t(const cuda::CudaOps&)>& taken, const std::vector<int64_t>& Ts, uint64_t seed,
+    const std::string& option) {
     const int64_t k = config_.num_experts_per_tok, H = config_.hidden_size;
     const int64_t small_expected =
         cuda::moe_grouped_gemm_tiles(config_.num_experts, H, config_.moe_intermediate_size,
@@ -402,22 +413,22 @@ TEST_P(CudaOpsParity, MoeSmallPrefetchDown) {
     for (WeightFormat format : {WeightFormat::kDense, WeightFormat::kFP8Block}) {
         const bool fp8 = format == WeightFormat::kFP8Block;
         std::unique_ptr<ModelWeights> w8;
-        if (fp8) w8 = std::make_unique<ModelWeights>(make_dummy_weights(config_, 81, /*with_mtp=*/false, format));
+        if (fp8) w8 = std::make_unique<ModelWeights>(make_dummy_weights(config_, seed, /*with_mtp=*/false, format));
         ModelWeights& wts = fp8 ? *w8 : *weights_;
         for (const int version : {1, 2}) {
             cuda::CudaOptions off, on;
             off.poison = on.poison = true;
             gpu_test::apply_test_router_env(off), gpu_test::apply_test_router_env(on);
             off.moe_small_version = on.moe_small_version = version;
-            on.moe_small_prefetch_down = 1;
+            set(off, on);
             cuda::CudaOps g_off(off), g_on(on);
             g_off.prepare_weights(weight_set(wts));
             g_on.prepare_weights(weight_set(wts));
             const MoeWeights& m = wts.layers[0].moe;
-            for (int64_t T : {1, 2, 8}) {
+            for (int64_t T : Ts) {
                 const auto x = gpu_test::random_floats(size_t(T * H), rng_);
-                const std::string what =
-                    std::string(fp8 ? "fp8" : "bf16") + " v" + std::to_string(version) + " T=" + std::to_string(T);
+                const std::string what = option + ", " + (fp8 ? "fp8" : "bf16") + " v" + std::to_string(version) +
+                                         " T=" + std::to_string(T);
                 auto run = [&](cuda::CudaOps& g) {
                     float* dy = g.alloc(T * H);
                     g.moe(gpu_test::to_device(g, x), T, m, k, config_.norm_topk_prob, dy);
@@ -425,63 +436,44 @@ TEST_P(CudaOpsParity, MoeSmallPrefetchDown) {
                     g.free_all();
                     return y;
                 };
-                const int64_t small_before = g_on.moe_small_calls();
+                const int64_t taken_before = taken(g_on);
                 const std::vector<float> a = run(g_off), b = run(g_on);
                 ASSERT_EQ(a.size(), b.size());
-                // The prefetch lives in the small-T kernels only: the call must have taken them where
-                // the shapes allow.
-                EXPECT_EQ(g_on.moe_small_calls(), small_before + small_expected) << what << ": small-T calls";
-                EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0) << what << ": y differs with the prefetch";
+                EXPECT_EQ(taken(g_on), taken_before + small_expected) << what << ": calls that took the option's kernels";
+                EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0) << what << ": y differs";
             }
         }
     }
 }
 
+// gate_up's L2 prefetch of the down matrices (CudaOptions::moe_small_prefetch_down) on the small-T
+// path: y bitwise equal to the same call without it; it lives in the small-T kernels only, so the
+// call must have taken them where the shapes allow.
+TEST_P(CudaOpsParity, MoeSmallPrefetchDown) {
+    expect_small_moe_option_bitwise([](cuda::CudaOptions&, cuda::CudaOptions& on) { on.moe_small_prefetch_down = 1; },
+                                    [](const cuda::CudaOps& g) { return g.moe_small_calls(); }, {1, 2, 8}, 81,
+                                    "prefetch down");
+}
+
 // The small-T down + combine by expert slots (CudaOptions::moe_small_down_version 2,
-// moe_small_down_slots.cu) against version 1 (a block per token), small-T versions 1 and 2, BF16
-// and FP8 experts, T = 1..8: y bitwise equal, and the call must have run it where the shapes take
-// the small-T path (the tiny shapes the grouped kernels do not tile run the fp32 kernels: no call).
+// moe_small_down_slots.cu) against version 1 (a block per token): y bitwise equal, and the call must
+// have run it where the shapes take the small-T path; version 1 never runs it.
 TEST_P(CudaOpsParity, MoeSmallDownSlots) {
-    const int64_t k = config_.num_experts_per_tok, H = config_.hidden_size;
-    const int64_t small_expected =
-        cuda::moe_grouped_gemm_tiles(config_.num_experts, H, config_.moe_intermediate_size,
-                                     config_.shared_expert_intermediate_size, k) ? 1 : 0;
-    for (WeightFormat format : {WeightFormat::kDense, WeightFormat::kFP8Block}) {
-        const bool fp8 = format == WeightFormat::kFP8Block;
-        std::unique_ptr<ModelWeights> w8;
-        if (fp8) w8 = std::make_unique<ModelWeights>(make_dummy_weights(config_, 85, /*with_mtp=*/false, format));
-        ModelWeights& wts = fp8 ? *w8 : *weights_;
-        for (const int version : {1, 2}) {
-            cuda::CudaOptions by_token, by_slots;
-            by_token.poison = by_slots.poison = true;
-            gpu_test::apply_test_router_env(by_token), gpu_test::apply_test_router_env(by_slots);
-            by_token.moe_small_version = by_slots.moe_small_version = version;
-            by_token.moe_small_down_version = 1;
-            by_slots.moe_small_down_version = 2;
-            cuda::CudaOps g_token(by_token), g_slots(by_slots);
-            g_token.prepare_weights(weight_set(wts));
-            g_slots.prepare_weights(weight_set(wts));
-            const MoeWeights& m = wts.layers[0].moe;
-            for (int64_t T : {1, 2, 3, 5, 8}) {
-                const auto x = gpu_test::random_floats(size_t(T * H), rng_);
-                const std::string what =
-                    std::string(fp8 ? "fp8" : "bf16") + " v" + std::to_string(version) + " T=" + std::to_string(T);
-                auto run = [&](cuda::CudaOps& g) {
-                    float* dy = g.alloc(T * H);
-                    g.moe(gpu_test::to_device(g, x), T, m, k, config_.norm_topk_prob, dy);
-                    std::vector<float> y = gpu_test::to_host(g, dy, size_t(T * H));
-                    g.free_all();
-                    return y;
-                };
-                const int64_t slots_before = g_slots.moe_small_down_slots_calls();
-                const std::vector<float> a = run(g_token), b = run(g_slots);
-                ASSERT_EQ(a.size(), b.size());
-                EXPECT_EQ(g_slots.moe_small_down_slots_calls(), slots_before + small_expected) << what << ": calls by slots";
-                EXPECT_EQ(g_token.moe_small_down_slots_calls(), 0) << what;
-                EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0) << what << ": y differs by slots";
-            }
-        }
-    }
+    expect_small_moe_option_bitwise(
+        [](cuda::CudaOptions& off, cuda::CudaOptions& on) {
+            off.moe_small_down_version = 1;
+            on.moe_small_down_version = 2;
+        },
+        [](const cuda::CudaOps& g) { return g.moe_small_down_slots_calls(); }, {1, 2, 3, 5, 8}, 85, "down by slots");
+    cuda::CudaOptions o;
+    o.moe_small_down_version = 1;
+    cuda::CudaOps g(o);
+    g.prepare_weights(weight_set(*weights_));
+    const int64_t T = 2, H = config_.hidden_size;
+    float* dy = g.alloc(T * H);
+    g.moe(gpu_test::to_device(g, gpu_test::random_floats(size_t(T * H), rng_)), T, weights_->layers[0].moe,
+          config_.num_experts_per_tok, config_.norm_topk_prob, dy);
+    EXPECT_EQ(g.moe_small_down_slots_calls(), 0);
 }
 
 // The decode grouped GEMMs' version 2 (CudaOptions::moe_decode_version = 2, moe_decode_gemm.cu:

@@ -363,26 +363,7 @@ __global__ __launch_bounds__(kSmallThreads, 2) void moe_small_down_kernel(SmallP
                 const __nv_bfloat16* hrow = hrow_of(j0 + g);
                 const uint4 h0 = *reinterpret_cast<const uint4*>(hrow + c * VPC);
                 const uint4 h1 = FP8 ? *reinterpret_cast<const uint4*>(hrow + c * VPC + 8) : make_uint4(0, 0, 0, 0);
-                float s = 0.0f;
-#pragma unroll
-                for (int q = 0; q < 4; ++q) {
-                    if constexpr (FP8) {
-                        float wf[4], a0, a1, a2, a3;
-                        e4m3x4_to_f32_scaled(word(w[g], q), wf);
-                        bf16x2_to_f32(word(q < 2 ? h0 : h1, (2 * q) & 3), a0, a1);
-                        bf16x2_to_f32(word(q < 2 ? h0 : h1, (2 * q + 1) & 3), a2, a3);
-                        s = fmaf(wf[0], a0, s);
-                        s = fmaf(wf[1], a1, s);
-                        s = fmaf(wf[2], a2, s);
-                        s = fmaf(wf[3], a3, s);
-                    } else {
-                        float w0, w1, a0, a1;
-                        bf16x2_to_f32(word(w[g], q), w0, w1);
-                        bf16x2_to_f32(word(h0, q), a0, a1);
-                        s = fmaf(w0, a0, s);
-                        s = fmaf(w1, a1, s);
-                    }
-                }
+                const float s = down_chunk_dot<FP8>(w[g], h0, h1);
                 if constexpr (FP8) part[g] = fmaf(s, sc[g] * kFp8Unscale, part[g]);
                 else part[g] += s;
             }

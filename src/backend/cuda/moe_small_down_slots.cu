@@ -10,9 +10,9 @@
 // down-matrix pointers and this row block's FP8 scales, the routing weights, and all T·(k + 1) h rows
 // in shared memory. Each lane then streams its 16-byte chunks of down_e[c, :] slot after slot through
 // a ring of kRing slots in shared memory (cp.async: the bytes in flight hold no registers), and for
-// every token of the slot computes the dot as version 1 does (the lane's chunks in order, the same
-// FMAs, then the butterfly), kept at its h row's index. Lane t then sums y[t][c] in j order plus the
-// gated shared expert, as moe_combine.cu and version 1 do: y is bitwise version 1's.
+// every token of the slot computes the dot as version 1 does (the lane's chunks in order by
+// down_chunk_dot, then the butterfly), kept at its h row's index. Lane t then sums y[t][c] in j
+// order plus the gated shared expert, as moe_combine.cu and version 1 do: y is bitwise version 1's.
 // V2 (launched with programmatic dependent launch after gate_up, small_version 2): the plan, the
 // pointers, the scales and the ring's first slots are read before griddep_wait (the router has
 // finished: gate_up's routed blocks let this grid start only after their own wait), h after it.
@@ -124,26 +124,7 @@ __global__ __launch_bounds__(kSmallThreads, 2) void moe_small_down_slots_kernel(
                 const uint4 w = wr[32 * u];
                 const uint4 h0 = *reinterpret_cast<const uint4*>(hrow + c * VPC);
                 const uint4 h1 = FP8 ? *reinterpret_cast<const uint4*>(hrow + c * VPC + 8) : make_uint4(0, 0, 0, 0);
-                float sum = 0.0f;
-#pragma unroll
-                for (int q = 0; q < 4; ++q) {
-                    if constexpr (FP8) {
-                        float wf[4], a0, a1, a2, a3;
-                        e4m3x4_to_f32_scaled(word(w, q), wf);
-                        bf16x2_to_f32(word(q < 2 ? h0 : h1, (2 * q) & 3), a0, a1);
-                        bf16x2_to_f32(word(q < 2 ? h0 : h1, (2 * q + 1) & 3), a2, a3);
-                        sum = fmaf(wf[0], a0, sum);
-                        sum = fmaf(wf[1], a1, sum);
-                        sum = fmaf(wf[2], a2, sum);
-                        sum = fmaf(wf[3], a3, sum);
-                    } else {
-                        float w0, w1, a0, a1;
-                        bf16x2_to_f32(word(w, q), w0, w1);
-                        bf16x2_to_f32(word(h0, q), a0, a1);
-                        sum = fmaf(w0, a0, sum);
-                        sum = fmaf(w1, a1, sum);
-                    }
-                }
+                const float sum = down_chunk_dot<FP8>(w, h0, h1);
                 if constexpr (FP8) part = fmaf(sum, s_scale[s * kb + c * VPC / 128] * kFp8Unscale, part);
                 else part += sum;
             }

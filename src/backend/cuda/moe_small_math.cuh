@@ -57,6 +57,34 @@ __device__ __forceinline__ void bf16x2_to_f32(uint32_t w, float& a, float& b) {
     b = f32_bits(w & 0xFFFF0000u);
 }
 
+// One lane's 16-byte chunk w of a down-matrix row times the matching h values (bf16; FP8: 16
+// values, h0 = values 0-7, h1 = 8-15; BF16: 8 values in h0), summed in k order from 0: the partial
+// dot both small-T down kernels take (moe_small.cu, moe_small_down_slots.cu), so their bits agree.
+template <bool FP8>
+__device__ __forceinline__ float down_chunk_dot(const uint4& w, const uint4& h0, const uint4& h1) {
+    float s = 0.0f;
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+        if constexpr (FP8) {
+            float wf[4], a0, a1, a2, a3;
+            e4m3x4_to_f32_scaled(word(w, q), wf);
+            bf16x2_to_f32(word(q < 2 ? h0 : h1, (2 * q) & 3), a0, a1);
+            bf16x2_to_f32(word(q < 2 ? h0 : h1, (2 * q + 1) & 3), a2, a3);
+            s = fmaf(wf[0], a0, s);
+            s = fmaf(wf[1], a1, s);
+            s = fmaf(wf[2], a2, s);
+            s = fmaf(wf[3], a3, s);
+        } else {
+            float w0, w1, a0, a1;
+            bf16x2_to_f32(word(w, q), w0, w1);
+            bf16x2_to_f32(word(h0, q), a0, a1);
+            s = fmaf(w0, a0, s);
+            s = fmaf(w1, a1, s);
+        }
+    }
+    return s;
+}
+
 __device__ __forceinline__ float bf16_round(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
 
 }  // namespace qs::cuda::moe::small_math
