@@ -106,8 +106,8 @@ struct MoeParams {
     // block per token and 8 output columns (moe_small.cu). 2: a block per 8 columns of every token,
     // each lane streaming its chunks of the experts' down rows slot after slot through a cp.async
     // ring in shared memory (moe_small_down_slots.cu): one wave at any T, each distinct expert's
-    // row read once for all its tokens. The same bits either way. Shapes it cannot stage (rows
-    // wider than 512 values, or more shared memory than a block gets) run version 1.
+    // row read once for all its tokens. The same bits either way. Shapes it cannot stage (down rows
+    // wider than 1,024 FP8 or 512 BF16 values, or over 200 KB of shared memory) run version 1.
     int small_down_version = 1;
     // Added field: the decode grouped GEMMs' version (bench/kernels/NOTES.md "Decode v2"), read
     // when the mma.sync grouped path runs with tile_config -1. 1: moe_gemm.cu's tiles as chosen
