@@ -25,9 +25,12 @@
 #if !defined(QS_MOE_EMULATE)
 #include "backend/cuda/ptx_helpers.cuh"
 #endif
+#include "backend/cuda/moe_small_math.cuh"
 
 namespace qs::cuda::moe {
 namespace small_int4 {
+
+using namespace small_math;
 
 constexpr int kWarps = kSmallThreads / 32;
 constexpr int kRPW = kSmallRows / kWarps;  // intermediate rows per warp (gate + up each)
@@ -45,17 +48,7 @@ __device__ __forceinline__ T ld(const T* p) {
     return __ldg(p);
 #endif
 }
-template <class T>
-__device__ __forceinline__ T ld_cg(const T* p) {
-#if defined(QS_MOE_EMULATE)
-    return *p;
-#else
-    return __ldcg(p);
-#endif
-}
 
-__device__ __forceinline__ float round_bf16(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
-__device__ __forceinline__ uint32_t word_of(const uint4& v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
 __device__ __forceinline__ int token_of_dest(const SmallParams& p, int dest) {
     return dest < p.T * p.k ? dest / p.k : dest - p.T * p.k;
 }
@@ -82,7 +75,7 @@ __device__ __forceinline__ void gate_up_rows(const SmallParams& p, float* xs, in
     for (int n = 0; n < nb; ++n) {
         const float* src = n < nt ? p.x + size_t(token_of_dest(p, slot_dest_of(p, slot, n))) * H : nullptr;
         for (int c = threadIdx.x; c < H; c += kSmallThreads)
-            xs[n * xrow + c / kVPC * (kVPC + kPad) + c % kVPC] = src ? round_bf16(src[c]) : 0.0f;
+            xs[n * xrow + c / kVPC * (kVPC + kPad) + c % kVPC] = src ? bf16_round(src[c]) : 0.0f;
     }
     __syncthreads();
     float acc[NR][N];
@@ -100,7 +93,7 @@ __device__ __forceinline__ void gate_up_rows(const SmallParams& p, float* xs, in
             float wf[NR][8], s[NR];
 #pragma unroll
             for (int i = 0; i < NR; ++i) {
-                w4::unpack8<F>(word_of(w[i], q), wf[i]);
+                w4::unpack8<F>(word(w[i], q), wf[i]);
                 s[i] = w4::bf16_bits_f32(ld(srow[i] + (kVPC * c + 8 * q) / p.qgroup));
             }
 #pragma unroll
@@ -177,7 +170,7 @@ __global__ __launch_bounds__(kSmallThreads) void down_kernel(SmallParams p) {
             const bool shared = j == k;
             const int Ie = shared ? p.I_shared : p.I;
             if (l * 128 >= Ie / 2) continue;
-            const int e = shared ? p.E : ld_cg(p.topk_id + t * k + j);
+            const int e = shared ? p.E : load_cg(p.topk_id + t * k + j);
             ptx::prefetch_l2(reinterpret_cast<const unsigned char*>(p.down_q[e] + size_t(col) * (Ie / 8)) + l * 128);
         }
         ptx::griddep_wait();
@@ -199,7 +192,7 @@ __global__ __launch_bounds__(kSmallThreads) void down_kernel(SmallParams p) {
             glob[g] = 1.0f;
             if (j >= ndots) continue;
             const bool shared = j == k;
-            const int e = shared ? p.E : V2 ? ld_cg(p.topk_id + t * k + j) : p.topk_id[t * k + j];
+            const int e = shared ? p.E : V2 ? load_cg(p.topk_id + t * k + j) : p.topk_id[t * k + j];
             const int dest = shared ? p.T * k + t : t * k + j;
             const int Ie = shared ? p.I_shared : p.I;
             nch[g] = Ie / 16;
@@ -233,7 +226,7 @@ __global__ __launch_bounds__(kSmallThreads) void down_kernel(SmallParams p) {
                     float d = 0.0f;
 #pragma unroll
                     for (int q = 0; q < 4; ++q) {
-                        const uint32_t hw = word_of(hv, q);
+                        const uint32_t hw = word(hv, q);
                         d = fmaf(wf[2 * q], bits_f32(hw << 16), d);
                         d = fmaf(wf[2 * q + 1], bits_f32(hw & 0xFFFF0000u), d);
                     }
@@ -248,8 +241,8 @@ __global__ __launch_bounds__(kSmallThreads) void down_kernel(SmallParams p) {
             for (int o = 16; o > 0; o >>= 1) part[g] += __shfl_xor_sync(0xffffffffu, part[g], o);
             if constexpr (F == w4::Code4::kNvfp4) part[g] *= glob[g];
             const int j = j0 + g;
-            if (j < k) y += (V2 ? ld_cg(p.topk_w + t * k + j) : p.topk_w[t * k + j]) * part[g];
-            else if (j == k) y += 1.0f / (1.0f + expf(-(V2 ? ld_cg(p.shared_gate_logit + t) : p.shared_gate_logit[t]))) * part[g];
+            if (j < k) y += (V2 ? load_cg(p.topk_w + t * k + j) : p.topk_w[t * k + j]) * part[g];
+            else if (j == k) y += 1.0f / (1.0f + expf(-(V2 ? load_cg(p.shared_gate_logit + t) : p.shared_gate_logit[t]))) * part[g];
         }
     }
     if (lane == 0) p.y[size_t(t) * p.H + col] = y;

@@ -1,4 +1,4 @@
-// The small-T MoE kernels' value helpers (moe_small.cu, moe_small_down_slots.cu): 16-byte weight
+// The small-T MoE kernels' value helpers (moe_small*.cu): 16-byte weight
 // loads, L2 reads of what an earlier grid wrote, e4m3 and bf16 unpacking to fp32. Include it after
 // ptx_helpers.cuh (or, in the CPU emulation, after the shim that defines qs::cuda::ptx). Also
 // compiles as host C++ for bench/kernels/moe_emu.cpp.

@@ -27,9 +27,12 @@
 #if !defined(QS_MOE_EMULATE)
 #include "backend/cuda/ptx_helpers.cuh"  // the emulation shim defines qs::cuda::ptx itself
 #endif
+#include "backend/cuda/moe_small_math.cuh"
 
 namespace qs::cuda::moe {
 namespace {
+
+using namespace small_math;
 
 constexpr int kRouterWarps = kSmallThreads / 32;  // slices of a router row (one row per block)
 constexpr int kRouterLoads = 4;                   // 16-byte weight loads in flight per lane
@@ -40,15 +43,6 @@ __device__ __forceinline__ float4 router_load4(const float4* p) {
     return *p;
 #else
     return __ldg(p);
-#endif
-}
-
-// A value another block of this grid wrote (L2, not the non-coherent L1 path).
-__device__ __forceinline__ float load_cg_f(const float* p) {
-#if defined(QS_MOE_EMULATE)
-    return *p;
-#else
-    return __ldcg(p);
 #endif
 }
 
@@ -139,7 +133,7 @@ __global__ __launch_bounds__(kSmallThreads) void moe_small_router_kernel(SmallPa
     // The last block: every other block's logits are written and fenced.
     __threadfence();
     __shared__ float s_logits[kRouteMaxLogits];
-    for (int i = threadIdx.x; i < T * E; i += kSmallThreads) s_logits[i] = load_cg_f(p.logits_out + i);
+    for (int i = threadIdx.x; i < T * E; i += kSmallThreads) s_logits[i] = load_cg(p.logits_out + i);  // another block's: L2, not L1
     if (threadIdx.x == 0) *p.counter = 0;  // ready for the next call
     __syncthreads();
     small_route_block<VPL>(p, s_logits);
