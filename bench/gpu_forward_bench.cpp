@@ -33,6 +33,9 @@
 //          GEMMs at 9+ rows below the prefill path; 2 (default) = moe_decode_gemm.cu, 1 = moe_gemm.cu)
 //          [--moe-prefill-version 1|2]  (CudaOptions::moe_prefill_version: the MoE prefill path's
 //          sort / gather / SiLU / combine stages; 2 = bench/kernels/NOTES.md "Prefill v2")
+//          [--moe-gemm-path -1|0|1|2]  (CudaOptions::moe_gemm_path: -1 = by shape (default); 0 =
+//          the mma.sync grouped GEMMs, 1 = the CUTLASS prefill path, 2 = CUTLASS ping-pong (fp8),
+//          for every MoE call)
 //          [--moe-router-kernel 0|1|2]  (CudaOptions::moe_router_kernel: 1 (default) = the router and shared-
 //          expert-gate logits on bf16 tensor cores with split operands, router_gemm.h)
 //          [--gdn-prefill-version 0|1|2|3|4|5|6]  (CudaOptions::gdn_prefill_version: the GDN chunked
@@ -118,6 +121,7 @@ const std::vector<KernelOption>& kernel_options() {
         {"fp8-small-v3-blocks-per-sm", {0, 1, 2, 3, 4}, &O::fp8_small_v3_blocks_per_sm},
         {"attention-combine-version", {1, 2}, &O::attention_combine_version},
         {"moe-prefill-version", {1, 2}, &O::moe_prefill_version},
+        {"moe-gemm-path", {-1, 0, 1, 2}, &O::moe_gemm_path},
         {"moe-router-kernel", {0, 1, 2}, &O::moe_router_kernel},
         {"gdn-prefill-version", {0, 1, 2, 3, 4, 5, 6}, &O::gdn_prefill_version},
         {"gdn-decode-version", {1, 2}, &O::gdn_decode_version},

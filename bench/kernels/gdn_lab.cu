@@ -10,8 +10,9 @@
 //   version 6 (5 with 64-column state-pass blocks) version 5.
 //   --quick-tc [--ver N]: the small tc cases for the emulator (run_emu.sh), optionally one version's
 //   (--ver 5 runs 4 too, --ver 6 runs 5, for the bit comparison).
-//   --tc-speed: versions 2, 4, 5 and 6: the varlen mix checked (5 against 4's bits, 6 against 5's),
-//   the three large shapes timed (no reference).
+//   --tc-speed: versions 2, 4, 5 and 6: the varlen mix checked (5 against 4's bits, 6 against 5's,
+//   6 with the chunk grids' block map (+map, DeviceBatch::gdn_chunks) against 6's), the three large
+//   shapes and a serving step's (16 × 1,024 beside 1,024 one-row sequences) timed (no reference).
 //   --decode: decode-only batches at the real shape (1, 64, 512 sequences, fp32 and bf16 state):
 //   the one-block-per-head kernel (serial, gdn_serial.cu) against the streaming one (stream,
 //   gdn_decode.cu) in versions 1 and 2 (stream-v2: decode_version 2), checked against the reference
@@ -50,6 +51,7 @@
 #include <cuda_runtime.h>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/gdn_chunk_map.h"
 #include "backend/cuda/gdn_kernels.h"
 #include "backend/cuda/gdn_tc_phases.h"
 #include "lab_timing.h"
@@ -320,7 +322,13 @@ struct Path {
     int dver = 1;
     int stages = 0;  // decode_stages (version 2: cp.async stages in use, 0 = all)
     int sver = 1;    // slices_version: the warp-slice kernel's version (2 = block-shared ring of whole rows, 3 = + row stores)
+    bool map = false;  // DeviceBatch::gdn_chunks as CudaOps uploads it (the chunk grids' blocks read their chunk)
     std::string name() const {
+        if (map) {
+            Path p = *this;
+            p.map = false;
+            return p.name() + "+map";
+        }
         const std::string b = (dver == 2 || sver == 2 ? std::string("-v2") : sver == 3 ? std::string("-v3") : std::string()) +
                               (stages ? "-s" + std::to_string(stages) : std::string()) +
                               (blocks ? "-b" + std::to_string(blocks) : std::string());
@@ -413,6 +421,11 @@ const Path kTc4 = tc_path(64, 0, 4), kTc4_16 = tc_path(64, 16, 4), kTc4_32 = tc_
 const Path kTc5 = tc_path(64, 0, 5), kTc5_16 = tc_path(64, 16, 5), kTc5_32 = tc_path(64, 32, 5),
            kTc5All16 = tc_path(1, 16, 5), kTc5All32 = tc_path(1, 32, 5);
 const Path kTc6 = tc_path(64, 0, 6), kTc6_64 = tc_path(64, 64, 6), kTc6All64 = tc_path(1, 64, 6);
+Path with_map(Path p) {
+    p.map = true;
+    return p;
+}
+const Path kTc6Map = with_map(kTc6), kTc6_64Map = with_map(kTc6_64), kTc6All64Map = with_map(kTc6All64);
 
 // The summary table (--cpar): one row per timed (case, path), with that case's checked errors.
 struct TableRow {
@@ -436,6 +449,7 @@ struct DeviceProblem {
     void* ws;
     int32_t* row_seq;
     DeviceSeq* seqs;
+    qs::cuda::GdnChunk* chunks;  // the chunk grids' block map (Path::map)
     size_t ws_bytes;
 
     explicit DeviceProblem(const Problem& p, bool bf16_state) : P(&p), bf16(bf16_state) {
@@ -467,11 +481,14 @@ struct DeviceProblem {
         }
         row_seq = dalloc<int32_t>(rs.size()); upload(row_seq, rs);
         seqs = dalloc<DeviceSeq>(ds.size()); upload(seqs, ds);
+        std::vector<qs::cuda::GdnChunk> map(size_t(qs::cuda::gdn_chunk_blocks(int64_t(ds.size()), p.T)));
+        qs::cuda::fill_gdn_chunk_map(ds.data(), int32_t(ds.size()), p.T, map.data());
+        chunks = dalloc<qs::cuda::GdnChunk>(map.size()); upload(chunks, map);
         reset_state();
     }
     ~DeviceProblem() {
         for (void* p : {(void*)qkv, (void*)z, (void*)b, (void*)a, (void*)conv_w, (void*)A_log, (void*)dt_bias,
-                        (void*)norm_w, (void*)conv, (void*)out, ssm, ws, (void*)row_seq, (void*)seqs})
+                        (void*)norm_w, (void*)conv, (void*)out, ssm, ws, (void*)row_seq, (void*)seqs, (void*)chunks})
             QS_CUDA_CHECK(cudaFree(p));
     }
     void reset_state() {
@@ -500,6 +517,7 @@ struct DeviceProblem {
         DeviceBatch bt;
         bt.row_seq = row_seq; bt.seqs = seqs; bt.num_tokens = P->T; bt.num_seqs = int32_t(P->lens.size());
         bt.max_seq_tokens = *std::max_element(P->lens.begin(), P->lens.end());
+        if (path.map) bt.gdn_chunks = chunks;
         p.batch = bt;
         p.workspace = ws; p.out = out;
         p.chunk_min_tokens = path.chunk_min;
@@ -887,18 +905,27 @@ int run_tc(std::mt19937_64& rng) {
 int run_tc_speed(std::mt19937_64& rng) {
     const Problem P = make_problem(kReal, {1, 5, 300, 2, 64, 1, 1500, 129}, {5, 0, 3, 7, 1, 6, 8, 2}, 9, rng, false);
     const Ref R = make_ref(P, false);
-    for (const Path& path : {kTc16, kTc32, kTc4_16, kTc4_32, kTc5_16, kTc5_32, kTc6_64})
+    for (const Path& path : {kTc16, kTc32, kTc4_16, kTc4_32, kTc5_16, kTc5_32, kTc6_64, kTc6_64Map})
         check_case("mixed", P, R, false, path);
     expect_same_bits("mixed", kTc4_16, kTc5_16);
     expect_same_bits("mixed", kTc4_32, kTc5_32);
     expect_same_bits("mixed", kTc5_32, kTc6_64);
+    expect_same_bits("mixed", kTc6_64, kTc6_64Map);
     const int bigs[3][2] = {{16, 1024}, {1, 16384}, {64, 256}};
     for (const auto& b : bigs) {
         const size_t ns = size_t(b[0]);
         std::vector<int> lens(ns, b[1]), slots(ns, 0);
         for (int i = 0; i < b[0]; ++i) slots[size_t(i)] = (i * 7 + 3) % b[0];
         const Problem Q = make_problem(kReal, lens, slots, b[0], rng, false);
-        time_case("prefill" + std::to_string(b[0]) + "x" + std::to_string(b[1]), Q, false, {kTc, kTc4, kTc5, kTc6});
+        time_case("prefill" + std::to_string(b[0]) + "x" + std::to_string(b[1]), Q, false, {kTc, kTc4, kTc5, kTc6, kTc6Map});
+    }
+    {  // a serving step at 1,024 residents: 16 prompt chunks of 1,024 rows beside 1,024 decoding sequences
+        std::vector<int> lens(16, 1024);
+        lens.resize(16 + 1024, 1);
+        std::vector<int> slots(lens.size());
+        for (size_t i = 0; i < slots.size(); ++i) slots[i] = int((i * 7 + 3) % slots.size());
+        const Problem Q = make_problem(kReal, lens, slots, int(lens.size()), rng, true);  // bf16 state, as served
+        time_case("mixed16x1024+1024x1", Q, true, {kTc6, kTc6Map});
     }
     std::printf("\n| case | path | total us (conv included) | recurrence us | prep / state pass / output us |\n| --- | --- | --- "
                 "| --- | --- |\n");
@@ -1148,8 +1175,8 @@ int main(int argc, char** argv) {
             const Problem P = make_problem(*sh, {1, 5, 130, 2, 64, 1}, {5, 0, 3, 7, 1, 6}, 9, rng, false);
             const Ref R = make_ref(P, false);
             const std::string name = std::string("mixed/") + sh->name;
-            for (const Path& path :
-                 {kTc16, kTcAll32, kTc3_16, kTc3All32, kTc4_16, kTc4All32, kTc5_16, kTc5All32, kTc6_64, kTc6All64})
+            for (const Path& path : {kTc16, kTcAll32, kTc3_16, kTc3All32, kTc4_16, kTc4All32, kTc5_16, kTc5All32, kTc6_64,
+                                     kTc6All64, kTc6_64Map, kTc6All64Map})
                 if (on(path)) check_case(name, P, R, false, path);
             if (v5) {
                 expect_same_bits(name, kTc4_16, kTc5_16);
@@ -1158,6 +1185,8 @@ int main(int argc, char** argv) {
             if (v6) {
                 expect_same_bits(name, kTc5_16, kTc6_64);
                 expect_same_bits(name, kTc5All32, kTc6All64);
+                expect_same_bits(name, kTc6_64, kTc6_64Map);  // the block map: the same chunks, the same bits
+                expect_same_bits(name, kTc6All64, kTc6All64Map);
             }
         }
         const Problem P = make_problem(kOdd32, {3, 70, 1, 2}, {4, 1, 0, 2}, 5, rng, true);
@@ -1170,10 +1199,11 @@ int main(int argc, char** argv) {
         // row and chunk boundaries +-1), fp32 state: that test's bound is 1e-4 (v2 failed it).
         const Problem Q = make_problem(kTest16, {1, 900, 65, 63}, {2, 0, 3, 1}, 4, rng, false);
         const Ref RQ = make_ref(Q, false);
-        for (const Path& path : {kTc, kTc3, kTc4, kTc5, kTc6_64})
+        for (const Path& path : {kTc, kTc3, kTc4, kTc5, kTc6_64, kTc6_64Map})
             if (on(path)) check_case("test-tiny", Q, RQ, false, path);
         if (v5) expect_same_bits("test-tiny", kTc4, kTc5);
         if (v6) expect_same_bits("test-tiny", kTc5, kTc6_64);
+        if (v6) expect_same_bits("test-tiny", kTc6_64, kTc6_64Map);
         std::printf("\n%s: %d failure(s) (quick-tc)\n", g_failures ? "FAIL" : "PASS", g_failures);
         return g_failures ? 1 : 0;
     }

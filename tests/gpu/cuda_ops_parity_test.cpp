@@ -723,6 +723,15 @@ TEST(CudaOptionsChoice, AttentionDecodeVersionValidated) {
     EXPECT_DEATH(cuda::CudaOps ops(o), "attention_decode_version must be 1 or 2");
 }
 
+TEST(CudaOptionsChoice, MoeGemmPathValidated) {
+    QS_REQUIRE_GPU();
+    EXPECT_EQ(cuda::CudaOptions{}.moe_gemm_path, -1);  // by shape
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    cuda::CudaOptions o;
+    o.moe_gemm_path = 3;
+    EXPECT_DEATH(cuda::CudaOps ops(o), "moe_gemm_path must be -1 \\(by shape\\), 0, 1 or 2");
+}
+
 // Session 27's options: the fused norms' row limits (defaults where the H200 showed a gain), the
 // combine version and the MoE down prefetch (opt-in), each rejected out of range by name.
 TEST(CudaOptionsChoice, FusedNormRowsCombineAndPrefetchValidated) {

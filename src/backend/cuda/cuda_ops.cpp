@@ -9,6 +9,7 @@
 #include "backend/cuda/basic_kernels.h"
 #include "backend/cuda/cuda_cache.h"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/gdn_chunk_map.h"
 #include "backend/cuda/gdn_kernels.h"
 #include "backend/cuda/moe_kernels.h"
 #include "backend/gdn_stash_rule.h"
@@ -59,6 +60,8 @@ CudaOps::CudaOps(const CudaOptions& options)
                  "CudaOptions::moe_decode_version must be 1 or 2");
     QS_CHECK_MSG(options.moe_prefill_version == 1 || options.moe_prefill_version == 2,
                  "CudaOptions::moe_prefill_version must be 1 or 2");
+    QS_CHECK_MSG(options.moe_gemm_path >= -1 && options.moe_gemm_path <= 2,
+                 "CudaOptions::moe_gemm_path must be -1 (by shape), 0, 1 or 2");
     QS_CHECK_MSG(options.moe_router_kernel >= 0 && options.moe_router_kernel <= 2,
                  "CudaOptions::moe_router_kernel must be 0, 1 or 2");
     QS_CHECK_MSG(options.gdn_prefill_version >= 0 && options.gdn_prefill_version <= 6,
@@ -329,9 +332,13 @@ int64_t CudaOps::begin_forward(const ForwardBatch& batch, const int32_t* positio
     for (const SeqSpan& s : batch.seqs) num_pages += int64_t(s.block_table.size());
     constexpr int64_t kSeqInts = sizeof(DeviceSeq) / sizeof(int32_t);
     static_assert(sizeof(DeviceSeq) % sizeof(int32_t) == 0);
-    // ids, positions, row_seq, rope positions [3][rows], seqs, pages: every offset but the pages'
-    // depends on rows alone, so a captured graph's pointers stay valid for its batch shape.
-    const size_t total = size_t(6 * rows + num_seqs * kSeqInts + num_pages);
+    // ids, positions, row_seq, rope positions [3][rows], seqs, the GDN chunk map (16-byte aligned),
+    // pages: every offset but the pages' depends on rows and num_seqs alone (fixed by a graph's
+    // shape), so a captured graph's pointers stay valid for its batch shape.
+    constexpr int64_t kChunkInts = sizeof(GdnChunk) / sizeof(int32_t);
+    const int64_t map_at = (6 * rows + num_seqs * kSeqInts + 3) / 4 * 4;
+    const int64_t pages_at = map_at + gdn_chunk_blocks(num_seqs, rows) * kChunkInts;
+    const size_t total = size_t(pages_at + num_pages);
     if (total > staging_ints_) {
         // The previous forward's copy out of staging_ finished: every forward ends in a sync.
         if (staging_) QS_CUDA_CHECK(cudaFreeHost(staging_));
@@ -347,7 +354,8 @@ int64_t CudaOps::begin_forward(const ForwardBatch& batch, const int32_t* positio
     int32_t* row_seq = h + 2 * rows;
     int32_t* rope = h + 3 * rows;
     auto* seqs = reinterpret_cast<DeviceSeq*>(h + 6 * rows);
-    int32_t* pages = h + 6 * rows + num_seqs * kSeqInts;
+    auto* chunk_map = reinterpret_cast<GdnChunk*>(h + map_at);
+    int32_t* pages = h + pages_at;
     std::memcpy(ids, batch.token_ids.data(), size_t(T) * 4);
     std::memcpy(pos, positions, size_t(T) * 4);
     std::fill(row_seq, row_seq + T, -1);  // rows of no sequence (a commit's short spans)
@@ -394,6 +402,7 @@ int64_t CudaOps::begin_forward(const ForwardBatch& batch, const int32_t* positio
         const std::vector<int32_t> rp = batch.rope_positions();
         for (int64_t k = 0; k < 3; ++k) std::memcpy(rope + k * rows, rp.data() + k * T, size_t(T) * 4);
     }
+    if (num_seqs > 0) fill_gdn_chunk_map(seqs, int32_t(num_seqs), rows, chunk_map);
     timeline_.count_copy();
     QS_CUDA_CHECK(cudaMemcpyAsync(batch_ints_.get(), staging_, total * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
     const int32_t* d = batch_ints_.as<int32_t>();
@@ -402,7 +411,8 @@ int64_t CudaOps::begin_forward(const ForwardBatch& batch, const int32_t* positio
     batch_.row_seq = d + 2 * rows;
     batch_.rope_positions = d + 3 * rows;
     batch_.seqs = reinterpret_cast<const DeviceSeq*>(d + 6 * rows);
-    batch_.block_tables = d + 6 * rows + num_seqs * kSeqInts;
+    batch_.gdn_chunks = num_seqs > 0 ? reinterpret_cast<const GdnChunk*>(d + map_at) : nullptr;
+    batch_.block_tables = d + pages_at;
     batch_.num_tokens = int32_t(rows);
     batch_.num_seqs = int32_t(num_seqs);
     batch_.max_seq_tokens = max_seq_tokens;

@@ -53,8 +53,9 @@ struct CudaOptions {
     // argmax; graphs stay on). For the bench's MTP step table.
     bool step_timeline = false;
     // Tests, diagnosis: MoeParams::gemm_path for every MoE call (-1: by shape, the default;
-    // 0: the mma.sync grouped GEMMs at every size; 1: the CUTLASS prefill path at every size).
-    // Either fixed path computes each token's rows independently of the batch around it.
+    // 0: the mma.sync grouped GEMMs at every size; 1: the CUTLASS prefill path at every size;
+    // 2: the same with the ping-pong schedule for fp8).
+    // Any fixed path computes each token's rows independently of the batch around it.
     int moe_gemm_path = -1;
     // MoeParams::small_version for MoE calls that take the small-T path (T <= kMoeSmallTMax;
     // bench/kernels/NOTES.md "Small-T v2"): 2 computes the router and shared-expert-gate logits

@@ -11,6 +11,7 @@
 #include <cstdlib>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/gdn_chunk_map.h"
 #include "backend/cuda/gdn_kernels.h"
 
 #define GDN_REQUIRE(cond)                                                                          \
@@ -69,6 +70,7 @@ struct RecArgs {
     void* state;
     float* out;
     const DeviceSeq* seqs;
+    const GdnChunk* chunks;  // DeviceBatch::gdn_chunks (null: cp_chunk_of searches seqs)
     int Nk, Nv, Dk, Dv, C;
     float eps, q_scale;
     int chunk_min_tokens;  // sequences with n >= this are skipped (chunked kernel); <= 0: none
@@ -145,19 +147,18 @@ inline TcLayout tc_layout(int64_t T, int64_t C, int64_t Nk, int64_t Nv, int64_t 
 // Chunk-parallel grids (gdn_cp_prep.cu): block x in [0, num_seqs + ceil(T/64)) is chunk
 // c = x - key(s) of the sequence s with the largest key(s) = s + row_begin(s)/64 <= x. Keys strictly
 // increase and key(s) + ceil(n_s/64) <= key(s+1), so every chunk has one block; the others (gaps,
-// sequences below chunk_min_tokens) return false. Grids depend on T and num_seqs only.
-__device__ __forceinline__ bool cp_chunk_of(const RecArgs& p, int x, int& s, int& c) {
+// sequences below chunk_min_tokens) return false. Grids depend on T and num_seqs only. The block's
+// entry of the map the host wrote (one 16-byte load), else the same answer by a search over seqs
+// (gdn_chunk_map.h).
+__device__ __forceinline__ bool cp_chunk_of(const RecArgs& p, int x, GdnChunk& k) {
     if (p.chunk_min_tokens <= 0 || p.num_seqs <= 0) return false;
-    int lo = 0, hi = p.num_seqs - 1;
-    while (lo < hi) {  // largest s with key(s) <= x (key(0) = 0 <= x)
-        const int mid = (lo + hi + 1) >> 1;
-        if (mid + p.seqs[mid].row_begin / 64 <= x) lo = mid;
-        else hi = mid - 1;
+    if (p.chunks != nullptr) {
+        const uint4 e = __ldg(reinterpret_cast<const uint4*>(p.chunks) + x);
+        k = GdnChunk{int32_t(e.x), int32_t(e.y), int32_t(e.z), int32_t(e.w)};
+    } else {
+        k = gdn_chunk_by_search(p.seqs, p.num_seqs, x);
     }
-    s = lo;
-    c = x - (lo + p.seqs[lo].row_begin / 64);
-    const int n = p.seqs[lo].num_tokens;
-    return n >= p.chunk_min_tokens && c >= 0 && 64 * c < n;
+    return k.num_tokens >= p.chunk_min_tokens && k.chunk >= 0 && 64 * k.chunk < k.num_tokens;
 }
 
 template <bool BF16>

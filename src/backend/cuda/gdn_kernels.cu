@@ -52,7 +52,7 @@ RecArgs make_rec_args(const GatedDeltaNetParams& p) {
     a.conv = static_cast<const float*>(p.workspace);
     a.z = p.z; a.b = p.b; a.a = p.a;
     a.A_log = p.A_log; a.dt_bias = p.dt_bias; a.norm_w = p.norm_w;
-    a.state = p.ssm_state; a.out = p.out; a.seqs = p.batch.seqs;
+    a.state = p.ssm_state; a.out = p.out; a.seqs = p.batch.seqs; a.chunks = p.batch.gdn_chunks;
     a.Nk = p.Nk; a.Nv = p.Nv; a.Dk = p.Dk; a.Dv = p.Dv;
     a.C = 2 * p.Nk * p.Dk + p.Nv * p.Dv;
     a.eps = p.eps;

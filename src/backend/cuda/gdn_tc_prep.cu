@@ -57,11 +57,10 @@ __global__ void __launch_bounds__(kTcPrepThreads, Op::x2 ? 1 : 2) gdn_tc_prep_ke
     static_assert(D % 32 == 0 && D <= 128, "D");
     static_assert(L::loK > 0 && L::loKw > 0 && L::loTb > 0, "lo twins");  // (also: referenced without X2)
 
-    int s = 0, c = 0;
-    if (!cp_chunk_of(p, blockIdx.x, s, c)) return;
-    const DeviceSeq sq = p.seqs[s];
-    const int t0 = 64 * c, nc = min(CT, sq.num_tokens - t0);
-    const int64_t row0 = int64_t(sq.row_begin) + t0;
+    GdnChunk ch;
+    if (!cp_chunk_of(p, blockIdx.x, ch)) return;
+    const int t0 = 64 * ch.chunk, nc = min(CT, ch.num_tokens - t0);
+    const int64_t row0 = int64_t(ch.row_begin) + t0;
 
     extern __shared__ float4 smem4[];
     uint8_t* const sm = reinterpret_cast<uint8_t*>(smem4);

@@ -53,6 +53,7 @@ bool prefill_path_supported(const MoeParams& p) {
 }
 
 bool prefill_path_chosen(const MoeParams& p) {
+    QS_CHECK_MSG(p.gemm_path >= -1 && p.gemm_path <= 2, "launch_moe: gemm_path must be -1, 0, 1 or 2");
     if (p.gemm_path == 0 || p.tile_config >= 0) return false;
     if (!prefill_path_supported(p)) {
         QS_CHECK_MSG(p.gemm_path != 1 && p.gemm_path != 2, "launch_moe: the CUTLASS grouped GEMM path does not cover this call "
