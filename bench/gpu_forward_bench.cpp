@@ -49,6 +49,8 @@
 //          kernel's version; 3 (default) = the state copied in and stored back by whole rows
 //          through a block-shared ring, 2 = the copies by whole rows only, 1 = lane-private copies;
 //          bit-identical)
+//          [--gdn-chunk-map 0|1]  (CudaOptions::gdn_chunk_map: 1 (default) = the chunked GDN prefill
+//          kernels' blocks from a per-batch chunk map, 0 = a block per key searching the sequences)
 //          [--gdn-decode-kernel -1|0|1|2]  (CudaOptions::gdn_decode_kernel: the token-serial GDN
 //          sequences' kernel; -1 = by shape, 0 = one block per head, 1 = streaming, 2 = one-token
 //          rows by warp slices)
@@ -126,6 +128,7 @@ const std::vector<KernelOption>& kernel_options() {
         {"gdn-prefill-version", {0, 1, 2, 3, 4, 5, 6}, &O::gdn_prefill_version},
         {"gdn-decode-version", {1, 2}, &O::gdn_decode_version},
         {"gdn-slices-version", {1, 2, 3}, &O::gdn_slices_version},
+        {"gdn-chunk-map", {0, 1}, &O::gdn_chunk_map},
         {"gdn-decode-kernel", {-1, 0, 1, 2}, &O::gdn_decode_kernel},
         {"moe-int4-grouped", {0, 1}, &O::moe_int4_grouped},
         {"nvfp4-kernels", {0, 1}, &O::nvfp4_kernels},

@@ -449,8 +449,10 @@ struct DeviceProblem {
     void* ws;
     int32_t* row_seq;
     DeviceSeq* seqs;
-    qs::cuda::GdnChunk* chunks;  // the chunk grids' block map (Path::map)
+    // The chunk kernels' block maps (Path::map), made on first use for each threshold (chunk_min).
+    mutable std::vector<std::pair<int, std::pair<qs::cuda::GdnChunk*, int32_t>>> chunk_maps;
     size_t ws_bytes;
+    std::vector<DeviceSeq> host_seqs;
 
     explicit DeviceProblem(const Problem& p, bool bf16_state) : P(&p), bf16(bf16_state) {
         const Shape& sh = p.sh;
@@ -481,15 +483,14 @@ struct DeviceProblem {
         }
         row_seq = dalloc<int32_t>(rs.size()); upload(row_seq, rs);
         seqs = dalloc<DeviceSeq>(ds.size()); upload(seqs, ds);
-        std::vector<qs::cuda::GdnChunk> map(size_t(qs::cuda::gdn_chunk_blocks(int64_t(ds.size()), p.T)));
-        qs::cuda::fill_gdn_chunk_map(ds.data(), int32_t(ds.size()), p.T, map.data());
-        chunks = dalloc<qs::cuda::GdnChunk>(map.size()); upload(chunks, map);
+        host_seqs = ds;
         reset_state();
     }
     ~DeviceProblem() {
         for (void* p : {(void*)qkv, (void*)z, (void*)b, (void*)a, (void*)conv_w, (void*)A_log, (void*)dt_bias,
-                        (void*)norm_w, (void*)conv, (void*)out, ssm, ws, (void*)row_seq, (void*)seqs, (void*)chunks})
+                        (void*)norm_w, (void*)conv, (void*)out, ssm, ws, (void*)row_seq, (void*)seqs})
             QS_CUDA_CHECK(cudaFree(p));
+        for (auto& m : chunk_maps) QS_CUDA_CHECK(cudaFree(m.second.first));
     }
     void reset_state() {
         upload(conv, P->conv0);
@@ -508,6 +509,20 @@ struct DeviceProblem {
         for (size_t i = 0; i < h.size(); ++i) f[i] = bf2f(h[i]);
         return f;
     }
+    std::pair<qs::cuda::GdnChunk*, int32_t> chunk_map(int chunk_min) const {
+        for (const auto& m : chunk_maps)
+            if (m.first == chunk_min) return m.second;
+        std::vector<qs::cuda::GdnChunk> map(size_t(qs::cuda::gdn_chunk_keys(int64_t(host_seqs.size()), P->T)));
+        const int32_t n = qs::cuda::fill_gdn_chunk_map(host_seqs.data(), int32_t(host_seqs.size()), P->T, chunk_min, map.data());
+        if (n < 0) {
+            std::fprintf(stderr, "gdn_lab: the chunk map refused the lab's batch\n");
+            std::exit(1);
+        }
+        qs::cuda::GdnChunk* d = dalloc<qs::cuda::GdnChunk>(map.size());
+        upload(d, map);
+        chunk_maps.push_back({chunk_min, {d, n}});
+        return {d, n};
+    }
     GatedDeltaNetParams params(const Path& path) const {
         const Shape& sh = P->sh;
         GatedDeltaNetParams p;
@@ -517,7 +532,12 @@ struct DeviceProblem {
         DeviceBatch bt;
         bt.row_seq = row_seq; bt.seqs = seqs; bt.num_tokens = P->T; bt.num_seqs = int32_t(P->lens.size());
         bt.max_seq_tokens = *std::max_element(P->lens.begin(), P->lens.end());
-        if (path.map) bt.gdn_chunks = chunks;
+        if (path.map) {  // as CudaOps::begin_forward writes it, for this path's threshold
+            const auto m = chunk_map(path.chunk_min);
+            bt.gdn_chunks = m.first;
+            bt.gdn_chunk_count = m.second;
+            bt.gdn_chunk_min = path.chunk_min;
+        }
         p.batch = bt;
         p.workspace = ws; p.out = out;
         p.chunk_min_tokens = path.chunk_min;

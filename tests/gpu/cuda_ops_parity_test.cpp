@@ -66,6 +66,8 @@ protected:
     }
     // GDN prefill versions va and vb give the same bits (defined below, beside its tests).
     void expect_gdn_prefill_versions_equal(int va, int vb);
+    // Prefill batches for those comparisons: chunk boundaries +-1, continued sequences, 16 at once.
+    std::vector<OwnedBatch> gdn_prefill_batches();
     // Both sides against the CPU specification and against each other, batch by batch: bit for bit
     // (sides_bound < 0), or within sides_bound of each other (defined below, before its first use).
     void expect_gdn_sides_equal(const std::vector<OwnedBatch>& batches, const GdnSide& a, const GdnSide& b,
@@ -723,13 +725,17 @@ TEST(CudaOptionsChoice, AttentionDecodeVersionValidated) {
     EXPECT_DEATH(cuda::CudaOps ops(o), "attention_decode_version must be 1 or 2");
 }
 
-TEST(CudaOptionsChoice, MoeGemmPathValidated) {
+TEST(CudaOptionsChoice, MoeGemmPathAndGdnChunkMapValidated) {
     QS_REQUIRE_GPU();
     EXPECT_EQ(cuda::CudaOptions{}.moe_gemm_path, -1);  // by shape
     GTEST_FLAG_SET(death_test_style, "threadsafe");
     cuda::CudaOptions o;
     o.moe_gemm_path = 3;
     EXPECT_DEATH(cuda::CudaOps ops(o), "moe_gemm_path must be -1 \\(by shape\\), 0, 1 or 2");
+    cuda::CudaOptions m;
+    EXPECT_EQ(m.gdn_chunk_map, 1);  // the chunk map by default
+    m.gdn_chunk_map = 2;
+    EXPECT_DEATH(cuda::CudaOps ops(m), "gdn_chunk_map must be 0 or 1");
 }
 
 // Session 27's options: the fused norms' row limits (defaults where the H200 showed a gain), the
@@ -1081,21 +1087,50 @@ void CudaOpsParity::expect_gdn_prefill_versions_equal(int va, int vb) {
         oa.gdn_prefill_version = va;
         cuda::CudaOptions ob = oa;
         ob.gdn_prefill_version = vb;
-        std::vector<OwnedBatch> batches;  // built in place (spans point into the owned tables)
-        const int vocab = int(c.vocab_size);
-        batches.push_back(make_batch({{{0, 64, 2}, {0, 2, 0}, {0, 65, 3}, {0, 130, 1}}}, 16, 1, rng_, vocab));
-        batches.push_back(make_batch({{{64, 1, 2}, {2, 63, 0}, {65, 150, 3}, {130, 5, 1}}}, 16, 1, rng_, vocab));
-        batches.push_back(make_batch({{{65, 1, 2}, {65, 900, 0}, {215, 65, 3}, {135, 63, 1}}}, 16, 1, rng_, vocab));
-        batches.push_back(make_batch({{{965, 2000, 0}}}, 16, 1, rng_, vocab));
-        // 16 sequences, then each continued from its state by 70-85 tokens: at the real shape enough
-        // (sequence, head) pairs for version 6's 64-column state blocks by shape (448 and 480 pairs).
-        std::vector<std::array<int, 3>> many, more;
-        for (int s = 0; s < 16; ++s) many.push_back({0, 200 + 7 * s, 4 + s});
-        for (int s = 0; s < 16; ++s) more.push_back({200 + 7 * s, 70 + s, 4 + s});
-        batches.push_back(make_batch(many, 16, 1, rng_, vocab));
-        batches.push_back(make_batch(more, 16, 1, rng_, vocab));
-        expect_gdn_options_equal(batches, 20, oa, "version " + std::to_string(va), ob, "version " + std::to_string(vb),
-                                 bound);
+        expect_gdn_options_equal(gdn_prefill_batches(), 20, oa, "version " + std::to_string(va), ob,
+                                 "version " + std::to_string(vb), bound);
+    }
+}
+
+std::vector<OwnedBatch> CudaOpsParity::gdn_prefill_batches() {
+    std::vector<OwnedBatch> batches;  // built in place (spans point into the owned tables)
+    const int vocab = int(config_.vocab_size);
+    batches.push_back(make_batch({{{0, 64, 2}, {0, 2, 0}, {0, 65, 3}, {0, 130, 1}}}, 16, 1, rng_, vocab));
+    batches.push_back(make_batch({{{64, 1, 2}, {2, 63, 0}, {65, 150, 3}, {130, 5, 1}}}, 16, 1, rng_, vocab));
+    batches.push_back(make_batch({{{65, 1, 2}, {65, 900, 0}, {215, 65, 3}, {135, 63, 1}}}, 16, 1, rng_, vocab));
+    batches.push_back(make_batch({{{965, 2000, 0}}}, 16, 1, rng_, vocab));
+    // 16 sequences, then each continued from its state by 70-85 tokens: at the real shape enough
+    // (sequence, head) pairs for version 6's 64-column state blocks by shape (448 and 480 pairs).
+    std::vector<std::array<int, 3>> many, more;
+    for (int s = 0; s < 16; ++s) many.push_back({0, 200 + 7 * s, 4 + s});
+    for (int s = 0; s < 16; ++s) more.push_back({200 + 7 * s, 70 + s, 4 + s});
+    batches.push_back(make_batch(many, 16, 1, rng_, vocab));
+    batches.push_back(make_batch(more, 16, 1, rng_, vocab));
+    return batches;
+}
+
+// The chunked kernels' blocks from the per-batch chunk map (CudaOptions::gdn_chunk_map 1, the
+// default; gdn_chunk_map.h) against a block per key searching the sequences (0): the same chunks,
+// so the same outputs and states bit for bit, fp32 and bf16 state (each with its default prefill
+// version), on the prefill batches and a serving step's shape: prompts beside one-row sequences.
+TEST_P(CudaOpsParity, GatedDeltaNetChunkMapEqualsSearch) {
+    for (bool ssm_bf16 : {false, true}) {
+        cuda::CudaOptions search;
+        search.poison = true;
+        search.ssm_bf16 = ssm_bf16;
+        search.gdn_chunk_map = 0;
+        cuda::CudaOptions map = search;
+        map.gdn_chunk_map = 1;
+        std::vector<OwnedBatch> batches = gdn_prefill_batches();
+        std::vector<std::array<int, 3>> serving;  // slots 0-3 decode a row each among prompts
+        serving.push_back({0, 1, 0});
+        serving.push_back({0, 300, 4});
+        serving.push_back({0, 1, 1});
+        serving.push_back({0, 1, 2});
+        serving.push_back({0, 129, 5});
+        serving.push_back({0, 1, 3});
+        batches.push_back(make_batch(serving, 16, 1, rng_, int(config_.vocab_size)));
+        expect_gdn_options_equal(batches, 20, search, "search", map, "map", ssm_bf16 ? kBf16Bound : kF16OperandBound);
     }
 }
 

@@ -70,6 +70,7 @@ CudaOps::CudaOps(const CudaOptions& options)
                  "CudaOptions::gdn_decode_version must be 1 or 2");
     QS_CHECK_MSG(options.gdn_slices_version >= 1 && options.gdn_slices_version <= 3,
                  "CudaOptions::gdn_slices_version must be 1, 2 or 3");
+    QS_CHECK_MSG(options.gdn_chunk_map == 0 || options.gdn_chunk_map == 1, "CudaOptions::gdn_chunk_map must be 0 or 1");
     QS_CHECK_MSG(options.gdn_decode_kernel >= -1 && options.gdn_decode_kernel <= 2,
                  "CudaOptions::gdn_decode_kernel must be -1 (by shape), 0, 1 or 2");
     QS_CHECK_MSG(options.moe_int4_grouped == 0 || options.moe_int4_grouped == 1,
@@ -337,7 +338,7 @@ int64_t CudaOps::begin_forward(const ForwardBatch& batch, const int32_t* positio
     // shape), so a captured graph's pointers stay valid for its batch shape.
     constexpr int64_t kChunkInts = sizeof(GdnChunk) / sizeof(int32_t);
     const int64_t map_at = (6 * rows + num_seqs * kSeqInts + 3) / 4 * 4;
-    const int64_t pages_at = map_at + gdn_chunk_blocks(num_seqs, rows) * kChunkInts;
+    const int64_t pages_at = map_at + gdn_chunk_keys(num_seqs, rows) * kChunkInts;
     const size_t total = size_t(pages_at + num_pages);
     if (total > staging_ints_) {
         // The previous forward's copy out of staging_ finished: every forward ends in a sync.
@@ -402,7 +403,9 @@ int64_t CudaOps::begin_forward(const ForwardBatch& batch, const int32_t* positio
         const std::vector<int32_t> rp = batch.rope_positions();
         for (int64_t k = 0; k < 3; ++k) std::memcpy(rope + k * rows, rp.data() + k * T, size_t(T) * 4);
     }
-    if (num_seqs > 0) fill_gdn_chunk_map(seqs, int32_t(num_seqs), rows, chunk_map);
+    // The chunks gated_delta_net's chunked kernels take (its launches use the default threshold).
+    const int32_t chunk_min = GatedDeltaNetParams{}.chunk_min_tokens;
+    const int32_t chunk_count = fill_gdn_chunk_map(seqs, int32_t(num_seqs), rows, chunk_min, chunk_map);
     timeline_.count_copy();
     QS_CUDA_CHECK(cudaMemcpyAsync(batch_ints_.get(), staging_, total * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
     const int32_t* d = batch_ints_.as<int32_t>();
@@ -411,7 +414,10 @@ int64_t CudaOps::begin_forward(const ForwardBatch& batch, const int32_t* positio
     batch_.row_seq = d + 2 * rows;
     batch_.rope_positions = d + 3 * rows;
     batch_.seqs = reinterpret_cast<const DeviceSeq*>(d + 6 * rows);
-    batch_.gdn_chunks = num_seqs > 0 ? reinterpret_cast<const GdnChunk*>(d + map_at) : nullptr;
+    batch_.gdn_chunks =
+        chunk_count >= 0 && options_.gdn_chunk_map == 1 ? reinterpret_cast<const GdnChunk*>(d + map_at) : nullptr;
+    batch_.gdn_chunk_count = chunk_count;
+    batch_.gdn_chunk_min = chunk_min;
     batch_.block_tables = d + pages_at;
     batch_.num_tokens = int32_t(rows);
     batch_.num_seqs = int32_t(num_seqs);

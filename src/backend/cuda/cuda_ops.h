@@ -143,6 +143,10 @@ struct CudaOptions {
     // shares, 80.7 % of copy at 512 sequences on the H200; 2: stores by each lane; 1: lane-private
     // copies; bit-identical; bench/kernels/NOTES.md "GDN decode v5").
     int gdn_slices_version = 3;
+    // 1 (default): the chunked GDN prefill kernels get a block per chunk from a map written with
+    // each batch (DeviceBatch::gdn_chunks, gdn_chunk_map.h); 0: a block per chunk key, each searching
+    // the sequences (the earlier grid; the same bits). For timing the map against the search.
+    int gdn_chunk_map = 1;
     // GatedDeltaNetParams::decode_kernel for every GDN call: the kernel of the token-serial
     // sequences (decode rows, MTP verification, short prompts). -1 (default) by shape (warp slices
     // for one-token rows, then the streaming kernel for decode-only batches with bf16 state,

@@ -22,11 +22,11 @@ struct DeviceSeq {
                                 // slot (SeqSpan::spare_slot); -1: none
 };
 
-// A block of the chunk-parallel GDN grids: its sequence (index into DeviceBatch::seqs), the chunk
-// of 64 rows it works on (may lie past the sequence's end), and that sequence's row_begin and
-// num_tokens (gdn_chunk_map.h). 16 bytes: one load.
+// A chunk of 64 rows for the chunk-parallel GDN kernels: its key (the chunk-start state's index in
+// tcH), its index in its sequence, and that sequence's row_begin and num_tokens (gdn_chunk_map.h).
+// 16 bytes: one load.
 struct alignas(16) GdnChunk {
-    int32_t seq;
+    int32_t key;
     int32_t chunk;
     int32_t row_begin;
     int32_t num_tokens;
@@ -42,9 +42,12 @@ struct DeviceBatch {
     // rope_positions for M-RoPE batches, the 1-D positions three times otherwise); null: the
     // attention rotates by `positions` in all three streams. Only the attention reads it.
     const int32_t* rope_positions = nullptr;
-    // [gdn_chunk_blocks(num_seqs, num_tokens)] the chunk-parallel GDN grids' block map
-    // (gdn_chunk_map.h); null: their kernels search `seqs` instead (same answer).
+    // The chunk-parallel GDN kernels' blocks (gdn_chunk_map.h): the gdn_chunk_count chunks of the
+    // sequences with num_tokens >= gdn_chunk_min, a block each. Null: a block per key, each
+    // searching `seqs` for its chunk (the same chunks).
     const GdnChunk* gdn_chunks = nullptr;
+    int32_t gdn_chunk_count = 0;
+    int32_t gdn_chunk_min = 0;
     int32_t num_tokens = 0;
     int32_t num_seqs = 0;
     int32_t max_seq_tokens = 0;  // max num_tokens of one sequence (1 for a plain decode batch)

@@ -1,11 +1,17 @@
-// Which chunk of which sequence a block of the chunk-parallel GDN grids works on (gdn_tc_prep.cu,
-// gdn_tc_out.cu, gdn_cp_prep.cu: grid.x = num_seqs + ceil(rows / 64) blocks). Block x belongs to
-// the sequence s with the largest key(s) = s + row_begin(s) / 64 <= x, chunk x − key(s) of it (past
-// the sequence's end: the block has nothing to do). The kernels used to find s by a binary search
-// over DeviceBatch::seqs: ~log2(num_seqs) dependent global loads before a block's first useful
-// one, 5–10 % of the prep and output kernels' time at 16 sequences (Nsight Compute, session 32)
-// and more in serving steps of ~1,000 sequences. CudaOps::begin_forward writes the answer for
-// every block once per forward (DeviceBatch::gdn_chunks); a block reads its entry in one load.
+// Which chunk of which sequence a block of the chunk-parallel GDN kernels works on (gdn_tc_prep.cu,
+// gdn_tc_out.cu, gdn_cp_prep.cu). The chunk key of chunk c of sequence s is key(s) + c with
+// key(s) = s + row_begin(s) / 64 (keys strictly increase and key(s) + ceil(n_s / 64) <= key(s+1), so
+// chunks never share a key; tcH keeps one chunk-start state per key).
+//
+// Without a map the grid has a block per key, num_seqs + ceil(rows / 64), and block x finds its
+// sequence by a binary search over DeviceBatch::seqs (gdn_chunk_by_search): ~log2(num_seqs)
+// dependent global loads before a block's first useful one, and a block for every key that is no
+// chunk (every one-row sequence of a serving step's decodes). Nsight Compute (session 32, H100):
+// the search was 5 % of the prep's and 10 % of the output kernel's stall samples at 16 × 1,024; in
+// a serving step's shape (16 prompts of 1,024 beside 1,024 decoding sequences) the empty blocks cost
+// as much as the work. With the map (DeviceBatch::gdn_chunks, written by CudaOps::begin_forward)
+// the grid has a block per chunk of the sequences the kernels chunk (num_tokens >= chunk_min), and
+// block x reads its entry in one 16-byte load.
 // Included from g++-compiled code: no device-only syntax here.
 #pragma once
 
@@ -16,10 +22,11 @@
 
 namespace qs::cuda {
 
-inline int64_t gdn_chunk_blocks(int64_t num_seqs, int64_t rows) { return num_seqs + (rows + 63) / 64; }
+// Keys of a batch: the search grid's blocks, and the most entries a map can have.
+inline int64_t gdn_chunk_keys(int64_t num_seqs, int64_t rows) { return num_seqs + (rows + 63) / 64; }
 
-// The block's sequence by the search the kernels did (also their fallback without a map): the
-// largest s with key(s) <= x (key(0) = 0 <= x), and its chunk x − key(s).
+// Block x of the search grid: the sequence s with the largest key(s) <= x (key(0) = 0 <= x), chunk
+// x − key(s) of it (past the sequence's end: no chunk).
 QS_HD GdnChunk gdn_chunk_by_search(const DeviceSeq* seqs, int32_t num_seqs, int32_t x) {
     int lo = 0, hi = num_seqs - 1;
     while (lo < hi) {
@@ -27,13 +34,30 @@ QS_HD GdnChunk gdn_chunk_by_search(const DeviceSeq* seqs, int32_t num_seqs, int3
         if (mid + seqs[mid].row_begin / 64 <= x) lo = mid;
         else hi = mid - 1;
     }
-    return GdnChunk{lo, x - (lo + seqs[lo].row_begin / 64), seqs[lo].row_begin, seqs[lo].num_tokens};
+    return GdnChunk{x, x - (lo + seqs[lo].row_begin / 64), seqs[lo].row_begin, seqs[lo].num_tokens};
 }
 
-// map[gdn_chunk_blocks(num_seqs, rows)] for the sequences seqs[num_seqs] (num_seqs >= 1).
-inline void fill_gdn_chunk_map(const DeviceSeq* seqs, int32_t num_seqs, int64_t rows, GdnChunk* map) {
-    const int64_t n = gdn_chunk_blocks(num_seqs, rows);
-    for (int64_t x = 0; x < n; ++x) map[x] = gdn_chunk_by_search(seqs, num_seqs, int32_t(x));
+// Writes the chunks of the sequences with num_tokens >= chunk_min (> 0), in key order, into
+// map[gdn_chunk_keys(num_seqs, rows)] and returns how many; -1 (no map: the kernels search) if some
+// chunk's key would not lead the search to it (rows out of order: no batch the engine builds).
+inline int32_t fill_gdn_chunk_map(const DeviceSeq* seqs, int32_t num_seqs, int64_t rows, int32_t chunk_min,
+                                  GdnChunk* map) {
+    if (chunk_min <= 0) return -1;
+    int32_t n = 0;
+    for (int32_t s = 0; s < num_seqs; ++s) {
+        const DeviceSeq& q = seqs[s];
+        if (q.num_tokens < chunk_min) continue;
+        const int32_t key = s + q.row_begin / 64;
+        for (int32_t c = 0; 64 * c < q.num_tokens; ++c) {
+            const GdnChunk k{key + c, c, q.row_begin, q.num_tokens};
+            const GdnChunk found = gdn_chunk_by_search(seqs, num_seqs, k.key);
+            if (k.key >= gdn_chunk_keys(num_seqs, rows) || found.chunk != c || found.row_begin != q.row_begin ||
+                found.num_tokens != q.num_tokens)
+                return -1;
+            map[n++] = k;
+        }
+    }
+    return n;
 }
 
 }  // namespace qs::cuda

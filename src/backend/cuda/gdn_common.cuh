@@ -70,7 +70,8 @@ struct RecArgs {
     void* state;
     float* out;
     const DeviceSeq* seqs;
-    const GdnChunk* chunks;  // DeviceBatch::gdn_chunks (null: cp_chunk_of searches seqs)
+    const GdnChunk* chunks;  // DeviceBatch::gdn_chunks when made for chunk_min_tokens (null: cp_chunk_of searches seqs)
+    int num_chunks;          // with chunks: the chunk kernels' blocks (DeviceBatch::gdn_chunk_count)
     int Nk, Nv, Dk, Dv, C;
     float eps, q_scale;
     int chunk_min_tokens;  // sequences with n >= this are skipped (chunked kernel); <= 0: none
@@ -144,12 +145,10 @@ inline TcLayout tc_layout(int64_t T, int64_t C, int64_t Nk, int64_t Nv, int64_t 
     return L;
 }
 
-// Chunk-parallel grids (gdn_cp_prep.cu): block x in [0, num_seqs + ceil(T/64)) is chunk
-// c = x - key(s) of the sequence s with the largest key(s) = s + row_begin(s)/64 <= x. Keys strictly
-// increase and key(s) + ceil(n_s/64) <= key(s+1), so every chunk has one block; the others (gaps,
-// sequences below chunk_min_tokens) return false. Grids depend on T and num_seqs only. The block's
-// entry of the map the host wrote (one 16-byte load), else the same answer by a search over seqs
-// (gdn_chunk_map.h).
+// Chunk-parallel grids (gdn_cp_prep.cu, gdn_tc_prep.cu, gdn_tc_out.cu; gdn_chunk_map.h): with the
+// map, block x is chunk p.chunks[x] (one 16-byte load); without it the grid has a block per key,
+// num_seqs + ceil(T/64), and block x searches seqs for the sequence whose chunk has key x (blocks of
+// no chunk: gaps, sequences below chunk_min_tokens, return false). chunk_grid_blocks: grid.x.
 __device__ __forceinline__ bool cp_chunk_of(const RecArgs& p, int x, GdnChunk& k) {
     if (p.chunk_min_tokens <= 0 || p.num_seqs <= 0) return false;
     if (p.chunks != nullptr) {
@@ -159,6 +158,10 @@ __device__ __forceinline__ bool cp_chunk_of(const RecArgs& p, int x, GdnChunk& k
         k = gdn_chunk_by_search(p.seqs, p.num_seqs, x);
     }
     return k.num_tokens >= p.chunk_min_tokens && k.chunk >= 0 && 64 * k.chunk < k.num_tokens;
+}
+
+inline unsigned chunk_grid_blocks(const RecArgs& a) {
+    return unsigned(a.chunks != nullptr ? a.num_chunks : a.num_seqs + (a.T + 63) / 64);
 }
 
 template <bool BF16>

@@ -2,7 +2,7 @@
 // every chunked sequence at once (the state pass, gdn_cp_state.cu, then walks the chunks in order).
 // CPU reference: src/backend/cpu/cpu_gdn.cpp; maths of the chunked form: gdn_chunked.cu.
 //
-// gdn_cp_prep_kernel<D, X3>: grid (num_seqs + ceil(T/64), Nv) (block -> chunk: cp_chunk_of in
+// gdn_cp_prep_kernel<D, X3>: grid (chunk_grid_blocks, Nv) (block -> chunk: cp_chunk_of in
 // gdn_common.cuh), 256 threads. Per chunk of nc <= 64 rows (rows >= nc zero) and value head h:
 //   q̂, k̂ l2-normalised (q̂ also × 1/sqrt(Dk)); γ = cumsum(g) within the chunk;
 //   L = strict_lower(β_r k̂_r·k̂_s e^{γr-γs});  T = (I + L)^-1;
@@ -202,7 +202,8 @@ __global__ void __launch_bounds__(kPrepThreads, 2) gdn_cp_prep_kernel(RecArgs p)
 template <int D>
 void launch_cp_prep(const RecArgs& a, bool x3, cudaStream_t stream) {
     constexpr size_t smem = PrepSmem<D>::bytes;
-    const dim3 grid(unsigned(a.num_seqs + (a.T + 63) / 64), unsigned(a.Nv));
+    const dim3 grid(chunk_grid_blocks(a), unsigned(a.Nv));
+    if (grid.x == 0) return;
     if (x3) {
         allow_dynamic_smem<gdn_cp_prep_kernel<D, true>>(smem);
         gdn_cp_prep_kernel<D, true><<<grid, kPrepThreads, smem, stream>>>(a);

@@ -52,7 +52,12 @@ RecArgs make_rec_args(const GatedDeltaNetParams& p) {
     a.conv = static_cast<const float*>(p.workspace);
     a.z = p.z; a.b = p.b; a.a = p.a;
     a.A_log = p.A_log; a.dt_bias = p.dt_bias; a.norm_w = p.norm_w;
-    a.state = p.ssm_state; a.out = p.out; a.seqs = p.batch.seqs; a.chunks = p.batch.gdn_chunks;
+    a.state = p.ssm_state; a.out = p.out; a.seqs = p.batch.seqs;
+    // The block map only where it lists the chunks this call's kernels take (gdn_chunk_map.h).
+    const bool map = p.batch.gdn_chunks != nullptr && p.batch.gdn_chunk_count >= 0 &&
+                     p.batch.gdn_chunk_min == p.chunk_min_tokens;
+    a.chunks = map ? p.batch.gdn_chunks : nullptr;
+    a.num_chunks = map ? p.batch.gdn_chunk_count : 0;
     a.Nk = p.Nk; a.Nv = p.Nv; a.Dk = p.Dk; a.Dv = p.Dv;
     a.C = 2 * p.Nk * p.Dk + p.Nv * p.Dv;
     a.eps = p.eps;

@@ -2,7 +2,7 @@
 // every chunk's outputs at once, with the gated RMSNorm. Inputs from gdn_tc_prep.cu (q̂, k̂, γ) and
 // gdn_tc_state.cu (V' in tcU, the chunk-start states tcH). CPU reference: src/backend/cpu/cpu_gdn.cpp.
 //
-// gdn_tc_out_kernel<D>: grid (num_seqs + ceil(T/64), Nv) (block -> chunk: cp_chunk_of), 256
+// gdn_tc_out_kernel<D>: grid (chunk_grid_blocks, Nv) (block -> chunk: cp_chunk_of), 256
 // threads. Per chunk of nc rows and value head h (S = the state at the chunk's start):
 //   P = lower(q̂_r·k̂_s e^{γr-γs}) (diagonal included; bf16 mma, fp32, stored bf16);
 //   o = e^{γr} q̂ S + P V' (bf16 mma, fp32 accumulation);
@@ -78,7 +78,7 @@ __global__ void __launch_bounds__(kTcOutThreads, Op::x2 ? 1 : 2) gdn_tc_out_kern
         tc_cp_tile(sK + L::loQ, LD, p.tcKl + (row0 * Nk + kh) * dk, int64_t(Nk) * dk, CT, D, nc, dk, tid, NT);
     }
     ptx::cp_async_commit();
-    const int64_t key = int64_t(blockIdx.x);  // = s + row_begin/64 + c (cp_chunk_of)
+    const int64_t key = ch.key;  // the chunk-start state's slot in tcH
     tc_cp_tile(sV, LD, p.tcU + (row0 * Nv + h) * dv, int64_t(Nv) * dv, CT, D, nc, dv, tid, NT);
     tc_cp_tile(sS, LD, p.tcH + (key * Nv + h) * dk * dv, dk, D, D, dv, dk, tid, NT);  // Sᵀ [Dv][Dk]
     if constexpr (X2) {
@@ -101,6 +101,20 @@ __global__ void __launch_bounds__(kTcOutThreads, Op::x2 ? 1 : 2) gdn_tc_out_kern
     float2 zs[NJ][2];
     [[maybe_unused]] float2 ws[NJ][2];
     auto load_gate = [&] {
+        if constexpr (kEarly) {  // as below, from one row pointer per row (see the stores at the end)
+            const int g = lane >> 2, t2 = 2 * (lane & 3);
+#pragma unroll
+            for (int e = 0; e < 4; e += 2) {
+                const int r = m0 + g + 4 * e;
+                const float* const zr = r < nc ? p.z + (row0 + r) * ZW + int64_t(h) * dv + n0 + t2 : nullptr;
+#pragma unroll
+                for (int j = 0; j < NJ; ++j) {
+                    const bool on = zr != nullptr && n0 + 8 * j + t2 < dv;
+                    zs[j][e / 2] = on ? *reinterpret_cast<const float2*>(zr + 8 * j) : make_float2(0.f, 0.f);
+                }
+            }
+            return;
+        }
         tc_pairs<NJ>(m0, n0, [&](int j, int e, int r, int cc) {
             const bool on = r < nc && cc < dv;
             zs[j][e / 2] = on ? *reinterpret_cast<const float2*>(p.z + (row0 + r) * ZW + int64_t(h) * dv + cc)
@@ -180,6 +194,29 @@ __global__ void __launch_bounds__(kTcOutThreads, Op::x2 ? 1 : 2) gdn_tc_out_kern
     }
     if constexpr (!kEarly) load_gate();
     __syncthreads();
+    if constexpr (kEarly) {
+        // tc_pairs' pairs below, with each row's norm factor computed once (not per pair: the stores
+        // to out may alias sR for the compiler) and its pairs addressed from one row pointer: the
+        // per-pair index arithmetic and 1/sqrt were a large share of the kernel's instructions
+        // (Nsight Compute, session 32). Same expressions, same bits.
+#pragma unroll
+        for (int e = 0; e < 4; e += 2) {
+            const int r = m0 + g + 4 * e;
+            if (r >= nc) continue;
+            const float inv = 1.0f / sqrtf((sR[2 * r] + sR[2 * r + 1]) / float(dv) + p.eps);
+            float* const o = p.out + (row0 + r) * ZW + int64_t(h) * dv + n0 + 2 * (lane & 3);
+#pragma unroll
+            for (int j = 0; j < NJ; ++j) {
+                const int cc = n0 + 8 * j + 2 * (lane & 3);
+                if (cc >= dv) continue;
+                const float2 z = zs[j][e / 2];
+                const float2 w = make_float2(sNw[cc], sNw[cc + 1]);
+                *reinterpret_cast<float2*>(o + 8 * j) =
+                    make_float2(w.x * (acc[j][e] * inv) * silu_f(z.x), w.y * (acc[j][e + 1] * inv) * silu_f(z.y));
+            }
+        }
+        return;
+    }
     tc_pairs<NJ>(m0, n0, [&](int j, int e, int r, int cc) {
         if (r >= nc || cc >= dv) return;
         const float inv = 1.0f / sqrtf((sR[2 * r] + sR[2 * r + 1]) / float(dv) + p.eps);
@@ -197,7 +234,8 @@ template <int D, class Op, bool kEarly = false>
 void launch_t(const RecArgs& a, cudaStream_t stream) {
     constexpr size_t smem = TcOutSmem<D, Op::x2, kEarly>::bytes;
     allow_dynamic_smem<gdn_tc_out_kernel<D, Op, kEarly>>(smem);
-    const dim3 grid(unsigned(a.num_seqs + (a.T + 63) / 64), unsigned(a.Nv));
+    const dim3 grid(chunk_grid_blocks(a), unsigned(a.Nv));
+    if (grid.x == 0) return;
     gdn_tc_out_kernel<D, Op, kEarly><<<grid, kTcOutThreads, smem, stream>>>(a);
     QS_CUDA_CHECK_LAUNCH();
 }
