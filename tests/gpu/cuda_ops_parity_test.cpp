@@ -1078,7 +1078,6 @@ TEST_P(CudaOpsParity, GatedDeltaNetPrefillVersion2) {
 // 16-sequence batch and its continuation); both are also checked against the CPU specification
 // (kF16OperandBound with fp32 state, kBf16Bound with bf16).
 void CudaOpsParity::expect_gdn_prefill_versions_equal(int va, int vb) {
-    const ModelConfig& c = config_;
     for (bool ssm_bf16 : {false, true}) {
         const double bound = ssm_bf16 ? kBf16Bound : kF16OperandBound;
         cuda::CudaOptions oa;
