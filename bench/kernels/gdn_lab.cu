@@ -11,7 +11,8 @@
 //   --quick-tc [--ver N]: the small tc cases for the emulator (run_emu.sh), optionally one version's
 //   (--ver 5 runs 4 too, --ver 6 runs 5, for the bit comparison).
 //   --tc-speed: versions 2, 4, 5 and 6: the varlen mix checked (5 against 4's bits, 6 against 5's,
-//   6 with the chunk grids' block map (+map, DeviceBatch::gdn_chunks) against 6's), the three large
+//   6 with the chunk grids' block map and the state pass's chunked-sequence list (+map,
+//   DeviceBatch::gdn_chunks, gdn_chunk_seqs) against 6's), the three large
 //   shapes and a serving step's (16 × 1,024 beside 1,024 one-row sequences) timed (no reference).
 //   --decode: decode-only batches at the real shape (1, 64, 512 sequences, fp32 and bf16 state):
 //   the one-block-per-head kernel (serial, gdn_serial.cu) against the streaming one (stream,
@@ -449,8 +450,16 @@ struct DeviceProblem {
     void* ws;
     int32_t* row_seq;
     DeviceSeq* seqs;
-    // The chunk kernels' block maps (Path::map), made on first use for each threshold (chunk_min).
-    mutable std::vector<std::pair<int, std::pair<qs::cuda::GdnChunk*, int32_t>>> chunk_maps;
+    // The chunk kernels' block maps and chunked-sequence lists (Path::map), made on first use for each
+    // threshold (chunk_min).
+    struct ChunkMap {
+        int chunk_min;
+        qs::cuda::GdnChunk* chunks;
+        int32_t count;
+        int32_t* seqs;
+        int32_t seq_count;
+    };
+    mutable std::vector<ChunkMap> chunk_maps;
     size_t ws_bytes;
     std::vector<DeviceSeq> host_seqs;
 
@@ -490,7 +499,10 @@ struct DeviceProblem {
         for (void* p : {(void*)qkv, (void*)z, (void*)b, (void*)a, (void*)conv_w, (void*)A_log, (void*)dt_bias,
                         (void*)norm_w, (void*)conv, (void*)out, ssm, ws, (void*)row_seq, (void*)seqs})
             QS_CUDA_CHECK(cudaFree(p));
-        for (auto& m : chunk_maps) QS_CUDA_CHECK(cudaFree(m.second.first));
+        for (auto& m : chunk_maps) {
+            QS_CUDA_CHECK(cudaFree(m.chunks));
+            QS_CUDA_CHECK(cudaFree(m.seqs));
+        }
     }
     void reset_state() {
         upload(conv, P->conv0);
@@ -509,19 +521,22 @@ struct DeviceProblem {
         for (size_t i = 0; i < h.size(); ++i) f[i] = bf2f(h[i]);
         return f;
     }
-    std::pair<qs::cuda::GdnChunk*, int32_t> chunk_map(int chunk_min) const {
+    ChunkMap chunk_map(int chunk_min) const {
         for (const auto& m : chunk_maps)
-            if (m.first == chunk_min) return m.second;
+            if (m.chunk_min == chunk_min) return m;
         std::vector<qs::cuda::GdnChunk> map(size_t(qs::cuda::gdn_chunk_keys(int64_t(host_seqs.size()), P->T)));
         const int32_t n = qs::cuda::fill_gdn_chunk_map(host_seqs.data(), int32_t(host_seqs.size()), P->T, chunk_min, map.data());
         if (n < 0) {
             std::fprintf(stderr, "gdn_lab: the chunk map refused the lab's batch\n");
             std::exit(1);
         }
-        qs::cuda::GdnChunk* d = dalloc<qs::cuda::GdnChunk>(map.size());
-        upload(d, map);
-        chunk_maps.push_back({chunk_min, {d, n}});
-        return {d, n};
+        std::vector<int32_t> list(host_seqs.size() + 1);
+        const int32_t ns = qs::cuda::fill_gdn_chunked_seqs(host_seqs.data(), int32_t(host_seqs.size()), chunk_min, list.data());
+        ChunkMap m{chunk_min, dalloc<qs::cuda::GdnChunk>(map.size()), n, dalloc<int32_t>(list.size()), ns};
+        upload(m.chunks, map);
+        upload(m.seqs, list);
+        chunk_maps.push_back(m);
+        return m;
     }
     GatedDeltaNetParams params(const Path& path) const {
         const Shape& sh = P->sh;
@@ -533,10 +548,12 @@ struct DeviceProblem {
         bt.row_seq = row_seq; bt.seqs = seqs; bt.num_tokens = P->T; bt.num_seqs = int32_t(P->lens.size());
         bt.max_seq_tokens = *std::max_element(P->lens.begin(), P->lens.end());
         if (path.map) {  // as CudaOps::begin_forward writes it, for this path's threshold
-            const auto m = chunk_map(path.chunk_min);
-            bt.gdn_chunks = m.first;
-            bt.gdn_chunk_count = m.second;
+            const ChunkMap m = chunk_map(path.chunk_min);
+            bt.gdn_chunks = m.chunks;
+            bt.gdn_chunk_count = m.count;
             bt.gdn_chunk_min = path.chunk_min;
+            bt.gdn_chunk_seqs = m.seqs;
+            bt.gdn_chunk_seq_count = m.seq_count;
         }
         p.batch = bt;
         p.workspace = ws; p.out = out;

@@ -1,7 +1,7 @@
 // The chunked GDN kernels' block map (src/backend/cuda/gdn_chunk_map.h, host code, no GPU): it must
 // list exactly the blocks of the search grid (a block per key, each searching the sequences) that
 // find a chunk to work on, each once, in key order, and refuse (-1) where the search and the keys
-// disagree, so that the kernels keep the search there.
+// disagree, so that the kernels keep the search there; and the state pass's list of chunked sequences.
 #include "backend/cuda/gdn_chunk_map.h"
 
 #include <vector>
@@ -69,6 +69,47 @@ TEST(GdnChunkMap, ServingStepListsOnlyThePromptChunks) {
         if (i % 50 == 0) lens.push_back(1024);
     }
     expect_map_is_search_grid(lens, 64, 4 * 16);
+}
+
+// The state pass's list (fill_gdn_chunked_seqs): a block per sequence that the per-sequence kernels
+// do not return from at once (num_tokens >= chunk_min), in order; each is the sequence of exactly one
+// chunk 0 of the map (key - chunk - row_begin / 64 is its index), so the two grids cover the same
+// sequences.
+void expect_list_is_maps_sequences(const std::vector<int32_t>& lens, int32_t chunk_min,
+                                   const std::vector<int32_t>& want) {
+    const std::vector<DeviceSeq> seqs = packed(lens);
+    std::vector<int32_t> list(seqs.size() + 1, -7);
+    const int32_t n = fill_gdn_chunked_seqs(seqs.data(), int32_t(seqs.size()), chunk_min, list.data());
+    ASSERT_EQ(n, int32_t(want.size())) << "chunk_min " << chunk_min;
+    for (int32_t i = 0; i < n; ++i) EXPECT_EQ(list[size_t(i)], want[size_t(i)]) << "entry " << i;
+    EXPECT_EQ(list[size_t(n)], -7) << "written past the count";
+    std::vector<GdnChunk> map(size_t(gdn_chunk_keys(int64_t(seqs.size()), rows_of(seqs))));
+    const int32_t chunks = fill_gdn_chunk_map(seqs.data(), int32_t(seqs.size()), rows_of(seqs), chunk_min, map.data());
+    std::vector<int32_t> firsts;
+    for (int32_t i = 0; i < chunks; ++i)
+        if (map[size_t(i)].chunk == 0) firsts.push_back(map[size_t(i)].key - map[size_t(i)].row_begin / 64);
+    EXPECT_EQ(firsts, std::vector<int32_t>(list.begin(), list.begin() + n));
+}
+
+TEST(GdnChunkMap, StatePassListsTheChunkedSequences) {
+    expect_list_is_maps_sequences({64, 2, 65, 130, 63, 1}, 64, {0, 2, 3});
+    expect_list_is_maps_sequences({64, 2, 65, 130, 63, 1}, 1, {0, 1, 2, 3, 4, 5});
+    expect_list_is_maps_sequences({16384}, 64, {0});
+    expect_list_is_maps_sequences({1, 1, 63}, 64, {});
+    // A serving step: 4 prompts of 1,024 rows among 200 one-row decodes: 4 sequences, not 204.
+    std::vector<int32_t> lens, want;
+    for (int i = 0; i < 200; ++i) {
+        lens.push_back(1);
+        if (i % 50 == 0) {
+            want.push_back(int32_t(lens.size()));
+            lens.push_back(1024);
+        }
+    }
+    expect_list_is_maps_sequences(lens, 64, want);
+    // No threshold: no list (the kernels then take a block per sequence).
+    const std::vector<DeviceSeq> seqs = packed({130, 70});
+    int32_t list[2] = {-7, -7};
+    EXPECT_EQ(fill_gdn_chunked_seqs(seqs.data(), 2, 0, list), 0);
 }
 
 TEST(GdnChunkMap, RefusesWhatTheSearchWouldNotFind) {

@@ -334,11 +334,13 @@ int64_t CudaOps::begin_forward(const ForwardBatch& batch, const int32_t* positio
     constexpr int64_t kSeqInts = sizeof(DeviceSeq) / sizeof(int32_t);
     static_assert(sizeof(DeviceSeq) % sizeof(int32_t) == 0);
     // ids, positions, row_seq, rope positions [3][rows], seqs, the GDN chunk map (16-byte aligned),
-    // pages: every offset but the pages' depends on rows and num_seqs alone (fixed by a graph's
-    // shape), so a captured graph's pointers stay valid for its batch shape.
+    // the chunked sequences [num_seqs], pages: every offset but the pages' depends on rows and
+    // num_seqs alone (fixed by a graph's shape), so a captured graph's pointers stay valid for its
+    // batch shape.
     constexpr int64_t kChunkInts = sizeof(GdnChunk) / sizeof(int32_t);
     const int64_t map_at = (6 * rows + num_seqs * kSeqInts + 3) / 4 * 4;
-    const int64_t pages_at = map_at + gdn_chunk_keys(num_seqs, rows) * kChunkInts;
+    const int64_t chunk_seqs_at = map_at + gdn_chunk_keys(num_seqs, rows) * kChunkInts;
+    const int64_t pages_at = chunk_seqs_at + num_seqs;
     const size_t total = size_t(pages_at + num_pages);
     if (total > staging_ints_) {
         // The previous forward's copy out of staging_ finished: every forward ends in a sync.
@@ -356,6 +358,7 @@ int64_t CudaOps::begin_forward(const ForwardBatch& batch, const int32_t* positio
     int32_t* rope = h + 3 * rows;
     auto* seqs = reinterpret_cast<DeviceSeq*>(h + 6 * rows);
     auto* chunk_map = reinterpret_cast<GdnChunk*>(h + map_at);
+    int32_t* chunk_seqs = h + chunk_seqs_at;
     int32_t* pages = h + pages_at;
     std::memcpy(ids, batch.token_ids.data(), size_t(T) * 4);
     std::memcpy(pos, positions, size_t(T) * 4);
@@ -406,6 +409,7 @@ int64_t CudaOps::begin_forward(const ForwardBatch& batch, const int32_t* positio
     // The chunks gated_delta_net's chunked kernels take (its launches use the default threshold).
     const int32_t chunk_min = GatedDeltaNetParams{}.chunk_min_tokens;
     const int32_t chunk_count = fill_gdn_chunk_map(seqs, int32_t(num_seqs), rows, chunk_min, chunk_map);
+    const int32_t chunk_seq_count = fill_gdn_chunked_seqs(seqs, int32_t(num_seqs), chunk_min, chunk_seqs);
     timeline_.count_copy();
     QS_CUDA_CHECK(cudaMemcpyAsync(batch_ints_.get(), staging_, total * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
     const int32_t* d = batch_ints_.as<int32_t>();
@@ -414,10 +418,12 @@ int64_t CudaOps::begin_forward(const ForwardBatch& batch, const int32_t* positio
     batch_.row_seq = d + 2 * rows;
     batch_.rope_positions = d + 3 * rows;
     batch_.seqs = reinterpret_cast<const DeviceSeq*>(d + 6 * rows);
-    batch_.gdn_chunks =
-        chunk_count >= 0 && options_.gdn_chunk_map == 1 ? reinterpret_cast<const GdnChunk*>(d + map_at) : nullptr;
+    const bool use_map = chunk_count >= 0 && options_.gdn_chunk_map == 1;
+    batch_.gdn_chunks = use_map ? reinterpret_cast<const GdnChunk*>(d + map_at) : nullptr;
     batch_.gdn_chunk_count = chunk_count;
     batch_.gdn_chunk_min = chunk_min;
+    batch_.gdn_chunk_seqs = use_map ? d + chunk_seqs_at : nullptr;
+    batch_.gdn_chunk_seq_count = use_map ? chunk_seq_count : 0;
     batch_.block_tables = d + pages_at;
     batch_.num_tokens = int32_t(rows);
     batch_.num_seqs = int32_t(num_seqs);

@@ -48,6 +48,10 @@ struct DeviceBatch {
     const GdnChunk* gdn_chunks = nullptr;
     int32_t gdn_chunk_count = 0;
     int32_t gdn_chunk_min = 0;
+    // With gdn_chunks: the indices into seqs of those sequences, ascending (gdn_chunk_seq_count of
+    // them): the grid of the kernels that take a block per chunked sequence (the state pass).
+    const int32_t* gdn_chunk_seqs = nullptr;
+    int32_t gdn_chunk_seq_count = 0;
     int32_t num_tokens = 0;
     int32_t num_seqs = 0;
     int32_t max_seq_tokens = 0;  // max num_tokens of one sequence (1 for a plain decode batch)

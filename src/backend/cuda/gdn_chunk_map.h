@@ -60,4 +60,15 @@ inline int32_t fill_gdn_chunk_map(const DeviceSeq* seqs, int32_t num_seqs, int64
     return n;
 }
 
+// Writes the indices of the sequences with num_tokens >= chunk_min (> 0), ascending, into
+// out[num_seqs] and returns how many (the state pass's grid: a block per chunked sequence instead of
+// one per sequence, most of which, in a serving step, are one-row decodes that return at once).
+inline int32_t fill_gdn_chunked_seqs(const DeviceSeq* seqs, int32_t num_seqs, int32_t chunk_min, int32_t* out) {
+    if (chunk_min <= 0) return 0;
+    int32_t n = 0;
+    for (int32_t s = 0; s < num_seqs; ++s)
+        if (seqs[s].num_tokens >= chunk_min) out[n++] = s;
+    return n;
+}
+
 }  // namespace qs::cuda

@@ -11,7 +11,7 @@ namespace {
 // ---------------------------------------------------------------------------------------------
 // Kernel 2b: chunked recurrence (WY / UT form, chunk 64) on tensor cores (mma.sync m16n8k8 tf32;
 // X3 = the 3xTF32 split a·b ≈ a_hi·b_hi + a_hi·b_lo + a_lo·b_hi, fp32-level accuracy).
-// Grid (Nv, num_seqs), 256 threads (8 warps), one block per (sequence, value head) with
+// Grid (Nv, chunked_seq_blocks), 256 threads (8 warps), one block per (sequence, value head) with
 // n >= chunk_min_tokens; the state S [Dk, Dv] stays in shared memory (fp32) for the whole call.
 // Per chunk of nc <= 64 tokens (rows >= nc are zero: q = k = v = β = g = 0), with γ = cumsum(g):
 //   L = strict_lower(β_r k̂_r·k̂_s e^{γr-γs});  T = (I + L)^-1   (16×16 diagonal blocks by forward
@@ -52,7 +52,7 @@ __global__ void __launch_bounds__(kChunkThreads, 1) gdn_chunked_kernel(RecArgs p
     constexpr int D4 = D / 4;
     static_assert(D % 32 == 0 && D <= 128, "D");
 
-    const DeviceSeq sq = p.seqs[blockIdx.y];
+    const DeviceSeq sq = p.seqs[chunked_seq_of(p, blockIdx.y)];
     const int n = sq.num_tokens;
     if (p.chunk_min_tokens <= 0 || n < p.chunk_min_tokens || n <= 0) return;
 
@@ -293,6 +293,7 @@ __global__ void __launch_bounds__(kChunkThreads, 1) gdn_chunked_kernel(RecArgs p
 template <int D, bool BF16, bool X3>
 void launch_chunked_t(const RecArgs& a, int num_seqs, cudaStream_t stream) {
     constexpr size_t smem = ChunkSmem<D>::bytes;
+    if (num_seqs <= 0) return;
     allow_dynamic_smem<gdn_chunked_kernel<D, BF16, X3>>(smem);
     gdn_chunked_kernel<D, BF16, X3><<<dim3(a.Nv, num_seqs), kChunkThreads, smem, stream>>>(a);
     QS_CUDA_CHECK_LAUNCH();

@@ -72,6 +72,8 @@ struct RecArgs {
     const DeviceSeq* seqs;
     const GdnChunk* chunks;  // DeviceBatch::gdn_chunks when made for chunk_min_tokens (null: cp_chunk_of searches seqs)
     int num_chunks;          // with chunks: the chunk kernels' blocks (DeviceBatch::gdn_chunk_count)
+    const int32_t* chunk_seqs;  // with chunks: DeviceBatch::gdn_chunk_seqs (null: a block per sequence)
+    int num_chunk_seqs;         // with chunk_seqs: how many (DeviceBatch::gdn_chunk_seq_count)
     int Nk, Nv, Dk, Dv, C;
     float eps, q_scale;
     int chunk_min_tokens;  // sequences with n >= this are skipped (chunked kernel); <= 0: none
@@ -162,6 +164,17 @@ __device__ __forceinline__ bool cp_chunk_of(const RecArgs& p, int x, GdnChunk& k
 
 inline unsigned chunk_grid_blocks(const RecArgs& a) {
     return unsigned(a.chunks != nullptr ? a.num_chunks : a.num_seqs + (a.T + 63) / 64);
+}
+
+// Grids with a block per chunked sequence (gdn_tc_state.cu, gdn_cp_state.cu, gdn_chunked.cu): with
+// the list, block z is sequence p.chunk_seqs[z]; without it, sequence z (the kernels return at once
+// for a sequence below chunk_min_tokens). chunked_seq_blocks: that grid dimension (0: no launch).
+__device__ __forceinline__ int chunked_seq_of(const RecArgs& p, int z) {
+    return p.chunk_seqs != nullptr ? __ldg(p.chunk_seqs + z) : z;
+}
+
+inline unsigned chunked_seq_blocks(const RecArgs& a) {
+    return unsigned(a.chunk_seqs != nullptr ? a.num_chunk_seqs : a.num_seqs);
 }
 
 template <bool BF16>

@@ -3,7 +3,7 @@
 // Inputs from gdn_cp_prep.cu (W, U, P, γ, norms; RecArgs in gdn_common.cuh). CPU reference:
 // src/backend/cpu/cpu_gdn.cpp.
 //
-// gdn_cp_state_kernel<D, BV, BF16, X3>: grid (ceil(Dv/BV), Nv, num_seqs), 256 threads; block = BV
+// gdn_cp_state_kernel<D, BV, BF16, X3>: grid (ceil(Dv/BV), Nv, chunked_seq_blocks), 256 threads; block = BV
 // (32, or 64 at D = 128) value columns [v0, v0 + BV) of one (chunked sequence, value head); its
 // state slice S [Dk, BV]
 // stays in shared memory (fp32) for the whole call, read and written once. Per chunk (nc rows):
@@ -44,7 +44,7 @@ __global__ void __launch_bounds__(kStateThreads, 1) gdn_cp_state_kernel(RecArgs 
     constexpr int LDS = L::LDS, LDW = L::LDW, LDQ = L::LDQ, LDK = L::LDK, LDP = L::LDP, LDV = L::LDV;
     static_assert(D % 32 == 0 && D <= 128 && (kBV == 32 || kBV == 64), "D, BV");
 
-    const DeviceSeq sq = p.seqs[blockIdx.z];
+    const DeviceSeq sq = p.seqs[chunked_seq_of(p, blockIdx.z)];
     const int n = sq.num_tokens;
     if (p.chunk_min_tokens <= 0 || n < p.chunk_min_tokens || n <= 0) return;
 
@@ -199,9 +199,11 @@ template <int D, int kBV, bool BF16, bool X3>
 void launch_state_t(const RecArgs& a, cudaStream_t stream) {
     constexpr size_t smem = StateSmem<D, kBV>::bytes;
     allow_dynamic_smem<gdn_cp_state_kernel<D, kBV, BF16, X3>>(smem);
-    const dim3 grid(unsigned((a.Dv + kBV - 1) / kBV), unsigned(a.Nv), unsigned(a.num_seqs));
-    gdn_cp_state_kernel<D, kBV, BF16, X3><<<grid, kStateThreads, smem, stream>>>(a);
-    QS_CUDA_CHECK_LAUNCH();
+    const dim3 grid(unsigned((a.Dv + kBV - 1) / kBV), unsigned(a.Nv), chunked_seq_blocks(a));
+    if (grid.z > 0) {
+        gdn_cp_state_kernel<D, kBV, BF16, X3><<<grid, kStateThreads, smem, stream>>>(a);
+        QS_CUDA_CHECK_LAUNCH();
+    }
     const int64_t warps = int64_t(a.T) * a.Nv;
     gdn_cp_norm_kernel<<<unsigned((warps + 7) / 8), 256, 0, stream>>>(a);
     QS_CUDA_CHECK_LAUNCH();

@@ -58,6 +58,8 @@ RecArgs make_rec_args(const GatedDeltaNetParams& p) {
                      p.batch.gdn_chunk_min == p.chunk_min_tokens;
     a.chunks = map ? p.batch.gdn_chunks : nullptr;
     a.num_chunks = map ? p.batch.gdn_chunk_count : 0;
+    a.chunk_seqs = map ? p.batch.gdn_chunk_seqs : nullptr;
+    a.num_chunk_seqs = map && a.chunk_seqs != nullptr ? p.batch.gdn_chunk_seq_count : 0;
     a.Nk = p.Nk; a.Nv = p.Nv; a.Dk = p.Dk; a.Dv = p.Dv;
     a.C = 2 * p.Nk * p.Dk + p.Nv * p.Dv;
     a.eps = p.eps;
@@ -162,7 +164,7 @@ void launch_chunked_any(const GatedDeltaNetParams& p, const RecArgs& a, cudaStre
         gdn::launch_cp_prep<D>(a, p.chunk_tf32x3, stream);
         gdn::launch_cp_state<D>(a, p.ssm_bf16, p.chunk_tf32x3, cols, stream);
     } else {
-        launch_chunked<D>(a, p.ssm_bf16, p.chunk_tf32x3, a.num_seqs, stream);
+        launch_chunked<D>(a, p.ssm_bf16, p.chunk_tf32x3, int(gdn::chunked_seq_blocks(a)), stream);
     }
 }
 

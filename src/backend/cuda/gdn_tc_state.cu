@@ -3,8 +3,8 @@
 // the GPU. Inputs from gdn_tc_prep.cu (k̂, W, U, γ; RecArgs::tc*). CPU reference:
 // src/backend/cpu/cpu_gdn.cpp.
 //
-// gdn_tc_state_kernel<D, BV, BF16>: grid (ceil(Dv/BV), Nv, num_seqs), 128 threads (4 warps; 256 = 8
-// warps at BV 64); block = value columns [v0, v0 + BV) of one (chunked sequence, value head). The
+// gdn_tc_state_kernel<D, BV, BF16>: grid (ceil(Dv/BV), Nv, chunked_seq_blocks), 128 threads (4 warps;
+// 256 = 8 warps at BV 64); block = value columns [v0, v0 + BV) of one (chunked sequence, value head). The
 // state slice S [Dk, BV] lives in the warps' fp32 accumulators for the whole call (read once, written
 // once). Per chunk:
 //   S (bf16) -> shared memory as Sᵀ, and from there to tcH[chunk key] (the output kernel's
@@ -72,7 +72,7 @@ __global__ void __launch_bounds__(kTcStateThreads<kBV>, Op::x2 ? 1 : 2) gdn_tc_s
     static_assert(!X2 || kBV <= 32, "split operands at 64 columns do not fit in shared memory");
     static_assert(L::loW > 0 && L::loU > 0 && L::loS > 0 && L::loV > 0, "lo twins");  // (also: referenced without X2)
 
-    const int s = blockIdx.z;
+    const int s = chunked_seq_of(p, blockIdx.z);
     const DeviceSeq sq = p.seqs[s];
     const int n = sq.num_tokens;
     if (p.chunk_min_tokens <= 0 || n < p.chunk_min_tokens || n <= 0) return;
@@ -277,7 +277,8 @@ void launch_t(const RecArgs& a, cudaStream_t stream) {
     constexpr size_t smem = TcStateSmem<D, kBV, Op::x2>::bytes;
     constexpr int threads = kTcStateThreads<kBV>;
     allow_dynamic_smem<gdn_tc_state_kernel<D, kBV, BF16, Op>>(smem);
-    const dim3 grid(unsigned((a.Dv + kBV - 1) / kBV), unsigned(a.Nv), unsigned(a.num_seqs));
+    const dim3 grid(unsigned((a.Dv + kBV - 1) / kBV), unsigned(a.Nv), chunked_seq_blocks(a));
+    if (grid.z == 0) return;
     gdn_tc_state_kernel<D, kBV, BF16, Op><<<grid, threads, smem, stream>>>(a);
     QS_CUDA_CHECK_LAUNCH();
 }
