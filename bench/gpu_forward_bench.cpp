@@ -75,6 +75,8 @@
 //          FP8 small-rows launch of its projections at 1..N rows; default 0; the same bits either way)
 //          [--fused-output-norm 0..4]  (CudaOptions::fused_output_norm: the post-attention norm in the last
 //          block of the o_proj / out_proj FP8 small-rows launch at 1..N rows; default 2; the same bits)
+//          [--fused-norm-quant 0|1]  (CudaOptions::fused_norm_quant: 1 (default) = the input norm's
+//          launch also writes h's e4m3 quantisation for the block-scaled projections; the same bits)
 //          [--attention-decode-rows 1..4]  (CudaOptions::attention_decode_rows: sequences of up to
 //          N new rows on the split-K decode attention kernel; default 4)
 //          [--attention-prefill-version 1|2]  (CudaOptions::attention_prefill_version: 2 = the
@@ -137,6 +139,7 @@ const std::vector<KernelOption>& kernel_options() {
         {"shared-linear-input", {0, 1}, &O::shared_linear_input},
         {"fused-input-norm", {0, 1, 2, 3, 4}, &O::fused_input_norm},
         {"fused-output-norm", {0, 1, 2, 3, 4}, &O::fused_output_norm},
+        {"fused-norm-quant", {0, 1}, &O::fused_norm_quant},
         {"attention-decode-rows", {1, 2, 3, 4}, &O::attention_decode_rows},
         {"attention-prefill-version", {1, 2}, &O::attention_prefill_version},
         {"attention-decode-version", {1, 2}, &O::attention_decode_version},

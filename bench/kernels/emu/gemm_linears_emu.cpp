@@ -226,9 +226,7 @@ void launch_dequant_fp8_block(const uint8_t* src, const float* scale_inv, int64_
 }
 // quant_fp8_rows128_kernel's operations: scale = amax / 448 (1 for an all-zero group), e4m3 RNE
 // satfinite of x / scale; padded rows zero with scale 1; scales [K/128, T_pad].
-void launch_quant_fp8_rows128(const float* x, int64_t T, int64_t K, int64_t T_pad, uint8_t* q, float* scales,
-                              cudaStream_t) {
-    ++g_quant_launches;
+void host_quant_rows128(const float* x, int64_t T, int64_t K, int64_t T_pad, uint8_t* q, float* scales) {
     for (int64_t t = 0; t < T_pad; ++t)
         for (int64_t g = 0; g < K / 128; ++g) {
             if (t >= T) {
@@ -242,6 +240,11 @@ void launch_quant_fp8_rows128(const float* x, int64_t T, int64_t K, int64_t T_pa
             for (int i = 0; i < 128; ++i) q[t * K + g * 128 + i] = f32_to_fp8e4m3(x[t * K + g * 128 + i] / scale).bits;
             scales[g * T_pad + t] = scale;
         }
+}
+void launch_quant_fp8_rows128(const float* x, int64_t T, int64_t K, int64_t T_pad, uint8_t* q, float* scales,
+                              cudaStream_t) {
+    ++g_quant_launches;
+    host_quant_rows128(x, T, K, T_pad, q, scales);
 }
 // The support conditions as in small_linear_kernels.cu, small_linear_fp8.cu (less the shared-memory
 // bound, never reached here) and int4_linear_kernels.cu.
@@ -311,6 +314,16 @@ void launch_residual_rms_norm_zc(const float* x, const float* y1, const float* y
                                  int64_t T, int64_t n, float eps, float* out, cudaStream_t) {
     ++g_norm_launches;
     host_norm(x, y1, y2, x_out, w, T, n, eps, out);
+}
+// The norm with its output's quantisation in one launch: the same h and the same codes and scales.
+int64_t g_norm_quant_launches = 0;
+void launch_residual_rms_norm_quant(const float* x, const float* y1, const float* y2, float* x_out, const float* w,
+                                    int64_t T, int64_t n, float eps, float* out, int64_t T_pad, uint8_t* q,
+                                    float* scales, cudaStream_t) {
+    ++g_norm_quant_launches;
+    if (n % 128 != 0 || T_pad < T || T_pad % 4 != 0) std::abort();
+    host_norm(x, y1, y2, x_out, w, T, n, eps, out);
+    host_quant_rows128(out, T, n, T_pad, q, scales);
 }
 bool small_linear_fp8_v2_output_norm_supports(int64_t T, int64_t out) {
     return T >= 1 && T <= kSmallLinearFp8V2MaxRows && (out == 2048 || out == 4096);
@@ -650,6 +663,82 @@ void run_norm_case(const Case& c, int64_t T, bool with_pending, int small_rows, 
     if (!why.empty()) ++g_failures;
 }
 
+// Gemm::norm_for_linears then linears(..., preset) (CudaOps::rms_norm_linears at cuBLASLt's row
+// counts), with the quantisation in the norm's launch (set_norm_quant, the default) against the norm
+// then linears() quantising h itself (off): h and every output bitwise equal; with it on, one
+// norm+quantisation launch and no quantisation launch where some weight takes the block-scaled GEMM,
+// else the plain norm; the FP8 plans refused (dequant fallback) for the weights in `refuse`.
+void run_norm_quant_case(const Case& c, int64_t T, bool with_pending, LinearPolicy policy,
+                         const std::set<int64_t>& refuse, std::mt19937& rng) {
+    std::vector<HostLinear> hs(c.weights.size());
+    for (size_t i = 0; i < hs.size(); ++i) make(hs[i], c.weights[i].first, c.weights[i].second, c.in, rng, c.int4);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::vector<float> x(size_t(T * c.in)), pending(x.size()), nw(size_t(c.in));
+    for (float& v : x) v = 2.0f * nd(rng);
+    for (float& v : pending) v = nd(rng);
+    for (float& v : nw) v = 0.2f * nd(rng);
+    // Some rows much larger than the rest: a row's groups get different scales.
+    for (int64_t i = 0; i < c.in; i += 3) x[size_t(i)] *= 40.0f;
+    const std::vector<float> x0 = x, pending0 = pending;
+    g_refuse_fp8_m = refuse;
+    std::string why;
+    std::vector<float> h_of[2];
+    std::vector<std::vector<float>> y_of[2];
+    int64_t norm_l[2] = {}, quant_l[2] = {}, fused_l[2] = {}, counted[2] = {};
+    bool block_scaled = false;
+    for (int on = 0; on < 2; ++on) {
+        Gemm g;
+        g.set_policy(policy);
+        g.set_fp8_small_rows(4);
+        g.set_norm_quant(on == 1);
+        DeviceArena arena(size_t(4) << 20);
+        std::vector<const DeviceLinear*> ws;
+        std::vector<float*> ys;
+        y_of[on].resize(hs.size());
+        for (size_t i = 0; i < hs.size(); ++i) {
+            y_of[on][i].assign(size_t(T * hs[i].lin.out), NAN);
+            ws.push_back(&hs[i].lin);
+            ys.push_back(y_of[on][i].data());
+        }
+        h_of[on].assign(x.size(), NAN);
+        const SmallLinearInputNorm norm{with_pending ? pending.data() : nullptr, nw.data(), 1e-6f, h_of[on].data()};
+        const int64_t n0 = g_norm_launches, q0 = g_quant_launches, f0 = g_norm_quant_launches;
+        const Gemm::QuantisedInput xq = g.norm_for_linears(x.data(), norm, T, ws, arena, cudaStream_t(nullptr));
+        g.linears(h_of[on].data(), T, ws, ys, arena, cudaStream_t(nullptr), xq);
+        norm_l[on] = g_norm_launches - n0;
+        quant_l[on] = g_quant_launches - q0;
+        fused_l[on] = g_norm_quant_launches - f0;
+        counted[on] = g.norm_quants();
+        block_scaled = g.fp8_counts().block_scaled > 0 || block_scaled;
+    }
+    // A weight on the block-scaled route (planned or refused later: the route decides, not the plan).
+    bool routed = false;
+    for (const HostLinear& h : hs)
+        routed = routed || (h.lin.dtype == DeviceLinear::Dtype::kFP8Block && T > 4 && policy != LinearPolicy::kDequantOnly &&
+                            h.lin.out % 128 == 0 && c.in % 128 == 0);
+    if (norm_l[0] != 1 || fused_l[0] != 0 || counted[0] != 0) why += " off: not the plain norm;";
+    if (quant_l[0] != (block_scaled ? 1 : 0)) why += " off: " + std::to_string(quant_l[0]) + " quantisations;";
+    if (norm_l[1] != (routed ? 0 : 1) || fused_l[1] != (routed ? 1 : 0) || counted[1] != (routed ? 1 : 0))
+        why += " on: norm " + std::to_string(norm_l[1]) + ", norm+quant " + std::to_string(fused_l[1]) + ";";
+    if (quant_l[1] != (routed ? 0 : quant_l[0])) why += " on: " + std::to_string(quant_l[1]) + " quantisations;";
+    if (std::memcmp(h_of[0].data(), h_of[1].data(), x.size() * 4) != 0) why += " h differs;";
+    for (size_t i = 0; i < hs.size(); ++i)
+        if (std::memcmp(y_of[0][i].data(), y_of[1][i].data(), y_of[0][i].size() * 4) != 0)
+            why += " output " + std::to_string(i) + " differs;";
+    for (const auto& y : y_of[1])
+        for (float v : y)
+            if (!std::isfinite(v)) {
+                why += " an output not written;";
+                break;
+            }
+    if (x != x0 || pending != pending0) why += " inputs written;";
+    std::printf("%-4s norm+quant + %-26s T=%-4lld policy=%d refused=%zu%s | block-scaled %d%s\n",
+                why.empty() ? "PASS" : "FAIL", c.name.c_str(), (long long)T, int(policy), refuse.size(),
+                with_pending ? " pending" : "", int(block_scaled), why.c_str());
+    if (!why.empty()) ++g_failures;
+    g_refuse_fp8_m.clear();
+}
+
 // Gemm::set_fp8_small_version(3): the FP8 small-rows launches go to version 3 where it takes the
 // call (any row count since its groups of 16 are padded), the launch with the fused input norm
 // included; the others (a part not FP8) stay on version 2; the outputs and h are those of version 2's launches (both stand-ins
@@ -795,6 +884,17 @@ int main() {
         for (int64_t T : {1, 4, 5})
             for (bool with_pending : {false, true})
                 for (int small_rows : {0, 4}) run_norm_case(c, T, with_pending, small_rows, rng);
+    // The input norm with its quantisation for the block-scaled projections (cuBLASLt's row counts,
+    // padded and not; a refused plan falls back to dequant on the same h).
+    for (const Case& c : norm_cases)
+        for (int64_t T : {4, 5, 8, 130})
+            for (bool with_pending : {false, true})
+                for (LinearPolicy p : {LinearPolicy::kAuto, LinearPolicy::kDequantOnly})
+                    run_norm_quant_case(c, T, with_pending, p, {}, rng);
+    for (int64_t T : {5, 130}) {
+        run_norm_quant_case(norm_cases[0], T, true, LinearPolicy::kAuto, {256}, rng);  // the first FP8 refused
+        run_norm_quant_case(norm_cases[1], T, false, LinearPolicy::kAuto, {128}, rng);  // several refused
+    }
     // The output projection with the post-attention norm.
     for (D dtype : {D::kFP8Block, D::kBF16})
         for (int64_t out : {2048, 1024})

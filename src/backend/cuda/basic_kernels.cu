@@ -49,15 +49,39 @@ __global__ void rms_norm_zc_kernel(const float* x, const float* w, int64_t n, fl
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x) yr[i] = norm_zc(xr[i], inv, w[i]);
 }
 
+// Where the norm kernel also writes its output's FP8 quantisation for the block-scaled GEMM
+// (launch_residual_rms_norm_quant): codes [T_pad, n], scales [n/128, T_pad], as
+// launch_quant_fp8_rows128 lays them out; q null: no quantisation.
+struct NormQuantOut {
+    uint8_t* q = nullptr;
+    float* scales = nullptr;
+    int64_t T = 0, T_pad = 0;
+};
+
 // One block per row; each thread keeps its kPer sums x + y1 (+ y2) in registers between the add and
 // the norm, so the row is read once and the sum and out are written once (add_kernel then
 // rms_norm_zc_kernel read it three times and write it twice). Thread i owns elements i,
 // i + blockDim, ... as in rms_norm_zc_kernel, so the sum of squares runs in the same order and the
 // results are the same bits (row_norm.cuh). y1, y2 and x_out may be null (no addend; the sum not
 // kept); x_out may equal x, and out may equal x when x_out is null.
-template <int kPer>
-__global__ void add_rms_norm_zc_kernel(const float* x, const float* y1, const float* y2, float* x_out, const float* w,
-                                       int64_t n, float eps, float* out) {
+// kQuant: out quantised as well, in registers, with quant_fp8_rows128_kernel's operations (scale =
+// amax/448 of the 128-column group, codes of out/scale correctly rounded, satfinite), so the codes
+// and scales are that kernel's bits and its pass over out (read 4 bytes, write 1 per element) is
+// saved. At 256 threads round k's 256 columns are two groups, warps 0-3 and 4-7: each warp's amax
+// goes through shared memory (max is exact in any order). Blocks past T write the padding rows
+// (zero codes, scale 1).
+template <int kPer, bool kQuant>
+__global__ void __launch_bounds__(kThreads) add_rms_norm_zc_kernel(const float* x, const float* y1, const float* y2,
+                                                                  float* x_out, const float* w, int64_t n, float eps,
+                                                                  float* out, NormQuantOut qo) {
+    if constexpr (kQuant) {
+        if (int64_t(blockIdx.x) >= qo.T) {
+            uint8_t* qr = qo.q + int64_t(blockIdx.x) * n;
+            for (int64_t i = threadIdx.x; i < n; i += blockDim.x) qr[i] = 0;
+            for (int64_t g = threadIdx.x; g < n / 128; g += blockDim.x) qo.scales[g * qo.T_pad + blockIdx.x] = 1.0f;
+            return;
+        }
+    }
     const int64_t row = int64_t(blockIdx.x) * n;
     float v[kPer], wv[kPer];
     float ss = 0.0f;
@@ -79,7 +103,30 @@ __global__ void add_rms_norm_zc_kernel(const float* x, const float* y1, const fl
         const int64_t i = threadIdx.x + int64_t(k) * blockDim.x;
         if (i >= n) continue;
         if (x_out != nullptr) x_out[row + i] = v[k];
-        out[row + i] = norm_zc(v[k], inv, wv[k]);
+        v[k] = norm_zc(v[k], inv, wv[k]);
+        out[row + i] = v[k];
+    }
+    if constexpr (kQuant) {
+        __shared__ float s_amax[kPer][kThreads / 32];
+        const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+        for (int k = 0; k < kPer; ++k) {
+            const int64_t i = threadIdx.x + int64_t(k) * blockDim.x;
+            float a = i < n ? fabsf(v[k]) : 0.0f;
+            for (int o = 16; o > 0; o >>= 1) a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, o));
+            if (lane == 0) s_amax[k][warp] = a;
+        }
+        __syncthreads();
+        const int w0 = (threadIdx.x >> 7) * 4;  // the four warps of this thread's group
+#pragma unroll
+        for (int k = 0; k < kPer; ++k) {
+            const int64_t i = threadIdx.x + int64_t(k) * blockDim.x;
+            if (i >= n) continue;
+            const float amax = fmaxf(fmaxf(s_amax[k][w0], s_amax[k][w0 + 1]), fmaxf(s_amax[k][w0 + 2], s_amax[k][w0 + 3]));
+            const float scale = amax > 0.0f ? __fdiv_rn(amax, 448.0f) : 1.0f;
+            qo.q[row + i] = __nv_cvt_float_to_fp8(__fdiv_rn(v[k], scale), __NV_SATFINITE, __NV_E4M3);
+            if ((i & 127) == 0) qo.scales[(i >> 7) * qo.T_pad + blockIdx.x] = scale;
+        }
     }
 }
 
@@ -279,11 +326,28 @@ void launch_residual_rms_norm_zc(const float* x, const float* y1, const float* y
     if (T == 0) return;
     QS_CHECK_MSG(n >= 1 && n <= kAddRmsNormMaxCols, "launch_residual_rms_norm_zc: rows of 1 to 4,096 columns");
     static_assert(kAddRmsNormMaxCols == 16 * kThreads, "the widest instantiation below covers kAddRmsNormMaxCols");
+    const NormQuantOut none;
     if (n <= 2 * kThreads)
-        add_rms_norm_zc_kernel<2><<<unsigned(T), kThreads, 0, stream>>>(x, y1, y2, x_out, w, n, eps, out);
+        add_rms_norm_zc_kernel<2, false><<<unsigned(T), kThreads, 0, stream>>>(x, y1, y2, x_out, w, n, eps, out, none);
     else if (n <= 8 * kThreads)
-        add_rms_norm_zc_kernel<8><<<unsigned(T), kThreads, 0, stream>>>(x, y1, y2, x_out, w, n, eps, out);
-    else add_rms_norm_zc_kernel<16><<<unsigned(T), kThreads, 0, stream>>>(x, y1, y2, x_out, w, n, eps, out);
+        add_rms_norm_zc_kernel<8, false><<<unsigned(T), kThreads, 0, stream>>>(x, y1, y2, x_out, w, n, eps, out, none);
+    else add_rms_norm_zc_kernel<16, false><<<unsigned(T), kThreads, 0, stream>>>(x, y1, y2, x_out, w, n, eps, out, none);
+    QS_CUDA_CHECK_LAUNCH();
+}
+
+void launch_residual_rms_norm_quant(const float* x, const float* y1, const float* y2, float* x_out, const float* w,
+                                    int64_t T, int64_t n, float eps, float* out, int64_t T_pad, uint8_t* q,
+                                    float* scales, cudaStream_t stream) {
+    if (T == 0) return;
+    QS_CHECK_MSG(n >= 128 && n <= kAddRmsNormMaxCols && n % 128 == 0 && T_pad >= T && T_pad % 4 == 0 && q && scales,
+                 "launch_residual_rms_norm_quant: rows of 128 to 4,096 columns in whole groups of 128, T_pad >= T "
+                 "a multiple of 4");
+    const NormQuantOut qo{q, scales, T, T_pad};
+    if (n <= 2 * kThreads)
+        add_rms_norm_zc_kernel<2, true><<<unsigned(T_pad), kThreads, 0, stream>>>(x, y1, y2, x_out, w, n, eps, out, qo);
+    else if (n <= 8 * kThreads)
+        add_rms_norm_zc_kernel<8, true><<<unsigned(T_pad), kThreads, 0, stream>>>(x, y1, y2, x_out, w, n, eps, out, qo);
+    else add_rms_norm_zc_kernel<16, true><<<unsigned(T_pad), kThreads, 0, stream>>>(x, y1, y2, x_out, w, n, eps, out, qo);
     QS_CUDA_CHECK_LAUNCH();
 }
 

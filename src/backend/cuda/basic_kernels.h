@@ -31,6 +31,12 @@ void launch_add_rms_norm_zc(float* x, const float* y, const float* w, int64_t T,
 // when x_out is null). Bitwise the adds in that order then launch_rms_norm_zc. n <= kAddRmsNormMaxCols.
 void launch_residual_rms_norm_zc(const float* x, const float* y1, const float* y2, float* x_out, const float* w,
                                  int64_t T, int64_t n, float eps, float* out, cudaStream_t stream);
+// launch_residual_rms_norm_zc that also writes out's FP8 quantisation, the bits
+// launch_quant_fp8_rows128(out, T, n, T_pad, q, scales) writes (codes [T_pad, n], scales [n/128,
+// T_pad], padding rows zero with scale 1), without that kernel's pass over out. n a multiple of 128.
+void launch_residual_rms_norm_quant(const float* x, const float* y1, const float* y2, float* x_out, const float* w,
+                                    int64_t T, int64_t n, float eps, float* out, int64_t T_pad, uint8_t* q,
+                                    float* scales, cudaStream_t stream);
 // out [R, n] = src[rows[r]]; rows on the device.
 void launch_gather_rows(const float* src, const int32_t* rows, int64_t R, int64_t n, float* out, cudaStream_t stream);
 // The same rows of up to three tensors in one launch (the GDN stash's qkv, b and a):

@@ -96,6 +96,9 @@ CudaOps::CudaOps(const CudaOptions& options)
                  "CudaOptions::fused_input_norm must be in [0, 4]");
     QS_CHECK_MSG(options.fused_output_norm >= 0 && options.fused_output_norm <= kSmallLinearFp8V2MaxRows,
                  "CudaOptions::fused_output_norm must be in [0, 4]");
+    QS_CHECK_MSG(options.fused_norm_quant == 0 || options.fused_norm_quant == 1,
+                 "CudaOptions::fused_norm_quant must be 0 or 1");
+    gemm_->set_norm_quant(options.fused_norm_quant == 1);
     QS_CHECK_MSG(options.attention_decode_rows >= 1 && options.attention_decode_rows <= 4,
                  "CudaOptions::attention_decode_rows must be in [1, 4]");
     QS_CHECK_MSG(options.attention_prefill_version == 1 || options.attention_prefill_version == 2,
@@ -528,11 +531,27 @@ void CudaOps::rms_norm_linears(const float* x, const float* pending, const Param
         if (gemm_->norm_linears(x, norm, true, T, ws, ys, arena_, stream_)) ++fused_input_norms_;
         return;
     }
+    if (options_.shared_linear_input == 0) {
+        {
+            const auto prof = op_scope(pending != nullptr ? "add_rms_norm" : "rms_norm");
+            launch_residual_rms_norm_zc(x, pending, nullptr, nullptr, norm.w, T, n, norm.eps, h, stream_);
+        }
+        return linears(h, T, outs);
+    }
+    std::vector<const DeviceLinear*> ws;
+    std::vector<float*> ys;
+    for (const LinearOut& o : outs) {
+        QS_CHECK(o.w.in_features == n);
+        ws.push_back(&weights_.linear(o.w));
+        ys.push_back(o.y);
+    }
+    Gemm::QuantisedInput xq;  // h's e4m3 codes when the norm's launch made them (fused_norm_quant)
     {
         const auto prof = op_scope(pending != nullptr ? "add_rms_norm" : "rms_norm");
-        launch_residual_rms_norm_zc(x, pending, nullptr, nullptr, norm.w, T, n, norm.eps, h, stream_);
+        xq = gemm_->norm_for_linears(x, norm, T, ws, arena_, stream_);
     }
-    linears(h, T, outs);
+    const auto prof = op_scope("linears");
+    gemm_->linears(h, T, ws, ys, arena_, stream_, xq);
 }
 
 void CudaOps::linear_add2_rms_norm_zc(const float* a, int64_t T, const LinearWeight& W, float* y, float* x,

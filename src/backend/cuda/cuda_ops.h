@@ -239,6 +239,12 @@ struct CudaOptions {
     // small_linear_emu; GPU: CudaFusedInputNorm). H200: saves 1.2 us at T = 1, 0.5 at T = 2, costs
     // 0.6-1.2 at T = 3-4. Default 2.
     int fused_output_norm = 2;
+    // 1 (default): where the layer's input norm feeds projections that run the block-scaled FP8 GEMM
+    // (cuBLASLt's row counts, shared_linear_input 1), the norm kernel also writes h's e4m3
+    // quantisation (launch_residual_rms_norm_quant: launch_quant_fp8_rows128's bits, so every output
+    // is the same), saving that kernel's pass over h (H200 Nsight Compute, session 21: 80 µs a layer
+    // at 16,384 rows); 0: the norm kernel, then the quantisation kernel (Gemm::norm_for_linears).
+    int fused_norm_quant = 1;
     // Sequences with 1..N new rows (N in [1, 4]; an MTP verify has k + 1) take the split-K decode
     // attention kernel, each row masked at its own position (GatedAttentionParams::
     // decode_max_rows), instead of the prefill kernel, whose one block per (sequence, kv head)

@@ -260,6 +260,33 @@ void Gemm::linears(const float* x, int64_t T, std::span<const DeviceLinear* cons
     linears_on(x, T, ws, ys, scratch, stream, nullptr, nullptr);
 }
 
+void Gemm::linears(const float* x, int64_t T, std::span<const DeviceLinear* const> ws, std::span<float* const> ys,
+                   DeviceArena& scratch, cudaStream_t stream, const QuantisedInput& preset) {
+    linears_on(x, T, ws, ys, scratch, stream, nullptr, nullptr, &preset);
+}
+
+Gemm::QuantisedInput Gemm::norm_for_linears(const float* x, const SmallLinearInputNorm& norm, int64_t T,
+                                            std::span<const DeviceLinear* const> ws, DeviceArena& scratch,
+                                            cudaStream_t stream) {
+    QS_CHECK(!ws.empty() && norm.h != nullptr && norm.w != nullptr);
+    const int64_t in = ws[0]->in;
+    bool block_scaled = false;
+    for (const DeviceLinear* w : ws) block_scaled = block_scaled || route(*w, norm.h, T) == Route::kFp8Block;
+    QuantisedInput xq;
+    if (!norm_quant_ || !block_scaled || in % 128 != 0 || T == 0) {
+        launch_residual_rms_norm_zc(x, norm.pending, nullptr, nullptr, norm.w, T, in, norm.eps, norm.h, stream);
+        return xq;
+    }
+    const int64_t n = fp8_padded_rows(T);
+    xq.q = static_cast<uint8_t*>(scratch.allocate(size_t(n * in)));                // [n, in] e4m3
+    xq.scales = static_cast<float*>(scratch.allocate(size_t(n * (in / 128)) * 4));  // [in/128, n]
+    launch_residual_rms_norm_quant(x, norm.pending, nullptr, nullptr, norm.w, T, in, norm.eps, norm.h, n, xq.q,
+                                   xq.scales, stream);
+    xq.filled = true;
+    ++norm_quants_;
+    return xq;
+}
+
 bool Gemm::norm_linears(const float* x, const SmallLinearInputNorm& norm, bool fused, int64_t T,
                         std::span<const DeviceLinear* const> ws, std::span<float* const> ys, DeviceArena& scratch,
                         cudaStream_t stream) {
@@ -307,12 +334,13 @@ bool Gemm::linear_norm(const DeviceLinear& w, const float* a, int64_t T, float* 
 
 void Gemm::linears_on(const float* x, int64_t T, std::span<const DeviceLinear* const> ws, std::span<float* const> ys,
                       DeviceArena& scratch, cudaStream_t stream, const float* x_raw,
-                      const SmallLinearInputNorm* norm) {
+                      const SmallLinearInputNorm* norm, const QuantisedInput* preset) {
     QS_CHECK(ws.size() == ys.size());
     if (T == 0 || ws.empty()) return;
     const int64_t in = ws[0]->in;
     uint16_t* xb = nullptr;  // [T, in] bf16: x for the bf16 GEMMs, made at the first one
-    QuantisedInput xq;       // x for the block-scaled GEMMs, made at the first one
+    // x for the block-scaled GEMMs: the preset (made by the input norm), else made at the first one.
+    QuantisedInput xq = preset != nullptr && preset->filled ? *preset : QuantisedInput{};
     auto count_small_rows = [&](bool fp8) {
         ++small_rows_calls_;
         if (!fp8) return;

@@ -116,6 +116,29 @@ public:
     bool linear_norm(const DeviceLinear& w, const float* a, int64_t T, float* y, const SmallLinearOutputNorm& post,
                      bool fused, DeviceArena& scratch, cudaStream_t stream);
 
+    // x as the block-scaled path's B operand, made by the first weight of a linears() call that
+    // needs it (or by the input norm: norm_for_linears): e4m3 codes [n, k] and VEC128_32F scales
+    // [k/128, n] (n = fp8_padded_rows(T)).
+    struct QuantisedInput {
+        uint8_t* q = nullptr;
+        float* scales = nullptr;
+        bool filled = false;  // the quantisation kernel has been enqueued
+    };
+    // The norm before linears() on cuBLASLt's shapes: h = rms_norm_zc(x + norm.pending) into norm.h
+    // (launch_residual_rms_norm_zc). Where some weight of ws takes the block-scaled FP8 GEMM at T
+    // (and set_norm_quant is on), the same launch also writes h's quantisation
+    // (launch_residual_rms_norm_quant: launch_quant_fp8_rows128's bits), returned filled for
+    // linears(..., preset) so that no GEMM quantises h again; otherwise an empty one.
+    QuantisedInput norm_for_linears(const float* x, const SmallLinearInputNorm& norm, int64_t T,
+                                    std::span<const DeviceLinear* const> ws, DeviceArena& scratch, cudaStream_t stream);
+    // linears() whose block-scaled GEMMs take x's quantisation from `preset` where it is filled.
+    void linears(const float* x, int64_t T, std::span<const DeviceLinear* const> ws, std::span<float* const> ys,
+                 DeviceArena& scratch, cudaStream_t stream, const QuantisedInput& preset);
+    // norm_for_linears quantises h in the norm's launch (CudaOptions::fused_norm_quant; on by default
+    // in a Gemm), and how many times it did (tests and labs).
+    void set_norm_quant(bool on) { norm_quant_ = on; }
+    int64_t norm_quants() const { return norm_quants_; }
+
     void set_policy(LinearPolicy p) { policy_ = p; }
     // FP8 calls of 1..n rows (n <= kSmallLinearFp8V2MaxRows) take the small-rows kernel's version 2
     // (small_linear_kernels.h) under kAuto; 0 (default): version 1 at T = 1, cuBLASLt above
@@ -154,7 +177,7 @@ public:
     int64_t nvfp4_calls() const { return nvfp4_calls_; }
     const Fp8Counts& fp8_counts() const { return fp8_counts_; }
     // Weights of linears() calls that reused x's quantisation or bf16 copy made for an earlier
-    // weight of the same call (the work linears() saves; tests and labs).
+    // weight of the same call or by the input norm (norm_for_linears; the work saved; tests, labs).
     int64_t shared_input_reuses() const { return shared_input_reuses_; }
     // The cached block-scaled plan of a shape (T as passed to linear): planned = a call at this
     // shape tried it; ok = cuBLASLt gave an algorithm; d_type = the output type it runs with.
@@ -189,17 +212,11 @@ private:
     // linears(); with norm, x is h and the first FP8 small-rows launch computes it from x_raw (and
     // runs before every other launch of the call).
     void linears_on(const float* x, int64_t T, std::span<const DeviceLinear* const> ws, std::span<float* const> ys,
-                    DeviceArena& scratch, cudaStream_t stream, const float* x_raw, const SmallLinearInputNorm* norm);
+                    DeviceArena& scratch, cudaStream_t stream, const float* x_raw, const SmallLinearInputNorm* norm,
+                    const QuantisedInput* preset = nullptr);
     // How linears() runs one weight at T rows (the dispatch of every dense linear).
     enum class Route : uint8_t { kF32, kSmallRowsF32, kInt4, kNvfp4, kSmallRows, kSmallRowsFp8V2, kBf16Gemm, kFp8Block, kFp8Dequant };
     Route route(const DeviceLinear& w, const float* x, int64_t T) const;
-    // x as the block-scaled path's B operand, made by the first weight of a linears() call that
-    // needs it: e4m3 codes [n, k] and VEC128_32F scales [k/128, n] (n = fp8_padded_rows(T)).
-    struct QuantisedInput {
-        uint8_t* q = nullptr;
-        float* scales = nullptr;
-        bool filled = false;  // the quantisation kernel has been enqueued
-    };
     // false: cuBLASLt refused the shape (nothing useful written; the caller falls back).
     bool linear_fp8_block(const DeviceLinear& w, const float* x, int64_t T, float* y, QuantisedInput& xq,
                           DeviceArena& scratch, cudaStream_t stream);
@@ -223,6 +240,8 @@ private:
     int64_t int4_calls_ = 0;
     int64_t shared_input_reuses_ = 0;
     int64_t nvfp4_calls_ = 0;
+    bool norm_quant_ = true;
+    int64_t norm_quants_ = 0;
 };
 
 }  // namespace qs::cuda
