@@ -209,6 +209,11 @@ inline unsigned __match_any_sync(unsigned, int v) {
 inline void __syncwarp(unsigned = 0xffffffffu) { emu_bar_wait(emu_t.blk->warps[emu_t.warp]->bar); }
 inline int __popc(unsigned x) { return __builtin_popcount(x); }
 inline float __fdiv_rn(float a, float b) { return a / b; }  // host IEEE division rounds to nearest
+inline float __uint_as_float(unsigned x) {
+    float f;
+    std::memcpy(&f, &x, 4);
+    return f;
+}
 
 inline float emu_bf16_half(uint32_t reg, int hi) {
     const uint32_t bits = (hi ? reg >> 16 : reg & 0xffffu) << 16;

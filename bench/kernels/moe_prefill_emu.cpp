@@ -8,8 +8,9 @@
 //          of 256 pairs (many blocks, partial last block and sub-chunks) and of kPrefillSortChunk.
 //  gather  v1 and v2 write bitwise the same a8 / sfa (fp8) or bf16 rows; fp8 codes are the
 //          nearest e4m3 value of x / scale with scale = amax / 448, bf16 rows round to nearest even.
-//  silu    v1 and v2 bitwise equal (h and scales), I != I_shared, I of 9 blocks (two batches);
-//          dequantised h against silu(g)·u in double.
+//  silu    v1 and v2 bitwise equal (h and scales), I != I_shared, I of 9 blocks (three v2
+//          batches), odd block counts, a warp's rows across the routed / shared boundary and past
+//          R, an all-zero block; dequantised h against silu(g)·u in double.
 //  combine v1 and v2 bitwise equal, and against the weighted sum in double.
 // Build (from the repository root; ASan catches out-of-bounds accesses):
 //   g++ -O1 -g -std=c++20 -fsanitize=address -x c++ -Isrc -Ibench/kernels -I/usr/local/cuda/include \
@@ -162,6 +163,7 @@ void check_silu(int T, int k, int I, int Is, Rng& rng) {
     const int R = T * (k + 1), routed = T * k, imax = std::max(I, Is);
     std::vector<uint16_t> gu(size_t(R) * 2 * imax);
     for (auto& v : gu) v = f2bf(float(rng.normal()) * 2.0f);
+    for (int c = 0; c < 128; ++c) gu[c] = 0;  // row 0's first gate block: h = 0, scale 1, codes 0
     const size_t bytes = size_t(R) * imax * (FP8 ? 1 : 2);
     const size_t nsf = size_t(routed) * (I / 128) + size_t(T) * (Is / 128);
     std::vector<uint8_t> h1(bytes, 0xA5), h2(bytes, 0xA5);
@@ -169,11 +171,12 @@ void check_silu(int T, int k, int I, int Is, Rng& rng) {
     SiluQuantParams p1{reinterpret_cast<const __nv_bfloat16*>(gu.data()), R, routed, I, Is, imax, h1.data(), s1.data()}, p2 = p1;
     p2.h8 = h2.data();
     p2.sfh = s2.data();
-    const dim3 grid((R + kPrefillWarps - 1) / kPrefillWarps);
+    const dim3 grid((R + kPrefillWarps - 1) / kPrefillWarps), grid2 = silu_v2_grid(p2);
     emu_launch(grid, kPrefillWarps * 32, 0, [&] { moe_silu_quant_kernel<FP8>(p1); });
-    emu_launch(grid, kPrefillWarps * 32, 0, [&] { moe_silu_quant_v2_kernel<FP8>(p2); });
+    emu_launch(grid2, kPrefillWarps * 32, kSiluSmemBytes, [&] { moe_silu_quant_v2_kernel<FP8>(p2); });
     char what[160];
-    std::snprintf(what, sizeof what, "silu %s T=%d k=%d I=%d I_shared=%d: v2 = v1 bitwise", FP8 ? "fp8" : "bf16", T, k, I, Is);
+    std::snprintf(what, sizeof what, "silu %s T=%d k=%d I=%d I_shared=%d (R=%d, v2 grid %ux%u): v2 = v1 bitwise",
+                  FP8 ? "fp8" : "bf16", T, k, I, Is, R, grid2.x, grid2.y);
     report(h1 == h2 && std::memcmp(s1.data(), s2.data(), nsf * 4) == 0, what);
     double num = 0.0, den = 0.0;
     for (int r = 0; r < R; ++r) {
@@ -254,8 +257,15 @@ int main(int argc, char** argv) {
     check_gather<false>(5, 2176, 64, 8, rng);
     check_silu<true>(11, 4, 128, 256, rng);
     check_silu<false>(11, 4, 128, 256, rng);
-    check_silu<true>(3, 8, 1152, 512, rng);  // 9 blocks of 128: two batches
+    check_silu<true>(3, 8, 1152, 512, rng);  // 9 blocks of 128: three batches of the v2 kernel
     check_silu<false>(3, 8, 1152, 512, rng);
+    // v2's edges: 15 routed rows (a warp's two rows on both sides of the shared boundary), R = 20
+    // (a block of 16 rows, then a partial one), 3 and 5 blocks (quarter-warps with no block of their
+    // own; I_shared in two batches, the second of one block).
+    check_silu<true>(5, 3, 384, 640, rng);
+    check_silu<false>(5, 3, 384, 640, rng);
+    check_silu<true>(7, 2, 512, 512, rng);  // the model's I; R = 21: the last warp's second row past R
+    check_silu<false>(7, 2, 512, 512, rng);
     check_combine(6, 256, 16, 4, rng);
     check_combine(3, 2048, 256, 8, rng);
     check_combine(2, 1024, 64, 20, rng);  // k + 1 = 21 rows: three batches of the v2 kernel

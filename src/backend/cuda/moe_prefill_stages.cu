@@ -9,6 +9,7 @@
 
 #if !defined(QS_MOE_EMULATE)
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/ptx_helpers.cuh"  // the emulation shim defines qs::cuda::ptx itself
 #include "core/check.h"
 #endif
 #include "backend/cuda/moe_common.cuh"
@@ -257,11 +258,11 @@ __global__ __launch_bounds__(kSortBlockThreads) void moe_prefill_scatter_kernel(
 // Version 2: gather, SiLU·mul, combine with the loads batched
 // ---------------------------------------------------------------------------------------------
 // Version 1 keeps one 16-byte (gather) or two 8-byte (SiLU) loads in flight per warp and stores
-// between them; these issue a whole row's loads (up to kBatch 128-column blocks: H = 2,048 and
-// I = 512 in one batch), then quantise, then store, and write the row's scales as one store.
+// between them; these issue a warp's loads first, then quantise, then store (the gather: a row's
+// up to kGatherBatch 128-column blocks at a time, H = 2,048 in one batch, and the row's scales as
+// one store; the SiLU: kSiluRows rows of kSiluBlocks blocks a warp, into shared memory).
 
 constexpr int kGatherBatch = 16;
-constexpr int kSiluBatch = 8;
 constexpr int kCombineBatch = 9;  // k + 1 rows of the real model in one batch
 
 template <bool FP8>
@@ -314,43 +315,149 @@ __global__ __launch_bounds__(kPrefillWarps * 32) void moe_gather_quant_v2_kernel
     }
 }
 
+// SiLU·mul. The bitwise contract fixes ~33 SASS instructions an element (expf; two IEEE
+// divisions, each with its slow-path check, call and convergence region; 3 MUFU) in two
+// dependent chains of ~80 and ~35 cycles that the convergence regions keep ptxas from
+// interleaving: a warp issues about one instruction in three cycles, an SMSP needs 3-4 warps
+// computing to issue every cycle, and at ~41 instructions an element all told (version 1: ~51)
+// the stage is issue-bound before it is memory-bound. So:
+//  - warps, not registers, hide the load latency: loads held in registers cost exactly those warps
+//    (a slow-path call puts its registers above everything live across it: 53-74 registers with
+//    one or two rows of 16-byte loads in registers). The loads go to shared memory by cp.async
+//    instead, one commit group per row of the warp's kSiluRows (all issued first; row 0's maths
+//    starts once row 0 has landed, row 1's still in flight), and 40 registers give 48 warps an SM.
+//  - a 128-column block is a quarter-warp, 16 values a lane: one amax/448 division and a 3-step
+//    butterfly per 16 values (version 1: per 4, and 5 steps), two 16-byte copies of g and of u a
+//    lane, 8 codes per store.
+// Each lane reads back only the bytes it copied itself: no warp barrier.
+constexpr int kSiluRows = 2;    // rows per warp (commit groups; cp_async_wait_upto)
+constexpr int kSiluBlocks = 4;  // 128-column blocks per row and batch (a quarter-warp each): I = 512 in one
+constexpr int kSiluWarpSmemBytes = kSiluRows * 2 * 2 * 32 * 16;     // [row][chunk][g, u][lane] 16 B
+constexpr int kSiluSmemBytes = kPrefillWarps * kSiluWarpSmemBytes;  // 32 KB a CTA
+constexpr int kSiluCtasPerSm = 6;  // 40 registers (65,536 / (6 · 256), to a multiple of 8), 6 · 32 KB shared
+constexpr int kSiluRowsPerCta = kPrefillWarps * kSiluRows;
+
+// Blocks (x: rows, y: batches of kSiluBlocks 128-column blocks) of the version 2 SiLU's grid.
+inline dim3 silu_v2_grid(const SiluQuantParams& p) {
+    const int kb_n = (p.I > p.I_shared ? p.I : p.I_shared) / 128;
+    return dim3((p.R + kSiluRowsPerCta - 1) / kSiluRowsPerCta, (kb_n + kSiluBlocks - 1) / kSiluBlocks);
+}
+
+// cp.async.wait_group takes a constant; n is one once the row loop is unrolled.
+__device__ __forceinline__ void cp_async_wait_upto(int n) {
+    static_assert(kSiluRows <= 4, "cp_async_wait_upto: n in [0, 3]");
+    switch (n) {
+        case 0: ptx::cp_async_wait<0>(); break;
+        case 1: ptx::cp_async_wait<1>(); break;
+        case 2: ptx::cp_async_wait<2>(); break;
+        default: ptx::cp_async_wait<3>(); break;
+    }
+}
+
+// Value hi (0: the low half) of a bf16 pair, exactly (as __bfloat1622float2) in one instruction:
+// a bf16 is the high half of its fp32.
+__device__ __forceinline__ float bf16_of_pair(uint32_t w, int hi) {
+    return __uint_as_float(hi ? w & 0xffff0000u : w << 16);
+}
+
+// quant128's codes of 8 consecutive values.
+__device__ __forceinline__ uint2 e4m3x8(const float* v, float scale) {
+    uint32_t c[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+        c[i] = __nv_cvt_float2_to_fp8x2(make_float2(__fdiv_rn(v[2 * i], scale), __fdiv_rn(v[2 * i + 1], scale)),
+                                        __NV_SATFINITE, __NV_E4M3);
+    return make_uint2(c[0] | (c[1] << 16), c[2] | (c[3] << 16));
+}
+
+// Warp w of block (b, y): rows r0 = (b·kPrefillWarps + w)·kSiluRows onwards, blocks from
+// kb0 = y·kSiluBlocks (a grid row per batch: no loop, so no address is carried across one).
+// Quarter-warp q: block kb0 + q; its lane l: columns 8l..8l+7 and 64 + 8l..64 + 8l+7 of it
+// (chunks 0 and 1: each warp-wide copy reads four whole 128-byte lines). Row i runs iff its block
+// kb0 exists (warp-uniform, so the butterflies stay converged); quarters past the row's blocks
+// compute on zeros and store nothing. Unsigned index arithmetic: every index is non-negative, and
+// signed division and widening cost instructions here.
 template <bool FP8>
-__global__ __launch_bounds__(kPrefillWarps * 32) void moe_silu_quant_v2_kernel(SiluQuantParams p) {
-    const int lane = threadIdx.x & 31;
-    const int r = blockIdx.x * kPrefillWarps + (threadIdx.x >> 5);
-    if (r >= p.R) return;
-    const bool shared = r >= p.routed_rows;
-    const int ie = shared ? p.I_shared : p.I;
-    const int kb_n = ie / 128;
-    float* sf = shared ? p.sfh + size_t(p.routed_rows) * (p.I / 128) + size_t(r - p.routed_rows) * kb_n
-                       : p.sfh + size_t(r) * kb_n;
-    const uint2* g = reinterpret_cast<const uint2*>(p.gu + size_t(r) * 2 * p.imax);
-    const uint2* u = reinterpret_cast<const uint2*>(p.gu + size_t(r) * 2 * p.imax + p.imax);
-    for (int kb0 = 0; kb0 < kb_n; kb0 += kSiluBatch) {
-        const int nb = kb_n - kb0 < kSiluBatch ? kb_n - kb0 : kSiluBatch;
-        uint2 gr[kSiluBatch], ur[kSiluBatch];
+__global__ __launch_bounds__(kPrefillWarps * 32, kSiluCtasPerSm) void moe_silu_quant_v2_kernel(SiluQuantParams p) {
+    const unsigned lane = threadIdx.x & 31, ql = lane & 7;
+    const unsigned r0 = (blockIdx.x * kPrefillWarps + (threadIdx.x >> 5)) * kSiluRows;
+    const unsigned kb0 = blockIdx.y * kSiluBlocks, kb = kb0 + (lane >> 3);  // the lane's block
+    const unsigned R = p.R, routed = p.routed_rows, imax = p.imax, kb_i = unsigned(p.I) / 128;
+    unsigned kb_n[kSiluRows];  // 0 past R
+    unsigned kb_max = 0;
 #pragma unroll
-        for (int b = 0; b < kSiluBatch; ++b) {
-            if (b < nb) {
-                gr[b] = g[(kb0 + b) * 32 + lane];
-                ur[b] = u[(kb0 + b) * 32 + lane];
+    for (int i = 0; i < kSiluRows; ++i) {
+        const unsigned r = r0 + i;
+        kb_n[i] = r < R ? (r >= routed ? unsigned(p.I_shared) / 128 : kb_i) : 0;
+        kb_max = kb_n[i] > kb_max ? kb_n[i] : kb_max;
+    }
+    if (kb0 >= kb_max) return;
+    // The lane's slot of (row i, chunk c, gate / up): its own 16 bytes of the warp's stage.
+    uint8_t* stage = ptx::dynamic_smem() + (threadIdx.x >> 5) * kSiluWarpSmemBytes + lane * 16;
+    auto slot = [&](int i, int c, int up) { return stage + ((i * 2 + c) * 2 + up) * 512; };
+    // Copies of blocks that do not exist (past the row's I, rows past R) read nothing and fill
+    // zeros; their source is still an address in the buffer (row r0's first block).
+#pragma unroll
+    for (int i = 0; i < kSiluRows; ++i) {
+        const bool ok = kb < kb_n[i];
+        const uint4* g = reinterpret_cast<const uint4*>(p.gu + size_t(ok ? r0 + i : r0) * (2 * imax)) +
+                         (ok ? kb * 16 : 0) + ql;
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+            ptx::cp_async16(ptx::smem_u32(slot(i, c, 0)), g + 8 * c, ok ? 16 : 0);
+            ptx::cp_async16(ptx::smem_u32(slot(i, c, 1)), g + 8 * c + imax / 8, ok ? 16 : 0);
+        }
+        ptx::cp_async_commit();  // a group per row: the waits below count rows
+    }
+#pragma unroll
+    for (int i = 0; i < kSiluRows; ++i) {
+        cp_async_wait_upto(kSiluRows - 1 - i);
+        if (kb0 >= kb_n[i]) continue;
+        const unsigned r = r0 + i;
+        uint32_t gw[8], uw[8];  // bf16 pairs: unpacked next to their use, which halves what is live
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+            const uint4 gc = *reinterpret_cast<const uint4*>(slot(i, c, 0));
+            const uint4 uc = *reinterpret_cast<const uint4*>(slot(i, c, 1));
+            gw[4 * c] = gc.x, gw[4 * c + 1] = gc.y, gw[4 * c + 2] = gc.z, gw[4 * c + 3] = gc.w;
+            uw[4 * c] = uc.x, uw[4 * c + 1] = uc.y, uw[4 * c + 2] = uc.z, uw[4 * c + 3] = uc.w;
+        }
+        float h[16];
+#pragma unroll
+        for (int e = 0; e < 16; ++e) h[e] = silu(bf16_of_pair(gw[e / 2], e % 2)) * bf16_of_pair(uw[e / 2], e % 2);
+        const bool store = kb < kb_n[i];
+        if constexpr (FP8) {
+            // quant128 over a quarter-warp, 16 values a lane: the same amax (the max of the same
+            // set, in another order), scale and codes.
+            float m[8];
+#pragma unroll
+            for (int e = 0; e < 8; ++e) m[e] = fmaxf(fabsf(h[2 * e]), fabsf(h[2 * e + 1]));
+#pragma unroll
+            for (int w = 4; w > 0; w >>= 1)
+#pragma unroll
+                for (int e = 0; e < w; ++e) m[e] = fmaxf(m[e], m[e + w]);
+            float amax = m[0];
+#pragma unroll
+            for (int o = 4; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+            const float scale = amax > 0.0f ? __fdiv_rn(amax, 448.0f) : 1.0f;
+            const uint2 c0 = e4m3x8(h, scale), c1 = e4m3x8(h + 8, scale);
+            if (store) {
+                uint2* dst = reinterpret_cast<uint2*>(p.h8 + size_t(r) * imax) + kb * 16 + ql;
+                dst[0] = c0;
+                dst[8] = c1;
+                // Routed rows: r·(I/128); the shared rows' scales follow them.
+                const size_t sf_row = r < routed ? size_t(r) * kb_i : size_t(routed) * kb_i + size_t(r - routed) * kb_n[i];
+                if (ql == 0) p.sfh[sf_row + kb] = scale;
+            }
+        } else if (store) {
+            uint4* dst = reinterpret_cast<uint4*>(p.h8 + size_t(r) * imax * 2) + kb * 16 + ql;
+#pragma unroll
+            for (int c = 0; c < 2; ++c) {
+                const float* v = h + 8 * c;
+                dst[8 * c] = make_uint4(pack_bf16x2(v[0], v[1]), pack_bf16x2(v[2], v[3]), pack_bf16x2(v[4], v[5]),
+                                        pack_bf16x2(v[6], v[7]));
             }
         }
-        float my_scale = 0.0f;
-#pragma unroll
-        for (int b = 0; b < kSiluBatch; ++b) {
-            if (b >= nb) continue;
-            const float4 hv = silu_mul(bf16x4_to_float4(gr[b]), bf16x4_to_float4(ur[b]));
-            if constexpr (FP8) {
-                const QuantCodes q = quant128(hv);
-                reinterpret_cast<uint32_t*>(p.h8 + size_t(r) * p.imax)[(kb0 + b) * 32 + lane] = q.codes;
-                if (lane == b) my_scale = q.scale;
-            } else {
-                reinterpret_cast<uint2*>(p.h8 + size_t(r) * p.imax * 2)[(kb0 + b) * 32 + lane] =
-                    make_uint2(pack_bf16x2(hv.x, hv.y), pack_bf16x2(hv.z, hv.w));
-            }
-        }
-        if (FP8 && lane < nb) sf[kb0 + lane] = my_scale;
     }
 }
 
@@ -419,8 +526,9 @@ void launch_prefill_gather(const GatherQuantParams& p, bool fp8, int version, cu
 void launch_prefill_silu(const SiluQuantParams& p, bool fp8, int version, cudaStream_t stream) {
     const dim3 grid((p.R + kPrefillWarps - 1) / kPrefillWarps), block(kPrefillWarps * 32);
     if (version == 2) {
-        if (fp8) moe_silu_quant_v2_kernel<true><<<grid, block, 0, stream>>>(p);
-        else moe_silu_quant_v2_kernel<false><<<grid, block, 0, stream>>>(p);
+        const dim3 grid2 = silu_v2_grid(p);
+        if (fp8) moe_silu_quant_v2_kernel<true><<<grid2, block, kSiluSmemBytes, stream>>>(p);
+        else moe_silu_quant_v2_kernel<false><<<grid2, block, kSiluSmemBytes, stream>>>(p);
     } else {
         if (fp8) moe_silu_quant_kernel<true><<<grid, block, 0, stream>>>(p);
         else moe_silu_quant_kernel<false><<<grid, block, 0, stream>>>(p);

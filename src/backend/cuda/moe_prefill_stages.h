@@ -4,7 +4,8 @@
 //  1. the one-block sort (moe_route.cu) and one load in flight per warp in the other stages;
 //  2. a multi-block sort (per-block histograms, one scan block, a stable scatter: rows of an expert
 //     in pair order, so the permutation is a function of the routing alone), and the gather, the
-//     SiLU and the combine with every load of a warp (thread) issued before its first store.
+//     SiLU and the combine with every load of a warp (thread) issued before its first store (the
+//     SiLU: two rows a warp, staged in shared memory by cp.async).
 // Both versions put every (token, expert) row through the same arithmetic, so y is bitwise equal.
 // nvcc-only header (bf16 types); the CPU emulation (bench/kernels/moe_emu.cpp) includes the .cu.
 #pragma once
