@@ -248,54 +248,7 @@ __global__ void __launch_bounds__(kTcPrepThreads, Op::x2 ? 1 : 2) gdn_tc_prep_ke
     __syncthreads();
 
     // ---- W = T (k̂ β e^γ) -> tcW, U = T (v β) -> tcU (T lower triangular: k < m0 + 16).
-    if constexpr (kEarly) {
-        // Balanced (NOTES.md "Session 33"): m-tile mi needs mi + 1 k-steps, so a warp per (m-tile,
-        // column half) left the m-tile-3 warps with 4 steps against the m-tile-0 warps' 1 (the block's
-        // shared memory held until its slowest warp). Here warps 0-3 take m-tiles 0 and 3 and warps
-        // 4-7 m-tiles 1 and 2, each warp a quarter of the columns: 5 k-steps a warp. Every
-        // accumulator sees the same mma in the same k order as before: the same bits.
-        constexpr int NJQ = D / 32;  // 8-column tiles per quarter
-        const int pair = warp >> 2, n0 = (warp & 3) * (D / 4);
-        const int g = lane >> 2, t2 = 2 * (lane & 3);
-#pragma unroll 1
-        for (int s2 = 0; s2 < 2; ++s2) {
-            const int mt = pair == 0 ? (s2 == 0 ? 3 : 0) : (s2 == 0 ? 2 : 1);  // the longer tile first
-            const int mq = 16 * mt;
-            float aw[NJQ][4], au[NJQ][4];
-            tc_zero<NJQ>(aw);
-            tc_zero<NJQ>(au);
-#pragma unroll 1
-            for (int k = 0; k < mq + 16; k += 16) {
-                uint32_t a[4];
-                tc_a_rows(sTb, LDTB, mq, k, a);
-#pragma unroll
-                for (int j = 0; j < NJQ; ++j) {
-                    uint32_t b[2];
-                    tc_b_cols_swz(sKw, LDTB, n0, k, j, b);
-                    Op::mma(aw[j], a, b[0], b[1]);
-                    tc_b_cols_swz(sV, LDTB, n0, k, j, b);
-                    Op::mma(au[j], a, b[0], b[1]);
-                }
-            }
-            // tc_pairs' pairs, addressed from two row pointers per thread (rows mq + g and mq + g + 8)
-            // with the column steps as constant offsets: the per-pair 64-bit index arithmetic was ~20 %
-            // of version 5's instructions (Nsight Compute, session 32). Same values, same places.
-#pragma unroll
-            for (int e = 0; e < 4; e += 2) {
-                const int r = mq + g + 4 * e;
-                if (r >= nc) continue;
-                const int64_t row = row0 + r;
-                uint16_t* const w = p.tcW + (row * Nv + h) * dk + n0 + t2;
-                uint16_t* const u = p.tcU + (row * Nv + h) * dv + n0 + t2;
-#pragma unroll
-                for (int j = 0; j < NJQ; ++j) {
-                    const int cc = n0 + 8 * j + t2;
-                    if (cc < dk) *reinterpret_cast<uint32_t*>(w + 8 * j) = Op::pack(aw[j][e], aw[j][e + 1]);
-                    if (cc < dv) *reinterpret_cast<uint32_t*>(u + 8 * j) = Op::pack(au[j][e], au[j][e + 1]);
-                }
-            }
-        }
-    } else {
+    {
         constexpr int NJ = D / 16;
         const int n0 = half * (D / 2);
         float aw[NJ][4], au[NJ][4];
@@ -321,6 +274,11 @@ __global__ void __launch_bounds__(kTcPrepThreads, Op::x2 ? 1 : 2) gdn_tc_prep_ke
                     tc_b_cols(sV, LDTB, n0, k, j, b);
                     Op::mma(au[j], al, b[0], b[1]);
                     Op::mma(au[j], a, b[0], b[1]);
+                } else if constexpr (kEarly) {
+                    tc_b_cols_swz(sKw, LDTB, n0, k, j, b);
+                    Op::mma(aw[j], a, b[0], b[1]);
+                    tc_b_cols_swz(sV, LDTB, n0, k, j, b);
+                    Op::mma(au[j], a, b[0], b[1]);
                 } else {
                     tc_b_cols(sKw, LDTB, n0, k, j, b);
                     Op::mma(aw[j], a, b[0], b[1]);
@@ -329,27 +287,48 @@ __global__ void __launch_bounds__(kTcPrepThreads, Op::x2 ? 1 : 2) gdn_tc_prep_ke
                 }
             }
         }
-        tc_pairs<NJ>(m0, n0, [&](int j, int e, int r, int cc) {
-            if (r >= nc) return;
-            const int64_t row = row0 + r;
-            const int64_t ow = (row * Nv + h) * dk + cc, ou = (row * Nv + h) * dv + cc;
-            if constexpr (X2) {
-                uint32_t hi, lo;
-                if (cc < dk) {
-                    pack_split(aw[j][e], aw[j][e + 1], hi, lo);
-                    *reinterpret_cast<uint32_t*>(p.tcW + ow) = hi;
-                    *reinterpret_cast<uint32_t*>(p.tcWl + ow) = lo;
+        if constexpr (kEarly) {
+            // tc_pairs' pairs, addressed from two row pointers per thread (rows m0 + g and m0 + g + 8)
+            // with the column steps as constant offsets: the per-pair 64-bit index arithmetic below
+            // was ~20 % of version 5's instructions (Nsight Compute, session 32). Same values, same places.
+            const int g = lane >> 2, t2 = 2 * (lane & 3);
+#pragma unroll
+            for (int e = 0; e < 4; e += 2) {
+                const int r = m0 + g + 4 * e;
+                if (r >= nc) continue;
+                const int64_t row = row0 + r;
+                uint16_t* const w = p.tcW + (row * Nv + h) * dk + n0 + t2;
+                uint16_t* const u = p.tcU + (row * Nv + h) * dv + n0 + t2;
+#pragma unroll
+                for (int j = 0; j < NJ; ++j) {
+                    const int cc = n0 + 8 * j + t2;
+                    if (cc < dk) *reinterpret_cast<uint32_t*>(w + 8 * j) = Op::pack(aw[j][e], aw[j][e + 1]);
+                    if (cc < dv) *reinterpret_cast<uint32_t*>(u + 8 * j) = Op::pack(au[j][e], au[j][e + 1]);
                 }
-                if (cc < dv) {
-                    pack_split(au[j][e], au[j][e + 1], hi, lo);
-                    *reinterpret_cast<uint32_t*>(p.tcU + ou) = hi;
-                    *reinterpret_cast<uint32_t*>(p.tcUl + ou) = lo;
-                }
-            } else {
-                if (cc < dk) *reinterpret_cast<uint32_t*>(p.tcW + ow) = Op::pack(aw[j][e], aw[j][e + 1]);
-                if (cc < dv) *reinterpret_cast<uint32_t*>(p.tcU + ou) = Op::pack(au[j][e], au[j][e + 1]);
             }
-        });
+        } else {
+            tc_pairs<NJ>(m0, n0, [&](int j, int e, int r, int cc) {
+                if (r >= nc) return;
+                const int64_t row = row0 + r;
+                const int64_t ow = (row * Nv + h) * dk + cc, ou = (row * Nv + h) * dv + cc;
+                if constexpr (X2) {
+                    uint32_t hi, lo;
+                    if (cc < dk) {
+                        pack_split(aw[j][e], aw[j][e + 1], hi, lo);
+                        *reinterpret_cast<uint32_t*>(p.tcW + ow) = hi;
+                        *reinterpret_cast<uint32_t*>(p.tcWl + ow) = lo;
+                    }
+                    if (cc < dv) {
+                        pack_split(au[j][e], au[j][e + 1], hi, lo);
+                        *reinterpret_cast<uint32_t*>(p.tcU + ou) = hi;
+                        *reinterpret_cast<uint32_t*>(p.tcUl + ou) = lo;
+                    }
+                } else {
+                    if (cc < dk) *reinterpret_cast<uint32_t*>(p.tcW + ow) = Op::pack(aw[j][e], aw[j][e + 1]);
+                    if (cc < dv) *reinterpret_cast<uint32_t*>(p.tcU + ou) = Op::pack(au[j][e], au[j][e + 1]);
+                }
+            });
+        }
     }
 }
 
