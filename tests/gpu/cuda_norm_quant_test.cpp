@@ -188,6 +188,7 @@ TEST(CudaNormQuant, RmsNormLinearsSameBitsWithTheOptionOnAndOff) {
 
 TEST(CudaNormQuant, OptionValidated) {
     QS_REQUIRE_GPU();
+    GTEST_FLAG_SET(death_test_style, "threadsafe");  // the parent has a CUDA context: the child re-executes
     cuda::CudaOptions o;
     EXPECT_EQ(o.fused_norm_quant, 1);  // on by default
     o.fused_norm_quant = 2;
