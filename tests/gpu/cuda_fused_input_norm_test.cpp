@@ -27,6 +27,7 @@
 #include "backend/cpu/cpu_ops.h"
 #include "config/model_config.h"
 #include "gpu_test_util.h"
+#include "norm_linears_run.h"
 #include "model/qwen36.h"
 #include "model/single_sequence.h"
 #include "model/weights.h"
@@ -100,35 +101,13 @@ TEST(CudaFusedInputNorm, SameBitsAsTheNormKernelThenLinears) {
                                          (with_pending ? " with pending" : "");
                 const auto x = gpu_test::random_floats(size_t(T * H), rng, 3.0f);
                 const auto pending = gpu_test::random_floats(size_t(T * H), rng, 1.5f);
-                struct Run {
-                    std::vector<float> h, x, pending;
-                    std::vector<std::vector<float>> ys;
-                };
                 auto run = [&](cuda::CudaOps& ops) {
-                    float* dx = gpu_test::to_device(ops, x);
-                    float* dp = with_pending ? gpu_test::to_device(ops, pending) : nullptr;
-                    float* h = ops.alloc(T * H);
-                    std::vector<float*> ys;
-                    for (const LinearWeight* l : g.ws) ys.push_back(ops.alloc(T * l->out_features));
-                    if (g.ws.size() == 3) {
-                        ops.rms_norm_linears(dx, dp, *g.norm, T, H, eps, h,
-                                             {{*g.ws[0], ys[0]}, {*g.ws[1], ys[1]}, {*g.ws[2], ys[2]}});
-                    } else {
-                        ops.rms_norm_linears(dx, dp, *g.norm, T, H, eps, h,
-                                             {{*g.ws[0], ys[0]}, {*g.ws[1], ys[1]}, {*g.ws[2], ys[2]}, {*g.ws[3], ys[3]}});
-                    }
-                    Run r;
-                    r.h = gpu_test::to_host(ops, h, size_t(T * H));
-                    r.x = gpu_test::to_host(ops, dx, size_t(T * H));
-                    if (dp != nullptr) r.pending = gpu_test::to_host(ops, dp, size_t(T * H));
-                    for (size_t i = 0; i < ys.size(); ++i)
-                        r.ys.push_back(gpu_test::to_host(ops, ys[i], size_t(T * g.ws[i]->out_features)));
-                    ops.free_all();
-                    return r;
+                    return gpu_test::run_rms_norm_linears(ops, *g.norm, g.ws, x, with_pending ? &pending : nullptr, T, H,
+                                                          eps);
                 };
                 const int64_t fused_before = on.fused_input_norms(), two_before = two.fused_input_norms();
                 const int64_t v3_before = on.gemm().fp8_counts().small_rows_v3_launches;
-                const Run a = run(off), b = run(on), c = run(two);
+                const gpu_test::NormLinearsRun a = run(off), b = run(on), c = run(two);
                 EXPECT_EQ(on.fused_input_norms() - fused_before, T <= 4 ? 1 : 0) << what;
                 // Version 3 takes the FP8 launch (the GDN qkv/z: one; q/k/v: one) with the norm or without.
                 EXPECT_EQ(on.gemm().fp8_counts().small_rows_v3_launches - v3_before, k.version == 3 && T <= 4 ? 1 : 0)

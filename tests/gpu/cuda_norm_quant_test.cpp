@@ -19,6 +19,7 @@
 #include "backend/cuda/gemm.h"
 #include "config/model_config.h"
 #include "gpu_test_util.h"
+#include "norm_linears_run.h"
 #include "model/weights.h"
 
 using namespace qs;
@@ -140,35 +141,13 @@ TEST(CudaNormQuant, RmsNormLinearsSameBitsWithTheOptionOnAndOff) {
                                          (with_pending ? " with pending" : "");
                 const auto x = gpu_test::random_floats(size_t(T * H), rng, 3.0f);
                 const auto pending = gpu_test::random_floats(size_t(T * H), rng, 1.5f);
-                struct Run {
-                    std::vector<float> h, x, pending;
-                    std::vector<std::vector<float>> ys;
-                };
                 auto run = [&](cuda::CudaOps& ops) {
-                    float* dx = gpu_test::to_device(ops, x);
-                    float* dp = with_pending ? gpu_test::to_device(ops, pending) : nullptr;
-                    float* h = ops.alloc(T * H);
-                    std::vector<float*> ys;
-                    for (const LinearWeight* l : g.ws) ys.push_back(ops.alloc(T * l->out_features));
-                    if (g.ws.size() == 3) {
-                        ops.rms_norm_linears(dx, dp, *g.norm, T, H, eps, h,
-                                             {{*g.ws[0], ys[0]}, {*g.ws[1], ys[1]}, {*g.ws[2], ys[2]}});
-                    } else {
-                        ops.rms_norm_linears(dx, dp, *g.norm, T, H, eps, h,
-                                             {{*g.ws[0], ys[0]}, {*g.ws[1], ys[1]}, {*g.ws[2], ys[2]}, {*g.ws[3], ys[3]}});
-                    }
-                    Run r;
-                    r.h = gpu_test::to_host(ops, h, size_t(T * H));
-                    r.x = gpu_test::to_host(ops, dx, size_t(T * H));
-                    if (dp != nullptr) r.pending = gpu_test::to_host(ops, dp, size_t(T * H));
-                    for (size_t i = 0; i < ys.size(); ++i)
-                        r.ys.push_back(gpu_test::to_host(ops, ys[i], size_t(T * g.ws[i]->out_features)));
-                    ops.free_all();
-                    return r;
+                    return gpu_test::run_rms_norm_linears(ops, *g.norm, g.ws, x, with_pending ? &pending : nullptr, T, H,
+                                                          eps);
                 };
                 const int64_t made_before = on.gemm().norm_quants();
                 const int64_t block_before = on.gemm().fp8_counts().block_scaled;
-                const Run a = run(off), b = run(on);
+                const gpu_test::NormLinearsRun a = run(off), b = run(on);
                 EXPECT_EQ(on.gemm().norm_quants() - made_before, 1) << what << ": the norm did not quantise h";
                 EXPECT_GE(on.gemm().fp8_counts().block_scaled - block_before, 2) << what << ": block-scaled GEMMs";
                 EXPECT_EQ(off.gemm().norm_quants(), 0) << what;

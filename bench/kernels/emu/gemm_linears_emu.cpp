@@ -603,6 +603,18 @@ void run_case(const Case& c, int64_t T, LinearPolicy policy, int small_rows, con
     cudaFree(dx_raw);
 }
 
+// Outputs for every weight of hs at T rows, NaN until written (a path that skips one shows), and the
+// weight and output lists a Gemm call takes.
+void nan_outputs(const std::vector<HostLinear>& hs, int64_t T, std::vector<std::vector<float>>& y,
+                 std::vector<const DeviceLinear*>& ws, std::vector<float*>& ys) {
+    y.resize(hs.size());
+    for (size_t i = 0; i < hs.size(); ++i) {
+        y[i].assign(size_t(T * hs[i].lin.out), NAN);
+        ws.push_back(&hs[i].lin);
+        ys.push_back(y[i].data());
+    }
+}
+
 // Gemm::norm_linears: fused (the norm on the first FP8 small-rows launch when one applies) against
 // not (the norm launch, then linears): h and every output bitwise equal (a launch reading h before
 // the fused launch wrote it would read NaN), the norm launched only where no FP8 small-rows launch
@@ -627,12 +639,7 @@ void run_norm_case(const Case& c, int64_t T, bool with_pending, int small_rows, 
         DeviceArena arena(size_t(4) << 20);
         std::vector<const DeviceLinear*> ws;
         std::vector<float*> ys;
-        y_of[fused].resize(hs.size());
-        for (size_t i = 0; i < hs.size(); ++i) {
-            y_of[fused][i].assign(size_t(T * hs[i].lin.out), NAN);
-            ws.push_back(&hs[i].lin);
-            ys.push_back(y_of[fused][i].data());
-        }
+        nan_outputs(hs, T, y_of[fused], ws, ys);
         h_of[fused].assign(x.size(), NAN);
         const SmallLinearInputNorm norm{with_pending ? pending.data() : nullptr, nw.data(), 1e-6f, h_of[fused].data()};
         const int64_t n0 = g_norm_launches, f0 = g_fp8_v2_norm_launches;
@@ -694,12 +701,7 @@ void run_norm_quant_case(const Case& c, int64_t T, bool with_pending, LinearPoli
         DeviceArena arena(size_t(4) << 20);
         std::vector<const DeviceLinear*> ws;
         std::vector<float*> ys;
-        y_of[on].resize(hs.size());
-        for (size_t i = 0; i < hs.size(); ++i) {
-            y_of[on][i].assign(size_t(T * hs[i].lin.out), NAN);
-            ws.push_back(&hs[i].lin);
-            ys.push_back(y_of[on][i].data());
-        }
+        nan_outputs(hs, T, y_of[on], ws, ys);
         h_of[on].assign(x.size(), NAN);
         const SmallLinearInputNorm norm{with_pending ? pending.data() : nullptr, nw.data(), 1e-6f, h_of[on].data()};
         const int64_t n0 = g_norm_launches, q0 = g_quant_launches, f0 = g_norm_quant_launches;

@@ -517,20 +517,6 @@ void CudaOps::rms_norm_linears(const float* x, const float* pending, const Param
                                double eps, float* h, std::initializer_list<LinearOut> outs) {
     if (n > kAddRmsNormMaxCols || outs.size() == 0) return Ops::rms_norm_linears(x, pending, w, T, n, eps, h, outs);
     const SmallLinearInputNorm norm{pending, weights_.vec(w), float(eps), h};
-    // The fused launch quantises x once for all the weights: it needs the shared input.
-    if (T <= options_.fused_input_norm && options_.shared_linear_input == 1) {
-        std::vector<const DeviceLinear*> ws;
-        std::vector<float*> ys;
-        for (const LinearOut& o : outs) {
-            QS_CHECK(o.w.in_features == n);
-            ws.push_back(&weights_.linear(o.w));
-            ys.push_back(o.y);
-        }
-        // One profile entry: the norm runs inside the group's launch (or just before it).
-        const auto prof = op_scope("linears");
-        if (gemm_->norm_linears(x, norm, true, T, ws, ys, arena_, stream_)) ++fused_input_norms_;
-        return;
-    }
     if (options_.shared_linear_input == 0) {
         {
             const auto prof = op_scope(pending != nullptr ? "add_rms_norm" : "rms_norm");
@@ -544,6 +530,13 @@ void CudaOps::rms_norm_linears(const float* x, const float* pending, const Param
         QS_CHECK(o.w.in_features == n);
         ws.push_back(&weights_.linear(o.w));
         ys.push_back(o.y);
+    }
+    // The fused launch quantises x once for all the weights: it needs the shared input.
+    if (T <= options_.fused_input_norm) {
+        // One profile entry: the norm runs inside the group's launch (or just before it).
+        const auto prof = op_scope("linears");
+        if (gemm_->norm_linears(x, norm, true, T, ws, ys, arena_, stream_)) ++fused_input_norms_;
+        return;
     }
     Gemm::QuantisedInput xq;  // h's e4m3 codes when the norm's launch made them (fused_norm_quant)
     {
