@@ -78,24 +78,14 @@ TEST(CudaFusedInputNorm, SameBitsAsTheNormKernelThenLinears) {
     off.prepare_weights(weight_set(w));
     on.prepare_weights(weight_set(w));
     two.prepare_weights(weight_set(w));
-    const DecoderLayerWeights *attn = nullptr, *gdn = nullptr;
-    for (const auto& l : w.layers) (l.type == LayerType::kFullAttention ? attn : gdn) = &l;
-    ASSERT_TRUE(attn && gdn);
-    struct Group {
-        const char* name;
-        const ParamVector* norm;
-        std::vector<const LinearWeight*> ws;
-    };
-    const std::vector<Group> groups = {
-        {"attention q/k/v", &attn->input_layernorm, {&attn->attn.q_proj, &attn->attn.k_proj, &attn->attn.v_proj}},
-        {"gdn qkv/z/b/a", &gdn->input_layernorm,
-         {&gdn->gdn.in_proj_qkv, &gdn->gdn.in_proj_z, &gdn->gdn.in_proj_b, &gdn->gdn.in_proj_a}}};
+    const std::vector<gpu_test::NormLinearsGroup> groups = gpu_test::input_norm_groups(w);
+    ASSERT_EQ(groups.size(), 2u);
     const int64_t H = w.config.hidden_size;
     const double eps = w.config.rms_norm_eps;
     CpuOps cpu;
     std::mt19937 rng{515};
     for (const int64_t T : {1, 2, 3, 4, 5, 64}) {
-        for (const Group& g : groups) {
+        for (const gpu_test::NormLinearsGroup& g : groups) {
             for (const bool with_pending : {false, true}) {
                 const std::string what = std::string(g.name) + " T=" + std::to_string(T) +
                                          (with_pending ? " with pending" : "");

@@ -10,6 +10,25 @@
 
 namespace qs::gpu_test {
 
+// The input norm's projection groups of a model's first full-attention and first GDN layer.
+struct NormLinearsGroup {
+    const char* name;
+    const ParamVector* norm;
+    std::vector<const LinearWeight*> ws;
+};
+inline std::vector<NormLinearsGroup> input_norm_groups(const ModelWeights& w) {
+    const DecoderLayerWeights *attn = nullptr, *gdn = nullptr;
+    for (const auto& l : w.layers) {
+        if (l.type == LayerType::kFullAttention && attn == nullptr) attn = &l;
+        if (l.type != LayerType::kFullAttention && gdn == nullptr) gdn = &l;
+    }
+    EXPECT_TRUE(attn != nullptr && gdn != nullptr) << "a model with both layer types";
+    if (attn == nullptr || gdn == nullptr) return {};
+    return {{"attention q/k/v", &attn->input_layernorm, {&attn->attn.q_proj, &attn->attn.k_proj, &attn->attn.v_proj}},
+            {"gdn qkv/z/b/a", &gdn->input_layernorm,
+             {&gdn->gdn.in_proj_qkv, &gdn->gdn.in_proj_z, &gdn->gdn.in_proj_b, &gdn->gdn.in_proj_a}}};
+}
+
 struct NormLinearsRun {
     std::vector<float> h, x, pending;       // pending empty when the call had none
     std::vector<std::vector<float>> ys;     // one per weight, [T, out_features]
