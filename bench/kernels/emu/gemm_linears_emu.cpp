@@ -615,6 +615,19 @@ void nan_outputs(const std::vector<HostLinear>& hs, int64_t T, std::vector<std::
     }
 }
 
+// A norm case's x [T, in], pending addend and norm weights [in].
+struct NormInputs {
+    std::vector<float> x, pending, nw;
+};
+NormInputs norm_inputs(int64_t T, int64_t in, std::mt19937& rng) {
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    NormInputs n{std::vector<float>(size_t(T * in)), std::vector<float>(size_t(T * in)), std::vector<float>(size_t(in))};
+    for (float& v : n.x) v = 2.0f * nd(rng);
+    for (float& v : n.pending) v = nd(rng);
+    for (float& v : n.nw) v = 0.2f * nd(rng);
+    return n;
+}
+
 // Gemm::norm_linears: fused (the norm on the first FP8 small-rows launch when one applies) against
 // not (the norm launch, then linears): h and every output bitwise equal (a launch reading h before
 // the fused launch wrote it would read NaN), the norm launched only where no FP8 small-rows launch
@@ -622,11 +635,7 @@ void nan_outputs(const std::vector<HostLinear>& hs, int64_t T, std::vector<std::
 void run_norm_case(const Case& c, int64_t T, bool with_pending, int small_rows, std::mt19937& rng) {
     std::vector<HostLinear> hs(c.weights.size());
     for (size_t i = 0; i < hs.size(); ++i) make(hs[i], c.weights[i].first, c.weights[i].second, c.in, rng, c.int4);
-    std::normal_distribution<float> nd(0.0f, 1.0f);
-    std::vector<float> x(size_t(T * c.in)), pending(x.size()), nw(size_t(c.in));
-    for (float& v : x) v = 2.0f * nd(rng);
-    for (float& v : pending) v = nd(rng);
-    for (float& v : nw) v = 0.2f * nd(rng);
+    auto [x, pending, nw] = norm_inputs(T, c.in, rng);
     const std::vector<float> x0 = x, pending0 = pending;
     std::string why;
     std::vector<float> h_of[2];
@@ -679,11 +688,7 @@ void run_norm_quant_case(const Case& c, int64_t T, bool with_pending, LinearPoli
                          const std::set<int64_t>& refuse, std::mt19937& rng) {
     std::vector<HostLinear> hs(c.weights.size());
     for (size_t i = 0; i < hs.size(); ++i) make(hs[i], c.weights[i].first, c.weights[i].second, c.in, rng, c.int4);
-    std::normal_distribution<float> nd(0.0f, 1.0f);
-    std::vector<float> x(size_t(T * c.in)), pending(x.size()), nw(size_t(c.in));
-    for (float& v : x) v = 2.0f * nd(rng);
-    for (float& v : pending) v = nd(rng);
-    for (float& v : nw) v = 0.2f * nd(rng);
+    auto [x, pending, nw] = norm_inputs(T, c.in, rng);
     // Some rows much larger than the rest: a row's groups get different scales.
     for (int64_t i = 0; i < c.in; i += 3) x[size_t(i)] *= 40.0f;
     const std::vector<float> x0 = x, pending0 = pending;

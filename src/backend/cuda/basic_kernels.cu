@@ -321,18 +321,24 @@ void launch_add(float* x, const float* y, int64_t n, cudaStream_t stream) {
     QS_CUDA_CHECK_LAUNCH();
 }
 
+// add_rms_norm_zc_kernel over `blocks` rows, its row width instantiated for n.
+template <bool kQuant>
+void launch_add_rms_norm_rows(int64_t blocks, const float* x, const float* y1, const float* y2, float* x_out,
+                              const float* w, int64_t n, float eps, float* out, const NormQuantOut& qo,
+                              cudaStream_t stream) {
+    static_assert(kAddRmsNormMaxCols == 16 * kThreads, "the widest instantiation below covers kAddRmsNormMaxCols");
+    const unsigned grid = unsigned(blocks);
+    if (n <= 2 * kThreads) add_rms_norm_zc_kernel<2, kQuant><<<grid, kThreads, 0, stream>>>(x, y1, y2, x_out, w, n, eps, out, qo);
+    else if (n <= 8 * kThreads) add_rms_norm_zc_kernel<8, kQuant><<<grid, kThreads, 0, stream>>>(x, y1, y2, x_out, w, n, eps, out, qo);
+    else add_rms_norm_zc_kernel<16, kQuant><<<grid, kThreads, 0, stream>>>(x, y1, y2, x_out, w, n, eps, out, qo);
+    QS_CUDA_CHECK_LAUNCH();
+}
+
 void launch_residual_rms_norm_zc(const float* x, const float* y1, const float* y2, float* x_out, const float* w,
                                  int64_t T, int64_t n, float eps, float* out, cudaStream_t stream) {
     if (T == 0) return;
     QS_CHECK_MSG(n >= 1 && n <= kAddRmsNormMaxCols, "launch_residual_rms_norm_zc: rows of 1 to 4,096 columns");
-    static_assert(kAddRmsNormMaxCols == 16 * kThreads, "the widest instantiation below covers kAddRmsNormMaxCols");
-    const NormQuantOut none;
-    if (n <= 2 * kThreads)
-        add_rms_norm_zc_kernel<2, false><<<unsigned(T), kThreads, 0, stream>>>(x, y1, y2, x_out, w, n, eps, out, none);
-    else if (n <= 8 * kThreads)
-        add_rms_norm_zc_kernel<8, false><<<unsigned(T), kThreads, 0, stream>>>(x, y1, y2, x_out, w, n, eps, out, none);
-    else add_rms_norm_zc_kernel<16, false><<<unsigned(T), kThreads, 0, stream>>>(x, y1, y2, x_out, w, n, eps, out, none);
-    QS_CUDA_CHECK_LAUNCH();
+    launch_add_rms_norm_rows<false>(T, x, y1, y2, x_out, w, n, eps, out, NormQuantOut{}, stream);
 }
 
 void launch_residual_rms_norm_quant(const float* x, const float* y1, const float* y2, float* x_out, const float* w,
@@ -342,13 +348,8 @@ void launch_residual_rms_norm_quant(const float* x, const float* y1, const float
     QS_CHECK_MSG(n >= 128 && n <= kAddRmsNormMaxCols && n % 128 == 0 && T_pad >= T && T_pad % 4 == 0 && q && scales,
                  "launch_residual_rms_norm_quant: rows of 128 to 4,096 columns in whole groups of 128, T_pad >= T "
                  "a multiple of 4");
-    const NormQuantOut qo{q, scales, T, T_pad};
-    if (n <= 2 * kThreads)
-        add_rms_norm_zc_kernel<2, true><<<unsigned(T_pad), kThreads, 0, stream>>>(x, y1, y2, x_out, w, n, eps, out, qo);
-    else if (n <= 8 * kThreads)
-        add_rms_norm_zc_kernel<8, true><<<unsigned(T_pad), kThreads, 0, stream>>>(x, y1, y2, x_out, w, n, eps, out, qo);
-    else add_rms_norm_zc_kernel<16, true><<<unsigned(T_pad), kThreads, 0, stream>>>(x, y1, y2, x_out, w, n, eps, out, qo);
-    QS_CUDA_CHECK_LAUNCH();
+    // T_pad blocks: those past T write the padding rows.
+    launch_add_rms_norm_rows<true>(T_pad, x, y1, y2, x_out, w, n, eps, out, NormQuantOut{q, scales, T, T_pad}, stream);
 }
 
 void launch_add_rms_norm_zc(float* x, const float* y, const float* w, int64_t T, int64_t n, float eps, float* out,

@@ -59,7 +59,7 @@ RecArgs make_rec_args(const GatedDeltaNetParams& p) {
     a.chunks = map ? p.batch.gdn_chunks : nullptr;
     a.num_chunks = map ? p.batch.gdn_chunk_count : 0;
     a.chunk_seqs = map ? p.batch.gdn_chunk_seqs : nullptr;
-    a.num_chunk_seqs = map && a.chunk_seqs != nullptr ? p.batch.gdn_chunk_seq_count : 0;
+    a.num_chunk_seqs = a.chunk_seqs != nullptr ? p.batch.gdn_chunk_seq_count : 0;
     a.Nk = p.Nk; a.Nv = p.Nv; a.Dk = p.Dk; a.Dv = p.Dv;
     a.C = 2 * p.Nk * p.Dk + p.Nv * p.Dv;
     a.eps = p.eps;

@@ -273,7 +273,8 @@ Gemm::QuantisedInput Gemm::norm_for_linears(const float* x, const SmallLinearInp
     bool block_scaled = false;
     for (const DeviceLinear* w : ws) block_scaled = block_scaled || route(*w, norm.h, T) == Route::kFp8Block;
     QuantisedInput xq;
-    if (!norm_quant_ || !block_scaled || in % 128 != 0 || T == 0) {
+    // (The block-scaled route takes only in % 128 == 0: whole quantisation groups.)
+    if (!norm_quant_ || !block_scaled || T == 0) {
         launch_residual_rms_norm_zc(x, norm.pending, nullptr, nullptr, norm.w, T, in, norm.eps, norm.h, stream);
         return xq;
     }
