@@ -51,6 +51,10 @@
 //          bit-identical)
 //          [--gdn-chunk-map 0|1]  (CudaOptions::gdn_chunk_map: 1 (default) = the chunked GDN prefill
 //          kernels' blocks from a per-batch chunk map, 0 = a block per key searching the sequences)
+//          [--gdn-side-stream 0|1]  (CudaOptions::gdn_side_stream: 1 (default) = a GDN call's one-token
+//          and short sequences on a second stream beside its chunk kernels, 0 = one stream)
+//          [--gdn-side-blocks 0|33|66|132|264]  (CudaOptions::gdn_side_blocks: the warp slices' grid on
+//          that stream; 0 = half the SM count)
 //          [--gdn-decode-kernel -1|0|1|2]  (CudaOptions::gdn_decode_kernel: the token-serial GDN
 //          sequences' kernel; -1 = by shape, 0 = one block per head, 1 = streaming, 2 = one-token
 //          rows by warp slices)
@@ -131,6 +135,8 @@ const std::vector<KernelOption>& kernel_options() {
         {"gdn-decode-version", {1, 2}, &O::gdn_decode_version},
         {"gdn-slices-version", {1, 2, 3}, &O::gdn_slices_version},
         {"gdn-chunk-map", {0, 1}, &O::gdn_chunk_map},
+        {"gdn-side-stream", {0, 1}, &O::gdn_side_stream},
+        {"gdn-side-blocks", {0, 33, 66, 132, 264}, &O::gdn_side_blocks},
         {"gdn-decode-kernel", {-1, 0, 1, 2}, &O::gdn_decode_kernel},
         {"moe-int4-grouped", {0, 1}, &O::moe_int4_grouped},
         {"nvfp4-kernels", {0, 1}, &O::nvfp4_kernels},

@@ -52,6 +52,7 @@
 #include <cuda_runtime.h>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_limits.h"
 #include "backend/cuda/gdn_chunk_map.h"
 #include "backend/cuda/gdn_kernels.h"
 #include "backend/cuda/gdn_tc_phases.h"
@@ -324,7 +325,15 @@ struct Path {
     int stages = 0;  // decode_stages (version 2: cp.async stages in use, 0 = all)
     int sver = 1;    // slices_version: the warp-slice kernel's version (2 = block-shared ring of whole rows, 3 = + row stores)
     bool map = false;  // DeviceBatch::gdn_chunks as CudaOps uploads it (the chunk grids' blocks read their chunk)
+    // GatedDeltaNetParams::side_stream: 0 one stream; -1 the token-serial kernels on a side stream with
+    // the default slice grid; n > 0 the same with n slice blocks (side_blocks).
+    int side = 0;
     std::string name() const {
+        if (side != 0) {
+            Path p = *this;
+            p.side = 0;
+            return p.name() + "+side" + (side > 0 ? std::to_string(side) : std::string());
+        }
         if (map) {
             Path p = *this;
             p.map = false;
@@ -426,6 +435,25 @@ Path with_map(Path p) {
     p.map = true;
     return p;
 }
+Path with_side(Path p, int side) {
+    p.side = side;
+    return p;
+}
+// The lab's side stream and its fork/join events (made on first use, kept for the process).
+struct SideStream {
+    cudaStream_t stream = nullptr;
+    cudaEvent_t fork = nullptr, join = nullptr;
+};
+const SideStream& side_stream() {
+    static SideStream s = [] {
+        SideStream n;
+        QS_CUDA_CHECK(cudaStreamCreateWithFlags(&n.stream, cudaStreamNonBlocking));
+        QS_CUDA_CHECK(cudaEventCreateWithFlags(&n.fork, cudaEventDisableTiming));
+        QS_CUDA_CHECK(cudaEventCreateWithFlags(&n.join, cudaEventDisableTiming));
+        return n;
+    }();
+    return s;
+}
 const Path kTc6Map = with_map(kTc6), kTc6_64Map = with_map(kTc6_64), kTc6All64Map = with_map(kTc6All64);
 
 // The summary table (--cpar): one row per timed (case, path), with that case's checked errors.
@@ -458,6 +486,8 @@ struct DeviceProblem {
         int32_t count;
         int32_t* seqs;
         int32_t seq_count;
+        int32_t* short_seqs;  // the serial kernel's list beside the warp slices (fill_gdn_short_seqs)
+        int32_t short_count;
     };
     mutable std::vector<ChunkMap> chunk_maps;
     size_t ws_bytes;
@@ -502,6 +532,7 @@ struct DeviceProblem {
         for (auto& m : chunk_maps) {
             QS_CUDA_CHECK(cudaFree(m.chunks));
             QS_CUDA_CHECK(cudaFree(m.seqs));
+            QS_CUDA_CHECK(cudaFree(m.short_seqs));
         }
     }
     void reset_state() {
@@ -532,9 +563,13 @@ struct DeviceProblem {
         }
         std::vector<int32_t> list(host_seqs.size() + 1);
         const int32_t ns = qs::cuda::fill_gdn_chunked_seqs(host_seqs.data(), int32_t(host_seqs.size()), chunk_min, list.data());
-        ChunkMap m{chunk_min, dalloc<qs::cuda::GdnChunk>(map.size()), n, dalloc<int32_t>(list.size()), ns};
+        std::vector<int32_t> shorts(host_seqs.size() + 1);
+        const int32_t nsh = qs::cuda::fill_gdn_short_seqs(host_seqs.data(), int32_t(host_seqs.size()), chunk_min, shorts.data());
+        ChunkMap m{chunk_min, dalloc<qs::cuda::GdnChunk>(map.size()), n, dalloc<int32_t>(list.size()), ns,
+                   dalloc<int32_t>(shorts.size()), nsh};
         upload(m.chunks, map);
         upload(m.seqs, list);
+        upload(m.short_seqs, shorts);
         chunk_maps.push_back(m);
         return m;
     }
@@ -554,6 +589,8 @@ struct DeviceProblem {
             bt.gdn_chunk_min = path.chunk_min;
             bt.gdn_chunk_seqs = m.seqs;
             bt.gdn_chunk_seq_count = m.seq_count;
+            bt.gdn_short_seqs = m.short_seqs;
+            bt.gdn_short_seq_count = m.short_count;
         }
         p.batch = bt;
         p.workspace = ws; p.out = out;
@@ -567,6 +604,13 @@ struct DeviceProblem {
         p.decode_stages = path.stages;
         p.slices_version = path.sver;
         p.prefill_version = path.ver;
+        if (path.side != 0) {
+            const SideStream& ss = side_stream();
+            p.side_stream = ss.stream;
+            p.side_fork = ss.fork;
+            p.side_join = ss.join;
+            p.side_blocks = path.side > 0 ? path.side : 0;
+        }
         return p;
     }
 };
@@ -962,7 +1006,10 @@ int run_tc_speed(std::mt19937_64& rng) {
         std::vector<int> slots(lens.size());
         for (size_t i = 0; i < slots.size(); ++i) slots[i] = int((i * 7 + 3) % slots.size());
         const Problem Q = make_problem(kReal, lens, slots, int(lens.size()), rng, true);  // bf16 state, as served
-        time_case("mixed16x1024+1024x1", Q, true, {kTc6, kTc6Map});
+        const int sms = qs::cuda::sm_count();
+        time_case("mixed16x1024+1024x1", Q, true,
+                  {kTc6, kTc6Map, with_side(kTc6Map, -1), with_side(kTc6Map, sms), with_side(kTc6Map, sms / 2),
+                   with_side(kTc6Map, sms / 4)});
     }
     std::printf("\n| case | path | total us (conv included) | recurrence us | prep / state pass / output us |\n| --- | --- | --- "
                 "| --- | --- |\n");
@@ -1225,6 +1272,17 @@ int main(int argc, char** argv) {
                 expect_same_bits(name, kTc6_64, kTc6_64Map);  // the block map: the same chunks, the same bits
                 expect_same_bits(name, kTc6All64, kTc6All64Map);
             }
+        }
+        if (v6) {
+            // Beside the warp slices (bf16 state, Dk = Dv = 64): one-row, short (serial kernel) and
+            // chunked sequences; with the map the serial kernel's grid is the short-sequence list.
+            const Problem S = make_problem(kTiny, {1, 5, 130, 2, 64, 1, 17}, {5, 0, 3, 7, 1, 6, 2}, 9, rng, true);
+            const Ref RS = make_ref(S, true);
+            const Path side = with_side(kTc6_64Map, -1), side1 = with_side(kTc6_64Map, 1);
+            for (const Path& path : {kTc6_64, kTc6_64Map, side, side1}) check_case("slices-mix", S, RS, true, path, kStateBf16Tol);
+            expect_same_bits("slices-mix", kTc6_64, kTc6_64Map);
+            expect_same_bits("slices-mix", kTc6_64Map, side);  // concurrent kernels, disjoint outputs
+            expect_same_bits("slices-mix", kTc6_64Map, side1);
         }
         const Problem P = make_problem(kOdd32, {3, 70, 1, 2}, {4, 1, 0, 2}, 5, rng, true);
         const Ref R = make_ref(P, true);

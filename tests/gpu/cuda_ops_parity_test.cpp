@@ -736,6 +736,13 @@ TEST(CudaOptionsChoice, MoeGemmPathAndGdnChunkMapValidated) {
     EXPECT_EQ(m.gdn_chunk_map, 1);  // the chunk map by default
     m.gdn_chunk_map = 2;
     EXPECT_DEATH(cuda::CudaOps ops(m), "gdn_chunk_map must be 0 or 1");
+    cuda::CudaOptions s;
+    EXPECT_EQ(s.gdn_side_stream, 1);  // the side stream by default
+    s.gdn_side_stream = 2;
+    EXPECT_DEATH(cuda::CudaOps ops(s), "gdn_side_stream must be 0 or 1");
+    cuda::CudaOptions b;
+    b.gdn_side_blocks = -1;
+    EXPECT_DEATH(cuda::CudaOps ops(b), "gdn_side_blocks must be in \\[0, 65535\\]");
 }
 
 // Session 27's options: the fused norms' row limits (defaults where the H200 showed a gain), the
@@ -1111,7 +1118,9 @@ std::vector<OwnedBatch> CudaOpsParity::gdn_prefill_batches() {
 // The chunked kernels' blocks from the per-batch chunk map (CudaOptions::gdn_chunk_map 1, the
 // default; gdn_chunk_map.h) against a block per key searching the sequences (0): the same chunks,
 // so the same outputs and states bit for bit, fp32 and bf16 state (each with its default prefill
-// version), on the prefill batches and a serving step's shape: prompts beside one-row sequences.
+// version), on the prefill batches and a serving step's shape: prompts beside one-row and short
+// sequences (with bf16 state at the real shape the one-row ones take the warp slices and the short
+// ones the serial kernel, over the batch's short-sequence list with the map).
 TEST_P(CudaOpsParity, GatedDeltaNetChunkMapEqualsSearch) {
     for (bool ssm_bf16 : {false, true}) {
         cuda::CudaOptions search;
@@ -1128,8 +1137,38 @@ TEST_P(CudaOpsParity, GatedDeltaNetChunkMapEqualsSearch) {
         serving.push_back({0, 1, 2});
         serving.push_back({0, 129, 5});
         serving.push_back({0, 1, 3});
+        serving.push_back({0, 17, 6});  // short sequences: the serial kernel's list with the map
+        serving.push_back({0, 2, 7});
         batches.push_back(make_batch(serving, 16, 1, rng_, int(config_.vocab_size)));
         expect_gdn_options_equal(batches, 20, search, "search", map, "map", ssm_bf16 ? kBf16Bound : kF16OperandBound);
+    }
+}
+
+// The token-serial kernels on a side stream beside the chunk kernels (CudaOptions::gdn_side_stream 1,
+// the default, at the default slice grid and at one block) against one stream (0): disjoint rows,
+// slots and workspace, so the same outputs and states bit for bit, on the prefill batches and serving
+// steps of prompts beside one-row and short sequences, fp32 and bf16 state.
+TEST_P(CudaOpsParity, GatedDeltaNetSideStreamSameBits) {
+    for (bool ssm_bf16 : {false, true}) {
+        cuda::CudaOptions one;
+        one.poison = true;
+        one.ssm_bf16 = ssm_bf16;
+        one.gdn_side_stream = 0;
+        cuda::CudaOptions side = one;
+        side.gdn_side_stream = 1;
+        cuda::CudaOptions side1 = side;
+        side1.gdn_side_blocks = 1;
+        std::vector<OwnedBatch> batches = gdn_prefill_batches();
+        std::vector<std::array<int, 3>> serving;
+        for (int s = 0; s < 12; ++s) serving.push_back({40 + s, 1, s});  // decodes first, then prompts
+        serving.push_back({0, 300, 12});
+        serving.push_back({0, 17, 13});
+        serving.push_back({0, 129, 14});
+        serving.push_back({5, 2, 15});
+        batches.push_back(make_batch(serving, 16, 1, rng_, int(config_.vocab_size)));
+        const double bound = ssm_bf16 ? kBf16Bound : kF16OperandBound;
+        expect_gdn_options_equal(batches, 20, one, "one stream", side, "side stream", bound);
+        expect_gdn_options_equal(batches, 20, one, "one stream", side1, "side stream, 1 slice block", bound);
     }
 }
 

@@ -1,7 +1,8 @@
 // The chunked GDN kernels' block map (src/backend/cuda/gdn_chunk_map.h, host code, no GPU): it must
 // list exactly the blocks of the search grid (a block per key, each searching the sequences) that
 // find a chunk to work on, each once, in key order, and refuse (-1) where the search and the keys
-// disagree, so that the kernels keep the search there; and the state pass's list of chunked sequences.
+// disagree, so that the kernels keep the search there; the state pass's list of chunked sequences;
+// and the serial kernel's list of short ones.
 #include "backend/cuda/gdn_chunk_map.h"
 
 #include <vector>
@@ -110,6 +111,48 @@ TEST(GdnChunkMap, StatePassListsTheChunkedSequences) {
     const std::vector<DeviceSeq> seqs = packed({130, 70});
     int32_t list[2] = {-7, -7};
     EXPECT_EQ(fill_gdn_chunked_seqs(seqs.data(), 2, 0, list), 0);
+}
+
+// The serial kernel's list beside the warp slices (fill_gdn_short_seqs): the sequences of 2 ..
+// chunk_min - 1 rows, in order, so that with the one-row ones (the slices kernel's) and the chunked
+// list every sequence is served by exactly one kernel.
+void expect_short_list(const std::vector<int32_t>& lens, int32_t chunk_min, const std::vector<int32_t>& want) {
+    const std::vector<DeviceSeq> seqs = packed(lens);
+    std::vector<int32_t> list(seqs.size() + 1, -7), chunked(seqs.size() + 1, -7);
+    const int32_t n = fill_gdn_short_seqs(seqs.data(), int32_t(seqs.size()), chunk_min, list.data());
+    ASSERT_EQ(n, int32_t(want.size())) << "chunk_min " << chunk_min;
+    for (int32_t i = 0; i < n; ++i) EXPECT_EQ(list[size_t(i)], want[size_t(i)]) << "entry " << i;
+    EXPECT_EQ(list[size_t(n)], -7) << "written past the count";
+    const int32_t nc = fill_gdn_chunked_seqs(seqs.data(), int32_t(seqs.size()), chunk_min, chunked.data());
+    std::vector<int> served(seqs.size(), 0);
+    for (int32_t i = 0; i < n; ++i) ++served[size_t(list[size_t(i)])];
+    for (int32_t i = 0; i < nc; ++i) ++served[size_t(chunked[size_t(i)])];
+    for (size_t s = 0; s < seqs.size(); ++s)
+        if (lens[s] == 1) ++served[s];
+    for (size_t s = 0; s < seqs.size(); ++s) EXPECT_EQ(served[s], 1) << "sequence " << s << " of " << lens[s] << " rows";
+}
+
+TEST(GdnChunkMap, SerialKernelListsTheShortSequences) {
+    expect_short_list({64, 2, 65, 130, 63, 1, 5}, 64, {1, 4, 6});
+    expect_short_list({64, 2, 65, 130, 63, 1, 5}, 3, {1});
+    expect_short_list({16384}, 64, {});
+    expect_short_list({1, 1, 1}, 64, {});
+    // A serving step: 4 prompts of 1,024 rows and a 17-row tail among 200 one-row decodes.
+    std::vector<int32_t> lens, want;
+    for (int i = 0; i < 200; ++i) {
+        lens.push_back(1);
+        if (i % 50 == 0) lens.push_back(1024);
+        if (i == 120) {
+            want.push_back(int32_t(lens.size()));
+            lens.push_back(17);
+        }
+    }
+    expect_short_list(lens, 64, want);
+    // No threshold: no list (fill returns 0; the launcher then keeps a block per sequence).
+    const std::vector<DeviceSeq> seqs = packed({5, 7});
+    int32_t list[2] = {-7, -7};
+    EXPECT_EQ(fill_gdn_short_seqs(seqs.data(), 2, 0, list), 0);
+    EXPECT_EQ(list[0], -7);
 }
 
 TEST(GdnChunkMap, RefusesWhatTheSearchWouldNotFind) {

@@ -9,6 +9,7 @@
 #include "backend/cuda/basic_kernels.h"
 #include "backend/cuda/cuda_cache.h"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_limits.h"
 #include "backend/cuda/gdn_chunk_map.h"
 #include "backend/cuda/gdn_kernels.h"
 #include "backend/cuda/moe_kernels.h"
@@ -71,6 +72,10 @@ CudaOps::CudaOps(const CudaOptions& options)
     QS_CHECK_MSG(options.gdn_slices_version >= 1 && options.gdn_slices_version <= 3,
                  "CudaOptions::gdn_slices_version must be 1, 2 or 3");
     QS_CHECK_MSG(options.gdn_chunk_map == 0 || options.gdn_chunk_map == 1, "CudaOptions::gdn_chunk_map must be 0 or 1");
+    QS_CHECK_MSG(options.gdn_side_stream == 0 || options.gdn_side_stream == 1,
+                 "CudaOptions::gdn_side_stream must be 0 or 1");
+    QS_CHECK_MSG(options.gdn_side_blocks >= 0 && options.gdn_side_blocks <= 65535,
+                 "CudaOptions::gdn_side_blocks must be in [0, 65535] (0: by the SM count)");
     QS_CHECK_MSG(options.gdn_decode_kernel >= -1 && options.gdn_decode_kernel <= 2,
                  "CudaOptions::gdn_decode_kernel must be -1 (by shape), 0, 1 or 2");
     QS_CHECK_MSG(options.moe_int4_grouped == 0 || options.moe_int4_grouped == 1,
@@ -118,6 +123,11 @@ CudaOps::CudaOps(const CudaOptions& options)
     QS_CUDA_CHECK(cudaMemset(moe_counter_.get(), 0, sizeof(int)));
     norm_counter_ = DeviceBuffer(sizeof(int));
     QS_CUDA_CHECK(cudaMemset(norm_counter_.get(), 0, sizeof(int)));
+    if (options_.gdn_side_stream == 1) {
+        QS_CUDA_CHECK(cudaStreamCreateWithFlags(&gdn_side_, cudaStreamNonBlocking));
+        QS_CUDA_CHECK(cudaEventCreateWithFlags(&gdn_side_fork_, cudaEventDisableTiming));
+        QS_CUDA_CHECK(cudaEventCreateWithFlags(&gdn_side_join_, cudaEventDisableTiming));
+    }
 }
 
 CudaOps::~CudaOps() {
@@ -129,6 +139,10 @@ CudaOps::~CudaOps() {
     if (copy_stream_) cudaStreamSynchronize(copy_stream_);
     if (bitmask_copied_) cudaEventDestroy(bitmask_copied_);
     if (copy_stream_) cudaStreamDestroy(copy_stream_);
+    if (gdn_side_) cudaStreamSynchronize(gdn_side_);
+    if (gdn_side_fork_) cudaEventDestroy(gdn_side_fork_);
+    if (gdn_side_join_) cudaEventDestroy(gdn_side_join_);
+    if (gdn_side_) cudaStreamDestroy(gdn_side_);
     gemm_.reset();
     if (stream_) cudaStreamDestroy(stream_);
 }
@@ -337,13 +351,14 @@ int64_t CudaOps::begin_forward(const ForwardBatch& batch, const int32_t* positio
     constexpr int64_t kSeqInts = sizeof(DeviceSeq) / sizeof(int32_t);
     static_assert(sizeof(DeviceSeq) % sizeof(int32_t) == 0);
     // ids, positions, row_seq, rope positions [3][rows], seqs, the GDN chunk map (16-byte aligned),
-    // the chunked sequences [num_seqs], pages: every offset but the pages' depends on rows and
+    // the chunked sequences [num_seqs], the short sequences [num_seqs], pages: every offset but the pages' depends on rows and
     // num_seqs alone (fixed by a graph's shape), so a captured graph's pointers stay valid for its
     // batch shape.
     constexpr int64_t kChunkInts = sizeof(GdnChunk) / sizeof(int32_t);
     const int64_t map_at = (6 * rows + num_seqs * kSeqInts + 3) / 4 * 4;
     const int64_t chunk_seqs_at = map_at + gdn_chunk_keys(num_seqs, rows) * kChunkInts;
-    const int64_t pages_at = chunk_seqs_at + num_seqs;
+    const int64_t short_seqs_at = chunk_seqs_at + num_seqs;
+    const int64_t pages_at = short_seqs_at + num_seqs;
     const size_t total = size_t(pages_at + num_pages);
     if (total > staging_ints_) {
         // The previous forward's copy out of staging_ finished: every forward ends in a sync.
@@ -362,6 +377,7 @@ int64_t CudaOps::begin_forward(const ForwardBatch& batch, const int32_t* positio
     auto* seqs = reinterpret_cast<DeviceSeq*>(h + 6 * rows);
     auto* chunk_map = reinterpret_cast<GdnChunk*>(h + map_at);
     int32_t* chunk_seqs = h + chunk_seqs_at;
+    int32_t* short_seqs = h + short_seqs_at;
     int32_t* pages = h + pages_at;
     std::memcpy(ids, batch.token_ids.data(), size_t(T) * 4);
     std::memcpy(pos, positions, size_t(T) * 4);
@@ -413,6 +429,7 @@ int64_t CudaOps::begin_forward(const ForwardBatch& batch, const int32_t* positio
     const int32_t chunk_min = GatedDeltaNetParams{}.chunk_min_tokens;
     const int32_t chunk_count = fill_gdn_chunk_map(seqs, int32_t(num_seqs), rows, chunk_min, chunk_map);
     const int32_t chunk_seq_count = fill_gdn_chunked_seqs(seqs, int32_t(num_seqs), chunk_min, chunk_seqs);
+    const int32_t short_seq_count = fill_gdn_short_seqs(seqs, int32_t(num_seqs), chunk_min, short_seqs);
     timeline_.count_copy();
     QS_CUDA_CHECK(cudaMemcpyAsync(batch_ints_.get(), staging_, total * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
     const int32_t* d = batch_ints_.as<int32_t>();
@@ -427,6 +444,8 @@ int64_t CudaOps::begin_forward(const ForwardBatch& batch, const int32_t* positio
     batch_.gdn_chunk_min = chunk_min;
     batch_.gdn_chunk_seqs = use_map ? d + chunk_seqs_at : nullptr;
     batch_.gdn_chunk_seq_count = use_map ? chunk_seq_count : 0;
+    batch_.gdn_short_seqs = use_map ? d + short_seqs_at : nullptr;
+    batch_.gdn_short_seq_count = use_map ? short_seq_count : 0;
     batch_.block_tables = d + pages_at;
     batch_.num_tokens = int32_t(rows);
     batch_.num_seqs = int32_t(num_seqs);
@@ -722,6 +741,12 @@ void CudaOps::gated_delta_net(const float* qkv, const float* z, const float* b, 
     // The stash buffers are sized before a capture for the layers seen so far.
     if (gdn_layer >= gdn_shape_.layers) gdn_shape_ = GdnShape{gdn_layer + 1, d.conv_dim(), d.num_value_heads};
     QS_CHECK(gdn_shape_.conv_dim == d.conv_dim() && gdn_shape_.value_heads == d.num_value_heads);
+    if (gdn_side_ != nullptr) {
+        p.side_stream = gdn_side_;
+        p.side_fork = gdn_side_fork_;
+        p.side_join = gdn_side_join_;
+        p.side_blocks = options_.gdn_side_blocks > 0 ? options_.gdn_side_blocks : gdn_side_slice_blocks(sm_count());
+    }
     stash_deferred_inputs(qkv, b, a, gdn_layer);
     launch_gated_delta_net(p, stream_);
 }

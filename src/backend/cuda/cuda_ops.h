@@ -147,6 +147,12 @@ struct CudaOptions {
     // each batch (DeviceBatch::gdn_chunks, gdn_chunk_map.h); 0: a block per chunk key, each searching
     // the sequences (the earlier grid; the same bits). For timing the map against the search.
     int gdn_chunk_map = 1;
+    // 1 (default): in a GDN call with chunked sequences beside one-token or short ones (a serving
+    // step's prompts beside decodes), the token-serial kernels run on a second stream concurrently
+    // with the chunk kernels (GatedDeltaNetParams::side_stream; the same bits); 0: one stream.
+    // gdn_side_blocks: the warp slices' grid there (0: half the SMs' count, gdn_side_slice_blocks).
+    int gdn_side_stream = 1;
+    int gdn_side_blocks = 0;
     // GatedDeltaNetParams::decode_kernel for every GDN call: the kernel of the token-serial
     // sequences (decode rows, MTP verification, short prompts). -1 (default) by shape (warp slices
     // for one-token rows, then the streaming kernel for decode-only batches with bf16 state,
@@ -426,6 +432,10 @@ private:
 
     CudaOptions options_;
     cudaStream_t stream_ = nullptr;
+    // CudaOptions::gdn_side_stream: the GDN token-serial kernels' stream beside the chunk kernels,
+    // forked from and joined back into stream_ inside each such call.
+    cudaStream_t gdn_side_ = nullptr;
+    cudaEvent_t gdn_side_fork_ = nullptr, gdn_side_join_ = nullptr;
     std::string device_name_;
     DeviceArena arena_;
     std::vector<DeviceArena::Mark> marks_;  // mark() hands out indices into this stack

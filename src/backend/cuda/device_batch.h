@@ -52,6 +52,11 @@ struct DeviceBatch {
     // them): the grid of the kernels that take a block per chunked sequence (the state pass).
     const int32_t* gdn_chunk_seqs = nullptr;
     int32_t gdn_chunk_seq_count = 0;
+    // With gdn_chunks: the indices into seqs of the sequences of 2 .. gdn_chunk_min − 1 rows,
+    // ascending (gdn_short_seq_count of them): the token-serial kernel's grid beside the chunk
+    // kernels and the warp slices (gdn_chunk_map.h fill_gdn_short_seqs).
+    const int32_t* gdn_short_seqs = nullptr;
+    int32_t gdn_short_seq_count = 0;
     int32_t num_tokens = 0;
     int32_t num_seqs = 0;
     int32_t max_seq_tokens = 0;  // max num_tokens of one sequence (1 for a plain decode batch)

@@ -71,4 +71,17 @@ inline int32_t fill_gdn_chunked_seqs(const DeviceSeq* seqs, int32_t num_seqs, in
     return n;
 }
 
+// Writes the indices of the sequences with 2 <= num_tokens < chunk_min (> 0), ascending, into
+// out[num_seqs] and returns how many: the token-serial kernel's grid (gdn_serial.cu) in a call whose
+// chunked sequences go to the chunk kernels and one-row ones to the warp slices. Without the list that
+// kernel has a block per (sequence, value head), and in a serving step nearly all of them are one-row
+// decodes that return at once (33 K blocks at 1,040 sequences, ~126 waves at 2 blocks an SM).
+inline int32_t fill_gdn_short_seqs(const DeviceSeq* seqs, int32_t num_seqs, int32_t chunk_min, int32_t* out) {
+    if (chunk_min <= 0) return 0;
+    int32_t n = 0;
+    for (int32_t s = 0; s < num_seqs; ++s)
+        if (seqs[s].num_tokens >= 2 && seqs[s].num_tokens < chunk_min) out[n++] = s;
+    return n;
+}
+
 }  // namespace qs::cuda

@@ -74,6 +74,9 @@ struct RecArgs {
     int num_chunks;          // with chunks: the chunk kernels' blocks (DeviceBatch::gdn_chunk_count)
     const int32_t* chunk_seqs;  // with chunks: DeviceBatch::gdn_chunk_seqs (null: a block per sequence)
     int num_chunk_seqs;         // with chunk_seqs: how many (DeviceBatch::gdn_chunk_seq_count)
+    // gdn_serial.cu beside the chunk kernels and the warp slices only: DeviceBatch::gdn_short_seqs
+    // (block y is sequence short_seqs[y]); null: block y is sequence y (serial_seq_of).
+    const int32_t* short_seqs;
     int Nk, Nv, Dk, Dv, C;
     float eps, q_scale;
     int chunk_min_tokens;  // sequences with n >= this are skipped (chunked kernel); <= 0: none
@@ -175,6 +178,11 @@ __device__ __forceinline__ int chunked_seq_of(const RecArgs& p, int z) {
 
 inline unsigned chunked_seq_blocks(const RecArgs& a) {
     return unsigned(a.chunk_seqs != nullptr ? a.num_chunk_seqs : a.num_seqs);
+}
+
+// The token-serial kernel's sequence of grid row y (gdn_serial.cu; RecArgs::short_seqs).
+__device__ __forceinline__ int serial_seq_of(const RecArgs& p, int y) {
+    return p.short_seqs != nullptr ? __ldg(p.short_seqs + y) : y;
 }
 
 template <bool BF16>

@@ -28,6 +28,8 @@ void check_params(const GatedDeltaNetParams& p) {
     GDN_REQUIRE(p.decode_version == 1 || p.decode_version == 2);
     GDN_REQUIRE(p.decode_stages >= 0 && p.decode_stages <= 4);
     GDN_REQUIRE(p.slices_version >= 1 && p.slices_version <= 3);
+    GDN_REQUIRE(p.side_blocks >= 0);
+    GDN_REQUIRE(p.side_stream == nullptr || (p.side_fork != nullptr && p.side_join != nullptr));
     GDN_REQUIRE(p.prefill_version >= 1 && p.prefill_version <= 6);
     if (p.prefill_version >= 2) {
         GDN_REQUIRE(p.Dk % 8 == 0 && p.Dv % 8 == 0);  // 16-byte rows of 16-bit values for cp.async
@@ -60,6 +62,7 @@ RecArgs make_rec_args(const GatedDeltaNetParams& p) {
     a.num_chunks = map ? p.batch.gdn_chunk_count : 0;
     a.chunk_seqs = map ? p.batch.gdn_chunk_seqs : nullptr;
     a.num_chunk_seqs = a.chunk_seqs != nullptr ? p.batch.gdn_chunk_seq_count : 0;
+    a.short_seqs = nullptr;  // launch_with_slices sets it where the list is the serial kernel's set
     a.Nk = p.Nk; a.Nv = p.Nv; a.Dk = p.Dk; a.Dv = p.Dv;
     a.C = 2 * p.Nk * p.Dk + p.Nv * p.Dv;
     a.eps = p.eps;
@@ -175,11 +178,40 @@ namespace {
 // A batch whose one-token sequences go to the warp-slice kernel (a.skip_single set): the chunked
 // sequences, the one-token ones, and — unless max_seq_tokens says there are none — the 2 ..
 // chunk_min_tokens − 1-token ones by gdn_serial.cu.
+// The one-token sequences by the warp slices, then the short ones by the serial kernel. In a chunked
+// call with the batch's lists (a.chunk_seqs set: made for this chunk_min), the serial kernel's
+// sequences are exactly DeviceBatch::gdn_short_seqs (2 .. chunk_min − 1 rows): a grid row each, and
+// no launch when there are none (a serving step's prompts beside one-row decodes).
+template <int D>
+void launch_token_serial(const GatedDeltaNetParams& p, const RecArgs& a, bool chunked, int slice_blocks,
+                         cudaStream_t stream) {
+    launch_slices<D>(a, p.slices_version, slice_blocks, int(sm_count()), stream);
+    if (p.batch.max_seq_tokens == 1) return;
+    if (chunked && a.chunk_seqs != nullptr && p.batch.gdn_short_seqs != nullptr) {
+        if (p.batch.gdn_short_seq_count == 0) return;
+        RecArgs listed = a;
+        listed.short_seqs = p.batch.gdn_short_seqs;
+        launch_serial<D>(listed, p.ssm_bf16, p.batch.gdn_short_seq_count, stream);
+        return;
+    }
+    launch_serial<D>(a, p.ssm_bf16, p.batch.num_seqs, stream);
+}
+
+// With a side stream (GatedDeltaNetParams::side_stream) in a chunked call, the token-serial kernels go
+// on it first, so that their blocks are resident before the chunk kernels' fill what is left.
 template <int D>
 void launch_with_slices(const GatedDeltaNetParams& p, const RecArgs& a, bool chunked, cudaStream_t stream) {
-    if (chunked) launch_chunked_any<D>(p, a, stream);
-    launch_slices<D>(a, p.slices_version, p.decode_blocks, int(sm_count()), stream);
-    if (p.batch.max_seq_tokens != 1) launch_serial<D>(a, p.ssm_bf16, p.batch.num_seqs, stream);
+    if (!chunked || p.side_stream == nullptr) {
+        if (chunked) launch_chunked_any<D>(p, a, stream);
+        launch_token_serial<D>(p, a, chunked, p.decode_blocks, stream);
+        return;
+    }
+    QS_CUDA_CHECK(cudaEventRecord(p.side_fork, stream));
+    QS_CUDA_CHECK(cudaStreamWaitEvent(p.side_stream, p.side_fork, 0));
+    launch_token_serial<D>(p, a, chunked, p.side_blocks > 0 ? p.side_blocks : p.decode_blocks, p.side_stream);
+    QS_CUDA_CHECK(cudaEventRecord(p.side_join, p.side_stream));
+    launch_chunked_any<D>(p, a, stream);
+    QS_CUDA_CHECK(cudaStreamWaitEvent(stream, p.side_join, 0));
 }
 
 }  // namespace

@@ -3,7 +3,8 @@
 // src/backend/cpu/cpu_gdn.cpp.
 //
 // Kernel 2a, gdn_serial_kernel<D, BF16>: grid (Nv, num_seqs), 256 threads; block = one
-//   (sequence, value head), skipped when the sequence goes to the chunked kernel. State tile
+//   (sequence, value head), skipped when the sequence goes to the chunked kernel. Beside the chunk
+//   kernels and the warp slices, grid (Nv, listed) over RecArgs::short_seqs instead (gdn_kernels.cu). State tile
 //   [Dk, Dv] lives in registers for the whole call: thread (wy = tid / (D/4), tx = tid % (D/4))
 //   holds rows wy + NW·i (i < D/NW), columns 4tx..4tx+3 (float4 / 4×bf16 accesses, a warp
 //   covers whole rows: coalesced). Per token, with one read of S:
@@ -27,7 +28,7 @@ __global__ void __launch_bounds__(kSerialThreads, 2) gdn_serial_kernel(RecArgs p
     constexpr int PF = (4 * D + NT - 1) / NT;  // staged input elements per thread per token
     static_assert(TX <= 32 && (32 % TX) == 0 && NW * TX == NT && RK * NW == D, "bad tile");
 
-    const DeviceSeq sq = p.seqs[blockIdx.y];
+    const DeviceSeq sq = p.seqs[serial_seq_of(p, blockIdx.y)];
     const int n = sq.num_tokens;
     if (n <= 0 || (p.chunk_min_tokens > 0 && n >= p.chunk_min_tokens) || (n == 1 && p.skip_single)) return;
 
