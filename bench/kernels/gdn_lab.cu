@@ -1000,14 +1000,15 @@ int run_tc_speed(std::mt19937_64& rng) {
         const Problem Q = make_problem(kReal, lens, slots, b[0], rng, false);
         time_case("prefill" + std::to_string(b[0]) + "x" + std::to_string(b[1]), Q, false, {kTc, kTc4, kTc5, kTc6, kTc6Map});
     }
-    {  // a serving step at 1,024 residents: 16 prompt chunks of 1,024 rows beside 1,024 decoding sequences
+    // Serving steps at 1,024 and 512 residents: 16 prompt chunks of 1,024 rows beside the decoding sequences.
+    for (int decodes : {1024, 512}) {
         std::vector<int> lens(16, 1024);
-        lens.resize(16 + 1024, 1);
+        lens.resize(size_t(16 + decodes), 1);
         std::vector<int> slots(lens.size());
         for (size_t i = 0; i < slots.size(); ++i) slots[i] = int((i * 7 + 3) % slots.size());
         const Problem Q = make_problem(kReal, lens, slots, int(lens.size()), rng, true);  // bf16 state, as served
         const int sms = qs::cuda::sm_count();
-        time_case("mixed16x1024+1024x1", Q, true,
+        time_case("mixed16x1024+" + std::to_string(decodes) + "x1", Q, true,
                   {kTc6, kTc6Map, with_side(kTc6Map, -1), with_side(kTc6Map, sms), with_side(kTc6Map, sms / 2),
                    with_side(kTc6Map, sms / 4)});
     }

@@ -68,6 +68,7 @@ protected:
     void expect_gdn_prefill_versions_equal(int va, int vb);
     // Prefill batches for those comparisons: chunk boundaries +-1, continued sequences, 16 at once.
     std::vector<OwnedBatch> gdn_prefill_batches();
+    std::vector<OwnedBatch> gdn_serving_batches();
     // Both sides against the CPU specification and against each other, batch by batch: bit for bit
     // (sides_bound < 0), or within sides_bound of each other (defined below, before its first use).
     void expect_gdn_sides_equal(const std::vector<OwnedBatch>& batches, const GdnSide& a, const GdnSide& b,
@@ -1115,12 +1116,22 @@ std::vector<OwnedBatch> CudaOpsParity::gdn_prefill_batches() {
     return batches;
 }
 
+// gdn_prefill_batches and a serving step's shape: prompts of 300 and 129 rows among one-row
+// sequences (decodes, slots 0-3), a 17- and a 2-row sequence (token-serial, not chunked).
+std::vector<OwnedBatch> CudaOpsParity::gdn_serving_batches() {
+    std::vector<OwnedBatch> batches = gdn_prefill_batches();
+    batches.push_back(make_batch({{{0, 1, 0}, {0, 300, 4}, {0, 1, 1}, {0, 1, 2}, {0, 129, 5}, {0, 1, 3}, {0, 17, 6},
+                                   {0, 2, 7}}},
+                                 16, 1, rng_, int(config_.vocab_size)));
+    return batches;
+}
+
 // The chunked kernels' blocks from the per-batch chunk map (CudaOptions::gdn_chunk_map 1, the
 // default; gdn_chunk_map.h) against a block per key searching the sequences (0): the same chunks,
 // so the same outputs and states bit for bit, fp32 and bf16 state (each with its default prefill
-// version), on the prefill batches and a serving step's shape: prompts beside one-row and short
-// sequences (with bf16 state at the real shape the one-row ones take the warp slices and the short
-// ones the serial kernel, over the batch's short-sequence list with the map).
+// version), on gdn_serving_batches (with bf16 state at the real shape a serving step's one-row
+// sequences take the warp slices and the short ones the serial kernel, over the batch's
+// short-sequence list with the map).
 TEST_P(CudaOpsParity, GatedDeltaNetChunkMapEqualsSearch) {
     for (bool ssm_bf16 : {false, true}) {
         cuda::CudaOptions search;
@@ -1129,25 +1140,15 @@ TEST_P(CudaOpsParity, GatedDeltaNetChunkMapEqualsSearch) {
         search.gdn_chunk_map = 0;
         cuda::CudaOptions map = search;
         map.gdn_chunk_map = 1;
-        std::vector<OwnedBatch> batches = gdn_prefill_batches();
-        std::vector<std::array<int, 3>> serving;  // slots 0-3 decode a row each among prompts
-        serving.push_back({0, 1, 0});
-        serving.push_back({0, 300, 4});
-        serving.push_back({0, 1, 1});
-        serving.push_back({0, 1, 2});
-        serving.push_back({0, 129, 5});
-        serving.push_back({0, 1, 3});
-        serving.push_back({0, 17, 6});  // short sequences: the serial kernel's list with the map
-        serving.push_back({0, 2, 7});
-        batches.push_back(make_batch(serving, 16, 1, rng_, int(config_.vocab_size)));
-        expect_gdn_options_equal(batches, 20, search, "search", map, "map", ssm_bf16 ? kBf16Bound : kF16OperandBound);
+        expect_gdn_options_equal(gdn_serving_batches(), 20, search, "search", map, "map",
+                                 ssm_bf16 ? kBf16Bound : kF16OperandBound);
     }
 }
 
 // The token-serial kernels on a side stream beside the chunk kernels (CudaOptions::gdn_side_stream 1,
 // the default, at the default slice grid and at one block) against one stream (0): disjoint rows,
-// slots and workspace, so the same outputs and states bit for bit, on the prefill batches and serving
-// steps of prompts beside one-row and short sequences, fp32 and bf16 state.
+// slots and workspace, so the same outputs and states bit for bit, on gdn_serving_batches, fp32 and
+// bf16 state.
 TEST_P(CudaOpsParity, GatedDeltaNetSideStreamSameBits) {
     for (bool ssm_bf16 : {false, true}) {
         cuda::CudaOptions one;
@@ -1158,14 +1159,7 @@ TEST_P(CudaOpsParity, GatedDeltaNetSideStreamSameBits) {
         side.gdn_side_stream = 1;
         cuda::CudaOptions side1 = side;
         side1.gdn_side_blocks = 1;
-        std::vector<OwnedBatch> batches = gdn_prefill_batches();
-        std::vector<std::array<int, 3>> serving;
-        for (int s = 0; s < 12; ++s) serving.push_back({40 + s, 1, s});  // decodes first, then prompts
-        serving.push_back({0, 300, 12});
-        serving.push_back({0, 17, 13});
-        serving.push_back({0, 129, 14});
-        serving.push_back({5, 2, 15});
-        batches.push_back(make_batch(serving, 16, 1, rng_, int(config_.vocab_size)));
+        const std::vector<OwnedBatch> batches = gdn_serving_batches();
         const double bound = ssm_bf16 ? kBf16Bound : kF16OperandBound;
         expect_gdn_options_equal(batches, 20, one, "one stream", side, "side stream", bound);
         expect_gdn_options_equal(batches, 20, one, "one stream", side1, "side stream, 1 slice block", bound);
