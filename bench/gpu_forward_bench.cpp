@@ -54,7 +54,7 @@
 //          [--gdn-side-stream 0|1]  (CudaOptions::gdn_side_stream: 1 (default) = a GDN call's one-token
 //          and short sequences on a second stream beside its chunk kernels, 0 = one stream)
 //          [--gdn-side-blocks 0|33|66|132|264]  (CudaOptions::gdn_side_blocks: the warp slices' grid on
-//          that stream; 0 = half the SM count)
+//          that stream; 0 = their usual grid, 2 blocks an SM)
 //          [--gdn-decode-kernel -1|0|1|2]  (CudaOptions::gdn_decode_kernel: the token-serial GDN
 //          sequences' kernel; -1 = by shape, 0 = one block per head, 1 = streaming, 2 = one-token
 //          rows by warp slices)

@@ -9,7 +9,6 @@
 #include "backend/cuda/basic_kernels.h"
 #include "backend/cuda/cuda_cache.h"
 #include "backend/cuda/cuda_check.h"
-#include "backend/cuda/device_limits.h"
 #include "backend/cuda/gdn_chunk_map.h"
 #include "backend/cuda/gdn_kernels.h"
 #include "backend/cuda/moe_kernels.h"
@@ -745,7 +744,7 @@ void CudaOps::gated_delta_net(const float* qkv, const float* z, const float* b, 
         p.side_stream = gdn_side_;
         p.side_fork = gdn_side_fork_;
         p.side_join = gdn_side_join_;
-        p.side_blocks = options_.gdn_side_blocks > 0 ? options_.gdn_side_blocks : gdn_side_slice_blocks(sm_count());
+        p.side_blocks = options_.gdn_side_blocks;
     }
     stash_deferred_inputs(qkv, b, a, gdn_layer);
     launch_gated_delta_net(p, stream_);

@@ -150,7 +150,7 @@ struct CudaOptions {
     // 1 (default): in a GDN call with chunked sequences beside one-token or short ones (a serving
     // step's prompts beside decodes), the token-serial kernels run on a second stream concurrently
     // with the chunk kernels (GatedDeltaNetParams::side_stream; the same bits); 0: one stream.
-    // gdn_side_blocks: the warp slices' grid there (0: half the SMs' count, gdn_side_slice_blocks).
+    // gdn_side_blocks: the warp slices' grid there (0: their usual one, GatedDeltaNetParams::side_blocks).
     int gdn_side_stream = 1;
     int gdn_side_blocks = 0;
     // GatedDeltaNetParams::decode_kernel for every GDN call: the kernel of the token-serial

@@ -113,8 +113,9 @@ struct GatedDeltaNetParams {
     // the serial kernel run on it, forked from the call's stream after the conv (side_fork) and joined
     // back before the launcher returns (side_join), concurrently with the chunk kernels: the kernels
     // touch disjoint rows, state slots and workspace regions, so the results are the same bits.
-    // side_blocks: the warp slices' grid there (0 = decode_blocks' rule; persistent blocks that fill
-    // every SM would leave the chunk kernels no room until they finish). Null: one stream.
+    // side_blocks: the warp slices' grid there (0 = decode_blocks' rule, 2 an SM: on an H100 that
+    // was the fastest of 2, 1, 1/2 and 1/4 an SM over two runs of gdn_lab's serving shapes, where
+    // 1/4 starved the slices). Null: one stream.
     cudaStream_t side_stream = nullptr;
     cudaEvent_t side_fork = nullptr;
     cudaEvent_t side_join = nullptr;
@@ -148,11 +149,6 @@ inline constexpr bool kGdnDecodeStreamByShape = true;
 // decode_kernel = -1 takes the warp-slice kernel (2) for the one-token rows of plain decode and mixed
 // batches where its shape and state apply (bench/kernels/NOTES.md "GDN decode v5: warp slices").
 inline constexpr bool kGdnDecodeSlicesByShape = true;
-// The warp slices' grid on the side stream (GatedDeltaNetParams::side_blocks) by default: each of
-// their persistent blocks holds 108 KB of shared memory for the whole call, so at 2 an SM (their own
-// default) the chunk kernels would find no room until they finished. Half the SM count leaves most
-// SMs a prep block's worth (gdn_lab --tc-speed times the serving shape at 1, 1/2 and 1/4).
-inline int gdn_side_slice_blocks(int sms) { return sms / 2 > 0 ? sms / 2 : 1; }
 
 // The streaming decode kernel's plan for state tiles up to D x D (D = 32, 64, 128): resident blocks
 // per SM on this device (cudaOccupancyMaxActiveBlocksPerMultiprocessor; the default grid assumes 2)
