@@ -149,7 +149,9 @@ struct CudaOptions {
     int gdn_chunk_map = 1;
     // 1 (default): in a GDN call with chunked sequences beside one-token or short ones (a serving
     // step's prompts beside decodes), the token-serial kernels run on a second stream concurrently
-    // with the chunk kernels (GatedDeltaNetParams::side_stream; the same bits); 0: one stream.
+    // with the chunk kernels (GatedDeltaNetParams::side_stream; the same bits); 0: one stream. H100:
+    // 1-2 % off the GDN call at gdn_lab's serving shapes, nothing in the offline batch at 512
+    // residents (docs/PERF.md "Session 34").
     // gdn_side_blocks: the warp slices' grid there (0: their usual one, GatedDeltaNetParams::side_blocks).
     int gdn_side_stream = 1;
     int gdn_side_blocks = 0;

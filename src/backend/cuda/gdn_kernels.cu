@@ -175,13 +175,11 @@ void launch_chunked_any(const GatedDeltaNetParams& p, const RecArgs& a, cudaStre
 
 namespace {
 
-// A batch whose one-token sequences go to the warp-slice kernel (a.skip_single set): the chunked
-// sequences, the one-token ones, and — unless max_seq_tokens says there are none — the 2 ..
-// chunk_min_tokens − 1-token ones by gdn_serial.cu.
-// The one-token sequences by the warp slices, then the short ones by the serial kernel. In a chunked
-// call with the batch's lists (a.chunk_seqs set: made for this chunk_min), the serial kernel's
-// sequences are exactly DeviceBatch::gdn_short_seqs (2 .. chunk_min − 1 rows): a grid row each, and
-// no launch when there are none (a serving step's prompts beside one-row decodes).
+// The one-token sequences by the warp slices, then — unless max_seq_tokens says there are none — the
+// 2 .. chunk_min_tokens − 1-token ones by gdn_serial.cu. In a chunked call with the batch's lists
+// (a.chunk_seqs set: made for this chunk_min), the serial kernel's sequences are exactly
+// DeviceBatch::gdn_short_seqs: a grid row each, and no launch when there are none (a serving step's
+// prompts beside one-row decodes).
 template <int D>
 void launch_token_serial(const GatedDeltaNetParams& p, const RecArgs& a, bool chunked, int slice_blocks,
                          cudaStream_t stream) {
@@ -197,8 +195,10 @@ void launch_token_serial(const GatedDeltaNetParams& p, const RecArgs& a, bool ch
     launch_serial<D>(a, p.ssm_bf16, p.batch.num_seqs, stream);
 }
 
-// With a side stream (GatedDeltaNetParams::side_stream) in a chunked call, the token-serial kernels go
-// on it first, so that their blocks are resident before the chunk kernels' fill what is left.
+// A batch whose one-token sequences go to the warp-slice kernel (a.skip_single set): the chunked
+// sequences and the token-serial ones. With a side stream (GatedDeltaNetParams::side_stream) in a
+// chunked call, the token-serial kernels are issued on it first, so that their blocks are resident
+// before the chunk kernels' blocks fill what is left.
 template <int D>
 void launch_with_slices(const GatedDeltaNetParams& p, const RecArgs& a, bool chunked, cudaStream_t stream) {
     if (!chunked || p.side_stream == nullptr) {

@@ -113,9 +113,9 @@ struct GatedDeltaNetParams {
     // the serial kernel run on it, forked from the call's stream after the conv (side_fork) and joined
     // back before the launcher returns (side_join), concurrently with the chunk kernels: the kernels
     // touch disjoint rows, state slots and workspace regions, so the results are the same bits.
-    // side_blocks: the warp slices' grid there (0 = decode_blocks' rule, 2 an SM: on an H100 that
-    // was the fastest of 2, 1, 1/2 and 1/4 an SM over two runs of gdn_lab's serving shapes, where
-    // 1/4 starved the slices). Null: one stream.
+    // side_blocks: the warp slices' grid there (0 = decode_blocks' rule, 2 an SM: of 2, 1, 1/2 and
+    // 1/4 an SM, on an H100 the one below one stream in every run of gdn_lab's serving shapes and the
+    // lowest on average; 1/4 starved the slices). Null: one stream.
     cudaStream_t side_stream = nullptr;
     cudaEvent_t side_fork = nullptr;
     cudaEvent_t side_join = nullptr;
