@@ -78,6 +78,11 @@ protected:
     void expect_gdn_options_equal(const std::vector<OwnedBatch>& batches, int slots, const cuda::CudaOptions& a,
                                   const std::string& a_name, const cuda::CudaOptions& b, const std::string& b_name,
                                   double bound, double sides_bound = -1);
+    // Bit for bit, fp32 and bf16 state (each at its bound against the CPU), 20 slots: the poisoned
+    // defaults changed by set_a against the same changed by set_b.
+    void expect_gdn_variants_equal(const std::vector<OwnedBatch>& batches,
+                                   const std::function<void(cuda::CudaOptions&)>& set_a, const std::string& a_name,
+                                   const std::function<void(cuda::CudaOptions&)>& set_b, const std::string& b_name);
     // A small-T MoE option that must not change y: for small-T versions 1 and 2, BF16 and FP8 experts
     // (dummy weights of `seed`) and each T, one call with the options `off` gets (set(off, on) sets
     // both) and one with `on`'s, bitwise equal; taken(on) must grow by one a call where the shapes
@@ -1085,18 +1090,27 @@ TEST_P(CudaOpsParity, GatedDeltaNetPrefillVersion2) {
 // continuations from non-zero states, a long prompt among decode rows, a 2,000-token prompt, a
 // 16-sequence batch and its continuation); both are also checked against the CPU specification
 // (kF16OperandBound with fp32 state, kBf16Bound with bf16).
-void CudaOpsParity::expect_gdn_prefill_versions_equal(int va, int vb) {
+void CudaOpsParity::expect_gdn_variants_equal(const std::vector<OwnedBatch>& batches,
+                                              const std::function<void(cuda::CudaOptions&)>& set_a,
+                                              const std::string& a_name,
+                                              const std::function<void(cuda::CudaOptions&)>& set_b,
+                                              const std::string& b_name) {
     for (bool ssm_bf16 : {false, true}) {
-        const double bound = ssm_bf16 ? kBf16Bound : kF16OperandBound;
-        cuda::CudaOptions oa;
-        oa.poison = true;
-        oa.ssm_bf16 = ssm_bf16;
-        oa.gdn_prefill_version = va;
-        cuda::CudaOptions ob = oa;
-        ob.gdn_prefill_version = vb;
-        expect_gdn_options_equal(gdn_prefill_batches(), 20, oa, "version " + std::to_string(va), ob,
-                                 "version " + std::to_string(vb), bound);
+        cuda::CudaOptions a;
+        a.poison = true;
+        a.ssm_bf16 = ssm_bf16;
+        cuda::CudaOptions b = a;
+        set_a(a);
+        set_b(b);
+        expect_gdn_options_equal(batches, 20, a, a_name, b, b_name, ssm_bf16 ? kBf16Bound : kF16OperandBound);
     }
+}
+
+void CudaOpsParity::expect_gdn_prefill_versions_equal(int va, int vb) {
+    expect_gdn_variants_equal(
+        gdn_prefill_batches(), [va](cuda::CudaOptions& o) { o.gdn_prefill_version = va; },
+        "version " + std::to_string(va), [vb](cuda::CudaOptions& o) { o.gdn_prefill_version = vb; },
+        "version " + std::to_string(vb));
 }
 
 std::vector<OwnedBatch> CudaOpsParity::gdn_prefill_batches() {
@@ -1133,16 +1147,9 @@ std::vector<OwnedBatch> CudaOpsParity::gdn_serving_batches() {
 // sequences take the warp slices and the short ones the serial kernel, over the batch's
 // short-sequence list with the map).
 TEST_P(CudaOpsParity, GatedDeltaNetChunkMapEqualsSearch) {
-    for (bool ssm_bf16 : {false, true}) {
-        cuda::CudaOptions search;
-        search.poison = true;
-        search.ssm_bf16 = ssm_bf16;
-        search.gdn_chunk_map = 0;
-        cuda::CudaOptions map = search;
-        map.gdn_chunk_map = 1;
-        expect_gdn_options_equal(gdn_serving_batches(), 20, search, "search", map, "map",
-                                 ssm_bf16 ? kBf16Bound : kF16OperandBound);
-    }
+    expect_gdn_variants_equal(
+        gdn_serving_batches(), [](cuda::CudaOptions& o) { o.gdn_chunk_map = 0; }, "search",
+        [](cuda::CudaOptions& o) { o.gdn_chunk_map = 1; }, "map");
 }
 
 // The token-serial kernels on a side stream beside the chunk kernels (CudaOptions::gdn_side_stream 1,
@@ -1150,20 +1157,17 @@ TEST_P(CudaOpsParity, GatedDeltaNetChunkMapEqualsSearch) {
 // slots and workspace, so the same outputs and states bit for bit, on gdn_serving_batches, fp32 and
 // bf16 state.
 TEST_P(CudaOpsParity, GatedDeltaNetSideStreamSameBits) {
-    for (bool ssm_bf16 : {false, true}) {
-        cuda::CudaOptions one;
-        one.poison = true;
-        one.ssm_bf16 = ssm_bf16;
-        one.gdn_side_stream = 0;
-        cuda::CudaOptions side = one;
-        side.gdn_side_stream = 1;
-        cuda::CudaOptions side1 = side;
-        side1.gdn_side_blocks = 1;
-        const std::vector<OwnedBatch> batches = gdn_serving_batches();
-        const double bound = ssm_bf16 ? kBf16Bound : kF16OperandBound;
-        expect_gdn_options_equal(batches, 20, one, "one stream", side, "side stream", bound);
-        expect_gdn_options_equal(batches, 20, one, "one stream", side1, "side stream, 1 slice block", bound);
-    }
+    const std::vector<OwnedBatch> batches = gdn_serving_batches();
+    const auto one = [](cuda::CudaOptions& o) { o.gdn_side_stream = 0; };
+    expect_gdn_variants_equal(batches, one, "one stream", [](cuda::CudaOptions& o) { o.gdn_side_stream = 1; },
+                              "side stream");
+    expect_gdn_variants_equal(
+        batches, one, "one stream",
+        [](cuda::CudaOptions& o) {
+            o.gdn_side_stream = 1;
+            o.gdn_side_blocks = 1;
+        },
+        "side stream, 1 slice block");
 }
 
 // Prefill version 5 (version 4's kernels with the prep's row loads and the output kernel's gate
