@@ -12,8 +12,10 @@
 //   (--ver 5 runs 4 too, --ver 6 runs 5, for the bit comparison).
 //   --tc-speed: versions 2, 4, 5 and 6: the varlen mix checked (5 against 4's bits, 6 against 5's,
 //   6 with the chunk grids' block map and the state pass's chunked-sequence list (+map,
-//   DeviceBatch::gdn_chunks, gdn_chunk_seqs) against 6's), the three large
-//   shapes and a serving step's (16 × 1,024 beside 1,024 one-row sequences) timed (no reference).
+//   DeviceBatch::gdn_chunks, gdn_chunk_seqs, gdn_short_seqs) against 6's), the three large shapes
+//   and two serving steps' (16 × 1,024 beside 1,024 and 512 one-row sequences) timed (no reference),
+//   the serving steps also with the token-serial kernels on a side stream (+side: the slices' usual
+//   grid; +sideN: N slice blocks). --quick-tc's slices-mix case checks those paths' bits.
 //   --decode: decode-only batches at the real shape (1, 64, 512 sequences, fp32 and bf16 state):
 //   the one-block-per-head kernel (serial, gdn_serial.cu) against the streaming one (stream,
 //   gdn_decode.cu) in versions 1 and 2 (stream-v2: decode_version 2), checked against the reference

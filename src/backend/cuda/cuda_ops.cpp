@@ -74,7 +74,7 @@ CudaOps::CudaOps(const CudaOptions& options)
     QS_CHECK_MSG(options.gdn_side_stream == 0 || options.gdn_side_stream == 1,
                  "CudaOptions::gdn_side_stream must be 0 or 1");
     QS_CHECK_MSG(options.gdn_side_blocks >= 0 && options.gdn_side_blocks <= 65535,
-                 "CudaOptions::gdn_side_blocks must be in [0, 65535] (0: by the SM count)");
+                 "CudaOptions::gdn_side_blocks must be in [0, 65535] (0: the warp slices' usual grid)");
     QS_CHECK_MSG(options.gdn_decode_kernel >= -1 && options.gdn_decode_kernel <= 2,
                  "CudaOptions::gdn_decode_kernel must be -1 (by shape), 0, 1 or 2");
     QS_CHECK_MSG(options.moe_int4_grouped == 0 || options.moe_int4_grouped == 1,
@@ -350,9 +350,9 @@ int64_t CudaOps::begin_forward(const ForwardBatch& batch, const int32_t* positio
     constexpr int64_t kSeqInts = sizeof(DeviceSeq) / sizeof(int32_t);
     static_assert(sizeof(DeviceSeq) % sizeof(int32_t) == 0);
     // ids, positions, row_seq, rope positions [3][rows], seqs, the GDN chunk map (16-byte aligned),
-    // the chunked sequences [num_seqs], the short sequences [num_seqs], pages: every offset but the pages' depends on rows and
-    // num_seqs alone (fixed by a graph's shape), so a captured graph's pointers stay valid for its
-    // batch shape.
+    // the chunked sequences [num_seqs], the short sequences [num_seqs], pages: every offset but the
+    // pages' depends on rows and num_seqs alone (fixed by a graph's shape), so a captured graph's
+    // pointers stay valid for its batch shape.
     constexpr int64_t kChunkInts = sizeof(GdnChunk) / sizeof(int32_t);
     const int64_t map_at = (6 * rows + num_seqs * kSeqInts + 3) / 4 * 4;
     const int64_t chunk_seqs_at = map_at + gdn_chunk_keys(num_seqs, rows) * kChunkInts;
