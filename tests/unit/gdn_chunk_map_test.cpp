@@ -72,6 +72,14 @@ TEST(GdnChunkMap, ServingStepListsOnlyThePromptChunks) {
     expect_map_is_search_grid(lens, 64, 4 * 16);
 }
 
+// A list of n sequence indices written into list (filled with -7 beforehand): exactly want, and
+// nothing written after it.
+void expect_list(const std::vector<int32_t>& list, int32_t n, const std::vector<int32_t>& want, int32_t chunk_min) {
+    ASSERT_EQ(n, int32_t(want.size())) << "chunk_min " << chunk_min;
+    for (int32_t i = 0; i < n; ++i) EXPECT_EQ(list[size_t(i)], want[size_t(i)]) << "entry " << i;
+    EXPECT_EQ(list[size_t(n)], -7) << "written past the count";
+}
+
 // The state pass's list (fill_gdn_chunked_seqs): a block per sequence that the per-sequence kernels
 // do not return from at once (num_tokens >= chunk_min), in order; each is the sequence of exactly one
 // chunk 0 of the map (key - chunk - row_begin / 64 is its index), so the two grids cover the same
@@ -81,9 +89,8 @@ void expect_list_is_maps_sequences(const std::vector<int32_t>& lens, int32_t chu
     const std::vector<DeviceSeq> seqs = packed(lens);
     std::vector<int32_t> list(seqs.size() + 1, -7);
     const int32_t n = fill_gdn_chunked_seqs(seqs.data(), int32_t(seqs.size()), chunk_min, list.data());
-    ASSERT_EQ(n, int32_t(want.size())) << "chunk_min " << chunk_min;
-    for (int32_t i = 0; i < n; ++i) EXPECT_EQ(list[size_t(i)], want[size_t(i)]) << "entry " << i;
-    EXPECT_EQ(list[size_t(n)], -7) << "written past the count";
+    expect_list(list, n, want, chunk_min);
+    if (::testing::Test::HasFatalFailure()) return;
     std::vector<GdnChunk> map(size_t(gdn_chunk_keys(int64_t(seqs.size()), rows_of(seqs))));
     const int32_t chunks = fill_gdn_chunk_map(seqs.data(), int32_t(seqs.size()), rows_of(seqs), chunk_min, map.data());
     std::vector<int32_t> firsts;
@@ -120,9 +127,8 @@ void expect_short_list(const std::vector<int32_t>& lens, int32_t chunk_min, cons
     const std::vector<DeviceSeq> seqs = packed(lens);
     std::vector<int32_t> list(seqs.size() + 1, -7), chunked(seqs.size() + 1, -7);
     const int32_t n = fill_gdn_short_seqs(seqs.data(), int32_t(seqs.size()), chunk_min, list.data());
-    ASSERT_EQ(n, int32_t(want.size())) << "chunk_min " << chunk_min;
-    for (int32_t i = 0; i < n; ++i) EXPECT_EQ(list[size_t(i)], want[size_t(i)]) << "entry " << i;
-    EXPECT_EQ(list[size_t(n)], -7) << "written past the count";
+    expect_list(list, n, want, chunk_min);
+    if (::testing::Test::HasFatalFailure()) return;
     const int32_t nc = fill_gdn_chunked_seqs(seqs.data(), int32_t(seqs.size()), chunk_min, chunked.data());
     std::vector<int> served(seqs.size(), 0);
     for (int32_t i = 0; i < n; ++i) ++served[size_t(list[size_t(i)])];

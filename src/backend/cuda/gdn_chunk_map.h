@@ -60,15 +60,21 @@ inline int32_t fill_gdn_chunk_map(const DeviceSeq* seqs, int32_t num_seqs, int64
     return n;
 }
 
+// Writes the indices of the sequences with min_rows <= num_tokens < end_rows, ascending, into
+// out[num_seqs] and returns how many (the per-sequence grids' lists below).
+inline int32_t fill_gdn_seqs_with_rows(const DeviceSeq* seqs, int32_t num_seqs, int32_t min_rows, int32_t end_rows,
+                                       int32_t* out) {
+    int32_t n = 0;
+    for (int32_t s = 0; s < num_seqs; ++s)
+        if (seqs[s].num_tokens >= min_rows && seqs[s].num_tokens < end_rows) out[n++] = s;
+    return n;
+}
+
 // Writes the indices of the sequences with num_tokens >= chunk_min (> 0), ascending, into
 // out[num_seqs] and returns how many (the state pass's grid: a block per chunked sequence instead of
 // one per sequence, most of which, in a serving step, are one-row decodes that return at once).
 inline int32_t fill_gdn_chunked_seqs(const DeviceSeq* seqs, int32_t num_seqs, int32_t chunk_min, int32_t* out) {
-    if (chunk_min <= 0) return 0;
-    int32_t n = 0;
-    for (int32_t s = 0; s < num_seqs; ++s)
-        if (seqs[s].num_tokens >= chunk_min) out[n++] = s;
-    return n;
+    return chunk_min <= 0 ? 0 : fill_gdn_seqs_with_rows(seqs, num_seqs, chunk_min, INT32_MAX, out);
 }
 
 // Writes the indices of the sequences with 2 <= num_tokens < chunk_min (> 0), ascending, into
@@ -77,11 +83,7 @@ inline int32_t fill_gdn_chunked_seqs(const DeviceSeq* seqs, int32_t num_seqs, in
 // kernel has a block per (sequence, value head), and in a serving step nearly all of them are one-row
 // decodes that return at once (33 K blocks at 1,040 sequences, ~126 waves at 2 blocks an SM).
 inline int32_t fill_gdn_short_seqs(const DeviceSeq* seqs, int32_t num_seqs, int32_t chunk_min, int32_t* out) {
-    if (chunk_min <= 0) return 0;
-    int32_t n = 0;
-    for (int32_t s = 0; s < num_seqs; ++s)
-        if (seqs[s].num_tokens >= 2 && seqs[s].num_tokens < chunk_min) out[n++] = s;
-    return n;
+    return chunk_min <= 0 ? 0 : fill_gdn_seqs_with_rows(seqs, num_seqs, 2, chunk_min, out);
 }
 
 }  // namespace qs::cuda
