@@ -70,11 +70,22 @@ int run_shape(const Shape& s, bool dense, std::mt19937& rng, const int* variants
             // W - Wh - Wl (2^-17 of W) leaves ~5e-6.
             const double err = e1 / std::max(r1, 1e-30), bound = dense ? 2e-5 : 1e-6;
             const bool ok = finite && guard && err < bound;
+            // The outputs' bits (FNV-1a over logits then gate): a kernel change meant to keep every
+            // bit (the copies' addressing, the tiling of the same mma sequence) compares these.
+            uint64_t hash = 1469598103934665603ull;
+            auto mix = [&](float v) {
+                uint32_t b;
+                std::memcpy(&b, &v, 4);
+                for (int i = 0; i < 4; ++i) hash = (hash ^ ((b >> (8 * i)) & 0xff)) * 1099511628211ull;
+            };
+            for (int64_t i = 0; i < s.T * s.E; ++i) mix(logits[size_t(i)]);
+            for (int64_t i = 0; i < s.T; ++i) mix(gate[size_t(i)]);
             fails += !ok;
             ++g_cases;
             if (verbose || !ok)
-                std::printf("E=%3lld H=%3lld T=%3lld %-5s variant %d mode %d: err %.2e%s%s %s\n", (long long)s.E,
-                            (long long)s.H, (long long)s.T, dense ? "dense" : "bf16", variant, mode, err,
+                std::printf("E=%3lld H=%3lld T=%3lld %-5s variant %d mode %d: err %.2e bits %016llx%s%s %s\n",
+                            (long long)s.E, (long long)s.H, (long long)s.T, dense ? "dense" : "bf16", variant, mode,
+                            err, (unsigned long long)hash,
                             finite ? "" : " NaN (a row or column left unwritten)", guard ? "" : " wrote past the end",
                             ok ? "PASS" : "FAIL");
         }
@@ -98,6 +109,11 @@ int main(int argc, char** argv) {
                                 {8, 32, 150}, {16, 256, 37}, {8, 32, 95}};
         for (const Shape& s : shapes)
             for (bool dense : {true, false}) fails += run_shape(s, dense, rng, all_variants, 4, true);
+        // Enough 128-token tiles for a wave (132 emulated SMs): variant 1 with all 272 rows in one
+        // block (nb = 272, three W rows a thread; H = 72: two k-steps and a tail), the shape every
+        // 16k-token prefill layer takes.
+        const int wide_variants[] = {1};
+        for (bool dense : {true, false}) fails += run_shape({256, 72, 16900}, dense, rng, wide_variants, 1, true);
     } else {
         // (E, H): the tiny model, fixtures a (E 8, H 32), b (16, 48), c (4, 40).
         const int64_t EH[][2] = {{16, 256}, {8, 32}, {16, 48}, {4, 40}};

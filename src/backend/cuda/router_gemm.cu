@@ -76,25 +76,51 @@ __global__ void __launch_bounds__(WM * 64) router_logits_kernel(const float* __r
     auto whs = [&](int s) { return reinterpret_cast<uint16_t*>(smem + s * stage_bytes + size_t(BM) * kXStride * 4); };
     auto wls = [&](int s) { return whs(s) + size_t(nb) * kWStride; };
 
+    // Each thread's copies are the same at every k-step but for k0: x rows xr and xr + BM/2 (BM·8
+    // 16-byte chunks = 2 a thread), column chunk xc; W rows wr + i·kWRowStep (< nb), column chunk
+    // wc, hi then lo. Their sources, destinations and row masks are computed once here: the
+    // per-step index arithmetic (an integer division by the runtime nb among it) had made the
+    // ring's copies ~8 instructions per mma of the k-step (NOTES.md "Router: the copies' addresses").
+    constexpr int kXRowStep = Tile::kThreads / 8;  // = BM / 2
+    constexpr int kWRowStep = Tile::kThreads / 4;
+    constexpr int kWIters = (Tile::kMaxNb + kWRowStep - 1) / kWRowStep;
+    const int xc = (tid & 7) * 4, wc = (tid & 3) * 8;
+    const float* xsrc[2];
+    uint32_t xdst[2];
+    bool xok[2];
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+        const int r = (tid >> 3) + i * kXRowStep;
+        xok[i] = m0 + r < T;
+        xsrc[i] = x + size_t(xok[i] ? m0 + r : 0) * H + xc;
+        xdst[i] = uint32_t((r * kXStride + xc) * 4);
+    }
+    int woff[kWIters];       // element offset of the row's chunk in W (row 0 when masked)
+    uint32_t wdst[kWIters];  // byte offset of the hi chunk in a stage
+    bool wok[kWIters], win[kWIters];
+#pragma unroll
+    for (int i = 0; i < kWIters; ++i) {
+        const int r = (tid >> 2) + i * kWRowStep;
+        win[i] = r < nb;
+        wok[i] = n0 + r < n_pad;
+        woff[i] = (wok[i] ? n0 + r : 0) * H + wc;
+        wdst[i] = uint32_t(BM * kXStride * 4 + (r * kWStride + wc) * 2);
+    }
+    const uint32_t w_lo_bytes = uint32_t(nb * kWStride * 2);  // lo rows follow the hi rows
     auto load = [&](int s, int kt) {
         const int k0 = kt * kBK;
-        // x: BM rows × 8 chunks of 4 floats (H % 8 == 0: a chunk is wholly inside or past H).
-        float* xd = xs(s);
-        for (int c = tid; c < BM * 8; c += Tile::kThreads) {
-            const int r = c >> 3, k = k0 + (c & 7) * 4;
-            const bool ok = m0 + r < T && k < H;
-            const float* src = ok ? x + size_t(m0 + r) * H + k : x;
-            ptx::cp_async16(ptx::smem_u32(xd + r * kXStride + (c & 7) * 4), src, ok ? 16 : 0);
+        const uint32_t stage = ptx::smem_u32(smem + s * stage_bytes);
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+            const bool ok = xok[i] && k0 + xc < H;  // H % 8 == 0: a chunk is wholly inside or past H
+            ptx::cp_async16(stage + xdst[i], ok ? xsrc[i] + k0 : x, ok ? 16 : 0);
         }
-        // W: nb rows × 4 chunks of 8 bf16, hi (and lo).
-        for (int c = tid; c < nb * 4 * (LO ? 2 : 1); c += Tile::kThreads) {
-            const int which = c / (nb * 4), cc = c - which * nb * 4;
-            const int r = cc >> 2, k = k0 + (cc & 3) * 8;
-            const bool ok = n0 + r < n_pad && k < H;
-            const uint16_t* base = which ? w_lo : w_hi;
-            const uint16_t* src = ok ? base + size_t(n0 + r) * H + k : base;
-            uint16_t* dst = (which ? wls(s) : whs(s)) + r * kWStride + (cc & 3) * 8;
-            ptx::cp_async16(ptx::smem_u32(dst), src, ok ? 16 : 0);
+#pragma unroll
+        for (int i = 0; i < kWIters; ++i) {
+            if (!win[i]) continue;
+            const bool ok = wok[i] && k0 + wc < H;
+            ptx::cp_async16(stage + wdst[i], ok ? w_hi + woff[i] + k0 : w_hi, ok ? 16 : 0);
+            if constexpr (LO) ptx::cp_async16(stage + wdst[i] + w_lo_bytes, ok ? w_lo + woff[i] + k0 : w_lo, ok ? 16 : 0);
         }
     };
 
