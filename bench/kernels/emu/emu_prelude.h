@@ -148,65 +148,70 @@ void run_grid(dim3 grid, dim3 block, size_t smem, F&& body) {
     if (g_stacks.size() < size_t(nt)) g_stacks.resize(size_t(nt));
     for (auto& st : g_stacks)
         if (st.empty()) st.resize(128 * 1024);
-    for (unsigned bz = 0; bz < grid.z; ++bz)
-        for (unsigned by = 0; by < grid.y; ++by)
-            for (unsigned bx = 0; bx < grid.x; ++bx) {
-                g_blockIdx = dim3(bx, by, bz);
-                g_smem.assign(smem, 0xff);
-                g_warp_bar.assign(size_t(nt / 32), Barrier{});
-                g_block_bar = Barrier{};
-                g_slots.assign(size_t(nt / 32), WarpSlots{});
-                g_fibers.clear();
-                g_fibers.resize(size_t(nt));
-                for (int t = 0; t < nt; ++t) {
-                    Fiber& f = g_fibers[size_t(t)];
-                    getcontext(&f.ctx);
-                    f.ctx.uc_stack.ss_sp = g_stacks[size_t(t)].data();
-                    f.ctx.uc_stack.ss_size = g_stacks[size_t(t)].size();
-                    f.ctx.uc_link = &g_sched;
-                    makecontext(&f.ctx, fiber_main, 0);
+    // Blocks in grid order under schedule 0 and in reverse under schedule 1: a block that writes
+    // outside its own outputs is then overwritten by their owner under one order and wins under
+    // the other, so the outputs differ (blocks run one after another here).
+    const uint64_t nblocks = uint64_t(grid.x) * grid.y * grid.z;
+    for (uint64_t bi = 0; bi < nblocks; ++bi) {
+        const uint64_t li = g_mode == 1 ? nblocks - 1 - bi : bi;
+        const unsigned bx = unsigned(li % grid.x), by = unsigned(li / grid.x % grid.y),
+                       bz = unsigned(li / (uint64_t(grid.x) * grid.y));
+        g_blockIdx = dim3(bx, by, bz);
+        g_smem.assign(smem, 0xff);
+        g_warp_bar.assign(size_t(nt / 32), Barrier{});
+        g_block_bar = Barrier{};
+        g_slots.assign(size_t(nt / 32), WarpSlots{});
+        g_fibers.clear();
+        g_fibers.resize(size_t(nt));
+        for (int t = 0; t < nt; ++t) {
+            Fiber& f = g_fibers[size_t(t)];
+            getcontext(&f.ctx);
+            f.ctx.uc_stack.ss_sp = g_stacks[size_t(t)].data();
+            f.ctx.uc_stack.ss_size = g_stacks[size_t(t)].size();
+            f.ctx.uc_link = &g_sched;
+            makecontext(&f.ctx, fiber_main, 0);
+        }
+        int remaining = nt;
+        auto resume = [&](int t) {
+            g_cur = t;
+            g_threadIdx = dim3(unsigned(t), 0, 0);
+            swapcontext(&g_sched, &g_fibers[size_t(t)].ctx);
+            if (g_fibers[size_t(t)].done) --remaining;
+        };
+        auto runnable = [&](int t) {
+            const Fiber& f = g_fibers[size_t(t)];
+            return !f.done && !(f.at_block && f.block_gen == g_block_bar.gen);
+        };
+        while (remaining > 0) {
+            const long events = g_events;
+            const int remaining_before = remaining;
+            if (g_mode == 0) {
+                for (int t = 0; t < nt; ++t)
+                    if (!g_fibers[size_t(t)].done) resume(t);
+            } else {
+                std::vector<int> order(size_t(nt / 32));
+                for (int w = 0; w < nt / 32; ++w) order[size_t(w)] = w;
+                for (int w = nt / 32 - 1; w > 0; --w) {
+                    g_rng = g_rng * 6364136223846793005ull + 1442695040888963407ull;
+                    std::swap(order[size_t(w)], order[size_t((g_rng >> 33) % uint64_t(w + 1))]);
                 }
-                int remaining = nt;
-                auto resume = [&](int t) {
-                    g_cur = t;
-                    g_threadIdx = dim3(unsigned(t), 0, 0);
-                    swapcontext(&g_sched, &g_fibers[size_t(t)].ctx);
-                    if (g_fibers[size_t(t)].done) --remaining;
-                };
-                auto runnable = [&](int t) {
-                    const Fiber& f = g_fibers[size_t(t)];
-                    return !f.done && !(f.at_block && f.block_gen == g_block_bar.gen);
-                };
-                while (remaining > 0) {
-                    const long events = g_events;
-                    const int remaining_before = remaining;
-                    if (g_mode == 0) {
-                        for (int t = 0; t < nt; ++t)
-                            if (!g_fibers[size_t(t)].done) resume(t);
-                    } else {
-                        std::vector<int> order(size_t(nt / 32));
-                        for (int w = 0; w < nt / 32; ++w) order[size_t(w)] = w;
-                        for (int w = nt / 32 - 1; w > 0; --w) {
-                            g_rng = g_rng * 6364136223846793005ull + 1442695040888963407ull;
-                            std::swap(order[size_t(w)], order[size_t((g_rng >> 33) % uint64_t(w + 1))]);
-                        }
-                        for (int w : order) {
-                            for (;;) {  // run this warp until it blocks on __syncthreads or ends
-                                const long ev = g_events;
-                                const int rem = remaining;
-                                for (int t = 32 * w; t < 32 * w + 32; ++t)
-                                    if (runnable(t)) resume(t);
-                                if (ev == g_events && rem == remaining) break;
-                            }
-                        }
-                    }
-                    if (remaining > 0 && events == g_events && remaining == remaining_before) {
-                        std::fprintf(stderr, "emu: deadlock in block %u,%u,%u (%d threads waiting)\n", bx, by, bz,
-                                     remaining);
-                        std::abort();
+                for (int w : order) {
+                    for (;;) {  // run this warp until it blocks on __syncthreads or ends
+                        const long ev = g_events;
+                        const int rem = remaining;
+                        for (int t = 32 * w; t < 32 * w + 32; ++t)
+                            if (runnable(t)) resume(t);
+                        if (ev == g_events && rem == remaining) break;
                     }
                 }
             }
+            if (remaining > 0 && events == g_events && remaining == remaining_before) {
+                std::fprintf(stderr, "emu: deadlock in block %u,%u,%u (%d threads waiting)\n", bx, by, bz,
+                             remaining);
+                std::abort();
+            }
+        }
+    }
 }
 
 inline int occupancy(int threads, size_t smem) {

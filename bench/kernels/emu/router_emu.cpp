@@ -98,7 +98,7 @@ int main(int argc, char** argv) {
     const bool sweep = argc > 1 && std::strcmp(argv[1], "--sweep") == 0;
     std::mt19937 rng(11);
     int fails = 0;
-    const int all_variants[] = {0, 1, 2, 3};
+    const int all_variants[] = {0, 1, 2, 3, 4};
     if (!sweep) {
         // E = 5: one padded row tile; E = 40: 48 rows (3 tiles: column blocks along
         // y, a partial one); H = 72: a K tail of 8; T = 17, 130: partial token tiles
@@ -108,12 +108,12 @@ int main(int argc, char** argv) {
         const Shape shapes[] = {{5, 72, 3},   {40, 64, 17}, {40, 96, 130}, {256, 32, 20},
                                 {8, 32, 150}, {16, 256, 37}, {8, 32, 95}};
         for (const Shape& s : shapes)
-            for (bool dense : {true, false}) fails += run_shape(s, dense, rng, all_variants, 4, true);
+            for (bool dense : {true, false}) fails += run_shape(s, dense, rng, all_variants, 5, true);
         // Enough 128-token tiles for a wave (132 emulated SMs): variant 1 with all 272 rows in one
         // block (nb = 272, three W rows a thread; H = 72: two k-steps and a tail), the shape every
         // 16k-token prefill layer takes.
-        const int wide_variants[] = {1};
-        for (bool dense : {true, false}) fails += run_shape({256, 72, 16900}, dense, rng, wide_variants, 1, true);
+        const int wide_variants[] = {1, 3, 4};
+        for (bool dense : {true, false}) fails += run_shape({256, 72, 16900}, dense, rng, wide_variants, 3, true);
     } else {
         // (E, H): the tiny model, fixtures a (E 8, H 32), b (16, 48), c (4, 40).
         const int64_t EH[][2] = {{16, 256}, {8, 32}, {16, 48}, {4, 40}};
@@ -121,7 +121,7 @@ int main(int argc, char** argv) {
             for (int64_t T = 1; T <= 200; ++T) {
                 const int before = fails;
                 for (bool dense : {true, false})
-                    fails += run_shape({eh[0], eh[1], T}, dense, rng, all_variants, 4, false);
+                    fails += run_shape({eh[0], eh[1], T}, dense, rng, all_variants, 5, false);
                 if (T % 50 == 0 || fails != before)
                     std::printf("E=%lld H=%lld T up to %lld: %d cases so far, %d failures\n", (long long)eh[0],
                                 (long long)eh[1], (long long)T, g_cases, fails);

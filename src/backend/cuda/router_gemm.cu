@@ -1,10 +1,11 @@
 // router_gemm.h's kernel. A block takes BM = 16·WM tokens and NB rows of W (all 272 at large T;
 // fewer, over several blocks along y, when the token tiles alone do not fill the GPU). Its WM × 2
 // warps each own 16 tokens × NB/2 rows: NB/16 ≤ 17 n8 tiles of fp32 accumulators (68 registers).
-// K is walked in steps of 32 through a STAGES-deep cp.async ring: x as fp32 [BM, 32] (split into
-// bf16 hi/lo when the A fragments are read, never stored split), Wh and Wl as bf16 [NB, 32].
-// Rows are padded by 8 elements (x: 32 bytes, W: 16 bytes) so the fragment reads are free of bank
-// conflicts. Rows past T and columns past H are zero-filled by the copies.
+// K is walked in steps of BK (32, or 64 for variant 4) through a STAGES-deep cp.async ring: x as
+// fp32 [BM, BK] (split into three bf16 terms when the A fragments are read, never stored split),
+// Wh and Wl as bf16 [NB, BK]. Rows are padded by 8 elements (x: 32 bytes, W: 16 bytes) so the
+// fragment reads are free of bank conflicts. Rows past T and columns past H are zero-filled by the
+// copies, whose addresses each thread computes once (the k-step adds k0).
 #include "backend/cuda/router_gemm.h"
 
 #include <algorithm>
@@ -20,11 +21,6 @@
 namespace qs::cuda {
 
 namespace {
-
-constexpr int kBK = 32;                  // K per stage
-constexpr int kXStride = kBK + 8;        // floats per x row in shared memory
-constexpr int kWStride = kBK + 8;        // bf16 per W row in shared memory
-constexpr int kMaxTilesPerWarp = kRouterMaxRows / 16;  // n8 tiles of one warp (2 warp columns)
 
 // a = hi + mid + lo exactly: hi = bf16(a), mid = bf16(a - hi), lo = a - hi - mid (at most 8
 // significant bits left: exact in bf16; both subtractions are exact in fp32). Two elements packed
@@ -42,10 +38,15 @@ __device__ __forceinline__ void split3(float2 v, uint32_t& hi, uint32_t& mid, ui
     lo = *reinterpret_cast<const uint32_t*>(&l);
 }
 
-template <int WM, int STAGES, bool LO>
+// BK: K per ring stage (32 or 64). Rows are padded by 8 elements (x: 32 bytes, W: 16 bytes): the
+// fragment reads are then free of bank conflicts at either BK (row strides of 8 and 4 banks mod 32).
+template <int WM, int STAGES, bool LO, int BK>
 struct RouterTile {
+    static_assert(BK == 32 || BK == 64, "BK");
     static constexpr int kThreads = WM * 2 * 32;
     static constexpr int kBM = 16 * WM;
+    static constexpr int kXStride = BK + 8;  // floats per x row in shared memory
+    static constexpr int kWStride = BK + 8;  // bf16 per W row in shared memory
     // The 16-token tiles are for latency-bound sizes: one n16 column per block (17 blocks along
     // y) and a deep ring (7 k-steps in flight, 40 KB) instead of wide tiles.
     static constexpr int kMaxNb = WM == 1 ? 16 : kRouterMaxRows;
@@ -55,20 +56,23 @@ struct RouterTile {
     static size_t smem_bytes(int nb) { return STAGES * stage_bytes(nb); }
 };
 
-// grid (ceil(T / BM), ceil(Npad / nb)); nb a multiple of 16, <= 272.
-template <int WM, int STAGES, bool LO>
+// grid (ceil(T / BM), ceil(Npad / nb)); nb a multiple of 16, <= 272. FULL: nb is the tile's most
+// (all 272 rows in one block, as at every large T): the n8 tile count is then a constant, so the
+// compute loop carries no per-tile predicate.
+template <int WM, int STAGES, bool LO, int BK, bool FULL>
 __global__ void __launch_bounds__(WM * 64) router_logits_kernel(const float* __restrict__ x, int T, int H,
                                                                const uint16_t* __restrict__ w_hi,
                                                                const uint16_t* __restrict__ w_lo, int n_pad,
                                                                int nb, int E, float* __restrict__ logits,
                                                                float* __restrict__ gate) {
-    using Tile = RouterTile<WM, STAGES, LO>;
-    constexpr int BM = Tile::kBM;
+    using Tile = RouterTile<WM, STAGES, LO, BK>;
+    constexpr int BM = Tile::kBM, kXStride = Tile::kXStride, kWStride = Tile::kWStride;
+    constexpr int kTiles = Tile::kMaxNb / 16;  // n8 tiles of a warp at most
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int wm = warp >> 1, wn = warp & 1;
     const int m0 = blockIdx.x * BM, n0 = blockIdx.y * nb;
-    const int nt = nb / 16;  // n8 tiles per warp
-    const int ktiles = (H + kBK - 1) / kBK;
+    const int nt = FULL ? kTiles : nb / 16;  // n8 tiles per warp
+    const int ktiles = (H + BK - 1) / BK;
 
     uint8_t* smem = ptx::dynamic_smem();
     const size_t stage_bytes = Tile::stage_bytes(nb);
@@ -76,23 +80,25 @@ __global__ void __launch_bounds__(WM * 64) router_logits_kernel(const float* __r
     auto whs = [&](int s) { return reinterpret_cast<uint16_t*>(smem + s * stage_bytes + size_t(BM) * kXStride * 4); };
     auto wls = [&](int s) { return whs(s) + size_t(nb) * kWStride; };
 
-    // Each thread's copies are the same at every k-step but for k0: x rows xr and xr + BM/2 (BM·8
-    // 16-byte chunks = 2 a thread), column chunk xc; W rows wr + i·kWRowStep (< nb), column chunk
-    // wc, hi then lo. Their sources, destinations and row masks are computed once here: the
+    // Each thread's copies are the same at every k-step but for k0: x rows xr + i·kXRowStep (BM·BK/4
+    // 16-byte chunks: BK/16 a thread), column chunk xc; W rows wr + i·kWRowStep (< nb), column
+    // chunk wc, hi then lo. Their sources, destinations and row masks are computed once here: the
     // per-step index arithmetic (an integer division by the runtime nb among it) had made the
     // ring's copies ~8 instructions per mma of the k-step (NOTES.md "Router: the copies' addresses").
-    constexpr int kXRowStep = Tile::kThreads / 8;  // = BM / 2
-    constexpr int kWRowStep = Tile::kThreads / 4;
+    constexpr int kXChunks = BK / 4, kWChunks = BK / 8;  // 16-byte chunks of a row per stage
+    constexpr int kXRowStep = Tile::kThreads / kXChunks, kXIters = BM / kXRowStep;
+    constexpr int kWRowStep = Tile::kThreads / kWChunks;
     constexpr int kWIters = (Tile::kMaxNb + kWRowStep - 1) / kWRowStep;
-    const int xc = (tid & 7) * 4, wc = (tid & 3) * 8;
-    const float* xsrc[2];
-    uint32_t xdst[2];
-    bool xok[2];
+    static_assert(BM % kXRowStep == 0, "x rows split evenly over the threads");
+    const int xc = (tid % kXChunks) * 4, wc = (tid % kWChunks) * 8;
+    int xoff[kXIters];  // element offset of the row's chunk in x (row 0 when masked; T·H < 2^31)
+    uint32_t xdst[kXIters];
+    bool xok[kXIters];
 #pragma unroll
-    for (int i = 0; i < 2; ++i) {
-        const int r = (tid >> 3) + i * kXRowStep;
+    for (int i = 0; i < kXIters; ++i) {
+        const int r = tid / kXChunks + i * kXRowStep;
         xok[i] = m0 + r < T;
-        xsrc[i] = x + size_t(xok[i] ? m0 + r : 0) * H + xc;
+        xoff[i] = (xok[i] ? m0 + r : 0) * H + xc;
         xdst[i] = uint32_t((r * kXStride + xc) * 4);
     }
     int woff[kWIters];       // element offset of the row's chunk in W (row 0 when masked)
@@ -100,7 +106,7 @@ __global__ void __launch_bounds__(WM * 64) router_logits_kernel(const float* __r
     bool wok[kWIters], win[kWIters];
 #pragma unroll
     for (int i = 0; i < kWIters; ++i) {
-        const int r = (tid >> 2) + i * kWRowStep;
+        const int r = tid / kWChunks + i * kWRowStep;
         win[i] = r < nb;
         wok[i] = n0 + r < n_pad;
         woff[i] = (wok[i] ? n0 + r : 0) * H + wc;
@@ -108,12 +114,12 @@ __global__ void __launch_bounds__(WM * 64) router_logits_kernel(const float* __r
     }
     const uint32_t w_lo_bytes = uint32_t(nb * kWStride * 2);  // lo rows follow the hi rows
     auto load = [&](int s, int kt) {
-        const int k0 = kt * kBK;
+        const int k0 = kt * BK;
         const uint32_t stage = ptx::smem_u32(smem + s * stage_bytes);
 #pragma unroll
-        for (int i = 0; i < 2; ++i) {
+        for (int i = 0; i < kXIters; ++i) {
             const bool ok = xok[i] && k0 + xc < H;  // H % 8 == 0: a chunk is wholly inside or past H
-            ptx::cp_async16(stage + xdst[i], ok ? xsrc[i] + k0 : x, ok ? 16 : 0);
+            ptx::cp_async16(stage + xdst[i], ok ? x + xoff[i] + k0 : x, ok ? 16 : 0);
         }
 #pragma unroll
         for (int i = 0; i < kWIters; ++i) {
@@ -124,9 +130,9 @@ __global__ void __launch_bounds__(WM * 64) router_logits_kernel(const float* __r
         }
     };
 
-    float acc[kMaxTilesPerWarp][4];
+    float acc[kTiles][4];
 #pragma unroll
-    for (int j = 0; j < kMaxTilesPerWarp; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
+    for (int j = 0; j < kTiles; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
 
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {
@@ -144,15 +150,15 @@ __global__ void __launch_bounds__(WM * 64) router_logits_kernel(const float* __r
         const uint16_t* wh = whs(s) + (wn * (nb / 2) + g) * kWStride + 2 * t;
         const uint16_t* wl = wls(s) + (wn * (nb / 2) + g) * kWStride + 2 * t;
 #pragma unroll
-        for (int kk = 0; kk < kBK; kk += 16) {
+        for (int kk = 0; kk < BK; kk += 16) {
             uint32_t ah[4], am[4], al[4];
             split3(*reinterpret_cast<const float2*>(xa + kk), ah[0], am[0], al[0]);
             split3(*reinterpret_cast<const float2*>(xa + 8 * kXStride + kk), ah[1], am[1], al[1]);
             split3(*reinterpret_cast<const float2*>(xa + kk + 8), ah[2], am[2], al[2]);
             split3(*reinterpret_cast<const float2*>(xa + 8 * kXStride + kk + 8), ah[3], am[3], al[3]);
 #pragma unroll
-            for (int j = 0; j < kMaxTilesPerWarp; ++j) {
-                if (j < nt) {
+            for (int j = 0; j < kTiles; ++j) {
+                if (FULL || j < nt) {
                     const uint16_t* b = wh + j * 8 * kWStride + kk;
                     const uint32_t bh0 = *reinterpret_cast<const uint32_t*>(b);
                     const uint32_t bh1 = *reinterpret_cast<const uint32_t*>(b + 8);
@@ -175,8 +181,8 @@ __global__ void __launch_bounds__(WM * 64) router_logits_kernel(const float* __r
 
     // c0, c1: token g, rows 2t, 2t + 1 of the tile; c2, c3: token g + 8.
 #pragma unroll
-    for (int j = 0; j < kMaxTilesPerWarp; ++j) {
-        if (j >= nt) continue;
+    for (int j = 0; j < kTiles; ++j) {
+        if (!FULL && j >= nt) continue;
         const int n = n0 + wn * (nb / 2) + j * 8 + 2 * t;
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
@@ -193,10 +199,19 @@ __global__ void __launch_bounds__(WM * 64) router_logits_kernel(const float* __r
     }
 }
 
-template <int WM, int STAGES, bool LO>
+template <int WM, int STAGES, bool LO, int BK, bool FULL>
+void launch_kernel(dim3 grid, size_t smem, const float* x, int T, int H, const uint16_t* w_hi, const uint16_t* w_lo,
+                   int n_pad, int nb, int E, float* logits, float* gate, cudaStream_t stream) {
+    allow_dynamic_smem<router_logits_kernel<WM, STAGES, LO, BK, FULL>>(smem);
+    ptx::launch_kernel(router_logits_kernel<WM, STAGES, LO, BK, FULL>, grid, dim3(RouterTile<WM, STAGES, LO, BK>::kThreads),
+                       smem, stream, x, T, H, w_hi, w_lo, n_pad, nb, E, logits, gate);
+    QS_CUDA_CHECK(cudaGetLastError());
+}
+
+template <int WM, int STAGES, bool LO, int BK = 32>
 void launch_tile(const float* x, int T, int H, const uint16_t* w_hi, const uint16_t* w_lo, int n_pad, int E,
                  float* logits, float* gate, cudaStream_t stream) {
-    using Tile = RouterTile<WM, STAGES, LO>;
+    using Tile = RouterTile<WM, STAGES, LO, BK>;
     const int mblocks = (T + Tile::kBM - 1) / Tile::kBM;
     // Split the rows over blocks along y only while the token tiles leave SMs idle: the 128-token
     // tiles (one block per SM) to at most a wave, the smaller ones (several blocks per SM) to at
@@ -207,16 +222,15 @@ void launch_tile(const float* x, int T, int H, const uint16_t* w_hi, const uint1
     const int nb = std::min(Tile::kMaxNb, 16 * ((tiles16 + want_y - 1) / want_y));
     const dim3 grid(unsigned(mblocks), unsigned((n_pad + nb - 1) / nb));
     const size_t smem = Tile::smem_bytes(nb);
-    allow_dynamic_smem<router_logits_kernel<WM, STAGES, LO>>(smem);
-    ptx::launch_kernel(router_logits_kernel<WM, STAGES, LO>, grid, dim3(Tile::kThreads), smem, stream, x, T, H, w_hi, w_lo, n_pad, nb, E, logits, gate);
-    QS_CUDA_CHECK(cudaGetLastError());
+    if (nb == Tile::kMaxNb) launch_kernel<WM, STAGES, LO, BK, true>(grid, smem, x, T, H, w_hi, w_lo, n_pad, nb, E, logits, gate, stream);
+    else launch_kernel<WM, STAGES, LO, BK, false>(grid, smem, x, T, H, w_hi, w_lo, n_pad, nb, E, logits, gate, stream);
 }
 
-template <int WM, int STAGES>
+template <int WM, int STAGES, int BK = 32>
 void launch_lo(bool lo, const float* x, int T, int H, const uint16_t* w_hi, const uint16_t* w_lo, int n_pad, int E,
                float* logits, float* gate, cudaStream_t stream) {
-    if (lo) launch_tile<WM, STAGES, true>(x, T, H, w_hi, w_lo, n_pad, E, logits, gate, stream);
-    else launch_tile<WM, STAGES, false>(x, T, H, w_hi, w_lo, n_pad, E, logits, gate, stream);
+    if (lo) launch_tile<WM, STAGES, true, BK>(x, T, H, w_hi, w_lo, n_pad, E, logits, gate, stream);
+    else launch_tile<WM, STAGES, false, BK>(x, T, H, w_hi, w_lo, n_pad, E, logits, gate, stream);
 }
 
 }  // namespace
@@ -250,11 +264,16 @@ void launch_router_logits(const float* x, int64_t T, int64_t H, const uint16_t* 
                  "launch_router_logits: x and W must be 16-byte aligned (cp.async)");
     const int n_pad = int(router_padded_rows(E));
     const bool lo = w_lo != nullptr;
-    // 128-token tiles (16 warps, one block per SM, 3 stages) once they fill the GPU; 64-token
-    // tiles (8 warps) in between; 16-token tiles (2 warps, 8 stages) at the smallest sizes. Below a full wave the rows are
-    // spread over blocks along y (x is then re-read per row block, from L2).
-    if (variant == 0) variant = T >= 2048 ? 1 : T > 128 ? 3 : 2;
+    // 128-token tiles (16 warps, one block per SM) once they fill the GPU, K 64 a stage in 2 stages
+    // (variant 4: half the barriers of variant 1's 3 stages of K 32, the same bytes in flight; with
+    // lo operands, whose 272 rows would need 230 KB there, variant 1); 64-token tiles (8 warps) in
+    // between; 16-token tiles (2 warps, 8 stages) at the smallest sizes. Below a full wave the rows
+    // are spread over blocks along y (x is then re-read per row block, from L2). Every variant
+    // gives each accumulator the same mma sequence: the same bits (router_lab checks it).
+    if (variant == 0) variant = T >= 2048 ? 4 : T > 128 ? 3 : 2;
+    if (variant == 4 && lo) variant = 1;
     if (variant == 1) launch_lo<8, 3>(lo, x, int(T), int(H), w_hi, w_lo, n_pad, int(E), logits, gate, stream);
+    else if (variant == 4) launch_tile<8, 2, false, 64>(x, int(T), int(H), w_hi, w_lo, n_pad, int(E), logits, gate, stream);
     else if (variant == 3) launch_lo<4, 3>(lo, x, int(T), int(H), w_hi, w_lo, n_pad, int(E), logits, gate, stream);
     else launch_lo<1, 8>(lo, x, int(T), int(H), w_hi, w_lo, n_pad, int(E), logits, gate, stream);
 }

@@ -23,8 +23,11 @@ namespace qs::cuda {
 // CudaOps::moe takes the kernel from this many rows on (below, cuBLAS's fp32 GEMMs). H200
 // (router_lab, bf16 router, E = 256, H = 2,048, x in three bf16 terms; session 18): T = 16,384
 // 202 µs against cuBLAS's 409; T = 4,096 153 against 129; T = 1,024 139 against 52; T = 1..64
-// 90-110 against 23-28 (the kernel walks K = 2,048 in 64 dependent steps whatever T:
-// latency-bound below a full wave). The crossover lies between 4,096 and 16,384 rows.
+// 90-110 against 23-28. Since session 35 (each thread's copy addresses computed once, the full
+// row tile's loop unpredicated, K 64 a stage at large T), on an H100: T = 16,384 170-175 against
+// cuBLAS's 400-412, T = 4,096 133-135 against 129-130, T = 1..64 25 against 19-22 (16-token
+// tiles). The crossover lies between 4,096 and 16,384 rows; 8,192 stays until the lab times the
+// sizes between.
 constexpr int64_t kRouterKernelMinRows = 8192;
 
 // Rows (E + 1) the kernel takes: the real model has E = 256.
@@ -42,7 +45,9 @@ bool router_split_weights(const std::vector<float>& w, int64_t rows, int64_t pad
 
 // x [T, H] fp32; w_hi / w_lo [padded_rows, H] bf16 bits (w_lo null: Wl = 0, two products);
 // logits [T, E] and gate [T] fp32 (row e < E of W → logits column e, row E → gate).
-// variant (labs): 0 by shape; 1 the 128-token tiles; 2 the 16-token tiles; 3 the 64-token tiles.
+// variant (labs): 0 by shape; 1 the 128-token tiles (K 32 a stage, 3 stages); 2 the 16-token tiles;
+// 3 the 64-token tiles; 4 the 128-token tiles with K 64 a stage in 2 stages (variant 1 when w_lo is
+// set). All give the same bits.
 void launch_router_logits(const float* x, int64_t T, int64_t H, const uint16_t* w_hi, const uint16_t* w_lo,
                           int64_t E, float* logits, float* gate, cudaStream_t stream, int variant = 0);
 
