@@ -264,13 +264,14 @@ void launch_router_logits(const float* x, int64_t T, int64_t H, const uint16_t* 
                  "launch_router_logits: x and W must be 16-byte aligned (cp.async)");
     const int n_pad = int(router_padded_rows(E));
     const bool lo = w_lo != nullptr;
-    // 128-token tiles (16 warps, one block per SM) once they fill the GPU, K 64 a stage in 2 stages
+    // 128-token tiles (16 warps, one block per SM) from 2,048 rows, K 64 a stage in 2 stages
     // (variant 4: half the barriers of variant 1's 3 stages of K 32, the same bytes in flight; with
-    // lo operands, whose 272 rows would need 230 KB there, variant 1); 64-token tiles (8 warps) in
-    // between; 16-token tiles (2 warps, 8 stages) at the smallest sizes. Below a full wave the rows
-    // are spread over blocks along y (x is then re-read per row block, from L2). Every variant
-    // gives each accumulator the same mma sequence: the same bits (router_lab checks it).
-    if (variant == 0) variant = T >= 2048 ? 4 : T > 128 ? 3 : 2;
+    // lo operands, whose 272 rows would need 230 KB there, variant 1); below, the 16-token tiles
+    // (2 warps, 8 stages; an H100 in session 35: 25 µs at 1-64 rows, 36 at 512, 62 at 1,024, where
+    // the 64-token tiles of variant 3 took 108-140). Below a full wave the rows are spread over
+    // blocks along y (x is then re-read per row block, from L2). Every variant gives each
+    // accumulator the same mma sequence: the same bits (router_lab checks it).
+    if (variant == 0) variant = T >= 2048 ? 4 : 2;
     if (variant == 4 && lo) variant = 1;
     if (variant == 1) launch_lo<8, 3>(lo, x, int(T), int(H), w_hi, w_lo, n_pad, int(E), logits, gate, stream);
     else if (variant == 4) launch_tile<8, 2, false, 64>(x, int(T), int(H), w_hi, w_lo, n_pad, int(E), logits, gate, stream);
