@@ -887,9 +887,10 @@ void CudaOps::moe(const float* x, int64_t T, const MoeWeights& w, int64_t top_k,
     if (!moe_computes_router(p)) {
         float* router_logits = alloc(T * e.E);  // [T, E]
         float* shared_gate = alloc(T);           // [T]
-        // From kRouterKernelMinRows rows on (below, cuBLAS is faster). The kernel's cp.async reads
+        // From router_kernel_min_rows rows on (below, cuBLAS is faster). The kernel's cp.async reads
         // x in 16-byte chunks: a misaligned x (never an arena block) keeps the cuBLAS path.
-        if (options_.moe_router_kernel != 0 && (T >= kRouterKernelMinRows || options_.moe_router_kernel == 2) &&
+        if (options_.moe_router_kernel != 0 &&
+            (T >= router_kernel_min_rows(e.router_lo != nullptr) || options_.moe_router_kernel == 2) &&
             e.router_hi != nullptr &&
             reinterpret_cast<uintptr_t>(x) % 16 == 0) {
             launch_router_logits(x, T, e.H, e.router_hi, e.router_lo, e.E, router_logits, shared_gate, stream_);

@@ -93,12 +93,13 @@ struct CudaOptions {
     // MoE kernels (every call but small-T version 2's): 0 two cuBLASLt fp32 GEMMs (SIMT SGEMM:
     // 409 µs per layer at 16,384 tokens on the H200); 1 (default) router_gemm.h's one pass over x
     // on bf16 tensor cores with split operands (x exactly as three bf16 terms, W as hi + lo:
-    // within ~5e-7 of cuBLAS's logits on the parity fixtures) for calls of >= kRouterKernelMinRows
-    // (8,192) rows, where it is faster (202 µs at 16,384), the weights' hi/lo copies uploaded at
+    // within ~5e-7 of cuBLAS's logits on the parity fixtures) for calls of >= router_kernel_min_rows
+    // (6,144 rows for bf16 routers, 8,192 for fp32 ones), where it is faster (an H100: 170 against
+    // 399 µs at 16,384), the weights' hi/lo copies uploaded at
     // prepare_weights (DeviceExperts::router_hi). Smaller calls, and shapes it does not take
     // (E + 1 > 272 rows, H not a multiple of 8), keep cuBLAS. 2: the kernel at every size (slower
-    // below ~6,000 rows; for tests and measurement). bench/kernels/NOTES.md "Router on tensor
-    // cores" has the history: with 2, routing flips at exact fp32 near-ties (gaps ~6e-8) move the
+    // below ~5,000 rows with a bf16 router; for tests and measurement). bench/kernels/NOTES.md
+    // "Router on tensor cores" has the history: with 2, routing flips at exact fp32 near-ties (gaps ~6e-8) move the
     // tiny test model's engine-equality gap past its bound; 1 never reaches the tests' sizes.
     int moe_router_kernel = 1;
     // Diagnosis (tests; synchronises every MoE call): each tensor-core router call outside graph

@@ -26,9 +26,13 @@ namespace qs::cuda {
 // 90-110 against 23-28. Since session 35 (each thread's copy addresses computed once, the full
 // row tile's loop unpredicated, K 64 a stage at large T), on an H100: T = 16,384 170-175 against
 // cuBLAS's 400-412, T = 4,096 133-135 against 129-130, T = 1..64 25 against 19-22 (16-token
-// tiles). The crossover lies between 4,096 and 16,384 rows; 8,192 stays until the lab times the
-// sizes between.
+// tiles), and between (session 35's final kernel, bf16 router / fp32 router with lo operands):
+// T = 2,048 129 / 116 against 72 / 69, 4,096 135 / 140 against 129 / 127, 6,144 142 / 195 against
+// 186 / 188, 8,192 143 / 197 against 219 / 221. So bf16 routers (every published checkpoint's, and
+// the dummy weights') take the kernel from 6,144 rows, fp32 ones (three products) from 8,192.
 constexpr int64_t kRouterKernelMinRows = 8192;
+constexpr int64_t kRouterKernelMinRowsBf16 = 6144;
+inline int64_t router_kernel_min_rows(bool has_lo) { return has_lo ? kRouterKernelMinRows : kRouterKernelMinRowsBf16; }
 
 // Rows (E + 1) the kernel takes: the real model has E = 256.
 constexpr int kRouterMaxRows = 272;  // 17 × 16: 257 rounded up to the tile
