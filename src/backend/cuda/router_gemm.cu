@@ -84,7 +84,7 @@ __global__ void __launch_bounds__(WM * 64) router_logits_kernel(const float* __r
     // 16-byte chunks: BK/16 a thread), column chunk xc; W rows wr + i·kWRowStep (< nb), column
     // chunk wc, hi then lo. Their sources, destinations and row masks are computed once here: the
     // per-step index arithmetic (an integer division by the runtime nb among it) had made the
-    // ring's copies ~8 instructions per mma of the k-step (NOTES.md "Router: the copies' addresses").
+    // ring's copies ~8 instructions per mma of the k-step (bench/kernels/NOTES.md "Session 35").
     constexpr int kXChunks = BK / 4, kWChunks = BK / 8;  // 16-byte chunks of a row per stage
     constexpr int kXRowStep = Tile::kThreads / kXChunks, kXIters = BM / kXRowStep;
     constexpr int kWRowStep = Tile::kThreads / kWChunks;
