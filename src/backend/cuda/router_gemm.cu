@@ -226,11 +226,11 @@ void launch_tile(const float* x, int T, int H, const uint16_t* w_hi, const uint1
     else launch_kernel<WM, STAGES, LO, BK, false>(grid, smem, x, T, H, w_hi, w_lo, n_pad, nb, E, logits, gate, stream);
 }
 
-template <int WM, int STAGES, int BK = 32>
+template <int WM, int STAGES>
 void launch_lo(bool lo, const float* x, int T, int H, const uint16_t* w_hi, const uint16_t* w_lo, int n_pad, int E,
                float* logits, float* gate, cudaStream_t stream) {
-    if (lo) launch_tile<WM, STAGES, true, BK>(x, T, H, w_hi, w_lo, n_pad, E, logits, gate, stream);
-    else launch_tile<WM, STAGES, false, BK>(x, T, H, w_hi, w_lo, n_pad, E, logits, gate, stream);
+    if (lo) launch_tile<WM, STAGES, true>(x, T, H, w_hi, w_lo, n_pad, E, logits, gate, stream);
+    else launch_tile<WM, STAGES, false>(x, T, H, w_hi, w_lo, n_pad, E, logits, gate, stream);
 }
 
 }  // namespace
