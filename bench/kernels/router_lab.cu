@@ -14,7 +14,7 @@
 // tile variant, outputs bit for bit tc-128's (a row's logits must not depend on T, which picks the
 // variant); cuBLAS's fp32 error is printed beside it.
 // Timing: real shape, dense weights and bf16-exact ones, T = 1 … 16,384 (2,048-8,192: the crossover
-// with cuBLAS that sets kRouterKernelMinRows),
+// with cuBLAS that sets router_kernel_min_rows),
 // median of 20 after 3 warm-ups: µs, TFLOP/s on 2·T·H·(E + 1) and GB/s on x's T·H·4 bytes.
 #include <algorithm>
 #include <cmath>

@@ -151,8 +151,9 @@ TEST_P(CudaRouter, LogitsMatchFloat64) {
 
 // CudaOps::moe with the option on against CpuOps::moe (the parity test's bound
 // and sizes, plus prefill-sized calls: the kernel runs from router_kernel_min_rows
-// rows on (6,144 with a bf16 router, 8,192 with an fp32 one), cuBLAS below) and against the option off (same routing expected: the
-// logits differ by ~1e-5 of their scale, so y agrees to far below the bf16 bound).
+// rows on (6,144 with a bf16 router, 8,192 with an fp32 one), cuBLAS below) and
+// against the option off (same routing expected: the logits differ by ~1e-5 of
+// their scale, so y agrees to far below the bf16 bound).
 TEST_P(CudaRouter, MoeWithRouterKernelMatchesCpu) {
     cuda::CudaOptions on, off;
     on.poison = off.poison = true;
@@ -164,7 +165,8 @@ TEST_P(CudaRouter, MoeWithRouterKernelMatchesCpu) {
     CpuOps cpu;
     const MoeWeights& m = weights_->layers[0].moe;
     const int64_t k = config_.num_experts_per_tok, H = config_.hidden_size;
-    for (int64_t T : {int64_t(1), int64_t(64), int64_t(1025), cuda::kRouterKernelMinRowsBf16, cuda::kRouterKernelMinRows + 3}) {
+    for (int64_t T : {int64_t(1), int64_t(64), int64_t(1025), cuda::kRouterKernelMinRowsBf16,
+                      cuda::kRouterKernelMinRowsF32 + 3}) {
         const auto x = gpu_test::random_floats(size_t(T * H), rng_);
         std::vector<float> ref(x.size());
         cpu.moe(x.data(), T, m, k, config_.norm_topk_prob, ref.data());

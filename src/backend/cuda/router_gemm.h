@@ -30,9 +30,9 @@ namespace qs::cuda {
 // T = 2,048 129 / 116 against 72 / 69, 4,096 135 / 140 against 129 / 127, 6,144 142 / 195 against
 // 186 / 188, 8,192 143 / 197 against 219 / 221. So bf16 routers (every published checkpoint's, and
 // the dummy weights') take the kernel from 6,144 rows, fp32 ones (three products) from 8,192.
-constexpr int64_t kRouterKernelMinRows = 8192;
+constexpr int64_t kRouterKernelMinRowsF32 = 8192;
 constexpr int64_t kRouterKernelMinRowsBf16 = 6144;
-inline int64_t router_kernel_min_rows(bool has_lo) { return has_lo ? kRouterKernelMinRows : kRouterKernelMinRowsBf16; }
+inline int64_t router_kernel_min_rows(bool has_lo) { return has_lo ? kRouterKernelMinRowsF32 : kRouterKernelMinRowsBf16; }
 
 // Rows (E + 1) the kernel takes: the real model has E = 256.
 constexpr int kRouterMaxRows = 272;  // 17 × 16: 257 rounded up to the tile
