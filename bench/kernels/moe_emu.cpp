@@ -10,7 +10,8 @@
 //                             --dec2 [--no-real] | --down-global | --down-slots [--no-real|--one] | --prefetch-down [--no-real] | --int4 [--real] | --nvfp4 [--real|--quick] | --int4-dec [--real]]]
 // (--no-real: skips the small-T path's real-shape cases, which take most of the time; --small-real:
 // only those; --v2: the small-T path's version 2 only; --v2-quick: two of its cases, for mutations;
-// --dec2: the decode grouped GEMMs' version 2 (MoeParams::decode_version), each case also run with v1;
+// --dec2: the decode grouped GEMMs' version 2 (MoeParams::decode_version), each case also run with v1
+// and with its down GEMM launched with programmatic dependent launch (MoeParams::decode_pdl: bitwise);
 // --down-global: the small-T down kernel reading h from global memory against staging it, bitwise;
 // --down-slots: the small-T down + combine by expert slots (MoeParams::small_down_version 2) against
 // version 1, bitwise;
@@ -42,6 +43,15 @@ using namespace moe_ref;
 
 namespace {
 
+void pdl_poison(std::vector<std::pair<void*, size_t>> regions);
+void pdl_done();
+// Decode v2's down launched with PDL (MoePlan::down_pdl): gate_up's h is garbage until the down
+// grid's first griddep_wait.
+void pdl_poison_h(const MoePlan& pl) {
+    const size_t rows = size_t(pl.sort.T) * (pl.sort.k + 1);
+    pdl_poison({{const_cast<__nv_bfloat16*>(pl.down.a), rows * size_t(pl.down.lda) * 2}});
+}
+
 template <class Cfg>
 void emu_sort_gemms(const MoePlan& pl) {
     emu_launch(dim3(1), kSortThreads, 0, [&] { moe_sort_kernel<Cfg::BM>(pl.sort); });
@@ -55,11 +65,14 @@ void emu_sort_gemms(const MoePlan& pl) {
     if (pl.decode_v2) {  // MoeParams::decode_version 2 (moe_decode_gemm.cu; cfg 1's plan)
         if (pl.fp8) {
             emu_launch(pl.gemm_up_grid, nthr, GemmShape<Cfg, true>::SMEM, [&] { moe_decode_gemm_kernel<true, true>(pl.gate_up); });
+            if (pl.down_pdl) pdl_poison_h(pl);
             emu_launch(pl.gemm_down_grid, nthr, GemmShape<Cfg, true>::SMEM, [&] { moe_decode_gemm_kernel<true, false>(pl.down); });
         } else {
             emu_launch(pl.gemm_up_grid, nthr, GemmShape<Cfg, false>::SMEM, [&] { moe_decode_gemm_kernel<false, true>(pl.gate_up); });
+            if (pl.down_pdl) pdl_poison_h(pl);
             emu_launch(pl.gemm_down_grid, nthr, GemmShape<Cfg, false>::SMEM, [&] { moe_decode_gemm_kernel<false, false>(pl.down); });
         }
+        if (pl.down_pdl) pdl_done();
         return;
     }
     if (pl.fp8) {
@@ -426,6 +439,25 @@ void run_case(const HostExperts& h, bool fp8, int T, Routing routing, bool norm,
         std::snprintf(b, sizeof b, " dec2 vs v1 cfg1: %s %.3e", std::memcmp(y.data(), yv1.data(), y.size() * 4) ? "differs" : "bitwise",
                       std::sqrt(dn / std::max(dd, 1e-300)));
         v2_note += b;
+        // Down launched with programmatic dependent launch (MoeParams::decode_pdl: h poisoned until
+        // the first griddep_wait): the same bits.
+        {
+            MoeParams r = p;
+            r.decode_pdl = 1;
+            std::vector<float> ys(y.size(), std::nanf(""));
+            r.y = ys.data();
+            // With PDL, copies complete at issue: a copy deferred to its wait_group would land after
+            // the griddep_wait that un-poisons h, hiding a read of h issued before it.
+            const bool at_issue = g_emu_copy_at_issue;
+            g_emu_copy_at_issue = true;
+            emu_moe(r);
+            g_emu_copy_at_issue = at_issue;
+            const bool taken = make_plan(r).down_pdl;
+            const bool same = std::memcmp(ys.data(), y.data(), y.size() * 4) == 0;
+            v2_ok = v2_ok && same && taken;
+            std::snprintf(b, sizeof b, " down with PDL: %s", !taken ? "NOT TAKEN" : same ? "bitwise" : "DIFFERS");
+            v2_note += b;
+        }
     }
     double num = 0, den = 0, worst = 0;
     size_t bad = 0;

@@ -16,7 +16,10 @@
 // version 2 (MoeParams::decode_version = 2, moe_decode_gemm.cu): correctness tiny T = 9, 40, 512 and
 // 64 skewed, real T = 40, 512 and 512 skewed (determinism, graph replay), timing at T = 64, 256, 512
 // eager with stages and in a CUDA graph
-// (the MoE call alone: the router linears are the same for both versions) (a short device run).
+// (the MoE call alone: the router linears are the same for both versions) (a short device run);
+// version 2 also with its down GEMM launched with programmatic dependent launch (dec2+pdl:
+// MoeParams::decode_pdl; only the graph line has it: the eager rows record events between the
+// stages); it must be bitwise version 2's y.
 //
 // Correctness: tiny (E=16, k=4, H=256, I=128) and real (E=256, k=8, H=2048, I=512) shapes, T = 1, 7,
 // 512 (+4096 real), bf16 and fp8 weights, every tile configuration; fresh random inputs, y
@@ -184,7 +187,9 @@ int* g_counter = nullptr;  // MoeParams::small_counter (0 between calls)
 // (router fused: MoeParams::small_version = 2 with the inputs' router weights), -3 / -4: -1 / -2 with
 // down + combine by slots (MoeParams::small_down_version = 2), 3: the mma.sync path
 // with MoeParams::decode_version = 2 (moe_decode_gemm.cu; cfg must be -1), 4 and 5: paths 1 and 2 with
-// MoeParams::prefill_version = 2 (moe_prefill_stages.cu).
+// MoeParams::prefill_version = 2 (moe_prefill_stages.cu); 6: path 3 with its down GEMM launched with
+// programmatic dependent launch (MoeParams::decode_pdl; --decode; the same bits as path 3).
+bool decode_v2_path(int path) { return path == 3 || path == 6; }
 MoeParams params_for(const DevLayer& L, const DevInputs& in, const Shape& s, bool norm, void* ws, float* y, int cfg,
                      int path = 0) {
     MoeParams p{};
@@ -198,9 +203,10 @@ MoeParams params_for(const DevLayer& L, const DevInputs& in, const Shape& s, boo
     p.workspace = ws;
     p.y = y;
     p.tile_config = cfg;
-    p.gemm_path = path == 3 ? 0 : path >= 4 ? path - 3 : path;
-    p.decode_version = path == 3 ? 2 : 1;
-    p.prefill_version = path >= 4 ? 2 : 1;
+    p.gemm_path = decode_v2_path(path) ? 0 : path >= 4 ? path - 3 : path;
+    p.decode_version = decode_v2_path(path) ? 2 : 1;
+    p.decode_pdl = path == 6 ? 1 : 0;
+    p.prefill_version = path == 4 || path == 5 ? 2 : 1;
     p.small_t = path < 0 ? 1 : 0;  // path -1, -2: the small-T path; every other run keeps it off
     if (path == -3 || path == -4) p.small_down_version = 2;  // moe_small_down_slots.cu
     if (path == -2 || path == -4) {
@@ -255,7 +261,7 @@ constexpr Bounds kFp8ActBounds{6e-2, 1.2e-1};
 // path -1: the small-T path (params_for sets MoeParams::small_t = 1; T <= kMoeSmallTMax); -2 its v2.
 const char* path_name(int path) {
     return path == -4 ? "smv2+ds" : path == -3 ? "small+ds" : path == -2 ? "smallv2" : path == -1 ? "small" : path == 1 ? "cutlass" : path == 2 ? "cut-pp"
-           : path == 3 ? "dec2" : path == 4 ? "cut-v2" : path == 5 ? "cutpp-v2" : "mma";
+           : path == 3 ? "dec2" : path == 4 ? "cut-v2" : path == 5 ? "cutpp-v2" : path == 6 ? "dec2+pdl" : "mma";
 }
 
 bool prefill_supported(const DevLayer& L, const Shape& s) {
@@ -307,7 +313,7 @@ void check_case(const HostExperts& h, const DevLayer& L, bool fp8, int T, Routin
     });
 
     const char* rname = routing == Routing::kSkewed ? "skewed" : routing == Routing::kNormal ? "normal" : "gapped+ties";
-    std::vector<float> y(size_t(T) * s.H), y_first, y_small, y_small2, y_cfg1, y_cut[2];
+    std::vector<float> y(size_t(T) * s.H), y_first, y_small, y_small2, y_cfg1, y_cut[2], y_dec2;
     // mma.sync: auto tile configuration, then each one; then the CUTLASS prefill path.
     std::vector<std::pair<int, int>> runs;  // {tile_config, gemm_path}
     for (int cfg = -1; cfg <= 3; ++cfg) runs.push_back({cfg, 0});
@@ -322,6 +328,7 @@ void check_case(const HostExperts& h, const DevLayer& L, bool fp8, int T, Routin
     if (small && v2) runs.push_back({-1, -2});  // its v2
     if (small && v2) runs.push_back({-1, -4});  // with down by slots: bitwise = -2
     runs.push_back({-1, 3});  // the decode GEMMs' version 2 (32-row tiles at every T)
+    if (g_decode_mode) runs.push_back({-1, 6});  // down with PDL: bitwise = path 3
     for (const auto& [cfg, path] : runs) {
         poison(buf.y, size_t(T) * s.H, st);
         const MoeParams p = params_for(L, din, s, norm, buf.ws, buf.y, cfg, path);
@@ -363,11 +370,18 @@ void check_case(const HostExperts& h, const DevLayer& L, bool fp8, int T, Routin
             }
             if (path == -1) y_small = y;
             if (path == -2) y_small2 = y;
-            if (path == 3)
+            if (path == 3) {
                 note += std::memcmp(y.data(), y_cfg1.data(), y.size() * 4) == 0 ? " (bitwise = cfg 1)"
                                                                                   : " (differs from cfg 1)";
+                y_dec2 = y;
+            }
+            if (path == 6) {  // down with PDL: the same kernels on the same data, so path 3's bits
+                const bool same = std::memcmp(y.data(), y_dec2.data(), y.size() * 4) == 0;
+                note += same ? " (bitwise = dec2)" : " (DIFFERS from dec2: a failing check)";
+                if (!same) ++g_failures;
+            }
             if (path == 1 || path == 2) y_cut[path - 1] = y;
-            if (path >= 4) {
+            if (path == 4 || path == 5) {
                 // Version 2 puts every row through the same arithmetic: y must be bitwise version 1's.
                 const bool same = std::memcmp(y.data(), y_cut[path - 4].data(), y.size() * 4) == 0;
                 note += same ? " (bitwise = v1)" : " (DIFFERS from v1: a failing check)";
@@ -390,6 +404,7 @@ void check_case(const HostExperts& h, const DevLayer& L, bool fp8, int T, Routin
     for (int path = small ? (v2 ? -2 : -1) : 0; extra_checks && path <= (cutlass ? (fp8 ? 2 : 1) : 0); ++path)
         det_paths.push_back(path);
     if (extra_checks) det_paths.push_back(3);
+    if (extra_checks && g_decode_mode) det_paths.push_back(6);  // PDL inside the graph replay
     if (extra_checks && cutlass && g_prefill_mode) det_paths.push_back(4);
     if (extra_checks && cutlass && g_prefill_mode && fp8) det_paths.push_back(5);
     for (const int path : det_paths) {
@@ -602,6 +617,7 @@ void time_shapes(const HostExperts& h, Rng& rng, Buffers& buf, cudaStream_t st, 
             if (g_prefill_mode && fp8 && prefill_supported(layers[0], s)) runs.push_back({-1, 5});
             double v1_us[2][6] = {};  // paths 1, 2: total and the five stages (the "v2 - v1" line)
             if (!g_small_mode && !g_prefill_mode && T > kMoeSmallTMax) runs.push_back({-1, 3});  // decode v2
+            if (g_decode_mode && T > kMoeSmallTMax) runs.push_back({-1, 6});  // its down with PDL
             if (T <= kMoeSmallTMax) runs.push_back({-1, -1});  // the small-T path: route, gate_up, down+combine
             if (T <= kMoeSmallTMax && g_small_mode) runs.push_back({-1, -3});  // with down by slots
             if (T <= kMoeSmallTMax && g_small_mode) runs.push_back({-1, -2});  // v2: router GEMV + route, gate_up, down
@@ -655,7 +671,7 @@ void time_shapes(const HostExperts& h, Rng& rng, Buffers& buf, cudaStream_t st, 
                     v1_us[path - 1][0] = us;
                     for (int k = 0; k < 5; ++k) v1_us[path - 1][k + 1] = median(stage[k]);
                 }
-                if (path >= 4) {
+                if (path == 4 || path == 5) {
                     const double* o = v1_us[path - 4];
                     std::printf("        %s T=%d prefill v2 - v1 (%s): total %.1f -> %.1f us (%+.1f) | route %+.1f, "
                                 "sort+setup+gather %+.1f, gate_up+silu %+.1f, down %+.1f, combine %+.1f us\n",
@@ -683,7 +699,7 @@ void time_shapes(const HostExperts& h, Rng& rng, Buffers& buf, cudaStream_t st, 
                     std::printf("        in a CUDA graph: %.1f us per call (%.0f GB/s of expert weights, %.0f%% of copy)\n", gus,
                                 wbytes / (gus * 1e-6) / 1e9, 100.0 * wbytes / (gus * 1e-6) / 1e9 / (kCopyTBs * 1e3));
                 }
-                if (cfg == -1 && (path == 0 || path == 3)) {
+                if (cfg == -1 && (path == 0 || path == 3)) {  // (paths 6-8: gate_up is path 3's)
                     const double gu_bytes = wbytes * 2.0 / 3.0;
                     const double gu_us = median(stage[2]);
                     std::printf("        gate_up alone: %.1f us = %.0f GB/s of gate+up weights (%.0f%% of copy)%s\n", gu_us,

@@ -194,6 +194,13 @@ Result<CapacityPlan> plan_capacity(const ModelConfig& model, const EngineConfig&
                                    (model.linear_conv_dim() + 2 * model.linear_num_value_heads)) *
                             sizeof(float);
     const size_t state_bytes = p.state_bytes();
+    // A budget below 1 MB (a measured budget gone negative: weights over the memory fraction) would
+    // wrap around in the size arithmetic below and plan absurd page counts.
+    if (c.num_kv_blocks <= 0 && c.cache_memory_mb < 1)
+        return Status(ErrorKind::kInvalidArgument,
+                      fmt::format("cache_memory_mb must be >= 1, got {} (raise the memory fraction or lower "
+                                  "max_num_seqs)",
+                                  c.cache_memory_mb));
     const size_t budget = size_t(c.cache_memory_mb) << 20;
     if (c.num_kv_blocks > 0) {
         p.num_kv_blocks = c.num_kv_blocks;

@@ -56,6 +56,25 @@ TEST(CapacityFit, KeepsWhatFitsAndFixedKvBlocks) {
     EXPECT_GE(fit_max_num_seqs(m, c, false), 1);  // never below one
 }
 
+// A budget the caller measured below zero (gpu_forward_bench on an H100 at --gpu-memory-utilization 0.5,
+// session 36) is refused by name instead of wrapping around into an absurd plan.
+TEST(CapacityPlan, BudgetBelowOneMegabyteIsRefusedByName) {
+    const ModelConfig m = tiny_model_config();
+    EngineConfig c;
+    c.max_num_seqs = 2;
+    for (int64_t mb : {int64_t(-7875), int64_t(0)}) {
+        c.cache_memory_mb = mb;
+        auto p = plan_capacity(m, c, false);
+        ASSERT_FALSE(p.is_ok()) << mb;
+        EXPECT_EQ(p.status().kind(), ErrorKind::kInvalidArgument);
+        EXPECT_NE(p.status().message().find("cache_memory_mb must be >= 1, got " + std::to_string(mb)), std::string::npos)
+            << p.status().message();
+    }
+    c.cache_memory_mb = -1;
+    c.num_kv_blocks = 4;  // pages given: the budget is not read
+    EXPECT_TRUE(plan_capacity(m, c, false).is_ok());
+}
+
 // Per-slot GDN state of the real model, from the spec's numbers (30 GDN layers; conv window 3 ×
 // conv_dim 8192 fp32; recurrent state 32 value heads × 128 × 128): fp32 65,863,680 bytes, and
 // with --gdn-state-dtype bf16 the recurrent part halves (34,406,400). The freed bytes become KV.

@@ -488,7 +488,9 @@ TEST_P(CudaOpsParity, MoeSmallDownSlots) {
 // weights as the MMA's 16-row operand, tokens in 8-row groups) against CpuOps::moe, BF16 and FP8
 // experts, on the mma.sync path at every T (moe_gemm_path = 0, so T = 200 does not take the
 // prefill path): 1-4 token groups per tile, experts over several 32-row tiles; each call twice
-// (bitwise equal) and against version 1 on the same input.
+// (bitwise equal) and against version 1 on the same input; version 2 with its down GEMM launched
+// with programmatic dependent launch and without (CudaOptions::moe_decode_pdl) must give the same
+// bits.
 TEST_P(CudaOpsParity, MoeDecodeVersion2) {
     const int64_t k = config_.num_experts_per_tok, H = config_.hidden_size;
     for (WeightFormat format : {WeightFormat::kDense, WeightFormat::kFP8Block}) {
@@ -502,9 +504,13 @@ TEST_P(CudaOpsParity, MoeDecodeVersion2) {
         o1.moe_gemm_path = o2.moe_gemm_path = 0;
         o1.moe_decode_version = 1;
         o2.moe_decode_version = 2;
-        cuda::CudaOps g1(o1), g2(o2);
+        cuda::CudaOptions o2p = o2;
+        o2.moe_decode_pdl = 0;
+        o2p.moe_decode_pdl = 1;
+        cuda::CudaOps g1(o1), g2(o2), g2p(o2p);
         g1.prepare_weights(weight_set(wts));
         g2.prepare_weights(weight_set(wts));
+        g2p.prepare_weights(weight_set(wts));
         const MoeWeights& m = wts.layers[0].moe;
         for (int64_t T : {9, 17, 40, 200}) {
             const auto x = gpu_test::random_floats(size_t(T * H), rng_);
@@ -522,6 +528,10 @@ TEST_P(CudaOpsParity, MoeDecodeVersion2) {
             float* dy1 = g1.alloc(int64_t(ref.size()));
             g1.moe(gpu_test::to_device(g1, x), T, m, k, config_.norm_topk_prob, dy1);
             EXPECT_LT(normalised_error(y2, gpu_test::to_host(g1, dy1, ref.size())), kBf16Bound) << what << " vs v1";
+            float* dyp = g2p.alloc(int64_t(ref.size()));
+            g2p.moe(gpu_test::to_device(g2p, x), T, m, k, config_.norm_topk_prob, dyp);
+            EXPECT_TRUE(gpu_test::to_host(g2p, dyp, ref.size()) == y2) << what << ": down with PDL differs";
+            g2p.free_all();
             g1.free_all();
             g2.free_all();
         }
@@ -749,6 +759,10 @@ TEST(CudaOptionsChoice, MoeGemmPathAndGdnChunkMapValidated) {
     cuda::CudaOptions b;
     b.gdn_side_blocks = -1;
     EXPECT_DEATH(cuda::CudaOps ops(b), "gdn_side_blocks must be in \\[0, 65535\\]");
+    cuda::CudaOptions pd;
+    EXPECT_EQ(pd.moe_decode_pdl, 1);  // on by default
+    pd.moe_decode_pdl = 2;
+    EXPECT_DEATH(cuda::CudaOps ops(pd), "moe_decode_pdl must be 0 or 1");
 }
 
 // Session 27's options: the fused norms' row limits (defaults where the H200 showed a gain), the

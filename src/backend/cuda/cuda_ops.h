@@ -84,6 +84,12 @@ struct CudaOptions {
     // swapped-operand decode GEMMs of moe_decode_gemm.cu, whose fp8 weights are copied by whole
     // 128-byte lines (H200, 512-sequence FP8 decode step: docs/PERF.md "Session 21").
     int moe_decode_version = 2;
+    // MoeParams::decode_pdl with decode version 2 (0 or 1): the down GEMM launched with programmatic
+    // dependent launch, its blocks taking the SMs gate_up's last wave leaves and copying their first
+    // weights before gate_up ends. The same bits. Default 1 (H100, `moe_lab 1 --decode`, FP8 MoE call
+    // in a CUDA graph: T = 64 294.0 → 289.4 µs, 256 350.7 → 346.0, 512 384.2 → 378.9;
+    // bench/kernels/NOTES.md "Session 36").
+    int moe_decode_pdl = 1;
     // MoeParams::prefill_version for MoE calls on the CUTLASS prefill path (>= 32 routed rows per
     // expert; bench/kernels/NOTES.md "Prefill v2"): 1 the one-block sort and the first gather /
     // SiLU / combine kernels, 2 (default; H200 2026-12-02: FP8 at 16,384 tokens 2,041 -> 1,752 µs)

@@ -320,6 +320,7 @@ struct MoePlan {
     int cfg = 0;  // 0: CfgS16, 1: CfgS32, 2: CfgL128, 3: CfgS16N
     bool fp8 = false;
     bool decode_v2 = false;  // MoeParams::decode_version 2: cfg 1's tiles, moe_decode_gemm.cu's GEMMs
+    bool down_pdl = false;   // decode_v2: down launched with programmatic dependent launch (MoeParams::decode_pdl)
     bool int4 = false;       // MoeParams::int4_grouped taken: cfg 1's tiles, moe_decode_gemm_int4.cu's GEMMs
     int route_vpl = 1;
     dim3 route_grid, gemm_up_grid, gemm_down_grid, combine_grid;
@@ -362,7 +363,7 @@ template <class Cfg, bool FP8, bool GATE_UP>
 void launch_gemm(const GemmParams& gp, dim3 grid, cudaStream_t stream);           // moe_gemm.cu
 void launch_combine(const MoePlan& pl, cudaStream_t stream);                      // moe_combine.cu
 template <bool FP8, bool GATE_UP>
-void launch_decode_gemm(const GemmParams& gp, dim3 grid, cudaStream_t stream);    // moe_decode_gemm.cu
+void launch_decode_gemm(const GemmParams& gp, dim3 grid, cudaStream_t stream, bool pdl);    // moe_decode_gemm.cu
 template <bool GATE_UP>
 void launch_int4_gemm(const GemmParams& gp, dim3 grid, cudaStream_t stream);      // moe_decode_gemm_int4.cu
 // The small-T path (moe_small.cu); `ev` (optional, the lab's) gets events 1..5 as launch_moe_profiled.

@@ -56,6 +56,19 @@ __global__ __launch_bounds__(GemmShape<DecCfg, FP8>::NTHR) void moe_decode_gemm_
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int g = lane >> 2, q = lane & 3;
     const int groups = (rows + 7) / 8;  // 8-token groups holding valid rows (warp-uniform)
+    // down: the output rows of the lane's tokens 8·n + 2q + u (the epilogue's), loaded now so that
+    // the epilogue's stores do not wait on a dependent global load each (Nsight Compute, session
+    // 36: the epilogue held ~15 % of the down kernel's stall samples).
+    [[maybe_unused]] int dest[BM / 8][2];
+    if constexpr (!GATE_UP) {
+#pragma unroll
+        for (int n = 0; n < BM / 8; ++n)
+#pragma unroll
+            for (int u = 0; u < 2; ++u) {
+                const int m = n * 8 + 2 * q + u;
+                dest[n][u] = m < rows ? p.row_dest[row0 + m] : 0;
+            }
+    }
 
     // One-step loaders (bf16): exactly moe_gemm.cu's for CfgS32 (same shared layouts and swizzles).
     const __nv_bfloat16* a_src[A_ITERS];
@@ -128,37 +141,49 @@ __global__ __launch_bounds__(GemmShape<DecCfg, FP8>::NTHR) void moe_decode_gemm_
             b_pair_dst[i] = smem_u32(sB) + r * S::B_ROW;
         }
     }
-    auto load_stage = [&](int kt, int slot) {
+    // parts 1: the tokens (A), 2: the weights (B), 3: both.
+    auto load_stage_parts = [&](int kt, int slot, int parts) {
+        if (parts & 1) {
 #pragma unroll
-        for (int i = 0; i < A_ITERS; ++i)
-            cp_async16(a_dst[i] + slot * S::A_STAGE, a_src[i] + kt * kBK, a_bytes[i]);
+            for (int i = 0; i < A_ITERS; ++i)
+                cp_async16(a_dst[i] + slot * S::A_STAGE, a_src[i] + kt * kBK, a_bytes[i]);
+        }
+        if (parts & 2) {
 #pragma unroll
-        for (int i = 0; i < B_ITERS; ++i)
-            cp_async16(b_dst[i] + slot * S::B_STAGE, b_src[i] + size_t(kt) * kBK * ELEM, 16);
+            for (int i = 0; i < B_ITERS; ++i)
+                cp_async16(b_dst[i] + slot * S::B_STAGE, b_src[i] + size_t(kt) * kBK * ELEM, 16);
+        }
     };
+    auto load_stage = [&](int kt, int slot) { load_stage_parts(kt, slot, 3); };
     // fp8: K steps 2j and 2j + 1 (one 128-wide scale block) copied together into slots 2·pslot and
     // 2·pslot + 1, a thread's chunks spread over both steps so that each warp instruction moves
     // whole 128-byte weight lines (4 rows × 128 bytes) instead of half lines (8 rows × 64 bytes):
     // with half lines the fp8 GEMMs moved half of bf16's bytes in the same time (H200, session 21).
     // Shared layouts and slots are the one-step loader's; step 2j + 1 past K is not copied.
     constexpr int PB_ITERS = BNW * 8 / NTHR, PA_ITERS = PA_N;
-    [[maybe_unused]] auto load_pair = [&](int j, int pslot) {
+    // parts as load_stage_parts'.
+    [[maybe_unused]] auto load_pair_parts = [&](int j, int pslot, int parts) {
         const int KT2 = KT - 2 * j;  // steps left from 2j (>= 1)
+        if (parts & 1) {
 #pragma unroll
-        for (int i = 0; i < PA_ITERS; ++i) {
-            const int sub = ((tid + i * NTHR) >> 3) & 1;
-            if (sub >= KT2) continue;
-            cp_async16(a_pair_dst[i] + (2 * pslot + sub) * S::A_STAGE, a_pair_src[i] + (2 * j + sub) * kBK,
-                       a_pair_bytes[i]);
+            for (int i = 0; i < PA_ITERS; ++i) {
+                const int sub = ((tid + i * NTHR) >> 3) & 1;
+                if (sub >= KT2) continue;
+                cp_async16(a_pair_dst[i] + (2 * pslot + sub) * S::A_STAGE, a_pair_src[i] + (2 * j + sub) * kBK,
+                           a_pair_bytes[i]);
+            }
         }
+        if (parts & 2) {
 #pragma unroll
-        for (int i = 0; i < PB_ITERS; ++i) {
-            const int c = tid + i * NTHR, sub = (c >> 2) & 1, ch = c & 3;
-            if (sub >= KT2) continue;
-            cp_async16(b_pair_dst[i] + (2 * pslot + sub) * S::B_STAGE + ch * 16,
-                       b_pair_src[i] + size_t(2 * j + sub) * kBK + ch * 16, 16);
+            for (int i = 0; i < PB_ITERS; ++i) {
+                const int c = tid + i * NTHR, sub = (c >> 2) & 1, ch = c & 3;
+                if (sub >= KT2) continue;
+                cp_async16(b_pair_dst[i] + (2 * pslot + sub) * S::B_STAGE + ch * 16,
+                           b_pair_src[i] + size_t(2 * j + sub) * kBK + ch * 16, 16);
+            }
         }
     };
+    [[maybe_unused]] auto load_pair = [&](int j, int pslot) { load_pair_parts(j, pslot, 3); };
 
     float* s_sc = reinterpret_cast<float*>(smem + S::RING);  // fp8: [2][kMaxScaleBlocks]
 
@@ -176,17 +201,37 @@ __global__ __launch_bounds__(GemmShape<DecCfg, FP8>::NTHR) void moe_decode_gemm_
     constexpr int PAIRS = STAGES / 2;
     static_assert(!FP8 || (STAGES % 2 == 0 && PAIRS >= 2), "fp8: an even slot count, two pairs at least");
     const int KP = (KT + 1) / 2;  // fp8 pairs (the last may hold one step)
+    // gate_up lets the down grid start now where it is launched with programmatic dependent launch
+    // (MoeParams::decode_pdl): its blocks then take the SMs that gate_up's last wave leaves. down
+    // issues its first weight copies (and reads its scales and row destinations) before
+    // griddep_wait and gate_up's h after it; the prologue's first commit group then holds every
+    // early weight copy, which only makes the first wait stricter. Without the launch attribute
+    // griddep_wait returns at once.
+    if constexpr (GATE_UP) ptx::griddep_launch_dependents();
     if constexpr (FP8) {
+        if constexpr (!GATE_UP) {
+#pragma unroll
+            for (int j = 0; j < PAIRS - 1; ++j)
+                if (j < KP) load_pair_parts(j, j, 2);
+            load_block_scales(s_sc, p.s0[e], nullptr, n0 / 128, K, tid, NTHR);
+            ptx::griddep_wait();
+        }
 #pragma unroll
         for (int j = 0; j < PAIRS - 1; ++j) {
-            if (j < KP) load_pair(j, j);
+            if (j < KP) load_pair_parts(j, j, GATE_UP ? 3 : 1);
             cp_async_commit();
         }
-        load_block_scales(s_sc, p.s0[e], GATE_UP ? p.s1[e] : nullptr, n0 / 128, K, tid, NTHR);
+        if constexpr (GATE_UP) load_block_scales(s_sc, p.s0[e], p.s1[e], n0 / 128, K, tid, NTHR);
     } else {
+        if constexpr (!GATE_UP) {
+#pragma unroll
+            for (int s = 0; s < STAGES - 1; ++s)
+                if (s < KT) load_stage_parts(s, s, 2);
+            ptx::griddep_wait();
+        }
 #pragma unroll
         for (int s = 0; s < STAGES - 1; ++s) {
-            if (s < KT) load_stage(s, s);
+            if (s < KT) load_stage_parts(s, s, GATE_UP ? 3 : 1);
             cp_async_commit();
         }
     }
@@ -300,8 +345,7 @@ __global__ __launch_bounds__(GemmShape<DecCfg, FP8>::NTHR) void moe_decode_gemm_
                 const float hv = gv / (1.0f + expf(-gv)) * uv * hs;
                 p.h_out[size_t(row0 + m) * p.ldh + n0 + warp * 16 + wr] = __float2bfloat16_rn(hv);
             } else {
-                const int dest = p.row_dest[row0 + m];
-                float* out = p.y_out + size_t(dest) * p.H + n0 + warp * 32 + wr;
+                float* out = p.y_out + size_t(dest[n][r & 1]) * p.H + n0 + warp * 32 + wr;
                 out[0] = acc[0][n][r];
                 out[16] = acc[1][n][r];
             }
@@ -313,17 +357,22 @@ __global__ __launch_bounds__(GemmShape<DecCfg, FP8>::NTHR) void moe_decode_gemm_
 
 #if !defined(QS_MOE_EMULATE)
 template <bool FP8, bool GATE_UP>
-void launch_decode_gemm(const GemmParams& gp, dim3 grid, cudaStream_t stream) {
+void launch_decode_gemm(const GemmParams& gp, dim3 grid, cudaStream_t stream, bool pdl) {
     using S = GemmShape<DecCfg, FP8>;
     allow_dynamic_smem<moe_decode_gemm_kernel<FP8, GATE_UP>>(size_t(S::SMEM));
-    moe_decode_gemm_kernel<FP8, GATE_UP><<<grid, S::NTHR, S::SMEM, stream>>>(gp);
+    if (pdl) {
+        QS_CUDA_CHECK(ptx::launch_kernel_pdl(moe_decode_gemm_kernel<FP8, GATE_UP>, grid, dim3(S::NTHR), size_t(S::SMEM),
+                                             stream, gp));
+    } else {
+        moe_decode_gemm_kernel<FP8, GATE_UP><<<grid, S::NTHR, S::SMEM, stream>>>(gp);
+    }
     QS_CUDA_CHECK_LAUNCH();
 }
 
-template void launch_decode_gemm<false, false>(const GemmParams&, dim3, cudaStream_t);
-template void launch_decode_gemm<false, true>(const GemmParams&, dim3, cudaStream_t);
-template void launch_decode_gemm<true, false>(const GemmParams&, dim3, cudaStream_t);
-template void launch_decode_gemm<true, true>(const GemmParams&, dim3, cudaStream_t);
+template void launch_decode_gemm<false, false>(const GemmParams&, dim3, cudaStream_t, bool);
+template void launch_decode_gemm<false, true>(const GemmParams&, dim3, cudaStream_t, bool);
+template void launch_decode_gemm<true, false>(const GemmParams&, dim3, cudaStream_t, bool);
+template void launch_decode_gemm<true, true>(const GemmParams&, dim3, cudaStream_t, bool);
 #endif
 
 }  // namespace qs::cuda::moe

@@ -61,6 +61,18 @@ __global__ __launch_bounds__(Int4GemmShape::NTHR) void moe_int4_gemm_kernel(Gemm
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int g = lane >> 2, q = lane & 3;
     const int groups = (rows + 7) / 8;  // 8-token groups holding valid rows (warp-uniform)
+    // down: the output rows of the lane's tokens 8·n + 2q + u, loaded before the K loop (as
+    // moe_decode_gemm.cu: no dependent global load in the epilogue).
+    [[maybe_unused]] int dest[NG][2];
+    if constexpr (!GATE_UP) {
+#pragma unroll
+        for (int n = 0; n < NG; ++n)
+#pragma unroll
+            for (int u = 0; u < 2; ++u) {
+                const int m = n * 8 + 2 * q + u;
+                dest[n][u] = m < rows ? p.row_dest[row0 + m] : 0;
+            }
+    }
 
     // Token loader: moe_decode_gemm.cu's (128-byte rows, chunk c of row m at c ^ (m & 1)).
     const __nv_bfloat16* a_src[A_ITERS];
@@ -212,8 +224,7 @@ __global__ __launch_bounds__(Int4GemmShape::NTHR) void moe_int4_gemm_kernel(Gemm
                 const float hv = gv / (1.0f + expf(-gv)) * uv;
                 p.h_out[size_t(row0 + m) * p.ldh + n0 + warp * 16 + wr] = __float2bfloat16_rn(hv);
             } else {
-                const int dest = p.row_dest[row0 + m];
-                float* out = p.y_out + size_t(dest) * p.H + n0 + warp * 32 + wr;
+                float* out = p.y_out + size_t(dest[n][r & 1]) * p.H + n0 + warp * 32 + wr;
                 out[0] = acc[0][n][r];
                 out[16] = acc[1][n][r];
             }

@@ -173,6 +173,8 @@ MoePlan make_plan(const MoeParams& p) {
     dn.I_shared = x.I_shared;
     dn.y_out = eout;
     pl.gemm_down_grid = dim3(H / bnw, max_tiles);
+    QS_CHECK_MSG(p.decode_pdl == 0 || p.decode_pdl == 1, "launch_moe: decode_pdl must be 0 or 1");
+    pl.down_pdl = pl.decode_v2 && p.decode_pdl == 1;
     if (pl.int4) {
         gu.q0 = x.gate_q;
         gu.q1 = x.up_q;
@@ -377,11 +379,13 @@ void launch_sort_and_gemms(const MoePlan& pl, cudaStream_t stream, cudaEvent_t* 
         return;
     }
     if (pl.decode_v2) {  // cfg 1's tile list and grids (make_plan)
-        if (pl.fp8) launch_decode_gemm<true, true>(pl.gate_up, pl.gemm_up_grid, stream);
-        else launch_decode_gemm<false, true>(pl.gate_up, pl.gemm_up_grid, stream);
+        if (pl.fp8) launch_decode_gemm<true, true>(pl.gate_up, pl.gemm_up_grid, stream, false);
+        else launch_decode_gemm<false, true>(pl.gate_up, pl.gemm_up_grid, stream, false);
         record(ev, 3, stream);
-        if (pl.fp8) launch_decode_gemm<true, false>(pl.down, pl.gemm_down_grid, stream);
-        else launch_decode_gemm<false, false>(pl.down, pl.gemm_down_grid, stream);
+        // Programmatic dependent launch only when nothing is recorded between the two (profiling).
+        const bool pdl = pl.down_pdl && ev == nullptr;
+        if (pl.fp8) launch_decode_gemm<true, false>(pl.down, pl.gemm_down_grid, stream, pdl);
+        else launch_decode_gemm<false, false>(pl.down, pl.gemm_down_grid, stream, pdl);
         record(ev, 4, stream);
         return;
     }
