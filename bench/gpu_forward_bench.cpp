@@ -33,6 +33,8 @@
 //          GEMMs at 9+ rows below the prefill path; 2 (default) = moe_decode_gemm.cu, 1 = moe_gemm.cu)
 //          [--moe-decode-pdl 0|1]  (CudaOptions::moe_decode_pdl: version 2's down GEMM launched with
 //          programmatic dependent launch; the same bits)
+//          [--moe-decode-eout-bf16 0|1]  (CudaOptions::moe_decode_eout_bf16: the expert outputs between
+//          version 2's down GEMM and the combine in bf16; changes bits; default 0)
 //          [--moe-prefill-version 1|2]  (CudaOptions::moe_prefill_version: the MoE prefill path's
 //          sort / gather / SiLU / combine stages; 2 = bench/kernels/NOTES.md "Prefill v2")
 //          [--moe-gemm-path -1|0|1|2]  (CudaOptions::moe_gemm_path: -1 = by shape (default); 0 =
@@ -126,6 +128,7 @@ const std::vector<KernelOption>& kernel_options() {
         {"moe-small-version", {-1, 1, 2}, &O::moe_small_version},
         {"moe-decode-version", {1, 2}, &O::moe_decode_version},
         {"moe-decode-pdl", {0, 1}, &O::moe_decode_pdl},
+        {"moe-decode-eout-bf16", {0, 1}, &O::moe_decode_eout_bf16},
         {"moe-small-prefetch-down", {0, 1}, &O::moe_small_prefetch_down},
         {"moe-small-down-version", {-1, 1, 2}, &O::moe_small_down_version},
         {"fp8-small-version", {2, 3}, &O::fp8_small_version},

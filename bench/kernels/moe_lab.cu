@@ -19,7 +19,8 @@
 // (the MoE call alone: the router linears are the same for both versions) (a short device run);
 // version 2 also with its down GEMM launched with programmatic dependent launch (dec2+pdl:
 // MoeParams::decode_pdl; only the graph line has it: the eager rows record events between the
-// stages); it must be bitwise version 2's y.
+// stages); it must be bitwise version 2's y; and that with the expert outputs in bf16 (d2+pdl+e16:
+// MoeParams::decode_eout_bf16; held to the reference bounds).
 //
 // Correctness: tiny (E=16, k=4, H=256, I=128) and real (E=256, k=8, H=2048, I=512) shapes, T = 1, 7,
 // 512 (+4096 real), bf16 and fp8 weights, every tile configuration; fresh random inputs, y
@@ -188,8 +189,9 @@ int* g_counter = nullptr;  // MoeParams::small_counter (0 between calls)
 // down + combine by slots (MoeParams::small_down_version = 2), 3: the mma.sync path
 // with MoeParams::decode_version = 2 (moe_decode_gemm.cu; cfg must be -1), 4 and 5: paths 1 and 2 with
 // MoeParams::prefill_version = 2 (moe_prefill_stages.cu); 6: path 3 with its down GEMM launched with
-// programmatic dependent launch (MoeParams::decode_pdl; --decode; the same bits as path 3).
-bool decode_v2_path(int path) { return path == 3 || path == 6; }
+// programmatic dependent launch (MoeParams::decode_pdl; --decode; the same bits as path 3); 7: path 6
+// with the expert outputs in bf16 (MoeParams::decode_eout_bf16; --decode; other bits, the same bounds).
+bool decode_v2_path(int path) { return path == 3 || path == 6 || path == 7; }
 MoeParams params_for(const DevLayer& L, const DevInputs& in, const Shape& s, bool norm, void* ws, float* y, int cfg,
                      int path = 0) {
     MoeParams p{};
@@ -205,7 +207,8 @@ MoeParams params_for(const DevLayer& L, const DevInputs& in, const Shape& s, boo
     p.tile_config = cfg;
     p.gemm_path = decode_v2_path(path) ? 0 : path >= 4 ? path - 3 : path;
     p.decode_version = decode_v2_path(path) ? 2 : 1;
-    p.decode_pdl = path == 6 ? 1 : 0;
+    p.decode_pdl = path == 6 || path == 7 ? 1 : 0;
+    p.decode_eout_bf16 = path == 7 ? 1 : 0;
     p.prefill_version = path == 4 || path == 5 ? 2 : 1;
     p.small_t = path < 0 ? 1 : 0;  // path -1, -2: the small-T path; every other run keeps it off
     if (path == -3 || path == -4) p.small_down_version = 2;  // moe_small_down_slots.cu
@@ -261,7 +264,7 @@ constexpr Bounds kFp8ActBounds{6e-2, 1.2e-1};
 // path -1: the small-T path (params_for sets MoeParams::small_t = 1; T <= kMoeSmallTMax); -2 its v2.
 const char* path_name(int path) {
     return path == -4 ? "smv2+ds" : path == -3 ? "small+ds" : path == -2 ? "smallv2" : path == -1 ? "small" : path == 1 ? "cutlass" : path == 2 ? "cut-pp"
-           : path == 3 ? "dec2" : path == 4 ? "cut-v2" : path == 5 ? "cutpp-v2" : path == 6 ? "dec2+pdl" : "mma";
+           : path == 3 ? "dec2" : path == 4 ? "cut-v2" : path == 5 ? "cutpp-v2" : path == 6 ? "dec2+pdl" : path == 7 ? "d2+pdl+e16" : "mma";
 }
 
 bool prefill_supported(const DevLayer& L, const Shape& s) {
@@ -329,6 +332,7 @@ void check_case(const HostExperts& h, const DevLayer& L, bool fp8, int T, Routin
     if (small && v2) runs.push_back({-1, -4});  // with down by slots: bitwise = -2
     runs.push_back({-1, 3});  // the decode GEMMs' version 2 (32-row tiles at every T)
     if (g_decode_mode) runs.push_back({-1, 6});  // down with PDL: bitwise = path 3
+    if (g_decode_mode) runs.push_back({-1, 7});  // and bf16 expert outputs: the reference bounds only
     for (const auto& [cfg, path] : runs) {
         poison(buf.y, size_t(T) * s.H, st);
         const MoeParams p = params_for(L, din, s, norm, buf.ws, buf.y, cfg, path);
@@ -405,6 +409,7 @@ void check_case(const HostExperts& h, const DevLayer& L, bool fp8, int T, Routin
         det_paths.push_back(path);
     if (extra_checks) det_paths.push_back(3);
     if (extra_checks && g_decode_mode) det_paths.push_back(6);  // PDL inside the graph replay
+    if (extra_checks && g_decode_mode) det_paths.push_back(7);
     if (extra_checks && cutlass && g_prefill_mode) det_paths.push_back(4);
     if (extra_checks && cutlass && g_prefill_mode && fp8) det_paths.push_back(5);
     for (const int path : det_paths) {
@@ -618,6 +623,7 @@ void time_shapes(const HostExperts& h, Rng& rng, Buffers& buf, cudaStream_t st, 
             double v1_us[2][6] = {};  // paths 1, 2: total and the five stages (the "v2 - v1" line)
             if (!g_small_mode && !g_prefill_mode && T > kMoeSmallTMax) runs.push_back({-1, 3});  // decode v2
             if (g_decode_mode && T > kMoeSmallTMax) runs.push_back({-1, 6});  // its down with PDL
+            if (g_decode_mode && T > kMoeSmallTMax) runs.push_back({-1, 7});  // and bf16 expert outputs
             if (T <= kMoeSmallTMax) runs.push_back({-1, -1});  // the small-T path: route, gate_up, down+combine
             if (T <= kMoeSmallTMax && g_small_mode) runs.push_back({-1, -3});  // with down by slots
             if (T <= kMoeSmallTMax && g_small_mode) runs.push_back({-1, -2});  // v2: router GEMV + route, gate_up, down

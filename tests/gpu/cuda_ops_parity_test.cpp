@@ -490,7 +490,7 @@ TEST_P(CudaOpsParity, MoeSmallDownSlots) {
 // prefill path): 1-4 token groups per tile, experts over several 32-row tiles; each call twice
 // (bitwise equal) and against version 1 on the same input; version 2 with its down GEMM launched
 // with programmatic dependent launch and without (CudaOptions::moe_decode_pdl) must give the same
-// bits.
+// bits; with its expert outputs in bf16 (moe_decode_eout_bf16) y must meet the same bound.
 TEST_P(CudaOpsParity, MoeDecodeVersion2) {
     const int64_t k = config_.num_experts_per_tok, H = config_.hidden_size;
     for (WeightFormat format : {WeightFormat::kDense, WeightFormat::kFP8Block}) {
@@ -504,13 +504,17 @@ TEST_P(CudaOpsParity, MoeDecodeVersion2) {
         o1.moe_gemm_path = o2.moe_gemm_path = 0;
         o1.moe_decode_version = 1;
         o2.moe_decode_version = 2;
-        cuda::CudaOptions o2p = o2;
+        const bool grouped = cuda::moe_grouped_gemm_tiles(config_.num_experts, H, config_.moe_intermediate_size,
+                                                          config_.shared_expert_intermediate_size, k);
+        cuda::CudaOptions o2p = o2, o2e = o2;
         o2.moe_decode_pdl = 0;
         o2p.moe_decode_pdl = 1;
-        cuda::CudaOps g1(o1), g2(o2), g2p(o2p);
+        o2e.moe_decode_eout_bf16 = 1;
+        cuda::CudaOps g1(o1), g2(o2), g2p(o2p), g2e(o2e);
         g1.prepare_weights(weight_set(wts));
         g2.prepare_weights(weight_set(wts));
         g2p.prepare_weights(weight_set(wts));
+        g2e.prepare_weights(weight_set(wts));
         const MoeWeights& m = wts.layers[0].moe;
         for (int64_t T : {9, 17, 40, 200}) {
             const auto x = gpu_test::random_floats(size_t(T * H), rng_);
@@ -532,6 +536,18 @@ TEST_P(CudaOpsParity, MoeDecodeVersion2) {
             g2p.moe(gpu_test::to_device(g2p, x), T, m, k, config_.norm_topk_prob, dyp);
             EXPECT_TRUE(gpu_test::to_host(g2p, dyp, ref.size()) == y2) << what << ": down with PDL differs";
             g2p.free_all();
+            // bf16 expert outputs: other bits, the same bound against the CPU.
+            float* dye = g2e.alloc(int64_t(ref.size()));
+            g2e.moe(gpu_test::to_device(g2e, x), T, m, k, config_.norm_topk_prob, dye);
+            const std::vector<float> ye = gpu_test::to_host(g2e, dye, ref.size());
+            EXPECT_LT(normalised_error(ye, ref), kBf16Bound) << what << " with bf16 expert outputs";
+            // Shapes off the grouped GEMMs' tiles (the tiny config) run the fp32 reference kernels,
+            // which have no expert-output buffer to round: the same bits there.
+            if (grouped)
+                EXPECT_FALSE(ye == y2) << what << ": bf16 expert outputs gave fp32's bits (option not taken?)";
+            else
+                EXPECT_TRUE(ye == y2) << what << ": the reference kernels' bits changed with the option";
+            g2e.free_all();
             g1.free_all();
             g2.free_all();
         }
@@ -763,6 +779,10 @@ TEST(CudaOptionsChoice, MoeGemmPathAndGdnChunkMapValidated) {
     EXPECT_EQ(pd.moe_decode_pdl, 1);  // on by default
     pd.moe_decode_pdl = 2;
     EXPECT_DEATH(cuda::CudaOps ops(pd), "moe_decode_pdl must be 0 or 1");
+    cuda::CudaOptions eb;
+    EXPECT_EQ(eb.moe_decode_eout_bf16, 0);  // off by default
+    eb.moe_decode_eout_bf16 = 2;
+    EXPECT_DEATH(cuda::CudaOps ops(eb), "moe_decode_eout_bf16 must be 0 or 1");
 }
 
 // Session 27's options: the fused norms' row limits (defaults where the H200 showed a gain), the

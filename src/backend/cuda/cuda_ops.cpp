@@ -59,6 +59,8 @@ CudaOps::CudaOps(const CudaOptions& options)
     QS_CHECK_MSG(options.moe_decode_version == 1 || options.moe_decode_version == 2,
                  "CudaOptions::moe_decode_version must be 1 or 2");
     QS_CHECK_MSG(options.moe_decode_pdl == 0 || options.moe_decode_pdl == 1, "CudaOptions::moe_decode_pdl must be 0 or 1");
+    QS_CHECK_MSG(options.moe_decode_eout_bf16 == 0 || options.moe_decode_eout_bf16 == 1,
+                 "CudaOptions::moe_decode_eout_bf16 must be 0 or 1");
     QS_CHECK_MSG(options.moe_prefill_version == 1 || options.moe_prefill_version == 2,
                  "CudaOptions::moe_prefill_version must be 1 or 2");
     QS_CHECK_MSG(options.moe_gemm_path >= -1 && options.moe_gemm_path <= 2,
@@ -864,6 +866,7 @@ void CudaOps::moe(const float* x, int64_t T, const MoeWeights& w, int64_t top_k,
     p.gemm_path = options_.moe_gemm_path;
     p.decode_version = options_.moe_decode_version;
     p.decode_pdl = options_.moe_decode_pdl;
+    p.decode_eout_bf16 = options_.moe_decode_eout_bf16;
     p.small_prefetch_down = options_.moe_small_prefetch_down;
     // Down + combine by expert slots (FP8 and BF16 experts; INT4 and NVFP4 have their own kernels).
     const bool down_slots = e.gate_q == nullptr && (options_.moe_small_down_version == 2 ||

@@ -90,6 +90,10 @@ struct CudaOptions {
     // in a CUDA graph: T = 64 294.0 → 289.4 µs, 256 350.7 → 346.0, 512 384.2 → 378.9;
     // bench/kernels/NOTES.md "Session 36").
     int moe_decode_pdl = 1;
+    // MoeParams::decode_eout_bf16 with decode version 2 (0 or 1): the expert outputs between the down
+    // GEMM and the combine in bf16 (as on the prefill path) instead of fp32. Changes y's bits; 0
+    // (default) until the whole GPU suite has run with it (bench/kernels/NOTES.md "Session 36").
+    int moe_decode_eout_bf16 = 0;
     // MoeParams::prefill_version for MoE calls on the CUTLASS prefill path (>= 32 routed rows per
     // expert; bench/kernels/NOTES.md "Prefill v2"): 1 the one-block sort and the first gather /
     // SiLU / combine kernels, 2 (default; H200 2026-12-02: FP8 at 16,384 tokens 2,041 -> 1,752 µs)

@@ -11,23 +11,35 @@ namespace {
 // 5. Combine
 // ---------------------------------------------------------------------------------------------
 
+// Four consecutive values of eout row `row` from column 4c: fp32, or bf16 (CombineParams::eout16).
+template <bool BF16>
+__device__ __forceinline__ float4 eout4(const CombineParams& p, size_t row, int c) {
+    if constexpr (BF16) {
+        const uint2 u = reinterpret_cast<const uint2*>(p.eout16 + row * p.H)[c];
+        return make_float4(__uint_as_float(u.x << 16), __uint_as_float(u.x & 0xffff0000u), __uint_as_float(u.y << 16),
+                           __uint_as_float(u.y & 0xffff0000u));
+    } else {
+        return reinterpret_cast<const float4*>(p.eout + row * p.H)[c];
+    }
+}
+
+template <bool BF16>
 __global__ __launch_bounds__(kCombineThreads) void moe_combine_kernel(CombineParams p) {
     const int t = blockIdx.x;
     const int h4 = p.H / 4;
     const float sg = 1.0f / (1.0f + expf(-p.shared_gate_logit[t]));
-    const float4* shared = reinterpret_cast<const float4*>(p.eout + (size_t(p.T) * p.k + t) * p.H);
     float4* y = reinterpret_cast<float4*>(p.y + size_t(t) * p.H);
     for (int c = threadIdx.x; c < h4; c += kCombineThreads) {
         float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         for (int j = 0; j < p.k; ++j) {
             const float w = p.topk_w[size_t(t) * p.k + j];
-            const float4 v = reinterpret_cast<const float4*>(p.eout + (size_t(t) * p.k + j) * p.H)[c];
+            const float4 v = eout4<BF16>(p, size_t(t) * p.k + j, c);
             acc.x += w * v.x;
             acc.y += w * v.y;
             acc.z += w * v.z;
             acc.w += w * v.w;
         }
-        const float4 s = shared[c];
+        const float4 s = eout4<BF16>(p, size_t(p.T) * p.k + t, c);
         acc.x += sg * s.x;
         acc.y += sg * s.y;
         acc.z += sg * s.z;
@@ -40,7 +52,8 @@ __global__ __launch_bounds__(kCombineThreads) void moe_combine_kernel(CombinePar
 
 #if !defined(QS_MOE_EMULATE)
 void launch_combine(const MoePlan& pl, cudaStream_t stream) {
-    moe_combine_kernel<<<pl.combine_grid, kCombineThreads, 0, stream>>>(pl.combine);
+    if (pl.combine.eout16 != nullptr) moe_combine_kernel<true><<<pl.combine_grid, kCombineThreads, 0, stream>>>(pl.combine);
+    else moe_combine_kernel<false><<<pl.combine_grid, kCombineThreads, 0, stream>>>(pl.combine);
     QS_CUDA_CHECK_LAUNCH();
 }
 #endif

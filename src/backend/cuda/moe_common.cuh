@@ -148,6 +148,7 @@ struct GemmParams {
     __nv_bfloat16* h_out;    // gate_up: hbuf [R, ldh]
     int ldh;
     float* y_out;            // down: eout [T·(k+1), H]
+    __nv_bfloat16* y_out16 = nullptr;  // decode v2's down, set: eout in bf16 (MoeParams::decode_eout_bf16)
     // INT4 experts (MoePlan::int4, moe_decode_gemm_int4.cu): codes and bf16 scales of w0 / w1
     // (MoeExpertTable's INT4 arrays), scale group (a multiple of kBK).
     const uint32_t* const* q0 = nullptr;
@@ -243,6 +244,7 @@ struct CombineParams {
     const float* shared_gate_logit;  // [T]
     int T, H, k;
     float* y;                        // [T, H]
+    const __nv_bfloat16* eout16 = nullptr;  // set: eout in bf16 instead (MoePlan::eout_bf16)
 };
 
 // The small-T path (moe_small.cu): blocks of kSmallThreads; gate_up blocks take kSmallRows
@@ -321,6 +323,7 @@ struct MoePlan {
     bool fp8 = false;
     bool decode_v2 = false;  // MoeParams::decode_version 2: cfg 1's tiles, moe_decode_gemm.cu's GEMMs
     bool down_pdl = false;   // decode_v2: down launched with programmatic dependent launch (MoeParams::decode_pdl)
+    bool eout_bf16 = false;  // decode_v2: down writes eout in bf16, the combine reads it so (MoeParams::decode_eout_bf16)
     bool int4 = false;       // MoeParams::int4_grouped taken: cfg 1's tiles, moe_decode_gemm_int4.cu's GEMMs
     int route_vpl = 1;
     dim3 route_grid, gemm_up_grid, gemm_down_grid, combine_grid;

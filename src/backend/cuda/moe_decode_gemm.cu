@@ -345,9 +345,14 @@ __global__ __launch_bounds__(GemmShape<DecCfg, FP8>::NTHR) void moe_decode_gemm_
                 const float hv = gv / (1.0f + expf(-gv)) * uv * hs;
                 p.h_out[size_t(row0 + m) * p.ldh + n0 + warp * 16 + wr] = __float2bfloat16_rn(hv);
             } else {
-                float* out = p.y_out + size_t(dest[n][r & 1]) * p.H + n0 + warp * 32 + wr;
-                out[0] = acc[0][n][r];
-                out[16] = acc[1][n][r];
+                const size_t o = size_t(dest[n][r & 1]) * p.H + n0 + warp * 32 + wr;
+                if (p.y_out16 != nullptr) {  // MoeParams::decode_eout_bf16 (uniform)
+                    p.y_out16[o] = __float2bfloat16_rn(acc[0][n][r]);
+                    p.y_out16[o + 16] = __float2bfloat16_rn(acc[1][n][r]);
+                } else {
+                    p.y_out[o] = acc[0][n][r];
+                    p.y_out[o + 16] = acc[1][n][r];
+                }
             }
         }
     }

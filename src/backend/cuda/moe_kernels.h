@@ -119,6 +119,11 @@ struct MoeParams {
     // that its blocks take the SMs gate_up's last wave leaves, issuing their first weight copies
     // before waiting for gate_up's h; 0 = an ordinary launch. The same bits either way.
     int decode_pdl = 0;
+    // Added field: decode_version 2's down GEMM writes the expert outputs (eout) rounded to bf16 and
+    // the combine reads them so (1), as the prefill path does, instead of fp32 (0): half of the
+    // 4·T·(k+1)·H bytes written and read again. Changes y's bits (one more rounding per expert
+    // output, within the CPU-reference bounds).
+    int decode_eout_bf16 = 0;
     // Added field: the prefill path's stages around the CUTLASS GEMMs (moe_prefill_stages.cu;
     // bench/kernels/NOTES.md "Prefill v2"), read when that path runs. 1: the one-block sort and
     // the first gather / SiLU / combine kernels. 2: the multi-block sort (histogram, scan, stable
