@@ -504,6 +504,7 @@ TEST_P(CudaOpsParity, MoeDecodeVersion2) {
         o1.moe_gemm_path = o2.moe_gemm_path = 0;
         o1.moe_decode_version = 1;
         o2.moe_decode_version = 2;
+        o2.moe_decode_eout_bf16 = 0;  // whatever QS_TEST_MOE_DECODE_EOUT_BF16 says: the fp32 baseline
         const bool grouped = cuda::moe_grouped_gemm_tiles(config_.num_experts, H, config_.moe_intermediate_size,
                                                           config_.shared_expert_intermediate_size, k);
         cuda::CudaOptions o2p = o2, o2e = o2;

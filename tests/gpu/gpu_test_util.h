@@ -35,7 +35,16 @@ inline std::string source_path(const std::string& rel) {
 // size, which the default's 8,192-row threshold never gives them). QS_TEST_MOE_ROUTER_CHECK=1 also sets CudaOptions::moe_router_check (each eager
 // kernel call compared with cuBLAS; suspicious rows logged), QS_TEST_GRAPH_MAX_BATCH=N
 // CudaOptions::graph_max_batch (0: every call eager, so every call is compared).
+// QS_TEST_MOE_DECODE_EOUT_BF16 (0 or 1; unset = the option's default) sets
+// CudaOptions::moe_decode_eout_bf16, so that the model-level tests can run, with their bounds
+// unchanged, on bf16 expert outputs before that default flips.
 inline cuda::CudaOptions& apply_test_router_env(cuda::CudaOptions& o) {
+    if (const char* e = std::getenv("QS_TEST_MOE_DECODE_EOUT_BF16"); e != nullptr && *e != 0) {
+        const std::string s(e);
+        if (s != "0" && s != "1")
+            throw std::invalid_argument("QS_TEST_MOE_DECODE_EOUT_BF16 must be 0 or 1 (got '" + s + "')");
+        o.moe_decode_eout_bf16 = std::stoi(s);
+    }
     const char* c = std::getenv("QS_TEST_MOE_ROUTER_CHECK");
     if (c != nullptr && std::string(c) == "1") o.moe_router_check = true;
     const char* g = std::getenv("QS_TEST_GRAPH_MAX_BATCH");
