@@ -481,7 +481,7 @@ void run_case(const HostExperts& h, bool fp8, int T, Routing routing, bool norm,
                 const uint16_t rn = uint16_t((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);  // finite values only
                 wrong += e16[i] != rn;
             }
-            const bool taken = make_plan(r).eout_bf16;
+            const bool taken = make_plan(r).combine.eout16 != nullptr;
             v2_ok = v2_ok && taken && wrong == 0;
             std::snprintf(b, sizeof b, " eout bf16: %s, %zu of %zu values not RN(fp32)", taken ? "taken" : "NOT TAKEN",
                           wrong, n_eout);

@@ -184,6 +184,20 @@ __device__ __forceinline__ bool tile_work(const GemmParams& p, int BNW, TileWork
     }
 }
 
+// The decode grouped GEMMs' down epilogue (moe_decode_gemm.cu, moe_decode_gemm_int4.cu): the output
+// rows of lane q's tokens 8·n + 2q + u of the tile (rows past it: 0), loaded before the K loop so
+// that no epilogue store waits on a dependent global load (bench/kernels/NOTES.md "Session 36").
+template <int NG>
+__device__ __forceinline__ void tile_row_dests(const GemmParams& p, int row0, int rows, int q, int (&dest)[NG][2]) {
+#pragma unroll
+    for (int n = 0; n < NG; ++n)
+#pragma unroll
+        for (int u = 0; u < 2; ++u) {
+            const int m = n * 8 + 2 * q + u;
+            dest[n][u] = m < rows ? p.row_dest[row0 + m] : 0;
+        }
+}
+
 // Row m of a grouped-GEMM tile's A operand (the tile's sorted rows row0 .. row0 + rows - 1): gate_up
 // gathers token rows of xb through row_token, down reads hbuf's sorted rows. Rows past the tile read
 // the tile's first row (the copies zero-fill them: 0 bytes).
@@ -244,7 +258,7 @@ struct CombineParams {
     const float* shared_gate_logit;  // [T]
     int T, H, k;
     float* y;                        // [T, H]
-    const __nv_bfloat16* eout16 = nullptr;  // set: eout in bf16 instead (MoePlan::eout_bf16)
+    const __nv_bfloat16* eout16 = nullptr;  // set: eout in bf16 instead (MoeParams::decode_eout_bf16)
 };
 
 // The small-T path (moe_small.cu): blocks of kSmallThreads; gate_up blocks take kSmallRows
@@ -323,7 +337,6 @@ struct MoePlan {
     bool fp8 = false;
     bool decode_v2 = false;  // MoeParams::decode_version 2: cfg 1's tiles, moe_decode_gemm.cu's GEMMs
     bool down_pdl = false;   // decode_v2: down launched with programmatic dependent launch (MoeParams::decode_pdl)
-    bool eout_bf16 = false;  // decode_v2: down writes eout in bf16, the combine reads it so (MoeParams::decode_eout_bf16)
     bool int4 = false;       // MoeParams::int4_grouped taken: cfg 1's tiles, moe_decode_gemm_int4.cu's GEMMs
     int route_vpl = 1;
     dim3 route_grid, gemm_up_grid, gemm_down_grid, combine_grid;

@@ -59,16 +59,8 @@ __global__ __launch_bounds__(GemmShape<DecCfg, FP8>::NTHR) void moe_decode_gemm_
     // down: the output rows of the lane's tokens 8·n + 2q + u (the epilogue's), loaded now so that
     // the epilogue's stores do not wait on a dependent global load each (Nsight Compute, session
     // 36: the epilogue held ~15 % of the down kernel's stall samples).
-    [[maybe_unused]] int dest[BM / 8][2];
-    if constexpr (!GATE_UP) {
-#pragma unroll
-        for (int n = 0; n < BM / 8; ++n)
-#pragma unroll
-            for (int u = 0; u < 2; ++u) {
-                const int m = n * 8 + 2 * q + u;
-                dest[n][u] = m < rows ? p.row_dest[row0 + m] : 0;
-            }
-    }
+    [[maybe_unused]] int dest[NG][2];
+    if constexpr (!GATE_UP) tile_row_dests(p, row0, rows, q, dest);
 
     // One-step loaders (bf16): exactly moe_gemm.cu's for CfgS32 (same shared layouts and swizzles).
     const __nv_bfloat16* a_src[A_ITERS];

@@ -61,18 +61,9 @@ __global__ __launch_bounds__(Int4GemmShape::NTHR) void moe_int4_gemm_kernel(Gemm
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int g = lane >> 2, q = lane & 3;
     const int groups = (rows + 7) / 8;  // 8-token groups holding valid rows (warp-uniform)
-    // down: the output rows of the lane's tokens 8·n + 2q + u, loaded before the K loop (as
-    // moe_decode_gemm.cu: no dependent global load in the epilogue).
+    // down: the output rows of the lane's tokens, loaded before the K loop (tile_row_dests).
     [[maybe_unused]] int dest[NG][2];
-    if constexpr (!GATE_UP) {
-#pragma unroll
-        for (int n = 0; n < NG; ++n)
-#pragma unroll
-            for (int u = 0; u < 2; ++u) {
-                const int m = n * 8 + 2 * q + u;
-                dest[n][u] = m < rows ? p.row_dest[row0 + m] : 0;
-            }
-    }
+    if constexpr (!GATE_UP) tile_row_dests(p, row0, rows, q, dest);
 
     // Token loader: moe_decode_gemm.cu's (128-byte rows, chunk c of row m at c ^ (m & 1)).
     const __nv_bfloat16* a_src[A_ITERS];

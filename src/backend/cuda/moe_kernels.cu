@@ -176,7 +176,6 @@ MoePlan make_plan(const MoeParams& p) {
     QS_CHECK_MSG(p.decode_pdl == 0 || p.decode_pdl == 1, "launch_moe: decode_pdl must be 0 or 1");
     pl.down_pdl = pl.decode_v2 && p.decode_pdl == 1;
     QS_CHECK_MSG(p.decode_eout_bf16 == 0 || p.decode_eout_bf16 == 1, "launch_moe: decode_eout_bf16 must be 0 or 1");
-    pl.eout_bf16 = pl.decode_v2 && p.decode_eout_bf16 == 1;
     if (pl.int4) {
         gu.q0 = x.gate_q;
         gu.q1 = x.up_q;
@@ -189,7 +188,7 @@ MoePlan make_plan(const MoeParams& p) {
     }
 
     pl.combine = CombineParams{eout, topk_w, p.shared_gate_logit, T, H, k, p.y};
-    if (pl.eout_bf16) {  // the same workspace region, half of it
+    if (pl.decode_v2 && p.decode_eout_bf16 == 1) {  // the same workspace region, half of it
         dn.y_out16 = reinterpret_cast<__nv_bfloat16*>(eout);
         pl.combine.eout16 = dn.y_out16;
     }
