@@ -68,6 +68,10 @@
 #           `gdn_lab --decode` (every version checked against the CPU reference and for equal bits, then
 #           timed) and the 512-sequence FP8-lean k=0 decode step with --gdn-slices-version 2, then 3
 #           (two engines, ~2 min)
+#   step512:OPTS  the 512-sequence lean k=0 decode step (gpu_forward_bench --mode mtp --mtp-k 0 --mtp-seqs 512,
+#           bf16 GDN state, fp8 KV) with OPTS (gpu_forward_bench options, commas for spaces; fp8-block
+#           dummy weights unless OPTS names a --dummy-format), e.g. step512:--moe-decode-eout-bf16,0 or
+#           step512:--dummy-format,int4-w4a16,--int4-expert-copies,none; ~35-60 s an engine
 #   moe_dec_step  the 512-sequence FP8-lean k=0 decode step with the MoE decode GEMMs' version 1 (moe_gemm.cu,
 #           the default), then 2 (moe_decode_gemm.cu: --moe-decode-version 2); two engines, ~1 min
 #   gdn_slices_step  the 512-sequence FP8-lean k=0 decode step (gpu_forward_bench --mode mtp --mtp-k 0
@@ -325,6 +329,12 @@ for stage in "$@"; do
                                  --dummy-format fp8-block --gdn-state-dtype bf16 --kv-cache-dtype fp8_e4m3 --mode mtp \
                                  --mtp-k 0 --mtp-seqs 512 --gdn-slices-version "$v"
                          done ;;
+        step512:*) opts="${stage#step512:}"; opts="${opts//,/ }"
+                   fmt=(--dummy-format fp8-block); case " $opts " in *" --dummy-format "*) fmt=() ;; esac
+                   tag=$(echo "${stage#step512:}" | tr -d '-' | tr ',' '_' | cut -c1-60)
+                   # shellcheck disable=SC2086
+                   run "step512_${tag:-default}" "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b --load-format dummy \
+                       "${fmt[@]}" --gdn-state-dtype bf16 --kv-cache-dtype fp8_e4m3 --mode mtp --mtp-k 0 --mtp-seqs 512 $opts ;;
         moe_dec_step) for v in 1 2; do
                           run "moe_dec_step_v$v" "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b --load-format dummy \
                               --dummy-format fp8-block --gdn-state-dtype bf16 --kv-cache-dtype fp8_e4m3 --mode mtp \

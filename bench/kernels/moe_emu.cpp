@@ -17,7 +17,8 @@
 // version 1, bitwise;
 // --prefetch-down: gate_up's L2 prefetch of the down matrices (MoeParams::small_prefetch_down) against
 // none, bitwise;
-// --int4-dec: INT4 experts on the tensor-core grouped GEMMs, MoeParams::int4_grouped = 1;
+// --int4-dec: INT4 experts on the tensor-core grouped GEMMs, MoeParams::int4_grouped = 1, each case
+// again with int4_grouped_version 2 and 3 (whole-line copy rings), bitwise;
 // --nvfp4: NVFP4 experts on the small-T path, MoeExpertTable::nvfp4)
 #include "moe_emu_shim.h"
 
@@ -57,9 +58,14 @@ void emu_sort_gemms(const MoePlan& pl) {
     emu_launch(dim3(1), kSortThreads, 0, [&] { moe_sort_kernel<Cfg::BM>(pl.sort); });
     const int nthr = GemmShape<Cfg, false>::NTHR;
     if (pl.int4) {  // MoeParams::int4_grouped (moe_decode_gemm_int4.cu; cfg 1's plan)
-        using S = Int4GemmShape;
-        emu_launch(pl.gemm_up_grid, S::NTHR, S::SMEM, [&] { moe_int4_gemm_kernel<true>(pl.gate_up); });
-        emu_launch(pl.gemm_down_grid, S::NTHR, S::SMEM, [&] { moe_int4_gemm_kernel<false>(pl.down); });
+        auto run = [&]<int V>() {
+            using S = Int4GemmShape<V>;
+            emu_launch(pl.gemm_up_grid, S::NTHR, S::SMEM, [&] { moe_int4_gemm_kernel<true, V>(pl.gate_up); });
+            emu_launch(pl.gemm_down_grid, S::NTHR, S::SMEM, [&] { moe_int4_gemm_kernel<false, V>(pl.down); });
+        };
+        if (pl.int4_version == 1) run.template operator()<1>();
+        else if (pl.int4_version == 2) run.template operator()<2>();
+        else run.template operator()<3>();
         return;
     }
     if (pl.decode_v2) {  // MoeParams::decode_version 2 (moe_decode_gemm.cu; cfg 1's plan)
@@ -423,6 +429,19 @@ void run_case(const HostExperts& h, bool fp8, int T, Routing routing, bool norm,
         const bool same = std::memcmp(yp.data(), y.data(), y.size() * 4) == 0;
         v2_ok = v2_ok && same;
         v2_note += std::string(" prefetch down: ") + (same ? "bitwise" : "DIFFERS");
+    }
+    if (g_int4_grouped && !small_path) {  // the INT4 grouped GEMMs' copy rings 2 and 3 against 1: the same bits
+        for (int v = 2; v <= 3; ++v) {
+            MoeParams r = p;
+            r.int4_grouped_version = v;
+            std::vector<float> yv(y.size(), std::nanf(""));
+            r.y = yv.data();
+            emu_moe(r);
+            const bool taken = make_plan(r).int4 && make_plan(r).int4_version == v;
+            const bool same = std::memcmp(yv.data(), y.data(), y.size() * 4) == 0;
+            v2_ok = v2_ok && same && taken;
+            v2_note += std::string(" int4 ring v") + char('0' + v) + ": " + (!taken ? "NOT TAKEN" : same ? "bitwise" : "DIFFERS");
+        }
     }
     if (g_decode_version == 2) {  // decode v2 against v1 (moe_gemm.cu's cfg 1) on the same inputs
         MoeParams q = p;

@@ -4,7 +4,10 @@
 //   bf16       the BF16 experts (small-T path at T <= 8, else the mma.sync grouped GEMMs v1)
 //   fp8        the FP8 block experts, same paths
 //   int4-today INT4 experts as served today: the INT4 small-T path at T <= 8, the BF16 copy above
+//   fp8-dec2   the FP8 experts on the serving defaults' decode GEMMs (decode_version 2, PDL)
 //   int4-mma   INT4 experts on moe_decode_gemm_int4.cu (at T <= 8 with MoeParams::small_t = 0)
+//   int4-mma2, int4-mma3  the same with MoeParams::int4_grouped_version 2 / 3 (whole-line copy
+//              rings): y must equal int4-mma's bitwise (else the row FAILs)
 // Per T in 1, 8, 64, 512: the CPU-reference check of every path (float64 moe_ref.h on the same
 // weights: the INT4 codes × power-of-two scales are exact bf16 values, so the bf16 reference is
 // the INT4 one; fp8 against its dequantised values; PASS: nerr < 1e-2, worst token < 3e-2), then
@@ -58,10 +61,21 @@ constexpr double kCopyTBs = 4.25;  // measured device-to-device copy ceiling on 
 constexpr int kCopies = 4, kReps = 25;
 bool g_nvfp4 = false;  // --nvfp4: the INT4 arrays hold NVFP4 experts
 
-enum class Path { kBf16, kFp8, kInt4Today, kInt4Mma };
+enum class Path { kBf16, kFp8, kFp8Dec2, kInt4Today, kInt4Mma, kInt4MmaV2, kInt4MmaV3 };
 const char* path_name(Path p) {
-    return p == Path::kBf16 ? "bf16" : p == Path::kFp8 ? "fp8" : p == Path::kInt4Today ? (g_nvfp4 ? "nvfp4-small" : "int4-today") : "int4-mma";
+    switch (p) {
+        case Path::kBf16: return "bf16";
+        case Path::kFp8: return "fp8";
+        case Path::kFp8Dec2: return "fp8-dec2";
+        case Path::kInt4Today: return g_nvfp4 ? "nvfp4-small" : "int4-today";
+        case Path::kInt4Mma: return "int4-mma";
+        case Path::kInt4MmaV2: return "int4-mma2";
+        case Path::kInt4MmaV3: return "int4-mma3";
+    }
+    return "?";
 }
+bool is_int4_mma(Path p) { return p == Path::kInt4Mma || p == Path::kInt4MmaV2 || p == Path::kInt4MmaV3; }
+bool is_fp8(Path p) { return p == Path::kFp8 || p == Path::kFp8Dec2; }
 
 template <class T>
 T* upload(const std::vector<T>& v, std::vector<void*>& allocs) {
@@ -149,8 +163,8 @@ int touched_experts(const Inputs& in, const Shape& s) {
 // Bytes of one expert's three matrices as `p` stores them (kInt4Today is never passed: see the caller).
 double weight_bytes_per_expert(const Shape& s, int Ie, Path p) {
     const double n = 3.0 * Ie * s.H;
-    if (p == Path::kFp8) return n + 3.0 * ((Ie + 127) / 128) * ((s.H + 127) / 128) * 4;
-    if (p == Path::kInt4Mma) return g_nvfp4 ? n / 2 + n / 16 * 2 : n / 2 + n / 128 * 2;  // codes + bf16 scales
+    if (is_fp8(p)) return n + 3.0 * ((Ie + 127) / 128) * ((s.H + 127) / 128) * 4;
+    if (is_int4_mma(p)) return g_nvfp4 ? n / 2 + n / 16 * 2 : n / 2 + n / 128 * 2;  // codes + bf16 scales
     return n * 2;
 }
 
@@ -166,9 +180,14 @@ MoeParams params(const MoeExpertTable& t, Path path, const float* x, const float
     p.norm_topk_prob = true;
     p.workspace = ws;
     p.y = y;
-    if (path == Path::kInt4Mma) {
+    if (is_int4_mma(path)) {
         p.int4_grouped = 1;
         p.small_t = 0;  // T <= 8 too
+        p.int4_grouped_version = path == Path::kInt4MmaV2 ? 2 : path == Path::kInt4MmaV3 ? 3 : 1;
+    }
+    if (path == Path::kFp8Dec2) {
+        p.decode_version = 2;
+        p.decode_pdl = 1;
     }
     return p;
 }
@@ -352,7 +371,8 @@ int main(int argc, char** argv) {
     std::printf("\n   T   path        experts  weightMB   time_us    wGB/s  %%4.25TB/s   nerr      worst     check\n");
     const std::vector<int> sizes = g_nvfp4 ? std::vector<int>{1, 2, 4, 8} : std::vector<int>{1, 8, 64, 512};
     const std::vector<Path> paths = g_nvfp4 ? std::vector<Path>{Path::kBf16, Path::kFp8, Path::kInt4Today}
-                                            : std::vector<Path>{Path::kBf16, Path::kFp8, Path::kInt4Today, Path::kInt4Mma};
+                                            : std::vector<Path>{Path::kBf16, Path::kFp8, Path::kFp8Dec2, Path::kInt4Today,
+                                                                Path::kInt4Mma, Path::kInt4MmaV2, Path::kInt4MmaV3};
     for (const int T : sizes) {
         const Inputs in = make_inputs(s, T, Routing::kGapped, rng);
         float *x, *logits, *sgl, *y;
@@ -372,10 +392,11 @@ int main(int argc, char** argv) {
             moe_ref_token(h, true, true, &in.x[size_t(t) * s.H], &in.logits[size_t(t) * s.E], in.sg[t], ref_f[t]);
         });
         const int touched = touched_experts(in, s);
+        std::vector<float> y_mma;  // int4-mma's y: versions 2 and 3 must give its bits
         for (const Path path : paths) {
-            const bool is_fp8 = path == Path::kFp8;
+            const bool fp8_path = is_fp8(path);
             auto table = [&](int c) {
-                MoeExpertTable t = (is_fp8 ? fp8 : bf16_int4)[size_t(c)].table;
+                MoeExpertTable t = (fp8_path ? fp8 : bf16_int4)[size_t(c)].table;
                 if (path == Path::kBf16) t.gate_q = t.up_q = t.down_q = nullptr, t.gate_qs = t.up_qs = t.down_qs = nullptr;
                 return t;
             };
@@ -388,7 +409,7 @@ int main(int argc, char** argv) {
             double num = 0, den = 0, worst = 0;
             size_t bad = 0;
             for (int t = 0; t < T; ++t) {
-                const std::vector<double>& r = is_fp8 ? ref_f[t] : ref_b[t];
+                const std::vector<double>& r = fp8_path ? ref_f[t] : ref_b[t];
                 double tn = 0, td = 0;
                 for (int c = 0; c < s.H; ++c) {
                     const float v = yh[size_t(t) * s.H + c];
@@ -400,7 +421,11 @@ int main(int argc, char** argv) {
                 worst = std::max(worst, std::sqrt(tn / std::max(td, 1e-300)));
             }
             const double nerr = std::sqrt(num / std::max(den, 1e-300));
-            const bool pass = bad == 0 && nerr < 1e-2 && worst < 3e-2;
+            const bool versioned = path == Path::kInt4MmaV2 || path == Path::kInt4MmaV3;
+            if (path == Path::kInt4Mma) y_mma = yh;
+            const bool same_ok = !versioned || yh == y_mma;
+            const char* same = !versioned ? "" : same_ok ? "  = int4-mma bitwise" : "  DIFFERS from int4-mma";
+            const bool pass = bad == 0 && nerr < 1e-2 && worst < 3e-2 && same_ok;
             fails += !pass;
             // Timing: rotate over the weight copies.
             for (int c = 0; c < kCopies; ++c) launch_moe(params(table(c), path, x, logits, sgl, T, s.k, ws, y), st);
@@ -421,9 +446,9 @@ int main(int argc, char** argv) {
             const Path bytes_as = path == Path::kInt4Today ? (T <= kMoeSmallTMax ? Path::kInt4Mma : Path::kBf16) : path;
             const double bytes = touched * weight_bytes_per_expert(s, s.I, bytes_as) + weight_bytes_per_expert(s, s.Is, bytes_as);
             const double gbs = bytes / (t_us * 1e-6) / 1e9;
-            std::printf("%5d   %-10s  %5d  %9.1f  %9.1f  %8.0f  %7.1f %%   %.3e  %.3e  %s%s\n", T, path_name(path), touched,
+            std::printf("%5d   %-10s  %5d  %9.1f  %9.1f  %8.0f  %7.1f %%   %.3e  %.3e  %s%s%s\n", T, path_name(path), touched,
                         bytes / 1e6, t_us, gbs, 100.0 * gbs / (kCopyTBs * 1e3), nerr, worst, pass ? "PASS" : "FAIL",
-                        bad ? " (non-finite)" : "");
+                        bad ? " (non-finite)" : "", same);
         }
         QS_CUDA_CHECK(cudaFree(ws));
         QS_CUDA_CHECK(cudaFree(x));

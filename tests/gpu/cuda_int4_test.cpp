@@ -130,6 +130,38 @@ TEST_F(CudaInt4, MoeInt4GroupedGemm) {
     }
 }
 
+// CudaOptions::moe_int4_grouped_version 2 and 3 (whole-line copy rings, bench/kernels/NOTES.md
+// "Session 37") against version 1: the same MMAs in the same order, so y must be bitwise equal, at
+// row counts whose tiles end the K loop on a full and on a partial ring slot alike (gate_up's K =
+// 2,048 is 8 slots of 4 stages, down's K = 512 is 2), and the calls must take the INT4 grouped
+// GEMMs (y differs from the BF16 copies' path).
+TEST_F(CudaInt4, MoeInt4GroupedVersionsSameBits) {
+    const MoeWeights& m = weights_->layers[0].moe;
+    const int64_t k = config_.num_experts_per_tok, H = config_.hidden_size;
+    std::vector<std::unique_ptr<cuda::CudaOps>> ops;
+    for (int version : {1, 2, 3}) {
+        cuda::CudaOptions o;
+        o.poison = true;
+        o.moe_int4_grouped = 1;
+        o.moe_int4_grouped_version = version;
+        ops.push_back(std::make_unique<cuda::CudaOps>(o));
+        ops.back()->prepare_weights(weight_set(*weights_));
+    }
+    for (int64_t T : {9, 64, 300, 1024}) {
+        const auto x = gpu_test::random_floats(size_t(T * H), rng_);
+        auto run = [&](cuda::CudaOps& gpu) {
+            float* dy = gpu.alloc(T * H);
+            gpu.moe(gpu_test::to_device(gpu, x), T, m, k, config_.norm_topk_prob, dy);
+            std::vector<float> y = gpu_test::to_host(gpu, dy, size_t(T * H));
+            gpu.free_all();
+            return y;
+        };
+        const std::vector<float> y1 = run(*ops[0]);
+        EXPECT_NE(y1, run(*gpu_)) << "T=" << T << ": equals the BF16 copies' path (INT4 grouped GEMMs not taken?)";
+        for (size_t v = 1; v < ops.size(); ++v) EXPECT_EQ(run(*ops[v]), y1) << "version " << v + 1 << " T=" << T;
+    }
+}
+
 // CudaOptions::moe_int4_scratch = 1 (no BF16 expert copies; moe_int4_dequant.h): every MoE call
 // the INT4 kernels do not take dequantises the layer's experts into the one-layer scratch first.
 // The scratch holds the copies' bf16 values bit for bit, so y must equal the copy path's bitwise

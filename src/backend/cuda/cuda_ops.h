@@ -200,6 +200,11 @@ struct CudaOptions {
     // moe_int4_lab --scratch, docs/PERF.md: the grouped GEMMs beat a copy's BF16 GEMM only up to
     // 1,024 rows, but beat dequantising into the scratch + the BF16 GEMM up to 4,096).
     int moe_int4_grouped_max_t = 0;
+    // MoeParams::int4_grouped_version: the INT4 grouped GEMMs' copy ring (bench/kernels/NOTES.md
+    // "Session 37"). 1 one 64-wide K stage a slot (32-byte pieces of each weight row a request);
+    // 2 four stages a slot (each row's 128 code bytes, whole lines, together), 3 slots; 3 the
+    // same with 2 slots. The same bits whichever.
+    int moe_int4_grouped_version = 1;
     // NVFP4 weights read as 4-bit (issue 18 item 4; bench/kernels/NOTES.md "NVFP4 on the 4-bit
     // kernels"): 0 (default) NVFP4 linears and experts are dequantised to BF16 copies at upload and
     // every path reads those; 1 they also keep the packed NVFP4 device layout (backend/
