@@ -18,7 +18,9 @@
 // --prefetch-down: gate_up's L2 prefetch of the down matrices (MoeParams::small_prefetch_down) against
 // none, bitwise;
 // --int4-dec: INT4 experts on the tensor-core grouped GEMMs, MoeParams::int4_grouped = 1, each case
-// again with int4_grouped_version 2 and 3 (whole-line copy rings), bitwise;
+// again with int4_grouped_version 2 and 3 (whole-line copy rings), bitwise, with the down GEMM
+// launched with programmatic dependent launch (bitwise) and with bf16 expert outputs (each the RN of
+// the fp32 one; y within the bounds), as --dec2 checks them;
 // --nvfp4: NVFP4 experts on the small-T path, MoeExpertTable::nvfp4)
 #include "moe_emu_shim.h"
 
@@ -61,7 +63,9 @@ void emu_sort_gemms(const MoePlan& pl) {
         auto run = [&]<int V>() {
             using S = Int4GemmShape<V>;
             emu_launch(pl.gemm_up_grid, S::NTHR, S::SMEM, [&] { moe_int4_gemm_kernel<true, V>(pl.gate_up); });
+            if (pl.down_pdl) pdl_poison_h(pl);
             emu_launch(pl.gemm_down_grid, S::NTHR, S::SMEM, [&] { moe_int4_gemm_kernel<false, V>(pl.down); });
+            if (pl.down_pdl) pdl_done();
         };
         if (pl.int4_version == 1) run.template operator()<1>();
         else if (pl.int4_version == 2) run.template operator()<2>();
@@ -459,11 +463,16 @@ void run_case(const HostExperts& h, bool fp8, int T, Routing routing, bool norm,
         std::snprintf(b, sizeof b, " dec2 vs v1 cfg1: %s %.3e", std::memcmp(y.data(), yv1.data(), y.size() * 4) ? "differs" : "bitwise",
                       std::sqrt(dn / std::max(dd, 1e-300)));
         v2_note += b;
+    }
+    // Decode v2's and the INT4 grouped GEMMs' options (MoeParams::decode_pdl, decode_eout_bf16).
+    if (g_decode_version == 2 || (g_int4_grouped && !small_path)) {
+        char b[96];
         // Down launched with programmatic dependent launch (MoeParams::decode_pdl: h poisoned until
         // the first griddep_wait): the same bits.
-        {
+        for (int ring = 1; ring <= (g_int4_grouped ? 2 : 1); ++ring) {  // INT4: copy rings 1 and 2
             MoeParams r = p;
             r.decode_pdl = 1;
+            r.int4_grouped_version = ring;
             std::vector<float> ys(y.size(), std::nanf(""));
             r.y = ys.data();
             // With PDL, copies complete at issue: a copy deferred to its wait_group would land after
@@ -475,7 +484,8 @@ void run_case(const HostExperts& h, bool fp8, int T, Routing routing, bool norm,
             const bool taken = make_plan(r).down_pdl;
             const bool same = std::memcmp(ys.data(), y.data(), y.size() * 4) == 0;
             v2_ok = v2_ok && same && taken;
-            std::snprintf(b, sizeof b, " down with PDL: %s", !taken ? "NOT TAKEN" : same ? "bitwise" : "DIFFERS");
+            std::snprintf(b, sizeof b, " down with PDL%s: %s", g_int4_grouped ? (ring == 1 ? " (ring 1)" : " (ring 2)") : "",
+                          !taken ? "NOT TAKEN" : same ? "bitwise" : "DIFFERS");
             v2_note += b;
         }
         // The expert outputs in bf16 (MoeParams::decode_eout_bf16): every eout value must be the

@@ -148,7 +148,7 @@ struct GemmParams {
     __nv_bfloat16* h_out;    // gate_up: hbuf [R, ldh]
     int ldh;
     float* y_out;            // down: eout [T·(k+1), H]
-    __nv_bfloat16* y_out16 = nullptr;  // decode v2's down, set: eout in bf16 (MoeParams::decode_eout_bf16)
+    __nv_bfloat16* y_out16 = nullptr;  // decode v2's / INT4's down, set: eout in bf16 (MoeParams::decode_eout_bf16)
     // INT4 experts (MoePlan::int4, moe_decode_gemm_int4.cu): codes and bf16 scales of w0 / w1
     // (MoeExpertTable's INT4 arrays), scale group (a multiple of kBK).
     const uint32_t* const* q0 = nullptr;
@@ -346,7 +346,7 @@ struct MoePlan {
     int cfg = 0;  // 0: CfgS16, 1: CfgS32, 2: CfgL128, 3: CfgS16N
     bool fp8 = false;
     bool decode_v2 = false;  // MoeParams::decode_version 2: cfg 1's tiles, moe_decode_gemm.cu's GEMMs
-    bool down_pdl = false;   // decode_v2: down launched with programmatic dependent launch (MoeParams::decode_pdl)
+    bool down_pdl = false;   // decode_v2 or int4: down launched with programmatic dependent launch (MoeParams::decode_pdl)
     bool int4 = false;       // MoeParams::int4_grouped taken: cfg 1's tiles, moe_decode_gemm_int4.cu's GEMMs
     int int4_version = 1;    // with int4: MoeParams::int4_grouped_version (Int4GemmShape<V>)
     int route_vpl = 1;
@@ -392,7 +392,7 @@ void launch_combine(const MoePlan& pl, cudaStream_t stream);                    
 template <bool FP8, bool GATE_UP>
 void launch_decode_gemm(const GemmParams& gp, dim3 grid, cudaStream_t stream, bool pdl);    // moe_decode_gemm.cu
 template <bool GATE_UP>
-void launch_int4_gemm(const GemmParams& gp, dim3 grid, cudaStream_t stream, int version);  // moe_decode_gemm_int4.cu
+void launch_int4_gemm(const GemmParams& gp, dim3 grid, cudaStream_t stream, int version, bool pdl);  // moe_decode_gemm_int4.cu
 // The small-T path (moe_small.cu); `ev` (optional, the lab's) gets events 1..5 as launch_moe_profiled.
 void launch_small(const SmallPlan& pl, cudaStream_t stream, cudaEvent_t* ev);
 // Its first launch (moe_small_route.cu): v1 the route kernel, v2 the router GEMV + route kernel

@@ -22,8 +22,10 @@
 //    fresh zero temporary, then acc += tmp · scale[row][group] in fp32, as the fp8 path's block
 //    promotion; the products q·x are exact, so the result differs from the CPU reference
 //    ((q·s)·x summed in fp32) only in summation order.
-// h = silu(g)·u is rounded to bf16 as on the BF16 path; the down GEMM writes fp32 eout rows for
-// moe_combine.cu. Also compiles as host C++ for the CPU emulation (bench/kernels/moe_emu.cpp
+// h = silu(g)·u is rounded to bf16 as on the BF16 path; the down GEMM writes eout rows for
+// moe_combine.cu, fp32 or (MoeParams::decode_eout_bf16) rounded to bf16. With MoeParams::decode_pdl
+// the down GEMM is launched with programmatic dependent launch as moe_decode_gemm.cu's: its first
+// weight copies are issued before griddepcontrol.wait, the h copies after. Also compiles as host C++ for the CPU emulation (bench/kernels/moe_emu.cpp
 // --int4-dec).
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_limits.h"
@@ -116,22 +118,28 @@ __global__ __launch_bounds__(Int4GemmShape<V>::NTHR) void moe_int4_gemm_kernel(G
         b_dst[i] = smem_u32(sB) + b_piece(r, ch >> 1) + (ch & 1) * 16;
         b_sub[i] = ch >> 1;
     }
-    // Slot j (stages STEPS·j .. STEPS·j + STEPS - 1, those below KT) into ring slot `slot`.
-    auto load_slot = [&](int j, int slot) {
+    // Slot j (stages STEPS·j .. STEPS·j + STEPS - 1, those below KT) into ring slot `slot`; parts 1:
+    // the tokens (A), 2: the weights (B), 3: both.
+    auto load_slot_parts = [&](int j, int slot, int parts) {
+        if (parts & 1) {
 #pragma unroll
-        for (int sub = 0; sub < STEPS; ++sub) {
-            const int kt = j * STEPS + sub;
-            if (kt >= KT) break;
+            for (int sub = 0; sub < STEPS; ++sub) {
+                const int kt = j * STEPS + sub;
+                if (kt >= KT) break;
 #pragma unroll
-            for (int i = 0; i < A_ITERS; ++i)
-                cp_async16(a_dst[i] + slot * S::A_SLOT + sub * S::A_STAGE, a_src[i] + kt * kBK, a_bytes[i]);
+                for (int i = 0; i < A_ITERS; ++i)
+                    cp_async16(a_dst[i] + slot * S::A_SLOT + sub * S::A_STAGE, a_src[i] + kt * kBK, a_bytes[i]);
+            }
         }
+        if (parts & 2) {
 #pragma unroll
-        for (int i = 0; i < B_ITERS; ++i) {
-            if (STEPS > 1 && j * STEPS + b_sub[i] >= KT) continue;
-            cp_async16(b_dst[i] + slot * S::B_SLOT, b_src[i] + j * (STEPS * kBK / 8), 16);
+            for (int i = 0; i < B_ITERS; ++i) {
+                if (STEPS > 1 && j * STEPS + b_sub[i] >= KT) continue;
+                cp_async16(b_dst[i] + slot * S::B_SLOT, b_src[i] + j * (STEPS * kBK / 8), 16);
+            }
         }
     };
+    auto load_slot = [&](int j, int slot) { load_slot_parts(j, slot, 3); };
 
     // The lane's four accumulator rows' scale rows: fragment mt, half hr → shared row 32·warp +
     // 16·mt + 8·hr + g.
@@ -154,9 +162,20 @@ __global__ __launch_bounds__(Int4GemmShape<V>::NTHR) void moe_int4_gemm_kernel(G
 #pragma unroll
             for (int r = 0; r < 4; ++r) acc[mt][n][r] = 0.0f;
 
+    // gate_up lets a down grid launched with programmatic dependent launch (MoeParams::decode_pdl)
+    // start now; down issues its first weight copies before griddep_wait and gate_up's h after it
+    // (the first commit group then also holds every early weight copy: a stricter first wait only).
+    // Without the launch attribute griddep_wait returns at once.
+    if constexpr (GATE_UP) ptx::griddep_launch_dependents();
+    if constexpr (!GATE_UP) {
+#pragma unroll
+        for (int j = 0; j < SLOTS - 1; ++j)
+            if (j < KS) load_slot_parts(j, j, 2);
+        ptx::griddep_wait();
+    }
 #pragma unroll
     for (int j = 0; j < SLOTS - 1; ++j) {
-        if (j < KS) load_slot(j, j);
+        if (j < KS) load_slot_parts(j, j, GATE_UP ? 3 : 1);
         cp_async_commit();
     }
 
@@ -242,9 +261,14 @@ __global__ __launch_bounds__(Int4GemmShape<V>::NTHR) void moe_int4_gemm_kernel(G
                 const float hv = gv / (1.0f + expf(-gv)) * uv;
                 p.h_out[size_t(row0 + m) * p.ldh + n0 + warp * 16 + wr] = __float2bfloat16_rn(hv);
             } else {
-                float* out = p.y_out + size_t(dest[n][r & 1]) * p.H + n0 + warp * 32 + wr;
-                out[0] = acc[0][n][r];
-                out[16] = acc[1][n][r];
+                const size_t o = size_t(dest[n][r & 1]) * p.H + n0 + warp * 32 + wr;
+                if (p.y_out16 != nullptr) {  // MoeParams::decode_eout_bf16 (uniform)
+                    p.y_out16[o] = __float2bfloat16_rn(acc[0][n][r]);
+                    p.y_out16[o + 16] = __float2bfloat16_rn(acc[1][n][r]);
+                } else {
+                    p.y_out[o] = acc[0][n][r];
+                    p.y_out[o + 16] = acc[1][n][r];
+                }
             }
         }
     }
@@ -254,24 +278,29 @@ __global__ __launch_bounds__(Int4GemmShape<V>::NTHR) void moe_int4_gemm_kernel(G
 
 #if !defined(QS_MOE_EMULATE)
 template <bool GATE_UP, int V>
-void launch_int4_gemm_v(const GemmParams& gp, dim3 grid, cudaStream_t stream) {
+void launch_int4_gemm_v(const GemmParams& gp, dim3 grid, cudaStream_t stream, bool pdl) {
     using S = Int4GemmShape<V>;
     allow_dynamic_smem<moe_int4_gemm_kernel<GATE_UP, V>>(size_t(S::SMEM));
-    moe_int4_gemm_kernel<GATE_UP, V><<<grid, S::NTHR, S::SMEM, stream>>>(gp);
+    if (pdl) {
+        QS_CUDA_CHECK(ptx::launch_kernel_pdl(moe_int4_gemm_kernel<GATE_UP, V>, grid, dim3(S::NTHR), size_t(S::SMEM),
+                                             stream, gp));
+    } else {
+        moe_int4_gemm_kernel<GATE_UP, V><<<grid, S::NTHR, S::SMEM, stream>>>(gp);
+    }
     QS_CUDA_CHECK_LAUNCH();
 }
 
 template <bool GATE_UP>
-void launch_int4_gemm(const GemmParams& gp, dim3 grid, cudaStream_t stream, int version) {
+void launch_int4_gemm(const GemmParams& gp, dim3 grid, cudaStream_t stream, int version, bool pdl) {
     switch (version) {
-        case 1: launch_int4_gemm_v<GATE_UP, 1>(gp, grid, stream); break;
-        case 2: launch_int4_gemm_v<GATE_UP, 2>(gp, grid, stream); break;
-        default: launch_int4_gemm_v<GATE_UP, 3>(gp, grid, stream); break;
+        case 1: launch_int4_gemm_v<GATE_UP, 1>(gp, grid, stream, pdl); break;
+        case 2: launch_int4_gemm_v<GATE_UP, 2>(gp, grid, stream, pdl); break;
+        default: launch_int4_gemm_v<GATE_UP, 3>(gp, grid, stream, pdl); break;
     }
 }
 
-template void launch_int4_gemm<false>(const GemmParams&, dim3, cudaStream_t, int);
-template void launch_int4_gemm<true>(const GemmParams&, dim3, cudaStream_t, int);
+template void launch_int4_gemm<false>(const GemmParams&, dim3, cudaStream_t, int, bool);
+template void launch_int4_gemm<true>(const GemmParams&, dim3, cudaStream_t, int, bool);
 #endif
 
 }  // namespace qs::cuda::moe

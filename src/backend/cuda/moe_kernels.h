@@ -115,14 +115,15 @@ struct MoeParams {
     // as the 16-row operand, tokens in 8-row groups, empty groups skipped); same route, sort and
     // combine, same rounding points.
     int decode_version = 1;
-    // Added field: decode_version 2's down GEMM launched with programmatic dependent launch (1) so
-    // that its blocks take the SMs gate_up's last wave leaves, issuing their first weight copies
-    // before waiting for gate_up's h; 0 = an ordinary launch. The same bits either way.
+    // Added field: decode_version 2's (and the INT4 grouped GEMMs') down GEMM launched with
+    // programmatic dependent launch (1) so that its blocks take the SMs gate_up's last wave
+    // leaves, issuing their first weight copies before waiting for gate_up's h; 0 = an ordinary
+    // launch. The same bits either way.
     int decode_pdl = 0;
-    // Added field: decode_version 2's down GEMM writes the expert outputs (eout) rounded to bf16 and
-    // the combine reads them so (1), as the prefill path does, instead of fp32 (0): half of the
-    // 4·T·(k+1)·H bytes written and read again. Changes y's bits (one more rounding per expert
-    // output, within the CPU-reference bounds).
+    // Added field: decode_version 2's (and the INT4 grouped GEMMs') down GEMM writes the expert
+    // outputs (eout) rounded to bf16 and the combine reads them so (1), as the prefill path does,
+    // instead of fp32 (0): half of the 4·T·(k+1)·H bytes written and read again. Changes y's bits
+    // (one more rounding per expert output, within the CPU-reference bounds).
     int decode_eout_bf16 = 0;
     // Added field: the prefill path's stages around the CUTLASS GEMMs (moe_prefill_stages.cu;
     // bench/kernels/NOTES.md "Prefill v2"), read when that path runs. 1: the one-block sort and
