@@ -64,8 +64,6 @@
 //          rows by warp slices)
 //          [--moe-int4-grouped 0|1]  (CudaOptions::moe_int4_grouped: with --dummy-format int4-w4a16,
 //          MoE calls of 9..1,024 rows on the INT4 tensor-core grouped GEMMs instead of the BF16 copy)
-//          [--moe-int4-grouped-version 1|2|3]  (CudaOptions::moe_int4_grouped_version: the INT4 grouped
-//          GEMMs' copy ring; 2 and 3 copy whole 128-byte lines of each weight row; the same bits)
 //          [--moe-int4-grouped-max-t N]  (CudaOptions::moe_int4_grouped_max_t, default 0 = 1,024 with
 //          BF16 expert copies, 4,096 without: the largest MoE call on the INT4 grouped GEMMs; above
 //          it the CUTLASS BF16 path)
@@ -147,7 +145,6 @@ const std::vector<KernelOption>& kernel_options() {
         {"gdn-side-blocks", {0, 33, 66, 132, 264}, &O::gdn_side_blocks},
         {"gdn-decode-kernel", {-1, 0, 1, 2}, &O::gdn_decode_kernel},
         {"moe-int4-grouped", {0, 1}, &O::moe_int4_grouped},
-        {"moe-int4-grouped-version", {1, 2, 3}, &O::moe_int4_grouped_version},
         {"nvfp4-kernels", {0, 1}, &O::nvfp4_kernels},
         {"fp8-small-rows", {0, 1, 2, 3, 4}, &O::fp8_small_rows},
         {"fp8-small-blocks-per-sm", {1, 2, 3, 4}, &O::fp8_small_blocks_per_sm},

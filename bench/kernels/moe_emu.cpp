@@ -18,9 +18,8 @@
 // --prefetch-down: gate_up's L2 prefetch of the down matrices (MoeParams::small_prefetch_down) against
 // none, bitwise;
 // --int4-dec: INT4 experts on the tensor-core grouped GEMMs, MoeParams::int4_grouped = 1, each case
-// again with int4_grouped_version 2 and 3 (whole-line copy rings), bitwise, with the down GEMM
-// launched with programmatic dependent launch (bitwise) and with bf16 expert outputs (each the RN of
-// the fp32 one; y within the bounds), as --dec2 checks them;
+// again with the down GEMM launched with programmatic dependent launch (bitwise) and with bf16 expert
+// outputs (each the RN of the fp32 one; y within the bounds), as --dec2 checks them;
 // --nvfp4: NVFP4 experts on the small-T path, MoeExpertTable::nvfp4)
 #include "moe_emu_shim.h"
 
@@ -60,16 +59,11 @@ void emu_sort_gemms(const MoePlan& pl) {
     emu_launch(dim3(1), kSortThreads, 0, [&] { moe_sort_kernel<Cfg::BM>(pl.sort); });
     const int nthr = GemmShape<Cfg, false>::NTHR;
     if (pl.int4) {  // MoeParams::int4_grouped (moe_decode_gemm_int4.cu; cfg 1's plan)
-        auto run = [&]<int V>() {
-            using S = Int4GemmShape<V>;
-            emu_launch(pl.gemm_up_grid, S::NTHR, S::SMEM, [&] { moe_int4_gemm_kernel<true, V>(pl.gate_up); });
-            if (pl.down_pdl) pdl_poison_h(pl);
-            emu_launch(pl.gemm_down_grid, S::NTHR, S::SMEM, [&] { moe_int4_gemm_kernel<false, V>(pl.down); });
-            if (pl.down_pdl) pdl_done();
-        };
-        if (pl.int4_version == 1) run.template operator()<1>();
-        else if (pl.int4_version == 2) run.template operator()<2>();
-        else run.template operator()<3>();
+        using S = Int4GemmShape;
+        emu_launch(pl.gemm_up_grid, S::NTHR, S::SMEM, [&] { moe_int4_gemm_kernel<true>(pl.gate_up); });
+        if (pl.down_pdl) pdl_poison_h(pl);
+        emu_launch(pl.gemm_down_grid, S::NTHR, S::SMEM, [&] { moe_int4_gemm_kernel<false>(pl.down); });
+        if (pl.down_pdl) pdl_done();
         return;
     }
     if (pl.decode_v2) {  // MoeParams::decode_version 2 (moe_decode_gemm.cu; cfg 1's plan)
@@ -434,19 +428,6 @@ void run_case(const HostExperts& h, bool fp8, int T, Routing routing, bool norm,
         v2_ok = v2_ok && same;
         v2_note += std::string(" prefetch down: ") + (same ? "bitwise" : "DIFFERS");
     }
-    if (g_int4_grouped && !small_path) {  // the INT4 grouped GEMMs' copy rings 2 and 3 against 1: the same bits
-        for (int v = 2; v <= 3; ++v) {
-            MoeParams r = p;
-            r.int4_grouped_version = v;
-            std::vector<float> yv(y.size(), std::nanf(""));
-            r.y = yv.data();
-            emu_moe(r);
-            const bool taken = make_plan(r).int4 && make_plan(r).int4_version == v;
-            const bool same = std::memcmp(yv.data(), y.data(), y.size() * 4) == 0;
-            v2_ok = v2_ok && same && taken;
-            v2_note += std::string(" int4 ring v") + char('0' + v) + ": " + (!taken ? "NOT TAKEN" : same ? "bitwise" : "DIFFERS");
-        }
-    }
     if (g_decode_version == 2) {  // decode v2 against v1 (moe_gemm.cu's cfg 1) on the same inputs
         MoeParams q = p;
         q.decode_version = 1;
@@ -469,10 +450,9 @@ void run_case(const HostExperts& h, bool fp8, int T, Routing routing, bool norm,
         char b[96];
         // Down launched with programmatic dependent launch (MoeParams::decode_pdl: h poisoned until
         // the first griddep_wait): the same bits.
-        for (int ring = 1; ring <= (g_int4_grouped ? 2 : 1); ++ring) {  // INT4: copy rings 1 and 2
+        {
             MoeParams r = p;
             r.decode_pdl = 1;
-            r.int4_grouped_version = ring;
             std::vector<float> ys(y.size(), std::nanf(""));
             r.y = ys.data();
             // With PDL, copies complete at issue: a copy deferred to its wait_group would land after
@@ -484,8 +464,7 @@ void run_case(const HostExperts& h, bool fp8, int T, Routing routing, bool norm,
             const bool taken = make_plan(r).down_pdl;
             const bool same = std::memcmp(ys.data(), y.data(), y.size() * 4) == 0;
             v2_ok = v2_ok && same && taken;
-            std::snprintf(b, sizeof b, " down with PDL%s: %s", g_int4_grouped ? (ring == 1 ? " (ring 1)" : " (ring 2)") : "",
-                          !taken ? "NOT TAKEN" : same ? "bitwise" : "DIFFERS");
+            std::snprintf(b, sizeof b, " down with PDL: %s", !taken ? "NOT TAKEN" : same ? "bitwise" : "DIFFERS");
             v2_note += b;
         }
         // The expert outputs in bf16 (MoeParams::decode_eout_bf16): every eout value must be the

@@ -6,8 +6,8 @@
 //   int4-today INT4 experts as served today: the INT4 small-T path at T <= 8, the BF16 copy above
 //   fp8-dec2   the FP8 experts on the serving defaults' decode GEMMs (decode_version 2, PDL)
 //   int4-mma   INT4 experts on moe_decode_gemm_int4.cu (at T <= 8 with MoeParams::small_t = 0)
-//   int4-mma2, int4-mma3  the same with MoeParams::int4_grouped_version 2 / 3 (whole-line copy
-//              rings): y must equal int4-mma's bitwise (else the row FAILs)
+//   int4-pdl   the same with the down GEMM on programmatic dependent launch (MoeParams::decode_pdl,
+//              the serving default): y must equal int4-mma's bitwise (else the row FAILs)
 // Per T in 1, 8, 64, 512: the CPU-reference check of every path (float64 moe_ref.h on the same
 // weights: the INT4 codes × power-of-two scales are exact bf16 values, so the bf16 reference is
 // the INT4 one; fp8 against its dequantised values; PASS: nerr < 1e-2, worst token < 3e-2), then
@@ -61,7 +61,7 @@ constexpr double kCopyTBs = 4.25;  // measured device-to-device copy ceiling on 
 constexpr int kCopies = 4, kReps = 25;
 bool g_nvfp4 = false;  // --nvfp4: the INT4 arrays hold NVFP4 experts
 
-enum class Path { kBf16, kFp8, kFp8Dec2, kInt4Today, kInt4Mma, kInt4MmaV2, kInt4MmaV3 };
+enum class Path { kBf16, kFp8, kFp8Dec2, kInt4Today, kInt4Mma, kInt4Pdl };
 const char* path_name(Path p) {
     switch (p) {
         case Path::kBf16: return "bf16";
@@ -69,12 +69,11 @@ const char* path_name(Path p) {
         case Path::kFp8Dec2: return "fp8-dec2";
         case Path::kInt4Today: return g_nvfp4 ? "nvfp4-small" : "int4-today";
         case Path::kInt4Mma: return "int4-mma";
-        case Path::kInt4MmaV2: return "int4-mma2";
-        case Path::kInt4MmaV3: return "int4-mma3";
+        case Path::kInt4Pdl: return "int4-pdl";
     }
     return "?";
 }
-bool is_int4_mma(Path p) { return p == Path::kInt4Mma || p == Path::kInt4MmaV2 || p == Path::kInt4MmaV3; }
+bool is_int4_mma(Path p) { return p == Path::kInt4Mma || p == Path::kInt4Pdl; }
 bool is_fp8(Path p) { return p == Path::kFp8 || p == Path::kFp8Dec2; }
 
 template <class T>
@@ -183,7 +182,7 @@ MoeParams params(const MoeExpertTable& t, Path path, const float* x, const float
     if (is_int4_mma(path)) {
         p.int4_grouped = 1;
         p.small_t = 0;  // T <= 8 too
-        p.int4_grouped_version = path == Path::kInt4MmaV2 ? 2 : path == Path::kInt4MmaV3 ? 3 : 1;
+        p.decode_pdl = path == Path::kInt4Pdl ? 1 : 0;
     }
     if (path == Path::kFp8Dec2) {
         p.decode_version = 2;
@@ -372,7 +371,7 @@ int main(int argc, char** argv) {
     const std::vector<int> sizes = g_nvfp4 ? std::vector<int>{1, 2, 4, 8} : std::vector<int>{1, 8, 64, 512};
     const std::vector<Path> paths = g_nvfp4 ? std::vector<Path>{Path::kBf16, Path::kFp8, Path::kInt4Today}
                                             : std::vector<Path>{Path::kBf16, Path::kFp8, Path::kFp8Dec2, Path::kInt4Today,
-                                                                Path::kInt4Mma, Path::kInt4MmaV2, Path::kInt4MmaV3};
+                                                                Path::kInt4Mma, Path::kInt4Pdl};
     for (const int T : sizes) {
         const Inputs in = make_inputs(s, T, Routing::kGapped, rng);
         float *x, *logits, *sgl, *y;
@@ -392,7 +391,7 @@ int main(int argc, char** argv) {
             moe_ref_token(h, true, true, &in.x[size_t(t) * s.H], &in.logits[size_t(t) * s.E], in.sg[t], ref_f[t]);
         });
         const int touched = touched_experts(in, s);
-        std::vector<float> y_mma;  // int4-mma's y: versions 2 and 3 must give its bits
+        std::vector<float> y_mma;  // int4-mma's y: int4-pdl must give its bits
         for (const Path path : paths) {
             const bool fp8_path = is_fp8(path);
             auto table = [&](int c) {
@@ -421,7 +420,7 @@ int main(int argc, char** argv) {
                 worst = std::max(worst, std::sqrt(tn / std::max(td, 1e-300)));
             }
             const double nerr = std::sqrt(num / std::max(den, 1e-300));
-            const bool versioned = path == Path::kInt4MmaV2 || path == Path::kInt4MmaV3;
+            const bool versioned = path == Path::kInt4Pdl;
             if (path == Path::kInt4Mma) y_mma = yh;
             const bool same_ok = !versioned || yh == y_mma;
             const char* same = !versioned ? "" : same_ok ? "  = int4-mma bitwise" : "  DIFFERS from int4-mma";

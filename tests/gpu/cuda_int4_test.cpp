@@ -130,35 +130,37 @@ TEST_F(CudaInt4, MoeInt4GroupedGemm) {
     }
 }
 
-// CudaOptions::moe_int4_grouped_version 2 and 3 (whole-line copy rings, bench/kernels/NOTES.md
-// "Session 37") against version 1: the same MMAs in the same order, so y must be bitwise equal, at
-// row counts whose tiles end the K loop on a full and on a partial ring slot alike (gate_up's K =
-// 2,048 is 8 slots of 4 stages, down's K = 512 is 2), and the calls must take the INT4 grouped
-// GEMMs (y differs from the BF16 copies' path).
-TEST_F(CudaInt4, MoeInt4GroupedVersionsSameBits) {
+// The INT4 grouped GEMMs' down launched with programmatic dependent launch (CudaOptions::
+// moe_decode_pdl 1, the default: its first weight stages copied before griddepcontrol.wait, h after)
+// against an ordinary launch: the same bits, fp32 and bf16 expert outputs alike; and the calls take
+// the INT4 grouped GEMMs (y differs from the BF16 copies' path).
+TEST_F(CudaInt4, MoeInt4GroupedPdlSameBits) {
     const MoeWeights& m = weights_->layers[0].moe;
     const int64_t k = config_.num_experts_per_tok, H = config_.hidden_size;
-    std::vector<std::unique_ptr<cuda::CudaOps>> ops;
-    for (int version : {1, 2, 3}) {
-        cuda::CudaOptions o;
-        o.poison = true;
-        o.moe_int4_grouped = 1;
-        o.moe_int4_grouped_version = version;
-        ops.push_back(std::make_unique<cuda::CudaOps>(o));
-        ops.back()->prepare_weights(weight_set(*weights_));
-    }
-    for (int64_t T : {9, 64, 300, 1024}) {
-        const auto x = gpu_test::random_floats(size_t(T * H), rng_);
-        auto run = [&](cuda::CudaOps& gpu) {
-            float* dy = gpu.alloc(T * H);
-            gpu.moe(gpu_test::to_device(gpu, x), T, m, k, config_.norm_topk_prob, dy);
-            std::vector<float> y = gpu_test::to_host(gpu, dy, size_t(T * H));
-            gpu.free_all();
-            return y;
-        };
-        const std::vector<float> y1 = run(*ops[0]);
-        EXPECT_NE(y1, run(*gpu_)) << "T=" << T << ": equals the BF16 copies' path (INT4 grouped GEMMs not taken?)";
-        for (size_t v = 1; v < ops.size(); ++v) EXPECT_EQ(run(*ops[v]), y1) << "version " << v + 1 << " T=" << T;
+    for (int eout16 : {0, 1}) {
+        std::vector<std::unique_ptr<cuda::CudaOps>> ops;
+        for (int pdl : {0, 1}) {
+            cuda::CudaOptions o;
+            o.poison = true;
+            o.moe_int4_grouped = 1;
+            o.moe_decode_pdl = pdl;
+            o.moe_decode_eout_bf16 = eout16;
+            ops.push_back(std::make_unique<cuda::CudaOps>(o));
+            ops.back()->prepare_weights(weight_set(*weights_));
+        }
+        for (int64_t T : {9, 64, 300, 1024}) {
+            const auto x = gpu_test::random_floats(size_t(T * H), rng_);
+            auto run = [&](cuda::CudaOps& gpu) {
+                float* dy = gpu.alloc(T * H);
+                gpu.moe(gpu_test::to_device(gpu, x), T, m, k, config_.norm_topk_prob, dy);
+                std::vector<float> y = gpu_test::to_host(gpu, dy, size_t(T * H));
+                gpu.free_all();
+                return y;
+            };
+            const std::vector<float> y0 = run(*ops[0]);
+            EXPECT_NE(y0, run(*gpu_)) << "T=" << T << ": equals the BF16 copies' path (INT4 grouped GEMMs not taken?)";
+            EXPECT_EQ(run(*ops[1]), y0) << "PDL differs, T=" << T << " eout bf16 " << eout16;
+        }
     }
 }
 

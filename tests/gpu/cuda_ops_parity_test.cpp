@@ -784,10 +784,6 @@ TEST(CudaOptionsChoice, MoeGemmPathAndGdnChunkMapValidated) {
     EXPECT_EQ(eb.moe_decode_eout_bf16, 0);  // off by default
     eb.moe_decode_eout_bf16 = 2;
     EXPECT_DEATH(cuda::CudaOps ops(eb), "moe_decode_eout_bf16 must be 0 or 1");
-    cuda::CudaOptions iv;
-    EXPECT_EQ(iv.moe_int4_grouped_version, 1);
-    iv.moe_int4_grouped_version = 4;
-    EXPECT_DEATH(cuda::CudaOps ops(iv), "moe_int4_grouped_version must be 1, 2 or 3");
 }
 
 // Session 27's options: the fused norms' row limits (defaults where the H200 showed a gain), the

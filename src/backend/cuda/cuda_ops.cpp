@@ -87,8 +87,6 @@ CudaOps::CudaOps(const CudaOptions& options)
     QS_CHECK_MSG(options.nvfp4_kernels == 0 || options.nvfp4_kernels == 1, "CudaOptions::nvfp4_kernels must be 0 or 1");
     QS_CHECK_MSG(options.moe_int4_grouped_max_t == 0 || options.moe_int4_grouped_max_t > kMoeSmallTMax,
                  "CudaOptions::moe_int4_grouped_max_t must be 0 (by the copies) or >= 9");
-    QS_CHECK_MSG(options.moe_int4_grouped_version >= 1 && options.moe_int4_grouped_version <= 3,
-                 "CudaOptions::moe_int4_grouped_version must be 1, 2 or 3");
     QS_CHECK_MSG(options.fp8_small_rows >= 0 && options.fp8_small_rows <= kSmallLinearFp8V2MaxRows,
                  "CudaOptions::fp8_small_rows must be in [0, 4]");
     QS_CHECK_MSG(options.fp8_small_blocks_per_sm >= 1 && options.fp8_small_blocks_per_sm <= 4,
@@ -876,7 +874,6 @@ void CudaOps::moe(const float* x, int64_t T, const MoeWeights& w, int64_t top_k,
     p.small_down_version = down_slots ? 2 : 1;
     p.prefill_version = options_.moe_prefill_version;
     p.int4_grouped = options_.moe_int4_grouped;
-    p.int4_grouped_version = options_.moe_int4_grouped_version;
     p.int4_grouped_max_t = options_.moe_int4_grouped_max_t > 0 ? options_.moe_int4_grouped_max_t
                            : options_.moe_int4_scratch        ? 4096
                                                               : 1024;

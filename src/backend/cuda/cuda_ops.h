@@ -90,9 +90,10 @@ struct CudaOptions {
     // in a CUDA graph: T = 64 294.0 → 289.4 µs, 256 350.7 → 346.0, 512 384.2 → 378.9;
     // bench/kernels/NOTES.md "Session 36").
     int moe_decode_pdl = 1;
-    // MoeParams::decode_eout_bf16 with decode version 2 (0 or 1): the expert outputs between the down
-    // GEMM and the combine in bf16 (as on the prefill path) instead of fp32. Changes y's bits; 0
-    // (default) until the whole GPU suite has run with it (bench/kernels/NOTES.md "Session 36").
+    // MoeParams::decode_eout_bf16 with decode version 2 and the INT4 grouped GEMMs (0 or 1): the expert
+    // outputs between the down GEMM and the combine in bf16 (as on the prefill path) instead of fp32.
+    // Changes y's bits. 0 (default): with 1 an engine step's rows round where a one-row step's do not,
+    // and CudaModel.EngineOnGpuEqualsSingleSequence* fail (bench/kernels/NOTES.md "Session 37").
     int moe_decode_eout_bf16 = 0;
     // MoeParams::prefill_version for MoE calls on the CUTLASS prefill path (>= 32 routed rows per
     // expert; bench/kernels/NOTES.md "Prefill v2"): 1 the one-block sort and the first gather /
@@ -200,11 +201,6 @@ struct CudaOptions {
     // moe_int4_lab --scratch, docs/PERF.md: the grouped GEMMs beat a copy's BF16 GEMM only up to
     // 1,024 rows, but beat dequantising into the scratch + the BF16 GEMM up to 4,096).
     int moe_int4_grouped_max_t = 0;
-    // MoeParams::int4_grouped_version: the INT4 grouped GEMMs' copy ring (bench/kernels/NOTES.md
-    // "Session 37"). 1 one 64-wide K stage a slot (32-byte pieces of each weight row a request);
-    // 2 four stages a slot (each row's 128 code bytes, whole lines, together), 3 slots; 3 the
-    // same with 2 slots. The same bits whichever.
-    int moe_int4_grouped_version = 1;
     // NVFP4 weights read as 4-bit (issue 18 item 4; bench/kernels/NOTES.md "NVFP4 on the 4-bit
     // kernels"): 0 (default) NVFP4 linears and experts are dequantised to BF16 copies at upload and
     // every path reads those; 1 they also keep the packed NVFP4 device layout (backend/

@@ -207,25 +207,15 @@ __device__ __forceinline__ const __nv_bfloat16* tile_a_row(const GemmParams& p, 
     return p.a + size_t(GATE_UP ? p.row_token[r] : r) * p.lda;
 }
 
-// The INT4 grouped GEMMs' block (moe_decode_gemm_int4.cu, MoeParams::int4_grouped_version V):
-// CfgS32's tiles (32 tokens × 128 weight rows, 4 warps) and 64-wide K stages (32 code bytes of a
-// weight row, a 4 KiB token tile). A ring slot holds STEPS consecutive stages:
-//   V 1: one stage a slot, 8 slots (64 KiB, 3 blocks an SM): each weight row is copied in 32-byte
-//        pieces, a quarter of a 128-byte line per request;
-//   V 2: four stages a slot (128 contiguous code bytes of a row: whole lines), 3 slots (96 KiB,
-//        2 blocks an SM; 2 slots in flight);
-//   V 3: four stages a slot, 2 slots (64 KiB, 3 blocks an SM; 1 slot in flight).
-template <int V>
+// The INT4 grouped GEMMs' block (moe_decode_gemm_int4.cu): CfgS32's tiles (32 tokens × 128
+// weight rows, 4 warps), 32-byte weight rows per 64-wide K stage, 8 stages.
 struct Int4GemmShape {
-    static_assert(V >= 1 && V <= 3, "INT4 grouped GEMM version");
     static constexpr int BM = CfgS32::BM, BNW = CfgS32::BNW, NTHR = CfgS32::WARPS_N * 32;
-    static constexpr int STEPS = V == 1 ? 1 : 4;   // K stages a ring slot holds
-    static constexpr int SLOTS = V == 1 ? 8 : V == 2 ? 3 : 2;
-    static constexpr int A_STAGE = BM * kBK * 2;   // a stage's token tile
-    static constexpr int A_SLOT = STEPS * A_STAGE;
-    static constexpr int B_ROW = STEPS * kBK / 2;  // a weight row's code bytes in a slot
-    static constexpr int B_SLOT = BNW * B_ROW;
-    static constexpr int SMEM = SLOTS * (A_SLOT + B_SLOT);
+    static constexpr int STAGES = 8;
+    static constexpr int A_STAGE = BM * kBK * 2;
+    static constexpr int B_ROW = kBK / 2;
+    static constexpr int B_STAGE = BNW * B_ROW;
+    static constexpr int SMEM = STAGES * (A_STAGE + B_STAGE);
 };
 
 // 128-wide K blocks of fp8 scales a grouped-GEMM block keeps in shared memory (K <= 4,096;
@@ -348,7 +338,6 @@ struct MoePlan {
     bool decode_v2 = false;  // MoeParams::decode_version 2: cfg 1's tiles, moe_decode_gemm.cu's GEMMs
     bool down_pdl = false;   // decode_v2 or int4: down launched with programmatic dependent launch (MoeParams::decode_pdl)
     bool int4 = false;       // MoeParams::int4_grouped taken: cfg 1's tiles, moe_decode_gemm_int4.cu's GEMMs
-    int int4_version = 1;    // with int4: MoeParams::int4_grouped_version (Int4GemmShape<V>)
     int route_vpl = 1;
     dim3 route_grid, gemm_up_grid, gemm_down_grid, combine_grid;
     RouteParams route{};
@@ -392,7 +381,7 @@ void launch_combine(const MoePlan& pl, cudaStream_t stream);                    
 template <bool FP8, bool GATE_UP>
 void launch_decode_gemm(const GemmParams& gp, dim3 grid, cudaStream_t stream, bool pdl);    // moe_decode_gemm.cu
 template <bool GATE_UP>
-void launch_int4_gemm(const GemmParams& gp, dim3 grid, cudaStream_t stream, int version, bool pdl);  // moe_decode_gemm_int4.cu
+void launch_int4_gemm(const GemmParams& gp, dim3 grid, cudaStream_t stream, bool pdl);  // moe_decode_gemm_int4.cu
 // The small-T path (moe_small.cu); `ev` (optional, the lab's) gets events 1..5 as launch_moe_profiled.
 void launch_small(const SmallPlan& pl, cudaStream_t stream, cudaEvent_t* ev);
 // Its first launch (moe_small_route.cu): v1 the route kernel, v2 the router GEMV + route kernel

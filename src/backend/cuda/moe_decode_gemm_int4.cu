@@ -4,14 +4,8 @@
 // operand, tokens the n8 operand in 8-token groups, groups past the tile's rows skipped); what
 // differs is the weight operand: the device INT4 layout (backend/int4_layout.h: u32 codes
 // [rows, K/8] of u = q + 8, bf16 scales [rows, K/group]), a quarter of the BF16 copy's bytes.
-//  - Ring (MoeParams::int4_grouped_version, Int4GemmShape<V>): version 1 copies each 64-wide K
-//    stage on its own, 32 code bytes of each of the block's 128 weight rows (a quarter of a
-//    128-byte line per request: the request shape that held the fp8 GEMMs to half speed before
-//    whole-line copies, NOTES.md "Decode v2: whole-line fp8 copies"), 8 stages in flight. Versions
-//    2 and 3 copy four stages a slot: 128 contiguous code bytes of each row, so a warp
-//    instruction moves 4 weight rows × 128 bytes (whole lines), the four stages' token tiles
-//    beside them; a row's four 32-byte stage pieces are stored XOR-swizzled by row & 3 so the
-//    fragment loads stay conflict-free. The same MMAs in the same order: bitwise equal results.
+//  - Shared weight rows are 32 bytes per 64-wide K stage (2 cp.async chunks), 128 rows: 4 KiB a
+//    stage, the same as the token tile; 8 stages in flight (64 KiB per block).
 //  - Unpack: lane (g, q) needs K 16q..16q+15 of its rows (moe_gemm.cu's K permutation), i.e.
 //    code words 2q and 2q+1 of the stage row: one 8-byte shared load per row. A word's natural
 //    bf16 pairs are (q_s, q_{s+4}) (int4_unpack.cuh bf16x2_pair: shift, lop3, one bf16x2 fma),
@@ -25,8 +19,8 @@
 // h = silu(g)·u is rounded to bf16 as on the BF16 path; the down GEMM writes eout rows for
 // moe_combine.cu, fp32 or (MoeParams::decode_eout_bf16) rounded to bf16. With MoeParams::decode_pdl
 // the down GEMM is launched with programmatic dependent launch as moe_decode_gemm.cu's: its first
-// weight copies are issued before griddepcontrol.wait, the h copies after. Also compiles as host C++ for the CPU emulation (bench/kernels/moe_emu.cpp
-// --int4-dec).
+// weight stages are copied before griddepcontrol.wait, the h stages after. Also compiles as host
+// C++ for the CPU emulation (bench/kernels/moe_emu.cpp --int4-dec).
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_limits.h"
 #include "backend/cuda/int4_unpack.cuh"
@@ -49,25 +43,23 @@ using ptx::smem_u32;
 __device__ __forceinline__ uint32_t lows(uint32_t a, uint32_t b) { return (a & 0xFFFFu) | (b << 16); }
 __device__ __forceinline__ uint32_t highs(uint32_t a, uint32_t b) { return (a >> 16) | (b & 0xFFFF0000u); }
 
-template <bool GATE_UP, int V>
-__global__ __launch_bounds__(Int4GemmShape<V>::NTHR) void moe_int4_gemm_kernel(GemmParams p) {
-    using S = Int4GemmShape<V>;
-    constexpr int BM = S::BM, BNW = S::BNW, NTHR = S::NTHR, SLOTS = S::SLOTS, STEPS = S::STEPS;
+template <bool GATE_UP>
+__global__ __launch_bounds__(Int4GemmShape::NTHR) void moe_int4_gemm_kernel(GemmParams p) {
+    using S = Int4GemmShape;
+    constexpr int BM = S::BM, BNW = S::BNW, NTHR = S::NTHR, STAGES = S::STAGES;
     constexpr int MT = 2, NG = BM / 8;  // weight fragments per warp, 8-token groups
-    constexpr int A_ITERS = BM * 8 / NTHR, B_ITERS = BNW * (S::B_ROW / 16) / NTHR;
+    constexpr int A_ITERS = BM * 8 / NTHR, B_ITERS = BNW * 2 / NTHR;
     static_assert(BNW == (NTHR / 32) * 32, "one 32-row weight slice per warp");
-    static_assert(BM * 8 % NTHR == 0 && BNW * (S::B_ROW / 16) % NTHR == 0, "loader split");
-    static_assert(STEPS == 1 || (STEPS == 4 && NTHR % 8 == 0), "a thread's weight chunks: one row piece of a slot");
+    static_assert(BM * 8 % NTHR == 0 && BNW * 2 % NTHR == 0, "loader split");
 
     unsigned char* smem = ptx::dynamic_smem();
     unsigned char* sA = smem;
-    unsigned char* sB = smem + SLOTS * S::A_SLOT;
+    unsigned char* sB = smem + STAGES * S::A_STAGE;
 
     TileWork tw;
     if (!tile_work<GATE_UP>(p, BNW, tw)) return;
     const int e = tw.e, row0 = tw.row0, rows = tw.rows, n0 = tw.n0, K = tw.K;
     const int KT = K / kBK, words = K / 8, ngroups = K / p.qgroup, spg = p.qgroup / kBK;
-    const int KS = (KT + STEPS - 1) / STEPS;  // ring slots' worth of stages (the last may be partial)
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int g = lane >> 2, q = lane & 3;
     const int groups = (rows + 7) / 8;  // 8-token groups holding valid rows (warp-uniform)
@@ -75,8 +67,7 @@ __global__ __launch_bounds__(Int4GemmShape<V>::NTHR) void moe_int4_gemm_kernel(G
     [[maybe_unused]] int dest[NG][2];
     if constexpr (!GATE_UP) tile_row_dests(p, row0, rows, q, dest);
 
-    // Token loader: moe_decode_gemm.cu's (128-byte rows, chunk c of row m at c ^ (m & 1)), one
-    // stage's tile at a time; a slot's stages sit one after another.
+    // Token loader: moe_decode_gemm.cu's (128-byte rows, chunk c of row m at c ^ (m & 1)).
     const __nv_bfloat16* a_src[A_ITERS];
     uint32_t a_dst[A_ITERS];
     int a_bytes[A_ITERS];
@@ -88,7 +79,7 @@ __global__ __launch_bounds__(Int4GemmShape<V>::NTHR) void moe_int4_gemm_kernel(G
         a_bytes[i] = m < rows ? 16 : 0;
     }
     // Weight row r of the block: gate_up slice ws = r / 32 is 16 gate rows then the same 16 up
-    // rows (moe_decode_gemm.cu's layout); down: row n0 + r.
+    // rows (moe_decode_gemm.cu's layout); down: row n0 + r. Shared rows of 32 bytes, plain.
     auto weight_row = [&](int r, bool& second) {
         if constexpr (GATE_UP) {
             const int ws = r / 32, wi = r % 32;
@@ -99,47 +90,31 @@ __global__ __launch_bounds__(Int4GemmShape<V>::NTHR) void moe_int4_gemm_kernel(G
             return n0 + r;
         }
     };
-    // Shared offset of stage `sub`'s 32 code bytes of weight row r inside a slot (version 1: the
-    // plain 32-byte row; 2 and 3: the row's 128 bytes, its stage pieces swizzled by r & 3).
-    auto b_piece = [](int r, int sub) { return STEPS == 1 ? r * S::B_ROW : r * S::B_ROW + ((sub ^ (r & 3)) << 5); };
-    // A thread's weight chunks: 16 bytes each; chunk ch of row r is stage ch / 2 of the slot,
-    // half ch & 1 (version 1: ch < 2, one stage).
-    constexpr int B_CH = S::B_ROW / 16;
     const uint32_t* b_src[B_ITERS];
     uint32_t b_dst[B_ITERS];
-    [[maybe_unused]] int b_sub[B_ITERS];
 #pragma unroll
     for (int i = 0; i < B_ITERS; ++i) {
-        const int c = tid + i * NTHR, r = c / B_CH, ch = c % B_CH;
+        const int c = tid + i * NTHR, r = c >> 1, ch = c & 1;
         bool second;
         const int wrow = weight_row(r, second);
         const uint32_t* mat = second ? p.q1[e] : p.q0[e];
         b_src[i] = mat + size_t(wrow) * words + ch * 4;
-        b_dst[i] = smem_u32(sB) + b_piece(r, ch >> 1) + (ch & 1) * 16;
-        b_sub[i] = ch >> 1;
+        b_dst[i] = smem_u32(sB) + r * S::B_ROW + ch * 16;
     }
-    // Slot j (stages STEPS·j .. STEPS·j + STEPS - 1, those below KT) into ring slot `slot`; parts 1:
-    // the tokens (A), 2: the weights (B), 3: both.
-    auto load_slot_parts = [&](int j, int slot, int parts) {
+    // parts 1: the tokens (A), 2: the weights (B), 3: both.
+    auto load_stage_parts = [&](int kt, int slot, int parts) {
         if (parts & 1) {
 #pragma unroll
-            for (int sub = 0; sub < STEPS; ++sub) {
-                const int kt = j * STEPS + sub;
-                if (kt >= KT) break;
-#pragma unroll
-                for (int i = 0; i < A_ITERS; ++i)
-                    cp_async16(a_dst[i] + slot * S::A_SLOT + sub * S::A_STAGE, a_src[i] + kt * kBK, a_bytes[i]);
-            }
+            for (int i = 0; i < A_ITERS; ++i)
+                cp_async16(a_dst[i] + slot * S::A_STAGE, a_src[i] + kt * kBK, a_bytes[i]);
         }
         if (parts & 2) {
 #pragma unroll
-            for (int i = 0; i < B_ITERS; ++i) {
-                if (STEPS > 1 && j * STEPS + b_sub[i] >= KT) continue;
-                cp_async16(b_dst[i] + slot * S::B_SLOT, b_src[i] + j * (STEPS * kBK / 8), 16);
-            }
+            for (int i = 0; i < B_ITERS; ++i)
+                cp_async16(b_dst[i] + slot * S::B_STAGE, b_src[i] + kt * (kBK / 8), 16);
         }
     };
-    auto load_slot = [&](int j, int slot) { load_slot_parts(j, slot, 3); };
+    auto load_stage = [&](int kt, int slot) { load_stage_parts(kt, slot, 3); };
 
     // The lane's four accumulator rows' scale rows: fragment mt, half hr → shared row 32·warp +
     // 16·mt + 8·hr + g.
@@ -169,28 +144,27 @@ __global__ __launch_bounds__(Int4GemmShape<V>::NTHR) void moe_int4_gemm_kernel(G
     if constexpr (GATE_UP) ptx::griddep_launch_dependents();
     if constexpr (!GATE_UP) {
 #pragma unroll
-        for (int j = 0; j < SLOTS - 1; ++j)
-            if (j < KS) load_slot_parts(j, j, 2);
+        for (int s = 0; s < STAGES - 1; ++s)
+            if (s < KT) load_stage_parts(s, s, 2);
         ptx::griddep_wait();
     }
 #pragma unroll
-    for (int j = 0; j < SLOTS - 1; ++j) {
-        if (j < KS) load_slot_parts(j, j, GATE_UP ? 3 : 1);
+    for (int s = 0; s < STAGES - 1; ++s) {
+        if (s < KT) load_stage_parts(s, s, GATE_UP ? 3 : 1);
         cp_async_commit();
     }
 
     auto stage_mma = [&](int kt, float (&c)[MT][NG][4]) {
-        const int j = kt / STEPS, sub = kt % STEPS;
-        if (sub == 0) ring_advance<SLOTS>(j, KS, load_slot);  // slot j visible to all, slot j + SLOTS - 1 issued
-        const int slot = j % SLOTS;
-        const unsigned char* a_s = sA + slot * S::A_SLOT + sub * S::A_STAGE;
-        const unsigned char* b_s = sB + slot * S::B_SLOT;
+        ring_advance<STAGES>(kt, KT, load_stage);  // stage kt visible to all, stage kt + STAGES - 1 issued
+        const int slot = kt % STAGES;
+        const unsigned char* a_s = sA + slot * S::A_STAGE;
+        const unsigned char* b_s = sB + slot * S::B_STAGE;
         uint2 wraw[MT][2];  // rows g and g+8 of each fragment: code words 2q (K 16q..+7) and 2q+1
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
             for (int hr = 0; hr < 2; ++hr)
-                wraw[mt][hr] = *reinterpret_cast<const uint2*>(b_s + b_piece(warp * 32 + mt * 16 + hr * 8 + g, sub) + q * 8);
+                wraw[mt][hr] = *reinterpret_cast<const uint2*>(b_s + (warp * 32 + mt * 16 + hr * 8 + g) * S::B_ROW + q * 8);
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
             // wf[mt][step][4] in mma A order: step 0 pairs (q0, q4), (q1, q5); step 1 (q2, q6), (q3, q7).
@@ -277,30 +251,20 @@ __global__ __launch_bounds__(Int4GemmShape<V>::NTHR) void moe_int4_gemm_kernel(G
 }  // namespace
 
 #if !defined(QS_MOE_EMULATE)
-template <bool GATE_UP, int V>
-void launch_int4_gemm_v(const GemmParams& gp, dim3 grid, cudaStream_t stream, bool pdl) {
-    using S = Int4GemmShape<V>;
-    allow_dynamic_smem<moe_int4_gemm_kernel<GATE_UP, V>>(size_t(S::SMEM));
+template <bool GATE_UP>
+void launch_int4_gemm(const GemmParams& gp, dim3 grid, cudaStream_t stream, bool pdl) {
+    using S = Int4GemmShape;
+    allow_dynamic_smem<moe_int4_gemm_kernel<GATE_UP>>(size_t(S::SMEM));
     if (pdl) {
-        QS_CUDA_CHECK(ptx::launch_kernel_pdl(moe_int4_gemm_kernel<GATE_UP, V>, grid, dim3(S::NTHR), size_t(S::SMEM),
-                                             stream, gp));
+        QS_CUDA_CHECK(ptx::launch_kernel_pdl(moe_int4_gemm_kernel<GATE_UP>, grid, dim3(S::NTHR), size_t(S::SMEM), stream, gp));
     } else {
-        moe_int4_gemm_kernel<GATE_UP, V><<<grid, S::NTHR, S::SMEM, stream>>>(gp);
+        moe_int4_gemm_kernel<GATE_UP><<<grid, S::NTHR, S::SMEM, stream>>>(gp);
     }
     QS_CUDA_CHECK_LAUNCH();
 }
 
-template <bool GATE_UP>
-void launch_int4_gemm(const GemmParams& gp, dim3 grid, cudaStream_t stream, int version, bool pdl) {
-    switch (version) {
-        case 1: launch_int4_gemm_v<GATE_UP, 1>(gp, grid, stream, pdl); break;
-        case 2: launch_int4_gemm_v<GATE_UP, 2>(gp, grid, stream, pdl); break;
-        default: launch_int4_gemm_v<GATE_UP, 3>(gp, grid, stream, pdl); break;
-    }
-}
-
-template void launch_int4_gemm<false>(const GemmParams&, dim3, cudaStream_t, int, bool);
-template void launch_int4_gemm<true>(const GemmParams&, dim3, cudaStream_t, int, bool);
+template void launch_int4_gemm<false>(const GemmParams&, dim3, cudaStream_t, bool);
+template void launch_int4_gemm<true>(const GemmParams&, dim3, cudaStream_t, bool);
 #endif
 
 }  // namespace qs::cuda::moe

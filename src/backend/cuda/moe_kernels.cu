@@ -114,9 +114,6 @@ MoePlan make_plan(const MoeParams& p) {
     // The INT4 grouped GEMMs (moe_decode_gemm_int4.cu) run on the same 32-row tiles.
     pl.int4 = int4_grouped_chosen(p);
     if (pl.int4) pl.decode_v2 = false;
-    QS_CHECK_MSG(p.int4_grouped_version >= 1 && p.int4_grouped_version <= 3,
-                 "launch_moe: int4_grouped_version must be 1, 2 or 3");
-    pl.int4_version = p.int4_grouped_version;
     if (pl.decode_v2 || pl.int4) pl.cfg = 1;
     pl.fp8 = p.experts.format == DeviceWeightFormat::kFP8Block;
     const int bm = pl.cfg == 0 ? CfgS16::BM : pl.cfg == 1 ? CfgS32::BM : pl.cfg == 2 ? CfgL128::BM : CfgS16N::BM;
@@ -380,10 +377,10 @@ void launch_sort_and_gemms(const MoePlan& pl, cudaStream_t stream, cudaEvent_t* 
     launch_sort<Cfg>(pl, stream);
     record(ev, 2, stream);
     if (pl.int4) {  // cfg 1's tile list and grids (make_plan)
-        launch_int4_gemm<true>(pl.gate_up, pl.gemm_up_grid, stream, pl.int4_version, false);
+        launch_int4_gemm<true>(pl.gate_up, pl.gemm_up_grid, stream, false);
         record(ev, 3, stream);
         // Programmatic dependent launch only when nothing is recorded between the two (profiling).
-        launch_int4_gemm<false>(pl.down, pl.gemm_down_grid, stream, pl.int4_version, pl.down_pdl && ev == nullptr);
+        launch_int4_gemm<false>(pl.down, pl.gemm_down_grid, stream, pl.down_pdl && ev == nullptr);
         record(ev, 4, stream);
         return;
     }

@@ -139,11 +139,6 @@ struct MoeParams {
     // calls keep the BF16 copies.
     int int4_grouped = 0;
     int int4_grouped_max_t = 1024;
-    // Added field: the INT4 grouped GEMMs' copy ring (moe_common.cuh Int4GemmShape). 1: one 64-wide
-    // K stage a slot, each weight row copied in 32-byte pieces. 2: four stages a slot, each row's 128
-    // contiguous code bytes (whole lines) copied together, 3 slots. 3: the same with 2 slots (more
-    // blocks an SM, fewer bytes in flight each). The same MMAs in the same order: the same bits.
-    int int4_grouped_version = 1;
 };
 
 // Whether the INT4 grouped GEMMs cover these experts: INT4 arrays set and a scale group that is
