@@ -15,6 +15,9 @@
 // --down-global: the small-T down kernel reading h from global memory against staging it, bitwise;
 // --down-slots: the small-T down + combine by expert slots (MoeParams::small_down_version 2) against
 // version 1, bitwise;
+// --small-eout16: the small-T path with MoeParams::decode_eout_bf16 (each expert's output rounded to bf16
+// before the combine): down by token = by slots bitwise, y rounded, much closer to the grouped GEMMs'
+// bf16-eout y than the fp32 run;
 // --prefetch-down: gate_up's L2 prefetch of the down matrices (MoeParams::small_prefetch_down) against
 // none, bitwise;
 // --int4-dec: INT4 experts on the tensor-core grouped GEMMs, MoeParams::int4_grouped = 1, each case
@@ -303,6 +306,7 @@ int g_int4_grouped = 0;    // MoeParams::int4_grouped of every case (--int4-dec:
 int g_decode_version = 1;  // MoeParams::decode_version of every case (--dec2: 2, each also run with 1)
 bool g_check_down_global = false;  // --down-global: each small-T case again with h read from global
 bool g_check_down_slots = false;  // --down-slots: each small-T case again with MoeParams::small_down_version 2
+bool g_check_small_eout16 = false;  // --small-eout16: each small-T case again with MoeParams::decode_eout_bf16
 bool g_check_prefetch_down = false;  // --prefetch-down: each small-T case again with MoeParams::small_prefetch_down
 
 // small: MoeParams::small_t (-1: chosen; with cfg >= 0 the grouped-GEMM path runs).
@@ -367,7 +371,7 @@ void run_case(const HostExperts& h, bool fp8, int T, Routing routing, bool norm,
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::string v2_note;
     bool v2_ok = true;
-    std::vector<float> y16;  // --dec2: y with the expert outputs in bf16 (MoeParams::decode_eout_bf16)
+    std::vector<float> y16;  // --dec2, --small-eout16: y with the expert outputs in bf16 (MoeParams::decode_eout_bf16)
     if (version == 2) {
         // Again: the counter must have been left at 0 (same y); then version 1 on the same logits.
         const std::vector<float> y1 = y;
@@ -417,6 +421,49 @@ void run_case(const HostExperts& h, bool fp8, int T, Routing routing, bool norm,
         char b[96];
         std::snprintf(b, sizeof b, " (max |diff| %.3e, first at %zu)", dmax, first);
         v2_note += std::string(" down by slots: ") + (!taken ? "NOT TAKEN" : same ? "bitwise" : std::string("DIFFERS") + b);
+    }
+    if (g_check_small_eout16 && small_path) {
+        // decode_eout_bf16 on the small-T path: each expert's output rounded to bf16 before the
+        // combine (expert_out). Down by token and by slots must agree bitwise; y must differ from the
+        // fp32 run's; and it must sit much closer to the grouped GEMMs' y with bf16 eout (the same
+        // rounding points, only the dots' summation order differs) than the fp32 run does.
+        auto run_with = [&](MoeParams q, std::vector<float>& out) {
+            out.assign(y.size(), std::nanf(""));
+            q.y = out.data();
+            emu_moe(q);
+        };
+        MoeParams q = p;
+        q.decode_eout_bf16 = 1;
+        q.small_down_version = 1;
+        std::vector<float> ya, yb, yg;
+        run_with(q, ya);
+        MoeParams q2 = q;
+        q2.small_down_version = 2;
+        const bool slots = make_small_plan(q2).down_version == 2;
+        if (slots) run_with(q2, yb);
+        MoeParams q3 = q;  // the grouped GEMMs (decode v2, or INT4's) on the same inputs, bf16 eout
+        q3.small_t = 0;
+        q3.decode_version = 2;
+        q3.int4_grouped = g_int4 != nullptr ? 1 : 0;
+        q3.router_logits = in.logits.data();  // small-T version 2 computed them (exact router weights: the same)
+        q3.shared_gate_logit = in.sg.data();
+        const bool grouped = g_int4 == nullptr || int4_grouped_chosen(q3);
+        if (grouped) run_with(q3, yg);
+        auto rel = [&](const std::vector<float>& a, const std::vector<float>& b) {
+            double n = 0, d = 0;
+            for (size_t i = 0; i < a.size(); ++i) n += (double(a[i]) - b[i]) * (double(a[i]) - b[i]), d += double(b[i]) * b[i];
+            return std::sqrt(n / std::max(d, 1e-300));
+        };
+        const bool rounded = std::memcmp(ya.data(), y.data(), y.size() * 4) != 0;
+        const bool slots_same = !slots || std::memcmp(ya.data(), yb.data(), y.size() * 4) == 0;
+        const double to_grouped = grouped ? rel(ya, yg) : 0, fp32_to_grouped = grouped ? rel(y, yg) : 0;
+        const bool close = !grouped || to_grouped < 0.25 * fp32_to_grouped;
+        v2_ok = v2_ok && rounded && slots_same && close;
+        char b[160];
+        std::snprintf(b, sizeof b, " eout bf16: %s, slots %s, to grouped %.2e (fp32 %.2e)%s", rounded ? "rounded" : "NOT ROUNDED",
+                      !slots ? "n/a" : slots_same ? "bitwise" : "DIFFER", to_grouped, fp32_to_grouped, close ? "" : " NOT CLOSE");
+        v2_note += b;
+        y16 = ya;  // held to the reference bounds below, as the grouped path's bf16-eout y
     }
     if (g_check_prefetch_down && small_path) {  // gate_up's L2 prefetch of down: same bits (ASan checks its lines)
         std::vector<float> yp(y.size(), std::nanf(""));
@@ -663,6 +710,33 @@ int main(int argc, char** argv) {
             run_case(h, fp8, 1, Routing::kGapped, true, -1, rng);
             run_case(h, fp8, 3, Routing::kSkewed, true, -1, rng, -1, 2, false, true);
             run_case(hs, fp8, 8, Routing::kSkewed, false, -1, rng, -1, 2, false, false);
+        }
+        std::printf("%s (%d failing)\n", g_fail ? "FAIL" : "PASS", g_fail);
+        return g_fail ? 1 : 0;
+    }
+    if (argc > 2 && !std::strcmp(argv[2], "--small-eout16")) {
+        // MoeParams::decode_eout_bf16 on the small-T path (expert_out): FP8 and BF16 with v1 and v2
+        // routing at T = 1, 2, 3, 8, I_shared != I, norm off; INT4 (group 64) at T = 2 and 5; the real
+        // shapes at T = 2 (argv[3] --no-real skips them).
+        g_check_small_eout16 = true;
+        for (int fp8 = 0; fp8 <= 1; ++fp8) {
+            run_case(h, fp8, 1, Routing::kGapped, true, -1, rng);
+            run_case(h, fp8, 2, Routing::kGapped, true, -1, rng, -1, 2, false, true);
+            run_case(h, fp8, 3, Routing::kSkewed, true, -1, rng);
+            run_case(hs, fp8, 8, Routing::kSkewed, false, -1, rng, -1, 2, false, false);
+        }
+        {
+            HostExperts hsi = make_host_experts(tiny_is, seed + 2);
+            const Int4Experts qsi = make_int4_experts(hsi, 64, rng);
+            g_int4 = &qsi;
+            run_case(hsi, false, 2, Routing::kGapped, true, -1, rng);
+            run_case(hsi, false, 5, Routing::kSkewed, false, -1, rng, -1, 2, false, false);
+            g_int4 = nullptr;
+        }
+        if (!(argc > 3 && !std::strcmp(argv[3], "--no-real"))) {
+            const Shape real{"real", 256, 8, 2048, 512, 512};
+            const HostExperts hr = make_host_experts(real, seed + 3);
+            for (int fp8 = 0; fp8 <= 1; ++fp8) run_case(hr, fp8, 2, Routing::kGapped, true, -1, rng, -1, 2, false, true);
         }
         std::printf("%s (%d failing)\n", g_fail ? "FAIL" : "PASS", g_fail);
         return g_fail ? 1 : 0;

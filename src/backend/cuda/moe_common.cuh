@@ -198,6 +198,14 @@ __device__ __forceinline__ void tile_row_dests(const GemmParams& p, int row0, in
         }
 }
 
+// An expert's output as the combine takes it: rounded to bf16 (round to nearest even) when bf16 is
+// set (MoeParams::decode_eout_bf16 on the small-T path: the rounding point of the grouped GEMMs' bf16
+// eout and of the prefill path), else as computed. The same value at every T then, up to the
+// products' summation order.
+__device__ __forceinline__ float expert_out(float v, int bf16) {
+    return bf16 ? __bfloat162float(__float2bfloat16_rn(v)) : v;
+}
+
 // Row m of a grouped-GEMM tile's A operand (the tile's sorted rows row0 .. row0 + rows - 1): gate_up
 // gathers token rows of xb through row_token, down reads hbuf's sorted rows. Rows past the tile read
 // the tile's first row (the copies zero-fill them: 0 bytes).
@@ -327,6 +335,8 @@ struct SmallParams {
     int down_h_smem;                 // 1: the down kernel stages its token's k + 1 h rows in shared
                                      // memory (SmallPlan::down_smem bytes), 0: reads them from h
     int prefetch_down;               // MoeParams::small_prefetch_down
+    int eout_bf16;                   // MoeParams::decode_eout_bf16: each expert's output rounded to bf16
+                                     // before the combine (expert_out), as the grouped paths store it
     DownSlotsLayout down_slots;      // SmallPlan::down_version 2
 };
 

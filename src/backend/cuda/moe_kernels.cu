@@ -334,6 +334,7 @@ SmallPlan make_small_plan(const MoeParams& p) {
     s.down_h_smem = h_rows_bytes <= 48 * 1024 ? 1 : 0;  // 9 KB for the real model; no opt-in needed
     pl.down_smem = s.down_h_smem ? h_rows_bytes : 0;
     s.prefetch_down = p.small_prefetch_down != 0 ? 1 : 0;
+    s.eout_bf16 = p.decode_eout_bf16 == 1 ? 1 : 0;
     QS_CHECK_MSG(p.small_down_version == 1 || p.small_down_version == 2, "launch_moe: small_down_version must be 1 or 2");
     if (p.small_down_version == 2 && !pl.int4 && down_slots_layout(x, T, k, pl.fp8, s.down_slots)) {
         pl.down_version = 2;

@@ -122,8 +122,10 @@ struct MoeParams {
     int decode_pdl = 0;
     // Added field: decode_version 2's (and the INT4 grouped GEMMs') down GEMM writes the expert
     // outputs (eout) rounded to bf16 and the combine reads them so (1), as the prefill path does,
-    // instead of fp32 (0): half of the 4·T·(k+1)·H bytes written and read again. Changes y's bits
-    // (one more rounding per expert output, within the CPU-reference bounds).
+    // instead of fp32 (0): half of the 4·T·(k+1)·H bytes written and read again; the small-T path
+    // then rounds each expert's output the same way before its combine (moe_common.cuh expert_out),
+    // so one token's MoE output does not depend on how many rows its call carried beyond summation
+    // order. Changes y's bits (one more rounding per expert output, within the CPU-reference bounds).
     int decode_eout_bf16 = 0;
     // Added field: the prefill path's stages around the CUTLASS GEMMs (moe_prefill_stages.cu;
     // bench/kernels/NOTES.md "Prefill v2"), read when that path runs. 1: the one-block sort and

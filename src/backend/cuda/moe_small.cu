@@ -373,8 +373,9 @@ __global__ __launch_bounds__(kSmallThreads, 2) void moe_small_down_kernel(SmallP
 #pragma unroll
             for (int o = 16; o > 0; o >>= 1) part[g] += __shfl_xor_sync(0xffffffffu, part[g], o);
             const int j = j0 + g;
-            if (j < k) y += (V2 ? load_cg(p.topk_w + t * k + j) : p.topk_w[t * k + j]) * part[g];  // j order, as moe_combine.cu
-            else if (j == k) y += 1.0f / (1.0f + expf(-(V2 ? load_cg(p.shared_gate_logit + t) : p.shared_gate_logit[t]))) * part[g];
+            const float d = expert_out(part[g], p.eout_bf16);
+            if (j < k) y += (V2 ? load_cg(p.topk_w + t * k + j) : p.topk_w[t * k + j]) * d;  // j order, as moe_combine.cu
+            else if (j == k) y += 1.0f / (1.0f + expf(-(V2 ? load_cg(p.shared_gate_logit + t) : p.shared_gate_logit[t]))) * d;
         }
     }
     if (lane == 0) p.y[size_t(t) * p.H + col] = y;

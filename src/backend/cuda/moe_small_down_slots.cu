@@ -130,7 +130,7 @@ __global__ __launch_bounds__(kSmallThreads, 2) void moe_small_down_slots_kernel(
             }
 #pragma unroll
             for (int o = 16; o > 0; o >>= 1) part += __shfl_xor_sync(0xffffffffu, part, o);
-            if (lane == 0) dots[dest] = part;
+            if (lane == 0) dots[dest] = expert_out(part, p.eout_bf16);
         }
     }
     __syncwarp();

@@ -241,8 +241,9 @@ __global__ __launch_bounds__(kSmallThreads) void down_kernel(SmallParams p) {
             for (int o = 16; o > 0; o >>= 1) part[g] += __shfl_xor_sync(0xffffffffu, part[g], o);
             if constexpr (F == w4::Code4::kNvfp4) part[g] *= glob[g];
             const int j = j0 + g;
-            if (j < k) y += (V2 ? load_cg(p.topk_w + t * k + j) : p.topk_w[t * k + j]) * part[g];
-            else if (j == k) y += 1.0f / (1.0f + expf(-(V2 ? load_cg(p.shared_gate_logit + t) : p.shared_gate_logit[t]))) * part[g];
+            const float d = expert_out(part[g], p.eout_bf16);
+            if (j < k) y += (V2 ? load_cg(p.topk_w + t * k + j) : p.topk_w[t * k + j]) * d;
+            else if (j == k) y += 1.0f / (1.0f + expf(-(V2 ? load_cg(p.shared_gate_logit + t) : p.shared_gate_logit[t]))) * d;
         }
     }
     if (lane == 0) p.y[size_t(t) * p.H + col] = y;
