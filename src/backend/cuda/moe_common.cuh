@@ -206,6 +206,39 @@ __device__ __forceinline__ float expert_out(float v, int bf16) {
     return bf16 ? __bfloat162float(__float2bfloat16_rn(v)) : v;
 }
 
+// The swapped-operand decode GEMMs' epilogue (moe_decode_gemm.cu, moe_decode_gemm_int4.cu):
+// accumulator element r of (mt, n) is weight row 16·mt + g + 8·(r >> 1) of the warp's 32-row slice,
+// token 8·n + 2q + (r & 1) of the tile. gate_up (fragment 0 gate, 1 up): h = silu(g)·u·hs rounded to
+// bf16 into h_out; down: the expert outputs into their rows dest (tile_row_dests), fp32 or, with
+// y_out16 (MoeParams::decode_eout_bf16), rounded to bf16.
+template <bool GATE_UP, int NG>
+__device__ __forceinline__ void swapped_tile_epilogue(const GemmParams& p, const float (&acc)[2][NG][4], int row0, int rows,
+                                                      int n0, int warp, int g, int q, const int (&dest)[NG][2], float hs) {
+#pragma unroll
+    for (int n = 0; n < NG; ++n) {
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+            const int m = n * 8 + 2 * q + (r & 1);
+            if (m >= rows) continue;
+            const int wr = g + 8 * (r >> 1);
+            if constexpr (GATE_UP) {
+                const float gv = acc[0][n][r], uv = acc[1][n][r];
+                const float hv = gv / (1.0f + expf(-gv)) * uv * hs;
+                p.h_out[size_t(row0 + m) * p.ldh + n0 + warp * 16 + wr] = __float2bfloat16_rn(hv);
+            } else {
+                const size_t o = size_t(dest[n][r & 1]) * p.H + n0 + warp * 32 + wr;
+                if (p.y_out16 != nullptr) {  // uniform
+                    p.y_out16[o] = __float2bfloat16_rn(acc[0][n][r]);
+                    p.y_out16[o + 16] = __float2bfloat16_rn(acc[1][n][r]);
+                } else {
+                    p.y_out[o] = acc[0][n][r];
+                    p.y_out[o + 16] = acc[1][n][r];
+                }
+            }
+        }
+    }
+}
+
 // Row m of a grouped-GEMM tile's A operand (the tile's sorted rows row0 .. row0 + rows - 1): gate_up
 // gathers token rows of xb through row_token, down reads hbuf's sorted rows. Rows past the tile read
 // the tile's first row (the copies zero-fill them: 0 bytes).

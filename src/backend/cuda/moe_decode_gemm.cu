@@ -322,32 +322,8 @@ __global__ __launch_bounds__(GemmShape<DecCfg, FP8>::NTHR) void moe_decode_gemm_
     }
     cp_async_wait<0>();
 
-    // Epilogue: accumulator element r of (mt, n) is weight row 16·mt + g + 8·(r >> 1) of the warp's
-    // slice, token 8·n + 2q + (r & 1).
-#pragma unroll
-    for (int n = 0; n < NG; ++n) {
-#pragma unroll
-        for (int r = 0; r < 4; ++r) {
-            const int m = n * 8 + 2 * q + (r & 1);
-            if (m >= rows) continue;
-            const int wr = g + 8 * (r >> 1);
-            if constexpr (GATE_UP) {
-                constexpr float hs = FP8 ? kFp8AScale : 1.0f;  // the down GEMM's A scaling
-                const float gv = acc[0][n][r], uv = acc[1][n][r];
-                const float hv = gv / (1.0f + expf(-gv)) * uv * hs;
-                p.h_out[size_t(row0 + m) * p.ldh + n0 + warp * 16 + wr] = __float2bfloat16_rn(hv);
-            } else {
-                const size_t o = size_t(dest[n][r & 1]) * p.H + n0 + warp * 32 + wr;
-                if (p.y_out16 != nullptr) {  // MoeParams::decode_eout_bf16 (uniform)
-                    p.y_out16[o] = __float2bfloat16_rn(acc[0][n][r]);
-                    p.y_out16[o + 16] = __float2bfloat16_rn(acc[1][n][r]);
-                } else {
-                    p.y_out[o] = acc[0][n][r];
-                    p.y_out[o + 16] = acc[1][n][r];
-                }
-            }
-        }
-    }
+    // gate_up's h carries the down GEMM's A scaling (fp8).
+    swapped_tile_epilogue<GATE_UP, NG>(p, acc, row0, rows, n0, warp, g, q, dest, FP8 ? kFp8AScale : 1.0f);
 }
 
 }  // namespace
