@@ -420,10 +420,10 @@ int main(int argc, char** argv) {
                 worst = std::max(worst, std::sqrt(tn / std::max(td, 1e-300)));
             }
             const double nerr = std::sqrt(num / std::max(den, 1e-300));
-            const bool versioned = path == Path::kInt4Pdl;
+            const bool pdl_row = path == Path::kInt4Pdl;
             if (path == Path::kInt4Mma) y_mma = yh;
-            const bool same_ok = !versioned || yh == y_mma;
-            const char* same = !versioned ? "" : same_ok ? "  = int4-mma bitwise" : "  DIFFERS from int4-mma";
+            const bool same_ok = !pdl_row || yh == y_mma;
+            const char* same = !pdl_row ? "" : same_ok ? "  = int4-mma bitwise" : "  DIFFERS from int4-mma";
             const bool pass = bad == 0 && nerr < 1e-2 && worst < 3e-2 && same_ok;
             fails += !pass;
             // Timing: rotate over the weight copies.

@@ -132,11 +132,15 @@ TEST_F(CudaInt4, MoeInt4GroupedGemm) {
 
 // The INT4 grouped GEMMs' down launched with programmatic dependent launch (CudaOptions::
 // moe_decode_pdl 1, the default: its first weight stages copied before griddepcontrol.wait, h after)
-// against an ordinary launch: the same bits, fp32 and bf16 expert outputs alike; and the calls take
-// the INT4 grouped GEMMs (y differs from the BF16 copies' path).
+// against an ordinary launch: the same bits, fp32 and bf16 expert outputs alike; the calls take the
+// INT4 grouped GEMMs (y differs from the BF16 copies' path); and bf16 expert outputs (opt-in) are
+// taken (other bits than fp32's) within the BF16 paths' bound of them.
 TEST_F(CudaInt4, MoeInt4GroupedPdlSameBits) {
     const MoeWeights& m = weights_->layers[0].moe;
     const int64_t k = config_.num_experts_per_tok, H = config_.hidden_size;
+    const std::vector<int64_t> Ts = {9, 64, 300, 1024};
+    std::vector<std::vector<float>> x(Ts.size()), y_fp32(Ts.size());
+    for (size_t i = 0; i < Ts.size(); ++i) x[i] = gpu_test::random_floats(size_t(Ts[i] * H), rng_);
     for (int eout16 : {0, 1}) {
         std::vector<std::unique_ptr<cuda::CudaOps>> ops;
         for (int pdl : {0, 1}) {
@@ -148,18 +152,18 @@ TEST_F(CudaInt4, MoeInt4GroupedPdlSameBits) {
             ops.push_back(std::make_unique<cuda::CudaOps>(o));
             ops.back()->prepare_weights(weight_set(*weights_));
         }
-        for (int64_t T : {9, 64, 300, 1024}) {
-            const auto x = gpu_test::random_floats(size_t(T * H), rng_);
-            auto run = [&](cuda::CudaOps& gpu) {
-                float* dy = gpu.alloc(T * H);
-                gpu.moe(gpu_test::to_device(gpu, x), T, m, k, config_.norm_topk_prob, dy);
-                std::vector<float> y = gpu_test::to_host(gpu, dy, size_t(T * H));
-                gpu.free_all();
-                return y;
-            };
+        for (size_t i = 0; i < Ts.size(); ++i) {
+            const int64_t T = Ts[i];
+            auto run = [&](cuda::CudaOps& gpu) { return gpu_test::moe_y(gpu, x[i], T, m, k, config_.norm_topk_prob); };
             const std::vector<float> y0 = run(*ops[0]);
             EXPECT_NE(y0, run(*gpu_)) << "T=" << T << ": equals the BF16 copies' path (INT4 grouped GEMMs not taken?)";
             EXPECT_EQ(run(*ops[1]), y0) << "PDL differs, T=" << T << " eout bf16 " << eout16;
+            if (eout16 == 0) {
+                y_fp32[i] = y0;
+            } else {
+                EXPECT_NE(y0, y_fp32[i]) << "T=" << T << ": bf16 expert outputs gave fp32's bits (option not taken?)";
+                EXPECT_LT(normalised_error(y0, y_fp32[i]), kBound) << "T=" << T << ": bf16 expert outputs";
+            }
         }
     }
 }

@@ -437,13 +437,7 @@ void CudaOpsParity::expect_small_moe_option_bitwise(
                 const auto x = gpu_test::random_floats(size_t(T * H), rng_);
                 const std::string what = option + ", " + (fp8 ? "fp8" : "bf16") + " v" + std::to_string(version) +
                                          " T=" + std::to_string(T);
-                auto run = [&](cuda::CudaOps& g) {
-                    float* dy = g.alloc(T * H);
-                    g.moe(gpu_test::to_device(g, x), T, m, k, config_.norm_topk_prob, dy);
-                    std::vector<float> y = gpu_test::to_host(g, dy, size_t(T * H));
-                    g.free_all();
-                    return y;
-                };
+                auto run = [&](cuda::CudaOps& g) { return gpu_test::moe_y(g, x, T, m, k, config_.norm_topk_prob); };
                 const int64_t taken_before = taken(g_on);
                 const std::vector<float> a = run(g_off), b = run(g_on);
                 ASSERT_EQ(a.size(), b.size());

@@ -142,6 +142,17 @@ inline std::vector<float> to_host(cuda::CudaOps& ops, const float* d, size_t n) 
     return h;
 }
 
+// One MoE call on `ops` (x copied in, y copied back, the arena freed after): y [T, H].
+inline std::vector<float> moe_y(cuda::CudaOps& ops, const std::vector<float>& x, int64_t T, const MoeWeights& m,
+                                int64_t k, bool norm_topk_prob) {
+    const int64_t n = int64_t(x.size());
+    float* dy = ops.alloc(n);
+    ops.moe(to_device(ops, x), T, m, k, norm_topk_prob, dy);
+    std::vector<float> y = to_host(ops, dy, size_t(n));
+    ops.free_all();
+    return y;
+}
+
 // Reads n raw elements of a device cache buffer as floats (bf16, fp8 e4m3 or f32 storage).
 inline std::vector<float> read_device(const void* d, size_t n, int elem_bytes, bool fp8 = false) {
     std::vector<uint8_t> raw(n * size_t(elem_bytes));

@@ -377,11 +377,12 @@ template <class Cfg>
 void launch_sort_and_gemms(const MoePlan& pl, cudaStream_t stream, cudaEvent_t* ev) {
     launch_sort<Cfg>(pl, stream);
     record(ev, 2, stream);
+    // Programmatic dependent launch of down only when nothing is recorded between the two (profiling).
+    const bool pdl = pl.down_pdl && ev == nullptr;
     if (pl.int4) {  // cfg 1's tile list and grids (make_plan)
         launch_int4_gemm<true>(pl.gate_up, pl.gemm_up_grid, stream, false);
         record(ev, 3, stream);
-        // Programmatic dependent launch only when nothing is recorded between the two (profiling).
-        launch_int4_gemm<false>(pl.down, pl.gemm_down_grid, stream, pl.down_pdl && ev == nullptr);
+        launch_int4_gemm<false>(pl.down, pl.gemm_down_grid, stream, pdl);
         record(ev, 4, stream);
         return;
     }
@@ -389,8 +390,6 @@ void launch_sort_and_gemms(const MoePlan& pl, cudaStream_t stream, cudaEvent_t* 
         if (pl.fp8) launch_decode_gemm<true, true>(pl.gate_up, pl.gemm_up_grid, stream, false);
         else launch_decode_gemm<false, true>(pl.gate_up, pl.gemm_up_grid, stream, false);
         record(ev, 3, stream);
-        // Programmatic dependent launch only when nothing is recorded between the two (profiling).
-        const bool pdl = pl.down_pdl && ev == nullptr;
         if (pl.fp8) launch_decode_gemm<true, false>(pl.down, pl.gemm_down_grid, stream, pdl);
         else launch_decode_gemm<false, false>(pl.down, pl.gemm_down_grid, stream, pdl);
         record(ev, 4, stream);
