@@ -29,6 +29,8 @@
 //          on tensor cores, small_linear_fp8_mma.cu, the fused norms' too; default 3)
 //          [--fp8-small-v3-blocks-per-sm 0..4]  (CudaOptions::fp8_small_v3_blocks_per_sm: version 3's
 //          grid cap; default 0 = a block per 16 output features)
+//          [--f32-tiles-max-rows 0|1024|4096|16384]  (CudaOptions::f32_tiles_max_rows: fp32 linears of
+//          9..N rows on the tiled kernel, each row the small-rows kernel's bits; 0 = cuBLAS above 8)
 //          [--moe-decode-version 1|2]  (CudaOptions::moe_decode_version: the MoE decode grouped
 //          GEMMs at 9+ rows below the prefill path; 2 (default) = moe_decode_gemm.cu, 1 = moe_gemm.cu)
 //          [--moe-decode-pdl 0|1]  (CudaOptions::moe_decode_pdl: version 2's down GEMM launched with
@@ -147,6 +149,7 @@ const std::vector<KernelOption>& kernel_options() {
         {"moe-int4-grouped", {0, 1}, &O::moe_int4_grouped},
         {"nvfp4-kernels", {0, 1}, &O::nvfp4_kernels},
         {"fp8-small-rows", {0, 1, 2, 3, 4}, &O::fp8_small_rows},
+        {"f32-tiles-max-rows", {0, 1024, 4096, 16384}, &O::f32_tiles_max_rows},
         {"fp8-small-blocks-per-sm", {1, 2, 3, 4}, &O::fp8_small_blocks_per_sm},
         {"shared-linear-input", {0, 1}, &O::shared_linear_input},
         {"fused-input-norm", {0, 1, 2, 3, 4}, &O::fused_input_norm},

@@ -13,13 +13,16 @@
 //  - the path taken: version 2 wherever it applies (in % 512 == 0), today's path with the option off.
 // CudaSmallRowsF32: the fp32 small-rows kernel (small_linear_f32.cu) on the model's fp32 weights
 // (GDN in_proj_b/a [32, 2048]; the router [256, 2048] with the shared-expert gate [1, 2048]), as
-// Gemm::linears groups them, 1-8 rows (and 9, where cuBLAS takes them again):
+// Gemm::linears groups them, 1-8 rows, and above 8 rows the tiled fp32 kernel (f32_linear_tiles.cu:
+// 9, 64 and 513 rows; with CudaOptions::f32_tiles_max_rows 0, cuBLAS there):
 //  - against a float64 product of the same x and weights (max |y − ref| / max |ref| < 1e-5: fp32
 //    sums of 2,048 products; a dropped chunk or a wrong row gives O(1e-2) or more);
 //  - against cuBLAS's fp32 GEMM (LinearPolicy::kNoSmallRows) within the same bound;
-//  - every row of a T-row call bitwise equal to a one-row call on that row, and every output of a
-//    grouped call bitwise equal to its own linear();
-//  - the path taken: the kernel for every weight up to 8 rows, one launch per group; none at 9.
+//  - every row of a T-row call bitwise equal to a one-row call on that row (the tiled kernel's rows
+//    too: it reproduces the small-rows kernel's sums), and every output of a grouped call bitwise
+//    equal to its own linear();
+//  - the path taken: the small-rows kernel for every weight up to 8 rows, the tiled one above, one
+//    launch per group; cuBLAS above 8 rows with the tiles off.
 // CudaAttentionDecodeRows: sequences of 1-4 rows on the split-K decode attention kernel
 // (CudaOptions::attention_decode_rows = 4) beside a 9-row chunk that stays on the prefill kernel,
 // after prompts of 50-600 tokens (many splits, each row masked at its own position), bf16 and fp8
@@ -235,12 +238,12 @@ double max_relative_error(const std::vector<float>& got, const std::vector<doubl
     return e / std::max(r, 1e-30);
 }
 
-TEST(CudaSmallRowsF32, MatchesFloat64AndCublasRowsIndependent) {
-    QS_REQUIRE_GPU();
+static void small_rows_f32_case(int tiles_max_rows) {
     const ModelConfig config = real_shapes(8);
     ModelWeights w = make_dummy_weights(config, 83, /*with_mtp=*/false, WeightFormat::kFP8Block);
     cuda::CudaOptions o;
     o.poison = true;
+    o.f32_tiles_max_rows = tiles_max_rows;
     cuda::CudaOps ops(o);
     ops.prepare_weights(weight_set(w));
     const DecoderLayerWeights* gdn = nullptr;
@@ -260,8 +263,10 @@ TEST(CudaSmallRowsF32, MatchesFloat64AndCublasRowsIndependent) {
             for (int64_t r = 0; r < l->out_features; ++r) l->row_to_f32(r, rows.data() + r * H);
             wf.push_back(std::move(rows));
         }
-        for (const int64_t T : {1, 2, 3, 4, 5, 8, 9}) {
-            const std::string what = std::string(name) + " T=" + std::to_string(T);
+        for (const int64_t T : {1, 2, 3, 4, 5, 8, 9, 64, 513}) {
+            if (tiles_max_rows == 0 && T > 9) continue;
+            const std::string what =
+                std::string(name) + " T=" + std::to_string(T) + " tiles up to " + std::to_string(tiles_max_rows);
             const auto x = gpu_test::random_floats(size_t(T * H), rng);
             float* dx = gpu_test::to_device(ops, x);
             std::vector<float*> grouped, cublas;
@@ -271,11 +276,16 @@ TEST(CudaSmallRowsF32, MatchesFloat64AndCublasRowsIndependent) {
             }
             const int64_t before = ops.gemm().small_rows_f32_weights();
             const int64_t launches_before = ops.gemm().small_rows_f32_launches();
+            const int64_t tiles_before = ops.gemm().f32_tiles_weights();
+            const int64_t tile_launches_before = ops.gemm().f32_tiles_launches();
             ops.linears(dx, T, {{*ws[0], grouped[0]}, {*ws[1], grouped[1]}});
-            const bool small = T <= 8;
+            const bool small = T <= 8, tiles = !small && T <= tiles_max_rows;
             EXPECT_EQ(ops.gemm().small_rows_f32_weights() - before, small ? 2 : 0) << what;
             EXPECT_EQ(ops.gemm().small_rows_f32_launches() - launches_before, small ? 1 : 0) << what
                                                                                              << ": one launch a group";
+            EXPECT_EQ(ops.gemm().f32_tiles_weights() - tiles_before, tiles ? 2 : 0) << what;
+            EXPECT_EQ(ops.gemm().f32_tiles_launches() - tile_launches_before, tiles ? 1 : 0) << what
+                                                                                              << ": one launch a group";
             ops.gemm().set_policy(cuda::LinearPolicy::kNoSmallRows);
             for (size_t i = 0; i < ws.size(); ++i) ops.linear(dx, T, *ws[i], cublas[i]);
             ops.gemm().set_policy(cuda::LinearPolicy::kAuto);
@@ -300,8 +310,8 @@ TEST(CudaSmallRowsF32, MatchesFloat64AndCublasRowsIndependent) {
                 ops.linear(dx, T, *ws[i], alone);
                 EXPECT_EQ(gpu_test::to_host(ops, alone, size_t(T * out)), got) << what << ", output " << i
                                                                                 << ": grouped differs from alone";
-                if (!small) continue;
-                for (int64_t t = 0; t < T; ++t) {
+                if (!small && !tiles) continue;
+                for (int64_t t = 0; t < T; t += T > 64 ? 37 : 1) {
                     float* one = ops.alloc(out);
                     ops.linear(dx + t * H, 1, *ws[i], one);
                     const std::vector<float> row = gpu_test::to_host(ops, one, size_t(out));
@@ -312,6 +322,16 @@ TEST(CudaSmallRowsF32, MatchesFloat64AndCublasRowsIndependent) {
             ops.free_all();
         }
     }
+}
+
+TEST(CudaSmallRowsF32, MatchesFloat64AndCublasRowsIndependent) {
+    QS_REQUIRE_GPU();
+    small_rows_f32_case(int(cuda::kF32LinearTilesMaxRows));
+}
+
+TEST(CudaSmallRowsF32, TilesOffTakesCublasAbove8Rows) {
+    QS_REQUIRE_GPU();
+    small_rows_f32_case(0);
 }
 
 TEST(CudaAttentionDecodeRows, VerifyRowsMatchCpuAndPrefillKernel) {

@@ -9,7 +9,7 @@
 // memory, so a shared operand that is released and overwritten before its last GEMM, a wrong
 // scale pointer or a skipped quantisation changes the bits.
 // Cases: groups of weights on one x (FP8 block with fp32 b/a-style weights (one small-rows fp32
-// launch for all of them up to 8 rows), BF16 with fp32, BF16
+// launch for all of them up to 8 rows, one tiled fp32 launch above), BF16 with fp32, BF16
 // with INT4 codes), T from 1 to 130 (small-rows, padded and unpadded rows), every LinearPolicy,
 // fp8_small_rows 0 and 4, FP8 plans refused for the first weight (the shared operand it made is
 // released and remade by the next) or a later one (dequant fallback), and a matmul failing once.
@@ -67,6 +67,14 @@ cudaError_t cudaMemGetInfo(size_t* free_b, size_t* total_b) {
 cudaError_t cudaGetLastError() { return cudaSuccess; }
 const char* cudaGetErrorName(cudaError_t) { return "emu"; }
 const char* cudaGetErrorString(cudaError_t) { return "emu"; }
+cudaError_t cudaGetDevice(int* d) {
+    *d = 0;
+    return cudaSuccess;
+}
+cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr, int) {
+    *v = 132;
+    return cudaSuccess;
+}
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int) {
     std::memset(prop, 0, sizeof(*prop));
     prop->major = 9;
@@ -264,6 +272,10 @@ bool small_linear_f32_supports(int64_t T, int64_t in, const void* w, const float
     return T >= 1 && T <= kSmallLinearF32MaxRows && in % 128 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0 &&
            reinterpret_cast<uintptr_t>(x) % 16 == 0;
 }
+bool f32_linear_tiles_supports(int64_t T, int64_t in, const void* w, const float* x) {
+    return T >= 1 && T <= kF32LinearTilesMaxRows && in % 128 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0 &&
+           reinterpret_cast<uintptr_t>(x) % 16 == 0;
+}
 // NVFP4 (no case here uses it: DeviceLinear::nvfp4 stays false, so route() never asks).
 bool nvfp4_linear_supports(int64_t, int64_t, const void*, const float*) { return false; }
 void launch_nvfp4_linear(const uint32_t*, const uint16_t*, float, int64_t, int64_t, const float*, int64_t, float*,
@@ -410,6 +422,16 @@ void launch_small_linear_f32(std::span<const SmallLinearF32Part> parts, int64_t 
                 p.y[t * p.out + o] = acc;
             }
 }
+// The tiled fp32 kernel (above 8 rows): the same exact product, its launches counted apart.
+int64_t g_f32_tile_launches = 0;
+void launch_f32_linear_tiles(std::span<const SmallLinearF32Part> parts, int64_t in, const float* x, int64_t T,
+                             cudaStream_t stream, int, int sm_count) {
+    if (sm_count != 132) std::abort();  // the stand-in cudaDeviceGetAttribute's
+    const int64_t small = g_f32_launches;
+    launch_small_linear_f32(parts, in, x, T, stream);
+    g_f32_launches = small;
+    ++g_f32_tile_launches;
+}
 // INT4: the BF16 copy's product plus 1e-3 (tells the path apart in the outputs).
 int64_t g_int4_out_seen = 0;
 void launch_int4_linear(const uint32_t*, const uint16_t*, int64_t out, int64_t, int64_t, const float*, int64_t T,
@@ -517,15 +539,18 @@ void run_case(const Case& c, int64_t T, LinearPolicy policy, int small_rows, con
         ys.push_back(yt[i].data());
     }
     g_fail_fp8_matmul_m = fail_m;
-    const int64_t q0 = g_quant_launches, b0 = g_bf16_launches, f0 = g_f32_launches, v0 = g_fp8_v2_launches;
+    const int64_t q0 = g_quant_launches, b0 = g_bf16_launches, f0 = g_f32_launches, v0 = g_fp8_v2_launches,
+                  t0 = g_f32_tile_launches;
     for (size_t i = 0; i < hs.size(); ++i) alone.linear(hs[i].lin, dx, T, ya[i].data(), arena_alone, cudaStream_t(nullptr));
     const int64_t q_alone = g_quant_launches - q0, b_alone = g_bf16_launches - b0, f_alone = g_f32_launches - f0,
-                  v_alone = g_fp8_v2_launches - v0;
+                  v_alone = g_fp8_v2_launches - v0, tiles_alone = g_f32_tile_launches - t0;
     g_fail_fp8_matmul_m = fail_m;
-    const int64_t q1 = g_quant_launches, b1 = g_bf16_launches, f1 = g_f32_launches, v1 = g_fp8_v2_launches;
+    const int64_t q1 = g_quant_launches, b1 = g_bf16_launches, f1 = g_f32_launches, v1 = g_fp8_v2_launches,
+                  t1 = g_f32_tile_launches;
     together.linears(dx, T, ws, ys, arena_together, cudaStream_t(nullptr));
     const int64_t q_together = g_quant_launches - q1, b_together = g_bf16_launches - b1,
-                  f_together = g_f32_launches - f1, v_together = g_fp8_v2_launches - v1;
+                  f_together = g_f32_launches - f1, v_together = g_fp8_v2_launches - v1,
+                  tiles_together = g_f32_tile_launches - t1;
 
     std::string why;
     // fp32 weights: the small-rows kernel under kAuto up to 8 rows, every such weight of the call
@@ -538,6 +563,12 @@ void run_case(const Case& c, int64_t T, LinearPolicy policy, int small_rows, con
     if (f_together != want_together || f_alone != (f32_small ? f32_weights : 0) ||
         together.small_rows_f32_weights() != (f32_small ? f32_weights : 0))
         why += " f32 launches " + std::to_string(f_together) + " (separate " + std::to_string(f_alone) + ");";
+    // Above 8 rows the tiled fp32 kernel, grouped the same way.
+    const bool f32_tiles = policy == LinearPolicy::kAuto && T > kSmallLinearF32MaxRows && c.in % 128 == 0;
+    const int64_t want_tiles = f32_tiles ? (f32_weights + kSmallLinearF32MaxParts - 1) / kSmallLinearF32MaxParts : 0;
+    if (tiles_together != want_tiles || tiles_alone != (f32_tiles ? f32_weights : 0) ||
+        together.f32_tiles_weights() != (f32_tiles ? f32_weights : 0) || together.f32_tiles_launches() != want_tiles)
+        why += " f32 tile launches " + std::to_string(tiles_together) + " (separate " + std::to_string(tiles_alone) + ");";
     // FP8 weights: version 2 under kAuto when asked for (small_rows >= T), every such weight of the
     // call in one launch (up to four), each alone in its own.
     int64_t fp8_weights = 0;

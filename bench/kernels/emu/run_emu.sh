@@ -10,6 +10,7 @@
 #   sh bench/kernels/emu/run_emu.sh small_linear                    FP8 small-rows v2, and both versions' fused norms (small_linear_emu.cpp)
 #   sh bench/kernels/emu/run_emu.sh small_linear_mma                FP8 small-rows v3 on mma.sync (small_linear_mma_emu.cpp)
 #   sh bench/kernels/emu/run_emu.sh router                          tensor-core router (router_emu.cpp)
+#   sh bench/kernels/emu/run_emu.sh f32_linear [--quick]            fp32 linears: small rows and tiles (f32_linear_emu.cpp)
 #   sh bench/kernels/emu/run_emu.sh gemm_linears                    Gemm::linears' control flow: the real
 #                                   gemm.cpp on host stand-ins for cuBLASLt and the kernels (gemm_linears_emu.cpp)
 # The GDN emulation (prepare.py + gdn/cuda_runtime.h) and the attention one (emu_prelude.h + the
@@ -51,6 +52,10 @@ case "$1" in
               emulate sampling_emu "src/backend/cuda/sampling_kernels.cu src/backend/cuda/sampling_chunked.cu
                                     bench/kernels/emu/sampling_emu.cpp" "${QS_CPU_LIB:-build/libqs_lib.a} -lpthread"
               exec $out/sampling_emu "$@" ;;
+    f32_linear) shift
+                emulate f32_linear_emu "src/backend/cuda/small_linear_f32.cu src/backend/cuda/f32_linear_tiles.cu
+                                        bench/kernels/emu/f32_linear_emu.cpp"
+                exec $out/f32_linear_emu "$@" ;;
     int4) shift
           emulate int4_emu "src/backend/cuda/int4_linear_kernels.cu bench/kernels/emu/int4_emu.cpp"
           exec $out/int4_emu "$@" ;;

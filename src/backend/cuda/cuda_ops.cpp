@@ -92,6 +92,9 @@ CudaOps::CudaOps(const CudaOptions& options)
     QS_CHECK_MSG(options.fp8_small_blocks_per_sm >= 1 && options.fp8_small_blocks_per_sm <= 4,
                  "CudaOptions::fp8_small_blocks_per_sm must be in [1, 4]");
     gemm_->set_fp8_small_rows(options.fp8_small_rows, options.fp8_small_blocks_per_sm);
+    QS_CHECK_MSG(options.f32_tiles_max_rows >= 0 && options.f32_tiles_max_rows <= kF32LinearTilesMaxRows,
+                 "CudaOptions::f32_tiles_max_rows must be in [0, 16384]");
+    gemm_->set_f32_tiles_max_rows(options.f32_tiles_max_rows);
     QS_CHECK_MSG(options.fp8_small_version == 2 || options.fp8_small_version == 3,
                  "CudaOptions::fp8_small_version must be 2 or 3");
     QS_CHECK_MSG(options.fp8_small_v3_blocks_per_sm >= 0 && options.fp8_small_v3_blocks_per_sm <= 4,

@@ -217,6 +217,12 @@ struct CudaOptions {
     // (scripts/gpu_run.sh mtp_fast, docs/PERF.md): 10.6 against 16.7 µs at one row (in_proj_z),
     // 11.5 against 22.0 µs at two; one stream's k = 0 step 4.72 → 3.82 ms.
     int fp8_small_rows = 4;
+    // fp32 linears (GDN b/a, the router below router_kernel_min_rows, the shared-expert gate) of
+    // 9..f32_tiles_max_rows rows take the tiled fp32 kernel (Gemm::set_f32_tiles_max_rows;
+    // f32_linear_tiles.cu), whose every output is the small-rows kernel's bits, so those logits of a
+    // row do not depend on the batch; 0: cuBLAS's fp32 GEMM above 8 rows (its own summation order).
+    // 0 .. kF32LinearTilesMaxRows.
+    int f32_tiles_max_rows = int(kF32LinearTilesMaxRows);
     // Grid cap of that kernel in blocks per SM (1..4; labs and benches sweep it): at 2 (default)
     // Nsight Compute saw 24 % achieved occupancy and issue slots 50 % busy on the one-row GDN
     // qkv/z launch (docs/PERF.md "Session 23"); at one row the kernel's 64 registers allow 4.

@@ -29,7 +29,12 @@ constexpr size_t kWorkspaceBytes = size_t(64) << 20;
 constexpr cudaDataType_t kFp8Key = CUDA_R_8F_E4M3;  // marks block-scaled plans in plans_
 }
 
-Gemm::Gemm() : workspace_(kWorkspaceBytes) { QS_CUBLAS_CHECK(cublasLtCreate(&handle_)); }
+Gemm::Gemm() : workspace_(kWorkspaceBytes) {
+    QS_CUBLAS_CHECK(cublasLtCreate(&handle_));
+    int device = 0;
+    QS_CUDA_CHECK(cudaGetDevice(&device));
+    QS_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device));
+}
 
 Gemm::~Gemm() {
     for (auto& [key, p] : plans_) destroy(p);
@@ -226,6 +231,8 @@ Gemm::Route Gemm::route(const DeviceLinear& w, const float* x, int64_t T) const 
     switch (w.dtype) {
         case DeviceLinear::Dtype::kF32:
             if (policy_ == LinearPolicy::kAuto && small_linear_f32_supports(T, w.in, w.w, x)) return Route::kSmallRowsF32;
+            if (policy_ == LinearPolicy::kAuto && T <= f32_tiles_max_rows_ && f32_linear_tiles_supports(T, w.in, w.w, x))
+                return Route::kTilesF32;
             return Route::kF32;
         case DeviceLinear::Dtype::kBF16:
             if (policy_ == LinearPolicy::kAuto && w.int4_codes && w.nvfp4 &&
@@ -390,7 +397,8 @@ void Gemm::linears_on(const float* x, int64_t T, std::span<const DeviceLinear* c
             fp8_counts_.small_rows_v2 += int64_t(parts.size());
             ++fp8_counts_.small_rows_v2_launches;
         });
-    // Then the F32 weights (the GDN b/a projections; the router with the shared-expert gate).
+    // Then the F32 weights (the GDN b/a projections; the router with the shared-expert gate): the small-rows
+    // kernel at T <= 8, the tiled one above (the same bits per row).
     std::array<SmallLinearF32Part, kSmallLinearF32MaxParts> f32_parts;  // no allocation per call
     gathered(
         Route::kSmallRowsF32, f32_parts,
@@ -401,12 +409,20 @@ void Gemm::linears_on(const float* x, int64_t T, std::span<const DeviceLinear* c
             small_rows_calls_ += int64_t(parts.size());
             ++small_rows_f32_launches_;
         });
+    gathered(
+        Route::kTilesF32, f32_parts,
+        [](const DeviceLinear& w, float* y) { return SmallLinearF32Part{static_cast<const float*>(w.w), w.out, y}; },
+        [&](std::span<const SmallLinearF32Part> parts) {
+            launch_f32_linear_tiles(parts, in, x, T, stream, -1, sm_count_);
+            f32_tiles_weights_ += int64_t(parts.size());
+            ++f32_tiles_launches_;
+        });
     for (size_t i = 0; i < ws.size(); ++i) {
         const DeviceLinear& w = *ws[i];
         float* y = ys[i];
         const bool fp8 = w.dtype == DeviceLinear::Dtype::kFP8Block;
         Route r = route(w, x, T);
-        if (r == Route::kSmallRowsF32 || r == Route::kSmallRowsFp8V2) continue;  // done above
+        if (r == Route::kSmallRowsF32 || r == Route::kTilesF32 || r == Route::kSmallRowsFp8V2) continue;  // done above
         if (r == Route::kFp8Block) {
             if (linear_fp8_block(w, x, T, y, xq, scratch, stream)) {
                 last_fp8_path_ = Fp8Path::kBlockScaled;
@@ -448,6 +464,7 @@ void Gemm::linears_on(const float* x, int64_t T, std::span<const DeviceLinear* c
                 break;
             case Route::kFp8Block:
             case Route::kSmallRowsF32:
+            case Route::kTilesF32:
             case Route::kSmallRowsFp8V2:
                 break;  // handled above
         }

@@ -37,11 +37,9 @@
 #include <cuda_runtime.h>
 
 #include "backend/cuda/device_memory.h"
+#include "backend/cuda/small_linear_kernels.h"
 
 namespace qs::cuda {
-
-struct SmallLinearInputNorm;   // small_linear_kernels.h
-struct SmallLinearOutputNorm;  // small_linear_kernels.h
 
 struct DeviceLinear {
     enum class Dtype : uint8_t { kF32, kBF16, kFP8Block };
@@ -157,6 +155,10 @@ public:
         fp8_small_version_ = v;
         fp8_small_v3_blocks_per_sm_ = v3_blocks_per_sm;
     }
+    // F32 weights at kSmallLinearF32MaxRows < T <= rows take the tiled fp32 kernel (f32_linear_tiles.cu:
+    // each output the small-rows kernel's bits) instead of cuBLAS's fp32 GEMM; 0: cuBLAS there
+    // (CudaOptions::f32_tiles_max_rows).
+    void set_f32_tiles_max_rows(int64_t rows) { f32_tiles_max_rows_ = rows; }
     // The path the latest FP8 linear took, and how many calls took each.
     Fp8Path last_fp8_path() const { return last_fp8_path_; }
     struct Fp8Counts {
@@ -171,6 +173,9 @@ public:
     // launches (up to four weights of one linears() call each; tests and labs).
     int64_t small_rows_f32_weights() const { return small_rows_f32_weights_; }
     int64_t small_rows_f32_launches() const { return small_rows_f32_launches_; }
+    // F32 weights that took the tiled fp32 kernel, and its launches (tests and labs).
+    int64_t f32_tiles_weights() const { return f32_tiles_weights_; }
+    int64_t f32_tiles_launches() const { return f32_tiles_launches_; }
     // Calls that took the INT4 small-row kernel (DeviceLinear::int4_codes; tests and labs).
     int64_t int4_calls() const { return int4_calls_; }
     // Calls that took it on NVFP4 weights (DeviceLinear::nvfp4; counted in int4_calls too).
@@ -215,7 +220,7 @@ private:
                     DeviceArena& scratch, cudaStream_t stream, const float* x_raw, const SmallLinearInputNorm* norm,
                     const QuantisedInput* preset = nullptr);
     // How linears() runs one weight at T rows (the dispatch of every dense linear).
-    enum class Route : uint8_t { kF32, kSmallRowsF32, kInt4, kNvfp4, kSmallRows, kSmallRowsFp8V2, kBf16Gemm, kFp8Block, kFp8Dequant };
+    enum class Route : uint8_t { kF32, kSmallRowsF32, kTilesF32, kInt4, kNvfp4, kSmallRows, kSmallRowsFp8V2, kBf16Gemm, kFp8Block, kFp8Dequant };
     Route route(const DeviceLinear& w, const float* x, int64_t T) const;
     // false: cuBLASLt refused the shape (nothing useful written; the caller falls back).
     bool linear_fp8_block(const DeviceLinear& w, const float* x, int64_t T, float* y, QuantisedInput& xq,
@@ -237,6 +242,10 @@ private:
     int64_t small_rows_calls_ = 0;
     int64_t small_rows_f32_weights_ = 0;
     int64_t small_rows_f32_launches_ = 0;
+    int64_t f32_tiles_max_rows_ = kF32LinearTilesMaxRows;
+    int64_t f32_tiles_weights_ = 0;
+    int64_t f32_tiles_launches_ = 0;
+    int sm_count_ = 132;
     int64_t int4_calls_ = 0;
     int64_t shared_input_reuses_ = 0;
     int64_t nvfp4_calls_ = 0;

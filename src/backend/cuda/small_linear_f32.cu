@@ -12,6 +12,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/f32_slice_dot.cuh"
+#include "backend/cuda/ptx_helpers.cuh"
 #include "core/check.h"
 
 namespace qs::cuda {
@@ -86,10 +87,10 @@ void launch_small_linear_f32(std::span<const SmallLinearF32Part> parts, int64_t 
     QS_CHECK_MSG(rows < (int64_t(1) << 30), "launch_small_linear_f32: too many output features");
     a.first_row[parts.size()] = int(rows);
     const dim3 grid{unsigned(rows)}, block{kWarps * 32};
-    if (T == 1) small_linear_f32_kernel<1><<<grid, block, 0, stream>>>(a);
-    else if (T == 2) small_linear_f32_kernel<2><<<grid, block, 0, stream>>>(a);
-    else if (T <= 4) small_linear_f32_kernel<4><<<grid, block, 0, stream>>>(a);
-    else small_linear_f32_kernel<8><<<grid, block, 0, stream>>>(a);
+    if (T == 1) ptx::launch_kernel(small_linear_f32_kernel<1>, grid, block, 0, stream, a);
+    else if (T == 2) ptx::launch_kernel(small_linear_f32_kernel<2>, grid, block, 0, stream, a);
+    else if (T <= 4) ptx::launch_kernel(small_linear_f32_kernel<4>, grid, block, 0, stream, a);
+    else ptx::launch_kernel(small_linear_f32_kernel<8>, grid, block, 0, stream, a);
     QS_CUDA_CHECK_LAUNCH();
 }
 

@@ -125,4 +125,16 @@ bool small_linear_f32_supports(int64_t T, int64_t in, const void* w, const float
 void launch_small_linear_f32(std::span<const SmallLinearF32Part> parts, int64_t in, const float* x, int64_t T,
                              cudaStream_t stream);
 
+// The same fp32 linears for any T (f32_linear_tiles.cu): every output the bits launch_small_linear_f32
+// gives it (its slices, leaves and butterfly, reproduced per output), so a row's result does not
+// depend on T; cuBLAS's fp32 GEMM/GEMV sums in another order (and took 8.9 µs a GDN b or a call at
+// 512 rows). Warps compute 8 × 8 output tiles; `variant` picks the block tile (0: 8 × 8, slices
+// over the warps; 1: 16 × 16; 2: 32 × 16; 3: 16 × 32, rows × features), −1: f32_linear_tile_variant.
+constexpr int64_t kF32LinearTilesMaxRows = 16384;
+constexpr int kF32LinearTileVariants = 4;
+bool f32_linear_tiles_supports(int64_t T, int64_t in, const void* w, const float* x);
+int f32_linear_tile_variant(int64_t T, int64_t features, int sm_count);
+void launch_f32_linear_tiles(std::span<const SmallLinearF32Part> parts, int64_t in, const float* x, int64_t T,
+                             cudaStream_t stream, int variant = -1, int sm_count = 132);
+
 }  // namespace qs::cuda

@@ -1,0 +1,3 @@
+// The tiled fp32 linear kernel's file compiled as host C++ for the emulator test (f32_linear_emu_smoke
+// in tests/CMakeLists.txt; emu_prelude.h is force-included by the target's options).
+#include "backend/cuda/f32_linear_tiles.cu"
