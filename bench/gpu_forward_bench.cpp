@@ -30,7 +30,8 @@
 //          [--fp8-small-v3-blocks-per-sm 0..4]  (CudaOptions::fp8_small_v3_blocks_per_sm: version 3's
 //          grid cap; default 0 = a block per 16 output features)
 //          [--f32-tiles-max-rows 0|1024|4096|16384]  (CudaOptions::f32_tiles_max_rows: fp32 linears of
-//          9..N rows on the tiled kernel, each row the small-rows kernel's bits; 0 = cuBLAS above 8)
+//          9..N rows on the tiled kernel, each row the small-rows kernel's bits; 0 = cuBLAS above 8,
+//          the default)
 //          [--moe-decode-version 1|2]  (CudaOptions::moe_decode_version: the MoE decode grouped
 //          GEMMs at 9+ rows below the prefill path; 2 (default) = moe_decode_gemm.cu, 1 = moe_gemm.cu)
 //          [--moe-decode-pdl 0|1]  (CudaOptions::moe_decode_pdl: version 2's down GEMM launched with

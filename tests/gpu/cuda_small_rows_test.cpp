@@ -14,15 +14,16 @@
 // CudaSmallRowsF32: the fp32 small-rows kernel (small_linear_f32.cu) on the model's fp32 weights
 // (GDN in_proj_b/a [32, 2048]; the router [256, 2048] with the shared-expert gate [1, 2048]), as
 // Gemm::linears groups them, 1-8 rows, and above 8 rows the tiled fp32 kernel (f32_linear_tiles.cu:
-// 9, 64 and 513 rows; with CudaOptions::f32_tiles_max_rows 0, cuBLAS there):
+// 9, 64 and 513 rows, where T·out <= kF32LinearTilesMaxOutputs: not the router at 513; with
+// CudaOptions::f32_tiles_max_rows 0, cuBLAS there):
 //  - against a float64 product of the same x and weights (max |y − ref| / max |ref| < 1e-5: fp32
 //    sums of 2,048 products; a dropped chunk or a wrong row gives O(1e-2) or more);
 //  - against cuBLAS's fp32 GEMM (LinearPolicy::kNoSmallRows) within the same bound;
 //  - every row of a T-row call bitwise equal to a one-row call on that row (the tiled kernel's rows
 //    too: it reproduces the small-rows kernel's sums), and every output of a grouped call bitwise
 //    equal to its own linear();
-//  - the path taken: the small-rows kernel for every weight up to 8 rows, the tiled one above, one
-//    launch per group; cuBLAS above 8 rows with the tiles off.
+//  - the path taken: the small-rows kernel for every weight up to 8 rows, the tiled one above within
+//    its output budget, one launch per group; cuBLAS otherwise and with the tiles off.
 // CudaAttentionDecodeRows: sequences of 1-4 rows on the split-K decode attention kernel
 // (CudaOptions::attention_decode_rows = 4) beside a 9-row chunk that stays on the prefill kernel,
 // after prompts of 50-600 tokens (many splits, each row masked at its own position), bf16 and fp8
@@ -279,13 +280,20 @@ static void small_rows_f32_case(int tiles_max_rows) {
             const int64_t tiles_before = ops.gemm().f32_tiles_weights();
             const int64_t tile_launches_before = ops.gemm().f32_tiles_launches();
             ops.linears(dx, T, {{*ws[0], grouped[0]}, {*ws[1], grouped[1]}});
-            const bool small = T <= 8, tiles = !small && T <= tiles_max_rows;
+            const bool small = T <= 8;
+            // The tiled kernel per weight where T·out is within its budget (the router at 513 rows not).
+            std::vector<bool> tiled;
+            int64_t n_tiled = 0;
+            for (const LinearWeight* l : ws) {
+                tiled.push_back(!small && T <= tiles_max_rows && T * l->out_features <= cuda::kF32LinearTilesMaxOutputs);
+                n_tiled += tiled.back();
+            }
             EXPECT_EQ(ops.gemm().small_rows_f32_weights() - before, small ? 2 : 0) << what;
             EXPECT_EQ(ops.gemm().small_rows_f32_launches() - launches_before, small ? 1 : 0) << what
                                                                                              << ": one launch a group";
-            EXPECT_EQ(ops.gemm().f32_tiles_weights() - tiles_before, tiles ? 2 : 0) << what;
-            EXPECT_EQ(ops.gemm().f32_tiles_launches() - tile_launches_before, tiles ? 1 : 0) << what
-                                                                                              << ": one launch a group";
+            EXPECT_EQ(ops.gemm().f32_tiles_weights() - tiles_before, n_tiled) << what;
+            EXPECT_EQ(ops.gemm().f32_tiles_launches() - tile_launches_before, n_tiled > 0 ? 1 : 0)
+                << what << ": one launch a group";
             ops.gemm().set_policy(cuda::LinearPolicy::kNoSmallRows);
             for (size_t i = 0; i < ws.size(); ++i) ops.linear(dx, T, *ws[i], cublas[i]);
             ops.gemm().set_policy(cuda::LinearPolicy::kAuto);
@@ -310,7 +318,7 @@ static void small_rows_f32_case(int tiles_max_rows) {
                 ops.linear(dx, T, *ws[i], alone);
                 EXPECT_EQ(gpu_test::to_host(ops, alone, size_t(T * out)), got) << what << ", output " << i
                                                                                 << ": grouped differs from alone";
-                if (!small && !tiles) continue;
+                if (!small && !tiled[i]) continue;
                 for (int64_t t = 0; t < T; t += T > 64 ? 37 : 1) {
                     float* one = ops.alloc(out);
                     ops.linear(dx + t * H, 1, *ws[i], one);

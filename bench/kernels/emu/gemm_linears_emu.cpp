@@ -9,7 +9,7 @@
 // memory, so a shared operand that is released and overwritten before its last GEMM, a wrong
 // scale pointer or a skipped quantisation changes the bits.
 // Cases: groups of weights on one x (FP8 block with fp32 b/a-style weights (one small-rows fp32
-// launch for all of them up to 8 rows, one tiled fp32 launch above), BF16 with fp32, BF16
+// launch for all of them up to 8 rows, one tiled fp32 launch above with the tiles on), BF16 with fp32, BF16
 // with INT4 codes), T from 1 to 130 (small-rows, padded and unpadded rows), every LinearPolicy,
 // fp8_small_rows 0 and 4, FP8 plans refused for the first weight (the shared operand it made is
 // released and remade by the next) or a later one (dequant fallback), and a matmul failing once.
@@ -528,6 +528,7 @@ void run_case(const Case& c, int64_t T, LinearPolicy policy, int small_rows, con
     for (Gemm* g : {&alone, &together}) {
         g->set_policy(policy);
         g->set_fp8_small_rows(small_rows);
+        g->set_f32_tiles_max_rows(kF32LinearTilesMaxRows);  // opt-in in CudaOptions; its route checked here
     }
     std::vector<std::vector<float>> ya(hs.size()), yt(hs.size());
     std::vector<const DeviceLinear*> ws;
@@ -564,10 +565,13 @@ void run_case(const Case& c, int64_t T, LinearPolicy policy, int small_rows, con
         together.small_rows_f32_weights() != (f32_small ? f32_weights : 0))
         why += " f32 launches " + std::to_string(f_together) + " (separate " + std::to_string(f_alone) + ");";
     // Above 8 rows the tiled fp32 kernel, grouped the same way.
+    int64_t f32_tiled = 0;  // within the tiles' output budget (T·out)
+    for (const HostLinear& h : hs)
+        if (h.lin.dtype == DeviceLinear::Dtype::kF32 && T * h.lin.out <= kF32LinearTilesMaxOutputs) ++f32_tiled;
     const bool f32_tiles = policy == LinearPolicy::kAuto && T > kSmallLinearF32MaxRows && c.in % 128 == 0;
-    const int64_t want_tiles = f32_tiles ? (f32_weights + kSmallLinearF32MaxParts - 1) / kSmallLinearF32MaxParts : 0;
-    if (tiles_together != want_tiles || tiles_alone != (f32_tiles ? f32_weights : 0) ||
-        together.f32_tiles_weights() != (f32_tiles ? f32_weights : 0) || together.f32_tiles_launches() != want_tiles)
+    const int64_t want_tiles = f32_tiles ? (f32_tiled + kSmallLinearF32MaxParts - 1) / kSmallLinearF32MaxParts : 0;
+    if (tiles_together != want_tiles || tiles_alone != (f32_tiles ? f32_tiled : 0) ||
+        together.f32_tiles_weights() != (f32_tiles ? f32_tiled : 0) || together.f32_tiles_launches() != want_tiles)
         why += " f32 tile launches " + std::to_string(tiles_together) + " (separate " + std::to_string(tiles_alone) + ");";
     // FP8 weights: version 2 under kAuto when asked for (small_rows >= T), every such weight of the
     // call in one launch (up to four), each alone in its own.

@@ -218,11 +218,16 @@ struct CudaOptions {
     // 11.5 against 22.0 µs at two; one stream's k = 0 step 4.72 → 3.82 ms.
     int fp8_small_rows = 4;
     // fp32 linears (GDN b/a, the router below router_kernel_min_rows, the shared-expert gate) of
-    // 9..f32_tiles_max_rows rows take the tiled fp32 kernel (Gemm::set_f32_tiles_max_rows;
-    // f32_linear_tiles.cu), whose every output is the small-rows kernel's bits, so those logits of a
-    // row do not depend on the batch; 0: cuBLAS's fp32 GEMM above 8 rows (its own summation order).
-    // 0 .. kF32LinearTilesMaxRows.
-    int f32_tiles_max_rows = int(kF32LinearTilesMaxRows);
+    // 9..f32_tiles_max_rows rows take the tiled fp32 kernel where T·out <= kF32LinearTilesMaxOutputs
+    // (Gemm::set_f32_tiles_max_rows; f32_linear_tiles.cu: every output the small-rows kernel's bits,
+    // so those values of a row do not depend on the batch; faster than cuBLAS there: the b/a pair
+    // up to 1,024 rows, the router up to 128); 0 (default): cuBLAS's fp32 GEMM above 8 rows (its own
+    // summation order). 0 .. kF32LinearTilesMaxRows. Opt-in although it is faster (the 512-sequence
+    // FP8-lean step 35.15 → 34.62 ms on an H100, docs/PERF.md "Session 38"): with it on, the tiny
+    // model's CudaModel.EngineOnGpuEqualsSingleSequence{MmaSyncMoe,UpToNearTies} meet a first
+    // difference at a logit gap of 0.52 against their near-tie bound of 0.25 (as bf16 expert outputs
+    // do, moe_decode_eout_bf16): changed rounding moves which requests hit a router near-tie.
+    int f32_tiles_max_rows = 0;
     // Grid cap of that kernel in blocks per SM (1..4; labs and benches sweep it): at 2 (default)
     // Nsight Compute saw 24 % achieved occupancy and issue slots 50 % busy on the one-row GDN
     // qkv/z launch (docs/PERF.md "Session 23"); at one row the kernel's 64 registers allow 4.

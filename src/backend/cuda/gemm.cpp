@@ -231,7 +231,8 @@ Gemm::Route Gemm::route(const DeviceLinear& w, const float* x, int64_t T) const 
     switch (w.dtype) {
         case DeviceLinear::Dtype::kF32:
             if (policy_ == LinearPolicy::kAuto && small_linear_f32_supports(T, w.in, w.w, x)) return Route::kSmallRowsF32;
-            if (policy_ == LinearPolicy::kAuto && T <= f32_tiles_max_rows_ && f32_linear_tiles_supports(T, w.in, w.w, x))
+            if (policy_ == LinearPolicy::kAuto && T <= f32_tiles_max_rows_ && T * w.out <= kF32LinearTilesMaxOutputs &&
+                f32_linear_tiles_supports(T, w.in, w.w, x))
                 return Route::kTilesF32;
             return Route::kF32;
         case DeviceLinear::Dtype::kBF16:

@@ -155,9 +155,9 @@ public:
         fp8_small_version_ = v;
         fp8_small_v3_blocks_per_sm_ = v3_blocks_per_sm;
     }
-    // F32 weights at kSmallLinearF32MaxRows < T <= rows take the tiled fp32 kernel (f32_linear_tiles.cu:
-    // each output the small-rows kernel's bits) instead of cuBLAS's fp32 GEMM; 0: cuBLAS there
-    // (CudaOptions::f32_tiles_max_rows).
+    // F32 weights at kSmallLinearF32MaxRows < T <= rows (and T·out <= kF32LinearTilesMaxOutputs, where
+    // it is the faster) take the tiled fp32 kernel (f32_linear_tiles.cu: each output the small-rows
+    // kernel's bits) instead of cuBLAS's fp32 GEMM; 0: cuBLAS there (CudaOptions::f32_tiles_max_rows).
     void set_f32_tiles_max_rows(int64_t rows) { f32_tiles_max_rows_ = rows; }
     // The path the latest FP8 linear took, and how many calls took each.
     Fp8Path last_fp8_path() const { return last_fp8_path_; }
@@ -242,7 +242,7 @@ private:
     int64_t small_rows_calls_ = 0;
     int64_t small_rows_f32_weights_ = 0;
     int64_t small_rows_f32_launches_ = 0;
-    int64_t f32_tiles_max_rows_ = kF32LinearTilesMaxRows;
+    int64_t f32_tiles_max_rows_ = 0;
     int64_t f32_tiles_weights_ = 0;
     int64_t f32_tiles_launches_ = 0;
     int sm_count_ = 132;

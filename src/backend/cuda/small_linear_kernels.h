@@ -129,8 +129,13 @@ void launch_small_linear_f32(std::span<const SmallLinearF32Part> parts, int64_t 
 // gives it (its slices, leaves and butterfly, reproduced per output), so a row's result does not
 // depend on T; cuBLAS's fp32 GEMM/GEMV sums in another order (and took 8.9 µs a GDN b or a call at
 // 512 rows). Warps compute 8 × 8 output tiles; `variant` picks the block tile (0: 8 × 8, slices
-// over the warps; 1: 16 × 16; 2: 32 × 16; 3: 16 × 32, rows × features), −1: f32_linear_tile_variant.
+// over the warps; 1: 16 × 16; 2: 32 × 16; 3: 16 × 32, rows × features), −1: f32_linear_tile_variant
+// (the largest tile that still gives ~90 % of the SMs a block).
 constexpr int64_t kF32LinearTilesMaxRows = 16384;
+// Gemm takes it for a weight of `out` features at T rows only while T·out <= this: cuBLAS's fp32 GEMM
+// wins on wide outputs (f32_linear_lab, H100: the router's 257 features at 512 rows 24 µs against
+// 44-54; the GDN b/a pair's 2 × 32 at 512 rows 19.4 against 10.1, at 1,024 25.2 against 17.0).
+constexpr int64_t kF32LinearTilesMaxOutputs = 32768;
 constexpr int kF32LinearTileVariants = 4;
 bool f32_linear_tiles_supports(int64_t T, int64_t in, const void* w, const float* x);
 int f32_linear_tile_variant(int64_t T, int64_t features, int sm_count);
