@@ -399,7 +399,7 @@ void Gemm::linears_on(const float* x, int64_t T, std::span<const DeviceLinear* c
             ++fp8_counts_.small_rows_v2_launches;
         });
     // Then the F32 weights (the GDN b/a projections; the router with the shared-expert gate): the small-rows
-    // kernel at T <= 8, the tiled one above (the same bits per row).
+    // kernel at T <= 8, the tiled one above where set_f32_tiles_max_rows allows (the same bits per row).
     std::array<SmallLinearF32Part, kSmallLinearF32MaxParts> f32_parts;  // no allocation per call
     gathered(
         Route::kSmallRowsF32, f32_parts,
