@@ -20,6 +20,7 @@
 #include "backend/cuda/small_linear_kernels.h"
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/f32_linear_args.h"
 #include "backend/cuda/ptx_helpers.cuh"
 #include "core/check.h"
 
@@ -29,14 +30,6 @@ namespace {
 constexpr int kWarps = 8;
 constexpr int kSlices = 8;  // small_linear_f32's K slices (its warps)
 constexpr int kSub = 8;     // a warp's sub-tile: kSub rows × kSub features
-
-struct TileArgs {
-    const float* w[kSmallLinearF32MaxParts];     // [out_p, in]
-    float* y[kSmallLinearF32MaxParts];           // [T, out_p]
-    int first_row[kSmallLinearF32MaxParts + 1];  // first_row[p] = Σ_{q<p} out_q
-    int parts = 0, in = 0, T = 0;
-    const float* x = nullptr;  // [T, in]
-};
 
 // One butterfly level on the first 2·HALF values of v: pairs (lane, lane ^ OFFSET) as the butterfly
 // adds them, but the lane keeps HALF sums (the upper half if its OFFSET bit is set) in v[0, HALF)
@@ -62,14 +55,14 @@ __device__ __forceinline__ void transposing_reduce(float (&v)[kSub * kSub], int 
     reduce_level<2, 1>(v, lane);
 }
 
-__device__ __forceinline__ int part_of(const TileArgs& a, int f) {
+__device__ __forceinline__ int part_of(const F32LinearArgs& a, int f) {
     int p = 0;
     while (p + 1 < a.parts && f >= a.first_row[p + 1]) ++p;
     return p;
 }
 
 template <int SP, int RS>
-__global__ __launch_bounds__(kWarps * 32) void f32_linear_tiles_kernel(const __grid_constant__ TileArgs a) {
+__global__ __launch_bounds__(kWarps * 32) void f32_linear_tiles_kernel(const __grid_constant__ F32LinearArgs a) {
     constexpr int kGroups = kWarps / SP;  // sub-tiles a block
     constexpr int FS = kGroups / RS;
     constexpr int kPerWarp = kSlices / SP;
@@ -157,7 +150,7 @@ struct Variant {
 constexpr Variant kVariants[kF32LinearTileVariants] = {{8, 1}, {2, 2}, {1, 4}, {1, 2}};
 
 template <int SP, int RS>
-void launch(const TileArgs& a, int features, cudaStream_t stream) {
+void launch(const F32LinearArgs& a, int features, cudaStream_t stream) {
     constexpr int FS = kWarps / SP / RS;
     const dim3 grid{unsigned((a.T + kSub * RS - 1) / (kSub * RS)), unsigned((features + kSub * FS - 1) / (kSub * FS))};
     ptx::launch_kernel(f32_linear_tiles_kernel<SP, RS>, grid, dim3(kWarps * 32), 0, stream, a);
@@ -184,24 +177,9 @@ int f32_linear_tile_variant(int64_t T, int64_t features, int sm_count) {
 
 void launch_f32_linear_tiles(std::span<const SmallLinearF32Part> parts, int64_t in, const float* x, int64_t T,
                              cudaStream_t stream, int variant, int sm_count) {
-    QS_CHECK_MSG(!parts.empty() && parts.size() <= size_t(kSmallLinearF32MaxParts),
-                 "launch_f32_linear_tiles: 1 to 4 weights a launch");
-    TileArgs a;
-    a.parts = int(parts.size());
-    a.in = int(in);
-    a.T = int(T);
-    a.x = x;
-    int64_t rows = 0;
-    for (size_t i = 0; i < parts.size(); ++i) {
-        QS_CHECK_MSG(f32_linear_tiles_supports(T, in, parts[i].w, x) && parts[i].out > 0,
-                     "launch_f32_linear_tiles: unsupported call (T, in, alignment)");
-        a.w[i] = parts[i].w;
-        a.y[i] = parts[i].y;
-        a.first_row[i] = int(rows);
-        rows += parts[i].out;
-    }
-    QS_CHECK_MSG(rows < (int64_t(1) << 24), "launch_f32_linear_tiles: too many output features");
-    a.first_row[parts.size()] = int(rows);
+    const F32LinearArgs a =
+        make_f32_linear_args(parts, in, x, T, f32_linear_tiles_supports, int64_t(1) << 24, "launch_f32_linear_tiles");
+    const int64_t rows = a.first_row[a.parts];
     if (variant < 0) variant = f32_linear_tile_variant(T, rows, sm_count);
     QS_CHECK_MSG(variant < kF32LinearTileVariants, "launch_f32_linear_tiles: no such tile variant");
     switch (variant) {

@@ -11,6 +11,7 @@
 #include "backend/cuda/small_linear_kernels.h"
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/f32_linear_args.h"
 #include "backend/cuda/f32_slice_dot.cuh"
 #include "backend/cuda/ptx_helpers.cuh"
 #include "core/check.h"
@@ -21,16 +22,8 @@ namespace {
 constexpr int kWarps = 8;   // = K slices per output feature
 constexpr int kLoads = 4;   // 16-byte weight loads in flight per lane (in = 2,048: the whole slice)
 
-struct F32Args {
-    const float* w[kSmallLinearF32MaxParts];     // [out_p, in]
-    float* y[kSmallLinearF32MaxParts];           // [T, out_p]
-    int first_row[kSmallLinearF32MaxParts + 1];  // first_row[p] = Σ_{q<p} out_q
-    int parts = 0, in = 0, T = 0;
-    const float* x = nullptr;  // [T, in]
-};
-
 template <int NMAX>
-__global__ __launch_bounds__(kWarps * 32) void small_linear_f32_kernel(F32Args a) {
+__global__ __launch_bounds__(kWarps * 32) void small_linear_f32_kernel(F32LinearArgs a) {
     __shared__ float partial[kWarps][NMAX];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int g = blockIdx.x;
@@ -68,24 +61,9 @@ bool small_linear_f32_supports(int64_t T, int64_t in, const void* w, const float
 
 void launch_small_linear_f32(std::span<const SmallLinearF32Part> parts, int64_t in, const float* x, int64_t T,
                              cudaStream_t stream) {
-    QS_CHECK_MSG(!parts.empty() && parts.size() <= size_t(kSmallLinearF32MaxParts),
-                 "launch_small_linear_f32: 1 to 4 weights a launch");
-    F32Args a;
-    a.parts = int(parts.size());
-    a.in = int(in);
-    a.T = int(T);
-    a.x = x;
-    int64_t rows = 0;
-    for (size_t i = 0; i < parts.size(); ++i) {
-        QS_CHECK_MSG(small_linear_f32_supports(T, in, parts[i].w, x) && parts[i].out > 0,
-                     "launch_small_linear_f32: unsupported call (T, in, alignment)");
-        a.w[i] = parts[i].w;
-        a.y[i] = parts[i].y;
-        a.first_row[i] = int(rows);
-        rows += parts[i].out;
-    }
-    QS_CHECK_MSG(rows < (int64_t(1) << 30), "launch_small_linear_f32: too many output features");
-    a.first_row[parts.size()] = int(rows);
+    const F32LinearArgs a =
+        make_f32_linear_args(parts, in, x, T, small_linear_f32_supports, int64_t(1) << 30, "launch_small_linear_f32");
+    const int64_t rows = a.first_row[a.parts];
     const dim3 grid{unsigned(rows)}, block{kWarps * 32};
     if (T == 1) ptx::launch_kernel(small_linear_f32_kernel<1>, grid, block, 0, stream, a);
     else if (T == 2) ptx::launch_kernel(small_linear_f32_kernel<2>, grid, block, 0, stream, a);
