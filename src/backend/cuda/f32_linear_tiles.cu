@@ -149,9 +149,10 @@ struct Variant {
 // (each warp all 8 slices).
 constexpr Variant kVariants[kF32LinearTileVariants] = {{8, 1}, {2, 2}, {1, 4}, {1, 2}};
 
-template <int SP, int RS>
-void launch(const F32LinearArgs& a, int features, cudaStream_t stream) {
-    constexpr int FS = kWarps / SP / RS;
+template <int V>
+void launch(const F32LinearArgs& a, cudaStream_t stream) {
+    constexpr int SP = kVariants[V].sp, RS = kVariants[V].rs, FS = kWarps / SP / RS;
+    const int features = a.first_row[a.parts];
     const dim3 grid{unsigned((a.T + kSub * RS - 1) / (kSub * RS)), unsigned((features + kSub * FS - 1) / (kSub * FS))};
     ptx::launch_kernel(f32_linear_tiles_kernel<SP, RS>, grid, dim3(kWarps * 32), 0, stream, a);
 }
@@ -179,14 +180,14 @@ void launch_f32_linear_tiles(std::span<const SmallLinearF32Part> parts, int64_t 
                              cudaStream_t stream, int variant, int sm_count) {
     const F32LinearArgs a =
         make_f32_linear_args(parts, in, x, T, f32_linear_tiles_supports, int64_t(1) << 24, "launch_f32_linear_tiles");
-    const int64_t rows = a.first_row[a.parts];
-    if (variant < 0) variant = f32_linear_tile_variant(T, rows, sm_count);
+    if (variant < 0) variant = f32_linear_tile_variant(T, a.first_row[a.parts], sm_count);
     QS_CHECK_MSG(variant < kF32LinearTileVariants, "launch_f32_linear_tiles: no such tile variant");
+    static_assert(kF32LinearTileVariants == 4);
     switch (variant) {
-        case 0: launch<8, 1>(a, int(rows), stream); break;
-        case 1: launch<2, 2>(a, int(rows), stream); break;
-        case 2: launch<1, 4>(a, int(rows), stream); break;
-        default: launch<1, 2>(a, int(rows), stream); break;
+        case 0: launch<0>(a, stream); break;
+        case 1: launch<1>(a, stream); break;
+        case 2: launch<2>(a, stream); break;
+        default: launch<3>(a, stream); break;
     }
     QS_CUDA_CHECK_LAUNCH();
 }
