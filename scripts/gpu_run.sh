@@ -141,6 +141,11 @@
 #   int4    INT4 W4A16 kernels (issue 18 item 4): int4_gemv_lab and the INT4 GPU tests (CudaInt4*)
 #           with the dense-linear parity tests
 #   single_int4   single-stream numbers on int4-w4a16 dummy weights (compare with single_fp8)
+#   int4_vs_fp8  issue 18's comparison with today's defaults, fp8-block then int4-w4a16 dummy weights
+#           (--int4-expert-copies none, bf16 GDN state, fp8 KV): the one-stream k = 0 step, the 512-sequence
+#           step, and where the bundle has qs_kernel_trace the one-stream kernel timeline (trace1_FMT.csv/.md,
+#           as trace_step); bundle: gpu_forward_bench [qs_kernel_trace]; ~4 minutes (session 38: one stream
+#           3.225 against 3.828 ms, the 512 step 35.174 against 35.003 on an H100)
 #   int4_moe  the INT4 MoE grouped GEMM on tensor cores (CudaOptions::moe_int4_grouped): moe_int4_lab
 #           (bf16 / fp8 / int4 today / int4 tensor-core MoE at T = 1, 8, 64, 512, CPU-reference checks)
 #           and the INT4 GPU tests (CudaInt4*, with CudaInt4.MoeInt4GroupedGemm)
@@ -439,6 +444,19 @@ for stage in "$@"; do
                       ncu -i "$OUT/ncu_detail_$tag.ncu-rep" --page details > "$OUT/ncu_detail_$tag.txt" 2>&1
                       ncu -i "$OUT/ncu_detail_$tag.ncu-rep" --page source --print-source sass --csv \
                           > "$OUT/ncu_detail_${tag}_sass.csv" 2>&1 ;;
+        int4_vs_fp8) for fmt in fp8-block int4-w4a16; do
+                         int4_fmt_args=(--model builtin:qwen36-35b-a3b --load-format dummy --dummy-format "$fmt"
+                                        --int4-expert-copies none --gdn-state-dtype bf16 --kv-cache-dtype fp8_e4m3
+                                        --mode mtp --mtp-k 0 --mtp-acceptance 0)
+                         run "one_stream_$fmt" "$B/gpu_forward_bench" "${int4_fmt_args[@]}" --mtp-seqs 1
+                         run "step512_$fmt" "$B/gpu_forward_bench" "${int4_fmt_args[@]}" --mtp-seqs 512
+                         trace_ready "trace1_$fmt" || continue
+                         CUDA_INJECTION64_PATH="$PWD/$B/libqs_kernel_trace.so" QS_KERNEL_TRACE_OUT="$OUT/trace1_$fmt.csv" \
+                         QS_KERNEL_TRACE_RANGE=profiler run "trace1_$fmt" "$B/gpu_forward_bench" "${int4_fmt_args[@]}" \
+                             --mtp-seqs 1 --mtp-steps 32 --mtp-profiler-range
+                         [ -f "$OUT/trace1_$fmt.csv" ] && python3 tools/kernel_trace_summary.py "$OUT/trace1_$fmt.csv" \
+                             > "$OUT/trace1_$fmt.md" 2>&1
+                     done ;;
         tests:*) run "gpu_tests_$(printf %s "${stage#tests:}" | tr -c 'A-Za-z0-9_' '_')" "$B/qs_gpu_tests" --gtest_color=no --gtest_filter="${stage#tests:}" ;;
         *) echo "unknown stage $stage" | tee -a "$summary" ;;
     esac
