@@ -408,11 +408,9 @@ void launch_small_linear_fp8_v2_output_norm(const SmallLinearFp8Part& p, int64_t
     small_rows(p.w, true, p.scale_inv, p.out, in, x, T, p.y, 0.0f);
     host_norm(post.x, post.pending, p.y, post.x, post.w, T, p.out, post.eps, post.h);
 }
-// fp32 weights, up to four a launch: the exact product of each (launches counted).
-int64_t g_f32_launches = 0;
-void launch_small_linear_f32(std::span<const SmallLinearF32Part> parts, int64_t in, const float* x, int64_t T,
-                             cudaStream_t) {
-    ++g_f32_launches;
+// fp32 weights, up to four a launch: the product of each (both fp32 kernels; their rounding is not
+// what is checked here). Each kernel's launches are counted apart.
+void f32_products(std::span<const SmallLinearF32Part> parts, int64_t in, const float* x, int64_t T) {
     if (parts.empty() || parts.size() > size_t(kSmallLinearF32MaxParts)) std::abort();
     for (const SmallLinearF32Part& p : parts)
         for (int64_t t = 0; t < T; ++t)
@@ -422,15 +420,18 @@ void launch_small_linear_f32(std::span<const SmallLinearF32Part> parts, int64_t 
                 p.y[t * p.out + o] = acc;
             }
 }
-// The tiled fp32 kernel (above 8 rows): the same exact product, its launches counted apart.
+int64_t g_f32_launches = 0;
+void launch_small_linear_f32(std::span<const SmallLinearF32Part> parts, int64_t in, const float* x, int64_t T,
+                             cudaStream_t) {
+    ++g_f32_launches;
+    f32_products(parts, in, x, T);
+}
 int64_t g_f32_tile_launches = 0;
 void launch_f32_linear_tiles(std::span<const SmallLinearF32Part> parts, int64_t in, const float* x, int64_t T,
-                             cudaStream_t stream, int, int sm_count) {
+                             cudaStream_t, int, int sm_count) {
     if (sm_count != 132) std::abort();  // the stand-in cudaDeviceGetAttribute's
-    const int64_t small = g_f32_launches;
-    launch_small_linear_f32(parts, in, x, T, stream);
-    g_f32_launches = small;
     ++g_f32_tile_launches;
+    f32_products(parts, in, x, T);
 }
 // INT4: the BF16 copy's product plus 1e-3 (tells the path apart in the outputs).
 int64_t g_int4_out_seen = 0;
