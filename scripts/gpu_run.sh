@@ -146,6 +146,11 @@
 #           step, and where the bundle has qs_kernel_trace the one-stream kernel timeline (trace1_FMT.csv/.md,
 #           as trace_step); bundle: gpu_forward_bench [qs_kernel_trace]; ~4 minutes (session 38: one stream
 #           3.225 against 3.828 ms, the 512 step 35.174 against 35.003 on an H100)
+#   int4_lin  the 4-bit small-rows linears' version 1 against 2 (CudaOptions::int4_linear_version: several
+#           weights a launch, the post-attention norm on o_proj's launch): the one-stream k = 0 step on
+#           int4-w4a16 dummy weights (--int4-expert-copies none, bf16 state, fp8 KV), 1 2 1 2, then FP8's, and
+#           where the bundle has qs_kernel_trace version 2's kernel timeline (trace1_int4_v2.csv/.md);
+#           bundle: gpu_forward_bench [qs_kernel_trace]; ~4 minutes
 #   int4_moe  the INT4 MoE grouped GEMM on tensor cores (CudaOptions::moe_int4_grouped): moe_int4_lab
 #           (bf16 / fp8 / int4 today / int4 tensor-core MoE at T = 1, 8, 64, 512, CPU-reference checks)
 #           and the INT4 GPU tests (CudaInt4*, with CudaInt4.MoeInt4GroupedGemm)
@@ -457,6 +462,22 @@ for stage in "$@"; do
                          [ -f "$OUT/trace1_$fmt.csv" ] && python3 tools/kernel_trace_summary.py "$OUT/trace1_$fmt.csv" \
                              > "$OUT/trace1_$fmt.md" 2>&1
                      done ;;
+        int4_lin) int4_lin_args=(--model builtin:qwen36-35b-a3b --load-format dummy --int4-expert-copies none
+                                 --gdn-state-dtype bf16 --kv-cache-dtype fp8_e4m3 --mode mtp --mtp-k 0 --mtp-acceptance 0
+                                 --mtp-seqs 1)
+                  for r in a b; do
+                      for v in 1 2; do
+                          run "one_stream_int4_v${v}_$r" "$B/gpu_forward_bench" "${int4_lin_args[@]}" \
+                              --dummy-format int4-w4a16 --int4-linear-version "$v"
+                      done
+                  done
+                  run one_stream_fp8 "$B/gpu_forward_bench" "${int4_lin_args[@]}" --dummy-format fp8-block
+                  trace_ready trace1_int4_v2 || continue
+                  CUDA_INJECTION64_PATH="$PWD/$B/libqs_kernel_trace.so" QS_KERNEL_TRACE_OUT="$OUT/trace1_int4_v2.csv" \
+                  QS_KERNEL_TRACE_RANGE=profiler run trace1_int4_v2 "$B/gpu_forward_bench" "${int4_lin_args[@]}" \
+                      --dummy-format int4-w4a16 --mtp-steps 32 --mtp-profiler-range
+                  [ -f "$OUT/trace1_int4_v2.csv" ] && python3 tools/kernel_trace_summary.py "$OUT/trace1_int4_v2.csv" \
+                      > "$OUT/trace1_int4_v2.md" 2>&1 ;;
         tests:*) run "gpu_tests_$(printf %s "${stage#tests:}" | tr -c 'A-Za-z0-9_' '_')" "$B/qs_gpu_tests" --gtest_color=no --gtest_filter="${stage#tests:}" ;;
         *) echo "unknown stage $stage" | tee -a "$summary" ;;
     esac

@@ -73,6 +73,46 @@ TEST_F(CudaInt4, LinearsTakeTheInt4KernelUpTo8Rows) {
     }
 }
 
+// CudaOptions::int4_linear_version 2 (the q/k/v and GDN qkv/z in one launch each, the post-attention
+// norm by the o_proj / out_proj launch's last block) against version 1 (a launch per weight, the norm
+// kernel after): a short prompt (T = 6) and one- and two-row steps give bitwise the same logits, with
+// fewer 4-bit launches and the norms fused at T <= fused_output_norm.
+TEST_F(CudaInt4, LinearVersion2SameBitsFewerLaunches) {
+    std::vector<int32_t> prompt(6);
+    std::uniform_int_distribution<int32_t> tok(0, int32_t(config_.vocab_size) - 1);
+    for (int32_t& t : prompt) t = tok(rng_);
+    std::vector<std::vector<float>> logits[2];
+    int64_t launches[2] = {0, 0}, calls[2] = {0, 0}, fused[2] = {0, 0};
+    for (int version : {1, 2}) {
+        cuda::CudaOptions o;
+        o.poison = true;
+        o.int4_linear_version = version;
+        cuda::CudaOps gpu(o);
+        gpu.prepare_weights(weight_set(*weights_));
+        Qwen36Model model(*weights_, gpu);
+        SingleSequence seq(model, 32, KvCacheDtype::kBF16);
+        auto& out = logits[version - 1];
+        out.push_back(seq.feed(prompt, false));
+        for (int32_t t : {5, 77}) out.push_back(seq.feed({t}, false));
+        out.push_back(seq.feed({1234, 9}, false));
+        launches[version - 1] = gpu.gemm().int4_launches();
+        calls[version - 1] = gpu.gemm().int4_calls();
+        fused[version - 1] = gpu.fused_output_norms();
+    }
+    ASSERT_EQ(logits[0].size(), 4u);
+    for (size_t i = 0; i < logits[0].size(); ++i) {
+        ASSERT_FALSE(logits[0][i].empty());
+        EXPECT_TRUE(logits[0][i] == logits[1][i]) << "step " << i << ": version 2's logits differ from version 1's";
+    }
+    EXPECT_EQ(calls[0], calls[1]);
+    EXPECT_EQ(launches[0], calls[0]);  // version 1: a launch per weight
+    EXPECT_LT(launches[1], launches[0]);
+    EXPECT_EQ(fused[0], 0);
+    EXPECT_GT(fused[1], 0);  // the one- and two-row steps' o_proj / out_proj carried the norm
+    std::printf("[int4 linears] weights %lld: launches v1 %lld, v2 %lld; fused output norms v2 %lld\n",
+                (long long)calls[0], (long long)launches[0], (long long)launches[1], (long long)fused[1]);
+}
+
 TEST_F(CudaInt4, MoeSmallTAndGroupedGemm) {
     const MoeWeights& m = weights_->layers[0].moe;
     ASSERT_EQ(m.experts[0].gate_proj.format, WeightFormat::kIntGroup);

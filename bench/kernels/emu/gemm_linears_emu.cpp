@@ -440,6 +440,21 @@ void launch_int4_linear(const uint32_t*, const uint16_t*, int64_t out, int64_t, 
     g_int4_out_seen += out * T;
     for (int64_t i = 0; i < out * T; ++i) y[i] = 1e-3f * float(i % 7);
 }
+// Version 2's grouped launch: each weight as its own launch's stand-in (the kernel keeps every output's
+// bits: int4_emu checks that), one launch counted.
+int64_t g_4bit_launches = 0;
+void launch_4bit_linears(bool nvfp4, std::span<const Int4LinearPart> parts, int64_t in, int64_t group, const float* x,
+                         int64_t T, cudaStream_t stream, const SmallLinearOutputNorm* post, int) {
+    if (nvfp4 || post != nullptr || parts.empty() || parts.size() > size_t(kInt4LinearMaxParts)) std::abort();
+    ++g_4bit_launches;
+    for (const Int4LinearPart& p : parts) {
+        if (!int4_linear_supports(T, in, group, p.codes, x)) std::abort();
+        launch_int4_linear(p.codes, p.scales, p.out, in, group, x, T, p.y, stream, 0);
+    }
+}
+bool int4_linear_output_norm_supports(int64_t T, int64_t out) {
+    return T >= 1 && T <= kInt4LinearMaxRows && (out == 2048 || out == 4096);
+}
 
 }  // namespace qs::cuda
 
@@ -512,7 +527,7 @@ struct Case {
 int g_failures = 0;
 
 void run_case(const Case& c, int64_t T, LinearPolicy policy, int small_rows, const std::set<int64_t>& refuse,
-              int64_t fail_m, std::mt19937& rng) {
+              int64_t fail_m, std::mt19937& rng, int int4_version = 1) {
     std::vector<HostLinear> hs(c.weights.size());
     for (size_t i = 0; i < hs.size(); ++i) make(hs[i], c.weights[i].first, c.weights[i].second, c.in, rng, c.int4);
     std::vector<float> x(size_t(T * c.in));
@@ -530,6 +545,7 @@ void run_case(const Case& c, int64_t T, LinearPolicy policy, int small_rows, con
         g->set_policy(policy);
         g->set_fp8_small_rows(small_rows);
         g->set_f32_tiles_max_rows(kF32LinearTilesMaxRows);  // opt-in in CudaOptions; its route checked here
+        g->set_int4_linear_version(int4_version);
     }
     std::vector<std::vector<float>> ya(hs.size()), yt(hs.size());
     std::vector<const DeviceLinear*> ws;
@@ -542,17 +558,18 @@ void run_case(const Case& c, int64_t T, LinearPolicy policy, int small_rows, con
     }
     g_fail_fp8_matmul_m = fail_m;
     const int64_t q0 = g_quant_launches, b0 = g_bf16_launches, f0 = g_f32_launches, v0 = g_fp8_v2_launches,
-                  t0 = g_f32_tile_launches;
+                  t0 = g_f32_tile_launches, g0 = g_4bit_launches;
     for (size_t i = 0; i < hs.size(); ++i) alone.linear(hs[i].lin, dx, T, ya[i].data(), arena_alone, cudaStream_t(nullptr));
     const int64_t q_alone = g_quant_launches - q0, b_alone = g_bf16_launches - b0, f_alone = g_f32_launches - f0,
                   v_alone = g_fp8_v2_launches - v0, tiles_alone = g_f32_tile_launches - t0;
     g_fail_fp8_matmul_m = fail_m;
+    const int64_t g_alone = g_4bit_launches - g0;
     const int64_t q1 = g_quant_launches, b1 = g_bf16_launches, f1 = g_f32_launches, v1 = g_fp8_v2_launches,
-                  t1 = g_f32_tile_launches;
+                  t1 = g_f32_tile_launches, g1 = g_4bit_launches;
     together.linears(dx, T, ws, ys, arena_together, cudaStream_t(nullptr));
     const int64_t q_together = g_quant_launches - q1, b_together = g_bf16_launches - b1,
                   f_together = g_f32_launches - f1, v_together = g_fp8_v2_launches - v1,
-                  tiles_together = g_f32_tile_launches - t1;
+                  tiles_together = g_f32_tile_launches - t1, g_together = g_4bit_launches - g1;
 
     std::string why;
     // fp32 weights: the small-rows kernel under kAuto up to 8 rows, every such weight of the call
@@ -586,6 +603,19 @@ void run_case(const Case& c, int64_t T, LinearPolicy policy, int small_rows, con
     if (v_together != want_v2 || v_alone != v2_weights || together.fp8_counts().small_rows_v2 != v2_weights ||
         together.fp8_counts().small_rows_v2_launches != want_v2 || alone.fp8_counts().small_rows_v2_launches != v2_weights)
         why += " fp8 v2 launches " + std::to_string(v_together) + " (separate " + std::to_string(v_alone) + ");";
+    // 4-bit weights (the BF16 weights of an INT4 case) under kAuto up to 8 rows: version 2 launches them
+    // together (up to four a launch: one group here), each alone in its own; version 1 a launch each.
+    int64_t int4_weights = 0;
+    for (const HostLinear& h : hs)
+        if (c.int4 && h.lin.dtype == DeviceLinear::Dtype::kBF16) ++int4_weights;
+    const bool int4_small = policy == LinearPolicy::kAuto && T <= kInt4LinearMaxRows;
+    const int64_t want_int4 = !int4_small ? 0
+                              : int4_version == 2 ? (int4_weights + kInt4LinearMaxParts - 1) / kInt4LinearMaxParts
+                                                  : int4_weights;
+    if (together.int4_launches() != want_int4 || alone.int4_launches() != (int4_small ? int4_weights : 0) ||
+        g_together != (int4_version == 2 ? want_int4 : 0) || g_alone != (int4_version == 2 && int4_small ? int4_weights : 0))
+        why += " int4 launches " + std::to_string(together.int4_launches()) + " (separate " +
+               std::to_string(alone.int4_launches()) + ");";
     for (size_t i = 0; i < hs.size(); ++i) {
         if (std::memcmp(ya[i].data(), yt[i].data(), ya[i].size() * 4) != 0) why += " output " + std::to_string(i) + " differs;";
         double num = 0, den = 0;
@@ -630,10 +660,11 @@ void run_case(const Case& c, int64_t T, LinearPolicy policy, int small_rows, con
     std::string refused;
     for (int64_t m : refuse) refused += std::to_string(m) + " ";
     std::printf("%-4s %-26s T=%-4lld %-8s small_rows=%d refuse={%s} fail_m=%lld | block %lld dequant %lld small %lld "
-                "int4 %lld, quant %lld (separate %lld), reuses %lld%s\n",
+                "int4 %lld (v%d: %lld launches), quant %lld (separate %lld), reuses %lld%s\n",
                 why.empty() ? "PASS" : "FAIL", c.name.c_str(), (long long)T, pol, small_rows, refused.c_str(),
                 (long long)fail_m, (long long)ct.block_scaled, (long long)ct.dequant,
-                (long long)together.small_rows_calls(), (long long)together.int4_calls(), (long long)q_together,
+                (long long)together.small_rows_calls(), (long long)together.int4_calls(), int4_version,
+                (long long)together.int4_launches(), (long long)q_together,
                 (long long)q_alone, (long long)together.shared_input_reuses(), why.c_str());
     if (!why.empty()) ++g_failures;
     cudaFree(dx_raw);
@@ -910,11 +941,17 @@ int main() {
         {"fp8 three shapes", {{D::kFP8Block, 384}, {D::kFP8Block, 128}, {D::kFP8Block, 256}}},
         {"fp8 five + f32", {{D::kFP8Block, 128}, {D::kF32, 32}, {D::kFP8Block, 256}, {D::kFP8Block, 128},
                             {D::kFP8Block, 384}, {D::kFP8Block, 128}}},
+        {"int4 five + f32", {{D::kBF16, 128}, {D::kBF16, 64}, {D::kF32, 16}, {D::kBF16, 96}, {D::kBF16, 32},
+                             {D::kBF16, 64}}, true},
     };
     for (const Case& c : cases)
         for (int64_t T : {1, 2, 3, 4, 5, 8, 9, 130})
             for (LinearPolicy p : {LinearPolicy::kAuto, LinearPolicy::kNoSmallRows, LinearPolicy::kDequantOnly})
-                for (int small_rows : {0, 4}) run_case(c, T, p, small_rows, {}, -1, rng);
+                for (int small_rows : {0, 4})
+                    for (int int4_version : {1, 2}) {
+                        if (int4_version == 2 && !c.int4) continue;
+                        run_case(c, T, p, small_rows, {}, -1, rng, int4_version);
+                    }
     // The input norm with its projections (rows of 2,048: the fused launch's width).
     const std::vector<Case> norm_cases = {
         {"fp8 qkv/z + f32 b/a", {{D::kFP8Block, 256}, {D::kFP8Block, 128}, {D::kF32, 32}, {D::kF32, 32}}, false, 2048},

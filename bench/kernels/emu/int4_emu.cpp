@@ -3,14 +3,20 @@
 // bench/kernels/int4_ref.h (INT4) and nvfp4_ref.h (NVFP4): index arithmetic, nibble order, scale
 // indexing, the NVFP4 global, rows past `out`, every T in 1..8 and rows-per-warp 1, 2, 4. First
 // the register unpack itself (int4_unpack.cuh), exhaustively: every code in every nibble of a word,
-// fp32 (unpack8) and bf16 pairs (bf16x2_pair), both formats. Says nothing about speed.
-// Build and run (repo root; g++ only): sh bench/kernels/emu/run_emu.sh int4 [--nvfp4 | --int4]
+// fp32 (unpack8) and bf16 pairs (bf16x2_pair), both formats. Then launch_4bit_linears (CudaOptions::
+// int4_linear_version 2): 2-4 weights of one input in one launch, each weight's y bit for bit its own
+// launch's (weights whose rows split a warp, RPW 1, 2, 4, both formats, nothing written past a y);
+// and with the post-attention norm by the last block: y, x and h bit for bit a plain launch followed
+// by the norm kernel (norm_ref.h), the counter back at 0. Says nothing about speed.
+// Build and run (repo root; g++ only): sh bench/kernels/emu/run_emu.sh int4 [--nvfp4 | --int4 | --grouped | --smoke]
 #include <cstdio>
 #include <cstring>
+#include <span>
 
 #include "backend/cuda/int4_linear_kernels.h"
 #include "backend/cuda/int4_unpack.cuh"
 #include "int4_ref.h"
+#include "norm_ref.h"
 #include "nvfp4_ref.h"
 
 namespace {
@@ -104,14 +110,124 @@ int run_nvfp4() {
     return fails;
 }
 
+// Weights of one input launched together: each y bitwise the weight's own launch (and nothing written
+// past it). outs: the weights' rows; with nvfp4 the codes of NVFP4 weights (group 16).
+int run_grouped_case(bool nvfp4, const std::vector<int64_t>& outs, int64_t in, int64_t group, int64_t T, int rpw,
+                     uint32_t seed) {
+    std::vector<int4_lab::Case> ic;
+    std::vector<nvfp4_lab::Case> nc;
+    for (size_t i = 0; i < outs.size(); ++i) {
+        if (nvfp4) nc.push_back(nvfp4_lab::make_case(outs[i], in, T, seed + uint32_t(i)));
+        else ic.push_back(int4_lab::make_case(outs[i], in, group, T, seed + uint32_t(i)));
+    }
+    const std::vector<float>& x = nvfp4 ? nc[0].x : ic[0].x;  // the first weight's x for all
+    std::vector<std::vector<float>> alone(outs.size()), together(outs.size());
+    std::vector<qs::cuda::Int4LinearPart> parts;
+    for (size_t i = 0; i < outs.size(); ++i) {
+        alone[i].assign(size_t(T * outs[i]), std::nanf(""));
+        together[i].assign(size_t(T * outs[i] + 16), std::nanf(""));  // 16 guard values
+        const uint32_t* codes = nvfp4 ? nc[i].codes.data() : ic[i].codes.data();
+        const uint16_t* scales = nvfp4 ? nc[i].scales.data() : ic[i].scales.data();
+        const float global = nvfp4 ? nc[i].global : 1.0f;
+        if (nvfp4) qs::cuda::launch_nvfp4_linear(codes, scales, global, outs[i], in, x.data(), T, alone[i].data(), nullptr, rpw);
+        else qs::cuda::launch_int4_linear(codes, scales, outs[i], in, group, x.data(), T, alone[i].data(), nullptr, rpw);
+        parts.push_back({codes, scales, outs[i], together[i].data(), global});
+    }
+    qs::cuda::launch_4bit_linears(nvfp4, parts, in, nvfp4 ? qs::cuda::kNvfp4LinearGroup : group, x.data(), T, nullptr,
+                                  nullptr, rpw);
+    bool same = true, guard = true;
+    for (size_t i = 0; i < outs.size(); ++i) {
+        same = same && std::memcmp(alone[i].data(), together[i].data(), alone[i].size() * 4) == 0;
+        for (size_t j = alone[i].size(); j < together[i].size(); ++j) guard = guard && std::isnan(together[i][j]);
+    }
+    std::string shape;
+    for (int64_t o : outs) shape += std::to_string(o) + " ";
+    const bool ok = same && guard;
+    std::printf("%s %s grouped {%s} in %lld T %lld rpw %d: %s%s\n", ok ? "ok  " : "FAIL", nvfp4 ? "nvfp4" : "int4 ",
+                shape.c_str(), (long long)in, (long long)T, rpw, same ? "each y = its own launch" : "Y DIFFERS",
+                guard ? "" : ", WROTE PAST y");
+    return ok ? 0 : 1;
+}
+
+// One weight with the post-attention norm (out = the residual's width): y, x, h against a plain
+// launch and the norm kernel (x += pending, x += y, h = norm(x)).
+int run_post_norm_case(bool nvfp4, int64_t out, int64_t in, int64_t T, bool with_pending, int rpw, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    const int4_lab::Case ic = nvfp4 ? int4_lab::Case{} : int4_lab::make_case(out, in, 128, T, seed);
+    const nvfp4_lab::Case nc = nvfp4 ? nvfp4_lab::make_case(out, in, T, seed) : nvfp4_lab::Case{};
+    const uint32_t* codes = nvfp4 ? nc.codes.data() : ic.codes.data();
+    const uint16_t* scales = nvfp4 ? nc.scales.data() : ic.scales.data();
+    const float global = nvfp4 ? nc.global : 1.0f;
+    const std::vector<float>& a = nvfp4 ? nc.x : ic.x;
+    std::vector<float> nw(static_cast<size_t>(out)), x(static_cast<size_t>(T * out)), pend(x.size());
+    for (float& f : nw) f = 0.3f * nd(rng);
+    for (float& f : x) f = 3.0f * nd(rng);
+    for (float& f : pend) f = nd(rng);
+    const float eps = 1e-6f;
+    const float* p = with_pending ? pend.data() : nullptr;
+    std::vector<float> y_ref(x.size()), x_ref(x.size()), h_ref(x.size());
+    const int64_t group = nvfp4 ? qs::cuda::kNvfp4LinearGroup : 128;
+    const qs::cuda::Int4LinearPart ref_part{codes, scales, out, y_ref.data(), global};
+    qs::cuda::launch_4bit_linears(nvfp4, std::span(&ref_part, 1), in, group, a.data(), T, nullptr, nullptr, rpw);
+    emu_norm::reference_norm(x.data(), p, y_ref.data(), x_ref.data(), nw.data(), T, out, eps, h_ref.data());
+    std::vector<float> y(x.size() + 64, std::nanf("")), h(x.size() + 64, std::nanf("")), xs = x;
+    int counter = 0;
+    const qs::cuda::SmallLinearOutputNorm post{xs.data(), p, nw.data(), eps, h.data(), &counter};
+    const qs::cuda::Int4LinearPart part{codes, scales, out, y.data(), global};
+    qs::cuda::launch_4bit_linears(nvfp4, std::span(&part, 1), in, group, a.data(), T, nullptr, &post, rpw);
+    bool guard = true;
+    for (size_t j = x.size(); j < y.size(); ++j) guard = guard && std::isnan(y[j]) && std::isnan(h[j]);
+    const bool y_same = std::memcmp(y.data(), y_ref.data(), x.size() * 4) == 0;
+    const bool x_same = xs == x_ref, h_same = std::memcmp(h.data(), h_ref.data(), x.size() * 4) == 0;
+    const bool ok = y_same && x_same && h_same && guard && counter == 0;
+    std::printf("%s %s out %lld in %lld T %lld rpw %d%s + post norm: %s, %s, %s, counter %d%s\n", ok ? "ok  " : "FAIL",
+                nvfp4 ? "nvfp4" : "int4 ", (long long)out, (long long)in, (long long)T, rpw, with_pending ? " pending" : "",
+                y_same ? "y = plain launch" : "Y DIFFERS", x_same ? "x = norm kernel's" : "X DIFFERS",
+                h_same ? "h = norm kernel's" : "H DIFFERS", counter, guard ? "" : " WROTE PAST y/h");
+    return ok ? 0 : 1;
+}
+
+// smoke: a few of the cases (ctest int4_emu_smoke in CI).
+int run_grouped(bool smoke) {
+    int fails = 0;
+    uint32_t seed = 500;
+    if (smoke) {
+        fails += run_grouped_case(false, {37, 19, 8, 72}, 2048, 128, 2, 2, seed);
+        fails += run_grouped_case(true, {5, 3, 9}, 32, 32, 1, 4, seed + 8);
+        fails += run_post_norm_case(false, 2048, 4096, 1, true, 2, seed + 16);
+        fails += run_post_norm_case(true, 4096, 2048, 2, false, 1, seed + 24);
+        return fails;
+    }
+    // Rows that split warps at every RPW (37 + 19 + 8 + 72), the model's q/k/v-like widths cut down,
+    // in 2,048 and a one-chunk row (in 32).
+    for (bool nvfp4 : {false, true})
+        for (int rpw : {1, 2, 4})
+            for (int64_t T : {1, 2, 5, 8}) {
+                fails += run_grouped_case(nvfp4, {37, 19, 8, 72}, 2048, 128, T, rpw, seed += 8);
+                fails += run_grouped_case(nvfp4, {64, 32}, 512, 32, T, rpw, seed += 8);
+                fails += run_grouped_case(nvfp4, {5, 3, 9}, 32, 32, T, rpw, seed += 8);
+            }
+    for (bool nvfp4 : {false, true})
+        for (int64_t out : {2048, 4096})
+            for (int64_t T : {1, 2, 3, 8})
+                for (bool with_pending : {false, true})
+                    fails += run_post_norm_case(nvfp4, out, out == 2048 ? 4096 : 2048, T, with_pending,
+                                                T == 3 ? 1 : 2, seed += 8);
+    return fails;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     const bool only_nvfp4 = argc > 1 && !std::strcmp(argv[1], "--nvfp4");
     const bool only_int4 = argc > 1 && !std::strcmp(argv[1], "--int4");
+    const bool smoke = argc > 1 && !std::strcmp(argv[1], "--smoke");
+    const bool only_grouped = smoke || (argc > 1 && !std::strcmp(argv[1], "--grouped"));
     int fails = check_unpack();
-    if (!only_nvfp4) fails += run_int4();
-    if (!only_int4) fails += run_nvfp4();
+    if (!only_nvfp4 && !only_grouped) fails += run_int4();
+    if (!only_int4 && !only_grouped) fails += run_nvfp4();
+    if (!only_int4 && !only_nvfp4) fails += run_grouped(smoke);
     std::printf(fails ? "int4 emu: %d FAILED\n" : "int4 emu: all passed\n", fails);
     return fails ? 1 : 0;
 }

@@ -24,6 +24,7 @@
 #include "backend/cuda/ptx_helpers.cuh"  // the emulator's (bench/kernels/emu/backend)
 #include "backend/cuda/row_norm.cuh"
 #include "backend/cuda/small_linear_kernels.h"
+#include "norm_ref.h"
 
 namespace {
 
@@ -39,39 +40,6 @@ float e4m3(float v) {
     __nv_fp8_e4m3 q;
     q.__x = __nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3);
     return float(q);
-}
-
-// h = rms_norm_zc(x + p) by basic_kernels.cu's add_rms_norm_zc_kernel mapping (one block of 256
-// threads per row, thread i: elements i, i + 256, ...), on the same row_norm.cuh arithmetic.
-// With p2 and x_out: v = (x + p) + p2, x_out = v (add_rms_norm_zc_kernel with two addends).
-template <int kPer>
-void reference_norm_kernel(const float* x, const float* p, const float* p2, float* x_out, const float* w, int n,
-                           float eps, float* h) {
-    const int64_t row = int64_t(blockIdx.x) * n;
-    float v[kPer], wv[kPer];
-    float ss = 0.0f;
-    for (int k = 0; k < kPer; ++k) {
-        const int64_t i = threadIdx.x + int64_t(k) * blockDim.x;
-        v[k] = x[row + i];
-        if (p != nullptr) v[k] = v[k] + p[row + i];
-        if (p2 != nullptr) v[k] = v[k] + p2[row + i];
-        wv[k] = w[i];
-        ss += v[k] * v[k];
-    }
-    const float inv = qs::cuda::rms_inv(qs::cuda::block_sum(ss), n, eps);
-    for (int k = 0; k < kPer; ++k) {
-        const int64_t i = row + threadIdx.x + int64_t(k) * blockDim.x;
-        if (x_out != nullptr) x_out[i] = v[k];
-        h[i] = qs::cuda::norm_zc(v[k], inv, wv[k]);
-    }
-}
-
-void reference_norm(const float* x, const float* p, const float* p2, float* x_out, const float* w, int64_t T,
-                    int64_t n, float eps, float* h) {
-    auto* k8 = reference_norm_kernel<8>;
-    auto* k16 = reference_norm_kernel<16>;
-    qs::cuda::ptx::launch_kernel(n == 2048 ? k8 : k16, dim3(unsigned(T)), dim3(256), 0, nullptr, x, p, p2, x_out, w,
-                                 int(n), eps, h);
 }
 
 }  // namespace
@@ -236,7 +204,7 @@ int main() {
                 const std::vector<float> x0 = x, p0 = pend;
                 const float* p = with_pending ? pend.data() : nullptr;
                 std::vector<float> h_ref(x.size()), h(x.size() + 64, std::nanf(""));
-                reference_norm(x.data(), p, nullptr, nullptr, nw.data(), T, gr.in, eps, h_ref.data());
+                emu_norm::reference_norm(x.data(), p, nullptr, nullptr, nw.data(), T, gr.in, eps, h_ref.data());
                 std::vector<std::vector<float>> ys, ref;
                 std::vector<qs::cuda::SmallLinearFp8Part> parts, ref_parts;
                 for (size_t i = 0; i < ws.size(); ++i) {
@@ -312,7 +280,7 @@ int main() {
                 std::vector<float> y_ref(x.size()), x_ref(x.size()), h_ref(x.size());
                 const qs::cuda::SmallLinearFp8Part ref_part{w.data(), sc.data(), os.out, y_ref.data()};
                 plain(mma, std::span(&ref_part, 1), os.in, a.data(), T, os.bps);
-                reference_norm(x.data(), p, y_ref.data(), x_ref.data(), nw.data(), T, os.out, eps, h_ref.data());
+                emu_norm::reference_norm(x.data(), p, y_ref.data(), x_ref.data(), nw.data(), T, os.out, eps, h_ref.data());
                 std::vector<float> y(x.size() + 64, std::nanf("")), h(x.size() + 64, std::nanf("")), xs = x;
                 const std::vector<float> pend0 = pend, a0 = a;
                 int counter = 0;

@@ -243,6 +243,14 @@ struct CudaOptions {
     // for the GDN qkv/z); 1..4 that many blocks per SM, each looping over feature groups (with the
     // input norm a block then normalises x once for all its groups).
     int fp8_small_v3_blocks_per_sm = 0;
+    // The 4-bit (INT4 W4A16, NVFP4) small-rows linears (Gemm::set_int4_linear_version;
+    // int4_linear_kernels.cu), 1..8 rows: 2 (default) up to four weights of one input in one launch
+    // (the q/k/v, the GDN qkv/z) and, at T <= fused_output_norm, the post-attention norm by the
+    // o_proj / out_proj launch's last block (SmallLinearOutputNorm), as the FP8 small-rows kernels do;
+    // 1: a launch per weight and the norm kernel after. Every output the same bits either way. Default
+    // 2 since the H100 run of session 39 (gpu_run.sh int4_lin, docs/PERF.md "Session 39"): the one-stream
+    // int4-w4a16 k = 0 step 3.988 / 3.968 → 3.777 / 3.736 ms (80 4-bit launches a step instead of 130).
+    int int4_linear_version = 2;
     // Ops::linears (several linears of one input: q/k/v, GDN qkv/z/b/a): 1 the weights on the
     // block-scaled FP8 path share one e4m3 quantisation of x, those on cuBLASLt's bf16 path one
     // bf16 copy (Gemm::linears; each output bitwise what its own linear gives, so only time

@@ -318,6 +318,18 @@ bool Gemm::norm_linears(const float* x, const SmallLinearInputNorm& norm, bool f
 
 bool Gemm::linear_norm(const DeviceLinear& w, const float* a, int64_t T, float* y, const SmallLinearOutputNorm& post,
                        bool fused, DeviceArena& scratch, cudaStream_t stream) {
+    const Route r4 = route(w, a, T);
+    if (fused && int4_linear_version_ == 2 && (r4 == Route::kInt4 || r4 == Route::kNvfp4) &&
+        int4_linear_output_norm_supports(T, w.out)) {
+        const bool nvfp4 = r4 == Route::kNvfp4;
+        const Int4LinearPart part{w.int4_codes, w.int4_scales, w.out, y, nvfp4 ? w.nvfp4_global : 1.0f};
+        launch_4bit_linears(nvfp4, std::span(&part, 1), w.in, nvfp4 ? kNvfp4LinearGroup : w.int4_group, a, T, stream,
+                            &post);
+        ++int4_calls_;
+        ++int4_launches_;
+        if (nvfp4) ++nvfp4_calls_;
+        return true;
+    }
     const SmallLinearFp8Part part{w.w, w.scale_inv, w.out, y};
     const bool small = fused && route(w, a, T) == Route::kSmallRowsFp8V2;
     const bool v3 = small && fp8_small_version_ == 3 && small_linear_fp8_mma_supports(T, w.in, std::span(&part, 1), a) &&
@@ -418,12 +430,42 @@ void Gemm::linears_on(const float* x, int64_t T, std::span<const DeviceLinear* c
             f32_tiles_weights_ += int64_t(parts.size());
             ++f32_tiles_launches_;
         });
+    // Version 2 of the 4-bit kernels: their weights share launches (up to kInt4LinearMaxParts of one
+    // format and group each, consecutive in ws).
+    const bool int4_grouped = int4_linear_version_ == 2;
+    if (int4_grouped) {
+        std::array<Int4LinearPart, kInt4LinearMaxParts> int4_parts;
+        for (const bool nvfp4 : {false, true}) {
+            const Route r4 = nvfp4 ? Route::kNvfp4 : Route::kInt4;
+            size_t count = 0;
+            int64_t group = 0;
+            auto flush = [&] {
+                if (count == 0) return;
+                launch_4bit_linears(nvfp4, std::span<const Int4LinearPart>(int4_parts.data(), count), in, group, x, T,
+                                    stream);
+                int4_calls_ += int64_t(count);
+                if (nvfp4) nvfp4_calls_ += int64_t(count);
+                ++int4_launches_;
+                count = 0;
+            };
+            for (size_t i = 0; i < ws.size(); ++i) {
+                const DeviceLinear& w = *ws[i];
+                if (route(w, x, T) != r4) continue;
+                const int64_t g = nvfp4 ? kNvfp4LinearGroup : w.int4_group;
+                if (count == int4_parts.size() || (count > 0 && g != group)) flush();
+                group = g;
+                int4_parts[count++] = Int4LinearPart{w.int4_codes, w.int4_scales, w.out, ys[i], nvfp4 ? w.nvfp4_global : 1.0f};
+            }
+            flush();
+        }
+    }
     for (size_t i = 0; i < ws.size(); ++i) {
         const DeviceLinear& w = *ws[i];
         float* y = ys[i];
         const bool fp8 = w.dtype == DeviceLinear::Dtype::kFP8Block;
         Route r = route(w, x, T);
         if (r == Route::kSmallRowsF32 || r == Route::kTilesF32 || r == Route::kSmallRowsFp8V2) continue;  // done above
+        if (int4_grouped && (r == Route::kInt4 || r == Route::kNvfp4)) continue;  // done above
         if (r == Route::kFp8Block) {
             if (linear_fp8_block(w, x, T, y, xq, scratch, stream)) {
                 last_fp8_path_ = Fp8Path::kBlockScaled;
@@ -439,11 +481,13 @@ void Gemm::linears_on(const float* x, int64_t T, std::span<const DeviceLinear* c
             case Route::kInt4:
                 launch_int4_linear(w.int4_codes, w.int4_scales, w.out, w.in, w.int4_group, x, T, y, stream);
                 ++int4_calls_;
+                ++int4_launches_;
                 break;
             case Route::kNvfp4:
                 launch_nvfp4_linear(w.int4_codes, w.int4_scales, w.nvfp4_global, w.out, w.in, x, T, y, stream);
                 ++int4_calls_;
                 ++nvfp4_calls_;
+                ++int4_launches_;
                 break;
             case Route::kSmallRows:
                 launch_small_linear(w.w, fp8, fp8 ? w.scale_inv : nullptr, w.out, w.in, x, T, y, stream);

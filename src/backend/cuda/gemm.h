@@ -159,6 +159,10 @@ public:
     // it is the faster) take the tiled fp32 kernel (f32_linear_tiles.cu: each output the small-rows
     // kernel's bits) instead of cuBLAS's fp32 GEMM; 0: cuBLAS there (CudaOptions::f32_tiles_max_rows).
     void set_f32_tiles_max_rows(int64_t rows) { f32_tiles_max_rows_ = rows; }
+    // 2: the 4-bit small-rows weights of one linears() call share launches (up to kInt4LinearMaxParts
+    // of one group each) and linear_norm's norm rides on the launch; 1 (a Gemm's start): a launch per
+    // weight (CudaOptions::int4_linear_version).
+    void set_int4_linear_version(int v) { int4_linear_version_ = v; }
     // The path the latest FP8 linear took, and how many calls took each.
     Fp8Path last_fp8_path() const { return last_fp8_path_; }
     struct Fp8Counts {
@@ -180,6 +184,8 @@ public:
     int64_t int4_calls() const { return int4_calls_; }
     // Calls that took it on NVFP4 weights (DeviceLinear::nvfp4; counted in int4_calls too).
     int64_t nvfp4_calls() const { return nvfp4_calls_; }
+    // Launches of the 4-bit small-row kernel (fewer than int4_calls with set_int4_linear_version 2).
+    int64_t int4_launches() const { return int4_launches_; }
     const Fp8Counts& fp8_counts() const { return fp8_counts_; }
     // Weights of linears() calls that reused x's quantisation or bf16 copy made for an earlier
     // weight of the same call or by the input norm (norm_for_linears; the work saved; tests, labs).
@@ -247,6 +253,8 @@ private:
     int64_t f32_tiles_launches_ = 0;
     int sm_count_ = 132;
     int64_t int4_calls_ = 0;
+    int64_t int4_launches_ = 0;
+    int int4_linear_version_ = 1;
     int64_t shared_input_reuses_ = 0;
     int64_t nvfp4_calls_ = 0;
     bool norm_quant_ = true;

@@ -11,8 +11,11 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include <cuda_runtime.h>
+
+#include "backend/cuda/small_linear_kernels.h"  // SmallLinearOutputNorm
 
 namespace qs::cuda {
 
@@ -35,5 +38,27 @@ constexpr int64_t kNvfp4LinearGroup = 16;
 bool nvfp4_linear_supports(int64_t T, int64_t in, const void* codes, const float* x);
 void launch_nvfp4_linear(const uint32_t* codes, const uint16_t* scales, float global, int64_t out, int64_t in,
                          const float* x, int64_t T, float* y, cudaStream_t stream, int rows_per_warp = 0);
+
+// Several 4-bit weights of one input in one launch (CudaOptions::int4_linear_version 2; the q/k/v
+// and GDN qkv/z projections): warps take RPW consecutive rows of the weights' concatenated output
+// features, so the launch's fixed cost (start, the first round trip, the tail: ~5 µs a launch in a
+// one-stream step, bench/kernels/NOTES.md "One stream from a real timeline") is paid once. Every
+// output is the same bits as the weight's own launch_int4_linear / launch_nvfp4_linear (a row's
+// sums do not depend on the launch's other rows or on RPW). The weights share the format, `in` and
+// the group. With `post` (one weight, out = 2,048 or 4,096: o_proj / GDN out_proj) the launch's
+// last block to finish also runs the post-attention norm (SmallLinearOutputNorm, as the FP8
+// small-rows kernels do: x and h bitwise the norm kernel's after the launch).
+constexpr int kInt4LinearMaxParts = 4;
+struct Int4LinearPart {
+    const uint32_t* codes = nullptr;  // [out, in / 8]
+    const uint16_t* scales = nullptr; // [out, in / group] bf16
+    int64_t out = 0;
+    float* y = nullptr;               // [T, out]
+    float global = 1.0f;              // NVFP4's per-matrix multiplier (INT4: unused)
+};
+bool int4_linear_output_norm_supports(int64_t T, int64_t out);
+void launch_4bit_linears(bool nvfp4, std::span<const Int4LinearPart> parts, int64_t in, int64_t group, const float* x,
+                         int64_t T, cudaStream_t stream, const SmallLinearOutputNorm* post = nullptr,
+                         int rows_per_warp = 0);
 
 }  // namespace qs::cuda

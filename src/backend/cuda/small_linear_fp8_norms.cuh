@@ -4,21 +4,19 @@
 //  - norm_quantise_x: step 1 with the input norm (SmallLinearInputNorm): h = rms_norm_zc(x +
 //    pending) of the T rows, quantised to e4m3 by 128-column groups (the operations of
 //    small_fp8::quantise_16), each code handed to the kernel's own store (its shared-memory layout);
-//  - output_norm_last_block: the post-attention norm (SmallLinearOutputNorm) by the launch's last
-//    block to finish.
+//  - output_norm_last_block (output_norm_last_block.cuh, shared with the 4-bit kernels): the
+//    post-attention norm (SmallLinearOutputNorm) by the launch's last block to finish.
 // Blocks of kNormThreads threads. Device code; also compiled by the host emulator.
 #pragma once
 
 #include <cstdint>
 
+#include "backend/cuda/output_norm_last_block.cuh"
 #include "backend/cuda/row_norm.cuh"
 #include "backend/cuda/small_linear_fp8_common.cuh"
 #include "backend/cuda/small_linear_kernels.h"
 
 namespace qs::cuda::small_fp8 {
-
-constexpr int kNormWarps = 8;
-constexpr int kNormThreads = kNormWarps * 32;  // thread i owns elements i, i + 256, ... of a row
 
 // Step 1 with the input norm: h of the T rows (PER = in / 256 elements a thread) → the codes, via
 // store(t, column, code value), and xscale [T][in / 128] (block 0 also writes h to nm.h). A
@@ -66,43 +64,6 @@ __device__ __forceinline__ void norm_quantise_x(const float* __restrict__ x, con
             const int c = i + kNormThreads * k;
             store(t, c, quantise_pair(v[k], 0.0f, scale).x);
             if ((i & 127) == 0) xscale[t * groups + c / 128] = scale;
-        }
-    }
-}
-
-// The post-attention norm by the launch's last block (PER = out / 256): x += pending, x += y,
-// h = rms_norm_zc(x) for the T rows. Every block of the launch calls it once, after its last
-// store of y [T, n].
-template <int T, int PER>
-__device__ __forceinline__ void output_norm_last_block(const SmallLinearOutputNorm& nm, const float* y, int n) {
-    __shared__ int s_last;
-    __threadfence();  // this block's y before its count
-    __syncthreads();
-    if (threadIdx.x == 0) s_last = atomicAdd(nm.counter, 1) == int(gridDim.x) - 1 ? 1 : 0;
-    __syncthreads();
-    if (!s_last) return;
-    __threadfence();  // every other block's y, fenced before its count, is visible now
-    const int i = threadIdx.x;
-    if (i == 0) *nm.counter = 0;  // ready for the next launch (the stream orders it)
-#pragma unroll 1
-    for (int t = 0; t < T; ++t) {
-        float v[PER], wv[PER];
-        float ss = 0.0f;
-#pragma unroll
-        for (int k = 0; k < PER; ++k) {
-            const size_t c = size_t(t) * n + i + kNormThreads * k;
-            v[k] = nm.x[c];
-            if (nm.pending != nullptr) v[k] = v[k] + nm.pending[c];
-            v[k] = v[k] + __ldcg(y + c);  // written by other blocks: from L2
-            wv[k] = __ldg(nm.w + i + kNormThreads * k);
-            ss += v[k] * v[k];
-        }
-        const float inv = rms_inv(block_sum(ss), n, nm.eps);
-#pragma unroll
-        for (int k = 0; k < PER; ++k) {
-            const size_t c = size_t(t) * n + i + kNormThreads * k;
-            nm.x[c] = v[k];
-            nm.h[c] = norm_zc(v[k], inv, wv[k]);
         }
     }
 }
