@@ -146,11 +146,12 @@
 #           step, and where the bundle has qs_kernel_trace the one-stream kernel timeline (trace1_FMT.csv/.md,
 #           as trace_step); bundle: gpu_forward_bench [qs_kernel_trace]; ~4 minutes (session 38: one stream
 #           3.225 against 3.828 ms, the 512 step 35.174 against 35.003 on an H100)
-#   int4_lin  the 4-bit small-rows linears' version 1 against 2 (CudaOptions::int4_linear_version: several
-#           weights a launch, the post-attention norm on o_proj's launch): the one-stream k = 0 step on
-#           int4-w4a16 dummy weights (--int4-expert-copies none, bf16 state, fp8 KV), 1 2 1 2, then FP8's, and
-#           where the bundle has qs_kernel_trace version 2's kernel timeline (trace1_int4_v2.csv/.md);
-#           bundle: gpu_forward_bench [qs_kernel_trace]; ~4 minutes
+#   int4_lin  the 4-bit small-rows linears' versions (CudaOptions::int4_linear_version; INT4_LIN_VERSIONS,
+#           default "2 3"): the one-stream k = 0 step on int4-w4a16 dummy weights (--int4-expert-copies none,
+#           bf16 state, fp8 KV), each version twice alternating, then FP8's, and where the bundle has
+#           qs_kernel_trace the kernel timeline of version INT4_LIN_TRACE (default 3; trace1_int4_vN.csv/.md);
+#           bundle: gpu_forward_bench [qs_kernel_trace]; ~4 minutes (session 39, H100: v1 3.988 / 3.968 ms,
+#           v2 3.777 / 3.736, FP8 3.189)
 #   int4_moe  the INT4 MoE grouped GEMM on tensor cores (CudaOptions::moe_int4_grouped): moe_int4_lab
 #           (bf16 / fp8 / int4 today / int4 tensor-core MoE at T = 1, 8, 64, 512, CPU-reference checks)
 #           and the INT4 GPU tests (CudaInt4*, with CudaInt4.MoeInt4GroupedGemm)
@@ -466,18 +467,19 @@ for stage in "$@"; do
                                  --gdn-state-dtype bf16 --kv-cache-dtype fp8_e4m3 --mode mtp --mtp-k 0 --mtp-acceptance 0
                                  --mtp-seqs 1)
                   for r in a b; do
-                      for v in 1 2; do
+                      for v in ${INT4_LIN_VERSIONS:-2 3}; do
                           run "one_stream_int4_v${v}_$r" "$B/gpu_forward_bench" "${int4_lin_args[@]}" \
                               --dummy-format int4-w4a16 --int4-linear-version "$v"
                       done
                   done
                   run one_stream_fp8 "$B/gpu_forward_bench" "${int4_lin_args[@]}" --dummy-format fp8-block
-                  trace_ready trace1_int4_v2 || continue
-                  CUDA_INJECTION64_PATH="$PWD/$B/libqs_kernel_trace.so" QS_KERNEL_TRACE_OUT="$OUT/trace1_int4_v2.csv" \
-                  QS_KERNEL_TRACE_RANGE=profiler run trace1_int4_v2 "$B/gpu_forward_bench" "${int4_lin_args[@]}" \
-                      --dummy-format int4-w4a16 --mtp-steps 32 --mtp-profiler-range
-                  [ -f "$OUT/trace1_int4_v2.csv" ] && python3 tools/kernel_trace_summary.py "$OUT/trace1_int4_v2.csv" \
-                      > "$OUT/trace1_int4_v2.md" 2>&1 ;;
+                  tv="${INT4_LIN_TRACE:-3}"
+                  trace_ready "trace1_int4_v$tv" || continue
+                  CUDA_INJECTION64_PATH="$PWD/$B/libqs_kernel_trace.so" QS_KERNEL_TRACE_OUT="$OUT/trace1_int4_v$tv.csv" \
+                  QS_KERNEL_TRACE_RANGE=profiler run "trace1_int4_v$tv" "$B/gpu_forward_bench" "${int4_lin_args[@]}" \
+                      --dummy-format int4-w4a16 --int4-linear-version "$tv" --mtp-steps 32 --mtp-profiler-range
+                  [ -f "$OUT/trace1_int4_v$tv.csv" ] && python3 tools/kernel_trace_summary.py "$OUT/trace1_int4_v$tv.csv" \
+                      > "$OUT/trace1_int4_v$tv.md" 2>&1 ;;
         tests:*) run "gpu_tests_$(printf %s "${stage#tests:}" | tr -c 'A-Za-z0-9_' '_')" "$B/qs_gpu_tests" --gtest_color=no --gtest_filter="${stage#tests:}" ;;
         *) echo "unknown stage $stage" | tee -a "$summary" ;;
     esac

@@ -452,6 +452,21 @@ void launch_4bit_linears(bool nvfp4, std::span<const Int4LinearPart> parts, int6
         launch_int4_linear(p.codes, p.scales, p.out, in, group, x, T, p.y, stream, 0);
     }
 }
+// Version 3's (tensor cores): the support rule as int4_linear_mma.cu's, the grouped stand-in's outputs.
+int64_t g_4bit_mma_launches = 0;
+bool int4_linear_mma_supports(int64_t T, int64_t in, int64_t group, std::span<const Int4LinearPart> parts,
+                              const float* x) {
+    return T >= 1 && T <= kInt4LinearMaxRows && in >= 128 && in % 128 == 0 && in <= 4096 && group % 128 == 0 &&
+           in % group == 0 && !parts.empty() && parts.size() <= size_t(kInt4LinearMaxParts) &&
+           reinterpret_cast<uintptr_t>(x) % 16 == 0;
+}
+void launch_int4_linears_mma(std::span<const Int4LinearPart> parts, int64_t in, int64_t group, const float* x,
+                             int64_t T, cudaStream_t stream, const SmallLinearOutputNorm* post) {
+    if (!int4_linear_mma_supports(T, in, group, parts, x)) std::abort();
+    ++g_4bit_mma_launches;
+    --g_4bit_launches;  // counted once, as version 3's
+    launch_4bit_linears(false, parts, in, group, x, T, stream, post, 0);
+}
 bool int4_linear_output_norm_supports(int64_t T, int64_t out) {
     return T >= 1 && T <= kInt4LinearMaxRows && (out == 2048 || out == 4096);
 }
@@ -610,9 +625,13 @@ void run_case(const Case& c, int64_t T, LinearPolicy policy, int small_rows, con
         if (c.int4 && h.lin.dtype == DeviceLinear::Dtype::kBF16) ++int4_weights;
     const bool int4_small = policy == LinearPolicy::kAuto && T <= kInt4LinearMaxRows;
     const int64_t want_int4 = !int4_small ? 0
-                              : int4_version == 2 ? (int4_weights + kInt4LinearMaxParts - 1) / kInt4LinearMaxParts
+                              : int4_version >= 2 ? (int4_weights + kInt4LinearMaxParts - 1) / kInt4LinearMaxParts
                                                   : int4_weights;
+    // Version 3 takes them all here (group 128, in a multiple of 128): its launches, not version 2's.
+    const bool v3 = int4_version == 3;
     if (together.int4_launches() != want_int4 || alone.int4_launches() != (int4_small ? int4_weights : 0) ||
+        together.int4_mma_launches() != (v3 ? want_int4 : 0) ||
+        alone.int4_mma_launches() != (v3 && int4_small ? int4_weights : 0) ||
         g_together != (int4_version == 2 ? want_int4 : 0) || g_alone != (int4_version == 2 && int4_small ? int4_weights : 0))
         why += " int4 launches " + std::to_string(together.int4_launches()) + " (separate " +
                std::to_string(alone.int4_launches()) + ");";
@@ -948,8 +967,8 @@ int main() {
         for (int64_t T : {1, 2, 3, 4, 5, 8, 9, 130})
             for (LinearPolicy p : {LinearPolicy::kAuto, LinearPolicy::kNoSmallRows, LinearPolicy::kDequantOnly})
                 for (int small_rows : {0, 4})
-                    for (int int4_version : {1, 2}) {
-                        if (int4_version == 2 && !c.int4) continue;
+                    for (int int4_version : {1, 2, 3}) {
+                        if (int4_version >= 2 && !c.int4) continue;
                         run_case(c, T, p, small_rows, {}, -1, rng, int4_version);
                     }
     // The input norm with its projections (rows of 2,048: the fused launch's width).

@@ -7,8 +7,9 @@
 // int4_linear_version 2): 2-4 weights of one input in one launch, each weight's y bit for bit its own
 // launch's (weights whose rows split a warp, RPW 1, 2, 4, both formats, nothing written past a y);
 // and with the post-attention norm by the last block: y, x and h bit for bit a plain launch followed
-// by the norm kernel (norm_ref.h), the counter back at 0. Says nothing about speed.
-// Build and run (repo root; g++ only): sh bench/kernels/emu/run_emu.sh int4 [--nvfp4 | --int4 | --grouped | --smoke]
+// by the norm kernel (norm_ref.h), the counter back at 0. Then version 3 on tensor cores
+// (int4_linear_mma.cu, run_mma_case). Says nothing about speed.
+// Build and run (repo root; g++ only): sh bench/kernels/emu/run_emu.sh int4 [--nvfp4 | --int4 | --grouped | --mma | --smoke]
 #include <cstdio>
 #include <cstring>
 #include <span>
@@ -188,6 +189,98 @@ int run_post_norm_case(bool nvfp4, int64_t out, int64_t in, int64_t T, bool with
     return ok ? 0 : 1;
 }
 
+// Version 3 (int4_linear_mma.cu): INT4 weights of one input in one launch on tensor cores, against
+// the double-precision reference (each weight), against version 2 (the same products: ~1e-7 apart),
+// rows independent of T (token 0's outputs bitwise those of a one-row launch) and nothing written
+// past a y. With `post`: one weight and the output norm, x and h bitwise the norm kernel's on v3's y.
+int run_mma_case(const std::vector<int64_t>& outs, int64_t in, int64_t group, int64_t T, bool post, uint32_t seed) {
+    std::vector<int4_lab::Case> ic;
+    for (size_t i = 0; i < outs.size(); ++i) {
+        ic.push_back(int4_lab::make_case(outs[i], in, group, T, seed + uint32_t(i)));
+        ic[i].x = ic[0].x;  // one input for the launch's weights (their references too)
+    }
+    const std::vector<float>& x = ic[0].x;
+    std::vector<std::vector<float>> v2(outs.size()), v3(outs.size()), one(outs.size());
+    std::vector<qs::cuda::Int4LinearPart> parts, parts1;
+    double worst_ref = 0, worst_v2 = 0;
+    for (size_t i = 0; i < outs.size(); ++i) {
+        v2[i].assign(size_t(T * outs[i]), std::nanf(""));
+        v3[i].assign(size_t(T * outs[i] + 16), std::nanf(""));
+        one[i].assign(size_t(outs[i]), std::nanf(""));
+        qs::cuda::launch_int4_linear(ic[i].codes.data(), ic[i].scales.data(), outs[i], in, group, x.data(), T,
+                                     v2[i].data(), nullptr, 0);
+        parts.push_back({ic[i].codes.data(), ic[i].scales.data(), outs[i], v3[i].data()});
+        parts1.push_back({ic[i].codes.data(), ic[i].scales.data(), outs[i], one[i].data()});
+    }
+    if (!qs::cuda::int4_linear_mma_supports(T, in, group, parts, x.data())) {
+        std::printf("FAIL int4 mma: the shape is not taken\n");
+        return 1;
+    }
+    // The post-attention norm's inputs (out = the residual's width).
+    const int64_t n = outs[0];
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::vector<float> nw(static_cast<size_t>(n)), xr(static_cast<size_t>(T * n)), pend(xr.size()), h(xr.size() + 64, std::nanf(""));
+    for (float& f : nw) f = 0.3f * nd(rng);
+    for (float& f : xr) f = 3.0f * nd(rng);
+    for (float& f : pend) f = nd(rng);
+    std::vector<float> xs = xr;
+    int counter = 0;
+    const qs::cuda::SmallLinearOutputNorm norm{xs.data(), pend.data(), nw.data(), 1e-6f, h.data(), &counter};
+    qs::cuda::launch_int4_linears_mma(parts, in, group, x.data(), T, nullptr, post ? &norm : nullptr);
+    qs::cuda::launch_int4_linears_mma(parts1, in, group, x.data(), 1, nullptr, nullptr);  // token 0 alone
+    bool guard = true, row_indep = true;
+    for (size_t i = 0; i < outs.size(); ++i) {
+        const std::vector<double> ref = int4_lab::reference(ic[i]);
+        std::vector<float> got(v3[i].begin(), v3[i].begin() + ptrdiff_t(T * outs[i]));
+        worst_ref = std::max(worst_ref, int4_lab::rel_error(got, ref));
+        std::vector<double> v2d(v2[i].begin(), v2[i].end());
+        worst_v2 = std::max(worst_v2, int4_lab::rel_error(got, v2d));
+        for (size_t j = got.size(); j < v3[i].size(); ++j) guard = guard && std::isnan(v3[i][j]);
+        row_indep = row_indep && std::memcmp(one[i].data(), got.data(), one[i].size() * 4) == 0;
+    }
+    bool norm_ok = true;
+    if (post) {
+        std::vector<float> x_ref(xr.size()), h_ref(xr.size());
+        emu_norm::reference_norm(xr.data(), pend.data(), v3[0].data(), x_ref.data(), nw.data(), T, n, 1e-6f, h_ref.data());
+        norm_ok = xs == x_ref && std::memcmp(h.data(), h_ref.data(), xr.size() * 4) == 0 && counter == 0;
+        for (size_t j = xr.size(); j < h.size(); ++j) norm_ok = norm_ok && std::isnan(h[j]);
+    }
+    std::string shape;
+    for (int64_t o : outs) shape += std::to_string(o) + " ";
+    const bool ok = worst_ref < 1e-5 && worst_v2 < 1e-5 && guard && row_indep && norm_ok;
+    std::printf("%s int4 mma {%s} in %lld group %lld T %lld%s: rel err %.2e (v2 %.2e)%s%s%s\n", ok ? "ok  " : "FAIL",
+                shape.c_str(), (long long)in, (long long)group, (long long)T, post ? " + post norm" : "", worst_ref,
+                worst_v2, row_indep ? ", token 0 = one-row launch" : ", ROW DEPENDS ON T", guard ? "" : ", WROTE PAST y",
+                post ? (norm_ok ? ", x/h = norm kernel's" : ", NORM DIFFERS") : "");
+    return ok ? 0 : 1;
+}
+
+int run_mma(bool smoke) {
+    int fails = 0;
+    uint32_t seed = 900;
+    if (smoke) {
+        fails += run_mma_case({48, 16, 32}, 2048, 128, 2, false, seed);
+        fails += run_mma_case({2048}, 4096, 128, 1, true, seed + 8);
+        return fails;
+    }
+    // Rows not multiples of 16 (padding rows), the model's widths cut down, in 2,048 / 4,096 / 512 /
+    // 128 / 3,072 (a warp with a group past in), group 256.
+    for (int64_t T : {1, 2, 3, 5, 8}) {
+        fails += run_mma_case({48, 16, 32}, 2048, 128, T, false, seed += 8);
+        fails += run_mma_case({37, 19, 8, 72}, 2048, 128, T, false, seed += 8);
+        fails += run_mma_case({40}, 4096, 128, T, false, seed += 8);
+        fails += run_mma_case({33, 16}, 512, 128, T, false, seed += 8);
+        fails += run_mma_case({17}, 128, 128, T, false, seed += 8);
+        fails += run_mma_case({24}, 3072, 256, T, false, seed += 8);
+    }
+    for (int64_t T : {1, 2, 8}) {
+        fails += run_mma_case({2048}, 4096, 128, T, true, seed += 8);
+        fails += run_mma_case({4096}, 2048, 128, T, true, seed += 8);
+    }
+    return fails;
+}
+
 // smoke: a few of the cases (ctest int4_emu_smoke in CI).
 int run_grouped(bool smoke) {
     int fails = 0;
@@ -224,10 +317,12 @@ int main(int argc, char** argv) {
     const bool only_int4 = argc > 1 && !std::strcmp(argv[1], "--int4");
     const bool smoke = argc > 1 && !std::strcmp(argv[1], "--smoke");
     const bool only_grouped = smoke || (argc > 1 && !std::strcmp(argv[1], "--grouped"));
+    const bool only_mma = argc > 1 && !std::strcmp(argv[1], "--mma");
     int fails = check_unpack();
-    if (!only_nvfp4 && !only_grouped) fails += run_int4();
-    if (!only_int4 && !only_grouped) fails += run_nvfp4();
-    if (!only_int4 && !only_nvfp4) fails += run_grouped(smoke);
+    if (!only_nvfp4 && !only_grouped && !only_mma) fails += run_int4();
+    if (!only_int4 && !only_grouped && !only_mma) fails += run_nvfp4();
+    if (!only_int4 && !only_nvfp4 && !only_mma) fails += run_grouped(smoke);
+    if (!only_nvfp4) fails += run_mma(smoke);
     std::printf(fails ? "int4 emu: %d FAILED\n" : "int4 emu: all passed\n", fails);
     return fails ? 1 : 0;
 }

@@ -57,7 +57,7 @@ case "$1" in
                                         bench/kernels/emu/f32_linear_emu.cpp"
                 exec $out/f32_linear_emu "$@" ;;
     int4) shift
-          emulate int4_emu "src/backend/cuda/int4_linear_kernels.cu bench/kernels/emu/int4_emu.cpp"
+          emulate int4_emu "src/backend/cuda/int4_linear_kernels.cu src/backend/cuda/int4_linear_mma.cu bench/kernels/emu/int4_emu.cpp"
           exec $out/int4_emu "$@" ;;
     gemm_linears) shift  # the real gemm.cpp, compiled as itself (no prelude), on host stand-ins
                   emulate gemm_linears_emu "src/backend/cuda/gemm.cpp src/backend/cuda/device_memory.cpp src/core/dtype.cpp

@@ -243,14 +243,17 @@ struct CudaOptions {
     // for the GDN qkv/z); 1..4 that many blocks per SM, each looping over feature groups (with the
     // input norm a block then normalises x once for all its groups).
     int fp8_small_v3_blocks_per_sm = 0;
-    // The 4-bit (INT4 W4A16, NVFP4) small-rows linears (Gemm::set_int4_linear_version;
-    // int4_linear_kernels.cu), 1..8 rows: 2 (default) up to four weights of one input in one launch
-    // (the q/k/v, the GDN qkv/z) and, at T <= fused_output_norm, the post-attention norm by the
-    // o_proj / out_proj launch's last block (SmallLinearOutputNorm), as the FP8 small-rows kernels do;
-    // 1: a launch per weight and the norm kernel after. Every output the same bits either way. Default
-    // 2 since the H100 run of session 39 (gpu_run.sh int4_lin, docs/PERF.md "Session 39"): the one-stream
-    // int4-w4a16 k = 0 step 3.988 / 3.968 → 3.777 / 3.736 ms (80 4-bit launches a step instead of 130).
-    int int4_linear_version = 2;
+    // The 4-bit (INT4 W4A16, NVFP4) small-rows linears (Gemm::set_int4_linear_version), 1..8 rows:
+    // 1 a launch per weight (int4_linear_kernels.cu: fp32 FMAs) and the norm kernel after; 2 up to four
+    // weights of one input in one launch (the q/k/v, the GDN qkv/z) and, at T <= fused_output_norm,
+    // the post-attention norm by the o_proj / out_proj launch's last block (SmallLinearOutputNorm), as
+    // the FP8 small-rows kernels do, every output the same bits as 1's; 3 (default) as 2 with the INT4
+    // launches on tensor cores (int4_linear_mma.cu: the same products, fp32 sums in another order,
+    // ~1e-7 apart; NVFP4 and groups not a multiple of 128 keep 2's kernel). H100, session 39
+    // (gpu_run.sh int4_lin, docs/PERF.md "Session 39"): the one-stream int4-w4a16 k = 0 step 3.988 /
+    // 3.968 ms (1) → 3.777 / 3.736 (2; 130 → 80 4-bit launches) → 3.202 / 3.191 (3; 14.7 → 8.5 µs a
+    // launch), FP8's 3.156-3.189.
+    int int4_linear_version = 3;
     // Ops::linears (several linears of one input: q/k/v, GDN qkv/z/b/a): 1 the weights on the
     // block-scaled FP8 path share one e4m3 quantisation of x, those on cuBLASLt's bf16 path one
     // bf16 copy (Gemm::linears; each output bitwise what its own linear gives, so only time

@@ -319,12 +319,17 @@ bool Gemm::norm_linears(const float* x, const SmallLinearInputNorm& norm, bool f
 bool Gemm::linear_norm(const DeviceLinear& w, const float* a, int64_t T, float* y, const SmallLinearOutputNorm& post,
                        bool fused, DeviceArena& scratch, cudaStream_t stream) {
     const Route r4 = route(w, a, T);
-    if (fused && int4_linear_version_ == 2 && (r4 == Route::kInt4 || r4 == Route::kNvfp4) &&
+    if (fused && int4_linear_version_ >= 2 && (r4 == Route::kInt4 || r4 == Route::kNvfp4) &&
         int4_linear_output_norm_supports(T, w.out)) {
         const bool nvfp4 = r4 == Route::kNvfp4;
         const Int4LinearPart part{w.int4_codes, w.int4_scales, w.out, y, nvfp4 ? w.nvfp4_global : 1.0f};
-        launch_4bit_linears(nvfp4, std::span(&part, 1), w.in, nvfp4 ? kNvfp4LinearGroup : w.int4_group, a, T, stream,
-                            &post);
+        const int64_t group = nvfp4 ? kNvfp4LinearGroup : w.int4_group;
+        if (!nvfp4 && int4_linear_version_ == 3 && int4_linear_mma_supports(T, w.in, group, std::span(&part, 1), a)) {
+            launch_int4_linears_mma(std::span(&part, 1), w.in, group, a, T, stream, &post);
+            ++int4_mma_launches_;
+        } else {
+            launch_4bit_linears(nvfp4, std::span(&part, 1), w.in, group, a, T, stream, &post);
+        }
         ++int4_calls_;
         ++int4_launches_;
         if (nvfp4) ++nvfp4_calls_;
@@ -430,9 +435,9 @@ void Gemm::linears_on(const float* x, int64_t T, std::span<const DeviceLinear* c
             f32_tiles_weights_ += int64_t(parts.size());
             ++f32_tiles_launches_;
         });
-    // Version 2 of the 4-bit kernels: their weights share launches (up to kInt4LinearMaxParts of one
-    // format and group each, consecutive in ws).
-    const bool int4_grouped = int4_linear_version_ == 2;
+    // Versions 2 and 3 of the 4-bit kernels: their weights share launches (up to kInt4LinearMaxParts of
+    // one format and group each, consecutive in ws); version 3 on tensor cores where it takes them.
+    const bool int4_grouped = int4_linear_version_ >= 2;
     if (int4_grouped) {
         std::array<Int4LinearPart, kInt4LinearMaxParts> int4_parts;
         for (const bool nvfp4 : {false, true}) {
@@ -441,8 +446,13 @@ void Gemm::linears_on(const float* x, int64_t T, std::span<const DeviceLinear* c
             int64_t group = 0;
             auto flush = [&] {
                 if (count == 0) return;
-                launch_4bit_linears(nvfp4, std::span<const Int4LinearPart>(int4_parts.data(), count), in, group, x, T,
-                                    stream);
+                const std::span<const Int4LinearPart> parts(int4_parts.data(), count);
+                if (!nvfp4 && int4_linear_version_ == 3 && int4_linear_mma_supports(T, in, group, parts, x)) {
+                    launch_int4_linears_mma(parts, in, group, x, T, stream);
+                    ++int4_mma_launches_;
+                } else {
+                    launch_4bit_linears(nvfp4, parts, in, group, x, T, stream);
+                }
                 int4_calls_ += int64_t(count);
                 if (nvfp4) nvfp4_calls_ += int64_t(count);
                 ++int4_launches_;

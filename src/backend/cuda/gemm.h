@@ -160,8 +160,9 @@ public:
     // kernel's bits) instead of cuBLAS's fp32 GEMM; 0: cuBLAS there (CudaOptions::f32_tiles_max_rows).
     void set_f32_tiles_max_rows(int64_t rows) { f32_tiles_max_rows_ = rows; }
     // 2: the 4-bit small-rows weights of one linears() call share launches (up to kInt4LinearMaxParts
-    // of one group each) and linear_norm's norm rides on the launch; 1 (a Gemm's start): a launch per
-    // weight (CudaOptions::int4_linear_version).
+    // of one group each) and linear_norm's norm rides on the launch; 3: the same, INT4 launches on
+    // tensor cores where int4_linear_mma_supports; 1 (a Gemm's start): a launch per weight
+    // (CudaOptions::int4_linear_version).
     void set_int4_linear_version(int v) { int4_linear_version_ = v; }
     // The path the latest FP8 linear took, and how many calls took each.
     Fp8Path last_fp8_path() const { return last_fp8_path_; }
@@ -184,8 +185,10 @@ public:
     int64_t int4_calls() const { return int4_calls_; }
     // Calls that took it on NVFP4 weights (DeviceLinear::nvfp4; counted in int4_calls too).
     int64_t nvfp4_calls() const { return nvfp4_calls_; }
-    // Launches of the 4-bit small-row kernel (fewer than int4_calls with set_int4_linear_version 2).
+    // Launches of the 4-bit small-row kernels (fewer than int4_calls with set_int4_linear_version 2 or
+    // 3), and of those version 3's (tensor cores).
     int64_t int4_launches() const { return int4_launches_; }
+    int64_t int4_mma_launches() const { return int4_mma_launches_; }
     const Fp8Counts& fp8_counts() const { return fp8_counts_; }
     // Weights of linears() calls that reused x's quantisation or bf16 copy made for an earlier
     // weight of the same call or by the input norm (norm_for_linears; the work saved; tests, labs).
@@ -254,6 +257,7 @@ private:
     int sm_count_ = 132;
     int64_t int4_calls_ = 0;
     int64_t int4_launches_ = 0;
+    int64_t int4_mma_launches_ = 0;
     int int4_linear_version_ = 1;
     int64_t shared_input_reuses_ = 0;
     int64_t nvfp4_calls_ = 0;

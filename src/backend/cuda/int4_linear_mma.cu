@@ -1,0 +1,252 @@
+// INT4 W4A16 small-rows linears, version 3 (see int4_linear_kernels.h): 1..8 rows on tensor cores.
+//
+// Version 2 (int4_linear_kernels.cu) unpacks every code to fp32 and runs 8 FMAs per 8-code word and
+// token, re-rounding x to bf16 in every warp: ~55 instructions per 4 weight bytes at one row, so at
+// half of FP8's bytes its launches took longer than FP8's (H100 trace, session 39: 14.7 µs a launch
+// on average against ~9). Here a warp multiplies 16 weight rows by the T rows of x with mma.sync
+// m16n8k16 (bf16 operands, fp32 accumulation): a code pair becomes a bf16x2 operand in three
+// instructions (int4_unpack.cuh: bf16x2_pair, exact), x is rounded to bf16 once per block into
+// shared memory, every product is exact, and only the order of the fp32 sums differs from version 2.
+//  - A block of 8 warps owns 16 output rows (each part's rows padded to a multiple of 16 in the parts
+//    table: padding rows load zeros and store nothing); warp w takes the 128-column groups
+//    kb = w, w + 8, ... (in / 1,024 of them). Per group a lane (g = lane / 4, q = lane % 4) loads 16
+//    bytes of row g and of row g + 8: the 32 codes of columns 128 kb + 32 q .. + 31 (a row's 64 bytes
+//    of the group in one quarter-warp), and the two rows' group scales; every load of a block is
+//    issued before x is staged, so a block costs one DRAM round trip.
+//  - The MMA's k slots are a permutation of the columns (a dot product does not care which, as long
+//    as A and B agree): for word j (codes 8j .. 8j + 7 of the lane's 32) MMA 0 puts codes (0, 4) in
+//    slots 2q, 2q + 1 and (1, 5) in 2q + 8, 2q + 9, MMA 1 codes (2, 6) and (3, 7) (bf16x2_pair's
+//    pairs s = 0..3). x is staged with each 8-column word reordered to columns (0, 4, 1, 5, 2, 6, 3,
+//    7), so the B operands of both MMAs are one 16-byte shared load of token g's row.
+//  - Per group the 8 MMAs start from zero, then acc += D · scale of the row (the group's bf16 scale:
+//    group must be a multiple of 128 so that one scale covers an MMA's 128 columns); the 8 warps'
+//    accumulators are summed in warp order through shared memory (deterministic). A row's result
+//    does not depend on T (tokens are the MMA's independent columns) or on the launch's other rows.
+// With the output norm (POST > 0) every block then calls output_norm_last_block. Also compiles as
+// host C++ for the SIMT emulation (bench/kernels/emu/int4_emu.cpp).
+#include <algorithm>
+
+#include <cuda_bf16.h>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_limits.h"
+#include "backend/cuda/int4_linear_kernels.h"
+#include "backend/cuda/int4_unpack.cuh"
+#include "backend/cuda/output_norm_last_block.cuh"
+#include "backend/cuda/ptx_helpers.cuh"  // the emulation shim (bench/kernels/emu) has its own
+#include "core/check.h"
+
+namespace qs::cuda {
+namespace {
+
+constexpr int kMmaWarps = 8;
+static_assert(kMmaWarps == kNormWarps, "the output norm maps one element a thread over blocks of 8 warps");
+constexpr int kGroupRows = 16;  // output rows a block computes at once (the MMA's M)
+constexpr int kXPad = 8;        // bf16 values after each staged row of x (16 bytes: spreads the rows' banks)
+
+// The launch's weights: row o of the launch is row o - first_row[p] of weight p (the last p with
+// first_row[p] <= o); first_row is padded to multiples of kGroupRows, rows past a weight's out are
+// padding.
+struct Int4MmaParts {
+    const uint32_t* codes[kInt4LinearMaxParts];
+    const uint16_t* scales[kInt4LinearMaxParts];
+    float* y[kInt4LinearMaxParts];
+    int out[kInt4LinearMaxParts];
+    int first_row[kInt4LinearMaxParts + 1];
+    int parts = 0, rows = 0;
+};
+
+struct GroupRows {
+    const uint32_t* codes;
+    const uint16_t* scales;
+    float* y;
+    int o, out;  // the group's first row in its weight, the weight's rows
+};
+
+// Selects over the unrolled parts (a dynamic index into the kernel's parameters would copy them to
+// local memory).
+__device__ __forceinline__ GroupRows group_rows(const Int4MmaParts& a, int row) {
+    GroupRows r{a.codes[0], a.scales[0], a.y[0], row, a.out[0]};
+#pragma unroll
+    for (int i = 1; i < kInt4LinearMaxParts; ++i)
+        if (i < a.parts && row >= a.first_row[i]) r = {a.codes[i], a.scales[i], a.y[i], row - a.first_row[i], a.out[i]};
+    return r;
+}
+
+__device__ __forceinline__ uint32_t word_of(const uint4& v, int j) { return j == 0 ? v.x : j == 1 ? v.y : j == 2 ? v.z : v.w; }
+
+// Two floats rounded to bf16 (round to nearest even) as one bf16x2 register, a in the low half.
+__device__ __forceinline__ uint32_t bf16x2_of(float a, float b) {
+    const uint32_t lo = __bfloat16_as_ushort(__float2bfloat16_rn(a)), hi = __bfloat16_as_ushort(__float2bfloat16_rn(b));
+    return lo | (hi << 16);
+}
+
+// KS = column groups a warp takes at most (ceil(in / 1,024)); POST = out / 256 with the output norm.
+template <int T, int KS, int POST>
+__global__ __launch_bounds__(kMmaWarps * 32, 2) void int4_linear_mma_kernel(const Int4MmaParts a, int in, int group,
+                                                                           const float* __restrict__ x,
+                                                                           const SmallLinearOutputNorm post) {
+    uint4* xs = reinterpret_cast<uint4*>(ptx::dynamic_smem());  // [T][(in + kXPad) / 8] words, permuted
+    __shared__ float partial[kMmaWarps][kGroupRows][T];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, q = lane & 3;
+    const int blocks_k = in / 128, groups = a.rows / kGroupRows, words = in / 8, sgroups = in / group;
+    const int xrow = (in + kXPad) / 8;  // a staged row's 16-byte words
+
+    bool staged = false;
+    for (int rg = blockIdx.x; rg < groups; rg += gridDim.x) {
+        const GroupRows gr = group_rows(a, rg * kGroupRows);
+        const bool has_g = gr.o + g < gr.out, has_g8 = gr.o + g + 8 < gr.out;  // else padding: zeros
+        const uint4* row_g = reinterpret_cast<const uint4*>(gr.codes + size_t(has_g ? gr.o + g : 0) * words);
+        const uint4* row_g8 = reinterpret_cast<const uint4*>(gr.codes + size_t(has_g8 ? gr.o + g + 8 : 0) * words);
+        const uint16_t* s_g = gr.scales + size_t(has_g ? gr.o + g : 0) * sgroups;
+        const uint16_t* s_g8 = gr.scales + size_t(has_g8 ? gr.o + g + 8 : 0) * sgroups;
+        uint4 wa[KS], wb[KS];
+        uint16_t sa[KS], sb[KS];
+#pragma unroll
+        for (int i = 0; i < KS; ++i) {
+            const int kb = warp + kMmaWarps * i;
+            wa[i] = wb[i] = make_uint4(0, 0, 0, 0);
+            sa[i] = sb[i] = 0;
+            if (kb < blocks_k) {
+                const int c = kb * 4 + q;              // the lane's 16-byte chunk of the row (32 codes)
+                const int si = kb * 128 / group;       // the group's scale
+                if (has_g) wa[i] = __ldg(row_g + c), sa[i] = __ldg(s_g + si);
+                if (has_g8) wb[i] = __ldg(row_g8 + c), sb[i] = __ldg(s_g8 + si);
+            }
+        }
+        if (!staged) {
+            // 1. x → bf16 (round to nearest even, as version 2 rounds it), each 8-column word stored as
+            //    columns (0, 4, 1, 5, 2, 6, 3, 7).
+            for (int i = threadIdx.x; i < T * words; i += kMmaWarps * 32) {
+                const int t = i / words, w = i % words;
+                const float4* src = reinterpret_cast<const float4*>(x + size_t(t) * in + 8 * w);
+                const float4 lo = src[0], hi = src[1];
+                xs[t * xrow + w] = make_uint4(bf16x2_of(lo.x, hi.x), bf16x2_of(lo.y, hi.y), bf16x2_of(lo.z, hi.z),
+                                              bf16x2_of(lo.w, hi.w));
+            }
+            __syncthreads();
+            staged = true;
+        }
+
+        // 2. The warp's column groups on tensor cores. D: rows g / g + 8, tokens 2q / 2q + 1.
+        float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+        for (int i = 0; i < KS; ++i) {
+            const int kb = warp + kMmaWarps * i;
+            if (kb >= blocks_k) break;
+            float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                // B column n = g: token g's columns 128 kb + 32 q + 8 j .. + 7, permuted.
+                const uint4 xb = g < T ? xs[g * xrow + kb * 16 + q * 4 + j] : make_uint4(0, 0, 0, 0);
+                const uint32_t wg = word_of(wa[i], j), wg8 = word_of(wb[i], j);
+                const uint32_t a0[4] = {w4::bf16x2_pair(wg, 0), w4::bf16x2_pair(wg8, 0), w4::bf16x2_pair(wg, 1),
+                                        w4::bf16x2_pair(wg8, 1)};
+                ptx::mma_16816_bf16(d, a0, xb.x, xb.y);
+                const uint32_t a1[4] = {w4::bf16x2_pair(wg, 2), w4::bf16x2_pair(wg8, 2), w4::bf16x2_pair(wg, 3),
+                                        w4::bf16x2_pair(wg8, 3)};
+                ptx::mma_16816_bf16(d, a1, xb.z, xb.w);
+            }
+            const float scale_g = w4::bf16_bits_f32(sa[i]), scale_g8 = w4::bf16_bits_f32(sb[i]);
+            acc[0] = fmaf(d[0], scale_g, acc[0]);
+            acc[1] = fmaf(d[1], scale_g, acc[1]);
+            acc[2] = fmaf(d[2], scale_g8, acc[2]);
+            acc[3] = fmaf(d[3], scale_g8, acc[3]);
+        }
+        // 3. The warps' sums in warp order.
+        if (2 * q < T) partial[warp][g][2 * q] = acc[0], partial[warp][g + 8][2 * q] = acc[2];
+        if (2 * q + 1 < T) partial[warp][g][2 * q + 1] = acc[1], partial[warp][g + 8][2 * q + 1] = acc[3];
+        __syncthreads();
+        if (threadIdx.x < kGroupRows * T) {
+            const int r = threadIdx.x % kGroupRows, t = threadIdx.x / kGroupRows;
+            float y = partial[0][r][t];
+#pragma unroll
+            for (int w = 1; w < kMmaWarps; ++w) y += partial[w][r][t];
+            if (gr.o + r < gr.out) gr.y[size_t(t) * gr.out + gr.o + r] = y;
+        }
+        __syncthreads();  // partial is rewritten by the next group
+    }
+    if constexpr (POST > 0) output_norm_last_block<T, POST>(post, a.y[0], a.out[0]);
+}
+
+size_t mma_smem_bytes(int64_t T, int64_t in) { return size_t(T * (in + kXPad)) * 2; }
+
+template <int T, int KS, int POST>
+void launch_ks(const Int4MmaParts& a, int in, int group, const float* x, const SmallLinearOutputNorm& post,
+               cudaStream_t stream) {
+    auto* kernel = int4_linear_mma_kernel<T, KS, POST>;
+    allow_dynamic_smem<int4_linear_mma_kernel<T, KS, POST>>(mma_smem_bytes(T, in));
+    ptx::launch_kernel(kernel, dim3(unsigned(a.rows / kGroupRows)), dim3(kMmaWarps * 32), mma_smem_bytes(T, in), stream,
+                       a, in, group, x, post);
+    QS_CUDA_CHECK_LAUNCH();
+}
+
+template <int T, int KS>
+void launch_post(const Int4MmaParts& a, int in, int group, const float* x, const SmallLinearOutputNorm* post,
+                 cudaStream_t stream) {
+    if (post == nullptr) launch_ks<T, KS, 0>(a, in, group, x, SmallLinearOutputNorm{}, stream);
+    else if (a.out[0] == 2048) launch_ks<T, KS, 8>(a, in, group, x, *post, stream);
+    else launch_ks<T, KS, 16>(a, in, group, x, *post, stream);
+}
+
+template <int T>
+void launch_t(const Int4MmaParts& a, int in, int group, const float* x, const SmallLinearOutputNorm* post,
+              cudaStream_t stream) {
+    const int ks = (in / 128 + kMmaWarps - 1) / kMmaWarps;
+    if (ks <= 1) launch_post<T, 1>(a, in, group, x, post, stream);
+    else if (ks == 2) launch_post<T, 2>(a, in, group, x, post, stream);
+    else launch_post<T, 4>(a, in, group, x, post, stream);
+}
+
+}  // namespace
+
+bool int4_linear_mma_supports(int64_t T, int64_t in, int64_t group, std::span<const Int4LinearPart> parts,
+                              const float* x) {
+    if (T < 1 || T > kInt4LinearMaxRows || in < 128 || in % 128 != 0 || in > 4096 || group <= 0 || group % 128 != 0 ||
+        in % group != 0 || parts.empty() || parts.size() > size_t(kInt4LinearMaxParts) ||
+        reinterpret_cast<uintptr_t>(x) % 16 != 0)
+        return false;
+    for (const Int4LinearPart& p : parts)
+        if (p.out <= 0 || reinterpret_cast<uintptr_t>(p.codes) % 16 != 0) return false;
+    return true;
+}
+
+void launch_int4_linears_mma(std::span<const Int4LinearPart> parts, int64_t in, int64_t group, const float* x,
+                             int64_t T, cudaStream_t stream, const SmallLinearOutputNorm* post) {
+    QS_CHECK_MSG(int4_linear_mma_supports(T, in, group, parts, x),
+                 "launch_int4_linears_mma: 1-8 rows, in a multiple of 128 up to 4,096, a group multiple of 128 "
+                 "dividing in, 1-4 weights, 16-byte aligned");
+    Int4MmaParts a;
+    a.parts = int(parts.size());
+    int64_t rows = 0;
+    for (size_t i = 0; i < parts.size(); ++i) {
+        const Int4LinearPart& p = parts[i];
+        QS_CHECK_MSG(p.scales != nullptr && p.y != nullptr, "launch_int4_linears_mma: a weight without scales or output");
+        a.codes[i] = p.codes, a.scales[i] = p.scales, a.y[i] = p.y, a.out[i] = int(p.out);
+        a.first_row[i] = int(rows);
+        rows += (p.out + kGroupRows - 1) / kGroupRows * kGroupRows;
+    }
+    QS_CHECK_MSG(rows < (int64_t(1) << 30), "launch_int4_linears_mma: too many output features");
+    for (size_t i = parts.size(); i < size_t(kInt4LinearMaxParts); ++i)
+        a.codes[i] = nullptr, a.scales[i] = nullptr, a.y[i] = nullptr, a.out[i] = 0;
+    for (size_t i = parts.size(); i <= size_t(kInt4LinearMaxParts); ++i) a.first_row[i] = int(rows);
+    a.rows = int(rows);
+    if (post != nullptr) {
+        QS_CHECK_MSG(parts.size() == 1 && int4_linear_output_norm_supports(T, parts[0].out),
+                     "launch_int4_linears_mma: the output norm takes one weight of 2,048 or 4,096 rows");
+        QS_CHECK(post->x != nullptr && post->w != nullptr && post->h != nullptr && post->counter != nullptr);
+    }
+    const int i = int(in), g = int(group);
+    switch (T) {
+        case 1: launch_t<1>(a, i, g, x, post, stream); break;
+        case 2: launch_t<2>(a, i, g, x, post, stream); break;
+        case 3: launch_t<3>(a, i, g, x, post, stream); break;
+        case 4: launch_t<4>(a, i, g, x, post, stream); break;
+        case 5: launch_t<5>(a, i, g, x, post, stream); break;
+        case 6: launch_t<6>(a, i, g, x, post, stream); break;
+        case 7: launch_t<7>(a, i, g, x, post, stream); break;
+        default: launch_t<8>(a, i, g, x, post, stream); break;
+    }
+}
+
+}  // namespace qs::cuda
