@@ -146,10 +146,11 @@
 #           step, and where the bundle has qs_kernel_trace the one-stream kernel timeline (trace1_FMT.csv/.md,
 #           as trace_step); bundle: gpu_forward_bench [qs_kernel_trace]; ~4 minutes (session 38: one stream
 #           3.225 against 3.828 ms, the 512 step 35.174 against 35.003 on an H100)
-#   int4_lin  the 4-bit small-rows linears' versions (CudaOptions::int4_linear_version; INT4_LIN_VERSIONS,
-#           default "2 3"): the one-stream k = 0 step on int4-w4a16 dummy weights (--int4-expert-copies none,
-#           bf16 state, fp8 KV), each version twice alternating, then FP8's, and where the bundle has
-#           qs_kernel_trace the kernel timeline of version INT4_LIN_TRACE (default 3; trace1_int4_vN.csv/.md);
+#   int4_lin  INT4 one-stream variants (INT4_LIN_VARIANTS: each one engine's extra options, words joined by
+#           commas; default "--int4-linear-version,2 --int4-linear-version,3"): the one-stream k = 0 step on
+#           int4-w4a16 dummy weights (--int4-expert-copies none, bf16 state, fp8 KV), each variant twice
+#           alternating (INT4_LIN_REPS, default "a b"), then FP8's, and where the bundle has qs_kernel_trace
+#           the kernel timeline of linear version INT4_LIN_TRACE (default 3, none: no trace; trace1_int4_vN.csv/.md);
 #           bundle: gpu_forward_bench [qs_kernel_trace]; ~4 minutes (session 39, H100: v1 3.988 / 3.968 ms,
 #           v2 3.777 / 3.736, FP8 3.189)
 #   int4_moe  the INT4 MoE grouped GEMM on tensor cores (CudaOptions::moe_int4_grouped): moe_int4_lab
@@ -466,14 +467,15 @@ for stage in "$@"; do
         int4_lin) int4_lin_args=(--model builtin:qwen36-35b-a3b --load-format dummy --int4-expert-copies none
                                  --gdn-state-dtype bf16 --kv-cache-dtype fp8_e4m3 --mode mtp --mtp-k 0 --mtp-acceptance 0
                                  --mtp-seqs 1)
-                  for r in a b; do
-                      for v in ${INT4_LIN_VERSIONS:-2 3}; do
-                          run "one_stream_int4_v${v}_$r" "$B/gpu_forward_bench" "${int4_lin_args[@]}" \
-                              --dummy-format int4-w4a16 --int4-linear-version "$v"
+                  for r in ${INT4_LIN_REPS:-a b}; do
+                      for v in ${INT4_LIN_VARIANTS:---int4-linear-version,2 --int4-linear-version,3}; do
+                          run "one_stream_int4_$(printf %s "$v" | tr -c 'A-Za-z0-9' '_')$r" "$B/gpu_forward_bench" \
+                              "${int4_lin_args[@]}" --dummy-format int4-w4a16 ${v//,/ }
                       done
                   done
                   run one_stream_fp8 "$B/gpu_forward_bench" "${int4_lin_args[@]}" --dummy-format fp8-block
                   tv="${INT4_LIN_TRACE:-3}"
+                  [ "$tv" = none ] && continue
                   trace_ready "trace1_int4_v$tv" || continue
                   CUDA_INJECTION64_PATH="$PWD/$B/libqs_kernel_trace.so" QS_KERNEL_TRACE_OUT="$OUT/trace1_int4_v$tv.csv" \
                   QS_KERNEL_TRACE_RANGE=profiler run "trace1_int4_v$tv" "$B/gpu_forward_bench" "${int4_lin_args[@]}" \

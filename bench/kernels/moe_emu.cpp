@@ -14,7 +14,8 @@
 // and with its down GEMM launched with programmatic dependent launch (MoeParams::decode_pdl: bitwise);
 // --down-global: the small-T down kernel reading h from global memory against staging it, bitwise;
 // --down-slots: the small-T down + combine by expert slots (MoeParams::small_down_version 2) against
-// version 1, bitwise;
+// version 1, bitwise (--int4 and --nvfp4 check their formats' slots kernel the same way in every
+// small-T case);
 // --small-eout16: the small-T path with MoeParams::decode_eout_bf16 (each expert's output rounded to bf16
 // before the combine): down by token = by slots bitwise, y rounded, much closer to the grouped GEMMs'
 // bf16-eout y than the fp32 run;
@@ -123,6 +124,15 @@ void emu_int4_gate_up(const SmallPlan& pl, bool v2) {
     else small_int4::gate_up_kernel<Code4::kInt4, NMAX, false>(pl.p);
 }
 
+template <int CPL>
+void emu_int4_down_slots(const SmallPlan& pl, bool v2) {
+    using qs::cuda::w4::Code4;
+    if (pl.nvfp4) v2 ? small_int4::down_slots_kernel<Code4::kNvfp4, CPL, true>(pl.p)
+                     : small_int4::down_slots_kernel<Code4::kNvfp4, CPL, false>(pl.p);
+    else if (v2) small_int4::down_slots_kernel<Code4::kInt4, CPL, true>(pl.p);
+    else small_int4::down_slots_kernel<Code4::kInt4, CPL, false>(pl.p);
+}
+
 void emu_int4_down(const SmallPlan& pl, bool v2) {
     using qs::cuda::w4::Code4;
     if (pl.nvfp4) v2 ? small_int4::down_kernel<Code4::kNvfp4, true>(pl.p) : small_int4::down_kernel<Code4::kNvfp4, false>(pl.p);
@@ -211,11 +221,15 @@ void emu_small(const MoeParams& p) {
         if (v2) {
             pdl_done();
             pdl_poison({{s.h, size_t(T * (k + 1)) * size_t(s.ldh) * 2}});
-            emu_launch(pl.down_grid, nt, 0, [&] { emu_int4_down(pl, true); });
-            pdl_done();
-        } else {
-            emu_launch(pl.down_grid, nt, 0, [&] { emu_int4_down(pl, false); });
         }
+        if (pl.down_version == 2) {  // moe_small_int4.cu's down_slots_kernel
+            const size_t b = size_t(s.down_slots.bytes);
+            const bool c2 = s.down_slots.cpl == 2;
+            emu_launch(pl.down_grid, nt, b, [&] { c2 ? emu_int4_down_slots<2>(pl, v2) : emu_int4_down_slots<1>(pl, v2); });
+        } else {
+            emu_launch(pl.down_grid, nt, 0, [&] { emu_int4_down(pl, v2); });
+        }
+        if (v2) pdl_done();
         return;
     }
     if (pl.fp8) v2 ? emu_small_gate_up<true, true>(pl) : emu_small_gate_up<true, false>(pl);
@@ -618,6 +632,7 @@ int main(int argc, char** argv) {
         HostExperts hi = make_host_experts(tiny, seed + 1), hsi = make_host_experts(tiny_is, seed + 2);
         const Int4Experts qi = make_int4_experts(hi, 32, rng), qsi = make_int4_experts(hsi, 64, rng);
         g_int4 = &qi;
+        g_check_down_slots = true;  // every small-T case again by slots (moe_small_int4.cu): y bitwise
         for (const int T : {1, 2, 3, 4, 8}) run_case(hi, false, T, Routing::kGapped, true, -1, rng, -1, T % 2 ? 1 : 2, false, true);
         run_case(hi, false, 8, Routing::kSkewed, true, -1, rng, -1, 2, false, false);
         run_case(hi, false, 6, Routing::kSkewed, false, -1, rng);
@@ -643,6 +658,7 @@ int main(int argc, char** argv) {
         HostExperts hi = make_host_experts(tiny, seed + 1), hsi = make_host_experts(tiny_is, seed + 2);
         const Int4Experts qi = make_nvfp4_experts(hi, rng), qsi = make_nvfp4_experts(hsi, rng);
         g_int4 = &qi;
+        g_check_down_slots = true;  // every small-T case again by slots (moe_small_int4.cu): y bitwise
         if (argc > 3 && !std::strcmp(argv[3], "--quick")) {  // two cases (mutation tests)
             run_case(hi, false, 3, Routing::kSkewed, true, -1, rng, -1, 1);
             run_case(hi, false, 2, Routing::kGapped, true, -1, rng, -1, 2, false, true);

@@ -184,6 +184,40 @@ TEST_F(CudaInt4, LinearVersion3OnTensorCores) {
     EXPECT_GT(g3.fused_output_norms(), 0);
 }
 
+// The small-T MoE down + combine by expert slots on INT4 experts (moe_small_int4.cu's down_slots_kernel,
+// CudaOptions::moe_small_down_version 2, the default) against the kernel by token (1): the model's
+// logits over a prompt (T = 6) and one- and two-row steps bitwise equal, the calls counted as by slots.
+TEST_F(CudaInt4, MoeSmallDownSlotsSameBits) {
+    std::vector<int32_t> prompt(6);
+    std::uniform_int_distribution<int32_t> tok(0, int32_t(config_.vocab_size) - 1);
+    for (int32_t& t : prompt) t = tok(rng_);
+    std::vector<std::vector<float>> logits[2];
+    int64_t slots[2] = {0, 0}, small[2] = {0, 0};
+    for (int version : {1, 2}) {
+        cuda::CudaOptions o;
+        o.poison = true;
+        o.moe_small_down_version = version;
+        o.moe_small_version = 2;  // the same routing launch for both (version -1 ties it to the down's version)
+        cuda::CudaOps gpu(o);
+        gpu.prepare_weights(weight_set(*weights_));
+        Qwen36Model model(*weights_, gpu);
+        SingleSequence seq(model, 32, KvCacheDtype::kBF16);
+        auto& out = logits[version - 1];
+        out.push_back(seq.feed(prompt, false));
+        for (int32_t t : {5, 77}) out.push_back(seq.feed({t}, false));
+        out.push_back(seq.feed({1234, 9}, false));
+        slots[version - 1] = gpu.moe_small_down_slots_calls();
+        small[version - 1] = gpu.moe_small_calls();
+    }
+    for (size_t i = 0; i < logits[0].size(); ++i) {
+        ASSERT_FALSE(logits[0][i].empty());
+        EXPECT_TRUE(logits[0][i] == logits[1][i]) << "step " << i << ": the down by slots changed the logits";
+    }
+    EXPECT_GT(small[1], 0);
+    EXPECT_EQ(slots[0], 0);
+    EXPECT_EQ(slots[1], small[1]);  // every small-T call of the INT4 model ran its down by slots
+}
+
 TEST_F(CudaInt4, MoeSmallTAndGroupedGemm) {
     const MoeWeights& m = weights_->layers[0].moe;
     ASSERT_EQ(m.experts[0].gate_proj.format, WeightFormat::kIntGroup);

@@ -875,8 +875,7 @@ void CudaOps::moe(const float* x, int64_t T, const MoeWeights& w, int64_t top_k,
     p.decode_eout_bf16 = options_.moe_decode_eout_bf16;
     p.small_prefetch_down = options_.moe_small_prefetch_down;
     // Down + combine by expert slots (FP8 and BF16 experts; INT4 and NVFP4 have their own kernels).
-    const bool down_slots = e.gate_q == nullptr && (options_.moe_small_down_version == 2 ||
-                                                    (options_.moe_small_down_version < 0 && T >= 2));
+    const bool down_slots = options_.moe_small_down_version == 2 || (options_.moe_small_down_version < 0 && T >= 2);
     p.small_down_version = down_slots ? 2 : 1;
     p.prefill_version = options_.moe_prefill_version;
     p.int4_grouped = options_.moe_int4_grouped;

@@ -72,9 +72,11 @@ struct CudaOptions {
     // (moe_emu --prefetch-down; CudaOpsParity.MoeSmallPrefetchDown). Default 0 until an H200 run
     // times it.
     int moe_small_prefetch_down = 0;
-    // MoeParams::small_down_version for small-T MoE calls (FP8 and BF16 experts): 2 = down + combine
-    // by expert slots (moe_small_down_slots.cu: one wave of H / 8 blocks at any T, each lane's down
-    // rows streamed through a cp.async ring; bench/kernels/NOTES.md "Small-T down by slots"), 1 = a
+    // MoeParams::small_down_version for small-T MoE calls: 2 = down + combine by expert slots
+    // (moe_small_down_slots.cu for FP8 and BF16 experts: one wave of H / 8 blocks at any T, each lane's
+    // down rows streamed through a cp.async ring, bench/kernels/NOTES.md "Small-T down by slots"; for
+    // INT4 / NVFP4 experts moe_small_int4.cu's down_slots_kernel, a batch of 9 slots' pieces in
+    // registers, since session 39), 1 = a
     // block per token; -1 = 2 from T = 2 on, 1 at T = 1. The same bits either way (moe_emu
     // --down-slots; CudaOpsParity.MoeSmallDownSlots). Default 2 (H200, `moe_lab 1 --small`, FP8 in a
     // CUDA graph with small-T version 2: T = 1 28.5 → 26.8 µs, T = 2 50.6 → 38.5, T = 8 137.2 → 99.7).

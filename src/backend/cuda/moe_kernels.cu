@@ -216,10 +216,13 @@ bool small_path_chosen(const MoeParams& p) {
 // Version 2 of the small-T down kernel's shared memory (moe_small_down_slots.cu): the plan,
 // pointers, scales, routing weights, dots, every h row, and the lanes' rings. False (d reset) where
 // the shapes do not fit it: the call runs version 1.
-bool down_slots_layout(const MoeExpertTable& x, int T, int k, bool fp8, DownSlotsLayout& d) {
+// 4-bit experts (int4: moe_small_int4.cu's down_slots_kernel): 8-byte pieces of 16 codes per lane, no
+// ring (the pieces of a batch of slots sit in registers) and no FP8 scales; the scale area holds the
+// slots' NVFP4 globals.
+bool down_slots_layout(const MoeExpertTable& x, int T, int k, bool fp8, bool int4, DownSlotsLayout& d) {
     d = DownSlotsLayout{};
     const int max_slots = int(small_max_slots(T, x.E, k)), ldh = std::max(x.I, x.I_shared);
-    const int vpc = fp8 ? 16 : 8, nch = ldh / vpc;
+    const int vpc = int4 ? 16 : fp8 ? 16 : 8, nch = ldh / vpc;
     d.max_slots = max_slots;
     d.cpl = (nch + 31) / 32;
     d.kb = (ldh + 127) / 128;
@@ -235,15 +238,15 @@ bool down_slots_layout(const MoeExpertTable& x, int T, int k, bool fp8, DownSlot
     d.off_dest = take(size_t(max_slots) * T * 4, 4);
     d.off_wptr = take(size_t(max_slots) * 8, 8);
     d.off_sptr = take(size_t(max_slots) * 8, 8);
-    d.off_scale = take(fp8 ? size_t(max_slots) * d.kb * 4 : 0, 4);
+    d.off_scale = take(int4 ? size_t(max_slots) * 4 : fp8 ? size_t(max_slots) * d.kb * 4 : 0, 4);
     d.off_topw = take(size_t(T) * k * 4, 4);
     d.off_sg = take(size_t(T) * 4, 4);
     d.off_dots = take(size_t(kSmallCols) * T * (k + 1) * 4, 4);
     d.off_h = take(size_t(T) * (k + 1) * ldh * 2, 16);
-    d.off_ring = take(size_t(kSmallCols) * kDownSlotsRing * d.cpl * 32 * 16, 16);
+    d.off_ring = take(int4 ? 0 : size_t(kSmallCols) * kDownSlotsRing * d.cpl * 32 * 16, 16);
     d.bytes = int(off);
     const bool fits = d.cpl <= 2 && ldh % 8 == 0 && x.I % vpc == 0 && x.I_shared % vpc == 0 &&
-                      off <= size_t(200) * 1024;
+                      (!int4 || (x.int4_group > 0 && x.int4_group % 8 == 0)) && off <= size_t(200) * 1024;
     if (!fits) d = DownSlotsLayout{};
     return fits;
 }
@@ -336,7 +339,7 @@ SmallPlan make_small_plan(const MoeParams& p) {
     s.prefetch_down = p.small_prefetch_down != 0 ? 1 : 0;
     s.eout_bf16 = p.decode_eout_bf16 == 1 ? 1 : 0;
     QS_CHECK_MSG(p.small_down_version == 1 || p.small_down_version == 2, "launch_moe: small_down_version must be 1 or 2");
-    if (p.small_down_version == 2 && !pl.int4 && down_slots_layout(x, T, k, pl.fp8, s.down_slots)) {
+    if (p.small_down_version == 2 && down_slots_layout(x, T, k, pl.fp8, pl.int4, s.down_slots)) {
         pl.down_version = 2;
         pl.down_grid = dim3(H / kSmallCols);  // a block per 8 columns of every token
     }
@@ -359,9 +362,9 @@ bool moe_takes_small_path(const MoeParams& p) { return p.T >= 1 && moe::small_pa
 
 bool moe_takes_small_down_slots(const MoeParams& p) {
     moe::DownSlotsLayout d;
-    return moe_takes_small_path(p) && p.small_down_version == 2 && p.experts.gate_q == nullptr &&
-           p.experts.format != DeviceWeightFormat::kF32 &&
-           moe::down_slots_layout(p.experts, p.T, p.top_k, p.experts.format == DeviceWeightFormat::kFP8Block, d);
+    return moe_takes_small_path(p) && p.small_down_version == 2 && p.experts.format != DeviceWeightFormat::kF32 &&
+           moe::down_slots_layout(p.experts, p.T, p.top_k, p.experts.format == DeviceWeightFormat::kFP8Block,
+                                  p.experts.gate_q != nullptr, d);
 }
 
 #if !defined(QS_MOE_EMULATE)

@@ -13,6 +13,15 @@
 //  down:    grid (T, H / kSmallCols); warp = output column of one token; lane reads 8 bytes (16
 //           codes) per step so that a 512-wide row (256 bytes) keeps all 32 lanes busy; the
 //           routed experts in j order then the shared one, combined as moe_combine.cu sums.
+//  down by slots (SmallPlan::down_version 2, MoeParams::small_down_version 2; the FP8 / BF16 form is
+//           moe_small_down_slots.cu, whose comment says why): grid H / kSmallCols at any T, warp =
+//           output column of every token; the block stages the plan, the slots' code and scale
+//           pointers (and NVFP4 globals), the routing weights and all T·(k + 1) h rows in shared
+//           memory; each lane loads its 8-byte pieces of down_e[col, :] and their scales for up to
+//           kSlotBatch slots at once (one round trip for the 9 slots of a one-token step) and
+//           computes every dot of those slots exactly as the kernel above (the same pieces per lane
+//           in the same order, the butterfly), then lane t sums y[t][col] in j order plus the gated
+//           shared expert: y is bitwise the kernel above's.
 // NVFP4 experts (SmallPlan::nvfp4, CudaOptions::nvfp4_kernels) take the same kernels instantiated
 // for Code4::kNvfp4: the codes unpack to E2M1 values (int4_unpack.cuh), the group is 16 (the bf16
 // block scales, one per two words), and each dot product is multiplied once by its matrix's fp32
@@ -249,6 +258,127 @@ __global__ __launch_bounds__(kSmallThreads) void down_kernel(SmallParams p) {
     if (lane == 0) p.y[size_t(t) * p.H + col] = y;
 }
 
+constexpr int kSlotBatch = 9;  // slots whose loads are in flight together (a one-token step's k + 1)
+
+template <w4::Code4 F, int CPL, bool V2>
+__global__ __launch_bounds__(kSmallThreads, 2) void down_slots_kernel(SmallParams p) {
+    const DownSlotsLayout& L = p.down_slots;
+    unsigned char* sm = ptx::dynamic_smem();
+    int* s_expert = reinterpret_cast<int*>(sm + L.off_expert);                        // [max_slots]
+    int* s_count = reinterpret_cast<int*>(sm + L.off_count);                          // [max_slots]
+    int* s_dest = reinterpret_cast<int*>(sm + L.off_dest);                            // [max_slots][T]
+    const uint32_t** s_wptr = reinterpret_cast<const uint32_t**>(sm + L.off_wptr);    // [max_slots] codes
+    const uint16_t** s_sptr = reinterpret_cast<const uint16_t**>(sm + L.off_sptr);    // [max_slots] scales
+    float* s_glob = reinterpret_cast<float*>(sm + L.off_scale);                       // [max_slots] (NVFP4)
+    float* s_topw = reinterpret_cast<float*>(sm + L.off_topw);                        // [T·k]
+    float* s_sg = reinterpret_cast<float*>(sm + L.off_sg);                            // [T]
+    float* s_dots = reinterpret_cast<float*>(sm + L.off_dots);                        // [warps][T·(k + 1)]
+    __nv_bfloat16* s_h = reinterpret_cast<__nv_bfloat16*>(sm + L.off_h);              // [T·(k + 1)][ldh]
+    __shared__ int s_n;
+
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int T = p.T, k = p.k, E = p.E, ndots = T * (k + 1);
+    const int col = blockIdx.x * kSmallCols + warp;
+
+    // 1. The plan, the routing weights and the shared-expert gates (complete when this grid starts).
+    if (tid == 0) s_n = load_cg(p.n_slots);
+    for (int i = tid; i < L.max_slots; i += kSmallThreads) {
+        s_expert[i] = load_cg(p.slot_expert + i);
+        s_count[i] = load_cg(p.slot_count + i);
+    }
+    for (int i = tid; i < L.max_slots * T; i += kSmallThreads) s_dest[i] = load_cg(p.slot_dest + i);
+    for (int i = tid; i < T * k; i += kSmallThreads) s_topw[i] = load_cg(p.topk_w + i);
+    for (int i = tid; i < T; i += kSmallThreads) s_sg[i] = load_cg(p.shared_gate_logit + i);
+    __syncthreads();
+    const int n = s_n;
+    // 2. Each slot's down codes and scales (and NVFP4 global).
+    for (int i = tid; i < n; i += kSmallThreads) {
+        const int e = s_expert[i];
+        s_wptr[i] = p.down_q[e];
+        s_sptr[i] = p.down_qs[e];
+        s_glob[i] = F == w4::Code4::kNvfp4 ? p.qglobal[3 * e + 2] : 1.0f;
+    }
+    __syncthreads();
+    auto width_of = [&](int e) { return e == E ? p.I_shared : p.I; };
+    // A batch's pieces (c = lane + 32u of the 16-code pieces of down_e[col, :]) and their two scales.
+    uint2 w[kSlotBatch][CPL];
+    uint16_t sc[kSlotBatch][CPL][2];
+    auto load_batch = [&](int s0) {
+#pragma unroll
+        for (int b = 0; b < kSlotBatch; ++b) {
+            const int s = s0 + b;
+            const int Ie = s < n ? width_of(s_expert[s]) : 0, nch = Ie / 16;
+            const uint2* wrow = s < n ? reinterpret_cast<const uint2*>(s_wptr[s] + size_t(col) * (Ie / 8)) : nullptr;
+            const uint16_t* srow = s < n ? s_sptr[s] + size_t(col) * (Ie / p.qgroup) : nullptr;
+#pragma unroll
+            for (int u = 0; u < CPL; ++u) {
+                const int c = lane + 32 * u;
+                const bool ok = c < nch;
+                w[b][u] = ok ? ld(wrow + c) : make_uint2(0, 0);
+                sc[b][u][0] = ok ? ld(srow + (16 * c) / p.qgroup) : uint16_t(0);
+                sc[b][u][1] = ok ? ld(srow + (16 * c + 8) / p.qgroup) : uint16_t(0);
+            }
+        }
+    };
+    load_batch(0);  // before griddep_wait: the plan is complete, only h comes from gate_up
+    if constexpr (V2) ptx::griddep_wait();  // gate_up's h
+    {
+        const int pieces = ndots * p.ldh / 8;  // h rows 0 .. T·(k + 1) - 1 are contiguous (ldh % 8 == 0)
+        const uint4* src = reinterpret_cast<const uint4*>(p.h);
+        for (int i = tid; i < pieces; i += kSmallThreads) reinterpret_cast<uint4*>(s_h)[i] = load_cg(src + i);
+    }
+    __syncthreads();
+
+    // 3. The dots of every slot's tokens, a batch of slots at a time.
+    float* dots = s_dots + warp * ndots;
+    for (int s0 = 0; s0 < n; s0 += kSlotBatch) {
+        if (s0 > 0) load_batch(s0);
+#pragma unroll
+        for (int b = 0; b < kSlotBatch; ++b) {
+            const int s = s0 + b;
+            if (s >= n) break;
+            const int nch = width_of(s_expert[s]) / 16, cnt = s_count[s];
+            for (int m = 0; m < cnt; ++m) {
+                const int dest = s_dest[s * T + m];
+                const __nv_bfloat16* hrow = s_h + size_t(dest) * p.ldh;
+                float part = 0.0f;
+#pragma unroll
+                for (int u = 0; u < CPL; ++u) {
+                    const int c = lane + 32 * u;
+                    if (c >= nch) continue;
+#pragma unroll
+                    for (int half = 0; half < 2; ++half) {
+                        float wf[8];
+                        w4::unpack8<F>(half == 0 ? w[b][u].x : w[b][u].y, wf);
+                        const uint4 hv = *reinterpret_cast<const uint4*>(hrow + 16 * c + 8 * half);
+                        float d = 0.0f;
+#pragma unroll
+                        for (int q = 0; q < 4; ++q) {
+                            const uint32_t hw = word(hv, q);
+                            d = fmaf(wf[2 * q], bits_f32(hw << 16), d);
+                            d = fmaf(wf[2 * q + 1], bits_f32(hw & 0xFFFF0000u), d);
+                        }
+                        part = fmaf(d, w4::bf16_bits_f32(sc[b][u][half]), part);
+                    }
+                }
+#pragma unroll
+                for (int o = 16; o > 0; o >>= 1) part += __shfl_xor_sync(0xffffffffu, part, o);
+                if constexpr (F == w4::Code4::kNvfp4) part *= s_glob[s];
+                if (lane == 0) dots[dest] = expert_out(part, p.eout_bf16);
+            }
+        }
+    }
+    __syncwarp();
+    // 4. y[t][col]: the routed dots in j order, then the gated shared expert (the kernel above's order).
+    if (lane < T) {
+        const int t = lane;
+        float y = 0.0f;
+        for (int j = 0; j < k; ++j) y += s_topw[t * k + j] * dots[t * k + j];
+        y += 1.0f / (1.0f + expf(-s_sg[t])) * dots[T * k + t];
+        p.y[size_t(t) * p.H + col] = y;
+    }
+}
+
 }  // namespace small_int4
 
 #if !defined(QS_MOE_EMULATE)
@@ -275,6 +405,19 @@ void launch_int4_stages_v(const SmallPlan& pl, cudaStream_t stream, cudaEvent_t*
         default: launch_int4_gate_up<F, 8, V2>(pl, stream); break;
     }
     if (ev) QS_CUDA_CHECK(cudaEventRecord(ev[3], stream));
+    if (pl.down_version == 2) {
+        const size_t bytes = size_t(pl.p.down_slots.bytes);
+        auto* kernel = pl.p.down_slots.cpl == 1 ? small_int4::down_slots_kernel<F, 1, V2> : small_int4::down_slots_kernel<F, 2, V2>;
+        if (pl.p.down_slots.cpl == 1) allow_dynamic_smem<small_int4::down_slots_kernel<F, 1, V2>>(bytes);
+        else allow_dynamic_smem<small_int4::down_slots_kernel<F, 2, V2>>(bytes);
+        if constexpr (V2) {
+            QS_CUDA_CHECK(ptx::launch_kernel_pdl(kernel, pl.down_grid, dim3(kSmallThreads), bytes, stream, pl.p));
+        } else {
+            kernel<<<pl.down_grid, kSmallThreads, bytes, stream>>>(pl.p);
+            QS_CUDA_CHECK_LAUNCH();
+        }
+        return;
+    }
     if constexpr (V2) {
         QS_CUDA_CHECK(ptx::launch_kernel_pdl(small_int4::down_kernel<F, V2>, pl.down_grid, dim3(kSmallThreads), 0,
                                              stream, pl.p));
