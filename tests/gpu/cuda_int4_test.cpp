@@ -31,6 +31,25 @@ namespace {
 
 constexpr double kBound = 1e-2;
 
+// A six-token prompt of random ids (T = 6 on the small-rows and small-T paths).
+std::vector<int32_t> short_prompt(int64_t vocab, std::mt19937& rng) {
+    std::vector<int32_t> prompt(6);
+    std::uniform_int_distribution<int32_t> tok(0, int32_t(vocab) - 1);
+    for (int32_t& t : prompt) t = tok(rng);
+    return prompt;
+}
+
+// The logits after the prompt, two one-row steps and a two-row step of one sequence on `ops`.
+std::vector<std::vector<float>> prompt_and_steps(const ModelWeights& weights, Ops& ops, const std::vector<int32_t>& prompt) {
+    Qwen36Model model(weights, ops);
+    SingleSequence seq(model, 32, KvCacheDtype::kBF16);
+    std::vector<std::vector<float>> out;
+    out.push_back(seq.feed(prompt, false));
+    for (int32_t t : {5, 77}) out.push_back(seq.feed({t}, false));
+    out.push_back(seq.feed({1234, 9}, false));
+    return out;
+}
+
 class CudaInt4 : public ::testing::Test {
 protected:
     void SetUp() override {
@@ -80,9 +99,7 @@ TEST_F(CudaInt4, LinearsTakeTheInt4KernelUpTo8Rows) {
 // kernel after): a short prompt (T = 6) and one- and two-row steps give bitwise the same logits, with
 // fewer 4-bit launches and the norms fused at T <= fused_output_norm.
 TEST_F(CudaInt4, LinearVersion2SameBitsFewerLaunches) {
-    std::vector<int32_t> prompt(6);
-    std::uniform_int_distribution<int32_t> tok(0, int32_t(config_.vocab_size) - 1);
-    for (int32_t& t : prompt) t = tok(rng_);
+    const std::vector<int32_t> prompt = short_prompt(config_.vocab_size, rng_);
     std::vector<std::vector<float>> logits[2];
     int64_t launches[2] = {0, 0}, calls[2] = {0, 0}, fused[2] = {0, 0};
     for (int version : {1, 2}) {
@@ -91,12 +108,7 @@ TEST_F(CudaInt4, LinearVersion2SameBitsFewerLaunches) {
         o.int4_linear_version = version;
         cuda::CudaOps gpu(o);
         gpu.prepare_weights(weight_set(*weights_));
-        Qwen36Model model(*weights_, gpu);
-        SingleSequence seq(model, 32, KvCacheDtype::kBF16);
-        auto& out = logits[version - 1];
-        out.push_back(seq.feed(prompt, false));
-        for (int32_t t : {5, 77}) out.push_back(seq.feed({t}, false));
-        out.push_back(seq.feed({1234, 9}, false));
+        logits[version - 1] = prompt_and_steps(*weights_, gpu, prompt);
         launches[version - 1] = gpu.gemm().int4_launches();
         calls[version - 1] = gpu.gemm().int4_calls();
         fused[version - 1] = gpu.fused_output_norms();
@@ -163,17 +175,10 @@ TEST_F(CudaInt4, LinearVersion3OnTensorCores) {
     EXPECT_GT(g3.gemm().int4_mma_launches(), 0);
     EXPECT_EQ(g2.gemm().int4_mma_launches(), 0);
 
-    std::vector<int32_t> prompt(6);
-    std::uniform_int_distribution<int32_t> tok(0, int32_t(config_.vocab_size) - 1);
-    for (int32_t& t : prompt) t = tok(rng_);
+    const std::vector<int32_t> prompt = short_prompt(config_.vocab_size, rng_);
     std::vector<std::vector<float>> logits[3];  // version 2, version 3, the CPU
-    for (int v : {0, 1, 2}) {
-        Qwen36Model model(*weights_, v == 0 ? static_cast<Ops&>(g2) : v == 1 ? static_cast<Ops&>(g3) : cpu_);
-        SingleSequence seq(model, 32, KvCacheDtype::kBF16);
-        logits[v].push_back(seq.feed(prompt, false));
-        for (int32_t t : {5, 77}) logits[v].push_back(seq.feed({t}, false));
-        logits[v].push_back(seq.feed({1234, 9}, false));
-    }
+    for (int v : {0, 1, 2})
+        logits[v] = prompt_and_steps(*weights_, v == 0 ? static_cast<Ops&>(g2) : v == 1 ? static_cast<Ops&>(g3) : cpu_, prompt);
     for (size_t i = 0; i < logits[0].size(); ++i) {
         const double e2 = normalised_error(logits[0][i], logits[2][i]), e3 = normalised_error(logits[1][i], logits[2][i]);
         EXPECT_LT(e2, kBound) << "step " << i;
@@ -188,9 +193,7 @@ TEST_F(CudaInt4, LinearVersion3OnTensorCores) {
 // CudaOptions::moe_small_down_version 2, the default) against the kernel by token (1): the model's
 // logits over a prompt (T = 6) and one- and two-row steps bitwise equal, the calls counted as by slots.
 TEST_F(CudaInt4, MoeSmallDownSlotsSameBits) {
-    std::vector<int32_t> prompt(6);
-    std::uniform_int_distribution<int32_t> tok(0, int32_t(config_.vocab_size) - 1);
-    for (int32_t& t : prompt) t = tok(rng_);
+    const std::vector<int32_t> prompt = short_prompt(config_.vocab_size, rng_);
     std::vector<std::vector<float>> logits[2];
     int64_t slots[2] = {0, 0}, small[2] = {0, 0};
     for (int version : {1, 2}) {
@@ -200,12 +203,7 @@ TEST_F(CudaInt4, MoeSmallDownSlotsSameBits) {
         o.moe_small_version = 2;  // the same routing launch for both (version -1 ties it to the down's version)
         cuda::CudaOps gpu(o);
         gpu.prepare_weights(weight_set(*weights_));
-        Qwen36Model model(*weights_, gpu);
-        SingleSequence seq(model, 32, KvCacheDtype::kBF16);
-        auto& out = logits[version - 1];
-        out.push_back(seq.feed(prompt, false));
-        for (int32_t t : {5, 77}) out.push_back(seq.feed({t}, false));
-        out.push_back(seq.feed({1234, 9}, false));
+        logits[version - 1] = prompt_and_steps(*weights_, gpu, prompt);
         slots[version - 1] = gpu.moe_small_down_slots_calls();
         small[version - 1] = gpu.moe_small_calls();
     }

@@ -24,6 +24,7 @@
 #include "backend/cuda/ptx_helpers.cuh"  // the emulation shim defines qs::cuda::ptx itself
 #endif
 #include "backend/cuda/moe_small_math.cuh"
+#include "backend/cuda/moe_small_slots.cuh"
 
 namespace qs::cuda::moe {
 namespace {
@@ -57,16 +58,7 @@ __global__ __launch_bounds__(kSmallThreads, 2) void moe_small_down_slots_kernel(
     const int rb = blockIdx.x * kSmallCols / 128;  // the block's 128-row scale block (kSmallCols | 128)
 
     // 1. The plan, the routing weights and the shared-expert gates (complete when this grid starts).
-    if (tid == 0) s_n = load_cg(p.n_slots);
-    for (int i = tid; i < L.max_slots; i += kSmallThreads) {
-        s_expert[i] = load_cg(p.slot_expert + i);
-        s_count[i] = load_cg(p.slot_count + i);
-    }
-    for (int i = tid; i < L.max_slots * T; i += kSmallThreads) s_dest[i] = load_cg(p.slot_dest + i);
-    for (int i = tid; i < T * k; i += kSmallThreads) s_topw[i] = load_cg(p.topk_w + i);
-    for (int i = tid; i < T; i += kSmallThreads) s_sg[i] = load_cg(p.shared_gate_logit + i);
-    __syncthreads();
-    const int n = s_n;
+    const int n = slots::stage_plan(p, L, s_expert, s_count, s_dest, s_topw, s_sg, &s_n);
     // 2. Each slot's down matrix (and FP8 scale) pointer.
     for (int i = tid; i < n; i += kSmallThreads) {
         const int e = s_expert[i];
@@ -98,11 +90,7 @@ __global__ __launch_bounds__(kSmallThreads, 2) void moe_small_down_slots_kernel(
         }
     }
     if constexpr (V2) ptx::griddep_wait();  // gate_up's h
-    {
-        const int pieces = ndots * p.ldh / 8;  // h rows 0 .. T·(k + 1) - 1 are contiguous (ldh % 8 == 0)
-        const uint4* src = reinterpret_cast<const uint4*>(p.h);
-        for (int i = tid; i < pieces; i += kSmallThreads) reinterpret_cast<uint4*>(s_h)[i] = load_cg(src + i);
-    }
+    slots::stage_h(p, s_h);
     __syncthreads();
 
     // 3. Stream the slots: dot of down_e[col, :] with each of the slot's h rows.
@@ -134,14 +122,8 @@ __global__ __launch_bounds__(kSmallThreads, 2) void moe_small_down_slots_kernel(
         }
     }
     __syncwarp();
-    // 4. y[t][col]: the routed dots in j order, then the gated shared expert (moe_combine.cu's order).
-    if (lane < T) {
-        const int t = lane;
-        float y = 0.0f;
-        for (int j = 0; j < k; ++j) y += s_topw[t * k + j] * dots[t * k + j];
-        y += 1.0f / (1.0f + expf(-s_sg[t])) * dots[T * k + t];
-        p.y[size_t(t) * p.H + col] = y;
-    }
+    // 4. y[t][col]: the routed dots in j order, then the gated shared expert.
+    slots::combine_column(p, s_topw, s_sg, dots, col, lane);
 }
 
 }  // namespace

@@ -35,6 +35,7 @@
 #include "backend/cuda/ptx_helpers.cuh"
 #endif
 #include "backend/cuda/moe_small_math.cuh"
+#include "backend/cuda/moe_small_slots.cuh"
 
 namespace qs::cuda::moe {
 namespace small_int4 {
@@ -64,6 +65,21 @@ __device__ __forceinline__ int token_of_dest(const SmallParams& p, int dest) {
 __device__ __forceinline__ int token_bucket(int n) { return n <= 1 ? 1 : n <= 2 ? 2 : n <= 4 ? 4 : 8; }
 __device__ __forceinline__ int slot_dest_of(const SmallParams& p, int slot, int n) {
     return slot == 0 ? p.T * p.k + n : p.slot_dest[slot * p.T + n];
+}
+
+// The down kernels' dot of one 8-code word with 8 bf16 h values (v1 and by slots: the same order).
+template <w4::Code4 F>
+__device__ __forceinline__ float down_word_dot(uint32_t codes, const uint4& hv) {
+    float wf[8];
+    w4::unpack8<F>(codes, wf);
+    float d = 0.0f;
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+        const uint32_t hw = word(hv, q);
+        d = fmaf(wf[2 * q], bits_f32(hw << 16), d);
+        d = fmaf(wf[2 * q + 1], bits_f32(hw & 0xFFFF0000u), d);
+    }
+    return d;
 }
 
 template <w4::Code4 F, int N>
@@ -229,16 +245,7 @@ __global__ __launch_bounds__(kSmallThreads) void down_kernel(SmallParams p) {
                 if (c >= nch[g]) continue;
 #pragma unroll
                 for (int half = 0; half < 2; ++half) {
-                    float wf[8];
-                    w4::unpack8<F>(half == 0 ? w[g].x : w[g].y, wf);
-                    const uint4 hv = half == 0 ? h0[g] : h1[g];
-                    float d = 0.0f;
-#pragma unroll
-                    for (int q = 0; q < 4; ++q) {
-                        const uint32_t hw = word(hv, q);
-                        d = fmaf(wf[2 * q], bits_f32(hw << 16), d);
-                        d = fmaf(wf[2 * q + 1], bits_f32(hw & 0xFFFF0000u), d);
-                    }
+                    const float d = down_word_dot<F>(half == 0 ? w[g].x : w[g].y, half == 0 ? h0[g] : h1[g]);
                     const float s = w4::bf16_bits_f32(ld(srow[g] + (16 * c + 8 * half) / p.qgroup));
                     part[g] = fmaf(d, s, part[g]);
                 }
@@ -281,16 +288,7 @@ __global__ __launch_bounds__(kSmallThreads, 2) void down_slots_kernel(SmallParam
     const int col = blockIdx.x * kSmallCols + warp;
 
     // 1. The plan, the routing weights and the shared-expert gates (complete when this grid starts).
-    if (tid == 0) s_n = load_cg(p.n_slots);
-    for (int i = tid; i < L.max_slots; i += kSmallThreads) {
-        s_expert[i] = load_cg(p.slot_expert + i);
-        s_count[i] = load_cg(p.slot_count + i);
-    }
-    for (int i = tid; i < L.max_slots * T; i += kSmallThreads) s_dest[i] = load_cg(p.slot_dest + i);
-    for (int i = tid; i < T * k; i += kSmallThreads) s_topw[i] = load_cg(p.topk_w + i);
-    for (int i = tid; i < T; i += kSmallThreads) s_sg[i] = load_cg(p.shared_gate_logit + i);
-    __syncthreads();
-    const int n = s_n;
+    const int n = slots::stage_plan(p, L, s_expert, s_count, s_dest, s_topw, s_sg, &s_n);
     // 2. Each slot's down codes and scales (and NVFP4 global).
     for (int i = tid; i < n; i += kSmallThreads) {
         const int e = s_expert[i];
@@ -322,11 +320,7 @@ __global__ __launch_bounds__(kSmallThreads, 2) void down_slots_kernel(SmallParam
     };
     load_batch(0);  // before griddep_wait: the plan is complete, only h comes from gate_up
     if constexpr (V2) ptx::griddep_wait();  // gate_up's h
-    {
-        const int pieces = ndots * p.ldh / 8;  // h rows 0 .. T·(k + 1) - 1 are contiguous (ldh % 8 == 0)
-        const uint4* src = reinterpret_cast<const uint4*>(p.h);
-        for (int i = tid; i < pieces; i += kSmallThreads) reinterpret_cast<uint4*>(s_h)[i] = load_cg(src + i);
-    }
+    slots::stage_h(p, s_h);
     __syncthreads();
 
     // 3. The dots of every slot's tokens, a batch of slots at a time.
@@ -348,16 +342,8 @@ __global__ __launch_bounds__(kSmallThreads, 2) void down_slots_kernel(SmallParam
                     if (c >= nch) continue;
 #pragma unroll
                     for (int half = 0; half < 2; ++half) {
-                        float wf[8];
-                        w4::unpack8<F>(half == 0 ? w[b][u].x : w[b][u].y, wf);
                         const uint4 hv = *reinterpret_cast<const uint4*>(hrow + 16 * c + 8 * half);
-                        float d = 0.0f;
-#pragma unroll
-                        for (int q = 0; q < 4; ++q) {
-                            const uint32_t hw = word(hv, q);
-                            d = fmaf(wf[2 * q], bits_f32(hw << 16), d);
-                            d = fmaf(wf[2 * q + 1], bits_f32(hw & 0xFFFF0000u), d);
-                        }
+                        const float d = down_word_dot<F>(half == 0 ? w[b][u].x : w[b][u].y, hv);
                         part = fmaf(d, w4::bf16_bits_f32(sc[b][u][half]), part);
                     }
                 }
@@ -369,14 +355,8 @@ __global__ __launch_bounds__(kSmallThreads, 2) void down_slots_kernel(SmallParam
         }
     }
     __syncwarp();
-    // 4. y[t][col]: the routed dots in j order, then the gated shared expert (the kernel above's order).
-    if (lane < T) {
-        const int t = lane;
-        float y = 0.0f;
-        for (int j = 0; j < k; ++j) y += s_topw[t * k + j] * dots[t * k + j];
-        y += 1.0f / (1.0f + expf(-s_sg[t])) * dots[T * k + t];
-        p.y[size_t(t) * p.H + col] = y;
-    }
+    // 4. y[t][col]: the routed dots in j order, then the gated shared expert.
+    slots::combine_column(p, s_topw, s_sg, dots, col, lane);
 }
 
 }  // namespace small_int4
