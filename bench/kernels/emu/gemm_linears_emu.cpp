@@ -453,7 +453,6 @@ void launch_4bit_linears(bool nvfp4, std::span<const Int4LinearPart> parts, int6
     }
 }
 // Version 3's (tensor cores): the support rule as int4_linear_mma.cu's, the grouped stand-in's outputs.
-int64_t g_4bit_mma_launches = 0;
 bool int4_linear_mma_supports(int64_t T, int64_t in, int64_t group, std::span<const Int4LinearPart> parts,
                               const float* x) {
     return T >= 1 && T <= kInt4LinearMaxRows && in >= 128 && in % 128 == 0 && in <= 4096 && group % 128 == 0 &&
@@ -462,10 +461,8 @@ bool int4_linear_mma_supports(int64_t T, int64_t in, int64_t group, std::span<co
 }
 void launch_int4_linears_mma(std::span<const Int4LinearPart> parts, int64_t in, int64_t group, const float* x,
                              int64_t T, cudaStream_t stream, const SmallLinearOutputNorm* post) {
-    if (!int4_linear_mma_supports(T, in, group, parts, x)) std::abort();
-    ++g_4bit_mma_launches;
-    --g_4bit_launches;  // counted once, as version 3's
-    launch_4bit_linears(false, parts, in, group, x, T, stream, post, 0);
+    if (post != nullptr || !int4_linear_mma_supports(T, in, group, parts, x)) std::abort();
+    for (const Int4LinearPart& p : parts) launch_int4_linear(p.codes, p.scales, p.out, in, group, x, T, p.y, stream, 0);
 }
 bool int4_linear_output_norm_supports(int64_t T, int64_t out) {
     return T >= 1 && T <= kInt4LinearMaxRows && (out == 2048 || out == 4096);

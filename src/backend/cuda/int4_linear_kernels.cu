@@ -14,6 +14,7 @@
 #include <cuda_bf16.h>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/int4_linear_parts.cuh"
 #include "backend/cuda/int4_unpack.cuh"
 #include "backend/cuda/output_norm_last_block.cuh"
 #include "backend/cuda/ptx_helpers.cuh"
@@ -26,50 +27,7 @@ constexpr int kWarps = 8;
 
 __device__ __forceinline__ float round_bf16(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
 
-// The launch's weights (launch_4bit_linears): row o of the launch is row o - first_row[p] of weight p, the
-// last p with first_row[p] <= o.
-struct Int4Parts {
-    const uint32_t* codes[kInt4LinearMaxParts];
-    const uint16_t* scales[kInt4LinearMaxParts];
-    float* y[kInt4LinearMaxParts];
-    float global[kInt4LinearMaxParts];
-    int out[kInt4LinearMaxParts];
-    int first_row[kInt4LinearMaxParts + 1];
-    int parts = 0, rows = 0;
-};
-
-// Row o of the launch (o < rows): its weight's row pointers, output and multiplier. Selects over the
-// unrolled parts (a dynamic index into the kernel's parameters would copy them to local memory).
-struct Int4Row {
-    const uint4* w;
-    const uint16_t* s;
-    float* y;
-    float global;
-    int o, out;
-};
-__device__ __forceinline__ Int4Row int4_row(const Int4Parts& a, int o, int words, int groups) {
-    int p = 0;
-#pragma unroll
-    for (int i = 1; i < kInt4LinearMaxParts; ++i)
-        if (i < a.parts && o >= a.first_row[i]) p = i;
-    const uint32_t* codes = a.codes[0];
-    const uint16_t* scales = a.scales[0];
-    float* y = a.y[0];
-    float global = a.global[0];
-    int out = a.out[0], first = 0;
-#pragma unroll
-    for (int i = 1; i < kInt4LinearMaxParts; ++i) {
-        if (i != p) continue;
-        codes = a.codes[i];
-        scales = a.scales[i];
-        y = a.y[i];
-        global = a.global[i];
-        out = a.out[i];
-        first = a.first_row[i];
-    }
-    const int r = o - first;
-    return {reinterpret_cast<const uint4*>(codes + size_t(r) * words), scales + size_t(r) * groups, y, global, r, out};
-}
+using int4_parts::Int4Parts;
 
 // F: the codes' format (int4_unpack.cuh). PER: 0, or out / 256 with the output norm (one weight).
 template <w4::Code4 F, int T, int RPW, int PER>
@@ -81,10 +39,15 @@ __global__ __launch_bounds__(kWarps * 32) void int4_linear_kernel(const Int4Part
     const int o0 = (blockIdx.x * kWarps + (threadIdx.x >> 5)) * RPW;
     const int words = in / 8, chunks = in / 32, groups = in / group;
     if (o0 < a.rows) {  // warp-uniform; no return: with the norm every thread reaches its barriers
-        Int4Row row[RPW];
+        int4_parts::PartRow row[RPW];
+        const uint4* wrow[RPW];
+        const uint16_t* srow[RPW];
 #pragma unroll
-        for (int r = 0; r < RPW; ++r)  // rows past the launch: recomputed (the last), never stored
-            row[r] = int4_row(a, o0 + r < a.rows ? o0 + r : a.rows - 1, words, groups);
+        for (int r = 0; r < RPW; ++r) {  // rows past the launch: recomputed (the last), never stored
+            row[r] = int4_parts::part_row(a, o0 + r < a.rows ? o0 + r : a.rows - 1);
+            wrow[r] = reinterpret_cast<const uint4*>(row[r].codes + size_t(row[r].o) * words);
+            srow[r] = row[r].scales + size_t(row[r].o) * groups;
+        }
         float acc[RPW][T];
 #pragma unroll
         for (int r = 0; r < RPW; ++r)
@@ -94,7 +57,7 @@ __global__ __launch_bounds__(kWarps * 32) void int4_linear_kernel(const Int4Part
         for (int c = lane; c < chunks; c += 32) {
             uint4 w[RPW];
 #pragma unroll
-            for (int r = 0; r < RPW; ++r) w[r] = __ldg(row[r].w + c);
+            for (int r = 0; r < RPW; ++r) w[r] = __ldg(wrow[r] + c);
 #pragma unroll
             for (int q = 0; q < 4; ++q) {
                 const int k0 = 32 * c + 8 * q;
@@ -104,7 +67,7 @@ __global__ __launch_bounds__(kWarps * 32) void int4_linear_kernel(const Int4Part
                 for (int r = 0; r < RPW; ++r) {
                     const uint32_t wq = q == 0 ? w[r].x : q == 1 ? w[r].y : q == 2 ? w[r].z : w[r].w;
                     w4::unpack8<F>(wq, wf[r]);
-                    s[r] = w4::bf16_bits_f32(__ldg(row[r].s + k0 / group));
+                    s[r] = w4::bf16_bits_f32(__ldg(srow[r] + k0 / group));
                 }
 #pragma unroll
                 for (int t = 0; t < T; ++t) {
@@ -180,31 +143,12 @@ bool int4_linear_output_norm_supports(int64_t T, int64_t out) {
 
 void launch_4bit_linears(bool nvfp4, std::span<const Int4LinearPart> parts, int64_t in, int64_t group, const float* x,
                          int64_t T, cudaStream_t stream, const SmallLinearOutputNorm* post, int rows_per_warp) {
-    QS_CHECK_MSG(!parts.empty() && parts.size() <= size_t(kInt4LinearMaxParts),
-                 "launch_4bit_linears: 1 to 4 weights a launch");
     QS_CHECK_MSG(!nvfp4 || group == kNvfp4LinearGroup, "launch_4bit_linears: NVFP4 scales one group of 16");
-    Int4Parts a;
-    a.parts = int(parts.size());
-    int64_t rows = 0;
-    for (size_t i = 0; i < parts.size(); ++i) {
-        const Int4LinearPart& p = parts[i];
+    for (const Int4LinearPart& p : parts)
         QS_CHECK_MSG(int4_linear_supports(T, in, group, p.codes, x), "launch_4bit_linears: unsupported shape or alignment");
-        QS_CHECK_MSG(p.out > 0 && p.scales != nullptr && p.y != nullptr, "launch_4bit_linears: a weight without rows, scales or output");
-        a.codes[i] = p.codes, a.scales[i] = p.scales, a.y[i] = p.y, a.global[i] = nvfp4 ? p.global : 1.0f;
-        a.out[i] = int(p.out);
-        a.first_row[i] = int(rows);
-        rows += p.out;
-    }
-    QS_CHECK_MSG(rows < (int64_t(1) << 30), "launch_4bit_linears: too many output features");
-    for (size_t i = parts.size(); i < size_t(kInt4LinearMaxParts); ++i)
-        a.codes[i] = nullptr, a.scales[i] = nullptr, a.y[i] = nullptr, a.global[i] = 1.0f, a.out[i] = 0;
-    for (size_t i = parts.size(); i <= size_t(kInt4LinearMaxParts); ++i) a.first_row[i] = int(rows);
-    a.rows = int(rows);
-    if (post != nullptr) {
-        QS_CHECK_MSG(parts.size() == 1 && int4_linear_output_norm_supports(T, parts[0].out),
-                     "launch_4bit_linears: the output norm takes one weight of 2,048 or 4,096 rows");
-        QS_CHECK(post->x != nullptr && post->w != nullptr && post->h != nullptr && post->counter != nullptr);
-    }
+    const Int4Parts a = int4_parts::make_parts(parts, nvfp4, 1, "launch_4bit_linears");
+    int4_parts::check_output_norm(parts, T, post, "launch_4bit_linears");
+    const int64_t rows = a.rows;
     // Default: enough blocks to cover the SMs (132 on the H200) several times; untuned (lab).
     int rpw = rows_per_warp;
     if (rpw == 0) rpw = rows >= 16384 ? 4 : rows >= 4096 ? 2 : 1;

@@ -31,6 +31,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_limits.h"
 #include "backend/cuda/int4_linear_kernels.h"
+#include "backend/cuda/int4_linear_parts.cuh"
 #include "backend/cuda/int4_unpack.cuh"
 #include "backend/cuda/output_norm_last_block.cuh"
 #include "backend/cuda/ptx_helpers.cuh"  // the emulation shim (bench/kernels/emu) has its own
@@ -44,34 +45,7 @@ static_assert(kMmaWarps == kNormWarps, "the output norm maps one element a threa
 constexpr int kGroupRows = 16;  // output rows a block computes at once (the MMA's M)
 constexpr int kXPad = 8;        // bf16 values after each staged row of x (16 bytes: spreads the rows' banks)
 
-// The launch's weights: row o of the launch is row o - first_row[p] of weight p (the last p with
-// first_row[p] <= o); first_row is padded to multiples of kGroupRows, rows past a weight's out are
-// padding.
-struct Int4MmaParts {
-    const uint32_t* codes[kInt4LinearMaxParts];
-    const uint16_t* scales[kInt4LinearMaxParts];
-    float* y[kInt4LinearMaxParts];
-    int out[kInt4LinearMaxParts];
-    int first_row[kInt4LinearMaxParts + 1];
-    int parts = 0, rows = 0;
-};
-
-struct GroupRows {
-    const uint32_t* codes;
-    const uint16_t* scales;
-    float* y;
-    int o, out;  // the group's first row in its weight, the weight's rows
-};
-
-// Selects over the unrolled parts (a dynamic index into the kernel's parameters would copy them to
-// local memory).
-__device__ __forceinline__ GroupRows group_rows(const Int4MmaParts& a, int row) {
-    GroupRows r{a.codes[0], a.scales[0], a.y[0], row, a.out[0]};
-#pragma unroll
-    for (int i = 1; i < kInt4LinearMaxParts; ++i)
-        if (i < a.parts && row >= a.first_row[i]) r = {a.codes[i], a.scales[i], a.y[i], row - a.first_row[i], a.out[i]};
-    return r;
-}
+using int4_parts::Int4Parts;
 
 __device__ __forceinline__ uint32_t word_of(const uint4& v, int j) { return j == 0 ? v.x : j == 1 ? v.y : j == 2 ? v.z : v.w; }
 
@@ -83,7 +57,7 @@ __device__ __forceinline__ uint32_t bf16x2_of(float a, float b) {
 
 // KS = column groups a warp takes at most (ceil(in / 1,024)); POST = out / 256 with the output norm.
 template <int T, int KS, int POST>
-__global__ __launch_bounds__(kMmaWarps * 32, 2) void int4_linear_mma_kernel(const Int4MmaParts a, int in, int group,
+__global__ __launch_bounds__(kMmaWarps * 32, 2) void int4_linear_mma_kernel(const Int4Parts a, int in, int group,
                                                                            const float* __restrict__ x,
                                                                            const SmallLinearOutputNorm post) {
     uint4* xs = reinterpret_cast<uint4*>(ptx::dynamic_smem());  // [T][(in + kXPad) / 8] words, permuted
@@ -94,7 +68,7 @@ __global__ __launch_bounds__(kMmaWarps * 32, 2) void int4_linear_mma_kernel(cons
 
     bool staged = false;
     for (int rg = blockIdx.x; rg < groups; rg += gridDim.x) {
-        const GroupRows gr = group_rows(a, rg * kGroupRows);
+        const int4_parts::PartRow gr = int4_parts::part_row(a, rg * kGroupRows);
         const bool has_g = gr.o + g < gr.out, has_g8 = gr.o + g + 8 < gr.out;  // else padding: zeros
         const uint4* row_g = reinterpret_cast<const uint4*>(gr.codes + size_t(has_g ? gr.o + g : 0) * words);
         const uint4* row_g8 = reinterpret_cast<const uint4*>(gr.codes + size_t(has_g8 ? gr.o + g + 8 : 0) * words);
@@ -172,7 +146,7 @@ __global__ __launch_bounds__(kMmaWarps * 32, 2) void int4_linear_mma_kernel(cons
 size_t mma_smem_bytes(int64_t T, int64_t in) { return size_t(T * (in + kXPad)) * 2; }
 
 template <int T, int KS, int POST>
-void launch_ks(const Int4MmaParts& a, int in, int group, const float* x, const SmallLinearOutputNorm& post,
+void launch_ks(const Int4Parts& a, int in, int group, const float* x, const SmallLinearOutputNorm& post,
                cudaStream_t stream) {
     auto* kernel = int4_linear_mma_kernel<T, KS, POST>;
     allow_dynamic_smem<int4_linear_mma_kernel<T, KS, POST>>(mma_smem_bytes(T, in));
@@ -182,7 +156,7 @@ void launch_ks(const Int4MmaParts& a, int in, int group, const float* x, const S
 }
 
 template <int T, int KS>
-void launch_post(const Int4MmaParts& a, int in, int group, const float* x, const SmallLinearOutputNorm* post,
+void launch_post(const Int4Parts& a, int in, int group, const float* x, const SmallLinearOutputNorm* post,
                  cudaStream_t stream) {
     if (post == nullptr) launch_ks<T, KS, 0>(a, in, group, x, SmallLinearOutputNorm{}, stream);
     else if (a.out[0] == 2048) launch_ks<T, KS, 8>(a, in, group, x, *post, stream);
@@ -190,7 +164,7 @@ void launch_post(const Int4MmaParts& a, int in, int group, const float* x, const
 }
 
 template <int T>
-void launch_t(const Int4MmaParts& a, int in, int group, const float* x, const SmallLinearOutputNorm* post,
+void launch_t(const Int4Parts& a, int in, int group, const float* x, const SmallLinearOutputNorm* post,
               cudaStream_t stream) {
     const int ks = (in / 128 + kMmaWarps - 1) / kMmaWarps;
     if (ks <= 1) launch_post<T, 1>(a, in, group, x, post, stream);
@@ -216,26 +190,8 @@ void launch_int4_linears_mma(std::span<const Int4LinearPart> parts, int64_t in, 
     QS_CHECK_MSG(int4_linear_mma_supports(T, in, group, parts, x),
                  "launch_int4_linears_mma: 1-8 rows, in a multiple of 128 up to 4,096, a group multiple of 128 "
                  "dividing in, 1-4 weights, 16-byte aligned");
-    Int4MmaParts a;
-    a.parts = int(parts.size());
-    int64_t rows = 0;
-    for (size_t i = 0; i < parts.size(); ++i) {
-        const Int4LinearPart& p = parts[i];
-        QS_CHECK_MSG(p.scales != nullptr && p.y != nullptr, "launch_int4_linears_mma: a weight without scales or output");
-        a.codes[i] = p.codes, a.scales[i] = p.scales, a.y[i] = p.y, a.out[i] = int(p.out);
-        a.first_row[i] = int(rows);
-        rows += (p.out + kGroupRows - 1) / kGroupRows * kGroupRows;
-    }
-    QS_CHECK_MSG(rows < (int64_t(1) << 30), "launch_int4_linears_mma: too many output features");
-    for (size_t i = parts.size(); i < size_t(kInt4LinearMaxParts); ++i)
-        a.codes[i] = nullptr, a.scales[i] = nullptr, a.y[i] = nullptr, a.out[i] = 0;
-    for (size_t i = parts.size(); i <= size_t(kInt4LinearMaxParts); ++i) a.first_row[i] = int(rows);
-    a.rows = int(rows);
-    if (post != nullptr) {
-        QS_CHECK_MSG(parts.size() == 1 && int4_linear_output_norm_supports(T, parts[0].out),
-                     "launch_int4_linears_mma: the output norm takes one weight of 2,048 or 4,096 rows");
-        QS_CHECK(post->x != nullptr && post->w != nullptr && post->h != nullptr && post->counter != nullptr);
-    }
+    const Int4Parts a = int4_parts::make_parts(parts, false, kGroupRows, "launch_int4_linears_mma");
+    int4_parts::check_output_norm(parts, T, post, "launch_int4_linears_mma");
     const int i = int(in), g = int(group);
     switch (T) {
         case 1: launch_t<1>(a, i, g, x, post, stream); break;
