@@ -25,6 +25,8 @@
 //          path's gate_up prefetches the down matrices into L2; default 0; the same bits)
 //          [--moe-small-down-version -1|1|2]  (CudaOptions::moe_small_down_version: 2 = the small-T
 //          MoE path's down + combine by expert slots, -1 = that from 2 rows on; the same bits)
+//          [--moe-small-int4-gate-up-version 1|2]  (CudaOptions::moe_small_int4_gate_up_version: 2 =
+//          the small-T MoE gate_up of INT4 experts on tensor cores, the default; 1 = fp32 FMAs)
 //          [--fp8-small-version 2|3]  (CudaOptions::fp8_small_version: 3 = the FP8 small-rows launches
 //          on tensor cores, small_linear_fp8_mma.cu, the fused norms' too; default 3)
 //          [--fp8-small-v3-blocks-per-sm 0..4]  (CudaOptions::fp8_small_v3_blocks_per_sm: version 3's
@@ -137,6 +139,7 @@ const std::vector<KernelOption>& kernel_options() {
         {"moe-decode-eout-bf16", {0, 1}, &O::moe_decode_eout_bf16},
         {"moe-small-prefetch-down", {0, 1}, &O::moe_small_prefetch_down},
         {"moe-small-down-version", {-1, 1, 2}, &O::moe_small_down_version},
+        {"moe-small-int4-gate-up-version", {1, 2}, &O::moe_small_int4_gate_up_version},
         {"fp8-small-version", {2, 3}, &O::fp8_small_version},
         {"fp8-small-v3-blocks-per-sm", {0, 1, 2, 3, 4}, &O::fp8_small_v3_blocks_per_sm},
         {"int4-linear-version", {1, 2, 3}, &O::int4_linear_version},

@@ -36,6 +36,7 @@
 #include "backend/cuda/moe_small.cu"
 #include "backend/cuda/moe_small_down_slots.cu"
 #include "backend/cuda/moe_small_int4.cu"
+#include "backend/cuda/moe_small_int4_gate_up_mma.cu"
 #include "backend/cuda/moe_small_route.cu"
 #include "moe_int4_ref.h"
 #include "moe_ref.h"
@@ -122,6 +123,12 @@ void emu_int4_gate_up(const SmallPlan& pl, bool v2) {
                      : small_int4::gate_up_kernel<Code4::kNvfp4, NMAX, false>(pl.p);
     else if (v2) small_int4::gate_up_kernel<Code4::kInt4, NMAX, true>(pl.p);
     else small_int4::gate_up_kernel<Code4::kInt4, NMAX, false>(pl.p);
+}
+
+template <int KS>
+void emu_int4_gate_up_mma(const SmallPlan& pl, bool v2) {
+    if (v2) small_int4_mma::gate_up_mma_kernel<KS, true>(pl.p);
+    else small_int4_mma::gate_up_mma_kernel<KS, false>(pl.p);
 }
 
 template <int CPL>
@@ -211,8 +218,12 @@ void emu_small(const MoeParams& p) {
                     {s.sg_out, size_t(T) * 4}});
         (void)max_slots;
     }
-    if (pl.int4) {  // moe_small_int4.cu
-        switch (pl.nmax) {
+    if (pl.int4) {  // moe_small_int4.cu (gate_up on tensor cores: moe_small_int4_gate_up_mma.cu)
+        const int ks = (s.H / 128 + 7) / 8;
+        if (pl.gate_up_mma && ks <= 1) emu_launch(pl.gate_up_grid, nt, pl.gate_up_smem, [&] { emu_int4_gate_up_mma<1>(pl, v2); });
+        else if (pl.gate_up_mma && ks == 2) emu_launch(pl.gate_up_grid, nt, pl.gate_up_smem, [&] { emu_int4_gate_up_mma<2>(pl, v2); });
+        else if (pl.gate_up_mma) emu_launch(pl.gate_up_grid, nt, pl.gate_up_smem, [&] { emu_int4_gate_up_mma<4>(pl, v2); });
+        else switch (pl.nmax) {
             case 1: emu_launch(pl.gate_up_grid, nt, pl.gate_up_smem, [&] { emu_int4_gate_up<1>(pl, v2); }); break;
             case 2: emu_launch(pl.gate_up_grid, nt, pl.gate_up_smem, [&] { emu_int4_gate_up<2>(pl, v2); }); break;
             case 4: emu_launch(pl.gate_up_grid, nt, pl.gate_up_smem, [&] { emu_int4_gate_up<4>(pl, v2); }); break;
@@ -322,6 +333,7 @@ bool g_check_down_global = false;  // --down-global: each small-T case again wit
 bool g_check_down_slots = false;  // --down-slots: each small-T case again with MoeParams::small_down_version 2
 bool g_check_small_eout16 = false;  // --small-eout16: each small-T case again with MoeParams::decode_eout_bf16
 bool g_check_prefetch_down = false;  // --prefetch-down: each small-T case again with MoeParams::small_prefetch_down
+bool g_check_gate_up_mma = false;  // --int4: each small-T case whose experts fit it again with the gate_up on tensor cores
 
 // small: MoeParams::small_t (-1: chosen; with cfg >= 0 the grouped-GEMM path runs).
 // version: MoeParams::small_version. Version 2 computes the router logits from router weights
@@ -404,6 +416,42 @@ void run_case(const HostExperts& h, bool fp8, int T, Routing routing, bool norm,
         v2_note = std::string(" v2(") + (dense_router ? "dense" : "exact") + " router, " +
                   (own_counter ? "own" : "ws") + " counter): rerun " + (again ? "same" : "DIFFERS") + ", == v1 " +
                   (same_as_v1 ? "bitwise" : dense_router ? "no (logits differ in the last bits)" : "NO");
+    }
+    if (g_check_gate_up_mma && small_path && moe::small_int4_gate_up_mma_fits(p.experts)) {
+        // The INT4 gate_up on tensor cores (MoeParams::small_int4_gate_up_version 2): the same
+        // products summed in another fp32 order, so each h value is version 1's or one bf16 step
+        // from it (a rounding boundary between the two sums), most of them equal; y close to
+        // version 1's.
+        const WsLayout L = ws_layout(T, s.H, s.I, s.Is, s.E, s.k);
+        const int ldh = std::max(s.I, s.Is);
+        const uint16_t* hp = reinterpret_cast<const uint16_t*>(static_cast<unsigned char*>(ws) + L.hbuf);
+        const std::vector<uint16_t> h1(hp, hp + size_t(T) * (s.k + 1) * ldh);
+        MoeParams q = p;
+        q.small_int4_gate_up_version = 2;
+        std::vector<float> ym(y.size(), std::nanf(""));
+        q.y = ym.data();
+        emu_moe(q);
+        const bool taken = make_small_plan(q).gate_up_mma && moe_takes_small_int4_gate_up_mma(q);
+        size_t n = 0, differ = 0, far = 0;
+        for (int row = 0; row < T * (s.k + 1); ++row) {
+            const int width = row < T * s.k ? s.I : s.Is;
+            for (int c = 0; c < width; ++c) {
+                const size_t i = size_t(row) * ldh + c;
+                const int a = int16_t(h1[i]) < 0 ? -(h1[i] & 0x7FFF) : h1[i], b = int16_t(hp[i]) < 0 ? -(hp[i] & 0x7FFF) : hp[i];
+                ++n;
+                differ += a != b;
+                far += std::abs(a - b) > 1;
+            }
+        }
+        double dn = 0, dd = 0;
+        for (size_t i = 0; i < y.size(); ++i) dn += (double(ym[i]) - y[i]) * (double(ym[i]) - y[i]), dd += double(y[i]) * y[i];
+        const double rel = std::sqrt(dn / std::max(dd, 1e-300));
+        const bool ok = taken && far == 0 && differ * 10 <= n && rel < 2e-3;
+        v2_ok = v2_ok && ok;
+        char b[160];
+        std::snprintf(b, sizeof b, " gate_up mma: %s, h %zu of %zu one bf16 step off, %zu further; y %.2e from v1's%s",
+                      taken ? "taken" : "NOT TAKEN", differ - far, n, far, rel, ok ? "" : " FAIL");
+        v2_note += b;
     }
     if (g_check_down_global && small_path) {  // the same call with h read from global memory: same bits
         std::vector<float> yg(y.size(), std::nanf(""));
@@ -633,12 +681,24 @@ int main(int argc, char** argv) {
         const Int4Experts qi = make_int4_experts(hi, 32, rng), qsi = make_int4_experts(hsi, 64, rng);
         g_int4 = &qi;
         g_check_down_slots = true;  // every small-T case again by slots (moe_small_int4.cu): y bitwise
-        for (const int T : {1, 2, 3, 4, 8}) run_case(hi, false, T, Routing::kGapped, true, -1, rng, -1, T % 2 ? 1 : 2, false, true);
+        g_check_gate_up_mma = true;  // and, group 128, with the gate_up on tensor cores
+        const bool mma_only = argc > 3 && !std::strcmp(argv[3], "--mma");  // the group-128 cases only
+        if (!mma_only) {
+            for (const int T : {1, 2, 3, 4, 8}) run_case(hi, false, T, Routing::kGapped, true, -1, rng, -1, T % 2 ? 1 : 2, false, true);
+            run_case(hi, false, 8, Routing::kSkewed, true, -1, rng, -1, 2, false, false);
+            run_case(hi, false, 6, Routing::kSkewed, false, -1, rng);
+            g_int4 = &qsi;
+            run_case(hsi, false, 5, Routing::kSkewed, false, -1, rng, -1, 2, false, false);
+            run_case(hsi, false, 2, Routing::kGapped, true, -1, rng, 1);
+        }
+        // Group 128 (the gate_up on tensor cores fits): H 256 = two column groups, six warps idle.
+        const Int4Experts qi128 = make_int4_experts(hi, 128, rng), qsi128 = make_int4_experts(hsi, 128, rng);
+        g_int4 = &qi128;
+        run_case(hi, false, 1, Routing::kGapped, true, -1, rng, -1, 2, false, true);
+        run_case(hi, false, 3, Routing::kSkewed, false, -1, rng);
         run_case(hi, false, 8, Routing::kSkewed, true, -1, rng, -1, 2, false, false);
-        run_case(hi, false, 6, Routing::kSkewed, false, -1, rng);
-        g_int4 = &qsi;
-        run_case(hsi, false, 5, Routing::kSkewed, false, -1, rng, -1, 2, false, false);
-        run_case(hsi, false, 2, Routing::kGapped, true, -1, rng, 1);
+        g_int4 = &qsi128;
+        run_case(hsi, false, 5, Routing::kSkewed, true, -1, rng, -1, 2, false, false);
         if (argc > 3 && !std::strcmp(argv[3], "--real")) {
             const Shape real{"real", 256, 8, 2048, 512, 512};
             HostExperts hr = make_host_experts(real, seed + 3);

@@ -216,6 +216,63 @@ TEST_F(CudaInt4, MoeSmallDownSlotsSameBits) {
     EXPECT_EQ(slots[1], small[1]);  // every small-T call of the INT4 model ran its down by slots
 }
 
+// The INT4 small-T MoE gate_up on tensor cores (moe_small_int4_gate_up_mma.cu,
+// CudaOptions::moe_small_int4_gate_up_version 2, the default) against the fp32 kernel (1): every
+// call within the CPU bound and near version 1 (the same products in another fp32 order, so h moves
+// by a bf16 step here and there), token 0 of a T-row call bitwise a one-row call's (tokens are the
+// MMA's independent columns), with both routing launches; the model's logits within the CPU bound.
+TEST_F(CudaInt4, MoeSmallGateUpOnTensorCores) {
+    const MoeWeights& m = weights_->layers[0].moe;
+    const int64_t k = config_.num_experts_per_tok, H = config_.hidden_size;
+    for (int small : {1, 2}) {
+        cuda::CudaOptions o1, o2;
+        o1.poison = o2.poison = true;
+        o1.moe_small_version = o2.moe_small_version = small;
+        o1.moe_small_int4_gate_up_version = 1;
+        o2.moe_small_int4_gate_up_version = 2;
+        cuda::CudaOps g1(o1), g2(o2);
+        g1.prepare_weights(weight_set(*weights_));
+        g2.prepare_weights(weight_set(*weights_));
+        for (int64_t T : {1, 2, 3, 5, 8}) {
+            const auto x = gpu_test::random_floats(size_t(T * H), rng_);
+            std::vector<float> ref(x.size());
+            cpu_.moe(x.data(), T, m, k, config_.norm_topk_prob, ref.data());
+            std::vector<float> got[2];
+            for (int v : {0, 1}) {
+                cuda::CudaOps& g = v == 0 ? g1 : g2;
+                float* dy = g.alloc(T * H);
+                g.moe(gpu_test::to_device(g, x), T, m, k, config_.norm_topk_prob, dy);
+                got[v] = gpu_test::to_host(g, dy, ref.size());
+            }
+            float* dy0 = g2.alloc(H);
+            const std::vector<float> x0(x.begin(), x.begin() + H);
+            g2.moe(gpu_test::to_device(g2, x0), 1, m, k, config_.norm_topk_prob, dy0);
+            const std::vector<float> row0 = gpu_test::to_host(g2, dy0, size_t(H));
+            EXPECT_LT(normalised_error(got[1], ref), kBound) << "small v" << small << " T=" << T;
+            EXPECT_LT(normalised_error(got[1], got[0]), 2e-3) << "small v" << small << " T=" << T;
+            EXPECT_TRUE(std::equal(row0.begin(), row0.end(), got[1].begin()))
+                << "small v" << small << " T=" << T << ": token 0 depends on T";
+            std::printf("[int4 gate_up mma] small v%d T=%lld: against the CPU %.2e (v1 %.2e), against v1 %.2e\n", small,
+                        (long long)T, normalised_error(got[1], ref), normalised_error(got[0], ref),
+                        normalised_error(got[1], got[0]));
+            g1.free_all();
+            g2.free_all();
+        }
+        EXPECT_EQ(g1.moe_small_int4_gate_up_mma_calls(), 0);
+        EXPECT_EQ(g2.moe_small_int4_gate_up_mma_calls(), g2.moe_small_calls());
+        EXPECT_GT(g2.moe_small_calls(), 0);
+    }
+    const std::vector<int32_t> prompt = short_prompt(config_.vocab_size, rng_);
+    cuda::CudaOptions o;
+    o.poison = true;
+    cuda::CudaOps g(o);
+    g.prepare_weights(weight_set(*weights_));
+    const std::vector<std::vector<float>> got = prompt_and_steps(*weights_, g, prompt);
+    const std::vector<std::vector<float>> want = prompt_and_steps(*weights_, cpu_, prompt);
+    for (size_t i = 0; i < got.size(); ++i) EXPECT_LT(normalised_error(got[i], want[i]), kBound) << "step " << i;
+    EXPECT_GT(g.moe_small_int4_gate_up_mma_calls(), 0);
+}
+
 TEST_F(CudaInt4, MoeSmallTAndGroupedGemm) {
     const MoeWeights& m = weights_->layers[0].moe;
     ASSERT_EQ(m.experts[0].gate_proj.format, WeightFormat::kIntGroup);

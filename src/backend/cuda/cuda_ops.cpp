@@ -56,6 +56,8 @@ CudaOps::CudaOps(const CudaOptions& options)
     QS_CHECK_MSG(options.moe_small_down_version == -1 || options.moe_small_down_version == 1 ||
                      options.moe_small_down_version == 2,
                  "CudaOptions::moe_small_down_version must be -1, 1 or 2");
+    QS_CHECK_MSG(options.moe_small_int4_gate_up_version == 1 || options.moe_small_int4_gate_up_version == 2,
+                 "CudaOptions::moe_small_int4_gate_up_version must be 1 or 2");
     QS_CHECK_MSG(options.moe_decode_version == 1 || options.moe_decode_version == 2,
                  "CudaOptions::moe_decode_version must be 1 or 2");
     QS_CHECK_MSG(options.moe_decode_pdl == 0 || options.moe_decode_pdl == 1, "CudaOptions::moe_decode_pdl must be 0 or 1");
@@ -877,6 +879,7 @@ void CudaOps::moe(const float* x, int64_t T, const MoeWeights& w, int64_t top_k,
     // Down + combine by expert slots (FP8 and BF16 experts; INT4 and NVFP4 have their own kernels).
     const bool down_slots = options_.moe_small_down_version == 2 || (options_.moe_small_down_version < 0 && T >= 2);
     p.small_down_version = down_slots ? 2 : 1;
+    p.small_int4_gate_up_version = options_.moe_small_int4_gate_up_version;
     p.prefill_version = options_.moe_prefill_version;
     p.int4_grouped = options_.moe_int4_grouped;
     p.int4_grouped_max_t = options_.moe_int4_grouped_max_t > 0 ? options_.moe_int4_grouped_max_t
@@ -921,6 +924,7 @@ void CudaOps::moe(const float* x, int64_t T, const MoeWeights& w, int64_t top_k,
     p.workspace = arena_.allocate(moe_workspace_bytes(T, e.H, e.I, e.I_shared, e.E, top_k));
     moe_small_calls_ += moe_takes_small_path(p);
     moe_small_down_slots_calls_ += moe_takes_small_down_slots(p);
+    moe_small_int4_gate_up_mma_calls_ += moe_takes_small_int4_gate_up_mma(p);
     launch_moe(p, stream_);
 }
 

@@ -81,6 +81,11 @@ struct CudaOptions {
     // --down-slots; CudaOpsParity.MoeSmallDownSlots). Default 2 (H200, `moe_lab 1 --small`, FP8 in a
     // CUDA graph with small-T version 2: T = 1 28.5 → 26.8 µs, T = 2 50.6 → 38.5, T = 8 137.2 → 99.7).
     int moe_small_down_version = 2;
+    // MoeParams::small_int4_gate_up_version for small-T MoE calls on INT4 experts: 1 the fp32 unpack-
+    // and-FMA gate_up (moe_small_int4.cu), 2 (default) on tensor cores where the shapes fit it
+    // (moe_small_int4_gate_up_mma.cu: the same products, fp32 sums in another order; NVFP4 and INT4
+    // groups not a multiple of 128 keep 1).
+    int moe_small_int4_gate_up_version = 2;
     // MoeParams::decode_version for MoE calls on the mma.sync grouped path (9 <= T, fewer than 32
     // rows per expert; bench/kernels/NOTES.md "Decode v2"): 1 moe_gemm.cu's tiles, 2 (default) the
     // swapped-operand decode GEMMs of moe_decode_gemm.cu, whose fp8 weights are copied by whole
@@ -390,6 +395,8 @@ public:
     int64_t moe_small_calls() const { return moe_small_calls_; }
     // Of those, the calls whose down + combine ran by expert slots (CudaOptions::moe_small_down_version).
     int64_t moe_small_down_slots_calls() const { return moe_small_down_slots_calls_; }
+    // Of those, the calls whose INT4 gate_up ran on tensor cores (CudaOptions::moe_small_int4_gate_up_version).
+    int64_t moe_small_int4_gate_up_mma_calls() const { return moe_small_int4_gate_up_mma_calls_; }
     void argmax_rows(const float* x, int64_t R, int64_t n, int32_t* out) override;
     // The ids go to pinned memory with an event behind them: no stream sync until the wait.
     void argmax_rows_start(const float* x, int64_t R, int64_t n) override;
@@ -482,6 +489,7 @@ private:
     int64_t fused_input_norms_ = 0, fused_output_norms_ = 0;
     int64_t moe_small_calls_ = 0;
     int64_t moe_small_down_slots_calls_ = 0;
+    int64_t moe_small_int4_gate_up_mma_calls_ = 0;
     // begin_forward: one pinned staging buffer and one device buffer that keep their addresses.
     int32_t* staging_ = nullptr;
     size_t staging_ints_ = 0;

@@ -400,7 +400,9 @@ struct SmallPlan {
     int router_blocks = 1;    // v2: blocks of the router GEMV (one of its E + 1 rows each)
     int route_vpl = 1;
     int nmax = 1;             // token bucket of T (1, 2, 4, 8): the gate_up instantiation
-    size_t gate_up_smem = 0;  // x of up to nmax tokens, fp32
+    size_t gate_up_smem = 0;  // x of up to nmax tokens, fp32 (gate_up_mma: bf16, small_int4_gate_up_mma_smem)
+    bool gate_up_mma = false; // INT4 experts' gate_up on tensor cores (MoeParams::small_int4_gate_up_version 2,
+                              // the shapes small_int4_gate_up_mma_fits; moe_small_int4_gate_up_mma.cu)
     size_t down_smem = 0;     // a token's k + 1 h rows, bf16 (p.down_h_smem), or 0
     int down_version = 1;     // MoeParams::small_down_version where the shapes allow 2 (p.down_slots), else 1
     dim3 gate_up_grid, down_grid;
@@ -408,6 +410,10 @@ struct SmallPlan {
 };
 
 MoePlan make_plan(const MoeParams& p);
+// The INT4 gate_up on tensor cores (moe_small_int4_gate_up_mma.cu): whether these experts fit it
+// (INT4, a group multiple of 128, H a multiple of 128 up to 4,096), and its shared memory.
+bool small_int4_gate_up_mma_fits(const MoeExpertTable& x);
+size_t small_int4_gate_up_mma_smem(int nmax, int H);
 // Whether MoeParams::int4_grouped sends this call to moe_decode_gemm_int4.cu (checked there).
 bool int4_grouped_chosen(const MoeParams& p);
 bool small_path_chosen(const MoeParams& p);
@@ -432,6 +438,8 @@ void launch_small(const SmallPlan& pl, cudaStream_t stream, cudaEvent_t* ev);
 void launch_small_route(const SmallPlan& pl, cudaStream_t stream);
 // Down + combine version 2 (moe_small_down_slots.cu; SmallPlan::down_version 2).
 void launch_small_down_slots(const SmallPlan& pl, cudaStream_t stream);
+// The INT4 gate_up on tensor cores (SmallPlan::gate_up_mma; moe_small_int4_gate_up_mma.cu).
+void launch_small_int4_gate_up_mma(const SmallPlan& pl, cudaStream_t stream);
 // The INT4 experts' gate_up and down (moe_small_int4.cu; event 3 between them when ev is set).
 void launch_small_int4_stages(const SmallPlan& pl, cudaStream_t stream, cudaEvent_t* ev);
 #endif

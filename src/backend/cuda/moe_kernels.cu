@@ -339,6 +339,13 @@ SmallPlan make_small_plan(const MoeParams& p) {
     s.prefetch_down = p.small_prefetch_down != 0 ? 1 : 0;
     s.eout_bf16 = p.decode_eout_bf16 == 1 ? 1 : 0;
     QS_CHECK_MSG(p.small_down_version == 1 || p.small_down_version == 2, "launch_moe: small_down_version must be 1 or 2");
+    QS_CHECK_MSG(p.small_int4_gate_up_version == 1 || p.small_int4_gate_up_version == 2,
+                 "launch_moe: small_int4_gate_up_version must be 1 or 2");
+    if (pl.int4 && p.small_int4_gate_up_version == 2 && small_int4_gate_up_mma_fits(x) &&
+        reinterpret_cast<uintptr_t>(p.x) % 16 == 0) {
+        pl.gate_up_mma = true;
+        pl.gate_up_smem = small_int4_gate_up_mma_smem(bucket, H);
+    }
     if (p.small_down_version == 2 && down_slots_layout(x, T, k, pl.fp8, pl.int4, s.down_slots)) {
         pl.down_version = 2;
         pl.down_grid = dim3(H / kSmallCols);  // a block per 8 columns of every token
@@ -365,6 +372,11 @@ bool moe_takes_small_down_slots(const MoeParams& p) {
     return moe_takes_small_path(p) && p.small_down_version == 2 && p.experts.format != DeviceWeightFormat::kF32 &&
            moe::down_slots_layout(p.experts, p.T, p.top_k, p.experts.format == DeviceWeightFormat::kFP8Block,
                                   p.experts.gate_q != nullptr, d);
+}
+
+bool moe_takes_small_int4_gate_up_mma(const MoeParams& p) {
+    return moe_takes_small_path(p) && p.small_int4_gate_up_version == 2 && moe::small_int4_gate_up_mma_fits(p.experts) &&
+           reinterpret_cast<uintptr_t>(p.x) % 16 == 0;
 }
 
 #if !defined(QS_MOE_EMULATE)

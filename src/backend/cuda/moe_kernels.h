@@ -109,6 +109,11 @@ struct MoeParams {
     // row read once for all its tokens. The same bits either way. Shapes it cannot stage (down rows
     // wider than 1,024 FP8 or 512 BF16 values, or over 200 KB of shared memory) run version 1.
     int small_down_version = 1;
+    // Added field (small-T path, INT4 experts): the gate_up kernel's version. 1: fp32 unpack and FMAs
+    // (moe_small_int4.cu). 2: on tensor cores (moe_small_int4_gate_up_mma.cu: mma.sync on exact bf16
+    // pairs of the codes, the same products, fp32 sums in another order), where the shapes fit it
+    // (a scale group that is a multiple of 128, H a multiple of 128 up to 4,096; NVFP4 keeps 1).
+    int small_int4_gate_up_version = 1;
     // Added field: the decode grouped GEMMs' version (bench/kernels/NOTES.md "Decode v2"), read
     // when the mma.sync grouped path runs with tile_config -1. 1: moe_gemm.cu's tiles as chosen
     // from T·top_k/E. 2: 32-row tiles with the MMA operands swapped (moe_decode_gemm.cu: weights
@@ -158,6 +163,8 @@ bool moe_computes_router(const MoeParams& p);
 bool moe_takes_small_path(const MoeParams& p);
 // Whether that call's down + combine runs version 2 (MoeParams::small_down_version; the shapes fit it).
 bool moe_takes_small_down_slots(const MoeParams& p);
+// Whether that call's INT4 gate_up runs on tensor cores (MoeParams::small_int4_gate_up_version 2).
+bool moe_takes_small_int4_gate_up_mma(const MoeParams& p);
 
 // Whether the grouped GEMM's tiles cover these shapes: hidden a multiple of 128, intermediates
 // of 64, at most 512 experts and top-k 32. Other shapes take the fp32 kernels

@@ -10,6 +10,8 @@
 //           n0 + 2w, n0 + 2w + 1 (gate and up); lane l reads 16-byte chunks c = l, l + 32, ... (32
 //           codes: a 2048-wide row is 64 chunks) of its 4 rows; x of the slot's tokens staged in
 //           shared memory, 32 values per chunk padded to 36 floats (conflict-free float4 reads).
+//           Version 1 of MoeParams::small_int4_gate_up_version; version 2, on tensor cores for INT4
+//           groups of a multiple of 128 (SmallPlan::gate_up_mma), is moe_small_int4_gate_up_mma.cu.
 //  down:    grid (T, H / kSmallCols); warp = output column of one token; lane reads 8 bytes (16
 //           codes) per step so that a 512-wide row (256 bytes) keeps all 32 lanes busy; the
 //           routed experts in j order then the shared one, combined as moe_combine.cu sums.
@@ -378,7 +380,8 @@ void launch_int4_gate_up(const SmallPlan& pl, cudaStream_t stream) {
 
 template <w4::Code4 F, bool V2>
 void launch_int4_stages_v(const SmallPlan& pl, cudaStream_t stream, cudaEvent_t* ev) {
-    switch (pl.nmax) {
+    if (pl.gate_up_mma) launch_small_int4_gate_up_mma(pl, stream);
+    else switch (pl.nmax) {
         case 1: launch_int4_gate_up<F, 1, V2>(pl, stream); break;
         case 2: launch_int4_gate_up<F, 2, V2>(pl, stream); break;
         case 4: launch_int4_gate_up<F, 4, V2>(pl, stream); break;
