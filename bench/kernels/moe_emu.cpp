@@ -127,8 +127,11 @@ void emu_int4_gate_up(const SmallPlan& pl, bool v2) {
 
 template <int KS>
 void emu_int4_gate_up_mma(const SmallPlan& pl, bool v2) {
-    if (v2) small_int4_mma::gate_up_mma_kernel<KS, true>(pl.p);
-    else small_int4_mma::gate_up_mma_kernel<KS, false>(pl.p);
+    using qs::cuda::w4::Code4;
+    if (pl.nvfp4) v2 ? small_int4_mma::gate_up_mma_kernel<Code4::kNvfp4, KS, true>(pl.p)
+                     : small_int4_mma::gate_up_mma_kernel<Code4::kNvfp4, KS, false>(pl.p);
+    else if (v2) small_int4_mma::gate_up_mma_kernel<Code4::kInt4, KS, true>(pl.p);
+    else small_int4_mma::gate_up_mma_kernel<Code4::kInt4, KS, false>(pl.p);
 }
 
 template <int CPL>
@@ -719,6 +722,7 @@ int main(int argc, char** argv) {
         const Int4Experts qi = make_nvfp4_experts(hi, rng), qsi = make_nvfp4_experts(hsi, rng);
         g_int4 = &qi;
         g_check_down_slots = true;  // every small-T case again by slots (moe_small_int4.cu): y bitwise
+        g_check_gate_up_mma = true;  // and with the gate_up on tensor cores (block scales folded into the codes)
         if (argc > 3 && !std::strcmp(argv[3], "--quick")) {  // two cases (mutation tests)
             run_case(hi, false, 3, Routing::kSkewed, true, -1, rng, -1, 1);
             run_case(hi, false, 2, Routing::kGapped, true, -1, rng, -1, 2, false, true);

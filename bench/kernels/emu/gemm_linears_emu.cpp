@@ -453,15 +453,15 @@ void launch_4bit_linears(bool nvfp4, std::span<const Int4LinearPart> parts, int6
     }
 }
 // Version 3's (tensor cores): the support rule as int4_linear_mma.cu's, the grouped stand-in's outputs.
-bool int4_linear_mma_supports(int64_t T, int64_t in, int64_t group, std::span<const Int4LinearPart> parts,
+bool int4_linear_mma_supports(bool nvfp4, int64_t T, int64_t in, int64_t group, std::span<const Int4LinearPart> parts,
                               const float* x) {
-    return T >= 1 && T <= kInt4LinearMaxRows && in >= 128 && in % 128 == 0 && in <= 4096 && group % 128 == 0 &&
+    return !nvfp4 && T >= 1 && T <= kInt4LinearMaxRows && in >= 128 && in % 128 == 0 && in <= 4096 && group % 128 == 0 &&
            in % group == 0 && !parts.empty() && parts.size() <= size_t(kInt4LinearMaxParts) &&
            reinterpret_cast<uintptr_t>(x) % 16 == 0;
 }
-void launch_int4_linears_mma(std::span<const Int4LinearPart> parts, int64_t in, int64_t group, const float* x,
-                             int64_t T, cudaStream_t stream, const SmallLinearOutputNorm* post) {
-    if (post != nullptr || !int4_linear_mma_supports(T, in, group, parts, x)) std::abort();
+void launch_int4_linears_mma(bool nvfp4, std::span<const Int4LinearPart> parts, int64_t in, int64_t group,
+                             const float* x, int64_t T, cudaStream_t stream, const SmallLinearOutputNorm* post) {
+    if (post != nullptr || !int4_linear_mma_supports(nvfp4, T, in, group, parts, x)) std::abort();
     for (const Int4LinearPart& p : parts) launch_int4_linear(p.codes, p.scales, p.out, in, group, x, T, p.y, stream, 0);
 }
 bool int4_linear_output_norm_supports(int64_t T, int64_t out) {

@@ -193,13 +193,21 @@ int run_post_norm_case(bool nvfp4, int64_t out, int64_t in, int64_t T, bool with
 // the double-precision reference (each weight), against version 2 (the same products: ~1e-7 apart),
 // rows independent of T (token 0's outputs bitwise those of a one-row launch) and nothing written
 // past a y. With `post`: one weight and the output norm, x and h bitwise the norm kernel's on v3's y.
-int run_mma_case(const std::vector<int64_t>& outs, int64_t in, int64_t group, int64_t T, bool post, uint32_t seed) {
+int run_mma_case(const std::vector<int64_t>& outs, int64_t in, int64_t group, int64_t T, bool post, uint32_t seed,
+                 bool nvfp4 = false) {
     std::vector<int4_lab::Case> ic;
+    std::vector<nvfp4_lab::Case> nc;
     for (size_t i = 0; i < outs.size(); ++i) {
-        ic.push_back(int4_lab::make_case(outs[i], in, group, T, seed + uint32_t(i)));
-        ic[i].x = ic[0].x;  // one input for the launch's weights (their references too)
+        if (nvfp4) {
+            nc.push_back(nvfp4_lab::make_case(outs[i], in, T, seed + uint32_t(i)));
+            nc[i].x = nc[0].x;  // one input for the launch's weights (their references too)
+        } else {
+            ic.push_back(int4_lab::make_case(outs[i], in, group, T, seed + uint32_t(i)));
+            ic[i].x = ic[0].x;
+        }
     }
-    const std::vector<float>& x = ic[0].x;
+    if (nvfp4) group = qs::cuda::kNvfp4LinearGroup;
+    const std::vector<float>& x = nvfp4 ? nc[0].x : ic[0].x;
     std::vector<std::vector<float>> v2(outs.size()), v3(outs.size()), one(outs.size());
     std::vector<qs::cuda::Int4LinearPart> parts, parts1;
     double worst_ref = 0, worst_v2 = 0;
@@ -207,13 +215,16 @@ int run_mma_case(const std::vector<int64_t>& outs, int64_t in, int64_t group, in
         v2[i].assign(size_t(T * outs[i]), std::nanf(""));
         v3[i].assign(size_t(T * outs[i] + 16), std::nanf(""));
         one[i].assign(size_t(outs[i]), std::nanf(""));
-        qs::cuda::launch_int4_linear(ic[i].codes.data(), ic[i].scales.data(), outs[i], in, group, x.data(), T,
-                                     v2[i].data(), nullptr, 0);
-        parts.push_back({ic[i].codes.data(), ic[i].scales.data(), outs[i], v3[i].data()});
-        parts1.push_back({ic[i].codes.data(), ic[i].scales.data(), outs[i], one[i].data()});
+        const uint32_t* codes = nvfp4 ? nc[i].codes.data() : ic[i].codes.data();
+        const uint16_t* scales = nvfp4 ? nc[i].scales.data() : ic[i].scales.data();
+        const float global = nvfp4 ? nc[i].global : 1.0f;
+        if (nvfp4) qs::cuda::launch_nvfp4_linear(codes, scales, global, outs[i], in, x.data(), T, v2[i].data(), nullptr, 0);
+        else qs::cuda::launch_int4_linear(codes, scales, outs[i], in, group, x.data(), T, v2[i].data(), nullptr, 0);
+        parts.push_back({codes, scales, outs[i], v3[i].data(), global});
+        parts1.push_back({codes, scales, outs[i], one[i].data(), global});
     }
-    if (!qs::cuda::int4_linear_mma_supports(T, in, group, parts, x.data())) {
-        std::printf("FAIL int4 mma: the shape is not taken\n");
+    if (!qs::cuda::int4_linear_mma_supports(nvfp4, T, in, group, parts, x.data())) {
+        std::printf("FAIL %s mma: the shape is not taken\n", nvfp4 ? "nvfp4" : "int4");
         return 1;
     }
     // The post-attention norm's inputs (out = the residual's width).
@@ -227,11 +238,11 @@ int run_mma_case(const std::vector<int64_t>& outs, int64_t in, int64_t group, in
     std::vector<float> xs = xr;
     int counter = 0;
     const qs::cuda::SmallLinearOutputNorm norm{xs.data(), pend.data(), nw.data(), 1e-6f, h.data(), &counter};
-    qs::cuda::launch_int4_linears_mma(parts, in, group, x.data(), T, nullptr, post ? &norm : nullptr);
-    qs::cuda::launch_int4_linears_mma(parts1, in, group, x.data(), 1, nullptr, nullptr);  // token 0 alone
+    qs::cuda::launch_int4_linears_mma(nvfp4, parts, in, group, x.data(), T, nullptr, post ? &norm : nullptr);
+    qs::cuda::launch_int4_linears_mma(nvfp4, parts1, in, group, x.data(), 1, nullptr, nullptr);  // token 0 alone
     bool guard = true, row_indep = true;
     for (size_t i = 0; i < outs.size(); ++i) {
-        const std::vector<double> ref = int4_lab::reference(ic[i]);
+        const std::vector<double> ref = nvfp4 ? nvfp4_lab::reference(nc[i]) : int4_lab::reference(ic[i]);
         std::vector<float> got(v3[i].begin(), v3[i].begin() + ptrdiff_t(T * outs[i]));
         worst_ref = std::max(worst_ref, int4_lab::rel_error(got, ref));
         std::vector<double> v2d(v2[i].begin(), v2[i].end());
@@ -249,8 +260,8 @@ int run_mma_case(const std::vector<int64_t>& outs, int64_t in, int64_t group, in
     std::string shape;
     for (int64_t o : outs) shape += std::to_string(o) + " ";
     const bool ok = worst_ref < 1e-5 && worst_v2 < 1e-5 && guard && row_indep && norm_ok;
-    std::printf("%s int4 mma {%s} in %lld group %lld T %lld%s: rel err %.2e (v2 %.2e)%s%s%s\n", ok ? "ok  " : "FAIL",
-                shape.c_str(), (long long)in, (long long)group, (long long)T, post ? " + post norm" : "", worst_ref,
+    std::printf("%s %s mma {%s} in %lld group %lld T %lld%s: rel err %.2e (v2 %.2e)%s%s%s\n", ok ? "ok  " : "FAIL",
+                nvfp4 ? "nvfp4" : "int4 ", shape.c_str(), (long long)in, (long long)group, (long long)T, post ? " + post norm" : "", worst_ref,
                 worst_v2, row_indep ? ", token 0 = one-row launch" : ", ROW DEPENDS ON T", guard ? "" : ", WROTE PAST y",
                 post ? (norm_ok ? ", x/h = norm kernel's" : ", NORM DIFFERS") : "");
     return ok ? 0 : 1;
@@ -262,6 +273,7 @@ int run_mma(bool smoke) {
     if (smoke) {
         fails += run_mma_case({48, 16, 32}, 2048, 128, 2, false, seed);
         fails += run_mma_case({2048}, 4096, 128, 1, true, seed + 8);
+        fails += run_mma_case({48, 16, 32}, 2048, 16, 2, false, seed + 16, true);
         return fails;
     }
     // Rows not multiples of 16 (padding rows), the model's widths cut down, in 2,048 / 4,096 / 512 /
@@ -277,6 +289,16 @@ int run_mma(bool smoke) {
     for (int64_t T : {1, 2, 8}) {
         fails += run_mma_case({2048}, 4096, 128, T, true, seed += 8);
         fails += run_mma_case({4096}, 2048, 128, T, true, seed += 8);
+    }
+    // NVFP4 (group 16, each block's scale folded into the code pairs; the matrices' globals).
+    for (int64_t T : {1, 2, 5, 8}) {
+        fails += run_mma_case({37, 19, 8, 72}, 2048, 16, T, false, seed += 8, true);
+        fails += run_mma_case({40}, 4096, 16, T, false, seed += 8, true);
+        fails += run_mma_case({17}, 128, 16, T, false, seed += 8, true);
+    }
+    for (int64_t T : {1, 8}) {
+        fails += run_mma_case({2048}, 4096, 16, T, true, seed += 8, true);
+        fails += run_mma_case({4096}, 2048, 16, T, true, seed += 8, true);
     }
     return fails;
 }
@@ -322,7 +344,7 @@ int main(int argc, char** argv) {
     if (!only_nvfp4 && !only_grouped && !only_mma) fails += run_int4();
     if (!only_int4 && !only_grouped && !only_mma) fails += run_nvfp4();
     if (!only_int4 && !only_nvfp4 && !only_mma) fails += run_grouped(smoke);
-    if (!only_nvfp4) fails += run_mma(smoke);
+    fails += run_mma(smoke);
     std::printf(fails ? "int4 emu: %d FAILED\n" : "int4 emu: all passed\n", fails);
     return fails ? 1 : 0;
 }

@@ -324,8 +324,8 @@ bool Gemm::linear_norm(const DeviceLinear& w, const float* a, int64_t T, float* 
         const bool nvfp4 = r4 == Route::kNvfp4;
         const Int4LinearPart part{w.int4_codes, w.int4_scales, w.out, y, nvfp4 ? w.nvfp4_global : 1.0f};
         const int64_t group = nvfp4 ? kNvfp4LinearGroup : w.int4_group;
-        if (!nvfp4 && int4_linear_version_ == 3 && int4_linear_mma_supports(T, w.in, group, std::span(&part, 1), a)) {
-            launch_int4_linears_mma(std::span(&part, 1), w.in, group, a, T, stream, &post);
+        if (int4_linear_version_ == 3 && int4_linear_mma_supports(nvfp4, T, w.in, group, std::span(&part, 1), a)) {
+            launch_int4_linears_mma(nvfp4, std::span(&part, 1), w.in, group, a, T, stream, &post);
             ++int4_mma_launches_;
         } else {
             launch_4bit_linears(nvfp4, std::span(&part, 1), w.in, group, a, T, stream, &post);
@@ -447,8 +447,8 @@ void Gemm::linears_on(const float* x, int64_t T, std::span<const DeviceLinear* c
             auto flush = [&] {
                 if (count == 0) return;
                 const std::span<const Int4LinearPart> parts(int4_parts.data(), count);
-                if (!nvfp4 && int4_linear_version_ == 3 && int4_linear_mma_supports(T, in, group, parts, x)) {
-                    launch_int4_linears_mma(parts, in, group, x, T, stream);
+                if (int4_linear_version_ == 3 && int4_linear_mma_supports(nvfp4, T, in, group, parts, x)) {
+                    launch_int4_linears_mma(nvfp4, parts, in, group, x, T, stream);
                     ++int4_mma_launches_;
                 } else {
                     launch_4bit_linears(nvfp4, parts, in, group, x, T, stream);

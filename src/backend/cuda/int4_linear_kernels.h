@@ -61,15 +61,16 @@ void launch_4bit_linears(bool nvfp4, std::span<const Int4LinearPart> parts, int6
                          int64_t T, cudaStream_t stream, const SmallLinearOutputNorm* post = nullptr,
                          int rows_per_warp = 0);
 
-// Version 3 (int4_linear_mma.cu; CudaOptions::int4_linear_version 3), INT4 only: the same launches
-// (several weights, the output norm) with the products on tensor cores: mma.sync m16n8k16 on exact
-// bf16 copies of the codes and of x rounded to bf16, fp32 accumulation, a block of 8 warps per 16
-// output rows splitting `in` by 128-column groups. Every product is version 2's; the fp32 sums run in
+// Version 3 (int4_linear_mma.cu; CudaOptions::int4_linear_version 3): the same launches (several
+// weights, the output norm) with the products on tensor cores: mma.sync m16n8k16 on exact bf16
+// copies of the codes and of x rounded to bf16, fp32 accumulation, a block of 8 warps per 16 output
+// rows splitting `in` by 128-column groups. Every product is version 2's; the fp32 sums run in
 // another order (~1e-7 apart). A row's result does not depend on T or on the launch's other rows.
-// Needs in a multiple of 128 up to 4,096 and a group multiple of 128 dividing in (one scale per MMA).
-bool int4_linear_mma_supports(int64_t T, int64_t in, int64_t group, std::span<const Int4LinearPart> parts,
+// Needs in a multiple of 128 up to 4,096 and, for INT4, a group multiple of 128 dividing in (one
+// scale per MMA); NVFP4 (group 16) folds each 16-column block's scale into the code pairs (exact).
+bool int4_linear_mma_supports(bool nvfp4, int64_t T, int64_t in, int64_t group, std::span<const Int4LinearPart> parts,
                               const float* x);
-void launch_int4_linears_mma(std::span<const Int4LinearPart> parts, int64_t in, int64_t group, const float* x,
-                             int64_t T, cudaStream_t stream, const SmallLinearOutputNorm* post = nullptr);
+void launch_int4_linears_mma(bool nvfp4, std::span<const Int4LinearPart> parts, int64_t in, int64_t group,
+                             const float* x, int64_t T, cudaStream_t stream, const SmallLinearOutputNorm* post = nullptr);
 
 }  // namespace qs::cuda

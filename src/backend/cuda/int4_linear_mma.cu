@@ -1,4 +1,4 @@
-// INT4 W4A16 small-rows linears, version 3 (see int4_linear_kernels.h): 1..8 rows on tensor cores.
+// INT4 W4A16 (and NVFP4) small-rows linears, version 3 (see int4_linear_kernels.h): 1..8 rows on tensor cores.
 //
 // Version 2 (int4_linear_kernels.cu) unpacks every code to fp32 and runs 8 FMAs per 8-code word and
 // token, re-rounding x to bf16 in every warp: ~55 instructions per 4 weight bytes at one row, so at
@@ -22,6 +22,11 @@
 //    group must be a multiple of 128 so that one scale covers an MMA's 128 columns); the 8 warps'
 //    accumulators are summed in warp order through shared memory (deterministic). A row's result
 //    does not depend on T (tokens are the MMA's independent columns) or on the launch's other rows.
+// NVFP4 (Code4::kNvfp4, group 16): word j of a lane's chunk is half of one 16-column block, so its
+// two code pairs per MMA are multiplied by that block's bf16 scale before the MMA (w4::mul_bf16x2:
+// exact, an E2M1 value times an E4M3 scale has at most 6 significant bits), one accumulator runs
+// over all groups, and each output is multiplied by its matrix's fp32 global once. The products are
+// version 2's (code · x · scale, exact), the sums in another order.
 // With the output norm (POST > 0) every block then calls output_norm_last_block. Also compiles as
 // host C++ for the SIMT emulation (bench/kernels/emu/int4_emu.cpp).
 #include <algorithm>
@@ -56,7 +61,7 @@ __device__ __forceinline__ uint32_t bf16x2_of(float a, float b) {
 }
 
 // KS = column groups a warp takes at most (ceil(in / 1,024)); POST = out / 256 with the output norm.
-template <int T, int KS, int POST>
+template <w4::Code4 F, int T, int KS, int POST>
 __global__ __launch_bounds__(kMmaWarps * 32, 2) void int4_linear_mma_kernel(const Int4Parts a, int in, int group,
                                                                            const float* __restrict__ x,
                                                                            const SmallLinearOutputNorm post) {
@@ -75,17 +80,23 @@ __global__ __launch_bounds__(kMmaWarps * 32, 2) void int4_linear_mma_kernel(cons
         const uint16_t* s_g = gr.scales + size_t(has_g ? gr.o + g : 0) * sgroups;
         const uint16_t* s_g8 = gr.scales + size_t(has_g8 ? gr.o + g + 8 : 0) * sgroups;
         uint4 wa[KS], wb[KS];
-        uint16_t sa[KS], sb[KS];
+        uint32_t sa[KS], sb[KS];  // INT4: the group's scale; NVFP4: the chunk's two block scales (bf16x2)
 #pragma unroll
         for (int i = 0; i < KS; ++i) {
             const int kb = warp + kMmaWarps * i;
             wa[i] = wb[i] = make_uint4(0, 0, 0, 0);
             sa[i] = sb[i] = 0;
             if (kb < blocks_k) {
-                const int c = kb * 4 + q;              // the lane's 16-byte chunk of the row (32 codes)
-                const int si = kb * 128 / group;       // the group's scale
-                if (has_g) wa[i] = __ldg(row_g + c), sa[i] = __ldg(s_g + si);
-                if (has_g8) wb[i] = __ldg(row_g8 + c), sb[i] = __ldg(s_g8 + si);
+                const int c = kb * 4 + q;  // the lane's 16-byte chunk of the row (32 codes)
+                if constexpr (F == w4::Code4::kNvfp4) {
+                    const int si = kb * 8 + 2 * q;  // blocks of columns 128 kb + 32 q .. + 15, + 16 .. + 31
+                    if (has_g) wa[i] = __ldg(row_g + c), sa[i] = __ldg(reinterpret_cast<const uint32_t*>(s_g + si));
+                    if (has_g8) wb[i] = __ldg(row_g8 + c), sb[i] = __ldg(reinterpret_cast<const uint32_t*>(s_g8 + si));
+                } else {
+                    const int si = kb * 128 / group;  // the group's scale
+                    if (has_g) wa[i] = __ldg(row_g + c), sa[i] = __ldg(s_g + si);
+                    if (has_g8) wb[i] = __ldg(row_g8 + c), sb[i] = __ldg(s_g8 + si);
+                }
             }
         }
         if (!staged) {
@@ -114,18 +125,32 @@ __global__ __launch_bounds__(kMmaWarps * 32, 2) void int4_linear_mma_kernel(cons
                 // B column n = g: token g's columns 128 kb + 32 q + 8 j .. + 7, permuted.
                 const uint4 xb = g < T ? xs[g * xrow + kb * 16 + q * 4 + j] : make_uint4(0, 0, 0, 0);
                 const uint32_t wg = word_of(wa[i], j), wg8 = word_of(wb[i], j);
-                const uint32_t a0[4] = {w4::bf16x2_pair(wg, 0), w4::bf16x2_pair(wg8, 0), w4::bf16x2_pair(wg, 1),
-                                        w4::bf16x2_pair(wg8, 1)};
+                uint32_t a0[4] = {w4::bf16x2_pair<F>(wg, 0), w4::bf16x2_pair<F>(wg8, 0), w4::bf16x2_pair<F>(wg, 1),
+                                  w4::bf16x2_pair<F>(wg8, 1)};
+                uint32_t a1[4] = {w4::bf16x2_pair<F>(wg, 2), w4::bf16x2_pair<F>(wg8, 2), w4::bf16x2_pair<F>(wg, 3),
+                                  w4::bf16x2_pair<F>(wg8, 3)};
+                if constexpr (F == w4::Code4::kNvfp4) {  // word j lies in block j / 2 of the chunk
+                    const uint32_t sg = j < 2 ? sa[i] & 0xFFFFu : sa[i] >> 16, sg8 = j < 2 ? sb[i] & 0xFFFFu : sb[i] >> 16;
+                    const uint32_t s2g = sg | (sg << 16), s2g8 = sg8 | (sg8 << 16);
+#pragma unroll
+                    for (int r = 0; r < 4; ++r) {
+                        a0[r] = w4::mul_bf16x2(a0[r], r % 2 ? s2g8 : s2g);
+                        a1[r] = w4::mul_bf16x2(a1[r], r % 2 ? s2g8 : s2g);
+                    }
+                }
                 ptx::mma_16816_bf16(d, a0, xb.x, xb.y);
-                const uint32_t a1[4] = {w4::bf16x2_pair(wg, 2), w4::bf16x2_pair(wg8, 2), w4::bf16x2_pair(wg, 3),
-                                        w4::bf16x2_pair(wg8, 3)};
                 ptx::mma_16816_bf16(d, a1, xb.z, xb.w);
             }
-            const float scale_g = w4::bf16_bits_f32(sa[i]), scale_g8 = w4::bf16_bits_f32(sb[i]);
-            acc[0] = fmaf(d[0], scale_g, acc[0]);
-            acc[1] = fmaf(d[1], scale_g, acc[1]);
-            acc[2] = fmaf(d[2], scale_g8, acc[2]);
-            acc[3] = fmaf(d[3], scale_g8, acc[3]);
+            if constexpr (F == w4::Code4::kNvfp4) {
+#pragma unroll
+                for (int r = 0; r < 4; ++r) acc[r] += d[r];
+            } else {
+                const float scale_g = w4::bf16_bits_f32(uint16_t(sa[i])), scale_g8 = w4::bf16_bits_f32(uint16_t(sb[i]));
+                acc[0] = fmaf(d[0], scale_g, acc[0]);
+                acc[1] = fmaf(d[1], scale_g, acc[1]);
+                acc[2] = fmaf(d[2], scale_g8, acc[2]);
+                acc[3] = fmaf(d[3], scale_g8, acc[3]);
+            }
         }
         // 3. The warps' sums in warp order.
         if (2 * q < T) partial[warp][g][2 * q] = acc[0], partial[warp][g + 8][2 * q] = acc[2];
@@ -136,6 +161,7 @@ __global__ __launch_bounds__(kMmaWarps * 32, 2) void int4_linear_mma_kernel(cons
             float y = partial[0][r][t];
 #pragma unroll
             for (int w = 1; w < kMmaWarps; ++w) y += partial[w][r][t];
+            if constexpr (F == w4::Code4::kNvfp4) y *= gr.global;  // the matrix's global, once per output
             if (gr.o + r < gr.out) gr.y[size_t(t) * gr.out + gr.o + r] = y;
         }
         __syncthreads();  // partial is rewritten by the next group
@@ -145,64 +171,71 @@ __global__ __launch_bounds__(kMmaWarps * 32, 2) void int4_linear_mma_kernel(cons
 
 size_t mma_smem_bytes(int64_t T, int64_t in) { return size_t(T * (in + kXPad)) * 2; }
 
-template <int T, int KS, int POST>
+template <w4::Code4 F, int T, int KS, int POST>
 void launch_ks(const Int4Parts& a, int in, int group, const float* x, const SmallLinearOutputNorm& post,
                cudaStream_t stream) {
-    auto* kernel = int4_linear_mma_kernel<T, KS, POST>;
-    allow_dynamic_smem<int4_linear_mma_kernel<T, KS, POST>>(mma_smem_bytes(T, in));
+    auto* kernel = int4_linear_mma_kernel<F, T, KS, POST>;
+    allow_dynamic_smem<int4_linear_mma_kernel<F, T, KS, POST>>(mma_smem_bytes(T, in));
     ptx::launch_kernel(kernel, dim3(unsigned(a.rows / kGroupRows)), dim3(kMmaWarps * 32), mma_smem_bytes(T, in), stream,
                        a, in, group, x, post);
     QS_CUDA_CHECK_LAUNCH();
 }
 
-template <int T, int KS>
+template <w4::Code4 F, int T, int KS>
 void launch_post(const Int4Parts& a, int in, int group, const float* x, const SmallLinearOutputNorm* post,
                  cudaStream_t stream) {
-    if (post == nullptr) launch_ks<T, KS, 0>(a, in, group, x, SmallLinearOutputNorm{}, stream);
-    else if (a.out[0] == 2048) launch_ks<T, KS, 8>(a, in, group, x, *post, stream);
-    else launch_ks<T, KS, 16>(a, in, group, x, *post, stream);
+    if (post == nullptr) launch_ks<F, T, KS, 0>(a, in, group, x, SmallLinearOutputNorm{}, stream);
+    else if (a.out[0] == 2048) launch_ks<F, T, KS, 8>(a, in, group, x, *post, stream);
+    else launch_ks<F, T, KS, 16>(a, in, group, x, *post, stream);
 }
 
-template <int T>
+template <w4::Code4 F, int T>
 void launch_t(const Int4Parts& a, int in, int group, const float* x, const SmallLinearOutputNorm* post,
               cudaStream_t stream) {
     const int ks = (in / 128 + kMmaWarps - 1) / kMmaWarps;
-    if (ks <= 1) launch_post<T, 1>(a, in, group, x, post, stream);
-    else if (ks == 2) launch_post<T, 2>(a, in, group, x, post, stream);
-    else launch_post<T, 4>(a, in, group, x, post, stream);
+    if (ks <= 1) launch_post<F, T, 1>(a, in, group, x, post, stream);
+    else if (ks == 2) launch_post<F, T, 2>(a, in, group, x, post, stream);
+    else launch_post<F, T, 4>(a, in, group, x, post, stream);
+}
+
+template <w4::Code4 F>
+void launch_f(const Int4Parts& a, int64_t T, int in, int group, const float* x, const SmallLinearOutputNorm* post,
+              cudaStream_t stream) {
+    switch (T) {
+        case 1: launch_t<F, 1>(a, in, group, x, post, stream); break;
+        case 2: launch_t<F, 2>(a, in, group, x, post, stream); break;
+        case 3: launch_t<F, 3>(a, in, group, x, post, stream); break;
+        case 4: launch_t<F, 4>(a, in, group, x, post, stream); break;
+        case 5: launch_t<F, 5>(a, in, group, x, post, stream); break;
+        case 6: launch_t<F, 6>(a, in, group, x, post, stream); break;
+        case 7: launch_t<F, 7>(a, in, group, x, post, stream); break;
+        default: launch_t<F, 8>(a, in, group, x, post, stream); break;
+    }
 }
 
 }  // namespace
 
-bool int4_linear_mma_supports(int64_t T, int64_t in, int64_t group, std::span<const Int4LinearPart> parts,
+bool int4_linear_mma_supports(bool nvfp4, int64_t T, int64_t in, int64_t group, std::span<const Int4LinearPart> parts,
                               const float* x) {
-    if (T < 1 || T > kInt4LinearMaxRows || in < 128 || in % 128 != 0 || in > 4096 || group <= 0 || group % 128 != 0 ||
-        in % group != 0 || parts.empty() || parts.size() > size_t(kInt4LinearMaxParts) ||
-        reinterpret_cast<uintptr_t>(x) % 16 != 0)
+    const bool group_ok = nvfp4 ? group == kNvfp4LinearGroup : group > 0 && group % 128 == 0 && in % group == 0;
+    if (T < 1 || T > kInt4LinearMaxRows || in < 128 || in % 128 != 0 || in > 4096 || !group_ok || parts.empty() ||
+        parts.size() > size_t(kInt4LinearMaxParts) || reinterpret_cast<uintptr_t>(x) % 16 != 0)
         return false;
-    for (const Int4LinearPart& p : parts)
-        if (p.out <= 0 || reinterpret_cast<uintptr_t>(p.codes) % 16 != 0) return false;
+    for (const Int4LinearPart& p : parts)  // NVFP4 reads a lane's two block scales as one 4-byte word
+        if (p.out <= 0 || reinterpret_cast<uintptr_t>(p.codes) % 16 != 0 || reinterpret_cast<uintptr_t>(p.scales) % 4 != 0)
+            return false;
     return true;
 }
 
-void launch_int4_linears_mma(std::span<const Int4LinearPart> parts, int64_t in, int64_t group, const float* x,
-                             int64_t T, cudaStream_t stream, const SmallLinearOutputNorm* post) {
-    QS_CHECK_MSG(int4_linear_mma_supports(T, in, group, parts, x),
-                 "launch_int4_linears_mma: 1-8 rows, in a multiple of 128 up to 4,096, a group multiple of 128 "
-                 "dividing in, 1-4 weights, 16-byte aligned");
-    const Int4Parts a = int4_parts::make_parts(parts, false, kGroupRows, "launch_int4_linears_mma");
+void launch_int4_linears_mma(bool nvfp4, std::span<const Int4LinearPart> parts, int64_t in, int64_t group,
+                             const float* x, int64_t T, cudaStream_t stream, const SmallLinearOutputNorm* post) {
+    QS_CHECK_MSG(int4_linear_mma_supports(nvfp4, T, in, group, parts, x),
+                 "launch_int4_linears_mma: 1-8 rows, in a multiple of 128 up to 4,096, an INT4 group multiple of 128 "
+                 "dividing in (NVFP4: 16), 1-4 weights, 16-byte aligned codes, 4-byte aligned scales");
+    const Int4Parts a = int4_parts::make_parts(parts, nvfp4, kGroupRows, "launch_int4_linears_mma");
     int4_parts::check_output_norm(parts, T, post, "launch_int4_linears_mma");
-    const int i = int(in), g = int(group);
-    switch (T) {
-        case 1: launch_t<1>(a, i, g, x, post, stream); break;
-        case 2: launch_t<2>(a, i, g, x, post, stream); break;
-        case 3: launch_t<3>(a, i, g, x, post, stream); break;
-        case 4: launch_t<4>(a, i, g, x, post, stream); break;
-        case 5: launch_t<5>(a, i, g, x, post, stream); break;
-        case 6: launch_t<6>(a, i, g, x, post, stream); break;
-        case 7: launch_t<7>(a, i, g, x, post, stream); break;
-        default: launch_t<8>(a, i, g, x, post, stream); break;
-    }
+    if (nvfp4) launch_f<w4::Code4::kNvfp4>(a, T, int(in), int(group), x, post, stream);
+    else launch_f<w4::Code4::kInt4>(a, T, int(in), int(group), x, post, stream);
 }
 
 }  // namespace qs::cuda

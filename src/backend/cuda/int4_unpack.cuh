@@ -120,4 +120,24 @@ __device__ __forceinline__ uint32_t bf16x2_pair(uint32_t w, int s) {
     }
 }
 
+// a · b for each bf16 of the pairs, rounded to nearest even (a · b exact in fp32, so one rounding;
+// exact where the product fits bf16, as an E2M1 value times an E4M3 block scale does: ≤ 6 significant
+// bits). The NVFP4 tensor-core kernels fold each code pair's block scale into the MMA operand with it.
+__device__ __forceinline__ uint32_t mul_bf16x2(uint32_t a, uint32_t b) {
+#if defined(__CUDA_ARCH__)
+    uint32_t d;
+    // c = −0 keeps −0 products −0 (the value is a·b rounded once).
+    asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(d) : "r"(a), "r"(b), "r"(0x80008000u));
+    return d;
+#else
+    const auto mul = [](uint32_t x, uint32_t y) {
+        const float v = bits_f32(x << 16) * bits_f32(y << 16);  // exact: 8-bit significands
+        uint32_t u;
+        std::memcpy(&u, &v, 4);
+        return (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;  // round to nearest even (finite values)
+    };
+    return mul(a & 0xFFFFu, b & 0xFFFFu) | (mul(a >> 16, b >> 16) << 16);
+#endif
+}
+
 }  // namespace qs::cuda::w4

@@ -411,7 +411,7 @@ struct SmallPlan {
 
 MoePlan make_plan(const MoeParams& p);
 // The INT4 gate_up on tensor cores (moe_small_int4_gate_up_mma.cu): whether these experts fit it
-// (INT4, a group multiple of 128, H a multiple of 128 up to 4,096), and its shared memory.
+// (INT4 with a group multiple of 128, or NVFP4; H a multiple of 128 up to 4,096), and its shared memory.
 bool small_int4_gate_up_mma_fits(const MoeExpertTable& x);
 size_t small_int4_gate_up_mma_smem(int nmax, int H);
 // Whether MoeParams::int4_grouped sends this call to moe_decode_gemm_int4.cu (checked there).

@@ -111,8 +111,9 @@ struct MoeParams {
     int small_down_version = 1;
     // Added field (small-T path, INT4 experts): the gate_up kernel's version. 1: fp32 unpack and FMAs
     // (moe_small_int4.cu). 2: on tensor cores (moe_small_int4_gate_up_mma.cu: mma.sync on exact bf16
-    // pairs of the codes, the same products, fp32 sums in another order), where the shapes fit it
-    // (a scale group that is a multiple of 128, H a multiple of 128 up to 4,096; NVFP4 keeps 1).
+    // pairs of the codes, the same products, fp32 sums in another order; NVFP4's block scales folded
+    // into the codes, exactly), where the shapes fit it (an INT4 group that is a multiple of 128 or
+    // NVFP4's 16, H a multiple of 128 up to 4,096).
     int small_int4_gate_up_version = 1;
     // Added field: the decode grouped GEMMs' version (bench/kernels/NOTES.md "Decode v2"), read
     // when the mma.sync grouped path runs with tile_config -1. 1: moe_gemm.cu's tiles as chosen

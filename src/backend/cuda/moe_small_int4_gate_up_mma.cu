@@ -1,4 +1,4 @@
-// The INT4 small-T MoE gate_up on tensor cores (SmallPlan::gate_up_mma; MoeParams::
+// The INT4 (and NVFP4) small-T MoE gate_up on tensor cores (SmallPlan::gate_up_mma; MoeParams::
 // small_int4_gate_up_version 2). Version 1 (moe_small_int4.cu's gate_up_kernel) unpacks every code to
 // fp32 and runs 8 FMAs per 8-code word and token: ~15 µs a layer for a one-token step on an H100
 // (session 39's timeline) against ~11 for FP8's kernel at twice the bytes. Here, as in the dense
@@ -16,8 +16,11 @@
 //  - Per group the MMAs start from zero, then acc += D · the row's scale (the group, a multiple of
 //    128, covers an MMA's 128 columns); the 8 warps' sums are added in warp order through shared
 //    memory, then h = silu(gate) · up rounded to bf16 as version 1 stores it.
-// INT4 only (NVFP4's group of 16 is narrower than an MMA's k-range here); H a multiple of 128 up to
-// 4,096. Also compiles as host C++ for the CPU emulation (bench/kernels/moe_emu.cpp --int4).
+// NVFP4 experts (group 16) as int4_linear_mma.cu takes them: each 16-column block's scale folded into
+// its code pairs before the MMA (w4::mul_bf16x2, exact), one accumulator over all groups, gate and up
+// multiplied by their matrices' globals before the SiLU. INT4 groups must be a multiple of 128; H a
+// multiple of 128 up to 4,096. Also compiles as host C++ for the CPU emulation (bench/kernels/
+// moe_emu.cpp --int4, --nvfp4).
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_limits.h"
 #include "backend/cuda/int4_unpack.cuh"
@@ -53,7 +56,7 @@ __device__ __forceinline__ uint32_t bf16x2_of(float a, float b) {
 }
 
 // KS = column groups a warp takes at most (ceil(H / 1,024)).
-template <int KS, bool V2>
+template <w4::Code4 F, int KS, bool V2>
 __global__ __launch_bounds__(kSmallThreads, 2) void gate_up_mma_kernel(SmallParams p) {
     __shared__ float partial[kWarps][2][kSmallRows][8];  // [warp][gate, up][row][token]
     __shared__ int s_dest[8];                            // h row of each of the slot's tokens
@@ -78,7 +81,7 @@ __global__ __launch_bounds__(kSmallThreads, 2) void gate_up_mma_kernel(SmallPara
     const uint32_t* mat[4] = {p.gate_q[e], p.gate_q[e], p.up_q[e], p.up_q[e]};
     const uint16_t* smat[4] = {p.gate_qs[e], p.gate_qs[e], p.up_qs[e], p.up_qs[e]};
     uint4 w[KS][4];
-    uint16_t sc[KS][4];
+    uint32_t sc[KS][4];  // INT4: the group's scale; NVFP4: the chunk's two block scales (bf16x2)
 #pragma unroll
     for (int i = 0; i < KS; ++i) {
         const int kb = warp + kWarps * i;
@@ -89,7 +92,10 @@ __global__ __launch_bounds__(kSmallThreads, 2) void gate_up_mma_kernel(SmallPara
             if (kb < blocks_k) {
                 const int r = n0 + g + 8 * (m & 1);
                 w[i][m] = ld(reinterpret_cast<const uint4*>(mat[m] + size_t(r) * words) + kb * 4 + q);
-                sc[i][m] = ld(smat[m] + size_t(r) * sgroups + kb * 128 / p.qgroup);
+                if constexpr (F == w4::Code4::kNvfp4)  // blocks of columns 128 kb + 32 q .. + 15, + 16 .. + 31
+                    sc[i][m] = ld(reinterpret_cast<const uint32_t*>(smat[m] + size_t(r) * sgroups + kb * 8 + 2 * q));
+                else
+                    sc[i][m] = ld(smat[m] + size_t(r) * sgroups + kb * 128 / p.qgroup);
             }
         }
     }
@@ -122,17 +128,32 @@ __global__ __launch_bounds__(kSmallThreads, 2) void gate_up_mma_kernel(SmallPara
 #pragma unroll
             for (int mt = 0; mt < 2; ++mt) {  // gate, up
                 const uint32_t wg = word(w[i][2 * mt], j), wg8 = word(w[i][2 * mt + 1], j);
-                const uint32_t a0[4] = {w4::bf16x2_pair(wg, 0), w4::bf16x2_pair(wg8, 0), w4::bf16x2_pair(wg, 1),
-                                        w4::bf16x2_pair(wg8, 1)};
+                uint32_t a0[4] = {w4::bf16x2_pair<F>(wg, 0), w4::bf16x2_pair<F>(wg8, 0), w4::bf16x2_pair<F>(wg, 1),
+                                  w4::bf16x2_pair<F>(wg8, 1)};
+                uint32_t a1[4] = {w4::bf16x2_pair<F>(wg, 2), w4::bf16x2_pair<F>(wg8, 2), w4::bf16x2_pair<F>(wg, 3),
+                                  w4::bf16x2_pair<F>(wg8, 3)};
+                if constexpr (F == w4::Code4::kNvfp4) {  // word j lies in block j / 2 of the chunk
+                    const uint32_t s0 = sc[i][2 * mt], s8 = sc[i][2 * mt + 1];
+                    const uint32_t sg = j < 2 ? s0 & 0xFFFFu : s0 >> 16, sg8 = j < 2 ? s8 & 0xFFFFu : s8 >> 16;
+                    const uint32_t s2g = sg | (sg << 16), s2g8 = sg8 | (sg8 << 16);
+#pragma unroll
+                    for (int r = 0; r < 4; ++r) {
+                        a0[r] = w4::mul_bf16x2(a0[r], r % 2 ? s2g8 : s2g);
+                        a1[r] = w4::mul_bf16x2(a1[r], r % 2 ? s2g8 : s2g);
+                    }
+                }
                 ptx::mma_16816_bf16(d[mt], a0, xb.x, xb.y);
-                const uint32_t a1[4] = {w4::bf16x2_pair(wg, 2), w4::bf16x2_pair(wg8, 2), w4::bf16x2_pair(wg, 3),
-                                        w4::bf16x2_pair(wg8, 3)};
                 ptx::mma_16816_bf16(d[mt], a1, xb.z, xb.w);
             }
         }
 #pragma unroll
         for (int mt = 0; mt < 2; ++mt) {
-            const float s_g = w4::bf16_bits_f32(sc[i][2 * mt]), s_g8 = w4::bf16_bits_f32(sc[i][2 * mt + 1]);
+            if constexpr (F == w4::Code4::kNvfp4) {
+#pragma unroll
+                for (int r = 0; r < 4; ++r) acc[mt][r] += d[mt][r];
+                continue;
+            }
+            const float s_g = w4::bf16_bits_f32(uint16_t(sc[i][2 * mt])), s_g8 = w4::bf16_bits_f32(uint16_t(sc[i][2 * mt + 1]));
             acc[mt][0] = fmaf(d[mt][0], s_g, acc[mt][0]);
             acc[mt][1] = fmaf(d[mt][1], s_g, acc[mt][1]);
             acc[mt][2] = fmaf(d[mt][2], s_g8, acc[mt][2]);
@@ -152,6 +173,10 @@ __global__ __launch_bounds__(kSmallThreads, 2) void gate_up_mma_kernel(SmallPara
         float gs = partial[0][0][r][n], us = partial[0][1][r][n];
 #pragma unroll
         for (int v = 1; v < kWarps; ++v) gs += partial[v][0][r][n], us += partial[v][1][r][n];
+        if constexpr (F == w4::Code4::kNvfp4) {  // the matrices' globals, once per dot product
+            gs *= p.qglobal[3 * e];
+            us *= p.qglobal[3 * e + 1];
+        }
         const float h = gs / (1.0f + expf(-gs)) * us;
         p.h[size_t(s_dest[n]) * p.ldh + n0 + r] = __float2bfloat16_rn(h);
     }
@@ -160,8 +185,9 @@ __global__ __launch_bounds__(kSmallThreads, 2) void gate_up_mma_kernel(SmallPara
 }  // namespace small_int4_mma
 
 bool small_int4_gate_up_mma_fits(const MoeExpertTable& x) {
-    return x.gate_q != nullptr && !x.nvfp4 && x.int4_group > 0 && x.int4_group % 128 == 0 && x.H % 128 == 0 &&
-           x.H <= 4096 && x.H % x.int4_group == 0 && x.I % kSmallRows == 0 && x.I_shared % kSmallRows == 0;
+    const bool group_ok = x.nvfp4 ? x.int4_group == 16 : x.int4_group > 0 && x.int4_group % 128 == 0 && x.H % x.int4_group == 0;
+    return x.gate_q != nullptr && group_ok && x.H % 128 == 0 && x.H <= 4096 && x.I % kSmallRows == 0 &&
+           x.I_shared % kSmallRows == 0;
 }
 
 size_t small_int4_gate_up_mma_smem(int nmax, int H) {
@@ -170,10 +196,10 @@ size_t small_int4_gate_up_mma_smem(int nmax, int H) {
 
 #if !defined(QS_MOE_EMULATE)
 namespace {
-template <int KS, bool V2>
+template <w4::Code4 F, int KS, bool V2>
 void launch_ks(const SmallPlan& pl, cudaStream_t stream) {
-    auto* kernel = small_int4_mma::gate_up_mma_kernel<KS, V2>;
-    allow_dynamic_smem<small_int4_mma::gate_up_mma_kernel<KS, V2>>(pl.gate_up_smem);
+    auto* kernel = small_int4_mma::gate_up_mma_kernel<F, KS, V2>;
+    allow_dynamic_smem<small_int4_mma::gate_up_mma_kernel<F, KS, V2>>(pl.gate_up_smem);
     if constexpr (V2) {
         QS_CUDA_CHECK(ptx::launch_kernel_pdl(kernel, pl.gate_up_grid, dim3(kSmallThreads), pl.gate_up_smem, stream, pl.p));
     } else {
@@ -182,18 +208,24 @@ void launch_ks(const SmallPlan& pl, cudaStream_t stream) {
     }
 }
 
-template <bool V2>
+template <w4::Code4 F, bool V2>
 void launch_v(const SmallPlan& pl, cudaStream_t stream) {
     const int ks = (pl.p.H / 128 + small_int4_mma::kWarps - 1) / small_int4_mma::kWarps;
-    if (ks <= 1) launch_ks<1, V2>(pl, stream);
-    else if (ks == 2) launch_ks<2, V2>(pl, stream);
-    else launch_ks<4, V2>(pl, stream);
+    if (ks <= 1) launch_ks<F, 1, V2>(pl, stream);
+    else if (ks == 2) launch_ks<F, 2, V2>(pl, stream);
+    else launch_ks<F, 4, V2>(pl, stream);
+}
+
+template <w4::Code4 F>
+void launch_f(const SmallPlan& pl, cudaStream_t stream) {
+    if (pl.version == 2) launch_v<F, true>(pl, stream);
+    else launch_v<F, false>(pl, stream);
 }
 }  // namespace
 
 void launch_small_int4_gate_up_mma(const SmallPlan& pl, cudaStream_t stream) {
-    if (pl.version == 2) launch_v<true>(pl, stream);
-    else launch_v<false>(pl, stream);
+    if (pl.nvfp4) launch_f<w4::Code4::kNvfp4>(pl, stream);
+    else launch_f<w4::Code4::kInt4>(pl, stream);
 }
 #endif
 
