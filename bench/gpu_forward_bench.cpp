@@ -26,14 +26,15 @@
 //          [--moe-small-down-version -1|1|2]  (CudaOptions::moe_small_down_version: 2 = the small-T
 //          MoE path's down + combine by expert slots, -1 = that from 2 rows on; the same bits)
 //          [--moe-small-int4-gate-up-version 1|2]  (CudaOptions::moe_small_int4_gate_up_version: 2 =
-//          the small-T MoE gate_up of INT4 experts on tensor cores, the default; 1 = fp32 FMAs)
+//          the small-T MoE gate_up of INT4 (and NVFP4) experts on tensor cores; 1 = fp32 FMAs, the default)
 //          [--fp8-small-version 2|3]  (CudaOptions::fp8_small_version: 3 = the FP8 small-rows launches
 //          on tensor cores, small_linear_fp8_mma.cu, the fused norms' too; default 3)
 //          [--fp8-small-v3-blocks-per-sm 0..4]  (CudaOptions::fp8_small_v3_blocks_per_sm: version 3's
 //          grid cap; default 0 = a block per 16 output features)
-//          [--int4-linear-version 1|2|3]  (CudaOptions::int4_linear_version: 2 = the 4-bit small-rows
+//          [--int4-linear-version 1|2|3|4]  (CudaOptions::int4_linear_version: 2 = the 4-bit small-rows
 //          weights of one input in one launch and the post-attention norm on o_proj's / out_proj's
-//          launch; 3 = the same with INT4 on tensor cores; 1 = a launch per weight; default 3)
+//          launch; 3 = the same with INT4 on tensor cores; 4 = NVFP4 on tensor cores too; 1 = a launch
+//          per weight; default 3)
 //          [--f32-tiles-max-rows 0|1024|4096|16384]  (CudaOptions::f32_tiles_max_rows: fp32 linears of
 //          9..N rows on the tiled kernel, each row the small-rows kernel's bits; 0 = cuBLAS above 8,
 //          the default)
@@ -142,7 +143,7 @@ const std::vector<KernelOption>& kernel_options() {
         {"moe-small-int4-gate-up-version", {1, 2}, &O::moe_small_int4_gate_up_version},
         {"fp8-small-version", {2, 3}, &O::fp8_small_version},
         {"fp8-small-v3-blocks-per-sm", {0, 1, 2, 3, 4}, &O::fp8_small_v3_blocks_per_sm},
-        {"int4-linear-version", {1, 2, 3}, &O::int4_linear_version},
+        {"int4-linear-version", {1, 2, 3, 4}, &O::int4_linear_version},
         {"attention-combine-version", {1, 2}, &O::attention_combine_version},
         {"moe-prefill-version", {1, 2}, &O::moe_prefill_version},
         {"moe-gemm-path", {-1, 0, 1, 2}, &O::moe_gemm_path},

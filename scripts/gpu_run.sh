@@ -150,7 +150,8 @@
 #           commas; default "--int4-linear-version,2 --int4-linear-version,3"): the one-stream k = 0 step on
 #           int4-w4a16 dummy weights (--int4-expert-copies none, bf16 state, fp8 KV), each variant twice
 #           alternating (INT4_LIN_REPS, default "a b"), then FP8's, and where the bundle has qs_kernel_trace
-#           the kernel timeline of linear version INT4_LIN_TRACE (default 3, none: no trace; trace1_int4_vN.csv/.md);
+#           the kernel timeline of linear version INT4_LIN_TRACE (default 3, none: no trace; trace1_int4_vN.csv/.md)
+#           with INT4_LIN_TRACE_EXTRA's options (commas for spaces; default none);
 #           bundle: gpu_forward_bench [qs_kernel_trace]; ~4 minutes (session 39, H100: v1 3.988 / 3.968 ms,
 #           v2 3.777 / 3.736, FP8 3.189)
 #   int4_moe  the INT4 MoE grouped GEMM on tensor cores (CudaOptions::moe_int4_grouped): moe_int4_lab
@@ -479,7 +480,8 @@ for stage in "$@"; do
                   trace_ready "trace1_int4_v$tv" || continue
                   CUDA_INJECTION64_PATH="$PWD/$B/libqs_kernel_trace.so" QS_KERNEL_TRACE_OUT="$OUT/trace1_int4_v$tv.csv" \
                   QS_KERNEL_TRACE_RANGE=profiler run "trace1_int4_v$tv" "$B/gpu_forward_bench" "${int4_lin_args[@]}" \
-                      --dummy-format int4-w4a16 --int4-linear-version "$tv" --mtp-steps 32 --mtp-profiler-range
+                      --dummy-format int4-w4a16 --int4-linear-version "$tv" ${INT4_LIN_TRACE_EXTRA//,/ } --mtp-steps 32 \
+                      --mtp-profiler-range
                   [ -f "$OUT/trace1_int4_v$tv.csv" ] && python3 tools/kernel_trace_summary.py "$OUT/trace1_int4_v$tv.csv" \
                       > "$OUT/trace1_int4_v$tv.md" 2>&1 ;;
         tests:*) run "gpu_tests_$(printf %s "${stage#tests:}" | tr -c 'A-Za-z0-9_' '_')" "$B/qs_gpu_tests" --gtest_color=no --gtest_filter="${stage#tests:}" ;;

@@ -217,7 +217,7 @@ TEST_F(CudaInt4, MoeSmallDownSlotsSameBits) {
 }
 
 // The INT4 small-T MoE gate_up on tensor cores (moe_small_int4_gate_up_mma.cu,
-// CudaOptions::moe_small_int4_gate_up_version 2, the default) against the fp32 kernel (1): every
+// CudaOptions::moe_small_int4_gate_up_version 2) against the fp32 kernel (1, the default): every
 // call within the CPU bound and near version 1 (the same products in another fp32 order, so h moves
 // by a bf16 step here and there), token 0 of a T-row call bitwise a one-row call's (tokens are the
 // MMA's independent columns), with both routing launches; the model's logits within the CPU bound.
@@ -265,6 +265,7 @@ TEST_F(CudaInt4, MoeSmallGateUpOnTensorCores) {
     const std::vector<int32_t> prompt = short_prompt(config_.vocab_size, rng_);
     cuda::CudaOptions o;
     o.poison = true;
+    o.moe_small_int4_gate_up_version = 2;
     cuda::CudaOps g(o);
     g.prepare_weights(weight_set(*weights_));
     const std::vector<std::vector<float>> got = prompt_and_steps(*weights_, g, prompt);

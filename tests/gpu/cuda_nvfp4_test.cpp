@@ -140,11 +140,14 @@ protected:
         weights_ = &nvfp4_weights();
         config_ = weights_->config;
     }
-    std::unique_ptr<cuda::CudaOps> make(int nvfp4_kernels, int small_version = -1) {
+    std::unique_ptr<cuda::CudaOps> make(int nvfp4_kernels, int small_version = -1, int linear_version = 3,
+                                        int gate_up_version = 1) {
         cuda::CudaOptions o;
         o.poison = true;
         o.nvfp4_kernels = nvfp4_kernels;
         o.moe_small_version = small_version;
+        o.int4_linear_version = linear_version;
+        o.moe_small_int4_gate_up_version = gate_up_version;
         auto gpu = std::make_unique<cuda::CudaOps>(o);
         gpu->prepare_weights(weight_set(*weights_));
         return gpu;
@@ -218,6 +221,65 @@ TEST_F(CudaNvfp4, MoeSmallT) {
             gpu->free_all();
         }
     }
+}
+
+// NVFP4 on the tensor-core kernels (session 40): the small-rows linears at CudaOptions::
+// int4_linear_version 4 and the small-T MoE gate_up at moe_small_int4_gate_up_version 2, each 16-column
+// block's scale folded into the code pairs (exact), against the CPU specification and the fp32 kernels
+// (the same products in another summation order); a linear's token 0 bitwise its one-row call's.
+TEST_F(CudaNvfp4, TensorCoreKernels) {
+    const DecoderLayerWeights* attn = nullptr;
+    const DecoderLayerWeights* gdn = nullptr;
+    for (const auto& l : weights_->layers) (l.type == LayerType::kFullAttention ? attn : gdn) = &l;
+    ASSERT_TRUE(attn && gdn);
+    auto mma = make(1, 2, 4, 2), fma = make(1, 2, 3, 1);
+    const std::vector<std::pair<const char*, const LinearWeight*>> linears = {
+        {"q_proj", &attn->attn.q_proj}, {"o_proj", &attn->attn.o_proj}, {"in_proj_qkv", &gdn->gdn.in_proj_qkv},
+        {"out_proj", &gdn->gdn.out_proj}};
+    for (int64_t T : {1, 2, 5, 8}) {
+        for (const auto& [name, w] : linears) {
+            const auto x = gpu_test::random_floats(size_t(T * w->in_features), rng_);
+            std::vector<float> ref(size_t(T * w->out_features));
+            cpu_.linear(x.data(), T, *w, ref.data());
+            std::vector<float> got[2];
+            for (int v : {0, 1}) {
+                cuda::CudaOps& g = v == 0 ? *fma : *mma;
+                float* dy = g.alloc(T * w->out_features);
+                g.linear(gpu_test::to_device(g, x), T, *w, dy);
+                got[v] = gpu_test::to_host(g, dy, ref.size());
+            }
+            float* dy1 = mma->alloc(w->out_features);
+            const std::vector<float> x0(x.begin(), x.begin() + w->in_features);
+            mma->linear(gpu_test::to_device(*mma, x0), 1, *w, dy1);
+            const std::vector<float> row0 = gpu_test::to_host(*mma, dy1, size_t(w->out_features));
+            EXPECT_LT(normalised_error(got[1], ref), kBound) << name << " T=" << T;
+            EXPECT_LT(normalised_error(got[1], got[0]), 1e-5) << name << " T=" << T;
+            EXPECT_TRUE(std::equal(row0.begin(), row0.end(), got[1].begin())) << name << " T=" << T << ": row 0 depends on T";
+            mma->free_all();
+            fma->free_all();
+        }
+    }
+    EXPECT_GT(mma->gemm().int4_mma_launches(), 0);
+    EXPECT_EQ(fma->gemm().int4_mma_launches(), 0);
+    const MoeWeights& m = weights_->layers[0].moe;
+    const int64_t k = config_.num_experts_per_tok, H = config_.hidden_size;
+    for (int64_t T : {1, 3, 8}) {
+        const auto x = gpu_test::random_floats(size_t(T * H), rng_);
+        std::vector<float> ref(x.size());
+        cpu_.moe(x.data(), T, m, k, config_.norm_topk_prob, ref.data());
+        std::vector<float> got[2];
+        for (int v : {0, 1}) {
+            cuda::CudaOps& g = v == 0 ? *fma : *mma;
+            float* dy = g.alloc(T * H);
+            g.moe(gpu_test::to_device(g, x), T, m, k, config_.norm_topk_prob, dy);
+            got[v] = gpu_test::to_host(g, dy, ref.size());
+            g.free_all();
+        }
+        EXPECT_LT(normalised_error(got[1], ref), kBound) << "T=" << T;
+        EXPECT_LT(normalised_error(got[1], got[0]), 2e-3) << "T=" << T;
+    }
+    EXPECT_EQ(mma->moe_small_int4_gate_up_mma_calls(), 3);
+    EXPECT_EQ(fma->moe_small_int4_gate_up_mma_calls(), 0);
 }
 
 // The packed copies cost their bytes beside the BF16 ones: 0.625 bytes per NVFP4 weight (codes 0.5,

@@ -102,8 +102,8 @@ CudaOps::CudaOps(const CudaOptions& options)
     QS_CHECK_MSG(options.fp8_small_v3_blocks_per_sm >= 0 && options.fp8_small_v3_blocks_per_sm <= 4,
                  "CudaOptions::fp8_small_v3_blocks_per_sm must be in [0, 4]");
     gemm_->set_fp8_small_version(options.fp8_small_version, options.fp8_small_v3_blocks_per_sm);
-    QS_CHECK_MSG(options.int4_linear_version >= 1 && options.int4_linear_version <= 3,
-                 "CudaOptions::int4_linear_version must be 1, 2 or 3");
+    QS_CHECK_MSG(options.int4_linear_version >= 1 && options.int4_linear_version <= 4,
+                 "CudaOptions::int4_linear_version must be 1, 2, 3 or 4");
     gemm_->set_int4_linear_version(options.int4_linear_version);
     QS_CHECK_MSG(options.shared_linear_input == 0 || options.shared_linear_input == 1,
                  "CudaOptions::shared_linear_input must be 0 or 1");

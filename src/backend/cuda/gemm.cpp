@@ -25,6 +25,12 @@
 namespace qs::cuda {
 
 namespace {
+// Whether CudaOptions::int4_linear_version puts a 4-bit format's small-rows launches on tensor cores
+// (int4_linear_mma.cu): INT4 from version 3, NVFP4 at version 4.
+bool int4_mma_version(int version, bool nvfp4) { return nvfp4 ? version == 4 : version >= 3; }
+}  // namespace
+
+namespace {
 constexpr size_t kWorkspaceBytes = size_t(64) << 20;
 constexpr cudaDataType_t kFp8Key = CUDA_R_8F_E4M3;  // marks block-scaled plans in plans_
 }
@@ -324,7 +330,7 @@ bool Gemm::linear_norm(const DeviceLinear& w, const float* a, int64_t T, float* 
         const bool nvfp4 = r4 == Route::kNvfp4;
         const Int4LinearPart part{w.int4_codes, w.int4_scales, w.out, y, nvfp4 ? w.nvfp4_global : 1.0f};
         const int64_t group = nvfp4 ? kNvfp4LinearGroup : w.int4_group;
-        if (int4_linear_version_ == 3 && int4_linear_mma_supports(nvfp4, T, w.in, group, std::span(&part, 1), a)) {
+        if (int4_mma_version(int4_linear_version_, nvfp4) && int4_linear_mma_supports(nvfp4, T, w.in, group, std::span(&part, 1), a)) {
             launch_int4_linears_mma(nvfp4, std::span(&part, 1), w.in, group, a, T, stream, &post);
             ++int4_mma_launches_;
         } else {
@@ -447,7 +453,7 @@ void Gemm::linears_on(const float* x, int64_t T, std::span<const DeviceLinear* c
             auto flush = [&] {
                 if (count == 0) return;
                 const std::span<const Int4LinearPart> parts(int4_parts.data(), count);
-                if (int4_linear_version_ == 3 && int4_linear_mma_supports(nvfp4, T, in, group, parts, x)) {
+                if (int4_mma_version(int4_linear_version_, nvfp4) && int4_linear_mma_supports(nvfp4, T, in, group, parts, x)) {
                     launch_int4_linears_mma(nvfp4, parts, in, group, x, T, stream);
                     ++int4_mma_launches_;
                 } else {

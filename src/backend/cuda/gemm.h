@@ -161,8 +161,8 @@ public:
     void set_f32_tiles_max_rows(int64_t rows) { f32_tiles_max_rows_ = rows; }
     // 2: the 4-bit small-rows weights of one linears() call share launches (up to kInt4LinearMaxParts
     // of one group each) and linear_norm's norm rides on the launch; 3: the same, INT4 launches on
-    // tensor cores where int4_linear_mma_supports; 1 (a Gemm's start): a launch per weight
-    // (CudaOptions::int4_linear_version).
+    // tensor cores where int4_linear_mma_supports; 4: NVFP4's too; 1 (a Gemm's start): a launch per
+    // weight (CudaOptions::int4_linear_version).
     void set_int4_linear_version(int v) { int4_linear_version_ = v; }
     // The path the latest FP8 linear took, and how many calls took each.
     Fp8Path last_fp8_path() const { return last_fp8_path_; }
