@@ -84,10 +84,10 @@ struct CudaOptions {
     // MoeParams::small_int4_gate_up_version for small-T MoE calls on INT4 experts: 1 (default) the fp32
     // unpack-and-FMA gate_up (moe_small_int4.cu), 2 on tensor cores where the shapes fit it
     // (moe_small_int4_gate_up_mma.cu: the same products, fp32 sums in another order; NVFP4 experts
-    // with their block scales folded into the codes; INT4 groups not a multiple of 128 keep 1). 2 is
-    // checked on the CPU emulation (moe_emu --int4, --nvfp4) but has not run on a GPU yet (session 40
-    // got no device machine): not the default until CudaInt4.MoeSmallGateUpOnTensorCores and
-    // CudaNvfp4.TensorCoreKernels pass there and gpu_run.sh int4_lin times it.
+    // with their block scales folded into the codes; INT4 groups not a multiple of 128 keep 1). Not the
+    // default: on an H100 (session 40, gpu_run.sh int4_lin, one run each) the one-stream INT4 k = 0
+    // step took 3.025 ms with it against 2.966 without (docs/PERF.md "Session 40"); its GPU tests
+    // (CudaInt4.MoeSmallGateUpOnTensorCores, CudaNvfp4.TensorCoreKernels) pass.
     int moe_small_int4_gate_up_version = 1;
     // MoeParams::decode_version for MoE calls on the mma.sync grouped path (9 <= T, fewer than 32
     // rows per expert; bench/kernels/NOTES.md "Decode v2"): 1 moe_gemm.cu's tiles, 2 (default) the
@@ -260,8 +260,8 @@ struct CudaOptions {
     // the FP8 small-rows kernels do, every output the same bits as 1's; 3 (default) as 2 with the INT4
     // launches on tensor cores (int4_linear_mma.cu: the same products, fp32 sums in another order,
     // ~1e-7 apart; INT4 groups not a multiple of 128 keep 2's kernel); 4 as 3 with NVFP4's launches on
-    // tensor cores too (each 16-column block's scale folded into the codes, exactly; session 40, checked
-    // on the CPU emulation only). H100, session 39
+    // tensor cores too (each 16-column block's scale folded into the codes, exactly; session 40: its GPU
+    // test CudaNvfp4.TensorCoreKernels passes, not timed yet). H100, session 39
     // (gpu_run.sh int4_lin, docs/PERF.md "Session 39"): the one-stream int4-w4a16 k = 0 step 3.988 /
     // 3.968 ms (1) → 3.777 / 3.736 (2; 130 → 80 4-bit launches) → 3.202 / 3.191 (3; 14.7 → 8.5 µs a
     // launch), FP8's 3.156-3.189.
