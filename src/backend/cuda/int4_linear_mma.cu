@@ -124,20 +124,8 @@ __global__ __launch_bounds__(kMmaWarps * 32, 2) void int4_linear_mma_kernel(cons
             for (int j = 0; j < 4; ++j) {
                 // B column n = g: token g's columns 128 kb + 32 q + 8 j .. + 7, permuted.
                 const uint4 xb = g < T ? xs[g * xrow + kb * 16 + q * 4 + j] : make_uint4(0, 0, 0, 0);
-                const uint32_t wg = word_of(wa[i], j), wg8 = word_of(wb[i], j);
-                uint32_t a0[4] = {w4::bf16x2_pair<F>(wg, 0), w4::bf16x2_pair<F>(wg8, 0), w4::bf16x2_pair<F>(wg, 1),
-                                  w4::bf16x2_pair<F>(wg8, 1)};
-                uint32_t a1[4] = {w4::bf16x2_pair<F>(wg, 2), w4::bf16x2_pair<F>(wg8, 2), w4::bf16x2_pair<F>(wg, 3),
-                                  w4::bf16x2_pair<F>(wg8, 3)};
-                if constexpr (F == w4::Code4::kNvfp4) {  // word j lies in block j / 2 of the chunk
-                    const uint32_t sg = j < 2 ? sa[i] & 0xFFFFu : sa[i] >> 16, sg8 = j < 2 ? sb[i] & 0xFFFFu : sb[i] >> 16;
-                    const uint32_t s2g = sg | (sg << 16), s2g8 = sg8 | (sg8 << 16);
-#pragma unroll
-                    for (int r = 0; r < 4; ++r) {
-                        a0[r] = w4::mul_bf16x2(a0[r], r % 2 ? s2g8 : s2g);
-                        a1[r] = w4::mul_bf16x2(a1[r], r % 2 ? s2g8 : s2g);
-                    }
-                }
+                uint32_t a0[4], a1[4];
+                w4::mma_word_operands<F>(word_of(wa[i], j), word_of(wb[i], j), sa[i], sb[i], j, a0, a1);
                 ptx::mma_16816_bf16(d, a0, xb.x, xb.y);
                 ptx::mma_16816_bf16(d, a1, xb.z, xb.w);
             }

@@ -140,4 +140,25 @@ __device__ __forceinline__ uint32_t mul_bf16x2(uint32_t a, uint32_t b) {
 #endif
 }
 
+// The A operands of the two m16n8k16 MMAs of code word j (0..3) of a lane's 32-code chunk in the
+// 4-bit tensor-core kernels' mapping (int4_linear_mma.cu's header): w from row g, w8 from row g + 8;
+// MMA 0 takes the pairs (0, 4), (1, 5), MMA 1 (2, 6), (3, 7). NVFP4: s / s8 hold the chunk's two block
+// scales of rows g / g + 8 (bf16x2, the first 16 columns' low); word j lies in block j / 2 and its
+// pairs are multiplied by that scale (mul_bf16x2: exact for E2M1 × E4M3). INT4 ignores s and s8.
+template <Code4 F>
+__device__ __forceinline__ void mma_word_operands(uint32_t w, uint32_t w8, uint32_t s, uint32_t s8, int j,
+                                                  uint32_t (&a0)[4], uint32_t (&a1)[4]) {
+    a0[0] = bf16x2_pair<F>(w, 0), a0[1] = bf16x2_pair<F>(w8, 0), a0[2] = bf16x2_pair<F>(w, 1), a0[3] = bf16x2_pair<F>(w8, 1);
+    a1[0] = bf16x2_pair<F>(w, 2), a1[1] = bf16x2_pair<F>(w8, 2), a1[2] = bf16x2_pair<F>(w, 3), a1[3] = bf16x2_pair<F>(w8, 3);
+    if constexpr (F == Code4::kNvfp4) {
+        const uint32_t sg = j < 2 ? s & 0xFFFFu : s >> 16, sg8 = j < 2 ? s8 & 0xFFFFu : s8 >> 16;
+        const uint32_t s2g = sg | (sg << 16), s2g8 = sg8 | (sg8 << 16);
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+            a0[r] = mul_bf16x2(a0[r], r % 2 ? s2g8 : s2g);
+            a1[r] = mul_bf16x2(a1[r], r % 2 ? s2g8 : s2g);
+        }
+    }
+}
+
 }  // namespace qs::cuda::w4

@@ -52,15 +52,6 @@ constexpr int kDownGroup = 3;              // dots whose loads are in flight tog
 __device__ __forceinline__ int x_row(int H) { return H / kVPC * (kVPC + kPad); }
 static_assert(2048 / kVPC * (kVPC + kPad) <= 2048 / 16 * 20, "small_x_row_floats sizes the shared memory");
 
-template <class T>
-__device__ __forceinline__ T ld(const T* p) {
-#if defined(QS_MOE_EMULATE)
-    return *p;
-#else
-    return __ldg(p);
-#endif
-}
-
 __device__ __forceinline__ int token_of_dest(const SmallParams& p, int dest) {
     return dest < p.T * p.k ? dest / p.k : dest - p.T * p.k;
 }

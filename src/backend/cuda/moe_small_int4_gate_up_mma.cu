@@ -33,21 +33,13 @@
 namespace qs::cuda::moe {
 namespace small_int4_mma {
 
+using small_math::ld;
 using small_math::word;
 
 constexpr int kWarps = kSmallThreads / 32;
 constexpr int kXPad = 1;  // 16-byte words after each staged x row (spreads the rows' banks)
 static_assert(kSmallRows == 16, "a block's intermediate rows are one MMA's M");
 static_assert(kMoeSmallTMax <= 8, "a slot's tokens are one MMA's N");
-
-template <class T>
-__device__ __forceinline__ T ld(const T* p) {
-#if defined(QS_MOE_EMULATE)
-    return *p;
-#else
-    return __ldg(p);
-#endif
-}
 
 // Two floats rounded to bf16 (round to nearest even) as one bf16x2 register, a in the low half.
 __device__ __forceinline__ uint32_t bf16x2_of(float a, float b) {
@@ -127,21 +119,9 @@ __global__ __launch_bounds__(kSmallThreads, 2) void gate_up_mma_kernel(SmallPara
             const uint4 xb = g < nt ? xs[g * xrow + kb * 16 + q * 4 + j] : make_uint4(0, 0, 0, 0);
 #pragma unroll
             for (int mt = 0; mt < 2; ++mt) {  // gate, up
-                const uint32_t wg = word(w[i][2 * mt], j), wg8 = word(w[i][2 * mt + 1], j);
-                uint32_t a0[4] = {w4::bf16x2_pair<F>(wg, 0), w4::bf16x2_pair<F>(wg8, 0), w4::bf16x2_pair<F>(wg, 1),
-                                  w4::bf16x2_pair<F>(wg8, 1)};
-                uint32_t a1[4] = {w4::bf16x2_pair<F>(wg, 2), w4::bf16x2_pair<F>(wg8, 2), w4::bf16x2_pair<F>(wg, 3),
-                                  w4::bf16x2_pair<F>(wg8, 3)};
-                if constexpr (F == w4::Code4::kNvfp4) {  // word j lies in block j / 2 of the chunk
-                    const uint32_t s0 = sc[i][2 * mt], s8 = sc[i][2 * mt + 1];
-                    const uint32_t sg = j < 2 ? s0 & 0xFFFFu : s0 >> 16, sg8 = j < 2 ? s8 & 0xFFFFu : s8 >> 16;
-                    const uint32_t s2g = sg | (sg << 16), s2g8 = sg8 | (sg8 << 16);
-#pragma unroll
-                    for (int r = 0; r < 4; ++r) {
-                        a0[r] = w4::mul_bf16x2(a0[r], r % 2 ? s2g8 : s2g);
-                        a1[r] = w4::mul_bf16x2(a1[r], r % 2 ? s2g8 : s2g);
-                    }
-                }
+                uint32_t a0[4], a1[4];
+                w4::mma_word_operands<F>(word(w[i][2 * mt], j), word(w[i][2 * mt + 1], j), sc[i][2 * mt],
+                                         sc[i][2 * mt + 1], j, a0, a1);
                 ptx::mma_16816_bf16(d[mt], a0, xb.x, xb.y);
                 ptx::mma_16816_bf16(d[mt], a1, xb.z, xb.w);
             }

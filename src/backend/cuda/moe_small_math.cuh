@@ -27,6 +27,16 @@ __device__ __forceinline__ uint4 load16(const void* p) {
 #endif
 }
 
+// A read-only value (weights, scales) through the non-coherent cache.
+template <class T>
+__device__ __forceinline__ T ld(const T* p) {
+#if defined(QS_MOE_EMULATE)
+    return *p;
+#else
+    return __ldg(p);
+#endif
+}
+
 // A value an earlier grid wrote, read from L2 (v2's kernels start before that grid's end is known
 // to their L1).
 template <class T>
