@@ -76,12 +76,12 @@
 //          [--moe-int4-grouped-max-t N]  (CudaOptions::moe_int4_grouped_max_t, default 0 = 1,024 with
 //          BF16 expert copies, 4,096 without: the largest MoE call on the INT4 grouped GEMMs; above
 //          it the CUTLASS BF16 path)
-//          [--nvfp4-kernels 0|1]  (CudaOptions::nvfp4_kernels: an NVFP4 checkpoint's linears of up to
-//          8 rows and its MoE small-T calls read the packed 4-bit layout instead of the BF16 copies;
-//          needs a real NVFP4 model directory: the dummy weights have no NVFP4 format)
+//          [--nvfp4-kernels 0|1]  (CudaOptions::nvfp4_kernels: an NVFP4 model's (--dummy-format nvfp4)
+//          linears of up to 8 rows and its MoE calls up to the 4-bit grouped GEMMs' rows read the packed
+//          4-bit layout instead of BF16 copies; default: 1 with --int4-expert-copies none, else 0)
 //          [--int4-expert-copies bf16|none]  (the serve option, CudaOptions::moe_int4_scratch: with
-//          --dummy-format int4-w4a16, none = no BF16 expert copies; MoE calls above the INT4 kernels'
-//          rows dequantise one layer's experts into a BF16 scratch first)
+//          --dummy-format int4-w4a16 or nvfp4, none = no BF16 expert copies; MoE calls above the 4-bit
+//          kernels' rows dequantise one layer's experts into a BF16 scratch first)
 //          [--fp8-small-rows 0..4]  (CudaOptions::fp8_small_rows: FP8 dense linears of 1..N rows on
 //          the small-rows kernel's version 2, e.g. the MTP verify's 2 rows; default 4, 0 = the old path)
 //          [--fp8-small-blocks-per-sm 1..4]  (CudaOptions::fp8_small_blocks_per_sm: that kernel's grid cap
@@ -338,6 +338,7 @@ int run(const Args& args) {
         return 2;
     }
     co.moe_int4_scratch = copies == "none" ? 1 : 0;
+    co.nvfp4_kernels = copies == "none" ? 1 : 0;  // as serve sets it (make_backend.cpp); --nvfp4-kernels overrides
     co.moe_int4_grouped_max_t = std::stoi(args.get_or("moe-int4-grouped-max-t", "0"));
     if (co.moe_int4_grouped_max_t != 0 && co.moe_int4_grouped_max_t < 9) {
         std::fprintf(stderr, "--moe-int4-grouped-max-t must be 0 (by the copies) or >= 9, got %d\n",

@@ -151,7 +151,8 @@
 #           int4-w4a16 dummy weights (--int4-expert-copies none, bf16 state, fp8 KV), each variant twice
 #           alternating (INT4_LIN_REPS, default "a b"), then FP8's, and where the bundle has qs_kernel_trace
 #           the kernel timeline of linear version INT4_LIN_TRACE (default 3, none: no trace; trace1_int4_vN.csv/.md)
-#           with INT4_LIN_TRACE_EXTRA's options (commas for spaces; default none);
+#           with INT4_LIN_TRACE_EXTRA's options (commas for spaces; default none); INT4_LIN_NVFP4="3 4" adds
+#           the step on nvfp4 dummy weights at those --int4-linear-version values (one_stream_nvfp4_vN);
 #           bundle: gpu_forward_bench [qs_kernel_trace]; ~4 minutes (session 39, H100: v1 3.988 / 3.968 ms,
 #           v2 3.777 / 3.736, FP8 3.189)
 #   int4_moe  the INT4 MoE grouped GEMM on tensor cores (CudaOptions::moe_int4_grouped): moe_int4_lab
@@ -475,6 +476,10 @@ for stage in "$@"; do
                       done
                   done
                   run one_stream_fp8 "$B/gpu_forward_bench" "${int4_lin_args[@]}" --dummy-format fp8-block
+                  for v in ${INT4_LIN_NVFP4:-}; do  # NVFP4 dummy weights at these --int4-linear-version values
+                      run "one_stream_nvfp4_v$v" "$B/gpu_forward_bench" "${int4_lin_args[@]}" --dummy-format nvfp4 \
+                          --int4-linear-version "$v"
+                  done
                   tv="${INT4_LIN_TRACE:-3}"
                   [ "$tv" = none ] && continue
                   trace_ready "trace1_int4_v$tv" || continue

@@ -23,7 +23,8 @@
 // none, bitwise;
 // --int4-dec: INT4 experts on the tensor-core grouped GEMMs, MoeParams::int4_grouped = 1, each case
 // again with the down GEMM launched with programmatic dependent launch (bitwise) and with bf16 expert
-// outputs (each the RN of the fp32 one; y within the bounds), as --dec2 checks them;
+// outputs (each the RN of the fp32 one; y within the bounds), as --dec2 checks them; then NVFP4
+// experts (MoeExpertTable::nvfp4) on the same GEMMs;
 // --nvfp4: NVFP4 experts on the small-T path, MoeExpertTable::nvfp4)
 #include "moe_emu_shim.h"
 
@@ -65,9 +66,18 @@ void emu_sort_gemms(const MoePlan& pl) {
     const int nthr = GemmShape<Cfg, false>::NTHR;
     if (pl.int4) {  // MoeParams::int4_grouped (moe_decode_gemm_int4.cu; cfg 1's plan)
         using S = Int4GemmShape;
-        emu_launch(pl.gemm_up_grid, S::NTHR, S::SMEM, [&] { moe_int4_gemm_kernel<true>(pl.gate_up); });
+        using w4::Code4;
+        const bool nv = pl.gate_up.qglobal != nullptr;
+        const int smem = nv ? S::SMEM_NVFP4 : S::SMEM;
+        emu_launch(pl.gemm_up_grid, S::NTHR, smem, [&] {
+            if (nv) moe_int4_gemm_kernel<true, Code4::kNvfp4>(pl.gate_up);
+            else moe_int4_gemm_kernel<true, Code4::kInt4>(pl.gate_up);
+        });
         if (pl.down_pdl) pdl_poison_h(pl);
-        emu_launch(pl.gemm_down_grid, S::NTHR, S::SMEM, [&] { moe_int4_gemm_kernel<false>(pl.down); });
+        emu_launch(pl.gemm_down_grid, S::NTHR, smem, [&] {
+            if (nv) moe_int4_gemm_kernel<false, Code4::kNvfp4>(pl.down);
+            else moe_int4_gemm_kernel<false, Code4::kInt4>(pl.down);
+        });
         if (pl.down_pdl) pdl_done();
         return;
     }
@@ -770,12 +780,32 @@ int main(int argc, char** argv) {
         run_case(hsi, false, 12, Routing::kGapped, false, -1, rng);
         g_int4 = &qo;
         run_case(ho, false, 24, Routing::kSkewed, false, -1, rng);
+        // NVFP4 experts on the same kernels (block scales folded into the codes, one accumulator,
+        // the global once): 1..4 token groups, I_shared != I, I = 192 with I_shared = 64, cp.async
+        // completing at issue.
+        HostExperts hn = make_host_experts(tiny, seed + 5), hsn = make_host_experts(tiny_is, seed + 6);
+        HostExperts hon = make_host_experts(odd, seed + 7);
+        const Int4Experts qn = make_nvfp4_experts(hn, rng), qsn = make_nvfp4_experts(hsn, rng);
+        const Int4Experts qon = make_nvfp4_experts(hon, rng);
+        g_int4 = &qn;
+        run_case(hn, false, 9, Routing::kGapped, true, -1, rng);
+        run_case(hn, false, 40, Routing::kSkewed, true, -1, rng);
+        g_int4 = &qsn;
+        g_emu_copy_at_issue = true;
+        run_case(hsn, false, 40, Routing::kSkewed, true, -1, rng);
+        g_emu_copy_at_issue = false;
+        g_int4 = &qon;
+        run_case(hon, false, 24, Routing::kSkewed, false, -1, rng);
         if (argc > 3 && !std::strcmp(argv[3], "--real")) {
             const Shape real{"real", 256, 8, 2048, 512, 512};
             HostExperts hr = make_host_experts(real, seed + 3);
             const Int4Experts qr = make_int4_experts(hr, 128, rng);
             g_int4 = &qr;
             run_case(hr, false, 40, Routing::kSkewed, true, -1, rng);
+            HostExperts hrn = make_host_experts(real, seed + 8);
+            const Int4Experts qrn = make_nvfp4_experts(hrn, rng);
+            g_int4 = &qrn;
+            run_case(hrn, false, 40, Routing::kSkewed, true, -1, rng);
         }
         g_int4 = nullptr;
         std::printf("%s (%d failing)\n", g_fail ? "FAIL" : "PASS", g_fail);

@@ -47,7 +47,8 @@ struct EmuBlock {
 struct EmuCopy {
     uint32_t dst;
     const void* src;
-    int bytes;
+    int bytes;      // bytes read (the rest of the copy zero-filled)
+    int size = 16;  // the copy's size: 16 (cp_async16) or 8 (cp_async8)
 };
 
 struct EmuThread {
@@ -101,23 +102,28 @@ inline uint32_t smem_u32(const void* p) {
 
 inline void emu_do_copy(const EmuCopy& c) {
     auto& sm = emu_t.blk->smem;
-    if (size_t(c.dst) + 16 > sm.size() || c.dst % 16 != 0) {
+    const unsigned n = unsigned(c.size);
+    if (size_t(c.dst) + n > sm.size() || c.dst % n != 0) {
         std::fprintf(stderr, "emu: cp.async destination %u out of shared memory (%zu bytes) or misaligned\n", c.dst,
                      sm.size());
         std::abort();
     }
-    if (reinterpret_cast<uintptr_t>(c.src) % 16 != 0) {
+    if (reinterpret_cast<uintptr_t>(c.src) % n != 0) {
         std::fprintf(stderr, "emu: cp.async source misaligned\n");
         std::abort();
     }
-    if (c.bytes == 16) std::memcpy(sm.data() + c.dst, c.src, 16);
-    else if (c.bytes == 0) std::memset(sm.data() + c.dst, 0, 16);
+    if (c.bytes == c.size) std::memcpy(sm.data() + c.dst, c.src, n);
+    else if (c.bytes == 0) std::memset(sm.data() + c.dst, 0, n);
     else std::abort();
 }
 
 inline void cp_async16(uint32_t dst, const void* src, int src_bytes) {
     if (g_emu_copy_at_issue) emu_do_copy({dst, src, src_bytes});
     else emu_t.open.push_back({dst, src, src_bytes});
+}
+inline void cp_async8(uint32_t dst, const void* src) {
+    if (g_emu_copy_at_issue) emu_do_copy({dst, src, 8, 8});
+    else emu_t.open.push_back({dst, src, 8, 8});
 }
 inline void cp_async_commit() {
     emu_t.groups.push_back(std::move(emu_t.open));

@@ -5,7 +5,12 @@
 // bf16 rounding of q · scale is exercised, ties included), against the host's value:
 // f32_to_bf16((u − 8) · scale) (core/dtype.h, round to nearest even), which is the BF16 copy the
 // upload makes (LinearWeight::row_to_f32 of the same weight, int4_layout.h). Every element must
-// match bit for bit; with expert_off, an expert without rows must be left untouched. No GPU needed.
+// match bit for bit; with expert_off, an expert without rows must be left untouched.
+// NVFP4 (MoeExpertTable::nvfp4, group 16): random E2M1 codes, random E4M3 block-scale bytes (every
+// normal and subnormal one, widened to bf16 as the device layout holds them) and a random fp32 global
+// per matrix (not a power of two), against ModelOpt's dequantisation as LinearWeight::row_to_f32
+// computes it: e2m1 · (e4m3 · global) in fp32, then bf16 (E2M1 and E4M3 decoded here by their
+// definitions; code 8 is +0 there, −0 in the kernel: compared as values, ±0 equal). No GPU needed.
 // Build (from the repository root):
 //   g++ -O1 -g -std=c++20 -fsanitize=address -x c++ -Isrc -Ibench/kernels -I/usr/local/cuda/include \
 //       bench/kernels/moe_int4_dequant_emu.cpp -o build/moe_int4_dequant_emu -lpthread
@@ -22,14 +27,31 @@ using namespace qs::cuda;
 
 namespace {
 
+// E4M3 ("e4m3fn") by its definition: bias 7, subnormals m · 2^−9 (bytes 0x7F/0xFF, NaN, not drawn).
+float e4m3_value(uint8_t b) {
+    const int e = (b >> 3) & 15, m = b & 7;
+    const float mag = e == 0 ? std::ldexp(float(m), -9) : std::ldexp(1.0f + float(m) / 8.0f, e - 7);
+    return b & 0x80 ? -mag : mag;
+}
+// E2M1: sign, 2 exponent bits (bias 1), 1 mantissa bit; ModelOpt's table decodes code 8 as +0.
+float e2m1_value(uint32_t c) {
+    static const float mag[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+    return c == 8 ? 0.0f : c & 8 ? -mag[c & 7] : mag[c & 7];
+}
+
 struct Matrix {
     int rows, cols;
     std::vector<uint32_t> codes;   // [rows, cols/8]
     std::vector<uint16_t> scales;  // [rows, cols/group]
     std::vector<uint16_t> out;     // the scratch's bf16 [rows, cols]
+    std::vector<uint8_t> scale_bytes;  // NVFP4: the E4M3 bytes [rows, cols/16]
+    float global = 1.0f;               // NVFP4: the matrix's global multiplier
 };
 
-int run_case(int H, int I, int Is, int group, bool with_off, std::mt19937& rng) {
+// group 0: NVFP4 (group 16).
+int run_case(int H, int I, int Is, int group_or_nvfp4, bool with_off, std::mt19937& rng) {
+    const bool nvfp4 = group_or_nvfp4 == 0;
+    const int group = nvfp4 ? 16 : group_or_nvfp4;
     const int E = 3;
     std::vector<Matrix> m;  // expert e's gate, up, down at 3e .. 3e+2
     for (int e = 0; e <= E; ++e) {
@@ -46,6 +68,15 @@ int run_case(int H, int I, int Is, int group, bool with_off, std::mt19937& rng) 
                 const float v = std::ldexp(1.0f + float(rng() % 1000) / 1000.0f, int(mag(rng)));
                 s = qs::f32_to_bf16(rng() % 2 ? v : -v).bits;
             }
+            if (nvfp4) {
+                x.scale_bytes.resize(x.scales.size());
+                for (size_t i = 0; i < x.scales.size(); ++i) {
+                    uint8_t b = uint8_t(rng() % 0x7F);  // 0x00 .. 0x7E: zero, subnormals, normals
+                    x.scale_bytes[i] = b;
+                    x.scales[i] = qs::f32_to_bf16(e4m3_value(b)).bits;  // exact
+                }
+                x.global = std::ldexp(1.0f + float(rng() % 100000) / 100000.0f, -int(rng() % 12));
+            }
             x.out.assign(size_t(x.rows) * x.cols, 0x7E57);  // sentinel
             m.push_back(std::move(x));
         }
@@ -53,11 +84,13 @@ int run_case(int H, int I, int Is, int group, bool with_off, std::mt19937& rng) 
     std::vector<const uint32_t*> q[3];
     std::vector<const uint16_t*> qs[3];
     std::vector<const void*> w[3];
+    std::vector<float> globals;  // NVFP4 [3 (E + 1)]
     for (int e = 0; e <= E; ++e)
         for (int k = 0; k < 3; ++k) {
             q[k].push_back(m[size_t(3 * e + k)].codes.data());
             qs[k].push_back(m[size_t(3 * e + k)].scales.data());
             w[k].push_back(m[size_t(3 * e + k)].out.data());
+            globals.push_back(m[size_t(3 * e + k)].global);
         }
     MoeExpertTable t{};
     t.format = DeviceWeightFormat::kBF16;
@@ -65,13 +98,18 @@ int run_case(int H, int I, int Is, int group, bool with_off, std::mt19937& rng) 
     t.gate_q = q[0].data(), t.up_q = q[1].data(), t.down_q = q[2].data();
     t.gate_qs = qs[0].data(), t.up_qs = qs[1].data(), t.down_qs = qs[2].data();
     t.int4_group = group;
+    t.nvfp4 = nvfp4;
+    t.nvfp4_global = nvfp4 ? globals.data() : nullptr;
     t.E = E, t.H = H, t.I = I, t.I_shared = Is;
     t.bf16_in_scratch = true;
     // Expert 1 without rows (offsets of sorted rows: 5, 0, 7 routed rows, 4 shared).
     const std::vector<int> off = {0, 5, 5, 12, 16};
     const moe::DequantParams p = moe::dequant_params(t, with_off ? off.data() : nullptr);
     emu_launch(dim3(moe::dequant_blocks_x(t), unsigned(3 * (E + 1))), moe::kDequantThreads, 0,
-               [&] { moe::moe_int4_dequant_kernel(p); });
+               [&] {
+                   if (nvfp4) moe::moe_int4_dequant_kernel<w4::Code4::kNvfp4>(p);
+                   else moe::moe_int4_dequant_kernel<w4::Code4::kInt4>(p);
+               });
     int bad = 0;
     for (int e = 0; e <= E; ++e)
         for (int k = 0; k < 3; ++k) {
@@ -81,11 +119,14 @@ int run_case(int H, int I, int Is, int group, bool with_off, std::mt19937& rng) 
                 for (int c = 0; c < x.cols; ++c) {
                     const uint32_t u = (x.codes[size_t(r) * (x.cols / 8) + c / 8] >> (4 * (c % 8))) & 15u;
                     const float s = qs::bf16_to_f32(qs::bf16{x.scales[size_t(r) * (x.cols / group) + c / group]});
-                    const uint16_t want = skipped ? uint16_t(0x7E57) : qs::f32_to_bf16(float(int(u) - 8) * s).bits;
+                    const float v = nvfp4 ? e2m1_value(u) * (e4m3_value(x.scale_bytes[size_t(r) * (x.cols / 16) + c / 16]) * x.global)
+                                          : float(int(u) - 8) * s;
+                    const uint16_t want = skipped ? uint16_t(0x7E57) : qs::f32_to_bf16(v).bits;
                     const uint16_t got = x.out[size_t(r) * x.cols + c];
-                    if (got != want && bad++ < 5)
-                        std::printf("H %d group %d off %d expert %d matrix %d [%d, %d]: got %04x want %04x\n", H,
-                                    group, int(with_off), e, k, r, c, got, want);
+                    const bool zeros = !skipped && (got & 0x7FFFu) == 0 && (want & 0x7FFFu) == 0;  // ±0
+                    if (got != want && !zeros && bad++ < 5)
+                        std::printf("H %d group %d%s off %d expert %d matrix %d [%d, %d]: got %04x want %04x\n", H,
+                                    group, nvfp4 ? " nvfp4" : "", int(with_off), e, k, r, c, got, want);
                 }
         }
     return bad;
@@ -100,6 +141,9 @@ int main() {
         for (bool with_off : {false, true}) bad += run_case(96, 64, 32, group, with_off, rng);
     // Several blocks per matrix, the last one partial (256 × 160 / 8 = 5,120 words: 5 blocks).
     bad += run_case(256, 160, 96, 32, true, rng);
+    // NVFP4 (group 16): one block per matrix and several.
+    for (bool with_off : {false, true}) bad += run_case(96, 64, 32, 0, with_off, rng);
+    bad += run_case(256, 160, 96, 0, true, rng);
     std::printf("%s (%d mismatching elements)\n", bad ? "FAIL" : "PASS", bad);
     return bad ? 1 : 0;
 }

@@ -94,6 +94,9 @@ Result<std::unique_ptr<Ops>> create_backend(const BackendOptions& options, const
     co.ssm_bf16 = options.gdn_state_bf16;
     co.graph_max_batch = options.cuda_graph_max_batch;
     co.moe_int4_scratch = options.int4_expert_bf16_copies ? 0 : 1;
+    // NVFP4 weights read as 4-bit where a kernel takes them, the experts packed only; with BF16
+    // copies every NVFP4 path reads those (CudaOptions::nvfp4_kernels 0).
+    co.nvfp4_kernels = options.int4_expert_bf16_copies ? 0 : 1;
     return std::unique_ptr<Ops>(std::make_unique<cuda::CudaOps>(co));
 #else
     return invalid_argument("--device cuda: this build has no CUDA backend (nvcc was not found at configure time)");

@@ -18,10 +18,11 @@ struct BackendOptions {
     std::string device = "cpu";  // cpu | cuda
     bool gdn_state_bf16 = false; // cuda: GDN recurrent state stored in bf16 (math in fp32)
     int64_t cuda_graph_max_batch = 512;  // cuda: decode batches up to this size replay CUDA graphs (0: off)
-    // cuda: INT4 experts also uploaded as BF16 (true), or packed only with a one-layer BF16 scratch
-    // for the large-T MoE calls (false, the default since the H200's seed-replay: 5,661 against 5,310
-    // completion tok/s, the cache 97 GB against 37 GB; --int4-expert-copies; CudaOptions::
-    // moe_int4_scratch).
+    // cuda: 4-bit experts (INT4 W4A16, NVFP4) also uploaded as BF16 (true), or packed only with a
+    // one-layer BF16 scratch for the large-T MoE calls (false, the default since the H200's
+    // seed-replay of INT4: 5,661 against 5,310 completion tok/s, the cache 97 GB against 37 GB;
+    // --int4-expert-copies; CudaOptions::moe_int4_scratch). false also reads NVFP4 weights as 4-bit
+    // (CudaOptions::nvfp4_kernels 1); true keeps every NVFP4 path on the BF16 copies.
     bool int4_expert_bf16_copies = false;
     // Ranks of the tensor-parallel group the model runs on (model/tensor_parallel_runner.h); 1: none.
     int64_t tensor_parallel_size = 1;

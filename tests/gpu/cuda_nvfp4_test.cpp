@@ -9,8 +9,10 @@
 //    compressed-tensors' global convention): linears of up to 8 rows must take the NVFP4 kernel
 //    with the option and never without it, the MoE small-T path (v1, v2) the NVFP4 experts; every
 //    result against the CPU specification (CpuOps on the same NVFP4 weights, dequantised exactly):
-//    bound 1e-2 as the BF16 paths (x and h rounded to bf16 on the GPU). Larger calls keep the BF16
-//    copies: bitwise equal to the option off.
+//    bound 1e-2 as the BF16 paths (x and h rounded to bf16 on the GPU). Larger linears keep the BF16
+//    copies: bitwise equal to the option off; MoE calls of 9..1,024 rows take the 4-bit grouped GEMMs.
+//  - NVFP4 experts on the 4-bit grouped GEMMs and without BF16 copies (CudaOptions::moe_int4_scratch):
+//    GroupedGemmWithoutBf16Copies.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -25,6 +27,7 @@
 #include "gpu_test_util.h"
 #include "model/low_bit_rtn.h"
 #include "model/qwen36.h"
+#include "model/single_sequence.h"
 #include "model/weights.h"
 
 using namespace qs;
@@ -193,9 +196,9 @@ TEST_F(CudaNvfp4, LinearsTakeTheNvfp4KernelUpTo8Rows) {
     EXPECT_EQ(off->gemm().nvfp4_calls(), 0);
 }
 
-// The MoE small-T path on NVFP4 experts (v1, v2) against the CPU specification; T = 64 keeps the
-// BF16 copies (bitwise the option off); T <= 8 must differ from the option off (it reads other
-// weights' bits: the 4-bit codes, not the BF16 copies, and sums in another order).
+// The MoE small-T path on NVFP4 experts (v1, v2) and, at T = 64, the 4-bit grouped GEMMs against the
+// CPU specification; every call must differ from the option off (it reads other weights' bits: the
+// 4-bit codes, not the BF16 copies, and sums in another order).
 TEST_F(CudaNvfp4, MoeSmallT) {
     const MoeWeights& m = weights_->layers[0].moe;
     ASSERT_EQ(m.experts[0].gate_proj.format, WeightFormat::kNvfp4);
@@ -215,7 +218,7 @@ TEST_F(CudaNvfp4, MoeSmallT) {
                 float* dy0 = off->alloc(int64_t(ref.size()));
                 off->moe(gpu_test::to_device(*off, x), T, m, k, config_.norm_topk_prob, dy0);
                 const std::vector<float> y0 = gpu_test::to_host(*off, dy0, ref.size());
-                EXPECT_EQ(y != y0, T <= 8) << "T=" << T;
+                EXPECT_NE(y, y0) << "T=" << T << ": the BF16 copies' bits (4-bit kernels not taken?)";
                 off->free_all();
             }
             gpu->free_all();
@@ -280,6 +283,73 @@ TEST_F(CudaNvfp4, TensorCoreKernels) {
     }
     EXPECT_EQ(mma->moe_small_int4_gate_up_mma_calls(), 3);
     EXPECT_EQ(fma->moe_small_int4_gate_up_mma_calls(), 0);
+}
+
+// NVFP4 experts on the 4-bit grouped GEMMs (moe_decode_gemm_int4.cu, each lane's 16 K values one
+// block: its scale folded into the code pairs, the global once) and without BF16 copies
+// (CudaOptions::moe_int4_scratch 1: MoE calls above the grouped GEMMs' 4,096 rows dequantise the layer's
+// NVFP4 experts into the scratch first). Against `copies` (BF16 copies, moe_int4_grouped 0: the
+// mma.sync BF16 GEMMs from 9 rows): T = 3 on the small-T path in both, bitwise; T = 9..4,096 on the
+// grouped GEMMs (other kernels: not bitwise, within the bound; the CPU specification checks T <= 300);
+// T = 5,000 on the prefill path over the scratch, whose values are the copies' up to the rounding of
+// compressed-tensors' divided global (nvfp4_layout.h): within 1e-5. Both layers alternate (a stale
+// scratch would show). Then the model: a 1,500-token prompt and 3 decode steps within the bound of the
+// copies' logits; and the device bytes: the copies' minus every layer's BF16 experts plus one scratch.
+TEST_F(CudaNvfp4, GroupedGemmWithoutBf16Copies) {
+    const int64_t k = config_.num_experts_per_tok, H = config_.hidden_size;
+    auto make_packed = [&](int scratch, int grouped) {
+        cuda::CudaOptions o;
+        o.poison = true;
+        o.nvfp4_kernels = 1;
+        o.moe_int4_scratch = scratch;
+        o.moe_int4_grouped = grouped;
+        auto gpu = std::make_unique<cuda::CudaOps>(o);
+        gpu->prepare_weights(weight_set(*weights_));
+        return gpu;
+    };
+    auto nocopy = make_packed(1, 1), copies = make_packed(0, 0);
+    ASSERT_EQ(nocopy->weights().int4_scratch_layers(), config_.num_hidden_layers);
+    ASSERT_EQ(copies->weights().int4_scratch_layers(), 0);
+    for (int64_t T : {3, 9, 64, 300, 4096, 5000}) {
+        for (int layer : {0, 1, 0}) {
+            const MoeWeights& m = weights_->layers[size_t(layer)].moe;
+            const auto x = gpu_test::random_floats(size_t(T * H), rng_);
+            const std::vector<float> y = gpu_test::moe_y(*nocopy, x, T, m, k, config_.norm_topk_prob);
+            const std::vector<float> y0 = gpu_test::moe_y(*copies, x, T, m, k, config_.norm_topk_prob);
+            if (T <= 8) {
+                EXPECT_TRUE(y == y0) << "T=" << T << " layer " << layer << ": the small-T path differs";
+            } else if (T <= 4096) {
+                EXPECT_NE(y, y0) << "T=" << T << " layer " << layer << ": the BF16 GEMMs' bits (grouped GEMMs not taken?)";
+                EXPECT_LT(normalised_error(y, y0), kBound) << "T=" << T << " layer " << layer;
+            } else {
+                EXPECT_LT(normalised_error(y, y0), 1e-5) << "T=" << T << " layer " << layer << ": the scratch";
+            }
+            if (T >= 9 && T <= 300 && layer == 1) {
+                std::vector<float> ref(x.size());
+                cpu_.moe(x.data(), T, m, k, config_.norm_topk_prob, ref.data());
+                EXPECT_LT(normalised_error(y, ref), kBound) << "T=" << T << ": against the CPU";
+            }
+        }
+    }
+    std::vector<int32_t> ids(1500);
+    std::uniform_int_distribution<int32_t> tok(0, int32_t(config_.vocab_size) - 1);
+    for (int32_t& t : ids) t = tok(rng_);
+    std::vector<std::vector<float>> logits[2];
+    for (int v : {0, 1}) {
+        Qwen36Model model(*weights_, v == 0 ? *copies : *nocopy);
+        SingleSequence seq(model, int64_t(ids.size()) + 8, KvCacheDtype::kBF16);
+        logits[v].push_back(seq.feed(ids, false));
+        for (int32_t t : {5, 77, 1234}) logits[v].push_back(seq.feed({t}, false));
+    }
+    for (size_t i = 0; i < logits[0].size(); ++i) {
+        ASSERT_FALSE(logits[1][i].empty());
+        EXPECT_LT(normalised_error(logits[1][i], logits[0][i]), kBound) << "step " << i;
+    }
+    const int64_t E = config_.num_experts, I = config_.moe_intermediate_size, Is = config_.shared_expert_intermediate_size;
+    const size_t layer_bf16 = size_t(3 * H * (E * I + Is)) * 2;
+    EXPECT_EQ(nocopy->weights().int4_scratch_bytes(), layer_bf16);
+    EXPECT_EQ(copies->weights().device_bytes() - nocopy->weights().device_bytes(),
+              size_t(config_.num_hidden_layers - 1) * layer_bf16);
 }
 
 // The packed copies cost their bytes beside the BF16 ones: 0.625 bytes per NVFP4 weight (codes 0.5,

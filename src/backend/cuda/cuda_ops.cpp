@@ -236,7 +236,7 @@ void CudaOps::prepare_weights(const WeightSet& w) {
     weights_.upload(w, stream_, options_.reference_precision, options_.moe_int4_scratch == 1,
                     options_.nvfp4_kernels == 1, options_.moe_router_kernel != 0);
     if (weights_.int4_scratch_layers() > 0)
-        log_info("cuda: INT4 experts of {} MoE layers kept without BF16 copies; one-layer BF16 scratch {:.2f} GiB",
+        log_info("cuda: 4-bit experts of {} MoE layers kept without BF16 copies; one-layer BF16 scratch {:.2f} GiB",
                  weights_.int4_scratch_layers(), double(weights_.int4_scratch_bytes()) / double(1 << 30));
     lm_head_ = w.lm_head->handle.index;
     QS_CUDA_CHECK(cudaStreamSynchronize(stream_));

@@ -196,7 +196,8 @@ struct CudaOptions {
     // BF16 copies and 384 for FP8 experts) the tensor-core INT4 grouped GEMMs of
     // moe_decode_gemm_int4.cu (4-bit weights read).
     int moe_int4_grouped = 1;
-    // INT4 W4A16 experts without BF16 copies (issue 18; moe_int4_dequant.h): 0 (default) every
+    // INT4 W4A16 experts (and NVFP4 ones with nvfp4_kernels 1) without BF16 copies (issue 18;
+    // moe_int4_dequant.h): 0 (default) every
     // INT4 MoE layer also keeps a BF16 copy of its experts (~65 GB for the real model: 40 layers
     // × 1.6 GB) for the MoE calls no INT4 kernel takes (above moe_int4_grouped_max_t rows: prompt
     // chunks; every call above 8 rows with moe_int4_grouped 0); 1 no copies: those calls first dequantise the layer's
@@ -215,9 +216,12 @@ struct CudaOptions {
     // kernels"): 0 (default) NVFP4 linears and experts are dequantised to BF16 copies at upload and
     // every path reads those; 1 they also keep the packed NVFP4 device layout (backend/
     // nvfp4_layout.h: E2M1 codes, bf16 block scales, an fp32 global per matrix; +0.625 bytes per
-    // weight), which dense linears of up to 8 rows (launch_nvfp4_linear) and the MoE small-T path
-    // (T <= 8, moe_small_int4.cu) read as INT4's are: a quarter of the BF16 copy's bytes at decode.
-    // Larger calls keep the BF16 copies. Not measured on the GPU yet; the lead decides the default.
+    // weight), which dense linears of up to 8 rows (launch_nvfp4_linear), the MoE small-T path
+    // (T <= 8, moe_small_int4.cu) and the 4-bit grouped GEMMs (moe_int4_grouped, up to
+    // moe_int4_grouped_max_t rows; moe_decode_gemm_int4.cu) read as INT4's are. Larger dense calls keep
+    // the BF16 copies; the experts keep none with moe_int4_scratch 1 (larger MoE calls then dequantise
+    // the layer's NVFP4 experts into the scratch). Serve sets 1 with --int4-expert-copies none (its
+    // default; make_backend.cpp), 0 with bf16.
     int nvfp4_kernels = 0;
     // FP8 dense linears of 1..N rows (N <= 4) on the small-rows kernel's version 2
     // (small_linear_fp8.cu: x quantised once per block into shared memory, the weight streamed once

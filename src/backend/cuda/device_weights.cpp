@@ -86,17 +86,18 @@ DeviceLinear DeviceWeights::upload_linear(const LinearWeight& w, DeviceLinear::D
         d.int4_group = l.group;
         if (int4_only) return d;  // the layer's BF16 values come from the scratch (moe_int4_dequant.h)
     }
-    QS_CHECK_MSG(!int4_only, "upload_linear: int4_only for a weight without the INT4 device layout");
     if (nvfp4_kernels_ && dtype == DeviceLinear::Dtype::kBF16 && w.format == WeightFormat::kNvfp4 &&
         nvfp4_layout_unsupported(w).empty()) {
-        // NVFP4 kept packed for the 4-bit small-row kernels, beside the BF16 copy made below.
+        // NVFP4 kept packed for the 4-bit kernels, beside the BF16 copy made below.
         const Nvfp4DeviceLayout l = nvfp4_device_layout(w);
         d.int4_codes = static_cast<const uint32_t*>(upload_bytes(l.codes.data(), l.codes.size() * 4, stream));
         d.int4_scales = static_cast<const uint16_t*>(upload_bytes(l.scales.data(), l.scales.size() * 2, stream));
         d.int4_group = kNvfp4GroupSize;
         d.nvfp4 = true;
         d.nvfp4_global = l.global;
+        if (int4_only) return d;  // the layer's BF16 values come from the scratch (moe_int4_dequant.h)
     }
+    QS_CHECK_MSG(!int4_only, "upload_linear: int4_only for a weight without a 4-bit device layout");
     if (dtype == DeviceLinear::Dtype::kBF16 && w.format == WeightFormat::kDense && w.weight.dtype == DType::kBF16) {
         d.w = upload_bytes(w.weight.data, n * 2, stream);
         return d;
@@ -169,16 +170,21 @@ void DeviceWeights::add_experts(const MoeWeights& m, cudaStream_t stream) {
     all_fp8 = all_fp8 && !f32;
     const DeviceLinear::Dtype dtype =
         f32 ? DeviceLinear::Dtype::kF32 : all_fp8 ? DeviceLinear::Dtype::kFP8Block : DeviceLinear::Dtype::kBF16;
-    // Without BF16 copies only when every matrix takes the INT4 device layout with one group (the
-    // condition for the INT4 arrays below) and the scratch's dequantisation covers the shapes.
+    // Without BF16 copies only when every matrix takes the INT4 device layout with one group, or
+    // every one the NVFP4 layout with nvfp4_kernels_ (the conditions for the 4-bit arrays below), and
+    // the scratch's dequantisation covers the shapes.
     bool scratch = int4_scratch_wanted_ && dtype == DeviceLinear::Dtype::kBF16 && E > 0 && H % 32 == 0 &&
                    I % 32 == 0 && m.shared_expert.gate_proj.out_features % 32 == 0;
+    const bool nvfp4_experts = m.shared_expert.gate_proj.format == WeightFormat::kNvfp4;
     const int64_t group0 = m.shared_expert.gate_proj.int_params.group_size;
     auto packable = [&](const ExpertWeights& e) {
-        for (const LinearWeight* l : {&e.gate_proj, &e.up_proj, &e.down_proj})
-            if (l->format != WeightFormat::kIntGroup || l->int_params.group_size != group0 ||
-                !int4_layout_unsupported(*l).empty())
-                return false;
+        for (const LinearWeight* l : {&e.gate_proj, &e.up_proj, &e.down_proj}) {
+            const bool ok = nvfp4_experts ? nvfp4_kernels_ && l->format == WeightFormat::kNvfp4 &&
+                                                nvfp4_layout_unsupported(*l).empty()
+                                          : l->format == WeightFormat::kIntGroup && l->int_params.group_size == group0 &&
+                                                int4_layout_unsupported(*l).empty();
+            if (!ok) return false;
+        }
         return true;
     };
     if (scratch) scratch = packable(m.shared_expert) && std::all_of(m.experts.begin(), m.experts.end(), packable);
@@ -234,7 +240,7 @@ void DeviceWeights::add_experts(const MoeWeights& m, cudaStream_t stream) {
     const bool int4 = !groups.empty() && groups[0] > 0 &&
                       std::all_of(groups.begin(), groups.end(), [&](int64_t g) { return g == groups[0]; }) &&
                       (nvfp4 || std::all_of(globals.begin(), globals.end(), [](float g) { return std::isnan(g); }));
-    QS_CHECK_MSG(int4 || !scratch, "DeviceWeights: INT4 experts without BF16 copies lack their packed copies");
+    QS_CHECK_MSG(int4 || !scratch, "DeviceWeights: 4-bit experts without BF16 copies lack their packed copies");
     if (int4) {
         d.gate_q = static_cast<const uint32_t* const*>(table(gate_q));
         d.up_q = static_cast<const uint32_t* const*>(table(up_q));

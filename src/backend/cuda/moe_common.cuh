@@ -156,6 +156,9 @@ struct GemmParams {
     const uint16_t* const* qs0 = nullptr;
     const uint16_t* const* qs1 = nullptr;
     int qgroup = 0;
+    // NVFP4 experts in those arrays (MoeExpertTable::nvfp4: E2M1 codes, qgroup 16): the matrices'
+    // fp32 global multipliers [3 (E + 1)] (gate, up, down of expert e at 3e, 3e + 1, 3e + 2); null: INT4.
+    const float* qglobal = nullptr;
 };
 
 // The work of a grouped-GEMM block of BNW weight rows (moe_gemm.cu, moe_decode_gemm.cu,
@@ -257,6 +260,11 @@ struct Int4GemmShape {
     static constexpr int B_ROW = kBK / 2;
     static constexpr int B_STAGE = BNW * B_ROW;
     static constexpr int SMEM = STAGES * (A_STAGE + B_STAGE);
+    // NVFP4 (GemmParams::qglobal): after the ring, each stage's block scales: a row's four bf16
+    // scales of one 64-wide K stage (8 bytes, one cp.async), 128 rows.
+    static constexpr int S_ROW = 8;
+    static constexpr int S_STAGE = BNW * S_ROW;
+    static constexpr int SMEM_NVFP4 = SMEM + STAGES * S_STAGE;
 };
 
 // 128-wide K blocks of fp8 scales a grouped-GEMM block keeps in shared memory (K <= 4,096;

@@ -16,6 +16,12 @@
 //    fresh zero temporary, then acc += tmp · scale[row][group] in fp32, as the fp8 path's block
 //    promotion; the products q·x are exact, so the result differs from the CPU reference
 //    ((q·s)·x summed in fp32) only in summation order.
+//  - NVFP4 (GemmParams::qglobal; E2M1 codes, a bf16 block scale per 16 K values): lane (g, q)'s 16
+//    K values of a row in a stage are exactly one block (block 4·kt + q), so each code pair is
+//    multiplied by its block scale before the MMA (w4::mul_bf16x2: E2M1 × E4M3 is exact in bf16),
+//    one accumulator runs over all of K, and the matrix's global multiplies the sum once. The
+//    block scales travel with the codes: 8 bytes per row and stage by cp.async into a ring beside
+//    the weights' (Int4GemmShape::S_STAGE), read from shared memory like the codes.
 // h = silu(g)·u is rounded to bf16 as on the BF16 path; the down GEMM writes eout rows for
 // moe_combine.cu, fp32 or (MoeParams::decode_eout_bf16) rounded to bf16. With MoeParams::decode_pdl
 // the down GEMM is launched with programmatic dependent launch as moe_decode_gemm.cu's: its first
@@ -43,9 +49,10 @@ using ptx::smem_u32;
 __device__ __forceinline__ uint32_t lows(uint32_t a, uint32_t b) { return (a & 0xFFFFu) | (b << 16); }
 __device__ __forceinline__ uint32_t highs(uint32_t a, uint32_t b) { return (a >> 16) | (b & 0xFFFF0000u); }
 
-template <bool GATE_UP>
+template <bool GATE_UP, w4::Code4 F>
 __global__ __launch_bounds__(Int4GemmShape::NTHR) void moe_int4_gemm_kernel(GemmParams p) {
     using S = Int4GemmShape;
+    constexpr bool NV = F == w4::Code4::kNvfp4;
     constexpr int BM = S::BM, BNW = S::BNW, NTHR = S::NTHR, STAGES = S::STAGES;
     constexpr int MT = 2, NG = BM / 8;  // weight fragments per warp, 8-token groups
     constexpr int A_ITERS = BM * 8 / NTHR, B_ITERS = BNW * 2 / NTHR;
@@ -55,6 +62,7 @@ __global__ __launch_bounds__(Int4GemmShape::NTHR) void moe_int4_gemm_kernel(Gemm
     unsigned char* smem = ptx::dynamic_smem();
     unsigned char* sA = smem;
     unsigned char* sB = smem + STAGES * S::A_STAGE;
+    unsigned char* sS = sB + STAGES * S::B_STAGE;  // NVFP4's block scales
 
     TileWork tw;
     if (!tile_work<GATE_UP>(p, BNW, tw)) return;
@@ -63,6 +71,13 @@ __global__ __launch_bounds__(Int4GemmShape::NTHR) void moe_int4_gemm_kernel(Gemm
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int g = lane >> 2, q = lane & 3;
     const int groups = (rows + 7) / 8;  // 8-token groups holding valid rows (warp-uniform)
+    // NVFP4: the globals of the warp's two fragments (gate_up: gate, up; down: down twice), loaded
+    // now, used after the K loop.
+    [[maybe_unused]] float glob[MT] = {1.0f, 1.0f};
+    if constexpr (NV) {
+        glob[0] = p.qglobal[3 * e + (GATE_UP ? 0 : 2)];
+        glob[1] = p.qglobal[3 * e + (GATE_UP ? 1 : 2)];
+    }
     // down: the output rows of the lane's tokens, loaded before the K loop (tile_row_dests).
     [[maybe_unused]] int dest[NG][2];
     if constexpr (!GATE_UP) tile_row_dests(p, row0, rows, q, dest);
@@ -101,7 +116,17 @@ __global__ __launch_bounds__(Int4GemmShape::NTHR) void moe_int4_gemm_kernel(Gemm
         b_src[i] = mat + size_t(wrow) * words + ch * 4;
         b_dst[i] = smem_u32(sB) + r * S::B_ROW + ch * 16;
     }
-    // parts 1: the tokens (A), 2: the weights (B), 3: both.
+    // NVFP4: thread tid copies block-scale row tid's 8 bytes of a stage (scales [rows, K/16] bf16).
+    [[maybe_unused]] const uint16_t* s_src = nullptr;
+    [[maybe_unused]] uint32_t s_dst = 0;
+    if constexpr (NV) {
+        static_assert(BNW == NTHR, "one scale row per thread");
+        bool second;
+        const int wrow = weight_row(tid, second);
+        s_src = (second ? p.qs1[e] : p.qs0[e]) + size_t(wrow) * (K / 16);
+        s_dst = smem_u32(sS) + tid * S::S_ROW;
+    }
+    // parts 1: the tokens (A), 2: the weights (B) and NVFP4's scales, 3: both.
     auto load_stage_parts = [&](int kt, int slot, int parts) {
         if (parts & 1) {
 #pragma unroll
@@ -112,6 +137,7 @@ __global__ __launch_bounds__(Int4GemmShape::NTHR) void moe_int4_gemm_kernel(Gemm
 #pragma unroll
             for (int i = 0; i < B_ITERS; ++i)
                 cp_async16(b_dst[i] + slot * S::B_STAGE, b_src[i] + kt * (kBK / 8), 16);
+            if constexpr (NV) ptx::cp_async8(s_dst + slot * S::S_STAGE, s_src + kt * (kBK / 16));
         }
     };
     auto load_stage = [&](int kt, int slot) { load_stage_parts(kt, slot, 3); };
@@ -160,11 +186,18 @@ __global__ __launch_bounds__(Int4GemmShape::NTHR) void moe_int4_gemm_kernel(Gemm
         const unsigned char* a_s = sA + slot * S::A_STAGE;
         const unsigned char* b_s = sB + slot * S::B_STAGE;
         uint2 wraw[MT][2];  // rows g and g+8 of each fragment: code words 2q (K 16q..+7) and 2q+1
+        [[maybe_unused]] uint32_t s2[MT][2];  // NVFP4: those rows' block-q scales, bf16x2 (s, s)
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-            for (int hr = 0; hr < 2; ++hr)
-                wraw[mt][hr] = *reinterpret_cast<const uint2*>(b_s + (warp * 32 + mt * 16 + hr * 8 + g) * S::B_ROW + q * 8);
+            for (int hr = 0; hr < 2; ++hr) {
+                const int r = warp * 32 + mt * 16 + hr * 8 + g;
+                wraw[mt][hr] = *reinterpret_cast<const uint2*>(b_s + r * S::B_ROW + q * 8);
+                if constexpr (NV) {
+                    const uint32_t sv = *reinterpret_cast<const uint16_t*>(sS + slot * S::S_STAGE + r * S::S_ROW + q * 2);
+                    s2[mt][hr] = sv | (sv << 16);
+                }
+            }
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
             // wf[mt][step][4] in mma A order: step 0 pairs (q0, q4), (q1, q5); step 1 (q2, q6), (q3, q7).
@@ -175,10 +208,14 @@ __global__ __launch_bounds__(Int4GemmShape::NTHR) void moe_int4_gemm_kernel(Gemm
                 const uint32_t w1 = h ? wraw[mt][1].y : wraw[mt][1].x;
 #pragma unroll
                 for (int st = 0; st < 2; ++st) {
-                    wf[mt][st][0] = w4::bf16x2_pair(w0, 2 * st);
-                    wf[mt][st][1] = w4::bf16x2_pair(w1, 2 * st);
-                    wf[mt][st][2] = w4::bf16x2_pair(w0, 2 * st + 1);
-                    wf[mt][st][3] = w4::bf16x2_pair(w1, 2 * st + 1);
+                    wf[mt][st][0] = w4::bf16x2_pair<F>(w0, 2 * st);
+                    wf[mt][st][1] = w4::bf16x2_pair<F>(w1, 2 * st);
+                    wf[mt][st][2] = w4::bf16x2_pair<F>(w0, 2 * st + 1);
+                    wf[mt][st][3] = w4::bf16x2_pair<F>(w1, 2 * st + 1);
+                    if constexpr (NV) {  // registers 0, 2 from row g, 1, 3 from row g + 8
+#pragma unroll
+                        for (int r = 0; r < 4; ++r) wf[mt][st][r] = w4::mul_bf16x2(wf[mt][st][r], s2[mt][r & 1]);
+                    }
                 }
             }
 #pragma unroll
@@ -198,7 +235,16 @@ __global__ __launch_bounds__(Int4GemmShape::NTHR) void moe_int4_gemm_kernel(Gemm
         }
     };
 
-    for (int kg = 0; kg < ngroups; ++kg) {
+    if constexpr (NV) {
+        for (int kt = 0; kt < KT; ++kt) stage_mma(kt, acc);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int n = 0; n < NG; ++n)
+#pragma unroll
+                for (int r = 0; r < 4; ++r) acc[mt][n][r] *= glob[mt];
+    }
+    for (int kg = 0; kg < (NV ? 0 : ngroups); ++kg) {
         float sc[MT][2];  // issued before the group's MMAs, used after them
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
@@ -227,16 +273,23 @@ __global__ __launch_bounds__(Int4GemmShape::NTHR) void moe_int4_gemm_kernel(Gemm
 }  // namespace
 
 #if !defined(QS_MOE_EMULATE)
-template <bool GATE_UP>
-void launch_int4_gemm(const GemmParams& gp, dim3 grid, cudaStream_t stream, bool pdl) {
+template <bool GATE_UP, w4::Code4 F>
+void launch_int4_gemm_format(const GemmParams& gp, dim3 grid, cudaStream_t stream, bool pdl) {
     using S = Int4GemmShape;
-    allow_dynamic_smem<moe_int4_gemm_kernel<GATE_UP>>(size_t(S::SMEM));
+    constexpr int smem = F == w4::Code4::kNvfp4 ? S::SMEM_NVFP4 : S::SMEM;
+    allow_dynamic_smem<moe_int4_gemm_kernel<GATE_UP, F>>(size_t(smem));
     if (pdl) {
-        QS_CUDA_CHECK(ptx::launch_kernel_pdl(moe_int4_gemm_kernel<GATE_UP>, grid, dim3(S::NTHR), size_t(S::SMEM), stream, gp));
+        QS_CUDA_CHECK(ptx::launch_kernel_pdl(moe_int4_gemm_kernel<GATE_UP, F>, grid, dim3(S::NTHR), size_t(smem), stream, gp));
     } else {
-        moe_int4_gemm_kernel<GATE_UP><<<grid, S::NTHR, S::SMEM, stream>>>(gp);
+        moe_int4_gemm_kernel<GATE_UP, F><<<grid, S::NTHR, smem, stream>>>(gp);
     }
     QS_CUDA_CHECK_LAUNCH();
+}
+
+template <bool GATE_UP>
+void launch_int4_gemm(const GemmParams& gp, dim3 grid, cudaStream_t stream, bool pdl) {
+    if (gp.qglobal != nullptr) launch_int4_gemm_format<GATE_UP, w4::Code4::kNvfp4>(gp, grid, stream, pdl);
+    else launch_int4_gemm_format<GATE_UP, w4::Code4::kInt4>(gp, grid, stream, pdl);
 }
 
 template void launch_int4_gemm<false>(const GemmParams&, dim3, cudaStream_t, bool);

@@ -6,6 +6,10 @@
 // into 4 × 8 bf16 (one 16-byte store each), loads before stores, consecutive threads on
 // consecutive words (coalesced 4-byte loads, 16-byte stores). w = q · scale in fp32 (exact: int4_layout.h),
 // rounded to bf16 to nearest even: the host's f32_to_bf16 of LinearWeight::row_to_f32.
+// NVFP4 experts (MoeExpertTable::nvfp4, group 16): w = e2m1 · (scale · global) in fp32, the order
+// of LinearWeight::row_to_f32 for a multiplied global (ModelOpt's weight_scale_2): bitwise its
+// value there (code 8 is −0 here, +0 there: the same value); a divided global (compressed-tensors)
+// is applied as its reciprocal (nvfp4_layout.h), one fp32 rounding more before the bf16 one.
 // Compiles as host C++ too (QS_MOE_EMULATE: the CPU emulation bench/kernels/moe_int4_dequant_emu.cpp).
 #include "backend/cuda/moe_int4_dequant.h"
 
@@ -31,6 +35,7 @@ struct DequantParams {
     const uint16_t* const* qs[3];  // their bf16 scales
     const void* const* w[3];       // the scratch's bf16 matrices [E + 1]
     const int* expert_off;         // optional [E + 2]
+    const float* global;           // NVFP4: the matrices' globals [3 (E + 1)]; null: INT4
     int E, H, I, I_shared, group;
 };
 
@@ -41,6 +46,7 @@ __device__ __forceinline__ uint32_t bf16x2_rn(float lo, float hi) {
     return u;
 }
 
+template <w4::Code4 F>
 __global__ void __launch_bounds__(kDequantThreads) moe_int4_dequant_kernel(DequantParams p) {
     const int e = int(blockIdx.y) / 3, m = int(blockIdx.y) % 3;
     if (p.expert_off != nullptr && p.expert_off[e + 1] == p.expert_off[e]) return;  // no rows: not read
@@ -51,6 +57,7 @@ __global__ void __launch_bounds__(kDequantThreads) moe_int4_dequant_kernel(Dequa
     const uint32_t* codes = p.q[m][e];
     const uint16_t* scales = p.qs[m][e];
     uint4* out = reinterpret_cast<uint4*>(const_cast<void*>(p.w[m][e]));
+    const float global = F == w4::Code4::kNvfp4 ? p.global[3 * e + m] : 1.0f;
     // kDequantWords words per thread, a block's threads on consecutive words in each step: a warp
     // loads 128 contiguous bytes of codes and stores 512 contiguous bytes of bf16.
     const int64_t base = int64_t(blockIdx.x) * kDequantThreads * kDequantWords + threadIdx.x;
@@ -66,9 +73,10 @@ __global__ void __launch_bounds__(kDequantThreads) moe_int4_dequant_kernel(Dequa
         if (c >= words) break;
         const int64_t row = c / words_per_row;
         // A word's 8 inputs lie in one group (group % 8 == 0).
-        const float s = w4::bf16_bits_f32(scales[row * groups_per_row + int(c % words_per_row) * 8 / p.group]);
+        float s = w4::bf16_bits_f32(scales[row * groups_per_row + int(c % words_per_row) * 8 / p.group]);
+        if constexpr (F == w4::Code4::kNvfp4) s *= global;
         float f[8];
-        w4::unpack8(w[i], f);
+        w4::unpack8<F>(w[i], f);
         uint4 o;
         o.x = bf16x2_rn(f[0] * s, f[1] * s);
         o.y = bf16x2_rn(f[2] * s, f[3] * s);
@@ -90,6 +98,8 @@ DequantParams dequant_params(const MoeExpertTable& x, const int* expert_off) {
     p.qs[0] = x.gate_qs, p.qs[1] = x.up_qs, p.qs[2] = x.down_qs;
     p.w[0] = x.gate, p.w[1] = x.up, p.w[2] = x.down;
     p.expert_off = expert_off;
+    QS_CHECK_MSG(!x.nvfp4 || (g == 16 && x.nvfp4_global), "launch_moe_int4_dequant: NVFP4 experts need group 16 and their globals");
+    p.global = x.nvfp4 ? x.nvfp4_global : nullptr;
     p.E = x.E, p.H = x.H, p.I = x.I, p.I_shared = x.I_shared, p.group = g;
     return p;
 }
@@ -123,7 +133,8 @@ void moe_int4_scratch_pointers(void* scratch, int64_t E, int64_t H, int64_t I, i
 void launch_moe_int4_dequant(const MoeExpertTable& x, const int* expert_off, cudaStream_t stream) {
     const moe::DequantParams p = moe::dequant_params(x, expert_off);
     const dim3 grid(moe::dequant_blocks_x(x), unsigned(3 * (x.E + 1)));
-    moe::moe_int4_dequant_kernel<<<grid, moe::kDequantThreads, 0, stream>>>(p);
+    if (p.global) moe::moe_int4_dequant_kernel<w4::Code4::kNvfp4><<<grid, moe::kDequantThreads, 0, stream>>>(p);
+    else moe::moe_int4_dequant_kernel<w4::Code4::kInt4><<<grid, moe::kDequantThreads, 0, stream>>>(p);
     QS_CUDA_CHECK(cudaGetLastError());
 }
 #endif

@@ -185,6 +185,7 @@ MoePlan make_plan(const MoeParams& p) {
         dn.q0 = x.down_q;
         dn.qs0 = x.down_qs;
         dn.qgroup = x.int4_group;
+        if (x.nvfp4) gu.qglobal = dn.qglobal = x.nvfp4_global;
     }
 
     pl.combine = CombineParams{eout, topk_w, p.shared_gate_logit, T, H, k, p.y};
@@ -273,8 +274,8 @@ SmallPlan make_small_plan(const MoeParams& p) {
                          x.I % g == 0 && x.I_shared % g == 0,
                      "launch_moe: INT4 experts need H % 32, I % 16 == 0 and a group (multiple of 8) dividing H and I");
         pl.nvfp4 = x.nvfp4;
-        QS_CHECK_MSG(!x.nvfp4 || (g == 16 && x.nvfp4_global && !x.bf16_in_scratch),
-                     "launch_moe: NVFP4 experts need group 16, their global multipliers and BF16 copies");
+        QS_CHECK_MSG(!x.nvfp4 || (g == 16 && x.nvfp4_global),
+                     "launch_moe: NVFP4 experts need group 16 and their global multipliers");
     }
     pl.route_vpl = E <= 32 ? 1 : E <= 64 ? 2 : E <= 128 ? 4 : E <= 256 ? 8 : 16;
     pl.version = p.small_version;
@@ -357,8 +358,11 @@ SmallPlan make_small_plan(const MoeParams& p) {
 
 bool moe_int4_grouped_supported(const MoeExpertTable& x) {
     const int g = x.int4_group;
-    return !x.nvfp4 && x.gate_q && x.up_q && x.down_q && x.gate_qs && x.up_qs && x.down_qs && g >= moe::kBK && g % moe::kBK == 0 &&
-           x.H % g == 0 && x.I % g == 0 && x.I_shared % g == 0;
+    if (!(x.gate_q && x.up_q && x.down_q && x.gate_qs && x.up_qs && x.down_qs)) return false;
+    // NVFP4: group 16 inside each 64-wide K stage (one block per lane's 16 values).
+    if (x.nvfp4)
+        return g == 16 && x.nvfp4_global && x.H % moe::kBK == 0 && x.I % moe::kBK == 0 && x.I_shared % moe::kBK == 0;
+    return g >= moe::kBK && g % moe::kBK == 0 && x.H % g == 0 && x.I % g == 0 && x.I_shared % g == 0;
 }
 
 bool moe_computes_router(const MoeParams& p) {

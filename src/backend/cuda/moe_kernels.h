@@ -50,8 +50,8 @@ struct MoeExpertTable {            // device arrays built once at weight upload
     // NVFP4 experts (CudaOptions::nvfp4_kernels; backend/nvfp4_layout.h): the arrays above hold the
     // NVFP4 device layout (E2M1 codes in the INT4 nibble order, bf16 block scales, int4_group 16) and
     // nvfp4_global the matrices' fp32 global multipliers [3 (E + 1)] (gate, up, down of expert e at
-    // 3e, 3e + 1, 3e + 2). Only the small-T path reads them (the INT4 grouped GEMMs and the scratch
-    // are INT4 only); every other path the BF16 copies.
+    // 3e, 3e + 1, 3e + 2). The small-T path, the 4-bit grouped GEMMs (int4_grouped) and the
+    // scratch's dequantisation (bf16_in_scratch) read them as INT4's; every other path the BF16 values.
     bool nvfp4 = false;
     const float* nvfp4_global = nullptr;
     // INT4 experts without BF16 copies (CudaOptions::moe_int4_scratch, moe_int4_dequant.h): gate,
@@ -150,7 +150,8 @@ struct MoeParams {
 };
 
 // Whether the INT4 grouped GEMMs cover these experts: INT4 arrays set and a scale group that is
-// a multiple of 64 dividing H, I and I_shared.
+// a multiple of 64 dividing H, I and I_shared; or NVFP4 arrays (group 16, the globals) with H, I
+// and I_shared multiples of 64.
 bool moe_int4_grouped_supported(const MoeExpertTable& x);
 
 // Largest T the small-T path takes (MoeParams::small_t).
