@@ -33,8 +33,8 @@
 //          grid cap; default 0 = a block per 16 output features)
 //          [--int4-linear-version 1|2|3|4]  (CudaOptions::int4_linear_version: 2 = the 4-bit small-rows
 //          weights of one input in one launch and the post-attention norm on o_proj's / out_proj's
-//          launch; 3 = the same with INT4 on tensor cores; 4 = NVFP4 on tensor cores too; 1 = a launch
-//          per weight; default 3)
+//          launch; 3 = the same with INT4 on tensor cores; 4 = NVFP4 on tensor cores too (default);
+//          1 = a launch per weight)
 //          [--f32-tiles-max-rows 0|1024|4096|16384]  (CudaOptions::f32_tiles_max_rows: fp32 linears of
 //          9..N rows on the tiled kernel, each row the small-rows kernel's bits; 0 = cuBLAS above 8,
 //          the default)

@@ -261,15 +261,16 @@ struct CudaOptions {
     // 1 a launch per weight (int4_linear_kernels.cu: fp32 FMAs) and the norm kernel after; 2 up to four
     // weights of one input in one launch (the q/k/v, the GDN qkv/z) and, at T <= fused_output_norm,
     // the post-attention norm by the o_proj / out_proj launch's last block (SmallLinearOutputNorm), as
-    // the FP8 small-rows kernels do, every output the same bits as 1's; 3 (default) as 2 with the INT4
+    // the FP8 small-rows kernels do, every output the same bits as 1's; 3 as 2 with the INT4
     // launches on tensor cores (int4_linear_mma.cu: the same products, fp32 sums in another order,
-    // ~1e-7 apart; INT4 groups not a multiple of 128 keep 2's kernel); 4 as 3 with NVFP4's launches on
-    // tensor cores too (each 16-column block's scale folded into the codes, exactly; session 40: its GPU
-    // test CudaNvfp4.TensorCoreKernels passes, not timed yet). H100, session 39
-    // (gpu_run.sh int4_lin, docs/PERF.md "Session 39"): the one-stream int4-w4a16 k = 0 step 3.988 /
-    // 3.968 ms (1) → 3.777 / 3.736 (2; 130 → 80 4-bit launches) → 3.202 / 3.191 (3; 14.7 → 8.5 µs a
-    // launch), FP8's 3.156-3.189.
-    int int4_linear_version = 3;
+    // ~1e-7 apart; INT4 groups not a multiple of 128 keep 2's kernel); 4 (default) as 3 with NVFP4's
+    // launches on tensor cores too (each 16-column block's scale folded into the codes, exactly; GPU
+    // test CudaNvfp4.TensorCoreKernels). H100, session 39 (gpu_run.sh int4_lin, docs/PERF.md
+    // "Session 39"): the one-stream int4-w4a16 k = 0 step 3.988 / 3.968 ms (1) → 3.777 / 3.736 (2; 130
+    // → 80 4-bit launches) → 3.202 / 3.191 (3; 14.7 → 8.5 µs a launch), FP8's 3.156-3.189. Default 4
+    // since session 41 (H100, docs/PERF.md "Session 41"): the nvfp4 one-stream step 3.536 ms at 3 →
+    // 3.024 at 4 (FP8 3.227, INT4 2.962 in the same call; INT4 runs the same kernels at 3 and 4).
+    int int4_linear_version = 4;
     // Ops::linears (several linears of one input: q/k/v, GDN qkv/z/b/a): 1 the weights on the
     // block-scaled FP8 path share one e4m3 quantisation of x, those on cuBLASLt's bf16 path one
     // bf16 copy (Gemm::linears; each output bitwise what its own linear gives, so only time
