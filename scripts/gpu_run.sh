@@ -162,6 +162,10 @@
 #           `moe_int4_lab 1 --scratch` (fp8 / int4-copies / int4-scratch / int4-mma at T = 1,024 to 16,384,
 #           the dequantisation alone; scratch must equal copies bitwise), the new GPU tests (MoE calls and
 #           a 1,500-token model forward bitwise equal to the copies, the device memory saved)
+#   prefill16k  one 16,000-token prompt in one forward (gpu_forward_bench --mode single, FP8-lean options,
+#           --int4-expert-copies none): its MoE calls read the scratch on 4-bit weights. PREFILL16K_VARIANTS: each
+#           "FORMAT[,extra,options]" (default: int4-w4a16, nvfp4, fp8-block), each run per PREFILL16K_REPS
+#           (default "a b"); the prefill line is the number (session 41, H100: int4 0.427-0.431 s, fp8 0.322-0.326)
 #   single_int4_nocopies | single_int4_4k  gpu_forward_bench --mode single --prompt 4096 on int4-w4a16
 #           dummy weights without / with the BF16 expert copies (the `memory` line: the cache budget;
 #           the prefill time: the prompt's MoE calls dequantise into the scratch without copies)
@@ -303,6 +307,15 @@ for stage in "$@"; do
         single_int4_nocopies) run single_int4_nocopies "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b --load-format dummy \
                           --no-mtp --mode single --prompt 4096 --decode-steps 32 --dummy-format int4-w4a16 \
                           --int4-expert-copies none ;;
+        prefill16k) for r in ${PREFILL16K_REPS:-a b}; do
+                        for v in ${PREFILL16K_VARIANTS:-int4-w4a16 nvfp4 fp8-block}; do
+                            fmt="${v%%,*}"; extra=""; [ "$v" != "$fmt" ] && extra="${v#*,}"
+                            run "prefill16k_$(printf %s "$v" | tr -c 'A-Za-z0-9' '_')$r" "$B/gpu_forward_bench" \
+                                --model builtin:qwen36-35b-a3b --load-format dummy --no-mtp --mode single --prompt 16000 \
+                                --decode-steps 8 --dummy-format "$fmt" --int4-expert-copies none --gdn-state-dtype bf16 \
+                                --kv-cache-dtype fp8_e4m3 ${extra//,/ }
+                        done
+                    done ;;
         single_int4_4k) run single_int4_4k "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b --load-format dummy \
                             --no-mtp --mode single --prompt 4096 --decode-steps 32 --dummy-format int4-w4a16 ;;
         profile_int4) run profile_int4 "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b --load-format dummy --no-mtp \
