@@ -243,27 +243,28 @@ __global__ __launch_bounds__(Int4GemmShape::NTHR) void moe_int4_gemm_kernel(Gemm
             for (int n = 0; n < NG; ++n)
 #pragma unroll
                 for (int r = 0; r < 4; ++r) acc[mt][n][r] *= glob[mt];
-    }
-    for (int kg = 0; kg < (NV ? 0 : ngroups); ++kg) {
-        float sc[MT][2];  // issued before the group's MMAs, used after them
+    } else {
+        for (int kg = 0; kg < ngroups; ++kg) {
+            float sc[MT][2];  // issued before the group's MMAs, used after them
 #pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
+            for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-            for (int hr = 0; hr < 2; ++hr) sc[mt][hr] = w4::bf16_bits_f32(srow[mt][hr][kg]);
-        float tmp[MT][NG][4];
+                for (int hr = 0; hr < 2; ++hr) sc[mt][hr] = w4::bf16_bits_f32(srow[mt][hr][kg]);
+            float tmp[MT][NG][4];
 #pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
+            for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-            for (int n = 0; n < NG; ++n)
+                for (int n = 0; n < NG; ++n)
 #pragma unroll
-                for (int r = 0; r < 4; ++r) tmp[mt][n][r] = 0.0f;
-        for (int s = 0; s < spg; ++s) stage_mma(kg * spg + s, tmp);
+                    for (int r = 0; r < 4; ++r) tmp[mt][n][r] = 0.0f;
+            for (int s = 0; s < spg; ++s) stage_mma(kg * spg + s, tmp);
 #pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
+            for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-            for (int n = 0; n < NG; ++n)
+                for (int n = 0; n < NG; ++n)
 #pragma unroll
-                for (int r = 0; r < 4; ++r) acc[mt][n][r] = fmaf(tmp[mt][n][r], sc[mt][r >> 1], acc[mt][n][r]);
+                    for (int r = 0; r < 4; ++r) acc[mt][n][r] = fmaf(tmp[mt][n][r], sc[mt][r >> 1], acc[mt][n][r]);
+        }
     }
     cp_async_wait<0>();
 
