@@ -5,7 +5,8 @@
 // bf16 rounding of q · scale is exercised, ties included), against the host's value:
 // f32_to_bf16((u − 8) · scale) (core/dtype.h, round to nearest even), which is the BF16 copy the
 // upload makes (LinearWeight::row_to_f32 of the same weight, int4_layout.h). Every element must
-// match bit for bit; with expert_off, an expert without rows must be left untouched.
+// match bit for bit; with expert_off, an expert without rows must be left untouched. Both kernel
+// versions (moe_int4_dequant.cu).
 // NVFP4 (MoeExpertTable::nvfp4, group 16): random E2M1 codes, random E4M3 block-scale bytes (every
 // normal and subnormal one, widened to bf16 as the device layout holds them) and a random fp32 global
 // per matrix (not a power of two), against ModelOpt's dequantisation as LinearWeight::row_to_f32
@@ -48,8 +49,8 @@ struct Matrix {
     float global = 1.0f;               // NVFP4: the matrix's global multiplier
 };
 
-// group 0: NVFP4 (group 16).
-int run_case(int H, int I, int Is, int group_or_nvfp4, bool with_off, std::mt19937& rng) {
+// group 0: NVFP4 (group 16). version: the kernel (launch_moe_int4_dequant's).
+int run_case(int H, int I, int Is, int group_or_nvfp4, bool with_off, std::mt19937& rng, int version) {
     const bool nvfp4 = group_or_nvfp4 == 0;
     const int group = nvfp4 ? 16 : group_or_nvfp4;
     const int E = 3;
@@ -105,11 +106,17 @@ int run_case(int H, int I, int Is, int group_or_nvfp4, bool with_off, std::mt199
     // Expert 1 without rows (offsets of sorted rows: 5, 0, 7 routed rows, 4 shared).
     const std::vector<int> off = {0, 5, 5, 12, 16};
     const moe::DequantParams p = moe::dequant_params(t, with_off ? off.data() : nullptr);
-    emu_launch(dim3(moe::dequant_blocks_x(t), unsigned(3 * (E + 1))), moe::kDequantThreads, 0,
-               [&] {
-                   if (nvfp4) moe::moe_int4_dequant_kernel<w4::Code4::kNvfp4>(p);
-                   else moe::moe_int4_dequant_kernel<w4::Code4::kInt4>(p);
-               });
+    const int wpt = version == 1 ? moe::kDequantWords : moe::kDequantWords2;
+    emu_launch(dim3(moe::dequant_blocks_x(t, wpt), unsigned(3 * (E + 1))), moe::kDequantThreads, 0, [&] {
+        using w4::Code4;
+        if (version == 1) {
+            if (nvfp4) moe::moe_int4_dequant_kernel<Code4::kNvfp4>(p);
+            else moe::moe_int4_dequant_kernel<Code4::kInt4>(p);
+        } else {
+            if (nvfp4) moe::moe_int4_dequant_v2_kernel<Code4::kNvfp4>(p);
+            else moe::moe_int4_dequant_v2_kernel<Code4::kInt4>(p);
+        }
+    });
     int bad = 0;
     for (int e = 0; e <= E; ++e)
         for (int k = 0; k < 3; ++k) {
@@ -125,8 +132,8 @@ int run_case(int H, int I, int Is, int group_or_nvfp4, bool with_off, std::mt199
                     const uint16_t got = x.out[size_t(r) * x.cols + c];
                     const bool zeros = !skipped && (got & 0x7FFFu) == 0 && (want & 0x7FFFu) == 0;  // ±0
                     if (got != want && !zeros && bad++ < 5)
-                        std::printf("H %d group %d%s off %d expert %d matrix %d [%d, %d]: got %04x want %04x\n", H,
-                                    group, nvfp4 ? " nvfp4" : "", int(with_off), e, k, r, c, got, want);
+                        std::printf("v%d H %d group %d%s off %d expert %d matrix %d [%d, %d]: got %04x want %04x\n",
+                                    version, H, group, nvfp4 ? " nvfp4" : "", int(with_off), e, k, r, c, got, want);
                 }
         }
     return bad;
@@ -137,13 +144,16 @@ int run_case(int H, int I, int Is, int group_or_nvfp4, bool with_off, std::mt199
 int main() {
     std::mt19937 rng(7);
     int bad = 0;
-    for (int group : {8, 16, 32})
-        for (bool with_off : {false, true}) bad += run_case(96, 64, 32, group, with_off, rng);
-    // Several blocks per matrix, the last one partial (256 × 160 / 8 = 5,120 words: 5 blocks).
-    bad += run_case(256, 160, 96, 32, true, rng);
-    // NVFP4 (group 16): one block per matrix and several.
-    for (bool with_off : {false, true}) bad += run_case(96, 64, 32, 0, with_off, rng);
-    bad += run_case(256, 160, 96, 0, true, rng);
+    for (int version : {1, 2}) {
+        for (int group : {8, 16, 32})
+            for (bool with_off : {false, true}) bad += run_case(96, 64, 32, group, with_off, rng, version);
+        // Several blocks per matrix, the last one partial (256 × 160 / 8 = 5,120 words: 5 blocks of
+        // version 1's 1,024 words, 3 of version 2's 2,048).
+        bad += run_case(256, 160, 96, 32, true, rng, version);
+        // NVFP4 (group 16): one block per matrix and several.
+        for (bool with_off : {false, true}) bad += run_case(96, 64, 32, 0, with_off, rng, version);
+        bad += run_case(256, 160, 96, 0, true, rng, version);
+    }
     std::printf("%s (%d mismatching elements)\n", bad ? "FAIL" : "PASS", bad);
     return bad ? 1 : 0;
 }

@@ -308,24 +308,33 @@ int run_scratch(const Shape& s, const HostExperts& h, const Int4Experts& q, std:
         QS_CUDA_CHECK(cudaFree(sgl));
         QS_CUDA_CHECK(cudaFree(y));
     }
-    // The dequantisation alone, every expert (expert_off null), rotating over the weight copies.
-    std::vector<double> us;
-    for (int r = 0; r < kReps + kCopies; ++r) {
-        MoeExpertTable t = bf16_int4[size_t(r % kCopies)].table;
-        t.gate = tg, t.up = tu, t.down = td, t.bf16_in_scratch = true;
-        QS_CUDA_CHECK(cudaEventRecord(e0, st));
-        launch_moe_int4_dequant(t, nullptr, st);
-        QS_CUDA_CHECK(cudaEventRecord(e1, st));
-        QS_CUDA_CHECK(cudaEventSynchronize(e1));
-        float ms;
-        QS_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-        if (r >= kCopies) us.push_back(double(ms) * 1e3);
+    // The dequantisation alone, every expert (expert_off null), rotating over the weight copies; each
+    // kernel version (launch_moe_int4_dequant), version 2's scratch compared with version 1's bitwise.
+    const size_t n16 = scratch_bytes / 2;
+    std::vector<uint16_t> by_version[2] = {std::vector<uint16_t>(n16), std::vector<uint16_t>(n16)};
+    for (int version : {1, 2}) {
+        std::vector<double> us;
+        for (int r = 0; r < kReps + kCopies; ++r) {
+            MoeExpertTable t = bf16_int4[size_t(r % kCopies)].table;
+            t.gate = tg, t.up = tu, t.down = td, t.bf16_in_scratch = true;
+            QS_CUDA_CHECK(cudaEventRecord(e0, st));
+            launch_moe_int4_dequant(t, nullptr, st, version);
+            QS_CUDA_CHECK(cudaEventRecord(e1, st));
+            QS_CUDA_CHECK(cudaEventSynchronize(e1));
+            float ms;
+            QS_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+            if (r >= kCopies) us.push_back(double(ms) * 1e3);
+        }
+        QS_CUDA_CHECK(cudaMemcpy(by_version[version - 1].data(), scratch, scratch_bytes, cudaMemcpyDeviceToHost));
+        const double d_us = median(us);
+        const double moved = double(scratch_bytes) * (1.0 + 0.25 + 1.0 / 128);  // bf16 out, codes, scales in
+        const bool same = version == 1 || by_version[0] == by_version[1];
+        if (!same) ++fails;
+        std::printf("      dequant v%d   %9.1f   (%.0f MB written, %.0f GB/s moved, %.1f %% of %.2f TB/s)%s\n", version, d_us,
+                    double(scratch_bytes) / 1e6, moved / (d_us * 1e-6) / 1e9,
+                    100.0 * moved / (d_us * 1e-6) / (kCopyTBs * 1e12), kCopyTBs,
+                    version == 1 ? "" : same ? " bitwise v1's: PASS" : " differs from v1's: FAIL");
     }
-    const double d_us = median(us);
-    const double moved = double(scratch_bytes) * (1.0 + 0.25 + 1.0 / 128);  // bf16 out, codes, scales in
-    std::printf("      dequant      %9.1f   (%.0f MB written, %.0f GB/s moved, %.1f %% of %.2f TB/s)\n", d_us,
-                double(scratch_bytes) / 1e6, moved / (d_us * 1e-6) / 1e9, 100.0 * moved / (d_us * 1e-6) / (kCopyTBs * 1e12),
-                kCopyTBs);
     (void)q;
     for (void* p : allocs) QS_CUDA_CHECK(cudaFree(p));
     QS_CUDA_CHECK(cudaFree(scratch));

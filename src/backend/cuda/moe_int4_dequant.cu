@@ -10,6 +10,10 @@
 // of LinearWeight::row_to_f32 for a multiplied global (ModelOpt's weight_scale_2): bitwise its
 // value there (code 8 is −0 here, +0 there: the same value); a divided global (compressed-tensors)
 // is applied as its reciprocal (nvfp4_layout.h), one fp32 rounding more before the bf16 one.
+// Version 2 (the default; launch_moe_int4_dequant's version): the same values, with 32-bit index
+// arithmetic (version 1 divides 64-bit word indices twice per word, ~100 instructions each, about
+// the time the memory takes at this size), 8 words per thread, and the scale loads issued with the
+// code loads before any use.
 // Compiles as host C++ too (QS_MOE_EMULATE: the CPU emulation bench/kernels/moe_int4_dequant_emu.cpp).
 #include "backend/cuda/moe_int4_dequant.h"
 
@@ -86,6 +90,50 @@ __global__ void __launch_bounds__(kDequantThreads) moe_int4_dequant_kernel(Dequa
     }
 }
 
+constexpr int kDequantWords2 = 8;  // version 2's code words per thread
+
+template <w4::Code4 F>
+__global__ void __launch_bounds__(kDequantThreads) moe_int4_dequant_v2_kernel(DequantParams p) {
+    const int e = int(blockIdx.y) / 3, m = int(blockIdx.y) % 3;
+    if (p.expert_off != nullptr && p.expert_off[e + 1] == p.expert_off[e]) return;  // no rows: not read
+    const uint32_t Ie = uint32_t(e == p.E ? p.I_shared : p.I);
+    const uint32_t rows = m == 2 ? uint32_t(p.H) : Ie, cols = m == 2 ? Ie : uint32_t(p.H);
+    const uint32_t words_per_row = cols / 8, groups_per_row = cols / uint32_t(p.group),
+                   words_per_group = uint32_t(p.group) / 8;
+    const uint32_t words = rows * words_per_row;  // < 2^31: dequant_params checks
+    const uint32_t* codes = p.q[m][e];
+    const uint16_t* scales = p.qs[m][e];
+    uint4* out = reinterpret_cast<uint4*>(const_cast<void*>(p.w[m][e]));
+    const float global = F == w4::Code4::kNvfp4 ? p.global[3 * e + m] : 1.0f;
+    // A block's threads on consecutive words in each step (coalesced loads and stores, as version 1).
+    const uint32_t base = blockIdx.x * uint32_t(kDequantThreads * kDequantWords2) + threadIdx.x;
+    uint32_t w[kDequantWords2];
+    uint16_t sb[kDequantWords2];
+#pragma unroll
+    for (int i = 0; i < kDequantWords2; ++i) {  // every load (codes and scales) first, then the stores
+        const uint32_t c = base + uint32_t(i * kDequantThreads);
+        const uint32_t row = c / words_per_row;
+        const bool in = c < words;
+        w[i] = in ? codes[c] : 0u;
+        sb[i] = in ? scales[row * groups_per_row + (c - row * words_per_row) / words_per_group] : uint16_t(0);
+    }
+#pragma unroll
+    for (int i = 0; i < kDequantWords2; ++i) {
+        const uint32_t c = base + uint32_t(i * kDequantThreads);
+        if (c >= words) break;
+        float s = w4::bf16_bits_f32(sb[i]);
+        if constexpr (F == w4::Code4::kNvfp4) s *= global;
+        float f[8];
+        w4::unpack8<F>(w[i], f);
+        uint4 o;
+        o.x = bf16x2_rn(f[0] * s, f[1] * s);
+        o.y = bf16x2_rn(f[2] * s, f[3] * s);
+        o.z = bf16x2_rn(f[4] * s, f[5] * s);
+        o.w = bf16x2_rn(f[6] * s, f[7] * s);
+        out[c] = o;
+    }
+}
+
 DequantParams dequant_params(const MoeExpertTable& x, const int* expert_off) {
     const int g = x.int4_group;
     QS_CHECK_MSG(x.gate_q && x.up_q && x.down_q && x.gate_qs && x.up_qs && x.down_qs && x.gate && x.up && x.down,
@@ -93,6 +141,8 @@ DequantParams dequant_params(const MoeExpertTable& x, const int* expert_off) {
     QS_CHECK_MSG(x.E >= 1 && x.I > 0 && x.I_shared > 0 && g > 0 && g % 8 == 0 && x.H % g == 0 && x.I % g == 0 &&
                      x.I_shared % g == 0,
                      "launch_moe_int4_dequant: a group (multiple of 8) dividing H, I and I_shared");
+    QS_CHECK_MSG(int64_t(x.H) * std::max(x.I, x.I_shared) / 8 < (int64_t(1) << 31),
+                 "launch_moe_int4_dequant: an expert matrix of 2^31 code words or more");
     DequantParams p{};
     p.q[0] = x.gate_q, p.q[1] = x.up_q, p.q[2] = x.down_q;
     p.qs[0] = x.gate_qs, p.qs[1] = x.up_qs, p.qs[2] = x.down_qs;
@@ -104,10 +154,11 @@ DequantParams dequant_params(const MoeExpertTable& x, const int* expert_off) {
     return p;
 }
 
-// Blocks along x: kDequantWords code words per thread over the largest matrix.
-inline unsigned dequant_blocks_x(const MoeExpertTable& x) {
+// Blocks along x: words_per_thread (kDequantWords, version 2's kDequantWords2) code words per
+// thread over the largest matrix.
+inline unsigned dequant_blocks_x(const MoeExpertTable& x, int words_per_thread = kDequantWords) {
     const int64_t most = int64_t(x.H) * std::max(x.I, x.I_shared) / 8;
-    const int64_t per_block = int64_t(kDequantThreads) * kDequantWords;
+    const int64_t per_block = int64_t(kDequantThreads) * words_per_thread;
     return unsigned((most + per_block - 1) / per_block);
 }
 
@@ -130,11 +181,20 @@ void moe_int4_scratch_pointers(void* scratch, int64_t E, int64_t H, int64_t I, i
 }
 
 #if !defined(QS_MOE_EMULATE)
-void launch_moe_int4_dequant(const MoeExpertTable& x, const int* expert_off, cudaStream_t stream) {
+void launch_moe_int4_dequant(const MoeExpertTable& x, const int* expert_off, cudaStream_t stream, int version) {
+    using w4::Code4;
+    QS_CHECK_MSG(version == 1 || version == 2, "launch_moe_int4_dequant: version 1 or 2");
     const moe::DequantParams p = moe::dequant_params(x, expert_off);
-    const dim3 grid(moe::dequant_blocks_x(x), unsigned(3 * (x.E + 1)));
-    if (p.global) moe::moe_int4_dequant_kernel<w4::Code4::kNvfp4><<<grid, moe::kDequantThreads, 0, stream>>>(p);
-    else moe::moe_int4_dequant_kernel<w4::Code4::kInt4><<<grid, moe::kDequantThreads, 0, stream>>>(p);
+    const unsigned gy = unsigned(3 * (x.E + 1)), t = moe::kDequantThreads;
+    if (version == 1) {
+        const dim3 grid(moe::dequant_blocks_x(x), gy);
+        if (p.global) moe::moe_int4_dequant_kernel<Code4::kNvfp4><<<grid, t, 0, stream>>>(p);
+        else moe::moe_int4_dequant_kernel<Code4::kInt4><<<grid, t, 0, stream>>>(p);
+    } else {
+        const dim3 grid(moe::dequant_blocks_x(x, moe::kDequantWords2), gy);
+        if (p.global) moe::moe_int4_dequant_v2_kernel<Code4::kNvfp4><<<grid, t, 0, stream>>>(p);
+        else moe::moe_int4_dequant_v2_kernel<Code4::kInt4><<<grid, t, 0, stream>>>(p);
+    }
     QS_CUDA_CHECK(cudaGetLastError());
 }
 #endif
