@@ -154,6 +154,10 @@ int main() {
         for (bool with_off : {false, true}) bad += run_case(96, 64, 32, 0, with_off, rng, version);
         bad += run_case(256, 160, 96, 0, true, rng, version);
     }
+    // The real model's expert shapes (H 2,048, I = I_shared 512; 3 routed experts here), INT4 group 128
+    // and NVFP4, version 2 (the grid over the largest matrix, 8 words a thread).
+    bad += run_case(2048, 512, 512, 128, true, rng, 2);
+    bad += run_case(2048, 512, 512, 0, false, rng, 2);
     std::printf("%s (%d mismatching elements)\n", bad ? "FAIL" : "PASS", bad);
     return bad ? 1 : 0;
 }
