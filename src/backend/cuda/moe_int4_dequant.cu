@@ -51,18 +51,52 @@ __device__ __forceinline__ uint32_t bf16x2_rn(float lo, float hi) {
     return u;
 }
 
+// The matrix block row blockIdx.y dequantises: expert e = y / 3, matrix m = y % 3 (gate, up, down).
+struct DequantMatrix {
+    int rows, cols;
+    const uint32_t* codes;   // [rows, cols/8]
+    const uint16_t* scales;  // bf16 [rows, cols/group]
+    uint4* out;              // bf16 [rows, cols], 8 per uint4
+    float global;            // NVFP4's global multiplier (1 for INT4)
+};
+
+// False when the block has nothing to do (an expert without routed rows: its scratch rows are not read).
+template <w4::Code4 F>
+__device__ __forceinline__ bool dequant_matrix(const DequantParams& p, DequantMatrix& d) {
+    const int e = int(blockIdx.y) / 3, m = int(blockIdx.y) % 3;
+    if (p.expert_off != nullptr && p.expert_off[e + 1] == p.expert_off[e]) return false;
+    const int Ie = e == p.E ? p.I_shared : p.I;
+    d.rows = m == 2 ? p.H : Ie;
+    d.cols = m == 2 ? Ie : p.H;
+    d.codes = p.q[m][e];
+    d.scales = p.qs[m][e];
+    d.out = reinterpret_cast<uint4*>(const_cast<void*>(p.w[m][e]));
+    d.global = F == w4::Code4::kNvfp4 ? p.global[3 * e + m] : 1.0f;
+    return true;
+}
+
+// One code word's 8 weights, code · scale (NVFP4: code · (scale · global)) in fp32, as 8 bf16 (round to
+// nearest even).
+template <w4::Code4 F>
+__device__ __forceinline__ uint4 dequant_word(uint32_t w, uint16_t scale_bits, float global) {
+    float s = w4::bf16_bits_f32(scale_bits);
+    if constexpr (F == w4::Code4::kNvfp4) s *= global;
+    float f[8];
+    w4::unpack8<F>(w, f);
+    uint4 o;
+    o.x = bf16x2_rn(f[0] * s, f[1] * s);
+    o.y = bf16x2_rn(f[2] * s, f[3] * s);
+    o.z = bf16x2_rn(f[4] * s, f[5] * s);
+    o.w = bf16x2_rn(f[6] * s, f[7] * s);
+    return o;
+}
+
 template <w4::Code4 F>
 __global__ void __launch_bounds__(kDequantThreads) moe_int4_dequant_kernel(DequantParams p) {
-    const int e = int(blockIdx.y) / 3, m = int(blockIdx.y) % 3;
-    if (p.expert_off != nullptr && p.expert_off[e + 1] == p.expert_off[e]) return;  // no rows: not read
-    const int Ie = e == p.E ? p.I_shared : p.I;
-    const int rows = m == 2 ? p.H : Ie, cols = m == 2 ? Ie : p.H;
-    const int words_per_row = cols / 8, groups_per_row = cols / p.group;
-    const int64_t words = int64_t(rows) * words_per_row;
-    const uint32_t* codes = p.q[m][e];
-    const uint16_t* scales = p.qs[m][e];
-    uint4* out = reinterpret_cast<uint4*>(const_cast<void*>(p.w[m][e]));
-    const float global = F == w4::Code4::kNvfp4 ? p.global[3 * e + m] : 1.0f;
+    DequantMatrix d;
+    if (!dequant_matrix<F>(p, d)) return;
+    const int words_per_row = d.cols / 8, groups_per_row = d.cols / p.group;
+    const int64_t words = int64_t(d.rows) * words_per_row;
     // kDequantWords words per thread, a block's threads on consecutive words in each step: a warp
     // loads 128 contiguous bytes of codes and stores 512 contiguous bytes of bf16.
     const int64_t base = int64_t(blockIdx.x) * kDequantThreads * kDequantWords + threadIdx.x;
@@ -70,7 +104,7 @@ __global__ void __launch_bounds__(kDequantThreads) moe_int4_dequant_kernel(Dequa
 #pragma unroll
     for (int i = 0; i < kDequantWords; ++i) {  // every load first, then the stores
         const int64_t c = base + int64_t(i) * kDequantThreads;
-        w[i] = c < words ? codes[c] : 0u;
+        w[i] = c < words ? d.codes[c] : 0u;
     }
 #pragma unroll
     for (int i = 0; i < kDequantWords; ++i) {
@@ -78,16 +112,7 @@ __global__ void __launch_bounds__(kDequantThreads) moe_int4_dequant_kernel(Dequa
         if (c >= words) break;
         const int64_t row = c / words_per_row;
         // A word's 8 inputs lie in one group (group % 8 == 0).
-        float s = w4::bf16_bits_f32(scales[row * groups_per_row + int(c % words_per_row) * 8 / p.group]);
-        if constexpr (F == w4::Code4::kNvfp4) s *= global;
-        float f[8];
-        w4::unpack8<F>(w[i], f);
-        uint4 o;
-        o.x = bf16x2_rn(f[0] * s, f[1] * s);
-        o.y = bf16x2_rn(f[2] * s, f[3] * s);
-        o.z = bf16x2_rn(f[4] * s, f[5] * s);
-        o.w = bf16x2_rn(f[6] * s, f[7] * s);
-        out[c] = o;
+        d.out[c] = dequant_word<F>(w[i], d.scales[row * groups_per_row + int(c % words_per_row) * 8 / p.group], d.global);
     }
 }
 
@@ -95,17 +120,12 @@ constexpr int kDequantWords2 = 8;  // version 2's code words per thread
 
 template <w4::Code4 F>
 __global__ void __launch_bounds__(kDequantThreads) moe_int4_dequant_v2_kernel(DequantParams p) {
-    const int e = int(blockIdx.y) / 3, m = int(blockIdx.y) % 3;
-    if (p.expert_off != nullptr && p.expert_off[e + 1] == p.expert_off[e]) return;  // no rows: not read
-    const uint32_t Ie = uint32_t(e == p.E ? p.I_shared : p.I);
-    const uint32_t rows = m == 2 ? uint32_t(p.H) : Ie, cols = m == 2 ? Ie : uint32_t(p.H);
+    DequantMatrix d;
+    if (!dequant_matrix<F>(p, d)) return;
+    const uint32_t cols = uint32_t(d.cols);
     const uint32_t words_per_row = cols / 8, groups_per_row = cols / uint32_t(p.group),
                    words_per_group = uint32_t(p.group) / 8;
-    const uint32_t words = rows * words_per_row;  // < 2^31: dequant_params checks
-    const uint32_t* codes = p.q[m][e];
-    const uint16_t* scales = p.qs[m][e];
-    uint4* out = reinterpret_cast<uint4*>(const_cast<void*>(p.w[m][e]));
-    const float global = F == w4::Code4::kNvfp4 ? p.global[3 * e + m] : 1.0f;
+    const uint32_t words = uint32_t(d.rows) * words_per_row;  // < 2^31: dequant_params checks
     // A block's threads on consecutive words in each step (coalesced loads and stores, as version 1).
     const uint32_t base = blockIdx.x * uint32_t(kDequantThreads * kDequantWords2) + threadIdx.x;
     uint32_t w[kDequantWords2];
@@ -115,23 +135,14 @@ __global__ void __launch_bounds__(kDequantThreads) moe_int4_dequant_v2_kernel(De
         const uint32_t c = base + uint32_t(i * kDequantThreads);
         const uint32_t row = c / words_per_row;
         const bool in = c < words;
-        w[i] = in ? codes[c] : 0u;
-        sb[i] = in ? scales[row * groups_per_row + (c - row * words_per_row) / words_per_group] : uint16_t(0);
+        w[i] = in ? d.codes[c] : 0u;
+        sb[i] = in ? d.scales[row * groups_per_row + (c - row * words_per_row) / words_per_group] : uint16_t(0);
     }
 #pragma unroll
     for (int i = 0; i < kDequantWords2; ++i) {
         const uint32_t c = base + uint32_t(i * kDequantThreads);
         if (c >= words) break;
-        float s = w4::bf16_bits_f32(sb[i]);
-        if constexpr (F == w4::Code4::kNvfp4) s *= global;
-        float f[8];
-        w4::unpack8<F>(w[i], f);
-        uint4 o;
-        o.x = bf16x2_rn(f[0] * s, f[1] * s);
-        o.y = bf16x2_rn(f[2] * s, f[3] * s);
-        o.z = bf16x2_rn(f[4] * s, f[5] * s);
-        o.w = bf16x2_rn(f[6] * s, f[7] * s);
-        out[c] = o;
+        d.out[c] = dequant_word<F>(w[i], sb[i], d.global);
     }
 }
 
