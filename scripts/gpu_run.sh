@@ -159,9 +159,10 @@
 #           (bf16 / fp8 / int4 today / int4 tensor-core MoE at T = 1, 8, 64, 512, CPU-reference checks)
 #           and the INT4 GPU tests (CudaInt4*, with CudaInt4.MoeInt4GroupedGemm)
 #   int4_scratch  INT4 experts without BF16 copies (--int4-expert-copies none, CudaOptions::moe_int4_scratch):
-#           `moe_int4_lab 1 --scratch` (fp8 / int4-copies / int4-scratch / int4-mma at T = 1,024 to 16,384,
-#           the dequantisation alone; scratch must equal copies bitwise), the new GPU tests (MoE calls and
-#           a 1,500-token model forward bitwise equal to the copies, the device memory saved)
+#           `moe_int4_lab 1 --scratch` (fp8 / int4-copies / int4-scratch / int4-mixed / int4-mma at T = 1,024
+#           to 16,384, the dequantisation and the mixed path's preparation alone; scratch must equal copies
+#           bitwise), the GPU tests (MoE calls and a 1,500-token model forward bitwise equal to the copies,
+#           the device memory saved; the mixed-input prefill GEMMs against the scratch path)
 #   prefill16k  one 16,000-token prompt in one forward (gpu_forward_bench --mode single, FP8-lean options,
 #           --int4-expert-copies none): its MoE calls read the scratch on 4-bit weights. PREFILL16K_VARIANTS: each
 #           "FORMAT[,extra,options]" (default: int4-w4a16, nvfp4, fp8-block), each run per PREFILL16K_REPS
@@ -303,7 +304,7 @@ for stage in "$@"; do
                   run gpu_tests_int4 "$B/qs_gpu_tests" --gtest_color=no --gtest_filter='*Int4*' ;;
         int4_scratch) run moe_int4_lab_scratch "$B/moe_int4_lab" 1 --scratch
                       run gpu_tests_int4_scratch "$B/qs_gpu_tests" --gtest_color=no \
-                          --gtest_filter='CudaInt4.*Bf16Copies*' ;;
+                          --gtest_filter='CudaInt4.*Bf16Copies*:CudaInt4.*MixedInput*' ;;
         single_int4_nocopies) run single_int4_nocopies "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b --load-format dummy \
                           --no-mtp --mode single --prompt 4096 --decode-steps 32 --dummy-format int4-w4a16 \
                           --int4-expert-copies none ;;

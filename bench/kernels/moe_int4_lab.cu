@@ -20,9 +20,14 @@
 //   int4-copies   INT4 experts as served today above 1,024 rows: the BF16 copies
 //   int4-scratch  no copies: the layer's experts dequantised into one BF16 scratch, then the same
 //                 GEMMs (must equal int4-copies bitwise: the `same` column)
+//   int4-mixed    no copies, MoeParams::int4_prefill_version 2 (moe_int4_mixed.h): signed codes and
+//                 transposed scales into the scratch, then CUTLASS's mixed-input grouped GEMMs on
+//                 the 4-bit codes (`same`: its normalised difference from int4-scratch's y, which
+//                 has the same bf16 weights; PASS needs < 5e-3 besides the reference check)
 //   int4-mma      the INT4 grouped GEMMs at any T (int4_grouped_max_t lifted): the alternative
-// each checked against the float64 reference on 64 evenly spaced tokens, and a `dequant` row:
-// the dequantisation alone (every expert), its µs and write+read GB/s.
+// each checked against the float64 reference on 64 evenly spaced tokens, and `dequant` rows:
+// the dequantisation alone (every expert, both kernel versions) and the mixed path's preparation
+// alone, their µs and write+read GB/s.
 // --nvfp4 (CudaOptions::nvfp4_kernels): NVFP4 experts (moe_int4_ref.h make_nvfp4_experts: E2M1
 // codes, E4M3 power-of-two block scales per 16, a global per matrix; exact bf16 values, so the bf16
 // reference is the NVFP4 one) at T = 1, 2, 4, 8, paths
@@ -48,6 +53,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/moe_int4_dequant.h"
+#include "backend/cuda/moe_int4_mixed.h"
 #include "backend/cuda/moe_kernels.h"
 #include "moe_int4_ref.h"
 #include "moe_ref.h"
@@ -224,6 +230,18 @@ Check check_rows(const std::vector<float>& y, const std::vector<int>& rows, cons
     return c;
 }
 
+// ||a − b|| / ||b|| over all elements (infinite where a has a non-finite value).
+double normalised_diff(const std::vector<float>& a, const std::vector<float>& b) {
+    if (a.size() != b.size()) return INFINITY;
+    double num = 0, den = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+        if (!std::isfinite(a[i])) return INFINITY;
+        const double d = double(a[i]) - double(b[i]);
+        num += d * d, den += double(b[i]) * double(b[i]);
+    }
+    return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+}
+
 // --scratch: see the header.
 int run_scratch(const Shape& s, const HostExperts& h, const Int4Experts& q, std::vector<DevLayer>& bf16_int4,
                 std::vector<DevLayer>& fp8, Rng& rng, cudaStream_t st, cudaEvent_t e0, cudaEvent_t e1) {
@@ -259,16 +277,18 @@ int run_scratch(const Shape& s, const HostExperts& h, const Int4Experts& q, std:
             moe_ref_token(h, false, true, &in.x[size_t(t) * s.H], &in.logits[size_t(t) * s.E], in.sg[t], ref_b[size_t(i)]);
             moe_ref_token(h, true, true, &in.x[size_t(t) * s.H], &in.logits[size_t(t) * s.E], in.sg[t], ref_f[size_t(i)]);
         });
-        enum { kFp8, kCopies, kScratch, kMma };
-        const char* names[] = {"fp8", "int4-copies", "int4-scratch", "int4-mma"};
-        std::vector<float> y_copies;
+        enum { kFp8, kCopies, kScratch, kMixed, kMma };
+        const char* names[] = {"fp8", "int4-copies", "int4-scratch", "int4-mixed", "int4-mma"};
+        std::vector<float> y_copies, y_scratch;
         double fp8_us = 0;
         for (int path = kFp8; path <= kMma; ++path) {
             auto make = [&](int c) {
                 MoeExpertTable t = (path == kFp8 ? fp8 : bf16_int4)[size_t(c)].table;
-                if (path == kScratch) t.gate = tg, t.up = tu, t.down = td, t.bf16_in_scratch = true;
+                if (path == kScratch || path == kMixed)
+                    t.gate = tg, t.up = tu, t.down = td, t.bf16_in_scratch = true, t.int4_scratch = scratch;
                 MoeParams p = params(t, Path::kBf16, x, logits, sgl, T, s.k, ws, y);
                 p.prefill_version = 2;  // the serving default
+                if (path == kMixed) p.int4_prefill_version = 2;
                 if (path == kMma) p.int4_grouped = 1, p.int4_grouped_max_t = 1 << 30;
                 return p;
             };
@@ -280,8 +300,14 @@ int run_scratch(const Shape& s, const HostExperts& h, const Int4Experts& q, std:
             QS_CUDA_CHECK(cudaStreamSynchronize(st));
             const Check c = check_rows(yh, rows, path == kFp8 ? ref_f : ref_b, s.H);
             bool same = true;
+            double vs_scratch = 0;
             if (path == kCopies) y_copies = yh;
-            if (path == kScratch) same = yh == y_copies;
+            if (path == kScratch) same = yh == y_copies, y_scratch = yh;
+            if (path == kMixed) {
+                const bool taken = moe_takes_int4_mixed(make(0));
+                vs_scratch = taken ? normalised_diff(yh, y_scratch) : 1.0;
+                same = vs_scratch < 5e-3;
+            }
             const bool pass = (path == kFp8 ? c.pass_fp8_prefill() : c.pass()) && same;
             fails += !pass;
             for (int r = 0; r < kCopies; ++r) launch_moe(make(r), st);
@@ -298,9 +324,11 @@ int run_scratch(const Shape& s, const HostExperts& h, const Int4Experts& q, std:
             }
             const double t_us = median(us);
             if (path == kFp8) fp8_us = t_us;
-            std::printf("%5d   %-12s %9.1f   %5.2fx   %.3e      %.3e  %-5s  %s%s\n", T, names[path], t_us, t_us / fp8_us,
-                        c.nerr, c.worst, path == kScratch ? (same ? "yes" : "NO") : "-", pass ? "PASS" : "FAIL",
-                        c.bad ? " (non-finite)" : "");
+            char same_col[32] = "-";
+            if (path == kScratch) std::snprintf(same_col, sizeof same_col, "%s", same ? "yes" : "NO");
+            if (path == kMixed) std::snprintf(same_col, sizeof same_col, "%.1e", vs_scratch);
+            std::printf("%5d   %-12s %9.1f   %5.2fx   %.3e      %.3e  %-7s  %s%s\n", T, names[path], t_us, t_us / fp8_us,
+                        c.nerr, c.worst, same_col, pass ? "PASS" : "FAIL", c.bad ? " (non-finite)" : "");
         }
         QS_CUDA_CHECK(cudaFree(ws));
         QS_CUDA_CHECK(cudaFree(x));
@@ -334,6 +362,28 @@ int run_scratch(const Shape& s, const HostExperts& h, const Int4Experts& q, std:
                     double(scratch_bytes) / 1e6, moved / (d_us * 1e-6) / 1e9,
                     100.0 * moved / (d_us * 1e-6) / (kCopyTBs * 1e12), kCopyTBs,
                     version == 1 ? "" : same ? " bitwise v1's: PASS" : " differs from v1's: FAIL");
+    }
+    {  // the mixed path's preparation alone (every expert)
+        std::vector<double> us;
+        MoeExpertTable t0 = bf16_int4[0].table;
+        t0.bf16_in_scratch = true, t0.int4_scratch = scratch;
+        const size_t mixed_bytes = int4_mixed_scratch(t0).bytes();
+        for (int r = 0; r < kReps + kCopies; ++r) {
+            MoeExpertTable t = bf16_int4[size_t(r % kCopies)].table;
+            t.gate = tg, t.up = tu, t.down = td, t.bf16_in_scratch = true, t.int4_scratch = scratch;
+            QS_CUDA_CHECK(cudaEventRecord(e0, st));
+            launch_moe_int4_mixed_prep(t, nullptr, st);
+            QS_CUDA_CHECK(cudaEventRecord(e1, st));
+            QS_CUDA_CHECK(cudaEventSynchronize(e1));
+            float ms;
+            QS_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+            if (r >= kCopies) us.push_back(double(ms) * 1e3);
+        }
+        const double p_us = median(us);
+        const double moved = 2.0 * double(mixed_bytes);  // read and written
+        std::printf("      mixed prep  %9.1f   (%.0f MB written, %.0f GB/s moved, %.1f %% of %.2f TB/s)\n", p_us,
+                    double(mixed_bytes) / 1e6, moved / (p_us * 1e-6) / 1e9,
+                    100.0 * moved / (p_us * 1e-6) / (kCopyTBs * 1e12), kCopyTBs);
     }
     (void)q;
     for (void* p : allocs) QS_CUDA_CHECK(cudaFree(p));

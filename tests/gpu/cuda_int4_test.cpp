@@ -370,7 +370,8 @@ TEST_F(CudaInt4, MoeInt4GroupedPdlSameBits) {
 }
 
 // CudaOptions::moe_int4_scratch = 1 (no BF16 expert copies; moe_int4_dequant.h): every MoE call
-// the INT4 kernels do not take dequantises the layer's experts into the one-layer scratch first.
+// the INT4 kernels do not take dequantises the layer's experts into the one-layer scratch first (on
+// the prefill path: by default the mixed-input GEMMs' operands, moe_int4_mixed.h).
 // The scratch holds the copies' bf16 values bit for bit, so y must equal the copy path's bitwise
 // on every path: the small-T INT4 path (T = 1, 8), the mma.sync BF16 GEMMs (T = 9, 64 with
 // moe_int4_grouped 0), the CUTLASS prefill path (T = 300, 1,025, 4,096: at 32 experts it starts at
@@ -443,6 +444,92 @@ TEST_F(CudaInt4, ModelWithoutBf16CopiesEqualsTheCopies) {
     for (size_t i = 0; i < logits[0].size(); ++i) {
         ASSERT_FALSE(logits[0][i].empty());
         EXPECT_TRUE(logits[0][i] == logits[1][i]) << "step " << i << ": logits differ from the BF16-copy path";
+    }
+}
+
+// CudaOptions::moe_int4_prefill_version = 2 (moe_int4_mixed.h, the default): the CUTLASS prefill
+// path's INT4 experts on the mixed-input grouped GEMMs (4-bit codes converted in registers) against
+// version 1 (the BF16 scratch + BF16 GEMMs). The weights in the MMA are the scratch's bf16 values bit
+// for bit and both GEMMs accumulate each output over K in the same order (wgmma, 64-wide K tiles):
+// y must be bitwise version 1's (it was on the H100, session 42; before that run the test expected
+// only closeness). The calls must take the new GEMMs (counter). Layers alternate (a stale expert of
+// the other layer left in the scratch would show), and T = 9 forced onto the prefill path has
+// experts without rows.
+TEST_F(CudaInt4, MoeMixedInputPrefillEqualsTheScratch) {
+    const int64_t k = config_.num_experts_per_tok, H = config_.hidden_size;
+    std::vector<std::unique_ptr<cuda::CudaOps>> ops;
+    for (int version : {1, 2}) {
+        cuda::CudaOptions o;
+        o.poison = true;
+        o.moe_int4_scratch = 1;
+        o.moe_int4_grouped = 0;  // every call above 8 rows on the prefill path (or mma.sync below its size)
+        o.moe_int4_prefill_version = version;
+        ops.push_back(std::make_unique<cuda::CudaOps>(o));
+        ops.back()->prepare_weights(weight_set(*weights_));
+    }
+    cuda::CudaOptions forced;  // T = 9 on the prefill path (moe_gemm_path 1)
+    forced.poison = true;
+    forced.moe_int4_scratch = 1;
+    forced.moe_int4_grouped = 0;
+    forced.moe_gemm_path = 1;
+    for (int version : {1, 2}) {
+        forced.moe_int4_prefill_version = version;
+        ops.push_back(std::make_unique<cuda::CudaOps>(forced));
+        ops.back()->prepare_weights(weight_set(*weights_));
+    }
+    struct Case {
+        int64_t T;
+        size_t a, b;  // the ops pair: version 1, version 2
+    };
+    for (const Case c : {Case{300, 0, 1}, Case{1025, 0, 1}, Case{4096, 0, 1}, Case{9, 2, 3}}) {
+        for (int layer : {0, 1, 0}) {
+            const MoeWeights& m = weights_->layers[size_t(layer)].moe;
+            const auto x = gpu_test::random_floats(size_t(c.T * H), rng_);
+            const int64_t before = ops[c.b]->moe_int4_mixed_calls();
+            const std::vector<float> y1 = gpu_test::moe_y(*ops[c.a], x, c.T, m, k, config_.norm_topk_prob);
+            const std::vector<float> y2 = gpu_test::moe_y(*ops[c.b], x, c.T, m, k, config_.norm_topk_prob);
+            EXPECT_EQ(ops[c.b]->moe_int4_mixed_calls(), before + 1) << "T=" << c.T << ": mixed-input GEMMs not taken";
+            EXPECT_EQ(ops[c.a]->moe_int4_mixed_calls(), 0) << "version 1 took the mixed-input GEMMs";
+            EXPECT_TRUE(y2 == y1) << "T=" << c.T << " layer " << layer << ": differs from the scratch path, normalised "
+                                  << normalised_error(y2, y1);
+            if (c.T == 300 && layer == 1) {
+                std::vector<float> ref(x.size());
+                cpu_.moe(x.data(), c.T, m, k, config_.norm_topk_prob, ref.data());
+                EXPECT_LT(normalised_error(y2, ref), kBound) << "T=" << c.T;
+            }
+        }
+    }
+}
+
+// The same through the whole model: a 1,500-token prompt on the mixed-input GEMMs, then 3 decode
+// steps, bitwise version 1's logits.
+TEST_F(CudaInt4, ModelMixedInputPrefillEqualsTheScratch) {
+    std::vector<int32_t> ids(1500);
+    std::uniform_int_distribution<int32_t> tok(0, int32_t(config_.vocab_size) - 1);
+    for (int32_t& t : ids) t = tok(rng_);
+    std::vector<std::vector<float>> logits[2];
+    int64_t mixed_calls[2] = {0, 0};
+    for (int version : {1, 2}) {
+        cuda::CudaOptions o;
+        o.poison = true;
+        o.moe_int4_scratch = 1;
+        o.moe_int4_grouped_max_t = 1024;  // the 1,500-row prompt on the prefill path
+        o.moe_int4_prefill_version = version;
+        cuda::CudaOps gpu(o);
+        gpu.prepare_weights(weight_set(*weights_));
+        Qwen36Model model(*weights_, gpu);
+        SingleSequence seq(model, int64_t(ids.size()) + 8, KvCacheDtype::kBF16);
+        logits[version - 1].push_back(seq.feed(ids, false));
+        for (int32_t t : {5, 77, 1234}) logits[version - 1].push_back(seq.feed({t}, false));
+        mixed_calls[version - 1] = gpu.moe_int4_mixed_calls();
+    }
+    EXPECT_EQ(mixed_calls[0], 0);
+    EXPECT_EQ(mixed_calls[1], config_.num_hidden_layers) << "one prompt call per layer on the mixed-input GEMMs";
+    ASSERT_EQ(logits[1].size(), 4u);
+    for (size_t i = 0; i < logits[0].size(); ++i) {
+        ASSERT_FALSE(logits[0][i].empty());
+        EXPECT_TRUE(logits[1][i] == logits[0][i]) << "step " << i << ": differs from the scratch path, normalised "
+                                                  << normalised_error(logits[1][i], logits[0][i]);
     }
 }
 

@@ -86,6 +86,8 @@ CudaOps::CudaOps(const CudaOptions& options)
                  "CudaOptions::moe_int4_grouped must be 0 or 1");
     QS_CHECK_MSG(options.moe_int4_scratch == 0 || options.moe_int4_scratch == 1,
                  "CudaOptions::moe_int4_scratch must be 0 or 1");
+    QS_CHECK_MSG(options.moe_int4_prefill_version == 1 || options.moe_int4_prefill_version == 2,
+                 "CudaOptions::moe_int4_prefill_version must be 1 or 2");
     QS_CHECK_MSG(options.nvfp4_kernels == 0 || options.nvfp4_kernels == 1, "CudaOptions::nvfp4_kernels must be 0 or 1");
     QS_CHECK_MSG(options.moe_int4_grouped_max_t == 0 || options.moe_int4_grouped_max_t > kMoeSmallTMax,
                  "CudaOptions::moe_int4_grouped_max_t must be 0 (by the copies) or >= 9");
@@ -867,6 +869,7 @@ void CudaOps::moe(const float* x, int64_t T, const MoeWeights& w, int64_t top_k,
     p.experts.nvfp4 = e.nvfp4;
     p.experts.nvfp4_global = e.nvfp4_global;
     p.experts.bf16_in_scratch = e.bf16_in_scratch;
+    p.experts.int4_scratch = e.int4_scratch;
     p.T = int(T);
     p.top_k = int(top_k);
     p.norm_topk_prob = norm_topk_prob;
@@ -882,6 +885,7 @@ void CudaOps::moe(const float* x, int64_t T, const MoeWeights& w, int64_t top_k,
     p.small_int4_gate_up_version = options_.moe_small_int4_gate_up_version;
     p.prefill_version = options_.moe_prefill_version;
     p.int4_grouped = options_.moe_int4_grouped;
+    p.int4_prefill_version = options_.moe_int4_prefill_version;
     p.int4_grouped_max_t = options_.moe_int4_grouped_max_t > 0 ? options_.moe_int4_grouped_max_t
                            : options_.moe_int4_scratch        ? 4096
                                                               : 1024;
@@ -925,6 +929,7 @@ void CudaOps::moe(const float* x, int64_t T, const MoeWeights& w, int64_t top_k,
     moe_small_calls_ += moe_takes_small_path(p);
     moe_small_down_slots_calls_ += moe_takes_small_down_slots(p);
     moe_small_int4_gate_up_mma_calls_ += moe_takes_small_int4_gate_up_mma(p);
+    moe_int4_mixed_calls_ += moe_takes_int4_mixed(p);
     launch_moe(p, stream_);
 }
 

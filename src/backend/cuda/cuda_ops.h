@@ -212,6 +212,15 @@ struct CudaOptions {
     // moe_int4_lab --scratch, docs/PERF.md: the grouped GEMMs beat a copy's BF16 GEMM only up to
     // 1,024 rows, but beat dequantising into the scratch + the BF16 GEMM up to 4,096).
     int moe_int4_grouped_max_t = 0;
+    // MoeParams::int4_prefill_version: INT4 experts without BF16 copies (moe_int4_scratch 1) on
+    // the CUTLASS prefill path (MoE calls above moe_int4_grouped_max_t rows). 1: the layer's experts
+    // with routed rows dequantised into the BF16 scratch (1.6 GB written for the real model), then
+    // the BF16 grouped GEMMs. 2 (default): CUTLASS's mixed-input grouped GEMMs on the 4-bit codes
+    // (moe_int4_mixed.h: the scratch gets signed codes and transposed scales, 0.42 GB): the same y
+    // bit for bit (GPU test), faster at every size measured (H100, session 42, `moe_int4_lab
+    // --scratch`, one MoE call: 1,287 against 2,294 µs at 1,024 tokens, 3,563 against 3,998 at
+    // 16,384). NVFP4 experts keep 1.
+    int moe_int4_prefill_version = 2;
     // NVFP4 weights read as 4-bit (issue 18 item 4; bench/kernels/NOTES.md "NVFP4 on the 4-bit
     // kernels"): 0 (default) NVFP4 linears and experts are dequantised to BF16 copies at upload and
     // every path reads those; 1 they also keep the packed NVFP4 device layout (backend/
@@ -407,6 +416,8 @@ public:
     int64_t moe_small_down_slots_calls() const { return moe_small_down_slots_calls_; }
     // Of those, the calls whose INT4 gate_up ran on tensor cores (CudaOptions::moe_small_int4_gate_up_version).
     int64_t moe_small_int4_gate_up_mma_calls() const { return moe_small_int4_gate_up_mma_calls_; }
+    // moe calls whose INT4 experts ran on the mixed-input prefill GEMMs (CudaOptions::moe_int4_prefill_version).
+    int64_t moe_int4_mixed_calls() const { return moe_int4_mixed_calls_; }
     void argmax_rows(const float* x, int64_t R, int64_t n, int32_t* out) override;
     // The ids go to pinned memory with an event behind them: no stream sync until the wait.
     void argmax_rows_start(const float* x, int64_t R, int64_t n) override;
@@ -500,6 +511,7 @@ private:
     int64_t moe_small_calls_ = 0;
     int64_t moe_small_down_slots_calls_ = 0;
     int64_t moe_small_int4_gate_up_mma_calls_ = 0;
+    int64_t moe_int4_mixed_calls_ = 0;
     // begin_forward: one pinned staging buffer and one device buffer that keep their addresses.
     int32_t* staging_ = nullptr;
     size_t staging_ints_ = 0;

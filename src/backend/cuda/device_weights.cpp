@@ -223,6 +223,7 @@ void DeviceWeights::add_experts(const MoeWeights& m, cudaStream_t stream) {
         }
         moe_int4_scratch_pointers(int4_scratch_.get(), E, H, I, Is, gate, up, down);
         d.bf16_in_scratch = true;
+        d.int4_scratch = int4_scratch_.get();
         ++int4_scratch_layers_;
     }
     d.gate = static_cast<const void* const*>(table(gate));

@@ -51,6 +51,7 @@ struct DeviceExperts {
     // gate, up, down point into the one-layer BF16 scratch (upload's int4_scratch): valid only
     // once launch_moe dequantised the layer there (MoeExpertTable::bf16_in_scratch).
     bool bf16_in_scratch = false;
+    void* int4_scratch = nullptr;  // that scratch's base (MoeExpertTable::int4_scratch)
     int E = 0, H = 0, I = 0, I_shared = 0;
     // [router; shared_expert_gate] as hi + lo bf16 [router_padded_rows(E), H] for the tensor-core
     // router (router_gemm.h; upload's router_split): null when not uploaded (option off, reference

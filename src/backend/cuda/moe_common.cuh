@@ -22,8 +22,8 @@ constexpr int kBK = 64;
 // ---------------------------------------------------------------------------------------------
 
 // Reserved for the prefill path's grouped GEMMs (moe_cutlass_gemm.cu and moe_cutlass_launch.cuh
-// check that they fit): per group a problem shape, five pointers and three strides; CUTLASS's
-// workspace (tensor maps per SM).
+// check that they fit): per group a problem shape (12 B), six pointers and five 64-bit strides
+// (100 B, ten arrays of 256-byte alignment); CUTLASS's workspace (tensor maps per SM).
 constexpr size_t kGroupedArraysBytesPerGroup = 128;
 constexpr size_t kGroupedGemmWorkspaceBytes = size_t(4) << 20;
 
@@ -77,7 +77,7 @@ inline WsLayout ws_layout(int64_t T, int64_t H, int64_t I, int64_t I_shared, int
     L.sfa = take(size_t(R * ((H + 127) / 128)) * 4);
     L.sfh = take(size_t(R * ((imax + 127) / 128)) * 4);
     L.gu = take(size_t(R * 2 * imax) * 2);
-    L.grouped_arrays = take(kGroupedArraysBytesPerGroup * size_t(3 * (E + 1)) + 9 * 256);
+    L.grouped_arrays = take(kGroupedArraysBytesPerGroup * size_t(3 * (E + 1)) + 10 * 256);
     L.grouped_gemm_ws = take(kGroupedGemmWorkspaceBytes);
     L.small_plan = take(T <= kMoeSmallTMax ? size_t(small_plan_ints(T, E, k)) * 4 : 0);
     L.small_logits = take(T <= kMoeSmallTMax ? size_t(T * E) * 4 : 0);

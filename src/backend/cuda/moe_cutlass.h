@@ -9,6 +9,10 @@
 
 #include <cuda_runtime.h>
 
+namespace qs::cuda {
+struct Int4MixedScratch;  // moe_int4_mixed.h
+}
+
 namespace qs::cuda::moe {
 
 // Whether the CUTLASS kernels were compiled in (CMake found .deps/cutlass-4.2.0, see
@@ -61,10 +65,18 @@ void launch_grouped_gemm_gate_up(const GroupedSetupParams& p, void* workspace, c
 void launch_grouped_gemm_down(const GroupedSetupParams& p, void* workspace, cudaStream_t stream);
 void launch_grouped_gemm_bf16(const GroupedSetupParams& p, bool gate_up, void* workspace, cudaStream_t stream);
 
-// The group arrays inside GroupedSetupParams::arrays (both translation units use them): G = 3(E+1)
-// groups, gate_up's 2(E+1) first, then down's E+1; each array 256-aligned.
+// INT4 experts on CUTLASS's mixed-input grouped GEMM (moe_cutlass_gemm_int4.cu; moe_int4_mixed.h):
+// its own setup (the operands swapped: each group computes D^T = W · X^T with the weights' rows as
+// M, so the 4-bit operand is wgmma's register-sourced A; bf16 activations as for BF16 experts,
+// act_bytes 2) over the signed codes and MN-major scales of `scratch`, then the two GEMMs.
+void launch_grouped_setup_int4(const GroupedSetupParams& p, const Int4MixedScratch& scratch, cudaStream_t stream);
+void launch_grouped_gemm_int4(const GroupedSetupParams& p, bool gate_up, int group, void* workspace, cudaStream_t stream);
+
+// The group arrays inside GroupedSetupParams::arrays (the three translation units use them): G =
+// 3(E+1) groups, gate_up's 2(E+1) first, then down's E+1; each array 256-aligned. ss: the INT4
+// GEMM's scale strides (two 64-bit values each; its scale pointers are in sfa).
 struct GroupedArrayLayout {
-    size_t shapes, a, b, sfa, sfb, d, sa, sb, sd, total;
+    size_t shapes, a, b, sfa, sfb, d, sa, sb, sd, ss, total;
 };
 inline GroupedArrayLayout grouped_array_layout(int E) {
     const size_t G = 3 * size_t(E + 1);
@@ -84,6 +96,7 @@ inline GroupedArrayLayout grouped_array_layout(int E) {
     L.sa = take(G * sizeof(int64_t));
     L.sb = take(G * sizeof(int64_t));
     L.sd = take(G * sizeof(int64_t));
+    L.ss = take(G * 2 * sizeof(int64_t));
     L.total = off;
     return L;
 }

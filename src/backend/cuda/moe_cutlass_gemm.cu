@@ -185,7 +185,7 @@ size_t grouped_gemm_workspace_bytes() { return kGroupedGemmWorkspaceBytes; }
 
 void launch_grouped_setup(const GroupedSetupParams& p, cudaStream_t stream) {
     const int n = p.E + 1;
-    QS_CHECK_MSG(grouped_arrays_bytes(p.E) <= kGroupedArraysBytesPerGroup * size_t(3 * n) + 9 * 256,
+    QS_CHECK_MSG(grouped_arrays_bytes(p.E) <= kGroupedArraysBytesPerGroup * size_t(3 * n) + 10 * 256,
                  "moe grouped GEMM: group arrays larger than reserved");
     moe_grouped_setup_kernel<<<(n + 127) / 128, 128, 0, stream>>>(p, array_layout(p.E));
     QS_CUDA_CHECK_LAUNCH();

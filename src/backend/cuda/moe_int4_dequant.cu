@@ -10,8 +10,8 @@
 // of LinearWeight::row_to_f32 for a multiplied global (ModelOpt's weight_scale_2): bitwise its
 // value there (code 8 is −0 here, +0 there: the same value); a divided global (compressed-tensors)
 // is applied as its reciprocal (nvfp4_layout.h), one fp32 rounding more before the bf16 one.
-// Version 2 (launch_moe_int4_dequant's version; not yet the default: written in session 41, checked
-// bitwise against version 1 in the CPU emulation, not yet run on a GPU): the same values, with 32-bit index
+// Version 2 (launch_moe_int4_dequant's version, the default since session 42's H100 run: 1,251 µs for
+// the real layer against 1,580, its scratch bitwise version 1's): the same values, with 32-bit index
 // arithmetic (version 1 divides 64-bit word indices twice per word, ~100 instructions each, about
 // the time the memory takes at this size), 8 words per thread, and the scale loads issued with the
 // code loads before any use.

@@ -461,6 +461,11 @@ size_t moe_workspace_bytes(int64_t T, int64_t H, int64_t I, int64_t I_shared, in
 
 void launch_moe(const MoeParams& p, cudaStream_t stream) { launch_impl(p, stream, nullptr); }
 
+bool moe_takes_int4_mixed(const MoeParams& p) {
+    return p.T >= 1 && !small_path_chosen(p) && !int4_grouped_chosen(p) && prefill_path_chosen(p) &&
+           prefill_takes_int4_mixed(p);
+}
+
 void launch_moe_profiled(const MoeParams& p, cudaStream_t stream, cudaEvent_t events[6]) {
     launch_impl(p, stream, events);
 }

@@ -59,6 +59,9 @@ struct MoeExpertTable {            // device arrays built once at weight upload
     // only once launch_moe has dequantised them there; it does so itself on every path that reads
     // them (the prefill path, the mma.sync path); the INT4 paths read the packed arrays as before.
     bool bf16_in_scratch = false;
+    // The scratch's base (with bf16_in_scratch): MoeParams::int4_prefill_version 2 writes the
+    // mixed-input GEMMs' operands there instead of BF16 values (moe_int4_mixed.h).
+    void* int4_scratch = nullptr;
 };
 
 struct MoeParams {
@@ -147,6 +150,11 @@ struct MoeParams {
     // calls keep the BF16 copies.
     int int4_grouped = 0;
     int int4_grouped_max_t = 1024;
+    // Added field: INT4 experts without BF16 copies (experts.bf16_in_scratch) on the prefill path.
+    // 1: dequantised into the BF16 scratch, then the BF16 grouped GEMMs (moe_int4_dequant.h).
+    // 2: CUTLASS's mixed-input grouped GEMMs on the 4-bit codes (moe_int4_mixed.h), where
+    // moe_int4_mixed_supported(experts); the same bf16 weight values, fp32 sums in another order.
+    int int4_prefill_version = 1;
 };
 
 // Whether the INT4 grouped GEMMs cover these experts: INT4 arrays set and a scale group that is
@@ -167,6 +175,9 @@ bool moe_takes_small_path(const MoeParams& p);
 bool moe_takes_small_down_slots(const MoeParams& p);
 // Whether that call's INT4 gate_up runs on tensor cores (MoeParams::small_int4_gate_up_version 2).
 bool moe_takes_small_int4_gate_up_mma(const MoeParams& p);
+// Whether launch_moe runs this call's INT4 experts on the mixed-input prefill GEMMs
+// (MoeParams::int4_prefill_version 2; moe_int4_mixed.h).
+bool moe_takes_int4_mixed(const MoeParams& p);
 
 // Whether the grouped GEMM's tiles cover these shapes: hidden a multiple of 128, intermediates
 // of 64, at most 512 experts and top-k 32. Other shapes take the fp32 kernels

@@ -8,7 +8,9 @@
 //     and the inverse permutation row_pos[t·k + j] = sorted row of pair (t, j)
 //     (row_pos[T·k + t] = the shared expert's row of token t).
 //     INT4 experts without BF16 copies (MoeExpertTable::bf16_in_scratch): moe_int4_dequant.cu
-//     writes the experts with routed rows into the device's BF16 scratch here.
+//     writes the experts with routed rows into the device's BF16 scratch here, or with
+//     int4_prefill_version 2 moe_int4_mixed_prep.cu their signed codes and MN-major scales for the
+//     mixed-input GEMMs (moe_cutlass_gemm_int4.cu, its own setup kernel) of stages 5 and 7.
 //  3. moe_grouped_setup_kernel (moe_cutlass_gemm.cu): problem shapes and pointers of the groups.
 //  Stages 4, 6 and 8 are moe_prefill_stages.cu's (version 2: the same arithmetic, loads batched).
 //  4. moe_gather_quant_kernel: one warp per token reads x_t (fp32) once, quantises it to FP8 e4m3
@@ -32,6 +34,7 @@
 #include "backend/cuda/moe_common.cuh"
 #include "backend/cuda/moe_cutlass.h"
 #include "backend/cuda/moe_int4_dequant.h"
+#include "backend/cuda/moe_int4_mixed.h"
 #include "backend/cuda/moe_prefill_stages.h"
 #include "core/check.h"
 
@@ -65,13 +68,19 @@ bool prefill_path_chosen(const MoeParams& p) {
            prefill_min_rows_per_expert(p.experts.format == DeviceWeightFormat::kFP8Block);
 }
 
+bool prefill_takes_int4_mixed(const MoeParams& p) {
+    return p.int4_prefill_version == 2 && p.experts.bf16_in_scratch && moe_int4_mixed_supported(p.experts);
+}
+
 void launch_moe_prefill(const MoeParams& p, cudaStream_t stream, cudaEvent_t* ev) {
     QS_CHECK_MSG(p.prefill_version == 1 || p.prefill_version == 2, "launch_moe: prefill_version must be 1 or 2");
+    QS_CHECK_MSG(p.int4_prefill_version == 1 || p.int4_prefill_version == 2, "launch_moe: int4_prefill_version must be 1 or 2");
     const MoeExpertTable& x = p.experts;
     const int T = p.T, E = x.E, H = x.H, k = p.top_k;
     const int imax = std::max(x.I, x.I_shared);
     const int R = T * (k + 1);
     const bool fp8 = x.format == DeviceWeightFormat::kFP8Block;
+    const bool int4_mixed = prefill_takes_int4_mixed(p);
     const WsLayout L = ws_layout(T, H, x.I, x.I_shared, E, k);
     unsigned char* ws = static_cast<unsigned char*>(p.workspace);
     int* topk_id = reinterpret_cast<int*>(ws + L.topk_id);
@@ -104,8 +113,10 @@ void launch_moe_prefill(const MoeParams& p, cudaStream_t stream, cudaEvent_t* ev
     }
 
     // INT4 experts without BF16 copies: this layer's experts into the scratch the groups point
-    // to, those with routed rows only (expert_off is written by now).
-    if (x.bf16_in_scratch) launch_moe_int4_dequant(x, expert_off, stream);
+    // to, those with routed rows only (expert_off is written by now): as BF16 values, or as the
+    // mixed-input GEMMs' signed codes and MN-major scales.
+    if (int4_mixed) launch_moe_int4_mixed_prep(x, expert_off, stream);
+    else if (x.bf16_in_scratch) launch_moe_int4_dequant(x, expert_off, stream);
 
     GroupedSetupParams gs{};
     gs.expert_off = expert_off;
@@ -130,7 +141,8 @@ void launch_moe_prefill(const MoeParams& p, cudaStream_t stream, cudaEvent_t* ev
     const double rows_per_expert = double(T) * k / E;
     const bool auto_pp = p.gemm_path == -1 && rows_per_expert < kPrefillPingpongBelowRowsPerExpert;
     gs.pingpong = fp8 && (p.gemm_path == 2 || auto_pp);
-    launch_grouped_setup(gs, stream);
+    if (int4_mixed) launch_grouped_setup_int4(gs, int4_mixed_scratch(x), stream);
+    else launch_grouped_setup(gs, stream);
 
     launch_prefill_gather(GatherQuantParams{p.x, row_pos, T, H, k, ws + L.a8, reinterpret_cast<float*>(ws + L.sfa)}, fp8,
                           p.prefill_version, stream);
@@ -138,6 +150,7 @@ void launch_moe_prefill(const MoeParams& p, cudaStream_t stream, cudaEvent_t* ev
 
     void* gemm_ws = ws + L.grouped_gemm_ws;
     if (fp8) launch_grouped_gemm_gate_up(gs, gemm_ws, stream);
+    else if (int4_mixed) launch_grouped_gemm_int4(gs, true, x.int4_group, gemm_ws, stream);
     else launch_grouped_gemm_bf16(gs, true, gemm_ws, stream);
     const SiluQuantParams sq{reinterpret_cast<const __nv_bfloat16*>(ws + L.gu), R, T * k, x.I, x.I_shared, imax,
                              ws + L.hbuf, reinterpret_cast<float*>(ws + L.sfh)};
@@ -145,6 +158,7 @@ void launch_moe_prefill(const MoeParams& p, cudaStream_t stream, cudaEvent_t* ev
     record(ev, 3, stream);
 
     if (fp8) launch_grouped_gemm_down(gs, gemm_ws, stream);
+    else if (int4_mixed) launch_grouped_gemm_int4(gs, false, x.int4_group, gemm_ws, stream);
     else launch_grouped_gemm_bf16(gs, false, gemm_ws, stream);
     record(ev, 4, stream);
 

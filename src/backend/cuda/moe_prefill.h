@@ -27,6 +27,8 @@ constexpr double kPrefillPingpongBelowRowsPerExpert = 48.0;
 // compiled in), and whether launch_moe takes it (MoeParams::gemm_path, tile_config, size).
 bool prefill_path_supported(const MoeParams& p);
 bool prefill_path_chosen(const MoeParams& p);
+// Whether this path runs p's INT4 experts on the mixed-input GEMMs (MoeParams::int4_prefill_version 2).
+bool prefill_takes_int4_mixed(const MoeParams& p);
 
 // Enqueues the whole MoE block (T > 0) on `stream`; events as launch_moe_profiled's (or null).
 void launch_moe_prefill(const MoeParams& p, cudaStream_t stream, cudaEvent_t* ev);
