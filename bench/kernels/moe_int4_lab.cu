@@ -23,7 +23,8 @@
 //   int4-mixed    no copies, MoeParams::int4_prefill_version 2 (moe_int4_mixed.h): signed codes and
 //                 transposed scales into the scratch, then CUTLASS's mixed-input grouped GEMMs on
 //                 the 4-bit codes (`same`: its normalised difference from int4-scratch's y, which
-//                 has the same bf16 weights; PASS needs < 5e-3 besides the reference check)
+//                 has the same bf16 weights; PASS needs < 5e-3 besides the reference check);
+//                 int4-mixed-256 / int4-mix-256c2 the same on 128 × 256 tiles (MoeParams::int4_mixed_tile 1, 2)
 //   int4-mma      the INT4 grouped GEMMs at any T (int4_grouped_max_t lifted): the alternative
 // each checked against the float64 reference on 64 evenly spaced tokens, and `dequant` rows:
 // the dequantisation alone (every expert, both kernel versions) and the mixed path's preparation
@@ -277,18 +278,20 @@ int run_scratch(const Shape& s, const HostExperts& h, const Int4Experts& q, std:
             moe_ref_token(h, false, true, &in.x[size_t(t) * s.H], &in.logits[size_t(t) * s.E], in.sg[t], ref_b[size_t(i)]);
             moe_ref_token(h, true, true, &in.x[size_t(t) * s.H], &in.logits[size_t(t) * s.E], in.sg[t], ref_f[size_t(i)]);
         });
-        enum { kFp8, kCopies, kScratch, kMixed, kMma };
-        const char* names[] = {"fp8", "int4-copies", "int4-scratch", "int4-mixed", "int4-mma"};
+        enum { kFp8, kCopies, kScratch, kMixed, kMixed256, kMixed256C2, kMma };
+        const char* names[] = {"fp8", "int4-copies", "int4-scratch", "int4-mixed", "int4-mixed-256", "int4-mix-256c2",
+                               "int4-mma"};
         std::vector<float> y_copies, y_scratch;
         double fp8_us = 0;
         for (int path = kFp8; path <= kMma; ++path) {
             auto make = [&](int c) {
                 MoeExpertTable t = (path == kFp8 ? fp8 : bf16_int4)[size_t(c)].table;
-                if (path == kScratch || path == kMixed)
+                const bool mixed = path == kMixed || path == kMixed256 || path == kMixed256C2;
+                if (path == kScratch || mixed)
                     t.gate = tg, t.up = tu, t.down = td, t.bf16_in_scratch = true, t.int4_scratch = scratch;
                 MoeParams p = params(t, Path::kBf16, x, logits, sgl, T, s.k, ws, y);
                 p.prefill_version = 2;  // the serving default
-                if (path == kMixed) p.int4_prefill_version = 2;
+                if (mixed) p.int4_prefill_version = 2, p.int4_mixed_tile = path - kMixed;
                 if (path == kMma) p.int4_grouped = 1, p.int4_grouped_max_t = 1 << 30;
                 return p;
             };
@@ -303,7 +306,7 @@ int run_scratch(const Shape& s, const HostExperts& h, const Int4Experts& q, std:
             double vs_scratch = 0;
             if (path == kCopies) y_copies = yh;
             if (path == kScratch) same = yh == y_copies, y_scratch = yh;
-            if (path == kMixed) {
+            if (path >= kMixed && path <= kMixed256C2) {
                 const bool taken = moe_takes_int4_mixed(make(0));
                 vs_scratch = taken ? normalised_diff(yh, y_scratch) : 1.0;
                 same = vs_scratch < 5e-3;
@@ -326,7 +329,7 @@ int run_scratch(const Shape& s, const HostExperts& h, const Int4Experts& q, std:
             if (path == kFp8) fp8_us = t_us;
             char same_col[32] = "-";
             if (path == kScratch) std::snprintf(same_col, sizeof same_col, "%s", same ? "yes" : "NO");
-            if (path == kMixed) std::snprintf(same_col, sizeof same_col, "%.1e", vs_scratch);
+            if (path >= kMixed && path <= kMixed256C2) std::snprintf(same_col, sizeof same_col, "%.1e", vs_scratch);
             std::printf("%5d   %-12s %9.1f   %5.2fx   %.3e      %.3e  %-7s  %s%s\n", T, names[path], t_us, t_us / fp8_us,
                         c.nerr, c.worst, same_col, pass ? "PASS" : "FAIL", c.bad ? " (non-finite)" : "");
         }

@@ -70,7 +70,9 @@ void launch_grouped_gemm_bf16(const GroupedSetupParams& p, bool gate_up, void* w
 // M, so the 4-bit operand is wgmma's register-sourced A; bf16 activations as for BF16 experts,
 // act_bytes 2) over the signed codes and MN-major scales of `scratch`, then the two GEMMs.
 void launch_grouped_setup_int4(const GroupedSetupParams& p, const Int4MixedScratch& scratch, cudaStream_t stream);
-void launch_grouped_gemm_int4(const GroupedSetupParams& p, bool gate_up, int group, void* workspace, cudaStream_t stream);
+// tile: MoeParams::int4_mixed_tile.
+void launch_grouped_gemm_int4(const GroupedSetupParams& p, bool gate_up, int group, int tile, void* workspace,
+                              cudaStream_t stream);
 
 // The group arrays inside GroupedSetupParams::arrays (the three translation units use them): G =
 // 3(E+1) groups, gate_up's 2(E+1) first, then down's E+1; each array 256-aligned. ss: the INT4

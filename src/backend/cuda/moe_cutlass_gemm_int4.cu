@@ -3,10 +3,11 @@
 // bf16 group scales and the bf16 activations, the codes converted to bf16 and multiplied by their
 // scale in registers (one bf16 rounding of an exact product: the BF16 scratch's value) and fed to
 // wgmma as the register-sourced operand, fp32 accumulation, warp-specialised cooperative schedule on
-// a 128×128×64 tile, persistent group tile scheduler, bf16 D by a TMA-store epilogue.
+// 128×128×64 (or 128×256×64) tiles, persistent group tile scheduler, bf16 D by a TMA-store epilogue.
 // wgmma takes a register operand only as A, so each group computes D^T = W · X^T: M = the weight's
 // rows (the output columns), N = the group's token rows, K the reduction; D^T column-major with the
-// leading dimension of our row-major outputs is exactly their layout. The group arrays are the
+// leading dimension of our row-major outputs is exactly their layout. Three tile configurations
+// (MoeParams::int4_mixed_tile), the same sums in the same order. The group arrays are the
 // FP8 GEMM's (moe_cutlass.h) with this kernel's stride types and the scale strides in ss.
 // The third translation unit that includes CUTLASS (system headers, as the other two).
 #include "backend/cuda/moe_cutlass.h"
@@ -49,24 +50,35 @@ using LayoutD = cutlass::layout::ColumnMajor;  // D^T: rows × tokens, rows cont
 constexpr int kAlignW = 32;                    // elements (16 bytes)
 constexpr int kAlignX = 8;
 constexpr int kAlignD = 8;
-using TileShape = Shape<_128, _128, _64>;
-using ClusterShape = Shape<_1, _1, _1>;
+// The GEMM type per tile shape (weight rows × token rows × K) and cluster (MoeParams::int4_mixed_tile).
+template <class TileShape, class ClusterShape>
+struct Int4Grouped {
+    using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+        cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
+        cutlass::epilogue::collective::EpilogueTileAuto, float, float,
+        void, LayoutD*, kAlignD,  // no C
+        ElementD, LayoutD*, kAlignD, cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative,
+        cutlass::epilogue::fusion::LinearCombination<ElementD, float, void, float>>::CollectiveOp;
 
-using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
-    cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
-    cutlass::epilogue::collective::EpilogueTileAuto, float, float,
-    void, LayoutD*, kAlignD,  // no C
-    ElementD, LayoutD*, kAlignD, cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative,
-    cutlass::epilogue::fusion::LinearCombination<ElementD, float, void, float>>::CollectiveOp;
+    using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+        cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, cute::tuple<ElementW, ElementScale>, LayoutW*, kAlignW,
+        ElementX, LayoutX*, kAlignX, float, TileShape, ClusterShape,
+        cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(sizeof(typename CollectiveEpilogue::SharedStorage))>,
+        cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative>::CollectiveOp;
 
-using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
-    cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, cute::tuple<ElementW, ElementScale>, LayoutW*, kAlignW,
-    ElementX, LayoutX*, kAlignX, float, TileShape, ClusterShape,
-    cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(sizeof(typename CollectiveEpilogue::SharedStorage))>,
-    cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative>::CollectiveOp;
-
-using GemmKernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, CollectiveMainloop, CollectiveEpilogue>;
-using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
+    using GemmKernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, CollectiveMainloop, CollectiveEpilogue>;
+    using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
+};
+// 0: 128 × 128 tiles; 1: 128 × 256 (each converted weight fragment feeds twice the MMAs); 2: 128 ×
+// 256 in clusters of two CTAs along the weight rows (the token tile multicast to both).
+using Tile128 = Int4Grouped<Shape<_128, _128, _64>, Shape<_1, _1, _1>>;
+using Tile256 = Int4Grouped<Shape<_128, _256, _64>, Shape<_1, _1, _1>>;
+using Tile256C2 = Int4Grouped<Shape<_128, _256, _64>, Shape<_2, _1, _1>>;
+using GemmKernel = Tile128::GemmKernel;
+using CollectiveMainloop = Tile128::CollectiveMainloop;
+static_assert(std::is_same_v<GemmKernel::InternalStrideA, Tile256::GemmKernel::InternalStrideA> &&
+              std::is_same_v<GemmKernel::InternalStrideD, Tile256C2::GemmKernel::InternalStrideD> &&
+              std::is_same_v<CollectiveMainloop::NonVoidStrideScale, Tile256C2::CollectiveMainloop::NonVoidStrideScale>);
 
 using Shape3 = ProblemShape::UnderlyingProblemShape;
 using StrideW = typename GemmKernel::InternalStrideA;
@@ -134,14 +146,18 @@ void launch_grouped_setup_int4(const GroupedSetupParams& p, const Int4MixedScrat
     QS_CUDA_CHECK_LAUNCH();
 }
 
-void launch_grouped_gemm_int4(const GroupedSetupParams& p, bool gate_up, int group, void* workspace, cudaStream_t stream) {
-    QS_CHECK(p.act_bytes == 2);
+namespace {
+
+template <class Gemm>
+void run_int4(const GroupedSetupParams& p, bool gate_up, int group, void* workspace, cudaStream_t stream) {
     const GroupedArrayLayout L = grouped_array_layout(p.E);
     const int first = gate_up ? 0 : 2 * (p.E + 1);
     const int groups = gate_up ? 2 * (p.E + 1) : p.E + 1;
-    Gemm::Arguments args;
+    typename Gemm::Arguments args;
     args.mode = cutlass::gemm::GemmUniversalMode::kGrouped;
-    args.problem_shape = {groups, at<Shape3>(p.arrays, L.shapes) + first, nullptr};  // device-only shapes
+    args.problem_shape.num_groups = groups;
+    args.problem_shape.problem_shapes = at<Shape3>(p.arrays, L.shapes) + first;
+    args.problem_shape.host_problem_shapes = nullptr;  // device-only shapes
     args.mainloop.ptr_A = reinterpret_cast<const ElementW**>(at<const void*>(p.arrays, L.a) + first);
     args.mainloop.dA = at<StrideW>(p.arrays, L.sa) + first;
     args.mainloop.ptr_B = reinterpret_cast<const ElementX**>(at<const void*>(p.arrays, L.b) + first);
@@ -154,6 +170,17 @@ void launch_grouped_gemm_int4(const GroupedSetupParams& p, bool gate_up, int gro
     run_grouped_gemm<Gemm>(args, workspace, stream, "moe grouped GEMM (int4 mixed input)");
 }
 
+}  // namespace
+
+void launch_grouped_gemm_int4(const GroupedSetupParams& p, bool gate_up, int group, int tile, void* workspace,
+                              cudaStream_t stream) {
+    QS_CHECK(p.act_bytes == 2);
+    QS_CHECK_MSG(tile >= 0 && tile <= 2, "moe grouped GEMM (int4): tile must be 0, 1 or 2");
+    if (tile == 0) run_int4<Tile128::Gemm>(p, gate_up, group, workspace, stream);
+    else if (tile == 1) run_int4<Tile256::Gemm>(p, gate_up, group, workspace, stream);
+    else run_int4<Tile256C2::Gemm>(p, gate_up, group, workspace, stream);
+}
+
 }  // namespace qs::cuda::moe
 
 #else  // !QS_HAVE_CUTLASS
@@ -162,7 +189,7 @@ namespace qs::cuda::moe {
 void launch_grouped_setup_int4(const GroupedSetupParams&, const Int4MixedScratch&, cudaStream_t) {
     QS_CHECK_MSG(false, "moe grouped GEMM: built without CUTLASS (run scripts/setup_cutlass.sh and reconfigure)");
 }
-void launch_grouped_gemm_int4(const GroupedSetupParams&, bool, int, void*, cudaStream_t) {
+void launch_grouped_gemm_int4(const GroupedSetupParams&, bool, int, int, void*, cudaStream_t) {
     QS_CHECK_MSG(false, "moe grouped GEMM: built without CUTLASS (run scripts/setup_cutlass.sh and reconfigure)");
 }
 }  // namespace qs::cuda::moe

@@ -155,6 +155,9 @@ struct MoeParams {
     // 2: CUTLASS's mixed-input grouped GEMMs on the 4-bit codes (moe_int4_mixed.h), where
     // moe_int4_mixed_supported(experts); the same bf16 weight values, fp32 sums in another order.
     int int4_prefill_version = 1;
+    // Added field (tuning): version 2's GEMM tiles (moe_cutlass_gemm_int4.cu): 0 = 128 weight rows ×
+    // 128 tokens, 1 = 128 × 256, 2 = 128 × 256 in clusters of two along the weight rows.
+    int int4_mixed_tile = 0;
 };
 
 // Whether the INT4 grouped GEMMs cover these experts: INT4 arrays set and a scale group that is

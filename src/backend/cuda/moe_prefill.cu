@@ -150,7 +150,7 @@ void launch_moe_prefill(const MoeParams& p, cudaStream_t stream, cudaEvent_t* ev
 
     void* gemm_ws = ws + L.grouped_gemm_ws;
     if (fp8) launch_grouped_gemm_gate_up(gs, gemm_ws, stream);
-    else if (int4_mixed) launch_grouped_gemm_int4(gs, true, x.int4_group, gemm_ws, stream);
+    else if (int4_mixed) launch_grouped_gemm_int4(gs, true, x.int4_group, p.int4_mixed_tile, gemm_ws, stream);
     else launch_grouped_gemm_bf16(gs, true, gemm_ws, stream);
     const SiluQuantParams sq{reinterpret_cast<const __nv_bfloat16*>(ws + L.gu), R, T * k, x.I, x.I_shared, imax,
                              ws + L.hbuf, reinterpret_cast<float*>(ws + L.sfh)};
@@ -158,7 +158,7 @@ void launch_moe_prefill(const MoeParams& p, cudaStream_t stream, cudaEvent_t* ev
     record(ev, 3, stream);
 
     if (fp8) launch_grouped_gemm_down(gs, gemm_ws, stream);
-    else if (int4_mixed) launch_grouped_gemm_int4(gs, false, x.int4_group, gemm_ws, stream);
+    else if (int4_mixed) launch_grouped_gemm_int4(gs, false, x.int4_group, p.int4_mixed_tile, gemm_ws, stream);
     else launch_grouped_gemm_bf16(gs, false, gemm_ws, stream);
     record(ev, 4, stream);
 
