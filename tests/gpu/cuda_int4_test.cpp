@@ -454,7 +454,8 @@ TEST_F(CudaInt4, ModelWithoutBf16CopiesEqualsTheCopies) {
 // y must be bitwise version 1's (it was on the H100, session 42; before that run the test expected
 // only closeness). The calls must take the new GEMMs (counter). Layers alternate (a stale expert of
 // the other layer left in the scratch would show), and T = 9 forced onto the prefill path has
-// experts without rows.
+// experts without rows. With 32 experts the GEMM's tiles chosen by size (MoeParams::int4_mixed_tile
+// -1) are 128 × 128 at T = 9 and 300, 128 × 256 in clusters of two at 1,025 and 4,096.
 TEST_F(CudaInt4, MoeMixedInputPrefillEqualsTheScratch) {
     const int64_t k = config_.num_experts_per_tok, H = config_.hidden_size;
     std::vector<std::unique_ptr<cuda::CudaOps>> ops;

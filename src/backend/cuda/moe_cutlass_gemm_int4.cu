@@ -7,7 +7,7 @@
 // wgmma takes a register operand only as A, so each group computes D^T = W · X^T: M = the weight's
 // rows (the output columns), N = the group's token rows, K the reduction; D^T column-major with the
 // leading dimension of our row-major outputs is exactly their layout. Three tile configurations
-// (MoeParams::int4_mixed_tile), the same sums in the same order. The group arrays are the
+// (MoeParams::int4_mixed_tile; by default chosen by rows per expert), the same sums in the same order. The group arrays are the
 // FP8 GEMM's (moe_cutlass.h) with this kernel's stride types and the scale strides in ss.
 // The third translation unit that includes CUTLASS (system headers, as the other two).
 #include "backend/cuda/moe_cutlass.h"

@@ -155,10 +155,17 @@ struct MoeParams {
     // 2: CUTLASS's mixed-input grouped GEMMs on the 4-bit codes (moe_int4_mixed.h), where
     // moe_int4_mixed_supported(experts); the same bf16 weight values, fp32 sums in another order.
     int int4_prefill_version = 1;
-    // Added field (tuning): version 2's GEMM tiles (moe_cutlass_gemm_int4.cu): 0 = 128 weight rows ×
-    // 128 tokens, 1 = 128 × 256, 2 = 128 × 256 in clusters of two along the weight rows.
-    int int4_mixed_tile = 0;
+    // Added field (tuning): version 2's GEMM tiles (moe_cutlass_gemm_int4.cu; the same bits with
+    // each): 0 = 128 weight rows × 128 tokens, 1 = 128 × 256, 2 = 128 × 256 in clusters of two along
+    // the weight rows; -1 (default) = by routed rows per expert: 2 from kInt4MixedWideRowsPerExpert
+    // (H100, session 42, `moe_int4_lab --scratch`, one MoE call: at 16,384 tokens 2,870 µs against
+    // 3,237 on 0 and 2,899 on 1; at 4,096 1,307 against 1,343; at 2,048 tokens, 64 rows per expert,
+    // 1,187 against 0's 1,024), else 0.
+    int int4_mixed_tile = -1;
 };
+
+// MoeParams::int4_mixed_tile -1: the wide clustered tiles from this many routed rows per expert (T·k/E).
+constexpr double kInt4MixedWideRowsPerExpert = 128.0;
 
 // Whether the INT4 grouped GEMMs cover these experts: INT4 arrays set and a scale group that is
 // a multiple of 64 dividing H, I and I_shared; or NVFP4 arrays (group 16, the globals) with H, I

@@ -149,8 +149,10 @@ void launch_moe_prefill(const MoeParams& p, cudaStream_t stream, cudaEvent_t* ev
     record(ev, 2, stream);
 
     void* gemm_ws = ws + L.grouped_gemm_ws;
+    const int int4_tile = p.int4_mixed_tile >= 0 ? p.int4_mixed_tile
+                          : double(T) * k / E >= kInt4MixedWideRowsPerExpert ? 2 : 0;
     if (fp8) launch_grouped_gemm_gate_up(gs, gemm_ws, stream);
-    else if (int4_mixed) launch_grouped_gemm_int4(gs, true, x.int4_group, p.int4_mixed_tile, gemm_ws, stream);
+    else if (int4_mixed) launch_grouped_gemm_int4(gs, true, x.int4_group, int4_tile, gemm_ws, stream);
     else launch_grouped_gemm_bf16(gs, true, gemm_ws, stream);
     const SiluQuantParams sq{reinterpret_cast<const __nv_bfloat16*>(ws + L.gu), R, T * k, x.I, x.I_shared, imax,
                              ws + L.hbuf, reinterpret_cast<float*>(ws + L.sfh)};
@@ -158,7 +160,7 @@ void launch_moe_prefill(const MoeParams& p, cudaStream_t stream, cudaEvent_t* ev
     record(ev, 3, stream);
 
     if (fp8) launch_grouped_gemm_down(gs, gemm_ws, stream);
-    else if (int4_mixed) launch_grouped_gemm_int4(gs, false, x.int4_group, p.int4_mixed_tile, gemm_ws, stream);
+    else if (int4_mixed) launch_grouped_gemm_int4(gs, false, x.int4_group, int4_tile, gemm_ws, stream);
     else launch_grouped_gemm_bf16(gs, false, gemm_ws, stream);
     record(ev, 4, stream);
 
