@@ -217,9 +217,9 @@ struct CudaOptions {
     // with routed rows dequantised into the BF16 scratch (1.6 GB written for the real model), then
     // the BF16 grouped GEMMs. 2 (default): CUTLASS's mixed-input grouped GEMMs on the 4-bit codes
     // (moe_int4_mixed.h: the scratch gets signed codes and transposed scales, 0.42 GB): the same y
-    // bit for bit (GPU test), faster at every size measured (H100, session 42, `moe_int4_lab
-    // --scratch`, one MoE call: 1,287 against 2,294 µs at 1,024 tokens, 3,563 against 3,998 at
-    // 16,384). NVFP4 experts keep 1.
+    // bit for bit (GPU tests), faster at every size measured (H100, session 42, `moe_int4_lab
+    // --scratch`, one MoE call: 966 against 1,974 µs at 1,024 tokens, 2,870 against 3,652 at
+    // 16,384, against the scratch with dequantisation version 2). NVFP4 experts keep 1.
     int moe_int4_prefill_version = 2;
     // NVFP4 weights read as 4-bit (issue 18 item 4; bench/kernels/NOTES.md "NVFP4 on the 4-bit
     // kernels"): 0 (default) NVFP4 linears and experts are dequantised to BF16 copies at upload and

@@ -11,7 +11,8 @@
 //     writes the experts with routed rows into the device's BF16 scratch here, or with
 //     int4_prefill_version 2 moe_int4_mixed_prep.cu their signed codes and MN-major scales for the
 //     mixed-input GEMMs (moe_cutlass_gemm_int4.cu, its own setup kernel) of stages 5 and 7.
-//  3. moe_grouped_setup_kernel (moe_cutlass_gemm.cu): problem shapes and pointers of the groups.
+//  3. moe_grouped_setup_kernel (moe_cutlass_gemm.cu; INT4 mixed: moe_grouped_setup_int4_kernel):
+//     problem shapes and pointers of the groups.
 //  Stages 4, 6 and 8 are moe_prefill_stages.cu's (version 2: the same arithmetic, loads batched).
 //  4. moe_gather_quant_kernel: one warp per token reads x_t (fp32) once, quantises it to FP8 e4m3
 //     with one scale per 128 columns (DeepSeek recipe: scale = amax/448, code = sat(x/scale)) and
@@ -75,6 +76,7 @@ bool prefill_takes_int4_mixed(const MoeParams& p) {
 void launch_moe_prefill(const MoeParams& p, cudaStream_t stream, cudaEvent_t* ev) {
     QS_CHECK_MSG(p.prefill_version == 1 || p.prefill_version == 2, "launch_moe: prefill_version must be 1 or 2");
     QS_CHECK_MSG(p.int4_prefill_version == 1 || p.int4_prefill_version == 2, "launch_moe: int4_prefill_version must be 1 or 2");
+    QS_CHECK_MSG(p.int4_mixed_tile >= -1 && p.int4_mixed_tile <= 2, "launch_moe: int4_mixed_tile must be -1, 0, 1 or 2");
     const MoeExpertTable& x = p.experts;
     const int T = p.T, E = x.E, H = x.H, k = p.top_k;
     const int imax = std::max(x.I, x.I_shared);
