@@ -10,7 +10,7 @@
 //    word i/8 is byte i/2's low nibble for even i, int4b_t's packing).
 //  - scales MN-major: CUTLASS reads a group's scales contiguous along the output rows,
 //    [in/group][out] per matrix; ours are [out][in/group].
-// 0.5 B of codes + 2/group B of scales per weight written (0.27 GB for the real model's layer,
+// 0.5 B of codes + 2/group B of scales per weight written (0.42 GB for the real model's layer,
 // against the BF16 scratch's 1.6 GB), and the GEMM reads 4-bit weights.
 // Included from g++-compiled code: no device-only syntax here.
 #pragma once
