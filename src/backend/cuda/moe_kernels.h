@@ -153,7 +153,8 @@ struct MoeParams {
     // Added field: INT4 experts without BF16 copies (experts.bf16_in_scratch) on the prefill path.
     // 1: dequantised into the BF16 scratch, then the BF16 grouped GEMMs (moe_int4_dequant.h).
     // 2: CUTLASS's mixed-input grouped GEMMs on the 4-bit codes (moe_int4_mixed.h), where
-    // moe_int4_mixed_supported(experts); the same bf16 weight values, fp32 sums in another order.
+    // moe_int4_mixed_supported(experts); the same bf16 weight values summed in the same K order: y
+    // bitwise 1's (GPU tests, H100 session 42).
     int int4_prefill_version = 1;
     // Added field (tuning): version 2's GEMM tiles (moe_cutlass_gemm_int4.cu; the same bits with
     // each): 0 = 128 weight rows × 128 tokens, 1 = 128 × 256, 2 = 128 × 256 in clusters of two along
