@@ -52,8 +52,9 @@ inline Case make_case(int64_t out, int64_t in, int64_t group, int64_t T, uint32_
 }
 
 inline float weight(const Case& c, int64_t o, int64_t i) {
-    const uint32_t u = (c.codes[size_t(o * (c.in / 8) + i / 8)] >> (4 * (i % 8))) & 15u;
-    return float(int(u) - 8) * bf16_value(c.scales[size_t(o * (c.in / c.group) + i / c.group)]);
+    const uint32_t n = (c.codes[size_t(o * (c.in / 8) + i / 8)] >> (4 * (i % 8))) & 15u;
+    const int q = n < 8 ? int(n) : int(n) - 16;  // two's complement (backend/int4_layout.h)
+    return float(q) * bf16_value(c.scales[size_t(o * (c.in / c.group) + i / c.group)]);
 }
 
 // y [T, out] in double.

@@ -127,7 +127,7 @@ int run_case(int H, int I, int Is, int group_or_nvfp4, bool with_off, std::mt199
                     const uint32_t u = (x.codes[size_t(r) * (x.cols / 8) + c / 8] >> (4 * (c % 8))) & 15u;
                     const float s = qs::bf16_to_f32(qs::bf16{x.scales[size_t(r) * (x.cols / group) + c / group]});
                     const float v = nvfp4 ? e2m1_value(u) * (e4m3_value(x.scale_bytes[size_t(r) * (x.cols / 16) + c / 16]) * x.global)
-                                          : float(int(u) - 8) * s;
+                                          : float(u < 8 ? int(u) : int(u) - 16) * s;  // two's complement
                     const uint16_t want = skipped ? uint16_t(0x7E57) : qs::f32_to_bf16(v).bits;
                     const uint16_t got = x.out[size_t(r) * x.cols + c];
                     const bool zeros = !skipped && (got & 0x7FFFu) == 0 && (want & 0x7FFFu) == 0;  // ±0

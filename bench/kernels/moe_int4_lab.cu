@@ -20,9 +20,9 @@
 //   int4-copies   INT4 experts as served today above 1,024 rows: the BF16 copies
 //   int4-scratch  no copies: the layer's experts dequantised into one BF16 scratch, then the same
 //                 GEMMs (must equal int4-copies bitwise: the `same` column)
-//   int4-mixed    no copies, MoeParams::int4_prefill_version 2 (moe_int4_mixed.h): signed codes and
-//                 transposed scales into the scratch, then CUTLASS's mixed-input grouped GEMMs on
-//                 the 4-bit codes (`same`: its normalised difference from int4-scratch's y, which
+//   int4-mixed    no copies, MoeParams::int4_prefill_version 2 (moe_int4_mixed.h): transposed
+//                 scales into the scratch, then CUTLASS's mixed-input grouped GEMMs on the experts'
+//                 4-bit codes in place (`same`: its normalised difference from int4-scratch's y, which
 //                 has the same bf16 weights; PASS needs < 5e-3 besides the reference check);
 //                 int4-mixed-256 / int4-mix-256c2 the same on 128 × 256 tiles (MoeParams::int4_mixed_tile 1, 2)
 //   int4-mma      the INT4 grouped GEMMs at any T (int4_grouped_max_t lifted): the alternative
@@ -370,7 +370,7 @@ int run_scratch(const Shape& s, const HostExperts& h, const Int4Experts& q, std:
         std::vector<double> us;
         MoeExpertTable t0 = bf16_int4[0].table;
         t0.bf16_in_scratch = true, t0.int4_scratch = scratch;
-        const size_t mixed_bytes = int4_mixed_scratch(t0).bytes();
+        const size_t mixed_bytes = int4_mixed_operands(t0).bytes();
         for (int r = 0; r < kReps + kCopies; ++r) {
             MoeExpertTable t = bf16_int4[size_t(r % kCopies)].table;
             t.gate = tg, t.up = tu, t.down = td, t.bf16_in_scratch = true, t.int4_scratch = scratch;

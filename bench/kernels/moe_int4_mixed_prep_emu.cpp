@@ -1,13 +1,14 @@
-// CPU emulation test of the mixed-input GEMMs' operand preparation (src/backend/cuda/
-// moe_int4_mixed_prep.cu, MoeParams::int4_prefill_version 2): compiles the real kernel source as host
+// CPU emulation test of the mixed-input GEMMs' operands (src/backend/cuda/moe_int4_mixed_prep.cu,
+// moe_int4_mixed.h; MoeParams::int4_prefill_version 2): compiles the real kernel source as host
 // C++ with the emulation shim (moe_emu_shim.h) and runs it on small shapes (E = 3 routed experts;
 // H 128 / 256, I 128 / 384, I_shared 128 / 256; groups 64 and 128) and the real expert shapes
-// (H 2,048, I = I_shared 512, group 128), random codes and scales, against the definitions:
-//  - CUTLASS's int4b_t: input i of a row is the 4-bit two's-complement nibble i%2 (low first) of
-//    byte i/2 of the row; its value must be the packed layout's u − 8 (int4_layout.h);
+// (H 2,048, I = I_shared 512, group 128), random scales, against the definitions:
+//  - the codes: the GEMM reads each expert's device codes in place (int4_mixed_operands' tables are
+//    the experts' own; that their nibbles are CUTLASS's int4b_t is tests/model/int4_layout_test.cpp's);
 //  - the scales MN-major: scales(e, m)[kg · rows + n] = the packed [n][kg];
 //  - experts without routed rows (expert_off) left untouched (sentinel bytes);
-//  - every matrix inside the BF16 scratch's bytes (moe_int4_scratch_bytes), none overlapping.
+//  - every matrix's scales inside the BF16 scratch's bytes (moe_int4_scratch_bytes), none
+//    overlapping, 16-byte aligned.
 // Build (from the repository root):
 //   g++ -O1 -g -std=c++20 -fsanitize=address -x c++ -Isrc -Ibench/kernels -I/usr/local/cuda/include \
 //       bench/kernels/moe_int4_mixed_prep_emu.cpp -o build/moe_int4_mixed_prep_emu -lpthread
@@ -32,12 +33,9 @@ constexpr unsigned char kSentinel = 0xA5;
 
 struct Matrix {
     int rows, cols;
-    std::vector<uint32_t> codes;   // [rows, cols/8], u = q + 8
+    std::vector<uint32_t> codes;   // [rows, cols/8]
     std::vector<uint16_t> scales;  // [rows, cols/group]
 };
-
-// The two's-complement value of a 4-bit nibble (int4b_t's definition).
-int int4b_value(unsigned nibble) { return nibble >= 8 ? int(nibble) - 16 : int(nibble); }
 
 int run_case(int H, int I, int Is, int group, bool with_off, std::mt19937& rng) {
     const int E = 3;
@@ -80,12 +78,17 @@ int run_case(int H, int I, int Is, int group, bool with_off, std::mt19937& rng) 
         std::printf("H %d I %d Is %d group %d: not supported\n", H, I, Is, group);
         return 1;
     }
-    const Int4MixedScratch s = int4_mixed_scratch(t);
+    const Int4MixedOperands s = int4_mixed_operands(t);
     int bad = 0;
     if (s.bytes() > scratch_bytes) {
-        std::printf("mixed scratch %zu bytes > the BF16 scratch's %zu\n", s.bytes(), scratch_bytes);
+        std::printf("mixed scales %zu bytes > the BF16 scratch's %zu\n", s.bytes(), scratch_bytes);
         return 1;
     }
+    for (int k = 0; k < 3; ++k)
+        if (s.codes[k] != q[k].data()) {
+            std::printf("matrix %d: the operands' code table is not the experts'\n", k);
+            return 1;
+        }
     // Expert 1 without rows (offsets of sorted rows: 5, 0, 7 routed rows, 4 shared).
     const std::vector<int> off = {0, 5, 5, 12, 16};
     const moe::MixedPrepParams p = moe::mixed_prep_params(t, with_off ? off.data() : nullptr);
@@ -97,31 +100,16 @@ int run_case(int H, int I, int Is, int group, bool with_off, std::mt19937& rng) 
         for (int k = 0; k < 3; ++k) {
             const Matrix& x = m[size_t(3 * e + k)];
             const bool skipped = with_off && e == 1;
-            const auto* codes = reinterpret_cast<const unsigned char*>(s.codes(e, k));
             const auto* scales = reinterpret_cast<const unsigned char*>(s.scales(e, k));
-            const size_t code_bytes = size_t(x.rows) * x.cols / 2, scale_bytes = size_t(x.rows) * (x.cols / group) * 2;
-            for (auto [p0, n] : {std::pair{codes, code_bytes}, std::pair{scales, scale_bytes}}) {
-                const size_t o = size_t(p0 - scratch);
-                if (o + n > scratch_bytes || (o % 16) != 0) {
-                    std::printf("expert %d matrix %d: region [%zu, +%zu) outside the scratch or not 16-byte aligned\n", e, k, o, n);
-                    return bad + 1;
-                }
-                for (size_t i = 0; i < n; ++i)
-                    if (owned[o + i]++ && bad++ < 5) std::printf("expert %d matrix %d: byte %zu overlaps\n", e, k, o + i);
+            const size_t scale_bytes = size_t(x.rows) * (x.cols / group) * 2;
+            const size_t o = size_t(scales - scratch);
+            if (o + scale_bytes > scratch_bytes || (o % 16) != 0) {
+                std::printf("expert %d matrix %d: region [%zu, +%zu) outside the scratch or not 16-byte aligned\n", e, k, o,
+                            scale_bytes);
+                return bad + 1;
             }
-            for (int r = 0; r < x.rows; ++r)
-                for (int c = 0; c < x.cols; ++c) {
-                    const unsigned byte = codes[(size_t(r) * x.cols + c) / 2];
-                    const uint32_t u = (x.codes[size_t(r) * (x.cols / 8) + c / 8] >> (4 * (c % 8))) & 15u;
-                    if (skipped) {
-                        if (byte != kSentinel && bad++ < 5) std::printf("expert %d (no rows) matrix %d written\n", e, k);
-                        continue;
-                    }
-                    const int got = int4b_value(c % 2 ? byte >> 4 : byte & 15u);
-                    if (got != int(u) - 8 && bad++ < 5)
-                        std::printf("group %d expert %d matrix %d [%d, %d]: int4b %d, want %d\n", group, e, k, r, c, got,
-                                    int(u) - 8);
-                }
+            for (size_t i = 0; i < scale_bytes; ++i)
+                if (owned[o + i]++ && bad++ < 5) std::printf("expert %d matrix %d: byte %zu overlaps\n", e, k, o + i);
             const int gpr = x.cols / group;
             const auto* sc = reinterpret_cast<const uint16_t*>(scales);
             for (int kg = 0; kg < gpr; ++kg)

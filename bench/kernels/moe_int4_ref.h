@@ -34,7 +34,7 @@ inline void int4_matrix(uint16_t* w, int rows, int cols, int group, Rng& rng, In
             scales[size_t(r) * (cols / group) + g] = f2bf(sc);
             for (int c = g * group; c < (g + 1) * group; ++c) {
                 const uint32_t u = uint32_t(rng.next() % 16);
-                codes[(size_t(r) * cols + c) / 8] |= u << (4 * (c % 8));
+                codes[(size_t(r) * cols + c) / 8] |= (u ^ 8u) << (4 * (c % 8));  // q = u − 8 in two's complement
                 w[size_t(r) * cols + c] = f2bf(float(int(u) - 8) * sc);
             }
         }

@@ -61,12 +61,15 @@ Int4DeviceLayout int4_device_layout(const LinearWeight& w) {
     l.codes.resize(size_t(l.out * words));
     l.scales.resize(size_t(l.out * groups));
     const bool gptq = w.int_params.packing == IntPacking::kGptq;
+    // u = q + 8 → q's two's complement nibble: u ^ 8 in every nibble.
+    constexpr uint32_t kSigned = 0x88888888u;
     if (!gptq) {
-        std::memcpy(l.codes.data(), w.weight.data, l.codes.size() * 4);  // already [out, in/8]
+        for (size_t i = 0; i < l.codes.size(); ++i) l.codes[i] = word_at(w.weight.data, i) ^ kSigned;  // [out, in/8]
     } else {
         // qweight [in/8, out]: word (k, o) holds inputs 8k..8k+7 of row o in the same bit order.
         for (int64_t k = 0; k < words; ++k)
-            for (int64_t o = 0; o < l.out; ++o) l.codes[size_t(o * words + k)] = word_at(w.weight.data, size_t(k * l.out + o));
+            for (int64_t o = 0; o < l.out; ++o)
+                l.codes[size_t(o * words + k)] = word_at(w.weight.data, size_t(k * l.out + o)) ^ kSigned;
     }
     for (int64_t o = 0; o < l.out; ++o)
         for (int64_t g = 0; g < groups; ++g) {
@@ -79,9 +82,10 @@ Int4DeviceLayout int4_device_layout(const LinearWeight& w) {
 void int4_layout_row(const Int4DeviceLayout& l, int64_t row, float* out) {
     const int64_t words = l.in / 8, groups = l.in / l.group;
     for (int64_t i = 0; i < l.in; ++i) {
-        const uint32_t u = (l.codes[size_t(row * words + i / 8)] >> (4 * (i % 8))) & 15u;
+        const uint32_t c = (l.codes[size_t(row * words + i / 8)] >> (4 * (i % 8))) & 15u;
+        const int32_t q = c < 8 ? int32_t(c) : int32_t(c) - 16;  // two's complement
         const float s = bf16_to_f32(bf16{l.scales[size_t(row * groups + i / l.group)]});
-        out[i] = float(int32_t(u) - 8) * s;
+        out[i] = float(q) * s;
     }
 }
 

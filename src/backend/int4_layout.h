@@ -2,10 +2,12 @@
 // (backend/cuda/int4_linear_kernels.h) read, made on the host at upload from any symmetric 4-bit
 // grouped-integer LinearWeight without g_idx, and its reference dequantisation. Layout:
 //  - codes: u32 [out, in/8], the code of input i in word i/8 at bits 4·(i%8) (lowest first),
-//    stored as the unsigned code u = q + 8 (q in [−8, 7]): compressed-tensors' pack-quantized
-//    layout itself, so such a checkpoint's `weight_packed` uploads unchanged; GPTQ/AutoRound
-//    qweight (packed along the input, [in/8, out]) is transposed into it;
-//  - scales: bf16 [out, in/group], W[o][i] = (u − 8) · scale[o][i/group], the product in fp32
+//    stored as q's 4-bit two's complement (q in [−8, 7]; CUTLASS's int4b_t, which its
+//    mixed-input GEMMs read in place: moe_int4_mixed.h). The checkpoints' unsigned code u = q + 8
+//    (compressed-tensors' pack-quantized words, GPTQ/AutoRound's qweight transposed from [in/8, out])
+//    is u ^ 8 in that form: every word is XORed with 0x88888888 at packing. The kernels' unpacking
+//    (cuda/int4_unpack.cuh) costs the same either way (one lop3 makes 128 + u from either);
+//  - scales: bf16 [out, in/group], W[o][i] = q · scale[o][i/group], the product in fp32
 //    (exact: a bf16 scale times a 4-bit integer has at most 12 significant bits), which is
 //    LinearWeight::row_to_f32's value bit for bit.
 // Rows are 16-byte aligned when in % 32 == 0 (a 16-byte load = 32 codes, 4 words).

@@ -3,7 +3,7 @@
 // packer (autoround_int4, the transposed packing with stored zero points), every row dequantised
 // from the device layout equals LinearWeight::row_to_f32 (itself equal bit for bit to the
 // libraries' dequantisation, quant_formats_test.cpp) bit for bit; compressed-tensors' words are
-// taken unchanged; weights the layout cannot hold (asymmetric, 8-bit) are refused with a reason.
+// taken with every nibble u turned into the two's complement of u − 8 (int4b_t); weights the layout cannot hold (asymmetric, 8-bit) are refused with a reason.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -63,7 +63,15 @@ int check_round_trip(const ModelWeights& w) {
         }
         EXPECT_EQ(bad_rows, 0) << name;
         if (l->int_params.packing == IntPacking::kCompressed) {
-            EXPECT_EQ(std::memcmp(d.codes.data(), l->weight.data, d.codes.size() * 4), 0) << name;
+            // Each nibble u (= q + 8) becomes q's two's complement nibble: (u − 8) mod 16.
+            int bad_words = 0;
+            for (size_t i = 0; i < d.codes.size(); ++i) {
+                uint32_t in_word, want = 0;
+                std::memcpy(&in_word, static_cast<const char*>(l->weight.data) + 4 * i, 4);
+                for (int n = 0; n < 8; ++n) want |= ((((in_word >> (4 * n)) & 15u) + 16u - 8u) % 16u) << (4 * n);
+                bad_words += d.codes[i] != want;
+            }
+            EXPECT_EQ(bad_words, 0) << name;
         }
     }
     return taken;
@@ -116,8 +124,13 @@ TEST(Int4Layout, HandMadeValues) {
     std::vector<float> row(static_cast<size_t>(in));
     for (int64_t o = 0; o < out; ++o) {
         int4_layout_row(d, o, row.data());
-        for (int64_t i = 0; i < in; ++i)
-            ASSERT_EQ(row[size_t(i)], float(int((o + i) % 16) - 8) * std::ldexp(1.0f, -int(i / group))) << o << "," << i;
+        for (int64_t i = 0; i < in; ++i) {
+            const int q = int((o + i) % 16) - 8;
+            ASSERT_EQ(row[size_t(i)], float(q) * std::ldexp(1.0f, -int(i / group))) << o << "," << i;
+            // The stored nibble is q in 4-bit two's complement (CUTLASS's int4b_t).
+            const uint32_t nibble = (d.codes[size_t(o * in / 8 + i / 8)] >> (4 * (i % 8))) & 15u;
+            ASSERT_EQ(nibble, uint32_t(q < 0 ? q + 16 : q)) << o << "," << i;
+        }
     }
     w.int_params.group_size = 12;  // not a multiple of 8
     EXPECT_NE(int4_layout_unsupported(w), "");

@@ -43,7 +43,7 @@ int check_unpack() {
                 const int s = i % 4, hi = i / 4;
                 float f[8];
                 qs::cuda::w4::unpack8<Code4::kInt4>(w, f);
-                const float q = float(int(c) - 8);
+                const float q = float(c < 8 ? int(c) : int(c) - 16);  // two's complement (int4_layout.h)
                 bad += f[i] != q || half_value(qs::cuda::w4::bf16x2_pair<Code4::kInt4>(w, s), hi) != q;
                 qs::cuda::w4::unpack8<Code4::kNvfp4>(w, f);
                 const float e = nvfp4_lab::e2m1_value(c);

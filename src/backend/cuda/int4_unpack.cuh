@@ -1,9 +1,10 @@
 // 4-bit codes → fp32 (or bf16 pairs) in registers, shared by the 4-bit kernels (int4_linear_kernels.cu,
 // moe_small_int4.cu; bf16x2_pair: moe_decode_gemm_int4.cu), templated on the code's format:
-//  - Code4::kInt4: u = q + 8 (backend/int4_layout.h). For s in 0..3, ((w >> 4s) & 0x000F000F) |
-//    0x43004300 is the bf16 pair (128 + u_s, 128 + u_{s+4}) exactly (one lop3 after the shift); each
-//    bf16 widens to fp32 by a bit move and 136 is subtracted exactly, so f[i] = q_i with no
-//    conversion instruction.
+//  - Code4::kInt4: q's 4-bit two's complement c = u ^ 8 with u = q + 8 (backend/int4_layout.h).
+//    For s in 0..3, ((w >> 4s) & 0x000F000F) ^ 0x43084308 is the bf16 pair (128 + u_s, 128 + u_{s+4})
+//    exactly (one lop3 after the shift: the nibble sits below 0x4300's bits, so ^ 0x4300 is | 0x4300,
+//    and ^ 8 turns c back into u); each bf16 widens to fp32 by a bit move and 136 is subtracted
+//    exactly, so f[i] = q_i with no conversion instruction.
 //  - Code4::kNvfp4: E2M1 (backend/nvfp4_layout.h: sign, 2 exponent bits e, 1 mantissa bit m). The
 //    three magnitude bits placed at bf16 bits 8..6 (exponent field e, mantissa's top bit m) with the
 //    sign at bit 15 are the bf16 value e2m1 · 2^−126 for every code, e = 0 included (the bf16
@@ -22,6 +23,9 @@ namespace qs::cuda::w4 {
 
 // The 4-bit code formats (Int4DeviceLayout, Nvfp4DeviceLayout).
 enum class Code4 { kInt4, kNvfp4 };
+
+// XORed into a pair of INT4 nibbles (c, c') at bits 0..3 and 16..19: the bf16 pair (128 + u, 128 + u').
+constexpr uint32_t kInt4Biased = 0x43084308u;
 
 namespace detail {
 // shift > 0: left, < 0: right.
@@ -69,7 +73,7 @@ __device__ __forceinline__ void unpack8(uint32_t w, float (&f)[8]) {
     if constexpr (F == Code4::kInt4) {
 #pragma unroll
         for (int s = 0; s < 4; ++s) {
-            const uint32_t pair = ((w >> (4 * s)) & 0x000F000Fu) | 0x43004300u;
+            const uint32_t pair = ((w >> (4 * s)) & 0x000F000Fu) ^ kInt4Biased;
             f[s] = bits_f32(pair << 16) - 136.0f;
             f[s + 4] = bits_f32(pair & 0xFFFF0000u) - 136.0f;
         }
@@ -103,7 +107,7 @@ __device__ __forceinline__ uint32_t bf16x2_pair(uint32_t w, int s) {
                : s == 2 ? detail::e2m1_pair<2>(w)
                         : detail::e2m1_pair<3>(w);
     } else {
-        const uint32_t biased = ((w >> (4 * s)) & 0x000F000Fu) | 0x43004300u;
+        const uint32_t biased = ((w >> (4 * s)) & 0x000F000Fu) ^ kInt4Biased;
 #if defined(__CUDA_ARCH__)
         uint32_t d;
         asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(d) : "r"(biased), "r"(0x3F803F80u), "r"(0xC308C308u));

@@ -10,7 +10,7 @@
 #include <cuda_runtime.h>
 
 namespace qs::cuda {
-struct Int4MixedScratch;  // moe_int4_mixed.h
+struct Int4MixedOperands;  // moe_int4_mixed.h
 }
 
 namespace qs::cuda::moe {
@@ -68,8 +68,8 @@ void launch_grouped_gemm_bf16(const GroupedSetupParams& p, bool gate_up, void* w
 // INT4 experts on CUTLASS's mixed-input grouped GEMM (moe_cutlass_gemm_int4.cu; moe_int4_mixed.h):
 // its own setup (the operands swapped: each group computes D^T = W · X^T with the weights' rows as
 // M, so the 4-bit operand is wgmma's register-sourced A; bf16 activations as for BF16 experts,
-// act_bytes 2) over the signed codes and MN-major scales of `scratch`, then the two GEMMs.
-void launch_grouped_setup_int4(const GroupedSetupParams& p, const Int4MixedScratch& scratch, cudaStream_t stream);
+// act_bytes 2) over the experts' int4b_t codes and the MN-major scales of `w`, then the two GEMMs.
+void launch_grouped_setup_int4(const GroupedSetupParams& p, const Int4MixedOperands& w, cudaStream_t stream);
 // tile: MoeParams::int4_mixed_tile.
 void launch_grouped_gemm_int4(const GroupedSetupParams& p, bool gate_up, int group, int tile, void* workspace,
                               cudaStream_t stream);

@@ -93,7 +93,7 @@ static_assert(std::is_same_v<StrideS, cute::Stride<cute::_1, int64_t, int64_t>>,
 static_assert(sizeof(StrideS) == 2 * sizeof(int64_t));
 
 // One thread per expert e (E + 1 threads): gate_up groups 2e, 2e+1 and down group 2(E+1) + e.
-__global__ void moe_grouped_setup_int4_kernel(GroupedSetupParams p, Int4MixedScratch s, GroupedArrayLayout L) {
+__global__ void moe_grouped_setup_int4_kernel(GroupedSetupParams p, Int4MixedOperands s, GroupedArrayLayout L) {
     const int e = blockIdx.x * blockDim.x + threadIdx.x;
     if (e > p.E) return;
     const int imax = p.I > p.I_shared ? p.I : p.I_shared;
@@ -116,7 +116,7 @@ __global__ void moe_grouped_setup_int4_kernel(GroupedSetupParams p, Int4MixedScr
     auto set = [&](int g, int rows, int k, int mat, const __nv_bfloat16* act, int64_t ld_act, __nv_bfloat16* out,
                    int64_t ld_out) {
         shapes[g] = cute::make_shape(rows, m, k);
-        a[g] = s.codes(e, mat);
+        a[g] = s.codes[mat][e];
         sc[g] = s.scales(e, mat);
         b[g] = act;
         d[g] = out;
@@ -137,7 +137,7 @@ __global__ void moe_grouped_setup_int4_kernel(GroupedSetupParams p, Int4MixedScr
 
 }  // namespace
 
-void launch_grouped_setup_int4(const GroupedSetupParams& p, const Int4MixedScratch& s, cudaStream_t stream) {
+void launch_grouped_setup_int4(const GroupedSetupParams& p, const Int4MixedOperands& s, cudaStream_t stream) {
     QS_CHECK(p.act_bytes == 2);
     const int n = p.E + 1;
     QS_CHECK_MSG(grouped_arrays_bytes(p.E) <= kGroupedArraysBytesPerGroup * size_t(3 * n) + 10 * 256,
@@ -186,7 +186,7 @@ void launch_grouped_gemm_int4(const GroupedSetupParams& p, bool gate_up, int gro
 #else  // !QS_HAVE_CUTLASS
 
 namespace qs::cuda::moe {
-void launch_grouped_setup_int4(const GroupedSetupParams&, const Int4MixedScratch&, cudaStream_t) {
+void launch_grouped_setup_int4(const GroupedSetupParams&, const Int4MixedOperands&, cudaStream_t) {
     QS_CHECK_MSG(false, "moe grouped GEMM: built without CUTLASS (run scripts/setup_cutlass.sh and reconfigure)");
 }
 void launch_grouped_gemm_int4(const GroupedSetupParams&, bool, int, int, void*, cudaStream_t) {

@@ -2,16 +2,14 @@
 // MoeParams::int4_prefill_version 2): CUTLASS 4.2's Hopper mixed-input grouped GEMM
 // (moe_cutlass_gemm_int4.cu) reads the 4-bit codes and bf16 group scales itself and converts them
 // to bf16 in registers before each wgmma (W = q · scale, one bf16 rounding of an exact product:
-// the BF16 scratch's values bit for bit). It needs two things our packed layout (int4_layout.h)
-// is not, so launch_moe_int4_mixed_prep writes them per call into the layer scratch, for the
-// experts with routed rows only:
-//  - signed codes: CUTLASS's int4b_t is two's complement; ours are u = q + 8, so q's nibble is
-//    u ^ 8 (every nibble of a word: w ^ 0x88888888). Same nibble order (input i at bits 4·(i%8) of
-//    word i/8 is byte i/2's low nibble for even i, int4b_t's packing).
-//  - scales MN-major: CUTLASS reads a group's scales contiguous along the output rows,
-//    [in/group][out] per matrix; ours are [out][in/group].
-// 0.5 B of codes + 2/group B of scales per weight written (0.42 GB for the real model's layer,
-// against the BF16 scratch's 1.6 GB), and the GEMM reads 4-bit weights.
+// the BF16 scratch's values bit for bit).
+//  - codes: read in place from the weights. The device INT4 layout (int4_layout.h) stores each
+//    code as CUTLASS's int4b_t (4-bit two's complement, input i at bits 4·(i%8) of word i/8, which
+//    is byte i/2's low nibble for even i), rows K-contiguous: the GEMM's row-major A as it is.
+//  - scales: CUTLASS reads a group's scales contiguous along the output rows, [in/group][out] per
+//    matrix; ours are [out][in/group]. launch_moe_int4_mixed_prep transposes them per call into
+//    the layer scratch, for the experts with routed rows only: 2/group B per weight (12.6 MB for
+//    the real model's layer, against the BF16 scratch's 1.6 GB).
 // Included from g++-compiled code: no device-only syntax here.
 #pragma once
 
@@ -25,10 +23,12 @@
 
 namespace qs::cuda {
 
-// Where expert e's matrix m (0 gate, 1 up, 2 down; e = E the shared expert) lies in the scratch:
-// every expert's codes first (e-major, then m), then every expert's scales, each region 256-aligned.
-struct Int4MixedScratch {
-    unsigned char* base = nullptr;
+// The mixed-input GEMMs' operands of one layer: the experts' code tables and where expert e's
+// matrix m (0 gate, 1 up, 2 down; e = E the shared expert) has its transposed scales in the
+// scratch (e-major, then m).
+struct Int4MixedOperands {
+    const uint32_t* const* codes[3] = {};  // device tables [E + 1] of u32 words [rows, cols/8]
+    unsigned char* scratch = nullptr;
     int E = 0, H = 0, I = 0, I_shared = 0, group = 0;
 
     QS_HD int64_t ie(int e) const { return e == E ? I_shared : I; }
@@ -37,31 +37,26 @@ struct Int4MixedScratch {
     // Weights of experts 0..e-1, three matrices each.
     QS_HD int64_t weights_before(int e) const { return int64_t(3) * I * H * (e < E ? e : E); }
     QS_HD int64_t total_weights() const { return weights_before(E) + 3 * matrix_weights(E); }
-    QS_HD size_t scales_offset() const { return (size_t(total_weights()) / 2 + 255) & ~size_t(255); }
-    QS_HD size_t bytes() const { return scales_offset() + size_t(total_weights() / group) * 2; }
+    // Scratch bytes the scales take.
+    QS_HD size_t bytes() const { return size_t(total_weights() / group) * 2; }
 
-    // u32 words [rows, cols/8] of signed codes (the packed layout's shape).
-    QS_HD uint32_t* codes(int e, int m) const {
-        return reinterpret_cast<uint32_t*>(base + size_t(weights_before(e) + m * matrix_weights(e)) / 2);
-    }
     // bf16 bits [cols/group][rows].
     QS_HD uint16_t* scales(int e, int m) const {
-        return reinterpret_cast<uint16_t*>(base + scales_offset() +
-                                           size_t((weights_before(e) + m * matrix_weights(e)) / group) * 2);
+        return reinterpret_cast<uint16_t*>(scratch + size_t((weights_before(e) + m * matrix_weights(e)) / group) * 2);
     }
 };
 
-// The mixed scratch over x's BF16 scratch (x.int4_scratch), which is always large enough (bf16:
-// 2 B per weight).
-Int4MixedScratch int4_mixed_scratch(const MoeExpertTable& x);
+// x's mixed-input operands: its code tables, the scales in x's BF16 scratch (x.int4_scratch),
+// which is always large enough (bf16: 2 B per weight).
+Int4MixedOperands int4_mixed_operands(const MoeExpertTable& x);
 
 // Whether the mixed-input GEMMs cover x: INT4 (not NVFP4) experts without BF16 copies, a group that
 // is a multiple of 64 (the GEMM's K tile) dividing H, I and I_shared, all three multiples of 128,
 // and CUTLASS compiled in.
 bool moe_int4_mixed_supported(const MoeExpertTable& x);
 
-// Enqueues the signed codes and MN-major scales of x's experts with routed rows (expert_off
-// [E + 2], as launch_moe_int4_dequant's) into int4_mixed_scratch(x).
+// Enqueues the MN-major scales of x's experts with routed rows (expert_off [E + 2], as
+// launch_moe_int4_dequant's) into int4_mixed_operands(x)'s scratch.
 void launch_moe_int4_mixed_prep(const MoeExpertTable& x, const int* expert_off, cudaStream_t stream);
 
 }  // namespace qs::cuda

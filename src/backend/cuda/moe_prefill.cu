@@ -9,8 +9,8 @@
 //     (row_pos[T·k + t] = the shared expert's row of token t).
 //     INT4 experts without BF16 copies (MoeExpertTable::bf16_in_scratch): moe_int4_dequant.cu
 //     writes the experts with routed rows into the device's BF16 scratch here, or with
-//     int4_prefill_version 2 moe_int4_mixed_prep.cu their signed codes and MN-major scales for the
-//     mixed-input GEMMs (moe_cutlass_gemm_int4.cu, its own setup kernel) of stages 5 and 7.
+//     int4_prefill_version 2 moe_int4_mixed_prep.cu their MN-major scales for the mixed-input
+//     GEMMs (moe_cutlass_gemm_int4.cu, its own setup kernel; the codes read in place) of stages 5 and 7.
 //  3. moe_grouped_setup_kernel (moe_cutlass_gemm.cu; INT4 mixed: moe_grouped_setup_int4_kernel):
 //     problem shapes and pointers of the groups.
 //  Stages 4, 6 and 8 are moe_prefill_stages.cu's (version 2: the same arithmetic, loads batched).
@@ -143,7 +143,7 @@ void launch_moe_prefill(const MoeParams& p, cudaStream_t stream, cudaEvent_t* ev
     const double rows_per_expert = double(T) * k / E;
     const bool auto_pp = p.gemm_path == -1 && rows_per_expert < kPrefillPingpongBelowRowsPerExpert;
     gs.pingpong = fp8 && (p.gemm_path == 2 || auto_pp);
-    if (int4_mixed) launch_grouped_setup_int4(gs, int4_mixed_scratch(x), stream);
+    if (int4_mixed) launch_grouped_setup_int4(gs, int4_mixed_operands(x), stream);
     else launch_grouped_setup(gs, stream);
 
     launch_prefill_gather(GatherQuantParams{p.x, row_pos, T, H, k, ws + L.a8, reinterpret_cast<float*>(ws + L.sfa)}, fp8,
