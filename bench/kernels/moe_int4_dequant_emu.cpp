@@ -103,6 +103,7 @@ int run_case(int H, int I, int Is, int group_or_nvfp4, bool with_off, std::mt199
     t.nvfp4_global = nvfp4 ? globals.data() : nullptr;
     t.E = E, t.H = H, t.I = I, t.I_shared = Is;
     t.bf16_in_scratch = true;
+    t.int4_scratch_bytes = moe_int4_scratch_bytes(E, H, I, Is);  // the tables' buffers hold the BF16 values
     // Expert 1 without rows (offsets of sorted rows: 5, 0, 7 routed rows, 4 shared).
     const std::vector<int> off = {0, 5, 5, 12, 16};
     const moe::DequantParams p = moe::dequant_params(t, with_off ? off.data() : nullptr);

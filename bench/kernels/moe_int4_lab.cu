@@ -288,7 +288,8 @@ int run_scratch(const Shape& s, const HostExperts& h, const Int4Experts& q, std:
                 MoeExpertTable t = (path == kFp8 ? fp8 : bf16_int4)[size_t(c)].table;
                 const bool mixed = path == kMixed || path == kMixed256 || path == kMixed256C2;
                 if (path == kScratch || mixed)
-                    t.gate = tg, t.up = tu, t.down = td, t.bf16_in_scratch = true, t.int4_scratch = scratch;
+                    t.gate = tg, t.up = tu, t.down = td, t.bf16_in_scratch = true, t.int4_scratch = scratch,
+                    t.int4_scratch_bytes = scratch_bytes;
                 MoeParams p = params(t, Path::kBf16, x, logits, sgl, T, s.k, ws, y);
                 p.prefill_version = 2;  // the serving default
                 if (mixed) p.int4_prefill_version = 2, p.int4_mixed_tile = path - kMixed;
@@ -347,7 +348,7 @@ int run_scratch(const Shape& s, const HostExperts& h, const Int4Experts& q, std:
         std::vector<double> us;
         for (int r = 0; r < kReps + kCopies; ++r) {
             MoeExpertTable t = bf16_int4[size_t(r % kCopies)].table;
-            t.gate = tg, t.up = tu, t.down = td, t.bf16_in_scratch = true;
+            t.gate = tg, t.up = tu, t.down = td, t.bf16_in_scratch = true, t.int4_scratch_bytes = scratch_bytes;
             QS_CUDA_CHECK(cudaEventRecord(e0, st));
             launch_moe_int4_dequant(t, nullptr, st, version);
             QS_CUDA_CHECK(cudaEventRecord(e1, st));
@@ -369,11 +370,12 @@ int run_scratch(const Shape& s, const HostExperts& h, const Int4Experts& q, std:
     {  // the mixed path's preparation alone (every expert)
         std::vector<double> us;
         MoeExpertTable t0 = bf16_int4[0].table;
-        t0.bf16_in_scratch = true, t0.int4_scratch = scratch;
+        t0.bf16_in_scratch = true, t0.int4_scratch = scratch, t0.int4_scratch_bytes = scratch_bytes;
         const size_t mixed_bytes = int4_mixed_operands(t0).bytes();
         for (int r = 0; r < kReps + kCopies; ++r) {
             MoeExpertTable t = bf16_int4[size_t(r % kCopies)].table;
-            t.gate = tg, t.up = tu, t.down = td, t.bf16_in_scratch = true, t.int4_scratch = scratch;
+            t.gate = tg, t.up = tu, t.down = td, t.bf16_in_scratch = true, t.int4_scratch = scratch,
+                    t.int4_scratch_bytes = scratch_bytes;
             QS_CUDA_CHECK(cudaEventRecord(e0, st));
             launch_moe_int4_mixed_prep(t, nullptr, st);
             QS_CUDA_CHECK(cudaEventRecord(e1, st));

@@ -74,6 +74,13 @@ int run_case(int H, int I, int Is, int group, bool with_off, std::mt19937& rng) 
     t.E = E, t.H = H, t.I = I, t.I_shared = Is;
     t.bf16_in_scratch = true;
     t.int4_scratch = scratch;
+    // A scratch one byte short of the scales: not supported (the capacity the upload recorded).
+    t.int4_scratch_bytes = moe_int4_mixed_scratch_bytes(E, H, I, Is, group) - 1;
+    if (moe_int4_mixed_supported(t)) {
+        std::printf("H %d I %d Is %d group %d: supported with a scratch too small for the scales\n", H, I, Is, group);
+        return 1;
+    }
+    t.int4_scratch_bytes = scratch_bytes;
     if (!moe_int4_mixed_supported(t)) {
         std::printf("H %d I %d Is %d group %d: not supported\n", H, I, Is, group);
         return 1;

@@ -537,15 +537,23 @@ TEST_F(CudaInt4, ModelMixedInputPrefillEqualsTheScratch) {
 // Device memory: without copies the upload holds the packed experts and one layer's scratch, not
 // every layer's BF16 experts. Both by the weights' own count (exact: the copies' bytes minus one
 // scratch) and by the device's free memory around each upload (the driver's view, which the cache
-// budget is sized from; 2 MiB allocation granularity).
+// budget is sized from; 2 MiB allocation granularity). The scratch holds one layer's BF16 values
+// with moe_int4_prefill_version 1 (config 1), and by default (config 2: every call above the
+// grouped GEMMs' rows on the mixed-input GEMMs) only the layer's bf16 group scales, one per 128
+// weights; a call config 2 then runs on the prefill path takes the mixed-input GEMMs.
 TEST_F(CudaInt4, NoBf16CopiesAllocatedWithoutThem) {
     const int64_t E = config_.num_experts, H = config_.hidden_size, I = config_.moe_intermediate_size,
                   Is = config_.shared_expert_intermediate_size, L = config_.num_hidden_layers;
+    const int64_t group = weights_->layers[0].moe.experts[0].gate_proj.int_params.group_size;
+    ASSERT_EQ(group, 128);
     const size_t layer_bf16 = size_t(3 * H * (E * I + Is)) * 2;
-    size_t held[2], taken[2];
-    for (int scratch : {0, 1}) {
+    const size_t layer_scales = size_t(3 * H * (E * I + Is) / group) * 2;
+    size_t held[3], taken[3];
+    for (int config : {0, 1, 2}) {
+        const int scratch = config == 0 ? 0 : 1;
         cuda::CudaOptions o;
         o.moe_int4_scratch = scratch;
+        if (config == 1) o.moe_int4_prefill_version = 1;
         size_t free0 = 0, free1 = 0, total = 0;
         QS_CUDA_CHECK(cudaDeviceSynchronize());
         QS_CUDA_CHECK(cudaMemGetInfo(&free0, &total));
@@ -553,18 +561,30 @@ TEST_F(CudaInt4, NoBf16CopiesAllocatedWithoutThem) {
         gpu.prepare_weights(weight_set(*weights_));
         QS_CUDA_CHECK(cudaDeviceSynchronize());
         QS_CUDA_CHECK(cudaMemGetInfo(&free1, &total));
-        held[scratch] = gpu.weights().device_bytes();
-        taken[scratch] = free0 - free1;
-        EXPECT_EQ(gpu.weights().int4_scratch_bytes(), scratch ? layer_bf16 : 0u);
+        held[config] = gpu.weights().device_bytes();
+        taken[config] = free0 - free1;
+        EXPECT_EQ(gpu.weights().int4_scratch_bytes(), config == 0 ? 0u : config == 1 ? layer_bf16 : layer_scales)
+            << "config " << config;
+        if (config == 2) {  // a 4,097-token call: the mixed-input GEMMs, the same y as the BF16 copies' path
+            const int64_t T = 4097, k = config_.num_experts_per_tok;
+            const MoeWeights& m = weights_->layers[1].moe;
+            const auto x = gpu_test::random_floats(size_t(T * H), rng_);
+            const std::vector<float> y = gpu_test::moe_y(gpu, x, T, m, k, config_.norm_topk_prob);
+            EXPECT_EQ(gpu.moe_int4_mixed_calls(), 1);
+            EXPECT_TRUE(y == gpu_test::moe_y(*gpu_, x, T, m, k, config_.norm_topk_prob)) << "differs from the copies";
+        }
     }
-    const size_t saved = size_t(L) * layer_bf16 - layer_bf16;
-    EXPECT_EQ(held[0] - held[1], saved);
-    const double driver_saved = double(taken[0]) - double(taken[1]);
-    std::printf("[int4 copies] weights %.1f MiB with BF16 copies, %.1f without (scratch %.1f MiB); device "
-                "memory taken %.1f vs %.1f MiB\n",
-                double(held[0]) / (1 << 20), double(held[1]) / (1 << 20), double(layer_bf16) / (1 << 20),
-                double(taken[0]) / (1 << 20), double(taken[1]) / (1 << 20));
-    EXPECT_NEAR(driver_saved, double(saved), 0.05 * double(saved) + double(64 << 20));
+    for (int config : {1, 2}) {
+        const size_t saved = size_t(L) * layer_bf16 - (config == 1 ? layer_bf16 : layer_scales);
+        EXPECT_EQ(held[0] - held[config], saved) << "config " << config;
+        const double driver_saved = double(taken[0]) - double(taken[config]);
+        std::printf("[int4 copies] weights %.1f MiB with BF16 copies, %.1f without (scratch %.1f MiB); device "
+                    "memory taken %.1f vs %.1f MiB\n",
+                    double(held[0]) / (1 << 20), double(held[config]) / (1 << 20),
+                    double(config == 1 ? layer_bf16 : layer_scales) / (1 << 20), double(taken[0]) / (1 << 20),
+                    double(taken[config]) / (1 << 20));
+        EXPECT_NEAR(driver_saved, double(saved), 0.05 * double(saved) + double(64 << 20)) << "config " << config;
+    }
 }
 
 // compressed-tensors' own packing (ct_int4: symmetric experts, group 16) through the kernel.

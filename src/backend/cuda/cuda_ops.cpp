@@ -235,10 +235,15 @@ void CudaOps::prepare_weights(const WeightSet& w) {
     QS_CHECK(w.config != nullptr && w.lm_head != nullptr);
     const std::string why = cuda_unsupported_reason(*w.config);
     QS_CHECK_MSG(why.empty(), why.c_str());
-    weights_.upload(w, stream_, options_.reference_precision, options_.moe_int4_scratch == 1,
-                    options_.nvfp4_kernels == 1, options_.moe_router_kernel != 0);
+    Int4ScratchPlan plan;
+    plan.enabled = options_.moe_int4_scratch == 1;
+    plan.mixed_prefill = options_.moe_int4_prefill_version == 2 && options_.moe_int4_grouped == 1 &&
+                         options_.moe_gemm_path == -1;
+    plan.grouped_max_t = moe_int4_grouped_max_t();
+    weights_.upload(w, stream_, options_.reference_precision, plan, options_.nvfp4_kernels == 1,
+                    options_.moe_router_kernel != 0);
     if (weights_.int4_scratch_layers() > 0)
-        log_info("cuda: 4-bit experts of {} MoE layers kept without BF16 copies; one-layer BF16 scratch {:.2f} GiB",
+        log_info("cuda: 4-bit experts of {} MoE layers kept without BF16 copies; one-layer scratch {:.3f} GiB",
                  weights_.int4_scratch_layers(), double(weights_.int4_scratch_bytes()) / double(1 << 30));
     lm_head_ = w.lm_head->handle.index;
     QS_CUDA_CHECK(cudaStreamSynchronize(stream_));
@@ -870,6 +875,7 @@ void CudaOps::moe(const float* x, int64_t T, const MoeWeights& w, int64_t top_k,
     p.experts.nvfp4_global = e.nvfp4_global;
     p.experts.bf16_in_scratch = e.bf16_in_scratch;
     p.experts.int4_scratch = e.int4_scratch;
+    p.experts.int4_scratch_bytes = e.int4_scratch_bytes;
     p.T = int(T);
     p.top_k = int(top_k);
     p.norm_topk_prob = norm_topk_prob;
@@ -886,9 +892,7 @@ void CudaOps::moe(const float* x, int64_t T, const MoeWeights& w, int64_t top_k,
     p.prefill_version = options_.moe_prefill_version;
     p.int4_grouped = options_.moe_int4_grouped;
     p.int4_prefill_version = options_.moe_int4_prefill_version;
-    p.int4_grouped_max_t = options_.moe_int4_grouped_max_t > 0 ? options_.moe_int4_grouped_max_t
-                           : options_.moe_int4_scratch        ? 4096
-                                                              : 1024;
+    p.int4_grouped_max_t = int(moe_int4_grouped_max_t());
     // Small-T version 2 reads the fp32 router and shared-expert-gate weights itself.
     const DeviceLinear& router = weights_.linear(w.router);
     const DeviceLinear& sgate = weights_.linear(w.shared_expert_gate);

@@ -216,7 +216,9 @@ struct CudaOptions {
     // the CUTLASS prefill path (MoE calls above moe_int4_grouped_max_t rows). 1: the layer's experts
     // with routed rows dequantised into the BF16 scratch (1.6 GB written for the real model), then
     // the BF16 grouped GEMMs. 2 (default): CUTLASS's mixed-input grouped GEMMs on the 4-bit codes
-    // (moe_int4_mixed.h: the scratch gets signed codes and transposed scales, 0.42 GB): the same y
+    // (moe_int4_mixed.h: the codes read in place, the scratch gets the transposed scales, 12.6 MB;
+    // with moe_int4_grouped 1 and moe_gemm_path -1 the upload then sizes the scratch for those
+    // alone, DeviceWeights::Int4ScratchPlan, instead of 1.6 GB of BF16 values): the same y
     // bit for bit (GPU tests), faster at every size measured (H100, session 42, `moe_int4_lab
     // --scratch`, one MoE call: 966 against 1,974 µs at 1,024 tokens, 2,870 against 3,652 at
     // 16,384, against the scratch with dequantisation version 2). NVFP4 experts keep 1.
@@ -418,6 +420,12 @@ public:
     int64_t moe_small_int4_gate_up_mma_calls() const { return moe_small_int4_gate_up_mma_calls_; }
     // moe calls whose INT4 experts ran on the mixed-input prefill GEMMs (CudaOptions::moe_int4_prefill_version).
     int64_t moe_int4_mixed_calls() const { return moe_int4_mixed_calls_; }
+    // MoeParams::int4_grouped_max_t by the options (moe_int4_grouped_max_t, 0: by the copies).
+    int64_t moe_int4_grouped_max_t() const {
+        return options_.moe_int4_grouped_max_t > 0 ? options_.moe_int4_grouped_max_t
+               : options_.moe_int4_scratch        ? 4096
+                                                  : 1024;
+    }
     void argmax_rows(const float* x, int64_t R, int64_t n, int32_t* out) override;
     // The ids go to pinned memory with an event behind them: no stream sync until the wait.
     void argmax_rows_start(const float* x, int64_t R, int64_t n) override;

@@ -9,7 +9,9 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/moe_int4_dequant.h"
+#include "backend/cuda/moe_int4_mixed.h"
 #include "backend/cuda/moe_kernels.h"
+#include "backend/cuda/moe_prefill.h"
 #include "backend/cuda/router_gemm.h"
 #include "backend/int4_layout.h"
 #include "backend/nvfp4_layout.h"
@@ -215,7 +217,7 @@ void DeviceWeights::add_experts(const MoeWeights& m, cudaStream_t stream) {
     auto table = [&](const auto& v) { return upload_bytes(v.data(), v.size() * sizeof(v[0]), stream); };
     if (scratch) {
         const int64_t Is = m.shared_expert.gate_proj.out_features;
-        QS_CHECK_MSG(moe_int4_scratch_bytes(E, H, I, Is) <= int4_scratch_need_,
+        QS_CHECK_MSG(int4_scratch_layer_bytes(E, H, I, Is, nvfp4_experts ? 0 : group0) <= int4_scratch_need_,
                      "DeviceWeights: an INT4 MoE layer larger than the scratch the pre-pass sized");
         if (!int4_scratch_.get()) {
             int4_scratch_ = DeviceBuffer(int4_scratch_need_);
@@ -224,6 +226,7 @@ void DeviceWeights::add_experts(const MoeWeights& m, cudaStream_t stream) {
         moe_int4_scratch_pointers(int4_scratch_.get(), E, H, I, Is, gate, up, down);
         d.bf16_in_scratch = true;
         d.int4_scratch = int4_scratch_.get();
+        d.int4_scratch_bytes = int4_scratch_need_;
         ++int4_scratch_layers_;
     }
     d.gate = static_cast<const void* const*>(table(gate));
@@ -307,23 +310,35 @@ void DeviceWeights::add_router_split(const MoeWeights& m, DeviceExperts& d, cuda
     if (any_lo) d.router_lo = static_cast<const uint16_t*>(upload_bytes(lo.data(), lo.size() * 2, stream));
 }
 
-size_t DeviceWeights::upload(const WeightSet& w, cudaStream_t stream, bool reference_precision, bool int4_scratch,
-                             bool nvfp4_kernels, bool router_split) {
+size_t DeviceWeights::int4_scratch_layer_bytes(int64_t E, int64_t H, int64_t I, int64_t I_shared,
+                                               int64_t group) const {
+    const bool scales_only =
+        int4_plan_.mixed_prefill && group > 0 && moe_int4_mixed_covers(H, I, I_shared, group) && top_k_ <= 31 &&
+        double(int4_plan_.grouped_max_t + 1) * double(top_k_) / double(E) >= moe::prefill_min_rows_per_expert(false);
+    return scales_only ? moe_int4_mixed_scratch_bytes(E, H, I, I_shared, group) : moe_int4_scratch_bytes(E, H, I, I_shared);
+}
+
+size_t DeviceWeights::upload(const WeightSet& w, cudaStream_t stream, bool reference_precision,
+                             const Int4ScratchPlan& int4_scratch, bool nvfp4_kernels, bool router_split) {
     QS_CHECK(w.config != nullptr);
     reference_precision_ = reference_precision;
     nvfp4_kernels_ = nvfp4_kernels && !reference_precision;
     router_split_ = router_split;
-    int4_scratch_wanted_ = int4_scratch && !reference_precision;
-    // The scratch's size: the largest MoE layer's experts in bf16 (allocated by the first layer
-    // that goes without BF16 copies; none if no layer does).
+    int4_scratch_wanted_ = int4_scratch.enabled && !reference_precision;
+    int4_plan_ = int4_scratch;
+    top_k_ = w.config->num_experts_per_tok;
+    // The scratch's size: the largest MoE layer's need (allocated by the first layer that goes
+    // without BF16 copies; none if no layer does). INT4 layers by the plan (an upper bound: a layer
+    // whose experts turn out not packable uses no scratch).
     for (const WeightSet::Entry& entry : w.entries())
-        if (const auto* const* m = std::get_if<const MoeWeights*>(&entry); m && !(*m)->experts.empty())
+        if (const auto* const* m = std::get_if<const MoeWeights*>(&entry); m && !(*m)->experts.empty()) {
+            const LinearWeight& s = (*m)->shared_expert.gate_proj;
+            const int64_t group = s.format == WeightFormat::kIntGroup ? s.int_params.group_size : 0;
             int4_scratch_need_ = std::max(
                 int4_scratch_need_,
-                moe_int4_scratch_bytes(int64_t((*m)->experts.size()), (*m)->router.in_features,
-                                       (*m)->experts[0].gate_proj.out_features,
-                                       (*m)->shared_expert.gate_proj.out_features));
-    top_k_ = w.config->num_experts_per_tok;
+                int4_scratch_layer_bytes(int64_t((*m)->experts.size()), (*m)->router.in_features,
+                                         (*m)->experts[0].gate_proj.out_features, s.out_features, group));
+        }
     QS_CHECK_MSG(linears_.empty() && vectors_.empty() && tables_.empty() && experts_.empty(),
                  "DeviceWeights: a backend prepares one weight set");
     linears_.resize(size_t(w.num_linears()));

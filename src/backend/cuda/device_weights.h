@@ -51,7 +51,8 @@ struct DeviceExperts {
     // gate, up, down point into the one-layer BF16 scratch (upload's int4_scratch): valid only
     // once launch_moe dequantised the layer there (MoeExpertTable::bf16_in_scratch).
     bool bf16_in_scratch = false;
-    void* int4_scratch = nullptr;  // that scratch's base (MoeExpertTable::int4_scratch)
+    void* int4_scratch = nullptr;  // that scratch's base and bytes (MoeExpertTable::int4_scratch)
+    size_t int4_scratch_bytes = 0;
     int E = 0, H = 0, I = 0, I_shared = 0;
     // [router; shared_expert_gate] as hi + lo bf16 [router_padded_rows(E), H] for the tensor-core
     // router (router_gemm.h; upload's router_split): null when not uploaded (option off, reference
@@ -66,13 +67,28 @@ struct DeviceTable {
     TableDtype dtype = TableDtype::kBF16;
 };
 
+// What the one-layer scratch of INT4 experts without BF16 copies must hold (upload's int4_scratch),
+// from the options that pick each MoE call's path (CudaOps).
+struct Int4ScratchPlan {
+    bool enabled = false;  // CudaOptions::moe_int4_scratch 1: INT4 (and NVFP4) experts without BF16 copies
+    // Whether every MoE call above grouped_max_t rows that the prefill path covers goes to the
+    // mixed-input GEMMs (CudaOptions: moe_int4_prefill_version 2, moe_int4_grouped 1, moe_gemm_path
+    // -1). Then a layer of INT4 experts they cover, all of whose calls above grouped_max_t take the
+    // prefill path (T·k/E >= its minimum rows per expert from grouped_max_t + 1 up), needs the
+    // scratch for its transposed scales only (12.6 MB for the real model against 1.6 GB of BF16
+    // values); NVFP4 layers and every other case need BF16 values.
+    bool mixed_prefill = false;
+    int64_t grouped_max_t = 0;  // MoeParams::int4_grouped_max_t
+};
+
 class DeviceWeights {
 public:
     // Uploads every tensor of w, in its order; returns the bytes now held on the device.
-    // int4_scratch (CudaOptions::moe_int4_scratch): MoE layers whose experts are all INT4 in the
-    // device layout keep only the packed copies, no BF16 ones; their BF16 tables point into one
-    // scratch of the largest such layer's BF16 size (moe_int4_dequant.h), allocated here, shared by
-    // every layer (launch_moe fills it per call). Its bytes count in device_bytes(), so the cache
+    // int4_scratch.enabled (CudaOptions::moe_int4_scratch): MoE layers whose experts are all INT4 in
+    // the device layout keep only the packed copies, no BF16 ones; their BF16 tables point into one
+    // scratch shared by every layer (launch_moe fills it per call), allocated here at the largest
+    // need of any such layer: its BF16 values (moe_int4_dequant.h), or by int4_scratch's plan its
+    // mixed-input scales only (moe_int4_mixed.h). Its bytes count in device_bytes(), so the cache
     // budget (measured from the free memory after the upload) sees it.
     // nvfp4_kernels (CudaOptions::nvfp4_kernels): NVFP4 linears and experts also get the packed
     // NVFP4 device layout (backend/nvfp4_layout.h) beside their BF16 copies, read by the 4-bit
@@ -80,7 +96,7 @@ public:
     // router_split (CudaOptions::moe_router_kernel 1): each MoE layer's router and shared-expert
     // gate also get DeviceExperts::router_hi / router_lo (~1-2 MB a layer).
     size_t upload(const WeightSet& w, cudaStream_t stream, bool reference_precision = false,
-                  bool int4_scratch = false, bool nvfp4_kernels = false, bool router_split = false);
+                  const Int4ScratchPlan& int4_scratch = {}, bool nvfp4_kernels = false, bool router_split = false);
 
     // The copies of views of the uploaded set (checked: a view of another set, or one not
     // numbered, is an error naming what is missing).
@@ -123,9 +139,13 @@ private:
     size_t bytes_ = 0;
     bool reference_precision_ = false;
     bool int4_scratch_wanted_ = false;
+    Int4ScratchPlan int4_plan_;
     bool router_split_ = false;
     bool nvfp4_kernels_ = false;
-    size_t int4_scratch_need_ = 0;  // the largest MoE layer's BF16 bytes (upload's pre-pass)
+    size_t int4_scratch_need_ = 0;  // the largest MoE layer's need (upload's pre-pass, int4_scratch_layer_bytes)
+    // The scratch bytes a layer of these shapes needs (its BF16 values, or by the plan the
+    // mixed-input scales; group: its INT4 group, 0 for other formats).
+    size_t int4_scratch_layer_bytes(int64_t E, int64_t H, int64_t I, int64_t I_shared, int64_t group) const;
     DeviceBuffer int4_scratch_;
     int int4_scratch_layers_ = 0;
     int64_t top_k_ = 0;  // the config's experts per token (decides whether the grouped GEMM tiles)

@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
 
 #include <cuda_bf16.h>
 
@@ -155,6 +156,14 @@ DequantParams dequant_params(const MoeExpertTable& x, const int* expert_off) {
                      "launch_moe_int4_dequant: a group (multiple of 8) dividing H, I and I_shared");
     QS_CHECK_MSG(int64_t(x.H) * std::max(x.I, x.I_shared) / 8 < (int64_t(1) << 31),
                  "launch_moe_int4_dequant: an expert matrix of 2^31 code words or more");
+    // The upload may size the scratch for the mixed-input GEMMs' scales only (DeviceWeights::
+    // Int4ScratchPlan): BF16 values must then never be asked for.
+    const size_t need = moe_int4_scratch_bytes(x.E, x.H, x.I, x.I_shared);
+    QS_CHECK_MSG(x.int4_scratch_bytes >= need,
+                 ("launch_moe_int4_dequant: the layer's BF16 values need " + std::to_string(need) +
+                  " bytes of scratch, it holds " + std::to_string(x.int4_scratch_bytes) +
+                  " (sized for the mixed-input GEMMs' scales: a path the upload's plan did not expect)")
+                     .c_str());
     DequantParams p{};
     p.q[0] = x.gate_q, p.q[1] = x.up_q, p.q[2] = x.down_q;
     p.qs[0] = x.gate_qs, p.qs[1] = x.up_qs, p.qs[2] = x.down_qs;

@@ -50,10 +50,15 @@ struct Int4MixedOperands {
 // which is always large enough (bf16: 2 B per weight).
 Int4MixedOperands int4_mixed_operands(const MoeExpertTable& x);
 
-// Whether the mixed-input GEMMs cover x: INT4 (not NVFP4) experts without BF16 copies, a group that
-// is a multiple of 64 (the GEMM's K tile) dividing H, I and I_shared, all three multiples of 128,
-// and CUTLASS compiled in.
+// Whether the mixed-input GEMMs cover INT4 experts of these shapes: a group that is a multiple of
+// 64 (the GEMM's K tile) dividing H, I and I_shared, all three multiples of 128, and CUTLASS
+// compiled in.
+bool moe_int4_mixed_covers(int64_t H, int64_t I, int64_t I_shared, int64_t group);
+// Whether they cover x: INT4 (not NVFP4) experts without BF16 copies (bf16_in_scratch) whose shapes
+// they cover, with a scratch that holds the scales.
 bool moe_int4_mixed_supported(const MoeExpertTable& x);
+// The scratch bytes the scales of one layer take (Int4MixedOperands::bytes).
+size_t moe_int4_mixed_scratch_bytes(int64_t E, int64_t H, int64_t I, int64_t I_shared, int64_t group);
 
 // Enqueues the MN-major scales of x's experts with routed rows (expert_off [E + 2], as
 // launch_moe_int4_dequant's) into int4_mixed_operands(x)'s scratch.

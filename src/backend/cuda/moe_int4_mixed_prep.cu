@@ -66,12 +66,20 @@ Int4MixedOperands int4_mixed_operands(const MoeExpertTable& x) {
     return s;
 }
 
+bool moe_int4_mixed_covers(int64_t H, int64_t I, int64_t I_shared, int64_t group) {
+    const int64_t g = group;
+    return moe::cutlass_grouped_gemm_compiled() && I > 0 && I_shared > 0 && g > 0 && g % 64 == 0 && H % 128 == 0 &&
+           I % 128 == 0 && I_shared % 128 == 0 && H % g == 0 && I % g == 0 && I_shared % g == 0;
+}
+
+size_t moe_int4_mixed_scratch_bytes(int64_t E, int64_t H, int64_t I, int64_t I_shared, int64_t group) {
+    return size_t(3 * H * (E * I + I_shared) / group) * 2;
+}
+
 bool moe_int4_mixed_supported(const MoeExpertTable& x) {
-    const int g = x.int4_group;
-    return moe::cutlass_grouped_gemm_compiled() && x.bf16_in_scratch && x.int4_scratch && !x.nvfp4 && x.gate_q &&
-           x.up_q && x.down_q && x.gate_qs && x.up_qs && x.down_qs && x.E >= 1 && x.I > 0 && x.I_shared > 0 && g > 0 &&
-           g % 64 == 0 && x.H % 128 == 0 && x.I % 128 == 0 && x.I_shared % 128 == 0 && x.H % g == 0 && x.I % g == 0 &&
-           x.I_shared % g == 0;
+    return x.bf16_in_scratch && x.int4_scratch && !x.nvfp4 && x.gate_q && x.up_q && x.down_q && x.gate_qs && x.up_qs &&
+           x.down_qs && x.E >= 1 && moe_int4_mixed_covers(x.H, x.I, x.I_shared, x.int4_group) &&
+           x.int4_scratch_bytes >= moe_int4_mixed_scratch_bytes(x.E, x.H, x.I, x.I_shared, x.int4_group);
 }
 
 #if !defined(QS_MOE_EMULATE)

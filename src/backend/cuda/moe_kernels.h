@@ -59,9 +59,13 @@ struct MoeExpertTable {            // device arrays built once at weight upload
     // only once launch_moe has dequantised them there; it does so itself on every path that reads
     // them (the prefill path, the mma.sync path); the INT4 paths read the packed arrays as before.
     bool bf16_in_scratch = false;
-    // The scratch's base (with bf16_in_scratch): MoeParams::int4_prefill_version 2 writes the
-    // mixed-input GEMMs' operands there instead of BF16 values (moe_int4_mixed.h).
+    // The scratch's base and bytes (with bf16_in_scratch): MoeParams::int4_prefill_version 2 writes
+    // the mixed-input GEMMs' scales there instead of BF16 values (moe_int4_mixed.h). The upload
+    // sizes it for the paths the options leave to the layer (DeviceWeights::Int4ScratchPlan): BF16
+    // values, or the scales only (then gate, up and down point past its end); the dequantisation
+    // and the scales' preparation each check that what they write fits (a clear error otherwise).
     void* int4_scratch = nullptr;
+    size_t int4_scratch_bytes = 0;
 };
 
 struct MoeParams {
