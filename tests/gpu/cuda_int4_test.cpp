@@ -429,9 +429,9 @@ TEST_F(CudaInt4, ModelWithoutBf16CopiesEqualsTheCopies) {
         cuda::CudaOptions o;
         o.poison = true;
         o.moe_int4_scratch = scratch;
-        // The same kernels for both (by default the grouped GEMMs take up to 4,096 rows without
-        // copies, 1,024 with them): the 1,500-row prompt then runs the BF16 GEMMs on the copies
-        // and on the scratch, which must agree bit for bit.
+        // The same grouped-GEMM range for both (the default for INT4 since session 43): the
+        // 1,500-row prompt then runs the BF16 GEMMs on the copies and the mixed-input GEMMs
+        // without them, which must agree bit for bit.
         o.moe_int4_grouped_max_t = 1024;
         cuda::CudaOps gpu(o);
         gpu.prepare_weights(weight_set(*weights_));
@@ -540,7 +540,8 @@ TEST_F(CudaInt4, ModelMixedInputPrefillEqualsTheScratch) {
 // budget is sized from; 2 MiB allocation granularity). The scratch holds one layer's BF16 values
 // with moe_int4_prefill_version 1 (config 1), and by default (config 2: every call above the
 // grouped GEMMs' rows on the mixed-input GEMMs) only the layer's bf16 group scales, one per 128
-// weights; a call config 2 then runs on the prefill path takes the mixed-input GEMMs.
+// weights; a call of 2,048 rows (above the INT4 grouped GEMMs' 1,024 by default) then takes the
+// mixed-input GEMMs.
 TEST_F(CudaInt4, NoBf16CopiesAllocatedWithoutThem) {
     const int64_t E = config_.num_experts, H = config_.hidden_size, I = config_.moe_intermediate_size,
                   Is = config_.shared_expert_intermediate_size, L = config_.num_hidden_layers;
@@ -565,8 +566,9 @@ TEST_F(CudaInt4, NoBf16CopiesAllocatedWithoutThem) {
         taken[config] = free0 - free1;
         EXPECT_EQ(gpu.weights().int4_scratch_bytes(), config == 0 ? 0u : config == 1 ? layer_bf16 : layer_scales)
             << "config " << config;
-        if (config == 2) {  // a 4,097-token call: the mixed-input GEMMs, the same y as the BF16 copies' path
-            const int64_t T = 4097, k = config_.num_experts_per_tok;
+        if (config == 2) {  // a 2,048-token call: above the grouped GEMMs' default 1,024 rows, so the
+                            // mixed-input GEMMs; the same y as the BF16 copies' path
+            const int64_t T = 2048, k = config_.num_experts_per_tok;
             const MoeWeights& m = weights_->layers[1].moe;
             const auto x = gpu_test::random_floats(size_t(T * H), rng_);
             const std::vector<float> y = gpu_test::moe_y(gpu, x, T, m, k, config_.norm_topk_prob);

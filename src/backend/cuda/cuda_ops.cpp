@@ -11,6 +11,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/gdn_chunk_map.h"
 #include "backend/cuda/gdn_kernels.h"
+#include "backend/cuda/moe_int4_mixed.h"
 #include "backend/cuda/moe_kernels.h"
 #include "backend/gdn_stash_rule.h"
 #include "backend/cuda/moe_reference_kernels.h"
@@ -239,7 +240,7 @@ void CudaOps::prepare_weights(const WeightSet& w) {
     plan.enabled = options_.moe_int4_scratch == 1;
     plan.mixed_prefill = options_.moe_int4_prefill_version == 2 && options_.moe_int4_grouped == 1 &&
                          options_.moe_gemm_path == -1;
-    plan.grouped_max_t = moe_int4_grouped_max_t();
+    plan.grouped_max_t = moe_int4_grouped_max_t(false);  // the layers the plan shrinks take the mixed-input GEMMs
     weights_.upload(w, stream_, options_.reference_precision, plan, options_.nvfp4_kernels == 1,
                     options_.moe_router_kernel != 0);
     if (weights_.int4_scratch_layers() > 0)
@@ -892,7 +893,8 @@ void CudaOps::moe(const float* x, int64_t T, const MoeWeights& w, int64_t top_k,
     p.prefill_version = options_.moe_prefill_version;
     p.int4_grouped = options_.moe_int4_grouped;
     p.int4_prefill_version = options_.moe_int4_prefill_version;
-    p.int4_grouped_max_t = int(moe_int4_grouped_max_t());
+    p.int4_grouped_max_t =
+        int(moe_int4_grouped_max_t(p.int4_prefill_version != 2 || !moe_int4_mixed_supported(p.experts)));
     // Small-T version 2 reads the fp32 router and shared-expert-gate weights itself.
     const DeviceLinear& router = weights_.linear(w.router);
     const DeviceLinear& sgate = weights_.linear(w.shared_expert_gate);

@@ -207,10 +207,13 @@ struct CudaOptions {
     // lead's H200 measurement (bench/kernels/NOTES.md "INT4 experts without BF16 copies").
     int moe_int4_scratch = 0;
     // MoeParams::int4_grouped_max_t: the most rows an MoE call takes on the INT4 grouped GEMMs
-    // (moe_int4_grouped 1); larger calls take the CUTLASS prefill path on the BF16 copies or the
-    // scratch. >= 9, or 0 (default) by the copies: 1,024 with them, 4,096 without (the H200's
-    // moe_int4_lab --scratch, docs/PERF.md: the grouped GEMMs beat a copy's BF16 GEMM only up to
-    // 1,024 rows, but beat dequantising into the scratch + the BF16 GEMM up to 4,096).
+    // (moe_int4_grouped 1); larger calls take the CUTLASS prefill path on the BF16 copies, the
+    // mixed-input GEMMs or the scratch. >= 9, or 0 (default) by what those larger calls run on:
+    // 4,096 where they would dequantise into the scratch (NVFP4 experts without copies,
+    // moe_int4_prefill_version 1), else 1,024 (H200, session 13's moe_int4_lab --scratch: the
+    // grouped GEMMs beat a copy's BF16 GEMM only up to 1,024 rows, but beat dequantising into the
+    // scratch + the BF16 GEMM up to 4,096; H100, session 43: the mixed-input GEMMs 571 / 629 / 919
+    // µs against the grouped GEMMs' 563 / 960 / 1,793 at 1,024 / 2,048 / 4,096 tokens).
     int moe_int4_grouped_max_t = 0;
     // MoeParams::int4_prefill_version: INT4 experts without BF16 copies (moe_int4_scratch 1) on
     // the CUTLASS prefill path (MoE calls above moe_int4_grouped_max_t rows). 1: the layer's experts
@@ -420,11 +423,11 @@ public:
     int64_t moe_small_int4_gate_up_mma_calls() const { return moe_small_int4_gate_up_mma_calls_; }
     // moe calls whose INT4 experts ran on the mixed-input prefill GEMMs (CudaOptions::moe_int4_prefill_version).
     int64_t moe_int4_mixed_calls() const { return moe_int4_mixed_calls_; }
-    // MoeParams::int4_grouped_max_t by the options (moe_int4_grouped_max_t, 0: by the copies).
-    int64_t moe_int4_grouped_max_t() const {
-        return options_.moe_int4_grouped_max_t > 0 ? options_.moe_int4_grouped_max_t
-               : options_.moe_int4_scratch        ? 4096
-                                                  : 1024;
+    // MoeParams::int4_grouped_max_t by the options (moe_int4_grouped_max_t; 0: by what the larger
+    // calls run on, larger_calls_dequantise: the layer's experts dequantised into the BF16 scratch).
+    int64_t moe_int4_grouped_max_t(bool larger_calls_dequantise) const {
+        if (options_.moe_int4_grouped_max_t > 0) return options_.moe_int4_grouped_max_t;
+        return options_.moe_int4_scratch == 1 && larger_calls_dequantise ? 4096 : 1024;
     }
     void argmax_rows(const float* x, int64_t R, int64_t n, int32_t* out) override;
     // The ids go to pinned memory with an event behind them: no stream sync until the wait.
