@@ -173,6 +173,8 @@
 #   profile_int4 | profile_int4_grouped | profile_fp8   GPU time per op on int4-w4a16 dummy weights (the
 #           512-sequence decode step's `moe` row is the number), BF16 expert copies / --moe-int4-grouped 1,
 #           and on fp8-block dummy weights (same options otherwise)
+#   profile_int4_lean   profile_fp8_lean's options on int4-w4a16 dummy weights (bf16 GDN state, fp8 K/V; the
+#           serve default --int4-expert-copies none): the 16,384-token prefill's ops beside FP8 lean's
 #   batch_int4 | batch_int4_grouped | batch_fp8   offline batch throughput (512 resident sequences) on
 #           int4-w4a16 (BF16 expert copies / --moe-int4-grouped 1) and fp8-block dummy weights
 #   single_moev2 | single_fp8_moev2   single-stream numbers with the small-T MoE path's version 2
@@ -425,6 +427,8 @@ for stage in "$@"; do
                       --dummy-format fp8-block --gdn-state-dtype bf16 --kv-cache-dtype fp8_e4m3 ;;
         profile) run profile_bf16 "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b --load-format dummy --no-mtp \
                      --mode profile ;;
+        profile_int4_lean) run profile_int4_lean "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b --load-format dummy \
+                              --no-mtp --mode profile --dummy-format int4-w4a16 --gdn-state-dtype bf16 --kv-cache-dtype fp8_e4m3 ;;
         profile_fp8_lean) run profile_fp8_lean "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b --load-format dummy \
                               --no-mtp --mode profile --dummy-format fp8-block --gdn-state-dtype bf16 --kv-cache-dtype fp8_e4m3 ;;
         profile_fp8_lean_dec2) run profile_fp8_lean_dec2 "$B/gpu_forward_bench" --model builtin:qwen36-35b-a3b --load-format dummy \
