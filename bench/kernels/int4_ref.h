@@ -1,7 +1,7 @@
 // INT4 W4A16 test data and CPU reference for the INT4 kernels (int4_gemv_lab.cu on the GPU,
 // emu/int4_emu.cpp in the host SIMT emulation). Written from the format's definition
-// (backend/int4_layout.h), not from the kernels: W[o][i] = (u − 8)·scale[o][i/group] with u the
-// nibble 4·(i%8) of word codes[o][i/8]; y[t][o] = Σ_i W[o][i] · bf16(x[t][i]) in double.
+// (backend/int4_layout.h), not from the kernels: W[o][i] = q·scale[o][i/group] with q the two's
+// complement value of nibble 4·(i%8) of word codes[o][i/8]; y[t][o] = Σ_i W[o][i] · bf16(x[t][i]) in double.
 // Scales vary per (row, group) over 2^[-10, -4] so a scale-index mistake cannot hide; x varies
 // per (row, 32-column chunk) by 2^[-3, 3].
 #pragma once

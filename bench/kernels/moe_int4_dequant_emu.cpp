@@ -3,7 +3,7 @@
 // shim (moe_emu_shim.h) and runs it on small shapes (E = 3 routed experts, H = 96, I = 64, I_shared
 // = 32, groups 8, 16 and 32; and H = 256, I = 160, I_shared = 96: several blocks), random codes and random bf16 scales (not powers of two, so the
 // bf16 rounding of q · scale is exercised, ties included), against the host's value:
-// f32_to_bf16((u − 8) · scale) (core/dtype.h, round to nearest even), which is the BF16 copy the
+// f32_to_bf16(q · scale) with q the nibble's two's complement value (core/dtype.h, round to nearest even), which is the BF16 copy the
 // upload makes (LinearWeight::row_to_f32 of the same weight, int4_layout.h). Every element must
 // match bit for bit; with expert_off, an expert without rows must be left untouched. Both kernel
 // versions (moe_int4_dequant.cu).

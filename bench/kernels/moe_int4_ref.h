@@ -12,8 +12,9 @@
 
 namespace moe_ref {
 
-// INT4 experts : every expert matrix of `h` replaced by random 4-bit codes u with a
-// power-of-two scale per (row, group) in 2^[-9, -6] (so the dequantised (u − 8)·scale is exact in
+// INT4 experts : every expert matrix of `h` replaced by random 4-bit values q = u − 8 (u uniform in
+// 0..15, stored as q's two's complement nibble) with a
+// power-of-two scale per (row, group) in 2^[-9, -6] (so the dequantised q·scale is exact in
 // bf16: `h`'s bf16 weights become exactly the INT4 weights and moe_ref's bf16 reference applies),
 // packed in the device INT4 layout (backend/int4_layout.h) beside them.
 struct Int4Experts {

@@ -1,8 +1,8 @@
 // Dense linears with INT4 W4A16 (and NVFP4, below) weights for a few rows (decode): y [T, out] = x [T, in] · Wᵀ,
 // T in [1, kInt4LinearMaxRows], W in the device INT4 layout (backend/int4_layout.h: u32 codes
-// [out, in/8] holding q + 8, bf16 scales [out, in/group]), read once from DRAM at half the bytes of
-// FP8. The 4-bit codes are unpacked in registers (one and+or turns two codes into two bf16 values
-// 128 + u, exact; their fp32 bits minus 136 give q), x is rounded to bf16 as the BF16 GEMM path
+// [out, in/8] holding q's two's complement nibbles, bf16 scales [out, in/group]), read once from DRAM
+// at half the bytes of FP8. The 4-bit codes are unpacked in registers (one and+xor turns two codes
+// into two bf16 values 128 + u with u = q + 8, exact; their fp32 bits minus 136 give q), x is rounded to bf16 as the BF16 GEMM path
 // rounds it, fp32 products and sums, the group's scale applied per 8-input word. One warp per RPW
 // output rows (RPW 1, 2 or 4: every x load serves RPW rows), lanes stride over 16-byte chunks of the
 // row (32 codes). CPU reference: cpu::linear on the dequantised weights (bench/kernels/int4_gemv_lab.cu).

@@ -3,7 +3,7 @@
 // 32-row tiles), token loader and operand roles are moe_decode_gemm.cu's (weights the m16
 // operand, tokens the n8 operand in 8-token groups, groups past the tile's rows skipped); what
 // differs is the weight operand: the device INT4 layout (backend/int4_layout.h: u32 codes
-// [rows, K/8] of u = q + 8, bf16 scales [rows, K/group]), a quarter of the BF16 copy's bytes.
+// [rows, K/8] of q's two's complement nibbles, bf16 scales [rows, K/group]), a quarter of the BF16 copy's bytes.
 //  - Shared weight rows are 32 bytes per 64-wide K stage (2 cp.async chunks), 128 rows: 4 KiB a
 //    stage, the same as the token tile; 8 stages in flight (64 KiB per block).
 //  - Unpack: lane (g, q) needs K 16q..16q+15 of its rows (moe_gemm.cu's K permutation), i.e.

@@ -1,7 +1,7 @@
 // MoE small-T path with INT4 W4A16 or NVFP4 experts (T <= kMoeSmallTMax; issue 18 item 4). The same plan,
 // routing launch (moe_small_route.cu) and stage structure as moe_small.cu, whose header comment
 // describes them; only the weight reads differ: each expert matrix is in the device INT4 layout
-// (backend/int4_layout.h: u32 codes [rows, cols/8] of q + 8, bf16 scales [rows, cols/group]),
+// (backend/int4_layout.h: u32 codes [rows, cols/8] of q's two's complement nibbles, bf16 scales [rows, cols/group]),
 // half the bytes of FP8, unpacked in registers (int4_unpack.cuh) and multiplied by the group's
 // scale per 8-input word, fp32 sums. x and h are rounded to bf16 as on the BF16 path (no fp8
 // scaling), so y agrees with the BF16 small-T path on the dequantised weights up to fp32
