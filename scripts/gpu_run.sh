@@ -89,7 +89,8 @@
 #           SEQS-sequence decode step whose names match REGEX, after skipping NCU_SKIP (default 0) of
 #           them: ncu_detail_*.ncu-rep, its details page and its per-SASS-instruction stall samples (CSV).
 #           All ncu_* stages run with --gpu-memory-utilization 0.5 (NCU_MEM_UTIL; ~0.88 on an H100)
-#           --cuda-graph-max-batch 0 (ncu_model_args:
+#           on fp8-block weights (NCU_FORMAT, e.g. int4-w4a16: the INT4 grouped GEMM is
+#           moe_int4_gemm_kernel) --cuda-graph-max-batch 0 (ncu_model_args:
 #           Nsight Compute failed to profile with the default memory plan or with graphs, session 20)
 #   trace_step[:SEQS[:K]]  the GPU timeline of FP8-lean decode steps without Nsight Systems: every kernel's
 #           start and end, one by one inside CUDA-graph replays, of `gpu_forward_bench --mode mtp --mtp-seqs
@@ -228,7 +229,7 @@ run_step_variants() {  # name prefix, variant... (each "--opt,value,--opt,value"
 # Compute failed to profile kernels here: session 20), and one pass of metrics (no kernel replay).
 # NCU_MEM_UTIL sets the memory plan's fraction: 0.5 fits the H200 (141 GB); an H100 (80 GB) needs ~0.88 for the
 # 36.6 GB of FP8 weights (at 0.5 the engine refuses: a negative cache budget, session 36).
-ncu_model_args=(--model builtin:qwen36-35b-a3b --load-format dummy --dummy-format fp8-block --gdn-state-dtype bf16
+ncu_model_args=(--model builtin:qwen36-35b-a3b --load-format dummy --dummy-format "${NCU_FORMAT:-fp8-block}" --gdn-state-dtype bf16
                 --kv-cache-dtype fp8_e4m3 --gpu-memory-utilization "${NCU_MEM_UTIL:-0.5}" --cuda-graph-max-batch 0)
 ncu_bench_args=("${ncu_model_args[@]}" --mode mtp --mtp-steps 1 --mtp-profiler-range)
 # The trace_* stages: FP8 lean as mtp_step runs it (graphs on, the normal memory plan).
