@@ -589,6 +589,25 @@ TEST_F(CudaInt4, NoBf16CopiesAllocatedWithoutThem) {
     }
 }
 
+// An INT4 checkpoint's MTP module stays BF16 (model/low_bit_rtn.h: its MoE layer's experts keep
+// BF16 weights and never use the scratch): the scratch is still sized for the 4-bit layers alone,
+// their mixed-input scales by default (until session 43 such a layer sized it for 1.6 GB of BF16).
+TEST_F(CudaInt4, ScratchSizedWithoutTheBf16MtpModule) {
+    ASSERT_GT(config_.mtp_num_hidden_layers, 0);
+    ModelWeights with_mtp = make_dummy_weights(config_, 92, true, WeightFormat::kIntGroup);
+    ASSERT_TRUE(with_mtp.mtp.present);
+    ASSERT_EQ(with_mtp.mtp.layer.moe.shared_expert.gate_proj.format, WeightFormat::kDense);
+    const int64_t E = config_.num_experts, H = config_.hidden_size, I = config_.moe_intermediate_size,
+                  Is = config_.shared_expert_intermediate_size;
+    const int64_t group = with_mtp.layers[0].moe.experts[0].gate_proj.int_params.group_size;
+    cuda::CudaOptions o;
+    o.moe_int4_scratch = 1;
+    cuda::CudaOps gpu(o);
+    gpu.prepare_weights(weight_set(with_mtp));
+    EXPECT_EQ(gpu.weights().int4_scratch_layers(), config_.num_hidden_layers);
+    EXPECT_EQ(gpu.weights().int4_scratch_bytes(), size_t(3 * H * (E * I + Is) / group) * 2);
+}
+
 // compressed-tensors' own packing (ct_int4: symmetric experts, group 16) through the kernel.
 TEST(CudaInt4Fixture, KernelOnCompressedTensorsWeights) {
     QS_REQUIRE_GPU();

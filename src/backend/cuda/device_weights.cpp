@@ -327,12 +327,16 @@ size_t DeviceWeights::upload(const WeightSet& w, cudaStream_t stream, bool refer
     int4_scratch_wanted_ = int4_scratch.enabled && !reference_precision;
     int4_plan_ = int4_scratch;
     top_k_ = w.config->num_experts_per_tok;
-    // The scratch's size: the largest MoE layer's need (allocated by the first layer that goes
-    // without BF16 copies; none if no layer does). INT4 layers by the plan (an upper bound: a layer
-    // whose experts turn out not packable uses no scratch).
+    // The scratch's size: the largest need of a MoE layer whose experts may go without BF16 copies
+    // (4-bit INT, or NVFP4 read as 4-bit; allocated by the first layer that does; none if none
+    // does). INT4 layers by the plan (an upper bound: a layer whose experts turn out not packable
+    // uses no scratch). Other layers (e.g. a BF16 MTP module's) never use it.
     for (const WeightSet::Entry& entry : w.entries())
         if (const auto* const* m = std::get_if<const MoeWeights*>(&entry); m && !(*m)->experts.empty()) {
             const LinearWeight& s = (*m)->shared_expert.gate_proj;
+            const bool four_bit = (s.format == WeightFormat::kIntGroup && s.int_params.bits == 4) ||
+                                  (s.format == WeightFormat::kNvfp4 && nvfp4_kernels_);
+            if (!four_bit) continue;
             const int64_t group = s.format == WeightFormat::kIntGroup ? s.int_params.group_size : 0;
             int4_scratch_need_ = std::max(
                 int4_scratch_need_,
