@@ -73,14 +73,12 @@
 //          rows by warp slices)
 //          [--moe-int4-grouped 0|1]  (CudaOptions::moe_int4_grouped: with --dummy-format int4-w4a16,
 //          MoE calls of 9..1,024 rows on the INT4 tensor-core grouped GEMMs instead of the BF16 copy)
-//          [--moe-int4-grouped-blocks 3|4]  (CudaOptions::moe_int4_grouped_blocks: those GEMMs at 3
-//          (default) or 4 blocks an SM, 8- or 6-stage rings; the same bits)
 //          [--moe-int4-prefill-version 1|2]  (CudaOptions::moe_int4_prefill_version: INT4 experts
 //          without BF16 copies on the CUTLASS prefill path; 1 = dequantised into the BF16 scratch +
 //          BF16 GEMMs, 2 (default) = CUTLASS's mixed-input GEMMs on the 4-bit codes, the same bits)
-//          [--moe-int4-grouped-max-t N]  (CudaOptions::moe_int4_grouped_max_t, default 0 = 1,024, or
-//          4,096 where larger calls would dequantise into the scratch (NVFP4 without copies): the
-//          largest MoE call on the INT4 grouped GEMMs; above it the CUTLASS prefill path)
+//          [--moe-int4-grouped-max-t N]  (CudaOptions::moe_int4_grouped_max_t, default 0 = 1,024 with
+//          BF16 expert copies, 4,096 without: the largest MoE call on the INT4 grouped GEMMs; above
+//          it the CUTLASS BF16 path)
 //          [--nvfp4-kernels 0|1]  (CudaOptions::nvfp4_kernels: an NVFP4 model's (--dummy-format nvfp4)
 //          linears of up to 8 rows and its MoE calls up to the 4-bit grouped GEMMs' rows read the packed
 //          4-bit layout instead of BF16 copies; default: 1 with --int4-expert-copies none, else 0)
@@ -161,7 +159,6 @@ const std::vector<KernelOption>& kernel_options() {
         {"gdn-side-blocks", {0, 33, 66, 132, 264}, &O::gdn_side_blocks},
         {"gdn-decode-kernel", {-1, 0, 1, 2}, &O::gdn_decode_kernel},
         {"moe-int4-grouped", {0, 1}, &O::moe_int4_grouped},
-        {"moe-int4-grouped-blocks", {3, 4}, &O::moe_int4_grouped_blocks},
         {"moe-int4-prefill-version", {1, 2}, &O::moe_int4_prefill_version},
         {"nvfp4-kernels", {0, 1}, &O::nvfp4_kernels},
         {"fp8-small-rows", {0, 1, 2, 3, 4}, &O::fp8_small_rows},

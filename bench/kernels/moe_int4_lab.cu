@@ -8,8 +8,6 @@
 //   int4-mma   INT4 experts on moe_decode_gemm_int4.cu (at T <= 8 with MoeParams::small_t = 0)
 //   int4-pdl   the same with the down GEMM on programmatic dependent launch (MoeParams::decode_pdl,
 //              the serving default): y must equal int4-mma's bitwise (else the row FAILs)
-//   int4-blk4  int4-pdl at 4 blocks an SM (MoeParams::int4_grouped_blocks 4: 6-stage rings,
-//              registers capped at 128): y must equal int4-mma's bitwise
 // Per T in 1, 8, 64, 512: the CPU-reference check of every path (float64 moe_ref.h on the same
 // weights: the INT4 codes × power-of-two scales are exact bf16 values, so the bf16 reference is
 // the INT4 one; fp8 against its dequantised values; PASS: nerr < 1e-2, worst token < 3e-2), then
@@ -70,7 +68,7 @@ constexpr double kCopyTBs = 4.25;  // measured device-to-device copy ceiling on 
 constexpr int kCopies = 4, kReps = 25;
 bool g_nvfp4 = false;  // --nvfp4: the INT4 arrays hold NVFP4 experts
 
-enum class Path { kBf16, kFp8, kFp8Dec2, kInt4Today, kInt4Mma, kInt4Pdl, kInt4Blocks4 };
+enum class Path { kBf16, kFp8, kFp8Dec2, kInt4Today, kInt4Mma, kInt4Pdl };
 const char* path_name(Path p) {
     switch (p) {
         case Path::kBf16: return "bf16";
@@ -79,11 +77,10 @@ const char* path_name(Path p) {
         case Path::kInt4Today: return g_nvfp4 ? "nvfp4-small" : "int4-today";
         case Path::kInt4Mma: return "int4-mma";
         case Path::kInt4Pdl: return "int4-pdl";
-        case Path::kInt4Blocks4: return "int4-blk4";
     }
     return "?";
 }
-bool is_int4_mma(Path p) { return p == Path::kInt4Mma || p == Path::kInt4Pdl || p == Path::kInt4Blocks4; }
+bool is_int4_mma(Path p) { return p == Path::kInt4Mma || p == Path::kInt4Pdl; }
 bool is_fp8(Path p) { return p == Path::kFp8 || p == Path::kFp8Dec2; }
 
 template <class T>
@@ -192,8 +189,7 @@ MoeParams params(const MoeExpertTable& t, Path path, const float* x, const float
     if (is_int4_mma(path)) {
         p.int4_grouped = 1;
         p.small_t = 0;  // T <= 8 too
-        p.decode_pdl = path == Path::kInt4Pdl || path == Path::kInt4Blocks4 ? 1 : 0;
-        p.int4_grouped_blocks = path == Path::kInt4Blocks4 ? 4 : 3;
+        p.decode_pdl = path == Path::kInt4Pdl ? 1 : 0;
     }
     if (path == Path::kFp8Dec2) {
         p.decode_version = 2;
@@ -439,7 +435,7 @@ int main(int argc, char** argv) {
     const std::vector<int> sizes = g_nvfp4 ? std::vector<int>{1, 2, 4, 8} : std::vector<int>{1, 8, 64, 512};
     const std::vector<Path> paths = g_nvfp4 ? std::vector<Path>{Path::kBf16, Path::kFp8, Path::kInt4Today}
                                             : std::vector<Path>{Path::kBf16, Path::kFp8, Path::kFp8Dec2, Path::kInt4Today,
-                                                                Path::kInt4Mma, Path::kInt4Pdl, Path::kInt4Blocks4};
+                                                                Path::kInt4Mma, Path::kInt4Pdl};
     for (const int T : sizes) {
         const Inputs in = make_inputs(s, T, Routing::kGapped, rng);
         float *x, *logits, *sgl, *y;
@@ -488,7 +484,7 @@ int main(int argc, char** argv) {
                 worst = std::max(worst, std::sqrt(tn / std::max(td, 1e-300)));
             }
             const double nerr = std::sqrt(num / std::max(den, 1e-300));
-            const bool pdl_row = path == Path::kInt4Pdl || path == Path::kInt4Blocks4;
+            const bool pdl_row = path == Path::kInt4Pdl;
             if (path == Path::kInt4Mma) y_mma = yh;
             const bool same_ok = !pdl_row || yh == y_mma;
             const char* same = !pdl_row ? "" : same_ok ? "  = int4-mma bitwise" : "  DIFFERS from int4-mma";

@@ -85,8 +85,6 @@ CudaOps::CudaOps(const CudaOptions& options)
                  "CudaOptions::gdn_decode_kernel must be -1 (by shape), 0, 1 or 2");
     QS_CHECK_MSG(options.moe_int4_grouped == 0 || options.moe_int4_grouped == 1,
                  "CudaOptions::moe_int4_grouped must be 0 or 1");
-    QS_CHECK_MSG(options.moe_int4_grouped_blocks == 3 || options.moe_int4_grouped_blocks == 4,
-                 "CudaOptions::moe_int4_grouped_blocks must be 3 or 4");
     QS_CHECK_MSG(options.moe_int4_scratch == 0 || options.moe_int4_scratch == 1,
                  "CudaOptions::moe_int4_scratch must be 0 or 1");
     QS_CHECK_MSG(options.moe_int4_prefill_version == 1 || options.moe_int4_prefill_version == 2,
@@ -894,7 +892,6 @@ void CudaOps::moe(const float* x, int64_t T, const MoeWeights& w, int64_t top_k,
     p.small_int4_gate_up_version = options_.moe_small_int4_gate_up_version;
     p.prefill_version = options_.moe_prefill_version;
     p.int4_grouped = options_.moe_int4_grouped;
-    p.int4_grouped_blocks = options_.moe_int4_grouped_blocks;
     p.int4_prefill_version = options_.moe_int4_prefill_version;
     p.int4_grouped_max_t =
         int(moe_int4_grouped_max_t(p.int4_prefill_version != 2 || !moe_int4_mixed_supported(p.experts)));

@@ -196,9 +196,6 @@ struct CudaOptions {
     // BF16 copies and 384 for FP8 experts) the tensor-core INT4 grouped GEMMs of
     // moe_decode_gemm_int4.cu (4-bit weights read).
     int moe_int4_grouped = 1;
-    // MoeParams::int4_grouped_blocks: 3 (default) or 4 blocks an SM for those GEMMs (4: 6-stage
-    // rings, registers capped at 128; the same bits).
-    int moe_int4_grouped_blocks = 3;
     // INT4 W4A16 experts (and NVFP4 ones with nvfp4_kernels 1) without BF16 copies (issue 18;
     // moe_int4_dequant.h): 0 (default) every
     // INT4 MoE layer also keeps a BF16 copy of its experts (~65 GB for the real model: 40 layers
