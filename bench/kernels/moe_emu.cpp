@@ -60,31 +60,39 @@ void pdl_poison_h(const MoePlan& pl) {
     pdl_poison({{const_cast<__nv_bfloat16*>(pl.down.a), rows * size_t(pl.down.lda) * 2}});
 }
 
-// The INT4 grouped GEMMs of a plan (S: the ring's shape for MINB blocks an SM).
-template <class S, int MINB>
-void emu_int4_gemms(const MoePlan& pl) {
-    using w4::Code4;
-    const bool nv = pl.gate_up.qglobal != nullptr;
-    const int smem = nv ? S::SMEM_NVFP4 : S::SMEM;
-    emu_launch(pl.gemm_up_grid, S::NTHR, smem, [&] {
-        if (nv) moe_int4_gemm_kernel<true, Code4::kNvfp4, MINB>(pl.gate_up);
-        else moe_int4_gemm_kernel<true, Code4::kInt4, MINB>(pl.gate_up);
-    });
-    if (pl.down_pdl) pdl_poison_h(pl);
-    emu_launch(pl.gemm_down_grid, S::NTHR, smem, [&] {
-        if (nv) moe_int4_gemm_kernel<false, Code4::kNvfp4, MINB>(pl.down);
-        else moe_int4_gemm_kernel<false, Code4::kInt4, MINB>(pl.down);
-    });
-    if (pl.down_pdl) pdl_done();
-}
-
 template <class Cfg>
 void emu_sort_gemms(const MoePlan& pl) {
     emu_launch(dim3(1), kSortThreads, 0, [&] { moe_sort_kernel<Cfg::BM>(pl.sort); });
     const int nthr = GemmShape<Cfg, false>::NTHR;
-    if (pl.int4) {  // MoeParams::int4_grouped (moe_decode_gemm_int4.cu; cfg 1's plan)
-        if (pl.int4_blocks == 4) emu_int4_gemms<Int4GemmShapeT<6>, 4>(pl);  // int4_grouped_blocks 4: 6-stage rings
-        else emu_int4_gemms<Int4GemmShape, 3>(pl);
+    if (pl.int4 && pl.int4_blocks == 4) {  // MoeParams::int4_grouped_blocks 4: the 6-stage ring
+        using S = Int4GemmShapeT<6>;
+        using w4::Code4;
+        const bool nv = pl.gate_up.qglobal != nullptr;
+        const int smem = nv ? S::SMEM_NVFP4 : S::SMEM;
+        emu_launch(pl.gemm_up_grid, S::NTHR, smem, [&] {
+            if (nv) moe_int4_gemm_kernel<true, Code4::kNvfp4, 4>(pl.gate_up);
+            else moe_int4_gemm_kernel<true, Code4::kInt4, 4>(pl.gate_up);
+        });
+        if (pl.down_pdl) pdl_poison_h(pl);
+        emu_launch(pl.gemm_down_grid, S::NTHR, smem, [&] {
+            if (nv) moe_int4_gemm_kernel<false, Code4::kNvfp4, 4>(pl.down);
+            else moe_int4_gemm_kernel<false, Code4::kInt4, 4>(pl.down);
+        });
+    } else if (pl.int4) {  // MoeParams::int4_grouped (moe_decode_gemm_int4.cu; cfg 1's plan)
+        using S = Int4GemmShape;
+        using w4::Code4;
+        const bool nv = pl.gate_up.qglobal != nullptr;
+        const int smem = nv ? S::SMEM_NVFP4 : S::SMEM;
+        emu_launch(pl.gemm_up_grid, S::NTHR, smem, [&] {
+            if (nv) moe_int4_gemm_kernel<true, Code4::kNvfp4>(pl.gate_up);
+            else moe_int4_gemm_kernel<true, Code4::kInt4>(pl.gate_up);
+        });
+        if (pl.down_pdl) pdl_poison_h(pl);
+        emu_launch(pl.gemm_down_grid, S::NTHR, smem, [&] {
+            if (nv) moe_int4_gemm_kernel<false, Code4::kNvfp4>(pl.down);
+            else moe_int4_gemm_kernel<false, Code4::kInt4>(pl.down);
+        });
+        if (pl.down_pdl) pdl_done();
         return;
     }
     if (pl.decode_v2) {  // MoeParams::decode_version 2 (moe_decode_gemm.cu; cfg 1's plan)
