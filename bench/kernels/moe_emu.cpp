@@ -64,21 +64,7 @@ template <class Cfg>
 void emu_sort_gemms(const MoePlan& pl) {
     emu_launch(dim3(1), kSortThreads, 0, [&] { moe_sort_kernel<Cfg::BM>(pl.sort); });
     const int nthr = GemmShape<Cfg, false>::NTHR;
-    if (pl.int4 && pl.int4_blocks == 4) {  // MoeParams::int4_grouped_blocks 4: the 6-stage ring
-        using S = Int4GemmShapeT<6>;
-        using w4::Code4;
-        const bool nv = pl.gate_up.qglobal != nullptr;
-        const int smem = nv ? S::SMEM_NVFP4 : S::SMEM;
-        emu_launch(pl.gemm_up_grid, S::NTHR, smem, [&] {
-            if (nv) moe_int4_gemm_kernel<true, Code4::kNvfp4, 4>(pl.gate_up);
-            else moe_int4_gemm_kernel<true, Code4::kInt4, 4>(pl.gate_up);
-        });
-        if (pl.down_pdl) pdl_poison_h(pl);
-        emu_launch(pl.gemm_down_grid, S::NTHR, smem, [&] {
-            if (nv) moe_int4_gemm_kernel<false, Code4::kNvfp4, 4>(pl.down);
-            else moe_int4_gemm_kernel<false, Code4::kInt4, 4>(pl.down);
-        });
-    } else if (pl.int4) {  // MoeParams::int4_grouped (moe_decode_gemm_int4.cu; cfg 1's plan)
+    if (pl.int4) {  // MoeParams::int4_grouped (moe_decode_gemm_int4.cu; cfg 1's plan)
         using S = Int4GemmShape;
         using w4::Code4;
         const bool nv = pl.gate_up.qglobal != nullptr;
@@ -355,7 +341,6 @@ const Int4Experts* g_int4 = nullptr;  // set: run_case's table gets these INT4 a
 
 int g_fail = 0;
 int g_int4_grouped = 0;    // MoeParams::int4_grouped of every case (--int4-dec: 1)
-int g_int4_blocks = 3;     // MoeParams::int4_grouped_blocks of every case (--int4-dec --blocks4: 4)
 int g_decode_version = 1;  // MoeParams::decode_version of every case (--dec2: 2, each also run with 1)
 bool g_check_down_global = false;  // --down-global: each small-T case again with h read from global
 bool g_check_down_slots = false;  // --down-slots: each small-T case again with MoeParams::small_down_version 2
@@ -405,7 +390,6 @@ void run_case(const HostExperts& h, bool fp8, int T, Routing routing, bool norm,
     p.small_t = small;
     p.decode_version = g_decode_version;
     p.int4_grouped = g_int4_grouped;
-    p.int4_grouped_blocks = g_int4_blocks;
     int counter = own_counter ? 0 : 0x5A5A5A5A;  // garbage when the workspace's is used
     std::vector<float> logits_copy, sg_copy;
     if (version == 2) {
@@ -781,9 +765,6 @@ int main(int argc, char** argv) {
         // 128, I_shared != I, I = 192 with I_shared = 64 (down K of one stage), norm off, cp.async
         // completing at issue. argv[3] --real adds the real shapes (group 128) at T = 40 skewed.
         g_int4_grouped = 1;
-        // argv[3] --blocks4: every case with MoeParams::int4_grouped_blocks 4 (6-stage rings; y hashes
-        // must equal the default run's).
-        if (argc > 3 && !std::strcmp(argv[3], "--blocks4")) g_int4_blocks = 4;
         const Shape odd{"tinyO", 16, 4, 256, 192, 64};
         HostExperts hi = make_host_experts(tiny, seed + 1), hsi = make_host_experts(tiny_is, seed + 2);
         HostExperts ho = make_host_experts(odd, seed + 4);

@@ -253,11 +253,9 @@ __device__ __forceinline__ const __nv_bfloat16* tile_a_row(const GemmParams& p, 
 
 // The INT4 grouped GEMMs' block (moe_decode_gemm_int4.cu): CfgS32's tiles (32 tokens × 128
 // weight rows, 4 warps), 32-byte weight rows per 64-wide K stage, 8 stages.
-// STAGES_: the ring's depth (8: MoeParams::int4_grouped_blocks 3, 6: 4 blocks an SM).
-template <int STAGES_ = 8>
-struct Int4GemmShapeT {
+struct Int4GemmShape {
     static constexpr int BM = CfgS32::BM, BNW = CfgS32::BNW, NTHR = CfgS32::WARPS_N * 32;
-    static constexpr int STAGES = STAGES_;
+    static constexpr int STAGES = 8;
     static constexpr int A_STAGE = BM * kBK * 2;
     static constexpr int B_ROW = kBK / 2;
     static constexpr int B_STAGE = BNW * B_ROW;
@@ -268,7 +266,6 @@ struct Int4GemmShapeT {
     static constexpr int S_STAGE = BNW * S_ROW;
     static constexpr int SMEM_NVFP4 = SMEM + STAGES * S_STAGE;
 };
-using Int4GemmShape = Int4GemmShapeT<>;
 
 // 128-wide K blocks of fp8 scales a grouped-GEMM block keeps in shared memory (K <= 4,096;
 // launch_moe checks H, I and I_shared against it).
@@ -392,7 +389,6 @@ struct MoePlan {
     bool decode_v2 = false;  // MoeParams::decode_version 2: cfg 1's tiles, moe_decode_gemm.cu's GEMMs
     bool down_pdl = false;   // decode_v2 or int4: down launched with programmatic dependent launch (MoeParams::decode_pdl)
     bool int4 = false;       // MoeParams::int4_grouped taken: cfg 1's tiles, moe_decode_gemm_int4.cu's GEMMs
-    int int4_blocks = 3;     // MoeParams::int4_grouped_blocks
     int route_vpl = 1;
     dim3 route_grid, gemm_up_grid, gemm_down_grid, combine_grid;
     RouteParams route{};
@@ -442,8 +438,7 @@ void launch_combine(const MoePlan& pl, cudaStream_t stream);                    
 template <bool FP8, bool GATE_UP>
 void launch_decode_gemm(const GemmParams& gp, dim3 grid, cudaStream_t stream, bool pdl);    // moe_decode_gemm.cu
 template <bool GATE_UP>
-void launch_int4_gemm(const GemmParams& gp, dim3 grid, cudaStream_t stream, bool pdl,
-                      int blocks_per_sm = 3);  // moe_decode_gemm_int4.cu
+void launch_int4_gemm(const GemmParams& gp, dim3 grid, cudaStream_t stream, bool pdl);  // moe_decode_gemm_int4.cu
 // The small-T path (moe_small.cu); `ev` (optional, the lab's) gets events 1..5 as launch_moe_profiled.
 void launch_small(const SmallPlan& pl, cudaStream_t stream, cudaEvent_t* ev);
 // Its first launch (moe_small_route.cu): v1 the route kernel, v2 the router GEMV + route kernel

@@ -49,11 +49,9 @@ using ptx::smem_u32;
 __device__ __forceinline__ uint32_t lows(uint32_t a, uint32_t b) { return (a & 0xFFFFu) | (b << 16); }
 __device__ __forceinline__ uint32_t highs(uint32_t a, uint32_t b) { return (a >> 16) | (b & 0xFFFF0000u); }
 
-// MINB: the blocks an SM the launch bounds ask for (MoeParams::int4_grouped_blocks): 3 with an
-// 8-stage ring, 4 with a 6-stage one.
-template <bool GATE_UP, w4::Code4 F, int MINB = 3>
-__global__ __launch_bounds__(Int4GemmShape::NTHR, MINB) void moe_int4_gemm_kernel(GemmParams p) {
-    using S = Int4GemmShapeT<MINB == 3 ? 8 : 6>;
+template <bool GATE_UP, w4::Code4 F>
+__global__ __launch_bounds__(Int4GemmShape::NTHR) void moe_int4_gemm_kernel(GemmParams p) {
+    using S = Int4GemmShape;
     constexpr bool NV = F == w4::Code4::kNvfp4;
     constexpr int BM = S::BM, BNW = S::BNW, NTHR = S::NTHR, STAGES = S::STAGES;
     constexpr int MT = 2, NG = BM / 8;  // weight fragments per warp, 8-token groups
@@ -276,35 +274,27 @@ __global__ __launch_bounds__(Int4GemmShape::NTHR, MINB) void moe_int4_gemm_kerne
 }  // namespace
 
 #if !defined(QS_MOE_EMULATE)
-template <bool GATE_UP, w4::Code4 F, int MINB>
+template <bool GATE_UP, w4::Code4 F>
 void launch_int4_gemm_format(const GemmParams& gp, dim3 grid, cudaStream_t stream, bool pdl) {
-    using S = Int4GemmShapeT<MINB == 3 ? 8 : 6>;
+    using S = Int4GemmShape;
     constexpr int smem = F == w4::Code4::kNvfp4 ? S::SMEM_NVFP4 : S::SMEM;
-    allow_dynamic_smem<moe_int4_gemm_kernel<GATE_UP, F, MINB>>(size_t(smem));
+    allow_dynamic_smem<moe_int4_gemm_kernel<GATE_UP, F>>(size_t(smem));
     if (pdl) {
-        QS_CUDA_CHECK(ptx::launch_kernel_pdl(moe_int4_gemm_kernel<GATE_UP, F, MINB>, grid, dim3(S::NTHR), size_t(smem),
-                                             stream, gp));
+        QS_CUDA_CHECK(ptx::launch_kernel_pdl(moe_int4_gemm_kernel<GATE_UP, F>, grid, dim3(S::NTHR), size_t(smem), stream, gp));
     } else {
-        moe_int4_gemm_kernel<GATE_UP, F, MINB><<<grid, S::NTHR, smem, stream>>>(gp);
+        moe_int4_gemm_kernel<GATE_UP, F><<<grid, S::NTHR, smem, stream>>>(gp);
     }
     QS_CUDA_CHECK_LAUNCH();
 }
 
 template <bool GATE_UP>
-void launch_int4_gemm(const GemmParams& gp, dim3 grid, cudaStream_t stream, bool pdl, int blocks_per_sm) {
-    QS_CHECK_MSG(blocks_per_sm == 3 || blocks_per_sm == 4, "launch_int4_gemm: 3 or 4 blocks an SM");
-    const bool nv = gp.qglobal != nullptr;
-    if (blocks_per_sm == 4) {
-        if (nv) launch_int4_gemm_format<GATE_UP, w4::Code4::kNvfp4, 4>(gp, grid, stream, pdl);
-        else launch_int4_gemm_format<GATE_UP, w4::Code4::kInt4, 4>(gp, grid, stream, pdl);
-    } else {
-        if (nv) launch_int4_gemm_format<GATE_UP, w4::Code4::kNvfp4, 3>(gp, grid, stream, pdl);
-        else launch_int4_gemm_format<GATE_UP, w4::Code4::kInt4, 3>(gp, grid, stream, pdl);
-    }
+void launch_int4_gemm(const GemmParams& gp, dim3 grid, cudaStream_t stream, bool pdl) {
+    if (gp.qglobal != nullptr) launch_int4_gemm_format<GATE_UP, w4::Code4::kNvfp4>(gp, grid, stream, pdl);
+    else launch_int4_gemm_format<GATE_UP, w4::Code4::kInt4>(gp, grid, stream, pdl);
 }
 
-template void launch_int4_gemm<false>(const GemmParams&, dim3, cudaStream_t, bool, int);
-template void launch_int4_gemm<true>(const GemmParams&, dim3, cudaStream_t, bool, int);
+template void launch_int4_gemm<false>(const GemmParams&, dim3, cudaStream_t, bool);
+template void launch_int4_gemm<true>(const GemmParams&, dim3, cudaStream_t, bool);
 #endif
 
 }  // namespace qs::cuda::moe

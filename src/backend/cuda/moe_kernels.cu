@@ -113,8 +113,6 @@ MoePlan make_plan(const MoeParams& p) {
     pl.decode_v2 = p.decode_version == 2 && p.tile_config < 0;
     // The INT4 grouped GEMMs (moe_decode_gemm_int4.cu) run on the same 32-row tiles.
     pl.int4 = int4_grouped_chosen(p);
-    QS_CHECK_MSG(p.int4_grouped_blocks == 3 || p.int4_grouped_blocks == 4, "launch_moe: int4_grouped_blocks must be 3 or 4");
-    pl.int4_blocks = p.int4_grouped_blocks;
     if (pl.int4) pl.decode_v2 = false;
     if (pl.decode_v2 || pl.int4) pl.cfg = 1;
     pl.fp8 = p.experts.format == DeviceWeightFormat::kFP8Block;
@@ -401,9 +399,9 @@ void launch_sort_and_gemms(const MoePlan& pl, cudaStream_t stream, cudaEvent_t* 
     // Programmatic dependent launch of down only when nothing is recorded between the two (profiling).
     const bool pdl = pl.down_pdl && ev == nullptr;
     if (pl.int4) {  // cfg 1's tile list and grids (make_plan)
-        launch_int4_gemm<true>(pl.gate_up, pl.gemm_up_grid, stream, false, pl.int4_blocks);
+        launch_int4_gemm<true>(pl.gate_up, pl.gemm_up_grid, stream, false);
         record(ev, 3, stream);
-        launch_int4_gemm<false>(pl.down, pl.gemm_down_grid, stream, pdl, pl.int4_blocks);
+        launch_int4_gemm<false>(pl.down, pl.gemm_down_grid, stream, pdl);
         record(ev, 4, stream);
         return;
     }

@@ -154,12 +154,6 @@ struct MoeParams {
     // calls keep the BF16 copies.
     int int4_grouped = 0;
     int int4_grouped_max_t = 1024;
-    // Added field: the INT4 grouped GEMMs' blocks an SM. 3: 8-stage rings (64 KiB of shared memory
-    // a block; their 146 registers a thread allow 3 blocks of 4 warps too); 4: 6-stage rings, the
-    // registers capped at 128 by the launch bounds. The same arithmetic in the same order: y
-    // bitwise equal. (Nsight Compute, H100, 512 rows: 3 blocks issue an instruction every 1.9
-    // cycles a scheduler with 0.93 eligible warps, latency-bound at 42 % of DRAM bandwidth.)
-    int int4_grouped_blocks = 3;
     // Added field: INT4 experts without BF16 copies (experts.bf16_in_scratch) on the prefill path.
     // 1: dequantised into the BF16 scratch, then the BF16 grouped GEMMs (moe_int4_dequant.h).
     // 2: CUTLASS's mixed-input grouped GEMMs on the 4-bit codes (moe_int4_mixed.h), where
