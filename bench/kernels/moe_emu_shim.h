@@ -168,6 +168,15 @@ inline uint32_t prmt(uint32_t a, uint32_t sel) {
     return d;
 }
 
+// PTX prmt.b32 with two sources: result byte n is byte sel[4n+2:4n] of {b, a} (a's bytes 0-3).
+inline uint32_t prmt2(uint32_t a, uint32_t b, uint32_t sel) {
+    const uint8_t src[8] = {uint8_t(a), uint8_t(a >> 8), uint8_t(a >> 16), uint8_t(a >> 24),
+                            uint8_t(b), uint8_t(b >> 8), uint8_t(b >> 16), uint8_t(b >> 24)};
+    uint32_t d = 0;
+    for (int n = 0; n < 4; ++n) d |= uint32_t(src[(sel >> (4 * n)) & 7u]) << (8 * n);
+    return d;
+}
+
 }  // namespace qs::cuda::ptx
 
 // Blocks run one at a time and their threads on one OS thread: fences have nothing to order.
