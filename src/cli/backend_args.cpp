@@ -17,10 +17,10 @@ OptionGroup backend_option_group() {
                           std::to_string(defaults.cuda_graph_max_batch)),
                    choice("int4-expert-copies", {"bf16", "none"},
                           "--device cuda with INT4 W4A16 or NVFP4 experts: none keeps them packed only (NVFP4 "
-                          "linears read as 4-bit where a kernel takes them) and prepares one layer's experts "
-                          "in a scratch of one layer's BF16 size (1.6 GB) before the MoE calls of more than "
-                          "4,096 rows (prompt chunks: INT4 as operands of a mixed-input GEMM, NVFP4 as BF16 "
-                          "values), leaving the rest to the KV cache; bf16 also uploads every "
+                          "linears read as 4-bit where a kernel takes them); prompt chunks above 1,024 rows run "
+                          "INT4 experts on a mixed-input GEMM that reads them as they are (a 12.6 MB scratch of "
+                          "scales), and NVFP4 experts above 4,096 rows are dequantised one layer at a time into "
+                          "a 1.6 GB BF16 scratch, leaving the rest to the KV cache; bf16 also uploads every "
                           "expert as BF16 (~65 GB for Qwen3.6-35B-A3B) for the calls of more than 1,024 rows "
                           "(faster prompts, a smaller cache; NVFP4 then runs on the BF16 copies only)",
                           defaults.int4_expert_bf16_copies ? "bf16" : "none")}};

@@ -37,7 +37,7 @@ struct Int4MixedOperands {
     // Weights of experts 0..e-1, three matrices each.
     QS_HD int64_t weights_before(int e) const { return int64_t(3) * I * H * (e < E ? e : E); }
     QS_HD int64_t total_weights() const { return weights_before(E) + 3 * matrix_weights(E); }
-    // Scratch bytes the scales take.
+    // Scratch bytes the scales take (moe_int4_mixed_scratch_bytes).
     QS_HD size_t bytes() const { return size_t(total_weights() / group) * 2; }
 
     // bf16 bits [cols/group][rows].
@@ -46,8 +46,8 @@ struct Int4MixedOperands {
     }
 };
 
-// x's mixed-input operands: its code tables, the scales in x's BF16 scratch (x.int4_scratch),
-// which is always large enough (bf16: 2 B per weight).
+// x's mixed-input operands: its code tables, the scales in x's scratch (x.int4_scratch, whose
+// x.int4_scratch_bytes moe_int4_mixed_supported checks against moe_int4_mixed_scratch_bytes).
 Int4MixedOperands int4_mixed_operands(const MoeExpertTable& x);
 
 // Whether the mixed-input GEMMs cover INT4 experts of these shapes: a group that is a multiple of

@@ -73,7 +73,9 @@ bool moe_int4_mixed_covers(int64_t H, int64_t I, int64_t I_shared, int64_t group
 }
 
 size_t moe_int4_mixed_scratch_bytes(int64_t E, int64_t H, int64_t I, int64_t I_shared, int64_t group) {
-    return size_t(3 * H * (E * I + I_shared) / group) * 2;
+    Int4MixedOperands s;  // one formula for the scales' layout and its size
+    s.E = int(E), s.H = int(H), s.I = int(I), s.I_shared = int(I_shared), s.group = int(group);
+    return s.bytes();
 }
 
 bool moe_int4_mixed_supported(const MoeExpertTable& x) {
