@@ -21,7 +21,8 @@ Status check_formats(J& node, const std::string& path) {
         return Status::ok();
     }
     if (!node.is_object()) return Status::ok();
-    if (node.value("type", "") == "json_schema" && node.contains("json_schema")) {
+    // == compares types first (no throw on a non-string "type", as json::value would).
+    if (node.contains("type") && node["type"] == "json_schema" && node.contains("json_schema")) {
         J& schema = node["json_schema"];
         if (schema.is_string()) {  // xgrammar takes the schema as an object or as JSON text
             J parsed = J::parse(schema.get<std::string>(), nullptr, false);

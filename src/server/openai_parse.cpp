@@ -66,6 +66,12 @@ MaybeError opt_int(const J& o, const char* name, int64_t lo, int64_t hi, int64_t
     return std::nullopt;
 }
 
+// Whether o's "type" is the string `want` (absent, or not a string: false; json::value would throw).
+bool type_is(const J& o, const char* want) {
+    const auto it = o.find("type");
+    return it != o.end() && it->is_string() && it->get_ref<const std::string&>() == want;
+}
+
 MaybeError opt_bool(const J& o, const char* name, bool& out) {
     const J* v = field(o, name);
     if (!v) return std::nullopt;
@@ -239,7 +245,7 @@ MaybeError parse_tools(const J& o, GenerationSpec& s) {
         for (size_t i = 0; i < tools->size(); ++i) {
             const J& t = (*tools)[i];
             const std::string param = fmt::format("tools[{}]", i);
-            if (!t.is_object() || t.value("type", "") != "function")
+            if (!t.is_object() || !type_is(t, "function"))
                 return bad(param, fmt::format("{} must be an object with type 'function'", param));
             if (!t.contains("function") || !t["function"].is_object())
                 return bad(param, fmt::format("{}.function must be an object", param));
@@ -268,7 +274,7 @@ MaybeError parse_tools(const J& o, GenerationSpec& s) {
             // {"type": "function", "function": {"name": NAME}}; the name is checked against the
             // tools when the grammar is built.
             const J* fn = field(*tc, "function");
-            if (tc->value("type", "") != "function" || !fn || !fn->is_object() || !fn->contains("name") ||
+            if (!type_is(*tc, "function") || !fn || !fn->is_object() || !fn->contains("name") ||
                 !(*fn)["name"].is_string() || (*fn)["name"].get<std::string>().empty())
                 return bad("tool_choice",
                            "a tool_choice object must be {\"type\": \"function\", \"function\": {\"name\": ...}}");

@@ -176,6 +176,14 @@ TEST(HttpServer, ErrorStatuses) {
     r = http_call(s.port(), "POST", "/detokenize", R"({"tokens":[104,105]})", auth);
     EXPECT_EQ(J::parse(r.body)["prompt"], "hi");
     expect_error(http_call(s.port(), "POST", "/detokenize", R"({"tokens":[-4]})", auth), 400, "tokens");
+    // /tokenize's chat flags must be booleans: a 400 naming the field, not the 500 of a json type error.
+    expect_error(http_call(s.port(), "POST", "/tokenize",
+                           R"({"messages":[{"role":"user","content":"a"}],"add_generation_prompt":"yes"})", auth),
+                 400, "add_generation_prompt");
+    expect_error(http_call(s.port(), "POST", "/tokenize",
+                           R"({"messages":[{"role":"user","content":"a"}],"chat_template_kwargs":{"enable_thinking":1}})",
+                           auth),
+                 400, "enable_thinking");
     EXPECT_TRUE(s.wait_idle());
 }
 

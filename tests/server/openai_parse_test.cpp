@@ -79,6 +79,9 @@ TEST(OpenAiParse, RejectsWithParamNames) {
         {R"(,"response_format":{"type":"json_schema","json_schema":{"schema":[1]}})", "response_format.json_schema.schema", 400},
         {R"(,"presence_penalty":3)", "presence_penalty", 400},
         {R"(,"tools":[{"type":"function"}])", "tools[0]", 400},
+        // A non-string "type" (found by openai_parse_fuzz: json::value threw on it).
+        {R"(,"tools":[{"type":{"name":"f"},"function":{"name":"f"}}])", "tools[0]", 400},
+        {R"(,"tool_choice":{"type":["function"],"function":{"name":"f"}},"tools":[{"type":"function","function":{"name":"f"}}])", "tool_choice", 400},
         {R"(,"tool_choice":"sometimes","tools":[{"type":"function","function":{"name":"f"}}])", "tool_choice", 400},
         {R"(,"tool_choice":{"type":"function"},"tools":[{"type":"function","function":{"name":"f"}}])", "tool_choice", 400},
         {R"(,"structured_outputs":{"regex":"a","choice":["b"]})", "structured_outputs", 400},
