@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <utility>
 #include <nlohmann/json.hpp>
 
 #include "server/api_error.h"
@@ -126,11 +127,12 @@ HttpResponse Router::tokenize(const HttpRequest& request) const {
         if (!m.is_array() || m.empty())
             return api_error_response(ApiError::bad_request("'messages' must be a non-empty array", "messages"));
         // The flags read here must be booleans (json::value would throw on another type: a 500).
-        const auto* kwargs = o.contains("chat_template_kwargs") && o["chat_template_kwargs"].is_object()
+        const nlohmann::ordered_json* kwargs = o.contains("chat_template_kwargs") && o["chat_template_kwargs"].is_object()
                                  ? &o["chat_template_kwargs"]
                                  : nullptr;
-        for (const auto& [obj, key] : {std::pair{&o, "add_generation_prompt"}, {&o, "continue_final_message"},
-                                       {kwargs, "enable_thinking"}, {kwargs, "preserve_thinking"}})
+        using Flag = std::pair<const nlohmann::ordered_json*, const char*>;
+        for (const auto& [obj, key] : {Flag{&o, "add_generation_prompt"}, Flag{&o, "continue_final_message"},
+                                       Flag{kwargs, "enable_thinking"}, Flag{kwargs, "preserve_thinking"}})
             if (obj && obj->contains(key) && !(*obj)[key].is_boolean())
                 return api_error_response(ApiError::bad_request(fmt::format("'{}' must be a boolean", key), key));
         ChatRenderOptions ro;
