@@ -14,6 +14,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_limits.h"
 #include "backend/cuda/moe_common.cuh"
+#include "backend/cuda/moe_group_count.cuh"
 #include "backend/cuda/moe_fp8_operand.cuh"
 #if !defined(QS_MOE_EMULATE)
 #include "backend/cuda/ptx_helpers.cuh"  // the emulation shim defines qs::cuda::ptx itself
@@ -230,7 +231,9 @@ __global__ __launch_bounds__(GemmShape<DecCfg, FP8>::NTHR) void moe_decode_gemm_
 
     // One 64-wide K step from ring slot `slot` into c (fp8: the block's temporary; bf16: the
     // accumulator); the caller has waited for the slot and published it.
-    auto step_mma = [&](int slot, float (&c)[MT][NG][4]) {
+    // NGV: the tile's valid token groups (with_group_count), a compile-time count.
+    auto step_mma = [&](int slot, float (&c)[MT][NG][4], auto ngv) {
+        constexpr int NGV = decltype(ngv)::value;
         const unsigned char* a_s = sA + slot * S::A_STAGE;
         const unsigned char* b_s = sB + slot * S::B_STAGE;
         [[maybe_unused]] uint4 wraw[MT][2];  // fp8: rows g and g+8 of each fragment, the lane's 16 K bytes
@@ -276,7 +279,7 @@ __global__ __launch_bounds__(GemmShape<DecCfg, FP8>::NTHR) void moe_decode_gemm_
             }
 #pragma unroll
             for (int n = 0; n < NG; ++n) {
-                if (n >= groups) break;  // warp-uniform: token groups past the tile's rows
+                if (n >= NGV) break;  // token groups past the tile's rows (resolved at compile time)
                 const int m = n * 8 + g, ch = 2 * q + h;
                 const uint4 t = *reinterpret_cast<const uint4*>(a_s + m * 128 + ((ch ^ (m & 1)) * 16));
 #pragma unroll
@@ -288,38 +291,41 @@ __global__ __launch_bounds__(GemmShape<DecCfg, FP8>::NTHR) void moe_decode_gemm_
         }
     };
 
-    if constexpr (FP8) {
-        // Per 128-wide K block (two stages; K a multiple of 64, so the last block may be one):
-        // a fresh zero temporary, then acc += tmp · scale_inv · 2^56 (gate and up scales apart).
-        for (int j = 0; j < KP; ++j) {
-            ring_advance<PAIRS>(j, KP, load_pair);  // pair j visible to all (and s_sc), pair j + PAIRS - 1 issued
-            float tmp[MT][NG][4];
+    with_group_count<NG>(groups, [&](auto ngv) {
+        constexpr int NGV = decltype(ngv)::value;
+        if constexpr (FP8) {
+            // Per 128-wide K block (two stages; K a multiple of 64, so the last block may be one):
+            // a fresh zero temporary, then acc += tmp · scale_inv · 2^56 (gate and up scales apart).
+            for (int j = 0; j < KP; ++j) {
+                ring_advance<PAIRS>(j, KP, load_pair);  // pair j visible to all (and s_sc), pair j + PAIRS - 1 issued
+                float tmp[MT][NG][4];
 #pragma unroll
-            for (int mt = 0; mt < MT; ++mt)
+                for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-                for (int n = 0; n < NG; ++n)
+                    for (int n = 0; n < NG; ++n)
 #pragma unroll
-                    for (int r = 0; r < 4; ++r) tmp[mt][n][r] = 0.0f;
-            const int slot = 2 * (j % PAIRS);
-            step_mma(slot, tmp);
-            if (2 * j + 1 < KT) step_mma(slot + 1, tmp);
-            const float s_a = s_sc[j];  // scale_inv · 2^56 of this K block
-            const float s_b = GATE_UP ? s_sc[kMaxScaleBlocks + j] : s_a;
+                        for (int r = 0; r < 4; ++r) tmp[mt][n][r] = 0.0f;
+                const int slot = 2 * (j % PAIRS);
+                step_mma(slot, tmp, ngv);
+                if (2 * j + 1 < KT) step_mma(slot + 1, tmp, ngv);
+                const float s_a = s_sc[j];  // scale_inv · 2^56 of this K block
+                const float s_b = GATE_UP ? s_sc[kMaxScaleBlocks + j] : s_a;
 #pragma unroll
-            for (int mt = 0; mt < MT; ++mt) {
-                const float sc = (GATE_UP && mt == 1) ? s_b : s_a;
+                for (int mt = 0; mt < MT; ++mt) {
+                    const float sc = (GATE_UP && mt == 1) ? s_b : s_a;
 #pragma unroll
-                for (int n = 0; n < NG; ++n)
+                    for (int n = 0; n < NGV; ++n)
 #pragma unroll
-                    for (int r = 0; r < 4; ++r) acc[mt][n][r] = fmaf(tmp[mt][n][r], sc, acc[mt][n][r]);
+                        for (int r = 0; r < 4; ++r) acc[mt][n][r] = fmaf(tmp[mt][n][r], sc, acc[mt][n][r]);
+                }
+            }
+        } else {
+            for (int kt = 0; kt < KT; ++kt) {
+                ring_advance<STAGES>(kt, KT, load_stage);  // stage kt visible to all, stage kt + STAGES - 1 issued
+                step_mma(kt % STAGES, acc, ngv);
             }
         }
-    } else {
-        for (int kt = 0; kt < KT; ++kt) {
-            ring_advance<STAGES>(kt, KT, load_stage);  // stage kt visible to all, stage kt + STAGES - 1 issued
-            step_mma(kt % STAGES, acc);
-        }
-    }
+    });
     cp_async_wait<0>();
 
     // gate_up's h carries the down GEMM's A scaling (fp8).

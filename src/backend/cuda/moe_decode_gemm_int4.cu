@@ -31,6 +31,7 @@
 #include "backend/cuda/device_limits.h"
 #include "backend/cuda/int4_unpack.cuh"
 #include "backend/cuda/moe_common.cuh"
+#include "backend/cuda/moe_group_count.cuh"
 #if !defined(QS_MOE_EMULATE)
 #include "backend/cuda/ptx_helpers.cuh"  // the emulation shim defines qs::cuda::ptx itself
 #endif
@@ -181,7 +182,9 @@ __global__ __launch_bounds__(Int4GemmShape::NTHR) void moe_int4_gemm_kernel(Gemm
         cp_async_commit();
     }
 
-    auto stage_mma = [&](int kt, float (&c)[MT][NG][4]) {
+    // NGV: the tile's valid token groups (with_group_count), a compile-time count.
+    auto stage_mma = [&](int kt, float (&c)[MT][NG][4], auto ngv) {
+        constexpr int NGV = decltype(ngv)::value;
         ring_advance<STAGES>(kt, KT, load_stage);  // stage kt visible to all, stage kt + STAGES - 1 issued
         const int slot = kt % STAGES;
         const unsigned char* a_s = sA + slot * S::A_STAGE;
@@ -221,7 +224,7 @@ __global__ __launch_bounds__(Int4GemmShape::NTHR) void moe_int4_gemm_kernel(Gemm
             }
 #pragma unroll
             for (int n = 0; n < NG; ++n) {
-                if (n >= groups) break;  // warp-uniform: token groups past the tile's rows
+                if (n >= NGV) break;  // token groups past the tile's rows (resolved at compile time)
                 const int m = n * 8 + g, ch = 2 * q + h;
                 const uint4 t = *reinterpret_cast<const uint4*>(a_s + m * 128 + ((ch ^ (m & 1)) * 16));
                 // t = (x0, x1), (x2, x3), (x4, x5), (x6, x7) → the weight pairs' order.
@@ -236,37 +239,40 @@ __global__ __launch_bounds__(Int4GemmShape::NTHR) void moe_int4_gemm_kernel(Gemm
         }
     };
 
-    if constexpr (NV) {
-        for (int kt = 0; kt < KT; ++kt) stage_mma(kt, acc);
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-            for (int n = 0; n < NG; ++n)
-#pragma unroll
-                for (int r = 0; r < 4; ++r) acc[mt][n][r] *= glob[mt];
-    } else {
-        for (int kg = 0; kg < ngroups; ++kg) {
-            float sc[MT][2];  // issued before the group's MMAs, used after them
+    with_group_count<NG>(groups, [&](auto ngv) {
+        constexpr int NGV = decltype(ngv)::value;
+        if constexpr (NV) {
+            for (int kt = 0; kt < KT; ++kt) stage_mma(kt, acc, ngv);
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-                for (int hr = 0; hr < 2; ++hr) sc[mt][hr] = w4::bf16_bits_f32(srow[mt][hr][kg]);
-            float tmp[MT][NG][4];
+                for (int n = 0; n < NGV; ++n)
 #pragma unroll
-            for (int mt = 0; mt < MT; ++mt)
+                    for (int r = 0; r < 4; ++r) acc[mt][n][r] *= glob[mt];
+        } else {
+            for (int kg = 0; kg < ngroups; ++kg) {
+                float sc[MT][2];  // issued before the group's MMAs, used after them
 #pragma unroll
-                for (int n = 0; n < NG; ++n)
+                for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-                    for (int r = 0; r < 4; ++r) tmp[mt][n][r] = 0.0f;
-            for (int s = 0; s < spg; ++s) stage_mma(kg * spg + s, tmp);
+                    for (int hr = 0; hr < 2; ++hr) sc[mt][hr] = w4::bf16_bits_f32(srow[mt][hr][kg]);
+                float tmp[MT][NG][4];
 #pragma unroll
-            for (int mt = 0; mt < MT; ++mt)
+                for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-                for (int n = 0; n < NG; ++n)
+                    for (int n = 0; n < NG; ++n)
 #pragma unroll
-                    for (int r = 0; r < 4; ++r) acc[mt][n][r] = fmaf(tmp[mt][n][r], sc[mt][r >> 1], acc[mt][n][r]);
+                        for (int r = 0; r < 4; ++r) tmp[mt][n][r] = 0.0f;
+                for (int s = 0; s < spg; ++s) stage_mma(kg * spg + s, tmp, ngv);
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                    for (int n = 0; n < NGV; ++n)
+#pragma unroll
+                        for (int r = 0; r < 4; ++r) acc[mt][n][r] = fmaf(tmp[mt][n][r], sc[mt][r >> 1], acc[mt][n][r]);
+            }
         }
-    }
+    });
     cp_async_wait<0>();
 
     swapped_tile_epilogue<GATE_UP, NG>(p, acc, row0, rows, n0, warp, g, q, dest, 1.0f);
