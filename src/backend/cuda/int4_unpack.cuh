@@ -65,6 +65,19 @@ template <int S>
 __device__ __forceinline__ uint32_t e2m1_pair(uint32_t w) {
     return times_2_126(e2m1_pair_scaled_down<S>(w));
 }
+// (a & mask) ^ magic as one lop3. Written as C++ (& then ^), ptxas emitted two LOP3s (a SASS LOP3
+// takes one immediate operand, and it did not move a constant into a register to fuse them): four
+// instructions a pair instead of three in the INT4 grouped GEMM's inner loop (cuobjdump -sass,
+// session 44). Here both constants are register operands, which the compiler sets once.
+__device__ __forceinline__ uint32_t and_xor(uint32_t a, uint32_t mask, uint32_t magic) {
+#if defined(__CUDA_ARCH__)
+    uint32_t d;
+    asm("lop3.b32 %0, %1, %2, %3, 0x6a;\n" : "=r"(d) : "r"(a), "r"(mask), "r"(magic));  // (a & b) ^ c
+    return d;
+#else
+    return (a & mask) ^ magic;
+#endif
+}
 }  // namespace detail
 
 // f[i] = the value of code i of the word (INT4: q_i; NVFP4: e2m1_i), i = 0..7.
@@ -73,7 +86,7 @@ __device__ __forceinline__ void unpack8(uint32_t w, float (&f)[8]) {
     if constexpr (F == Code4::kInt4) {
 #pragma unroll
         for (int s = 0; s < 4; ++s) {
-            const uint32_t pair = ((w >> (4 * s)) & 0x000F000Fu) ^ kInt4Biased;
+            const uint32_t pair = detail::and_xor(w >> (4 * s), 0x000F000Fu, kInt4Biased);
             f[s] = bits_f32(pair << 16) - 136.0f;
             f[s + 4] = bits_f32(pair & 0xFFFF0000u) - 136.0f;
         }
@@ -107,7 +120,7 @@ __device__ __forceinline__ uint32_t bf16x2_pair(uint32_t w, int s) {
                : s == 2 ? detail::e2m1_pair<2>(w)
                         : detail::e2m1_pair<3>(w);
     } else {
-        const uint32_t biased = ((w >> (4 * s)) & 0x000F000Fu) ^ kInt4Biased;
+        const uint32_t biased = detail::and_xor(w >> (4 * s), 0x000F000Fu, kInt4Biased);
 #if defined(__CUDA_ARCH__)
         uint32_t d;
         asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(d) : "r"(biased), "r"(0x3F803F80u), "r"(0xC308C308u));
@@ -123,6 +136,16 @@ __device__ __forceinline__ uint32_t bf16x2_pair(uint32_t w, int s) {
 #endif
     }
 }
+
+// INT4: the bf16x2 pair (q_s + 136, q_{s+4} + 136) = (128 + u_s, 128 + u_{s+4}) of a code word,
+// exact: bf16x2_pair without its subtraction (one shift and one lop3). The INT4 grouped decode GEMM
+// (moe_decode_gemm_int4.cu) multiplies these and subtracts kInt4PairBias · Σx once per token and
+// scale group instead of once per pair.
+__device__ __forceinline__ uint32_t int4_bf16x2_pair_biased(uint32_t w, int s) {
+    return detail::and_xor(w >> (4 * s), 0x000F000Fu, kInt4Biased);
+}
+constexpr float kInt4PairBias = 136.0f;
+constexpr uint32_t kBf16x2Ones = 0x3F803F80u;  // the bf16 pair (1, 1)
 
 // a · b for each bf16 of the pairs, rounded to nearest even (a · b exact in fp32, so one rounding;
 // exact where the product fits bf16, as an E2M1 value times an E4M3 block scale does: ≤ 6 significant

@@ -305,7 +305,7 @@ __global__ __launch_bounds__(GemmShape<DecCfg, FP8>::NTHR) void moe_decode_gemm_
                     for (int n = 0; n < NG; ++n)
 #pragma unroll
                         for (int r = 0; r < 4; ++r) tmp[mt][n][r] = 0.0f;
-                const int slot = 2 * (j % PAIRS);
+                const int slot = 2 * int(unsigned(j) % PAIRS);  // j >= 0
                 step_mma(slot, tmp, ngv);
                 if (2 * j + 1 < KT) step_mma(slot + 1, tmp, ngv);
                 const float s_a = s_sc[j];  // scale_inv · 2^56 of this K block
@@ -322,7 +322,7 @@ __global__ __launch_bounds__(GemmShape<DecCfg, FP8>::NTHR) void moe_decode_gemm_
         } else {
             for (int kt = 0; kt < KT; ++kt) {
                 ring_advance<STAGES>(kt, KT, load_stage);  // stage kt visible to all, stage kt + STAGES - 1 issued
-                step_mma(kt % STAGES, acc, ngv);
+                step_mma(int(unsigned(kt) % STAGES), acc, ngv);  // kt >= 0
             }
         }
     });

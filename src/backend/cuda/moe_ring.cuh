@@ -13,7 +13,8 @@ __device__ __forceinline__ void ring_advance(int i, int n, Load&& load) {
     ptx::cp_async_wait<DEPTH - 2>();
     __syncthreads();
     const int next = i + DEPTH - 1;
-    if (next < n) load(next, next % DEPTH);
+    // (unsigned: next >= 0, and a power-of-two DEPTH then takes one and, not a signed remainder's four)
+    if (next < n) load(next, int(unsigned(next) % DEPTH));
     ptx::cp_async_commit();
 }
 
