@@ -137,16 +137,6 @@ __device__ __forceinline__ uint32_t bf16x2_pair(uint32_t w, int s) {
     }
 }
 
-// INT4: the bf16x2 pair (q_s + 136, q_{s+4} + 136) = (128 + u_s, 128 + u_{s+4}) of a code word,
-// exact: bf16x2_pair without its subtraction (one shift and one lop3). The INT4 grouped decode GEMM
-// (moe_decode_gemm_int4.cu) multiplies these and subtracts kInt4PairBias · Σx once per token and
-// scale group instead of once per pair.
-__device__ __forceinline__ uint32_t int4_bf16x2_pair_biased(uint32_t w, int s) {
-    return detail::and_xor(w >> (4 * s), 0x000F000Fu, kInt4Biased);
-}
-constexpr float kInt4PairBias = 136.0f;
-constexpr uint32_t kBf16x2Ones = 0x3F803F80u;  // the bf16 pair (1, 1)
-
 // a · b for each bf16 of the pairs, rounded to nearest even (a · b exact in fp32, so one rounding;
 // exact where the product fits bf16, as an E2M1 value times an E4M3 block scale does: ≤ 6 significant
 // bits). The NVFP4 tensor-core kernels fold each code pair's block scale into the MMA operand with it.

@@ -52,7 +52,7 @@ __device__ __forceinline__ uint32_t lows(uint32_t a, uint32_t b) { return ptx::p
 __device__ __forceinline__ uint32_t highs(uint32_t a, uint32_t b) { return ptx::prmt2(a, b, 0x7632u); }
 
 template <bool GATE_UP, w4::Code4 F>
-__global__ __launch_bounds__(Int4GemmShape::NTHR, 3) void moe_int4_gemm_kernel(GemmParams p) {
+__global__ __launch_bounds__(Int4GemmShape::NTHR) void moe_int4_gemm_kernel(GemmParams p) {
     using S = Int4GemmShape;
     constexpr bool NV = F == w4::Code4::kNvfp4;
     constexpr int BM = S::BM, BNW = S::BNW, NTHR = S::NTHR, STAGES = S::STAGES;
@@ -182,9 +182,8 @@ __global__ __launch_bounds__(Int4GemmShape::NTHR, 3) void moe_int4_gemm_kernel(G
         cp_async_commit();
     }
 
-    // NGV: the tile's valid token groups (with_group_count), a compile-time count. INT4: c gets
-    // Σ (q + 136)·x and xs the token sums Σ x of the same K (xs[n][r & 1]: token 8n + 2q + (r & 1)).
-    auto stage_mma = [&](int kt, float (&c)[MT][NG][4], [[maybe_unused]] float (&xs)[NG][4], auto ngv) {
+    // NGV: the tile's valid token groups (with_group_count), a compile-time count.
+    auto stage_mma = [&](int kt, float (&c)[MT][NG][4], auto ngv) {
         constexpr int NGV = decltype(ngv)::value;
         ring_advance<STAGES>(kt, KT, load_stage);  // stage kt visible to all, stage kt + STAGES - 1 issued
         const int slot = int(unsigned(kt) % STAGES);  // kt >= 0
@@ -213,19 +212,13 @@ __global__ __launch_bounds__(Int4GemmShape::NTHR, 3) void moe_int4_gemm_kernel(G
                 const uint32_t w1 = h ? wraw[mt][1].y : wraw[mt][1].x;
 #pragma unroll
                 for (int st = 0; st < 2; ++st) {
-                    if constexpr (NV) {
-                        wf[mt][st][0] = w4::bf16x2_pair<F>(w0, 2 * st);
-                        wf[mt][st][1] = w4::bf16x2_pair<F>(w1, 2 * st);
-                        wf[mt][st][2] = w4::bf16x2_pair<F>(w0, 2 * st + 1);
-                        wf[mt][st][3] = w4::bf16x2_pair<F>(w1, 2 * st + 1);
-                        // registers 0, 2 from row g, 1, 3 from row g + 8
+                    wf[mt][st][0] = w4::bf16x2_pair<F>(w0, 2 * st);
+                    wf[mt][st][1] = w4::bf16x2_pair<F>(w1, 2 * st);
+                    wf[mt][st][2] = w4::bf16x2_pair<F>(w0, 2 * st + 1);
+                    wf[mt][st][3] = w4::bf16x2_pair<F>(w1, 2 * st + 1);
+                    if constexpr (NV) {  // registers 0, 2 from row g, 1, 3 from row g + 8
 #pragma unroll
                         for (int r = 0; r < 4; ++r) wf[mt][st][r] = w4::mul_bf16x2(wf[mt][st][r], s2[mt][r & 1]);
-                    } else {
-                        wf[mt][st][0] = w4::int4_bf16x2_pair_biased(w0, 2 * st);
-                        wf[mt][st][1] = w4::int4_bf16x2_pair_biased(w1, 2 * st);
-                        wf[mt][st][2] = w4::int4_bf16x2_pair_biased(w0, 2 * st + 1);
-                        wf[mt][st][3] = w4::int4_bf16x2_pair_biased(w1, 2 * st + 1);
                     }
                 }
             }
@@ -242,11 +235,6 @@ __global__ __launch_bounds__(Int4GemmShape::NTHR, 3) void moe_int4_gemm_kernel(G
                     mma_16816_bf16(c[mt][n], wf[mt][0][0], wf[mt][0][1], wf[mt][0][2], wf[mt][0][3], b00, b01);
                     mma_16816_bf16(c[mt][n], wf[mt][1][0], wf[mt][1][1], wf[mt][1][2], wf[mt][1][3], b10, b11);
                 }
-                if constexpr (!NV) {  // Σ x of the same K: an all-ones weight operand (every row the same)
-                    constexpr uint32_t one = w4::kBf16x2Ones;
-                    mma_16816_bf16(xs[n], one, one, one, one, b00, b01);
-                    mma_16816_bf16(xs[n], one, one, one, one, b10, b11);
-                }
             }
         }
     };
@@ -254,8 +242,7 @@ __global__ __launch_bounds__(Int4GemmShape::NTHR, 3) void moe_int4_gemm_kernel(G
     with_group_count<NG>(groups, [&](auto ngv) {
         constexpr int NGV = decltype(ngv)::value;
         if constexpr (NV) {
-            float unused[NG][4];
-            for (int kt = 0; kt < KT; ++kt) stage_mma(kt, acc, unused, ngv);
+            for (int kt = 0; kt < KT; ++kt) stage_mma(kt, acc, ngv);
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -269,25 +256,20 @@ __global__ __launch_bounds__(Int4GemmShape::NTHR, 3) void moe_int4_gemm_kernel(G
                 for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
                     for (int hr = 0; hr < 2; ++hr) sc[mt][hr] = w4::bf16_bits_f32(srow[mt][hr][kg]);
-                float tmp[MT][NG][4], xs[NG][4];
+                float tmp[MT][NG][4];
 #pragma unroll
-                for (int n = 0; n < NG; ++n)
+                for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-                    for (int r = 0; r < 4; ++r) {
-                        tmp[0][n][r] = tmp[1][n][r] = 0.0f;
-                        xs[n][r] = 0.0f;
-                    }
-                for (int s = 0; s < spg; ++s) stage_mma(kg * spg + s, tmp, xs, ngv);
-                // Σ q·x = Σ (q + 136)·x − 136·Σ x: the products are exact, the subtraction one rounding
-                // of values ~136·Σ|x| (relative error ~1e-5 of the group's sum, far below h's bf16 rounding).
+                    for (int n = 0; n < NG; ++n)
+#pragma unroll
+                        for (int r = 0; r < 4; ++r) tmp[mt][n][r] = 0.0f;
+                for (int s = 0; s < spg; ++s) stage_mma(kg * spg + s, tmp, ngv);
 #pragma unroll
                 for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
                     for (int n = 0; n < NGV; ++n)
 #pragma unroll
-                        for (int r = 0; r < 4; ++r)
-                            acc[mt][n][r] = fmaf(fmaf(xs[n][r & 1], -w4::kInt4PairBias, tmp[mt][n][r]), sc[mt][r >> 1],
-                                                 acc[mt][n][r]);
+                        for (int r = 0; r < 4; ++r) acc[mt][n][r] = fmaf(tmp[mt][n][r], sc[mt][r >> 1], acc[mt][n][r]);
             }
         }
     });
