@@ -118,12 +118,7 @@ void prepare_and_submit(ServerState& state, ApiKind kind, const HttpRequest& req
     std::vector<std::shared_ptr<const ImagePatches>> images;  // chat image_url parts, in order
     bool starts_in_reasoning = false;
     if (kind == ApiKind::kChat) {
-        ChatRenderOptions ro;
-        ro.enable_thinking = spec.enable_thinking;
-        ro.preserve_thinking = spec.preserve_thinking;
-        ro.add_generation_prompt = spec.add_generation_prompt;
-        ro.continue_final_message = spec.continue_final_message;
-        ro.template_kwargs = spec.chat_template_kwargs;
+        const ChatRenderOptions& ro = spec.chat_render;
         auto rendered = text.render_chat(spec.messages, spec.tools, ro);
         if (!rendered.is_ok()) return reply_error(state, exchange, api_error_from_status(rendered.status(), "messages"));
         prompt_ids = text.encode(rendered.value());

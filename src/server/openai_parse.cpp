@@ -350,33 +350,7 @@ MaybeError parse_messages(const J& o, bool any_template_kwargs, GenerationSpec& 
             return bad(param + ".content", fmt::format("{}.content is required", param));
         }
     }
-    // The variables Qwen's templates read (enable_thinking: both; preserve_thinking: 3.5/3.6;
-    // add_vision_id numbers image parts, which are refused, so it changes nothing). For the
-    // native renderers a key the templates do not read would be a silent no-op in jinja:
-    // refused instead. A Jinja-rendered template (any_template_kwargs) sees every key.
-    if (const J* kw = field(o, "chat_template_kwargs")) {
-        if (!kw->is_object()) return bad("chat_template_kwargs", "'chat_template_kwargs' must be an object");
-        QS_TRY_API(opt_bool(*kw, "enable_thinking", s.enable_thinking));
-        QS_TRY_API(opt_bool(*kw, "preserve_thinking", s.preserve_thinking));
-        bool vision_id = false;
-        QS_TRY_API(opt_bool(*kw, "add_vision_id", vision_id));
-        s.chat_template_kwargs = *kw;
-        for (auto it = kw->begin(); it != kw->end(); ++it)
-            if (!any_template_kwargs && it.key() != "enable_thinking" && it.key() != "preserve_thinking" &&
-                it.key() != "add_vision_id" && !it->is_null())
-                return unsupported("chat_template_kwargs." + it.key(),
-                                   fmt::format("chat_template_kwargs '{}' is not read by the chat template (it reads "
-                                               "enable_thinking, preserve_thinking, add_vision_id)",
-                                               it.key()));
-    }
-    QS_TRY_API(opt_bool(o, "add_generation_prompt", s.add_generation_prompt));
-    QS_TRY_API(opt_bool(o, "continue_final_message", s.continue_final_message));
-    if (s.continue_final_message) {
-        if (s.add_generation_prompt && field(o, "add_generation_prompt"))
-            return bad("continue_final_message",
-                       "'continue_final_message' and 'add_generation_prompt' cannot both be true");
-        s.add_generation_prompt = false;  // vLLM's default of true yields to it
-    }
+    QS_TRY_API(parse_chat_render_options(o, any_template_kwargs, s.chat_render));
     return std::nullopt;
 }
 
@@ -412,6 +386,37 @@ MaybeError parse_prompt(const J& o, GenerationSpec& s) {
 }
 
 }  // namespace
+
+std::optional<ApiError> parse_chat_render_options(const J& o, bool any_template_kwargs, ChatRenderOptions& out) {
+    // The variables Qwen's templates read (enable_thinking: both; preserve_thinking: 3.5/3.6;
+    // add_vision_id numbers image parts, which are refused, so it changes nothing). For the
+    // native renderers a key the templates do not read would be a silent no-op in jinja:
+    // refused instead. A Jinja-rendered template (any_template_kwargs) sees every key.
+    if (const J* kw = field(o, "chat_template_kwargs")) {
+        if (!kw->is_object()) return bad("chat_template_kwargs", "'chat_template_kwargs' must be an object");
+        QS_TRY_API(opt_bool(*kw, "enable_thinking", out.enable_thinking));
+        QS_TRY_API(opt_bool(*kw, "preserve_thinking", out.preserve_thinking));
+        bool vision_id = false;
+        QS_TRY_API(opt_bool(*kw, "add_vision_id", vision_id));
+        out.template_kwargs = *kw;
+        for (auto it = kw->begin(); it != kw->end(); ++it)
+            if (!any_template_kwargs && it.key() != "enable_thinking" && it.key() != "preserve_thinking" &&
+                it.key() != "add_vision_id" && !it->is_null())
+                return unsupported("chat_template_kwargs." + it.key(),
+                                   fmt::format("chat_template_kwargs '{}' is not read by the chat template (it reads "
+                                               "enable_thinking, preserve_thinking, add_vision_id)",
+                                               it.key()));
+    }
+    QS_TRY_API(opt_bool(o, "add_generation_prompt", out.add_generation_prompt));
+    QS_TRY_API(opt_bool(o, "continue_final_message", out.continue_final_message));
+    if (out.continue_final_message) {
+        if (out.add_generation_prompt && field(o, "add_generation_prompt"))
+            return bad("continue_final_message",
+                       "'continue_final_message' and 'add_generation_prompt' cannot both be true");
+        out.add_generation_prompt = false;  // vLLM's default of true yields to it
+    }
+    return std::nullopt;
+}
 
 std::optional<ApiError> parse_json_object(std::string_view body, J& out) {
     out = J::parse(body, nullptr, /*allow_exceptions=*/false);

@@ -14,6 +14,7 @@
 #include "grammar/grammar_spec.h"
 #include "server/api_error.h"
 #include "server/mm_processor_kwargs.h"
+#include "server/text_pipeline.h"
 
 namespace qs {
 
@@ -40,11 +41,9 @@ struct GenerationSpec {
     bool tool_choice_required = false;          // "required": one or more calls (constrained)
     std::string tool_choice_function;           // a named function: exactly one call of it (constrained)
     bool parallel_tool_calls = true;            // false: at most one call (the first; "required" constrains to one)
-    bool enable_thinking = true;                // chat_template_kwargs.enable_thinking
-    bool preserve_thinking = false;             // chat_template_kwargs.preserve_thinking (Qwen3.6)
-    nlohmann::ordered_json chat_template_kwargs;  // the object as sent (null if absent)
-    bool add_generation_prompt = true;          // vLLM
-    bool continue_final_message = false;        // vLLM: the prompt ends inside the last message
+    // add_generation_prompt, continue_final_message (vLLM) and chat_template_kwargs (the object as
+    // sent; enable_thinking, preserve_thinking typed) as parse_chat_render_options reads them.
+    ChatRenderOptions chat_render;
     // Completions: exactly one of the two.
     std::optional<std::string> prompt_text;
     std::vector<int32_t> prompt_ids;
@@ -71,6 +70,13 @@ struct GenerationSpec {
 std::optional<ApiError> parse_generation_request(ApiKind kind, std::string_view body,
                                                  const std::vector<std::string>& model_names,
                                                  GenerationSpec& out, bool any_template_kwargs = false);
+
+// A chat request's template flags: add_generation_prompt, continue_final_message (not both true)
+// and chat_template_kwargs (an object; enable_thinking and preserve_thinking booleans; with
+// any_template_kwargs false, a key the native renderers do not read is refused). Chat completions
+// and /tokenize's messages form read them through this one function.
+std::optional<ApiError> parse_chat_render_options(const nlohmann::ordered_json& o, bool any_template_kwargs,
+                                                  ChatRenderOptions& out);
 
 // Parses a body into a JSON object or explains why it is not one.
 std::optional<ApiError> parse_json_object(std::string_view body, nlohmann::ordered_json& out);

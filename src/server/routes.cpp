@@ -126,24 +126,9 @@ HttpResponse Router::tokenize(const HttpRequest& request) const {
         const auto& m = o["messages"];
         if (!m.is_array() || m.empty())
             return api_error_response(ApiError::bad_request("'messages' must be a non-empty array", "messages"));
-        // The flags read here must be booleans (json::value would throw on another type: a 500).
-        const nlohmann::ordered_json* kwargs = o.contains("chat_template_kwargs") && o["chat_template_kwargs"].is_object()
-                                 ? &o["chat_template_kwargs"]
-                                 : nullptr;
-        using Flag = std::pair<const nlohmann::ordered_json*, const char*>;
-        for (const auto& [obj, key] : {Flag{&o, "add_generation_prompt"}, Flag{&o, "continue_final_message"},
-                                       Flag{kwargs, "enable_thinking"}, Flag{kwargs, "preserve_thinking"}})
-            if (obj && obj->contains(key) && !(*obj)[key].is_boolean())
-                return api_error_response(ApiError::bad_request(fmt::format("'{}' must be a boolean", key), key));
+        // The template flags as chat completions reads them (one parser: the same 400s).
         ChatRenderOptions ro;
-        ro.add_generation_prompt = o.value("add_generation_prompt", true);
-        ro.continue_final_message = o.value("continue_final_message", false);
-        if (ro.continue_final_message) ro.add_generation_prompt = false;
-        if (kwargs) {
-            ro.enable_thinking = kwargs->value("enable_thinking", true);
-            ro.preserve_thinking = kwargs->value("preserve_thinking", false);
-            ro.template_kwargs = *kwargs;
-        }
+        if (auto e = parse_chat_render_options(o, text.reads_any_template_kwarg(), ro)) return api_error_response(*e);
         auto rendered = text.render_chat(m, o.value("tools", nlohmann::ordered_json()), ro);
         if (!rendered.is_ok()) return api_error_response(api_error_from_status(rendered.status(), "messages"));
         prompt = rendered.value();

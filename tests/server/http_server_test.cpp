@@ -184,6 +184,26 @@ TEST(HttpServer, ErrorStatuses) {
                            R"({"messages":[{"role":"user","content":"a"}],"chat_template_kwargs":{"enable_thinking":1}})",
                            auth),
                  400, "enable_thinking");
+    // The rest of the chat-completions rules hold for /tokenize too (one parser).
+    expect_error(http_call(s.port(), "POST", "/tokenize",
+                           R"({"messages":[{"role":"user","content":"a"}],"chat_template_kwargs":[true]})", auth),
+                 400, "chat_template_kwargs");
+    expect_error(http_call(s.port(), "POST", "/tokenize",
+                           R"({"messages":[{"role":"user","content":"a"}],"chat_template_kwargs":{"colour":"red"}})", auth),
+                 400, "chat_template_kwargs.colour");
+    expect_error(http_call(s.port(), "POST", "/tokenize",
+                           R"({"messages":[{"role":"user","content":"a"}],"add_generation_prompt":true,)"
+                           R"("continue_final_message":true})",
+                           auth),
+                 400, "continue_final_message");
+    // continue_final_message alone drops the generation prompt (vLLM's default of true yields).
+    const auto count_of = [&](const std::string& body) {
+        const auto reply = http_call(s.port(), "POST", "/tokenize", body, auth);
+        EXPECT_EQ(reply.status, 200) << reply.body;
+        return J::parse(reply.body).value("count", -1);
+    };
+    const std::string msgs = R"({"messages":[{"role":"assistant","content":"ab"}])";
+    EXPECT_LT(count_of(msgs + R"(,"continue_final_message":true})"), count_of(msgs + "}"));
     EXPECT_TRUE(s.wait_idle());
 }
 

@@ -50,7 +50,7 @@ TEST(OpenAiParse, AcceptsAFullChatRequest) {
     EXPECT_EQ(s.params.logprobs, 2);
     EXPECT_EQ(*s.params.seed, 3u);
     EXPECT_EQ(s.params.stop.size(), 2u);
-    EXPECT_TRUE(s.stream && s.include_usage && s.json_object && !s.enable_thinking);
+    EXPECT_TRUE(s.stream && s.include_usage && s.json_object && !s.chat_render.enable_thinking);
     EXPECT_TRUE(s.tools.is_array());
 }
 
@@ -378,9 +378,9 @@ TEST(OpenAiParse, AnyTemplateKwargWithJinjaTemplate) {
         R"({"model":"m","messages":[{"role":"user","content":"x"}],)"
         R"("chat_template_kwargs":{"date_string":"01 Jan 2030","builtin_tools":["a"],"enable_thinking":false}})";
     EXPECT_FALSE(parse_generation_request(ApiKind::kChat, body, kModels, s, /*any_template_kwargs=*/true));
-    EXPECT_EQ(s.chat_template_kwargs["date_string"], "01 Jan 2030");
-    EXPECT_EQ(s.chat_template_kwargs["builtin_tools"][0], "a");
-    EXPECT_FALSE(s.enable_thinking);
+    EXPECT_EQ(s.chat_render.template_kwargs["date_string"], "01 Jan 2030");
+    EXPECT_EQ(s.chat_render.template_kwargs["builtin_tools"][0], "a");
+    EXPECT_FALSE(s.chat_render.enable_thinking);
     GenerationSpec t;
     auto e = parse_generation_request(ApiKind::kChat, body, kModels, t);
     ASSERT_TRUE(e);
@@ -398,10 +398,10 @@ TEST(OpenAiParse, RequestSurfaceFieldsReachTheSpec) {
         R"("parallel_tool_calls":false,"n":2,"best_of":5,"stream":false})",
         kModels, c);
     ASSERT_FALSE(e) << e->message;
-    EXPECT_TRUE(c.continue_final_message);
-    EXPECT_FALSE(c.add_generation_prompt) << "continue_final_message turns the generation prompt off";
-    EXPECT_FALSE(c.enable_thinking);
-    EXPECT_TRUE(c.preserve_thinking);
+    EXPECT_TRUE(c.chat_render.continue_final_message);
+    EXPECT_FALSE(c.chat_render.add_generation_prompt) << "continue_final_message turns the generation prompt off";
+    EXPECT_FALSE(c.chat_render.enable_thinking);
+    EXPECT_TRUE(c.chat_render.preserve_thinking);
     EXPECT_EQ(c.priority, -3);
     EXPECT_EQ(c.truncate_prompt_tokens, 7);
     EXPECT_FALSE(c.params.skip_special_tokens);
