@@ -97,6 +97,55 @@ Result<std::vector<PromptMedia>> load_media(ServerState& state, const TextPipeli
     return out;
 }
 
+// A prompt ready for the engine: its token ids and its completion budget.
+struct PreparedPrompt {
+    std::vector<int32_t> ids;
+    int64_t max_tokens = 0;
+};
+
+// "prompt[i]: " in a batch of completions prompts, else nothing: errors name the prompt.
+std::string prompt_label(const GenerationSpec& spec, size_t i) {
+    return spec.kind == ApiKind::kCompletion && spec.prompts.size() > 1 ? fmt::format("prompt[{}]: ", i) : std::string();
+}
+
+// truncate_prompt_tokens, then the prompt and max_tokens against the context: vLLM's rules and
+// messages. Without max_tokens a prompt may fill the context.
+std::optional<ApiError> fit_prompt(const GenerationSpec& spec, ApiKind kind, int64_t max_len, size_t index,
+                                   PreparedPrompt& pp) {
+    const std::string label = prompt_label(spec, index);
+    if (spec.truncate_prompt_tokens != 0) {
+        // vLLM: keep the last k tokens; -1 = max_model_len; more than max_model_len is an error.
+        const int64_t k = spec.truncate_prompt_tokens < 0 ? max_len : spec.truncate_prompt_tokens;
+        if (k > max_len)
+            return ApiError::bad_request(
+                fmt::format("'truncate_prompt_tokens' ({}) exceeds this model's maximum context length ({} tokens)", k,
+                            max_len), "truncate_prompt_tokens");
+        if (int64_t(pp.ids.size()) > k) pp.ids.erase(pp.ids.begin(), pp.ids.end() - k);
+    }
+    const int64_t num_prompt = int64_t(pp.ids.size());
+    if (num_prompt == 0) return ApiError::bad_request(label + "the prompt is empty", "prompt");
+    if (num_prompt >= max_len) {
+        ApiError e = ApiError::bad_request(
+            fmt::format("{}the prompt is {} tokens long; this model's maximum context length is {} tokens", label,
+                        num_prompt, max_len),
+            kind == ApiKind::kChat ? "messages" : "prompt");
+        e.code = "context_length_exceeded";
+        return e;
+    }
+    pp.max_tokens = spec.params.max_tokens;
+    if (!spec.max_tokens_given) {
+        pp.max_tokens = max_len - num_prompt;
+    } else if (num_prompt + spec.params.max_tokens > max_len) {
+        ApiError e = ApiError::bad_request(
+            fmt::format("{}max_tokens ({}) plus the prompt ({} tokens) exceeds this model's maximum context length ({} "
+                        "tokens)", label, spec.params.max_tokens, num_prompt, max_len),
+            "max_tokens");
+        e.code = "context_length_exceeded";
+        return e;
+    }
+    return std::nullopt;
+}
+
 // Worker thread.
 void prepare_and_submit(ServerState& state, ApiKind kind, const HttpRequest& request,
                         const std::shared_ptr<Exchange>& exchange, std::chrono::steady_clock::time_point arrival) {
@@ -114,61 +163,44 @@ void prepare_and_submit(ServerState& state, ApiKind kind, const HttpRequest& req
         return reply_error(state, exchange, std::move(e));
     }
     const TextPipeline& text = state.text();
-    std::vector<int32_t> prompt_ids;
+    // The engine requests' prompts: chat one, completions one or a batch (choices i·n + j).
+    std::vector<PreparedPrompt> prompts;
     std::vector<std::shared_ptr<const ImagePatches>> images;  // chat image_url parts, in order
     bool starts_in_reasoning = false;
     if (kind == ApiKind::kChat) {
         const ChatRenderOptions& ro = spec.chat_render;
         auto rendered = text.render_chat(spec.messages, spec.tools, ro);
         if (!rendered.is_ok()) return reply_error(state, exchange, api_error_from_status(rendered.status(), "messages"));
-        prompt_ids = text.encode(rendered.value());
+        PreparedPrompt pp;
+        pp.ids = text.encode(rendered.value());
         starts_in_reasoning = text.prompt_opens_reasoning(ro);
         if (!spec.media.empty()) {
             auto loaded = load_media(state, text, spec.media, spec.media_kwargs);
             if (!loaded.is_ok())
                 return reply_error(state, exchange, ApiError::bad_request(loaded.status().message(), "messages"));
-            Status st = expand_media_pads(prompt_ids, *state.vision(), loaded.value());
+            Status st = expand_media_pads(pp.ids, *state.vision(), loaded.value());
             if (!st.is_ok()) return reply_error(state, exchange, ApiError::bad_request(st.message(), "messages"));
             for (const PromptMedia& m : loaded.value()) images.push_back(m.patches);
         }
-    } else if (spec.prompt_text) {
-        prompt_ids = text.encode(*spec.prompt_text);
+        prompts.push_back(std::move(pp));
     } else {
-        prompt_ids = spec.prompt_ids;
-        for (int32_t id : prompt_ids)
-            if (id >= text.vocab_size())
-                return reply_error(state, exchange, ApiError::bad_request(
-                    fmt::format("token id {} is outside the vocabulary (size {})", id, text.vocab_size()), "prompt"));
+        for (const GenerationSpec::Prompt& in : spec.prompts) {
+            PreparedPrompt pp;
+            if (in.text) {
+                pp.ids = text.encode(*in.text);
+            } else {
+                pp.ids = in.ids;
+                for (int32_t id : pp.ids)
+                    if (id >= text.vocab_size())
+                        return reply_error(state, exchange, ApiError::bad_request(
+                            fmt::format("{}token id {} is outside the vocabulary (size {})",
+                                        prompt_label(spec, prompts.size()), id, text.vocab_size()), "prompt"));
+            }
+            prompts.push_back(std::move(pp));
+        }
     }
-    const int64_t max_len = engine->max_model_len();
-    if (spec.truncate_prompt_tokens != 0) {
-        // vLLM: keep the last k tokens; -1 = max_model_len; more than max_model_len is an error.
-        const int64_t k = spec.truncate_prompt_tokens < 0 ? max_len : spec.truncate_prompt_tokens;
-        if (k > max_len)
-            return reply_error(state, exchange, ApiError::bad_request(
-                fmt::format("'truncate_prompt_tokens' ({}) exceeds this model's maximum context length ({} tokens)", k,
-                            max_len), "truncate_prompt_tokens"));
-        if (int64_t(prompt_ids.size()) > k) prompt_ids.erase(prompt_ids.begin(), prompt_ids.end() - k);
-    }
-    const int64_t num_prompt = int64_t(prompt_ids.size());
-    if (num_prompt == 0) return reply_error(state, exchange, ApiError::bad_request("the prompt is empty", "prompt"));
-    if (num_prompt >= max_len) {
-        ApiError e = ApiError::bad_request(
-            fmt::format("the prompt is {} tokens long; this model's maximum context length is {} tokens", num_prompt, max_len),
-            kind == ApiKind::kChat ? "messages" : "prompt");
-        e.code = "context_length_exceeded";
-        return reply_error(state, exchange, std::move(e));
-    }
-    if (!spec.max_tokens_given) {
-        spec.params.max_tokens = max_len - num_prompt;
-    } else if (num_prompt + spec.params.max_tokens > max_len) {
-        ApiError e = ApiError::bad_request(
-            fmt::format("max_tokens ({}) plus the prompt ({} tokens) exceeds this model's maximum context length ({} tokens)",
-                        spec.params.max_tokens, num_prompt, max_len),
-            "max_tokens");
-        e.code = "context_length_exceeded";
-        return reply_error(state, exchange, std::move(e));
-    }
+    for (size_t i = 0; i < prompts.size(); ++i)
+        if (auto e = fit_prompt(spec, kind, engine->max_model_len(), i, prompts[i])) return reply_error(state, exchange, std::move(*e));
 
     if (spec.priority != 0 && !state.options().priority_scheduling) {
         ApiError e = ApiError::bad_request(
@@ -180,37 +212,65 @@ void prepare_and_submit(ServerState& state, ApiKind kind, const HttpRequest& req
     }
     // echo: the text starts with the prompt as the client sees it (token ids decoded; a
     // truncated prompt as truncated).
-    std::string echo_text;
-    if (spec.echo) echo_text = spec.prompt_text && spec.truncate_prompt_tokens == 0 ? *spec.prompt_text : text.decode(prompt_ids);
+    std::vector<StreamPrompt> echoes;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+        StreamPrompt pe{int64_t(prompts[i].ids.size()), {}};
+        if (spec.echo) {
+            const GenerationSpec::Prompt& in = spec.prompts[i];
+            pe.echo_text = in.text && spec.truncate_prompt_tokens == 0 ? *in.text : text.decode(prompts[i].ids);
+        }
+        echoes.push_back(std::move(pe));
+    }
 
     std::shared_ptr<const grammar::CompiledGrammar> compiled;
     if (auto e = compile_grammar(state, spec, compiled)) return reply_error(state, exchange, std::move(*e));
 
     ResponseHeader header{new_request_id(kind), unix_seconds(), spec.model};
-    GenerationRequest gen;
-    gen.id = header.id;
-    gen.prompt_ids = std::move(prompt_ids);
-    gen.params = spec.params;
-    gen.priority = spec.priority;
-    gen.grammar = std::move(compiled);
-    gen.images = std::move(images);
-    // A chat reply that starts inside reasoning is constrained after </think>, like vLLM's
-    // reasoning-aware structured outputs: the answer follows the grammar, the thinking is free.
-    if (gen.grammar && starts_in_reasoning && state.grammars()->vocab().reasoning_end_id)
-        gen.grammar_after_token = *state.grammars()->vocab().reasoning_end_id;
-    auto stream = std::make_shared<GenerationStream>(state, exchange, std::move(spec), header, num_prompt,
-                                                     starts_in_reasoning, arrival, std::move(echo_text));
+    // One engine request a prompt: the header's id alone, or "<id>-<i>" in a batch.
+    std::vector<GenerationRequest> gens(prompts.size());
+    for (size_t i = 0; i < prompts.size(); ++i) {
+        GenerationRequest& gen = gens[i];
+        gen.id = prompts.size() == 1 ? header.id : fmt::format("{}-{}", header.id, i);
+        gen.prompt_ids = std::move(prompts[i].ids);
+        gen.params = spec.params;
+        gen.params.max_tokens = prompts[i].max_tokens;
+        gen.priority = spec.priority;
+        gen.grammar = compiled;
+        gen.images = images;
+        // A chat reply that starts inside reasoning is constrained after </think>, like vLLM's
+        // reasoning-aware structured outputs: the answer follows the grammar, the thinking is free.
+        if (gen.grammar && starts_in_reasoning && state.grammars()->vocab().reasoning_end_id)
+            gen.grammar_after_token = *state.grammars()->vocab().reasoning_end_id;
+    }
+    std::vector<std::string> engine_ids;
+    for (const auto& g : gens) engine_ids.push_back(g.id);
+    const int32_t n = int32_t(spec.params.n);
+    auto stream = std::make_shared<GenerationStream>(state, exchange, std::move(spec), header, std::move(echoes),
+                                                     engine_ids, starts_in_reasoning, arrival);
     // Registered before submit: the strand runs posts in order, so the close hook is in place
     // before any output can arrive; a close before submit is caught by mark_submitted.
     exchange->post([exchange, stream] { exchange->on_close([stream] { stream->on_client_closed(); }); });
-    state.add_live(header.id);
-    Status st = engine->submit(std::move(gen), [stream](RequestOutput&& out) { stream->on_output(std::move(out)); });
-    if (!st.is_ok()) {
-        state.remove_live(header.id);
+    for (const auto& id : engine_ids) state.add_live(id);
+    for (size_t i = 0; i < gens.size(); ++i) {
+        // Prompt i's completion j is choice i·n + j.
+        const int32_t first_choice = int32_t(i) * n;
+        Status st = engine->submit(std::move(gens[i]), [stream, first_choice](RequestOutput&& out) {
+            out.index += first_choice;
+            stream->on_output(std::move(out));
+        });
+        if (st.is_ok()) continue;
         ApiError e = api_error_from_status(st);
         if (st.kind() == ErrorKind::kInvalidArgument) e.param = st.message().substr(0, st.message().find(' '));
         if (st.kind() == ErrorKind::kResourceExhausted) e.type = "rate_limit_error";
-        return reply_error(state, exchange, std::move(e));
+        if (i == 0) {
+            for (const auto& id : engine_ids) state.remove_live(id);
+            return reply_error(state, exchange, std::move(e));
+        }
+        // Part of a batch is in the engine: it is aborted, and the stream answers with this error
+        // once those requests have ended (their accounting is the stream's).
+        for (size_t j = i; j < engine_ids.size(); ++j) state.remove_live(engine_ids[j]);
+        stream->fail_unsubmitted(i, std::move(e));
+        return;
     }
     stream->mark_submitted();
 }

@@ -12,12 +12,17 @@ namespace qs {
 using J = nlohmann::json;
 
 GenerationStream::GenerationStream(ServerState& state, std::shared_ptr<Exchange> exchange, GenerationSpec spec,
-                                   ResponseHeader header, int64_t num_prompt_tokens, bool starts_in_reasoning,
-                                   std::chrono::steady_clock::time_point arrival, std::string echo_text)
+                                   ResponseHeader header, std::vector<StreamPrompt> prompts,
+                                   std::vector<std::string> engine_ids, bool starts_in_reasoning,
+                                   std::chrono::steady_clock::time_point arrival)
     : state_(state), exchange_(std::move(exchange)), spec_(std::move(spec)), header_(std::move(header)),
-      num_prompt_tokens_(num_prompt_tokens), arrival_(arrival), echo_text_(std::move(echo_text)) {
-    choices_.resize(size_t(spec_.params.n));
-    for (auto& c : choices_) {
+      prompts_(std::move(prompts)), engine_ids_(std::move(engine_ids)), arrival_(arrival) {
+    QS_CHECK(!prompts_.empty() && prompts_.size() == engine_ids_.size());
+    cached_prompt_tokens_.assign(prompts_.size(), 0);
+    choices_.resize(prompts_.size() * size_t(spec_.params.n));
+    for (size_t i = 0; i < choices_.size(); ++i) {
+        Choice& c = choices_[i];
+        c.prompt = i / size_t(spec_.params.n);
         if (spec_.kind == ApiKind::kChat) {
             OutputParserOptions o;
             o.starts_in_reasoning = starts_in_reasoning;
@@ -27,7 +32,7 @@ GenerationStream::GenerationStream(ServerState& state, std::shared_ptr<Exchange>
             c.logprobs = J::array();
         } else {
             c.logprobs = empty_completion_logprobs();
-            if (!spec_.stream) c.content = echo_text_;
+            if (!spec_.stream) c.content = prompts_[c.prompt].echo_text;
         }
     }
 }
@@ -43,18 +48,21 @@ void GenerationStream::on_output(RequestOutput&& out) {
     if (post) exchange_->post([self = shared_from_this()] { self->drain(); });
 }
 
+void GenerationStream::abort_in_engine() const {
+    if (EngineApi* e = state_.engine())
+        for (const auto& id : engine_ids_) e->abort(id);
+}
+
 void GenerationStream::on_client_closed() {
     if (done_) return;
     client_closed_ = true;
     state_.metrics().client_disconnects.fetch_add(1, std::memory_order_relaxed);
-    if (submitted_.load())
-        if (EngineApi* e = state_.engine()) e->abort(header_.id);
+    if (submitted_.load()) abort_in_engine();
 }
 
 void GenerationStream::mark_submitted() {
     submitted_ = true;
-    if (client_closed_.load())
-        if (EngineApi* e = state_.engine()) e->abort(header_.id);
+    if (client_closed_.load()) abort_in_engine();
     // Streams get their 200 and headers as soon as the engine has the request, so a client
     // whose request waits in the queue knows it was accepted.
     if (spec_.stream) exchange_->post([self = shared_from_this()] { self->start_stream_once(); });
@@ -74,7 +82,7 @@ void GenerationStream::on_timeout() {
     if (done_ || timed_out_) return;
     timed_out_ = true;
     state_.metrics().request_timeouts.fetch_add(1, std::memory_order_relaxed);
-    if (EngineApi* e = state_.engine()) e->abort(header_.id);
+    abort_in_engine();
     ApiError e;
     e.http_status = 504;
     e.type = "timeout_error";
@@ -121,7 +129,7 @@ std::string GenerationStream::finish_reason_for(const Choice& c, FinishReason r)
     }
     if (spec_.json_object) {
         // A non-streamed completion's text starts with the echoed prompt.
-        const size_t echoed = spec_.kind == ApiKind::kCompletion && !spec_.stream ? echo_text_.size() : 0;
+        const size_t echoed = spec_.kind == ApiKind::kCompletion && !spec_.stream ? prompts_[c.prompt].echo_text.size() : 0;
         const auto j = J::parse(c.content.substr(echoed), nullptr, false);
         if (j.is_discarded() || !j.is_object()) return "invalid_json";
     }
@@ -147,7 +155,8 @@ void GenerationStream::stream_chat(Choice& c, int32_t index, const ParsedDelta& 
 }
 
 void GenerationStream::write_chunk(J chunk, const Choice& c) {
-    if (spec_.continuous_usage) chunk["usage"] = usage_json(num_prompt_tokens_, c.num_tokens, num_cached_prompt_tokens_);
+    if (spec_.continuous_usage)
+        chunk["usage"] = usage_json(prompts_[c.prompt].num_tokens, c.num_tokens, cached_prompt_tokens_[c.prompt]);
     exchange_->write_stream(sse_event(chunk));
 }
 
@@ -172,7 +181,7 @@ void GenerationStream::handle(RequestOutput& out) {
     }
     c.num_tokens += int64_t(out.token_ids.size());
     for (const auto& lp : out.logprobs) c.cum_logprob += lp.logprob;
-    num_cached_prompt_tokens_ = std::max(num_cached_prompt_tokens_, out.num_cached_prompt_tokens);
+    cached_prompt_tokens_[c.prompt] = std::max(cached_prompt_tokens_[c.prompt], out.num_cached_prompt_tokens);
     if (spec_.stream) start_stream_once();
     const bool finishing = out.finish_reason != FinishReason::kNone;
     if (finishing) c.timing = out.timing;
@@ -211,7 +220,7 @@ void GenerationStream::handle(RequestOutput& out) {
         }
         std::string text = out.text;
         if (spec_.stream && !c.echo_sent) {
-            text = echo_text_ + text;
+            text = prompts_[c.prompt].echo_text + text;
             c.echo_sent = true;
         }
         if (spec_.stream && (!text.empty() || finishing || !lp["tokens"].empty()) &&
@@ -238,7 +247,7 @@ void GenerationStream::record_metrics_at_finish() {
                       : r == "abort" ? m.finished_abort : r == "error" ? m.finished_error : m.finished_stop;
         counter.fetch_add(1, std::memory_order_relaxed);
     }
-    m.prompt_tokens.fetch_add(uint64_t(num_prompt_tokens_), std::memory_order_relaxed);
+    m.prompt_tokens.fetch_add(uint64_t(prompt_tokens()), std::memory_order_relaxed);
     m.completion_tokens.fetch_add(uint64_t(completion), std::memory_order_relaxed);
     const auto now = std::chrono::steady_clock::now();
     const double e2e = std::chrono::duration<double>(now - arrival_).count();
@@ -257,7 +266,7 @@ void GenerationStream::record_metrics_at_finish() {
     // vLLM counts each of the n completions as a request; its phase times are the engine's.
     for (const auto& c : choices_) {
         m.vllm.e2e_s.observe(e2e);
-        m.vllm.request_prompt_tokens.observe(double(num_prompt_tokens_));
+        m.vllm.request_prompt_tokens.observe(double(prompts_[c.prompt].num_tokens));
         m.vllm.request_generation_tokens.observe(double(c.num_tokens));
         if (spec_.max_tokens_given) m.vllm.request_max_tokens.observe(double(spec_.params.max_tokens));
         if (c.timing.scheduled()) m.vllm.queue_s.observe(c.timing.queue_s());
@@ -289,8 +298,8 @@ void GenerationStream::log_at_finish() const {
     r.id = header_.id;
     r.api = spec_.kind == ApiKind::kChat ? "chat" : "completions";
     r.stream = spec_.stream;
-    r.prompt_tokens = num_prompt_tokens_;
-    r.cached_prompt_tokens = num_cached_prompt_tokens_;
+    r.prompt_tokens = prompt_tokens();
+    r.cached_prompt_tokens = cached_prompt_tokens();
     for (const auto& c : choices_) {
         r.completion_tokens += c.num_tokens;
         r.finish_reasons.push_back(c.finish_reason);
@@ -307,10 +316,45 @@ void GenerationStream::log_at_finish() const {
     }
     if (o.log_prompts) {
         if (spec_.kind == ApiKind::kChat) r.prompt = spec_.messages.dump(-1, ' ', false, J::error_handler_t::replace);
-        else if (spec_.prompt_text) r.prompt = *spec_.prompt_text;
-        else r.prompt = J(spec_.prompt_ids).dump();
+        else {
+            // One prompt as sent (text, or its ids as JSON); a batch as a JSON array of them.
+            J batch = J::array();
+            for (const auto& p : spec_.prompts) batch.push_back(p.text ? J(*p.text) : J(p.ids));
+            r.prompt = spec_.prompts.size() == 1 && spec_.prompts[0].text
+                           ? *spec_.prompts[0].text
+                           : (spec_.prompts.size() == 1 ? batch[0] : batch).dump(-1, ' ', false, J::error_handler_t::replace);
+        }
     }
     log_request(r);
+}
+
+int64_t GenerationStream::prompt_tokens() const {
+    int64_t n = 0;
+    for (const auto& p : prompts_) n += p.num_tokens;
+    return n;
+}
+
+int64_t GenerationStream::cached_prompt_tokens() const {
+    int64_t n = 0;
+    for (int64_t c : cached_prompt_tokens_) n += c;
+    return n;
+}
+
+void GenerationStream::fail_unsubmitted(size_t first, ApiError error) {
+    exchange_->post([self = shared_from_this(), first, error = std::move(error)] { self->on_fail_unsubmitted(first, error); });
+}
+
+void GenerationStream::on_fail_unsubmitted(size_t first, const ApiError& error) {
+    failed_ = error;
+    // The unsubmitted prompts' choices will never hear from the engine: count them finished now.
+    for (auto& c : choices_)
+        if (c.prompt >= first && !c.finished) {
+            c.finished = true;
+            c.finish_reason = "abort";
+            ++num_finished_;
+        }
+    abort_in_engine();
+    if (num_finished_ == int64_t(choices_.size()) && !done_) finish_request();
 }
 
 void GenerationStream::finish_request() {
@@ -318,24 +362,26 @@ void GenerationStream::finish_request() {
     if (cancel_timeout_) cancel_timeout_();
     record_metrics_at_finish();
     log_at_finish();
-    state_.remove_live(header_.id);
+    for (const auto& id : engine_ids_) state_.remove_live(id);
     state_.metrics().in_flight.fetch_sub(1, std::memory_order_relaxed);
     int64_t completion = 0;
     for (const auto& c : choices_) completion += c.num_tokens;
-    const J usage = usage_json(num_prompt_tokens_, completion, num_cached_prompt_tokens_);
-    std::string error;
-    for (const auto& c : choices_)
-        if (c.finish_reason == "error") error = c.error.empty() ? "engine error" : c.error;
+    const J usage = usage_json(prompt_tokens(), completion, cached_prompt_tokens());
+    std::optional<ApiError> error = failed_;
+    if (!error)
+        for (const auto& c : choices_)
+            if (c.finish_reason == "error") {
+                ApiError e;
+                e.http_status = 500;
+                e.type = "internal_error";
+                e.message = c.error.empty() ? "engine error" : c.error;
+                error = e;
+            }
     if (exchange_->closed()) return;
-    if (spec_.stream) {
-        if (!error.empty()) {
-            ApiError e;
-            e.http_status = 500;
-            e.type = "internal_error";
-            e.message = error;
-            exchange_->write_stream("data: " + api_error_body(e) + "\n\n");
-        }
-        if (spec_.include_usage) {
+    if (spec_.stream && (stream_started_ || !failed_)) {
+        start_stream_once();
+        if (error) exchange_->write_stream("data: " + api_error_body(*error) + "\n\n");
+        if (spec_.include_usage && !failed_) {
             J chunk = spec_.kind == ApiKind::kChat ? chat_chunk(header_, J::array(), false)
                                                    : completion_chunk(header_, J::array(), false);
             chunk["usage"] = usage;
@@ -345,12 +391,8 @@ void GenerationStream::finish_request() {
         exchange_->end_stream();
         return;
     }
-    if (!error.empty()) {
-        ApiError e;
-        e.http_status = 500;
-        e.type = "internal_error";
-        e.message = error;
-        exchange_->respond(api_error_response(e));
+    if (error) {
+        exchange_->respond(api_error_response(*error));
         return;
     }
     bool aborted = false;
@@ -364,38 +406,48 @@ void GenerationStream::finish_request() {
         exchange_->respond(api_error_response(e));
         return;
     }
-    // best_of: the n completions with the highest cumulative logprob, in that order (vLLM's).
-    std::vector<size_t> order(choices_.size());
-    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-    if (spec_.n_returned > 0) {
-        std::stable_sort(order.begin(), order.end(),
-                         [&](size_t a, size_t b) { return choices_[a].cum_logprob > choices_[b].cum_logprob; });
-        order.resize(size_t(spec_.n_returned));
-    }
-    J choices = J::array();
-    for (size_t i = 0; i < order.size(); ++i) {
-        const Choice& c = choices_[order[i]];
-        if (spec_.kind == ApiKind::kChat) {
-            J msg = {{"role", "assistant"}};
-            msg["content"] = c.content.empty() && !c.tool_calls.empty() ? J(nullptr) : J(c.content);
-            msg["reasoning_content"] = c.reasoning.empty() ? J(nullptr) : J(c.reasoning);
-            if (!c.tool_calls.empty()) msg["tool_calls"] = tool_calls_json(c.tool_calls, 0, false);
-            choices.push_back({{"index", i}, {"message", std::move(msg)},
-                               {"logprobs", spec_.logprobs ? J{{"content", c.logprobs}} : J(nullptr)},
-                               {"finish_reason", c.finish_reason}});
-        } else {
-            choices.push_back({{"index", i}, {"text", c.content},
-                               {"logprobs", spec_.logprobs ? c.logprobs : J(nullptr)},
-                               {"finish_reason", c.finish_reason}});
-        }
-    }
     J body = {{"id", header_.id},
               {"object", spec_.kind == ApiKind::kChat ? "chat.completion" : "text_completion"},
-              {"created", header_.created}, {"model", header_.model}, {"choices", std::move(choices)},
+              {"created", header_.created}, {"model", header_.model}, {"choices", choices_json()},
               {"usage", usage}};
     HttpResponse r;
     r.body = dump(body);
     exchange_->respond(std::move(r));
+}
+
+J GenerationStream::choices_json() const {
+    // best_of: per prompt, the n completions with the highest cumulative logprob, in that order
+    // (vLLM's); the returned choices are numbered prompt by prompt.
+    const size_t per_prompt = size_t(spec_.params.n);
+    const size_t returned = spec_.n_returned > 0 ? size_t(spec_.n_returned) : per_prompt;
+    J choices = J::array();
+    for (size_t p = 0; p < prompts_.size(); ++p) {
+        std::vector<size_t> order(per_prompt);
+        for (size_t j = 0; j < per_prompt; ++j) order[j] = p * per_prompt + j;
+        if (spec_.n_returned > 0) {
+            std::stable_sort(order.begin(), order.end(),
+                             [&](size_t a, size_t b) { return choices_[a].cum_logprob > choices_[b].cum_logprob; });
+            order.resize(returned);
+        }
+        for (size_t j = 0; j < order.size(); ++j) {
+            const Choice& c = choices_[order[j]];
+            const size_t index = p * returned + j;
+            if (spec_.kind == ApiKind::kChat) {
+                J msg = {{"role", "assistant"}};
+                msg["content"] = c.content.empty() && !c.tool_calls.empty() ? J(nullptr) : J(c.content);
+                msg["reasoning_content"] = c.reasoning.empty() ? J(nullptr) : J(c.reasoning);
+                if (!c.tool_calls.empty()) msg["tool_calls"] = tool_calls_json(c.tool_calls, 0, false);
+                choices.push_back({{"index", index}, {"message", std::move(msg)},
+                                   {"logprobs", spec_.logprobs ? J{{"content", c.logprobs}} : J(nullptr)},
+                                   {"finish_reason", c.finish_reason}});
+            } else {
+                choices.push_back({{"index", index}, {"text", c.content},
+                                   {"logprobs", spec_.logprobs ? c.logprobs : J(nullptr)},
+                                   {"finish_reason", c.finish_reason}});
+            }
+        }
+    }
+    return choices;
 }
 
 }  // namespace qs

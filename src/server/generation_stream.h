@@ -14,6 +14,7 @@
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,11 +25,18 @@
 
 namespace qs {
 
+// One prompt of the request as the stream reports it (a completions request may batch several:
+// prompt i's completions are choices i·n .. i·n + n − 1, engine request engine_ids[i]).
+struct StreamPrompt {
+    int64_t num_tokens = 0;  // usage's prompt_tokens
+    std::string echo_text;   // completions with echo: the text that starts each of its choices
+};
+
 class GenerationStream : public std::enable_shared_from_this<GenerationStream> {
 public:
     GenerationStream(ServerState& state, std::shared_ptr<Exchange> exchange, GenerationSpec spec,
-                     ResponseHeader header, int64_t num_prompt_tokens, bool starts_in_reasoning,
-                     std::chrono::steady_clock::time_point arrival, std::string echo_text = {});
+                     ResponseHeader header, std::vector<StreamPrompt> prompts, std::vector<std::string> engine_ids,
+                     bool starts_in_reasoning, std::chrono::steady_clock::time_point arrival);
 
     // Engine thread: queue and schedule a drain. Never blocks on the connection.
     void on_output(RequestOutput&& out);
@@ -37,11 +45,15 @@ public:
     // Worker thread, after a successful submit: aborts at once if the client already left; arms
     // the request's deadline.
     void mark_submitted();
+    // Worker thread: prompts first.. of a batch could not be submitted (error says why). The
+    // submitted ones are aborted, and the request is answered with the error once they have ended.
+    void fail_unsubmitted(size_t first, ApiError error);
 
     const std::string& id() const { return header_.id; }
 
 private:
     struct Choice {
+        size_t prompt = 0;  // its prompt in prompts_
         std::unique_ptr<OutputParser> parser;  // chat only
         bool role_sent = false;
         bool finished = false;
@@ -63,6 +75,11 @@ private:
     void handle(RequestOutput& out);
     void stream_chat(Choice& c, int32_t index, const ParsedDelta& d, nlohmann::json logprobs, const char* finish);
     void finish_request();
+    void on_fail_unsubmitted(size_t first, const ApiError& error);  // strand
+    void abort_in_engine() const;  // every engine request of the stream
+    int64_t prompt_tokens() const;  // summed over the prompts
+    int64_t cached_prompt_tokens() const;
+    nlohmann::json choices_json() const;  // the non-streamed body's choices (best_of applied)
     void arm_timeout();  // strand
     void on_timeout();   // strand: the deadline passed before the request finished
     // A stream chunk: with continuous_usage_stats its usage so far for choice c (vLLM's shape).
@@ -78,9 +95,9 @@ private:
     std::shared_ptr<Exchange> exchange_;
     GenerationSpec spec_;
     ResponseHeader header_;
-    const int64_t num_prompt_tokens_;
+    const std::vector<StreamPrompt> prompts_;
+    const std::vector<std::string> engine_ids_;  // one a prompt
     const std::chrono::steady_clock::time_point arrival_;
-    const std::string echo_text_;  // completions: the prompt that starts each choice's text
 
     std::mutex outbox_mu_;
     std::vector<RequestOutput> outbox_;
@@ -91,8 +108,9 @@ private:
 
     // Strand-only state.
     std::vector<Choice> choices_;
+    std::vector<int64_t> cached_prompt_tokens_;  // a prompt's prefix-cache hits
     int64_t num_finished_ = 0;
-    int64_t num_cached_prompt_tokens_ = 0;
+    std::optional<ApiError> failed_;  // fail_unsubmitted's error: the answer once the rest has ended
     bool stream_started_ = false;
     bool done_ = false;
     bool timed_out_ = false;               // answered by on_timeout; the exchange has ended

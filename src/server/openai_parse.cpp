@@ -357,32 +357,35 @@ MaybeError parse_messages(const J& o, bool any_template_kwargs, GenerationSpec& 
 MaybeError parse_prompt(const J& o, GenerationSpec& s) {
     const J* p = field(o, "prompt");
     if (!p) return bad("prompt", "'prompt' is required");
-    auto ids_of = [&](const J& arr) -> MaybeError {
-        if (arr.empty()) return bad("prompt", "'prompt' must not be empty");
-        for (const auto& id : arr) {
-            if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > std::numeric_limits<int32_t>::max())
-                return bad("prompt", "'prompt' token arrays must hold non-negative integers");
-            s.prompt_ids.push_back(int32_t(id.get<int64_t>()));
+    // One prompt: a non-empty string or a non-empty array of token ids.
+    auto one = [&](const J& v, const std::string& param) -> MaybeError {
+        GenerationSpec::Prompt pr;
+        if (v.is_string()) {
+            if (v.get_ref<const std::string&>().empty()) return bad("prompt", fmt::format("{} must not be empty", param));
+            pr.text = v.get<std::string>();
+        } else if (v.is_array()) {
+            if (v.empty()) return bad("prompt", fmt::format("{} must not be empty", param));
+            for (const auto& id : v) {
+                if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > std::numeric_limits<int32_t>::max())
+                    return bad("prompt", fmt::format("{}: token arrays must hold non-negative integers", param));
+                pr.ids.push_back(int32_t(id.get<int64_t>()));
+            }
+        } else {
+            return bad("prompt", fmt::format("{} must be a string or an array of token ids, got {}", param, type_name(v)));
         }
+        s.prompts.push_back(std::move(pr));
         return std::nullopt;
     };
-    if (p->is_string()) {
-        if (p->get<std::string>().empty()) return bad("prompt", "'prompt' must not be empty");
-        s.prompt_text = p->get<std::string>();
-        return std::nullopt;
-    }
+    if (p->is_string()) return one(*p, "'prompt'");
     if (!p->is_array()) return bad("prompt", fmt::format("'prompt' must be a string or an array, got {}", type_name(*p)));
     if (p->empty()) return bad("prompt", "'prompt' must not be empty");
-    if ((*p)[0].is_number()) return ids_of(*p);
-    if (p->size() != 1) return unsupported("prompt", "batched prompts are not supported; send one prompt per request");
-    const J& only = (*p)[0];
-    if (only.is_string()) {
-        if (only.get<std::string>().empty()) return bad("prompt", "'prompt' must not be empty");
-        s.prompt_text = only.get<std::string>();
-        return std::nullopt;
-    }
-    if (only.is_array()) return ids_of(only);
-    return bad("prompt", "'prompt' must be a string, an array of token ids, or a one-element array of either");
+    if ((*p)[0].is_number()) return one(*p, "'prompt'");  // one prompt of token ids
+    // A batch: strings or token-id arrays (vLLM takes both kinds in one list).
+    if (p->size() > kMaxBatchedPrompts)
+        return bad("prompt", fmt::format("'prompt' batches {} prompts; at most {} are allowed in one request", p->size(),
+                                         kMaxBatchedPrompts));
+    for (size_t i = 0; i < p->size(); ++i) QS_TRY_API(one((*p)[i], fmt::format("prompt[{}]", i)));
+    return std::nullopt;
 }
 
 }  // namespace

@@ -44,9 +44,13 @@ struct GenerationSpec {
     // add_generation_prompt, continue_final_message (vLLM) and chat_template_kwargs (the object as
     // sent; enable_thinking, preserve_thinking typed) as parse_chat_render_options reads them.
     ChatRenderOptions chat_render;
-    // Completions: exactly one of the two.
-    std::optional<std::string> prompt_text;
-    std::vector<int32_t> prompt_ids;
+    // Completions: one prompt or a batch of them (vLLM: a list of strings or of token-id lists);
+    // prompt i's completions are the response's choices i·n .. i·n + n − 1.
+    struct Prompt {
+        std::optional<std::string> text;  // the text, or
+        std::vector<int32_t> ids;         // token ids
+    };
+    std::vector<Prompt> prompts;
     SamplingParams params;                      // max_tokens only meaningful if max_tokens_given
     bool max_tokens_given = false;
     bool stream = false;
@@ -63,6 +67,9 @@ struct GenerationSpec {
     std::optional<grammar::GrammarSpec> grammar;
     std::string grammar_param;
 };
+
+// The most prompts one completions request may batch (a list longer is a 400 naming 'prompt').
+inline constexpr size_t kMaxBatchedPrompts = 256;
 
 // model_names: the names this server answers to (--served-model-name). any_template_kwargs:
 // the chat template is rendered by the Jinja interpreter, which takes every

@@ -242,6 +242,29 @@ TEST(HttpServer, FullQueueGets429WithRetryAfter) {
     EXPECT_TRUE(s.wait_idle());
 }
 
+TEST(HttpServer, BatchedPromptsRefusedPartWayAnswerOnceAndFreeEverything) {
+    // A completions batch whose later prompts the engine refuses (queue full) after earlier ones
+    // were accepted: one 429 for the request, the accepted prompts aborted, nothing left behind.
+    TestServerConfig cfg;
+    cfg.engine.max_running = 1;
+    cfg.engine.max_waiting = 1;
+    cfg.engine.step_interval = std::chrono::milliseconds(5);
+    TestServer s(cfg);
+    const std::string batch =
+        R"({"model":"test-model","prompt":["[[repeat]]","[[repeat]]","[[repeat]]"],"max_tokens":3000})";
+    auto r = http_call(s.port(), "POST", "/v1/completions", batch);
+    EXPECT_EQ(r.status, 429) << r.body;
+    EXPECT_EQ(r.headers["retry-after"], "1");
+    EXPECT_TRUE(s.wait_idle());
+    EXPECT_GE(s.engine->num_aborted(), 1);
+    // The same server answers a batch that fits afterwards.
+    r = http_call(s.port(), "POST", "/v1/completions",
+                  R"({"model":"test-model","prompt":["[[reply:a]]"],"max_tokens":5})");
+    ASSERT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(J::parse(r.body)["choices"][0]["text"], "a");
+    EXPECT_TRUE(s.wait_idle());
+}
+
 TEST(HttpServer, DisconnectMidStreamAbortsWithinAStep) {
     TestServerConfig cfg;
     cfg.engine.step_interval = std::chrono::milliseconds(20);

@@ -199,15 +199,43 @@ TEST(OpenAiParse, MessagesAndModel) {
 TEST(OpenAiParse, CompletionPrompts) {
     GenerationSpec s;
     EXPECT_FALSE(parse_generation_request(ApiKind::kCompletion, R"({"model":"m","prompt":"hi","logprobs":2})", kModels, s));
-    EXPECT_EQ(*s.prompt_text, "hi");
+    ASSERT_EQ(s.prompts.size(), 1u);
+    EXPECT_EQ(*s.prompts[0].text, "hi");
     EXPECT_EQ(s.params.logprobs, 2);
     GenerationSpec t;
     EXPECT_FALSE(parse_generation_request(ApiKind::kCompletion, R"({"model":"m","prompt":[1,2,3]})", kModels, t));
-    EXPECT_EQ(t.prompt_ids.size(), 3u);
+    ASSERT_EQ(t.prompts.size(), 1u);
+    EXPECT_FALSE(t.prompts[0].text);
+    EXPECT_EQ(t.prompts[0].ids, (std::vector<int32_t>{1, 2, 3}));
+    // One-element lists are one prompt; longer lists are a batch, strings and token lists mixed
+    // (vLLM takes both).
+    GenerationSpec one;
+    EXPECT_FALSE(parse_generation_request(ApiKind::kCompletion, R"({"model":"m","prompt":[[7,8]]})", kModels, one));
+    ASSERT_EQ(one.prompts.size(), 1u);
+    EXPECT_EQ(one.prompts[0].ids, (std::vector<int32_t>{7, 8}));
+    GenerationSpec batch;
+    EXPECT_FALSE(parse_generation_request(ApiKind::kCompletion, R"({"model":"m","prompt":["a",[5],"b c"],"n":2})",
+                                          kModels, batch));
+    ASSERT_EQ(batch.prompts.size(), 3u);
+    EXPECT_EQ(*batch.prompts[0].text, "a");
+    EXPECT_EQ(batch.prompts[1].ids, (std::vector<int32_t>{5}));
+    EXPECT_EQ(*batch.prompts[2].text, "b c");
+    EXPECT_EQ(batch.params.n, 2);
     GenerationSpec u;
-    auto e = parse_generation_request(ApiKind::kCompletion, R"({"model":"m","prompt":["a","b"]})", kModels, u);
+    // A bad member of a batch is named by its index.
+    for (const char* bad : {R"(["a",""])", R"(["a",[]])", R"(["a",3])", R"([[1],[-1]])", R"(["a",{"x":1}])"}) {
+        auto e = parse_generation_request(ApiKind::kCompletion, std::string(R"({"model":"m","prompt":)") + bad + "}",
+                                          kModels, u);
+        ASSERT_TRUE(e) << bad;
+        EXPECT_EQ(e->param, "prompt") << bad;
+        EXPECT_NE(e->message.find("prompt[1]"), std::string::npos) << bad << ": " << e->message;
+    }
+    std::string many = R"({"model":"m","prompt":[)";
+    for (size_t i = 0; i <= kMaxBatchedPrompts; ++i) many += i ? R"(,"x")" : R"("x")";
+    auto e = parse_generation_request(ApiKind::kCompletion, many + "]}", kModels, u);
     ASSERT_TRUE(e);
-    EXPECT_EQ(e->code, "unsupported_value");
+    EXPECT_EQ(e->param, "prompt");
+    EXPECT_NE(e->message.find("at most 256"), std::string::npos) << e->message;
     e = parse_generation_request(ApiKind::kCompletion, R"({"model":"m","prompt":"a","echo":true,"logprobs":1})", kModels, u);
     ASSERT_TRUE(e);
     EXPECT_EQ(e->param, "echo");
