@@ -110,8 +110,7 @@ std::string prompt_label(const GenerationSpec& spec, size_t i) {
 
 // truncate_prompt_tokens, then the prompt and max_tokens against the context: vLLM's rules and
 // messages. Without max_tokens a prompt may fill the context.
-std::optional<ApiError> fit_prompt(const GenerationSpec& spec, ApiKind kind, int64_t max_len, size_t index,
-                                   PreparedPrompt& pp) {
+std::optional<ApiError> fit_prompt(const GenerationSpec& spec, int64_t max_len, size_t index, PreparedPrompt& pp) {
     const std::string label = prompt_label(spec, index);
     if (spec.truncate_prompt_tokens != 0) {
         // vLLM: keep the last k tokens; -1 = max_model_len; more than max_model_len is an error.
@@ -128,7 +127,7 @@ std::optional<ApiError> fit_prompt(const GenerationSpec& spec, ApiKind kind, int
         ApiError e = ApiError::bad_request(
             fmt::format("{}the prompt is {} tokens long; this model's maximum context length is {} tokens", label,
                         num_prompt, max_len),
-            kind == ApiKind::kChat ? "messages" : "prompt");
+            spec.kind == ApiKind::kChat ? "messages" : "prompt");
         e.code = "context_length_exceeded";
         return e;
     }
@@ -200,7 +199,8 @@ void prepare_and_submit(ServerState& state, ApiKind kind, const HttpRequest& req
         }
     }
     for (size_t i = 0; i < prompts.size(); ++i)
-        if (auto e = fit_prompt(spec, kind, engine->max_model_len(), i, prompts[i])) return reply_error(state, exchange, std::move(*e));
+        if (auto e = fit_prompt(spec, engine->max_model_len(), i, prompts[i]))
+            return reply_error(state, exchange, std::move(*e));
 
     if (spec.priority != 0 && !state.options().priority_scheduling) {
         ApiError e = ApiError::bad_request(
