@@ -3,7 +3,7 @@
 // serve_spec() (`serve --help`) and can also come from a QS_* environment variable (QS_PORT,
 // QS_API_KEY, ...). The configuration is logged at start, the engine's with the values it
 // resolved (max_model_len, snapshots, KV pages) rather than the 0s that ask for them. With
-// --api-key every route needs the key, /health and /metrics too unless --open-health-metrics
+// --api-key every route needs the key, /health, /ping and /metrics too unless --open-health-metrics
 // (server/request_guard). SIGTERM/SIGINT: stop accepting, let in-flight requests finish within
 // --shutdown-grace-s, then abort the rest and exit.
 // The tokenizer comes from --tokenizer or the model directory (src/tokenizer behind the
@@ -415,7 +415,7 @@ const CommandSpec& serve_spec() {
               valued("port", "N", "TCP port (0: any free port)", std::to_string(d.port)),
               valued("api-key", "KEY",
                      "require 'Authorization: Bearer KEY' on every route (compared in constant time)", "none"),
-              flag("open-health-metrics", "with --api-key, let GET /health and GET /metrics answer without the key "
+              flag("open-health-metrics", "with --api-key, let /health, /ping and GET /metrics answer without the key "
                                           "(for probes and scrapers)"),
               valued("served-model-name", "NAME[,NAME...]",
                      "the model names clients may ask for (the first is the one /v1/models lists first)",

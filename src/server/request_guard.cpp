@@ -22,7 +22,8 @@ bool constant_time_equal(std::string_view given, std::string_view expected) {
 
 std::optional<HttpResponse> check_api_key(const ServerOptions& options, const HttpRequest& request) {
     if (options.api_key.empty()) return std::nullopt;
-    if (options.open_health_metrics && (request.path == "/health" || request.path == "/metrics")) return std::nullopt;
+    if (options.open_health_metrics && (request.path == "/health" || request.path == "/ping" || request.path == "/metrics"))
+        return std::nullopt;
     const std::string auth = request.header("authorization");
     constexpr std::string_view kBearer = "Bearer ";
     const bool bearer = auth.size() >= kBearer.size() && std::string_view(auth).substr(0, kBearer.size()) == kBearer;

@@ -1,5 +1,5 @@
 // What every request must pass before its body is read: the API key (compared in constant time,
-// on every route; /health and /metrics only when ServerOptions::open_health_metrics is false)
+// on every route; /health, /ping and /metrics only when ServerOptions::open_health_metrics is false)
 // and the body size limit of its route (413 with an OpenAI error body). The transport calls
 // admit() once the headers are in, so an unauthenticated or oversized request is refused without
 // reading its body; Router::handle checks the key again for callers that bypass the transport.

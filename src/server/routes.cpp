@@ -8,6 +8,7 @@
 #include <utility>
 #include <nlohmann/json.hpp>
 
+#include "core/build_info.h"
 #include "server/api_error.h"
 #include "server/generation.h"
 #include "server/openai_parse.h"
@@ -50,13 +51,20 @@ void Router::handle(HttpRequest request, std::shared_ptr<Exchange> exchange) {
     // that hand requests to the router directly).
     if (auto denied = check_api_key(state_.options(), request)) return exchange->respond(std::move(*denied));
     if (path == "/health") return is_get ? exchange->respond(health()) : method_not_allowed();
+    // vLLM's /ping (SageMaker's health probe): /health's answer, to GET and POST.
+    if (path == "/ping") return is_get || is_post ? exchange->respond(health()) : method_not_allowed();
+    if (path == "/version") return is_get ? exchange->respond(version()) : method_not_allowed();
     if (path == "/metrics") return is_get ? exchange->respond(metrics()) : method_not_allowed();
 
     const bool known = path == "/v1/chat/completions" || path == "/v1/completions" || path == "/v1/models" ||
                        path == "/tokenize" || path == "/detokenize";
-    if (!known)
-        return exchange->respond(error_response(404, fmt::format("no route {} {}", request.method, path),
-                                                "invalid_request_error", "not_found"));
+    if (!known)  // e.g. vLLM's /v1/responses or /v1/embeddings: say what is served instead
+        return exchange->respond(error_response(
+            404,
+            fmt::format("no route {} {}; this server serves POST /v1/chat/completions, /v1/completions, /tokenize, "
+                        "/detokenize and GET /v1/models, /health, /ping, /version, /metrics",
+                        request.method, path),
+            "invalid_request_error", "not_found"));
     if (path == "/v1/models") return is_get ? exchange->respond(models()) : method_not_allowed();
     if (!is_post) return method_not_allowed();
     if (path == "/tokenize") return exchange->respond(tokenize(request));
@@ -100,6 +108,14 @@ HttpResponse Router::health() const {
     } else {
         r.body = R"({"status":"ok"})";
     }
+    return r;
+}
+
+HttpResponse Router::version() const {
+    const BuildInfo& b = build_info();
+    HttpResponse r;
+    r.content_type = "application/json";
+    r.body = J{{"version", b.version}, {"git_hash", b.git_hash}}.dump();
     return r;
 }
 

@@ -20,6 +20,7 @@ public:
 private:
     HttpResponse models() const;
     HttpResponse health() const;
+    HttpResponse version() const;  // {"version", "git_hash"} (vLLM answers {"version"})
     HttpResponse metrics() const;
     HttpResponse tokenize(const HttpRequest& request) const;
     HttpResponse detokenize(const HttpRequest& request) const;

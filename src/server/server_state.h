@@ -24,7 +24,7 @@ struct ServerOptions {
     std::string host = "127.0.0.1";
     int port = 8000;                      // 0: any free port (tests)
     std::string api_key;                  // empty: no authentication; else required on every route
-    bool open_health_metrics = false;     // with api_key: /health and /metrics answer without it
+    bool open_health_metrics = false;     // with api_key: /health, /ping and /metrics answer without it
     std::vector<std::string> served_model_names = {"qwen3.6-35b-a3b"};
     int io_threads = 2;
     int worker_threads = 2;

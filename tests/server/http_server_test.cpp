@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/build_info.h"
 #include "test_server.h"
 
 namespace qs::testing {
@@ -27,6 +28,36 @@ TEST(HttpServer, HealthModelsMetrics) {
     EXPECT_EQ(r.status, 200);
     EXPECT_NE(r.body.find("qwenserve_num_requests_running"), std::string::npos);
     EXPECT_NE(r.headers["content-type"].find("text/plain"), std::string::npos);
+}
+
+TEST(HttpServer, PingVersionAndUnservedRoutes) {
+    TestServer s;
+    // vLLM's /ping answers as /health does, to GET and POST; /version names the build.
+    for (const char* method : {"GET", "POST"}) {
+        auto r = http_call(s.port(), method, "/ping");
+        EXPECT_EQ(r.status, 200) << method;
+        EXPECT_EQ(J::parse(r.body)["status"], "ok") << method;
+    }
+    EXPECT_EQ(http_call(s.port(), "DELETE", "/ping").status, 405);
+    auto r = http_call(s.port(), "GET", "/version");
+    ASSERT_EQ(r.status, 200);
+    const J v = J::parse(r.body);
+    EXPECT_EQ(v["version"], build_info().version);
+    EXPECT_EQ(v["git_hash"], build_info().git_hash);
+    EXPECT_EQ(http_call(s.port(), "POST", "/version").status, 405);
+    // An endpoint this server does not serve (vLLM's Responses API, embeddings): a 404 that lists
+    // what it serves.
+    for (const char* path : {"/v1/responses", "/v1/embeddings"}) {
+        r = http_call(s.port(), "POST", path, "{}");
+        EXPECT_EQ(r.status, 404) << path;
+        const std::string msg = J::parse(r.body)["error"]["message"];
+        EXPECT_NE(msg.find(path), std::string::npos) << msg;
+        EXPECT_NE(msg.find("/v1/chat/completions"), std::string::npos) << msg;
+    }
+    // While the model loads /ping is 503 like /health.
+    s.state->set_engine(nullptr);
+    EXPECT_EQ(http_call(s.port(), "GET", "/ping").status, 503);
+    s.state->set_engine(s.engine.get());
 }
 
 TEST(HttpServer, HealthIs503WhileLoadingOrWedged) {

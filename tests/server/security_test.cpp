@@ -29,6 +29,9 @@ struct Route {
 };
 const Route kRoutes[] = {
     {"GET", "/health", ""},
+    {"GET", "/ping", ""},
+    {"POST", "/ping", ""},
+    {"GET", "/version", ""},
     {"GET", "/metrics", ""},
     {"GET", "/v1/models", ""},
     {"POST", "/v1/chat/completions", R"({"model":"test-model","messages":[{"role":"user","content":"hi"}]})"},
@@ -75,7 +78,8 @@ TEST(Security, TheApiKeyIsRequiredOnEveryRoute) {
 TEST(Security, HealthAndMetricsCanBeLeftOpen) {
     TestServer s(keyed(true));
     for (const Route& r : kRoutes) {
-        const bool open = std::string(r.path) == "/health" || std::string(r.path) == "/metrics";
+        const bool open =
+            std::string(r.path) == "/health" || std::string(r.path) == "/ping" || std::string(r.path) == "/metrics";
         const ClientResponse c = http_call(s.port(), r.method, r.path, r.body);
         if (open)
             EXPECT_EQ(c.status, 200) << r.path;
@@ -120,7 +124,7 @@ TEST(Security, EveryRouteHasABodyLimit) {
     cfg.server.max_body_bytes = 20000;
     TestServer s(cfg);
     for (const Route& r : kRoutes) {
-        const bool prompt = std::string(r.method) == "POST";
+        const bool prompt = std::string(r.method) == "POST" && std::string(r.path) != "/ping";  // the routes that take prompts
         const size_t limit = prompt ? 20000 : kSmallBodyLimitBytes;
         EXPECT_EQ(body_limit_bytes(cfg.server, r.method, r.path), limit) << r.path;
         TestConnection c(s.port());
