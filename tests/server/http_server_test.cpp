@@ -238,12 +238,17 @@ TEST(HttpServer, ErrorStatuses) {
     EXPECT_TRUE(s.wait_idle());
 }
 
-TEST(HttpServer, FullQueueGets429WithRetryAfter) {
+// An engine that runs one request and queues one more (the next is refused: 429).
+TestServerConfig one_running_one_waiting() {
     TestServerConfig cfg;
     cfg.engine.max_running = 1;
     cfg.engine.max_waiting = 1;
     cfg.engine.step_interval = std::chrono::milliseconds(5);
-    TestServer s(cfg);
+    return cfg;
+}
+
+TEST(HttpServer, FullQueueGets429WithRetryAfter) {
+    TestServer s(one_running_one_waiting());
     // Fill: one running, one waiting (both long), then the next is refused. Each step waits for
     // the engine's own counters, never for bytes or a fixed sleep: the stream's headers can arrive
     // before the engine has moved the first request from waiting to running, and a second request
@@ -276,11 +281,7 @@ TEST(HttpServer, FullQueueGets429WithRetryAfter) {
 TEST(HttpServer, BatchedPromptsRefusedPartWayAnswerOnceAndFreeEverything) {
     // A completions batch whose later prompts the engine refuses (queue full) after earlier ones
     // were accepted: one 429 for the request, the accepted prompts aborted, nothing left behind.
-    TestServerConfig cfg;
-    cfg.engine.max_running = 1;
-    cfg.engine.max_waiting = 1;
-    cfg.engine.step_interval = std::chrono::milliseconds(5);
-    TestServer s(cfg);
+    TestServer s(one_running_one_waiting());
     const std::string batch =
         R"({"model":"test-model","prompt":["[[repeat]]","[[repeat]]","[[repeat]]"],"max_tokens":3000})";
     auto r = http_call(s.port(), "POST", "/v1/completions", batch);
