@@ -19,7 +19,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (kind == qs::ApiKind::kChat) {
             QS_FUZZ_ASSERT(spec.messages.is_array() && !spec.messages.empty());
         } else {
-            QS_FUZZ_ASSERT(spec.prompt_text.has_value() != !spec.prompt_ids.empty());
+            // One prompt or a bounded batch; each a non-empty text or non-empty token ids, not both.
+            QS_FUZZ_ASSERT(!spec.prompts.empty() && spec.prompts.size() <= qs::kMaxBatchedPrompts);
+            for (const auto& p : spec.prompts) {
+                QS_FUZZ_ASSERT(p.text.has_value() != !p.ids.empty());
+                QS_FUZZ_ASSERT(!p.text || !p.text->empty());
+            }
         }
     }
     return 0;
