@@ -19,6 +19,7 @@ GenerationStream::GenerationStream(ServerState& state, std::shared_ptr<Exchange>
       prompts_(std::move(prompts)), engine_ids_(std::move(engine_ids)), arrival_(arrival) {
     QS_CHECK(!prompts_.empty() && prompts_.size() == engine_ids_.size());
     cached_prompt_tokens_.assign(prompts_.size(), 0);
+    submitted_prompts_ = prompts_.size();
     choices_.resize(prompts_.size() * size_t(spec_.params.n));
     for (size_t i = 0; i < choices_.size(); ++i) {
         Choice& c = choices_[i];
@@ -241,13 +242,16 @@ void GenerationStream::record_metrics_at_finish() {
     ServerMetrics& m = state_.metrics();
     int64_t completion = 0;
     for (const auto& c : choices_) {
+        if (c.never_submitted) continue;  // a refused batch's rest: no request to count
         completion += c.num_tokens;
         const std::string& r = c.finish_reason;
         auto& counter = r == "length" ? m.finished_length : r == "tool_calls" ? m.finished_tool_calls
                       : r == "abort" ? m.finished_abort : r == "error" ? m.finished_error : m.finished_stop;
         counter.fetch_add(1, std::memory_order_relaxed);
     }
-    m.prompt_tokens.fetch_add(uint64_t(prompt_tokens()), std::memory_order_relaxed);
+    int64_t submitted_prompt_tokens = 0;
+    for (size_t p = 0; p < submitted_prompts_; ++p) submitted_prompt_tokens += prompts_[p].num_tokens;
+    m.prompt_tokens.fetch_add(uint64_t(submitted_prompt_tokens), std::memory_order_relaxed);
     m.completion_tokens.fetch_add(uint64_t(completion), std::memory_order_relaxed);
     const auto now = std::chrono::steady_clock::now();
     const double e2e = std::chrono::duration<double>(now - arrival_).count();
@@ -265,6 +269,7 @@ void GenerationStream::record_metrics_at_finish() {
     }
     // vLLM counts each of the n completions as a request; its phase times are the engine's.
     for (const auto& c : choices_) {
+        if (c.never_submitted) continue;
         m.vllm.e2e_s.observe(e2e);
         m.vllm.request_prompt_tokens.observe(double(prompts_[c.prompt].num_tokens));
         m.vllm.request_generation_tokens.observe(double(c.num_tokens));
@@ -346,10 +351,12 @@ void GenerationStream::fail_unsubmitted(size_t first, ApiError error) {
 
 void GenerationStream::on_fail_unsubmitted(size_t first, const ApiError& error) {
     failed_ = error;
+    submitted_prompts_ = first;
     // The unsubmitted prompts' choices will never hear from the engine: count them finished now.
     for (auto& c : choices_)
         if (c.prompt >= first && !c.finished) {
             c.finished = true;
+            c.never_submitted = true;
             c.finish_reason = "abort";
             ++num_finished_;
         }

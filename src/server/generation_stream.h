@@ -54,6 +54,7 @@ public:
 private:
     struct Choice {
         size_t prompt = 0;  // its prompt in prompts_
+        bool never_submitted = false;  // fail_unsubmitted: its prompt never reached the engine (not counted)
         std::unique_ptr<OutputParser> parser;  // chat only
         bool role_sent = false;
         bool finished = false;
@@ -111,6 +112,7 @@ private:
     std::vector<int64_t> cached_prompt_tokens_;  // a prompt's prefix-cache hits
     int64_t num_finished_ = 0;
     std::optional<ApiError> failed_;  // fail_unsubmitted's error: the answer once the rest has ended
+    size_t submitted_prompts_ = 0;    // prompts the engine took (all but a refused batch's rest)
     bool stream_started_ = false;
     bool done_ = false;
     bool timed_out_ = false;               // answered by on_timeout; the exchange has ended

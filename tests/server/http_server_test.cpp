@@ -289,6 +289,10 @@ TEST(HttpServer, BatchedPromptsRefusedPartWayAnswerOnceAndFreeEverything) {
     EXPECT_EQ(r.headers["retry-after"], "1");
     EXPECT_TRUE(s.wait_idle());
     EXPECT_GE(s.engine->num_aborted(), 1);
+    // Only what reached the engine is counted: the aborted prompts, not the refused rest.
+    const ServerMetrics& m = s.state->metrics();
+    EXPECT_EQ(m.finished_abort.load(), uint64_t(s.engine->num_aborted()));
+    EXPECT_EQ(m.prompt_tokens.load(), uint64_t(s.engine->num_aborted()) * std::string("[[repeat]]").size());
     // The same server answers a batch that fits afterwards.
     r = http_call(s.port(), "POST", "/v1/completions",
                   R"({"model":"test-model","prompt":["[[reply:a]]"],"max_tokens":5})");
