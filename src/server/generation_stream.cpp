@@ -242,7 +242,7 @@ void GenerationStream::record_metrics_at_finish() {
     ServerMetrics& m = state_.metrics();
     int64_t completion = 0;
     for (const auto& c : choices_) {
-        if (c.never_submitted) continue;  // a refused batch's rest: no request to count
+        if (c.prompt >= submitted_prompts_) continue;  // a refused batch's rest: no request to count
         completion += c.num_tokens;
         const std::string& r = c.finish_reason;
         auto& counter = r == "length" ? m.finished_length : r == "tool_calls" ? m.finished_tool_calls
@@ -269,7 +269,7 @@ void GenerationStream::record_metrics_at_finish() {
     }
     // vLLM counts each of the n completions as a request; its phase times are the engine's.
     for (const auto& c : choices_) {
-        if (c.never_submitted) continue;
+        if (c.prompt >= submitted_prompts_) continue;
         m.vllm.e2e_s.observe(e2e);
         m.vllm.request_prompt_tokens.observe(double(prompts_[c.prompt].num_tokens));
         m.vllm.request_generation_tokens.observe(double(c.num_tokens));
@@ -356,7 +356,6 @@ void GenerationStream::on_fail_unsubmitted(size_t first, const ApiError& error) 
     for (auto& c : choices_)
         if (c.prompt >= first && !c.finished) {
             c.finished = true;
-            c.never_submitted = true;
             c.finish_reason = "abort";
             ++num_finished_;
         }

@@ -54,7 +54,6 @@ public:
 private:
     struct Choice {
         size_t prompt = 0;  // its prompt in prompts_
-        bool never_submitted = false;  // fail_unsubmitted: its prompt never reached the engine (not counted)
         std::unique_ptr<OutputParser> parser;  // chat only
         bool role_sent = false;
         bool finished = false;
