@@ -62,6 +62,13 @@ constexpr UnsupportedField kFields[] = {
     {"vllm_xargs", kBothApis, "", "no extension on this server reads it"},
     {"return_tokens_as_token_ids", kBothApis, "[false]", "logprob tokens are always strings"},
     {"return_token_ids", kBothApis, "[false]", "token ids are not returned"},
+    // Qwen's DashScope API (OpenAI-compatible mode) takes these at the top level; neither OpenAI nor
+    // vLLM defines them, so ignoring them would be a silent no-op for clients moving to this server.
+    {"enable_thinking", kBothApis, "",
+     "set it in chat_template_kwargs ({\"chat_template_kwargs\": {\"enable_thinking\": false}}), where Qwen's chat "
+     "template reads it"},
+    {"thinking_budget", kBothApis, "", "a cap on reasoning tokens is not supported (max_tokens caps the whole reply)"},
+    {"enable_search", kBothApis, "", "web search is not available"},
     // Fields of the other endpoint (implemented there).
     {"messages", kCompletionApi, "", kChatOnly},
     {"tools", kCompletionApi, "", kChatOnly},
