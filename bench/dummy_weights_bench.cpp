@@ -1,11 +1,12 @@
-// Time to make dummy weights of the real Qwen3.6-35B-A3B shapes (`--load-format dummy`), BF16
-// and FP8 block-scaled, with all OpenMP threads. Prints a table (a benchmark, never a test).
-// Usage: build/bench/dummy_weights_bench [--layers 40] [--formats bf16,fp8-block] [--no-mtp]
+// Time to make dummy weights of the real Qwen3.6-35B-A3B shapes (`--load-format dummy`), BF16,
+// FP8 block-scaled, INT4 W4A16 and NVFP4 (`--dummy-format`), with all OpenMP threads. Prints a table (a benchmark, never a test).
+// Usage: build/bench/dummy_weights_bench [--layers 40] [--formats bf16,fp8-block,int4-w4a16,nvfp4] [--no-mtp]
 // Memory: about 35 GB (FP8) / 69 GB (BF16) for all 40 layers + MTP; one format at a time.
 #include <omp.h>
 
 #include <cstdio>
 #include <string>
+#include <utility>
 
 #include "core/args.h"
 #include "core/timer.h"
@@ -33,13 +34,17 @@ int main(int argc, char** argv) {
     std::printf("dummy weights of qwen36-35b-a3b: %lld layers%s, %d OpenMP threads\n\n", (long long)layers,
                 mtp ? " + MTP" : "", omp_get_max_threads());
     std::printf("| format | GB | seconds | GB/s |\n|---|---|---|---|\n");
-    for (const std::string f : {"bf16", "fp8-block"}) {
+    const std::pair<const char*, WeightFormat> kFormats[] = {{"bf16", WeightFormat::kDense},
+                                                             {"fp8-block", WeightFormat::kFP8Block},
+                                                             {"int4-w4a16", WeightFormat::kIntGroup},
+                                                             {"nvfp4", WeightFormat::kNvfp4}};
+    for (const auto& [f, format] : kFormats) {
         if (formats.find(f) == std::string::npos) continue;
         Timer t;
-        ModelWeights w = make_dummy_weights(c, 0, mtp, f == "bf16" ? WeightFormat::kDense : WeightFormat::kFP8Block);
+        ModelWeights w = make_dummy_weights(c, 0, mtp, format);
         const double s = t.elapsed_s();
         const double gb = double(w.storage_bytes()) / 1e9;
-        std::printf("| %s | %.2f | %.2f | %.2f |\n", f.c_str(), gb, s, gb / s);
+        std::printf("| %s | %.2f | %.2f | %.2f |\n", f, gb, s, gb / s);
         std::fflush(stdout);
     }
     return 0;
