@@ -210,16 +210,16 @@ void prepare_and_submit(ServerState& state, ApiKind kind, const HttpRequest& req
         e.code = "unsupported_value";
         return reply_error(state, exchange, std::move(e));
     }
-    // echo: the text starts with the prompt as the client sees it (token ids decoded; a
-    // truncated prompt as truncated).
-    std::vector<StreamPrompt> echoes;
+    // What the stream reports of each prompt: its token count, and with echo the prompt as the
+    // client sees it (token ids decoded; a truncated prompt as truncated).
+    std::vector<StreamPrompt> stream_prompts;
     for (size_t i = 0; i < prompts.size(); ++i) {
-        StreamPrompt pe{int64_t(prompts[i].ids.size()), {}};
+        StreamPrompt sp{int64_t(prompts[i].ids.size()), {}};
         if (spec.echo) {
             const GenerationSpec::Prompt& in = spec.prompts[i];
-            pe.echo_text = in.text && spec.truncate_prompt_tokens == 0 ? *in.text : text.decode(prompts[i].ids);
+            sp.echo_text = in.text && spec.truncate_prompt_tokens == 0 ? *in.text : text.decode(prompts[i].ids);
         }
-        echoes.push_back(std::move(pe));
+        stream_prompts.push_back(std::move(sp));
     }
 
     std::shared_ptr<const grammar::CompiledGrammar> compiled;
@@ -245,7 +245,7 @@ void prepare_and_submit(ServerState& state, ApiKind kind, const HttpRequest& req
     std::vector<std::string> engine_ids;
     for (const auto& g : gens) engine_ids.push_back(g.id);
     const int32_t n = int32_t(spec.params.n);
-    auto stream = std::make_shared<GenerationStream>(state, exchange, std::move(spec), header, std::move(echoes),
+    auto stream = std::make_shared<GenerationStream>(state, exchange, std::move(spec), header, std::move(stream_prompts),
                                                      engine_ids, starts_in_reasoning, arrival);
     // Registered before submit: the strand runs posts in order, so the close hook is in place
     // before any output can arrive; a close before submit is caught by mark_submitted.

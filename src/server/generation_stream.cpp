@@ -249,9 +249,7 @@ void GenerationStream::record_metrics_at_finish() {
                       : r == "abort" ? m.finished_abort : r == "error" ? m.finished_error : m.finished_stop;
         counter.fetch_add(1, std::memory_order_relaxed);
     }
-    int64_t submitted_prompt_tokens = 0;
-    for (size_t p = 0; p < submitted_prompts_; ++p) submitted_prompt_tokens += prompts_[p].num_tokens;
-    m.prompt_tokens.fetch_add(uint64_t(submitted_prompt_tokens), std::memory_order_relaxed);
+    m.prompt_tokens.fetch_add(uint64_t(prompt_tokens()), std::memory_order_relaxed);
     m.completion_tokens.fetch_add(uint64_t(completion), std::memory_order_relaxed);
     const auto now = std::chrono::steady_clock::now();
     const double e2e = std::chrono::duration<double>(now - arrival_).count();
@@ -335,13 +333,13 @@ void GenerationStream::log_at_finish() const {
 
 int64_t GenerationStream::prompt_tokens() const {
     int64_t n = 0;
-    for (const auto& p : prompts_) n += p.num_tokens;
+    for (size_t p = 0; p < submitted_prompts_; ++p) n += prompts_[p].num_tokens;
     return n;
 }
 
 int64_t GenerationStream::cached_prompt_tokens() const {
     int64_t n = 0;
-    for (int64_t c : cached_prompt_tokens_) n += c;
+    for (size_t p = 0; p < submitted_prompts_; ++p) n += cached_prompt_tokens_[p];
     return n;
 }
 

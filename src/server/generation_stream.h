@@ -77,7 +77,8 @@ private:
     void finish_request();
     void on_fail_unsubmitted(size_t first, const ApiError& error);  // strand
     void abort_in_engine() const;  // every engine request of the stream
-    int64_t prompt_tokens() const;  // summed over the prompts
+    // Summed over the prompts the engine took (every prompt, unless a batch was refused part-way).
+    int64_t prompt_tokens() const;
     int64_t cached_prompt_tokens() const;
     nlohmann::json choices_json() const;  // the non-streamed body's choices (best_of applied)
     void arm_timeout();  // strand

@@ -18,6 +18,7 @@
 #include "backend/cpu/cpu_ops.h"
 #include "io/checkpoint.h"
 #include "io/npy.h"
+#include "model/low_bit_rtn.h"
 #include "model/quantize_checkpoint.h"
 #include "model/single_sequence.h"
 #include "logit_compare.h"
@@ -141,6 +142,38 @@ TEST_F(QuantizeLowBit, Nvfp4MatchesCompressedTensorsBitForBit) {
     EXPECT_EQ(w->layers[1].attn.q_proj.format, WeightFormat::kNvfp4);
 }
 
+// Every E2M1 bucket boundary (the midpoints of the grid 0, .5, 1, 1.5, 2, 3, 4, 6) and one ulp either
+// side, both signs: the code is the nearest grid point, a midpoint going to the even code (round half
+// to even, as compressed-tensors' cast_to_fp4 buckets it). The expected codes come from a nearest-point
+// search over the grid, not from the quantiser's thresholds; the fixture above has no value on a boundary.
+TEST(QuantizeNvfp4, BucketBoundariesRoundHalfToEven) {
+    const float grid[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+    auto nearest_code = [&](float m) {
+        int best = 0;
+        for (int c = 1; c < 8; ++c) {
+            const float d = std::fabs(m - grid[c]), db = std::fabs(m - grid[best]);
+            if (d < db || (d == db && c % 2 == 0)) best = c;
+        }
+        return best;
+    };
+    int checked = 0;
+    for (int c = 0; c < 7; ++c) {
+        const float mid = 0.5f * (grid[c] + grid[c + 1]);
+        for (float m : {std::nextafter(mid, 0.0f), mid, std::nextafter(mid, 7.0f)})
+            for (float sign : {1.0f, -1.0f}) {
+                // amax 6 and global scale 1 give the group the E4M3 scale 1.0: the value is quantised as it is.
+                float group[kNvfp4RtnGroupSize] = {6.0f};
+                group[1] = sign * m;
+                uint8_t packed[kNvfp4RtnGroupSize / 2], scale = 0;
+                ASSERT_TRUE(quantize_nvfp4_rows(group, 1, kNvfp4RtnGroupSize, 1.0f, packed, &scale));
+                EXPECT_EQ(packed[0] & 15, 7) << "6.0 is the top code";
+                const int want = nearest_code(m) | (sign < 0.0f ? 8 : 0);
+                EXPECT_EQ(packed[0] >> 4, want) << "value " << sign * m;
+                ++checked;
+            }
+    }
+    EXPECT_EQ(checked, 42);
+}
 
 struct Bounds {
     float max_diff;
