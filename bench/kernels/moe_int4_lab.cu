@@ -31,11 +31,13 @@
 // alone, their µs and write+read GB/s.
 // --nvfp4 (CudaOptions::nvfp4_kernels): NVFP4 experts (moe_int4_ref.h make_nvfp4_experts: E2M1
 // codes, E4M3 power-of-two block scales per 16, a global per matrix; exact bf16 values, so the bf16
-// reference is the NVFP4 one) at T = 1, 2, 4, 8, paths
+// reference is the NVFP4 one), paths
 //   bf16         the BF16 copies of the NVFP4 weights (how NVFP4 is served with the option off)
 //   fp8          FP8 experts (the speed to beat)
-//   nvfp4-small  the packed NVFP4 arrays on the small-T path (moe_small_int4.cu, Code4::kNvfp4);
-//                weight bytes 0.5 B per weight + a bf16 scale per 16
+//   nvfp4-small  the packed NVFP4 arrays on the small-T path (moe_small_int4.cu, Code4::kNvfp4) at
+//                T <= 8, the BF16 copies above; weight bytes 0.5 B per weight + a bf16 scale per 16
+//   nvfp4-mma / nvfp4-pdl  the 4-bit grouped GEMMs (moe_decode_gemm_int4.cu, Code4::kNvfp4), as
+//                int4-mma / int4-pdl above; T = 1, 2, 4, 8, 64, 512, the fp8 paths beside
 // Build: a bench target (bench/CMakeLists.txt globs kernels/*_lab.cu); run:
 // build/bench/moe_int4_lab [seed] [--scratch | --nvfp4]
 #include <algorithm>
@@ -75,8 +77,8 @@ const char* path_name(Path p) {
         case Path::kFp8: return "fp8";
         case Path::kFp8Dec2: return "fp8-dec2";
         case Path::kInt4Today: return g_nvfp4 ? "nvfp4-small" : "int4-today";
-        case Path::kInt4Mma: return "int4-mma";
-        case Path::kInt4Pdl: return "int4-pdl";
+        case Path::kInt4Mma: return g_nvfp4 ? "nvfp4-mma" : "int4-mma";
+        case Path::kInt4Pdl: return g_nvfp4 ? "nvfp4-pdl" : "int4-pdl";
     }
     return "?";
 }
@@ -432,10 +434,8 @@ int main(int argc, char** argv) {
         return fails ? 1 : 0;
     }
     std::printf("\n   T   path        experts  weightMB   time_us    wGB/s  %%4.25TB/s   nerr      worst     check\n");
-    const std::vector<int> sizes = g_nvfp4 ? std::vector<int>{1, 2, 4, 8} : std::vector<int>{1, 8, 64, 512};
-    const std::vector<Path> paths = g_nvfp4 ? std::vector<Path>{Path::kBf16, Path::kFp8, Path::kInt4Today}
-                                            : std::vector<Path>{Path::kBf16, Path::kFp8, Path::kFp8Dec2, Path::kInt4Today,
-                                                                Path::kInt4Mma, Path::kInt4Pdl};
+    const std::vector<int> sizes = g_nvfp4 ? std::vector<int>{1, 2, 4, 8, 64, 512} : std::vector<int>{1, 8, 64, 512};
+    const std::vector<Path> paths{Path::kBf16, Path::kFp8, Path::kFp8Dec2, Path::kInt4Today, Path::kInt4Mma, Path::kInt4Pdl};
     for (const int T : sizes) {
         const Inputs in = make_inputs(s, T, Routing::kGapped, rng);
         float *x, *logits, *sgl, *y;

@@ -149,7 +149,8 @@ __global__ __launch_bounds__(kMmaWarps * 32, 2) void int4_linear_mma_kernel(cons
             float y = partial[0][r][t];
 #pragma unroll
             for (int w = 1; w < kMmaWarps; ++w) y += partial[w][r][t];
-            if constexpr (F == w4::Code4::kNvfp4) y *= gr.global;  // the matrix's global, once per output
+            // The matrix's global, once per output (times 2^8: the operands carry 2^−8, w4::nvfp4_operand).
+            if constexpr (F == w4::Code4::kNvfp4) y *= gr.global * w4::kNvfp4FoldedUnscale;
             if (gr.o + r < gr.out) gr.y[size_t(t) * gr.out + gr.o + r] = y;
         }
         __syncthreads();  // partial is rewritten by the next group

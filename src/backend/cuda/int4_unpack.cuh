@@ -157,24 +157,50 @@ __device__ __forceinline__ uint32_t mul_bf16x2(uint32_t a, uint32_t b) {
 #endif
 }
 
+// NVFP4 operands with the block scale folded in, for the tensor-core kernels: one bf16x2 multiply a
+// pair instead of two. bf16x2_pair's ×2^126 (which lifts e2m1 · 2^−126 to e2m1) moves into the
+// block scale, but 2^126 · 448 (the largest E4M3 scale) overflows bf16, so the scale takes 2^118
+// and the operand is e2m1 · scale · 2^−8: still exact (≤ 6 significant bits, smallest magnitude
+// 0.5 · 2^−9 · 2^−8 = 2^−18, normal). MMA sums of such operands are the unfolded sums times 2^−8
+// exactly (a power of two commutes with every rounding while nothing is subnormal), so a kernel
+// multiplies by kNvfp4FoldedUnscale where it applies the matrix's global: the same bits as
+// without the fold.
+constexpr uint32_t kNvfp4ScaleFold = 0x7A807A80u;  // bf16x2 (2^118, 2^118)
+constexpr float kNvfp4FoldedUnscale = 256.0f;      // 2^8
+
+// A bf16x2 pair of block scales times 2^118 (exact), for nvfp4_operand.
+__device__ __forceinline__ uint32_t nvfp4_scale_folded(uint32_t scales) { return mul_bf16x2(scales, kNvfp4ScaleFold); }
+
+// The pair (v_s, v_{s+4}) of an NVFP4 code word times its folded block scale (nvfp4_scale_folded's,
+// one scale for both halves or one each): e2m1 · scale · 2^−8 per half, exact.
+__device__ __forceinline__ uint32_t nvfp4_operand(uint32_t w, int s, uint32_t folded_scale) {
+    const uint32_t p = s == 0   ? detail::e2m1_pair_scaled_down<0>(w)
+                       : s == 1 ? detail::e2m1_pair_scaled_down<1>(w)
+                       : s == 2 ? detail::e2m1_pair_scaled_down<2>(w)
+                                : detail::e2m1_pair_scaled_down<3>(w);
+    return mul_bf16x2(p, folded_scale);
+}
+
 // The A operands of the two m16n8k16 MMAs of code word j (0..3) of a lane's 32-code chunk in the
 // 4-bit tensor-core kernels' mapping (int4_linear_mma.cu's header): w from row g, w8 from row g + 8;
 // MMA 0 takes the pairs (0, 4), (1, 5), MMA 1 (2, 6), (3, 7). NVFP4: s / s8 hold the chunk's two block
 // scales of rows g / g + 8 (bf16x2, the first 16 columns' low); word j lies in block j / 2 and its
-// pairs are multiplied by that scale (mul_bf16x2: exact for E2M1 × E4M3). INT4 ignores s and s8.
+// pairs are multiplied by that scale folded (nvfp4_operand: the values times 2^−8, so the caller
+// multiplies its sums by kNvfp4FoldedUnscale). INT4 ignores s and s8.
 template <Code4 F>
 __device__ __forceinline__ void mma_word_operands(uint32_t w, uint32_t w8, uint32_t s, uint32_t s8, int j,
                                                   uint32_t (&a0)[4], uint32_t (&a1)[4]) {
-    a0[0] = bf16x2_pair<F>(w, 0), a0[1] = bf16x2_pair<F>(w8, 0), a0[2] = bf16x2_pair<F>(w, 1), a0[3] = bf16x2_pair<F>(w8, 1);
-    a1[0] = bf16x2_pair<F>(w, 2), a1[1] = bf16x2_pair<F>(w8, 2), a1[2] = bf16x2_pair<F>(w, 3), a1[3] = bf16x2_pair<F>(w8, 3);
     if constexpr (F == Code4::kNvfp4) {
-        const uint32_t sg = j < 2 ? s & 0xFFFFu : s >> 16, sg8 = j < 2 ? s8 & 0xFFFFu : s8 >> 16;
+        const uint32_t fs = nvfp4_scale_folded(s), fs8 = nvfp4_scale_folded(s8);  // the same for every j
+        const uint32_t sg = j < 2 ? fs & 0xFFFFu : fs >> 16, sg8 = j < 2 ? fs8 & 0xFFFFu : fs8 >> 16;
         const uint32_t s2g = sg | (sg << 16), s2g8 = sg8 | (sg8 << 16);
-#pragma unroll
-        for (int r = 0; r < 4; ++r) {
-            a0[r] = mul_bf16x2(a0[r], r % 2 ? s2g8 : s2g);
-            a1[r] = mul_bf16x2(a1[r], r % 2 ? s2g8 : s2g);
-        }
+        a0[0] = nvfp4_operand(w, 0, s2g), a0[1] = nvfp4_operand(w8, 0, s2g8);
+        a0[2] = nvfp4_operand(w, 1, s2g), a0[3] = nvfp4_operand(w8, 1, s2g8);
+        a1[0] = nvfp4_operand(w, 2, s2g), a1[1] = nvfp4_operand(w8, 2, s2g8);
+        a1[2] = nvfp4_operand(w, 3, s2g), a1[3] = nvfp4_operand(w8, 3, s2g8);
+    } else {
+        a0[0] = bf16x2_pair<F>(w, 0), a0[1] = bf16x2_pair<F>(w8, 0), a0[2] = bf16x2_pair<F>(w, 1), a0[3] = bf16x2_pair<F>(w8, 1);
+        a1[0] = bf16x2_pair<F>(w, 2), a1[1] = bf16x2_pair<F>(w8, 2), a1[2] = bf16x2_pair<F>(w, 3), a1[3] = bf16x2_pair<F>(w8, 3);
     }
 }
 

@@ -18,8 +18,9 @@
 //    ((q·s)·x summed in fp32) only in summation order.
 //  - NVFP4 (GemmParams::qglobal; E2M1 codes, a bf16 block scale per 16 K values): lane (g, q)'s 16
 //    K values of a row in a stage are exactly one block (block 4·kt + q), so each code pair is
-//    multiplied by its block scale before the MMA (w4::mul_bf16x2: E2M1 × E4M3 is exact in bf16),
-//    one accumulator runs over all of K, and the matrix's global multiplies the sum once. The
+//    multiplied by its block scale before the MMA (w4::nvfp4_operand: E2M1 × E4M3 is exact in bf16;
+//    the scale folded with the E2M1 bias, so the operand is the value · 2^−8), one accumulator runs
+//    over all of K, and the matrix's global (times 2^8) multiplies the sum once. The
 //    block scales travel with the codes: 8 bytes per row and stage by cp.async into a ring beside
 //    the weights' (Int4GemmShape::S_STAGE), read from shared memory like the codes.
 // h = silu(g)·u is rounded to bf16 as on the BF16 path; the down GEMM writes eout rows for
@@ -76,9 +77,9 @@ __global__ __launch_bounds__(Int4GemmShape::NTHR) void moe_int4_gemm_kernel(Gemm
     // NVFP4: the globals of the warp's two fragments (gate_up: gate, up; down: down twice), loaded
     // now, used after the K loop.
     [[maybe_unused]] float glob[MT] = {1.0f, 1.0f};
-    if constexpr (NV) {
-        glob[0] = p.qglobal[3 * e + (GATE_UP ? 0 : 2)];
-        glob[1] = p.qglobal[3 * e + (GATE_UP ? 1 : 2)];
+    if constexpr (NV) {  // the operands carry 2^−8 (w4::nvfp4_operand)
+        glob[0] = p.qglobal[3 * e + (GATE_UP ? 0 : 2)] * w4::kNvfp4FoldedUnscale;
+        glob[1] = p.qglobal[3 * e + (GATE_UP ? 1 : 2)] * w4::kNvfp4FoldedUnscale;
     }
     // down: the output rows of the lane's tokens, loaded before the K loop (tile_row_dests).
     [[maybe_unused]] int dest[NG][2];
@@ -190,7 +191,7 @@ __global__ __launch_bounds__(Int4GemmShape::NTHR) void moe_int4_gemm_kernel(Gemm
         const unsigned char* a_s = sA + slot * S::A_STAGE;
         const unsigned char* b_s = sB + slot * S::B_STAGE;
         uint2 wraw[MT][2];  // rows g and g+8 of each fragment: code words 2q (K 16q..+7) and 2q+1
-        [[maybe_unused]] uint32_t s2[MT][2];  // NVFP4: those rows' block-q scales, bf16x2 (s, s)
+        [[maybe_unused]] uint32_t s2[MT][2];  // NVFP4: those rows' block-q scales folded, bf16x2 (s, s)
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -199,7 +200,7 @@ __global__ __launch_bounds__(Int4GemmShape::NTHR) void moe_int4_gemm_kernel(Gemm
                 wraw[mt][hr] = *reinterpret_cast<const uint2*>(b_s + r * S::B_ROW + q * 8);
                 if constexpr (NV) {
                     const uint32_t sv = *reinterpret_cast<const uint16_t*>(sS + slot * S::S_STAGE + r * S::S_ROW + q * 2);
-                    s2[mt][hr] = sv | (sv << 16);
+                    s2[mt][hr] = w4::nvfp4_scale_folded(sv | (sv << 16));
                 }
             }
 #pragma unroll
@@ -212,13 +213,16 @@ __global__ __launch_bounds__(Int4GemmShape::NTHR) void moe_int4_gemm_kernel(Gemm
                 const uint32_t w1 = h ? wraw[mt][1].y : wraw[mt][1].x;
 #pragma unroll
                 for (int st = 0; st < 2; ++st) {
-                    wf[mt][st][0] = w4::bf16x2_pair<F>(w0, 2 * st);
-                    wf[mt][st][1] = w4::bf16x2_pair<F>(w1, 2 * st);
-                    wf[mt][st][2] = w4::bf16x2_pair<F>(w0, 2 * st + 1);
-                    wf[mt][st][3] = w4::bf16x2_pair<F>(w1, 2 * st + 1);
                     if constexpr (NV) {  // registers 0, 2 from row g, 1, 3 from row g + 8
-#pragma unroll
-                        for (int r = 0; r < 4; ++r) wf[mt][st][r] = w4::mul_bf16x2(wf[mt][st][r], s2[mt][r & 1]);
+                        wf[mt][st][0] = w4::nvfp4_operand(w0, 2 * st, s2[mt][0]);
+                        wf[mt][st][1] = w4::nvfp4_operand(w1, 2 * st, s2[mt][1]);
+                        wf[mt][st][2] = w4::nvfp4_operand(w0, 2 * st + 1, s2[mt][0]);
+                        wf[mt][st][3] = w4::nvfp4_operand(w1, 2 * st + 1, s2[mt][1]);
+                    } else {
+                        wf[mt][st][0] = w4::bf16x2_pair<F>(w0, 2 * st);
+                        wf[mt][st][1] = w4::bf16x2_pair<F>(w1, 2 * st);
+                        wf[mt][st][2] = w4::bf16x2_pair<F>(w0, 2 * st + 1);
+                        wf[mt][st][3] = w4::bf16x2_pair<F>(w1, 2 * st + 1);
                     }
                 }
             }

@@ -153,9 +153,9 @@ __global__ __launch_bounds__(kSmallThreads, 2) void gate_up_mma_kernel(SmallPara
         float gs = partial[0][0][r][n], us = partial[0][1][r][n];
 #pragma unroll
         for (int v = 1; v < kWarps; ++v) gs += partial[v][0][r][n], us += partial[v][1][r][n];
-        if constexpr (F == w4::Code4::kNvfp4) {  // the matrices' globals, once per dot product
-            gs *= p.qglobal[3 * e];
-            us *= p.qglobal[3 * e + 1];
+        if constexpr (F == w4::Code4::kNvfp4) {  // the matrices' globals, once per dot product (times 2^8: the
+            gs *= p.qglobal[3 * e] * w4::kNvfp4FoldedUnscale;  // operands carry 2^−8, w4::nvfp4_operand)
+            us *= p.qglobal[3 * e + 1] * w4::kNvfp4FoldedUnscale;
         }
         const float h = gs / (1.0f + expf(-gs)) * us;
         p.h[size_t(s_dest[n]) * p.ldh + n0 + r] = __float2bfloat16_rn(h);
