@@ -55,6 +55,34 @@ int check_unpack() {
     return bad != 0;
 }
 
+// The folded NVFP4 MMA operand (nvfp4_operand with nvfp4_scale_folded): for every code at every
+// nibble and every finite non-negative E4M3 scale byte (subnormals, 448 and 0 among them), times
+// kNvfp4FoldedUnscale it is e2m1 · scale exactly, sign of zero included; each half of a pair takes
+// its own scale.
+int check_nvfp4_fold() {
+    int bad = 0;
+    std::mt19937 rng(11);
+    for (uint32_t b = 0; b < 0x7F; ++b) {  // 0x7F is NaN
+        const float scale = nvfp4_lab::e4m3_value(uint8_t(b));
+        const uint16_t sb = int4_lab::bf16_bits(scale);
+        const uint32_t other = int4_lab::bf16_bits(nvfp4_lab::e4m3_value(uint8_t(rng() % 0x7F)));  // the other half's scale
+        for (int i = 0; i < 8; ++i)
+            for (uint32_t c = 0; c < 16; ++c) {
+                const uint32_t w = (uint32_t(rng()) & ~(15u << (4 * i))) | (c << (4 * i));
+                const int s = i % 4, hi = i / 4;
+                const uint32_t pair_scales = hi ? (uint32_t(sb) << 16) | other : (other << 16) | sb;
+                const uint32_t op = qs::cuda::w4::nvfp4_operand(w, s, qs::cuda::w4::nvfp4_scale_folded(pair_scales));
+                const float got = half_value(op, hi) * qs::cuda::w4::kNvfp4FoldedUnscale;
+                const float want = nvfp4_lab::e2m1_value(c) * scale;  // exact in fp32 and in bf16
+                const bool ok = got == want && std::signbit(got) == std::signbit(want);
+                if (!ok && bad < 4) std::printf("nvfp4 fold: code %u at %d, scale byte 0x%02x: %g, want %g\n", c, i, b, got, want);
+                bad += !ok;
+            }
+    }
+    std::printf("%s nvfp4_operand (block scale folded): every code at every nibble, every E4M3 scale\n", bad ? "FAIL" : "ok  ");
+    return bad != 0;
+}
+
 int run_int4() {
     using namespace int4_lab;
     struct Shape {
@@ -340,7 +368,7 @@ int main(int argc, char** argv) {
     const bool smoke = argc > 1 && !std::strcmp(argv[1], "--smoke");
     const bool only_grouped = smoke || (argc > 1 && !std::strcmp(argv[1], "--grouped"));
     const bool only_mma = argc > 1 && !std::strcmp(argv[1], "--mma");
-    int fails = check_unpack();
+    int fails = check_unpack() + check_nvfp4_fold();
     if (!only_nvfp4 && !only_grouped && !only_mma) fails += run_int4();
     if (!only_int4 && !only_grouped && !only_mma) fails += run_nvfp4();
     if (!only_int4 && !only_nvfp4 && !only_mma) fails += run_grouped(smoke);

@@ -99,40 +99,49 @@ __global__ __launch_bounds__(GemmShape<DecCfg, FP8>::NTHR) void moe_decode_gemm_
             b_dst[i] = smem_u32(sB) + r * S::B_ROW + (FP8 ? ch * 16 : ((ch ^ (r & 1)) * 16));
         }
     }
-    // The fp8 pair loader's token rows (16 chunks of 16 bytes per row: 8 per K step; rows past the
-    // tile are zero-filled) and weight rows (8 chunks per row: 4 per K step), with their shared
-    // destinations; the chunk's step is added per copy.
-    constexpr int PA_N = FP8 ? BM * 16 / NTHR : 1;
-    [[maybe_unused]] const __nv_bfloat16* a_pair_src[PA_N];
-    [[maybe_unused]] uint32_t a_pair_dst[PA_N];
-    [[maybe_unused]] int a_pair_bytes[PA_N];
+    // The fp8 pair loader (load_pair_parts below). Copy i of thread tid is chunk c = tid + i·NTHR, and
+    // i·NTHR leaves c's low bits alone, so a thread copies the same 16-byte piece of a line (its K
+    // step `sub` and chunk `ch`) in every copy, and only the row moves: token row a_m0 + 8i, weight
+    // row b_r0 + 16i. What each copy needs is therefore set here once, and a pair adds its K offset
+    // and ring slot to it: the loop kept only the copies (the compiler had recomputed every address
+    // from the thread index in each pair, ~130 of the K loop's 438 instructions a pair in gate_up).
+    constexpr int PA_N = FP8 ? BM * 16 / NTHR : 1;           // token copies a pair (16 chunks a row)
+    constexpr int PB_N = FP8 ? BNW * 8 / NTHR : 1;           // weight copies a pair (8 chunks a row)
+    static_assert(!FP8 || (NTHR % 16 == 0 && PA_N * NTHR == BM * 16 && PB_N * NTHR == BNW * 8), "fp8 pair loader split");
+    static_assert(!FP8 || !GATE_UP || (NTHR == 128 && BNW % 32 == 0), "gate_up rows: 16 gate rows then 16 up rows a slice");
+    const int a_sub = (tid >> 3) & 1, a_m0 = tid >> 4;       // token rows a_m0 + 8i (NTHR / 16 rows a copy)
+    const int b_sub = (tid >> 2) & 1, b_r0 = tid >> 3;       // weight rows b_r0 + 16i (NTHR / 8 rows a copy)
+    [[maybe_unused]] const __nv_bfloat16* a_pair_src[PA_N];  // at K step a_sub of pair 0
+    [[maybe_unused]] int a_pair_bytes[PA_N];                 // 16, or 0 (zero-fill) past the tile's rows
+    [[maybe_unused]] uint32_t a_pair_dst = 0;                // copy i at + 8i · 128 bytes, plus the slot
+    [[maybe_unused]] const unsigned char* b_pair_src[2] = {};  // copies of even / odd i, at K step b_sub of pair 0
+    [[maybe_unused]] size_t b_pair_step = 0;                 // bytes from copy i to copy i + 2
+    [[maybe_unused]] uint32_t b_pair_dst = 0;                // copy i at + 16i rows, plus the slot
     if constexpr (FP8) {
+        const int a_ch = tid & 7, b_ch = tid & 3;
 #pragma unroll
         for (int i = 0; i < PA_N; ++i) {
-            const int c = tid + i * NTHR, m = c >> 4, ch = c & 7;
-            a_pair_src[i] = tile_a_row<GATE_UP>(p, row0, m, rows) + ch * 8;
-            a_pair_dst[i] = smem_u32(sA) + m * 128 + ((ch ^ (m & 1)) * 16);
+            const int m = a_m0 + 8 * i;
+            a_pair_src[i] = tile_a_row<GATE_UP>(p, row0, m, rows) + a_ch * 8 + a_sub * kBK;
             a_pair_bytes[i] = m < rows ? 16 : 0;
         }
-    }
-    [[maybe_unused]] const unsigned char* b_pair_src[FP8 ? BNW * 8 / NTHR : 1];
-    [[maybe_unused]] uint32_t b_pair_dst[FP8 ? BNW * 8 / NTHR : 1];
-    if constexpr (FP8) {
+        // (a_m0 + 8i) & 1 = a_m0 & 1: every copy's chunk swizzle is copy 0's.
+        a_pair_dst = smem_u32(sA) + a_sub * S::A_STAGE + a_m0 * 128 + ((a_ch ^ (a_m0 & 1)) * 16);
         const unsigned char* w0 = static_cast<const unsigned char*>(p.w0[e]);
-        const unsigned char* w1 = GATE_UP ? static_cast<const unsigned char*>(p.w1[e]) : nullptr;
-#pragma unroll
-        for (int i = 0; i < BNW * 8 / NTHR; ++i) {
-            const int r = (tid + i * NTHR) >> 3;
-            const unsigned char* mat = w0;
-            int wrow = n0 + r;
-            if constexpr (GATE_UP) {
-                const int ws = r / 32, wi = r % 32;
-                wrow = n0 + ws * 16 + (wi < 16 ? wi : wi - 16);
-                if (wi >= 16) mat = w1;
-            }
-            b_pair_src[i] = mat + size_t(wrow) * K;
-            b_pair_dst[i] = smem_u32(sB) + r * S::B_ROW;
+        const size_t piece = size_t(b_sub) * kBK + size_t(b_ch) * 16;
+        if constexpr (GATE_UP) {
+            // Row b_r0 + 16i of the block is slice i / 2's gate row (even i) or up row (odd i):
+            // weight row n0 + 16 (i / 2) + b_r0 of w0 or w1 (the one-step loader's layout).
+            const unsigned char* w1 = static_cast<const unsigned char*>(p.w1[e]);
+            b_pair_src[0] = w0 + size_t(n0 + b_r0) * K + piece;
+            b_pair_src[1] = w1 + size_t(n0 + b_r0) * K + piece;
+            b_pair_step = size_t(16) * K;
+        } else {
+            b_pair_src[0] = w0 + size_t(n0 + b_r0) * K + piece;
+            b_pair_src[1] = b_pair_src[0] + size_t(16) * K;
+            b_pair_step = size_t(32) * K;
         }
+        b_pair_dst = smem_u32(sB) + b_sub * S::B_STAGE + b_r0 * S::B_ROW + b_ch * 16;
     }
     // parts 1: the tokens (A), 2: the weights (B), 3: both.
     auto load_stage_parts = [&](int kt, int slot, int parts) {
@@ -153,27 +162,21 @@ __global__ __launch_bounds__(GemmShape<DecCfg, FP8>::NTHR) void moe_decode_gemm_
     // whole 128-byte weight lines (4 rows × 128 bytes) instead of half lines (8 rows × 64 bytes):
     // with half lines the fp8 GEMMs moved half of bf16's bytes in the same time (H200, session 21).
     // Shared layouts and slots are the one-step loader's; step 2j + 1 past K is not copied.
-    constexpr int PB_ITERS = BNW * 8 / NTHR, PA_ITERS = PA_N;
     // parts as load_stage_parts'.
     [[maybe_unused]] auto load_pair_parts = [&](int j, int pslot, int parts) {
         const int KT2 = KT - 2 * j;  // steps left from 2j (>= 1)
-        if (parts & 1) {
+        if ((parts & 1) && a_sub < KT2) {
+            const uint32_t dst = a_pair_dst + uint32_t(2 * pslot * S::A_STAGE);
 #pragma unroll
-            for (int i = 0; i < PA_ITERS; ++i) {
-                const int sub = ((tid + i * NTHR) >> 3) & 1;
-                if (sub >= KT2) continue;
-                cp_async16(a_pair_dst[i] + (2 * pslot + sub) * S::A_STAGE, a_pair_src[i] + (2 * j + sub) * kBK,
-                           a_pair_bytes[i]);
-            }
+            for (int i = 0; i < PA_N; ++i)
+                cp_async16(dst + i * 8 * 128, a_pair_src[i] + 2 * j * kBK, a_pair_bytes[i]);
         }
-        if (parts & 2) {
+        if ((parts & 2) && b_sub < KT2) {
+            const uint32_t dst = b_pair_dst + uint32_t(2 * pslot * S::B_STAGE);
+            const unsigned char* src[2] = {b_pair_src[0] + 2 * j * kBK, b_pair_src[1] + 2 * j * kBK};
 #pragma unroll
-            for (int i = 0; i < PB_ITERS; ++i) {
-                const int c = tid + i * NTHR, sub = (c >> 2) & 1, ch = c & 3;
-                if (sub >= KT2) continue;
-                cp_async16(b_pair_dst[i] + (2 * pslot + sub) * S::B_STAGE + ch * 16,
-                           b_pair_src[i] + size_t(2 * j + sub) * kBK + ch * 16, 16);
-            }
+            for (int i = 0; i < PB_N; ++i)
+                cp_async16(dst + i * 16 * S::B_ROW, src[i & 1] + size_t(i >> 1) * b_pair_step, 16);
         }
     };
     [[maybe_unused]] auto load_pair = [&](int j, int pslot) { load_pair_parts(j, pslot, 3); };
