@@ -23,10 +23,10 @@
 //    accumulators are summed in warp order through shared memory (deterministic). A row's result
 //    does not depend on T (tokens are the MMA's independent columns) or on the launch's other rows.
 // NVFP4 (Code4::kNvfp4, group 16): word j of a lane's chunk is half of one 16-column block, so its
-// two code pairs per MMA are multiplied by that block's bf16 scale before the MMA (w4::mul_bf16x2:
-// exact, an E2M1 value times an E4M3 scale has at most 6 significant bits), one accumulator runs
-// over all groups, and each output is multiplied by its matrix's fp32 global once. The products are
-// version 2's (code · x · scale, exact), the sums in another order.
+// two code pairs per MMA are multiplied by that block's bf16 scale before the MMA (w4::nvfp4_operand:
+// exact, an E2M1 value times an E4M3 scale has at most 6 significant bits; the operand carries 2^−8),
+// one accumulator runs over all groups, and each output is multiplied by its matrix's fp32 global
+// (times 2^8) once. The products are version 2's (code · x · scale, exact), the sums in another order.
 // With the output norm (POST > 0) every block then calls output_norm_last_block. Also compiles as
 // host C++ for the SIMT emulation (bench/kernels/emu/int4_emu.cpp).
 #include <algorithm>

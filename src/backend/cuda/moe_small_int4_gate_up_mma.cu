@@ -17,7 +17,7 @@
 //    128, covers an MMA's 128 columns); the 8 warps' sums are added in warp order through shared
 //    memory, then h = silu(gate) · up rounded to bf16 as version 1 stores it.
 // NVFP4 experts (group 16) as int4_linear_mma.cu takes them: each 16-column block's scale folded into
-// its code pairs before the MMA (w4::mul_bf16x2, exact), one accumulator over all groups, gate and up
+// its code pairs before the MMA (w4::nvfp4_operand, exact), one accumulator over all groups, gate and up
 // multiplied by their matrices' globals before the SiLU. INT4 groups must be a multiple of 128; H a
 // multiple of 128 up to 4,096. Also compiles as host C++ for the CPU emulation (bench/kernels/
 // moe_emu.cpp --int4, --nvfp4).
@@ -153,8 +153,10 @@ __global__ __launch_bounds__(kSmallThreads, 2) void gate_up_mma_kernel(SmallPara
         float gs = partial[0][0][r][n], us = partial[0][1][r][n];
 #pragma unroll
         for (int v = 1; v < kWarps; ++v) gs += partial[v][0][r][n], us += partial[v][1][r][n];
-        if constexpr (F == w4::Code4::kNvfp4) {  // the matrices' globals, once per dot product (times 2^8: the
-            gs *= p.qglobal[3 * e] * w4::kNvfp4FoldedUnscale;  // operands carry 2^−8, w4::nvfp4_operand)
+        if constexpr (F == w4::Code4::kNvfp4) {
+            // The matrices' globals, once per dot product, times 2^8: the operands carry 2^−8
+            // (w4::nvfp4_operand).
+            gs *= p.qglobal[3 * e] * w4::kNvfp4FoldedUnscale;
             us *= p.qglobal[3 * e + 1] * w4::kNvfp4FoldedUnscale;
         }
         const float h = gs / (1.0f + expf(-gs)) * us;
