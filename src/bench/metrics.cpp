@@ -11,6 +11,8 @@
 // chunks (usage is exact, chunks may carry several tokens), and a chunk counts if its arrival
 // time lies inside the window. Steady throughput = counted tokens / (t_last - t_full). With fewer
 // requests than clients, or t_last == t_full, there is no steady state (steady_valid = false).
+// Streaming requests (Summary::mean_streaming, peak_streaming): completed requests between their
+// first content chunk and their end; the mean is their summed intervals over the duration.
 #include "bench/metrics.h"
 
 #include <algorithm>
@@ -72,6 +74,25 @@ void steady_state(const std::vector<RequestRecord>& records, int64_t concurrency
     s.steady_output_throughput = tokens / (t_last - t_full);
 }
 
+// Summary::mean_streaming and peak_streaming over the completed requests' [first chunk, end)
+// intervals (an interval that ends where another starts does not overlap it).
+void streaming(const std::vector<RequestRecord>& records, Summary& s) {
+    std::vector<std::pair<double, int>> edges;  // (time, +1 open / -1 close); closes sort first
+    double busy = 0;
+    for (const auto& r : records) {
+        if (!completed(r) || r.ttft_s < 0) continue;
+        const double open = r.start_s + r.ttft_s, close = r.start_s + r.latency_s;
+        if (!(close > open)) continue;
+        busy += close - open;
+        edges.emplace_back(open, +1);
+        edges.emplace_back(close, -1);
+    }
+    std::sort(edges.begin(), edges.end());
+    int64_t now = 0;
+    for (const auto& [t, d] : edges) s.peak_streaming = std::max(s.peak_streaming, now += d);
+    if (s.duration_s > 0) s.mean_streaming = busy / s.duration_s;
+}
+
 }  // namespace
 
 Summary summarize(const std::vector<RequestRecord>& records, int64_t concurrency) {
@@ -110,6 +131,7 @@ Summary summarize(const std::vector<RequestRecord>& records, int64_t concurrency
     s.itl = distribution(std::move(itl));
     s.e2el = distribution(std::move(e2el));
     steady_state(records, concurrency, s);
+    streaming(records, s);
     return s;
 }
 

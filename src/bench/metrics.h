@@ -68,6 +68,13 @@ struct Summary {
     bool steady_valid = false;
     double steady_begin_s = 0, steady_end_s = 0;
     double steady_output_throughput = 0;
+    // Streaming requests: completed requests between their first content chunk and their end
+    // (the server's decoding batch, seen from the client). Mean: the time average over the
+    // duration (sum of latency − TTFT over the duration); peak: the most at once. A pass whose mean
+    // stays well below its peak ran part of its time on a small batch (e.g. the last wave of a
+    // pass that queues every request at once).
+    double mean_streaming = 0;
+    int64_t peak_streaming = 0;
     Distribution ttft, tpot, itl, e2el;
 };
 

@@ -35,6 +35,7 @@ std::string format_table(const Summary& s, double hourly_cost, const std::string
     row("Output token throughput (tok/s):", fmt::format("{:.2f}", s.output_throughput));
     row("Steady output throughput (tok/s):",
         s.steady_valid ? fmt::format("{:.2f}", s.steady_output_throughput) : std::string("n/a"));
+    row("Mean / peak streaming requests:", fmt::format("{:.1f} / {}", s.mean_streaming, s.peak_streaming));
     if (hourly_cost > 0) {
         row("$/M completion tokens (overall):",
             fmt::format("{:.4f}", cost_per_million_tokens(hourly_cost, s.output_throughput)));
@@ -65,6 +66,8 @@ nlohmann::json summary_json(const Summary& s, double hourly_cost) {
                         {"steady_begin_s", s.steady_begin_s},
                         {"steady_end_s", s.steady_end_s},
                         {"steady_output_throughput", s.steady_output_throughput},
+                        {"mean_streaming", s.mean_streaming},
+                        {"peak_streaming", s.peak_streaming},
                         {"ttft", dist_json(s.ttft)},
                         {"tpot", dist_json(s.tpot)},
                         {"itl", dist_json(s.itl)},

@@ -94,6 +94,20 @@ TEST(BenchMetrics, NoSteadyStateWithFewerRequestsThanClients) {
     EXPECT_EQ(s.steady_output_throughput, 0.0);
 }
 
+TEST(BenchMetrics, StreamingRequests) {
+    // five(): A streams [0.25, 1.0), C [1.25, 1.5), B [1.5, 2.5); D failed, E never finished.
+    // Summed 0.75 + 0.25 + 1.0 = 2.0 over the 2.5 s duration; C ends where B starts: one at a time.
+    Summary s = summarize(five(), 2);
+    EXPECT_DOUBLE_EQ(s.mean_streaming, 0.8);
+    EXPECT_EQ(s.peak_streaming, 1);
+    // Three requests whose streams overlap: [1, 3), [2, 4), [2.5, 3.5) (starts 0, 1, 2; ttft 1, 1, 0.5).
+    // Peak 3 over [2.5, 3); summed 2 + 2 + 1 = 5 over the duration 0 .. 4 = 4 s.
+    std::vector<RequestRecord> v{rec(0, 1, {2}, 3, 2), rec(1, 1, {2}, 3, 2), rec(2, 0.5, {1}, 1.5, 2)};
+    Summary o = summarize(v, 1);
+    EXPECT_EQ(o.peak_streaming, 3);
+    EXPECT_DOUBLE_EQ(o.mean_streaming, 1.25);
+}
+
 TEST(BenchMetrics, EmptyAndPercentileEdges) {
     Summary s = summarize({}, 4);
     EXPECT_EQ(s.num_requests, 0);

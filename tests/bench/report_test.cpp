@@ -17,6 +17,8 @@ Summary sample() {
     s.steady_valid = true;
     s.steady_output_throughput = 1000;  // 3.6e6 / 3.6e6 = 1 $/M
     s.ttft.mean = 0.0125;
+    s.mean_streaming = 371.3;
+    s.peak_streaming = 458;
     return s;
 }
 
@@ -28,6 +30,8 @@ TEST(BenchReport, TableHasHeadlineAndCostLines) {
     EXPECT_NE(t.find("0.2778"), std::string::npos);
     EXPECT_NE(t.find("1.0000"), std::string::npos);
     EXPECT_NE(t.find("12.50"), std::string::npos);  // TTFT in ms
+    EXPECT_NE(t.find("Mean / peak streaming requests:"), std::string::npos);
+    EXPECT_NE(t.find("371.3 / 458"), std::string::npos);
     EXPECT_EQ(format_table(sample(), 0, "x").find("$/M"), std::string::npos);
 }
 
@@ -36,6 +40,8 @@ TEST(BenchReport, JsonKeepsSecondsAndCost) {
     EXPECT_EQ(j["completed"], 10);
     EXPECT_EQ(j["errors"]["http_503"], 2);
     EXPECT_DOUBLE_EQ(j["ttft"]["mean_s"].get<double>(), 0.0125);
+    EXPECT_DOUBLE_EQ(j["mean_streaming"].get<double>(), 371.3);
+    EXPECT_EQ(j["peak_streaming"], 458);
     EXPECT_DOUBLE_EQ(j["usd_per_m_completion_tokens"].get<double>(), 3.6e6 / (3600.0 * 3600.0));
     EXPECT_DOUBLE_EQ(j["usd_per_m_completion_tokens_steady"].get<double>(), 1.0);
     EXPECT_FALSE(summary_json(sample(), 0).contains("usd_per_m_completion_tokens"));
