@@ -114,7 +114,7 @@ EOF
     "$B/qwenserve" bench --url "http://127.0.0.1:$port" --fixture "$fx/fixture_$mode.jsonl" --clients "$clients" \
         --requests "$requests" --threads 4 --gpu-hourly-cost 5 --json-out "$fx/${name}_$mode.json" \
         --pass-timeout-s 400 > "$fx/${name}_$mode.txt" 2>&1
-    echo "---- $name $mode (rc $?)"; grep -E "Completed|Failed|Duration|Output token|Mean TTFT|P99 TTFT|Mean TPOT|P99 ITL|Median ITL|\\$/M" "$fx/${name}_$mode.txt"
+    echo "---- $name $mode (rc $?)"; grep -E "Completed|Failed|Duration|Output token|streaming|Mean TTFT|P99 TTFT|Mean TPOT|P99 ITL|Median ITL|\\$/M" "$fx/${name}_$mode.txt"
     curl -s "http://127.0.0.1:$port/metrics" > "$fx/metrics_after.txt"
     grep -E "^qwenserve_(mtp|engine_step|host)" "$fx/metrics_after.txt" | head -20
     # This mode's own engine time (the counters run from the server's start: warm-up and earlier
