@@ -65,6 +65,14 @@ template <int S>
 __device__ __forceinline__ uint32_t e2m1_pair(uint32_t w) {
     return times_2_126(e2m1_pair_scaled_down<S>(w));
 }
+
+// e2m1_pair_scaled_down for a pair index s (0..3) known only after unrolling.
+__device__ __forceinline__ uint32_t e2m1_pair_scaled_down_at(uint32_t w, int s) {
+    return s == 0   ? e2m1_pair_scaled_down<0>(w)
+           : s == 1 ? e2m1_pair_scaled_down<1>(w)
+           : s == 2 ? e2m1_pair_scaled_down<2>(w)
+                    : e2m1_pair_scaled_down<3>(w);
+}
 // (a & mask) ^ magic as one lop3. Written as C++ (& then ^), ptxas emitted two LOP3s (a SASS LOP3
 // takes one immediate operand, and it did not move a constant into a register to fuse them): four
 // instructions a pair instead of three in the INT4 grouped GEMM's inner loop (cuobjdump -sass,
@@ -115,10 +123,7 @@ namespace qs::cuda::w4 {
 template <Code4 F = Code4::kInt4>
 __device__ __forceinline__ uint32_t bf16x2_pair(uint32_t w, int s) {
     if constexpr (F == Code4::kNvfp4) {
-        return s == 0 ? detail::e2m1_pair<0>(w)
-               : s == 1 ? detail::e2m1_pair<1>(w)
-               : s == 2 ? detail::e2m1_pair<2>(w)
-                        : detail::e2m1_pair<3>(w);
+        return detail::times_2_126(detail::e2m1_pair_scaled_down_at(w, s));
     } else {
         const uint32_t biased = detail::and_xor(w >> (4 * s), 0x000F000Fu, kInt4Biased);
 #if defined(__CUDA_ARCH__)
@@ -174,11 +179,7 @@ __device__ __forceinline__ uint32_t nvfp4_scale_folded(uint32_t scales) { return
 // The pair (v_s, v_{s+4}) of an NVFP4 code word times its folded block scale (nvfp4_scale_folded's,
 // one scale for both halves or one each): e2m1 · scale · 2^−8 per half, exact.
 __device__ __forceinline__ uint32_t nvfp4_operand(uint32_t w, int s, uint32_t folded_scale) {
-    const uint32_t p = s == 0   ? detail::e2m1_pair_scaled_down<0>(w)
-                       : s == 1 ? detail::e2m1_pair_scaled_down<1>(w)
-                       : s == 2 ? detail::e2m1_pair_scaled_down<2>(w)
-                                : detail::e2m1_pair_scaled_down<3>(w);
-    return mul_bf16x2(p, folded_scale);
+    return mul_bf16x2(detail::e2m1_pair_scaled_down_at(w, s), folded_scale);
 }
 
 // The A operands of the two m16n8k16 MMAs of code word j (0..3) of a lane's 32-code chunk in the
