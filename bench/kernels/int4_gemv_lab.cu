@@ -4,7 +4,7 @@
 // q_proj / in_proj_qkv 2048→8192, k/v 2048→512, in_proj_z 2048→4096, o_proj / out_proj 4096→2048,
 // and one routed-expert-sized 2048→512) beside the FP8 and BF16 small-rows kernels
 // (small_linear_kernels.h) on the same shapes, and the same kernel on NVFP4 weights
-// (launch_nvfp4_linear, CudaOptions::nvfp4_kernels: group 16, bf16 block scales, an fp32 global;
+// (launch_nvfp4_linear, CudaOptions::nvfp4_kernels: group 16, E4M3 block scale bytes, an fp32 global;
 // checked against nvfp4_ref.h) — issue 18's "NVFP4 at INT4's bytes" at decode.
 // Built with QS_BUILD_KERNEL_LABS=ON (target int4_gemv_lab, links qs_lib).
 // Run: int4_gemv_lab [--no-timing]        (exit code 1 on any FAIL)
@@ -61,12 +61,12 @@ void check_nvfp4(int64_t out, int64_t in) {
         for (int rpw : {1, 2, 4}) {
             const nvfp4_lab::Case c = nvfp4_lab::make_case(out, in, T, uint32_t(out * 29 + in + T * 5 + rpw));
             const std::vector<double> ref = nvfp4_lab::reference(c);
-            DeviceBuffer dc(c.codes.size() * 4), ds(c.scales.size() * 2), dx(c.x.size() * 4), dy(ref.size() * 4);
+            DeviceBuffer dc(c.codes.size() * 4), ds(c.scale_bytes.size()), dx(c.x.size() * 4), dy(ref.size() * 4);
             QS_CUDA_CHECK(cudaMemcpy(dc.get(), c.codes.data(), c.codes.size() * 4, cudaMemcpyHostToDevice));
-            QS_CUDA_CHECK(cudaMemcpy(ds.get(), c.scales.data(), c.scales.size() * 2, cudaMemcpyHostToDevice));
+            QS_CUDA_CHECK(cudaMemcpy(ds.get(), c.scale_bytes.data(), c.scale_bytes.size(), cudaMemcpyHostToDevice));
             QS_CUDA_CHECK(cudaMemcpy(dx.get(), c.x.data(), c.x.size() * 4, cudaMemcpyHostToDevice));
             QS_CUDA_CHECK(cudaMemset(dy.get(), 0xff, ref.size() * 4));  // NaN
-            launch_nvfp4_linear(static_cast<const uint32_t*>(dc.get()), static_cast<const uint16_t*>(ds.get()), c.global,
+            launch_nvfp4_linear(static_cast<const uint32_t*>(dc.get()), static_cast<const uint8_t*>(ds.get()), c.global,
                                 out, in, static_cast<const float*>(dx.get()), T, static_cast<float*>(dy.get()), nullptr,
                                 rpw);
             std::vector<float> y(ref.size());
@@ -105,10 +105,10 @@ double median_us(F&& launch, int copies) {
 void time_shape(const char* name, int64_t out, int64_t in) {
     const int64_t group = 128;
     const size_t int4_bytes = size_t(out * in / 2 + out * (in / group) * 2), fp8_bytes = size_t(out * in),
-                 nvfp4_bytes = size_t(out * in / 2 + out * (in / 16) * 2),
+                 nvfp4_bytes = size_t(out * in / 2 + out * (in / 16)),
                  bf16_bytes = size_t(out * in * 2);
     const int copies = int(std::max<size_t>(2, (size_t(256) << 20) / int4_bytes));
-    // NVFP4: codes [out, in/2] bytes then bf16 scales [out, in/16] (zeros: finite), global 1.
+    // NVFP4: codes [out, in/2] bytes then E4M3 scale bytes [out, in/16] (zeros: finite), global 1.
     DeviceBuffer w4f(nvfp4_bytes * copies);
     QS_CUDA_CHECK(cudaMemset(w4f.get(), 0, nvfp4_bytes * copies));
     // Contents do not matter for timing: one buffer of `copies` weights per format (zeros: finite).
@@ -139,7 +139,7 @@ void time_shape(const char* name, int64_t out, int64_t in) {
                 [&](int i) {
                     const auto* base = static_cast<const unsigned char*>(w4f.get()) + size_t(i) * nvfp4_bytes;
                     launch_nvfp4_linear(reinterpret_cast<const uint32_t*>(base),
-                                        reinterpret_cast<const uint16_t*>(base + out * in / 2), 1.0f, out, in, x, T, y,
+                                        reinterpret_cast<const uint8_t*>(base + out * in / 2), 1.0f, out, in, x, T, y,
                                         nullptr, rpw);
                 },
                 copies);

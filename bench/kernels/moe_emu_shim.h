@@ -48,7 +48,7 @@ struct EmuCopy {
     uint32_t dst;
     const void* src;
     int bytes;      // bytes read (the rest of the copy zero-filled)
-    int size = 16;  // the copy's size: 16 (cp_async16) or 8 (cp_async8)
+    int size = 16;  // the copy's size: 16 (cp_async16), 8 (cp_async8) or 4 (cp_async4)
 };
 
 struct EmuThread {
@@ -124,6 +124,10 @@ inline void cp_async16(uint32_t dst, const void* src, int src_bytes) {
 inline void cp_async8(uint32_t dst, const void* src) {
     if (g_emu_copy_at_issue) emu_do_copy({dst, src, 8, 8});
     else emu_t.open.push_back({dst, src, 8, 8});
+}
+inline void cp_async4(uint32_t dst, const void* src) {
+    if (g_emu_copy_at_issue) emu_do_copy({dst, src, 4, 4});
+    else emu_t.open.push_back({dst, src, 4, 4});
 }
 inline void cp_async_commit() {
     emu_t.groups.push_back(std::move(emu_t.open));

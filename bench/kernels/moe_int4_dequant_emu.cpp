@@ -43,7 +43,7 @@ float e2m1_value(uint32_t c) {
 struct Matrix {
     int rows, cols;
     std::vector<uint32_t> codes;   // [rows, cols/8]
-    std::vector<uint16_t> scales;  // [rows, cols/group]
+    std::vector<uint16_t> scales;  // INT4: bf16 [rows, cols/group]
     std::vector<uint16_t> out;     // the scratch's bf16 [rows, cols]
     std::vector<uint8_t> scale_bytes;  // NVFP4: the E4M3 bytes [rows, cols/16]
     float global = 1.0f;               // NVFP4: the matrix's global multiplier
@@ -83,13 +83,14 @@ int run_case(int H, int I, int Is, int group_or_nvfp4, bool with_off, std::mt199
         }
     }
     std::vector<const uint32_t*> q[3];
-    std::vector<const uint16_t*> qs[3];
+    std::vector<const void*> qs[3];
     std::vector<const void*> w[3];
     std::vector<float> globals;  // NVFP4 [3 (E + 1)]
     for (int e = 0; e <= E; ++e)
         for (int k = 0; k < 3; ++k) {
             q[k].push_back(m[size_t(3 * e + k)].codes.data());
-            qs[k].push_back(m[size_t(3 * e + k)].scales.data());
+            const Matrix& x = m[size_t(3 * e + k)];  // the device layout's scales: bf16 or E4M3 bytes
+            qs[k].push_back(nvfp4 ? static_cast<const void*>(x.scale_bytes.data()) : x.scales.data());
             w[k].push_back(m[size_t(3 * e + k)].out.data());
             globals.push_back(m[size_t(3 * e + k)].global);
         }

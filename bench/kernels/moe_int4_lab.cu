@@ -132,7 +132,7 @@ DevLayer make_layer(const HostExperts& h, bool fp8, const Int4Experts* q) {
     L.table.E = s.E, L.table.H = s.H, L.table.I = s.I, L.table.I_shared = s.Is;
     if (q) {
         std::vector<const uint32_t*> c[3];
-        std::vector<const uint16_t*> sc[3];
+        std::vector<const void*> sc[3];
         for (int e = 0; e < n; ++e)
             for (int m = 0; m < 3; ++m) {  // q.codes / q.scales hold gate, up, down of each expert in turn
                 c[m].push_back(upload(q->codes[size_t(3 * e + m)], L.allocs));
@@ -172,7 +172,7 @@ int touched_experts(const Inputs& in, const Shape& s) {
 double weight_bytes_per_expert(const Shape& s, int Ie, Path p) {
     const double n = 3.0 * Ie * s.H;
     if (is_fp8(p)) return n + 3.0 * ((Ie + 127) / 128) * ((s.H + 127) / 128) * 4;
-    if (is_int4_mma(p)) return g_nvfp4 ? n / 2 + n / 16 * 2 : n / 2 + n / 128 * 2;  // codes + bf16 scales
+    if (is_int4_mma(p)) return g_nvfp4 ? n / 2 + n / 16 : n / 2 + n / 128 * 2;  // codes + scales (E4M3 bytes / bf16)
     return n * 2;
 }
 

@@ -54,7 +54,7 @@ int run_case(int H, int I, int Is, int group, bool with_off, std::mt19937& rng) 
         }
     }
     std::vector<const uint32_t*> q[3];
-    std::vector<const uint16_t*> qs[3];
+    std::vector<const void*> qs[3];
     for (int e = 0; e <= E; ++e)
         for (int k = 0; k < 3; ++k) {
             q[k].push_back(m[size_t(3 * e + k)].codes.data());

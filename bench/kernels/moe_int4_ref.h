@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "moe_ref.h"
@@ -19,9 +20,9 @@ namespace moe_ref {
 // packed in the device INT4 layout (backend/int4_layout.h) beside them.
 struct Int4Experts {
     std::vector<std::vector<uint32_t>> codes;  // per matrix
-    std::vector<std::vector<uint16_t>> scales;
+    std::vector<std::vector<uint8_t>> scales;  // per matrix, the device layout's bytes (INT4: bf16; NVFP4: E4M3)
     std::vector<const uint32_t*> gq, uq, dq;
-    std::vector<const uint16_t*> gs, us, ds;
+    std::vector<const void*> gs, us, ds;
     int group = 0;
     std::vector<float> global;  // NVFP4 (make_nvfp4_experts): [3 (E + 1)] globals; empty for INT4
 };
@@ -40,7 +41,9 @@ inline void int4_matrix(uint16_t* w, int rows, int cols, int group, Rng& rng, In
             }
         }
     q.codes.push_back(std::move(codes));
-    q.scales.push_back(std::move(scales));
+    std::vector<uint8_t> bytes(scales.size() * 2);
+    std::memcpy(bytes.data(), scales.data(), bytes.size());
+    q.scales.push_back(std::move(bytes));
 }
 
 inline Int4Experts make_int4_experts(HostExperts& h, int group, Rng& rng) {
@@ -64,15 +67,17 @@ inline Int4Experts make_int4_experts(HostExperts& h, int group, Rng& rng) {
 // NVFP4 experts: random E2M1 codes, per (row, 16-block) an E4M3 scale byte of 2^[-9, -6] (the
 // subnormal bytes 0x01, 0x02, 0x04 and the normal 0x08) and per matrix a random global 2^[-3, -1]: e2m1 · scale · global has at most 2 significant bits, so `h`'s bf16 weights become
 // exactly the NVFP4 weights and moe_ref's bf16 reference applies; packed in the device NVFP4 layout
-// (src/backend/nvfp4_layout.h: nibbles in the INT4 order, bf16 scales, group 16).
+// (src/backend/nvfp4_layout.h: nibbles in the INT4 order, the E4M3 scale bytes, group 16).
 inline void nvfp4_matrix(uint16_t* w, int rows, int cols, float global, Rng& rng, Int4Experts& q) {
     static const float e2m1[16] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6, -0.0f, -0.5f, -1, -1.5f, -2, -3, -4, -6};
     std::vector<uint32_t> codes(size_t(rows) * cols / 8, 0);
-    std::vector<uint16_t> scales(size_t(rows) * (cols / 16));
+    std::vector<uint8_t> scales(size_t(rows) * (cols / 16));
+    static const uint8_t e4m3[4] = {0x01, 0x02, 0x04, 0x08};  // 2^−9, 2^−8, 2^−7 (subnormal), 2^−6
     for (int r = 0; r < rows; ++r)
         for (int g = 0; g < cols / 16; ++g) {
-            const float sc = std::ldexp(1.0f, -9 + int(rng.next() % 4));  // e4m3 bytes 0x01 .. 0x08
-            scales[size_t(r) * (cols / 16) + g] = f2bf(sc);
+            const int k = int(rng.next() % 4);
+            const float sc = std::ldexp(1.0f, -9 + k);
+            scales[size_t(r) * (cols / 16) + g] = e4m3[k];
             for (int c = g * 16; c < (g + 1) * 16; ++c) {
                 const uint32_t u = uint32_t(rng.next() % 16);
                 codes[(size_t(r) * cols + c) / 8] |= u << (4 * (c % 8));

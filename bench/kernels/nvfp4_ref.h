@@ -2,7 +2,7 @@
 // --nvfp4 on the GPU, emu/int4_emu.cpp in the host SIMT emulation). Written from the format's
 // definition (backend/nvfp4_layout.h, linear_weight.h), not from the kernels: E2M1 code of input i
 // = nibble 4·(i%8) of word codes[o][i/8], its value from the E2M1 table; the block scale the E4M3
-// byte of (o, i/16) decoded here from its bits (the device layout holds it as bf16, exactly);
+// byte of (o, i/16) decoded here from its bits (the device layout holds the bytes themselves);
 // W[o][i] = e2m1 · e4m3 · global and y[t][o] = Σ_i W[o][i] · bf16(x[t][i]) in double. Scale bytes
 // span E4M3 exponents 2^[-6, 3] (subnormal bytes too) so a scale-index mistake cannot hide; the
 // global is not a power of two (its rounding is the kernel's only one besides the fp32 sums).
@@ -34,25 +34,19 @@ inline float e4m3_value(uint8_t b) {  // finite bytes (not 0x7F / 0xFF)
 struct Case {
     int64_t out, in, T;
     std::vector<uint32_t> codes;      // [out, in/8]
-    std::vector<uint8_t> scale_bytes; // E4M3 [out, in/16]
-    std::vector<uint16_t> scales;     // the device layout's bf16 [out, in/16]
+    std::vector<uint8_t> scale_bytes; // E4M3 [out, in/16], the device layout's scales
     float global = 1.0f;
     std::vector<float> x;             // [T, in]
 };
 
 inline Case make_case(int64_t out, int64_t in, int64_t T, uint32_t seed) {
-    Case c{out, in, T, {}, {}, {}, 1.0f, {}};
+    Case c{out, in, T, {}, {}, 1.0f, {}};
     std::mt19937 rng(seed);
     c.codes.resize(size_t(out * in / 8));
     for (uint32_t& w : c.codes) w = uint32_t(rng());
     c.scale_bytes.resize(size_t(out * (in / 16)));
-    c.scales.resize(c.scale_bytes.size());
-    for (size_t i = 0; i < c.scale_bytes.size(); ++i) {
-        // exponent field 0 (subnormal) .. 10, any mantissa; positive as the quantisers write them
-        const uint8_t b = uint8_t(((rng() % 11) << 3) | (rng() % 8));
-        c.scale_bytes[i] = b;
-        c.scales[i] = bf16_bits(e4m3_value(b));
-    }
+    for (uint8_t& b : c.scale_bytes)  // exponent field 0 (subnormal) .. 10, any mantissa; positive as the quantisers write them
+        b = uint8_t(((rng() % 11) << 3) | (rng() % 8));
     c.global = 0.0123f + 0.001f * float(seed % 7);
     std::normal_distribution<float> n(0.0f, 1.0f);
     c.x.resize(size_t(T * in));

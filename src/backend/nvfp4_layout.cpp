@@ -16,6 +16,13 @@ std::string nvfp4_layout_unsupported(const LinearWeight& w) {
     if (w.in_features <= 0 || w.in_features % 32 != 0)
         return fmt::format("in_features {} not a multiple of 32", w.in_features);
     if (w.scales.dtype != DType::kF8E4M3) return "scale dtype";
+    // The kernels widen a scale byte by placing its bits (int4_unpack.cuh scale_f32), which reads
+    // the NaN bytes 0x7F and 0xFF as finite numbers: such a weight keeps the BF16 path (NaN there).
+    const auto* sc = static_cast<const uint8_t*>(w.scales.data);
+    const size_t n = size_t(w.out_features * (w.in_features / kNvfp4GroupSize));
+    bool nan = false;
+    for (size_t i = 0; i < n; ++i) nan |= (sc[i] & 0x7Fu) == 0x7Fu;  // no early exit: vectorised
+    if (nan) return "a NaN block scale";
     if (!std::isfinite(w.global_scale) || w.global_scale == 0.0f)
         return fmt::format("global scale {}", w.global_scale);
     if (w.nvfp4_global == Nvfp4Global::kDivide && !std::isfinite(1.0f / w.global_scale))
@@ -31,10 +38,8 @@ Nvfp4DeviceLayout nvfp4_device_layout(const LinearWeight& w) {
     l.in = w.in_features;
     l.codes.resize(size_t(l.out * l.in / 8));
     std::memcpy(l.codes.data(), w.weight.data, l.codes.size() * 4);  // bytes [out, in/2] = words [out, in/8]
-    const float* e4m3 = fp8e4m3_table();
     const uint8_t* sc = static_cast<const uint8_t*>(w.scales.data);
-    l.scales.resize(size_t(l.out * (l.in / kNvfp4GroupSize)));
-    for (size_t i = 0; i < l.scales.size(); ++i) l.scales[i] = f32_to_bf16(e4m3[sc[i]]).bits;
+    l.scales.assign(sc, sc + size_t(l.out * (l.in / kNvfp4GroupSize)));
     l.global = w.nvfp4_global == Nvfp4Global::kMultiply ? w.global_scale : 1.0f / w.global_scale;
     return l;
 }
@@ -47,7 +52,7 @@ void nvfp4_layout_row(const Nvfp4DeviceLayout& l, int64_t row, float* out) {
     const int64_t words = l.in / 8, groups = l.in / kNvfp4GroupSize;
     for (int64_t i = 0; i < l.in; ++i) {
         const uint32_t c = (l.codes[size_t(row * words + i / 8)] >> (4 * (i % 8))) & 15u;
-        const float s = bf16_to_f32(bf16{l.scales[size_t(row * groups + i / kNvfp4GroupSize)]});
+        const float s = fp8e4m3_table()[l.scales[size_t(row * groups + i / kNvfp4GroupSize)]];
         out[i] = (fp4e2m1_to_f32(uint8_t(c)) * s) * l.global;
     }
 }

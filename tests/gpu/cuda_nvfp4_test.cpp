@@ -60,12 +60,12 @@ void check_fixture_linear(const LinearWeight& l, const char* what) {
     for (int64_t T : {1, 5, 8}) {
         const auto x = gpu_test::random_floats(size_t(T * l.in_features), rng);
         const std::vector<float> ref = reference_linear(l, x, T);
-        cuda::DeviceBuffer codes(d.codes.size() * 4), scales(d.scales.size() * 2), dx(x.size() * 4),
+        cuda::DeviceBuffer codes(d.codes.size() * 4), scales(d.scales.size()), dx(x.size() * 4),
             dy(ref.size() * 4);
         QS_CUDA_CHECK(cudaMemcpy(codes.get(), d.codes.data(), d.codes.size() * 4, cudaMemcpyHostToDevice));
-        QS_CUDA_CHECK(cudaMemcpy(scales.get(), d.scales.data(), d.scales.size() * 2, cudaMemcpyHostToDevice));
+        QS_CUDA_CHECK(cudaMemcpy(scales.get(), d.scales.data(), d.scales.size(), cudaMemcpyHostToDevice));
         QS_CUDA_CHECK(cudaMemcpy(dx.get(), x.data(), x.size() * 4, cudaMemcpyHostToDevice));
-        cuda::launch_nvfp4_linear(static_cast<const uint32_t*>(codes.get()), static_cast<const uint16_t*>(scales.get()),
+        cuda::launch_nvfp4_linear(static_cast<const uint32_t*>(codes.get()), static_cast<const uint8_t*>(scales.get()),
                                   d.global, l.out_features, l.in_features, static_cast<const float*>(dx.get()), T,
                                   static_cast<float*>(dy.get()), nullptr);
         std::vector<float> y(ref.size());
@@ -352,8 +352,8 @@ TEST_F(CudaNvfp4, GroupedGemmWithoutBf16Copies) {
               size_t(config_.num_hidden_layers - 1) * layer_bf16);
 }
 
-// The packed copies cost their bytes beside the BF16 ones: 0.625 bytes per NVFP4 weight (codes 0.5,
-// bf16 scales 2/16) plus the expert tables' globals.
+// The packed copies cost their bytes beside the BF16 ones: 0.5625 bytes per NVFP4 weight (codes 0.5,
+// E4M3 scale bytes 1/16) plus the expert tables' globals.
 TEST_F(CudaNvfp4, PackedCopyBytes) {
     auto on = make(1), off = make(0);
     int64_t n = 0;
@@ -373,7 +373,7 @@ TEST_F(CudaNvfp4, PackedCopyBytes) {
     }
     const int64_t tables = int64_t(weights_->layers.size()) * (6 * int64_t(sizeof(void*)) + 4 * 3) *
                            (config_.num_experts + 1);
-    EXPECT_EQ(int64_t(on->weights().device_bytes() - off->weights().device_bytes()), n / 8 * 5 + tables);
+    EXPECT_EQ(int64_t(on->weights().device_bytes() - off->weights().device_bytes()), n / 16 * 9 + tables);
 }
 
 }  // namespace

@@ -69,6 +69,9 @@ int check_round_trip(const ModelWeights& w) {
         EXPECT_EQ(int64_t(d.codes.size()), l->out_features * l->in_features / 8);
         if (int64_t(d.codes.size()) != l->out_features * l->in_features / 8) continue;
         EXPECT_EQ(std::memcmp(d.codes.data(), l->weight.data, d.codes.size() * 4), 0);
+        EXPECT_EQ(int64_t(d.scales.size()), l->out_features * l->in_features / 16);
+        if (int64_t(d.scales.size()) != l->out_features * l->in_features / 16) continue;
+        EXPECT_EQ(std::memcmp(d.scales.data(), l->scales.data, d.scales.size()), 0);  // the E4M3 bytes unchanged
         // ModelOpt multiplies by the global: one rounding each way, at most one ulp apart.
         // compressed-tensors divides: the layout's reciprocal rounds once more, at most two.
         const float max_ulps = l->nvfp4_global == Nvfp4Global::kMultiply ? 1.0f : 2.0f;
@@ -106,7 +109,8 @@ TEST(Nvfp4Layout, CompressedTensorsRoundTrip) {
 
 // A hand-made weight: input i of row o has code (o + i) % 16 and block b's scale byte is
 // 0x38 + 8·b (e4m3 1, 2, 4, 8: 2^b), global 0.25 multiplied: the nibble order, the scale index
-// and the global pinned down independently of any packer. Then the refusals.
+// and the global pinned down independently of any packer. Then the refusals (a NaN scale byte
+// among them: the kernels widen scale bytes by placing their bits).
 TEST(Nvfp4Layout, HandMadeValuesAndRefusals) {
     const int64_t out = 3, in = 64;
     std::vector<uint8_t> codes(size_t(out * in / 2), 0), scales(size_t(out * in / 16));
@@ -139,6 +143,13 @@ TEST(Nvfp4Layout, HandMadeValuesAndRefusals) {
     w.in_features = 48;
     EXPECT_EQ(nvfp4_layout_unsupported(w), "in_features 48 not a multiple of 32");
     w.in_features = in;
+    const uint8_t kept = scales[5];
+    for (const uint8_t nan : {uint8_t(0x7F), uint8_t(0xFF)}) {  // the kernels would read it as a finite scale
+        scales[5] = nan;
+        EXPECT_EQ(nvfp4_layout_unsupported(w), "a NaN block scale");
+    }
+    scales[5] = kept;
+    EXPECT_EQ(nvfp4_layout_unsupported(w), "");
     w.format = WeightFormat::kIntGroup;
     EXPECT_EQ(nvfp4_layout_unsupported(w), "format int-group");
 }

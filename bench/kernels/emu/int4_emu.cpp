@@ -55,23 +55,34 @@ int check_unpack() {
     return bad != 0;
 }
 
-// The folded NVFP4 MMA operand (nvfp4_operand with nvfp4_scale_folded): for every code at every
-// nibble and every finite non-negative E4M3 scale byte (subnormals, 448 and 0 among them), times
-// kNvfp4FoldedUnscale it is e2m1 · scale exactly, sign of zero included; each half of a pair takes
-// its own scale.
+// The NVFP4 block scale bytes as the kernels widen them, for every finite E4M3 byte (both signs;
+// subnormals, zero, ±448): scale_f32 (the SIMT kernels) is the byte's value exactly, and the folded
+// MMA operand (nvfp4_operand with nvfp4_scale_folded) for every code at every nibble is, times
+// kNvfp4FoldedUnscale, e2m1 · scale exactly, sign of zero included; each half of a pair takes its
+// own scale byte (bits 0..7 the low half's).
 int check_nvfp4_fold() {
     int bad = 0;
     std::mt19937 rng(11);
-    for (uint32_t b = 0; b < 0x7F; ++b) {  // 0x7F is NaN
+    auto finite_byte = [&] {
+        uint32_t b;
+        do b = rng() & 0xFFu;
+        while ((b & 0x7Fu) == 0x7Fu);
+        return b;
+    };
+    for (uint32_t b = 0; b < 0x100; ++b) {
+        if ((b & 0x7Fu) == 0x7Fu) continue;  // NaN: the layout refuses it
         const float scale = nvfp4_lab::e4m3_value(uint8_t(b));
-        const uint16_t sb = int4_lab::bf16_bits(scale);
-        const uint32_t other = int4_lab::bf16_bits(nvfp4_lab::e4m3_value(uint8_t(rng() % 0x7F)));  // the other half's scale
+        const float widened = qs::cuda::w4::scale_f32<Code4::kNvfp4>(uint8_t(b));
+        if ((widened != scale || std::signbit(widened) != std::signbit(scale)) && bad < 4)
+            std::printf("scale_f32: byte 0x%02x: %g, want %g\n", b, widened, scale);
+        bad += widened != scale || std::signbit(widened) != std::signbit(scale);
+        const uint32_t other = finite_byte();  // the other half's scale byte
         for (int i = 0; i < 8; ++i)
             for (uint32_t c = 0; c < 16; ++c) {
                 const uint32_t w = (uint32_t(rng()) & ~(15u << (4 * i))) | (c << (4 * i));
                 const int s = i % 4, hi = i / 4;
-                const uint32_t pair_scales = hi ? (uint32_t(sb) << 16) | other : (other << 16) | sb;
-                const uint32_t op = qs::cuda::w4::nvfp4_operand(w, s, qs::cuda::w4::nvfp4_scale_folded(pair_scales));
+                const uint32_t pair_bytes = hi ? (b << 8) | other : (other << 8) | b;
+                const uint32_t op = qs::cuda::w4::nvfp4_operand(w, s, qs::cuda::w4::nvfp4_scale_folded(pair_bytes));
                 const float got = half_value(op, hi) * qs::cuda::w4::kNvfp4FoldedUnscale;
                 const float want = nvfp4_lab::e2m1_value(c) * scale;  // exact in fp32 and in bf16
                 const bool ok = got == want && std::signbit(got) == std::signbit(want);
@@ -79,7 +90,8 @@ int check_nvfp4_fold() {
                 bad += !ok;
             }
     }
-    std::printf("%s nvfp4_operand (block scale folded): every code at every nibble, every E4M3 scale\n", bad ? "FAIL" : "ok  ");
+    std::printf("%s scale_f32 and nvfp4_operand (block scale folded): every code at every nibble, every finite E4M3 byte\n",
+                bad ? "FAIL" : "ok  ");
     return bad != 0;
 }
 
@@ -127,7 +139,7 @@ int run_nvfp4() {
                 const Case c = make_case(s.out, s.in, T, seed++);
                 const std::vector<double> ref = reference(c);
                 std::vector<float> y(size_t(T * s.out), std::nanf(""));
-                qs::cuda::launch_nvfp4_linear(c.codes.data(), c.scales.data(), c.global, s.out, s.in, c.x.data(), T,
+                qs::cuda::launch_nvfp4_linear(c.codes.data(), c.scale_bytes.data(), c.global, s.out, s.in, c.x.data(), T,
                                               y.data(), nullptr, rpw);
                 const double err = int4_lab::rel_error(y, ref);
                 const bool ok = err < 1e-5;  // fp32 sums of exact products, one rounding of the global, vs double
@@ -156,10 +168,10 @@ int run_grouped_case(bool nvfp4, const std::vector<int64_t>& outs, int64_t in, i
         alone[i].assign(size_t(T * outs[i]), std::nanf(""));
         together[i].assign(size_t(T * outs[i] + 16), std::nanf(""));  // 16 guard values
         const uint32_t* codes = nvfp4 ? nc[i].codes.data() : ic[i].codes.data();
-        const uint16_t* scales = nvfp4 ? nc[i].scales.data() : ic[i].scales.data();
+        const void* scales = nvfp4 ? static_cast<const void*>(nc[i].scale_bytes.data()) : ic[i].scales.data();
         const float global = nvfp4 ? nc[i].global : 1.0f;
-        if (nvfp4) qs::cuda::launch_nvfp4_linear(codes, scales, global, outs[i], in, x.data(), T, alone[i].data(), nullptr, rpw);
-        else qs::cuda::launch_int4_linear(codes, scales, outs[i], in, group, x.data(), T, alone[i].data(), nullptr, rpw);
+        if (nvfp4) qs::cuda::launch_nvfp4_linear(codes, static_cast<const uint8_t*>(scales), global, outs[i], in, x.data(), T, alone[i].data(), nullptr, rpw);
+        else qs::cuda::launch_int4_linear(codes, static_cast<const uint16_t*>(scales), outs[i], in, group, x.data(), T, alone[i].data(), nullptr, rpw);
         parts.push_back({codes, scales, outs[i], together[i].data(), global});
     }
     qs::cuda::launch_4bit_linears(nvfp4, parts, in, nvfp4 ? qs::cuda::kNvfp4LinearGroup : group, x.data(), T, nullptr,
@@ -186,7 +198,7 @@ int run_post_norm_case(bool nvfp4, int64_t out, int64_t in, int64_t T, bool with
     const int4_lab::Case ic = nvfp4 ? int4_lab::Case{} : int4_lab::make_case(out, in, 128, T, seed);
     const nvfp4_lab::Case nc = nvfp4 ? nvfp4_lab::make_case(out, in, T, seed) : nvfp4_lab::Case{};
     const uint32_t* codes = nvfp4 ? nc.codes.data() : ic.codes.data();
-    const uint16_t* scales = nvfp4 ? nc.scales.data() : ic.scales.data();
+    const void* scales = nvfp4 ? static_cast<const void*>(nc.scale_bytes.data()) : ic.scales.data();
     const float global = nvfp4 ? nc.global : 1.0f;
     const std::vector<float>& a = nvfp4 ? nc.x : ic.x;
     std::vector<float> nw(static_cast<size_t>(out)), x(static_cast<size_t>(T * out)), pend(x.size());
@@ -244,10 +256,10 @@ int run_mma_case(const std::vector<int64_t>& outs, int64_t in, int64_t group, in
         v3[i].assign(size_t(T * outs[i] + 16), std::nanf(""));
         one[i].assign(size_t(outs[i]), std::nanf(""));
         const uint32_t* codes = nvfp4 ? nc[i].codes.data() : ic[i].codes.data();
-        const uint16_t* scales = nvfp4 ? nc[i].scales.data() : ic[i].scales.data();
+        const void* scales = nvfp4 ? static_cast<const void*>(nc[i].scale_bytes.data()) : ic[i].scales.data();
         const float global = nvfp4 ? nc[i].global : 1.0f;
-        if (nvfp4) qs::cuda::launch_nvfp4_linear(codes, scales, global, outs[i], in, x.data(), T, v2[i].data(), nullptr, 0);
-        else qs::cuda::launch_int4_linear(codes, scales, outs[i], in, group, x.data(), T, v2[i].data(), nullptr, 0);
+        if (nvfp4) qs::cuda::launch_nvfp4_linear(codes, static_cast<const uint8_t*>(scales), global, outs[i], in, x.data(), T, v2[i].data(), nullptr, 0);
+        else qs::cuda::launch_int4_linear(codes, static_cast<const uint16_t*>(scales), outs[i], in, group, x.data(), T, v2[i].data(), nullptr, 0);
         parts.push_back({codes, scales, outs[i], v3[i].data(), global});
         parts1.push_back({codes, scales, outs[i], one[i].data(), global});
     }

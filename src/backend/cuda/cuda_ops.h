@@ -229,8 +229,8 @@ struct CudaOptions {
     // NVFP4 weights read as 4-bit (issue 18 item 4; bench/kernels/NOTES.md "NVFP4 on the 4-bit
     // kernels"): 0 (default) NVFP4 linears and experts are dequantised to BF16 copies at upload and
     // every path reads those; 1 they also keep the packed NVFP4 device layout (backend/
-    // nvfp4_layout.h: E2M1 codes, bf16 block scales, an fp32 global per matrix; +0.625 bytes per
-    // weight), which dense linears of up to 8 rows (launch_nvfp4_linear), the MoE small-T path
+    // nvfp4_layout.h: E2M1 codes, the E4M3 block scale bytes, an fp32 global per matrix; +0.5625
+    // bytes per weight), which dense linears of up to 8 rows (launch_nvfp4_linear), the MoE small-T path
     // (T <= 8, moe_small_int4.cu) and the 4-bit grouped GEMMs (moe_int4_grouped, up to
     // moe_int4_grouped_max_t rows; moe_decode_gemm_int4.cu) read as INT4's are. Larger dense calls keep
     // the BF16 copies; the experts keep none with moe_int4_scratch 1 (larger MoE calls then dequantise

@@ -84,7 +84,7 @@ DeviceLinear DeviceWeights::upload_linear(const LinearWeight& w, DeviceLinear::D
         // INT4 kept packed for the small-row kernels, beside the BF16 copy made below.
         const Int4DeviceLayout l = int4_device_layout(w);
         d.int4_codes = static_cast<const uint32_t*>(upload_bytes(l.codes.data(), l.codes.size() * 4, stream));
-        d.int4_scales = static_cast<const uint16_t*>(upload_bytes(l.scales.data(), l.scales.size() * 2, stream));
+        d.int4_scales = upload_bytes(l.scales.data(), l.scales.size() * 2, stream);
         d.int4_group = l.group;
         if (int4_only) return d;  // the layer's BF16 values come from the scratch (moe_int4_dequant.h)
     }
@@ -93,7 +93,7 @@ DeviceLinear DeviceWeights::upload_linear(const LinearWeight& w, DeviceLinear::D
         // NVFP4 kept packed for the 4-bit kernels, beside the BF16 copy made below.
         const Nvfp4DeviceLayout l = nvfp4_device_layout(w);
         d.int4_codes = static_cast<const uint32_t*>(upload_bytes(l.codes.data(), l.codes.size() * 4, stream));
-        d.int4_scales = static_cast<const uint16_t*>(upload_bytes(l.scales.data(), l.scales.size() * 2, stream));
+        d.int4_scales = upload_bytes(l.scales.data(), l.scales.size(), stream);  // E4M3 bytes
         d.int4_group = kNvfp4GroupSize;
         d.nvfp4 = true;
         d.nvfp4_global = l.global;
@@ -193,7 +193,7 @@ void DeviceWeights::add_experts(const MoeWeights& m, cudaStream_t stream) {
     std::vector<const void*> gate, up, down;
     std::vector<const float*> gate_s, up_s, down_s;
     std::vector<const uint32_t*> gate_q, up_q, down_q;
-    std::vector<const uint16_t*> gate_qs, up_qs, down_qs;
+    std::vector<const void*> gate_qs, up_qs, down_qs;
     std::vector<int64_t> groups;  // every expert matrix's INT4 group (0: not INT4; NVFP4: 16)
     std::vector<float> globals;   // every expert matrix's NVFP4 global (NaN: not NVFP4), [3 (E + 1)]
     auto add = [&](const ExpertWeights& e) {
@@ -249,9 +249,9 @@ void DeviceWeights::add_experts(const MoeWeights& m, cudaStream_t stream) {
         d.gate_q = static_cast<const uint32_t* const*>(table(gate_q));
         d.up_q = static_cast<const uint32_t* const*>(table(up_q));
         d.down_q = static_cast<const uint32_t* const*>(table(down_q));
-        d.gate_qs = static_cast<const uint16_t* const*>(table(gate_qs));
-        d.up_qs = static_cast<const uint16_t* const*>(table(up_qs));
-        d.down_qs = static_cast<const uint16_t* const*>(table(down_qs));
+        d.gate_qs = static_cast<const void* const*>(table(gate_qs));
+        d.up_qs = static_cast<const void* const*>(table(up_qs));
+        d.down_qs = static_cast<const void* const*>(table(down_qs));
         d.int4_group = int(groups[0]);
         if (nvfp4) {
             d.nvfp4 = true;

@@ -39,9 +39,9 @@ struct DeviceExperts {
     const uint32_t* const* gate_q = nullptr;  // [E + 1] → codes [I_e, H/8]
     const uint32_t* const* up_q = nullptr;
     const uint32_t* const* down_q = nullptr;  // [E + 1] → codes [H, I_e/8]
-    const uint16_t* const* gate_qs = nullptr; // [E + 1] → bf16 scales [I_e, H/group]
-    const uint16_t* const* up_qs = nullptr;
-    const uint16_t* const* down_qs = nullptr; // [E + 1] → [H, I_e/group]
+    const void* const* gate_qs = nullptr;     // [E + 1] → scales [I_e, H/group] (DeviceLinear::int4_scales)
+    const void* const* up_qs = nullptr;
+    const void* const* down_qs = nullptr;     // [E + 1] → [H, I_e/group]
     int int4_group = 0;
     // NVFP4 experts (upload's nvfp4_kernels; every expert matrix NVFP4): the arrays above hold the
     // NVFP4 device layout (backend/nvfp4_layout.h, int4_group 16) and nvfp4_global the matrices'

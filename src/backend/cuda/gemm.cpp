@@ -495,12 +495,12 @@ void Gemm::linears_on(const float* x, int64_t T, std::span<const DeviceLinear* c
                 matmul(CUDA_R_32F, w.w, x, w.out, T, w.in, y, stream);
                 break;
             case Route::kInt4:
-                launch_int4_linear(w.int4_codes, w.int4_scales, w.out, w.in, w.int4_group, x, T, y, stream);
+                launch_int4_linear(w.int4_codes, static_cast<const uint16_t*>(w.int4_scales), w.out, w.in, w.int4_group, x, T, y, stream);
                 ++int4_calls_;
                 ++int4_launches_;
                 break;
             case Route::kNvfp4:
-                launch_nvfp4_linear(w.int4_codes, w.int4_scales, w.nvfp4_global, w.out, w.in, x, T, y, stream);
+                launch_nvfp4_linear(w.int4_codes, static_cast<const uint8_t*>(w.int4_scales), w.nvfp4_global, w.out, w.in, x, T, y, stream);
                 ++int4_calls_;
                 ++nvfp4_calls_;
                 ++int4_launches_;

@@ -57,10 +57,10 @@ struct DeviceLinear {
     // checkpoint's linear is symmetric 4-bit grouped integers the layout takes. Calls of up to
     // kInt4LinearMaxRows rows read these (int4_linear_kernels.h); larger T the BF16 copy.
     const uint32_t* int4_codes = nullptr;
-    const uint16_t* int4_scales = nullptr;
+    const void* int4_scales = nullptr;  // INT4: bf16 [out, in/int4_group]; NVFP4: E4M3 bytes [out, in/16]
     int64_t int4_group = 0;
     // NVFP4 weights kept packed (CudaOptions::nvfp4_kernels; backend/nvfp4_layout.h): int4_codes
-    // and int4_scales then hold the NVFP4 layout's E2M1 codes and bf16 block scales (int4_group
+    // and int4_scales then hold the NVFP4 layout's E2M1 codes and E4M3 block scale bytes (int4_group
     // 16), and nvfp4_global multiplies every output; calls of up to kInt4LinearMaxRows rows read
     // them (launch_nvfp4_linear), larger T the BF16 copy.
     bool nvfp4 = false;

@@ -41,12 +41,12 @@ __global__ __launch_bounds__(kWarps * 32) void int4_linear_kernel(const Int4Part
     if (o0 < a.rows) {  // warp-uniform; no return: with the norm every thread reaches its barriers
         int4_parts::PartRow row[RPW];
         const uint4* wrow[RPW];
-        const uint16_t* srow[RPW];
+        const w4::scale_t<F>* srow[RPW];
 #pragma unroll
         for (int r = 0; r < RPW; ++r) {  // rows past the launch: recomputed (the last), never stored
             row[r] = int4_parts::part_row(a, o0 + r < a.rows ? o0 + r : a.rows - 1);
             wrow[r] = reinterpret_cast<const uint4*>(row[r].codes + size_t(row[r].o) * words);
-            srow[r] = row[r].scales + size_t(row[r].o) * groups;
+            srow[r] = static_cast<const w4::scale_t<F>*>(row[r].scales) + size_t(row[r].o) * groups;
         }
         float acc[RPW][T];
 #pragma unroll
@@ -67,7 +67,7 @@ __global__ __launch_bounds__(kWarps * 32) void int4_linear_kernel(const Int4Part
                 for (int r = 0; r < RPW; ++r) {
                     const uint32_t wq = q == 0 ? w[r].x : q == 1 ? w[r].y : q == 2 ? w[r].z : w[r].w;
                     w4::unpack8<F>(wq, wf[r]);
-                    s[r] = w4::bf16_bits_f32(__ldg(srow[r] + k0 / group));
+                    s[r] = w4::scale_f32<F>(__ldg(srow[r] + k0 / group));
                 }
 #pragma unroll
                 for (int t = 0; t < T; ++t) {
@@ -171,7 +171,7 @@ bool nvfp4_linear_supports(int64_t T, int64_t in, const void* codes, const float
     return int4_linear_supports(T, in, kNvfp4LinearGroup, codes, x);
 }
 
-void launch_nvfp4_linear(const uint32_t* codes, const uint16_t* scales, float global, int64_t out, int64_t in,
+void launch_nvfp4_linear(const uint32_t* codes, const uint8_t* scales, float global, int64_t out, int64_t in,
                          const float* x, int64_t T, float* y, cudaStream_t stream, int rows_per_warp) {
     const Int4LinearPart part{codes, scales, out, y, global};
     launch_4bit_linears(true, std::span(&part, 1), in, kNvfp4LinearGroup, x, T, stream, nullptr, rows_per_warp);

@@ -30,13 +30,13 @@ void launch_int4_linear(const uint32_t* codes, const uint16_t* scales, int64_t o
                         const float* x, int64_t T, float* y, cudaStream_t stream, int rows_per_warp = 0);
 
 // NVFP4 weights in the device NVFP4 layout (backend/nvfp4_layout.h: u32 codes [out, in/8] of E2M1
-// codes in the INT4 layout's nibble order, bf16 scales [out, in/16] (the E4M3 block scales widened),
-// a per-matrix fp32 `global`) through the same kernel templated on the code format: the codes
-// unpack to their E2M1 values in registers (int4_unpack.cuh), E2M1 × x and the block scale as for
-// INT4, y = sum · global (CudaOptions::nvfp4_kernels).
+// codes in the INT4 layout's nibble order, the E4M3 block scale bytes [out, in/16], a per-matrix fp32
+// `global`) through the same kernel templated on the code format: the codes unpack to their E2M1
+// values in registers (int4_unpack.cuh), E2M1 × x and the block scale (exact in fp32) as for INT4,
+// y = sum · global (CudaOptions::nvfp4_kernels).
 constexpr int64_t kNvfp4LinearGroup = 16;
 bool nvfp4_linear_supports(int64_t T, int64_t in, const void* codes, const float* x);
-void launch_nvfp4_linear(const uint32_t* codes, const uint16_t* scales, float global, int64_t out, int64_t in,
+void launch_nvfp4_linear(const uint32_t* codes, const uint8_t* scales, float global, int64_t out, int64_t in,
                          const float* x, int64_t T, float* y, cudaStream_t stream, int rows_per_warp = 0);
 
 // Several 4-bit weights of one input in one launch (CudaOptions::int4_linear_version 2; the q/k/v
@@ -51,7 +51,7 @@ void launch_nvfp4_linear(const uint32_t* codes, const uint16_t* scales, float gl
 constexpr int kInt4LinearMaxParts = 4;
 struct Int4LinearPart {
     const uint32_t* codes = nullptr;  // [out, in / 8]
-    const uint16_t* scales = nullptr; // [out, in / group] bf16
+    const void* scales = nullptr;     // INT4: bf16 [out, in / group]; NVFP4: E4M3 bytes [out, in / 16]
     int64_t out = 0;
     float* y = nullptr;               // [T, out]
     float global = 1.0f;              // NVFP4's per-matrix multiplier (INT4: unused)

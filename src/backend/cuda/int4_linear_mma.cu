@@ -23,8 +23,9 @@
 //    accumulators are summed in warp order through shared memory (deterministic). A row's result
 //    does not depend on T (tokens are the MMA's independent columns) or on the launch's other rows.
 // NVFP4 (Code4::kNvfp4, group 16): word j of a lane's chunk is half of one 16-column block, so its
-// two code pairs per MMA are multiplied by that block's bf16 scale before the MMA (w4::nvfp4_operand:
-// exact, an E2M1 value times an E4M3 scale has at most 6 significant bits; the operand carries 2^−8),
+// two code pairs per MMA are multiplied by that block's scale before the MMA (w4::nvfp4_operand:
+// exact, an E2M1 value times an E4M3 scale has at most 6 significant bits; the operand carries 2^−8;
+// a lane's two block scale bytes are one 2-byte load),
 // one accumulator runs over all groups, and each output is multiplied by its matrix's fp32 global
 // (times 2^8) once. The products are version 2's (code · x · scale, exact), the sums in another order.
 // With the output norm (POST > 0) every block then calls output_norm_last_block. Also compiles as
@@ -77,10 +78,10 @@ __global__ __launch_bounds__(kMmaWarps * 32, 2) void int4_linear_mma_kernel(cons
         const bool has_g = gr.o + g < gr.out, has_g8 = gr.o + g + 8 < gr.out;  // else padding: zeros
         const uint4* row_g = reinterpret_cast<const uint4*>(gr.codes + size_t(has_g ? gr.o + g : 0) * words);
         const uint4* row_g8 = reinterpret_cast<const uint4*>(gr.codes + size_t(has_g8 ? gr.o + g + 8 : 0) * words);
-        const uint16_t* s_g = gr.scales + size_t(has_g ? gr.o + g : 0) * sgroups;
-        const uint16_t* s_g8 = gr.scales + size_t(has_g8 ? gr.o + g + 8 : 0) * sgroups;
+        const w4::scale_t<F>* s_g = static_cast<const w4::scale_t<F>*>(gr.scales) + size_t(has_g ? gr.o + g : 0) * sgroups;
+        const w4::scale_t<F>* s_g8 = static_cast<const w4::scale_t<F>*>(gr.scales) + size_t(has_g8 ? gr.o + g + 8 : 0) * sgroups;
         uint4 wa[KS], wb[KS];
-        uint32_t sa[KS], sb[KS];  // INT4: the group's scale; NVFP4: the chunk's two block scales (bf16x2)
+        uint32_t sa[KS], sb[KS];  // INT4: the group's bf16 scale; NVFP4: the chunk's two block scale bytes
 #pragma unroll
         for (int i = 0; i < KS; ++i) {
             const int kb = warp + kMmaWarps * i;
@@ -90,8 +91,8 @@ __global__ __launch_bounds__(kMmaWarps * 32, 2) void int4_linear_mma_kernel(cons
                 const int c = kb * 4 + q;  // the lane's 16-byte chunk of the row (32 codes)
                 if constexpr (F == w4::Code4::kNvfp4) {
                     const int si = kb * 8 + 2 * q;  // blocks of columns 128 kb + 32 q .. + 15, + 16 .. + 31
-                    if (has_g) wa[i] = __ldg(row_g + c), sa[i] = __ldg(reinterpret_cast<const uint32_t*>(s_g + si));
-                    if (has_g8) wb[i] = __ldg(row_g8 + c), sb[i] = __ldg(reinterpret_cast<const uint32_t*>(s_g8 + si));
+                    if (has_g) wa[i] = __ldg(row_g + c), sa[i] = __ldg(reinterpret_cast<const uint16_t*>(s_g + si));
+                    if (has_g8) wb[i] = __ldg(row_g8 + c), sb[i] = __ldg(reinterpret_cast<const uint16_t*>(s_g8 + si));
                 } else {
                     const int si = kb * 128 / group;  // the group's scale
                     if (has_g) wa[i] = __ldg(row_g + c), sa[i] = __ldg(s_g + si);
@@ -133,7 +134,7 @@ __global__ __launch_bounds__(kMmaWarps * 32, 2) void int4_linear_mma_kernel(cons
 #pragma unroll
                 for (int r = 0; r < 4; ++r) acc[r] += d[r];
             } else {
-                const float scale_g = w4::bf16_bits_f32(uint16_t(sa[i])), scale_g8 = w4::bf16_bits_f32(uint16_t(sb[i]));
+                const float scale_g = w4::scale_f32<F>(uint16_t(sa[i])), scale_g8 = w4::scale_f32<F>(uint16_t(sb[i]));
                 acc[0] = fmaf(d[0], scale_g, acc[0]);
                 acc[1] = fmaf(d[1], scale_g, acc[1]);
                 acc[2] = fmaf(d[2], scale_g8, acc[2]);
@@ -210,8 +211,8 @@ bool int4_linear_mma_supports(bool nvfp4, int64_t T, int64_t in, int64_t group, 
     if (T < 1 || T > kInt4LinearMaxRows || in < 128 || in % 128 != 0 || in > 4096 || !group_ok || parts.empty() ||
         parts.size() > size_t(kInt4LinearMaxParts) || reinterpret_cast<uintptr_t>(x) % 16 != 0)
         return false;
-    for (const Int4LinearPart& p : parts)  // NVFP4 reads a lane's two block scales as one 4-byte word
-        if (p.out <= 0 || reinterpret_cast<uintptr_t>(p.codes) % 16 != 0 || reinterpret_cast<uintptr_t>(p.scales) % 4 != 0)
+    for (const Int4LinearPart& p : parts)  // NVFP4 reads a lane's two block scale bytes as one 2-byte word
+        if (p.out <= 0 || reinterpret_cast<uintptr_t>(p.codes) % 16 != 0 || reinterpret_cast<uintptr_t>(p.scales) % 2 != 0)
             return false;
     return true;
 }
@@ -220,7 +221,7 @@ void launch_int4_linears_mma(bool nvfp4, std::span<const Int4LinearPart> parts, 
                              const float* x, int64_t T, cudaStream_t stream, const SmallLinearOutputNorm* post) {
     QS_CHECK_MSG(int4_linear_mma_supports(nvfp4, T, in, group, parts, x),
                  "launch_int4_linears_mma: 1-8 rows, in a multiple of 128 up to 4,096, an INT4 group multiple of 128 "
-                 "dividing in (NVFP4: 16), 1-4 weights, 16-byte aligned codes, 4-byte aligned scales");
+                 "dividing in (NVFP4: 16), 1-4 weights, 16-byte aligned codes, 2-byte aligned scales");
     const Int4Parts a = int4_parts::make_parts(parts, nvfp4, kGroupRows, "launch_int4_linears_mma");
     int4_parts::check_output_norm(parts, T, post, "launch_int4_linears_mma");
     if (nvfp4) launch_f<w4::Code4::kNvfp4>(a, T, int(in), int(group), x, post, stream);

@@ -17,7 +17,7 @@ namespace qs::cuda::int4_parts {
 // padding, neither read nor written).
 struct Int4Parts {
     const uint32_t* codes[kInt4LinearMaxParts];
-    const uint16_t* scales[kInt4LinearMaxParts];
+    const void* scales[kInt4LinearMaxParts];  // Int4LinearPart::scales
     float* y[kInt4LinearMaxParts];
     float global[kInt4LinearMaxParts];  // NVFP4's multipliers (1 for INT4)
     int out[kInt4LinearMaxParts];
@@ -63,7 +63,7 @@ inline void check_output_norm(std::span<const Int4LinearPart> parts, int64_t T, 
 // Row o of the launch (o < rows): its weight's codes, scales, output and multiplier, and its row there.
 struct PartRow {
     const uint32_t* codes;
-    const uint16_t* scales;
+    const void* scales;
     float* y;
     float global;
     int o, out;  // the row in its weight, the weight's rows

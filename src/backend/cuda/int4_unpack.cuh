@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "backend/cuda/float_bits.cuh"
 
@@ -109,8 +110,25 @@ __device__ __forceinline__ void unpack8(uint32_t w, float (&f)[8]) {
     }
 }
 
-// A bf16 scale (bits) as fp32.
-__device__ __forceinline__ float bf16_bits_f32(uint16_t b) { return bits_f32(uint32_t(b) << 16); }
+// The 4-bit formats' scale storage: INT4 bf16 bits [rows, K/group] (backend/int4_layout.h); NVFP4
+// the checkpoint's E4M3 block scale bytes [rows, K/16] (backend/nvfp4_layout.h).
+template <Code4 F>
+using scale_t = std::conditional_t<F == Code4::kNvfp4, uint8_t, uint16_t>;
+
+// A stored scale as fp32, exact. NVFP4: the byte's exponent and mantissa bits placed at fp32 bits
+// 20..26 (the exponent field's low 4 bits, the mantissa's top 3) and its sign at bit 31 are the fp32
+// value scale · 2^−120 (E4M3's exponent bias 7 against 127), exponent field 0 included (fp32
+// subnormals: the kernels are built without flush-to-zero); × 2^120 is exact. The layout refuses the
+// NaN bytes 0x7F and 0xFF, which this would read as finite.
+template <Code4 F>
+__device__ __forceinline__ float scale_f32(scale_t<F> s) {
+    if constexpr (F == Code4::kNvfp4) {
+        const uint32_t b = s;
+        return bits_f32(((b & 0x7Fu) << 20) | ((b & 0x80u) << 24)) * 0x1p120f;
+    } else {
+        return bits_f32(uint32_t(s) << 16);
+    }
+}
 
 }  // namespace qs::cuda::w4
 
@@ -170,11 +188,25 @@ __device__ __forceinline__ uint32_t mul_bf16x2(uint32_t a, uint32_t b) {
 // exactly (a power of two commutes with every rounding while nothing is subnormal), so a kernel
 // multiplies by kNvfp4FoldedUnscale where it applies the matrix's global: the same bits as
 // without the fold.
-constexpr uint32_t kNvfp4ScaleFold = 0x7A807A80u;  // bf16x2 (2^118, 2^118)
-constexpr float kNvfp4FoldedUnscale = 256.0f;      // 2^8
+// The scales arrive as E4M3 bytes. A byte's exponent and mantissa bits placed at bf16 bits 4..10
+// and its sign at bit 15 are the bf16 value scale · 2^−120 (as in scale_f32; subnormal bytes
+// become bf16 subnormals, which bf16 arithmetic keeps), so the fold multiplies by 2^238 in two
+// exact steps of 2^119 (bf16's largest power of two is 2^127).
+constexpr uint32_t kNvfp4ScaleFoldHalf = 0x7B007B00u;  // bf16x2 (2^119, 2^119)
+constexpr float kNvfp4FoldedUnscale = 256.0f;          // 2^8
 
-// A bf16x2 pair of block scales times 2^118 (exact), for nvfp4_operand.
-__device__ __forceinline__ uint32_t nvfp4_scale_folded(uint32_t scales) { return mul_bf16x2(scales, kNvfp4ScaleFold); }
+// Two E4M3 bytes (bits 0..7 and 8..15 of v) as the bf16x2 pair (s0 · 2^−120, s1 · 2^−120), exact.
+__device__ __forceinline__ uint32_t e4m3x2_scaled_down(uint32_t v) {
+    const uint32_t x = (v & 0xFFu) | ((v & 0xFF00u) << 8);  // byte 1 to bits 16..23
+    return ((x & 0x007F007Fu) << 4) | ((x & 0x00800080u) << 8);
+}
+
+// Two E4M3 block scale bytes (bits 0..7: the low half's, 8..15: the high half's) as the bf16x2 pair
+// scale · 2^118 (exact), for nvfp4_operand.
+__device__ __forceinline__ uint32_t nvfp4_scale_folded(uint32_t bytes) {
+    const uint32_t half = mul_bf16x2(e4m3x2_scaled_down(bytes), kNvfp4ScaleFoldHalf);  // scale · 2^−1
+    return mul_bf16x2(half, kNvfp4ScaleFoldHalf);
+}
 
 // The pair (v_s, v_{s+4}) of an NVFP4 code word times its folded block scale (nvfp4_scale_folded's,
 // one scale for both halves or one each): e2m1 · scale · 2^−8 per half, exact.
@@ -185,7 +217,7 @@ __device__ __forceinline__ uint32_t nvfp4_operand(uint32_t w, int s, uint32_t fo
 // The A operands of the two m16n8k16 MMAs of code word j (0..3) of a lane's 32-code chunk in the
 // 4-bit tensor-core kernels' mapping (int4_linear_mma.cu's header): w from row g, w8 from row g + 8;
 // MMA 0 takes the pairs (0, 4), (1, 5), MMA 1 (2, 6), (3, 7). NVFP4: s / s8 hold the chunk's two block
-// scales of rows g / g + 8 (bf16x2, the first 16 columns' low); word j lies in block j / 2 and its
+// scale bytes of rows g / g + 8 (bits 0..7: the first 16 columns'); word j lies in block j / 2 and its
 // pairs are multiplied by that scale folded (nvfp4_operand: the values times 2^−8, so the caller
 // multiplies its sums by kNvfp4FoldedUnscale). INT4 ignores s and s8.
 template <Code4 F>

@@ -153,8 +153,8 @@ struct GemmParams {
     // (MoeExpertTable's INT4 arrays), scale group (a multiple of kBK).
     const uint32_t* const* q0 = nullptr;
     const uint32_t* const* q1 = nullptr;
-    const uint16_t* const* qs0 = nullptr;
-    const uint16_t* const* qs1 = nullptr;
+    const void* const* qs0 = nullptr;  // MoeExpertTable::gate_qs's storage
+    const void* const* qs1 = nullptr;
     int qgroup = 0;
     // NVFP4 experts in those arrays (MoeExpertTable::nvfp4: E2M1 codes, qgroup 16): the matrices'
     // fp32 global multipliers [3 (E + 1)] (gate, up, down of expert e at 3e, 3e + 1, 3e + 2); null: INT4.
@@ -260,9 +260,9 @@ struct Int4GemmShape {
     static constexpr int B_ROW = kBK / 2;
     static constexpr int B_STAGE = BNW * B_ROW;
     static constexpr int SMEM = STAGES * (A_STAGE + B_STAGE);
-    // NVFP4 (GemmParams::qglobal): after the ring, each stage's block scales: a row's four bf16
-    // scales of one 64-wide K stage (8 bytes, one cp.async), 128 rows.
-    static constexpr int S_ROW = 8;
+    // NVFP4 (GemmParams::qglobal): after the ring, each stage's block scales: a row's four E4M3
+    // scale bytes of one 64-wide K stage (4 bytes, one cp.async), 128 rows.
+    static constexpr int S_ROW = 4;
     static constexpr int S_STAGE = BNW * S_ROW;
     static constexpr int SMEM_NVFP4 = SMEM + STAGES * S_STAGE;
 };
@@ -354,9 +354,9 @@ struct SmallParams {
     const uint32_t* const* gate_q;
     const uint32_t* const* up_q;
     const uint32_t* const* down_q;
-    const uint16_t* const* gate_qs;
-    const uint16_t* const* up_qs;
-    const uint16_t* const* down_qs;
+    const void* const* gate_qs;  // MoeExpertTable::gate_qs's storage
+    const void* const* up_qs;
+    const void* const* down_qs;
     int qgroup;
     // NVFP4 experts in those arrays (SmallPlan::nvfp4; CudaOptions::nvfp4_kernels): E2M1 codes, qgroup
     // 16, and the matrices' fp32 global multipliers [3 (E + 1)] (gate, up, down of expert e at 3e,

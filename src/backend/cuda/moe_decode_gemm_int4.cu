@@ -16,12 +16,12 @@
 //    fresh zero temporary, then acc += tmp · scale[row][group] in fp32, as the fp8 path's block
 //    promotion; the products q·x are exact, so the result differs from the CPU reference
 //    ((q·s)·x summed in fp32) only in summation order.
-//  - NVFP4 (GemmParams::qglobal; E2M1 codes, a bf16 block scale per 16 K values): lane (g, q)'s 16
+//  - NVFP4 (GemmParams::qglobal; E2M1 codes, an E4M3 block scale byte per 16 K values): lane (g, q)'s 16
 //    K values of a row in a stage are exactly one block (block 4·kt + q), so each code pair is
 //    multiplied by its block scale before the MMA (w4::nvfp4_operand: E2M1 × E4M3 is exact in bf16;
 //    the scale folded with the E2M1 bias, so the operand is the value · 2^−8), one accumulator runs
 //    over all of K, and the matrix's global (times 2^8) multiplies the sum once. The
-//    block scales travel with the codes: 8 bytes per row and stage by cp.async into a ring beside
+//    block scales travel with the codes: 4 bytes per row and stage by cp.async into a ring beside
 //    the weights' (Int4GemmShape::S_STAGE), read from shared memory like the codes.
 // h = silu(g)·u is rounded to bf16 as on the BF16 path; the down GEMM writes eout rows for
 // moe_combine.cu, fp32 or (MoeParams::decode_eout_bf16) rounded to bf16. With MoeParams::decode_pdl
@@ -119,14 +119,14 @@ __global__ __launch_bounds__(Int4GemmShape::NTHR) void moe_int4_gemm_kernel(Gemm
         b_src[i] = mat + size_t(wrow) * words + ch * 4;
         b_dst[i] = smem_u32(sB) + r * S::B_ROW + ch * 16;
     }
-    // NVFP4: thread tid copies block-scale row tid's 8 bytes of a stage (scales [rows, K/16] bf16).
-    [[maybe_unused]] const uint16_t* s_src = nullptr;
+    // NVFP4: thread tid copies block-scale row tid's 4 bytes of a stage (scales [rows, K/16] E4M3).
+    [[maybe_unused]] const uint8_t* s_src = nullptr;
     [[maybe_unused]] uint32_t s_dst = 0;
     if constexpr (NV) {
         static_assert(BNW == NTHR, "one scale row per thread");
         bool second;
         const int wrow = weight_row(tid, second);
-        s_src = (second ? p.qs1[e] : p.qs0[e]) + size_t(wrow) * (K / 16);
+        s_src = static_cast<const uint8_t*>(second ? p.qs1[e] : p.qs0[e]) + size_t(wrow) * (K / 16);
         s_dst = smem_u32(sS) + tid * S::S_ROW;
     }
     // parts 1: the tokens (A), 2: the weights (B) and NVFP4's scales, 3: both.
@@ -140,21 +140,21 @@ __global__ __launch_bounds__(Int4GemmShape::NTHR) void moe_int4_gemm_kernel(Gemm
 #pragma unroll
             for (int i = 0; i < B_ITERS; ++i)
                 cp_async16(b_dst[i] + slot * S::B_STAGE, b_src[i] + kt * (kBK / 8), 16);
-            if constexpr (NV) ptx::cp_async8(s_dst + slot * S::S_STAGE, s_src + kt * (kBK / 16));
+            if constexpr (NV) ptx::cp_async4(s_dst + slot * S::S_STAGE, s_src + kt * (kBK / 16));
         }
     };
     auto load_stage = [&](int kt, int slot) { load_stage_parts(kt, slot, 3); };
 
-    // The lane's four accumulator rows' scale rows: fragment mt, half hr → shared row 32·warp +
+    // INT4: the lane's four accumulator rows' scale rows: fragment mt, half hr → shared row 32·warp +
     // 16·mt + 8·hr + g.
-    const uint16_t* srow[MT][2];
+    [[maybe_unused]] const uint16_t* srow[MT][2];
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
         for (int hr = 0; hr < 2; ++hr) {
             bool second;
             const int wrow = weight_row(warp * 32 + mt * 16 + hr * 8 + g, second);
-            srow[mt][hr] = (second ? p.qs1[e] : p.qs0[e]) + size_t(wrow) * ngroups;
+            srow[mt][hr] = static_cast<const uint16_t*>(second ? p.qs1[e] : p.qs0[e]) + size_t(wrow) * ngroups;
         }
 
     // acc[mt][ng]: rows = weight rows 32·warp + 16·mt + g (+8), columns = tokens 8·ng + 2q (+1).
@@ -199,8 +199,8 @@ __global__ __launch_bounds__(Int4GemmShape::NTHR) void moe_int4_gemm_kernel(Gemm
                 const int r = warp * 32 + mt * 16 + hr * 8 + g;
                 wraw[mt][hr] = *reinterpret_cast<const uint2*>(b_s + r * S::B_ROW + q * 8);
                 if constexpr (NV) {
-                    const uint32_t sv = *reinterpret_cast<const uint16_t*>(sS + slot * S::S_STAGE + r * S::S_ROW + q * 2);
-                    s2[mt][hr] = w4::nvfp4_scale_folded(sv | (sv << 16));
+                    const uint32_t sv = sS[slot * S::S_STAGE + r * S::S_ROW + q];
+                    s2[mt][hr] = w4::nvfp4_scale_folded(sv | (sv << 8));
                 }
             }
 #pragma unroll
@@ -259,7 +259,7 @@ __global__ __launch_bounds__(Int4GemmShape::NTHR) void moe_int4_gemm_kernel(Gemm
 #pragma unroll
                 for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-                    for (int hr = 0; hr < 2; ++hr) sc[mt][hr] = w4::bf16_bits_f32(srow[mt][hr][kg]);
+                    for (int hr = 0; hr < 2; ++hr) sc[mt][hr] = w4::scale_f32<F>(srow[mt][hr][kg]);
                 float tmp[MT][NG][4];
 #pragma unroll
                 for (int mt = 0; mt < MT; ++mt)

@@ -1,5 +1,5 @@
 // INT4 experts → one layer's BF16 scratch (see moe_int4_dequant.h). Bandwidth-bound: per weight
-// 0.5 B of codes (+ 2 B per group of scales) read and 2 B written; the real model's layer is
+// 0.5 B of codes (+ 2 B of scale per INT4 group, 1 B per NVFP4 block of 16) read and 2 B written; the real model's layer is
 // 257 experts × 3 × 512 × 2048 weights, 1.6 GB written, ~0.4 ms at 4.25 TB/s.
 // Grid (blocks over the largest matrix, 3·(E + 1)): blockIdx.y = expert·3 + matrix (gate, up,
 // down); each thread turns 4 code words (8 codes each; word c of the matrix is row c / (cols/8))
@@ -38,7 +38,7 @@ constexpr int kDequantWords = 4;  // u32 code words (8 weights each) per thread
 
 struct DequantParams {
     const uint32_t* const* q[3];   // gate, up, down codes [E + 1]
-    const uint16_t* const* qs[3];  // their bf16 scales
+    const void* const* qs[3];      // their scales (MoeExpertTable::gate_qs)
     const void* const* w[3];       // the scratch's bf16 matrices [E + 1]
     const int* expert_off;         // optional [E + 2]
     const float* global;           // NVFP4: the matrices' globals [3 (E + 1)]; null: INT4
@@ -56,7 +56,7 @@ __device__ __forceinline__ uint32_t bf16x2_rn(float lo, float hi) {
 struct DequantMatrix {
     int rows, cols;
     const uint32_t* codes;   // [rows, cols/8]
-    const uint16_t* scales;  // bf16 [rows, cols/group]
+    const void* scales;      // INT4: bf16 [rows, cols/group]; NVFP4: E4M3 bytes [rows, cols/16]
     uint4* out;              // bf16 [rows, cols], 8 per uint4
     float global;            // NVFP4's global multiplier (1 for INT4)
 };
@@ -79,8 +79,8 @@ __device__ __forceinline__ bool dequant_matrix(const DequantParams& p, DequantMa
 // One code word's 8 weights, code · scale (NVFP4: code · (scale · global)) in fp32, as 8 bf16 (round to
 // nearest even).
 template <w4::Code4 F>
-__device__ __forceinline__ uint4 dequant_word(uint32_t w, uint16_t scale_bits, float global) {
-    float s = w4::bf16_bits_f32(scale_bits);
+__device__ __forceinline__ uint4 dequant_word(uint32_t w, w4::scale_t<F> scale, float global) {
+    float s = w4::scale_f32<F>(scale);
     if constexpr (F == w4::Code4::kNvfp4) s *= global;
     float f[8];
     w4::unpack8<F>(w, f);
@@ -113,7 +113,8 @@ __global__ void __launch_bounds__(kDequantThreads) moe_int4_dequant_kernel(Dequa
         if (c >= words) break;
         const int64_t row = c / words_per_row;
         // A word's 8 inputs lie in one group (group % 8 == 0).
-        d.out[c] = dequant_word<F>(w[i], d.scales[row * groups_per_row + int(c % words_per_row) * 8 / p.group], d.global);
+        const auto* scales = static_cast<const w4::scale_t<F>*>(d.scales);
+        d.out[c] = dequant_word<F>(w[i], scales[row * groups_per_row + int(c % words_per_row) * 8 / p.group], d.global);
     }
 }
 
@@ -130,14 +131,15 @@ __global__ void __launch_bounds__(kDequantThreads) moe_int4_dequant_v2_kernel(De
     // A block's threads on consecutive words in each step (coalesced loads and stores, as version 1).
     const uint32_t base = blockIdx.x * uint32_t(kDequantThreads * kDequantWords2) + threadIdx.x;
     uint32_t w[kDequantWords2];
-    uint16_t sb[kDequantWords2];
+    const auto* scales = static_cast<const w4::scale_t<F>*>(d.scales);
+    w4::scale_t<F> sb[kDequantWords2];
 #pragma unroll
     for (int i = 0; i < kDequantWords2; ++i) {  // every load (codes and scales) first, then the stores
         const uint32_t c = base + uint32_t(i * kDequantThreads);
         const uint32_t row = c / words_per_row;
         const bool in = c < words;
         w[i] = in ? d.codes[c] : 0u;
-        sb[i] = in ? d.scales[row * groups_per_row + (c - row * words_per_row) / words_per_group] : uint16_t(0);
+        sb[i] = in ? scales[row * groups_per_row + (c - row * words_per_row) / words_per_group] : w4::scale_t<F>(0);
     }
 #pragma unroll
     for (int i = 0; i < kDequantWords2; ++i) {

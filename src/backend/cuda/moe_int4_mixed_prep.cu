@@ -22,8 +22,8 @@ namespace moe {
 constexpr int kMixedPrepThreads = 256;
 
 struct MixedPrepParams {
-    const uint16_t* const* qs[3];  // gate, up, down bf16 scales [E + 1] of [rows, cols/group]
-    const int* expert_off;         // optional [E + 2]
+    const void* const* qs[3];  // gate, up, down bf16 scales [E + 1] of [rows, cols/group] (INT4 only)
+    const int* expert_off;     // optional [E + 2]
     Int4MixedOperands out;
 };
 
@@ -36,7 +36,7 @@ __global__ void __launch_bounds__(kMixedPrepThreads) moe_int4_mixed_prep_kernel(
     const int n = int(blockIdx.x) * kMixedPrepThreads + int(threadIdx.x);
     if (n >= rows) return;
     const int groups = cols / s.group;
-    const uint16_t* in = p.qs[m][e] + size_t(n) * groups;
+    const uint16_t* in = static_cast<const uint16_t*>(p.qs[m][e]) + size_t(n) * groups;
     uint16_t* out = s.scales(e, m) + n;
     for (int kg = 0; kg < groups; ++kg) out[size_t(kg) * rows] = in[kg];
 }

@@ -37,18 +37,19 @@ struct MoeExpertTable {            // device arrays built once at weight upload
     const float* const* down_scale; // [E + 1] [ceil(H/128), ceil(I_e/128)]
     int E, H, I, I_shared;          // routed experts have I_e = I (moe_intermediate_size), the shared I_shared
     // INT4 W4A16 experts kept packed (backend/int4_layout.h), beside the BF16 copies above (format
-    // kBF16): [E + 1] pointers to u32 codes [rows, cols/8] and bf16 scales [rows, cols/int4_group].
+    // kBF16): [E + 1] pointers to u32 codes [rows, cols/8] and scales (INT4: bf16 [rows,
+    // cols/int4_group]; NVFP4, below: E4M3 bytes [rows, cols/16]).
     // Null when the experts are not INT4; the small-T path (T <= kMoeSmallTMax) then reads these,
     // every other path the BF16 copies.
     const uint32_t* const* gate_q = nullptr;
     const uint32_t* const* up_q = nullptr;
     const uint32_t* const* down_q = nullptr;
-    const uint16_t* const* gate_qs = nullptr;
-    const uint16_t* const* up_qs = nullptr;
-    const uint16_t* const* down_qs = nullptr;
+    const void* const* gate_qs = nullptr;
+    const void* const* up_qs = nullptr;
+    const void* const* down_qs = nullptr;
     int int4_group = 0;
     // NVFP4 experts (CudaOptions::nvfp4_kernels; backend/nvfp4_layout.h): the arrays above hold the
-    // NVFP4 device layout (E2M1 codes in the INT4 nibble order, bf16 block scales, int4_group 16) and
+    // NVFP4 device layout (E2M1 codes in the INT4 nibble order, E4M3 block scale bytes, int4_group 16) and
     // nvfp4_global the matrices' fp32 global multipliers [3 (E + 1)] (gate, up, down of expert e at
     // 3e, 3e + 1, 3e + 2). The small-T path, the 4-bit grouped GEMMs (int4_grouped) and the
     // scratch's dequantisation (bf16_in_scratch) read them as INT4's; every other path the BF16 values.

@@ -82,12 +82,12 @@ __device__ __forceinline__ void gate_up_rows(const SmallParams& p, float* xs, in
     const int r0 = n0 + warp * kRPW;
     const int H = p.H, xrow = x_row(H), nch = H / kVPC, words = H / 8, groups = H / p.qgroup;
     const uint4* wrow[NR];
-    const uint16_t* srow[NR];
+    const w4::scale_t<F>* srow[NR];
 #pragma unroll
     for (int i = 0; i < NR; ++i) {
         const int r = r0 + i % kRPW;
         wrow[i] = reinterpret_cast<const uint4*>((i < kRPW ? p.gate_q[e] : p.up_q[e]) + size_t(r) * words);
-        srow[i] = (i < kRPW ? p.gate_qs[e] : p.up_qs[e]) + size_t(r) * groups;
+        srow[i] = static_cast<const w4::scale_t<F>*>(i < kRPW ? p.gate_qs[e] : p.up_qs[e]) + size_t(r) * groups;
     }
     // x rows of the slot's tokens → shared memory (nb rows; rows past nt are zeros).
     for (int n = 0; n < nb; ++n) {
@@ -112,7 +112,7 @@ __device__ __forceinline__ void gate_up_rows(const SmallParams& p, float* xs, in
 #pragma unroll
             for (int i = 0; i < NR; ++i) {
                 w4::unpack8<F>(word(w[i], q), wf[i]);
-                s[i] = w4::bf16_bits_f32(ld(srow[i] + (kVPC * c + 8 * q) / p.qgroup));
+                s[i] = w4::scale_f32<F>(ld(srow[i] + (kVPC * c + 8 * q) / p.qgroup));
             }
 #pragma unroll
             for (int n = 0; n < N; ++n) {
@@ -197,7 +197,7 @@ __global__ __launch_bounds__(kSmallThreads) void down_kernel(SmallParams p) {
     for (int j0 = 0; j0 < ndots; j0 += G) {
         const uint2* wrow[G];
         const __nv_bfloat16* hrow[G];
-        const uint16_t* srow[G];
+        const w4::scale_t<F>* srow[G];
         int nch[G];
         float glob[G];  // NVFP4: the down matrix's global
 #pragma unroll
@@ -215,7 +215,7 @@ __global__ __launch_bounds__(kSmallThreads) void down_kernel(SmallParams p) {
             const int Ie = shared ? p.I_shared : p.I;
             nch[g] = Ie / 16;
             wrow[g] = reinterpret_cast<const uint2*>(p.down_q[e] + size_t(col) * (Ie / 8));
-            srow[g] = p.down_qs[e] + size_t(col) * (Ie / p.qgroup);
+            srow[g] = static_cast<const w4::scale_t<F>*>(p.down_qs[e]) + size_t(col) * (Ie / p.qgroup);
             hrow[g] = p.h + size_t(dest) * p.ldh;
             if constexpr (F == w4::Code4::kNvfp4) glob[g] = p.qglobal[3 * e + 2];
         }
@@ -239,7 +239,7 @@ __global__ __launch_bounds__(kSmallThreads) void down_kernel(SmallParams p) {
 #pragma unroll
                 for (int half = 0; half < 2; ++half) {
                     const float d = down_word_dot<F>(half == 0 ? w[g].x : w[g].y, half == 0 ? h0[g] : h1[g]);
-                    const float s = w4::bf16_bits_f32(ld(srow[g] + (16 * c + 8 * half) / p.qgroup));
+                    const float s = w4::scale_f32<F>(ld(srow[g] + (16 * c + 8 * half) / p.qgroup));
                     part[g] = fmaf(d, s, part[g]);
                 }
             }
@@ -268,7 +268,8 @@ __global__ __launch_bounds__(kSmallThreads, 2) void down_slots_kernel(SmallParam
     int* s_count = reinterpret_cast<int*>(sm + L.off_count);                          // [max_slots]
     int* s_dest = reinterpret_cast<int*>(sm + L.off_dest);                            // [max_slots][T]
     const uint32_t** s_wptr = reinterpret_cast<const uint32_t**>(sm + L.off_wptr);    // [max_slots] codes
-    const uint16_t** s_sptr = reinterpret_cast<const uint16_t**>(sm + L.off_sptr);    // [max_slots] scales
+    using ST = w4::scale_t<F>;
+    const ST** s_sptr = reinterpret_cast<const ST**>(sm + L.off_sptr);                // [max_slots] scales
     float* s_glob = reinterpret_cast<float*>(sm + L.off_scale);                       // [max_slots] (NVFP4)
     float* s_topw = reinterpret_cast<float*>(sm + L.off_topw);                        // [T·k]
     float* s_sg = reinterpret_cast<float*>(sm + L.off_sg);                            // [T]
@@ -286,28 +287,28 @@ __global__ __launch_bounds__(kSmallThreads, 2) void down_slots_kernel(SmallParam
     for (int i = tid; i < n; i += kSmallThreads) {
         const int e = s_expert[i];
         s_wptr[i] = p.down_q[e];
-        s_sptr[i] = p.down_qs[e];
+        s_sptr[i] = static_cast<const ST*>(p.down_qs[e]);
         s_glob[i] = F == w4::Code4::kNvfp4 ? p.qglobal[3 * e + 2] : 1.0f;
     }
     __syncthreads();
     auto width_of = [&](int e) { return e == E ? p.I_shared : p.I; };
     // A batch's pieces (c = lane + 32u of the 16-code pieces of down_e[col, :]) and their two scales.
     uint2 w[kSlotBatch][CPL];
-    uint16_t sc[kSlotBatch][CPL][2];
+    ST sc[kSlotBatch][CPL][2];
     auto load_batch = [&](int s0) {
 #pragma unroll
         for (int b = 0; b < kSlotBatch; ++b) {
             const int s = s0 + b;
             const int Ie = s < n ? width_of(s_expert[s]) : 0, nch = Ie / 16;
             const uint2* wrow = s < n ? reinterpret_cast<const uint2*>(s_wptr[s] + size_t(col) * (Ie / 8)) : nullptr;
-            const uint16_t* srow = s < n ? s_sptr[s] + size_t(col) * (Ie / p.qgroup) : nullptr;
+            const ST* srow = s < n ? s_sptr[s] + size_t(col) * (Ie / p.qgroup) : nullptr;
 #pragma unroll
             for (int u = 0; u < CPL; ++u) {
                 const int c = lane + 32 * u;
                 const bool ok = c < nch;
                 w[b][u] = ok ? ld(wrow + c) : make_uint2(0, 0);
-                sc[b][u][0] = ok ? ld(srow + (16 * c) / p.qgroup) : uint16_t(0);
-                sc[b][u][1] = ok ? ld(srow + (16 * c + 8) / p.qgroup) : uint16_t(0);
+                sc[b][u][0] = ok ? ld(srow + (16 * c) / p.qgroup) : ST(0);
+                sc[b][u][1] = ok ? ld(srow + (16 * c + 8) / p.qgroup) : ST(0);
             }
         }
     };
@@ -337,7 +338,7 @@ __global__ __launch_bounds__(kSmallThreads, 2) void down_slots_kernel(SmallParam
                     for (int half = 0; half < 2; ++half) {
                         const uint4 hv = *reinterpret_cast<const uint4*>(hrow + 16 * c + 8 * half);
                         const float d = down_word_dot<F>(half == 0 ? w[b][u].x : w[b][u].y, hv);
-                        part = fmaf(d, w4::bf16_bits_f32(sc[b][u][half]), part);
+                        part = fmaf(d, w4::scale_f32<F>(sc[b][u][half]), part);
                     }
                 }
 #pragma unroll

@@ -71,9 +71,11 @@ __global__ __launch_bounds__(kSmallThreads, 2) void gate_up_mma_kernel(SmallPara
 
     // 1. The lane's weights: [i][0..3] = gate row n0 + g, gate n0 + g + 8, up n0 + g, up n0 + g + 8.
     const uint32_t* mat[4] = {p.gate_q[e], p.gate_q[e], p.up_q[e], p.up_q[e]};
-    const uint16_t* smat[4] = {p.gate_qs[e], p.gate_qs[e], p.up_qs[e], p.up_qs[e]};
+    using ST = w4::scale_t<F>;
+    const ST* smat[4] = {static_cast<const ST*>(p.gate_qs[e]), static_cast<const ST*>(p.gate_qs[e]),
+                         static_cast<const ST*>(p.up_qs[e]), static_cast<const ST*>(p.up_qs[e])};
     uint4 w[KS][4];
-    uint32_t sc[KS][4];  // INT4: the group's scale; NVFP4: the chunk's two block scales (bf16x2)
+    uint32_t sc[KS][4];  // INT4: the group's bf16 scale; NVFP4: the chunk's two block scale bytes
 #pragma unroll
     for (int i = 0; i < KS; ++i) {
         const int kb = warp + kWarps * i;
@@ -85,7 +87,7 @@ __global__ __launch_bounds__(kSmallThreads, 2) void gate_up_mma_kernel(SmallPara
                 const int r = n0 + g + 8 * (m & 1);
                 w[i][m] = ld(reinterpret_cast<const uint4*>(mat[m] + size_t(r) * words) + kb * 4 + q);
                 if constexpr (F == w4::Code4::kNvfp4)  // blocks of columns 128 kb + 32 q .. + 15, + 16 .. + 31
-                    sc[i][m] = ld(reinterpret_cast<const uint32_t*>(smat[m] + size_t(r) * sgroups + kb * 8 + 2 * q));
+                    sc[i][m] = ld(reinterpret_cast<const uint16_t*>(smat[m] + size_t(r) * sgroups + kb * 8 + 2 * q));
                 else
                     sc[i][m] = ld(smat[m] + size_t(r) * sgroups + kb * 128 / p.qgroup);
             }
@@ -133,7 +135,7 @@ __global__ __launch_bounds__(kSmallThreads, 2) void gate_up_mma_kernel(SmallPara
                 for (int r = 0; r < 4; ++r) acc[mt][r] += d[mt][r];
                 continue;
             }
-            const float s_g = w4::bf16_bits_f32(uint16_t(sc[i][2 * mt])), s_g8 = w4::bf16_bits_f32(uint16_t(sc[i][2 * mt + 1]));
+            const float s_g = w4::scale_f32<F>(uint16_t(sc[i][2 * mt])), s_g8 = w4::scale_f32<F>(uint16_t(sc[i][2 * mt + 1]));
             acc[mt][0] = fmaf(d[mt][0], s_g, acc[mt][0]);
             acc[mt][1] = fmaf(d[mt][1], s_g, acc[mt][1]);
             acc[mt][2] = fmaf(d[mt][2], s_g8, acc[mt][2]);
