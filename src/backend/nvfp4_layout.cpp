@@ -18,8 +18,9 @@ std::string nvfp4_layout_unsupported(const LinearWeight& w) {
     if (w.scales.dtype != DType::kF8E4M3) return "scale dtype";
     // The kernels widen a scale byte by placing its bits (int4_unpack.cuh scale_f32), which reads
     // the NaN bytes 0x7F and 0xFF as finite numbers: such a weight keeps the BF16 path (NaN there).
+    // (Shape-only weights carry no bytes to check.)
     const auto* sc = static_cast<const uint8_t*>(w.scales.data);
-    const size_t n = size_t(w.out_features * (w.in_features / kNvfp4GroupSize));
+    const size_t n = sc ? size_t(w.out_features * (w.in_features / kNvfp4GroupSize)) : 0;
     bool nan = false;
     for (size_t i = 0; i < n; ++i) nan |= (sc[i] & 0x7Fu) == 0x7Fu;  // no early exit: vectorised
     if (nan) return "a NaN block scale";
