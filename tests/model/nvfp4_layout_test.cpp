@@ -143,12 +143,18 @@ TEST(Nvfp4Layout, HandMadeValuesAndRefusals) {
     w.in_features = 48;
     EXPECT_EQ(nvfp4_layout_unsupported(w), "in_features 48 not a multiple of 32");
     w.in_features = in;
-    const uint8_t kept = scales[5];
-    for (const uint8_t nan : {uint8_t(0x7F), uint8_t(0xFF)}) {  // the kernels would read it as a finite scale
-        scales[5] = nan;
-        EXPECT_EQ(nvfp4_layout_unsupported(w), "a NaN block scale");
+    for (const size_t at : {size_t(5), size_t(10)}) {  // in the scan's 8-byte steps and in its tail (12 bytes)
+        const uint8_t kept = scales[at];
+        for (const uint8_t nan : {uint8_t(0x7F), uint8_t(0xFF)}) {  // the kernels would read it as a finite scale
+            scales[at] = nan;
+            EXPECT_EQ(nvfp4_layout_unsupported(w), "a NaN block scale") << at;
+        }
+        for (const uint8_t finite : {uint8_t(0x7E), uint8_t(0xFE), uint8_t(0x80), uint8_t(0x00)}) {
+            scales[at] = finite;
+            EXPECT_EQ(nvfp4_layout_unsupported(w), "") << at << " " << int(finite);
+        }
+        scales[at] = kept;
     }
-    scales[5] = kept;
     EXPECT_EQ(nvfp4_layout_unsupported(w), "");
     w.format = WeightFormat::kIntGroup;
     EXPECT_EQ(nvfp4_layout_unsupported(w), "format int-group");
