@@ -148,14 +148,16 @@ __global__ __launch_bounds__(Int4GemmShape::NTHR) void moe_int4_gemm_kernel(Gemm
     // INT4: the lane's four accumulator rows' scale rows: fragment mt, half hr → shared row 32·warp +
     // 16·mt + 8·hr + g.
     [[maybe_unused]] const uint16_t* srow[MT][2];
+    if constexpr (!NV) {
 #pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
+        for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-        for (int hr = 0; hr < 2; ++hr) {
-            bool second;
-            const int wrow = weight_row(warp * 32 + mt * 16 + hr * 8 + g, second);
-            srow[mt][hr] = static_cast<const uint16_t*>(second ? p.qs1[e] : p.qs0[e]) + size_t(wrow) * ngroups;
-        }
+            for (int hr = 0; hr < 2; ++hr) {
+                bool second;
+                const int wrow = weight_row(warp * 32 + mt * 16 + hr * 8 + g, second);
+                srow[mt][hr] = static_cast<const uint16_t*>(second ? p.qs1[e] : p.qs0[e]) + size_t(wrow) * ngroups;
+            }
+    }
 
     // acc[mt][ng]: rows = weight rows 32·warp + 16·mt + g (+8), columns = tokens 8·ng + 2q (+1).
     float acc[MT][NG][4];

@@ -130,16 +130,16 @@ __global__ __launch_bounds__(kSmallThreads, 2) void gate_up_mma_kernel(SmallPara
         }
 #pragma unroll
         for (int mt = 0; mt < 2; ++mt) {
-            if constexpr (F == w4::Code4::kNvfp4) {
+            if constexpr (F == w4::Code4::kNvfp4) {  // the block scales are in the operands
 #pragma unroll
                 for (int r = 0; r < 4; ++r) acc[mt][r] += d[mt][r];
-                continue;
+            } else {
+                const float s_g = w4::scale_f32<F>(uint16_t(sc[i][2 * mt])), s_g8 = w4::scale_f32<F>(uint16_t(sc[i][2 * mt + 1]));
+                acc[mt][0] = fmaf(d[mt][0], s_g, acc[mt][0]);
+                acc[mt][1] = fmaf(d[mt][1], s_g, acc[mt][1]);
+                acc[mt][2] = fmaf(d[mt][2], s_g8, acc[mt][2]);
+                acc[mt][3] = fmaf(d[mt][3], s_g8, acc[mt][3]);
             }
-            const float s_g = w4::scale_f32<F>(uint16_t(sc[i][2 * mt])), s_g8 = w4::scale_f32<F>(uint16_t(sc[i][2 * mt + 1]));
-            acc[mt][0] = fmaf(d[mt][0], s_g, acc[mt][0]);
-            acc[mt][1] = fmaf(d[mt][1], s_g, acc[mt][1]);
-            acc[mt][2] = fmaf(d[mt][2], s_g8, acc[mt][2]);
-            acc[mt][3] = fmaf(d[mt][3], s_g8, acc[mt][3]);
         }
     }
 
